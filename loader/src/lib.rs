@@ -1,0 +1,1 @@
+//! The load generator (work in progress: see the loader issue).

@@ -1,0 +1,3 @@
+fn main() {
+    println!("loader {}", env!("CARGO_PKG_VERSION"));
+}

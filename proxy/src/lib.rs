@@ -1,0 +1,1 @@
+//! The reverse proxy (work in progress: see the proxy issue).

@@ -1,0 +1,3 @@
+fn main() {
+    println!("proxy {}", env!("CARGO_PKG_VERSION"));
+}

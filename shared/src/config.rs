@@ -1,0 +1,151 @@
+//! Config plumbing shared by both binaries: one-line CLI errors (exit 2) and TOML files whose
+//! errors name the file, the line and the key.
+//!
+//! Flow: clap (derive) → TOML (serde, explicit defaults) → one `validate()` in `main` →
+//! immutable config handed to the workers.
+
+use std::path::Path;
+
+/// A config file problem: `file:line: key `a.b`: message`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    Parse {
+        file: String,
+        line: usize,
+        key: Option<String>,
+        message: String,
+    },
+    /// A semantic problem found by `validate()`.
+    #[error("{file}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    Invalid {
+        file: String,
+        key: Option<String>,
+        message: String,
+    },
+}
+
+/// Read and deserialize a TOML file; errors carry the file, the line and the key path.
+pub fn load_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    parse_toml(&file, &text)
+}
+
+/// Deserialize TOML text; `file` names it in errors.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let line = inner
+            .span()
+            .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+            .unwrap_or(1);
+        let key = (path != "." && !path.is_empty()).then_some(path);
+        ConfigError::Parse {
+            file: file.to_string(),
+            line,
+            key,
+            message: inner.message().trim().to_string(),
+        }
+    })
+}
+
+/// Parse CLI arguments; on a bad flag or value print one line naming it and exit 2.
+/// `--help` and `--version` print as usual and exit 0.
+pub fn parse_cli<C: clap::Parser>() -> C {
+    parse_cli_from(std::env::args_os())
+}
+
+pub fn parse_cli_from<C: clap::Parser, I, A>(args: I) -> C
+where
+    I: IntoIterator<Item = A>,
+    A: Into<std::ffi::OsString> + Clone,
+{
+    match C::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => exit_cli_error(e),
+    }
+}
+
+/// Print a clap error as one line (or help/version in full) and exit.
+pub fn exit_cli_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            std::process::exit(0)
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            std::process::exit(2)
+        }
+        _ => {
+            eprintln!("{}", first_line(&e.render().to_string()));
+            std::process::exit(2)
+        }
+    }
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim_end()
+}
+
+/// Print a one-line usage error and exit 2 (for problems found by `validate()`).
+pub fn usage_error(msg: impl std::fmt::Display) -> ! {
+    eprintln!("error: {msg}");
+    std::process::exit(2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Cfg {
+        #[allow(dead_code)]
+        listen: String,
+        #[serde(default)]
+        timeouts: Timeouts,
+    }
+
+    #[derive(Debug, Default, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Timeouts {
+        #[serde(default, deserialize_with = "crate::units::serde_units::duration")]
+        #[allow(dead_code)]
+        connect: std::time::Duration,
+    }
+
+    #[test]
+    fn bad_value_names_line_and_key() {
+        let text = "listen = \"x\"\n\n[timeouts]\nconnect = \"3 fortnights\"\n";
+        let err = parse_toml::<Cfg>("p.toml", text).unwrap_err().to_string();
+        assert!(err.starts_with("p.toml:4: key `timeouts.connect`: "), "{err}");
+        assert!(err.contains("invalid duration"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_and_syntax_errors_name_the_line() {
+        let err = parse_toml::<Cfg>("p.toml", "listen = \"x\"\nlisen = 3\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("p.toml:2:"), "{err}");
+        assert!(err.contains("lisen"), "{err}");
+        let err = parse_toml::<Cfg>("p.toml", "listen = \"x\"\n[timeouts\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("p.toml:2:"), "{err}");
+    }
+}

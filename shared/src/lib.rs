@@ -1,0 +1,20 @@
+//! Shared core of the proxy and the loader.
+//!
+//! # Layout
+//! - [`http`]: the sans-IO HTTP/1.1 codec (RFC 9112): heads, framing, chunked, encoders.
+//! - [`runtime`]: thread-per-core bootstrap: one pinned monoio runtime per core, driver fallback.
+//! - [`net`]: sockets: SO_REUSEPORT listeners, TCP_NODELAY, accept back-off, RLIMIT_NOFILE.
+//! - [`shutdown`]: SIGINT/SIGTERM to a process-wide flag, and each worker's local view of it.
+//! - [`counter`]: single-writer counters, written by their worker and read by anyone.
+//! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
+//! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
+//! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
+
+pub mod config;
+pub mod counter;
+pub mod http;
+pub mod net;
+pub mod origin;
+pub mod runtime;
+pub mod shutdown;
+pub mod units;

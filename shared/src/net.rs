@@ -1,0 +1,191 @@
+//! Sockets: SO_REUSEPORT listener groups, TCP_NODELAY, outgoing connects from a chosen source
+//! address, the open-files limit, and the accept back-off that keeps EMFILE from spinning.
+
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+/// Raise RLIMIT_NOFILE's soft limit to the hard limit (nginx's `worker_rlimit_nofile`).
+/// Returns the soft limit now in force.
+pub fn raise_nofile_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit write/read a plain struct we own.
+    unsafe {
+        let mut rl: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return 0;
+        }
+        if rl.rlim_cur < rl.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: rl.rlim_max,
+                rlim_max: rl.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                rl.rlim_cur = rl.rlim_max;
+            }
+        }
+        rl.rlim_cur as u64
+    }
+}
+
+/// One listening socket with SO_REUSEPORT, bound and listening.
+pub fn reuseport_listener(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    sock.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        sock.set_only_v6(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(backlog.min(i32::MAX as u32) as i32)?;
+    Ok(sock.into())
+}
+
+/// `n` SO_REUSEPORT listeners on one address, one per worker. With port 0 the first bind
+/// picks the port and the others bind that same port (each binding port 0 would get its own).
+pub fn reuseport_group(
+    addr: SocketAddr,
+    n: usize,
+    backlog: u32,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    let first = reuseport_listener(addr, backlog)?;
+    let bound = first.local_addr()?;
+    let mut all = vec![first];
+    for _ in 1..n {
+        all.push(reuseport_listener(bound, backlog)?);
+    }
+    Ok(all)
+}
+
+/// Connect to `dst`, with TCP_NODELAY set. With `src`, the socket is bound to that address
+/// first with IP_BIND_ADDRESS_NO_PORT, so the kernel picks the port at connect time per
+/// (src, dst) pair: spreading sources over 127.0.0.0/8 multiplies the ephemeral ports.
+pub async fn connect(dst: SocketAddr, src: Option<IpAddr>) -> io::Result<monoio::net::TcpStream> {
+    let stream = match src {
+        None => monoio::net::TcpStream::connect_addr(dst).await?,
+        Some(ip) => {
+            let sock = Socket::new(Domain::for_address(dst), Type::STREAM, Some(Protocol::TCP))?;
+            sock.set_nonblocking(true)?;
+            set_bind_address_no_port(&sock);
+            sock.bind(&SocketAddr::new(ip, 0).into())?;
+            match sock.connect(&dst.into()) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+                Err(e) => return Err(e),
+            }
+            let stream = monoio::net::TcpStream::from_std(sock.into())?;
+            stream.writable(false).await?;
+            use std::os::fd::{AsRawFd, BorrowedFd};
+            // SAFETY: the fd is owned by `stream`, which outlives this borrow.
+            let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+            if let Some(e) = SockRef::from(&fd).take_error()? {
+                return Err(e);
+            }
+            stream
+        }
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+fn set_bind_address_no_port(sock: &Socket) {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    // SAFETY: valid fd, option value is a c_int that lives across the call.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            &one as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Whether an accept error is about resources (EMFILE, ENFILE, ENOBUFS, ENOMEM): the socket
+/// stays ready, so retrying at once would spin a core. Back off instead.
+pub fn is_resource_exhaustion(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// How long to pause the accept loop after an accept error.
+pub fn accept_backoff(e: &io::Error) -> Duration {
+    if is_resource_exhaustion(e) {
+        Duration::from_millis(10)
+    } else {
+        // ECONNABORTED and friends: the next connection is fine; yield briefly.
+        Duration::from_millis(1)
+    }
+}
+
+/// A log line at most once per `every`; counts what it swallowed in between.
+#[derive(Debug)]
+pub struct RateLimitedLog {
+    every: Duration,
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl RateLimitedLog {
+    pub const fn new(every: Duration) -> Self {
+        RateLimitedLog {
+            every,
+            last: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Call `emit(suppressed_since_last)` if the interval has passed, else count the event.
+    pub fn log(&mut self, emit: impl FnOnce(u64)) {
+        let now = std::time::Instant::now();
+        match self.last {
+            Some(t) if now.duration_since(t) < self.every => self.suppressed += 1,
+            _ => {
+                emit(self.suppressed);
+                self.suppressed = 0;
+                self.last = Some(now);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuseport_group_shares_one_port() {
+        let g = reuseport_group("127.0.0.1:0".parse().unwrap(), 3, 128).unwrap();
+        let port = g[0].local_addr().unwrap().port();
+        assert_ne!(port, 0);
+        assert!(g.iter().all(|l| l.local_addr().unwrap().port() == port));
+    }
+
+    #[test]
+    fn rate_limited_log_swallows_bursts() {
+        let mut l = RateLimitedLog::new(Duration::from_secs(3600));
+        let mut emitted = vec![];
+        for _ in 0..5 {
+            l.log(|n| emitted.push(n));
+        }
+        assert_eq!(emitted, vec![0]);
+        assert_eq!(l.suppressed, 4);
+    }
+
+    #[test]
+    fn nofile_limit_is_raised_to_hard() {
+        let cur = raise_nofile_limit();
+        // SAFETY: plain struct out-parameter.
+        let hard = unsafe {
+            let mut rl: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
+            rl.rlim_max as u64
+        };
+        assert_eq!(cur, hard);
+    }
+}

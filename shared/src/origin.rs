@@ -1,0 +1,1 @@
+//! Scriptable origin server (see the origin helper).

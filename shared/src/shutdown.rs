@@ -1,0 +1,165 @@
+//! Shutdown: SIGINT/SIGTERM set a process-wide flag; each worker watches it and wakes its
+//! own tasks through a worker-local [`Shutdown`] handle.
+//!
+//! Signals are blocked in every thread before the workers start (so no worker's io_uring wait
+//! is interrupted) and taken by one `sigwait` thread. Workers poll the flag on a coarse tick
+//! (every 50 ms): nothing crosses threads on the request path, and no cross-thread waker is
+//! needed.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// The process-wide flag: set once by a signal or by `trigger`, read by the workers.
+#[derive(Debug, Default)]
+pub struct ShutdownFlag {
+    fired: AtomicBool,
+    signals: AtomicUsize,
+}
+
+impl ShutdownFlag {
+    pub fn new() -> Arc<Self> {
+        Arc::new(ShutdownFlag::default())
+    }
+
+    pub fn trigger(&self) {
+        self.fired.store(true, Ordering::Release);
+    }
+
+    pub fn is_set(&self) -> bool {
+        self.fired.load(Ordering::Acquire)
+    }
+
+    /// How many SIGINT/SIGTERM arrived (a second one may mean "stop now").
+    pub fn signal_count(&self) -> usize {
+        self.signals.load(Ordering::Acquire)
+    }
+}
+
+/// Block SIGINT and SIGTERM in this thread (and so in every thread it spawns afterwards) and
+/// start a thread that waits for them and sets `flag`. Call before starting the workers.
+/// `on_signal` runs on the signal thread after each signal, with the count so far.
+pub fn install_signal_handler(
+    flag: Arc<ShutdownFlag>,
+    on_signal: impl Fn(usize) + Send + 'static,
+) -> std::io::Result<()> {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it before use, and
+    // pthread_sigmask only changes this thread's mask.
+    let set = unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        set
+    };
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is a valid, initialised signal set; `sig` is a valid out pointer.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc != 0 {
+                continue;
+            }
+            let n = flag.signals.fetch_add(1, Ordering::AcqRel) + 1;
+            flag.trigger();
+            on_signal(n);
+        })?;
+    Ok(())
+}
+
+/// A worker's local view of shutdown: cheap to clone, awaitable by any task of the worker.
+#[derive(Clone, Default)]
+pub struct Shutdown {
+    inner: Rc<Inner>,
+}
+
+/// Waiters are keyed so a dropped `Wait` (a connection that ended) removes its waker:
+/// the table holds only live waiters, however many connections come and go.
+#[derive(Default)]
+struct Inner {
+    fired: Cell<bool>,
+    next_id: Cell<u64>,
+    wakers: RefCell<HashMap<u64, Waker>>,
+}
+
+impl Shutdown {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn is_fired(&self) -> bool {
+        self.inner.fired.get()
+    }
+
+    /// Fire: every pending and future `wait()` completes.
+    pub fn fire(&self) {
+        if self.inner.fired.replace(true) {
+            return;
+        }
+        let wakers: Vec<Waker> = self.inner.wakers.borrow_mut().drain().map(|(_, w)| w).collect();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Completes once `fire` has been called.
+    pub fn wait(&self) -> Wait {
+        let id = self.inner.next_id.get();
+        self.inner.next_id.set(id + 1);
+        Wait {
+            inner: self.inner.clone(),
+            id,
+        }
+    }
+
+    /// Watch a process-wide flag and fire when it is set. Spawn this on the worker's runtime
+    /// (it needs the timer); it ends when the flag is set or this handle fires.
+    pub async fn watch(self, flag: Arc<ShutdownFlag>) {
+        while !flag.is_set() && !self.is_fired() {
+            monoio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.fire();
+    }
+}
+
+/// Future returned by [`Shutdown::wait`].
+pub struct Wait {
+    inner: Rc<Inner>,
+    id: u64,
+}
+
+impl Drop for Wait {
+    fn drop(&mut self) {
+        self.inner.wakers.borrow_mut().remove(&self.id);
+    }
+}
+
+impl Future for Wait {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.inner.fired.get() {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.inner.wakers.borrow_mut();
+        match wakers.get_mut(&self.id) {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            Some(w) => *w = cx.waker().clone(),
+            None => {
+                wakers.insert(self.id, cx.waker().clone());
+            }
+        }
+        Poll::Pending
+    }
+}
