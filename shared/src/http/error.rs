@@ -64,11 +64,44 @@ pub enum CodecError {
     InvalidTrailer, // 400
     #[error("connection closed before the message was complete")]
     UnexpectedEof, // 400 from a client; 502 from an upstream
+    #[error("Transfer-Encoding in an HTTP/1.0 request")]
+    TransferEncodingHttp10, // 400 (RFC 9112 6.1: framing is faulty)
 }
 
 impl CodecError {
     /// The status a server answers with when a *request* fails this way.
     pub fn status(self) -> u16 {
-        todo!("codec helper")
+        use CodecError::*;
+        match self {
+            RequestLineTooLong => 414,
+            HeadTooLarge | TooManyHeaders | TrailersTooLarge => 431,
+            UnsupportedVersion => 505,
+            UnknownTransferCoding => 501,
+            InvalidStatus => 502,
+            InvalidMethod
+            | InvalidTarget
+            | InvalidVersion
+            | Http2Preface
+            | BareLf
+            | ObsFold
+            | WhitespaceBeforeColon
+            | InvalidHeaderName
+            | InvalidHeaderValue
+            | InvalidStartLine
+            | MissingHost
+            | DuplicateHost
+            | ContentLengthWithTransferEncoding
+            | InvalidContentLength
+            | ConflictingContentLength
+            | TransferEncodingNotChunked
+            | TransferEncodingHttp10
+            | InvalidChunkSize
+            | ChunkSizeOverflow
+            | ChunkLineTooLong
+            | InvalidChunkExtension
+            | InvalidChunkTerminator
+            | InvalidTrailer
+            | UnexpectedEof => 400,
+        }
     }
 }
