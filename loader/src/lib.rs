@@ -1,1 +1,64 @@
-//! The load generator (work in progress: see the loader issue).
+//! The load generator: an HTTP/1.1 client on thread-per-core monoio workers that is never the
+//! bottleneck, with ab's, wrk's and http_load's figures in one report.
+//!
+//! # Layout
+//! - [`cli`]: the command line (clap) and the validated [`RunOptions`] it becomes.
+//! - [`plan`]: URLs ([`Target`]), the request bytes encoded once per worker, the send schedule.
+//! - [`worker`]: [`run`]: spawns the pinned workers, splits connections and `-n` among them,
+//!   warm-up, deadline, merge.
+//! - [`conn`]: one connection's request loop (keep-alive, `--close`, `--pipeline`, `--rate`).
+//! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
+//! - [`stats`]: per-worker figures and the merged [`RunResult`].
+//! - [`report`], [`json`], [`plot`]: the ab-style text report, `--json`, `--plot` SVG.
+//! - [`compare`]: `loader compare URL_A URL_B`, interleaved rounds; [`procstat`]: /proc CPU times
+//!   for `--watch-pid`; [`sysinfo`]: the run's context; [`progress`]: the live line.
+
+pub mod cli;
+pub mod compare;
+pub mod conn;
+pub mod json;
+pub mod plan;
+pub mod plot;
+pub mod procstat;
+pub mod progress;
+pub mod report;
+pub mod srcaddr;
+pub mod stats;
+pub mod sysinfo;
+pub mod worker;
+
+pub use cli::RunOptions;
+pub use plan::Target;
+pub use stats::RunResult;
+pub use worker::run;
+
+/// Why a run could not start (a bad URL, an unreadable file, a runtime that would not start).
+/// Failed requests are not errors: they are counted in the result.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("invalid URL '{url}': {reason}")]
+    InvalidUrl { url: String, reason: &'static str },
+    #[error("https is not supported yet (TLS arrives with the TLS issue): {0}")]
+    Https(String),
+    #[error("cannot resolve '{host}': {source}")]
+    Resolve {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Runtime(#[from] shared::runtime::RuntimeError),
+}
+
+impl LoadError {
+    /// Usage errors exit 2 (the CLI's convention); all of these are about the input.
+    pub fn exit_code(&self) -> i32 {
+        2
+    }
+}

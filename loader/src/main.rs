@@ -1,3 +1,5 @@
+//! `loader`: parse the command line, run, print the report. See the crate docs of `loader`.
 fn main() {
-    println!("loader {}", env!("CARGO_PKG_VERSION"));
+    let cli: loader::cli::Cli = shared::config::parse_cli();
+    std::process::exit(loader::cli::main(cli));
 }

@@ -1,1 +1,230 @@
-//! The reverse proxy (work in progress: see the proxy issue).
+//! The reverse proxy: thread-per-core, io_uring, HTTP/1.1 on both sides.
+//!
+//! # Layout
+//! - [`config`]: the immutable [`config::Config`]; [`cli`] (flags) and [`file`] (TOML) build it.
+//! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
+//! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
+//! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
+//! - `client`: one client connection: heads, keep-alive, pipelining, error responses.
+//! - `exchange`: one request: server choice, retries, response head, pooling.
+//! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
+//! - `relay`: bodies streamed both ways with bounded buffers.
+//! - `tunnel`: WebSocket byte relay after a 101.
+//! - `pool`: per-worker keep-alive pools of upstream connections.
+//! - [`route`], [`balance`]: routing and load balancing.
+//! - `error`: typed failures that record whose fault they were.
+//!
+//! Invariants: nothing is shared between workers on the request path (per-worker state in
+//! `Rc`/`RefCell`, never borrowed across an `.await`); nothing is logged per request; no
+//! body is ever held whole in memory.
+
+pub mod balance;
+pub mod cli;
+pub mod config;
+pub mod file;
+pub mod route;
+
+mod accept;
+mod client;
+mod error;
+mod exchange;
+mod forward;
+mod io;
+mod pool;
+mod relay;
+mod tunnel;
+mod worker;
+
+pub use error::{Fault, ProxyError};
+pub use worker::WorkerStats;
+
+use shared::runtime::{select_driver, spawn_workers, DriverKind, RuntimeError, Workers};
+use shared::shutdown::ShutdownFlag;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+}
+
+/// A started proxy.
+pub struct Running {
+    addrs: Vec<SocketAddr>,
+    workers: Workers,
+    flag: Arc<ShutdownFlag>,
+    stats: Vec<Arc<WorkerStats>>,
+    summary: String,
+}
+
+/// Bind every listener (on this thread, so bind errors surface here), start the workers and
+/// return once they are listening: connections made after this returns are queued in the
+/// backlog and served.
+pub fn start(cfg: config::Config) -> Result<Running, StartError> {
+    let nofile = shared::net::raise_nofile_limit();
+    let driver = select_driver(&cfg.runtime)?;
+    let n = cfg.runtime.workers.max(1);
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    let mut addrs = Vec::with_capacity(cfg.listeners.len());
+    for l in &cfg.listeners {
+        let bind_err = |source| StartError::Bind {
+            addr: l.addr,
+            source,
+        };
+        let group = shared::net::reuseport_group(l.addr, n, l.backlog).map_err(bind_err)?;
+        addrs.push(group[0].local_addr().map_err(bind_err)?);
+        for (i, s) in group.into_iter().enumerate() {
+            per_worker[i].push(s);
+        }
+    }
+    let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
+    let items: Vec<_> = per_worker.into_iter().zip(stats.iter().cloned()).collect();
+    let flag = ShutdownFlag::new();
+    let cfg = Arc::new(cfg);
+    let workers = {
+        let cfg = cfg.clone();
+        // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM in them so
+        // the signal thread `main` installs is the one that takes them.
+        let _mask = SignalMask::block();
+        spawn_workers(&cfg.runtime.clone(), driver, flag.clone(), "proxy", items, move |ctx, (ls, st)| {
+            worker::run(ctx, cfg.clone(), ls, st)
+        })?
+    };
+    let summary = summary(&cfg, driver, &workers, &addrs, nofile);
+    Ok(Running {
+        addrs,
+        workers,
+        flag,
+        stats,
+        summary,
+    })
+}
+
+impl Running {
+    /// The bound addresses, one per configured listener (port 0 resolved).
+    pub fn listen_addrs(&self) -> Vec<SocketAddr> {
+        self.addrs.clone()
+    }
+
+    /// The start-up summary (one line per topic), for stderr.
+    pub fn summary(&self) -> String {
+        self.summary.clone()
+    }
+
+    /// The process-wide flag; `main` installs the signal handler on it.
+    pub fn shutdown_flag(&self) -> Arc<ShutdownFlag> {
+        self.flag.clone()
+    }
+
+    /// Per-worker counters (connections, requests, upstream connects, errors).
+    pub fn stats(&self) -> &[Arc<WorkerStats>] {
+        &self.stats
+    }
+
+    /// Stop accepting; in-flight requests finish up to the shutdown timeout.
+    pub fn trigger_shutdown(&self) {
+        self.flag.trigger();
+    }
+
+    /// Wait for the workers to end (after a shutdown was triggered).
+    pub fn join(self) -> Result<(), RuntimeError> {
+        self.workers.join()
+    }
+
+    pub fn shutdown(self) -> Result<(), RuntimeError> {
+        self.trigger_shutdown();
+        self.join()
+    }
+}
+
+fn summary(
+    cfg: &config::Config,
+    driver: DriverKind,
+    workers: &Workers,
+    addrs: &[SocketAddr],
+    nofile: u64,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let listen: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+    let _ = writeln!(
+        s,
+        "proxy {}: {}, driver {driver}, listening on {}",
+        env!("CARGO_PKG_VERSION"),
+        workers.describe_pinning(),
+        listen.join(" ")
+    );
+    for g in &cfg.groups {
+        let servers: Vec<String> = g
+            .servers
+            .iter()
+            .map(|sv| {
+                if sv.name == sv.addr.to_string() {
+                    sv.name.clone()
+                } else {
+                    format!("{} ({})", sv.name, sv.addr)
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "  upstream {}: {} [{:?}, keepalive {}/worker]",
+            g.name,
+            servers.join(", "),
+            g.balance,
+            g.keepalive
+        );
+    }
+    let t = &cfg.timeouts;
+    let l = &cfg.limits;
+    let body = l
+        .max_body
+        .map_or_else(|| "unlimited".to_string(), |b| format!("{b} bytes"));
+    let _ = write!(
+        s,
+        "  limits: {} connections/worker, body {body}, head {} bytes; timeouts: connect {}, read {}, header {}, idle {}, send {}; open files {nofile}",
+        l.max_connections,
+        l.codec.max_head,
+        shared::units::format_duration(t.connect),
+        shared::units::format_duration(t.read),
+        shared::units::format_duration(t.header),
+        shared::units::format_duration(t.idle),
+        shared::units::format_duration(t.send),
+    );
+    s
+}
+
+/// Blocks SIGINT and SIGTERM in this thread while alive (restoring the old mask after).
+struct SignalMask(libc::sigset_t);
+
+impl SignalMask {
+    fn block() -> Self {
+        // SAFETY: sigset_t is plain data, initialised by sigemptyset before use;
+        // pthread_sigmask only changes this thread's mask and writes the old one to `old`.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            SignalMask(old)
+        }
+    }
+}
+
+impl Drop for SignalMask {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `block`, a valid initialised sigset_t.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut());
+        }
+    }
+}

@@ -1,3 +1,42 @@
+//! `proxy`: parse the command line, load and check the configuration, start the workers,
+//! stop on SIGINT/SIGTERM. Everything else lives in the library.
+
+use proxy::cli::{self, Cli, CliError};
+use shared::config::{exit_cli_error, usage_error};
+use std::process::exit;
+
 fn main() {
-    println!("proxy {}", env!("CARGO_PKG_VERSION"));
+    let cli = Cli::parse_from(std::env::args_os()).unwrap_or_else(|e| exit_cli_error(e));
+    let cfg = cli.config();
+    if let Some(code) = cli::check_config_report(&cli, &cfg) {
+        exit(code);
+    }
+    let cfg = match cfg {
+        Ok(cfg) => cfg,
+        Err(CliError::Usage(m)) => usage_error(m),
+        Err(e) => {
+            eprintln!("proxy: {e}");
+            exit(2)
+        }
+    };
+    shared::net::raise_nofile_limit();
+    let running = proxy::start(cfg).unwrap_or_else(|e| {
+        eprintln!("proxy: {e}");
+        exit(1)
+    });
+    // A second signal means "stop now", without waiting for requests in flight.
+    let on_signal = |n: usize| {
+        if n > 1 {
+            exit(1)
+        }
+    };
+    if let Err(e) = shared::shutdown::install_signal_handler(running.shutdown_flag(), on_signal) {
+        eprintln!("proxy: cannot install the signal handler: {e}");
+        running.trigger_shutdown();
+    }
+    eprintln!("{}", running.summary());
+    if let Err(e) = running.join() {
+        eprintln!("proxy: {e}");
+        exit(1)
+    }
 }

@@ -1,4 +1,7 @@
 //! Incremental body decoding across arbitrary read boundaries.
+//!
+//! `Empty` and `Tunnel` bodies are done at once: for a tunnel, the bytes after the head
+//! belong to the tunnel, not to a message body, and the caller relays them itself.
 
 use super::{chunked, BodyKind, CodecError, Limits};
 
@@ -30,20 +33,49 @@ enum State {
 
 impl BodyDecoder {
     pub fn new(kind: BodyKind, limits: &Limits) -> Self {
-        let _ = (kind, limits, State::Done, State::CloseDelimited);
-        todo!("codec helper")
+        let state = match kind {
+            BodyKind::Empty | BodyKind::Tunnel | BodyKind::Length(0) => State::Done,
+            BodyKind::Length(n) => State::Length { remaining: n },
+            BodyKind::Chunked => State::Chunked(chunked::ChunkedDecoder::new(limits)),
+            BodyKind::CloseDelimited => State::CloseDelimited,
+        };
+        BodyDecoder { state }
     }
 
     /// Decode from `input`. Returns at most one contiguous run of payload per call; call
     /// again with the rest of the input while `consumed < input.len()` and not `done`.
     pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<Decoded<'a>, CodecError> {
-        let _ = input;
-        todo!("codec helper")
+        match &mut self.state {
+            State::Length { remaining } => {
+                let n = (*remaining).min(input.len() as u64) as usize;
+                *remaining -= n as u64;
+                let done = *remaining == 0;
+                if done {
+                    self.state = State::Done;
+                }
+                Ok(Decoded { consumed: n, data: &input[..n], done })
+            }
+            State::Chunked(c) => {
+                let d = c.decode(input)?;
+                if d.done {
+                    self.state = State::Done;
+                }
+                Ok(d)
+            }
+            State::CloseDelimited => Ok(Decoded { consumed: input.len(), data: input, done: false }),
+            State::Done => Ok(Decoded { consumed: 0, data: &[], done: true }),
+        }
     }
 
     /// The peer closed the stream: `Ok` if the body is complete (or close-delimited).
     pub fn finish(&mut self) -> Result<(), CodecError> {
-        todo!("codec helper")
+        match self.state {
+            State::CloseDelimited | State::Done => {
+                self.state = State::Done;
+                Ok(())
+            }
+            State::Length { .. } | State::Chunked(_) => Err(CodecError::UnexpectedEof),
+        }
     }
 
     pub fn is_done(&self) -> bool {

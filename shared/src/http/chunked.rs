@@ -1,8 +1,205 @@
 //! Chunked transfer coding (RFC 9112 section 7.1). The chunk-size line parser is ours:
 //! httparse's `parse_chunk_size` lets any byte, bare LF included, through a chunk extension.
+//!
+//! ```text
+//! chunked-body = *chunk last-chunk trailer-section CRLF
+//! chunk        = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
+//! chunk-size   = 1*HEXDIG
+//! chunk-ext    = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+//! ```
+//!
+//! Framing bytes go through a byte-at-a-time state machine (they are a few bytes per chunk);
+//! chunk data is handed out as one slice. Extensions are checked for forbidden bytes (CTLs,
+//! bare CR or LF) and otherwise ignored; trailer fields are checked like header fields and
+//! dropped. Line and trailer sizes are bounded by [`Limits`].
+
+use super::{body::Decoded, CodecError, Limits, Status};
 
 /// State of a chunked body decoder.
 #[derive(Debug, Clone)]
 pub struct ChunkedDecoder {
-    // codec helper: named states, e.g. `state: ChunkedState, remaining: u64, line_len: usize`
+    state: ChunkedState,
+    /// While in a size line: the size read so far. In `Data`: payload bytes left in the chunk.
+    remaining: u64,
+    /// Bytes of the current chunk-size line, or of the whole trailer section.
+    line_len: usize,
+    max_chunk_line: usize,
+    max_trailers: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkedState {
+    /// At the start of a chunk-size line: a hex digit is due.
+    SizeStart,
+    /// Inside the hex digits.
+    Size,
+    /// Whitespace after the size: more whitespace, `;` or CR.
+    SizeWs,
+    /// Inside chunk extensions, up to CR.
+    Ext,
+    /// CR of the size line seen: LF is due.
+    SizeLf,
+    /// Chunk payload; `remaining > 0`.
+    Data,
+    /// After the payload: CR is due.
+    DataCr,
+    /// After the payload's CR: LF is due.
+    DataLf,
+    /// At the start of a trailer line (or of the final empty line).
+    TrailerStart,
+    TrailerName,
+    TrailerValue,
+    /// CR of a trailer line seen: LF is due.
+    TrailerLf,
+    /// CR of the final empty line seen: LF is due.
+    EndLf,
+    Done,
+}
+
+fn hex_value(b: u8) -> Option<u64> {
+    match b {
+        b'0'..=b'9' => Some(u64::from(b - b'0')),
+        b'a'..=b'f' => Some(u64::from(b - b'a' + 10)),
+        b'A'..=b'F' => Some(u64::from(b - b'A' + 10)),
+        _ => None,
+    }
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_'
+                | b'`' | b'|' | b'~'
+        )
+}
+
+/// Field-value bytes: HTAB, SP, VCHAR, obs-text.
+fn is_value_byte(b: u8) -> bool {
+    b == b'\t' || (b >= 0x20 && b != 0x7f)
+}
+
+impl ChunkedDecoder {
+    pub fn new(limits: &Limits) -> Self {
+        ChunkedDecoder {
+            state: ChunkedState::SizeStart,
+            remaining: 0,
+            line_len: 0,
+            max_chunk_line: limits.max_chunk_line,
+            max_trailers: limits.max_trailers,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.state == ChunkedState::Done
+    }
+
+    /// Decode from `input`: framing bytes are consumed; at most one run of payload is returned.
+    pub fn decode<'a>(&mut self, input: &'a [u8]) -> Result<Decoded<'a>, CodecError> {
+        let mut pos = 0;
+        while pos < input.len() {
+            match self.state {
+                ChunkedState::Data => {
+                    let avail = (input.len() - pos) as u64;
+                    let n = self.remaining.min(avail) as usize;
+                    self.remaining -= n as u64;
+                    if self.remaining == 0 {
+                        self.state = ChunkedState::DataCr;
+                    }
+                    return Ok(Decoded { consumed: pos + n, data: &input[pos..pos + n], done: false });
+                }
+                ChunkedState::Done => break,
+                _ => {
+                    self.step(input[pos])?;
+                    pos += 1;
+                }
+            }
+        }
+        Ok(Decoded { consumed: pos, data: &[], done: self.state == ChunkedState::Done })
+    }
+
+    /// One framing byte.
+    fn step(&mut self, b: u8) -> Result<(), CodecError> {
+        use ChunkedState::*;
+        match self.state {
+            SizeStart | Size | SizeWs | Ext | SizeLf => {
+                self.line_len += 1;
+                if self.line_len > self.max_chunk_line {
+                    return Err(CodecError::ChunkLineTooLong);
+                }
+            }
+            TrailerStart | TrailerName | TrailerValue | TrailerLf | EndLf => {
+                self.line_len += 1;
+                if self.line_len > self.max_trailers {
+                    return Err(CodecError::TrailersTooLarge);
+                }
+            }
+            _ => {}
+        }
+        self.state = match (self.state, b) {
+            (SizeStart | Size, _) if hex_value(b).is_some() => {
+                if self.remaining > u64::MAX >> 4 {
+                    return Err(CodecError::ChunkSizeOverflow);
+                }
+                self.remaining = (self.remaining << 4) | hex_value(b).unwrap_or(0);
+                Size
+            }
+            (SizeStart | Size | SizeWs | Ext | TrailerStart | TrailerValue, b'\n') => {
+                return Err(CodecError::BareLf)
+            }
+            (SizeStart, _) => return Err(CodecError::InvalidChunkSize),
+            (Size | SizeWs, b' ' | b'\t') => SizeWs,
+            (Size | SizeWs, b';') => Ext,
+            (Size | SizeWs, b'\r') => SizeLf,
+            (Size | SizeWs, _) => return Err(CodecError::InvalidChunkSize),
+            (Ext, b'\r') => SizeLf,
+            (Ext, _) if is_value_byte(b) => Ext,
+            (Ext, _) => return Err(CodecError::InvalidChunkExtension),
+            (SizeLf, b'\n') => {
+                self.line_len = 0;
+                if self.remaining == 0 {
+                    TrailerStart // last-chunk
+                } else {
+                    Data
+                }
+            }
+            (SizeLf, _) => return Err(CodecError::InvalidChunkSize),
+            (DataCr, b'\r') => DataLf,
+            (DataLf, b'\n') => {
+                self.line_len = 0;
+                SizeStart
+            }
+            (DataCr | DataLf, _) => return Err(CodecError::InvalidChunkTerminator),
+            (TrailerStart, b'\r') => EndLf,
+            (TrailerStart, _) if is_tchar(b) => TrailerName,
+            (TrailerStart, _) => return Err(CodecError::InvalidTrailer),
+            (TrailerName, b':') => TrailerValue,
+            (TrailerName, _) if is_tchar(b) => TrailerName,
+            (TrailerName, _) => return Err(CodecError::InvalidTrailer),
+            (TrailerValue, b'\r') => TrailerLf,
+            (TrailerValue, _) if is_value_byte(b) => TrailerValue,
+            (TrailerValue, _) => return Err(CodecError::InvalidTrailer),
+            (TrailerLf, b'\n') => TrailerStart,
+            (TrailerLf, _) => return Err(CodecError::InvalidTrailer),
+            (EndLf, b'\n') => Done,
+            (EndLf, _) => return Err(CodecError::InvalidTrailer),
+            // `decode` hands Data bytes out in bulk and stops at Done.
+            (Data | Done, _) => return Err(CodecError::InvalidChunkSize),
+        };
+        Ok(())
+    }
+}
+
+/// Parse one chunk-size line (`1*HEXDIG [chunk-ext] CRLF`) at the start of `buf`:
+/// `Complete((line_len, size))` with the CRLF included in `line_len`.
+pub fn parse_chunk_line(buf: &[u8], limits: &Limits) -> Result<Status<(usize, u64)>, CodecError> {
+    let mut d = ChunkedDecoder::new(limits);
+    for (i, &b) in buf.iter().enumerate() {
+        let size = d.remaining;
+        d.step(b)?;
+        if matches!(d.state, ChunkedState::Data | ChunkedState::TrailerStart) {
+            return Ok(Status::Complete((i + 1, size)));
+        }
+    }
+    Ok(Status::Partial)
 }

@@ -64,6 +64,8 @@ pub enum CodecError {
     InvalidTrailer, // 400
     #[error("connection closed before the message was complete")]
     UnexpectedEof, // 400 from a client; 502 from an upstream
+    #[error("invalid Host header")]
+    InvalidHost, // 400
     #[error("Transfer-Encoding in an HTTP/1.0 request")]
     TransferEncodingHttp10, // 400 (RFC 9112 6.1: framing is faulty)
 }
@@ -89,6 +91,7 @@ impl CodecError {
             | InvalidHeaderValue
             | InvalidStartLine
             | MissingHost
+            | InvalidHost
             | DuplicateHost
             | ContentLengthWithTransferEncoding
             | InvalidContentLength

@@ -1,5 +1,11 @@
 //! Message body framing, decided once per message in RFC 9112 section 6.3 order, and the
 //! keep-alive rules of section 9.3.
+//!
+//! The framing-relevant fields (Host, Content-Length, Transfer-Encoding, Connection, Upgrade,
+//! Expect) are gathered in one pass over the parsed headers ([`FieldScan`]); the decision
+//! functions then look only at that summary.
+
+use super::{CodecError, Version};
 
 /// How a message body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,14 +27,292 @@ pub enum BodyKind {
 /// Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade.
 /// Fields *named* by Connection are hop-by-hop too: see [`connection_tokens`].
 pub fn is_hop_by_hop(name: &str) -> bool {
-    let _ = name;
-    todo!("codec helper")
+    let n = name.as_bytes();
+    // Dispatch on length first: most end-to-end names are rejected by one comparison.
+    match n.len() {
+        2 => n.eq_ignore_ascii_case(b"te"),
+        7 => n.eq_ignore_ascii_case(b"trailer") || n.eq_ignore_ascii_case(b"upgrade"),
+        10 => n.eq_ignore_ascii_case(b"connection") || n.eq_ignore_ascii_case(b"keep-alive"),
+        16 => n.eq_ignore_ascii_case(b"proxy-connection"),
+        17 => n.eq_ignore_ascii_case(b"transfer-encoding"),
+        _ => false,
+    }
 }
 
 /// The comma-separated tokens of every Connection field, trimmed of whitespace, in order.
 pub fn connection_tokens<'h, 'b: 'h>(
     headers: &'h [httparse::Header<'b>],
 ) -> impl Iterator<Item = &'b [u8]> + 'h {
-    let _ = headers;
-    std::iter::empty()
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+        .flat_map(|h| list_elements(h.value))
+}
+
+/// The non-empty elements of a comma-separated list (RFC 9110 5.6.1), trimmed of OWS.
+pub fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value.split(|&b| b == b',').map(trim_ows).filter(|e| !e.is_empty())
+}
+
+/// `value` without leading and trailing spaces and tabs.
+pub fn trim_ows(value: &[u8]) -> &[u8] {
+    let start = value.iter().position(|&b| b != b' ' && b != b'\t');
+    let Some(start) = start else { return &[] };
+    let end = value.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(start, |e| e + 1);
+    &value[start..end]
+}
+
+/// What one pass over a head's fields found, for framing and connection management.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct FieldScan<'b> {
+    pub host_count: u32,
+    pub host: Option<&'b [u8]>,
+    /// The agreed Content-Length, if any field was present and valid.
+    pub content_length: Option<u64>,
+    /// The first problem with Content-Length fields (invalid beats conflicting).
+    pub content_length_error: Option<CodecError>,
+    pub has_content_length: bool,
+    pub te: TransferCodings,
+    pub conn_close: bool,
+    pub conn_keep_alive: bool,
+    pub conn_upgrade: bool,
+    pub upgrade: Option<&'b [u8]>,
+    pub expect_continue: bool,
+}
+
+/// The transfer codings of every Transfer-Encoding field, summarised.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct TransferCodings {
+    pub present: bool,
+    /// Number of codings listed over all fields.
+    pub count: u32,
+    pub chunked_count: u32,
+    pub last_is_chunked: bool,
+    pub unknown: bool,
+}
+
+impl<'b> FieldScan<'b> {
+    /// One pass over the fields of a complete head that lies in `buf`. It also checks the
+    /// line ending before each field name (see `head::check_line_endings`): httparse accepts
+    /// a bare LF there, we don't.
+    pub fn scan(buf: &[u8], headers: &[httparse::Header<'b>]) -> Result<Self, CodecError> {
+        let mut s = FieldScan::default();
+        let base = buf.as_ptr() as usize;
+        for h in headers {
+            let at = (h.name.as_ptr() as usize).wrapping_sub(base);
+            if buf.get(at.wrapping_sub(2)) != Some(&b'\r') {
+                return Err(CodecError::BareLf);
+            }
+            let name = h.name.as_bytes();
+            // Dispatch on (length, first letter) so that an ordinary field costs two compares.
+            let first = name.first().map_or(0, |b| b | 0x20);
+            match (name.len(), first) {
+                (4, b'h') if name.eq_ignore_ascii_case(b"host") => {
+                    s.host_count += 1;
+                    s.host = Some(h.value);
+                }
+                (6, b'e') if name.eq_ignore_ascii_case(b"expect") => {
+                    s.expect_continue |= h.value.eq_ignore_ascii_case(b"100-continue");
+                }
+                (7, b'u') if name.eq_ignore_ascii_case(b"upgrade") => s.upgrade = Some(h.value),
+                (10, b'c') if name.eq_ignore_ascii_case(b"connection") => s.connection(h.value),
+                (14, b'c') if name.eq_ignore_ascii_case(b"content-length") => {
+                    s.content_length(h.value)
+                }
+                (17, b't') if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                    s.transfer_encoding(h.value)
+                }
+                _ => {}
+            }
+        }
+        Ok(s)
+    }
+
+    fn connection(&mut self, value: &[u8]) {
+        // The common single-token values skip the list split.
+        if value.eq_ignore_ascii_case(b"keep-alive") {
+            self.conn_keep_alive = true;
+            return;
+        }
+        if value.eq_ignore_ascii_case(b"close") {
+            self.conn_close = true;
+            return;
+        }
+        for token in list_elements(value) {
+            if token.eq_ignore_ascii_case(b"close") {
+                self.conn_close = true;
+            } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                self.conn_keep_alive = true;
+            } else if token.eq_ignore_ascii_case(b"upgrade") {
+                self.conn_upgrade = true;
+            }
+        }
+    }
+
+    fn transfer_encoding(&mut self, value: &[u8]) {
+        self.te.present = true;
+        for coding in list_elements(value) {
+            // A coding may carry parameters: its name ends at `;`.
+            let name = trim_ows(coding.split(|&b| b == b';').next().unwrap_or(&[]));
+            self.te.count += 1;
+            let chunked = name.eq_ignore_ascii_case(b"chunked");
+            self.te.chunked_count += u32::from(chunked);
+            self.te.last_is_chunked = chunked;
+            self.te.unknown |= !chunked && !is_known_coding(name);
+        }
+    }
+
+    /// One Content-Length field: a list of plain decimal numbers that must all agree
+    /// (RFC 9112 6.3 step 5; identical duplicates such as `5, 5` are accepted as one).
+    fn content_length(&mut self, value: &[u8]) {
+        self.has_content_length = true;
+        let mut any = false;
+        for element in value.split(|&b| b == b',').map(trim_ows) {
+            any = true;
+            match parse_decimal(element) {
+                None => {
+                    self.content_length_error = Some(CodecError::InvalidContentLength);
+                }
+                Some(n) => match self.content_length {
+                    Some(prev) if prev != n => {
+                        if self.content_length_error.is_none() {
+                            self.content_length_error = Some(CodecError::ConflictingContentLength);
+                        }
+                    }
+                    _ => self.content_length = Some(n),
+                },
+            }
+        }
+        if !any {
+            self.content_length_error = Some(CodecError::InvalidContentLength);
+        }
+    }
+
+    /// RFC 9112 9.3: HTTP/1.1 persists unless `close`; HTTP/1.0 only with `keep-alive`.
+    pub fn keep_alive(&self, version: Version) -> bool {
+        !self.conn_close && (version == Version::Http11 || self.conn_keep_alive)
+    }
+}
+
+/// Transfer codings registered with IANA besides chunked (RFC 9110 8.4.1, RFC 9112 7).
+fn is_known_coding(name: &[u8]) -> bool {
+    ["gzip", "x-gzip", "deflate", "compress", "x-compress"]
+        .iter()
+        .any(|known| name.eq_ignore_ascii_case(known.as_bytes()))
+}
+
+/// `1*DIGIT` into a u64; `None` on anything else (sign, space, empty, overflow).
+pub fn parse_decimal(digits: &[u8]) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+    }
+    Some(n)
+}
+
+/// Request framing, RFC 9112 6.3 (requests never read until close):
+pub(crate) fn request_body_kind(scan: &FieldScan, version: Version) -> Result<BodyKind, CodecError> {
+    if scan.te.present {
+        // 6.1: "A server that receives a request message with a transfer coding it does not
+        // understand SHOULD respond with 501 (Not Implemented)."
+        if scan.te.unknown {
+            return Err(CodecError::UnknownTransferCoding);
+        }
+        // 6.3 step 3: "If a message is received with both a Transfer-Encoding and a
+        // Content-Length header field, [...] a server MAY reject the request": we do, it is
+        // the classic smuggling vector.
+        if scan.has_content_length {
+            return Err(CodecError::ContentLengthWithTransferEncoding);
+        }
+        // 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing.
+        if version == Version::Http10 {
+            return Err(CodecError::TransferEncodingHttp10);
+        }
+        // 6.3 step 4: "If a Transfer-Encoding header field is present in a request and the
+        // chunked transfer coding is not the final encoding, [...] the server MUST respond
+        // with the 400". 7.1: chunked MUST NOT be applied more than once.
+        if !scan.te.last_is_chunked || scan.te.chunked_count != 1 {
+            return Err(CodecError::TransferEncodingNotChunked);
+        }
+        return Ok(BodyKind::Chunked);
+    }
+    // 6.3 step 5: an invalid Content-Length is an unrecoverable error.
+    if let Some(err) = scan.content_length_error {
+        return Err(err);
+    }
+    // Step 6: with a valid Content-Length, that many octets; step 7: otherwise none.
+    Ok(match scan.content_length {
+        Some(0) | None => BodyKind::Empty,
+        Some(n) => BodyKind::Length(n),
+    })
+}
+
+/// What framing of a response depends on besides its own head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestMethod {
+    Head,
+    Connect,
+    Other,
+}
+
+impl RequestMethod {
+    /// Classifies a request's method token.
+    pub fn from_method(method: &str) -> Self {
+        match method {
+            "HEAD" => RequestMethod::Head,
+            "CONNECT" => RequestMethod::Connect,
+            _ => RequestMethod::Other,
+        }
+    }
+}
+
+/// Response framing, RFC 9112 6.3, steps in order.
+pub(crate) fn response_body_kind(
+    scan: &FieldScan,
+    version: Version,
+    status: u16,
+    method: RequestMethod,
+) -> Result<BodyKind, CodecError> {
+    // 101 switches protocols: what follows the head is no longer HTTP/1.1.
+    if status == 101 {
+        return Ok(BodyKind::Tunnel);
+    }
+    // Step 1: "Any response to a HEAD request and any response with a 1xx (Informational),
+    // 204 (No Content), or 304 (Not Modified) status code is always terminated by the first
+    // empty line after the header fields, regardless of the header fields present".
+    if method == RequestMethod::Head || (100..200).contains(&status) || status == 204 || status == 304
+    {
+        return Ok(BodyKind::Empty);
+    }
+    // Step 2: "Any 2xx (Successful) response to a CONNECT request implies that the
+    // connection will become a tunnel immediately after the empty line".
+    if method == RequestMethod::Connect && (200..300).contains(&status) {
+        return Ok(BodyKind::Tunnel);
+    }
+    // Step 3 (and 6.1 for HTTP/1.0): Transfer-Encoding overrides Content-Length; "If a
+    // Transfer-Encoding header field is present in a response and the chunked transfer
+    // coding is not the final encoding, the message body length is determined by reading
+    // the connection until it is closed by the server."
+    if scan.te.present {
+        if version == Version::Http11 && scan.te.last_is_chunked && scan.te.chunked_count == 1 {
+            return Ok(BodyKind::Chunked);
+        }
+        return Ok(BodyKind::CloseDelimited);
+    }
+    // Step 5: an invalid Content-Length in a response is an unrecoverable error (502).
+    if let Some(err) = scan.content_length_error {
+        return Err(err);
+    }
+    // Step 6: a valid Content-Length; step 8: otherwise read until close.
+    Ok(match scan.content_length {
+        Some(0) => BodyKind::Empty,
+        Some(n) => BodyKind::Length(n),
+        None => BodyKind::CloseDelimited,
+    })
 }

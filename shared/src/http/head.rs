@@ -5,8 +5,16 @@
 //! the colon, NUL/bare CR in values, Host presence and uniqueness for HTTP/1.1 requests,
 //! absolute-form authority winning over Host, versions other than 1.0/1.1 (505) told apart
 //! from the HTTP/2 preface and from garbage, and the framing headers (see `framing`).
+//!
+//! Cost on the success path: one httparse pass, then O(headers) work: bare LF is found by
+//! looking at the two bytes before each header name and at the last four bytes of the head
+//! (every line ending in a head is one of those), and the framing fields are summarised in
+//! the same loop. Classifying *why* httparse failed rescans the bytes, but only on error.
 
+use super::framing::{request_body_kind, response_body_kind, FieldScan};
 use super::{framing::BodyKind, CodecError, Limits, Status, Version};
+
+pub use super::framing::RequestMethod;
 
 /// A parsed request head, borrowing the read buffer.
 #[derive(Debug)]
@@ -18,7 +26,8 @@ pub struct RequestHead<'h, 'b> {
     pub headers: &'h [httparse::Header<'b>],
     /// Bytes of the buffer the head took, final CRLFCRLF included; the body starts here.
     pub head_len: usize,
-    /// The authority: from an absolute-form target if present (it wins), else the Host value.
+    /// The authority: from an absolute-form target if present (it wins), the target itself
+    /// for CONNECT (authority-form), else the Host value.
     pub authority: Option<&'b [u8]>,
     /// How the request body is framed: `Empty`, `Length(n)` or `Chunked` (never close-delimited).
     pub body: BodyKind,
@@ -28,6 +37,13 @@ pub struct RequestHead<'h, 'b> {
     pub expect_continue: bool,
     /// `Connection: upgrade` with an `Upgrade` header was sent (value in `upgrade`).
     pub upgrade: Option<&'b [u8]>,
+}
+
+impl RequestHead<'_, '_> {
+    /// The method as framing of the response needs it.
+    pub fn request_method(&self) -> RequestMethod {
+        RequestMethod::from_method(self.method)
+    }
 }
 
 /// A parsed response head, borrowing the read buffer.
@@ -44,13 +60,9 @@ pub struct ResponseHead<'h, 'b> {
     pub keep_alive: bool,
 }
 
-/// What framing of a response depends on besides its own head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RequestMethod {
-    Head,
-    Connect,
-    Other,
-}
+/// The HTTP/2 connection preface (RFC 9113 3.4); its first line parses as an HTTP/1 request
+/// line with version `HTTP/2.0`.
+pub const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Parse a request head. `Partial` while the head is incomplete and within limits.
 pub fn parse_request<'h, 'b>(
@@ -58,8 +70,68 @@ pub fn parse_request<'h, 'b>(
     headers: &'h mut [httparse::Header<'b>],
     limits: &Limits,
 ) -> Result<Status<RequestHead<'h, 'b>>, CodecError> {
-    let _ = (buf, headers, limits);
-    todo!("codec helper")
+    let n = limits.max_headers.min(headers.len());
+    let storage: &'h mut [httparse::Header<'b>] = &mut headers[..n];
+    // httparse never sees more than max_head bytes, so its work is bounded too.
+    let window = &buf[..buf.len().min(limits.max_head)];
+    let mut req = httparse::Request::new(storage);
+    let head_len = match req.parse(window) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => {
+            if request_line_too_long(buf, limits.max_request_line) {
+                return Err(CodecError::RequestLineTooLong);
+            }
+            if buf.len() >= limits.max_head {
+                return Err(CodecError::HeadTooLarge);
+            }
+            return Ok(Status::Partial);
+        }
+        Err(e) => {
+            if request_line_too_long(buf, limits.max_request_line) {
+                return Err(CodecError::RequestLineTooLong);
+            }
+            return match classify_request_error(window, e) {
+                Some(err) => Err(err),
+                None if buf.len() >= limits.max_head => Err(CodecError::HeadTooLarge),
+                // The head is bad, but which rule it breaks shows only in bytes still to
+                // come: wait for them so every split of the input gives the same error.
+                None => Ok(Status::Partial),
+            };
+        }
+    };
+    let httparse::Request { method, path, version, headers } = req;
+    let headers: &'h [httparse::Header<'b>] = headers;
+    let (Some(method), Some(target), Some(version)) = (method, path, version) else {
+        return Err(CodecError::InvalidStartLine); // httparse sets all three on Complete
+    };
+    let version = if version == 0 { Version::Http10 } else { Version::Http11 };
+
+    // Start-line checks: leading empty lines must be CRLF, the line within its limit.
+    let base = buf.as_ptr() as usize;
+    let start = method.as_ptr() as usize - base;
+    check_leading_crlf(&buf[..start])?;
+    let target_off = target.as_ptr() as usize - base;
+    // " HTTP/1.x" follows the target.
+    if target_off + target.len() + 9 - start > limits.max_request_line {
+        return Err(CodecError::RequestLineTooLong);
+    }
+    check_head_end(buf, head_len)?;
+
+    let scan = FieldScan::scan(buf, headers)?;
+    let authority = request_authority(method, target, &scan, version)?;
+    let body = request_body_kind(&scan, version)?;
+    Ok(Status::Complete(RequestHead {
+        method,
+        target,
+        version,
+        headers,
+        head_len,
+        authority,
+        body,
+        keep_alive: scan.keep_alive(version),
+        expect_continue: scan.expect_continue && version == Version::Http11,
+        upgrade: if scan.conn_upgrade { scan.upgrade } else { None },
+    }))
 }
 
 /// Parse a response head to a request made with `method`. 1xx heads (other than 101) parse as
@@ -70,6 +142,312 @@ pub fn parse_response<'h, 'b>(
     method: RequestMethod,
     limits: &Limits,
 ) -> Result<Status<ResponseHead<'h, 'b>>, CodecError> {
-    let _ = (buf, headers, method, limits);
-    todo!("codec helper")
+    let n = limits.max_headers.min(headers.len());
+    let storage: &'h mut [httparse::Header<'b>] = &mut headers[..n];
+    let window = &buf[..buf.len().min(limits.max_head)];
+    let mut res = httparse::Response::new(storage);
+    let head_len = match res.parse(window) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => {
+            if buf.len() >= limits.max_head {
+                return Err(CodecError::HeadTooLarge);
+            }
+            return Ok(Status::Partial);
+        }
+        Err(e) => {
+            return match classify_response_error(window, e) {
+                Some(err) => Err(err),
+                None if buf.len() >= limits.max_head => Err(CodecError::HeadTooLarge),
+                None => Ok(Status::Partial),
+            };
+        }
+    };
+    let httparse::Response { version, code, reason, headers } = res;
+    let headers: &'h [httparse::Header<'b>] = headers;
+    let (Some(version), Some(status)) = (version, code) else {
+        return Err(CodecError::InvalidStartLine);
+    };
+    let version = if version == 0 { Version::Http10 } else { Version::Http11 };
+    if status < 100 {
+        return Err(CodecError::InvalidStatus);
+    }
+    let leading = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    check_leading_crlf(&buf[..leading])?;
+    check_head_end(buf, head_len)?;
+
+    let scan = FieldScan::scan(buf, headers)?;
+    let body = response_body_kind(&scan, version, status, method)?;
+    let keep_alive = scan.keep_alive(version)
+        && !matches!(body, BodyKind::CloseDelimited | BodyKind::Tunnel);
+    Ok(Status::Complete(ResponseHead {
+        version,
+        status,
+        reason: reason.unwrap_or(""),
+        headers,
+        head_len,
+        body,
+        keep_alive,
+    }))
+}
+
+/// Leading empty lines before a start line (RFC 9112 2.2 lets a server skip them) must be
+/// CRLF too.
+fn check_leading_crlf(lead: &[u8]) -> Result<(), CodecError> {
+    if lead.chunks(2).all(|pair| pair == b"\r\n") {
+        Ok(())
+    } else {
+        Err(CodecError::BareLf)
+    }
+}
+
+/// httparse accepts a bare LF wherever CRLF is due. Every line ending of a complete head
+/// is either just before a header name (the start line's or the previous header's; checked
+/// in `FieldScan::scan`, which walks the fields anyway) or one of the two at the very end,
+/// checked here; so every bare LF is found without a pass over the bytes.
+fn check_head_end(buf: &[u8], head_len: usize) -> Result<(), CodecError> {
+    match head_len.checked_sub(4).and_then(|start| buf.get(start..head_len)) {
+        Some(b"\r\n\r\n") => Ok(()),
+        _ => Err(CodecError::BareLf),
+    }
+}
+
+/// RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host; 3.2.2: an absolute-form
+/// target's authority wins over Host. 3.2.1-3.2.4: the target's form must fit the method.
+fn request_authority<'b>(
+    method: &str,
+    target: &'b str,
+    scan: &FieldScan<'b>,
+    version: Version,
+) -> Result<Option<&'b [u8]>, CodecError> {
+    if scan.host_count > 1 {
+        return Err(CodecError::DuplicateHost);
+    }
+    if scan.host_count == 0 && version == Version::Http11 {
+        return Err(CodecError::MissingHost);
+    }
+    if let Some(host) = scan.host {
+        if !host.iter().all(|&b| is_authority_byte(b)) {
+            return Err(CodecError::InvalidHost);
+        }
+    }
+    let t = target.as_bytes();
+    if method == "CONNECT" {
+        // authority-form: host ":" port, nothing else.
+        if !t.contains(&b':') || !t.iter().all(|&b| is_authority_byte(b)) {
+            return Err(CodecError::InvalidTarget);
+        }
+        return Ok(Some(t));
+    }
+    match t.first() {
+        Some(b'/') => Ok(scan.host),
+        Some(b'*') if t.len() == 1 && method == "OPTIONS" => Ok(scan.host),
+        _ => match absolute_authority(t) {
+            // RFC 9110 4.2.4: userinfo (`user@`) in an http(s) URI is an error; the
+            // authority byte set leaves `@` out.
+            Some(a) if !a.is_empty() && a.iter().all(|&b| is_authority_byte(b)) => Ok(Some(a)),
+            _ => Err(CodecError::InvalidTarget),
+        },
+    }
+}
+
+/// Bytes of `uri-host [":" port]` (RFC 3986 3.2.2: reg-name, IP literals, pct-encoding),
+/// which keeps routing on Host or authority unambiguous: no spaces, `/`, `@`, `?`, `#`.
+#[inline]
+fn is_authority_byte(b: u8) -> bool {
+    AUTHORITY_BYTES[b as usize]
+}
+
+static AUTHORITY_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'-' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\'' | b'(' | b')'
+                    | b'*' | b'+' | b',' | b';' | b'=' | b':' | b'[' | b']'
+            );
+        b += 1;
+    }
+    t
+};
+
+/// The authority of an absolute-form target `scheme "://" authority [path-abempty]...`,
+/// or `None` if `t` is not one.
+fn absolute_authority(t: &[u8]) -> Option<&[u8]> {
+    let colon = t.iter().position(|&b| b == b':')?;
+    let scheme = &t[..colon];
+    // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )
+    let valid_scheme = scheme.first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    let rest = t[colon + 1..].strip_prefix(b"//")?;
+    if !valid_scheme {
+        return None;
+    }
+    let end = rest.iter().position(|&b| matches!(b, b'/' | b'?' | b'#')).unwrap_or(rest.len());
+    Some(&rest[..end])
+}
+
+/// Whether the request line (after any leading empty lines) is longer than `limit`, looking
+/// at no more than `limit + 2` bytes of it.
+fn request_line_too_long(buf: &[u8], limit: usize) -> bool {
+    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    let line = &buf[lead..];
+    let window = &line[..line.len().min(limit.saturating_add(2))];
+    match window.iter().position(|&b| b == b'\n') {
+        Some(lf) => {
+            let len = if lf > 0 && window[lf - 1] == b'\r' { lf - 1 } else { lf };
+            len > limit
+        }
+        None => line.len() > limit.saturating_add(1),
+    }
+}
+
+// ---- Error classification (slow path: only after httparse said no) ----
+//
+// Each classifier returns `None` when the bytes that decide which rule is broken have not
+// all arrived yet (the caller answers `Partial`), so a head gives the same error however
+// it is split across reads.
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_'
+                | b'`' | b'|' | b'~'
+        )
+}
+
+fn classify_request_error(buf: &[u8], e: httparse::Error) -> Option<CodecError> {
+    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    let line = &buf[lead..];
+    match e {
+        httparse::Error::Version => {
+            if line.starts_with(&HTTP2_PREFACE[..14]) {
+                return Some(CodecError::Http2Preface);
+            }
+            // The version is the third field of the request line.
+            let mut fields = line.splitn(3, |&b| b == b' ');
+            let version = fields.nth(2).unwrap_or(&[]);
+            classify_version(version, |b| b == b'\r' || b == b'\n')
+        }
+        httparse::Error::Token => {
+            let method_len = line.iter().take_while(|&&b| is_tchar(b)).count();
+            match line.get(method_len) {
+                None => None,
+                Some(b' ') if method_len > 0 => Some(CodecError::InvalidTarget),
+                Some(_) => Some(CodecError::InvalidMethod),
+            }
+        }
+        httparse::Error::TooManyHeaders => Some(CodecError::TooManyHeaders),
+        // Something other than CRLF right after the 8 bytes httparse took as the version.
+        httparse::Error::NewLine => {
+            let version = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or(&[]);
+            match classify_version(version, |b| b == b'\r' || b == b'\n') {
+                Some(CodecError::UnsupportedVersion) => classify_field_error(buf, lead, e),
+                other => other,
+            }
+        }
+        _ => classify_field_error(buf, lead, e),
+    }
+}
+
+fn classify_response_error(buf: &[u8], e: httparse::Error) -> Option<CodecError> {
+    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    match e {
+        httparse::Error::Version => classify_version(&buf[lead..], |b| b == b' '),
+        httparse::Error::Status => Some(CodecError::InvalidStatus),
+        httparse::Error::TooManyHeaders => Some(CodecError::TooManyHeaders),
+        _ => classify_field_error(buf, lead, e),
+    }
+}
+
+/// `HTTP/x.y` (or `HTTP/x`, as HTTP/2 and 3 write it) that is well formed but not 1.0/1.1 is
+/// unsupported (505); anything else is garbage (400). `field` starts at the version and
+/// `is_end` tells the byte that ends it.
+fn classify_version(field: &[u8], is_end: impl Fn(u8) -> bool) -> Option<CodecError> {
+    let v = match field.iter().position(|&b| is_end(b)) {
+        Some(end) => &field[..end],
+        // A longer version is garbage whatever follows; a shorter one may still be HTTP/x.y.
+        None if field.len() > 8 => return Some(CodecError::InvalidVersion),
+        None => return None,
+    };
+    let well_formed = match v.strip_prefix(b"HTTP/") {
+        Some([major]) => major.is_ascii_digit(),
+        Some([major, b'.', minor]) => major.is_ascii_digit() && minor.is_ascii_digit(),
+        _ => false,
+    };
+    Some(if well_formed { CodecError::UnsupportedVersion } else { CodecError::InvalidVersion })
+}
+
+/// httparse rejected something after the start line (or its line ending): find the first
+/// offending line and name the rule it breaks.
+fn classify_field_error(buf: &[u8], lead: usize, e: httparse::Error) -> Option<CodecError> {
+    let rest = &buf[lead..];
+    let first_lf = rest.iter().position(|&b| b == b'\n');
+    let first_cr = rest.iter().position(|&b| b == b'\r');
+    match (first_cr, first_lf) {
+        // A CR in the start line not followed by LF.
+        (Some(cr), Some(lf)) if cr + 1 < lf => return Some(CodecError::InvalidStartLine),
+        (Some(cr), None) if cr + 1 < rest.len() => return Some(CodecError::InvalidStartLine),
+        (_, None) => return None,
+        _ => {}
+    }
+    let mut pos = lead + first_lf? + 1;
+    while pos < buf.len() {
+        let line = &buf[pos..];
+        match line[0] {
+            b'\r' if line.len() == 1 => return None,
+            b'\r' if line[1] != b'\n' => return Some(CodecError::InvalidHeaderName),
+            b'\r' | b'\n' => break, // end of head
+            b' ' | b'\t' => return Some(CodecError::ObsFold),
+            _ => {}
+        }
+        let name_len = line.iter().take_while(|&&b| is_tchar(b)).count();
+        match line.get(name_len) {
+            None => return None,
+            Some(b':') if name_len > 0 => {}
+            Some(b' ' | b'\t') if name_len > 0 => {
+                let ws = line[name_len..].iter().take_while(|&&b| b == b' ' || b == b'\t');
+                return match line.get(name_len + ws.count()) {
+                    None => None,
+                    Some(b':') => Some(CodecError::WhitespaceBeforeColon),
+                    Some(_) => Some(CodecError::InvalidHeaderName),
+                };
+            }
+            Some(_) => return Some(CodecError::InvalidHeaderName),
+        }
+        let mut i = name_len + 1;
+        loop {
+            match line.get(i) {
+                None => return None,
+                Some(b'\n') => break,
+                Some(b'\r') => match line.get(i + 1) {
+                    None => return None,
+                    Some(b'\n') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(_) => return Some(CodecError::InvalidHeaderValue),
+                },
+                Some(&b) if b == b'\t' || (b >= 0x20 && b != 0x7f) => i += 1,
+                Some(_) => return Some(CodecError::InvalidHeaderValue),
+            }
+        }
+        pos += i + 1;
+    }
+    Some(map_httparse(e))
+}
+
+fn map_httparse(e: httparse::Error) -> CodecError {
+    match e {
+        httparse::Error::HeaderName => CodecError::InvalidHeaderName,
+        httparse::Error::HeaderValue => CodecError::InvalidHeaderValue,
+        httparse::Error::NewLine => CodecError::InvalidHeaderName,
+        httparse::Error::Status => CodecError::InvalidStatus,
+        httparse::Error::Token => CodecError::InvalidStartLine,
+        httparse::Error::TooManyHeaders => CodecError::TooManyHeaders,
+        httparse::Error::Version => CodecError::InvalidVersion,
+    }
 }

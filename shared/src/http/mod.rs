@@ -24,7 +24,7 @@ pub mod limits;
 pub use body::{BodyDecoder, Decoded};
 pub use error::CodecError;
 pub use framing::BodyKind;
-pub use head::{parse_request, parse_response, RequestHead, ResponseHead};
+pub use head::{parse_request, parse_response, RequestHead, RequestMethod, ResponseHead};
 pub use limits::Limits;
 
 /// Outcome of a push parser: either a complete value or a need for more bytes.
@@ -49,3 +49,6 @@ impl Version {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,93 @@
+//! Head parsing cost: our strict codec next to plain httparse on the same bytes, so the
+//! overhead of our checks (bare LF, framing, Host, keep-alive) is visible.
+//!
+//! Run: `cargo bench -p benches --bench codec`
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use shared::http::{parse_request, parse_response, Limits, RequestMethod, Status};
+
+/// A Chrome-like navigation request (~500 bytes).
+const REQUEST: &[u8] = b"GET /wiki/Hypertext_Transfer_Protocol?action=view HTTP/1.1\r\n\
+Host: en.wikipedia.org\r\n\
+Connection: keep-alive\r\n\
+Cache-Control: max-age=0\r\n\
+sec-ch-ua: \"Chromium\";v=\"124\", \"Google Chrome\";v=\"124\", \"Not-A.Brand\";v=\"99\"\r\n\
+sec-ch-ua-mobile: ?0\r\n\
+sec-ch-ua-platform: \"Linux\"\r\n\
+Upgrade-Insecure-Requests: 1\r\n\
+User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36\r\n\
+Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8\r\n\
+Sec-Fetch-Site: none\r\n\
+Sec-Fetch-Mode: navigate\r\n\
+Sec-Fetch-User: ?1\r\n\
+Sec-Fetch-Dest: document\r\n\
+Accept-Encoding: gzip, deflate, br, zstd\r\n\
+Accept-Language: en-US,en;q=0.9\r\n\
+Cookie: session=8f3a9c2e41b7; theme=dark\r\n\r\n";
+
+/// A typical origin response head.
+const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\n\
+Date: Mon, 30 Nov 2026 00:00:00 GMT\r\n\
+Content-Type: text/html; charset=UTF-8\r\n\
+Content-Length: 84512\r\n\
+Connection: keep-alive\r\n\
+Cache-Control: private, s-maxage=0, max-age=0, must-revalidate\r\n\
+Content-Language: en\r\n\
+Last-Modified: Sun, 29 Nov 2026 22:10:41 GMT\r\n\
+Vary: Accept-Encoding,Cookie\r\n\
+Server: nginx\r\n\
+X-Content-Type-Options: nosniff\r\n\
+Strict-Transport-Security: max-age=106384710; includeSubDomains; preload\r\n\r\n";
+
+fn request_head(c: &mut Criterion) {
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("request_head");
+    g.throughput(Throughput::Bytes(REQUEST.len() as u64));
+    g.bench_function("httparse", |b| {
+        b.iter(|| {
+            let mut headers = [httparse::EMPTY_HEADER; 100];
+            let mut req = httparse::Request::new(&mut headers);
+            let n = req.parse(black_box(REQUEST)).unwrap();
+            assert!(n.is_complete());
+            black_box(req.headers.len())
+        })
+    });
+    g.bench_function("shared::http", |b| {
+        b.iter(|| {
+            let mut headers = [httparse::EMPTY_HEADER; 100];
+            match parse_request(black_box(REQUEST), &mut headers, &limits) {
+                Ok(Status::Complete(h)) => black_box((h.head_len, h.body, h.keep_alive)),
+                other => panic!("{other:?}"),
+            }
+        })
+    });
+    g.finish();
+}
+
+fn response_head(c: &mut Criterion) {
+    let limits = Limits::default();
+    let mut g = c.benchmark_group("response_head");
+    g.throughput(Throughput::Bytes(RESPONSE.len() as u64));
+    g.bench_function("httparse", |b| {
+        b.iter(|| {
+            let mut headers = [httparse::EMPTY_HEADER; 100];
+            let mut res = httparse::Response::new(&mut headers);
+            let n = res.parse(black_box(RESPONSE)).unwrap();
+            assert!(n.is_complete());
+            black_box(res.headers.len())
+        })
+    });
+    g.bench_function("shared::http", |b| {
+        b.iter(|| {
+            let mut headers = [httparse::EMPTY_HEADER; 100];
+            match parse_response(black_box(RESPONSE), &mut headers, RequestMethod::Other, &limits) {
+                Ok(Status::Complete(h)) => black_box((h.head_len, h.body, h.keep_alive)),
+                other => panic!("{other:?}"),
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, request_head, response_head);
+criterion_main!(benches);

@@ -1,0 +1,326 @@
+//! What to send, decided once before the workers start: the URLs ([`Target`]), each one's
+//! request bytes (encoded once, then only cloned as `Bytes`), and for `--rate` the send schedule.
+//!
+//! Invariant: nothing here runs per request except [`Schedule::next`] (integer arithmetic).
+
+use crate::{LoadError, RunOptions};
+use bytes::{Bytes, BytesMut};
+use shared::http::encode::{end_head, write_header, write_header_u64, write_request_line};
+use shared::http::head::RequestMethod;
+use shared::http::Version;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// A parsed `http://` URL, resolved once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// As given.
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// Path and query, never empty (`/` by default); the fragment is dropped.
+    pub path: String,
+    /// The address connected to (the first the resolver returns, IPv4 preferred).
+    pub addr: SocketAddr,
+}
+
+impl Target {
+    /// Parse and resolve `http://host[:port][/path][?query]`.
+    pub fn parse(url: &str) -> Result<Target, LoadError> {
+        let bad = |reason| LoadError::InvalidUrl {
+            url: url.to_string(),
+            reason,
+        };
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        if lower.starts_with("https://") {
+            return Err(LoadError::Https(url.to_string()));
+        }
+        if !lower.starts_with("http://") {
+            return Err(bad("expected http://host[:port]/path"));
+        }
+        let rest = &url[7..];
+        let rest = rest.split('#').next().unwrap_or("");
+        let (authority, path) = match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'?' => (&rest[..i], format!("/{}", &rest[i..])),
+            Some(i) => (&rest[..i], rest[i..].to_string()),
+            None => (rest, "/".to_string()),
+        };
+        if authority.contains('@') {
+            return Err(bad("user info in URLs is not supported"));
+        }
+        if path.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            return Err(bad("the path contains spaces or control characters"));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let end = v6
+                .find(']')
+                .ok_or_else(|| bad("unclosed '[' in the host"))?;
+            let port = match &v6[end + 1..] {
+                "" => 80,
+                p => p
+                    .strip_prefix(':')
+                    .and_then(|p| p.parse().ok())
+                    .ok_or_else(|| bad("invalid port"))?,
+            };
+            (v6[..end].to_string(), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), p.parse().map_err(|_| bad("invalid port"))?),
+                None => (authority.to_string(), 80),
+            }
+        };
+        if host.is_empty() {
+            return Err(bad("no host"));
+        }
+        if port == 0 {
+            return Err(bad("port 0"));
+        }
+        let addrs: Vec<SocketAddr> = (host.as_str(), port)
+            .to_socket_addrs()
+            .map_err(|source| LoadError::Resolve {
+                host: host.clone(),
+                source,
+            })?
+            .collect();
+        let addr = addrs
+            .iter()
+            .find(|a| a.is_ipv4())
+            .or(addrs.first())
+            .copied()
+            .ok_or_else(|| LoadError::Resolve {
+                host: host.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
+            })?;
+        Ok(Target {
+            url: url.to_string(),
+            host,
+            port,
+            path,
+            addr,
+        })
+    }
+
+    /// The Host header value: `host` or `host:port` when the port is not 80.
+    pub fn host_header(&self) -> String {
+        let h = if self.host.contains(':') {
+            format!("[{}]", self.host)
+        } else {
+            self.host.clone()
+        };
+        if self.port == 80 {
+            h
+        } else {
+            format!("{h}:{}", self.port)
+        }
+    }
+}
+
+/// Read a `--urls` file: one URL a line; blank lines and `#` comments skipped.
+pub fn read_url_file(path: &std::path::Path) -> Result<Vec<String>, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::File {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// One URL's request, encoded once.
+#[derive(Debug)]
+pub struct Request {
+    pub target: Target,
+    /// The whole request (head and body) as written on the wire.
+    pub bytes: Bytes,
+    /// What response framing depends on.
+    pub method: RequestMethod,
+    /// The first response's body length, set once by whichever worker sees it first (ab's
+    /// "Document Length"; later responses of another length are length failures).
+    pub document_length: OnceLock<u64>,
+    /// The first Server header seen for this URL.
+    pub server: OnceLock<String>,
+}
+
+/// Encode the request for `target` with the options' method, headers and body.
+pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
+    let version = if opts.http10 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
+    let mut b = BytesMut::with_capacity(256 + opts.body.as_ref().map_or(0, |b| b.len()));
+    write_request_line(&mut b, &opts.method, &target.path, version);
+    let has = |name: &str| {
+        opts.headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    if !has("host") {
+        write_header(&mut b, b"Host", target.host_header().as_bytes());
+    }
+    if !has("user-agent") {
+        let ua = concat!("loader/", env!("CARGO_PKG_VERSION"));
+        write_header(&mut b, b"User-Agent", ua.as_bytes());
+    }
+    if !has("accept") {
+        write_header(&mut b, b"Accept", b"*/*");
+    }
+    if !has("connection") {
+        if opts.close {
+            if !opts.http10 {
+                write_header(&mut b, b"Connection", b"close");
+            }
+        } else if opts.http10 {
+            write_header(&mut b, b"Connection", b"keep-alive");
+        }
+    }
+    if let Some(body) = &opts.body {
+        if !has("content-type") {
+            let ct = opts
+                .content_type
+                .as_deref()
+                .unwrap_or("application/octet-stream");
+            write_header(&mut b, b"Content-Type", ct.as_bytes());
+        }
+        write_header_u64(&mut b, b"Content-Length", body.len() as u64);
+    }
+    for (n, v) in &opts.headers {
+        write_header(&mut b, n.as_bytes(), v.as_bytes());
+    }
+    end_head(&mut b);
+    if let Some(body) = &opts.body {
+        b.extend_from_slice(body);
+    }
+    b.freeze()
+}
+
+/// The request of every URL, shared read-only by all workers.
+pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
+    let method = if opts.method.eq_ignore_ascii_case("HEAD") {
+        RequestMethod::Head
+    } else if opts.method.eq_ignore_ascii_case("CONNECT") {
+        RequestMethod::Connect
+    } else {
+        RequestMethod::Other
+    };
+    opts.urls
+        .iter()
+        .map(|t| Request {
+            target: t.clone(),
+            bytes: encode_request(opts, t),
+            method,
+            document_length: OnceLock::new(),
+            server: OnceLock::new(),
+        })
+        .collect()
+}
+
+/// Split `total` into `parts` shares differing by at most one (the first ones get the rest).
+pub fn split(total: u64, parts: usize) -> Vec<u64> {
+    let parts = parts.max(1) as u64;
+    (0..parts)
+        .map(|i| total / parts + u64::from(i < total % parts))
+        .collect()
+}
+
+/// wrk2's schedule for one connection of an open-loop run: the k-th request is due at
+/// `start + k * interval`. Latency is measured from the due time, so a stall that delays sends
+/// shows up in the figures (coordinated omission corrected).
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    start: Instant,
+    interval_ns: u64,
+    sent: u64,
+}
+
+impl Schedule {
+    /// `rate` requests per second for this connection, the first due at `start`.
+    pub fn new(start: Instant, rate_per_conn: f64) -> Schedule {
+        let interval_ns = (1e9 / rate_per_conn).max(1.0) as u64;
+        Schedule {
+            start,
+            interval_ns,
+            sent: 0,
+        }
+    }
+
+    /// The due time of the next request; advances the schedule.
+    #[inline]
+    pub fn next_due(&mut self) -> Instant {
+        let due = self.start + Duration::from_nanos(self.interval_ns.saturating_mul(self.sent));
+        self.sent += 1;
+        due
+    }
+
+    /// The due time of the next request without advancing.
+    #[inline]
+    pub fn peek(&self) -> Instant {
+        self.start + Duration::from_nanos(self.interval_ns.saturating_mul(self.sent))
+    }
+
+    /// Restart the schedule at `start` (end of warm-up).
+    pub fn restart(&mut self, start: Instant) {
+        self.start = start;
+        self.sent = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse() {
+        let t = Target::parse("http://127.0.0.1:8080/a/b?x=1#frag").unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.path.as_str()),
+            ("127.0.0.1", 8080, "/a/b?x=1")
+        );
+        assert_eq!(t.host_header(), "127.0.0.1:8080");
+        let t = Target::parse("HTTP://127.0.0.1").unwrap();
+        assert_eq!((t.port, t.path.as_str()), (80, "/"));
+        assert_eq!(t.host_header(), "127.0.0.1");
+        let t = Target::parse("http://127.0.0.1?q").unwrap();
+        assert_eq!(t.path, "/?q");
+        let t = Target::parse("http://[::1]:81/").unwrap();
+        assert_eq!((t.host.as_str(), t.port), ("::1", 81));
+        assert_eq!(t.host_header(), "[::1]:81");
+        assert!(matches!(
+            Target::parse("https://x/"),
+            Err(LoadError::Https(_))
+        ));
+        for bad in [
+            "ftp://x/",
+            "127.0.0.1/",
+            "http://:80/",
+            "http://h:x/",
+            "http://h:0/",
+            "http://u@h/",
+        ] {
+            assert!(
+                matches!(Target::parse(bad), Err(LoadError::InvalidUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn split_spreads_the_rest() {
+        assert_eq!(split(10, 3), vec![4, 3, 3]);
+        assert_eq!(split(2, 4), vec![1, 1, 0, 0]);
+        assert_eq!(split(7, 1), vec![7]);
+    }
+
+    #[test]
+    fn schedule_is_a_clock() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(t0, 100.0);
+        assert_eq!(s.next_due(), t0);
+        assert_eq!(s.next_due(), t0 + Duration::from_millis(10));
+        assert_eq!(s.peek(), t0 + Duration::from_millis(20));
+    }
+}

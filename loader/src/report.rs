@@ -1,0 +1,434 @@
+//! The human report on stdout: ab's fields, names and meanings first (so scripts and people
+//! that read ab's output read ours), then what ab lacks: http_load's connect and first-response
+//! times and bad byte counts, wrk's socket-error line, a count per status code, the per-URL
+//! breakdown, the target rate in `--rate` mode with the uncorrected percentiles, and the source
+//! addresses `--close` spread its connects over.
+//!
+//! Departures from ab, on purpose: times are printed in milliseconds with three decimals
+//! (ab's whole milliseconds read 0 for every loopback request, as in the seeds), the percentile
+//! table goes on to 99.9 %, 99.99 % and the longest request, and the failure breakdown and the
+//! Write errors, Non-2xx and Keep-Alive lines are printed even when zero.
+//!
+//! A pure function of [`RunResult`]: no I/O, no clock, so it is tested on synthetic results.
+
+use crate::stats::{LoadMode, RunResult};
+use hdrhistogram::Histogram;
+use std::fmt::Write as _;
+
+/// ab's percentiles, extended with 99.9 and 99.99; the longest request follows.
+pub const PERCENTILES: &[f64] = &[50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 99.99];
+
+/// Microseconds to milliseconds.
+fn ms(us: f64) -> f64 {
+    us / 1000.0
+}
+
+/// `50%`, `99.9%`, `99.99%`.
+pub fn percent_label(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{p:.0}%")
+    } else {
+        let s = format!("{p:.4}");
+        format!("{}%", s.trim_end_matches('0'))
+    }
+}
+
+/// One row of ab's "Connection Times (ms)" table: min, mean, sd, median, max in ms.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct TimeRow {
+    pub min: f64,
+    pub mean: f64,
+    pub sd: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl TimeRow {
+    pub fn of(h: &Histogram<u64>) -> TimeRow {
+        if h.is_empty() {
+            return TimeRow {
+                min: 0.0,
+                mean: 0.0,
+                sd: 0.0,
+                median: 0.0,
+                max: 0.0,
+            };
+        }
+        TimeRow {
+            min: ms(h.min() as f64),
+            mean: ms(h.mean()),
+            sd: ms(h.stdev()),
+            median: ms(h.value_at_quantile(0.5) as f64),
+            max: ms(h.max() as f64),
+        }
+    }
+}
+
+/// ab's derived figures, computed once for the text and the JSON.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Derived {
+    /// Requests in flight at once: connections × pipeline depth (ab's concurrency).
+    pub concurrency: usize,
+    pub requests_per_second: f64,
+    /// ab: concurrency × time taken / complete requests, in ms.
+    pub time_per_request_ms: f64,
+    /// ab: time taken / complete requests, in ms.
+    pub time_per_request_all_ms: f64,
+    /// ab: bytes received / 1024 / time taken.
+    pub transfer_rate_kbytes: f64,
+}
+
+impl Derived {
+    pub fn of(r: &RunResult) -> Derived {
+        let secs = r.elapsed.as_secs_f64();
+        let done = r.totals.completed as f64;
+        let concurrency = r.concurrency * r.pipeline.max(1);
+        let (rps, tpr, tpr_all, kb) = if secs > 0.0 && done > 0.0 {
+            (
+                done / secs,
+                concurrency as f64 * secs * 1000.0 / done,
+                secs * 1000.0 / done,
+                r.totals.bytes_received as f64 / 1024.0 / secs,
+            )
+        } else {
+            (0.0, 0.0, 0.0, 0.0)
+        };
+        Derived {
+            concurrency,
+            requests_per_second: rps,
+            time_per_request_ms: tpr,
+            time_per_request_all_ms: tpr_all,
+            transfer_rate_kbytes: kb,
+        }
+    }
+}
+
+/// The achieved rate in `--rate` mode: completed responses per second (as `rate_reached` counts).
+pub fn achieved_rate(r: &RunResult) -> f64 {
+    let secs = r.elapsed.as_secs_f64();
+    if secs > 0.0 {
+        r.totals.completed as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+/// The human report.
+pub fn render(r: &RunResult) -> String {
+    let mut s = String::with_capacity(4096);
+    let t = &r.totals;
+    let f = &t.failures;
+    let d = Derived::of(r);
+    let first = r.urls.first();
+
+    // Header block, as ab prints it.
+    let _ = writeln!(
+        s,
+        "Server Software:        {}",
+        r.server_software.as_deref().unwrap_or("")
+    );
+    let _ = writeln!(
+        s,
+        "Server Hostname:        {}",
+        first.map_or("", |u| u.host.as_str())
+    );
+    let _ = writeln!(s, "Server Port:            {}", first.map_or(0, |u| u.port));
+    s.push('\n');
+    let _ = writeln!(
+        s,
+        "Document Path:          {}",
+        first.map_or("", |u| u.path.as_str())
+    );
+    if r.accept_variable_length {
+        s.push_str("Document Length:        Variable\n");
+    } else {
+        match r.document_length() {
+            Some(n) => {
+                let _ = writeln!(s, "Document Length:        {n} bytes");
+            }
+            None => s.push_str("Document Length:        unknown (no complete response)\n"),
+        }
+    }
+    s.push('\n');
+
+    if r.pipeline > 1 {
+        let _ = writeln!(
+            s,
+            "Concurrency Level:      {} ({} connections x {} pipelined)",
+            d.concurrency, r.concurrency, r.pipeline
+        );
+    } else {
+        let _ = writeln!(s, "Concurrency Level:      {}", r.concurrency);
+    }
+    let _ = writeln!(
+        s,
+        "Time taken for tests:   {:.3} seconds",
+        r.elapsed.as_secs_f64()
+    );
+    let _ = writeln!(s, "Complete requests:      {}", t.completed);
+    let _ = writeln!(s, "Failed requests:        {}", f.ab_failed());
+    let _ = writeln!(
+        s,
+        "   (Connect: {}, Receive: {}, Length: {}, Exceptions: {})",
+        f.connect,
+        f.receive(),
+        f.length,
+        f.exceptions()
+    );
+    let _ = writeln!(s, "Write errors:           {}", f.write);
+    let _ = writeln!(s, "Non-2xx responses:      {}", t.non_2xx);
+    let _ = writeln!(s, "Keep-Alive requests:    {}", t.keep_alive);
+    let _ = writeln!(s, "Total transferred:      {} bytes", t.bytes_received);
+    let _ = writeln!(s, "HTML transferred:       {} bytes", t.body_bytes);
+    let _ = writeln!(
+        s,
+        "Requests per second:    {:.2} [#/sec] (mean)",
+        d.requests_per_second
+    );
+    let _ = writeln!(
+        s,
+        "Time per request:       {:.3} [ms] (mean)",
+        d.time_per_request_ms
+    );
+    let _ = writeln!(
+        s,
+        "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+        d.time_per_request_all_ms
+    );
+    let _ = writeln!(
+        s,
+        "Transfer rate:          {:.2} [Kbytes/sec] received",
+        d.transfer_rate_kbytes
+    );
+
+    if t.completed > 0 {
+        s.push_str("\nConnection Times (ms)\n");
+        let _ = writeln!(
+            s,
+            "{:12}{:>7} {:>7}[+/-sd] {:>8} {:>9}",
+            "", "min", "mean", "median", "max"
+        );
+        for (name, h) in [
+            ("Connect:", &r.hist.connect),
+            ("Processing:", &r.hist.processing),
+            ("Waiting:", &r.hist.waiting),
+            ("Total:", &r.hist.total),
+        ] {
+            let row = TimeRow::of(h);
+            let _ = writeln!(
+                s,
+                "{name:<12}{:>7.3} {:>7.3} {:>6.3} {:>8.3} {:>9.3}",
+                row.min, row.mean, row.sd, row.median, row.max
+            );
+        }
+        s.push_str("\nPercentage of the requests served within a certain time (ms)\n");
+        percentile_table(&mut s, &r.hist.total);
+    }
+
+    // Extras: what wrk and http_load add.
+    s.push('\n');
+    if let Some(target) = r.target_rate() {
+        let achieved = achieved_rate(r);
+        let _ = writeln!(s, "Target rate:            {target:.2} [#/sec]");
+        let _ = writeln!(s, "Achieved rate:          {achieved:.2} [#/sec]");
+        if r.rate_reached() == Some(false) {
+            let _ =
+                writeln!(
+                s,
+                "WARNING: target rate NOT reached: {achieved:.2} of {target:.2} req/s ({:.1}%); \
+                 add connections (-c) or the server is saturated",
+                if target > 0.0 { achieved / target * 100.0 } else { 0.0 }
+            );
+        }
+        if t.completed > 0 {
+            s.push_str(
+                "\nUncorrected percentages (ms, from each request's actual send time, \
+                 not corrected for coordinated omission)\n",
+            );
+            percentile_table(&mut s, &r.hist.uncorrected);
+        }
+        s.push('\n');
+    }
+    let cpc = &r.hist.connect_per_connection;
+    if !cpc.is_empty() {
+        let _ = writeln!(
+            s,
+            "msecs/connect: {:.3} mean, {:.3} max, {:.3} min",
+            ms(cpc.mean()),
+            ms(cpc.max() as f64),
+            ms(cpc.min() as f64)
+        );
+    }
+    let w = &r.hist.waiting;
+    if !w.is_empty() {
+        let _ = writeln!(
+            s,
+            "msecs/first-response: {:.3} mean, {:.3} max, {:.3} min",
+            ms(w.mean()),
+            ms(w.max() as f64),
+            ms(w.min() as f64)
+        );
+    }
+    if !r.accept_variable_length {
+        let _ = writeln!(s, "{} bad byte counts", r.bad_byte_counts());
+    }
+    let _ = writeln!(
+        s,
+        "Socket errors: connect {}, read {}, write {}, timeout {}",
+        f.connect,
+        f.receive(),
+        f.write,
+        f.timeout
+    );
+    if t.status.is_empty() {
+        s.push_str("HTTP response codes: none\n");
+    } else {
+        s.push_str("HTTP response codes:\n");
+        for (code, n) in t.status_map() {
+            let _ = writeln!(s, "  code {code} -- {n}");
+        }
+    }
+    if t.abandoned > 0 {
+        let _ = writeln!(s, "In flight at the end (not counted): {}", t.abandoned);
+    }
+    let _ = writeln!(s, "Connections opened:     {}", r.connections_opened);
+    if !r.keep_alive {
+        if r.source_addresses > 0 {
+            let _ = writeln!(
+                s,
+                "Source addresses:       {} (127.0.0.0/8, connects spread over them)",
+                r.source_addresses
+            );
+        } else {
+            s.push_str("Source addresses:       1 (the kernel's choice)\n");
+        }
+    }
+
+    if r.urls.len() > 1 {
+        url_table(&mut s, r);
+    }
+
+    let _ = writeln!(
+        s,
+        "Workers:                {} ({}; {})",
+        r.workers, r.driver, r.pinning
+    );
+    if let Some(w) = r.warmup {
+        let _ = writeln!(
+            s,
+            "Warm-up:                {} (not counted)",
+            shared::units::format_duration(w)
+        );
+    }
+    if r.interrupted {
+        s.push_str("Interrupted:            yes (Ctrl-C); the figures cover what was done\n");
+    }
+    s
+}
+
+/// ab's percentile table, extended with 99.9 and 99.99, then the longest request.
+fn percentile_table(s: &mut String, h: &Histogram<u64>) {
+    for &p in PERCENTILES {
+        let _ = writeln!(
+            s,
+            " {:>7} {:>9.3}",
+            percent_label(p),
+            ms(h.value_at_percentile(p) as f64)
+        );
+    }
+    let _ = writeln!(
+        s,
+        " {:>7} {:>9.3} (longest request)",
+        "100%",
+        ms(h.max() as f64)
+    );
+}
+
+/// The per-URL breakdown (with `--urls`).
+fn url_table(s: &mut String, r: &RunResult) {
+    s.push_str("\nPer-URL breakdown:\n");
+    let _ = writeln!(
+        s,
+        "  {:>9} {:>7} {:>8} {:>11} {:>9} {:>9} {:>9}  URL",
+        "Complete", "Failed", "Non-2xx", "Doc length", "Mean ms", "Min ms", "Max ms"
+    );
+    for u in &r.urls {
+        let c = &u.counts;
+        let len = u
+            .document_length
+            .map_or_else(|| "-".to_string(), |n| n.to_string());
+        let _ = writeln!(
+            s,
+            "  {:>9} {:>7} {:>8} {:>11} {:>9.3} {:>9.3} {:>9.3}  {}",
+            c.completed,
+            c.failures.ab_failed() + c.failures.write,
+            c.non_2xx,
+            len,
+            ms(u.latency.mean_us()),
+            ms(u.latency.min() as f64),
+            ms(u.latency.max_us as f64),
+            u.url
+        );
+    }
+    s.push('\n');
+}
+
+/// A one-line summary for logs and `compare` rounds.
+pub fn summary_line(r: &RunResult) -> String {
+    let d = Derived::of(r);
+    format!(
+        "{} complete, {} failed, {:.2} req/s, p99 {:.3} ms, {:.3} s",
+        r.totals.completed,
+        r.totals.failures.ab_failed() + r.totals.failures.write,
+        d.requests_per_second,
+        ms(r.hist.total.value_at_quantile(0.99) as f64),
+        r.elapsed.as_secs_f64()
+    )
+}
+
+/// Whether the run was open-loop.
+pub fn is_rate_mode(r: &RunResult) -> bool {
+    matches!(r.mode, LoadMode::Rate { .. })
+}
+
+/// What `main` does with a finished run: the report on stdout, then `--json` and `--plot`.
+/// (The one function here that does I/O.) Errors name the flag and the file.
+pub fn output(r: &RunResult, opts: &crate::RunOptions) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(render(r).as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| format!("writing the report: {e}"))?;
+    if let Some(path) = &opts.json {
+        let sys = crate::sysinfo::SysInfo::collect(Some(r.driver.to_string()));
+        crate::json::write(path, &crate::json::document(r, &sys))
+            .map_err(|e| format!("--json {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &opts.plot {
+        let title = match r.urls.as_slice() {
+            [one] => format!("Latency by percentile: {}", one.url),
+            many => format!("Latency by percentile: {} URLs", many.len()),
+        };
+        let mut series = vec![crate::plot::Series {
+            label: format!(
+                "-c {}{}",
+                r.concurrency,
+                if r.keep_alive { "" } else { ", --close" }
+            ),
+            hist: &r.hist.total,
+        }];
+        if is_rate_mode(r) {
+            series[0].label = format!(
+                "{}, corrected (from the intended send time)",
+                series[0].label
+            );
+            series.push(crate::plot::Series {
+                label: "uncorrected (from actual send time)".into(),
+                hist: &r.hist.uncorrected,
+            });
+        }
+        crate::plot::write(path, &title, &series)
+            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,459 @@
+//! What a run measured: per-worker figures (plain owned structs, written by their worker only)
+//! and the merged [`RunResult`] the reports read.
+//!
+//! Invariants:
+//! - `attempts == completed + failures.not_completed()`: every attempt ends as a completed
+//!   response or as exactly one counted failure (connect, read, write, timeout, parse).
+//! - A length failure (ab's "Length") is a *completed* response whose body length differs from
+//!   the first response to the same URL: it is counted in `completed` and in `failures.length`,
+//!   as ab counts it in both "Complete requests" and "Failed requests". With `-l` it is not
+//!   counted at all. http_load's "bad byte counts" is the same figure.
+//! - Non-2xx responses are completed responses (counted in `non_2xx` and per status).
+//! - With `-d`, requests still in flight at the deadline are neither completed nor failed
+//!   (wrk's semantics); they are reported as `abandoned`.
+//! - Histograms are in microseconds, 3 significant digits, 1 µs .. 1 h (larger values saturate).
+//!
+//! Live progress reads [`LiveCounters`] (single-writer `Counter`s) while the run goes; the
+//! rest is handed back once, when the worker ends, and merged after the workers join.
+
+use hdrhistogram::Histogram;
+use shared::counter::Counter;
+use shared::runtime::DriverKind;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+/// Highest latency a histogram tracks without saturating: one hour, in µs.
+pub const HIST_MAX_US: u64 = 3_600_000_000;
+/// HdrHistogram precision.
+pub const HIST_SIGFIG: u8 = 3;
+
+/// A fresh latency histogram (µs, 1 µs .. 1 h, 3 significant digits): allocated once, never
+/// resized on the request path.
+pub fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, HIST_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
+/// Record a value in µs, saturating at the histogram's top (never fails, never allocates).
+#[inline]
+pub fn record(h: &mut Histogram<u64>, us: u64) {
+    h.saturating_record(us);
+}
+
+/// Failed attempts, ab's breakdown and wrk's socket errors from the same counts.
+///
+/// ab: Connect = `connect`, Receive = `read + parse`, Length = `length`, Exceptions = `timeout`;
+/// "Write errors" = `write`. wrk: connect `connect`, read `read + parse`, write `write`,
+/// timeout `timeout`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Failures {
+    /// The TCP connect failed (refused, unreachable, out of ports...).
+    pub connect: u64,
+    /// Reading the response failed: reset, or the peer closed before the response was complete.
+    pub read: u64,
+    /// Writing the request failed (EPIPE, reset).
+    pub write: u64,
+    /// No complete response within `--timeout` (the connection is closed and reopened).
+    pub timeout: u64,
+    /// The response was malformed (the codec rejected it).
+    pub parse: u64,
+    /// Completed responses whose body length differed from the URL's first response (0 with -l).
+    pub length: u64,
+}
+
+impl Failures {
+    /// ab's "Failed requests": connect + receive + length + exceptions (write errors apart).
+    pub fn ab_failed(&self) -> u64 {
+        self.connect + self.receive() + self.length + self.exceptions()
+    }
+    /// ab's "Receive" column: read errors and malformed responses.
+    pub fn receive(&self) -> u64 {
+        self.read + self.parse
+    }
+    /// ab's "Exceptions" column: timeouts.
+    pub fn exceptions(&self) -> u64 {
+        self.timeout
+    }
+    /// Attempts that ended without a complete response.
+    pub fn not_completed(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout + self.parse
+    }
+    /// Every failure counted, length failures included.
+    pub fn total(&self) -> u64 {
+        self.not_completed() + self.length
+    }
+    pub fn add(&mut self, o: &Failures) {
+        self.connect += o.connect;
+        self.read += o.read;
+        self.write += o.write;
+        self.timeout += o.timeout;
+        self.parse += o.parse;
+        self.length += o.length;
+    }
+}
+
+/// Counts kept per URL (and summed for the run).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests started (each ends completed, failed, or abandoned at the `-d` deadline).
+    pub attempts: u64,
+    /// Complete responses, whatever their status (length failures included, as in ab).
+    pub completed: u64,
+    pub failures: Failures,
+    /// Completed responses with a status outside 200..=299.
+    pub non_2xx: u64,
+    /// Completed responses read from a connection that had already served one (ab's
+    /// "Keep-Alive requests").
+    pub keep_alive: u64,
+    /// Every byte read from the server: heads, bodies, chunk framing.
+    pub bytes_received: u64,
+    /// Body payload bytes (ab's "HTML transferred"; chunk framing excluded).
+    pub body_bytes: u64,
+    /// Request bytes written.
+    pub bytes_sent: u64,
+    /// Requests in flight when the `-d` deadline (or Ctrl-C) ended the run: not counted.
+    pub abandoned: u64,
+    /// Completed responses per status code; small (usually one entry), searched linearly.
+    pub status: Vec<(u16, u64)>,
+}
+
+impl Counts {
+    #[inline]
+    pub fn count_status(&mut self, status: u16) {
+        for e in self.status.iter_mut() {
+            if e.0 == status {
+                e.1 += 1;
+                return;
+            }
+        }
+        self.status.push((status, 1));
+    }
+
+    pub fn add(&mut self, o: &Counts) {
+        self.attempts += o.attempts;
+        self.completed += o.completed;
+        self.failures.add(&o.failures);
+        self.non_2xx += o.non_2xx;
+        self.keep_alive += o.keep_alive;
+        self.bytes_received += o.bytes_received;
+        self.body_bytes += o.body_bytes;
+        self.bytes_sent += o.bytes_sent;
+        self.abandoned += o.abandoned;
+        for &(s, n) in &o.status {
+            match self.status.iter_mut().find(|e| e.0 == s) {
+                Some(e) => e.1 += n,
+                None => self.status.push((s, n)),
+            }
+        }
+        self.status.sort_unstable();
+    }
+
+    /// Status counts as a sorted map.
+    pub fn status_map(&self) -> BTreeMap<u16, u64> {
+        self.status.iter().copied().collect()
+    }
+}
+
+/// Latency summary kept per URL (a histogram per URL per worker would cost ~190 KB each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub sum_us: u64,
+    pub min_us: u64,
+    pub max_us: u64,
+}
+
+impl Default for LatencySummary {
+    fn default() -> Self {
+        LatencySummary {
+            count: 0,
+            sum_us: 0,
+            min_us: u64::MAX,
+            max_us: 0,
+        }
+    }
+}
+
+impl LatencySummary {
+    #[inline]
+    pub fn record(&mut self, us: u64) {
+        self.count += 1;
+        self.sum_us += us;
+        self.min_us = self.min_us.min(us);
+        self.max_us = self.max_us.max(us);
+    }
+    pub fn add(&mut self, o: &LatencySummary) {
+        self.count += o.count;
+        self.sum_us += o.sum_us;
+        self.min_us = self.min_us.min(o.min_us);
+        self.max_us = self.max_us.max(o.max_us);
+    }
+    /// Mean in µs (0 when empty).
+    pub fn mean_us(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum_us as f64 / self.count as f64
+        }
+    }
+    /// Minimum in µs (0 when empty).
+    pub fn min(&self) -> u64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.min_us
+        }
+    }
+}
+
+/// One worker's figures for one URL.
+#[derive(Debug, Clone, Default)]
+pub struct UrlStats {
+    pub counts: Counts,
+    pub latency: LatencySummary,
+}
+
+/// ab's Connection Times and the latency histograms, per worker and merged.
+#[derive(Debug, Clone)]
+pub struct Histograms {
+    /// Total time per request: from the (intended, with --rate) send time to the response's
+    /// last byte; ab's "Total". Coordinated-omission corrected in --rate mode.
+    pub total: Histogram<u64>,
+    /// Total time from the actual send time (differs from `total` only with --rate).
+    pub uncorrected: Histogram<u64>,
+    /// ab's "Connect": connect time of the connection the request opened; 0 when reused.
+    pub connect: Histogram<u64>,
+    /// ab's "Processing": total minus connect.
+    pub processing: Histogram<u64>,
+    /// ab's "Waiting": from the request written to the response's first byte (time to first
+    /// byte; also http_load's msecs/first-response).
+    pub waiting: Histogram<u64>,
+    /// One entry per connection opened: its connect time (http_load's msecs/connect).
+    pub connect_per_connection: Histogram<u64>,
+}
+
+impl Default for Histograms {
+    fn default() -> Self {
+        Histograms {
+            total: new_histogram(),
+            uncorrected: new_histogram(),
+            connect: new_histogram(),
+            processing: new_histogram(),
+            waiting: new_histogram(),
+            connect_per_connection: new_histogram(),
+        }
+    }
+}
+
+impl Histograms {
+    pub fn add(&mut self, o: &Histograms) {
+        // Same bounds everywhere: add cannot fail.
+        let _ = self.total.add(&o.total);
+        let _ = self.uncorrected.add(&o.uncorrected);
+        let _ = self.connect.add(&o.connect);
+        let _ = self.processing.add(&o.processing);
+        let _ = self.waiting.add(&o.waiting);
+        let _ = self.connect_per_connection.add(&o.connect_per_connection);
+    }
+
+    pub fn reset(&mut self) {
+        self.total.reset();
+        self.uncorrected.reset();
+        self.connect.reset();
+        self.processing.reset();
+        self.waiting.reset();
+        self.connect_per_connection.reset();
+    }
+}
+
+/// Everything one worker measured, handed back when it ends.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerStats {
+    /// Indexed like `RunOptions::urls`.
+    pub urls: Vec<UrlStats>,
+    pub hist: Histograms,
+    pub connections_opened: u64,
+    /// Which of the source addresses (indices into the plan's list) this worker used.
+    pub sources_used: Vec<bool>,
+}
+
+impl WorkerStats {
+    pub fn new(n_urls: usize, n_sources: usize) -> Self {
+        WorkerStats {
+            urls: vec![UrlStats::default(); n_urls],
+            hist: Histograms::default(),
+            connections_opened: 0,
+            sources_used: vec![false; n_sources],
+        }
+    }
+
+    /// Forget everything measured so far (end of --warmup).
+    pub fn reset(&mut self) {
+        for u in self.urls.iter_mut() {
+            *u = UrlStats::default();
+        }
+        self.hist.reset();
+        self.connections_opened = 0;
+        self.sources_used.iter_mut().for_each(|b| *b = false);
+    }
+}
+
+/// Counters the live progress line reads while the run goes: written by one worker only.
+/// Aligned to a cache line so two workers' counters never share one.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct LiveCounters {
+    /// Completed responses (warm-up included).
+    pub completed: Counter,
+    /// Failed attempts (warm-up included).
+    pub errors: Counter,
+}
+
+/// The merged figures for one URL.
+#[derive(Debug, Clone)]
+pub struct UrlResult {
+    /// The URL as given.
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// Path and query (ab's "Document Path").
+    pub path: String,
+    /// Body length of the first response to this URL (ab's "Document Length").
+    pub document_length: Option<u64>,
+    /// The Server header of the first response to this URL that had one.
+    pub server_software: Option<String>,
+    pub counts: Counts,
+    pub latency: LatencySummary,
+}
+
+/// How the load was driven.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadMode {
+    /// Closed loop: each connection sends its next request when a response arrives.
+    ClosedLoop,
+    /// Open loop at a target rate (req/s), wrk2's model.
+    Rate { target: f64 },
+}
+
+/// Everything the reports need, after the workers joined.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Wall-clock time measurement started (after any warm-up) and ended.
+    pub started: SystemTime,
+    pub ended: SystemTime,
+    /// Measured time: from the start of measurement to the last worker's end.
+    pub elapsed: Duration,
+    /// Warm-up load run before measuring (not in any figure).
+    pub warmup: Option<Duration>,
+    /// The run was cut short by Ctrl-C.
+    pub interrupted: bool,
+    /// `-c`: connections (ab's "Concurrency Level").
+    pub concurrency: usize,
+    /// `--pipeline`: requests in flight per connection.
+    pub pipeline: usize,
+    /// Keep-alive (false with --close).
+    pub keep_alive: bool,
+    pub http10: bool,
+    pub method: String,
+    pub mode: LoadMode,
+    pub workers: usize,
+    pub driver: DriverKind,
+    /// "2 workers pinned to cores 0,1".
+    pub pinning: String,
+    /// Per URL, in the order given.
+    pub urls: Vec<UrlResult>,
+    /// The sum over URLs.
+    pub totals: Counts,
+    pub hist: Histograms,
+    /// TCP connections opened during measurement.
+    pub connections_opened: u64,
+    /// Distinct source addresses used (0: the kernel's choice, no spreading).
+    pub source_addresses: usize,
+    /// The Server header of the first response that had one.
+    pub server_software: Option<String>,
+    /// Length failures are not counted (-l).
+    pub accept_variable_length: bool,
+}
+
+impl RunResult {
+    /// Requests per second over the measured time.
+    pub fn rate(&self) -> f64 {
+        let s = self.elapsed.as_secs_f64();
+        if s > 0.0 {
+            self.totals.completed as f64 / s
+        } else {
+            0.0
+        }
+    }
+
+    /// The target rate with --rate.
+    pub fn target_rate(&self) -> Option<f64> {
+        match self.mode {
+            LoadMode::Rate { target } => Some(target),
+            LoadMode::ClosedLoop => None,
+        }
+    }
+
+    /// With --rate: whether the achieved rate (attempts per second) came within 5 % of it.
+    pub fn rate_reached(&self) -> Option<bool> {
+        let target = self.target_rate()?;
+        let s = self.elapsed.as_secs_f64();
+        let achieved = if s > 0.0 {
+            self.totals.completed as f64 / s
+        } else {
+            0.0
+        };
+        Some(achieved >= target * 0.95)
+    }
+
+    /// http_load's "bad byte counts" (the length failures).
+    pub fn bad_byte_counts(&self) -> u64 {
+        self.totals.failures.length
+    }
+
+    /// Document length of the first URL (ab prints one).
+    pub fn document_length(&self) -> Option<u64> {
+        self.urls.first().and_then(|u| u.document_length)
+    }
+
+    /// No request succeeded (exit status 1).
+    pub fn nothing_succeeded(&self) -> bool {
+        self.totals.completed == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_merge_statuses_and_failures() {
+        let mut a = Counts::default();
+        a.count_status(200);
+        a.count_status(200);
+        a.count_status(404);
+        a.failures.timeout = 2;
+        let mut b = Counts::default();
+        b.count_status(503);
+        b.count_status(200);
+        b.failures.read = 1;
+        b.failures.parse = 1;
+        b.failures.length = 4;
+        a.add(&b);
+        assert_eq!(a.status, vec![(200, 3), (404, 1), (503, 1)]);
+        assert_eq!(a.failures.receive(), 2);
+        assert_eq!(a.failures.ab_failed(), 2 + 2 + 4);
+        assert_eq!(a.failures.not_completed(), 4);
+    }
+
+    #[test]
+    fn histograms_saturate_instead_of_failing() {
+        let mut h = Histograms::default();
+        record(&mut h.total, 0);
+        record(&mut h.total, u64::MAX);
+        assert_eq!(h.total.len(), 2);
+        let mut m = Histograms::default();
+        m.add(&h);
+        assert_eq!(m.total.len(), 2);
+    }
+}

@@ -1,0 +1,792 @@
+//! The command line: quick mode (`--listen` and `--upstream`, no file), file mode
+//! (`--config FILE`, with flags overriding the file where given), and `--check-config FILE`.
+//!
+//! Quick mode builds one group, `default`, with one route, `/`. Every check that can be done on
+//! a single value is done by clap's value parsers, so a bad value is clap's one-line error
+//! naming the flag; what needs the whole command line (a missing `--upstream`, a host name that
+//! does not resolve) is a [`CliError`].
+
+use crate::config::{
+    Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
+    DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_REQUESTS,
+    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
+};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser, ValueEnum};
+use shared::config::ConfigError;
+use shared::runtime::{RuntimeArgs, RuntimeConfig};
+use shared::units::{format_duration, parse_duration, parse_size};
+use std::ffi::OsString;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const ABOUT: &str = "An io_uring, thread-per-core HTTP/1.1 reverse proxy.";
+
+const AFTER_HELP: &str = "\
+Quick mode:  proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream 127.0.0.1:9002
+File mode:   proxy --config proxy.toml   (flags given as well override the file)
+Check:       proxy --check-config proxy.toml
+Durations: 500ms, 3s, 2m (a bare number is seconds). Sizes: 512, 32KiB, 1MiB, 1GiB.
+Every key of the file is explained in proxy.example.toml.";
+
+/// Command-line flags. Defaults shown by `--help` come from `config.rs`.
+#[derive(Debug, Parser)]
+#[command(name = "proxy", version, about = ABOUT, after_help = AFTER_HELP,
+          // The shared flag's help has no default to show; say it here.
+          mut_arg("no_pin", |a| a.help("Do not pin workers to cores [default: each worker pinned to its own core]")))]
+pub struct Args {
+    /// Address to accept clients on, IP:PORT or a port (repeatable) [default: none]
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub listen: Vec<SocketAddr>,
+
+    /// Upstream server, IP:PORT, [IPv6]:PORT or HOST:PORT resolved at start (repeatable) [default: none]
+    #[arg(long, value_name = "ADDR", value_parser = upstream_syntax, conflicts_with_all = ["config", "check_config"])]
+    pub upstream: Vec<String>,
+
+    /// Read the configuration from a TOML file; flags given as well override it [default: none]
+    #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
+    pub config: Option<PathBuf>,
+
+    /// Check a configuration file and exit: 0 if valid, else 2 and the error with its file, line and key [default: none]
+    #[arg(long, value_name = "FILE")]
+    pub check_config: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+
+    /// Load balancing across the upstream servers
+    #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = BalanceArg::RoundRobin,
+          conflicts_with_all = ["config", "check_config"])]
+    pub balance: BalanceArg,
+
+    /// Upstream connect timeout
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().connect))]
+    pub connect_timeout: Dur,
+
+    /// Upstream: longest wait between two reads of a response (nginx's proxy_read_timeout); 504 if no response head arrived
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().read))]
+    pub read_timeout: Dur,
+
+    /// Upstream: longest stall of one write of a request
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().upstream_send))]
+    pub upstream_send_timeout: Dur,
+
+    /// Client: the whole request head must arrive within this (408 otherwise)
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().header))]
+    pub header_timeout: Dur,
+
+    /// Client: longest wait between two reads of a request body
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().body))]
+    pub body_timeout: Dur,
+
+    /// Client: longest stall of one write of a response (a client that never reads is dropped)
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().send))]
+    pub send_timeout: Dur,
+
+    /// Client: idle keep-alive connections are closed after this
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().idle))]
+    pub idle_timeout: Dur,
+
+    /// On SIGINT/SIGTERM, in-flight requests get this long to finish
+    #[arg(long, value_name = "DURATION", value_parser = any_duration, default_value_t = Dur(Timeouts::default().shutdown))]
+    pub shutdown_timeout: Dur,
+
+    /// Request body limit, 413 beyond it (a size, or "unlimited") [default: unlimited]
+    #[arg(long, value_name = "SIZE", value_parser = max_body)]
+    pub max_body: Option<MaxBody>,
+
+    /// Client connections per worker; past it, new ones wait in the backlog
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = ProxyLimits::default().max_connections as u64)]
+    pub max_connections: u64,
+
+    /// listen(2) backlog of every listener
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), default_value_t = DEFAULT_BACKLOG)]
+    pub backlog: u32,
+
+    /// Idle keep-alive connections kept per worker and upstream server (0: no reuse)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEPALIVE, conflicts_with_all = ["config", "check_config"])]
+    pub keepalive: usize,
+
+    /// Idle pooled upstream connections are closed after this
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(DEFAULT_KEEPALIVE_TIMEOUT),
+          conflicts_with_all = ["config", "check_config"])]
+    pub keepalive_timeout: Dur,
+
+    /// Requests per upstream connection before it is retired
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), default_value_t = DEFAULT_KEEPALIVE_REQUESTS,
+          conflicts_with_all = ["config", "check_config"])]
+    pub keepalive_requests: u64,
+
+    /// Failures within --fail-timeout before a server is skipped (0: never skipped)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FAILS, conflicts_with_all = ["config", "check_config"])]
+    pub max_fails: u32,
+
+    /// How long a failed server is skipped, and the window in which failures count
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(DEFAULT_FAIL_TIMEOUT),
+          conflicts_with_all = ["config", "check_config"])]
+    pub fail_timeout: Dur,
+
+    /// Send the upstream server's address as Host [default: the client's Host is kept]
+    #[arg(long)]
+    pub no_preserve_host: bool,
+
+    /// Do not append the client's address to X-Forwarded-For [default: appended]
+    #[arg(long)]
+    pub no_x_forwarded_for: bool,
+
+    /// Do not set X-Real-IP to the client's address [default: set]
+    #[arg(long)]
+    pub no_x_real_ip: bool,
+
+    /// Do not set X-Forwarded-Proto [default: set]
+    #[arg(long)]
+    pub no_x_forwarded_proto: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BalanceArg {
+    /// Smooth weighted round-robin (nginx's)
+    RoundRobin,
+    /// Fewest active requests on this worker
+    LeastConn,
+    /// Power of two random choices
+    Random2,
+}
+
+impl From<BalanceArg> for Balance {
+    fn from(b: BalanceArg) -> Balance {
+        match b {
+            BalanceArg::RoundRobin => Balance::RoundRobin,
+            BalanceArg::LeastConn => Balance::LeastConn,
+            BalanceArg::Random2 => Balance::Random2,
+        }
+    }
+}
+
+/// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dur(pub Duration);
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_duration(self.0))
+    }
+}
+
+/// `--max-body`: a size or unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaxBody(pub Option<u64>);
+
+fn positive_duration(s: &str) -> Result<Dur, String> {
+    match parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be greater than zero".into()),
+        Ok(d) => Ok(Dur(d)),
+        Err(e) => Err(e.hint.into()),
+    }
+}
+
+fn any_duration(s: &str) -> Result<Dur, String> {
+    parse_duration(s).map(Dur).map_err(|e| e.hint.into())
+}
+
+fn max_body(s: &str) -> Result<MaxBody, String> {
+    if s.eq_ignore_ascii_case("unlimited") {
+        return Ok(MaxBody(None));
+    }
+    parse_size(s)
+        .map(|n| MaxBody(Some(n)))
+        .map_err(|e| format!("{}, or \"unlimited\"", e.hint))
+}
+
+fn upstream_syntax(s: &str) -> Result<String, String> {
+    split_upstream(s).map(|_| s.to_string())
+}
+
+/// A listen address: `IP:PORT`, `[IPv6]:PORT`, `*:PORT` or a bare port (all IPv4 addresses).
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let port = s.strip_prefix("*:").unwrap_or(s);
+    match port.parse::<u16>() {
+        Ok(p) => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), p)),
+        Err(_) => Err(format!(
+            "`{s}` is not a listen address: expected IP:PORT (127.0.0.1:8080, [::1]:8080) or a port"
+        )),
+    }
+}
+
+/// Split an upstream address into host and port without resolving it: `IP:PORT`,
+/// `[IPv6]:PORT`, `HOST:PORT`; a missing port means 80, as in nginx's `server`.
+pub fn split_upstream(s: &str) -> Result<(String, u16), String> {
+    let bad = |why: &str| format!("`{s}` is not an upstream address: {why}");
+    let (host, port) = if let Ok(a) = s.parse::<SocketAddr>() {
+        (a.ip().to_string(), a.port())
+    } else if let Ok(ip) = s.parse::<IpAddr>() {
+        (ip.to_string(), 80)
+    } else {
+        let (host, port) = match s.rsplit_once(':') {
+            Some((h, p)) => (
+                h,
+                p.parse::<u16>()
+                    .map_err(|_| bad("the port must be a number from 1 to 65535"))?,
+            ),
+            None => (s, 80),
+        };
+        let valid = !host.is_empty()
+            && host.len() <= 253
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+        if !valid {
+            return Err(bad("expected IP:PORT, [IPv6]:PORT or HOST:PORT"));
+        }
+        (host.to_string(), port)
+    };
+    if port == 0 {
+        return Err(bad("port 0 is not a server's port"));
+    }
+    Ok((host, port))
+}
+
+/// Resolve an upstream address (once, at start). A host name with several addresses takes the
+/// first, as the resolver orders them.
+pub fn resolve_upstream(s: &str) -> Result<SocketAddr, String> {
+    let (host, port) = split_upstream(s)?;
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    match (host.as_str(), port).to_socket_addrs() {
+        Ok(mut addrs) => addrs
+            .next()
+            .ok_or_else(|| format!("`{host}` resolves to no address")),
+        Err(e) => Err(format!("cannot resolve `{host}`: {e}")),
+    }
+}
+
+/// The checks every configuration passes before it is used, however it was built (the file
+/// and the flags check most values where they are read, with better messages; this is the
+/// last word, and covers configs built in code).
+pub fn validate(cfg: &Config) -> Result<(), String> {
+    if cfg.listeners.is_empty() {
+        return Err("no listen address".into());
+    }
+    for (i, l) in cfg.listeners.iter().enumerate() {
+        if l.addr.port() != 0 && cfg.listeners[..i].iter().any(|o| o.addr == l.addr) {
+            return Err(format!("listen address {} given twice", l.addr));
+        }
+        if l.backlog == 0 {
+            return Err(format!(
+                "listen address {}: backlog must be at least 1",
+                l.addr
+            ));
+        }
+    }
+    if cfg.groups.is_empty() {
+        return Err("no upstream group".into());
+    }
+    for g in &cfg.groups {
+        if g.servers.is_empty() {
+            return Err(format!("upstream group `{}` has no server", g.name));
+        }
+        if let Some(s) = g.servers.iter().find(|s| s.weight == 0) {
+            return Err(format!(
+                "upstream group `{}`: server {} has weight 0",
+                g.name, s.name
+            ));
+        }
+        if let Some(s) = g.servers.iter().find(|s| s.addr.port() == 0) {
+            return Err(format!(
+                "upstream group `{}`: server {} has port 0",
+                g.name, s.name
+            ));
+        }
+        if g.keepalive_requests == 0 {
+            return Err(format!(
+                "upstream group `{}`: keepalive_requests must be at least 1",
+                g.name
+            ));
+        }
+    }
+    if cfg.routes.is_empty() {
+        return Err("no route".into());
+    }
+    if let Some(r) = cfg.routes.iter().find(|r| r.group >= cfg.groups.len()) {
+        return Err(format!(
+            "route {} names group #{} which does not exist",
+            r.path_prefix, r.group
+        ));
+    }
+    if let Some(r) = cfg.routes.iter().find(|r| !r.path_prefix.starts_with('/')) {
+        return Err(format!(
+            "route path `{}` must start with `/`",
+            r.path_prefix
+        ));
+    }
+    let t = &cfg.timeouts;
+    for (name, d) in [
+        ("connect", t.connect),
+        ("read", t.read),
+        ("upstream send", t.upstream_send),
+        ("header", t.header),
+        ("body", t.body),
+        ("send", t.send),
+        ("idle", t.idle),
+    ] {
+        if d.is_zero() {
+            return Err(format!("the {name} timeout must be greater than zero"));
+        }
+    }
+    let l = &cfg.limits;
+    if l.max_connections == 0 {
+        return Err("max_connections must be at least 1".into());
+    }
+    let c = &l.codec;
+    if c.max_headers == 0 || c.max_headers > shared::http::limits::MAX_HEADERS_CAP {
+        return Err(format!(
+            "max_headers must be between 1 and {}",
+            shared::http::limits::MAX_HEADERS_CAP
+        ));
+    }
+    if c.max_request_line == 0 || c.max_head == 0 || c.max_chunk_line == 0 || c.max_trailers == 0 {
+        return Err("header and chunk size limits must be greater than zero".into());
+    }
+    if cfg.runtime.workers == 0 {
+        return Err("workers must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// A problem found after clap accepted every value.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The command line as a whole (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The config file (exit 2).
+    #[error(transparent)]
+    File(#[from] ConfigError),
+}
+
+/// Parsed arguments, with clap's record of which values were given (for file overrides).
+#[derive(Debug)]
+pub struct Cli {
+    pub args: Args,
+    matches: ArgMatches,
+}
+
+impl Cli {
+    /// Parse argv (argv[0] first). `--help`, `--version` and bad flags are clap errors:
+    /// hand them to `shared::config::exit_cli_error`.
+    pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        let matches = Args::command().try_get_matches_from(args)?;
+        let args = Args::from_arg_matches(&matches)?;
+        Ok(Cli { args, matches })
+    }
+
+    /// The file given to `--check-config`, if that is what was asked.
+    pub fn check_file(&self) -> Option<&std::path::Path> {
+        self.args.check_config.as_deref()
+    }
+
+    fn given(&self, id: &str) -> bool {
+        self.matches.value_source(id) == Some(ValueSource::CommandLine)
+    }
+
+    /// The validated configuration this command line asks for.
+    pub fn config(&self) -> Result<Config, CliError> {
+        let a = &self.args;
+        let mut cfg = match a.config.as_deref().or(a.check_config.as_deref()) {
+            Some(path) => crate::file::load(path)?,
+            None => self.quick_mode()?,
+        };
+        self.apply_overrides(&mut cfg);
+        validate(&cfg).map_err(
+            |message| match a.config.as_ref().or(a.check_config.as_ref()) {
+                Some(file) => CliError::File(ConfigError::Invalid {
+                    file: file.display().to_string(),
+                    key: None,
+                    message,
+                }),
+                None => CliError::Usage(message),
+            },
+        )?;
+        Ok(cfg)
+    }
+
+    fn quick_mode(&self) -> Result<Config, CliError> {
+        let a = &self.args;
+        if a.listen.is_empty() && a.upstream.is_empty() {
+            return Err(CliError::Usage(
+                "nothing to do: give --listen ADDR and --upstream ADDR, or --config FILE (see --help)"
+                    .into(),
+            ));
+        }
+        if a.listen.is_empty() {
+            return Err(CliError::Usage("no --listen address given".into()));
+        }
+        if a.upstream.is_empty() {
+            return Err(CliError::Usage("no --upstream server given".into()));
+        }
+        let mut servers: Vec<Server> = Vec::with_capacity(a.upstream.len());
+        for name in &a.upstream {
+            let addr = resolve_upstream(name)
+                .map_err(|e| CliError::Usage(format!("--upstream {name}: {e}")))?;
+            if servers.iter().any(|s| s.addr == addr) {
+                return Err(CliError::Usage(format!(
+                    "--upstream {name}: {addr} is given twice"
+                )));
+            }
+            servers.push(Server {
+                name: name.clone(),
+                addr,
+                weight: 1,
+                max_fails: a.max_fails,
+                fail_timeout: a.fail_timeout.0,
+            });
+        }
+        Ok(Config {
+            runtime: RuntimeConfig::from_args(&a.runtime),
+            listeners: Vec::new(), // set by apply_overrides from --listen
+            groups: vec![UpstreamGroup {
+                name: "default".into(),
+                servers,
+                balance: a.balance.into(),
+                keepalive: a.keepalive,
+                keepalive_timeout: a.keepalive_timeout.0,
+                keepalive_requests: a.keepalive_requests,
+            }],
+            routes: vec![Route {
+                host: None,
+                path_prefix: "/".into(),
+                group: 0,
+            }],
+            timeouts: Timeouts::default(),
+            headers: HeaderOptions::default(),
+            limits: ProxyLimits::default(),
+            source: "command line".into(),
+        })
+    }
+
+    /// Flags given on the command line win over the file (in quick mode every value is the
+    /// flag's, defaults included, which are the file's defaults too).
+    fn apply_overrides(&self, cfg: &mut Config) {
+        let a = &self.args;
+        let quick = a.config.is_none() && a.check_config.is_none();
+        let set = |id: &str| quick || self.given(id);
+        if !a.listen.is_empty() {
+            cfg.listeners = a
+                .listen
+                .iter()
+                .map(|&addr| Listener {
+                    addr,
+                    backlog: a.backlog,
+                })
+                .collect();
+        } else if self.given("backlog") {
+            cfg.listeners.iter_mut().for_each(|l| l.backlog = a.backlog);
+        }
+        if let Some(n) = a.runtime.workers {
+            cfg.runtime.workers = usize::from(n);
+        }
+        if set("driver") {
+            cfg.runtime.driver = a.runtime.driver;
+        }
+        if a.runtime.no_pin {
+            cfg.runtime.pin = false;
+        }
+        let t = &mut cfg.timeouts;
+        for (id, value, slot) in [
+            ("connect_timeout", a.connect_timeout, &mut t.connect),
+            ("read_timeout", a.read_timeout, &mut t.read),
+            (
+                "upstream_send_timeout",
+                a.upstream_send_timeout,
+                &mut t.upstream_send,
+            ),
+            ("header_timeout", a.header_timeout, &mut t.header),
+            ("body_timeout", a.body_timeout, &mut t.body),
+            ("send_timeout", a.send_timeout, &mut t.send),
+            ("idle_timeout", a.idle_timeout, &mut t.idle),
+            ("shutdown_timeout", a.shutdown_timeout, &mut t.shutdown),
+        ] {
+            if set(id) {
+                *slot = value.0;
+            }
+        }
+        if let Some(MaxBody(limit)) = a.max_body {
+            cfg.limits.max_body = limit;
+        }
+        if set("max_connections") {
+            cfg.limits.max_connections = usize::try_from(a.max_connections).unwrap_or(usize::MAX);
+        }
+        let h = &mut cfg.headers;
+        h.preserve_host &= !a.no_preserve_host;
+        h.x_forwarded_for &= !a.no_x_forwarded_for;
+        h.x_real_ip &= !a.no_x_real_ip;
+        h.x_forwarded_proto &= !a.no_x_forwarded_proto;
+    }
+}
+
+/// Parse argv (argv[0] first) into a validated [`Config`] without exiting: the in-process
+/// way for tests. Errors are the one line the binary would print.
+pub fn config_from_args<I, T>(args: I) -> Result<Config, String>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::parse_from(args).map_err(|e| first_line(&e.render().to_string()))?;
+    cli.config().map_err(|e| e.to_string())
+}
+
+fn first_line(s: &str) -> String {
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim_end()
+        .to_string()
+}
+
+/// What `main` does with a parsed command line that is not a run: report `--check-config`'s
+/// verdict as `nginx -t` does, and return the exit code. `None`: not a check, go on.
+pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Option<i32> {
+    let file = cli.check_file()?.display().to_string();
+    Some(match result {
+        Ok(_) => {
+            eprintln!("proxy: configuration file {file} test is successful");
+            0
+        }
+        Err(e) => {
+            eprintln!("proxy: {e}");
+            eprintln!("proxy: configuration file {file} test failed");
+            2
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(args: &str) -> Result<Config, String> {
+        config_from_args(std::iter::once("proxy").chain(args.split_whitespace()))
+    }
+
+    #[test]
+    fn quick_mode() {
+        let c = cfg(
+            "--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream [::1]:9002 \
+                     --upstream localhost:9003 --balance least-conn --workers 2 --no-pin \
+                     --read-timeout 250ms --max-body 1MiB --keepalive 8 --no-x-real-ip",
+        )
+        .unwrap();
+        assert_eq!(c.listeners.len(), 1);
+        assert_eq!(c.listeners[0].addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(c.listeners[0].backlog, DEFAULT_BACKLOG);
+        assert_eq!(c.groups.len(), 1);
+        let g = &c.groups[0];
+        assert_eq!(g.name, "default");
+        assert_eq!(g.balance, Balance::LeastConn);
+        assert_eq!(g.keepalive, 8);
+        let addrs: Vec<String> = g.servers.iter().map(|s| s.addr.to_string()).collect();
+        assert_eq!(addrs[..2], ["127.0.0.1:9001", "[::1]:9002"]);
+        assert_eq!(g.servers[2].addr.port(), 9003);
+        assert!(g.servers[2].addr.ip().is_loopback());
+        assert_eq!(g.servers[2].name, "localhost:9003");
+        assert_eq!(c.routes.len(), 1);
+        assert_eq!(
+            (
+                c.routes[0].host.as_deref(),
+                c.routes[0].path_prefix.as_str(),
+                c.routes[0].group
+            ),
+            (None, "/", 0)
+        );
+        assert_eq!(c.runtime.workers, 2);
+        assert!(!c.runtime.pin);
+        assert_eq!(c.timeouts.read, Duration::from_millis(250));
+        assert_eq!(c.timeouts.header, Timeouts::default().header);
+        assert_eq!(c.limits.max_body, Some(1 << 20));
+        assert!(!c.headers.x_real_ip && c.headers.x_forwarded_for && c.headers.x_forwarded_proto);
+        assert_eq!(c.source, "command line");
+        let c = cfg("--listen 8080 --upstream 10.0.0.1 --max-body unlimited").unwrap();
+        assert_eq!(c.listeners[0].addr, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(c.groups[0].servers[0].addr, "10.0.0.1:80".parse().unwrap());
+        assert_eq!(c.limits.max_body, None);
+    }
+
+    #[test]
+    fn bad_command_lines_are_one_line_naming_the_problem() {
+        let cases: &[(&str, &[&str])] = &[
+            ("--workers 0", &["--workers", "0"]),
+            ("--read-timeout 3x", &["--read-timeout", "3x"]),
+            ("--idle-timeout 0", &["--idle-timeout", "greater than zero"]),
+            ("--balance nope", &["--balance", "nope"]),
+            ("--listen nonsense", &["--listen", "nonsense"]),
+            ("--frobnicate", &["--frobnicate"]),
+            ("--listen 127.0.0.1:1", &["--upstream"]),
+            ("--upstream 127.0.0.1:1", &["--listen"]),
+            ("", &["--listen", "--config"]),
+            (
+                "--listen 127.0.0.1:1 --upstream 127.0.0.1:0",
+                &["--upstream", "port 0"],
+            ),
+            (
+                "--listen 127.0.0.1:1 --upstream no-such-host.invalid:80",
+                &["--upstream", "no-such-host.invalid"],
+            ),
+            (
+                "--listen 127.0.0.1:1 --upstream 127.0.0.1:2 --upstream 127.0.0.1:2",
+                &["--upstream", "twice"],
+            ),
+            (
+                "--listen 127.0.0.1:1 --listen 127.0.0.1:1 --upstream 127.0.0.1:2",
+                &["127.0.0.1:1", "twice"],
+            ),
+            (
+                "--config x.toml --upstream 127.0.0.1:2",
+                &["--config", "--upstream"],
+            ),
+            (
+                "--config x.toml --check-config x.toml",
+                &["--config", "--check-config"],
+            ),
+            ("--max-connections 0", &["--max-connections"]),
+            ("--max-body 12parsecs", &["--max-body", "12parsecs"]),
+        ];
+        for (args, words) in cases {
+            let e = cfg(args).unwrap_err();
+            assert_eq!(e.lines().count(), 1, "{args}: {e}");
+            for w in *words {
+                assert!(e.contains(w), "{args}: want {w:?} in {e:?}");
+            }
+        }
+        // Port 0 listeners may repeat (each gets its own port).
+        cfg("--listen 127.0.0.1:0 --listen 127.0.0.1:0 --upstream 127.0.0.1:2").unwrap();
+    }
+
+    #[test]
+    fn help_documents_every_flag_with_its_default() {
+        let help = Args::command().render_long_help().to_string();
+        for arg in Args::command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            if long == "help" || long == "version" {
+                continue;
+            }
+            assert!(
+                help.contains(&format!("--{long}")),
+                "--{long} missing from --help"
+            );
+            let text = arg
+                .get_long_help()
+                .or(arg.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_default();
+            assert!(
+                text.contains("[default:") || !arg.get_default_values().is_empty(),
+                "--{long} does not show its default"
+            );
+        }
+        // Defaults come from config.rs.
+        assert!(help.contains(&format!(
+            "[default: {}]",
+            format_duration(Timeouts::default().header)
+        )));
+        assert!(help.contains(&format!("[default: {DEFAULT_BACKLOG}]")));
+    }
+
+    /// A file with non-default values, for override tests.
+    fn temp_file(name: &str, text: &str) -> PathBuf {
+        let p = std::env::temp_dir().join(format!("proxy-cli-{}-{name}.toml", std::process::id()));
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn flags_override_the_file_where_given() {
+        let path = temp_file(
+            "override",
+            "[[listen]]\naddr = \"127.0.0.1:8080\"\nbacklog = 10\n[upstream.a]\nservers = [\"127.0.0.1:9001\"]\n\
+             [timeouts]\nread = \"7s\"\nheader = \"3s\"\n[limits]\nmax_connections = 5\nmax_body = 100\n\
+             [runtime]\nworkers = 3\ndriver = \"epoll\"\n[headers]\nx_real_ip = false\n",
+        );
+        let p = path.display().to_string();
+        // Nothing given: the file's values stand.
+        let c = cfg(&format!("--config {p}")).unwrap();
+        assert_eq!(c.listeners[0].backlog, 10);
+        assert_eq!(
+            (c.timeouts.read, c.timeouts.header),
+            (Duration::from_secs(7), Duration::from_secs(3))
+        );
+        assert_eq!(
+            (c.limits.max_connections, c.limits.max_body),
+            (5, Some(100))
+        );
+        assert_eq!(
+            (c.runtime.workers, c.runtime.driver),
+            (3, shared::runtime::DriverChoice::Epoll)
+        );
+        assert!(c.runtime.pin && !c.headers.x_real_ip && c.headers.x_forwarded_for);
+        assert_eq!(c.source, p);
+        // Given: flags win, the rest stays the file's.
+        let c = cfg(&format!(
+            "--config {p} --listen 127.0.0.1:0 --workers 1 --driver auto --no-pin --read-timeout 1s \
+             --max-connections 9 --max-body unlimited --no-x-forwarded-for"
+        ))
+        .unwrap();
+        assert_eq!(c.listeners.len(), 1);
+        assert_eq!(c.listeners[0].addr.port(), 0);
+        assert_eq!(c.listeners[0].backlog, DEFAULT_BACKLOG);
+        assert_eq!(
+            (c.timeouts.read, c.timeouts.header),
+            (Duration::from_secs(1), Duration::from_secs(3))
+        );
+        assert_eq!((c.limits.max_connections, c.limits.max_body), (9, None));
+        assert_eq!(
+            (c.runtime.workers, c.runtime.driver),
+            (1, shared::runtime::DriverChoice::Auto)
+        );
+        assert!(!c.runtime.pin && !c.headers.x_real_ip && !c.headers.x_forwarded_for);
+        let c = cfg(&format!("--config {p} --backlog 77")).unwrap();
+        assert_eq!(c.listeners[0].backlog, 77);
+        // --check-config reads the file the same way.
+        let c = cfg(&format!("--check-config {p}")).unwrap();
+        assert_eq!(c.timeouts.read, Duration::from_secs(7));
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn file_errors_name_the_file() {
+        let path = temp_file("bad", "[[listen]]\naddr = \"127.0.0.1:1\"\n[upstream.a]\nservers = [{ addr = \"127.0.0.1:2\", weight = 0 }]\n");
+        let p = path.display().to_string();
+        let e = cfg(&format!("--config {p}")).unwrap_err();
+        assert!(
+            e.starts_with(&format!("{p}:4: key `upstream.a.servers[0].weight`")),
+            "{e}"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn validate_catches_configs_built_in_code() {
+        let mut c = cfg("--listen 127.0.0.1:1 --upstream 127.0.0.1:2").unwrap();
+        validate(&c).unwrap();
+        c.groups[0].servers[0].weight = 0;
+        assert!(validate(&c).unwrap_err().contains("weight 0"));
+        c.groups[0].servers[0].weight = 1;
+        c.routes[0].group = 3;
+        assert!(validate(&c).unwrap_err().contains("does not exist"));
+        c.routes.clear();
+        assert!(validate(&c).unwrap_err().contains("no route"));
+        c.groups.clear();
+        assert!(validate(&c).unwrap_err().contains("no upstream"));
+        c.listeners.clear();
+        assert!(validate(&c).unwrap_err().contains("no listen"));
+    }
+}

@@ -1,0 +1,151 @@
+//! One client connection: read a request head, hand it to the exchange, repeat.
+//!
+//! - The first head (and any head once its first byte arrived) must arrive within the header
+//!   timeout (408 otherwise); between requests the idle timeout applies, and shutdown closes
+//!   the connection there, never in the middle of a request.
+//! - Pipelined requests are answered in order: bytes after one request stay in `cin` and are
+//!   parsed after its response.
+//! - Every error the proxy answers itself is a complete response with a length and
+//!   `Connection: close`, followed by a lingering close (the client gets to read it even when
+//!   it is still sending).
+//! - Nothing is logged per request: errors are counted.
+
+use crate::error::{Fault, ProxyError};
+use crate::exchange::{self, Next};
+use crate::forward::{prepare_request, IpText, RequestInfo};
+use crate::io::{read_more, write_all, IoFail};
+use crate::worker::{ConnGuard, Worker, CLIENT_BUF};
+use bytes::BytesMut;
+use monoio::io::AsyncWriteRent;
+use monoio::net::TcpStream;
+use monoio::time::Instant;
+use shared::http::encode::write_simple_response;
+use shared::http::Version;
+use shared::shutdown::Wait;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// A client connection's state; its buffers live as long as the connection and are reused
+/// by every request on it.
+pub struct ClientConn {
+    pub w: Rc<Worker>,
+    pub stream: TcpStream,
+    pub ip: IpText,
+    /// Bytes read from the client and not yet consumed.
+    pub cin: BytesMut,
+    /// The upstream request head being built.
+    pub uout: BytesMut,
+    /// The client response head being built (and chunk framing).
+    pub cout: BytesMut,
+}
+
+pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+    let _guard = guard;
+    let mut c = ClientConn {
+        w: w.clone(),
+        stream,
+        ip: IpText::new(peer.ip()),
+        cin: BytesMut::with_capacity(CLIENT_BUF),
+        uout: BytesMut::with_capacity(1024),
+        cout: BytesMut::with_capacity(1024),
+    };
+    let mut stop = w.shutdown.wait();
+    let mut first = true;
+    loop {
+        let info = match read_head(&mut c, &mut stop, first).await {
+            Ok(Some(info)) => info,
+            Ok(None) => return,
+            Err(e) => {
+                respond_error(&mut c, e).await;
+                return;
+            }
+        };
+        first = false;
+        w.stats.requests.incr();
+        match exchange::run(&mut c, info).await {
+            Next::KeepAlive => {}
+            Next::Close => return,
+            Next::Tunnel(up) => {
+                crate::tunnel::run(&w, c.stream, up).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Read until a whole request head is in `cin`. `Ok(None)`: the connection ends quietly
+/// (closed by the client, idle timeout, or shutdown while idle).
+async fn read_head(
+    c: &mut ClientConn,
+    stop: &mut Wait,
+    first: bool,
+) -> Result<Option<RequestInfo>, ProxyError> {
+    let t = &c.w.cfg.timeouts;
+    let mut deadline = first.then(|| Instant::now() + t.header);
+    loop {
+        if !c.cin.is_empty() {
+            if let Some(info) = prepare_request(&c.w, &c.cin, &c.ip, &mut c.uout)? {
+                return Ok(Some(info));
+            }
+            if deadline.is_none() {
+                deadline = Some(Instant::now() + t.header);
+            }
+        }
+        let buf = std::mem::take(&mut c.cin);
+        let idle = buf.is_empty();
+        let until = deadline.unwrap_or_else(|| Instant::now() + t.idle);
+        let read = read_more(&mut c.stream, buf, 4096, until);
+        let r = if idle {
+            monoio::select! {
+                r = read => r,
+                _ = &mut *stop => return Ok(None),
+            }
+        } else {
+            read.await
+        };
+        match r {
+            Ok((0, _)) => return Ok(None),
+            Ok((_, buf)) => c.cin = buf,
+            Err(IoFail::Timeout) if idle && deadline.is_none() => return Ok(None),
+            Err(IoFail::Timeout) => return Err(ProxyError::HeaderTimeout),
+            Err(IoFail::Error(_)) => return Ok(None),
+        }
+    }
+}
+
+/// Answer with the error's status (if one still makes sense) and close gracefully.
+pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
+    match e.fault() {
+        Fault::Client => c.w.stats.client_errors.incr(),
+        _ => c.w.stats.upstream_errors.incr(),
+    }
+    let Some(status) = e.status() else { return };
+    c.cout.clear();
+    write_simple_response(&mut c.cout, Version::Http11, status, true);
+    let buf = std::mem::take(&mut c.cout);
+    match write_all(&mut c.stream, buf, c.w.cfg.timeouts.send).await {
+        Ok(buf) => c.cout = buf,
+        Err(_) => return,
+    }
+    linger_close(c).await;
+}
+
+/// Half-close, then read and discard what the client still sends for a moment, so closing
+/// with unread data does not reset the connection before the client read our response.
+async fn linger_close(c: &mut ClientConn) {
+    let _ = c.stream.shutdown().await;
+    let until = Instant::now() + Duration::from_millis(500);
+    let mut drained = 0usize;
+    let mut buf = std::mem::take(&mut c.cin);
+    while drained < 1 << 20 {
+        buf.clear();
+        match read_more(&mut c.stream, buf, 4096, until).await {
+            Ok((n, b)) if n > 0 => {
+                drained += n;
+                buf = b;
+            }
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Why an exchange failed, whose fault it was, and what the client is told.
+//!
+//! Errors are small `Copy` values: they are created on the request path and must not allocate.
+//! The status is only sent when no byte of the response has reached the client yet; after that
+//! the only honest signal is closing the connection (a truncated body never looks complete).
+
+use shared::http::CodecError;
+
+/// Whose fault a failure was (decides 4xx vs 5xx, and whether a server is marked failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    Client,
+    Upstream,
+    Internal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    #[error("bad request: {0}")]
+    Request(CodecError),
+    #[error("client sent the request head too slowly")]
+    HeaderTimeout,
+    #[error("client sent the request body too slowly")]
+    BodyTimeout,
+    #[error("client went away")]
+    ClientGone,
+    #[error("request body larger than the limit")]
+    BodyTooLarge,
+    #[error("no route for this host and path")]
+    NoRoute,
+    #[error("method not supported by this proxy")]
+    MethodNotSupported,
+    #[error("every upstream server refused the connection")]
+    UpstreamRefused,
+    #[error("connecting to the upstream timed out")]
+    ConnectTimeout,
+    #[error("upstream did not answer in time")]
+    UpstreamTimeout,
+    #[error("upstream closed the connection")]
+    UpstreamClosed,
+    #[error("upstream I/O error")]
+    UpstreamIo,
+    #[error("invalid upstream response: {0}")]
+    BadResponse(CodecError),
+}
+
+impl ProxyError {
+    pub fn fault(self) -> Fault {
+        use ProxyError::*;
+        match self {
+            Request(_) | HeaderTimeout | BodyTimeout | ClientGone | BodyTooLarge | NoRoute
+            | MethodNotSupported => Fault::Client,
+            UpstreamRefused | ConnectTimeout | UpstreamTimeout | UpstreamClosed | UpstreamIo
+            | BadResponse(_) => Fault::Upstream,
+        }
+    }
+
+    /// The status to answer with, if an answer still makes sense.
+    pub fn status(self) -> Option<u16> {
+        use ProxyError::*;
+        Some(match self {
+            Request(e) => e.status(),
+            HeaderTimeout | BodyTimeout => 408,
+            ClientGone => return None,
+            BodyTooLarge => 413,
+            NoRoute => 404,
+            MethodNotSupported => 501,
+            UpstreamRefused | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
+            ConnectTimeout | UpstreamTimeout => 504,
+        })
+    }
+}

@@ -1,0 +1,386 @@
+//! Head rewriting, both ways, into reused buffers.
+//!
+//! Upstream request (RFC 9110 7.6): origin-form target, HTTP/1.1, Host preserved by default,
+//! `X-Forwarded-For` appended, `X-Real-IP` and `X-Forwarded-Proto` set, hop-by-hop fields
+//! removed (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
+//! Transfer-Encoding, Upgrade unless upgrading to WebSocket), `Expect` removed (the proxy
+//! answers `100-continue` itself), and the body framing written by us.
+//!
+//! Client response: hop-by-hop fields removed and the framing decided here: a known length
+//! is passed on; chunked and close-delimited bodies are re-framed as chunked for HTTP/1.1
+//! clients and sent close-delimited to HTTP/1.0 clients.
+
+use crate::error::ProxyError;
+use crate::worker::Worker;
+use bytes::BytesMut;
+use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
+use shared::http::framing::{connection_tokens, is_hop_by_hop};
+use shared::http::limits::MAX_HEADERS_CAP;
+use shared::http::{parse_request, parse_response, BodyKind, RequestMethod, Status, Version};
+use std::io::Write as _;
+use std::net::IpAddr;
+
+/// Header storage kept on the stack for the common limits; larger limits use the heap.
+const INLINE_HEADERS: usize = 128;
+
+/// What the exchange needs to know about a parsed request once its bytes are released.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestInfo {
+    pub method: RequestMethod,
+    /// GET, HEAD, PUT, DELETE, OPTIONS, TRACE: safe to send twice (RFC 9110 9.2.2).
+    pub idempotent: bool,
+    pub version: Version,
+    pub body: BodyKind,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+    pub websocket: bool,
+    pub head_len: usize,
+    pub group: usize,
+    /// The upstream head (in the caller's buffer) already has its Host field; otherwise
+    /// the server's name is written per attempt.
+    pub host_written: bool,
+}
+
+/// The client's address as text, formatted once per connection.
+pub struct IpText {
+    buf: [u8; 48],
+    len: usize,
+}
+
+impl IpText {
+    pub fn new(ip: IpAddr) -> Self {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        let mut buf = [0u8; 48];
+        let mut cur = std::io::Cursor::new(&mut buf[..]);
+        let _ = write!(cur, "{ip}");
+        let len = cur.position() as usize;
+        IpText { buf, len }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+fn with_headers<'b, R>(max: usize, f: impl FnOnce(&mut [httparse::Header<'b>]) -> R) -> R {
+    let max = max.clamp(1, MAX_HEADERS_CAP);
+    if max <= INLINE_HEADERS {
+        let mut storage: [httparse::Header<'b>; INLINE_HEADERS] =
+            [httparse::EMPTY_HEADER; INLINE_HEADERS];
+        f(&mut storage[..max])
+    } else {
+        let mut storage: Vec<httparse::Header<'b>> = vec![httparse::EMPTY_HEADER; max];
+        f(&mut storage)
+    }
+}
+
+/// Names listed in Connection fields, collected once per message (a few at most in practice).
+struct Named<'b> {
+    inline: [&'b [u8]; 8],
+    n: usize,
+    overflow: bool,
+}
+
+impl<'b> Named<'b> {
+    fn collect(headers: &[httparse::Header<'b>]) -> Self {
+        let mut s = Named {
+            inline: [&[][..]; 8],
+            n: 0,
+            overflow: false,
+        };
+        for t in connection_tokens(headers) {
+            // These name no end-to-end field we would otherwise forward.
+            if t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive") {
+                continue;
+            }
+            if s.n < s.inline.len() {
+                s.inline[s.n] = t;
+                s.n += 1;
+            } else {
+                s.overflow = true;
+            }
+        }
+        s
+    }
+
+    fn contains(&self, name: &str, headers: &[httparse::Header<'b>]) -> bool {
+        let name = name.as_bytes();
+        if self.inline[..self.n].iter().any(|t| t.eq_ignore_ascii_case(name)) {
+            return true;
+        }
+        self.overflow && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case(name))
+    }
+}
+
+fn eq(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.eq_ignore_ascii_case(b)
+}
+
+/// The path part of a request target, for routing and for the upstream request line.
+fn origin_form(target: &str) -> &str {
+    if target.starts_with('/') || target == "*" {
+        return target;
+    }
+    // absolute-form: scheme "://" authority path-abempty [ "?" query ]
+    let rest = match target.find("://") {
+        Some(i) => &target[i + 3..],
+        None => return target,
+    };
+    match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
+        // "http://host?q": the path is empty, so "/" (RFC 9112 3.2.1).
+        _ => "/",
+    }
+}
+
+/// Parse a request head from `buf` and write the upstream head into `out` (without the
+/// final CRLF, and without Host unless `host_written`). `Ok(None)`: the head is incomplete.
+pub fn prepare_request(
+    w: &Worker,
+    buf: &[u8],
+    ip: &IpText,
+    out: &mut BytesMut,
+) -> Result<Option<RequestInfo>, ProxyError> {
+    let limits = &w.cfg.limits.codec;
+    with_headers(limits.max_headers, |storage| {
+        let head = match parse_request(buf, storage, limits) {
+            Ok(Status::Complete(h)) => h,
+            Ok(Status::Partial) => return Ok(None),
+            Err(e) => return Err(ProxyError::Request(e)),
+        };
+        let method = head.request_method();
+        if method == RequestMethod::Connect {
+            return Err(ProxyError::MethodNotSupported);
+        }
+        let target = origin_form(head.target);
+        let group = w
+            .router
+            .route(head.authority, target.as_bytes())
+            .ok_or(ProxyError::NoRoute)?;
+        if let (BodyKind::Length(n), Some(max)) = (head.body, w.cfg.limits.max_body) {
+            if n > max {
+                return Err(ProxyError::BodyTooLarge);
+            }
+        }
+        let websocket = head
+            .upgrade
+            .is_some_and(|u| u.trim_ascii().eq_ignore_ascii_case(b"websocket"));
+        let opts = &w.cfg.headers;
+
+        out.clear();
+        write_request_line(out, head.method, target, Version::Http11);
+        let host_written = opts.preserve_host && head.authority.is_some();
+        if let (true, Some(a)) = (host_written, head.authority) {
+            write_header(out, b"Host", a);
+        }
+        let named = Named::collect(head.headers);
+        let mut xff_seen = false;
+        for h in head.headers {
+            let n = h.name;
+            if is_hop_by_hop(n)
+                || eq(n, "host")
+                || eq(n, "content-length")
+                || eq(n, "expect")
+                || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
+                || (opts.x_real_ip && eq(n, "x-real-ip"))
+                || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
+                || named.contains(n, head.headers)
+            {
+                xff_seen |= eq(n, "x-forwarded-for");
+                continue;
+            }
+            write_header(out, n.as_bytes(), h.value);
+        }
+        if opts.x_forwarded_for {
+            out.extend_from_slice(b"X-Forwarded-For: ");
+            if xff_seen {
+                for h in head.headers.iter().filter(|h| eq(h.name, "x-forwarded-for")) {
+                    let v = h.value.trim_ascii();
+                    if !v.is_empty() {
+                        out.extend_from_slice(v);
+                        out.extend_from_slice(b", ");
+                    }
+                }
+            }
+            out.extend_from_slice(ip.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if opts.x_real_ip {
+            write_header(out, b"X-Real-IP", ip.as_bytes());
+        }
+        if opts.x_forwarded_proto {
+            write_header(out, b"X-Forwarded-Proto", b"http");
+        }
+        if let (true, Some(u)) = (websocket, head.upgrade) {
+            write_header(out, b"Connection", b"upgrade");
+            write_header(out, b"Upgrade", u);
+        }
+        match head.body {
+            BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
+            BodyKind::Chunked => write_header(out, b"Transfer-Encoding", b"chunked"),
+            _ if matches!(head.method, "POST" | "PUT" | "PATCH") => {
+                write_header(out, b"Content-Length", b"0")
+            }
+            _ => {}
+        }
+        Ok(Some(RequestInfo {
+            method,
+            idempotent: matches!(
+                head.method,
+                "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
+            ),
+            version: head.version,
+            body: head.body,
+            keep_alive: head.keep_alive,
+            expect_continue: head.expect_continue,
+            websocket,
+            head_len: head.head_len,
+            group,
+            host_written,
+        }))
+    })
+}
+
+/// How the response body reaches the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFraming {
+    /// No body (HEAD, 204, 304): the head only.
+    Empty,
+    /// Content-Length, passed through byte for byte.
+    Length,
+    /// Re-framed as chunked (from chunked or close-delimited upstream bodies).
+    Chunked,
+    /// Close-delimited: HTTP/1.0 clients when the length is unknown.
+    Close,
+    /// 101 to a WebSocket upgrade: bytes both ways.
+    Tunnel,
+}
+
+/// A parsed upstream response head, reduced to what the relay needs.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseInfo {
+    /// Bytes of the read buffer the head took (skipped 1xx heads included).
+    pub head_len: usize,
+    pub body: BodyKind,
+    pub framing: ClientFraming,
+    /// The upstream connection may carry another request after this body.
+    pub upstream_keep_alive: bool,
+    /// The client connection stays open after this response.
+    pub client_keep_alive: bool,
+}
+
+/// Parse the upstream response head in `buf` and write the client's head into `out`.
+/// `Ok(None)`: incomplete.
+pub fn prepare_response(
+    w: &Worker,
+    buf: &[u8],
+    req: &RequestInfo,
+    out: &mut BytesMut,
+) -> Result<Option<ResponseInfo>, ProxyError> {
+    let limits = &w.cfg.limits.codec;
+    let mut skipped = 0;
+    loop {
+        let rest = &buf[skipped..];
+        let parsed = with_headers(limits.max_headers, |storage| {
+            let head = match parse_response(rest, storage, req.method, limits) {
+                Ok(Status::Complete(h)) => h,
+                Ok(Status::Partial) => return Ok(None),
+                Err(e) => return Err(ProxyError::BadResponse(e)),
+            };
+            if (100..200).contains(&head.status) && head.status != 101 {
+                // Interim responses (100 Continue, 103 Early Hints) are not forwarded: the
+                // proxy answered Expect itself.
+                return Ok(Some(Err(head.head_len)));
+            }
+            let framing = match head.body {
+                BodyKind::Empty => ClientFraming::Empty,
+                BodyKind::Length(_) => ClientFraming::Length,
+                BodyKind::Chunked | BodyKind::CloseDelimited => {
+                    if req.version == Version::Http11 {
+                        ClientFraming::Chunked
+                    } else {
+                        ClientFraming::Close
+                    }
+                }
+                BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
+                BodyKind::Tunnel => {
+                    return Err(ProxyError::BadResponse(shared::http::CodecError::InvalidStatus))
+                }
+            };
+            let client_keep_alive = req.keep_alive
+                && !w.shutdown.is_fired()
+                && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel);
+            out.clear();
+            write_status_line(out, Version::Http11, head.status, head.reason);
+            let named = Named::collect(head.headers);
+            let tunnel = framing == ClientFraming::Tunnel;
+            for h in head.headers {
+                let n = h.name;
+                let keep_upgrade = tunnel && eq(n, "upgrade");
+                if !keep_upgrade
+                    && (is_hop_by_hop(n)
+                        || (framing != ClientFraming::Empty && eq(n, "content-length"))
+                        || named.contains(n, head.headers))
+                {
+                    continue;
+                }
+                write_header(out, n.as_bytes(), h.value);
+            }
+            match head.body {
+                BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
+                _ if framing == ClientFraming::Chunked => {
+                    write_header(out, b"Transfer-Encoding", b"chunked")
+                }
+                _ => {}
+            }
+            if tunnel {
+                write_header(out, b"Connection", b"upgrade");
+            } else if !client_keep_alive {
+                write_header(out, b"Connection", b"close");
+            } else if req.version == Version::Http10 {
+                write_header(out, b"Connection", b"keep-alive");
+            }
+            out.extend_from_slice(b"\r\n");
+            Ok(Some(Ok(ResponseInfo {
+                head_len: head.head_len,
+                body: head.body,
+                framing,
+                upstream_keep_alive: head.keep_alive
+                    && !matches!(head.body, BodyKind::CloseDelimited | BodyKind::Tunnel),
+                client_keep_alive,
+            })))
+        })?;
+        match parsed {
+            None => return Ok(None),
+            Some(Err(interim_len)) => skipped += interim_len,
+            Some(Ok(mut info)) => {
+                info.head_len += skipped;
+                return Ok(Some(info));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_form_of_targets() {
+        assert_eq!(origin_form("/a?b"), "/a?b");
+        assert_eq!(origin_form("*"), "*");
+        assert_eq!(origin_form("http://h:80/p?q"), "/p?q");
+        assert_eq!(origin_form("http://h"), "/");
+        assert_eq!(origin_form("http://h?q"), "/");
+    }
+
+    #[test]
+    fn ip_text() {
+        assert_eq!(IpText::new("127.0.0.1".parse().unwrap()).as_bytes(), b"127.0.0.1");
+        assert_eq!(IpText::new("::1".parse().unwrap()).as_bytes(), b"::1");
+        assert_eq!(IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(), b"10.0.0.1");
+    }
+}

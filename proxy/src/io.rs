@@ -1,0 +1,91 @@
+//! Socket I/O with deadlines over monoio's owned buffers.
+//!
+//! monoio passes buffers by value and hands them back with the result. When a deadline fires,
+//! the in-flight operation is dropped together with its buffer, so these helpers return the
+//! buffer only on completion: a timeout always means "close this connection", never "retry".
+
+use bytes::BytesMut;
+use monoio::buf::{IoBuf, IoBufMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::time::{timeout_at, Instant};
+use std::io;
+use std::time::Duration;
+
+/// Why an I/O step did not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoFail {
+    /// The deadline passed; the buffer is gone.
+    Timeout,
+    /// The socket failed (reset, broken pipe...); the buffer is gone.
+    Error(io::ErrorKind),
+}
+
+/// Read once, appending to `buf` (its spare capacity grown to at least `min_spare` first).
+/// `Ok((0, buf))` is end of stream.
+pub async fn read_more<S: AsyncReadRent>(
+    s: &mut S,
+    mut buf: BytesMut,
+    min_spare: usize,
+    deadline: Instant,
+) -> Result<(usize, BytesMut), IoFail> {
+    if buf.capacity() - buf.len() < min_spare {
+        // Reclaims the already-consumed front of the buffer before allocating.
+        buf.reserve(min_spare);
+    }
+    let len = buf.len();
+    let cap = buf.capacity();
+    match timeout_at(deadline, s.read(buf.slice_mut(len..cap))).await {
+        Err(_) => Err(IoFail::Timeout),
+        Ok((Ok(n), slice)) => Ok((n, slice.into_inner())),
+        Ok((Err(e), _)) => Err(IoFail::Error(e.kind())),
+    }
+}
+
+/// A failed write: why, and the buffer when the socket (not the deadline) failed.
+#[derive(Debug)]
+pub struct WriteFail {
+    pub fail: IoFail,
+    pub buf: Option<BytesMut>,
+}
+
+/// Write all of `buf[start..end]` within `limit` (a peer that stops reading for that long
+/// loses the connection).
+pub async fn write_range<S: AsyncWriteRent>(
+    s: &mut S,
+    buf: BytesMut,
+    start: usize,
+    end: usize,
+    limit: Duration,
+) -> Result<BytesMut, WriteFail> {
+    if start == end {
+        return Ok(buf);
+    }
+    let deadline = Instant::now() + limit;
+    match timeout_at(deadline, s.write_all(buf.slice(start..end))).await {
+        Err(_) => Err(WriteFail {
+            fail: IoFail::Timeout,
+            buf: None,
+        }),
+        Ok((Ok(_), slice)) => Ok(slice.into_inner()),
+        Ok((Err(e), slice)) => Err(WriteFail {
+            fail: IoFail::Error(e.kind()),
+            buf: Some(slice.into_inner()),
+        }),
+    }
+}
+
+/// Write all of `buf`.
+pub async fn write_all<S: AsyncWriteRent>(
+    s: &mut S,
+    buf: BytesMut,
+    limit: Duration,
+) -> Result<BytesMut, WriteFail> {
+    let len = buf.len();
+    write_range(s, buf, 0, len, limit).await
+}
+
+/// Offset of `part` inside `whole` (`part` must be a sub-slice of `whole`).
+#[inline]
+pub fn offset_in(whole: &[u8], part: &[u8]) -> usize {
+    (part.as_ptr() as usize).wrapping_sub(whole.as_ptr() as usize)
+}

@@ -1,0 +1,232 @@
+//! Bodies, streamed both ways with bounded buffers: a body of any size only ever occupies one
+//! relay buffer.
+//!
+//! Content-Length bodies are written from the buffer they were read into (no copy); chunked
+//! bodies are decoded with `BodyDecoder` (which enforces the codec's strictness) and re-framed;
+//! close-delimited bodies end at the peer's close. The response head is sent together with the
+//! first body bytes in one write when they arrived together.
+//!
+//! A body that ends early is never passed off as complete: the caller closes the client
+//! connection without writing a Content-Length's missing bytes or chunked's last chunk.
+
+use crate::error::ProxyError;
+use crate::forward::ClientFraming;
+use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
+use crate::worker::{Worker, RELAY_BUF};
+use bytes::{Buf, BytesMut};
+use monoio::net::TcpStream;
+use monoio::time::Instant;
+use shared::http::encode::{write_chunk_header, CHUNK_END, LAST_CHUNK};
+use shared::http::{BodyDecoder, BodyKind};
+
+/// Where a relay failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayFail {
+    /// The client side: timed out, went away, or sent a bad or too large body.
+    Client(ProxyError),
+    /// The upstream side.
+    Upstream(ProxyError),
+}
+
+fn upstream_fail(f: IoFail) -> RelayFail {
+    RelayFail::Upstream(match f {
+        IoFail::Timeout => ProxyError::UpstreamTimeout,
+        IoFail::Error(_) => ProxyError::UpstreamIo,
+    })
+}
+
+/// Where the decoder found payload in the input: `(consumed, data_start, data_end, done)`,
+/// as offsets into the whole buffer.
+fn decode_at(
+    dec: &mut BodyDecoder,
+    buf: &[u8],
+    pos: usize,
+) -> Result<(usize, usize, usize, bool), shared::http::CodecError> {
+    let input = &buf[pos..];
+    let d = dec.decode(input)?;
+    let a = pos + offset_in(input, d.data);
+    Ok((d.consumed, a, a + d.data.len(), d.done))
+}
+
+/// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
+/// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks.
+pub async fn request_body(
+    w: &Worker,
+    client: &mut TcpStream,
+    up: &mut TcpStream,
+    cin: &mut BytesMut,
+    scratch: &mut BytesMut,
+    kind: BodyKind,
+) -> Result<(), RelayFail> {
+    let t = &w.cfg.timeouts;
+    let max = w.cfg.limits.max_body;
+    let chunked = kind == BodyKind::Chunked;
+    let mut dec = BodyDecoder::new(kind, &w.cfg.limits.codec);
+    let mut total: u64 = 0;
+    loop {
+        if !cin.is_empty() {
+            let (consumed, a, b, done) =
+                decode_at(&mut dec, cin, 0).map_err(|e| RelayFail::Client(ProxyError::Request(e)))?;
+            total += (b - a) as u64;
+            if max.is_some_and(|m| total > m) {
+                return Err(RelayFail::Client(ProxyError::BodyTooLarge));
+            }
+            if chunked {
+                scratch.clear();
+                if b > a {
+                    write_chunk_header(scratch, b - a);
+                    scratch.extend_from_slice(&cin[a..b]);
+                    scratch.extend_from_slice(CHUNK_END);
+                }
+                if done {
+                    scratch.extend_from_slice(LAST_CHUNK);
+                }
+                if !scratch.is_empty() {
+                    let buf = std::mem::take(scratch);
+                    *scratch = write_all(up, buf, t.upstream_send)
+                        .await
+                        .map_err(|e| upstream_fail(e.fail))?;
+                }
+            } else if b > a {
+                let buf = std::mem::take(cin);
+                *cin = write_range(up, buf, a, b, t.upstream_send)
+                    .await
+                    .map_err(|e| upstream_fail(e.fail))?;
+            }
+            cin.advance(consumed);
+            if done {
+                return Ok(());
+            }
+            if consumed > 0 {
+                continue;
+            }
+            // The decoder needs more than what is buffered (a split chunk-size line).
+        }
+        let buf = std::mem::take(cin);
+        match read_more(client, buf, RELAY_BUF, Instant::now() + t.body).await {
+            Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
+            Ok((_, buf)) => *cin = buf,
+            Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),
+            Err(IoFail::Error(_)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
+        }
+    }
+}
+
+/// What `response_body` leaves behind.
+pub struct Relayed {
+    /// The relay buffer, for reuse.
+    pub buf: BytesMut,
+    /// The body ended exactly at the end of what was read: the upstream connection is clean.
+    pub clean: bool,
+}
+
+/// Send `head` (the client's response head) and the response body to the client. The body
+/// starts at `ubuf[pos..]` and continues on `up`.
+#[allow(clippy::too_many_arguments)]
+pub async fn response_body(
+    w: &Worker,
+    client: &mut TcpStream,
+    up: &mut TcpStream,
+    mut ubuf: BytesMut,
+    mut pos: usize,
+    head: &mut BytesMut,
+    kind: BodyKind,
+    framing: ClientFraming,
+) -> Result<Relayed, RelayFail> {
+    let t = &w.cfg.timeouts;
+    let client_fail = |_: IoFail| RelayFail::Client(ProxyError::ClientGone);
+    if framing == ClientFraming::Empty {
+        let buf = std::mem::take(head);
+        *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+        let clean = pos == ubuf.len();
+        return Ok(Relayed { buf: ubuf, clean });
+    }
+    let chunked_out = framing == ClientFraming::Chunked;
+    let mut dec = BodyDecoder::new(kind, &w.cfg.limits.codec);
+    let mut head_pending = true;
+    loop {
+        if pos < ubuf.len() {
+            let (consumed, a, b, done) = decode_at(&mut dec, &ubuf, pos)
+                .map_err(|e| RelayFail::Upstream(ProxyError::BadResponse(e)))?;
+            if chunked_out {
+                // `head` doubles as the chunk framing buffer once the head is out.
+                if !head_pending {
+                    head.clear();
+                }
+                if b > a {
+                    write_chunk_header(head, b - a);
+                    head.extend_from_slice(&ubuf[a..b]);
+                    head.extend_from_slice(CHUNK_END);
+                }
+                if done {
+                    head.extend_from_slice(LAST_CHUNK);
+                }
+                if b > a || done {
+                    let buf = std::mem::take(head);
+                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                    head_pending = false;
+                }
+            } else if b > a {
+                let hl = head.len();
+                if head_pending && hl <= a {
+                    // Put the head right before the body bytes (over the upstream's head,
+                    // already parsed) and send both with one write, no body copy.
+                    ubuf[a - hl..a].copy_from_slice(head);
+                    ubuf = write_range(client, ubuf, a - hl, b, t.send)
+                        .await
+                        .map_err(|e| client_fail(e.fail))?;
+                } else if head_pending {
+                    head.extend_from_slice(&ubuf[a..b]);
+                    let buf = std::mem::take(head);
+                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                } else {
+                    ubuf = write_range(client, ubuf, a, b, t.send)
+                        .await
+                        .map_err(|e| client_fail(e.fail))?;
+                }
+                head_pending = false;
+            }
+            pos += consumed;
+            if done {
+                if head_pending {
+                    let buf = std::mem::take(head);
+                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                }
+                let clean = pos == ubuf.len();
+                return Ok(Relayed { buf: ubuf, clean });
+            }
+            if consumed > 0 && pos < ubuf.len() {
+                continue;
+            }
+        }
+        // Need more input. A slow body must not hold the head back.
+        if head_pending {
+            let buf = std::mem::take(head);
+            *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+            head_pending = false;
+        }
+        // Keep an undecoded tail (a split chunk-size line) at the front.
+        ubuf.advance(pos);
+        pos = 0;
+        match read_more(up, ubuf, RELAY_BUF / 4, Instant::now() + t.read).await {
+            Ok((0, buf)) => {
+                ubuf = buf;
+                dec.finish()
+                    .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamClosed))?;
+                // A close-delimited body ended: the only kind that may end at EOF.
+                if chunked_out {
+                    head.clear();
+                    head.extend_from_slice(LAST_CHUNK);
+                    let buf = std::mem::take(head);
+                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                }
+                return Ok(Relayed {
+                    buf: ubuf,
+                    clean: false,
+                });
+            }
+            Ok((_, buf)) => ubuf = buf,
+            Err(f) => return Err(upstream_fail(f)),
+        }
+    }
+}

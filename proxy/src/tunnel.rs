@@ -1,0 +1,54 @@
+//! WebSocket tunnels: after the 101, bytes are copied both ways as they come.
+//!
+//! When one side ends its stream cleanly, the other side's write half is shut down and the
+//! opposite direction runs until it ends too (a close handshake still completes); an error or
+//! a timeout on either side ends both. Each direction is idle-bounded by the upstream read
+//! timeout, as nginx's `proxy_read_timeout` bounds WebSocket connections.
+
+use crate::io::{read_more, write_all};
+use crate::worker::Worker;
+use bytes::BytesMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
+use monoio::net::TcpStream;
+use monoio::time::Instant;
+use std::time::Duration;
+
+const TUNNEL_BUF: usize = 16 * 1024;
+
+pub async fn run(w: &Worker, client: TcpStream, upstream: TcpStream) {
+    let idle = w.cfg.timeouts.read;
+    let send = w.cfg.timeouts.send;
+    let (mut cr, mut cw) = client.into_split();
+    let (mut ur, mut uw) = upstream.into_split();
+    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, idle, send));
+    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, idle, send));
+    monoio::select! {
+        clean = &mut up => if clean { down.await; },
+        clean = &mut down => if clean { up.await; },
+    }
+}
+
+/// Copy until end of stream (then shut the writer down: `true`) or an error (`false`).
+async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
+    r: &mut R,
+    w: &mut W,
+    idle: Duration,
+    send: Duration,
+) -> bool {
+    let mut buf = BytesMut::with_capacity(TUNNEL_BUF);
+    loop {
+        buf.clear();
+        match read_more(r, buf, TUNNEL_BUF, Instant::now() + idle).await {
+            Ok((0, _)) => {
+                let _ = w.shutdown().await;
+                return true;
+            }
+            Ok((_, b)) => buf = b,
+            Err(_) => return false,
+        }
+        match write_all(w, buf, send).await {
+            Ok(b) => buf = b,
+            Err(_) => return false,
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! One worker's state and life: everything here belongs to one thread.
+//!
+//! State is in `Rc`/`RefCell`/`Cell`; no borrow is ever held across an `.await` (every
+//! `borrow_mut()` below is a statement-long call). Counters are single-writer `Counter`s that
+//! other threads may read.
+
+use crate::balance::Balancer;
+use crate::config::Config;
+use crate::pool::ServerPool;
+use crate::route::Router;
+use bytes::BytesMut;
+use shared::counter::Counter;
+use shared::net::RateLimitedLog;
+use shared::runtime::WorkerCtx;
+use shared::shutdown::Shutdown;
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// Size of the buffers that carry response bodies (and request bodies being streamed).
+pub const RELAY_BUF: usize = 64 * 1024;
+/// Initial size of a client connection's read buffer (grows up to the head limit when needed).
+pub const CLIENT_BUF: usize = 8 * 1024;
+/// Relay buffers kept for reuse per worker.
+const BUF_POOL_MAX: usize = 1024;
+
+/// Per-worker counters, readable from other threads.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub connections: Counter,
+    pub requests: Counter,
+    pub upstream_connects: Counter,
+    pub accept_errors: Counter,
+    pub upstream_errors: Counter,
+    pub client_errors: Counter,
+}
+
+pub struct Worker {
+    pub cfg: Arc<Config>,
+    pub router: Router,
+    /// One balancer per group.
+    pub balancers: Vec<RefCell<Balancer>>,
+    /// Per group, per server.
+    pub pools: Vec<Vec<RefCell<ServerPool>>>,
+    pub shutdown: Shutdown,
+    pub stats: Arc<WorkerStats>,
+    pub errlog: RefCell<RateLimitedLog>,
+    bufs: RefCell<Vec<BytesMut>>,
+    active: Cell<usize>,
+    slot_waiters: RefCell<Vec<Waker>>,
+}
+
+impl Worker {
+    pub fn new(id: usize, cfg: Arc<Config>, shutdown: Shutdown, stats: Arc<WorkerStats>) -> Self {
+        let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1);
+        Worker {
+            router: Router::new(&cfg.routes),
+            balancers: cfg
+                .groups
+                .iter()
+                .map(|g| RefCell::new(Balancer::new(g, seed)))
+                .collect(),
+            pools: cfg
+                .groups
+                .iter()
+                .map(|g| g.servers.iter().map(|_| RefCell::new(ServerPool::new(g))).collect())
+                .collect(),
+            cfg,
+            shutdown,
+            stats,
+            errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
+            bufs: RefCell::new(Vec::new()),
+            active: Cell::new(0),
+            slot_waiters: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// A relay buffer with at least `RELAY_BUF` bytes of room.
+    pub fn take_buf(&self) -> BytesMut {
+        self.bufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| BytesMut::with_capacity(RELAY_BUF))
+    }
+
+    /// Give a relay buffer back for reuse.
+    pub fn give_buf(&self, mut b: BytesMut) {
+        b.clear();
+        // Reclaims the consumed front in place (no allocation for a buffer we own alone).
+        b.reserve(RELAY_BUF);
+        let mut bufs = self.bufs.borrow_mut();
+        if bufs.len() < BUF_POOL_MAX {
+            bufs.push(b);
+        }
+    }
+
+    /// Log an error line at most once per few seconds per worker.
+    pub fn log_error(&self, what: std::fmt::Arguments<'_>) {
+        self.errlog.borrow_mut().log(|suppressed| {
+            if suppressed > 0 {
+                eprintln!("proxy: {what} ({suppressed} similar errors suppressed)");
+            } else {
+                eprintln!("proxy: {what}");
+            }
+        });
+    }
+
+    pub fn active(&self) -> usize {
+        self.active.get()
+    }
+
+    /// Count a client connection in; the guard counts it out when dropped.
+    pub fn enter(self: &Rc<Self>) -> ConnGuard {
+        self.active.set(self.active.get() + 1);
+        self.stats.connections.incr();
+        ConnGuard(self.clone())
+    }
+
+    /// Completes once the worker is below its connection limit.
+    pub async fn slot_free(&self) {
+        let max = self.cfg.limits.max_connections.max(1);
+        poll_fn(|cx| {
+            if self.active.get() < max {
+                Poll::Ready(())
+            } else {
+                let mut w = self.slot_waiters.borrow_mut();
+                if !w.iter().any(|x| x.will_wake(cx.waker())) {
+                    w.push(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
+/// Counts one client connection; dropping it frees the slot and wakes a waiting accept loop.
+pub struct ConnGuard(Rc<Worker>);
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let w = &self.0;
+        w.active.set(w.active.get().saturating_sub(1));
+        let waiters: Vec<Waker> = std::mem::take(&mut *w.slot_waiters.borrow_mut());
+        for waker in waiters {
+            waker.wake();
+        }
+    }
+}
+
+/// Run one worker: accept on its listeners until shutdown, then let in-flight connections
+/// finish up to the shutdown deadline.
+pub async fn run(
+    ctx: WorkerCtx,
+    cfg: Arc<Config>,
+    listeners: Vec<std::net::TcpListener>,
+    stats: Arc<WorkerStats>,
+) {
+    let w = Rc::new(Worker::new(ctx.id, cfg.clone(), ctx.shutdown.clone(), stats));
+    let mut accepts = Vec::with_capacity(listeners.len());
+    for l in listeners {
+        match monoio::net::TcpListener::from_std(l) {
+            Ok(l) => accepts.push(monoio::spawn(crate::accept::run(w.clone(), l))),
+            Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
+        }
+    }
+    monoio::spawn(sweep_pools(w.clone()));
+    ctx.shutdown.wait().await;
+    for a in accepts {
+        a.await;
+    }
+    // Idle keep-alive connections close on their own when shutdown fires; the ones with a
+    // request in flight get until the deadline.
+    let deadline = Instant::now() + cfg.timeouts.shutdown;
+    while w.active() > 0 && Instant::now() < deadline {
+        monoio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Close idle pooled connections past their timeout, a few times per timeout.
+async fn sweep_pools(w: Rc<Worker>) {
+    let shortest = w
+        .cfg
+        .groups
+        .iter()
+        .map(|g| g.keepalive_timeout)
+        .min()
+        .unwrap_or(Duration::from_secs(30));
+    let tick = (shortest / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
+    let mut stop = w.shutdown.wait();
+    loop {
+        monoio::select! {
+            _ = monoio::time::sleep(tick) => {}
+            _ = &mut stop => return,
+        }
+        let now = Instant::now();
+        for group in &w.pools {
+            for p in group {
+                p.borrow_mut().sweep(now);
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Codec tests: tables of raw wire bytes and exact outcomes, each valid case replayed split
+//! at every byte boundary ("shotgun"), and a seeded property test.
+
+mod body;
+mod encode;
+mod prop;
+mod request;
+mod response;
+
+use super::{
+    parse_request, parse_response, BodyDecoder, BodyKind, CodecError, Limits, RequestMethod,
+    Status, Version,
+};
+
+/// An owned copy of a parsed request head, comparable across parses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Req {
+    pub method: String,
+    pub target: String,
+    pub version: Version,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub head_len: usize,
+    pub authority: Option<Vec<u8>>,
+    pub body: BodyKind,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+    pub upgrade: Option<Vec<u8>>,
+}
+
+/// An owned copy of a parsed response head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Res {
+    pub version: Version,
+    pub status: u16,
+    pub reason: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub head_len: usize,
+    pub body: BodyKind,
+    pub keep_alive: bool,
+}
+
+pub type Parsed<T> = Result<Status<T>, CodecError>;
+
+fn own_headers(h: &[httparse::Header<'_>]) -> Vec<(String, Vec<u8>)> {
+    h.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect()
+}
+
+pub fn req_with(buf: &[u8], limits: &Limits) -> Parsed<Req> {
+    let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+    Ok(match parse_request(buf, &mut storage, limits)? {
+        Status::Partial => Status::Partial,
+        Status::Complete(h) => Status::Complete(Req {
+            method: h.method.to_string(),
+            target: h.target.to_string(),
+            version: h.version,
+            headers: own_headers(h.headers),
+            head_len: h.head_len,
+            authority: h.authority.map(<[u8]>::to_vec),
+            body: h.body,
+            keep_alive: h.keep_alive,
+            expect_continue: h.expect_continue,
+            upgrade: h.upgrade.map(<[u8]>::to_vec),
+        }),
+    })
+}
+
+pub fn req(buf: &[u8]) -> Parsed<Req> {
+    req_with(buf, &Limits::default())
+}
+
+pub fn res_with(buf: &[u8], method: RequestMethod, limits: &Limits) -> Parsed<Res> {
+    let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+    Ok(match parse_response(buf, &mut storage, method, limits)? {
+        Status::Partial => Status::Partial,
+        Status::Complete(h) => Status::Complete(Res {
+            version: h.version,
+            status: h.status,
+            reason: h.reason.to_string(),
+            headers: own_headers(h.headers),
+            head_len: h.head_len,
+            body: h.body,
+            keep_alive: h.keep_alive,
+        }),
+    })
+}
+
+pub fn res(buf: &[u8], method: RequestMethod) -> Parsed<Res> {
+    res_with(buf, method, &Limits::default())
+}
+
+/// The head length of a complete parse, if any.
+pub trait HeadLen {
+    fn head_len(&self) -> usize;
+}
+impl HeadLen for Req {
+    fn head_len(&self) -> usize {
+        self.head_len
+    }
+}
+impl HeadLen for Res {
+    fn head_len(&self) -> usize {
+        self.head_len
+    }
+}
+
+/// Feeds `parse` every prefix of `wire`: before the head is complete the answer must be
+/// `Partial` (or, for a bad head, the very error of the one-shot parse); from the head's end
+/// on it must equal the one-shot parse.
+pub fn assert_prefixes<T: HeadLen + PartialEq + std::fmt::Debug>(
+    wire: &[u8],
+    parse: impl Fn(&[u8]) -> Parsed<T>,
+) {
+    let full = parse(wire);
+    for n in 0..wire.len() {
+        let p = parse(&wire[..n]);
+        match (&full, &p) {
+            (Ok(Status::Complete(f)), _) if n >= f.head_len() => {
+                assert_eq!(p, full, "prefix of {n} bytes of {:?}", String::from_utf8_lossy(wire))
+            }
+            (_, Ok(Status::Partial)) => {}
+            _ => assert_eq!(p, full, "prefix of {n} bytes of {:?}", String::from_utf8_lossy(wire)),
+        }
+    }
+}
+
+/// Everything a body decode produced: payload, outcome, and bytes left for the next message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BodyRun {
+    pub data: Vec<u8>,
+    /// `Ok(true)`: ended by framing; `Ok(false)`: ended by `finish` at EOF.
+    pub result: Result<bool, CodecError>,
+    pub rest: Vec<u8>,
+}
+
+/// Decodes a body arriving in `pieces`, as a connection would: unconsumed bytes stay in the
+/// buffer and the next read is appended; at the end of input the peer closes (`finish`).
+pub fn decode_pieces(kind: BodyKind, limits: &Limits, pieces: &[&[u8]]) -> BodyRun {
+    let mut d = BodyDecoder::new(kind, limits);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut data = Vec::new();
+    for piece in pieces {
+        buf.extend_from_slice(piece);
+        loop {
+            if d.is_done() {
+                break;
+            }
+            match d.decode(&buf) {
+                // What is left after an error depends on the split: report none.
+                Err(e) => return BodyRun { data, result: Err(e), rest: Vec::new() },
+                Ok(out) => {
+                    assert!(out.consumed <= buf.len());
+                    data.extend_from_slice(out.data);
+                    let (consumed, done) = (out.consumed, out.done);
+                    buf.drain(..consumed);
+                    if done {
+                        assert!(d.is_done());
+                        break;
+                    }
+                    if consumed == 0 {
+                        break; // needs more input
+                    }
+                }
+            }
+        }
+    }
+    if d.is_done() {
+        return BodyRun { data, result: Ok(true), rest: buf };
+    }
+    let result = d.finish().map(|()| false);
+    BodyRun { data, result, rest: buf }
+}
+
+/// One-shot, every 2-piece split and byte-by-byte decodes all agree; returns the one-shot run.
+pub fn assert_body_splits(kind: BodyKind, limits: &Limits, wire: &[u8]) -> BodyRun {
+    let whole = decode_pieces(kind, limits, &[wire]);
+    for n in 0..=wire.len() {
+        let split = decode_pieces(kind, limits, &[&wire[..n], &wire[n..]]);
+        assert_eq!(split, whole, "split at {n} of {:?}", String::from_utf8_lossy(wire));
+    }
+    let bytes: Vec<&[u8]> = wire.chunks(1).collect();
+    assert_eq!(decode_pieces(kind, limits, &bytes), whole, "byte by byte");
+    whole
+}

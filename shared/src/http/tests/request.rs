@@ -1,0 +1,230 @@
+//! Request heads: one table of wire bytes and exact outcomes, every case replayed at every
+//! split point.
+
+use super::*;
+use BodyKind::*;
+use CodecError::*;
+
+/// What a request table row expects.
+#[derive(Debug)]
+enum Want {
+    /// Complete, with this framing, keep-alive and authority.
+    Ok(BodyKind, bool, Option<&'static [u8]>),
+    Err(CodecError, u16),
+}
+
+const H: &str = "Host: example.com\r\n";
+
+fn table() -> Vec<(String, Want)> {
+    let ok = |b, ka, auth| Want::Ok(b, ka, auth);
+    let ex: Option<&'static [u8]> = Some(b"example.com");
+    let r = |s: &str| s.to_string();
+    vec![
+        // --- basics and keep-alive (RFC 9112 9.3) ---
+        (format!("GET / HTTP/1.1\r\n{H}\r\n"), ok(Empty, true, ex)),
+        (r("GET / HTTP/1.0\r\n\r\n"), ok(Empty, false, None)),
+        (r("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"), ok(Empty, true, None)),
+        (r("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n"), ok(Empty, true, None)),
+        (r("GET / HTTP/1.0\r\nConnection: foo\r\nConnection: bar, KEEP-ALIVE\r\n\r\n"), ok(Empty, true, None)),
+        (r("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n"), ok(Empty, false, None)),
+        (format!("GET / HTTP/1.1\r\n{H}Connection: close\r\n\r\n"), ok(Empty, false, ex)),
+        (format!("GET / HTTP/1.1\r\n{H}Connection: foo,  CLOSE \r\n\r\n"), ok(Empty, false, ex)),
+        (format!("GET / HTTP/1.1\r\n{H}Connection: x\r\nConnection: close\r\n\r\n"), ok(Empty, false, ex)),
+        (format!("GET / HTTP/1.1\r\n{H}Connection: keep-alive\r\n\r\n"), ok(Empty, true, ex)),
+        (format!("\r\n\r\nGET / HTTP/1.1\r\n{H}\r\n"), ok(Empty, true, ex)),
+        (format!("GET / HTTP/1.1\r\n{H}X-Tab: a\tb \t\r\nX-Obs: \u{e9}\r\nX-Empty:\r\n\r\n"), ok(Empty, true, ex)),
+        // --- Content-Length (RFC 9112 6.3 step 5-6) ---
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\n\r\n"), ok(Length(5), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}content-length: 0\r\n\r\n"), ok(Empty, true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5, 5\r\n\r\n"), ok(Length(5), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\nContent-Length: 5\r\n\r\n"), ok(Length(5), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 007\r\n\r\n"), ok(Length(7), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 18446744073709551615\r\n\r\n"), ok(Length(u64::MAX), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5, 6\r\n\r\n"), Want::Err(ConflictingContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\nContent-Length: 6\r\n\r\n"), Want::Err(ConflictingContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: +5\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: -1\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 0x5\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5 5\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 1.0\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length:\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5,\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 18446744073709551616\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        // --- Transfer-Encoding (RFC 9112 6.1, 6.3 steps 3-4) ---
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: chunked\r\n\r\n"), ok(Chunked, true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}transfer-encoding: CHUNKED\r\n\r\n"), ok(Chunked, true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: gzip, chunked\r\n\r\n"), ok(Chunked, true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"), ok(Chunked, true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"), Want::Err(ContentLengthWithTransferEncoding, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: chunked\r\nContent-Length: 0\r\n\r\n"), Want::Err(ContentLengthWithTransferEncoding, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: chunked, gzip\r\n\r\n"), Want::Err(TransferEncodingNotChunked, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: gzip\r\n\r\n"), Want::Err(TransferEncodingNotChunked, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: chunked, chunked\r\n\r\n"), Want::Err(TransferEncodingNotChunked, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding:\r\n\r\n"), Want::Err(TransferEncodingNotChunked, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: foo, chunked\r\n\r\n"), Want::Err(UnknownTransferCoding, 501)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: identity\r\n\r\n"), Want::Err(UnknownTransferCoding, 501)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding: xchunked\r\n\r\n"), Want::Err(UnknownTransferCoding, 501)),
+        (r("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), Want::Err(TransferEncodingHttp10, 400)),
+        // --- bare LF, obs-fold, field syntax (RFC 9112 2.2, 5.1, 5.2) ---
+        (format!("GET / HTTP/1.1\n{H}\r\n"), Want::Err(BareLf, 400)),
+        (r("GET / HTTP/1.1\r\nHost: a\n\r\n"), Want::Err(BareLf, 400)),
+        (r("GET / HTTP/1.1\r\nHost: a\r\n\n"), Want::Err(BareLf, 400)),
+        (r("GET / HTTP/1.1\nHost: a\n\n"), Want::Err(BareLf, 400)),
+        (r("GET / HTTP/1.0\n\n"), Want::Err(BareLf, 400)),
+        (r("GET / HTTP/1.0\r\n\n"), Want::Err(BareLf, 400)),
+        (r("GET / HTTP/1.1\r\nHost: a\r\nX: y\nZ: w\r\n\r\n"), Want::Err(BareLf, 400)),
+        (format!("\nGET / HTTP/1.1\r\n{H}\r\n"), Want::Err(BareLf, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X: a\r\n b\r\n\r\n"), Want::Err(ObsFold, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X: a\r\n\tb\r\n\r\n"), Want::Err(ObsFold, 400)),
+        (r("GET / HTTP/1.1\r\n Host: a\r\n\r\n"), Want::Err(ObsFold, 400)),
+        (r("GET / HTTP/1.1\r\nHost : a\r\n\r\n"), Want::Err(WhitespaceBeforeColon, 400)),
+        (r("GET / HTTP/1.1\r\nHost\t: a\r\n\r\n"), Want::Err(WhitespaceBeforeColon, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Transfer-Encoding : chunked\r\n\r\n"), Want::Err(WhitespaceBeforeColon, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X: a\0b\r\n\r\n"), Want::Err(InvalidHeaderValue, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X: a\rb\r\n\r\n"), Want::Err(InvalidHeaderValue, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X: a\x7fb\r\n\r\n"), Want::Err(InvalidHeaderValue, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X(: a\r\n\r\n"), Want::Err(InvalidHeaderName, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}: a\r\n\r\n"), Want::Err(InvalidHeaderName, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}X a: b\r\n\r\n"), Want::Err(InvalidHeaderName, 400)),
+        (format!("GET / HTTP/1.1\r\n{H}\rX\r\n\r\n"), Want::Err(InvalidHeaderName, 400)),
+        // --- start line ---
+        (format!("G@T / HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidMethod, 400)),
+        (format!(" GET / HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidMethod, 400)),
+        (format!("GET\t/ HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidMethod, 400)),
+        (format!("GET /a\x7f HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidTarget, 400)),
+        (format!("GET  / HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidTarget, 400)),
+        (format!("GET foo HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidTarget, 400)),
+        (format!("GET * HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidTarget, 400)),
+        (format!("GET http:///x HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidTarget, 400)),
+        (format!("CONNECT /x HTTP/1.1\r\n{H}\r\n"), Want::Err(InvalidTarget, 400)),
+        (format!("GET / HTTP/1.1 \r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
+        (format!("GET / HTTP/1.1x\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
+        (format!("GET / HTTP/1.1\rx\r\n{H}\r\n"), Want::Err(InvalidStartLine, 400)),
+        (format!("GET / http/1.1\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
+        (format!("GET / HTTX/1.1\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
+        (format!("GET / HTTP/11.1\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
+        (format!("GET / HTTP/1.2\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
+        (format!("GET / HTTP/2.0\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
+        (format!("GET / HTTP/0.9\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
+        (format!("GET / HTTP/3\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
+        (r("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), Want::Err(Http2Preface, 400)),
+        // --- Host and target forms (RFC 9112 3.2) ---
+        (r("GET / HTTP/1.1\r\n\r\n"), Want::Err(MissingHost, 400)),
+        (r("GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n"), Want::Err(DuplicateHost, 400)),
+        (r("GET / HTTP/1.0\r\nHost: a\r\nhost: b\r\n\r\n"), Want::Err(DuplicateHost, 400)),
+        (r("GET http://a.example:8080/x?y HTTP/1.1\r\nHost: b.example\r\n\r\n"), ok(Empty, true, Some(b"a.example:8080"))),
+        (r("GET HTTPS://a.example?q HTTP/1.1\r\nHost: b\r\n\r\n"), ok(Empty, true, Some(b"a.example"))),
+        (r("GET http://a.example HTTP/1.0\r\n\r\n"), ok(Empty, false, Some(b"a.example"))),
+        (r("GET http://a.example/ HTTP/1.1\r\n\r\n"), Want::Err(MissingHost, 400)),
+        (r("CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n"), ok(Empty, true, Some(b"a.example:443"))),
+        (format!("OPTIONS * HTTP/1.1\r\n{H}\r\n"), ok(Empty, true, ex)),
+        (r("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n"), ok(Empty, true, Some(b"[::1]:8080"))),
+        (r("GET / HTTP/1.1\r\nHost:\r\n\r\n"), ok(Empty, true, Some(b""))),
+        (r("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), Want::Err(InvalidHost, 400)),
+        (r("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), Want::Err(InvalidHost, 400)),
+        (r("GET / HTTP/1.1\r\nHost: user@a\r\n\r\n"), Want::Err(InvalidHost, 400)),
+        (r("GET http://user@a/ HTTP/1.1\r\nHost: a\r\n\r\n"), Want::Err(InvalidTarget, 400)),
+        (r("CONNECT a.example HTTP/1.1\r\nHost: a\r\n\r\n"), Want::Err(InvalidTarget, 400)),
+        (r("CONNECT a/b:1 HTTP/1.1\r\nHost: a\r\n\r\n"), Want::Err(InvalidTarget, 400)),
+    ]
+}
+
+#[test]
+fn request_table() {
+    for (wire, want) in table() {
+        let wire = wire.as_bytes();
+        let got = req(wire);
+        let show = String::from_utf8_lossy(wire);
+        match (&want, &got) {
+            (Want::Ok(body, ka, auth), Ok(Status::Complete(h))) => {
+                assert_eq!(h.body, *body, "{show:?}");
+                assert_eq!(h.keep_alive, *ka, "{show:?}");
+                assert_eq!(h.authority.as_deref(), *auth, "{show:?}");
+                assert_eq!(h.head_len, wire.len(), "{show:?}");
+            }
+            (Want::Err(e, status), Err(got_e)) => {
+                assert_eq!(got_e, e, "{show:?}");
+                assert_eq!(got_e.status(), *status, "{show:?}");
+            }
+            _ => panic!("{show:?}: want {want:?}, got {got:?}"),
+        }
+        assert_prefixes(wire, req);
+    }
+}
+
+#[test]
+fn request_fields() {
+    let wire = b"POST /submit?a=1 HTTP/1.1\r\nHost: example.com:8080\r\nContent-Length: 3\r\n\
+Expect: 100-continue\r\nConnection: Upgrade, keep-alive\r\nUpgrade: websocket\r\n\r\nabc";
+    let Ok(Status::Complete(h)) = req(wire) else { panic!("{:?}", req(wire)) };
+    assert_eq!(h.method, "POST");
+    assert_eq!(h.target, "/submit?a=1");
+    assert_eq!(h.version, Version::Http11);
+    assert_eq!(h.head_len, wire.len() - 3);
+    assert_eq!(h.authority.as_deref(), Some(&b"example.com:8080"[..]));
+    assert_eq!(h.body, Length(3));
+    assert!(h.keep_alive && h.expect_continue);
+    assert_eq!(h.upgrade.as_deref(), Some(&b"websocket"[..]));
+    assert_eq!(h.headers.len(), 5);
+    assert_eq!(h.headers[0], ("Host".to_string(), b"example.com:8080".to_vec()));
+    // Upgrade without the Connection token is not an upgrade; Expect in HTTP/1.0 is ignored.
+    let Ok(Status::Complete(h)) = req(b"GET / HTTP/1.0\r\nUpgrade: h2c\r\nExpect: 100-continue\r\n\r\n")
+    else {
+        panic!()
+    };
+    assert_eq!(h.upgrade, None);
+    assert!(!h.expect_continue);
+    assert_prefixes(wire, req);
+}
+
+#[test]
+fn request_limits() {
+    let limits = Limits { max_request_line: 64, max_head: 256, max_headers: 4, ..Limits::default() };
+    let at = |w: &[u8]| req_with(w, &limits);
+    let line = |total: usize| format!("GET /{} HTTP/1.1", "a".repeat(total - 14));
+    // A 64-byte line is fine, 65 is 414, complete or still arriving.
+    let ok = format!("{}\r\nHost: a\r\n\r\n", line(64));
+    assert!(matches!(at(ok.as_bytes()), Ok(Status::Complete(_))), "{:?}", at(ok.as_bytes()));
+    let long = format!("{}\r\nHost: a\r\n\r\n", line(65));
+    assert_eq!(at(long.as_bytes()), Err(RequestLineTooLong));
+    assert_eq!(at(&long.as_bytes()[..66]), Err(RequestLineTooLong));
+    assert_eq!(at(format!("GET /{}", "a".repeat(100)).as_bytes()), Err(RequestLineTooLong));
+    assert_eq!(RequestLineTooLong.status(), 414);
+    // Head over 256 bytes: 431, also while partial.
+    let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "b".repeat(250));
+    assert_eq!(at(big.as_bytes()), Err(HeadTooLarge));
+    assert_eq!(at(&big.as_bytes()[..256]), Err(HeadTooLarge));
+    assert_eq!(at(&big.as_bytes()[..255]), Ok(Status::Partial));
+    assert_eq!(HeadTooLarge.status(), 431);
+    // Four headers fine, five is 431.
+    let four = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+    assert!(matches!(at(four.as_bytes()), Ok(Status::Complete(_))));
+    let five = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n";
+    assert_eq!(at(five.as_bytes()), Err(TooManyHeaders));
+    assert_eq!(TooManyHeaders.status(), 431);
+    // Default limits: 100 headers fine, 101 not.
+    let many = |n: usize| {
+        let mut s = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+        for i in 1..n {
+            s.push_str(&format!("X-{i}: v\r\n"));
+        }
+        s + "\r\n"
+    };
+    assert!(matches!(req(many(100).as_bytes()), Ok(Status::Complete(_))));
+    assert_eq!(req(many(101).as_bytes()), Err(TooManyHeaders));
+    // Caller storage smaller than max_headers bounds the count too.
+    let mut small = [httparse::EMPTY_HEADER; 2];
+    let r = parse_request(four.as_bytes(), &mut small, &Limits::default());
+    assert!(matches!(r, Err(TooManyHeaders)));
+}
+
+#[test]
+fn preface_prefixes_are_partial() {
+    let p = crate::http::head::HTTP2_PREFACE;
+    for n in 0..14 {
+        assert_eq!(req(&p[..n]), Ok(Status::Partial), "{n}");
+    }
+    for n in 14..=p.len() {
+        assert_eq!(req(&p[..n]), Err(Http2Preface), "{n}");
+    }
+}

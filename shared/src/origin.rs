@@ -1,1 +1,0 @@
-//! Scriptable origin server (see the origin helper).

@@ -1,0 +1,426 @@
+//! The load engine against the scriptable origin, in-process, on 127.0.0.1:0: the origin
+//! counts what it served and the loader's figures must agree exactly. Time-based tests use
+//! sub-second settings and generous bounds; nothing here asserts speed.
+
+use loader::stats::RunResult;
+use loader::RunOptions;
+use shared::origin::{Origin, OriginConfig};
+use shared::shutdown::ShutdownFlag;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+fn origin() -> Origin {
+    Origin::start(OriginConfig::default()).expect("origin starts")
+}
+
+fn opts(urls: &[String], connections: usize) -> RunOptions {
+    let mut o = RunOptions::for_urls(urls).expect("valid URLs");
+    o.connections = connections;
+    o.runtime.workers = 1;
+    o.runtime.pin = false;
+    o.quiet = true;
+    o.timeout = Duration::from_secs(5);
+    o
+}
+
+fn run(o: &RunOptions) -> RunResult {
+    loader::run(o, ShutdownFlag::new()).expect("run starts")
+}
+
+/// Every attempt ended exactly once.
+fn assert_accounted(r: &RunResult) {
+    let t = &r.totals;
+    assert_eq!(
+        t.attempts,
+        t.completed + t.failures.not_completed() + t.abandoned,
+        "{t:?}"
+    );
+}
+
+#[test]
+fn exact_count_with_n_over_workers() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 8);
+    opt.requests = Some(501);
+    opt.runtime.workers = 2;
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 501);
+    assert_eq!(r.totals.attempts, 501);
+    assert_eq!(o.requests(), 501);
+    assert_eq!(r.totals.failures.total(), 0);
+    assert_eq!(r.totals.status_map().get(&200), Some(&501));
+    assert_eq!(r.connections_opened, 8);
+    assert_eq!(o.connections(), 8);
+    // Keep-alive: every response but each connection's first came on a reused connection.
+    assert_eq!(r.totals.keep_alive, 501 - 8);
+    assert_eq!(r.document_length(), Some(64));
+    assert_eq!(r.totals.body_bytes, 501 * 64);
+    assert!(r.totals.bytes_received > r.totals.body_bytes);
+    assert_eq!(r.hist.total.len(), 501);
+    assert_eq!(r.hist.uncorrected.len(), 501);
+    assert_eq!(r.hist.connect_per_connection.len(), 8);
+    assert!(!r.interrupted);
+    assert_eq!(r.workers, 2);
+}
+
+#[test]
+fn fewer_requests_than_connections() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 10);
+    opt.requests = Some(3);
+    let r = run(&opt);
+    assert_eq!(r.totals.completed, 3);
+    assert_eq!(o.requests(), 3);
+    // A connection is opened only for an attempt: never more than the attempts.
+    assert!((1..=3).contains(&o.connections()));
+}
+
+#[test]
+fn duration_stops_issuing_at_the_deadline() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 4);
+    opt.duration = Some(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let r = run(&opt);
+    let took = t0.elapsed();
+    assert_accounted(&r);
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(
+        r.elapsed >= Duration::from_millis(250) && r.elapsed < Duration::from_secs(3),
+        "{:?}",
+        r.elapsed
+    );
+    assert!(r.totals.completed > 0);
+    assert_eq!(r.totals.failures.total(), 0);
+    // In-flight requests at the deadline are abandoned, not failed; at most one per connection.
+    assert!(r.totals.abandoned <= 4);
+    let served = o.requests();
+    assert!(
+        served >= r.totals.completed && served <= r.totals.completed + r.totals.abandoned,
+        "{served} {:?}",
+        r.totals
+    );
+}
+
+#[test]
+fn close_opens_one_connection_per_request_from_spread_sources() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 4);
+    opt.requests = Some(200);
+    opt.close = true;
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 200);
+    assert_eq!(o.requests(), 200);
+    assert_eq!(o.connections(), 200);
+    assert_eq!(r.connections_opened, 200);
+    assert_eq!(r.totals.keep_alive, 0);
+    assert_eq!(r.hist.connect_per_connection.len(), 200);
+    assert_eq!(r.source_addresses, 64);
+    assert!(!r.keep_alive);
+}
+
+#[test]
+fn pipeline_keeps_several_requests_in_flight() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 3);
+    opt.requests = Some(300);
+    opt.pipeline = 8;
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 300);
+    assert_eq!(o.requests(), 300);
+    assert_eq!(o.connections(), 3);
+    assert_eq!(r.totals.failures.total(), 0);
+}
+
+#[test]
+fn urls_round_robin_with_exact_shares() {
+    let o = origin();
+    let urls = [
+        o.url("/a?size=10"),
+        o.url("/b?size=20"),
+        o.url("/c?size=30"),
+    ];
+    let mut opt = opts(&urls, 4);
+    opt.requests = Some(31);
+    opt.runtime.workers = 2;
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(o.requests(), 31);
+    let per: Vec<u64> = r.urls.iter().map(|u| u.counts.completed).collect();
+    assert_eq!(per, vec![11, 10, 10]);
+    let docs: Vec<Option<u64>> = r.urls.iter().map(|u| u.document_length).collect();
+    assert_eq!(docs, vec![Some(10), Some(20), Some(30)]);
+    assert_eq!(r.urls[1].counts.body_bytes, 200);
+    assert_eq!(r.urls[2].path, "/c?size=30");
+    assert_eq!(r.totals.failures.length, 0);
+}
+
+#[test]
+fn status_codes_are_counted() {
+    let o = origin();
+    let urls = [
+        o.url("/?status=200"),
+        o.url("/?status=404"),
+        o.url("/?status=503"),
+    ];
+    let mut opt = opts(&urls, 2);
+    opt.requests = Some(30);
+    let r = run(&opt);
+    let m = r.totals.status_map();
+    assert_eq!(
+        m.into_iter().collect::<Vec<_>>(),
+        vec![(200, 10), (404, 10), (503, 10)]
+    );
+    assert_eq!(r.totals.non_2xx, 20);
+    assert_eq!(r.totals.completed, 30);
+    assert_eq!(r.totals.failures.total(), 0);
+}
+
+/// A tiny keep-alive server whose body length alternates per request: 10, 11, 10, 11...
+fn varying_length_server() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                let mut n = 0usize;
+                loop {
+                    // Read one request head.
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        match r.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) if line == "\r\n" => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    let body = "x".repeat(10 + n % 2);
+                    n += 1;
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\nServer: vary/1\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if w.write_all(resp.as_bytes()).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+#[test]
+fn length_failures_as_ab_counts_them() {
+    let url = varying_length_server();
+    let mut opt = opts(&[url], 1);
+    opt.requests = Some(10);
+    let r = run(&opt);
+    assert_eq!(r.totals.completed, 10);
+    assert_eq!(r.document_length(), Some(10));
+    assert_eq!(r.totals.failures.length, 5);
+    assert_eq!(r.bad_byte_counts(), 5);
+    assert_eq!(r.totals.failures.ab_failed(), 5);
+    assert_eq!(r.server_software.as_deref(), Some("vary/1"));
+    // -l: variable lengths are fine.
+    opt.accept_variable_length = true;
+    let r = run(&opt);
+    assert_eq!(r.totals.failures.length, 0);
+    assert_eq!(r.totals.completed, 10);
+}
+
+#[test]
+fn a_server_that_resets_counts_read_failures() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/?reset")], 2);
+    opt.requests = Some(20);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 0);
+    assert_eq!(r.totals.failures.read, 20);
+    assert_eq!(r.totals.attempts, 20);
+    assert!(r.nothing_succeeded());
+    assert_eq!(o.requests(), 20);
+}
+
+#[test]
+fn a_server_that_closes_mid_body_counts_read_failures() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/?size=1000&abort_after=100")], 2);
+    opt.requests = Some(10);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 0);
+    assert_eq!(r.totals.failures.read, 10);
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_every_attempt() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/?hang")], 3);
+    opt.requests = Some(6);
+    opt.timeout = Duration::from_millis(300);
+    let t0 = Instant::now();
+    let r = run(&opt);
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_accounted(&r);
+    assert_eq!(r.totals.failures.timeout, 6);
+    assert_eq!(r.totals.failures.exceptions(), 6);
+    assert_eq!(r.totals.completed, 0);
+    // Each timeout closed its connection; the next attempt reconnected.
+    assert_eq!(o.connections(), 6);
+}
+
+#[test]
+fn refused_connects_are_counted() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut opt = opts(&[format!("http://127.0.0.1:{port}/")], 2);
+    opt.requests = Some(5);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.failures.connect, 5);
+    assert!(r.nothing_succeeded());
+}
+
+#[test]
+fn chunked_and_close_delimited_bodies() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/?size=1000&chunk=64")], 2);
+    opt.requests = Some(20);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 20);
+    assert_eq!(r.totals.body_bytes, 20 * 1000);
+    assert_eq!(r.document_length(), Some(1000));
+    assert!(r.totals.bytes_received > 20 * 1000 + 20 * 16 * 3);
+    assert_eq!(o.connections(), 2);
+    assert_eq!(r.totals.failures.total(), 0);
+
+    let o = origin();
+    let mut opt = opts(&[o.url("/?size=40000&framing=close")], 2);
+    opt.requests = Some(10);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 10);
+    assert_eq!(r.totals.body_bytes, 10 * 40000);
+    assert_eq!(r.totals.failures.total(), 0);
+    // The body ends with the connection: one connection per response.
+    assert_eq!(o.connections(), 10);
+    assert_eq!(r.totals.keep_alive, 0);
+}
+
+#[test]
+fn head_requests_have_no_body() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/?size=500")], 2);
+    opt.requests = Some(10);
+    opt.method = "HEAD".into();
+    let r = run(&opt);
+    assert_eq!(r.totals.completed, 10);
+    assert_eq!(r.totals.body_bytes, 0);
+    assert_eq!(r.document_length(), Some(0));
+    assert!(o.connections() <= 2, "HEAD responses keep the connection");
+}
+
+#[test]
+fn rate_mode_holds_the_rate() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 4);
+    opt.rate = Some(200.0);
+    opt.duration = Some(Duration::from_secs(2));
+    let r = run(&opt);
+    assert_accounted(&r);
+    let n = r.totals.completed;
+    assert!((300..=500).contains(&n), "{n} requests");
+    assert_eq!(r.target_rate(), Some(200.0));
+    assert_eq!(r.hist.uncorrected.len(), r.hist.total.len());
+}
+
+#[test]
+fn warmup_is_not_counted() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 2);
+    opt.requests = Some(50);
+    opt.warmup = Some(Duration::from_millis(200));
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 50);
+    assert_eq!(r.totals.attempts, 50);
+    assert!(o.requests() > 50, "the warm-up made requests too");
+    assert_eq!(r.hist.total.len(), 50);
+}
+
+#[test]
+fn stop_flag_ends_the_run_with_a_result() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 2);
+    opt.duration = Some(Duration::from_secs(30));
+    let flag = ShutdownFlag::new();
+    let f2 = flag.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        f2.trigger();
+    });
+    let t0 = Instant::now();
+    let r = loader::run(&opt, flag).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(r.interrupted);
+    assert!(r.totals.completed > 0);
+    assert_accounted(&r);
+}
+
+#[test]
+fn request_bytes_carry_method_headers_and_body() {
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let mut opt = opts(&[o.url("/p?q=1")], 1);
+    opt.requests = Some(2);
+    opt.method = "POST".into();
+    opt.body = Some(bytes::Bytes::from_static(b"hello"));
+    opt.content_type = Some("text/plain".into());
+    opt.headers = vec![("X-Test".into(), "yes".into())];
+    let r = run(&opt);
+    assert_eq!(r.totals.completed, 2);
+    let got = o.captured();
+    assert_eq!(got.len(), 2);
+    let text = String::from_utf8_lossy(&got[0]);
+    assert!(text.starts_with("POST /p?q=1 HTTP/1.1\r\n"), "{text}");
+    assert!(text.contains(&format!("Host: {}\r\n", o.addr())), "{text}");
+    assert!(text.contains("Content-Type: text/plain\r\n"), "{text}");
+    assert!(text.contains("Content-Length: 5\r\n"), "{text}");
+    assert!(text.contains("X-Test: yes\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+    assert_eq!(o.body_bytes(), 10);
+}
+
+#[test]
+fn epoll_driver_gives_the_same_counts() {
+    let o = origin();
+    for close in [false, true] {
+        let mut opt = opts(&[o.url("/?size=3000&chunk=700")], 3);
+        opt.runtime.driver = shared::runtime::DriverChoice::Epoll;
+        opt.requests = Some(60);
+        opt.close = close;
+        let r = run(&opt);
+        assert_accounted(&r);
+        assert_eq!(r.driver, shared::runtime::DriverKind::Epoll);
+        assert_eq!(r.totals.completed, 60, "close={close}");
+        assert_eq!(r.totals.body_bytes, 60 * 3000);
+    }
+    assert_eq!(o.requests(), 120);
+}

@@ -1,0 +1,499 @@
+//! The loader's outputs from synthetic results: the ab-style report (field names and numbers
+//! exact), the `--json` schema (keys present, histograms decode to the same counts), the SVG
+//! plot, the compare table, and /proc CPU times of this very process.
+
+use loader::compare::{Comparison, Round, Side};
+use loader::stats::{new_histogram, Counts, Histograms, LoadMode, RunResult, UrlResult};
+use loader::sysinfo::SysInfo;
+use shared::runtime::DriverKind;
+use std::time::{Duration, SystemTime};
+
+/// 200 complete requests in 2 s on 4 connections; every figure chosen so the report's
+/// numbers can be computed by hand.
+fn synthetic() -> RunResult {
+    let mut totals = Counts {
+        attempts: 213,
+        completed: 200,
+        non_2xx: 10,
+        keep_alive: 190,
+        bytes_received: 204_800,
+        body_bytes: 160_000,
+        bytes_sent: 16_000,
+        ..Counts::default()
+    };
+    totals.failures.connect = 1;
+    totals.failures.read = 2;
+    totals.failures.parse = 1;
+    totals.failures.length = 3;
+    totals.failures.timeout = 4;
+    totals.failures.write = 5;
+    totals.status = vec![(200, 190), (404, 10)];
+
+    let mut hist = Histograms::default();
+    // Total: 100 requests of 1 ms and 100 of 2 ms (exact: below 2048 µs nothing is rounded).
+    hist.total.record_n(1000, 100).unwrap();
+    hist.total.record_n(2000, 100).unwrap();
+    hist.uncorrected.record_n(900, 200).unwrap();
+    // 10 requests opened a connection (100 µs), 190 reused one (0).
+    hist.connect.record_n(0, 190).unwrap();
+    hist.connect.record_n(100, 10).unwrap();
+    hist.processing.record_n(900, 200).unwrap();
+    hist.waiting.record_n(800, 200).unwrap();
+    hist.connect_per_connection.record_n(100, 10).unwrap();
+
+    let url = UrlResult {
+        url: "http://127.0.0.1:8080/index.html".into(),
+        host: "127.0.0.1".into(),
+        port: 8080,
+        path: "/index.html".into(),
+        document_length: Some(800),
+        server_software: Some("test/1.0".into()),
+        counts: totals.clone(),
+        latency: Default::default(),
+    };
+    let started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    RunResult {
+        started,
+        ended: started + Duration::from_secs(2),
+        elapsed: Duration::from_secs(2),
+        warmup: None,
+        interrupted: false,
+        concurrency: 4,
+        pipeline: 1,
+        keep_alive: true,
+        http10: false,
+        method: "GET".into(),
+        mode: LoadMode::ClosedLoop,
+        workers: 1,
+        driver: DriverKind::Epoll,
+        pinning: "1 worker, not pinned".into(),
+        urls: vec![url],
+        totals,
+        hist,
+        connections_opened: 10,
+        source_addresses: 0,
+        server_software: Some("test/1.0".into()),
+        accept_variable_length: false,
+    }
+}
+
+fn line_with<'a>(report: &'a str, prefix: &str) -> &'a str {
+    report
+        .lines()
+        .find(|l| l.trim_start().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with {prefix:?} in:\n{report}"))
+}
+
+fn fields(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+#[test]
+fn report_has_abs_fields_and_exact_numbers() {
+    let report = loader::report::render(&synthetic());
+    for expected in [
+        "Server Software:        test/1.0",
+        "Server Hostname:        127.0.0.1",
+        "Server Port:            8080",
+        "Document Path:          /index.html",
+        "Document Length:        800 bytes",
+        "Concurrency Level:      4",
+        "Time taken for tests:   2.000 seconds",
+        "Complete requests:      200",
+        "Failed requests:        11",
+        "   (Connect: 1, Receive: 3, Length: 3, Exceptions: 4)",
+        "Write errors:           5",
+        "Non-2xx responses:      10",
+        "Keep-Alive requests:    190",
+        "Total transferred:      204800 bytes",
+        "HTML transferred:       160000 bytes",
+        "Requests per second:    100.00 [#/sec] (mean)",
+        "Time per request:       40.000 [ms] (mean)",
+        "Time per request:       10.000 [ms] (mean, across all concurrent requests)",
+        "Transfer rate:          100.00 [Kbytes/sec] received",
+        "Connection Times (ms)",
+        "Percentage of the requests served within a certain time (ms)",
+        "msecs/connect: 0.100 mean, 0.100 max, 0.100 min",
+        "msecs/first-response: 0.800 mean, 0.800 max, 0.800 min",
+        "3 bad byte counts",
+        "Socket errors: connect 1, read 3, write 5, timeout 4",
+        "HTTP response codes:",
+        "  code 200 -- 190",
+        "  code 404 -- 10",
+        "Connections opened:     10",
+    ] {
+        assert!(
+            report.lines().any(|l| l == expected),
+            "missing line {expected:?} in:\n{report}"
+        );
+    }
+    // ab's order: the header block, then the counts, then the tables.
+    let pos = |s: &str| report.find(s).unwrap();
+    assert!(pos("Server Software:") < pos("Document Path:"));
+    assert!(pos("Document Length:") < pos("Concurrency Level:"));
+    assert!(pos("Complete requests:") < pos("Failed requests:"));
+    assert!(pos("Transfer rate:") < pos("Connection Times (ms)"));
+    assert!(pos("Connection Times (ms)") < pos("Percentage of the requests"));
+
+    // Connection Times: name, min, mean, sd, median, max.
+    assert_eq!(
+        fields(line_with(&report, "Connect:")),
+        ["Connect:", "0.000", "0.005", "0.022", "0.000", "0.100"]
+    );
+    assert_eq!(
+        fields(line_with(&report, "Processing:")),
+        ["Processing:", "0.900", "0.900", "0.000", "0.900", "0.900"]
+    );
+    assert_eq!(
+        fields(line_with(&report, "Waiting:")),
+        ["Waiting:", "0.800", "0.800", "0.000", "0.800", "0.800"]
+    );
+    assert_eq!(
+        fields(line_with(&report, "Total:")),
+        ["Total:", "1.000", "1.500", "0.500", "1.000", "2.000"]
+    );
+
+    // Percentiles: ab's list, then 99.9, 99.99 and the longest request.
+    assert_eq!(fields(line_with(&report, "50%")), ["50%", "1.000"]);
+    assert_eq!(fields(line_with(&report, "66%")), ["66%", "2.000"]);
+    for p in ["75%", "80%", "90%", "95%", "98%", "99%", "99.9%", "99.99%"] {
+        assert_eq!(fields(line_with(&report, p)), [p, "2.000"]);
+    }
+    assert_eq!(
+        fields(line_with(&report, "100%")),
+        ["100%", "2.000", "(longest", "request)"]
+    );
+
+    // Closed loop, keep-alive, one URL: none of the optional blocks.
+    assert!(!report.contains("Target rate"));
+    assert!(!report.contains("Per-URL breakdown"));
+    assert!(!report.contains("Source addresses"));
+}
+
+#[test]
+fn rate_mode_says_when_the_target_was_missed() {
+    let mut r = synthetic();
+    r.mode = LoadMode::Rate { target: 200.0 };
+    let report = loader::report::render(&r);
+    assert!(
+        report.contains("Target rate:            200.00 [#/sec]\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("Achieved rate:          100.00 [#/sec]\n"),
+        "{report}"
+    );
+    assert!(
+        report.contains("target rate NOT reached: 100.00 of 200.00 req/s (50.0%)"),
+        "{report}"
+    );
+    // The uncorrected percentiles follow, from their own histogram.
+    let unc = &report[report.find("Uncorrected").expect("uncorrected table")..];
+    assert_eq!(fields(line_with(unc, "50%")), ["50%", "0.900"]);
+
+    r.mode = LoadMode::Rate { target: 100.0 };
+    let report = loader::report::render(&r);
+    assert!(report.contains("Achieved rate:"));
+    assert!(!report.contains("NOT reached"), "{report}");
+}
+
+#[test]
+fn urls_breakdown_close_sources_and_edge_cases() {
+    let mut r = synthetic();
+    let mut second = r.urls[0].clone();
+    second.url = "http://127.0.0.1:8080/other".into();
+    second.path = "/other".into();
+    second.document_length = Some(12);
+    second.counts.completed = 77;
+    r.urls.push(second);
+    r.keep_alive = false;
+    r.source_addresses = 16;
+    r.interrupted = true;
+    let report = loader::report::render(&r);
+    assert!(report.contains("Per-URL breakdown:"), "{report}");
+    let other = line_with(&report, "77 ");
+    assert!(other.ends_with("http://127.0.0.1:8080/other"), "{other}");
+    assert!(fields(other).contains(&"12"), "{other}");
+    assert!(report.contains("Source addresses:       16 "), "{report}");
+    assert!(report.contains("Interrupted:"), "{report}");
+
+    // -l: no length failures, ab's "Variable".
+    r.accept_variable_length = true;
+    let report = loader::report::render(&r);
+    assert!(report.contains("Document Length:        Variable\n"));
+
+    // Nothing completed: no division by zero, no tables of zeros.
+    let mut r = synthetic();
+    r.totals.completed = 0;
+    r.totals.status.clear();
+    r.hist = Histograms::default();
+    r.urls[0].document_length = None;
+    let report = loader::report::render(&r);
+    assert!(
+        report.contains("Requests per second:    0.00 [#/sec] (mean)"),
+        "{report}"
+    );
+    assert!(!report.contains("Connection Times"), "{report}");
+    assert!(
+        !report.contains("NaN") && !report.contains("inf"),
+        "{report}"
+    );
+    assert!(report.contains("HTTP response codes: none"), "{report}");
+}
+
+#[test]
+fn json_has_every_figure_and_histograms_decode_to_the_same_counts() {
+    let r = synthetic();
+    let sys = SysInfo::collect(Some("epoll".into()));
+    let doc = loader::json::document(&r, &sys);
+    // It is JSON text that parses back.
+    let text = serde_json::to_string(&doc).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    for key in [
+        "schema",
+        "context",
+        "server_software",
+        "server_hostname",
+        "server_port",
+        "document_path",
+        "document_length",
+        "concurrency_level",
+        "time_taken_s",
+        "complete_requests",
+        "failed_requests",
+        "totals",
+        "requests_per_second",
+        "time_per_request_ms",
+        "time_per_request_all_ms",
+        "transfer_rate_kbytes_per_sec",
+        "connection_times_ms",
+        "percentiles_ms",
+        "percentile_spectrum",
+        "msecs_connect",
+        "msecs_first_response",
+        "bad_byte_counts",
+        "socket_errors",
+        "connections_opened",
+        "source_addresses",
+        "urls",
+        "histograms",
+        "options",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}");
+    }
+    assert_eq!(v["schema"], "loader-run/1");
+    assert_eq!(v["complete_requests"], 200);
+    assert_eq!(v["failed_requests"], 11);
+    assert_eq!(v["requests_per_second"], 100.0);
+    assert_eq!(v["time_per_request_ms"], 40.0);
+    assert_eq!(v["totals"]["failures"]["connect"], 1);
+    assert_eq!(v["totals"]["failures"]["receive"], 3);
+    assert_eq!(v["totals"]["failures"]["exceptions"], 4);
+    assert_eq!(v["totals"]["write_errors"], 5);
+    assert_eq!(v["totals"]["status"]["404"], 10);
+    assert_eq!(v["socket_errors"]["read"], 3);
+    assert_eq!(v["connection_times_ms"]["total"]["mean"], 1.5);
+    assert_eq!(v["percentiles_ms"]["50"], 1.0);
+    assert_eq!(v["percentiles_ms"]["99.99"], 2.0);
+    assert_eq!(v["percentiles_ms"]["100"], 2.0);
+    assert_eq!(v["msecs_connect"]["mean"], 0.1);
+    assert_eq!(v["urls"][0]["document_length"], 800);
+    // The spectrum runs to 100 % and counts every request.
+    let spectrum = v["percentile_spectrum"].as_array().unwrap();
+    assert_eq!(spectrum.last().unwrap()["percentile"], 100.0);
+    let counted: u64 = spectrum.iter().map(|p| p["count"].as_u64().unwrap()).sum();
+    assert_eq!(counted, 200);
+    // Context: version, kernel, sysctls (null where unreadable, never missing).
+    let ctx = &v["context"];
+    assert_eq!(ctx["loader_version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(ctx["driver"], "epoll");
+    for key in ["kernel", "cpu_model", "cores", "open_files_limit"] {
+        assert!(ctx.get(key).is_some(), "missing context key {key}");
+    }
+    for s in loader::sysinfo::SYSCTLS {
+        assert!(ctx["sysctls"].get(*s).is_some(), "missing sysctl {s}");
+    }
+    // The encoded histograms decode to exactly the counts recorded.
+    let total = loader::json::decode_histogram(v["histograms"]["total"].as_str().unwrap()).unwrap();
+    assert_eq!(total.len(), 200);
+    assert_eq!(total.count_at(1000), 100);
+    assert_eq!(total.count_at(2000), 100);
+    let conn =
+        loader::json::decode_histogram(v["histograms"]["connect"].as_str().unwrap()).unwrap();
+    assert_eq!((conn.count_at(0), conn.count_at(100)), (190, 10));
+    // Decoded histograms merge exactly.
+    let mut merged = total.clone();
+    merged.add(&total).unwrap();
+    assert_eq!(merged.count_at(2000), 200);
+    // Closed loop: no rate block.
+    assert!(v["rate"].is_null());
+}
+
+#[test]
+fn plot_is_an_svg_with_every_series() {
+    let r = synthetic();
+    let mut other = new_histogram();
+    other.record_n(3000, 50).unwrap();
+    let svg = loader::plot::render(
+        "A vs B",
+        &[
+            loader::plot::Series {
+                label: "A: direct".into(),
+                hist: &r.hist.total,
+            },
+            loader::plot::Series {
+                label: "B: proxy".into(),
+                hist: &other,
+            },
+        ],
+    );
+    assert!(svg.starts_with("<?xml"), "{svg}");
+    assert_eq!(svg.matches("<svg").count(), 1);
+    assert!(svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+    assert_eq!(svg.matches("<polyline").count(), 2);
+    assert!(svg.contains("data-label=\"A: direct\"") && svg.contains("data-label=\"B: proxy\""));
+    for grid in ["0%", "90%", "99%", "99.9%"] {
+        assert!(
+            svg.contains(&format!(">{grid}</text>")),
+            "no {grid} gridline"
+        );
+    }
+    assert!(svg.contains("Latency (ms)") && svg.contains("Percentile"));
+}
+
+#[test]
+fn procstat_reads_this_process() {
+    let pid = std::process::id();
+    let before = loader::procstat::cpu_times(pid).unwrap();
+    // Spin until the kernel has charged at least one more clock tick (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut x = 1u64;
+    let after = loop {
+        for i in 0..100_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
+        }
+        let now = loader::procstat::cpu_times(pid).unwrap();
+        if now.total() > before.total() || std::time::Instant::now() > deadline {
+            break now;
+        }
+    };
+    assert!(after.total() > before.total(), "CPU time did not grow");
+    assert!(after.user >= before.user && after.system >= before.system);
+    assert!(loader::procstat::cpu_times(u32::MAX).is_err());
+}
+
+#[test]
+fn compare_table_has_medians_spreads_and_cpu_lines() {
+    let round = |elapsed_ms: u64, user_ms: u64| {
+        let mut r = synthetic();
+        r.elapsed = Duration::from_millis(elapsed_ms);
+        Round {
+            result: r,
+            watched: vec![Some(loader::procstat::CpuTimes {
+                user: Duration::from_millis(user_ms),
+                system: Duration::from_millis(2 * user_ms),
+            })],
+            loader_cpu: None,
+        }
+    };
+    let c = Comparison {
+        a: Side {
+            url: "http://127.0.0.1:1/".into(),
+            rounds: vec![round(2000, 0), round(1000, 0), round(4000, 0)],
+        },
+        b: Side {
+            url: "http://127.0.0.1:2/".into(),
+            rounds: vec![round(4000, 20), round(2000, 10), round(4000, 40)],
+        },
+        watch_pids: vec![4242],
+        rounds_planned: 3,
+        load: "-n 200 -c 4 keep-alive".into(),
+        interrupted: false,
+    };
+    let table = loader::compare::render(&c);
+    assert!(table.contains("Compared over 3 rounds"), "{table}");
+    // A: 100, 200, 50 req/s → median 100; B: 50, 100, 50 → 50.
+    assert_eq!(
+        fields(line_with(&table, "Requests per second")),
+        [
+            "Requests",
+            "per",
+            "second",
+            "100.00",
+            "(50.00-200.00)",
+            "50.00",
+            "(50.00-100.00)"
+        ]
+    );
+    // Paired ratios: 50 %, 50 %, 100 %.
+    assert!(
+        line_with(&table, "Performance").ends_with("50.00% (50.00-100.00)"),
+        "{table}"
+    );
+    assert!(
+        line_with(&table, "Time taken for tests").contains("2.000 (1.000-4.000)"),
+        "{table}"
+    );
+    // B's pid used 10, 20 and 40 ms user over 200 requests: 50, 100, 200 µs per request.
+    assert!(
+        line_with(&table, "CPU pid 4242 user").ends_with("100.0 (50.0-200.0)"),
+        "{table}"
+    );
+    assert!(
+        line_with(&table, "CPU pid 4242 kernel").ends_with("200.0 (100.0-400.0)"),
+        "{table}"
+    );
+    assert_eq!(
+        fields(line_with(&table, "Complete requests (sum)"))[3..],
+        ["600", "600"]
+    );
+
+    let doc = loader::compare::document(&c, &SysInfo::collect(None));
+    assert_eq!(doc["schema"], "loader-compare/1");
+    assert_eq!(doc["a"]["rounds"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        doc["b"]["figures"]["pid_4242_user_us_per_request"]["median"],
+        100.0
+    );
+    let merged =
+        loader::json::decode_histogram(doc["b"]["merged"]["histogram_total"].as_str().unwrap())
+            .unwrap();
+    assert_eq!(merged.len(), 600);
+}
+#[test]
+fn zz_print() {
+    let mut r = synthetic();
+    println!("{}", loader::report::render(&r));
+    r.mode = LoadMode::Rate { target: 200.0 };
+    let mut s = r.urls[0].clone();
+    s.url = "http://127.0.0.1:8080/other".into();
+    r.urls.push(s);
+    r.keep_alive = false;
+    r.source_addresses = 64;
+    println!("{}", loader::report::render(&r));
+    let round = |e: u64| Round {
+        result: {
+            let mut r = synthetic();
+            r.elapsed = Duration::from_millis(e);
+            r
+        },
+        watched: vec![Some(Default::default())],
+        loader_cpu: Some(Default::default()),
+    };
+    let c = Comparison {
+        a: Side {
+            url: "http://127.0.0.1:1/".into(),
+            rounds: vec![round(2000), round(1900), round(2100)],
+        },
+        b: Side {
+            url: "http://127.0.0.1:2/".into(),
+            rounds: vec![round(2500), round(2400), round(2600)],
+        },
+        watch_pids: vec![4242],
+        rounds_planned: 3,
+        load: "-n 200 -c 4 keep-alive".into(),
+        interrupted: false,
+    };
+    println!("{}", loader::compare::render(&c));
+}

@@ -1,0 +1,419 @@
+//! The proxy's main path against the scriptable origin: forwarding, keep-alive both sides,
+//! pooling, balancing, pipelining, HTTP/1.0, Expect, limits, generated errors.
+
+mod proxy_common;
+
+use proxy::config::Balance;
+use proxy_common::{config, dead_addr, Proxy};
+use shared::origin::{expected_body, Origin, OriginConfig};
+use std::time::Duration;
+
+fn origin() -> Origin {
+    Origin::start(OriginConfig::default()).expect("origin starts")
+}
+
+fn capturing_origin() -> Origin {
+    Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .expect("origin starts")
+}
+
+#[test]
+fn keep_alive_both_sides_one_upstream_connection() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    for _ in 0..100 {
+        let r = c.get("/");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, expected_body(64));
+        assert_eq!(r.header("content-length"), Some("64"));
+        assert_eq!(r.header("connection"), None);
+    }
+    assert_eq!(o.requests(), 100);
+    assert_eq!(o.connections(), 1, "the pooled upstream connection is reused");
+    p.stop();
+}
+
+#[test]
+fn sequential_clients_share_the_pool() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    for _ in 0..20 {
+        let mut c = p.connect();
+        assert_eq!(c.get("/").status, 200);
+    }
+    assert_eq!(o.requests(), 20);
+    assert_eq!(o.connections(), 1);
+}
+
+#[test]
+fn forwarded_request_byte_for_byte() {
+    let o = capturing_origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(
+        b"GET /p?q=1 HTTP/1.1\r\n\
+          Host: example.com\r\n\
+          Connection: keep-alive, X-Secret\r\n\
+          X-Secret: s\r\n\
+          Keep-Alive: timeout=5\r\n\
+          Proxy-Connection: keep-alive\r\n\
+          TE: trailers\r\n\
+          Upgrade: h2c\r\n\
+          X-Forwarded-For: 10.1.1.1\r\n\
+          X-Real-IP: 6.6.6.6\r\n\
+          X-Forwarded-Proto: https\r\n\
+          Accept: */*\r\n\
+          X-Custom: a b\r\n\r\n",
+    );
+    assert_eq!(c.response().status, 200);
+    let got = o.captured();
+    assert_eq!(got.len(), 1);
+    assert_eq!(
+        String::from_utf8_lossy(&got[0]),
+        "GET /p?q=1 HTTP/1.1\r\n\
+         Host: example.com\r\n\
+         Accept: */*\r\n\
+         X-Custom: a b\r\n\
+         X-Forwarded-For: 10.1.1.1, 127.0.0.1\r\n\
+         X-Real-IP: 127.0.0.1\r\n\
+         X-Forwarded-Proto: http\r\n\r\n"
+    );
+}
+
+#[test]
+fn forwarded_headers_can_be_turned_off_and_host_replaced() {
+    let o = capturing_origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.headers.preserve_host = false;
+    cfg.headers.x_forwarded_for = false;
+    cfg.headers.x_real_ip = false;
+    cfg.headers.x_forwarded_proto = false;
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    c.send(b"GET http://abs.example/x HTTP/1.1\r\nHost: ignored\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n");
+    assert_eq!(c.response().status, 200);
+    let got = o.captured();
+    assert_eq!(
+        String::from_utf8_lossy(&got[0]),
+        format!(
+            "GET /x HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nHost: {}\r\n\r\n",
+            o.addr()
+        )
+    );
+}
+
+#[test]
+fn response_hop_by_hop_headers_are_removed() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    let r = c.get("/?header=Keep-Alive:timeout%3D9&header=X-Hop:1&header=Connection:X-Hop&header=X-End:2");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("keep-alive"), None);
+    assert_eq!(r.header("x-hop"), None);
+    assert_eq!(r.header("connection"), None);
+    assert_eq!(r.header("x-end"), Some("2"));
+}
+
+#[test]
+fn round_robin_splits_evenly() {
+    let (a, b) = (origin(), origin());
+    let p = Proxy::start(config(&[a.addr(), b.addr()]));
+    let mut c = p.connect();
+    for _ in 0..100 {
+        assert_eq!(c.get("/").status, 200);
+    }
+    assert_eq!(a.requests(), 50);
+    assert_eq!(b.requests(), 50);
+}
+
+#[test]
+fn least_conn_and_random2_use_both_servers() {
+    for balance in [Balance::LeastConn, Balance::Random2] {
+        let (a, b) = (origin(), origin());
+        let mut cfg = config(&[a.addr(), b.addr()]);
+        cfg.groups[0].balance = balance;
+        let p = Proxy::start(cfg);
+        let mut c = p.connect();
+        for _ in 0..200 {
+            assert_eq!(c.get("/").status, 200);
+        }
+        assert_eq!(a.requests() + b.requests(), 200);
+        assert!(a.requests() > 0 && b.requests() > 0, "{balance:?}: {} / {}", a.requests(), b.requests());
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(
+        b"GET /?size=1 HTTP/1.1\r\nHost: t\r\n\r\n\
+          POST /?size=2 HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc\
+          GET /?size=3 HTTP/1.1\r\nHost: t\r\n\r\n",
+    );
+    for n in 1..=3 {
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, expected_body(n));
+    }
+    assert_eq!(o.requests(), 3);
+}
+
+#[test]
+fn http10_keep_alive_when_length_known() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    for _ in 0..3 {
+        c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), Some("keep-alive"));
+        assert_eq!(r.header("content-length"), Some("64"));
+    }
+    // Unknown length (chunked upstream): close-delimited for an HTTP/1.0 client.
+    c.send(b"GET /?framing=chunked&chunk=10&size=95 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    let r = c.response();
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.header("transfer-encoding"), None);
+    assert_eq!(r.body, expected_body(95));
+    assert!(c.is_closed());
+}
+
+#[test]
+fn http10_without_keep_alive_closes() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(b"GET / HTTP/1.0\r\n\r\n");
+    let r = c.response();
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.body, expected_body(64));
+    assert!(c.is_closed());
+}
+
+#[test]
+fn connection_close_from_client_is_honoured() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let r = c.response();
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.is_closed());
+    // The upstream connection is still pooled.
+    let mut c = p.connect();
+    assert_eq!(c.get("/").status, 200);
+    assert_eq!(o.connections(), 1);
+}
+
+#[test]
+fn expect_100_continue_is_answered_before_the_body() {
+    let o = capturing_origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    let mut first = [0u8; 25];
+    std::io::Read::read_exact(&mut c.stream, &mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.send(b"hello");
+    let r = c.response();
+    assert_eq!(r.status, 200);
+    let got = o.captured();
+    let req = String::from_utf8_lossy(&got[0]);
+    assert!(!req.to_ascii_lowercase().contains("expect"), "{req}");
+    assert!(req.ends_with("Content-Length: 5\r\n\r\nhello"), "{req}");
+}
+
+#[test]
+fn body_limit_gives_413() {
+    let o = origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.limits.max_body = Some(10);
+    let p = Proxy::start(cfg);
+    // Declared too large: refused before anything reaches the origin.
+    let mut c = p.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n01234567890");
+    let r = c.response();
+    assert_eq!(r.status, 413);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(c.is_closed());
+    assert_eq!(o.requests(), 0);
+    // Chunked beyond the limit.
+    let mut c = p.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n01234567\r\n8\r\n01234567\r\n0\r\n\r\n");
+    let r = c.response();
+    assert_eq!(r.status, 413);
+    // Within the limit.
+    let mut c = p.connect();
+    c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n0123456789");
+    assert_eq!(c.response().status, 200);
+}
+
+#[test]
+fn chunked_request_body_is_relayed() {
+    let o = capturing_origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n");
+    c.send(b"6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n");
+    assert_eq!(c.response().status, 200);
+    let got = o.captured();
+    let req = String::from_utf8_lossy(&got[0]);
+    assert!(req.contains("Transfer-Encoding: chunked\r\n\r\n"), "{req}");
+    assert!(req.ends_with("\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "{req}");
+}
+
+#[test]
+fn chunked_and_close_delimited_responses_are_rechunked() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    let r = c.get("/?framing=chunked&chunk=100&size=1000");
+    assert!(r.chunked);
+    assert_eq!(r.body, expected_body(1000));
+    let r = c.get("/?framing=close&size=5000");
+    assert!(r.chunked, "close-delimited upstream body re-framed for an HTTP/1.1 client");
+    assert_eq!(r.body, expected_body(5000));
+    // The client connection survives both.
+    assert_eq!(c.get("/").body, expected_body(64));
+}
+
+#[test]
+fn head_request_keeps_content_length() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(b"HEAD /?size=1234 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let r = c.try_response(shared::http::RequestMethod::Head).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("1234"));
+    assert!(r.body.is_empty());
+    assert_eq!(c.get("/").status, 200);
+}
+
+#[test]
+fn no_route_gives_404() {
+    let o = origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.routes[0].path_prefix = "/api/".into();
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    let r = c.get("/other");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("connection"), Some("close"));
+    let mut c = p.connect();
+    assert_eq!(c.get("/api/x").status, 200);
+}
+
+#[test]
+fn every_server_down_gives_502_at_once() {
+    let p = Proxy::start(config(&[dead_addr(), dead_addr()]));
+    let t = std::time::Instant::now();
+    let mut c = p.connect();
+    let r = c.get("/");
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(t.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn one_server_down_is_skipped() {
+    let o = origin();
+    let p = Proxy::start(config(&[dead_addr(), o.addr()]));
+    let mut c = p.connect();
+    for _ in 0..10 {
+        assert_eq!(c.get("/").status, 200);
+    }
+    assert_eq!(o.requests(), 10);
+}
+
+#[test]
+fn silent_upstream_gives_504() {
+    let o = origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.timeouts.read = Duration::from_millis(200);
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    let r = c.get("/?hang=1");
+    assert_eq!(r.status, 504);
+    assert_eq!(r.header("connection"), Some("close"));
+}
+
+#[test]
+fn upstream_closing_mid_body_aborts_the_client() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    c.send(b"GET /?size=100000&abort_after=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let err = c.try_response(shared::http::RequestMethod::Other).unwrap_err();
+    assert!(err.contains("truncated"), "{err}");
+    let mut c = p.connect();
+    c.send(b"GET /?framing=chunked&chunk=100&size=100000&abort_after=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
+    let err = c.try_response(shared::http::RequestMethod::Other).unwrap_err();
+    assert!(err.contains("truncated"), "{err}");
+}
+
+#[test]
+fn bad_requests_get_a_well_formed_error() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    for (req, status) in [
+        (&b"GET / HTTP/1.1\r\n\r\n"[..], 400),
+        (b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (b"GET / HTTP/3.0\r\nHost: t\r\n\r\n", 505),
+        (b"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", 501),
+    ] {
+        let mut c = p.connect();
+        c.send(req);
+        let r = c.response();
+        assert_eq!(r.status, status, "{}", String::from_utf8_lossy(req));
+        assert_eq!(r.header("connection"), Some("close"));
+        assert!(r.header("content-length").is_some());
+        assert!(c.is_closed());
+    }
+    assert_eq!(o.requests(), 0);
+}
+
+#[test]
+fn header_timeout_gives_408_and_idle_connections_close() {
+    let o = origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.timeouts.header = Duration::from_millis(200);
+    cfg.timeouts.idle = Duration::from_millis(200);
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    c.send(b"GET / HTTP/1.1\r\n");
+    let r = c.response();
+    assert_eq!(r.status, 408);
+    let mut c = p.connect();
+    assert_eq!(c.get("/").status, 200);
+    assert!(c.is_closed(), "idle timeout closes quietly");
+}
+
+#[test]
+fn shutdown_closes_idle_connections_and_finishes_in_flight() {
+    let o = origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut idle = p.connect();
+    assert_eq!(idle.get("/").status, 200);
+    let mut busy = p.connect();
+    busy.send(b"GET /?delay=300ms HTTP/1.1\r\nHost: t\r\n\r\n");
+    // Let the request reach the origin before shutting down.
+    while o.requests() < 2 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let running = p.running();
+    running.trigger_shutdown();
+    let r = busy.response();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(idle.is_closed());
+    p.stop();
+}

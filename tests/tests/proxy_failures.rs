@@ -1,0 +1,504 @@
+//! Upstream and client failures through the proxy: refused connects, silent and dying
+//! upstreams, slow clients, retries (and the requests that must not be retried), and the
+//! form of every response the proxy generates.
+
+use shared::origin::{Origin, OriginConfig};
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+use tests::raw::{
+    assert_generated, assert_well_formed, exchange, get, Client, End, Reply, Response, WAIT,
+};
+
+/// A one-worker proxy in front of `upstreams`, with extra flags: `(proxy, addr)`.
+macro_rules! proxy {
+    ($upstreams:expr $(, $extra:expr)* $(,)?) => {{
+        let mut args: Vec<String> = ["proxy", "--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"]
+            .iter().map(|s| s.to_string()).collect();
+        for u in $upstreams.iter() {
+            args.push("--upstream".into());
+            args.push(u.to_string());
+        }
+        let extra: &[&str] = &[$($extra),*];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let cfg = proxy::cli::config_from_args(args).unwrap();
+        let running = proxy::start(cfg).unwrap();
+        let addr: SocketAddr = running.listen_addrs()[0];
+        (running, addr)
+    }};
+}
+
+/// An address nothing listens on (connects are refused).
+fn dead_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+fn origin() -> Origin {
+    Origin::start(OriginConfig::default()).unwrap()
+}
+
+/// Send one request on a fresh connection and read one response.
+fn request(addr: SocketAddr, req: &[u8]) -> (Result<Response, Reply>, Duration, Client) {
+    let mut c = Client::connect(addr);
+    let t = Instant::now();
+    c.send(req).unwrap();
+    let r = c.response(WAIT);
+    (r, t.elapsed(), c)
+}
+
+/// A generated response, well-formed; if it says `Connection: close`, the proxy closes.
+fn expect_generated(r: Result<Response, Reply>, c: &mut Client, status: u16) -> Response {
+    let resp =
+        r.unwrap_or_else(|reply| panic!("expected {status}, got {reply:?} ({:?})", reply.text()));
+    assert_well_formed(&resp, status);
+    if resp.connection_has("close") {
+        let rest = c.until_close(WAIT);
+        assert!(
+            rest.bytes.is_empty() && rest.end != End::TimedOut,
+            "{rest:?}"
+        );
+    }
+    resp
+}
+
+#[test]
+fn connect_refused_everywhere_is_502_at_once() {
+    let (p, addr) = proxy!([dead_addr()], "--connect-timeout", "3s");
+    let (r, elapsed, mut c) = request(addr, &get("/"));
+    expect_generated(r, &mut c, 502);
+    // Refused is immediate: no waiting for the connect timeout.
+    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn both_upstreams_down_is_502() {
+    let (p, addr) = proxy!([dead_addr(), dead_addr()], "--connect-timeout", "3s");
+    for _ in 0..3 {
+        let (r, elapsed, mut c) = request(addr, &get("/"));
+        expect_generated(r, &mut c, 502);
+        assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    }
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn upstream_that_never_answers_is_504_after_read_timeout() {
+    let o = Origin::start(OriginConfig {
+        hang: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let (p, addr) = proxy!([o.addr()], "--read-timeout", "300ms");
+    let (r, elapsed, mut c) = request(addr, &get("/"));
+    expect_generated(r, &mut c, 504);
+    assert!(elapsed >= Duration::from_millis(200), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(5), "{elapsed:?}");
+    // A timeout is not a reason to retry (only refused connects and dead pooled connections).
+    assert_eq!(o.requests(), 1);
+    p.shutdown().unwrap();
+}
+
+/// The upstream dies mid-body: the client must never get a response that looks complete.
+/// Either the head went out and the connection is then cut before the body's end, or (if the
+/// proxy saw the failure before sending anything) a well-formed 502.
+fn assert_cut_off(path: &str, full_len: usize) {
+    let o = origin();
+    let (p, addr) = proxy!([o.addr()], "--read-timeout", "2s");
+    let (r, _, c) = request(addr, &get(path));
+    match r {
+        Ok(resp) => {
+            assert_eq!(
+                resp.status, 502,
+                "a truncated body passed off as complete: {resp:?}"
+            );
+            assert_well_formed(&resp, 502);
+        }
+        Err(reply) => {
+            assert_ne!(
+                reply.end,
+                End::TimedOut,
+                "the proxy neither finished nor closed: {reply:?}"
+            );
+            let partial = reply.responses();
+            if let Some(head) = partial.first() {
+                assert_eq!(head.status, 200, "{head:?}");
+                assert!(!head.complete, "{head:?}");
+                assert!(head.body.len() <= full_len, "{head:?}");
+            }
+        }
+    }
+    drop(c);
+    // The broken upstream connection is not reused: the next request works.
+    let (r, _, _c) = request(addr, &get("/after?size=10"));
+    let resp = r.unwrap_or_else(|reply| panic!("{reply:?}"));
+    assert_eq!(
+        (resp.status, resp.body.as_slice()),
+        (200, &b"abcdefghij"[..])
+    );
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn upstream_closes_mid_body_content_length() {
+    assert_cut_off("/?size=100000&abort_after=1000", 100_000);
+}
+
+#[test]
+fn upstream_closes_mid_body_chunked() {
+    assert_cut_off("/?size=100000&chunk=1000&abort_after=5500", 100_000);
+}
+
+#[test]
+fn upstream_closes_mid_body_chunked_on_a_chunk_boundary() {
+    // Every chunk complete, only the last chunk missing: still not a complete response.
+    assert_cut_off("/?size=5000&chunk=1000&abort_after=5000", 5000);
+}
+
+#[test]
+fn upstream_resets_mid_body_content_length() {
+    assert_cut_off("/?size=100000&abort_after=1000&reset=1", 100_000);
+}
+
+#[test]
+fn upstream_resets_a_close_delimited_body() {
+    // A close-delimited body ends at FIN; a reset is a failure, not an end.
+    assert_cut_off(
+        "/?size=100000&framing=close&abort_after=1000&reset=1",
+        100_000,
+    );
+}
+
+#[test]
+fn client_header_timeout() {
+    let o = origin();
+    let (p, addr) = proxy!([o.addr()], "--header-timeout", "300ms");
+    let reply = exchange(addr, b"GET / HTTP/1.1\r\nHost: te", WAIT);
+    assert!(reply.elapsed >= Duration::from_millis(200), "{reply:?}");
+    assert!(reply.elapsed < Duration::from_secs(5), "{reply:?}");
+    if reply.bytes.is_empty() {
+        assert_ne!(reply.end, End::TimedOut, "{reply:?}");
+    } else {
+        assert_generated(&reply, 408, true);
+    }
+    p.shutdown().unwrap();
+    assert_eq!(o.requests(), 0);
+}
+
+#[test]
+fn header_timeout_covers_the_whole_head_not_each_read() {
+    // Slowloris: one byte every 50 ms never completes a head; the timeout still fires.
+    let o = origin();
+    let (p, addr) = proxy!([o.addr()], "--header-timeout", "300ms");
+    let mut c = Client::connect(addr);
+    let t = Instant::now();
+    let head = b"GET / HTTP/1.1\r\nHost: test\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut got = Vec::new();
+    let mut end = End::TimedOut;
+    for b in head {
+        if c.send(&[*b]).is_err() || t.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+        let reply = c.until_close(Duration::from_millis(50));
+        got.extend_from_slice(&reply.bytes);
+        end = reply.end;
+        if end != End::TimedOut {
+            break;
+        }
+    }
+    let elapsed = t.elapsed();
+    if end == End::TimedOut {
+        let rest = c.until_close(WAIT);
+        got.extend_from_slice(&rest.bytes);
+        end = rest.end;
+    }
+    let reply = Reply {
+        bytes: got,
+        end,
+        elapsed,
+    };
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "the head timeout never fired: {reply:?}"
+    );
+    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
+    if !reply.bytes.is_empty() {
+        assert_generated(&reply, 408, true);
+    }
+    p.shutdown().unwrap();
+    assert_eq!(o.requests(), 0);
+}
+
+#[test]
+fn one_upstream_down_every_request_succeeds_and_it_is_skipped() {
+    let live = origin();
+    let dead = dead_addr();
+    let (p, addr) = proxy!(
+        [live.addr(), dead],
+        "--max-fails",
+        "1",
+        "--fail-timeout",
+        "10s"
+    );
+    for i in 0..10 {
+        let (r, _, _c) = request(addr, &get(&format!("/{i}?size=3")));
+        let resp = r.unwrap_or_else(|reply| panic!("request {i}: {reply:?}"));
+        assert_eq!(
+            (resp.status, resp.body.as_slice()),
+            (200, &b"abc"[..]),
+            "request {i}"
+        );
+    }
+    assert_eq!(live.requests(), 10);
+    // Bring the dead server back: within fail_timeout it is still skipped.
+    if let Ok(back) = Origin::start_on(OriginConfig::default(), dead, 1) {
+        for i in 0..10 {
+            let (r, _, _c) = request(addr, &get(&format!("/again{i}")));
+            assert_eq!(r.map(|r| r.status).ok(), Some(200), "request {i}");
+        }
+        assert_eq!(
+            back.requests(),
+            0,
+            "a failed server was used within its fail_timeout"
+        );
+        assert_eq!(live.requests(), 20);
+    }
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn failed_server_is_tried_again_after_fail_timeout() {
+    let live = origin();
+    let dead = dead_addr();
+    let (p, addr) = proxy!(
+        [live.addr(), dead],
+        "--max-fails",
+        "1",
+        "--fail-timeout",
+        "300ms"
+    );
+    for i in 0..4 {
+        let (r, _, _c) = request(addr, &get("/"));
+        assert_eq!(r.map(|r| r.status).ok(), Some(200), "request {i}");
+    }
+    let Ok(back) = Origin::start_on(OriginConfig::default(), dead, 1) else {
+        return; // the port was taken meanwhile: nothing to check
+    };
+    std::thread::sleep(Duration::from_millis(500)); // the behaviour under test: the window ends
+    for i in 0..10 {
+        let (r, _, _c) = request(addr, &get("/"));
+        assert_eq!(r.map(|r| r.status).ok(), Some(200), "request {i}");
+    }
+    assert!(
+        back.requests() > 0,
+        "the recovered server was never used again"
+    );
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn post_whose_body_was_sent_is_not_retried() {
+    // Both servers read the request fully, then close without answering.
+    let cfg = OriginConfig {
+        drop: true,
+        capture: true,
+        ..OriginConfig::default()
+    };
+    let a = Origin::start(cfg.clone()).unwrap();
+    let b = Origin::start(cfg).unwrap();
+    let (p, addr) = proxy!([a.addr(), b.addr()], "--read-timeout", "2s");
+    let req = b"POST /form HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello";
+    let (r, _, mut c) = request(addr, req);
+    expect_generated(r, &mut c, 502);
+    drop(c);
+    p.shutdown().unwrap();
+    assert_eq!(
+        a.requests() + b.requests(),
+        1,
+        "the POST was sent more than once"
+    );
+    assert_eq!(a.body_bytes() + b.body_bytes(), 5);
+}
+
+#[test]
+fn body_over_max_body_is_413() {
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let (p, addr) = proxy!([o.addr()], "--max-body", "10");
+    let mut req = b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n".to_vec();
+    req.extend_from_slice(&[b'x'; 100]);
+    let reply = exchange(addr, &req, WAIT);
+    assert_generated(&reply, 413, true);
+    // A declared length over the limit is refused before anything is forwarded.
+    assert_eq!(o.requests(), 0);
+    // A chunked body that grows past the limit: 413 (or a close if the response had
+    // already started), and the origin never gets a complete request.
+    let mut req = b"POST / HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for _ in 0..10 {
+        req.extend_from_slice(b"5\r\nxxxxx\r\n");
+    }
+    req.extend_from_slice(b"0\r\n\r\n");
+    let reply = exchange(addr, &req, WAIT);
+    assert_generated(&reply, 413, true);
+    p.shutdown().unwrap();
+    assert_eq!(o.complete_requests(), 0);
+}
+
+#[test]
+fn no_matching_route_is_404() {
+    let o = origin();
+    let up = o.addr().to_string();
+    let mut cfg = proxy::cli::config_from_args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        up.as_str(),
+        "--workers",
+        "1",
+        "--no-pin",
+    ])
+    .unwrap();
+    cfg.routes = vec![proxy::config::Route {
+        host: None,
+        path_prefix: "/api/".into(),
+        group: 0,
+    }];
+    let p = proxy::start(cfg).unwrap();
+    let addr = p.listen_addrs()[0];
+    let (r, _, mut c) = request(addr, &get("/other"));
+    expect_generated(r, &mut c, 404);
+    let (r, _, _c) = request(addr, &get("/api/x"));
+    assert_eq!(r.map(|r| r.status).ok(), Some(200));
+    p.shutdown().unwrap();
+    assert_eq!(o.requests(), 1);
+}
+
+/// Poll `cond` every 20 ms for up to `wait` (waiting for an effect, not for readiness).
+fn eventually(wait: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + wait;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    cond()
+}
+
+#[test]
+fn client_that_never_reads_does_not_hold_the_upstream() {
+    let o = origin();
+    let (p, addr) = proxy!([o.addr()], "--send-timeout", "300ms");
+    let mut c = Client::connect(addr);
+    c.send(&get("/?size=256MiB")).unwrap();
+    assert!(
+        eventually(WAIT, || o.connections() == 1),
+        "the request never reached the origin"
+    );
+    // The client reads nothing: the proxy's writes stall, the send timeout fires, and both
+    // connections are closed.
+    assert!(
+        eventually(WAIT, || o.open_connections() == 0),
+        "the upstream connection is still held open"
+    );
+    let rest = c.until_close(WAIT * 2);
+    assert_ne!(
+        rest.end,
+        End::TimedOut,
+        "the client connection is still open"
+    );
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn client_body_timeout_closes_and_never_completes_the_request() {
+    let o = origin();
+    let (p, addr) = proxy!([o.addr()], "--body-timeout", "300ms");
+    let reply = exchange(
+        addr,
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n0123456789",
+        WAIT,
+    );
+    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
+    assert!(reply.elapsed >= Duration::from_millis(200), "{reply:?}");
+    if !reply.bytes.is_empty() {
+        assert_generated(&reply, 408, true);
+    }
+    assert_eq!(o.complete_requests(), 0);
+    // The half-sent upstream connection is not pooled: it is closed, and the next request
+    // gets a clean one.
+    assert!(eventually(WAIT, || o.open_connections() == 0));
+    let (r, _, _c) = request(addr, &get("/?size=3"));
+    let resp = r.unwrap_or_else(|reply| panic!("{reply:?}"));
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"abc"[..]));
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn idle_keep_alive_client_is_closed_after_idle_timeout() {
+    let o = origin();
+    let (p, addr) = proxy!([o.addr()], "--idle-timeout", "300ms");
+    let (r, _, mut c) = request(addr, &get("/?size=1"));
+    assert_eq!(r.map(|r| r.status).ok(), Some(200));
+    let rest = c.until_close(WAIT);
+    assert_eq!(rest.end, End::Closed, "{rest:?}");
+    assert!(rest.bytes.is_empty(), "{rest:?}");
+    assert!(rest.elapsed >= Duration::from_millis(200), "{rest:?}");
+    p.shutdown().unwrap();
+}
+
+/// The origin restarts between two requests: the proxy's pooled connection is dead. A GET
+/// is retried on a fresh connection; the client never sees the stale connection.
+#[test]
+fn stale_pooled_connection_is_retried_for_get() {
+    let first = origin();
+    let at = first.addr();
+    let (p, addr) = proxy!([at], "--keepalive", "8");
+    let (r, _, _c) = request(addr, &get("/?size=1"));
+    assert_eq!(r.map(|r| r.status).ok(), Some(200));
+    first.stop(); // closes the pooled upstream connection from the origin's side
+    let Ok(second) = Origin::start_on(OriginConfig::default(), at, 1) else {
+        return; // the port was taken meanwhile
+    };
+    for i in 0..3 {
+        let (r, _, _c) = request(addr, &get(&format!("/again{i}?size=2")));
+        let resp = r.unwrap_or_else(|reply| panic!("request {i}: {reply:?}"));
+        assert_eq!(
+            (resp.status, resp.body.as_slice()),
+            (200, &b"ab"[..]),
+            "request {i}"
+        );
+    }
+    assert_eq!(second.requests(), 3);
+    p.shutdown().unwrap();
+}
+
+/// The same with a POST: retried only if the proxy found the connection dead before sending
+/// any of it, so the client gets the answer or a 502, and the origin sees it at most once.
+#[test]
+fn stale_pooled_connection_and_post() {
+    let first = origin();
+    let at = first.addr();
+    let (p, addr) = proxy!([at], "--keepalive", "8");
+    let (r, _, _c) = request(addr, &get("/?size=1"));
+    assert_eq!(r.map(|r| r.status).ok(), Some(200));
+    first.stop();
+    let Ok(second) = Origin::start_on(OriginConfig::default(), at, 1) else {
+        return;
+    };
+    let req = b"POST /form?size=2 HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello";
+    let (r, _, mut c) = request(addr, req);
+    let resp = r.unwrap_or_else(|reply| panic!("{reply:?}"));
+    if resp.status == 502 {
+        let _ = expect_generated(Ok(resp), &mut c, 502);
+        assert_eq!(second.requests(), 0);
+    } else {
+        assert_eq!((resp.status, resp.body.as_slice()), (200, &b"ab"[..]));
+        assert_eq!(second.requests(), 1);
+    }
+    p.shutdown().unwrap();
+}

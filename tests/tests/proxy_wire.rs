@@ -1,0 +1,470 @@
+//! Hostile input through the proxy, on raw sockets: every request-smuggling and malformed
+//! case the codec rejects gets the exact status, a well-formed response (Content-Length,
+//! `Connection: close`), a closed connection, and never reaches the origin.
+
+use shared::origin::{Origin, OriginConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tests::raw::{assert_generated, assert_well_formed, exchange, get, Client, End, WAIT};
+
+/// A capturing origin and a one-worker proxy in front of it: `(origin, proxy, proxy addr)`.
+macro_rules! setup {
+    ($($extra:expr),* $(,)?) => {{
+        let origin = Origin::start(OriginConfig {
+            capture: true,
+            ..OriginConfig::default()
+        })
+        .unwrap();
+        let up = origin.addr().to_string();
+        let extra: &[&str] = &[$($extra),*];
+        let args: Vec<&str> = ["proxy", "--listen", "127.0.0.1:0", "--upstream", up.as_str(),
+            "--workers", "1", "--no-pin", "--read-timeout", "2s"]
+            .iter().chain(extra).copied().collect();
+        let cfg = proxy::cli::config_from_args(args).unwrap();
+        let running = proxy::start(cfg).unwrap();
+        let addr: SocketAddr = running.listen_addrs()[0];
+        (origin, running, addr)
+    }};
+}
+
+/// Send `req` on a fresh connection: the proxy answers `status` itself, closes, and the
+/// origin sees nothing at all.
+fn rejected_before_origin(req: &[u8], status: u16) {
+    let (origin, proxy, addr) = setup!();
+    let reply = exchange(addr, req, WAIT);
+    proxy.shutdown().unwrap();
+    assert_generated(&reply, status, true);
+    assert_eq!(origin.requests(), 0, "the origin got a request");
+    assert!(
+        origin.captured().is_empty(),
+        "the origin received {:?}",
+        origin.captured()
+    );
+}
+
+/// A request whose head is valid but whose chunked body is not: the proxy may already have
+/// forwarded the head (bodies stream), but the origin must never receive a complete request
+/// nor the offending bytes (`poison`), and the client gets a well-formed 400 and a close.
+fn rejected_body(req: &[u8], poison: &[u8]) {
+    let (origin, proxy, addr) = setup!();
+    let reply = exchange(addr, req, WAIT);
+    proxy.shutdown().unwrap();
+    assert_generated(&reply, 400, true);
+    assert_eq!(
+        origin.complete_requests(),
+        0,
+        "the origin got a complete request"
+    );
+    for raw in origin.captured() {
+        let seen = raw.windows(poison.len()).any(|w| w == poison);
+        assert!(
+            !seen,
+            "the origin received the bad framing: {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+    }
+}
+
+macro_rules! rejected {
+    ($($name:ident: $status:expr, $req:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            rejected_before_origin($req, $status);
+        }
+    )*};
+}
+
+fn head_with(lines: &str) -> Vec<u8> {
+    format!("POST / HTTP/1.1\r\nHost: test\r\n{lines}\r\n").into_bytes()
+}
+
+rejected! {
+    // Framing: RFC 9112 6.1 and 6.3.
+    cl_and_te: 400, &[head_with("Content-Length: 5\r\nTransfer-Encoding: chunked\r\n"), b"0\r\n\r\n".to_vec()].concat();
+    te_and_cl: 400, &[head_with("Transfer-Encoding: chunked\r\nContent-Length: 5\r\n"), b"0\r\n\r\n".to_vec()].concat();
+    conflicting_content_lengths: 400, &[head_with("Content-Length: 5\r\nContent-Length: 6\r\n"), b"hello!".to_vec()].concat();
+    conflicting_content_length_list: 400, &[head_with("Content-Length: 5, 6\r\n"), b"hello!".to_vec()].concat();
+    content_length_plus_sign: 400, &[head_with("Content-Length: +5\r\n"), b"hello".to_vec()].concat();
+    content_length_hex: 400, &[head_with("Content-Length: 0x5\r\n"), b"hello".to_vec()].concat();
+    content_length_negative: 400, &head_with("Content-Length: -1\r\n");
+    content_length_trailing_garbage: 400, &[head_with("Content-Length: 5a\r\n"), b"hello".to_vec()].concat();
+    content_length_empty: 400, &head_with("Content-Length: \r\n");
+    content_length_overflow: 400, &head_with("Content-Length: 99999999999999999999999\r\n");
+    te_not_ending_in_chunked: 400, &[head_with("Transfer-Encoding: chunked, gzip\r\n"), b"0\r\n\r\n".to_vec()].concat();
+    te_chunked_twice: 400, &[head_with("Transfer-Encoding: chunked, chunked\r\n"), b"0\r\n\r\n".to_vec()].concat();
+    te_in_http10: 400, b"POST / HTTP/1.0\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
+    te_unknown_coding_is_501: 501, &[head_with("Transfer-Encoding: foo, chunked\r\n"), b"0\r\n\r\n".to_vec()].concat();
+    // Syntax: RFC 9112 2.2, 5.1, 5.2; RFC 9110 5.5.
+    bare_lf_line_endings: 400, b"GET / HTTP/1.1\nHost: test\n\n";
+    bare_lf_in_one_header: 400, b"GET / HTTP/1.1\r\nHost: test\nX-A: b\r\n\r\n";
+    obs_fold: 400, b"GET / HTTP/1.1\r\nHost: test\r\nX-A: b\r\n c\r\n\r\n";
+    space_before_colon: 400, b"GET / HTTP/1.1\r\nHost: test\r\nContent-Length : 5\r\n\r\nhello";
+    nul_in_header_value: 400, b"GET / HTTP/1.1\r\nHost: test\r\nX-A: b\0c\r\n\r\n";
+    bare_cr_in_header_value: 400, b"GET / HTTP/1.1\r\nHost: test\r\nX-A: b\rc\r\n\r\n";
+    invalid_method: 400, b"G(T / HTTP/1.1\r\nHost: test\r\n\r\n";
+    invalid_target: 400, b"GET /a b HTTP/1.1\r\nHost: test\r\n\r\n";
+    missing_host: 400, b"GET / HTTP/1.1\r\nX-A: b\r\n\r\n";
+    duplicate_host: 400, b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n";
+    http_2_0_version_is_505: 505, b"GET / HTTP/2.0\r\nHost: test\r\n\r\n";
+    // Limits.
+    request_line_over_8k_is_414: 414, format!("GET /{} HTTP/1.1\r\nHost: test\r\n\r\n", "a".repeat(9000)).as_bytes();
+    head_over_64k_is_431: 431, format!("GET / HTTP/1.1\r\nHost: test\r\n{}\r\n", format!("X-Big: {}\r\n", "b".repeat(1000)).repeat(70)).as_bytes();
+    over_100_headers_is_431: 431, format!("GET / HTTP/1.1\r\nHost: test\r\n{}\r\n", (0..101).map(|i| format!("X-H{i}: v\r\n")).collect::<String>()).as_bytes();
+}
+
+/// The HTTP/2 connection preface on an HTTP/1 port: a well-formed 400 and a close, or just
+/// a close (both are allowed); never forwarded.
+#[test]
+fn http2_preface() {
+    let (origin, proxy, addr) = setup!();
+    let reply = exchange(addr, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", WAIT);
+    proxy.shutdown().unwrap();
+    if reply.bytes.is_empty() {
+        assert_ne!(
+            reply.end,
+            End::TimedOut,
+            "the proxy neither answered nor closed"
+        );
+    } else {
+        assert_generated(&reply, 400, true);
+    }
+    assert_eq!(origin.requests(), 0);
+    assert!(origin.captured().is_empty());
+}
+
+fn chunked(body: &str) -> Vec<u8> {
+    [
+        head_with("Transfer-Encoding: chunked\r\n"),
+        body.as_bytes().to_vec(),
+    ]
+    .concat()
+}
+
+#[test]
+fn chunk_size_not_hex() {
+    rejected_body(&chunked("zz\r\nhello\r\n0\r\n\r\n"), b"zz\r\n");
+}
+
+#[test]
+fn chunk_size_negative() {
+    rejected_body(&chunked("-5\r\nhello\r\n0\r\n\r\n"), b"-5\r\n");
+}
+
+#[test]
+fn chunk_size_with_0x_prefix() {
+    rejected_body(&chunked("0x5\r\nhello\r\n0\r\n\r\n"), b"0x5\r\n");
+}
+
+#[test]
+fn chunk_size_overflow() {
+    rejected_body(
+        &chunked("fffffffffffffffffffff\r\nhello\r\n0\r\n\r\n"),
+        b"fffffffffffffffffffff",
+    );
+}
+
+#[test]
+fn chunk_size_bare_lf() {
+    rejected_body(&chunked("5\nhello\r\n0\r\n\r\n"), b"5\nhello");
+}
+
+#[test]
+fn chunk_extension_with_bare_lf() {
+    rejected_body(&chunked("5;a\nb\r\nhello\r\n0\r\n\r\n"), b";a\nb");
+}
+
+#[test]
+fn chunk_data_without_crlf() {
+    rejected_body(&chunked("5\r\nhelloXX0\r\n\r\n"), b"helloXX");
+}
+
+/// Baseline: a valid request goes through, so the rejections above are not a proxy that
+/// rejects everything.
+#[test]
+fn valid_request_reaches_origin() {
+    let (origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/ok?size=5")).unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, b"abcde");
+    c.send(
+        &[
+            head_with("Transfer-Encoding: chunked\r\n"),
+            b"3;ext=1\r\nabc\r\n0\r\n\r\n".to_vec(),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_eq!(resp.status, 200);
+    drop(c);
+    proxy.shutdown().unwrap();
+    assert_eq!(origin.complete_requests(), 2);
+    assert_eq!(origin.body_bytes(), 3);
+}
+
+/// Pipelined: a valid request, then a smuggling attempt. The first is answered by the origin,
+/// the second rejected by the proxy (400 and close), and the origin sees only the first.
+#[test]
+fn pipelined_smuggling_attempt_is_cut_off() {
+    let (origin, proxy, addr) = setup!();
+    let mut reqs = get("/first?size=3");
+    reqs.extend_from_slice(
+        b"POST /second HTTP/1.1\r\nHost: test\r\nContent-Length: 44\r\nTransfer-Encoding: chunked\r\n\r\n\
+          0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n",
+    );
+    let mut c = Client::connect(addr);
+    c.send(&reqs).unwrap();
+    let first = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no first response: {r:?}"));
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body, b"abc");
+    let rest = c.until_close(WAIT);
+    proxy.shutdown().unwrap();
+    assert_generated(&rest, 400, true);
+    assert_eq!(origin.requests(), 1);
+    let seen = origin.captured();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert!(
+        seen[0].starts_with(b"GET /first?size=3 HTTP/1.1\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&seen[0])
+    );
+}
+
+/// A second request with a bad Content-Length after a good one on a keep-alive connection.
+#[test]
+fn pipelined_bad_content_length_after_good_request() {
+    let (origin, proxy, addr) = setup!();
+    let mut reqs = get("/first?size=1");
+    reqs.extend_from_slice(
+        b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 3\r\nContent-Length: 30\r\n\r\nabc",
+    );
+    let mut c = Client::connect(addr);
+    c.send(&reqs).unwrap();
+    let first = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no first response: {r:?}"));
+    assert_eq!((first.status, first.body.as_slice()), (200, &b"a"[..]));
+    let rest = c.until_close(WAIT);
+    proxy.shutdown().unwrap();
+    assert_generated(&rest, 400, true);
+    assert_eq!((origin.requests(), origin.captured().len()), (1, 1));
+}
+
+// ---- Smuggling through hop-by-hop headers and upgrades ----
+
+/// `Connection: Content-Length` asks the proxy to drop the framing header as hop-by-hop; if
+/// it then forwarded the body without framing, the body would be a second request to the
+/// origin. The proxy must reject the request or re-frame the body it forwards.
+#[test]
+fn connection_naming_content_length_does_not_unframe_the_body() {
+    let (origin, proxy, addr) = setup!();
+    let smuggled = b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n";
+    let mut req = format!(
+        "POST /outer HTTP/1.1\r\nHost: test\r\nConnection: Content-Length\r\nContent-Length: {}\r\n\r\n",
+        smuggled.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(smuggled);
+    let mut c = Client::connect(addr);
+    c.send(&req).unwrap();
+    let r = c.response(WAIT);
+    drop(c);
+    proxy.shutdown().unwrap();
+    assert_no_smuggled(&origin);
+    if let Ok(resp) = r {
+        assert!(resp.status == 200 || resp.status == 400, "{resp:?}");
+        if resp.status == 200 {
+            assert_eq!(
+                origin.body_bytes(),
+                smuggled.len() as u64,
+                "the body was not forwarded as a body"
+            );
+        }
+    }
+}
+
+/// The same with `Connection: Transfer-Encoding` and a chunked body.
+#[test]
+fn connection_naming_transfer_encoding_does_not_unframe_the_body() {
+    let (origin, proxy, addr) = setup!();
+    let smuggled = "GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n";
+    let req = format!(
+        "POST /outer HTTP/1.1\r\nHost: test\r\nConnection: Transfer-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n\
+         {:x}\r\n{smuggled}\r\n0\r\n\r\n",
+        smuggled.len()
+    );
+    let mut c = Client::connect(addr);
+    c.send(req.as_bytes()).unwrap();
+    let r = c.response(WAIT);
+    drop(c);
+    proxy.shutdown().unwrap();
+    assert_no_smuggled(&origin);
+    if let Ok(resp) = r {
+        assert!(resp.status == 200 || resp.status == 400, "{resp:?}");
+        if resp.status == 200 {
+            assert_eq!(
+                origin.body_bytes(),
+                smuggled.len() as u64,
+                "the body was not forwarded as a body"
+            );
+        }
+    }
+}
+
+/// No request the origin received starts at the smuggled bytes.
+fn assert_no_smuggled(origin: &Origin) {
+    for raw in origin.captured() {
+        assert!(
+            !raw.starts_with(b"GET /smuggled"),
+            "smuggled: {:?}",
+            String::from_utf8_lossy(&raw)
+        );
+    }
+    assert!(
+        origin.requests() <= 1,
+        "the origin saw {} requests",
+        origin.requests()
+    );
+}
+
+/// An upgrade the origin refuses (426) must not turn the client connection into a raw
+/// tunnel: what the client sends next is HTTP again, parsed and forwarded by the proxy (with
+/// its X-Forwarded-For), or the connection is closed.
+#[test]
+fn refused_websocket_upgrade_is_not_a_tunnel() {
+    let (origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(
+        b"GET /ws?status=426&size=2 HTTP/1.1\r\nHost: test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_eq!(resp.status, 426, "{resp:?}");
+    let _ = c.send(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
+    let _ = c.response(Duration::from_secs(2));
+    drop(c);
+    proxy.shutdown().unwrap();
+    for raw in origin.captured() {
+        if raw.starts_with(b"GET /smuggled") {
+            let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+            assert!(
+                text.contains("x-forwarded-for:"),
+                "tunneled raw to the origin: {text:?}"
+            );
+        }
+    }
+}
+
+/// A 101 to a request that asked for no upgrade is an upstream error: 502, no tunnel.
+#[test]
+fn switching_protocols_without_an_upgrade_request_is_502() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/?status=101")).unwrap();
+    let r = c.response(WAIT);
+    let resp = r.unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_well_formed(&resp, 502);
+    drop(c);
+    proxy.shutdown().unwrap();
+}
+
+// ---- Response-side framing attacks (the origin scripts a bad head via `header=`) ----
+
+/// Two different Content-Lengths from the upstream: RFC 9112 6.3 says a proxy MUST discard
+/// the response, close the upstream connection and answer 502.
+#[test]
+fn response_with_conflicting_content_lengths_is_502() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/?size=64&header=Content-Length:10")).unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_well_formed(&resp, 502);
+    drop(c);
+    // And the upstream connection was not pooled in a desynchronized state.
+    let mut c = Client::connect(addr);
+    c.send(&get("/next?size=3")).unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"abc"[..]));
+    drop(c);
+    proxy.shutdown().unwrap();
+}
+
+/// Transfer-Encoding and Content-Length in a response: chunked wins (or the proxy refuses
+/// with 502); never the Content-Length, which would leave chunk bytes on a pooled
+/// connection for the next client.
+#[test]
+fn response_with_te_and_cl_never_desynchronizes() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/?size=64&chunk=16&header=Content-Length:10"))
+        .unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    if resp.status == 200 {
+        assert!(resp.is_pattern(64), "{resp:?}");
+    } else {
+        assert_well_formed(&resp, 502);
+    }
+    drop(c);
+    for i in 0..3 {
+        let mut c = Client::connect(addr);
+        c.send(&get(&format!("/next{i}?size=3"))).unwrap();
+        let resp = c
+            .response(WAIT)
+            .unwrap_or_else(|r| panic!("no response: {r:?}"));
+        assert_eq!(
+            (resp.status, resp.body.as_slice()),
+            (200, &b"abc"[..]),
+            "request {i}"
+        );
+    }
+    proxy.shutdown().unwrap();
+}
+
+/// A response whose Content-Length is shorter than what the upstream sends before closing:
+/// the client gets exactly the declared bytes, and the surplus never reaches another client.
+#[test]
+fn response_surplus_bytes_never_reach_the_next_client() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/?size=64&framing=close&header=Content-Length:10"))
+        .unwrap();
+    let resp = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {r:?}"));
+    if resp.status == 200 {
+        assert_eq!(resp.body, b"abcdefghij");
+    } else {
+        assert_well_formed(&resp, 502);
+    }
+    drop(c);
+    for i in 0..3 {
+        let mut c = Client::connect(addr);
+        c.send(&get(&format!("/next{i}?size=3"))).unwrap();
+        let resp = c
+            .response(WAIT)
+            .unwrap_or_else(|r| panic!("no response: {r:?}"));
+        assert_eq!(
+            (resp.status, resp.body.as_slice()),
+            (200, &b"abc"[..]),
+            "request {i}"
+        );
+    }
+    proxy.shutdown().unwrap();
+}
