@@ -513,6 +513,11 @@ pub fn main(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
         },
     ) {
         Ok(c) => c,
+        // A runtime that would not start is not a usage error.
+        Err(e @ LoadError::Runtime(_)) => {
+            eprintln!("error: {e}");
+            return 1;
+        }
         Err(e) => return usage(&e),
     };
     print!("{}", render(&c));

@@ -60,7 +60,10 @@ impl Drop for InFlight<'_> {
 
 async fn connect(w: &Worker, server: &Server) -> Result<Upstream, ProxyError> {
     w.stats.upstream_connects.incr();
-    let r = monoio::time::timeout(w.cfg.timeouts.connect, shared::net::connect(server.addr, None));
+    let r = monoio::time::timeout(
+        w.cfg.timeouts.connect,
+        shared::net::connect(server.addr, None),
+    );
     match r.await {
         Ok(Ok(stream)) => Ok(Upstream {
             stream,
@@ -303,7 +306,12 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
 
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever
 /// the client sent after its request to the upstream; then the connection is a tunnel.
-async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, resp: ResponseInfo, ub: BytesMut) -> Next {
+async fn start_tunnel(
+    c: &mut ClientConn,
+    mut up: Upstream,
+    resp: ResponseInfo,
+    ub: BytesMut,
+) -> Next {
     let t = &c.w.cfg.timeouts;
     c.cout.extend_from_slice(&ub[resp.head_len..]);
     c.w.give_buf(ub);
@@ -314,7 +322,10 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, resp: ResponseInfo, 
     if !c.cin.is_empty() {
         let buf = std::mem::take(&mut c.cin);
         let len = buf.len();
-        if write_range(&mut up.stream, buf, 0, len, t.upstream_send).await.is_err() {
+        if write_range(&mut up.stream, buf, 0, len, t.upstream_send)
+            .await
+            .is_err()
+        {
             return Next::Close;
         }
     }

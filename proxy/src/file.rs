@@ -22,6 +22,9 @@ use shared::config::ConfigError;
 use shared::http::limits::MAX_HEADERS_CAP;
 use shared::http::Limits;
 use shared::runtime::{DriverChoice, RuntimeConfig};
+use shared::units::serde_units::{
+    de_duration, de_positive_duration, scalar, size_of, Scalar, SIZE,
+};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::num::{NonZeroU16, NonZeroU32, NonZeroU64, NonZeroUsize};
@@ -42,32 +45,8 @@ pub fn load(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
 
 /// Parse and check config text; `file` names it in errors.
 pub fn config_from_toml(file: &str, text: &str) -> Result<Config, ConfigError> {
-    let raw: FileConfig = shared::config::parse_toml(file, text).map_err(clean_key)?;
+    let raw: FileConfig = shared::config::parse_toml(file, text)?;
     Checker { file, text }.build(raw)
-}
-
-/// `toml::Spanned` shows up in serde's path as a private field the user never wrote; and
-/// toml's messages may span lines ("invalid table header\nexpected `.`"): make them one.
-fn clean_key(e: ConfigError) -> ConfigError {
-    match e {
-        ConfigError::Parse {
-            file,
-            line,
-            key,
-            message,
-        } => ConfigError::Parse {
-            file,
-            line,
-            key: key.map(|k| k.replace(".$__serde_spanned_private_value", "")),
-            message: message
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect::<Vec<_>>()
-                .join(": "),
-        },
-        other => other,
-    }
 }
 
 // ---- The schema. Field names are the file's keys; defaults come from config.rs. ----
@@ -354,62 +333,6 @@ fn de_upstream_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
     let s = String::deserialize(d)?;
     split_upstream(&s).map_err(D::Error::custom)?;
     Ok(s)
-}
-
-/// A number or a string, with errors that say what was expected (serde's untagged enums
-/// only say "data did not match any variant").
-enum Scalar {
-    Int(i64),
-    Str(String),
-}
-
-fn scalar<'de, D: Deserializer<'de>>(d: D, expected: &'static str) -> Result<Scalar, D::Error> {
-    struct V(&'static str);
-    impl serde::de::Visitor<'_> for V {
-        type Value = Scalar;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str(self.0)
-        }
-        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
-            Ok(Scalar::Int(v))
-        }
-        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
-            i64::try_from(v)
-                .map(Scalar::Int)
-                .map_err(|_| E::custom("too large"))
-        }
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
-            Ok(Scalar::Str(v.to_string()))
-        }
-    }
-    d.deserialize_any(V(expected))
-}
-
-const DURATION: &str = "a duration such as \"500ms\", \"3s\", \"2m\", or a number of seconds";
-const SIZE: &str = "a size such as \"32KiB\", \"1MiB\", or a number of bytes";
-
-fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    match scalar(d, DURATION)? {
-        Scalar::Int(n) => u64::try_from(n)
-            .map(Duration::from_secs)
-            .map_err(|_| D::Error::custom(format!("expected {DURATION}"))),
-        Scalar::Str(s) => shared::units::parse_duration(&s).map_err(D::Error::custom),
-    }
-}
-
-fn de_positive_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let v = de_duration(d)?;
-    if v.is_zero() {
-        return Err(D::Error::custom("must be greater than zero"));
-    }
-    Ok(v)
-}
-
-fn size_of<E: serde::de::Error>(v: Scalar) -> Result<u64, E> {
-    match v {
-        Scalar::Int(n) => u64::try_from(n).map_err(|_| E::custom(format!("expected {SIZE}"))),
-        Scalar::Str(s) => shared::units::parse_size(&s).map_err(E::custom),
-    }
 }
 
 fn de_positive_size<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {

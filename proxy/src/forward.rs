@@ -108,7 +108,10 @@ impl<'b> Named<'b> {
 
     fn contains(&self, name: &str, headers: &[httparse::Header<'b>]) -> bool {
         let name = name.as_bytes();
-        if self.inline[..self.n].iter().any(|t| t.eq_ignore_ascii_case(name)) {
+        if self.inline[..self.n]
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(name))
+        {
             return true;
         }
         self.overflow && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case(name))
@@ -197,7 +200,11 @@ pub fn prepare_request(
         if opts.x_forwarded_for {
             out.extend_from_slice(b"X-Forwarded-For: ");
             if xff_seen {
-                for h in head.headers.iter().filter(|h| eq(h.name, "x-forwarded-for")) {
+                for h in head
+                    .headers
+                    .iter()
+                    .filter(|h| eq(h.name, "x-forwarded-for"))
+                {
                     let v = h.value.trim_ascii();
                     if !v.is_empty() {
                         out.extend_from_slice(v);
@@ -307,7 +314,9 @@ pub fn prepare_response(
                 }
                 BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
                 BodyKind::Tunnel => {
-                    return Err(ProxyError::BadResponse(shared::http::CodecError::InvalidStatus))
+                    return Err(ProxyError::BadResponse(
+                        shared::http::CodecError::InvalidStatus,
+                    ))
                 }
             };
             let client_keep_alive = req.keep_alive
@@ -379,8 +388,14 @@ mod tests {
 
     #[test]
     fn ip_text() {
-        assert_eq!(IpText::new("127.0.0.1".parse().unwrap()).as_bytes(), b"127.0.0.1");
+        assert_eq!(
+            IpText::new("127.0.0.1".parse().unwrap()).as_bytes(),
+            b"127.0.0.1"
+        );
         assert_eq!(IpText::new("::1".parse().unwrap()).as_bytes(), b"::1");
-        assert_eq!(IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(), b"10.0.0.1");
+        assert_eq!(
+            IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(),
+            b"10.0.0.1"
+        );
     }
 }

@@ -93,9 +93,14 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM in them so
         // the signal thread `main` installs is the one that takes them.
         let _mask = SignalMask::block();
-        spawn_workers(&cfg.runtime.clone(), driver, flag.clone(), "proxy", items, move |ctx, (ls, st)| {
-            worker::run(ctx, cfg.clone(), ls, st)
-        })?
+        spawn_workers(
+            &cfg.runtime.clone(),
+            driver,
+            flag.clone(),
+            "proxy",
+            items,
+            move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st),
+        )?
     };
     let summary = summary(&cfg, driver, &workers, &addrs, nofile);
     Ok(Running {

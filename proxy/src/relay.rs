@@ -65,8 +65,8 @@ pub async fn request_body(
     let mut total: u64 = 0;
     loop {
         if !cin.is_empty() {
-            let (consumed, a, b, done) =
-                decode_at(&mut dec, cin, 0).map_err(|e| RelayFail::Client(ProxyError::Request(e)))?;
+            let (consumed, a, b, done) = decode_at(&mut dec, cin, 0)
+                .map_err(|e| RelayFail::Client(ProxyError::Request(e)))?;
             total += (b - a) as u64;
             if max.is_some_and(|m| total > m) {
                 return Err(RelayFail::Client(ProxyError::BodyTooLarge));
@@ -137,7 +137,9 @@ pub async fn response_body(
     let client_fail = |_: IoFail| RelayFail::Client(ProxyError::ClientGone);
     if framing == ClientFraming::Empty {
         let buf = std::mem::take(head);
-        *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+        *head = write_all(client, buf, t.send)
+            .await
+            .map_err(|e| client_fail(e.fail))?;
         let clean = pos == ubuf.len();
         return Ok(Relayed { buf: ubuf, clean });
     }
@@ -163,7 +165,9 @@ pub async fn response_body(
                 }
                 if b > a || done {
                     let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                    *head = write_all(client, buf, t.send)
+                        .await
+                        .map_err(|e| client_fail(e.fail))?;
                     head_pending = false;
                 }
             } else if b > a {
@@ -178,7 +182,9 @@ pub async fn response_body(
                 } else if head_pending {
                     head.extend_from_slice(&ubuf[a..b]);
                     let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                    *head = write_all(client, buf, t.send)
+                        .await
+                        .map_err(|e| client_fail(e.fail))?;
                 } else {
                     ubuf = write_range(client, ubuf, a, b, t.send)
                         .await
@@ -190,7 +196,9 @@ pub async fn response_body(
             if done {
                 if head_pending {
                     let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                    *head = write_all(client, buf, t.send)
+                        .await
+                        .map_err(|e| client_fail(e.fail))?;
                 }
                 let clean = pos == ubuf.len();
                 return Ok(Relayed { buf: ubuf, clean });
@@ -202,7 +210,9 @@ pub async fn response_body(
         // Need more input. A slow body must not hold the head back.
         if head_pending {
             let buf = std::mem::take(head);
-            *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+            *head = write_all(client, buf, t.send)
+                .await
+                .map_err(|e| client_fail(e.fail))?;
             head_pending = false;
         }
         // Keep an undecoded tail (a split chunk-size line) at the front.
@@ -218,7 +228,9 @@ pub async fn response_body(
                     head.clear();
                     head.extend_from_slice(LAST_CHUNK);
                     let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send).await.map_err(|e| client_fail(e.fail))?;
+                    *head = write_all(client, buf, t.send)
+                        .await
+                        .map_err(|e| client_fail(e.fail))?;
                 }
                 return Ok(Relayed {
                     buf: ubuf,

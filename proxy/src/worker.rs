@@ -66,7 +66,12 @@ impl Worker {
             pools: cfg
                 .groups
                 .iter()
-                .map(|g| g.servers.iter().map(|_| RefCell::new(ServerPool::new(g))).collect())
+                .map(|g| {
+                    g.servers
+                        .iter()
+                        .map(|_| RefCell::new(ServerPool::new(g)))
+                        .collect()
+                })
                 .collect(),
             cfg,
             shutdown,
@@ -159,7 +164,12 @@ pub async fn run(
     listeners: Vec<std::net::TcpListener>,
     stats: Arc<WorkerStats>,
 ) {
-    let w = Rc::new(Worker::new(ctx.id, cfg.clone(), ctx.shutdown.clone(), stats));
+    let w = Rc::new(Worker::new(
+        ctx.id,
+        cfg.clone(),
+        ctx.shutdown.clone(),
+        stats,
+    ));
     let mut accepts = Vec::with_capacity(listeners.len());
     for l in listeners {
         match monoio::net::TcpListener::from_std(l) {

@@ -41,10 +41,17 @@ pub fn load_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, Confi
 }
 
 /// Deserialize TOML text; `file` names it in errors.
-pub fn parse_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, ConfigError> {
+pub fn parse_toml<T: serde::de::DeserializeOwned>(
+    file: &str,
+    text: &str,
+) -> Result<T, ConfigError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
+        // `toml::Spanned` shows up in serde's path as a private field the user never wrote.
+        let path = e
+            .path()
+            .to_string()
+            .replace(".$__serde_spanned_private_value", "");
         let inner = e.into_inner();
         let line = inner
             .span()
@@ -55,7 +62,14 @@ pub fn parse_toml<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Res
             file: file.to_string(),
             line,
             key,
-            message: inner.message().trim().to_string(),
+            // toml's messages may span lines ("invalid table header\nexpected `.`").
+            message: inner
+                .message()
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(": "),
         }
     })
 }
@@ -97,7 +111,10 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
 }
 
 fn first_line(s: &str) -> &str {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim_end()
+    s.lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(s)
+        .trim_end()
 }
 
 /// Print a one-line usage error and exit 2 (for problems found by `validate()`).
@@ -123,7 +140,7 @@ mod tests {
     #[derive(Debug, Default, Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Timeouts {
-        #[serde(default, deserialize_with = "crate::units::serde_units::duration")]
+        #[serde(default, deserialize_with = "crate::units::serde_units::de_duration")]
         #[allow(dead_code)]
         connect: std::time::Duration,
     }
@@ -132,7 +149,10 @@ mod tests {
     fn bad_value_names_line_and_key() {
         let text = "listen = \"x\"\n\n[timeouts]\nconnect = \"3 fortnights\"\n";
         let err = parse_toml::<Cfg>("p.toml", text).unwrap_err().to_string();
-        assert!(err.starts_with("p.toml:4: key `timeouts.connect`: "), "{err}");
+        assert!(
+            err.starts_with("p.toml:4: key `timeouts.connect`: "),
+            "{err}"
+        );
         assert!(err.contains("invalid duration"), "{err}");
     }
 

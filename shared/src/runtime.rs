@@ -235,7 +235,9 @@ where
                 let core = core.filter(|&c| {
                     let ok = core_affinity::set_for_current(core_affinity::CoreId { id: c });
                     if !ok {
-                        eprintln!("warning: could not pin worker {id} to core {c}; running unpinned");
+                        eprintln!(
+                            "warning: could not pin worker {id} to core {c}; running unpinned"
+                        );
                     }
                     ok
                 });
@@ -304,13 +306,31 @@ mod tests {
     fn auto_falls_back_in_three_steps() {
         use DriverChoice::*;
         use UringFlags::*;
-        assert_eq!(choose_driver(Auto, refuse(&[])).unwrap(), DriverKind::UringFast);
-        assert_eq!(choose_driver(Auto, refuse(&[Fast])).unwrap(), DriverKind::Uring);
-        assert_eq!(choose_driver(Auto, refuse(&[Fast, Plain])).unwrap(), DriverKind::Epoll);
-        assert_eq!(choose_driver(Epoll, refuse(&[])).unwrap(), DriverKind::Epoll);
-        assert_eq!(choose_driver(IoUring, refuse(&[Fast])).unwrap(), DriverKind::Uring);
+        assert_eq!(
+            choose_driver(Auto, refuse(&[])).unwrap(),
+            DriverKind::UringFast
+        );
+        assert_eq!(
+            choose_driver(Auto, refuse(&[Fast])).unwrap(),
+            DriverKind::Uring
+        );
+        assert_eq!(
+            choose_driver(Auto, refuse(&[Fast, Plain])).unwrap(),
+            DriverKind::Epoll
+        );
+        assert_eq!(
+            choose_driver(Epoll, refuse(&[])).unwrap(),
+            DriverKind::Epoll
+        );
+        assert_eq!(
+            choose_driver(IoUring, refuse(&[Fast])).unwrap(),
+            DriverKind::Uring
+        );
         let err = choose_driver(IoUring, refuse(&[Fast, Plain])).unwrap_err();
-        assert!(err.to_string().contains("io_uring is not available"), "{err}");
+        assert!(
+            err.to_string().contains("io_uring is not available"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -341,13 +361,20 @@ mod tests {
         let flag = ShutdownFlag::new();
         let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let s2 = seen.clone();
-        let w = spawn_workers(&cfg, driver, flag.clone(), "t", vec![10usize, 20], move |ctx, v| {
-            let seen = s2.clone();
-            async move {
-                ctx.shutdown.wait().await;
-                seen.fetch_add(v + ctx.id, std::sync::atomic::Ordering::SeqCst);
-            }
-        })
+        let w = spawn_workers(
+            &cfg,
+            driver,
+            flag.clone(),
+            "t",
+            vec![10usize, 20],
+            move |ctx, v| {
+                let seen = s2.clone();
+                async move {
+                    ctx.shutdown.wait().await;
+                    seen.fetch_add(v + ctx.id, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+        )
         .unwrap();
         assert_eq!(w.cores.len(), 2);
         flag.trigger();

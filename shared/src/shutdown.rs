@@ -107,7 +107,13 @@ impl Shutdown {
         if self.inner.fired.replace(true) {
             return;
         }
-        let wakers: Vec<Waker> = self.inner.wakers.borrow_mut().drain().map(|(_, w)| w).collect();
+        let wakers: Vec<Waker> = self
+            .inner
+            .wakers
+            .borrow_mut()
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
         for w in wakers {
             w.wake();
         }

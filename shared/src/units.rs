@@ -91,34 +91,71 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
-/// serde adapters so TOML files take the same spellings as the command line.
+/// serde adapters so TOML files take the same spellings as the command line, with errors that
+/// say what was expected.
 pub mod serde_units {
-    use serde::{de::Error, Deserialize, Deserializer};
+    use serde::de::Error;
+    use serde::Deserializer;
     use std::time::Duration;
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum NumOrStr {
-        Num(u64),
+    /// A number or a string, with errors that say what was expected (serde's untagged enums
+    /// only say "data did not match any variant").
+    pub enum Scalar {
+        Int(i64),
         Str(String),
     }
 
-    pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        match NumOrStr::deserialize(d)? {
-            NumOrStr::Num(n) => Ok(Duration::from_secs(n)),
-            NumOrStr::Str(s) => super::parse_duration(&s).map_err(D::Error::custom),
+    pub fn scalar<'de, D: Deserializer<'de>>(
+        d: D,
+        expected: &'static str,
+    ) -> Result<Scalar, D::Error> {
+        struct V(&'static str);
+        impl serde::de::Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                i64::try_from(v)
+                    .map(Scalar::Int)
+                    .map_err(|_| E::custom("too large"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Str(v.to_string()))
+            }
+        }
+        d.deserialize_any(V(expected))
+    }
+
+    pub const DURATION: &str =
+        "a duration such as \"500ms\", \"3s\", \"2m\", or a number of seconds";
+    pub const SIZE: &str = "a size such as \"32KiB\", \"1MiB\", or a number of bytes";
+
+    pub fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match scalar(d, DURATION)? {
+            Scalar::Int(n) => u64::try_from(n)
+                .map(Duration::from_secs)
+                .map_err(|_| D::Error::custom(format!("expected {DURATION}"))),
+            Scalar::Str(s) => super::parse_duration(&s).map_err(D::Error::custom),
         }
     }
 
-    pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        match NumOrStr::deserialize(d)? {
-            NumOrStr::Num(n) => Ok(n),
-            NumOrStr::Str(s) => super::parse_size(&s).map_err(D::Error::custom),
+    pub fn de_positive_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let v = de_duration(d)?;
+        if v.is_zero() {
+            return Err(D::Error::custom("must be greater than zero"));
         }
+        Ok(v)
     }
 
-    pub fn opt_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-        size(d).map(Some)
+    pub fn size_of<E: serde::de::Error>(v: Scalar) -> Result<u64, E> {
+        match v {
+            Scalar::Int(n) => u64::try_from(n).map_err(|_| E::custom(format!("expected {SIZE}"))),
+            Scalar::Str(s) => super::parse_size(&s).map_err(E::custom),
+        }
     }
 }
 

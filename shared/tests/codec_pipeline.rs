@@ -87,7 +87,10 @@ fn response_to_head_and_connect() {
     else {
         panic!()
     };
-    assert_eq!((h.body, h.keep_alive, &wire[h.head_len..]), (BodyKind::Tunnel, false, &b"\x16\x03"[..]));
+    assert_eq!(
+        (h.body, h.keep_alive, &wire[h.head_len..]),
+        (BodyKind::Tunnel, false, &b"\x16\x03"[..])
+    );
 }
 
 #[test]

@@ -461,39 +461,3 @@ fn compare_table_has_medians_spreads_and_cpu_lines() {
             .unwrap();
     assert_eq!(merged.len(), 600);
 }
-#[test]
-fn zz_print() {
-    let mut r = synthetic();
-    println!("{}", loader::report::render(&r));
-    r.mode = LoadMode::Rate { target: 200.0 };
-    let mut s = r.urls[0].clone();
-    s.url = "http://127.0.0.1:8080/other".into();
-    r.urls.push(s);
-    r.keep_alive = false;
-    r.source_addresses = 64;
-    println!("{}", loader::report::render(&r));
-    let round = |e: u64| Round {
-        result: {
-            let mut r = synthetic();
-            r.elapsed = Duration::from_millis(e);
-            r
-        },
-        watched: vec![Some(Default::default())],
-        loader_cpu: Some(Default::default()),
-    };
-    let c = Comparison {
-        a: Side {
-            url: "http://127.0.0.1:1/".into(),
-            rounds: vec![round(2000), round(1900), round(2100)],
-        },
-        b: Side {
-            url: "http://127.0.0.1:2/".into(),
-            rounds: vec![round(2500), round(2400), round(2600)],
-        },
-        watch_pids: vec![4242],
-        rounds_planned: 3,
-        load: "-n 200 -c 4 keep-alive".into(),
-        interrupted: false,
-    };
-    println!("{}", loader::compare::render(&c));
-}

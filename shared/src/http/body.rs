@@ -53,7 +53,11 @@ impl BodyDecoder {
                 if done {
                     self.state = State::Done;
                 }
-                Ok(Decoded { consumed: n, data: &input[..n], done })
+                Ok(Decoded {
+                    consumed: n,
+                    data: &input[..n],
+                    done,
+                })
             }
             State::Chunked(c) => {
                 let d = c.decode(input)?;
@@ -62,8 +66,16 @@ impl BodyDecoder {
                 }
                 Ok(d)
             }
-            State::CloseDelimited => Ok(Decoded { consumed: input.len(), data: input, done: false }),
-            State::Done => Ok(Decoded { consumed: 0, data: &[], done: true }),
+            State::CloseDelimited => Ok(Decoded {
+                consumed: input.len(),
+                data: input,
+                done: false,
+            }),
+            State::Done => Ok(Decoded {
+                consumed: 0,
+                data: &[],
+                done: true,
+            }),
         }
     }
 

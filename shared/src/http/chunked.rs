@@ -69,8 +69,20 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,
-            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_'
-                | b'`' | b'|' | b'~'
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
         )
 }
 
@@ -106,7 +118,11 @@ impl ChunkedDecoder {
                     if self.remaining == 0 {
                         self.state = ChunkedState::DataCr;
                     }
-                    return Ok(Decoded { consumed: pos + n, data: &input[pos..pos + n], done: false });
+                    return Ok(Decoded {
+                        consumed: pos + n,
+                        data: &input[pos..pos + n],
+                        done: false,
+                    });
                 }
                 ChunkedState::Done => break,
                 _ => {
@@ -115,7 +131,11 @@ impl ChunkedDecoder {
                 }
             }
         }
-        Ok(Decoded { consumed: pos, data: &[], done: self.state == ChunkedState::Done })
+        Ok(Decoded {
+            consumed: pos,
+            data: &[],
+            done: self.state == ChunkedState::Done,
+        })
     }
 
     /// One framing byte.

@@ -52,7 +52,10 @@ pub fn end_head(dst: &mut BytesMut) {
 
 /// A chunk-size line for `len` payload bytes (hex, CRLF). `len` must not be 0.
 pub fn write_chunk_header(dst: &mut BytesMut, len: usize) {
-    debug_assert!(len != 0, "a zero-size chunk is the last chunk: use LAST_CHUNK");
+    debug_assert!(
+        len != 0,
+        "a zero-size chunk is the last chunk: use LAST_CHUNK"
+    );
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut buf = [0u8; 18];
     let mut i = 16;
@@ -137,7 +140,13 @@ pub fn write_simple_response(dst: &mut BytesMut, version: Version, status: u16, 
     let mut digits = [0u8; 20];
     let code = fmt_decimal(u64::from(status), &mut digits);
     // Body: "404 Not Found\n" (or "599\n" when the reason is unknown).
-    let body_len = code.len() + if reason.is_empty() { 0 } else { 1 + reason.len() } + 1;
+    let body_len = code.len()
+        + if reason.is_empty() {
+            0
+        } else {
+            1 + reason.len()
+        }
+        + 1;
     dst.reserve(body_len + reason.len() + 96);
     write_status_line(dst, version, status, reason);
     write_header(dst, b"Content-Type", b"text/plain");

@@ -51,14 +51,20 @@ pub fn connection_tokens<'h, 'b: 'h>(
 
 /// The non-empty elements of a comma-separated list (RFC 9110 5.6.1), trimmed of OWS.
 pub fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value.split(|&b| b == b',').map(trim_ows).filter(|e| !e.is_empty())
+    value
+        .split(|&b| b == b',')
+        .map(trim_ows)
+        .filter(|e| !e.is_empty())
 }
 
 /// `value` without leading and trailing spaces and tabs.
 pub fn trim_ows(value: &[u8]) -> &[u8] {
     let start = value.iter().position(|&b| b != b' ' && b != b'\t');
     let Some(start) = start else { return &[] };
-    let end = value.iter().rposition(|&b| b != b' ' && b != b'\t').map_or(start, |e| e + 1);
+    let end = value
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(start, |e| e + 1);
     &value[start..end]
 }
 
@@ -107,19 +113,19 @@ impl<'b> FieldScan<'b> {
             // Dispatch on (length, first letter) so that an ordinary field costs two compares.
             let first = name.first().map_or(0, |b| b | 0x20);
             match (name.len(), first) {
-                (4, b'h') if name.eq_ignore_ascii_case(b"host") => {
+                (4, b'h') if eq_lower(name, b"host") => {
                     s.host_count += 1;
                     s.host = Some(h.value);
                 }
-                (6, b'e') if name.eq_ignore_ascii_case(b"expect") => {
-                    s.expect_continue |= h.value.eq_ignore_ascii_case(b"100-continue");
+                (6, b'e') if eq_lower(name, b"expect") => {
+                    s.expect_continue |= eq_lower(h.value, b"100-continue");
                 }
-                (7, b'u') if name.eq_ignore_ascii_case(b"upgrade") => s.upgrade = Some(h.value),
-                (10, b'c') if name.eq_ignore_ascii_case(b"connection") => s.connection(h.value),
-                (14, b'c') if name.eq_ignore_ascii_case(b"content-length") => {
+                (7, b'u') if eq_lower(name, b"upgrade") => s.upgrade = Some(h.value),
+                (10, b'c') if eq_lower(name, b"connection") => s.connection(h.value),
+                (14, b'c') if eq_lower(name, b"content-length") => {
                     s.content_length(h.value)
                 }
-                (17, b't') if name.eq_ignore_ascii_case(b"transfer-encoding") => {
+                (17, b't') if eq_lower(name, b"transfer-encoding") => {
                     s.transfer_encoding(h.value)
                 }
                 _ => {}
@@ -130,11 +136,11 @@ impl<'b> FieldScan<'b> {
 
     fn connection(&mut self, value: &[u8]) {
         // The common single-token values skip the list split.
-        if value.eq_ignore_ascii_case(b"keep-alive") {
+        if eq_lower(value, b"keep-alive") {
             self.conn_keep_alive = true;
             return;
         }
-        if value.eq_ignore_ascii_case(b"close") {
+        if eq_lower(value, b"close") {
             self.conn_close = true;
             return;
         }
@@ -155,7 +161,7 @@ impl<'b> FieldScan<'b> {
             // A coding may carry parameters: its name ends at `;`.
             let name = trim_ows(coding.split(|&b| b == b';').next().unwrap_or(&[]));
             self.te.count += 1;
-            let chunked = name.eq_ignore_ascii_case(b"chunked");
+            let chunked = eq_lower(name, b"chunked");
             self.te.chunked_count += u32::from(chunked);
             self.te.last_is_chunked = chunked;
             self.te.unknown |= !chunked && !is_known_coding(name);
@@ -166,6 +172,13 @@ impl<'b> FieldScan<'b> {
     /// (RFC 9112 6.3 step 5; identical duplicates such as `5, 5` are accepted as one).
     fn content_length(&mut self, value: &[u8]) {
         self.has_content_length = true;
+        // Fast path: one plain number, the first Content-Length seen.
+        if self.content_length.is_none() && self.content_length_error.is_none() {
+            if let Some(n) = parse_decimal(value) {
+                self.content_length = Some(n);
+                return;
+            }
+        }
         let mut any = false;
         for element in value.split(|&b| b == b',').map(trim_ows) {
             any = true;
@@ -194,6 +207,15 @@ impl<'b> FieldScan<'b> {
     }
 }
 
+/// Case-insensitive equality of a header name or value with `lower`, a lowercase ASCII
+/// constant made of letters, digits and `-`. Comparing `byte | 0x20` is exact here: the
+/// only other bytes that map onto those are control characters, which httparse has already
+/// rejected in names and values. No early exit, so it compiles to a few wide compares.
+#[inline(always)]
+fn eq_lower(a: &[u8], lower: &[u8]) -> bool {
+    a.len() == lower.len() && a.iter().zip(lower).fold(0u8, |d, (&x, &y)| d | ((x | 0x20) ^ y)) == 0
+}
+
 /// Transfer codings registered with IANA besides chunked (RFC 9110 8.4.1, RFC 9112 7).
 fn is_known_coding(name: &[u8]) -> bool {
     ["gzip", "x-gzip", "deflate", "compress", "x-compress"]
@@ -217,7 +239,10 @@ pub fn parse_decimal(digits: &[u8]) -> Option<u64> {
 }
 
 /// Request framing, RFC 9112 6.3 (requests never read until close):
-pub(crate) fn request_body_kind(scan: &FieldScan, version: Version) -> Result<BodyKind, CodecError> {
+pub(crate) fn request_body_kind(
+    scan: &FieldScan,
+    version: Version,
+) -> Result<BodyKind, CodecError> {
     if scan.te.present {
         // 6.1: "A server that receives a request message with a transfer coding it does not
         // understand SHOULD respond with 501 (Not Implemented)."
@@ -286,7 +311,10 @@ pub(crate) fn response_body_kind(
     // Step 1: "Any response to a HEAD request and any response with a 1xx (Informational),
     // 204 (No Content), or 304 (Not Modified) status code is always terminated by the first
     // empty line after the header fields, regardless of the header fields present".
-    if method == RequestMethod::Head || (100..200).contains(&status) || status == 204 || status == 304
+    if method == RequestMethod::Head
+        || (100..200).contains(&status)
+        || status == 204
+        || status == 304
     {
         return Ok(BodyKind::Empty);
     }

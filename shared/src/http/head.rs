@@ -99,12 +99,21 @@ pub fn parse_request<'h, 'b>(
             };
         }
     };
-    let httparse::Request { method, path, version, headers } = req;
+    let httparse::Request {
+        method,
+        path,
+        version,
+        headers,
+    } = req;
     let headers: &'h [httparse::Header<'b>] = headers;
     let (Some(method), Some(target), Some(version)) = (method, path, version) else {
         return Err(CodecError::InvalidStartLine); // httparse sets all three on Complete
     };
-    let version = if version == 0 { Version::Http10 } else { Version::Http11 };
+    let version = if version == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
 
     // Start-line checks: leading empty lines must be CRLF, the line within its limit.
     let base = buf.as_ptr() as usize;
@@ -130,7 +139,11 @@ pub fn parse_request<'h, 'b>(
         body,
         keep_alive: scan.keep_alive(version),
         expect_continue: scan.expect_continue && version == Version::Http11,
-        upgrade: if scan.conn_upgrade { scan.upgrade } else { None },
+        upgrade: if scan.conn_upgrade {
+            scan.upgrade
+        } else {
+            None
+        },
     }))
 }
 
@@ -162,23 +175,35 @@ pub fn parse_response<'h, 'b>(
             };
         }
     };
-    let httparse::Response { version, code, reason, headers } = res;
+    let httparse::Response {
+        version,
+        code,
+        reason,
+        headers,
+    } = res;
     let headers: &'h [httparse::Header<'b>] = headers;
     let (Some(version), Some(status)) = (version, code) else {
         return Err(CodecError::InvalidStartLine);
     };
-    let version = if version == 0 { Version::Http10 } else { Version::Http11 };
+    let version = if version == 0 {
+        Version::Http10
+    } else {
+        Version::Http11
+    };
     if status < 100 {
         return Err(CodecError::InvalidStatus);
     }
-    let leading = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    let leading = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
     check_leading_crlf(&buf[..leading])?;
     check_head_end(buf, head_len)?;
 
     let scan = FieldScan::scan(buf, headers)?;
     let body = response_body_kind(&scan, version, status, method)?;
-    let keep_alive = scan.keep_alive(version)
-        && !matches!(body, BodyKind::CloseDelimited | BodyKind::Tunnel);
+    let keep_alive =
+        scan.keep_alive(version) && !matches!(body, BodyKind::CloseDelimited | BodyKind::Tunnel);
     Ok(Status::Complete(ResponseHead {
         version,
         status,
@@ -205,7 +230,10 @@ fn check_leading_crlf(lead: &[u8]) -> Result<(), CodecError> {
 /// in `FieldScan::scan`, which walks the fields anyway) or one of the two at the very end,
 /// checked here; so every bare LF is found without a pass over the bytes.
 fn check_head_end(buf: &[u8], head_len: usize) -> Result<(), CodecError> {
-    match head_len.checked_sub(4).and_then(|start| buf.get(start..head_len)) {
+    match head_len
+        .checked_sub(4)
+        .and_then(|start| buf.get(start..head_len))
+    {
         Some(b"\r\n\r\n") => Ok(()),
         _ => Err(CodecError::BareLf),
     }
@@ -265,8 +293,24 @@ static AUTHORITY_BYTES: [bool; 256] = {
         t[b] = c.is_ascii_alphanumeric()
             || matches!(
                 c,
-                b'-' | b'.' | b'_' | b'~' | b'%' | b'!' | b'$' | b'&' | b'\'' | b'(' | b')'
-                    | b'*' | b'+' | b',' | b';' | b'=' | b':' | b'[' | b']'
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'%'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'['
+                    | b']'
             );
         b += 1;
     }
@@ -280,24 +324,36 @@ fn absolute_authority(t: &[u8]) -> Option<&[u8]> {
     let scheme = &t[..colon];
     // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )
     let valid_scheme = scheme.first().is_some_and(u8::is_ascii_alphabetic)
-        && scheme.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+        && scheme
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
     let rest = t[colon + 1..].strip_prefix(b"//")?;
     if !valid_scheme {
         return None;
     }
-    let end = rest.iter().position(|&b| matches!(b, b'/' | b'?' | b'#')).unwrap_or(rest.len());
+    let end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
     Some(&rest[..end])
 }
 
 /// Whether the request line (after any leading empty lines) is longer than `limit`, looking
 /// at no more than `limit + 2` bytes of it.
 fn request_line_too_long(buf: &[u8], limit: usize) -> bool {
-    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    let lead = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
     let line = &buf[lead..];
     let window = &line[..line.len().min(limit.saturating_add(2))];
     match window.iter().position(|&b| b == b'\n') {
         Some(lf) => {
-            let len = if lf > 0 && window[lf - 1] == b'\r' { lf - 1 } else { lf };
+            let len = if lf > 0 && window[lf - 1] == b'\r' {
+                lf - 1
+            } else {
+                lf
+            };
             len > limit
         }
         None => line.len() > limit.saturating_add(1),
@@ -314,13 +370,28 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,
-            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_'
-                | b'`' | b'|' | b'~'
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
         )
 }
 
 fn classify_request_error(buf: &[u8], e: httparse::Error) -> Option<CodecError> {
-    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    let lead = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
     let line = &buf[lead..];
     match e {
         httparse::Error::Version => {
@@ -354,7 +425,10 @@ fn classify_request_error(buf: &[u8], e: httparse::Error) -> Option<CodecError> 
 }
 
 fn classify_response_error(buf: &[u8], e: httparse::Error) -> Option<CodecError> {
-    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    let lead = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
     match e {
         httparse::Error::Version => classify_version(&buf[lead..], |b| b == b' '),
         httparse::Error::Status => Some(CodecError::InvalidStatus),
@@ -378,7 +452,11 @@ fn classify_version(field: &[u8], is_end: impl Fn(u8) -> bool) -> Option<CodecEr
         Some([major, b'.', minor]) => major.is_ascii_digit() && minor.is_ascii_digit(),
         _ => false,
     };
-    Some(if well_formed { CodecError::UnsupportedVersion } else { CodecError::InvalidVersion })
+    Some(if well_formed {
+        CodecError::UnsupportedVersion
+    } else {
+        CodecError::InvalidVersion
+    })
 }
 
 /// httparse rejected something after the start line (or its line ending): find the first
@@ -409,7 +487,9 @@ fn classify_field_error(buf: &[u8], lead: usize, e: httparse::Error) -> Option<C
             None => return None,
             Some(b':') if name_len > 0 => {}
             Some(b' ' | b'\t') if name_len > 0 => {
-                let ws = line[name_len..].iter().take_while(|&&b| b == b' ' || b == b'\t');
+                let ws = line[name_len..]
+                    .iter()
+                    .take_while(|&&b| b == b' ' || b == b'\t');
                 return match line.get(name_len + ws.count()) {
                     None => None,
                     Some(b':') => Some(CodecError::WhitespaceBeforeColon),

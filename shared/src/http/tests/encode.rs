@@ -11,8 +11,13 @@ fn heads_round_trip() {
     write_header(&mut b, b"Host", b"example.com");
     write_header_u64(&mut b, b"Content-Length", 12345);
     end_head(&mut b);
-    assert_eq!(&b[..], b"GET /x?y HTTP/1.1\r\nHost: example.com\r\nContent-Length: 12345\r\n\r\n");
-    let Ok(Status::Complete(h)) = req(&b) else { panic!() };
+    assert_eq!(
+        &b[..],
+        b"GET /x?y HTTP/1.1\r\nHost: example.com\r\nContent-Length: 12345\r\n\r\n"
+    );
+    let Ok(Status::Complete(h)) = req(&b) else {
+        panic!()
+    };
     assert_eq!(h.body, BodyKind::Length(12345));
 
     let mut b = BytesMut::new();
@@ -37,7 +42,14 @@ fn chunk_framing() {
     b.extend_from_slice(CHUNK_END);
     b.extend_from_slice(LAST_CHUNK);
     let run = decode_pieces(BodyKind::Chunked, &Limits::default(), &[&b]);
-    assert_eq!(run, BodyRun { data: b"hello".to_vec(), result: Ok(true), rest: vec![] });
+    assert_eq!(
+        run,
+        BodyRun {
+            data: b"hello".to_vec(),
+            result: Ok(true),
+            rest: vec![]
+        }
+    );
 }
 
 #[test]
@@ -52,10 +64,14 @@ Connection: close\r\n\r\n400 Bad Request\n"[..]
     for status in [200u16, 404, 414, 431, 501, 502, 505, 599] {
         b.clear();
         write_simple_response(&mut b, Version::Http11, status, false);
-        let Ok(Status::Complete(h)) = res(&b, RequestMethod::Other) else { panic!("{status}") };
+        let Ok(Status::Complete(h)) = res(&b, RequestMethod::Other) else {
+            panic!("{status}")
+        };
         assert_eq!(h.status, status);
         assert!(h.keep_alive);
-        let BodyKind::Length(n) = h.body else { panic!() };
+        let BodyKind::Length(n) = h.body else {
+            panic!()
+        };
         assert_eq!(b.len() - h.head_len, n as usize);
     }
     assert_eq!(reason_phrase(999), "");
@@ -77,16 +93,33 @@ fn error_statuses() {
 #[test]
 fn hop_by_hop_and_connection_tokens() {
     use crate::http::framing::{connection_tokens, is_hop_by_hop};
-    for name in ["Connection", "keep-alive", "PROXY-CONNECTION", "te", "Trailer", "transfer-encoding", "Upgrade"] {
+    for name in [
+        "Connection",
+        "keep-alive",
+        "PROXY-CONNECTION",
+        "te",
+        "Trailer",
+        "transfer-encoding",
+        "Upgrade",
+    ] {
         assert!(is_hop_by_hop(name), "{name}");
     }
     for name in ["Host", "Content-Length", "Trailers", "TEE", "X-Upgrade"] {
         assert!(!is_hop_by_hop(name), "{name}");
     }
     let headers = [
-        httparse::Header { name: "Connection", value: b" X-Foo ,, close" },
-        httparse::Header { name: "Host", value: b"a" },
-        httparse::Header { name: "connection", value: b"Upgrade" },
+        httparse::Header {
+            name: "Connection",
+            value: b" X-Foo ,, close",
+        },
+        httparse::Header {
+            name: "Host",
+            value: b"a",
+        },
+        httparse::Header {
+            name: "connection",
+            value: b"Upgrade",
+        },
     ];
     let tokens: Vec<&[u8]> = connection_tokens(&headers).collect();
     assert_eq!(tokens, [&b"X-Foo"[..], b"close", b"Upgrade"]);

@@ -42,7 +42,9 @@ pub struct Res {
 pub type Parsed<T> = Result<Status<T>, CodecError>;
 
 fn own_headers(h: &[httparse::Header<'_>]) -> Vec<(String, Vec<u8>)> {
-    h.iter().map(|h| (h.name.to_string(), h.value.to_vec())).collect()
+    h.iter()
+        .map(|h| (h.name.to_string(), h.value.to_vec()))
+        .collect()
 }
 
 pub fn req_with(buf: &[u8], limits: &Limits) -> Parsed<Req> {
@@ -115,10 +117,20 @@ pub fn assert_prefixes<T: HeadLen + PartialEq + std::fmt::Debug>(
         let p = parse(&wire[..n]);
         match (&full, &p) {
             (Ok(Status::Complete(f)), _) if n >= f.head_len() => {
-                assert_eq!(p, full, "prefix of {n} bytes of {:?}", String::from_utf8_lossy(wire))
+                assert_eq!(
+                    p,
+                    full,
+                    "prefix of {n} bytes of {:?}",
+                    String::from_utf8_lossy(wire)
+                )
             }
             (_, Ok(Status::Partial)) => {}
-            _ => assert_eq!(p, full, "prefix of {n} bytes of {:?}", String::from_utf8_lossy(wire)),
+            _ => assert_eq!(
+                p,
+                full,
+                "prefix of {n} bytes of {:?}",
+                String::from_utf8_lossy(wire)
+            ),
         }
     }
 }
@@ -146,7 +158,13 @@ pub fn decode_pieces(kind: BodyKind, limits: &Limits, pieces: &[&[u8]]) -> BodyR
             }
             match d.decode(&buf) {
                 // What is left after an error depends on the split: report none.
-                Err(e) => return BodyRun { data, result: Err(e), rest: Vec::new() },
+                Err(e) => {
+                    return BodyRun {
+                        data,
+                        result: Err(e),
+                        rest: Vec::new(),
+                    }
+                }
                 Ok(out) => {
                     assert!(out.consumed <= buf.len());
                     data.extend_from_slice(out.data);
@@ -164,10 +182,18 @@ pub fn decode_pieces(kind: BodyKind, limits: &Limits, pieces: &[&[u8]]) -> BodyR
         }
     }
     if d.is_done() {
-        return BodyRun { data, result: Ok(true), rest: buf };
+        return BodyRun {
+            data,
+            result: Ok(true),
+            rest: buf,
+        };
     }
     let result = d.finish().map(|()| false);
-    BodyRun { data, result, rest: buf }
+    BodyRun {
+        data,
+        result,
+        rest: buf,
+    }
 }
 
 /// One-shot, every 2-piece split and byte-by-byte decodes all agree; returns the one-shot run.
@@ -175,7 +201,12 @@ pub fn assert_body_splits(kind: BodyKind, limits: &Limits, wire: &[u8]) -> BodyR
     let whole = decode_pieces(kind, limits, &[wire]);
     for n in 0..=wire.len() {
         let split = decode_pieces(kind, limits, &[&wire[..n], &wire[n..]]);
-        assert_eq!(split, whole, "split at {n} of {:?}", String::from_utf8_lossy(wire));
+        assert_eq!(
+            split,
+            whole,
+            "split at {n} of {:?}",
+            String::from_utf8_lossy(wire)
+        );
     }
     let bytes: Vec<&[u8]> = wire.chunks(1).collect();
     assert_eq!(decode_pieces(kind, limits, &bytes), whole, "byte by byte");

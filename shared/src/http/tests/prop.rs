@@ -36,7 +36,9 @@ const ALPHABET: &[u8] = b"GET HTP/1.0\r\n:;=\"\t \0\x7f\xffHost:Content-Length:T
 
 fn random_message(rng: &mut XorShift) -> Vec<u8> {
     let len = rng.below(96);
-    let mut v: Vec<u8> = (0..len).map(|_| ALPHABET[rng.below(ALPHABET.len())]).collect();
+    let mut v: Vec<u8> = (0..len)
+        .map(|_| ALPHABET[rng.below(ALPHABET.len())])
+        .collect();
     // Sometimes start from a valid message and corrupt a few bytes.
     if rng.below(2) == 0 {
         v = VALID[rng.below(VALID.len())].to_vec();
@@ -71,7 +73,11 @@ fn random_inputs_never_panic_and_prefixes_agree() {
             }
         }
         // Bodies: every kind decodes arbitrary bytes without panicking, split or not.
-        for kind in [BodyKind::Chunked, BodyKind::Length(7), BodyKind::CloseDelimited] {
+        for kind in [
+            BodyKind::Chunked,
+            BodyKind::Length(7),
+            BodyKind::CloseDelimited,
+        ] {
             let whole = decode_pieces(kind, &limits, &[&msg]);
             let split = decode_pieces(kind, &limits, &[&msg[..n], &msg[n..]]);
             assert_eq!(whole, split, "{kind:?} {msg:?} at {n}");
@@ -91,16 +97,22 @@ fn random_splits_of_valid_messages_agree() {
         };
         // One-shot: head, then body.
         let (head_len, kind) = if is_req {
-            let Ok(Status::Complete(h)) = req(wire) else { panic!("{wire:?}") };
+            let Ok(Status::Complete(h)) = req(wire) else {
+                panic!("{wire:?}")
+            };
             (h.head_len, h.body)
         } else {
-            let Ok(Status::Complete(h)) = res(wire, RequestMethod::Other) else { panic!() };
+            let Ok(Status::Complete(h)) = res(wire, RequestMethod::Other) else {
+                panic!()
+            };
             (h.head_len, h.body)
         };
         let whole = decode_pieces(kind, &limits, &[&wire[head_len..]]);
         assert!(whole.result.is_ok(), "{wire:?}: {whole:?}");
         // Random cut points over the whole message, fed the way a connection would.
-        let mut cuts: Vec<usize> = (0..rng.below(6)).map(|_| rng.below(wire.len() + 1)).collect();
+        let mut cuts: Vec<usize> = (0..rng.below(6))
+            .map(|_| rng.below(wire.len() + 1))
+            .collect();
         cuts.sort_unstable();
         let mut pieces = Vec::new();
         let mut last = 0;
@@ -135,6 +147,10 @@ fn random_splits_of_valid_messages_agree() {
         assert_eq!(got_head_len, head_len);
         let mut body_pieces: Vec<&[u8]> = vec![&buf[head_len..]];
         body_pieces.extend_from_slice(&pieces[next..]);
-        assert_eq!(decode_pieces(kind, &limits, &body_pieces), whole, "{wire:?}");
+        assert_eq!(
+            decode_pieces(kind, &limits, &body_pieces),
+            whole,
+            "{wire:?}"
+        );
     }
 }

@@ -156,7 +156,9 @@ fn request_table() {
 fn request_fields() {
     let wire = b"POST /submit?a=1 HTTP/1.1\r\nHost: example.com:8080\r\nContent-Length: 3\r\n\
 Expect: 100-continue\r\nConnection: Upgrade, keep-alive\r\nUpgrade: websocket\r\n\r\nabc";
-    let Ok(Status::Complete(h)) = req(wire) else { panic!("{:?}", req(wire)) };
+    let Ok(Status::Complete(h)) = req(wire) else {
+        panic!("{:?}", req(wire))
+    };
     assert_eq!(h.method, "POST");
     assert_eq!(h.target, "/submit?a=1");
     assert_eq!(h.version, Version::Http11);
@@ -166,9 +168,13 @@ Expect: 100-continue\r\nConnection: Upgrade, keep-alive\r\nUpgrade: websocket\r\
     assert!(h.keep_alive && h.expect_continue);
     assert_eq!(h.upgrade.as_deref(), Some(&b"websocket"[..]));
     assert_eq!(h.headers.len(), 5);
-    assert_eq!(h.headers[0], ("Host".to_string(), b"example.com:8080".to_vec()));
+    assert_eq!(
+        h.headers[0],
+        ("Host".to_string(), b"example.com:8080".to_vec())
+    );
     // Upgrade without the Connection token is not an upgrade; Expect in HTTP/1.0 is ignored.
-    let Ok(Status::Complete(h)) = req(b"GET / HTTP/1.0\r\nUpgrade: h2c\r\nExpect: 100-continue\r\n\r\n")
+    let Ok(Status::Complete(h)) =
+        req(b"GET / HTTP/1.0\r\nUpgrade: h2c\r\nExpect: 100-continue\r\n\r\n")
     else {
         panic!()
     };
@@ -179,19 +185,34 @@ Expect: 100-continue\r\nConnection: Upgrade, keep-alive\r\nUpgrade: websocket\r\
 
 #[test]
 fn request_limits() {
-    let limits = Limits { max_request_line: 64, max_head: 256, max_headers: 4, ..Limits::default() };
+    let limits = Limits {
+        max_request_line: 64,
+        max_head: 256,
+        max_headers: 4,
+        ..Limits::default()
+    };
     let at = |w: &[u8]| req_with(w, &limits);
     let line = |total: usize| format!("GET /{} HTTP/1.1", "a".repeat(total - 14));
     // A 64-byte line is fine, 65 is 414, complete or still arriving.
     let ok = format!("{}\r\nHost: a\r\n\r\n", line(64));
-    assert!(matches!(at(ok.as_bytes()), Ok(Status::Complete(_))), "{:?}", at(ok.as_bytes()));
+    assert!(
+        matches!(at(ok.as_bytes()), Ok(Status::Complete(_))),
+        "{:?}",
+        at(ok.as_bytes())
+    );
     let long = format!("{}\r\nHost: a\r\n\r\n", line(65));
     assert_eq!(at(long.as_bytes()), Err(RequestLineTooLong));
     assert_eq!(at(&long.as_bytes()[..66]), Err(RequestLineTooLong));
-    assert_eq!(at(format!("GET /{}", "a".repeat(100)).as_bytes()), Err(RequestLineTooLong));
+    assert_eq!(
+        at(format!("GET /{}", "a".repeat(100)).as_bytes()),
+        Err(RequestLineTooLong)
+    );
     assert_eq!(RequestLineTooLong.status(), 414);
     // Head over 256 bytes: 431, also while partial.
-    let big = format!("GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n", "b".repeat(250));
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+        "b".repeat(250)
+    );
     assert_eq!(at(big.as_bytes()), Err(HeadTooLarge));
     assert_eq!(at(&big.as_bytes()[..256]), Err(HeadTooLarge));
     assert_eq!(at(&big.as_bytes()[..255]), Ok(Status::Partial));

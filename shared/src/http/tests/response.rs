@@ -15,50 +15,182 @@ enum Want {
 fn table() -> Vec<(RequestMethod, &'static str, Want)> {
     use Want::Ok as ok;
     vec![
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", ok(200, Length(5), true)),
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", ok(200, Empty, true)),
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", ok(200, Length(5), true)),
-        (Other, "HTTP/1.1 200 OK\r\n\r\n", ok(200, CloseDelimited, false)),
-        (Other, "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\n", ok(200, Length(1), true)),
-        (Other, "HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", ok(404, Length(1), false)),
-        (Other, "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", ok(200, Length(1), false)),
-        (Other, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", ok(200, Length(1), true)),
-        (Other, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", ok(200, CloseDelimited, false)),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+            ok(200, Length(5), true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            ok(200, Empty, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
+            ok(200, Length(5), true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200\r\nContent-Length: 1\r\n\r\n",
+            ok(200, Length(1), true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 1\r\n\r\n",
+            ok(404, Length(1), false),
+        ),
+        (
+            Other,
+            "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n",
+            ok(200, Length(1), false),
+        ),
+        (
+            Other,
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n",
+            ok(200, Length(1), true),
+        ),
+        (
+            Other,
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
         // Step 1: no body for HEAD, 1xx, 204, 304 whatever the fields say.
-        (Head, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n", ok(200, Empty, true)),
-        (Head, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", ok(200, Empty, true)),
-        (Head, "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", ok(200, Empty, true)),
-        (Other, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", ok(204, Empty, true)),
-        (Other, "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", ok(304, Empty, true)),
+        (
+            Head,
+            "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+            ok(200, Empty, true),
+        ),
+        (
+            Head,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ok(200, Empty, true),
+        ),
+        (
+            Head,
+            "HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+            ok(200, Empty, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+            ok(204, Empty, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ok(304, Empty, true),
+        ),
         (Other, "HTTP/1.1 100 Continue\r\n\r\n", ok(100, Empty, true)),
-        (Other, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n", ok(103, Empty, true)),
+        (
+            Other,
+            "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n",
+            ok(103, Empty, true),
+        ),
         // 101 and 2xx to CONNECT: tunnel.
-        (Other, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n", ok(101, Tunnel, false)),
-        (Connect, "HTTP/1.1 200 Connection Established\r\n\r\n", ok(200, Tunnel, false)),
-        (Connect, "HTTP/1.1 407 Proxy Auth\r\nContent-Length: 2\r\n\r\n", ok(407, Length(2), true)),
+        (
+            Other,
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+            ok(101, Tunnel, false),
+        ),
+        (
+            Connect,
+            "HTTP/1.1 200 Connection Established\r\n\r\n",
+            ok(200, Tunnel, false),
+        ),
+        (
+            Connect,
+            "HTTP/1.1 407 Proxy Auth\r\nContent-Length: 2\r\n\r\n",
+            ok(407, Length(2), true),
+        ),
         // Step 3: Transfer-Encoding wins; not ending in chunked reads until close.
-        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", ok(200, Chunked, true)),
-        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n", ok(200, Chunked, true)),
-        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", ok(200, Chunked, true)),
-        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", ok(200, CloseDelimited, false)),
-        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\n", ok(200, CloseDelimited, false)),
-        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", ok(200, CloseDelimited, false)),
-        (Other, "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", ok(200, CloseDelimited, false)),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ok(200, Chunked, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n",
+            ok(200, Chunked, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+            ok(200, Chunked, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
+        (
+            Other,
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
         // Step 5: bad Content-Length is an error (a proxy answers 502).
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", Want::Err(ConflictingContentLength)),
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n", Want::Err(InvalidContentLength)),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            Want::Err(ConflictingContentLength),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
+            Want::Err(InvalidContentLength),
+        ),
         // Syntax.
-        (Other, "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n", Want::Err(BareLf)),
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length: 0\n\n", Want::Err(BareLf)),
-        (Other, "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", Want::Err(ObsFold)),
-        (Other, "HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n", Want::Err(WhitespaceBeforeColon)),
-        (Other, "HTTP/1.1 200 OK\r\nX: a\0\r\n\r\n", Want::Err(InvalidHeaderValue)),
+        (
+            Other,
+            "HTTP/1.1 200 OK\nContent-Length: 0\r\n\r\n",
+            Want::Err(BareLf),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\n\n",
+            Want::Err(BareLf),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n",
+            Want::Err(ObsFold),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n",
+            Want::Err(WhitespaceBeforeColon),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nX: a\0\r\n\r\n",
+            Want::Err(InvalidHeaderValue),
+        ),
         (Other, "HTTP/1.1 2000 OK\r\n\r\n", Want::Err(InvalidStatus)),
         (Other, "HTTP/1.1 20 OK\r\n\r\n", Want::Err(InvalidStatus)),
         (Other, "HTTP/1.1 099 Low\r\n\r\n", Want::Err(InvalidStatus)),
         (Other, "HTTP/1.1 200 O\rK\r\n\r\n", Want::Err(InvalidStatus)),
         (Other, "HTTP/2 200\r\n\r\n", Want::Err(UnsupportedVersion)),
-        (Other, "HTTP/1.2 200 OK\r\n\r\n", Want::Err(UnsupportedVersion)),
+        (
+            Other,
+            "HTTP/1.2 200 OK\r\n\r\n",
+            Want::Err(UnsupportedVersion),
+        ),
         (Other, "ICY 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
         (Other, "HTTP/1.1x 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
     ]
@@ -86,10 +218,14 @@ fn response_table() {
 #[test]
 fn response_fields_and_interim() {
     let wire = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nLocation: /x\r\nContent-Length: 2\r\n\r\nok";
-    let Ok(Status::Complete(first)) = res(wire, Other) else { panic!() };
+    let Ok(Status::Complete(first)) = res(wire, Other) else {
+        panic!()
+    };
     assert_eq!((first.status, first.body, first.head_len), (100, Empty, 25));
     // The caller skips the 1xx head and parses again.
-    let Ok(Status::Complete(h)) = res(&wire[first.head_len..], Other) else { panic!() };
+    let Ok(Status::Complete(h)) = res(&wire[first.head_len..], Other) else {
+        panic!()
+    };
     assert_eq!(h.version, Version::Http11);
     assert_eq!(h.status, 201);
     assert_eq!(h.reason, "Created");
@@ -100,10 +236,17 @@ fn response_fields_and_interim() {
 
 #[test]
 fn response_limits() {
-    let limits = Limits { max_head: 128, max_headers: 2, ..Limits::default() };
+    let limits = Limits {
+        max_head: 128,
+        max_headers: 2,
+        ..Limits::default()
+    };
     let big = format!("HTTP/1.1 200 OK\r\nX: {}\r\n\r\n", "a".repeat(200));
     assert_eq!(res_with(big.as_bytes(), Other, &limits), Err(HeadTooLarge));
-    assert_eq!(res_with(&big.as_bytes()[..100], Other, &limits), Ok(Status::Partial));
+    assert_eq!(
+        res_with(&big.as_bytes()[..100], Other, &limits),
+        Ok(Status::Partial)
+    );
     let three = b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
     assert_eq!(res_with(three, Other, &limits), Err(TooManyHeaders));
 }
