@@ -80,7 +80,12 @@ fn response_head(c: &mut Criterion) {
     g.bench_function("shared::http", |b| {
         b.iter(|| {
             let mut headers = [httparse::EMPTY_HEADER; 100];
-            match parse_response(black_box(RESPONSE), &mut headers, RequestMethod::Other, &limits) {
+            match parse_response(
+                black_box(RESPONSE),
+                &mut headers,
+                RequestMethod::Other,
+                &limits,
+            ) {
                 Ok(Status::Complete(h)) => black_box((h.head_len, h.body, h.keep_alive)),
                 other => panic!("{other:?}"),
             }

@@ -105,12 +105,7 @@ impl Derived {
 
 /// The achieved rate in `--rate` mode: completed responses per second (as `rate_reached` counts).
 pub fn achieved_rate(r: &RunResult) -> f64 {
-    let secs = r.elapsed.as_secs_f64();
-    if secs > 0.0 {
-        r.totals.completed as f64 / secs
-    } else {
-        0.0
-    }
+    r.rate()
 }
 
 /// The human report.

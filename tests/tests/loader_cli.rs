@@ -92,6 +92,7 @@ fn report_on_stdout_counts_exactly_what_the_origin_served() {
     assert!(stdout.contains("  code 200 -- 200\n"), "{stdout}");
     // stdout carries the report only: it starts with ab's first line.
     assert!(stdout.starts_with("Server Software:"), "{stdout}");
+    assert!(!text(&out.stderr).contains("Complete requests"));
     assert_eq!(origin.requests(), 200);
 }
 
@@ -205,6 +206,8 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
     let (url_a, url_b) = (a.url("/"), b.url("/"));
     // The origins run in this process: watch it.
     let pid = std::process::id().to_string();
+    let json_path = temp_path("compare.json");
+    let svg_path = temp_path("compare.svg");
     let mut argv = vec!["compare", url_a.as_str(), url_b.as_str()];
     argv.extend(args(&[
         "-n",
@@ -215,6 +218,10 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
         "3",
         "--watch-pid",
         &pid,
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        svg_path.to_str().unwrap(),
     ]));
     let out = loader(&argv);
     let stdout = text(&out.stdout);
@@ -224,7 +231,7 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
         Some(0),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
-    assert!(stdout.contains("Compared over 3 rounds"), "{stdout}");
+    assert!(stdout.starts_with("Compared over 3 rounds"), "{stdout}");
     for row in [
         "Time taken for tests (s)",
         "Requests per second",
@@ -259,6 +266,30 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
         "{stderr}"
     );
     assert_eq!((a.requests(), b.requests()), (300, 300));
+
+    // --json: both sides, every round, the merged histograms; --plot: one curve per side.
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(v["schema"], "loader-compare/1");
+    for side in ["a", "b"] {
+        assert_eq!(v[side]["rounds"].as_array().unwrap().len(), 3);
+        assert_eq!(v[side]["merged"]["complete_requests"], 300);
+        let h =
+            loader::json::decode_histogram(v[side]["merged"]["histogram_total"].as_str().unwrap())
+                .unwrap();
+        assert_eq!(h.len(), 300);
+        assert!(
+            v[side]["figures"]["requests_per_second"]["median"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+    assert!(v["b"]["figures"]["performance_vs_a_percent"].is_object());
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert_eq!(svg.matches("<polyline").count(), 2);
+    let _ = std::fs::remove_file(json_path);
+    let _ = std::fs::remove_file(svg_path);
 
     // A pid that does not exist is a usage error.
     let out = loader(&[

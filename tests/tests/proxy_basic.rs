@@ -33,7 +33,11 @@ fn keep_alive_both_sides_one_upstream_connection() {
         assert_eq!(r.header("connection"), None);
     }
     assert_eq!(o.requests(), 100);
-    assert_eq!(o.connections(), 1, "the pooled upstream connection is reused");
+    assert_eq!(
+        o.connections(),
+        1,
+        "the pooled upstream connection is reused"
+    );
     p.stop();
 }
 
@@ -94,7 +98,9 @@ fn forwarded_headers_can_be_turned_off_and_host_replaced() {
     cfg.headers.x_forwarded_proto = false;
     let p = Proxy::start(cfg);
     let mut c = p.connect();
-    c.send(b"GET http://abs.example/x HTTP/1.1\r\nHost: ignored\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n");
+    c.send(
+        b"GET http://abs.example/x HTTP/1.1\r\nHost: ignored\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n",
+    );
     assert_eq!(c.response().status, 200);
     let got = o.captured();
     assert_eq!(
@@ -111,7 +117,9 @@ fn response_hop_by_hop_headers_are_removed() {
     let o = origin();
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
-    let r = c.get("/?header=Keep-Alive:timeout%3D9&header=X-Hop:1&header=Connection:X-Hop&header=X-End:2");
+    let r = c.get(
+        "/?header=Keep-Alive:timeout%3D9&header=X-Hop:1&header=Connection:X-Hop&header=X-End:2",
+    );
     assert_eq!(r.status, 200);
     assert_eq!(r.header("keep-alive"), None);
     assert_eq!(r.header("x-hop"), None);
@@ -143,7 +151,12 @@ fn least_conn_and_random2_use_both_servers() {
             assert_eq!(c.get("/").status, 200);
         }
         assert_eq!(a.requests() + b.requests(), 200);
-        assert!(a.requests() > 0 && b.requests() > 0, "{balance:?}: {} / {}", a.requests(), b.requests());
+        assert!(
+            a.requests() > 0 && b.requests() > 0,
+            "{balance:?}: {} / {}",
+            a.requests(),
+            b.requests()
+        );
     }
 }
 
@@ -261,13 +274,18 @@ fn chunked_request_body_is_relayed() {
     let o = capturing_origin();
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
-    c.send(b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n");
+    c.send(
+        b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n",
+    );
     c.send(b"6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n");
     assert_eq!(c.response().status, 200);
     let got = o.captured();
     let req = String::from_utf8_lossy(&got[0]);
     assert!(req.contains("Transfer-Encoding: chunked\r\n\r\n"), "{req}");
-    assert!(req.ends_with("\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "{req}");
+    assert!(
+        req.ends_with("\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
+        "{req}"
+    );
 }
 
 #[test]
@@ -279,7 +297,10 @@ fn chunked_and_close_delimited_responses_are_rechunked() {
     assert!(r.chunked);
     assert_eq!(r.body, expected_body(1000));
     let r = c.get("/?framing=close&size=5000");
-    assert!(r.chunked, "close-delimited upstream body re-framed for an HTTP/1.1 client");
+    assert!(
+        r.chunked,
+        "close-delimited upstream body re-framed for an HTTP/1.1 client"
+    );
     assert_eq!(r.body, expected_body(5000));
     // The client connection survives both.
     assert_eq!(c.get("/").body, expected_body(64));
@@ -352,11 +373,17 @@ fn upstream_closing_mid_body_aborts_the_client() {
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
     c.send(b"GET /?size=100000&abort_after=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
-    let err = c.try_response(shared::http::RequestMethod::Other).unwrap_err();
+    let err = c
+        .try_response(shared::http::RequestMethod::Other)
+        .unwrap_err();
     assert!(err.contains("truncated"), "{err}");
     let mut c = p.connect();
-    c.send(b"GET /?framing=chunked&chunk=100&size=100000&abort_after=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
-    let err = c.try_response(shared::http::RequestMethod::Other).unwrap_err();
+    c.send(
+        b"GET /?framing=chunked&chunk=100&size=100000&abort_after=1000 HTTP/1.1\r\nHost: t\r\n\r\n",
+    );
+    let err = c
+        .try_response(shared::http::RequestMethod::Other)
+        .unwrap_err();
     assert!(err.contains("truncated"), "{err}");
 }
 
@@ -366,7 +393,10 @@ fn bad_requests_get_a_well_formed_error() {
     let p = Proxy::start(config(&[o.addr()]));
     for (req, status) in [
         (&b"GET / HTTP/1.1\r\n\r\n"[..], 400),
-        (b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400),
+        (
+            b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            400,
+        ),
         (b"GET / HTTP/3.0\r\nHost: t\r\n\r\n", 505),
         (b"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", 501),
     ] {

@@ -57,7 +57,10 @@ fn idle_pooled_connections_are_closed_after_the_timeout() {
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     assert_eq!(c.get("/").status, 200);
-    assert!(eventually(|| o.open_connections() == 0), "pooled connection still open");
+    assert!(
+        eventually(|| o.open_connections() == 0),
+        "pooled connection still open"
+    );
     assert_eq!(c.get("/").status, 200);
     assert_eq!(o.connections(), 2);
 }
@@ -112,7 +115,10 @@ fn connections_past_the_limit_wait_in_the_backlog() {
         .unwrap();
     let mut probe = [0u8; 1];
     let waited = std::io::Read::read(&mut second.stream, &mut probe);
-    assert!(waited.is_err(), "the second connection was served while the first held the slot");
+    assert!(
+        waited.is_err(),
+        "the second connection was served while the first held the slot"
+    );
     second
         .stream
         .set_read_timeout(Some(Duration::from_secs(10)))

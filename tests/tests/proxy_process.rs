@@ -21,7 +21,14 @@ struct ProxyProcess {
 impl ProxyProcess {
     fn spawn(upstream: SocketAddr) -> ProxyProcess {
         let mut child = Command::new(tests::bin("proxy"))
-            .args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin", "--upstream"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--no-pin",
+                "--upstream",
+            ])
             .arg(upstream.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -125,11 +132,17 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
     }
     let head = String::from_utf8_lossy(&head).into_owned();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains(&format!("Content-Length: {HUNDRED_MB}")), "{head}");
+    assert!(
+        head.contains(&format!("Content-Length: {HUNDRED_MB}")),
+        "{head}"
+    );
     let mut buf = vec![0u8; 1 << 16];
     let mut got = 0usize;
     while got < HUNDRED_MB {
-        let n = c.stream.read(&mut buf[..(HUNDRED_MB - got).min(1 << 16)]).unwrap();
+        let n = c
+            .stream
+            .read(&mut buf[..(HUNDRED_MB - got).min(1 << 16)])
+            .unwrap();
         assert!(n > 0, "closed after {got} bytes");
         for (i, b) in buf[..n].iter().enumerate() {
             assert_eq!(*b, PATTERN[(got + i) % PATTERN.len()], "byte {}", got + i);
@@ -138,7 +151,9 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
     }
 
     // Upload on the same connection.
-    c.send(format!("PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: {HUNDRED_MB}\r\n\r\n").as_bytes());
+    c.send(
+        format!("PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: {HUNDRED_MB}\r\n\r\n").as_bytes(),
+    );
     let block = expected_body(1 << 16);
     for _ in 0..HUNDRED_MB / block.len() {
         c.stream.write_all(&block).unwrap();
@@ -149,7 +164,10 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
 
     let (hwm, rss) = p.memory_kib();
     eprintln!("proxy memory after 100 MB each way: peak {hwm} KiB, now {rss} KiB");
-    assert!(hwm < 64 * 1024, "peak resident memory {hwm} KiB (now {rss} KiB)");
+    assert!(
+        hwm < 64 * 1024,
+        "peak resident memory {hwm} KiB (now {rss} KiB)"
+    );
 }
 
 #[test]
@@ -168,7 +186,10 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, expected_body(1000));
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(idle.is_closed(), "idle keep-alive connection closed on shutdown");
+    assert!(
+        idle.is_closed(),
+        "idle keep-alive connection closed on shutdown"
+    );
     let status = p.child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
     // Nothing listens any more.

@@ -15,7 +15,12 @@ fn large_download_in_every_framing() {
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
     let want = expected_body(BIG);
-    for q in ["", "&framing=chunked&chunk=65536", "&framing=chunked&chunk=1000", "&framing=close"] {
+    for q in [
+        "",
+        "&framing=chunked&chunk=65536",
+        "&framing=chunked&chunk=1000",
+        "&framing=close",
+    ] {
         let r = c.get(&format!("/?size={BIG}{q}"));
         assert_eq!(r.status, 200, "{q}");
         assert!(r.body == want, "{q}: body differs ({} bytes)", r.body.len());
@@ -48,7 +53,9 @@ fn large_chunked_upload() {
     let chunk = vec![b'y'; 10_000];
     let mut sent = 0;
     while sent < BIG {
-        c.stream.write_all(format!("{:x}\r\n", chunk.len()).as_bytes()).unwrap();
+        c.stream
+            .write_all(format!("{:x}\r\n", chunk.len()).as_bytes())
+            .unwrap();
         c.stream.write_all(&chunk).unwrap();
         c.stream.write_all(b"\r\n").unwrap();
         sent += chunk.len();
@@ -69,7 +76,13 @@ fn echoed_upload_comes_back_intact() {
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
     let body = expected_body(300_000);
-    c.send(format!("POST /e HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", body.len()).as_bytes());
+    c.send(
+        format!(
+            "POST /e HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .as_bytes(),
+    );
     c.send(&body);
     let r = c.response();
     assert_eq!(r.status, 200);

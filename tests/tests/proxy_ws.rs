@@ -6,7 +6,8 @@ use proxy_common::{config, Proxy};
 use shared::origin::{Origin, OriginConfig};
 use std::io::{Read, Write};
 
-const UPGRADE: &[u8] = b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+const UPGRADE: &[u8] =
+    b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
 
 #[test]
@@ -29,11 +30,18 @@ fn websocket_echo_through_the_proxy() {
     );
     // The origin saw the upgrade headers.
     let req = String::from_utf8_lossy(&o.captured()[0]).into_owned();
-    assert!(req.contains("Connection: upgrade\r\nUpgrade: websocket\r\n"), "{req}");
+    assert!(
+        req.contains("Connection: upgrade\r\nUpgrade: websocket\r\n"),
+        "{req}"
+    );
     // Bytes both ways, several round trips, including binary and large messages.
     let mut leftover = c.take_buffered();
     assert!(leftover.is_empty());
-    for msg in [&b"hello"[..], &[0u8, 255, 13, 10, 0][..], &vec![7u8; 200_000][..]] {
+    for msg in [
+        &b"hello"[..],
+        &[0u8, 255, 13, 10, 0][..],
+        &vec![7u8; 200_000][..],
+    ] {
         c.stream.write_all(msg).unwrap();
         let mut got = vec![0u8; msg.len()];
         c.stream.read_exact(&mut got).unwrap();

@@ -122,12 +122,8 @@ impl<'b> FieldScan<'b> {
                 }
                 (7, b'u') if eq_lower(name, b"upgrade") => s.upgrade = Some(h.value),
                 (10, b'c') if eq_lower(name, b"connection") => s.connection(h.value),
-                (14, b'c') if eq_lower(name, b"content-length") => {
-                    s.content_length(h.value)
-                }
-                (17, b't') if eq_lower(name, b"transfer-encoding") => {
-                    s.transfer_encoding(h.value)
-                }
+                (14, b'c') if eq_lower(name, b"content-length") => s.content_length(h.value),
+                (17, b't') if eq_lower(name, b"transfer-encoding") => s.transfer_encoding(h.value),
                 _ => {}
             }
         }
@@ -213,7 +209,11 @@ impl<'b> FieldScan<'b> {
 /// rejected in names and values. No early exit, so it compiles to a few wide compares.
 #[inline(always)]
 fn eq_lower(a: &[u8], lower: &[u8]) -> bool {
-    a.len() == lower.len() && a.iter().zip(lower).fold(0u8, |d, (&x, &y)| d | ((x | 0x20) ^ y)) == 0
+    a.len() == lower.len()
+        && a.iter()
+            .zip(lower)
+            .fold(0u8, |d, (&x, &y)| d | ((x | 0x20) ^ y))
+            == 0
 }
 
 /// Transfer codings registered with IANA besides chunked (RFC 9110 8.4.1, RFC 9112 7).

@@ -99,8 +99,11 @@ impl Default for OriginConfig {
             close: false,
             capture: false,
             query_overrides: true,
+            // Roomier than any proxy's defaults, so a test of the proxy's limits is never
+            // a test of the origin's; a proxy adds a few headers to what its client sent.
             limits: Limits {
-                // A proxy adds a few headers to what its client sent.
+                max_request_line: 1 << 20,
+                max_head: 1 << 20,
                 max_headers: conn::MAX_HEADERS,
                 ..Limits::default()
             },
@@ -153,7 +156,8 @@ pub async fn serve(
     stats: Arc<OriginStats>,
     shutdown: Shutdown,
 ) {
-    let cfg = (*cfg).clone();
+    let mut cfg = (*cfg).clone();
+    cfg.limits.max_headers = cfg.limits.max_headers.min(conn::MAX_HEADERS);
     let prepared = conn::prepare_default(&cfg);
     let worker = Rc::new(Worker {
         cfg,

@@ -1,0 +1,39 @@
+//! Request heads: never panic; a head that parses parses the same from any longer buffer,
+//! and every prefix shorter than the head is `Partial` or the same error.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use shared::http::{limits::MAX_HEADERS_CAP, parse_request, BodyDecoder, Limits, Status};
+
+fuzz_target!(|data: &[u8]| {
+    let limits = Limits {
+        max_request_line: 256,
+        max_head: 1024,
+        max_headers: 16,
+        ..Limits::default()
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+    let full = match parse_request(data, &mut headers, &limits) {
+        Ok(Status::Complete(h)) => Ok(Some((
+            h.head_len,
+            h.body,
+            h.keep_alive,
+            h.authority.map(<[u8]>::to_vec),
+        ))),
+        Ok(Status::Partial) => Ok(None),
+        Err(e) => Err(e),
+    };
+    if let Ok(Some((head_len, body, _, _))) = &full {
+        assert!(*head_len <= data.len());
+        // The body decoder accepts whatever follows.
+        let mut d = BodyDecoder::new(*body, &limits);
+        let _ = d.decode(&data[*head_len..]);
+        // A prefix cut inside the head is never complete.
+        let cut = head_len / 2;
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+        assert!(!matches!(
+            parse_request(&data[..cut], &mut headers, &limits),
+            Ok(Status::Complete(_))
+        ));
+    }
+});

@@ -1,0 +1,29 @@
+//! Response heads to each kind of request method: never panic, consistent head length.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use shared::http::{
+    limits::MAX_HEADERS_CAP, parse_response, BodyDecoder, Limits, RequestMethod, Status,
+};
+
+fuzz_target!(|data: &[u8]| {
+    let limits = Limits {
+        max_head: 1024,
+        max_headers: 16,
+        ..Limits::default()
+    };
+    for method in [
+        RequestMethod::Other,
+        RequestMethod::Head,
+        RequestMethod::Connect,
+    ] {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+        if let Ok(Status::Complete(h)) = parse_response(data, &mut headers, method, &limits) {
+            assert!(h.head_len <= data.len());
+            assert!(h.status >= 100 && h.status <= 999);
+            let mut d = BodyDecoder::new(h.body, &limits);
+            let _ = d.decode(&data[h.head_len..]);
+            let _ = d.finish();
+        }
+    }
+});
