@@ -129,7 +129,14 @@ fn try_uring(flags: UringFlags, entries: u32) -> io::Result<()> {
             format!("disabled by {DISABLE_URING_ENV}"),
         ));
     }
-    uring_builder(flags).build(entries).map(drop)
+    // Probe on a throwaway thread: tearing the probe ring down interrupts the probing
+    // thread's next blocking socket call with EINTR (seen on 6.x kernels), and the caller's
+    // thread may be a test or a main thread doing blocking I/O next.
+    std::thread::Builder::new()
+        .name("uring-probe".into())
+        .spawn(move || uring_builder(flags).build(entries).map(drop))?
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("io_uring probe panicked")))
 }
 
 /// The fallback logic, over a probe that says whether io_uring with given flags can be set up.

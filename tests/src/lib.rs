@@ -163,6 +163,12 @@ pub mod raw {
     /// close-delimited body is then complete). Strict: CRLF line endings, one status line,
     /// `name: value` fields, hex chunk sizes. Responses to HEAD are not supported.
     pub fn parse_response(buf: &[u8], eof: bool) -> Parse {
+        parse_response_to(buf, eof, false)
+    }
+
+    /// [`parse_response`] for the answer to a HEAD request (`head_request`): no body,
+    /// whatever the framing headers say.
+    pub fn parse_response_to(buf: &[u8], eof: bool, head_request: bool) -> Parse {
         let Some(head_end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
             return Parse::Incomplete(None);
         };
@@ -203,7 +209,7 @@ pub mod raw {
                 .trim()
                 .eq_ignore_ascii_case("chunked")
         });
-        let no_body = matches!(status, 100..=199 | 204 | 304);
+        let no_body = head_request || matches!(status, 100..=199 | 204 | 304);
         if no_body {
             resp.framing = Framing::Length(0);
         } else if chunked {
@@ -329,11 +335,20 @@ pub mod raw {
         /// The next complete response, waiting up to `wait`. `Err` carries what had arrived
         /// (an incomplete or invalid response, or nothing) and how the connection ended.
         pub fn response(&mut self, wait: Duration) -> Result<Response, Reply> {
+            self.response_to(false, wait)
+        }
+
+        /// [`Client::response`] for a HEAD request when `head_request`: the head only.
+        pub fn response_to(
+            &mut self,
+            head_request: bool,
+            wait: Duration,
+        ) -> Result<Response, Reply> {
             let start = Instant::now();
             let deadline = start + wait;
             loop {
                 let eof = self.ended.is_some();
-                match parse_response(&self.buf, eof) {
+                match parse_response_to(&self.buf, eof, head_request) {
                     Parse::Complete(r, used) => {
                         self.buf.drain(..used);
                         return Ok(r);

@@ -502,3 +502,27 @@ fn stale_pooled_connection_and_post() {
     }
     p.shutdown().unwrap();
 }
+
+/// Slowloris on a keep-alive connection: after a first exchange, a second head that never
+/// completes is cut off by the header timeout too (not only by the longer idle timeout).
+#[test]
+fn header_timeout_applies_to_later_requests_on_a_connection() {
+    let o = origin();
+    let (p, addr) = proxy!(
+        [o.addr()],
+        "--header-timeout",
+        "300ms",
+        "--idle-timeout",
+        "30s"
+    );
+    let (r, _, mut c) = request(addr, &get("/?size=1"));
+    assert_eq!(r.map(|r| r.status).ok(), Some(200));
+    c.send(b"GET /second HTTP/1.1\r\nHost: te").unwrap();
+    let reply = c.until_close(WAIT);
+    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
+    if !reply.bytes.is_empty() {
+        assert_generated(&reply, 408, true);
+    }
+    p.shutdown().unwrap();
+    assert_eq!(o.requests(), 1);
+}

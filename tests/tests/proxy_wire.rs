@@ -53,7 +53,7 @@ fn rejected_body_with(req: &[u8], status: u16, poison: &[u8]) {
     let (origin, proxy, addr) = setup!();
     let reply = exchange(addr, req, WAIT);
     proxy.shutdown().unwrap();
-    assert_generated(&reply, 400, true);
+    assert_generated(&reply, status, true);
     assert_eq!(
         origin.complete_requests(),
         0,
@@ -617,5 +617,198 @@ fn rejections_do_not_depend_on_read_boundaries() {
         assert_generated(&reply, status, true);
         assert_eq!(origin.requests(), 0);
         assert!(origin.captured().is_empty());
+    }
+}
+
+// ---- Responses without a body, or with a framing the proxy must not trust ----
+
+/// HEAD and 304 answers carry framing headers but no body: the proxy must not wait for one,
+/// nor take the next response's bytes as one.
+#[test]
+fn bodiless_responses_keep_the_connection_in_sync() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(b"HEAD /?size=64 HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    let resp = c
+        .response_to(true, WAIT)
+        .unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(
+        (resp.status, resp.header("content-length")),
+        (200, Some("64"))
+    );
+    c.send(&get("/?status=304")).unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(resp.status, 304);
+    c.send(&get("/?status=204")).unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(resp.status, 204);
+    c.send(&get("/?size=3")).unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"abc"[..]));
+    let rest = c.until_close(Duration::from_millis(100));
+    assert!(rest.bytes.is_empty(), "stray bytes: {rest:?}");
+    drop(c);
+    proxy.shutdown().unwrap();
+}
+
+/// `Transfer-Encoding: chunked` over a body that is not chunked: the client never gets a
+/// response that looks complete (502, or a cut connection), and the next request is clean.
+#[test]
+fn response_with_bad_chunked_body_is_never_complete() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/?size=64&header=Transfer-Encoding:chunked"))
+        .unwrap();
+    match c.response(WAIT) {
+        Ok(resp) => assert_well_formed(&resp, 502),
+        Err(reply) => {
+            assert_ne!(reply.end, End::TimedOut, "{reply:?}");
+            for r in reply.responses() {
+                assert!(!r.complete, "{r:?}");
+            }
+        }
+    }
+    drop(c);
+    let mut c = Client::connect(addr);
+    c.send(&get("/next?size=3")).unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!((resp.status, resp.body.as_slice()), (200, &b"abc"[..]));
+    drop(c);
+    proxy.shutdown().unwrap();
+}
+
+/// A response head larger than the proxy's head limit: 502, not a truncated head.
+#[test]
+fn oversized_response_head_is_502() {
+    let origin = Origin::start(OriginConfig {
+        headers: (0..80)
+            .map(|i| (format!("X-Big-{i}"), "b".repeat(1000)))
+            .collect(),
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let up = origin.addr().to_string();
+    let cfg = proxy::cli::config_from_args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        up.as_str(),
+        "--workers",
+        "1",
+        "--no-pin",
+    ])
+    .unwrap();
+    let proxy = proxy::start(cfg).unwrap();
+    let addr = proxy.listen_addrs()[0];
+    let mut c = Client::connect(addr);
+    c.send(&get("/")).unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_well_formed(&resp, 502);
+    drop(c);
+    proxy.shutdown().unwrap();
+}
+
+/// A close-delimited response reaches a keep-alive client whole, with a framing the client
+/// can tell from a truncation (chunked, or a close).
+#[test]
+fn close_delimited_response_is_relayed_whole() {
+    let (_origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(&get("/?size=100000&framing=close")).unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(resp.status, 200);
+    assert!(resp.is_pattern(100_000), "{} bytes", resp.body.len());
+    drop(c);
+    proxy.shutdown().unwrap();
+}
+
+// ---- Connection state: what follows a close, a CONNECT, a non-WebSocket upgrade ----
+
+/// After a request with `Connection: close`, bytes pipelined behind it are never processed.
+#[test]
+fn nothing_after_connection_close_is_processed() {
+    let (origin, proxy, addr) = setup!();
+    let mut reqs =
+        b"GET /first?size=2 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".to_vec();
+    reqs.extend_from_slice(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
+    let reply = exchange(addr, &reqs, WAIT);
+    proxy.shutdown().unwrap();
+    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
+    let responses = reply.responses();
+    assert_eq!(responses.len(), 1, "{reply:?}");
+    assert_eq!(
+        (responses[0].status, responses[0].body.as_slice()),
+        (200, &b"ab"[..])
+    );
+    assert!(responses[0].connection_has("close"), "{:?}", responses[0]);
+    assert_eq!(origin.requests(), 1);
+}
+
+/// A request the origin captured with the proxy's own X-Forwarded-For went through the
+/// proxy's HTTP path; one without it was tunneled raw.
+fn assert_parsed_by_proxy(origin: &Origin, path: &[u8]) {
+    for raw in origin.captured() {
+        if raw.starts_with(path) {
+            let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
+            assert!(
+                text.contains("x-forwarded-for:"),
+                "tunneled raw to the origin: {text:?}"
+            );
+        }
+    }
+}
+
+/// A reverse proxy is not a CONNECT proxy: whatever it answers, the connection must not
+/// become a raw tunnel to the origin (the origin answers 200 to anything).
+#[test]
+fn connect_method_does_not_open_a_tunnel() {
+    let (origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(b"CONNECT test:80 HTTP/1.1\r\nHost: test:80\r\n\r\n")
+        .unwrap();
+    let first = c.response(Duration::from_secs(2));
+    let _ = c.send(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
+    let _ = c.until_close(Duration::from_secs(1));
+    drop(c);
+    proxy.shutdown().unwrap();
+    assert_parsed_by_proxy(&origin, b"GET /smuggled");
+    if let Ok(resp) = first {
+        assert!(resp.status >= 400, "CONNECT answered {resp:?}");
+    }
+}
+
+/// `Upgrade: h2c` is hop-by-hop (only WebSocket upgrades are relayed): the origin never sees
+/// it, and a 101 from the origin anyway is not followed into a tunnel.
+#[test]
+fn h2c_upgrade_is_not_relayed() {
+    let (origin, proxy, addr) = setup!();
+    let mut c = Client::connect(addr);
+    c.send(
+        b"GET /h2c?size=1 HTTP/1.1\r\nHost: test\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\
+          Connection: Upgrade, HTTP2-Settings\r\n\r\n",
+    )
+    .unwrap();
+    let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
+    assert_eq!(resp.status, 200, "{resp:?}");
+    let seen = origin.captured();
+    assert_eq!(seen.len(), 1);
+    let text = String::from_utf8_lossy(&seen[0]).to_ascii_lowercase();
+    assert!(!text.contains("upgrade"), "forwarded: {text:?}");
+    assert!(!text.contains("http2-settings"), "forwarded: {text:?}");
+    // The origin answers 101 to an h2c upgrade: an upstream error, not a tunnel.
+    c.send(
+        b"GET /h2c?status=101 HTTP/1.1\r\nHost: test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+    )
+    .unwrap();
+    let second = c.response(WAIT);
+    let _ = c.send(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
+    let _ = c.until_close(Duration::from_secs(1));
+    drop(c);
+    proxy.shutdown().unwrap();
+    assert_parsed_by_proxy(&origin, b"GET /smuggled");
+    if let Ok(resp) = second {
+        assert_well_formed(&resp, 502);
     }
 }

@@ -203,20 +203,14 @@ pub async fn serve(
     }
 }
 
-/// The driver for [`Origin`]s, probed once per process on a throwaway thread: the probe
-/// creates and drops an io_uring, and the ring's teardown interrupts the creating thread's
-/// next blocking socket call that has a timeout (EINTR, seen on 6.x kernels). A test
-/// thread must not be that thread.
+/// The driver for [`Origin`]s, probed once per process (tests start many origins).
 fn driver_for_tests(rt: &RuntimeConfig) -> io::Result<crate::runtime::DriverKind> {
     static DRIVER: std::sync::OnceLock<Result<crate::runtime::DriverKind, String>> =
         std::sync::OnceLock::new();
-    let chosen = DRIVER.get_or_init(|| {
-        let rt = rt.clone();
-        std::thread::spawn(move || select_driver(&rt).map_err(|e| e.to_string()))
-            .join()
-            .unwrap_or_else(|_| Err("driver probe panicked".into()))
-    });
-    chosen.clone().map_err(io::Error::other)
+    DRIVER
+        .get_or_init(|| select_driver(rt).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(io::Error::other)
 }
 
 /// A running origin on its own thread(s). Stops on [`Origin::stop`] or drop.
