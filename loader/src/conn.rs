@@ -1,17 +1,20 @@
 //! One connection slot's request loop: connect, write requests, read responses with the
 //! shared codec, record, repeat; reconnect when the connection ends.
 //!
-//! A slot is one of the `-c` connections. It runs [`drive`] raced against a watchdog (the
-//! per-request `--timeout`) and the run's end (deadline or Ctrl-C). Every attempt is an
-//! [`Entry`] in the slot's in-flight queue from the moment its ticket is taken until it is
-//! popped and counted, exactly once: completed, or failed (connect, write, read, parse,
-//! timeout), or abandoned at the end of a `-d` run. Popping and counting never straddle an
-//! `.await`, so dropping `drive` at any await point (timeout, end) leaves the queue exact.
+//! A slot is one of the `-c` connections. It runs [`drive`] inside [`Guarded`], which a
+//! worker-wide [`monitor`] cuts short when the oldest attempt in flight passes `--timeout` or
+//! when the run ends (deadline or Ctrl-C). Every attempt is an [`Entry`] in the slot's
+//! in-flight queue from the moment its ticket is taken until it is popped and counted, exactly
+//! once: completed, or failed (connect, write, read, parse, timeout), or abandoned at the end
+//! of a `-d` run. Popping and counting never straddle an `.await`, so dropping `drive` at any
+//! await point (timeout, end) leaves the queue exact.
 //!
 //! Per request in steady state (keep-alive): no allocation (the read and write buffers and
 //! the queue are reused; the request bytes are copied into the write buffer), one
 //! `Instant::now()` after each read (the next request's start is the previous response's
-//! end), and no timer (the watchdog wakes about once per timeout period).
+//! end), no timer, and no extra future polled per wake-up: the timeout and the end are a
+//! `Cell` checked before polling `drive` (one timer per worker, in the monitor, checks every
+//! slot's deadline a few times per timeout period).
 
 use crate::worker::{Fail, Worker};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
@@ -20,10 +23,18 @@ use shared::http::head::RequestMethod;
 use shared::http::{parse_response, BodyDecoder, BodyKind, CodecError, Status};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// Read buffer per connection (wrk uses 8 KiB; a bigger one halves the reads of a 32 KiB page).
 pub const READ_BUF: usize = 16 * 1024;
+/// Read buffer per connection when a worker has more than [`MANY_CONNECTIONS`]: memory stays
+/// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
+pub const SMALL_READ_BUF: usize = 4 * 1024;
+pub const MANY_CONNECTIONS: usize = 1024;
 /// Header fields a response may have.
 pub const MAX_RESPONSE_HEADERS: usize = 64;
 
@@ -46,7 +57,7 @@ pub struct Entry {
 
 /// State of one slot that outlives any one `drive` (dropped on timeout or at the end).
 pub struct Slot {
-    /// Global connection index (for the --rate schedule offset and the URL rotation).
+    /// Global connection index (0 .. -c).
     pub index: usize,
     pub inflight: RefCell<VecDeque<Entry>>,
     /// The oldest in-flight attempt's timeout; `None` when idle.
@@ -57,6 +68,19 @@ pub struct Slot {
     pub schedule: Cell<Option<crate::plan::Schedule>>,
     /// The last time taken: the start of the next closed-loop request.
     pub now: Cell<Instant>,
+    /// Set by the monitor to cut `drive` short.
+    pub cut: Cell<Option<Cut>>,
+    /// The slot task's waker, for the monitor.
+    waker: RefCell<Option<Waker>>,
+}
+
+/// Why the monitor cut a slot's `drive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// The oldest attempt in flight passed `--timeout`: the connection is dropped.
+    Timeout,
+    /// The run ended (deadline or Ctrl-C): what is in flight is abandoned.
+    End,
 }
 
 impl Slot {
@@ -73,10 +97,20 @@ impl Slot {
             connecting: Cell::new(false),
             schedule: Cell::new(schedule),
             now: Cell::new(now),
+            cut: Cell::new(None),
+            waker: RefCell::new(None),
         }
     }
 
-    /// Re-arm the watchdog for the oldest attempt in flight.
+    /// Cut the slot's `drive` (from the monitor) and wake its task.
+    fn cut(&self, why: Cut) {
+        self.cut.set(Some(why));
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// Arm the timeout for the oldest attempt in flight.
     #[inline]
     fn rearm(&self, timeout: Duration) {
         let d = self.inflight.borrow().front().map(|e| e.start + timeout);
@@ -94,21 +128,57 @@ impl Slot {
     }
 }
 
-/// Completes when the oldest in-flight attempt has been pending for `timeout`. Sleeps until
-/// that deadline (or a whole `timeout` when idle) and re-checks, so it wakes about once per
-/// timeout period however many requests go by.
-pub async fn watchdog(slot: &Slot, timeout: Duration) {
+/// `drive` (or any slot future), cut short by the monitor: `None` when it completed, else why
+/// it was cut. The check is a `Cell` read per poll; the waker is stored only when it changes.
+pub struct Guarded<'a, F> {
+    pub fut: Pin<&'a mut F>,
+    pub slot: &'a Slot,
+}
+
+impl<F: Future<Output = ()>> Future for Guarded<'_, F> {
+    type Output = Option<Cut>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Cut>> {
+        if let Some(why) = self.slot.cut.get() {
+            return Poll::Ready(Some(why));
+        }
+        {
+            let mut w = self.slot.waker.borrow_mut();
+            match &*w {
+                Some(old) if old.will_wake(cx.waker()) => {}
+                _ => *w = Some(cx.waker().clone()),
+            }
+        }
+        self.fut.as_mut().poll(cx).map(|()| None)
+    }
+}
+
+/// The worker's one timer: every `tick`, cut the slots whose oldest attempt passed its
+/// deadline; when `end` fires, cut them all. Ends with the run.
+pub async fn monitor(slots: Rc<Vec<Rc<Slot>>>, end: shared::shutdown::Shutdown, tick: Duration) {
     loop {
-        match slot.deadline.get() {
-            None => monoio::time::sleep(timeout).await,
-            Some(d) => {
-                if Instant::now() >= d {
-                    return;
-                }
-                monoio::time::sleep_until(d.into()).await;
+        let ended = monoio::select! {
+            _ = monoio::time::sleep(tick) => false,
+            _ = end.wait() => true,
+        };
+        if ended {
+            for s in slots.iter() {
+                s.cut(Cut::End);
+            }
+            return;
+        }
+        let now = Instant::now();
+        for s in slots.iter() {
+            if s.deadline.get().is_some_and(|d| now >= d) && s.cut.get().is_none() {
+                s.cut(Cut::Timeout);
             }
         }
     }
+}
+
+/// How often the monitor checks the deadlines: a twentieth of the timeout, 1 ms .. 100 ms.
+pub fn monitor_tick(timeout: Duration) -> Duration {
+    (timeout / 20).clamp(Duration::from_millis(1), Duration::from_millis(100))
 }
 
 /// Where one response's parsing is.
@@ -264,7 +334,7 @@ struct Open {
 /// Run the slot's requests until no ticket is left and nothing is in flight. Dropped (at an
 /// await point) on timeout or at the end of the run; the caller then counts what is in flight.
 pub async fn drive(w: &Worker, slot: &Slot) {
-    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_BUF);
+    let mut rbuf: Vec<u8> = Vec::with_capacity(w.read_buf);
     let mut pos = 0usize;
     let mut wbuf: Vec<u8> = Vec::with_capacity(w.max_request_len * w.depth);
     let mut conn: Option<Open> = None;
@@ -298,7 +368,7 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                     intended = sched.next_due();
                     slot.schedule.set(Some(sched));
                 }
-                let Some((url, measured)) = w.take_ticket(slot.index) else {
+                let Some((url, measured)) = w.take_ticket() else {
                     break;
                 };
                 slot.inflight.borrow_mut().push_back(Entry {

@@ -14,7 +14,7 @@
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
 //! after it; the figures start from zero when it ends and `-n` counts from there.
 
-use crate::conn::{self, micros, Entry, Response, Slot};
+use crate::conn::{self, micros, Cut, Entry, Guarded, Response, Slot};
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr::{self, Rotation};
 use crate::stats::{
@@ -49,6 +49,8 @@ pub struct Worker {
     pub requests: Vec<Vec<u8>>,
     pub methods: Vec<RequestMethod>,
     pub max_request_len: usize,
+    /// Read buffer size per connection.
+    pub read_buf: usize,
     /// Requests in flight per connection.
     pub depth: usize,
     pub close: bool,
@@ -82,7 +84,7 @@ impl Worker {
 
     /// The next attempt's URL, or None when the quota is spent or the run is ending.
     #[inline]
-    pub fn take_ticket(&self, _slot: usize) -> Option<(usize, bool)> {
+    pub fn take_ticket(&self) -> Option<(usize, bool)> {
         if self.stopped.get() {
             return None;
         }
@@ -280,7 +282,7 @@ pub fn run_with_progress(
     mut tick: impl FnMut(Duration, &[Arc<LiveCounters>]),
 ) -> Result<RunResult, LoadError> {
     opts.validate()?;
-    shared::net::raise_nofile_limit();
+    let nofile = shared::net::raise_nofile_limit();
     let n_workers = opts.runtime.workers.min(opts.connections).max(1);
     let mut cfg = opts.runtime.clone();
     cfg.workers = n_workers;
@@ -336,6 +338,13 @@ pub fn run_with_progress(
         run_worker(ctx, item)
     })?;
     let pinning = workers.describe_pinning();
+    if !opts.quiet {
+        eprintln!(
+            "loader: {pinning}, driver {driver}, open files {nofile}; {} connections, {}",
+            opts.connections,
+            describe_load(opts)
+        );
+    }
     let mut done: Vec<WorkerDone> = Vec::with_capacity(n_workers);
     let mut next_tick = t_start + Duration::from_secs(1);
     while done.len() < n_workers {
@@ -365,6 +374,28 @@ pub fn run_with_progress(
         &stop,
         common.sources.len(),
     ))
+}
+
+/// "-n 1000 to http://...", "10s at 200 req/s to 3 URLs" (for the start-up line).
+fn describe_load(opts: &RunOptions) -> String {
+    let mut what = Vec::new();
+    if let Some(n) = opts.requests {
+        what.push(format!("{n} requests"));
+    }
+    if let Some(d) = opts.deadline() {
+        what.push(shared::units::format_duration(d));
+    }
+    let mut s = what.join(" or ");
+    if let Some(r) = opts.rate {
+        s += &format!(" at {r} req/s");
+    }
+    if let Some(w) = opts.warmup {
+        s += &format!(" after {} of warm-up", shared::units::format_duration(w));
+    }
+    match opts.urls.as_slice() {
+        [one] => s + &format!(" to {}", one.url),
+        many => s + &format!(" to {} URLs", many.len()),
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -465,6 +496,11 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let rotation = Rotation::new(common.sources.len(), ctx.id);
     let w = Rc::new(Worker {
         max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
+        read_buf: if slots.len() > conn::MANY_CONNECTIONS {
+            conn::SMALL_READ_BUF
+        } else {
+            conn::READ_BUF
+        },
         methods: plan.iter().map(|r| r.method).collect(),
         requests,
         depth: opts.pipeline,
@@ -534,6 +570,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let spread_ms = if n <= 64 { 0 } else { n.div_ceil(64).min(10) };
     let rate_per_conn = opts.rate.map(|r| r / opts.connections as f64);
     let mut handles = Vec::with_capacity(n);
+    let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
         let schedule = opts.rate.zip(rate_per_conn).map(|(r, per)| {
             // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
@@ -544,9 +581,15 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         } else {
             Duration::from_millis((i * spread_ms / n) as u64)
         };
-        let slot = Slot::new(g, opts.pipeline, now, schedule);
+        let slot = Rc::new(Slot::new(g, opts.pipeline, now, schedule));
+        all.push(slot.clone());
         handles.push(monoio::spawn(run_slot(w.clone(), end.clone(), slot, delay)));
     }
+    monoio::spawn(conn::monitor(
+        Rc::new(all),
+        end.clone(),
+        conn::monitor_tick(opts.timeout),
+    ));
     for h in handles {
         h.await;
     }
@@ -560,13 +603,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let _ = tx.send(WorkerDone { stats, ended });
 }
 
-enum SlotEnd {
-    Done,
-    Timeout,
-    End,
-}
-
-async fn run_slot(w: Rc<Worker>, end: Shutdown, slot: Slot, delay: Duration) {
+async fn run_slot(w: Rc<Worker>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
     if !delay.is_zero() {
         monoio::select! {
             _ = monoio::time::sleep(delay) => {},
@@ -575,24 +612,27 @@ async fn run_slot(w: Rc<Worker>, end: Shutdown, slot: Slot, delay: Duration) {
         slot.now.set(Instant::now());
     }
     loop {
-        let out = monoio::select! {
-            _ = conn::drive(&w, &slot) => SlotEnd::Done,
-            _ = conn::watchdog(&slot, w.timeout) => SlotEnd::Timeout,
-            _ = end.wait() => SlotEnd::End,
-        };
-        match out {
-            SlotEnd::Done => return,
-            SlotEnd::Timeout => {
-                // The connection was dropped with the future; a new one is opened.
+        let drive = conn::drive(&w, &slot);
+        let drive = std::pin::pin!(drive);
+        let cut = Guarded {
+            fut: drive,
+            slot: &slot,
+        }
+        .await;
+        match cut {
+            None => return,
+            Some(Cut::Timeout) => {
+                // The connection was dropped with `drive`; the next attempt opens a new one.
                 let why = if slot.connecting.get() {
                     Fail::Connect
                 } else {
                     Fail::Timeout
                 };
                 slot.fail_all(&w, why);
+                slot.cut.set(None);
                 slot.now.set(Instant::now());
             }
-            SlotEnd::End => {
+            Some(Cut::End) => {
                 slot.fail_all(&w, Fail::Abandoned);
                 return;
             }

@@ -237,6 +237,75 @@ fn length_failures_as_ab_counts_them() {
     assert_eq!(r.totals.completed, 10);
 }
 
+/// A server that answers every request head with `response`, then closes if `close`.
+fn raw_server(response: &'static [u8], close: bool) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { return };
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        match r.read_line(&mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) if line == "\r\n" => break,
+                            Ok(_) => {}
+                        }
+                    }
+                    if w.write_all(response).is_err() || close {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+#[test]
+fn malformed_responses_count_as_parse_failures() {
+    let url = raw_server(b"NOT HTTP AT ALL\r\n\r\n", false);
+    let mut opt = opts(&[url], 2);
+    opt.requests = Some(8);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.failures.parse, 8);
+    assert_eq!(r.totals.failures.receive(), 8);
+    assert_eq!(r.totals.completed, 0);
+}
+
+#[test]
+fn interim_responses_are_skipped() {
+    let url = raw_server(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok",
+        false,
+    );
+    let mut opt = opts(&[url], 2);
+    opt.requests = Some(8);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 8);
+    assert_eq!(r.totals.status_map().get(&201), Some(&8));
+    assert_eq!(r.totals.body_bytes, 16);
+}
+
+#[test]
+fn http10_responses_without_keep_alive_reconnect() {
+    let url = raw_server(b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nabc", true);
+    let mut opt = opts(&[url], 2);
+    opt.requests = Some(10);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 10);
+    assert_eq!(r.connections_opened, 10);
+    assert_eq!(r.totals.keep_alive, 0);
+}
+
 #[test]
 fn a_server_that_resets_counts_read_failures() {
     let o = origin();

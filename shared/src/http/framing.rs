@@ -99,7 +99,7 @@ pub(crate) struct TransferCodings {
 
 impl<'b> FieldScan<'b> {
     /// One pass over the fields of a complete head that lies in `buf`. It also checks the
-    /// line ending before each field name (see `head::check_line_endings`): httparse accepts
+    /// line ending before each field name (see `head::check_head_end`): httparse accepts
     /// a bare LF there, we don't.
     pub fn scan(buf: &[u8], headers: &[httparse::Header<'b>]) -> Result<Self, CodecError> {
         let mut s = FieldScan::default();

@@ -249,3 +249,47 @@ fn preface_prefixes_are_partial() {
         assert_eq!(req(&p[..n]), Err(Http2Preface), "{n}");
     }
 }
+
+#[test]
+fn request_method_for_response_framing() {
+    let mut storage = [httparse::EMPTY_HEADER; 8];
+    let wire = b"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n";
+    let Ok(Status::Complete(h)) = parse_request(wire, &mut storage, &Limits::default()) else {
+        panic!()
+    };
+    assert_eq!(h.request_method(), RequestMethod::Head);
+    assert_eq!(
+        RequestMethod::from_method("CONNECT"),
+        RequestMethod::Connect
+    );
+    assert_eq!(RequestMethod::from_method("head"), RequestMethod::Other);
+}
+
+/// Head and body of one request, the whole message split at every point: the head parses the
+/// same, and the body decodes to the same bytes with the same leftover.
+#[test]
+fn whole_messages_at_every_split() {
+    let messages: &[&[u8]] = &[
+        b"POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhelloGET",
+        b"POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;x=\"y\"\r\nhi\r\n0\r\nT: v\r\n\r\nGET",
+    ];
+    let limits = Limits::default();
+    for wire in messages {
+        let Ok(Status::Complete(h)) = req(wire) else {
+            panic!()
+        };
+        let body = wire[h.head_len..].to_vec();
+        let run = assert_body_splits(h.body, &limits, &body);
+        assert_eq!(run.rest, b"GET");
+        assert_eq!(run.result, Ok(true));
+        for n in 0..=wire.len() {
+            let (a, b) = wire.split_at(n);
+            let head = if n >= h.head_len { req(a) } else { req(wire) };
+            assert_eq!(head, Ok(Status::Complete(h.clone())), "split at {n}");
+            if n > h.head_len {
+                let got = decode_pieces(h.body, &limits, &[&a[h.head_len..], b]);
+                assert_eq!(got, run, "split at {n}");
+            }
+        }
+    }
+}
