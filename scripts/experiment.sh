@@ -4,7 +4,7 @@
 # against both, interleaved (direct, proxied, direct, ...), with the proxy's CPU µs per request.
 #
 #   scripts/experiment.sh                 # defaults below
-#   ROUNDS=5 REQUESTS=50000 CONNS=64 BODY=32KiB scripts/experiment.sh
+#   ROUNDS=5 DURATION=5s CONNS=64 BODY=32KiB scripts/experiment.sh
 #
 # Placement on a 2-core machine: the proxy alone on the last core, origin and loader on the
 # first (taskset), so the proxy's CPU cost is measured without the others fighting it.
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
-REQUESTS=${REQUESTS:-20000}
+DURATION=${DURATION:-2s}
 CONNS=${CONNS:-32}
 BODY=${BODY:-32KiB}
 
@@ -37,12 +37,12 @@ else
     pin_rest=()
 fi
 
-# Wait for "listening on ADDR" in a log file and print ADDR.
+# Wait for PATTERN (default "listening on ADDR") in a log file and print its last word.
 listen_addr() {
-    local log=$1
+    local log=$1 pattern=${2:-'listening on [0-9.:]*'}
     for _ in $(seq 1 100); do
         local a
-        a=$(grep -o 'listening on [0-9.:]*' "$log" 2>/dev/null | head -1 | awk '{print $3}')
+        a=$(grep -o "$pattern" "$log" 2>/dev/null | head -1 | awk '{print $NF}')
         if [ -n "$a" ]; then echo "$a"; return 0; fi
         sleep 0.05
     done
@@ -52,9 +52,9 @@ listen_addr() {
 }
 
 "${pin_rest[@]}" "$bin/loader" origin --listen 127.0.0.1:0 --body-size "$BODY" --workers 1 \
-    2>"$tmp/origin.log" &
+    >"$tmp/origin.out" 2>"$tmp/origin.log" &
 pids+=($!)
-origin=$(listen_addr "$tmp/origin.log")
+origin=$(listen_addr "$tmp/origin.out" 'http://[0-9.:]*' | sed 's|http://||')
 
 "${pin_proxy[@]}" "$bin/proxy" --listen 127.0.0.1:0 --upstream "$origin" --workers 1 \
     2>"$tmp/proxy.log" &
@@ -63,7 +63,7 @@ pids+=($proxy_pid)
 proxy=$(listen_addr "$tmp/proxy.log")
 
 echo "origin: $origin (built-in, $BODY page)   proxy: $proxy (1 worker, pid $proxy_pid)"
-echo "load: $REQUESTS requests per round, $CONNS keep-alive connections, $ROUNDS rounds A B A B..."
+echo "load: $DURATION per round, $CONNS keep-alive connections, $ROUNDS rounds A B A B..."
 echo
 "${pin_rest[@]}" "$bin/loader" compare "http://$origin/" "http://$proxy/" \
-    --rounds "$ROUNDS" -n "$REQUESTS" -c "$CONNS" --threads 1 --watch-pid "$proxy_pid"
+    --rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" --threads 1 --watch-pid "$proxy_pid"

@@ -258,22 +258,21 @@ pub fn render(c: &Comparison) -> String {
     let _ = writeln!(s, "A: {}", c.a.url);
     let _ = writeln!(s, "B: {}", c.b.url);
     s.push_str("Each cell: median (min-max) over the rounds\n\n");
-    const W0: usize = 36;
-    const W: usize = 34;
-    let _ = writeln!(s, "{:<W0$}{:<W$}B", "", "A");
-    let row = |s: &mut String, name: &str, a: String, b: String| {
-        let _ = writeln!(s, "{name:<W0$}{a:<W$}{b}");
+    // Rows are collected first so the columns fit their widest cell.
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    let row = |rows: &mut Vec<(String, String, String)>, name: &str, a: String, b: String| {
+        rows.push((name.to_string(), a, b));
     };
     for f in FIGURES {
         row(
-            &mut s,
+            &mut rows,
             f.name,
             cell(Spread::of(&per_round(&c.a, f.of)), f.decimals, ""),
             cell(Spread::of(&per_round(&c.b, f.of)), f.decimals, ""),
         );
     }
     row(
-        &mut s,
+        &mut rows,
         "Performance (req/s vs A)",
         "100.00%".into(),
         cell(Spread::of(&relative_performance(c)), 2, "%"),
@@ -285,24 +284,30 @@ pub fn render(c: &Comparison) -> String {
             .sum()
     };
     row(
-        &mut s,
+        &mut rows,
         "Complete requests (sum)",
         c.a.completed().to_string(),
         c.b.completed().to_string(),
     );
     row(
-        &mut s,
+        &mut rows,
         "Failed requests (sum)",
         sum_failed(&c.a).to_string(),
         sum_failed(&c.b).to_string(),
     );
     for (label, _, a, b) in cpu_lines(c) {
         row(
-            &mut s,
+            &mut rows,
             &label,
             cell(Spread::of(&a), 1, ""),
             cell(Spread::of(&b), 1, ""),
         );
+    }
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0) + 2;
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(1) + 3;
+    let _ = writeln!(s, "{:<w0$}{:<w1$}B", "", "A");
+    for (name, a, b) in rows {
+        let _ = writeln!(s, "{name:<w0$}{a:<w1$}{b}");
     }
     if !c.watch_pids.is_empty() {
         s.push_str(

@@ -10,10 +10,17 @@ use std::time::Duration;
 /// Start the proxy with `env` set, return its first stderr line and the process.
 fn start_proxy(env: Option<(&str, &str)>, args: &[&str]) -> (String, std::process::Child) {
     let mut cmd = Command::new(tests::bin("proxy"));
-    cmd.args(["--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:1", "--workers", "1"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        "127.0.0.1:1",
+        "--workers",
+        "1",
+    ])
+    .args(args)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     if let Some((k, v)) = env {
         cmd.env(k, v);
     }
