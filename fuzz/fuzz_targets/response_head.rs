@@ -20,6 +20,14 @@ fuzz_target!(|data: &[u8]| {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
         if let Ok(Status::Complete(h)) = parse_response(data, &mut headers, method, &limits) {
             assert!(h.head_len <= data.len());
+            // Differential: plain httparse reads the very same message from these bytes.
+            let mut plain_headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+            let mut plain = httparse::Response::new(&mut plain_headers);
+            assert_eq!(plain.parse(data), Ok(httparse::Status::Complete(h.head_len)));
+            assert_eq!(plain.code, Some(h.status));
+            assert_eq!(plain.reason, Some(h.reason));
+            assert_eq!(plain.version, Some(h.version as u8));
+            assert_eq!(plain.headers, h.headers);
             assert!(h.status >= 100 && h.status <= 999);
             let mut d = BodyDecoder::new(h.body, &limits);
             let _ = d.decode(&data[h.head_len..]);

@@ -208,7 +208,10 @@ pub struct RunOptions {
     /// A new connection for every request, sending `Connection: close`.
     pub close: bool,
     pub http10: bool,
-    /// Requests in flight per connection (1: no pipelining).
+    /// Requests in flight per connection (1: no pipelining). Responses come back in order;
+    /// when the server closes the connection (`Connection: close`, EOF) the requests still
+    /// queued behind the last response are counted as read failures. With `--rate`, requests
+    /// that fall due while the pipe is not empty are sent after the next response.
     pub pipeline: usize,
     /// Open loop at this total rate (req/s).
     pub rate: Option<f64>,
@@ -293,6 +296,9 @@ impl RunOptions {
         }
         if self.close && self.pipeline > 1 {
             return invalid("--pipeline needs keep-alive: it cannot be used with --close");
+        }
+        if self.pipeline > 1 && self.urls.iter().any(|u| u.addr != self.urls[0].addr) {
+            return invalid("--pipeline needs every URL on the same server (host and port)");
         }
         if self.runtime.workers == 0 {
             return invalid("--workers must be at least 1");

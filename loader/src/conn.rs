@@ -20,7 +20,7 @@ use crate::worker::{Fail, Worker};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use shared::http::head::RequestMethod;
-use shared::http::{parse_response, BodyDecoder, BodyKind, CodecError, Status};
+use shared::http::{parse_response, BodyDecoder, BodyKind, CodecError, Limits, Status};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -228,19 +228,22 @@ impl Reader {
         !matches!(self.state, Parse::Head) || self.wire > 0
     }
 
+    /// Parse from `buf` (the unconsumed bytes). `on_head` sees each final response head's
+    /// fields (for the Server header).
     fn advance(
         &mut self,
         buf: &[u8],
         method: RequestMethod,
-        w: &Worker,
-        url: usize,
+        limits: &Limits,
+        on_head: impl FnOnce(&[httparse::Header<'_>]),
     ) -> Result<Step, CodecError> {
+        let mut on_head = Some(on_head);
         let mut used = 0;
         loop {
             match &mut self.state {
                 Parse::Head => {
                     let mut hdrs = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-                    match parse_response(&buf[used..], &mut hdrs, method, &w.limits)? {
+                    match parse_response(&buf[used..], &mut hdrs, method, limits)? {
                         Status::Partial => return Ok(Step::More(used)),
                         Status::Complete(h) => {
                             used += h.head_len;
@@ -248,7 +251,9 @@ impl Reader {
                             if (100..200).contains(&h.status) && h.status != 101 {
                                 continue; // interim response: the final one follows
                             }
-                            w.note_server(url, h.headers);
+                            if let Some(f) = on_head.take() {
+                                f(h.headers);
+                            }
                             let (status, keep_alive) = (h.status, h.keep_alive);
                             match h.body {
                                 BodyKind::Empty | BodyKind::Length(0) | BodyKind::Tunnel => {
@@ -257,7 +262,7 @@ impl Reader {
                                 }
                                 kind => {
                                     self.state = Parse::Body {
-                                        dec: BodyDecoder::new(kind, &w.limits),
+                                        dec: BodyDecoder::new(kind, limits),
                                         status,
                                         keep_alive,
                                         body_len: 0,
@@ -325,6 +330,8 @@ impl Reader {
 /// An open connection and its buffers' positions.
 struct Open {
     stream: TcpStream,
+    /// The server it is connected to.
+    dst: std::net::SocketAddr,
     /// Connect time, charged to the first response (ab's "Connect").
     connect_us: u64,
     /// Responses read on it so far.
@@ -387,7 +394,12 @@ pub async fn drive(w: &Worker, slot: &Slot) {
         }
         slot.rearm(timeout);
 
-        // 2. Connect if needed.
+        // 2. Connect if needed (--urls may name several servers: a connection serves one).
+        if let (Some(open), Some(front)) = (&conn, slot.inflight.borrow().front()) {
+            if open.dst != w.plan_addr(front.url) {
+                conn = None;
+            }
+        }
         if conn.is_none() {
             let t0 = slot.now.get();
             slot.connecting.set(true);
@@ -409,6 +421,7 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                     }
                     conn = Some(Open {
                         stream,
+                        dst,
                         connect_us,
                         served: 0,
                     });
@@ -472,7 +485,8 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                 if !reader.started() {
                     t_first = t_data; // this response's first byte is at `pos`
                 }
-                match reader.advance(&rbuf[pos..], method, w, front.url) {
+                let note = |h: &[httparse::Header<'_>]| w.note_server(front.url, h);
+                match reader.advance(&rbuf[pos..], method, &w.limits, note) {
                     Ok(Step::More(used)) => {
                         pos += used;
                         break;
@@ -584,4 +598,124 @@ pub async fn drive(w: &Worker, slot: &Slot) {
 #[inline]
 pub fn micros(d: Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feed `wire` to a reader in pieces of `split` bytes at most, as reads would deliver it,
+    /// consuming like `drive` does; then EOF. Returns the responses (or the error).
+    fn read_all(
+        wire: &[u8],
+        method: RequestMethod,
+        split: usize,
+    ) -> Result<Vec<Response>, CodecError> {
+        let limits = Limits::default();
+        let mut r = Reader::new();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut out = Vec::new();
+        for piece in wire.chunks(split.max(1)) {
+            buf.extend_from_slice(piece);
+            let mut pos = 0;
+            while pos < buf.len() {
+                match r.advance(&buf[pos..], method, &limits, |_| {})? {
+                    Step::More(used) => {
+                        pos += used;
+                        break;
+                    }
+                    Step::Done(used, resp) => {
+                        pos += used;
+                        out.push(resp);
+                    }
+                }
+            }
+            buf.drain(..pos);
+        }
+        if r.started() || !buf.is_empty() {
+            out.push(r.eof()?);
+        }
+        Ok(out)
+    }
+
+    fn every_split(wire: &[u8], method: RequestMethod) -> Result<Vec<Response>, CodecError> {
+        let whole = read_all(wire, method, wire.len());
+        for split in 1..wire.len() {
+            let got = read_all(wire, method, split);
+            assert_eq!(format!("{got:?}"), format!("{whole:?}"), "split at {split}");
+        }
+        whole
+    }
+
+    fn summary(r: &[Response]) -> Vec<(u16, bool, u64, u64)> {
+        r.iter()
+            .map(|r| (r.status, r.keep_alive, r.body_len, r.wire_len))
+            .collect()
+    }
+
+    #[test]
+    fn responses_read_the_same_at_every_split() {
+        use RequestMethod::{Head, Other};
+        let cl = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+        assert_eq!(
+            summary(&every_split(cl, Other).unwrap()),
+            vec![(200, true, 5, 43)]
+        );
+
+        let two = [
+            &cl[..],
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+        ]
+        .concat();
+        let got = summary(&every_split(&two, Other).unwrap());
+        assert_eq!(got, vec![(200, true, 5, 43), (404, true, 0, 45)]);
+
+        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n";
+        let got = summary(&every_split(chunked, Other).unwrap());
+        assert_eq!(got, vec![(200, true, 5, chunked.len() as u64)]);
+
+        let interim =
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
+        let got = summary(&every_split(interim, Other).unwrap());
+        assert_eq!(got, vec![(201, true, 2, interim.len() as u64)]);
+
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n";
+        assert_eq!(
+            summary(&every_split(head, Head).unwrap()),
+            vec![(200, true, 0, 40)]
+        );
+
+        let close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end";
+        let got = summary(&every_split(close, Other).unwrap());
+        assert_eq!(got, vec![(200, false, 13, close.len() as u64)]);
+
+        let http10 = b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx";
+        assert_eq!(
+            summary(&every_split(http10, Other).unwrap()),
+            vec![(200, false, 1, 39)]
+        );
+    }
+
+    #[test]
+    fn truncated_and_malformed_responses_are_errors() {
+        use RequestMethod::Other;
+        let short = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
+        assert_eq!(
+            every_split(short, Other).unwrap_err(),
+            CodecError::UnexpectedEof
+        );
+        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab";
+        assert_eq!(
+            every_split(cut, Other).unwrap_err(),
+            CodecError::UnexpectedEof
+        );
+        let head_only = b"HTTP/1.1 200 OK\r\nContent-Le";
+        assert_eq!(
+            every_split(head_only, Other).unwrap_err(),
+            CodecError::UnexpectedEof
+        );
+        assert!(read_all(b"garbage\r\n\r\n", Other, 100).is_err());
+        let bad_chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+        assert!(read_all(bad_chunk, Other, 100).is_err());
+    }
 }

@@ -219,6 +219,12 @@ impl Worker {
         }
     }
 
+    /// The server of `url`.
+    #[inline]
+    pub fn plan_addr(&self, url: usize) -> SocketAddr {
+        self.plan[url].target.addr
+    }
+
     /// Where to connect for `url`, and from which source address.
     pub fn connect_target(&self, url: usize) -> (SocketAddr, Option<IpAddr>) {
         let dst = self.plan[url].target.addr;

@@ -14,7 +14,7 @@ use crate::error::{Fault, ProxyError};
 use crate::exchange::{self, Next};
 use crate::forward::{prepare_request, IpText, RequestInfo};
 use crate::io::{read_more, write_all, IoFail};
-use crate::worker::{ConnGuard, Worker, CLIENT_BUF};
+use crate::worker::{ConnBufs, ConnGuard, Worker};
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
@@ -42,34 +42,49 @@ pub struct ClientConn {
 
 pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
     let _guard = guard;
+    let bufs = w.take_conn_bufs();
     let mut c = ClientConn {
         w: w.clone(),
         stream,
         ip: IpText::new(peer.ip()),
-        cin: BytesMut::with_capacity(CLIENT_BUF),
-        uout: BytesMut::with_capacity(1024),
-        cout: BytesMut::with_capacity(1024),
+        cin: bufs.cin,
+        uout: bufs.uout,
+        cout: bufs.cout,
     };
+    let tunnel = requests(&mut c).await;
+    let ClientConn {
+        stream,
+        cin,
+        uout,
+        cout,
+        ..
+    } = c;
+    w.give_conn_bufs(ConnBufs { cin, uout, cout });
+    if let Some(up) = tunnel {
+        crate::tunnel::run(&w, stream, up).await;
+    }
+}
+
+/// Serve requests until the connection is done; `Some` when it became a WebSocket tunnel.
+async fn requests(c: &mut ClientConn) -> Option<TcpStream> {
+    let w = c.w.clone();
     let mut stop = w.shutdown.wait();
     let mut first = true;
     loop {
-        let info = match read_head(&mut c, &mut stop, first).await {
+        let info = match read_head(c, &mut stop, first).await {
             Ok(Some(info)) => info,
-            Ok(None) => return,
+            Ok(None) => return None,
             Err(e) => {
-                respond_error(&mut c, e).await;
-                return;
+                respond_error(c, e).await;
+                return None;
             }
         };
         first = false;
         w.stats.requests.incr();
-        match exchange::run(&mut c, info).await {
+        match exchange::run(c, info).await {
             Next::KeepAlive => {}
-            Next::Close => return,
-            Next::Tunnel(up) => {
-                crate::tunnel::run(&w, c.stream, up).await;
-                return;
-            }
+            Next::Close => return None,
+            Next::Tunnel(up) => return Some(up),
         }
     }
 }

@@ -16,10 +16,15 @@ use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
 use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::{parse_request, parse_response, BodyKind, RequestMethod, Status, Version};
+use shared::http::{
+    parse_request, parse_response, BodyKind, CodecError, RequestMethod, Status, Version,
+};
 use std::io::Write as _;
 use std::net::IpAddr;
 
+/// Header slots tried first: enough for nearly every real head, and cheap to initialise
+/// (a head with more fields is parsed again with all `max_headers` slots).
+const FIRST_HEADERS: usize = 32;
 /// Header storage kept on the stack for the common limits; larger limits use the heap.
 const INLINE_HEADERS: usize = 128;
 
@@ -65,15 +70,28 @@ impl IpText {
     }
 }
 
-fn with_headers<'b, R>(max: usize, f: impl FnOnce(&mut [httparse::Header<'b>]) -> R) -> R {
+/// Run a parse with header storage: first with a few slots, then, only if the head has more
+/// fields than that, with all `max` slots.
+fn with_headers<'b, T>(
+    max: usize,
+    mut parse: impl FnMut(&mut [httparse::Header<'b>]) -> Result<T, ProxyError>,
+) -> Result<T, ProxyError> {
     let max = max.clamp(1, MAX_HEADERS_CAP);
+    let first = max.min(FIRST_HEADERS);
+    let mut few: [httparse::Header<'b>; FIRST_HEADERS] = [httparse::EMPTY_HEADER; FIRST_HEADERS];
+    match parse(&mut few[..first]) {
+        Err(ProxyError::Request(CodecError::TooManyHeaders))
+        | Err(ProxyError::BadResponse(CodecError::TooManyHeaders))
+            if max > first => {}
+        done => return done,
+    }
     if max <= INLINE_HEADERS {
         let mut storage: [httparse::Header<'b>; INLINE_HEADERS] =
             [httparse::EMPTY_HEADER; INLINE_HEADERS];
-        f(&mut storage[..max])
+        parse(&mut storage[..max])
     } else {
         let mut storage: Vec<httparse::Header<'b>> = vec![httparse::EMPTY_HEADER; max];
-        f(&mut storage)
+        parse(&mut storage)
     }
 }
 

@@ -79,6 +79,9 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
             source,
         };
         let group = shared::net::reuseport_group(l.addr, n, l.backlog).map_err(bind_err)?;
+        for s in &group {
+            accept::nodelay_listener(s).map_err(bind_err)?;
+        }
         addrs.push(group[0].local_addr().map_err(bind_err)?);
         for (i, s) in group.into_iter().enumerate() {
             per_worker[i].push(s);

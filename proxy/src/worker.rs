@@ -26,6 +26,19 @@ pub const RELAY_BUF: usize = 64 * 1024;
 pub const CLIENT_BUF: usize = 8 * 1024;
 /// Relay buffers kept for reuse per worker.
 const BUF_POOL_MAX: usize = 1024;
+/// Initial size of a connection's head-building buffers.
+pub const HEAD_BUF: usize = 1024;
+/// Connection buffer sets kept for reuse per worker (a connection per request must not pay
+/// three allocations).
+const CONN_POOL_MAX: usize = 4096;
+
+/// A client connection's own buffers: what it read, and the two heads it builds.
+#[derive(Default)]
+pub struct ConnBufs {
+    pub cin: BytesMut,
+    pub uout: BytesMut,
+    pub cout: BytesMut,
+}
 
 /// Per-worker counters, readable from other threads.
 #[derive(Debug, Default)]
@@ -49,6 +62,7 @@ pub struct Worker {
     pub stats: Arc<WorkerStats>,
     pub errlog: RefCell<RateLimitedLog>,
     bufs: RefCell<Vec<BytesMut>>,
+    conn_bufs: RefCell<Vec<ConnBufs>>,
     active: Cell<usize>,
     slot_waiters: RefCell<Vec<Waker>>,
 }
@@ -78,6 +92,7 @@ impl Worker {
             stats,
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             bufs: RefCell::new(Vec::new()),
+            conn_bufs: RefCell::new(Vec::new()),
             active: Cell::new(0),
             slot_waiters: RefCell::new(Vec::new()),
         }
@@ -99,6 +114,37 @@ impl Worker {
         let mut bufs = self.bufs.borrow_mut();
         if bufs.len() < BUF_POOL_MAX {
             bufs.push(b);
+        }
+    }
+
+    /// Buffers for a new client connection.
+    pub fn take_conn_bufs(&self) -> ConnBufs {
+        self.conn_bufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| ConnBufs {
+                cin: BytesMut::with_capacity(CLIENT_BUF),
+                uout: BytesMut::with_capacity(HEAD_BUF),
+                cout: BytesMut::with_capacity(HEAD_BUF),
+            })
+    }
+
+    /// Give a finished connection's buffers back, unless one grew large (an upload or a
+    /// re-chunked body): those are freed so idle memory stays small.
+    pub fn give_conn_bufs(&self, mut b: ConnBufs) {
+        let small = |x: &mut BytesMut, size: usize| {
+            x.clear();
+            x.reserve(size);
+            x.capacity() <= 2 * size && x.capacity() >= size
+        };
+        if small(&mut b.cin, CLIENT_BUF)
+            && small(&mut b.uout, HEAD_BUF)
+            && small(&mut b.cout, HEAD_BUF)
+        {
+            let mut pool = self.conn_bufs.borrow_mut();
+            if pool.len() < CONN_POOL_MAX {
+                pool.push(b);
+            }
         }
     }
 

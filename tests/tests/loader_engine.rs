@@ -160,6 +160,22 @@ fn urls_round_robin_with_exact_shares() {
 }
 
 #[test]
+fn urls_on_different_servers_get_their_own_connections() {
+    let (a, b) = (origin(), origin());
+    let urls = [a.url("/a"), b.url("/b")];
+    let mut opt = opts(&urls, 2);
+    opt.requests = Some(20);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 20);
+    assert_eq!((a.requests(), b.requests()), (10, 10));
+    assert_eq!(r.urls[1].port, b.addr().port());
+    // Pipelining needs one server.
+    opt.pipeline = 4;
+    assert!(loader::run(&opt, ShutdownFlag::new()).is_err());
+}
+
+#[test]
 fn status_codes_are_counted() {
     let o = origin();
     let urls = [
@@ -318,6 +334,13 @@ fn a_server_that_resets_counts_read_failures() {
     assert_eq!(r.totals.attempts, 20);
     assert!(r.nothing_succeeded());
     assert_eq!(o.requests(), 20);
+
+    // Closing without a byte (FIN instead of RST) is a read failure too.
+    let mut opt = opts(&[o.url("/?drop")], 2);
+    opt.requests = Some(10);
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.failures.read, 10);
 }
 
 #[test]
@@ -492,4 +515,51 @@ fn epoll_driver_gives_the_same_counts() {
         assert_eq!(r.totals.body_bytes, 60 * 3000);
     }
     assert_eq!(o.requests(), 120);
+}
+
+#[test]
+fn with_n_and_d_whichever_ends_first() {
+    let o = origin();
+    let mut opt = opts(&[o.url("/")], 2);
+    opt.requests = Some(5);
+    opt.duration = Some(Duration::from_secs(20));
+    let t0 = Instant::now();
+    let r = run(&opt);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(r.totals.completed, 5);
+
+    opt.requests = Some(100_000_000);
+    opt.duration = Some(Duration::from_millis(200));
+    let t0 = Instant::now();
+    let r = run(&opt);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(r.totals.completed > 0 && r.totals.completed < 100_000_000);
+    assert_accounted(&r);
+}
+
+#[test]
+fn http10_requests_as_ab_sends_them() {
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    for close in [false, true] {
+        let mut opt = opts(&[o.url("/x")], 1);
+        opt.requests = Some(3);
+        opt.http10 = true;
+        opt.close = close;
+        let r = run(&opt);
+        assert_eq!(r.totals.completed, 3, "close={close}");
+    }
+    let got = o.captured();
+    assert_eq!(got.len(), 6);
+    let keep = String::from_utf8_lossy(&got[0]);
+    assert!(keep.starts_with("GET /x HTTP/1.0\r\n"), "{keep}");
+    assert!(keep.contains("Connection: keep-alive\r\n"), "{keep}");
+    let close = String::from_utf8_lossy(&got[5]);
+    assert!(!close.contains("Connection:"), "{close}");
+    // Keep-alive with HTTP/1.0 works when the origin honours it: one connection for the
+    // first three, one per request for the last three.
+    assert_eq!(o.connections(), 4);
 }

@@ -447,3 +447,26 @@ fn shutdown_closes_idle_connections_and_finishes_in_flight() {
     assert!(idle.is_closed());
     p.stop();
 }
+
+#[test]
+fn heads_with_many_fields_pass_both_ways() {
+    let o = capturing_origin();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    let mut req = String::from("GET /?");
+    for i in 0..60 {
+        req.push_str(&format!("header=X-R{i}:{i}&"));
+    }
+    req.push_str(" HTTP/1.1\r\nHost: t\r\n");
+    for i in 0..60 {
+        req.push_str(&format!("X-Q{i}: {i}\r\n"));
+    }
+    req.push_str("\r\n");
+    c.send(req.as_bytes());
+    let r = c.response();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-r59"), Some("59"));
+    assert_eq!(r.headers.iter().filter(|(n, _)| n.starts_with("X-R")).count(), 60);
+    let got = String::from_utf8_lossy(&o.captured()[0]).into_owned();
+    assert!(got.contains("X-Q0: 0\r\n") && got.contains("X-Q59: 59\r\n"), "{got}");
+}

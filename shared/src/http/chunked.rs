@@ -6,13 +6,19 @@
 //! chunk        = chunk-size [ chunk-ext ] CRLF chunk-data CRLF
 //! chunk-size   = 1*HEXDIG
 //! chunk-ext    = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+//! chunk-ext-name = token
+//! chunk-ext-val  = token / quoted-string
 //! ```
 //!
 //! Framing bytes go through a byte-at-a-time state machine (they are a few bytes per chunk);
-//! chunk data is handed out as one slice. Extensions are checked for forbidden bytes (CTLs,
-//! bare CR or LF) and otherwise ignored; trailer fields are checked like header fields and
-//! dropped. Line and trailer sizes are bounded by [`Limits`].
+//! chunk data is handed out as one slice. Extensions are parsed to that grammar exactly and
+//! then ignored: a parser that skips "anything up to CRLF" and one that honours quoted
+//! strings disagree on where a line ends (`;a="x<CRLF>..."`), so anything off-grammar is an
+//! error, whitespace not followed by `;` included (`5 <CRLF>`). Trailer fields are checked
+//! like header fields and dropped, the forbidden ones (RFC 9110 6.5.1) with the rest.
+//! Line and trailer sizes are bounded by [`Limits`].
 
+use super::framing::is_tchar;
 use super::{body::Decoded, CodecError, Limits, Status};
 
 /// State of a chunked body decoder.
@@ -33,10 +39,26 @@ enum ChunkedState {
     SizeStart,
     /// Inside the hex digits.
     Size,
-    /// Whitespace after the size: more whitespace, `;` or CR.
+    /// Whitespace after the size (BWS): more whitespace or `;`.
     SizeWs,
-    /// Inside chunk extensions, up to CR.
-    Ext,
+    /// After `;` (BWS): whitespace or the first byte of an extension name.
+    ExtPreName,
+    /// Inside an extension name: name bytes, whitespace, `=`, `;` or CR.
+    ExtName,
+    /// Whitespace after an extension name: `=` or `;`.
+    ExtNameWs,
+    /// After `=` (BWS): a token or a quoted string.
+    ExtPreValue,
+    /// Inside a token value: value bytes, whitespace, `;` or CR.
+    ExtToken,
+    /// Inside a quoted-string value.
+    ExtQuoted,
+    /// After a backslash in a quoted string: the escaped byte.
+    ExtQuotedPair,
+    /// After the closing quote: whitespace, `;` or CR.
+    ExtAfterQuote,
+    /// Whitespace after a value (BWS): more whitespace or `;`.
+    ExtWs,
     /// CR of the size line seen: LF is due.
     SizeLf,
     /// Chunk payload; `remaining > 0`.
@@ -65,30 +87,14 @@ fn hex_value(b: u8) -> Option<u64> {
     }
 }
 
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'!' | b'#'
-                | b'$'
-                | b'%'
-                | b'&'
-                | b'\''
-                | b'*'
-                | b'+'
-                | b'-'
-                | b'.'
-                | b'^'
-                | b'_'
-                | b'`'
-                | b'|'
-                | b'~'
-        )
-}
-
 /// Field-value bytes: HTAB, SP, VCHAR, obs-text.
 fn is_value_byte(b: u8) -> bool {
     b == b'\t' || (b >= 0x20 && b != 0x7f)
+}
+
+/// `qdtext` (RFC 9110 5.6.4): HTAB, SP, VCHAR except `"` and `\`, obs-text.
+fn is_qdtext(b: u8) -> bool {
+    is_value_byte(b) && b != b'"' && b != b'\\'
 }
 
 impl ChunkedDecoder {
@@ -142,7 +148,8 @@ impl ChunkedDecoder {
     fn step(&mut self, b: u8) -> Result<(), CodecError> {
         use ChunkedState::*;
         match self.state {
-            SizeStart | Size | SizeWs | Ext | SizeLf => {
+            SizeStart | Size | SizeWs | ExtPreName | ExtName | ExtNameWs | ExtPreValue
+            | ExtToken | ExtQuoted | ExtQuotedPair | ExtAfterQuote | ExtWs | SizeLf => {
                 self.line_len += 1;
                 if self.line_len > self.max_chunk_line {
                     return Err(CodecError::ChunkLineTooLong);
@@ -164,17 +171,37 @@ impl ChunkedDecoder {
                 self.remaining = (self.remaining << 4) | hex_value(b).unwrap_or(0);
                 Size
             }
-            (SizeStart | Size | SizeWs | Ext | TrailerStart | TrailerValue, b'\n') => {
-                return Err(CodecError::BareLf)
-            }
+            (
+                SizeStart | Size | SizeWs | ExtPreName | ExtName | ExtNameWs | ExtPreValue
+                | ExtToken | ExtQuoted | ExtQuotedPair | ExtAfterQuote | ExtWs | TrailerStart
+                | TrailerValue,
+                b'\n',
+            ) => return Err(CodecError::BareLf),
             (SizeStart, _) => return Err(CodecError::InvalidChunkSize),
             (Size | SizeWs, b' ' | b'\t') => SizeWs,
-            (Size | SizeWs, b';') => Ext,
-            (Size | SizeWs, b'\r') => SizeLf,
+            (Size | SizeWs, b';') => ExtPreName,
+            (Size, b'\r') => SizeLf,
             (Size | SizeWs, _) => return Err(CodecError::InvalidChunkSize),
-            (Ext, b'\r') => SizeLf,
-            (Ext, _) if is_value_byte(b) => Ext,
-            (Ext, _) => return Err(CodecError::InvalidChunkExtension),
+            // chunk-ext, to the grammar in the module doc.
+            (ExtPreName | ExtPreValue, b' ' | b'\t') => self.state,
+            (ExtPreName | ExtName, _) if is_tchar(b) => ExtName,
+            (ExtName | ExtNameWs, b' ' | b'\t') => ExtNameWs,
+            (ExtName | ExtNameWs, b'=') => ExtPreValue,
+            (ExtName | ExtNameWs | ExtToken | ExtAfterQuote | ExtWs, b';') => ExtPreName,
+            (ExtName | ExtToken | ExtAfterQuote, b'\r') => SizeLf,
+            (ExtPreValue, b'"') => ExtQuoted,
+            (ExtPreValue | ExtToken, _) if is_tchar(b) => ExtToken,
+            (ExtToken | ExtAfterQuote | ExtWs, b' ' | b'\t') => ExtWs,
+            (ExtQuoted, b'"') => ExtAfterQuote,
+            (ExtQuoted, b'\\') => ExtQuotedPair,
+            (ExtQuoted, _) if is_qdtext(b) => ExtQuoted,
+            // quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )
+            (ExtQuotedPair, _) if is_value_byte(b) => ExtQuoted,
+            (
+                ExtPreName | ExtName | ExtNameWs | ExtPreValue | ExtToken | ExtQuoted
+                | ExtQuotedPair | ExtAfterQuote | ExtWs,
+                _,
+            ) => return Err(CodecError::InvalidChunkExtension),
             (SizeLf, b'\n') => {
                 self.line_len = 0;
                 if self.remaining == 0 {

@@ -48,6 +48,8 @@ pub enum CodecError {
     TransferEncodingNotChunked, // 400
     #[error("unknown transfer coding")]
     UnknownTransferCoding, // 501
+    #[error("malformed Transfer-Encoding")]
+    InvalidTransferEncoding, // 400 (a coding that is not a bare token, e.g. `chunked;q=1`)
     #[error("invalid chunk size")]
     InvalidChunkSize, // 400
     #[error("chunk size overflows")]
@@ -97,6 +99,7 @@ impl CodecError {
             | InvalidContentLength
             | ConflictingContentLength
             | TransferEncodingNotChunked
+            | InvalidTransferEncoding
             | TransferEncodingHttp10
             | InvalidChunkSize
             | ChunkSizeOverflow

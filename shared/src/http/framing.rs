@@ -95,6 +95,9 @@ pub(crate) struct TransferCodings {
     pub chunked_count: u32,
     pub last_is_chunked: bool,
     pub unknown: bool,
+    /// A list element that is not a bare token: parameters (`chunked;q=1`, which RFC 9112
+    /// 7 does not define for chunked), quotes, inner spaces, non-ASCII.
+    pub malformed: bool,
 }
 
 impl<'b> FieldScan<'b> {
@@ -124,6 +127,16 @@ impl<'b> FieldScan<'b> {
                 (10, b'c') if eq_lower(name, b"connection") => s.connection(h.value),
                 (14, b'c') if eq_lower(name, b"content-length") => s.content_length(h.value),
                 (17, b't') if eq_lower(name, b"transfer-encoding") => s.transfer_encoding(h.value),
+                // `Content_Length` / `Transfer_Encoding`: back ends that map field names to
+                // CGI-style variables (`_` and `-` alike) would take these for the framing
+                // fields that this side ignored. Only names of the same length and initial
+                // get here, so the extra compare is off the common path.
+                (14, b'c') | (17, b't')
+                    if eq_framing_underscored(name, b"content-length")
+                        || eq_framing_underscored(name, b"transfer-encoding") =>
+                {
+                    return Err(CodecError::InvalidHeaderName);
+                }
                 _ => {}
             }
         }
@@ -153,14 +166,20 @@ impl<'b> FieldScan<'b> {
 
     fn transfer_encoding(&mut self, value: &[u8]) {
         self.te.present = true;
+        // Empty list elements are ignored (RFC 9110 5.6.1); every other element must be a
+        // bare token. A coding with parameters is not guessed at: `chunked;q=1` is chunked
+        // to some parsers and an unknown coding to others.
         for coding in list_elements(value) {
-            // A coding may carry parameters: its name ends at `;`.
-            let name = trim_ows(coding.split(|&b| b == b';').next().unwrap_or(&[]));
             self.te.count += 1;
-            let chunked = eq_lower(name, b"chunked");
+            if !coding.iter().all(|&b| is_tchar(b)) {
+                self.te.malformed = true;
+                self.te.last_is_chunked = false;
+                continue;
+            }
+            let chunked = eq_lower(coding, b"chunked");
             self.te.chunked_count += u32::from(chunked);
             self.te.last_is_chunked = chunked;
-            self.te.unknown |= !chunked && !is_known_coding(name);
+            self.te.unknown |= !chunked && !is_known_coding(coding);
         }
     }
 
@@ -201,6 +220,52 @@ impl<'b> FieldScan<'b> {
     pub fn keep_alive(&self, version: Version) -> bool {
         !self.conn_close && (version == Version::Http11 || self.conn_keep_alive)
     }
+
+    /// A response whose framing fields contradict each other or its status: its body is
+    /// delimited by the RFC's rules all the same, but the connection is not trusted with
+    /// another response (bytes the server meant as body would be read as the next head).
+    /// - Transfer-Encoding with Content-Length (RFC 9112 6.3 step 3: "ought to be handled
+    ///   as an error");
+    /// - a 204 with Transfer-Encoding (RFC 9112 6.1: MUST NOT) or with a Content-Length
+    ///   other than 0 (RFC 9110 8.6: MUST NOT; `0` is common and harmless).
+    pub fn response_framing_suspect(&self, status: u16) -> bool {
+        (self.te.present && self.has_content_length)
+            || (status == 204
+                && (self.te.present || (self.has_content_length && self.content_length != Some(0))))
+    }
+}
+
+/// `name` equals `lower` (a framing field name) with at least one `-` written as `_`.
+#[cold]
+fn eq_framing_underscored(name: &[u8], lower: &[u8]) -> bool {
+    name.len() == lower.len()
+        && name.contains(&b'_')
+        && name
+            .iter()
+            .zip(lower)
+            .all(|(&x, &y)| (x == b'_' && y == b'-') || x.to_ascii_lowercase() == y)
+}
+
+/// `tchar` (RFC 9110 5.6.2).
+pub(crate) fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric()
+        || matches!(
+            b,
+            b'!' | b'#'
+                | b'$'
+                | b'%'
+                | b'&'
+                | b'\''
+                | b'*'
+                | b'+'
+                | b'-'
+                | b'.'
+                | b'^'
+                | b'_'
+                | b'`'
+                | b'|'
+                | b'~'
+        )
 }
 
 /// Case-insensitive equality of a header name or value with `lower`, a lowercase ASCII
@@ -244,6 +309,9 @@ pub(crate) fn request_body_kind(
     version: Version,
 ) -> Result<BodyKind, CodecError> {
     if scan.te.present {
+        if scan.te.malformed {
+            return Err(CodecError::InvalidTransferEncoding);
+        }
         // 6.1: "A server that receives a request message with a transfer coding it does not
         // understand SHOULD respond with 501 (Not Implemented)."
         if scan.te.unknown {
@@ -264,6 +332,12 @@ pub(crate) fn request_body_kind(
         // with the 400". 7.1: chunked MUST NOT be applied more than once.
         if !scan.te.last_is_chunked || scan.te.chunked_count != 1 {
             return Err(CodecError::TransferEncodingNotChunked);
+        }
+        // `gzip, chunked`: BodyKind has no room for the codings under chunked, so a
+        // consumer would pass the body on decoded from chunked but still gzip-coded, with
+        // nothing saying so. Nothing here implements them: 501, as 6.1 says.
+        if scan.te.count != 1 {
+            return Err(CodecError::UnknownTransferCoding);
         }
         return Ok(BodyKind::Chunked);
     }
@@ -328,6 +402,9 @@ pub(crate) fn response_body_kind(
     // coding is not the final encoding, the message body length is determined by reading
     // the connection until it is closed by the server."
     if scan.te.present {
+        if scan.te.malformed {
+            return Err(CodecError::InvalidTransferEncoding);
+        }
         if version == Version::Http11 && scan.te.last_is_chunked && scan.te.chunked_count == 1 {
             return Ok(BodyKind::Chunked);
         }

@@ -5,13 +5,18 @@
 //! the colon, NUL/bare CR in values, Host presence and uniqueness for HTTP/1.1 requests,
 //! absolute-form authority winning over Host, versions other than 1.0/1.1 (505) told apart
 //! from the HTTP/2 preface and from garbage, and the framing headers (see `framing`).
+//! Request-smuggling hardening on top: Host and authorities to a strict `host[:port]`
+//! grammar, only `http(s)` absolute-form, no fragment in a target, `head`/`connect` in the
+//! wrong case rejected (a case-blind back end would frame the response differently),
+//! Upgrade ignored in HTTP/1.0 (RFC 9110 7.8).
 //!
 //! Cost on the success path: one httparse pass, then O(headers) work: bare LF is found by
 //! looking at the two bytes before each header name and at the last four bytes of the head
 //! (every line ending in a head is one of those), and the framing fields are summarised in
-//! the same loop. Classifying *why* httparse failed rescans the bytes, but only on error.
+//! the same loop; the target is searched once for `#` (memchr) and the Host value checked.
+//! Classifying *why* httparse failed rescans the bytes, but only on error.
 
-use super::framing::{request_body_kind, response_body_kind, FieldScan};
+use super::framing::{is_tchar, request_body_kind, response_body_kind, FieldScan};
 use super::{framing::BodyKind, CodecError, Limits, Status, Version};
 
 pub use super::framing::RequestMethod;
@@ -126,6 +131,7 @@ pub fn parse_request<'h, 'b>(
     }
     check_head_end(buf, head_len)?;
 
+    check_framing_method(method)?;
     let scan = FieldScan::scan(buf, headers)?;
     let authority = request_authority(method, target, &scan, version)?;
     let body = request_body_kind(&scan, version)?;
@@ -139,7 +145,9 @@ pub fn parse_request<'h, 'b>(
         body,
         keep_alive: scan.keep_alive(version),
         expect_continue: scan.expect_continue && version == Version::Http11,
-        upgrade: if scan.conn_upgrade {
+        // RFC 9110 7.8: "A server MUST ignore an Upgrade header field that is received in
+        // an HTTP/1.0 request."
+        upgrade: if scan.conn_upgrade && version == Version::Http11 {
             scan.upgrade
         } else {
             None
@@ -202,8 +210,9 @@ pub fn parse_response<'h, 'b>(
 
     let scan = FieldScan::scan(buf, headers)?;
     let body = response_body_kind(&scan, version, status, method)?;
-    let keep_alive =
-        scan.keep_alive(version) && !matches!(body, BodyKind::CloseDelimited | BodyKind::Tunnel);
+    let keep_alive = scan.keep_alive(version)
+        && !matches!(body, BodyKind::CloseDelimited | BodyKind::Tunnel)
+        && !scan.response_framing_suspect(status);
     Ok(Status::Complete(ResponseHead {
         version,
         status,
@@ -239,6 +248,23 @@ fn check_head_end(buf: &[u8], head_len: usize) -> Result<(), CodecError> {
     }
 }
 
+/// RFC 9110 9.1: methods are case-sensitive. `head` or `Connect` is not HEAD or CONNECT
+/// to this codec (the response would be framed as having a body, or not as a tunnel), but
+/// a back end that compares case-insensitively would take it for one, and the two sides
+/// would then disagree on where the response ends. Only these two change framing.
+fn check_framing_method(method: &str) -> Result<(), CodecError> {
+    let near_miss = match method.len() {
+        4 => method != "HEAD" && method.eq_ignore_ascii_case("HEAD"),
+        7 => method != "CONNECT" && method.eq_ignore_ascii_case("CONNECT"),
+        _ => false,
+    };
+    if near_miss {
+        Err(CodecError::InvalidMethod)
+    } else {
+        Ok(())
+    }
+}
+
 /// RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host; 3.2.2: an absolute-form
 /// target's authority wins over Host. 3.2.1-3.2.4: the target's form must fit the method.
 fn request_authority<'b>(
@@ -254,83 +280,97 @@ fn request_authority<'b>(
         return Err(CodecError::MissingHost);
     }
     if let Some(host) = scan.host {
-        if !host.iter().all(|&b| is_authority_byte(b)) {
+        // RFC 9112 3.2: an empty Host is allowed (a target without an authority).
+        if !host.is_empty() && !valid_authority(host, false) {
             return Err(CodecError::InvalidHost);
         }
     }
     let t = target.as_bytes();
     if method == "CONNECT" {
-        // authority-form: host ":" port, nothing else.
-        if !t.contains(&b':') || !t.iter().all(|&b| is_authority_byte(b)) {
+        // authority-form (3.2.3): uri-host ":" port, nothing else.
+        if !valid_authority(t, true) {
             return Err(CodecError::InvalidTarget);
         }
         return Ok(Some(t));
+    }
+    // 3.2: no form of request-target has a fragment, and back ends disagree on whether
+    // `#` ends the path (a router and a back end could see different paths).
+    if t.contains(&b'#') {
+        return Err(CodecError::InvalidTarget);
     }
     match t.first() {
         Some(b'/') => Ok(scan.host),
         Some(b'*') if t.len() == 1 && method == "OPTIONS" => Ok(scan.host),
         _ => match absolute_authority(t) {
             // RFC 9110 4.2.4: userinfo (`user@`) in an http(s) URI is an error; the
-            // authority byte set leaves `@` out.
-            Some(a) if !a.is_empty() && a.iter().all(|&b| is_authority_byte(b)) => Ok(Some(a)),
+            // authority grammar leaves `@` out.
+            Some(a) if valid_authority(a, false) => Ok(Some(a)),
             _ => Err(CodecError::InvalidTarget),
         },
     }
 }
 
-/// Bytes of `uri-host [":" port]` (RFC 3986 3.2.2: reg-name, IP literals, pct-encoding),
-/// which keeps routing on Host or authority unambiguous: no spaces, `/`, `@`, `?`, `#`.
-#[inline]
-fn is_authority_byte(b: u8) -> bool {
-    AUTHORITY_BYTES[b as usize]
+/// `uri-host [":" port]` (RFC 3986 3.2.2-3.2.3) with a non-empty host, and a non-empty
+/// port when `port_required`. Stricter than RFC 3986 where that keeps routing on it
+/// unambiguous: a reg-name is letters, digits, `-._~` and pct-encoded octets (no
+/// sub-delims such as `,` `;` `*`, which no client puts in a host name); an IP literal is
+/// an IPv6 address (hex digits, `:` and `.` in brackets; no IPvFuture or zone).
+fn valid_authority(a: &[u8], port_required: bool) -> bool {
+    let rest = if let Some(literal) = a.strip_prefix(b"[") {
+        let Some(close) = literal.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let inner = &literal[..close];
+        if !inner.contains(&b':')
+            || !inner
+                .iter()
+                .all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        {
+            return false;
+        }
+        &literal[close + 1..]
+    } else {
+        let end = a.iter().position(|&b| b == b':').unwrap_or(a.len());
+        if !valid_reg_name(&a[..end]) {
+            return false;
+        }
+        &a[end..]
+    };
+    match rest {
+        [] => !port_required,
+        [b':', port @ ..] => {
+            port.iter().all(u8::is_ascii_digit) && !(port_required && port.is_empty())
+        }
+        _ => false,
+    }
 }
 
-static AUTHORITY_BYTES: [bool; 256] = {
-    let mut t = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        t[b] = c.is_ascii_alphanumeric()
-            || matches!(
-                c,
-                b'-' | b'.'
-                    | b'_'
-                    | b'~'
-                    | b'%'
-                    | b'!'
-                    | b'$'
-                    | b'&'
-                    | b'\''
-                    | b'('
-                    | b')'
-                    | b'*'
-                    | b'+'
-                    | b','
-                    | b';'
-                    | b'='
-                    | b':'
-                    | b'['
-                    | b']'
-            );
-        b += 1;
+/// A non-empty reg-name of unreserved bytes and well-formed pct-encodings.
+fn valid_reg_name(host: &[u8]) -> bool {
+    let mut i = 0;
+    while i < host.len() {
+        match host[i] {
+            b'%' => match host.get(i + 1..i + 3) {
+                Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 3,
+                _ => return false,
+            },
+            b if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') => i += 1,
+            _ => return false,
+        }
     }
-    t
-};
+    !host.is_empty()
+}
 
 /// The authority of an absolute-form target `scheme "://" authority [path-abempty]...`,
-/// or `None` if `t` is not one.
+/// or `None` if `t` is not one. Only `http` and `https` (any case) are accepted: this is
+/// a server for those, and another scheme's authority would be routed as if it were one.
 fn absolute_authority(t: &[u8]) -> Option<&[u8]> {
     let colon = t.iter().position(|&b| b == b':')?;
     let scheme = &t[..colon];
-    // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." )
-    let valid_scheme = scheme.first().is_some_and(u8::is_ascii_alphabetic)
-        && scheme
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
-    let rest = t[colon + 1..].strip_prefix(b"//")?;
-    if !valid_scheme {
+    if !scheme.eq_ignore_ascii_case(b"http") && !scheme.eq_ignore_ascii_case(b"https") {
         return None;
     }
+    let rest = t[colon + 1..].strip_prefix(b"//")?;
     let end = rest
         .iter()
         .position(|&b| matches!(b, b'/' | b'?' | b'#'))
@@ -365,27 +405,6 @@ fn request_line_too_long(buf: &[u8], limit: usize) -> bool {
 // Each classifier returns `None` when the bytes that decide which rule is broken have not
 // all arrived yet (the caller answers `Partial`), so a head gives the same error however
 // it is split across reads.
-
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric()
-        || matches!(
-            b,
-            b'!' | b'#'
-                | b'$'
-                | b'%'
-                | b'&'
-                | b'\''
-                | b'*'
-                | b'+'
-                | b'-'
-                | b'.'
-                | b'^'
-                | b'_'
-                | b'`'
-                | b'|'
-                | b'~'
-        )
-}
 
 fn classify_request_error(buf: &[u8], e: httparse::Error) -> Option<CodecError> {
     let lead = buf

@@ -90,6 +90,48 @@ pub fn res(buf: &[u8], method: RequestMethod) -> Parsed<Res> {
     res_with(buf, method, &Limits::default())
 }
 
+/// Differential check: a head this codec accepts must read the same to plain httparse
+/// (method, target, version, every header name and value, head length). Our layer only
+/// ever rejects more; it must never see a different message in the same bytes.
+pub fn assert_request_agrees_with_httparse(wire: &[u8], ours: &Req) {
+    let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+    let mut plain = httparse::Request::new(&mut storage);
+    let show = String::from_utf8_lossy(wire);
+    assert_eq!(
+        plain.parse(wire),
+        Ok(httparse::Status::Complete(ours.head_len)),
+        "{show:?}"
+    );
+    assert_eq!(plain.method, Some(ours.method.as_str()), "{show:?}");
+    assert_eq!(plain.path, Some(ours.target.as_str()), "{show:?}");
+    let minor = match ours.version {
+        Version::Http10 => 0,
+        Version::Http11 => 1,
+    };
+    assert_eq!(plain.version, Some(minor), "{show:?}");
+    assert_eq!(own_headers(plain.headers), ours.headers, "{show:?}");
+}
+
+/// The same for response heads (version, status, reason, headers, head length).
+pub fn assert_response_agrees_with_httparse(wire: &[u8], ours: &Res) {
+    let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+    let mut plain = httparse::Response::new(&mut storage);
+    let show = String::from_utf8_lossy(wire);
+    assert_eq!(
+        plain.parse(wire),
+        Ok(httparse::Status::Complete(ours.head_len)),
+        "{show:?}"
+    );
+    assert_eq!(plain.code, Some(ours.status), "{show:?}");
+    assert_eq!(plain.reason, Some(ours.reason.as_str()), "{show:?}");
+    let minor = match ours.version {
+        Version::Http10 => 0,
+        Version::Http11 => 1,
+    };
+    assert_eq!(plain.version, Some(minor), "{show:?}");
+    assert_eq!(own_headers(plain.headers), ours.headers, "{show:?}");
+}
+
 /// The head length of a complete parse, if any.
 pub trait HeadLen {
     fn head_len(&self) -> usize;

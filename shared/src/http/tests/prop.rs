@@ -61,7 +61,12 @@ fn random_inputs_never_panic_and_prefixes_agree() {
     for _ in 0..3000 {
         let msg = random_message(&mut rng);
         let full = req(&msg);
-        let _ = res(&msg, RequestMethod::Other);
+        if let Ok(Status::Complete(h)) = &full {
+            assert_request_agrees_with_httparse(&msg, h);
+        }
+        if let Ok(Status::Complete(h)) = res(&msg, RequestMethod::Other) {
+            assert_response_agrees_with_httparse(&msg, &h);
+        }
         // A random prefix is Partial or agrees with the whole.
         let n = rng.below(msg.len() + 1);
         let p = req(&msg[..n]);

@@ -79,7 +79,7 @@ fn table() -> Vec<(RequestMethod, &'static str, Want)> {
         (
             Other,
             "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
-            ok(204, Empty, true),
+            ok(204, Empty, false),
         ),
         (
             Other,
@@ -119,11 +119,48 @@ fn table() -> Vec<(RequestMethod, &'static str, Want)> {
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, Chunked\r\n\r\n",
             ok(200, Chunked, true),
         ),
+        // Both framings: TE wins, but the connection is not reused (RFC 9112 6.3 step 3:
+        // "ought to be handled as an error").
         (
             Other,
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
-            ok(200, Chunked, true),
+            ok(200, Chunked, false),
         ),
+        // Malformed codings and near-miss framing names: an error (502), not a guess.
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked;q=1\r\n\r\n",
+            Want::Err(InvalidTransferEncoding),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer_Encoding: chunked\r\n\r\n",
+            Want::Err(InvalidHeaderName),
+        ),
+        // RFC 9110 8.6 / RFC 9112 6.1: a 204 carries neither; one that does has a server
+        // whose framing is not to be trusted with another response.
+        (
+            Other,
+            "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ok(204, Empty, false),
+        ),
+        (
+            Other,
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+            ok(204, Empty, true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+            ok(304, Empty, true),
+        ),
+        (
+            Head,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+            ok(200, Empty, false),
+        ),
+        (Other, "http/1.1 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
+        (Other, "HTTP/1.1  200 OK\r\n\r\n", Want::Err(InvalidStatus)),
         (
             Other,
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
@@ -207,6 +244,7 @@ fn response_table() {
                 assert_eq!(h.body, *body, "{wire:?}");
                 assert_eq!(h.keep_alive, *ka, "{wire:?}");
                 assert_eq!(h.head_len, w.len(), "{wire:?}");
+                assert_response_agrees_with_httparse(w, h);
             }
             (Want::Err(e), Err(got_e)) => assert_eq!(got_e, e, "{wire:?}"),
             _ => panic!("{wire:?}: want {want:?}, got {got:?}"),
