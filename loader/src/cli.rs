@@ -146,9 +146,10 @@ pub struct CompareArgs {
     pub url_a: String,
     /// URL compared with it
     pub url_b: String,
-    /// Rounds: A B A B... (each -n/-d applies to each round)
+    /// Rounds: A B A B... (each -n/-d applies to each round); at least 3, so a median and a
+    /// spread mean something on a noisy machine
     #[arg(long, value_name = "N", default_value_t = 3,
-          value_parser = clap::value_parser!(u32).range(1..=1000))]
+          value_parser = clap::value_parser!(u32).range(3..=1000))]
     pub rounds: u32,
     /// Process whose CPU time per request is reported (repeatable)
     #[arg(long = "watch-pid", value_name = "PID")]

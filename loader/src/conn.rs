@@ -17,6 +17,7 @@
 //! slot's deadline a few times per timeout period).
 
 use crate::worker::{Fail, Worker};
+
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use shared::http::head::RequestMethod;
@@ -28,6 +29,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+/// The granularity of monoio's timer wheel.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// Read buffer per connection (wrk uses 8 KiB; a bigger one halves the reads of a 32 KiB page).
 pub const READ_BUF: usize = 16 * 1024;
@@ -365,14 +369,23 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                         if queued + batch > 0 {
                             break; // send it after reading what is in flight
                         }
-                        monoio::time::sleep_until(due.into()).await;
-                        now = Instant::now();
-                        slot.now.set(now);
+                        // monoio's timer wheel ticks in milliseconds and fires up to a
+                        // tick late: wake a tick early and send then, so the timer's own
+                        // lateness is never counted as the server's latency.
+                        if let Some(early) = due.checked_sub(TIMER_TICK) {
+                            if early > now {
+                                monoio::time::sleep_until(early.into()).await;
+                                now = Instant::now();
+                                slot.now.set(now);
+                            }
+                        }
                     }
                     if w.is_stopped() {
                         break;
                     }
-                    intended = sched.next_due();
+                    // Latency runs from the scheduled time when the send is late (coordinated
+                    // omission corrected), from the actual send when it is early.
+                    intended = sched.next_due().min(now);
                     slot.schedule.set(Some(sched));
                 }
                 let Some((url, measured)) = w.take_ticket() else {

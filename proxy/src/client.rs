@@ -1,8 +1,9 @@
 //! One client connection: read a request head, hand it to the exchange, repeat.
 //!
 //! - The first head (and any head once its first byte arrived) must arrive within the header
-//!   timeout (408 otherwise); between requests the idle timeout applies, and shutdown closes
-//!   the connection there, never in the middle of a request.
+//!   timeout (408 if part of it came, a quiet close if nothing did); between requests the idle
+//!   timeout applies, and shutdown closes the connection there, never in the middle of a
+//!   request.
 //! - Pipelined requests are answered in order: bytes after one request stay in `cin` and are
 //!   parsed after its response.
 //! - Every error the proxy answers itself is a complete response with a length and
@@ -122,7 +123,8 @@ async fn read_head(
         match r {
             Ok((0, _)) => return Ok(None),
             Ok((_, buf)) => c.cin = buf,
-            Err(IoFail::Timeout) if idle && deadline.is_none() => return Ok(None),
+            // Nothing of a request arrived: close quietly (as nginx does), no 408.
+            Err(IoFail::Timeout) if idle => return Ok(None),
             Err(IoFail::Timeout) => return Err(ProxyError::HeaderTimeout),
             Err(IoFail::Error(_)) => return Ok(None),
         }

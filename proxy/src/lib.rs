@@ -181,13 +181,19 @@ fn summary(
                 }
             })
             .collect();
+        let balance = match g.balance {
+            config::Balance::RoundRobin => "round-robin",
+            config::Balance::LeastConn => "least-conn",
+            config::Balance::Random2 => "random2",
+        };
         let _ = writeln!(
             s,
-            "  upstream {}: {} [{:?}, keepalive {}/worker]",
+            "  upstream {}: {} [{balance}, keepalive {}/worker, {} requests/connection, idle {}]",
             g.name,
             servers.join(", "),
-            g.balance,
-            g.keepalive
+            g.keepalive,
+            g.keepalive_requests,
+            shared::units::format_duration(g.keepalive_timeout),
         );
     }
     let t = &cfg.timeouts;

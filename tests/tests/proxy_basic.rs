@@ -422,6 +422,9 @@ fn header_timeout_gives_408_and_idle_connections_close() {
     c.send(b"GET / HTTP/1.1\r\n");
     let r = c.response();
     assert_eq!(r.status, 408);
+    // A connection that sends nothing is closed quietly.
+    let mut c = p.connect();
+    assert!(c.read_to_close().is_empty());
     let mut c = p.connect();
     assert_eq!(c.get("/").status, 200);
     assert!(c.is_closed(), "idle timeout closes quietly");
