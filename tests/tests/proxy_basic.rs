@@ -469,7 +469,42 @@ fn heads_with_many_fields_pass_both_ways() {
     let r = c.response();
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-r59"), Some("59"));
-    assert_eq!(r.headers.iter().filter(|(n, _)| n.starts_with("X-R")).count(), 60);
+    assert_eq!(
+        r.headers
+            .iter()
+            .filter(|(n, _)| n.starts_with("X-R"))
+            .count(),
+        60
+    );
     let got = String::from_utf8_lossy(&o.captured()[0]).into_owned();
-    assert!(got.contains("X-Q0: 0\r\n") && got.contains("X-Q59: 59\r\n"), "{got}");
+    assert!(
+        got.contains("X-Q0: 0\r\n") && got.contains("X-Q59: 59\r\n"),
+        "{got}"
+    );
+}
+
+#[test]
+fn several_workers_share_the_port() {
+    let o = origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.runtime.workers = 2;
+    let p = Proxy::start(cfg);
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let addr = p.addr;
+            std::thread::spawn(move || {
+                let mut c = proxy_common::Client::connect(addr);
+                for _ in 0..10 {
+                    assert_eq!(c.get("/").status, 200);
+                }
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+    assert_eq!(o.requests(), 80);
+    let served: u64 = p.running().stats().iter().map(|s| s.requests.get()).sum();
+    assert_eq!(served, 80);
+    p.stop();
 }

@@ -295,7 +295,8 @@ fn request_authority<'b>(
     }
     // 3.2: no form of request-target has a fragment, and back ends disagree on whether
     // `#` ends the path (a router and a back end could see different paths).
-    if t.contains(&b'#') {
+    // (A branch-free fold: it vectorizes, where memchr's setup dominates on short targets.)
+    if t.iter().fold(false, |found, &b| found | (b == b'#')) {
         return Err(CodecError::InvalidTarget);
     }
     match t.first() {
@@ -330,8 +331,19 @@ fn valid_authority(a: &[u8], port_required: bool) -> bool {
         }
         &literal[close + 1..]
     } else {
-        let end = a.iter().position(|&b| b == b':').unwrap_or(a.len());
-        if !valid_reg_name(&a[..end]) {
+        // One pass in the common case: the host is unreserved bytes up to `:` or the end.
+        let end = match a.iter().position(|&b| !UNRESERVED[b as usize]) {
+            Some(i) if a[i] == b'%' => {
+                let end = a.iter().position(|&b| b == b':').unwrap_or(a.len());
+                if !valid_pct_reg_name(&a[..end]) {
+                    return false;
+                }
+                end
+            }
+            Some(i) => i,
+            None => a.len(),
+        };
+        if end == 0 {
             return false;
         }
         &a[end..]
@@ -345,8 +357,9 @@ fn valid_authority(a: &[u8], port_required: bool) -> bool {
     }
 }
 
-/// A non-empty reg-name of unreserved bytes and well-formed pct-encodings.
-fn valid_reg_name(host: &[u8]) -> bool {
+/// A reg-name of unreserved bytes and well-formed pct-encodings.
+#[cold]
+fn valid_pct_reg_name(host: &[u8]) -> bool {
     let mut i = 0;
     while i < host.len() {
         match host[i] {
@@ -354,12 +367,24 @@ fn valid_reg_name(host: &[u8]) -> bool {
                 Some([h, l]) if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => i += 3,
                 _ => return false,
             },
-            b if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') => i += 1,
+            b if UNRESERVED[b as usize] => i += 1,
             _ => return false,
         }
     }
-    !host.is_empty()
+    true
 }
+
+/// `unreserved` (RFC 3986 2.3): ALPHA / DIGIT / "-" / "." / "_" / "~".
+static UNRESERVED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~');
+        b += 1;
+    }
+    t
+};
 
 /// The authority of an absolute-form target `scheme "://" authority [path-abempty]...`,
 /// or `None` if `t` is not one. Only `http` and `https` (any case) are accepted: this is
