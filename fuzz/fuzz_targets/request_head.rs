@@ -18,7 +18,10 @@ fuzz_target!(|data: &[u8]| {
             // Differential: plain httparse reads the very same message from these bytes.
             let mut plain_headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
             let mut plain = httparse::Request::new(&mut plain_headers);
-            assert_eq!(plain.parse(data), Ok(httparse::Status::Complete(h.head_len)));
+            assert_eq!(
+                plain.parse(data),
+                Ok(httparse::Status::Complete(h.head_len))
+            );
             assert_eq!(plain.method, Some(h.method));
             assert_eq!(plain.path, Some(h.target));
             assert_eq!(plain.version, Some(h.version as u8));

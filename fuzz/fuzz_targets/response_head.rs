@@ -23,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
             // Differential: plain httparse reads the very same message from these bytes.
             let mut plain_headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
             let mut plain = httparse::Response::new(&mut plain_headers);
-            assert_eq!(plain.parse(data), Ok(httparse::Status::Complete(h.head_len)));
+            assert_eq!(
+                plain.parse(data),
+                Ok(httparse::Status::Complete(h.head_len))
+            );
             assert_eq!(plain.code, Some(h.status));
             assert_eq!(plain.reason, Some(h.reason));
             assert_eq!(plain.version, Some(h.version as u8));

@@ -338,8 +338,6 @@ struct Open {
     dst: std::net::SocketAddr,
     /// Connect time, charged to the first response (ab's "Connect").
     connect_us: u64,
-    /// Responses read on it so far.
-    served: u64,
 }
 
 /// Run the slot's requests until no ticket is left and nothing is in flight. Dropped (at an
@@ -436,7 +434,6 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                         stream,
                         dst,
                         connect_us,
-                        served: 0,
                     });
                     pos = 0;
                     rbuf.clear();
@@ -509,16 +506,8 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                         let e = slot.inflight.borrow_mut().pop_front();
                         if let Some(e) = e {
                             let connect_us = if e.opened { open.connect_us } else { 0 };
-                            w.complete(
-                                &e,
-                                &resp,
-                                open.served > 0,
-                                connect_us,
-                                t_first,
-                                slot.now.get(),
-                            );
+                            w.complete(&e, &resp, connect_us, t_first, slot.now.get());
                         }
-                        open.served += 1;
                         done_any = true;
                         slot.rearm(timeout);
                         if !resp.keep_alive || w.close {
@@ -578,8 +567,7 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                             Ok(resp) => {
                                 slot.inflight.borrow_mut().pop_front();
                                 let connect_us = if e.opened { open.connect_us } else { 0 };
-                                w.complete(&e, &resp, open.served > 0, connect_us, t_first, t);
-                                open.served += 1;
+                                w.complete(&e, &resp, connect_us, t_first, t);
                                 slot.fail_all(w, Fail::Read);
                             }
                             Err(_) => slot.fail_all(w, Fail::Read),

@@ -129,10 +129,19 @@ pub fn render(r: &RunResult) -> String {
     );
     let _ = writeln!(s, "Server Port:            {}", first.map_or(0, |u| u.port));
     s.push('\n');
+    // ab names one document; with several URLs say that this one is only the first.
     let _ = writeln!(
         s,
-        "Document Path:          {}",
-        first.map_or("", |u| u.path.as_str())
+        "Document Path:          {}{}",
+        first.map_or("", |u| u.path.as_str()),
+        if r.urls.len() > 1 {
+            format!(
+                " (the first of {} URLs: see the per-URL breakdown)",
+                r.urls.len()
+            )
+        } else {
+            String::new()
+        }
     );
     if r.accept_variable_length {
         s.push_str("Document Length:        Variable\n");
@@ -316,7 +325,9 @@ pub fn render(r: &RunResult) -> String {
         );
     }
     if r.interrupted {
-        s.push_str("Interrupted:            yes (Ctrl-C); the figures cover what was done\n");
+        s.push_str(
+            "Interrupted:            yes (Ctrl-C or SIGTERM); the figures cover what was done\n",
+        );
     }
     s
 }

@@ -102,8 +102,9 @@ pub struct Counts {
     pub failures: Failures,
     /// Completed responses with a status outside 200..=299.
     pub non_2xx: u64,
-    /// Completed responses read from a connection that had already served one (ab's
-    /// "Keep-Alive requests").
+    /// Completed responses that left their connection open for the next request (ab's
+    /// "Keep-Alive requests": ab counts every response that said keep-alive, each
+    /// connection's first included; 0 with --close).
     pub keep_alive: u64,
     /// Every byte read from the server: heads, bodies, chunk framing.
     pub bytes_received: u64,

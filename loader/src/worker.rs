@@ -131,7 +131,6 @@ impl Worker {
         &self,
         e: &Entry,
         resp: &Response,
-        reused: bool,
         connect_us: u64,
         t_first: Instant,
         t_done: Instant,
@@ -174,7 +173,9 @@ impl Worker {
         if !(200..300).contains(&resp.status) {
             c.non_2xx += 1;
         }
-        if reused {
+        // ab's "Keep-Alive requests": responses after which the connection stayed open for
+        // the next request (the first response on each connection included), not reuses.
+        if resp.keep_alive && !self.close {
             c.keep_alive += 1;
         }
         c.bytes_received += resp.wire_len;

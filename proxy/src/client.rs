@@ -150,7 +150,7 @@ pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
 
 /// Half-close, then read and discard what the client still sends for a moment, so closing
 /// with unread data does not reset the connection before the client read our response.
-async fn linger_close(c: &mut ClientConn) {
+pub async fn linger_close(c: &mut ClientConn) {
     let _ = c.stream.shutdown().await;
     let until = Instant::now() + Duration::from_millis(500);
     let mut drained = 0usize;

@@ -12,20 +12,21 @@
 //! When every server refused, the client gets 502 at once (no waiting on a timer).
 
 use crate::balance::Balancer;
-use crate::client::{respond_error, ClientConn};
+use crate::client::{linger_close, respond_error, ClientConn};
 use crate::config::Server;
 use crate::error::ProxyError;
 use crate::forward::{prepare_response, ClientFraming, RequestInfo, ResponseInfo};
-use crate::io::{read_more, write_all, write_range, IoFail, WriteFail};
+use crate::io::{read_more, read_some, write_all, write_range, IoFail, WriteFail};
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
 use crate::worker::{Worker, RELAY_BUF};
 use bytes::{Buf, BytesMut};
+use monoio::io::{AsyncReadRent, Splitable};
 use monoio::net::TcpStream;
 use shared::http::encode::{end_head, write_header};
-use shared::http::BodyKind;
+use shared::http::{BodyKind, CodecError};
 use std::cell::RefCell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Request bodies up to this size that arrived with the head are sent with it in one write
 /// (and can be sent again on a retry).
@@ -91,18 +92,23 @@ enum HeadFail {
     Bad(ProxyError),
 }
 
-async fn read_response_head(
+/// Read until a whole final response head is in `ub` (and the client's head is in `head`).
+/// `read_timeout`: the longest wait for each read; `None` when the caller bounds the wait.
+async fn read_response_head<R: AsyncReadRent>(
     w: &Worker,
-    up: &mut TcpStream,
+    up: &mut R,
     mut ub: BytesMut,
     req: &RequestInfo,
     head: &mut BytesMut,
+    read_timeout: Option<Duration>,
 ) -> Result<(ResponseInfo, BytesMut), HeadFail> {
-    let read_timeout = w.cfg.timeouts.read;
     loop {
         let had = ub.len();
-        let deadline = monoio::time::Instant::now() + read_timeout;
-        match read_more(up, ub, RELAY_BUF / 4, deadline).await {
+        let read = match read_timeout {
+            Some(t) => read_more(up, ub, RELAY_BUF / 4, monoio::time::Instant::now() + t).await,
+            None => read_some(up, ub, RELAY_BUF / 4).await,
+        };
+        match read {
             Ok((0, b)) if had == 0 => return Err(HeadFail::Nothing(Some(b))),
             Ok((0, _)) => return Err(HeadFail::Bad(ProxyError::UpstreamClosed)),
             Ok((_, b)) => ub = b,
@@ -142,9 +148,11 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
     let mut last = ProxyError::UpstreamRefused;
     let mut budget = 2 * group.servers.len() + group.keepalive.min(64) + 2;
     let mut spare: Option<BytesMut> = None;
+    // The upstream answered before the whole request body was sent.
+    let mut early = false;
 
     // Attempts until a response head arrives.
-    let (s, mut up, resp, ub, _in_flight) = loop {
+    let (s, mut up, mut resp, ub, _in_flight) = loop {
         if budget == 0 {
             return fail(c, last).await;
         }
@@ -199,7 +207,9 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
         up.requests += 1;
 
         let streamed = inline.is_none();
-        if streamed {
+        let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
+        ub.clear();
+        let head = if streamed {
             if req.expect_continue && c.cin.is_empty() {
                 let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
                 let r = monoio::time::timeout(t.send, async {
@@ -210,28 +220,36 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
                     return Next::Close;
                 }
             }
-            let r = relay::request_body(
-                &w,
-                &mut c.stream,
-                &mut up.stream,
-                &mut c.cin,
-                &mut c.cout,
-                req.body,
-            )
-            .await;
-            match r {
-                Ok(()) => {}
-                Err(RelayFail::Client(e)) => return fail(c, e).await,
-                Err(RelayFail::Upstream(e)) => {
+            let Upstream {
+                stream,
+                requests,
+                reused,
+            } = up;
+            let (stream, outcome) = stream_body(c, &w, stream, ub, &req).await;
+            let Some(stream) = stream else {
+                return Next::Close;
+            };
+            up = Upstream {
+                stream,
+                requests,
+                reused,
+            };
+            match outcome {
+                BodyOutcome::Sent(head) => head,
+                BodyOutcome::Early(resp, ub) => {
+                    early = true;
+                    Ok((resp, ub))
+                }
+                BodyOutcome::Failed(RelayFail::Client(e)) => return fail(c, e).await,
+                BodyOutcome::Failed(RelayFail::Upstream(e)) => {
                     balancer.borrow_mut().failed(s, Instant::now());
                     return fail(c, e).await;
                 }
             }
-        }
-
-        let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
-        ub.clear();
-        match read_response_head(&w, &mut up.stream, ub, &req, &mut c.cout).await {
+        } else {
+            read_response_head(&w, &mut up.stream, ub, &req, &mut c.cout, Some(t.read)).await
+        };
+        match head {
             Ok((resp, ub)) => break (s, up, resp, ub, in_flight),
             Err(HeadFail::Nothing(b)) => {
                 spare = b;
@@ -266,6 +284,19 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
         c.cin.advance(n);
     }
 
+    if early {
+        // The rest of the client's body was never read: the client connection closes after
+        // this response, and the upstream connection (which got part of a body) is not reused.
+        let req = RequestInfo {
+            keep_alive: false,
+            ..req
+        };
+        match prepare_response(&w, &ub, &req, &mut c.cout) {
+            Ok(Some(info)) if info.framing != ClientFraming::Tunnel => resp = info,
+            _ => return fail(c, ProxyError::BadResponse(CodecError::InvalidStatus)).await,
+        }
+        resp.upstream_keep_alive = false;
+    }
     if resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, up, resp, ub).await;
     }
@@ -286,7 +317,11 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
             if resp.upstream_keep_alive && done.clean {
                 w.pools[g][s].borrow_mut().put(up, Instant::now());
             }
-            if resp.client_keep_alive {
+            if early {
+                // Let the client read the response before the close resets the connection.
+                linger_close(c).await;
+                Next::Close
+            } else if resp.client_keep_alive {
                 Next::KeepAlive
             } else {
                 Next::Close
@@ -302,6 +337,79 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
             Next::Close
         }
     }
+}
+
+/// What streaming a request body led to.
+enum BodyOutcome {
+    /// The body was sent; then came a response head, or not.
+    Sent(Result<(ResponseInfo, BytesMut), HeadFail>),
+    /// The upstream answered before it had the whole body (a 413, a 401...).
+    Early(ResponseInfo, BytesMut),
+    Failed(RelayFail),
+}
+
+/// Stream the request body to the upstream while reading its response head, as nginx does:
+/// an upstream that answers early (and then stops reading, or closes) has its answer relayed
+/// instead of a 502 or a send timeout. The read waits without a deadline while the body is
+/// in flight (a slow upload is bounded by the body and send timeouts) and gets the read
+/// timeout once the body is sent. Returns the connection, put back together (`None` only if
+/// monoio could not reunite its halves).
+///
+/// Costs one small allocation (monoio's split) per streamed body; requests without a body,
+/// or whose body came with the head, never get here.
+async fn stream_body(
+    c: &mut ClientConn,
+    w: &Worker,
+    stream: TcpStream,
+    ub: BytesMut,
+    req: &RequestInfo,
+) -> (Option<TcpStream>, BodyOutcome) {
+    let read_timeout = w.cfg.timeouts.read;
+    let (mut ur, mut uw) = stream.into_split();
+    let outcome = {
+        // `uout` (the request head, already sent) frames chunks; `cout` gets the response head.
+        let relay = std::pin::pin!(relay::request_body(
+            w,
+            &mut c.stream,
+            &mut uw,
+            &mut c.cin,
+            &mut c.uout,
+            req.body,
+        ));
+        let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, req, &mut c.cout, None));
+        let bounded = |head| async move {
+            match monoio::time::timeout(read_timeout, head).await {
+                Ok(r) => r,
+                Err(_) => Err(HeadFail::Timeout),
+            }
+        };
+        let first = monoio::select! {
+            // The body finishing wins a tie: then the response is not "early".
+            biased;
+            r = relay => Ok(r),
+            h = &mut head => Err(h),
+        };
+        match first {
+            Ok(Ok(())) => BodyOutcome::Sent(bounded(head).await),
+            // A write failed (the upstream closed or reset): it may have answered first.
+            Ok(Err(RelayFail::Upstream(e))) if e != ProxyError::UpstreamTimeout => {
+                match bounded(head).await {
+                    Ok((resp, ub)) => BodyOutcome::Early(resp, ub),
+                    Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+                }
+            }
+            Ok(Err(f)) => BodyOutcome::Failed(f),
+            Err(Ok((resp, ub))) => BodyOutcome::Early(resp, ub),
+            Err(Err(HeadFail::Bad(e))) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+            Err(Err(HeadFail::Nothing(_))) => {
+                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
+            }
+            Err(Err(HeadFail::Timeout)) => {
+                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
+            }
+        }
+    };
+    (ur.reunite(uw).ok(), outcome)
 }
 
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever

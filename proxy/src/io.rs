@@ -24,9 +24,21 @@ pub enum IoFail {
 /// `Ok((0, buf))` is end of stream.
 pub async fn read_more<S: AsyncReadRent>(
     s: &mut S,
-    mut buf: BytesMut,
+    buf: BytesMut,
     min_spare: usize,
     deadline: Instant,
+) -> Result<(usize, BytesMut), IoFail> {
+    match timeout_at(deadline, read_some(s, buf, min_spare)).await {
+        Err(_) => Err(IoFail::Timeout),
+        Ok(r) => r,
+    }
+}
+
+/// `read_more` without a deadline: for a read that something else bounds.
+pub async fn read_some<S: AsyncReadRent>(
+    s: &mut S,
+    mut buf: BytesMut,
+    min_spare: usize,
 ) -> Result<(usize, BytesMut), IoFail> {
     if buf.capacity() - buf.len() < min_spare {
         // Reclaims the already-consumed front of the buffer before allocating.
@@ -34,10 +46,9 @@ pub async fn read_more<S: AsyncReadRent>(
     }
     let len = buf.len();
     let cap = buf.capacity();
-    match timeout_at(deadline, s.read(buf.slice_mut(len..cap))).await {
-        Err(_) => Err(IoFail::Timeout),
-        Ok((Ok(n), slice)) => Ok((n, slice.into_inner())),
-        Ok((Err(e), _)) => Err(IoFail::Error(e.kind())),
+    match s.read(buf.slice_mut(len..cap)).await {
+        (Ok(n), slice) => Ok((n, slice.into_inner())),
+        (Err(e), _) => Err(IoFail::Error(e.kind())),
     }
 }
 

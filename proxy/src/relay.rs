@@ -14,6 +14,7 @@ use crate::forward::ClientFraming;
 use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
 use crate::worker::{Worker, RELAY_BUF};
 use bytes::{Buf, BytesMut};
+use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
 use shared::http::encode::{write_chunk_header, CHUNK_END, LAST_CHUNK};
@@ -50,10 +51,10 @@ fn decode_at(
 
 /// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
 /// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks.
-pub async fn request_body(
+pub async fn request_body<U: AsyncWriteRent>(
     w: &Worker,
     client: &mut TcpStream,
-    up: &mut TcpStream,
+    up: &mut U,
     cin: &mut BytesMut,
     scratch: &mut BytesMut,
     kind: BodyKind,

@@ -44,11 +44,19 @@ pub fn reuseport_listener(addr: SocketAddr, backlog: u32) -> io::Result<std::net
 
 /// `n` SO_REUSEPORT listeners on one address, one per worker. With port 0 the first bind
 /// picks the port and the others bind that same port (each binding port 0 would get its own).
+///
+/// A fixed port another process already listens on is refused with `AddrInUse`, although
+/// SO_REUSEPORT would let this process join that process's group (same user) and silently
+/// share its connections: a second copy started by mistake must fail, as nginx without
+/// `reuseport` does.
 pub fn reuseport_group(
     addr: SocketAddr,
     n: usize,
     backlog: u32,
 ) -> io::Result<Vec<std::net::TcpListener>> {
+    if addr.port() != 0 {
+        ensure_not_listened_on(addr)?;
+    }
     let first = reuseport_listener(addr, backlog)?;
     let bound = first.local_addr()?;
     let mut all = vec![first];
@@ -56,6 +64,27 @@ pub fn reuseport_group(
         all.push(reuseport_listener(bound, backlog)?);
     }
     Ok(all)
+}
+
+/// Fail with `AddrInUse` if some socket listens on `addr`: a probe bound without SO_REUSEPORT
+/// conflicts with every listener on the port (SO_REUSEPORT or not), while SO_REUSEADDR lets it
+/// ignore connections left in TIME_WAIT by an earlier run. The probe never listens and is
+/// closed at once. (Another process binding in between is not caught; this is a check for
+/// mistakes, not a lock.)
+fn ensure_not_listened_on(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    probe.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    match probe.bind(&addr.into()) {
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "address already in use (is another copy running?)",
+        )),
+        // Other bind errors (EADDRNOTAVAIL, EACCES) are the real bind's to report.
+        _ => Ok(()),
+    }
 }
 
 /// Connect to `dst`, with TCP_NODELAY set. With `src`, the socket is bound to that address
@@ -164,6 +193,38 @@ mod tests {
         let port = g[0].local_addr().unwrap().port();
         assert_ne!(port, 0);
         assert!(g.iter().all(|l| l.local_addr().unwrap().port() == port));
+    }
+
+    #[test]
+    fn a_port_another_group_listens_on_is_refused() {
+        let g = reuseport_group("127.0.0.1:0".parse().unwrap(), 2, 128).unwrap();
+        let taken = g[0].local_addr().unwrap();
+        let e = reuseport_group(taken, 2, 128).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        assert!(e.to_string().contains("already in use"), "{e}");
+        // A plain listener (no SO_REUSEPORT) too.
+        let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = reuseport_group(plain.local_addr().unwrap(), 1, 128).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        // Once closed, the port can be bound again, even with the listener's side of a
+        // connection left in TIME_WAIT (it closed first).
+        let mut c = std::net::TcpStream::connect(taken).unwrap();
+        // The listeners are non-blocking: poll them until one has the connection.
+        let accepted = (0..2000)
+            .find_map(|_| {
+                let s = g.iter().find_map(|l| l.accept().ok());
+                if s.is_none() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                s
+            })
+            .expect("connection accepted");
+        drop(accepted);
+        let _ = std::io::Read::read(&mut c, &mut [0u8; 1]);
+        drop(c);
+        drop(g);
+        let again = reuseport_group(taken, 2, 128).unwrap();
+        assert_eq!(again[1].local_addr().unwrap(), taken);
     }
 
     #[test]

@@ -193,15 +193,16 @@ impl Workers {
         first
     }
 
-    /// "2 workers pinned to cores 0,1" / "2 workers, unpinned".
+    /// "2 workers pinned to cores 0,1" / "1 worker pinned to core 1" / "2 workers, unpinned".
     pub fn describe_pinning(&self) -> String {
         let pinned: Vec<String> = self.cores.iter().flatten().map(|c| c.to_string()).collect();
         let n = self.cores.len();
         let w = if n == 1 { "worker" } else { "workers" };
+        let c = if pinned.len() == 1 { "core" } else { "cores" };
         if pinned.is_empty() {
             format!("{n} {w}, unpinned")
         } else {
-            format!("{n} {w} pinned to cores {}", pinned.join(","))
+            format!("{n} {w} pinned to {c} {}", pinned.join(","))
         }
     }
 }
@@ -387,5 +388,26 @@ mod tests {
         flag.trigger();
         w.join().unwrap();
         assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 31);
+    }
+
+    #[test]
+    fn pinning_is_described_in_words() {
+        let w = |cores: Vec<Option<usize>>| Workers {
+            driver: DriverKind::Epoll,
+            cores,
+            handles: Vec::new(),
+        };
+        assert_eq!(
+            w(vec![Some(0), Some(1)]).describe_pinning(),
+            "2 workers pinned to cores 0,1"
+        );
+        assert_eq!(
+            w(vec![Some(1)]).describe_pinning(),
+            "1 worker pinned to core 1"
+        );
+        assert_eq!(
+            w(vec![None, None]).describe_pinning(),
+            "2 workers, unpinned"
+        );
     }
 }

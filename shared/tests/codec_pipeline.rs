@@ -112,3 +112,57 @@ fn error_answer_is_well_formed() {
     assert!(!h.keep_alive);
     assert_eq!(h.body, BodyKind::Length((out.len() - h.head_len) as u64));
 }
+
+/// Kettle's TE.TE obfuscations ("HTTP Desync Attacks", 2019), each next to a Content-Length
+/// as an attacker sends them: whatever the obfuscation, the request is rejected with the
+/// error that names it, never framed by one header while a peer frames it by the other.
+#[test]
+fn desync_obfuscations_are_rejected() {
+    use CodecError::*;
+    let cases: &[(&str, CodecError)] = &[
+        ("Transfer-Encoding: xchunked\r\n", UnknownTransferCoding),
+        ("Transfer-Encoding : chunked\r\n", WhitespaceBeforeColon),
+        (
+            "Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n",
+            UnknownTransferCoding,
+        ),
+        (
+            "Transfer-Encoding:\tchunked\r\n",
+            ContentLengthWithTransferEncoding,
+        ),
+        (" Transfer-Encoding: chunked\r\n", ObsFold),
+        ("X: X\nTransfer-Encoding: chunked\r\n", BareLf),
+        ("Transfer-Encoding\r\n : chunked\r\n", InvalidHeaderName),
+        ("Transfer-Encoding: chunked\r\n \r\n", ObsFold),
+        (
+            "Transfer-Encoding: \"chunked\"\r\n",
+            InvalidTransferEncoding,
+        ),
+        (
+            "Transfer-Encoding: chunked;x=1\r\n",
+            InvalidTransferEncoding,
+        ),
+        ("Transfer-Encoding: chunk\x0bed\r\n", InvalidHeaderValue),
+        ("Transfer_Encoding: chunked\r\n", InvalidHeaderName),
+        (
+            "Transfer-Encoding: identity, chunked\r\n",
+            UnknownTransferCoding,
+        ),
+        ("Content-Length: 4\r\n", ConflictingContentLength),
+        (
+            "Content-Length: 4 \r\nContent-Length: +4\r\n",
+            InvalidContentLength,
+        ),
+    ];
+    let limits = Limits::default();
+    for (field, want) in cases {
+        let wire =
+            format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n{field}\r\n0\r\n\r\n");
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+        let got = parse_request(wire.as_bytes(), &mut headers, &limits).map(|s| match s {
+            Status::Complete(h) => Some(h.body),
+            Status::Partial => None,
+        });
+        assert_eq!(got, Err(*want), "{wire:?}");
+    }
+}

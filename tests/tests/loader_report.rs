@@ -216,6 +216,11 @@ fn urls_breakdown_close_sources_and_edge_cases() {
     assert!(fields(other).contains(&"12"), "{other}");
     assert!(report.contains("Source addresses:       16 "), "{report}");
     assert!(report.contains("Interrupted:"), "{report}");
+    // ab names one document: with several URLs the report says it is only the first.
+    assert!(
+        report.contains("Document Path:          /index.html (the first of 2 URLs"),
+        "{report}"
+    );
 
     // -l: no length failures, ab's "Variable".
     r.accept_variable_length = true;

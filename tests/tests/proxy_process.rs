@@ -9,32 +9,60 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A spawned proxy; killed on drop if still running.
 struct ProxyProcess {
     child: Child,
     addr: SocketAddr,
     summary: String,
+    /// The rest of stderr, line by line.
+    stderr: mpsc::Receiver<String>,
 }
 
 impl ProxyProcess {
     fn spawn(upstream: SocketAddr) -> ProxyProcess {
-        let mut child = Command::new(tests::bin("proxy"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--workers",
-                "1",
-                "--no-pin",
-                "--upstream",
-            ])
-            .arg(upstream.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn proxy");
+        ProxyProcess::spawn_with(upstream, &[], None)
+    }
+
+    /// With extra flags, and optionally the open-files limit (soft, hard) it starts under.
+    fn spawn_with(
+        upstream: SocketAddr,
+        extra: &[&str],
+        nofile: Option<(u64, u64)>,
+    ) -> ProxyProcess {
+        let mut cmd = Command::new(tests::bin("proxy"));
+        cmd.args([
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--no-pin",
+            "--upstream",
+        ])
+        .arg(upstream.to_string())
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if let Some((soft, hard)) = nofile {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: runs in the forked child before exec; setrlimit is async-signal-safe
+            // and only reads the struct on this stack.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let rl = libc::rlimit {
+                        rlim_cur: soft,
+                        rlim_max: hard,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("spawn proxy");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -70,6 +98,34 @@ impl ProxyProcess {
             child,
             addr,
             summary,
+            stderr: rx,
+        }
+    }
+
+    /// CPU time (user + system) used so far, in clock ticks.
+    fn cpu_ticks(&self) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // Fields after the command name (which may hold spaces) start at field 3.
+        let rest: Vec<&str> = stat
+            .rsplit_once(')')
+            .unwrap()
+            .1
+            .split_whitespace()
+            .collect();
+        rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap()
+    }
+
+    /// Wait up to `limit` for the process to exit.
+    fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
@@ -194,4 +250,144 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     assert_eq!(status.code(), Some(0), "{status:?}");
     // Nothing listens any more.
     assert!(std::net::TcpStream::connect(p.addr).is_err());
+}
+
+#[test]
+fn open_files_limit_is_raised_to_the_hard_limit() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let p = ProxyProcess::spawn_with(o.addr(), &[], Some((64, 4096)));
+    assert!(p.summary.contains("open files 4096"), "{}", p.summary);
+}
+
+/// With the fd table full, accept fails with EMFILE while connections wait in the backlog:
+/// the accept loop must back off (not spin a core), log rate-limited, and serve again once
+/// connections close.
+#[test]
+fn emfile_backs_off_without_spinning_and_recovers() {
+    const LIMIT: u64 = 64;
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let p = ProxyProcess::spawn_with(o.addr(), &["--header-timeout", "30s"], Some((LIMIT, LIMIT)));
+    assert!(
+        p.summary.contains(&format!("open files {LIMIT}")),
+        "{}",
+        p.summary
+    );
+    // More connections than descriptors: the proxy holds what it can, the rest wait.
+    let held: Vec<std::net::TcpStream> = (0..LIMIT + 40)
+        .map(|_| std::net::TcpStream::connect(p.addr).expect("connect (backlog)"))
+        .collect();
+    // Wait for the effect: the first EMFILE is logged.
+    let line = p
+        .stderr
+        .recv_timeout(Duration::from_secs(5))
+        .expect("an accept error is logged");
+    assert!(
+        line.contains("accept") && line.contains("open files"),
+        "{line}"
+    );
+    let before = p.cpu_ticks();
+    let t = Instant::now();
+    std::thread::sleep(Duration::from_millis(500)); // the behaviour under test: idle time
+    let ticks = p.cpu_ticks() - before;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let busy = ticks as f64 / hz as f64 / t.elapsed().as_secs_f64();
+    assert!(
+        busy < 0.15,
+        "the accept loop spins: {ticks} ticks ({busy:.2} of a core)"
+    );
+    // Rate-limited: not a line per failed accept.
+    let logged = std::iter::from_fn(|| p.stderr.try_recv().ok()).count();
+    assert!(logged <= 1, "{logged} more lines logged");
+    drop(held);
+    // Recovers: a new connection is served (the closed ones free their descriptors).
+    let mut c = Client::connect(p.addr);
+    assert_eq!(c.get("/").status, 200);
+}
+
+/// A second proxy on a port the first listens on fails at start ("address in use") instead
+/// of silently joining the first one's SO_REUSEPORT group and sharing its connections.
+#[test]
+fn second_proxy_on_the_same_port_fails_at_start() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let first = ProxyProcess::spawn(o.addr());
+    let mut second = Command::new(tests::bin("proxy"))
+        .args(["--listen", &first.addr.to_string(), "--upstream"])
+        .arg(o.addr().to_string())
+        .args(["--workers", "2", "--no-pin"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn proxy");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = second.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    second
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let _ = second.wait();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{err}");
+    assert!(
+        err.contains(&first.addr.to_string()) && err.contains("already in use"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The first one is unaffected.
+    let mut c = Client::connect(first.addr);
+    assert_eq!(c.get("/").status, 200);
+}
+
+/// SIGTERM with a request the upstream never answers: the shutdown deadline ends it, and
+/// the process still exits 0, soon after the deadline.
+#[test]
+fn sigterm_deadline_ends_requests_that_do_not_finish() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "300ms"], None);
+    let mut busy = Client::connect(p.addr);
+    busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    while o.requests() < 1 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t = Instant::now();
+    p.signal(libc::SIGTERM);
+    let status = p.wait_for_exit(Duration::from_secs(5));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    // The client is not left hanging with something that looks like an answer.
+    assert!(busy
+        .try_response(shared::http::RequestMethod::Other)
+        .is_err());
+}
+
+/// A second signal means "stop now": exit 1 without waiting for the deadline.
+#[test]
+fn second_signal_exits_at_once() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "30s"], None);
+    let mut busy = Client::connect(p.addr);
+    busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
+    while o.requests() < 1 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    p.signal(libc::SIGTERM);
+    p.signal(libc::SIGINT);
+    let status = p.wait_for_exit(Duration::from_secs(5));
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{status:?}");
 }

@@ -125,17 +125,23 @@ impl<'b> FieldScan<'b> {
                 }
                 (7, b'u') if eq_lower(name, b"upgrade") => s.upgrade = Some(h.value),
                 (10, b'c') if eq_lower(name, b"connection") => s.connection(h.value),
-                (14, b'c') if eq_lower(name, b"content-length") => s.content_length(h.value),
-                (17, b't') if eq_lower(name, b"transfer-encoding") => s.transfer_encoding(h.value),
                 // `Content_Length` / `Transfer_Encoding`: back ends that map field names to
                 // CGI-style variables (`_` and `-` alike) would take these for the framing
                 // fields that this side ignored. Only names of the same length and initial
-                // get here, so the extra compare is off the common path.
-                (14, b'c') | (17, b't')
-                    if eq_framing_underscored(name, b"content-length")
-                        || eq_framing_underscored(name, b"transfer-encoding") =>
-                {
-                    return Err(CodecError::InvalidHeaderName);
+                // reach the second compare, so it is off the common path.
+                (14, b'c') => {
+                    if eq_lower(name, b"content-length") {
+                        s.content_length(h.value);
+                    } else if eq_framing_underscored(name, b"content-length") {
+                        return Err(CodecError::InvalidHeaderName);
+                    }
+                }
+                (17, b't') => {
+                    if eq_lower(name, b"transfer-encoding") {
+                        s.transfer_encoding(h.value);
+                    } else if eq_framing_underscored(name, b"transfer-encoding") {
+                        return Err(CodecError::InvalidHeaderName);
+                    }
                 }
                 _ => {}
             }

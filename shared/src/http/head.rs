@@ -13,7 +13,7 @@
 //! Cost on the success path: one httparse pass, then O(headers) work: bare LF is found by
 //! looking at the two bytes before each header name and at the last four bytes of the head
 //! (every line ending in a head is one of those), and the framing fields are summarised in
-//! the same loop; the target is searched once for `#` (memchr) and the Host value checked.
+//! the same loop; the target is searched once for `#` and the Host value checked.
 //! Classifying *why* httparse failed rescans the bytes, but only on error.
 
 use super::framing::{is_tchar, request_body_kind, response_body_kind, FieldScan};

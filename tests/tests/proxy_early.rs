@@ -1,0 +1,108 @@
+//! An upstream that answers before it read the whole request body (413 from a size limit,
+//! 401 before an upload): the client gets that response, as from nginx, not a 502 or a
+//! timeout; the client connection then closes (the rest of its body was never read).
+
+mod proxy_common;
+
+use proxy_common::{config, Proxy};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+/// What the one-shot upstream does after answering.
+#[derive(Clone, Copy)]
+enum After {
+    /// Close at once (the unread body makes the kernel reset the connection).
+    Close,
+    /// Keep the connection open and read nothing more.
+    Stall,
+}
+
+const ANSWER: &[u8] =
+    b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!";
+
+/// An upstream that reads one request head, answers `ANSWER` at once, then does `after`.
+fn early_upstream(after: After) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let _ = s.write_all(ANSWER);
+        match after {
+            After::Close => drop(s),
+            After::Stall => {
+                // Until the proxy closes its side (bounded, so a broken proxy ends the test).
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        }
+    });
+    addr
+}
+
+/// Send a large upload's head and as much of its body as the proxy takes, then read what
+/// comes back.
+fn upload_and_read(addr: SocketAddr, chunked: bool) -> proxy_common::Response {
+    let mut c = proxy_common::Client::connect(addr);
+    let head = if chunked {
+        "PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_string()
+    } else {
+        format!("PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", 64 << 20)
+    };
+    c.send(head.as_bytes());
+    // Write the body from another thread until the proxy stops taking it.
+    let mut w = c.stream.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        w.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        let block = vec![b'x'; 64 << 10];
+        let mut framed = format!("{:x}\r\n", block.len()).into_bytes();
+        framed.extend_from_slice(&block);
+        framed.extend_from_slice(b"\r\n");
+        for _ in 0..1024 {
+            let piece = if chunked { &framed } else { &block };
+            if w.write_all(piece).is_err() {
+                break;
+            }
+        }
+    });
+    let r = c.response();
+    drop(c);
+    let _ = writer.join();
+    r
+}
+
+fn check(after: After, chunked: bool) {
+    let up = early_upstream(after);
+    let mut cfg = config(&[up]);
+    cfg.timeouts.upstream_send = Duration::from_millis(300);
+    cfg.timeouts.read = Duration::from_secs(2);
+    let p = Proxy::start(cfg);
+    let r = upload_and_read(p.addr, chunked);
+    assert_eq!(r.status, 413, "{:?}", String::from_utf8_lossy(&r.head));
+    assert_eq!(r.body, b"too big!");
+    assert_eq!(r.header("connection"), Some("close"));
+    p.stop();
+}
+
+#[test]
+fn early_answer_then_close_is_relayed() {
+    check(After::Close, false);
+}
+
+#[test]
+fn early_answer_then_close_is_relayed_chunked() {
+    check(After::Close, true);
+}
+
+#[test]
+fn early_answer_then_stall_is_relayed() {
+    check(After::Stall, false);
+}
