@@ -15,7 +15,8 @@
 # Environment: ROUNDS, DURATION (per load), CONNS (64), AB_N (ab's request bound, 200000),
 # SIZES ("64 32k"), MODES ("keepalive close"), TARGETS ("direct ours nginx haproxy"),
 # LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
-# binary; default target/release/proxy, built here unless NO_BUILD=1), OUT (raw TSV path),
+# binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
+# for it, e.g. "--driver epoll"), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -85,7 +86,8 @@ if want ours; then
         bench_log "SKIP ours: $PROXY_BIN not found"
     else
         PORT[ours]=$(bench_free_port)
-        OURS_CMD=("$PROXY_BIN" --listen "127.0.0.1:${PORT[ours]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin)
+        # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
+        OURS_CMD=("$PROXY_BIN" --listen "127.0.0.1:${PORT[ours]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin ${PROXY_ARGS:-})
         bench_start "$PROXY_CORE" "$BENCH_TMP/ours.log" "${OURS_CMD[@]}"
         PID[ours]=$BENCH_LAST_PID
         DESC[ours]="taskset -c $PROXY_CORE ${OURS_CMD[*]}"

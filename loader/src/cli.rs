@@ -338,18 +338,21 @@ pub fn parse_header(h: &str) -> Result<(String, String), LoadError> {
 impl LoadArgs {
     /// Validate the flags against `urls` (and the `--urls` file) into [`RunOptions`].
     pub fn to_options(&self, urls: &[String]) -> Result<RunOptions, LoadError> {
-        let mut all: Vec<String> = urls.to_vec();
+        let mut all = urls
+            .iter()
+            .map(|u| Target::parse(u))
+            .collect::<Result<Vec<_>, _>>()?;
         if let Some(f) = &self.url_file {
             let from_file = read_url_file(f)?;
             if from_file.is_empty() {
                 return Err(LoadError::Invalid(format!(
-                    "{}: no URL in the file",
+                    "--urls {}: no URL in the file",
                     f.display()
                 )));
             }
             all.extend(from_file);
         }
-        let mut o = RunOptions::for_urls(&all)?;
+        let mut o = RunOptions::new(all);
         o.connections = self.connections as usize;
         o.requests = self.requests;
         o.duration = self.duration;
@@ -362,6 +365,7 @@ impl LoadArgs {
             .collect::<Result<_, _>>()?;
         if let Some(path) = &self.body {
             let data = std::fs::read(path).map_err(|source| LoadError::File {
+                flag: "--body",
                 path: path.display().to_string(),
                 source,
             })?;
@@ -600,5 +604,43 @@ mod tests {
         assert!(c.load.to_options(&c.urls).is_err());
         let c = parse(&["--close", "--pipeline", "4", "http://127.0.0.1:1/"]).unwrap();
         assert!(c.load.to_options(&c.urls).is_err());
+    }
+
+    #[test]
+    fn file_errors_name_the_flag_the_file_and_the_line() {
+        let err = |args: &[&str]| {
+            let c = parse(args).unwrap();
+            c.load.to_options(&c.urls).unwrap_err().to_string()
+        };
+        let e = err(&["--body", "/nonexistent/body", "http://127.0.0.1:1/"]);
+        assert!(e.starts_with("--body /nonexistent/body: "), "{e}");
+        let e = err(&["--urls", "/nonexistent/urls"]);
+        assert!(e.starts_with("--urls /nonexistent/urls: "), "{e}");
+
+        let path = std::env::temp_dir().join(format!("loader-urls-{}", std::process::id()));
+        let file = path.display().to_string();
+        std::fs::write(
+            &path,
+            "# two good, one bad\nhttp://127.0.0.1:1/a\n\nftp://x/\n",
+        )
+        .unwrap();
+        let e = err(&["--urls", &file]);
+        assert!(
+            e.starts_with(&format!("--urls {file}:4: invalid URL 'ftp://x/'")),
+            "{e}"
+        );
+        std::fs::write(
+            &path,
+            "http://127.0.0.1:1/a\n# c\nhttp://127.0.0.1:2/b?x=1\n",
+        )
+        .unwrap();
+        let c = parse(&["--urls", &file, "-n", "4"]).unwrap();
+        let o = c.load.to_options(&c.urls).unwrap();
+        let paths: Vec<&str> = o.urls.iter().map(|u| u.path.as_str()).collect();
+        assert_eq!(paths, ["/a", "/b?x=1"]);
+        std::fs::write(&path, "# nothing\n").unwrap();
+        let e = err(&["--urls", &file]);
+        assert!(e.ends_with("no URL in the file"), "{e}");
+        let _ = std::fs::remove_file(&path);
     }
 }

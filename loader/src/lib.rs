@@ -45,8 +45,10 @@ pub enum LoadError {
         host: String,
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    /// A file named by a flag (`--body`, `--urls`) that cannot be read: the message names both.
+    #[error("{flag} {path}: {source}")]
     File {
+        flag: &'static str,
         path: String,
         source: std::io::Error,
     },

@@ -116,18 +116,25 @@ impl Target {
     }
 }
 
-/// Read a `--urls` file: one URL a line; blank lines and `#` comments skipped.
-pub fn read_url_file(path: &std::path::Path) -> Result<Vec<String>, LoadError> {
+/// Read a `--urls` file: one URL a line; blank lines and `#` comments skipped. A bad URL is
+/// reported with the file and the line it is on.
+pub fn read_url_file(path: &std::path::Path) -> Result<Vec<Target>, LoadError> {
     let text = std::fs::read_to_string(path).map_err(|source| LoadError::File {
+        flag: "--urls",
         path: path.display().to_string(),
         source,
     })?;
-    Ok(text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect())
+    let mut targets = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let t = Target::parse(line)
+            .map_err(|e| LoadError::Invalid(format!("--urls {}:{}: {e}", path.display(), i + 1)))?;
+        targets.push(t);
+    }
+    Ok(targets)
 }
 
 /// One URL's request, encoded once.

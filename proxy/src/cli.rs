@@ -226,6 +226,13 @@ pub fn split_upstream(s: &str) -> Result<(String, u16), String> {
         (a.ip().to_string(), a.port())
     } else if let Ok(ip) = s.parse::<IpAddr>() {
         (ip.to_string(), 80)
+    } else if let Some(v6) = s
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .and_then(|r| r.parse::<std::net::Ipv6Addr>().ok())
+    {
+        // `[::1]` without a port: 80, as for every other form.
+        (v6.to_string(), 80)
     } else {
         let (host, port) = match s.rsplit_once(':') {
             Some((h, p)) => (
@@ -615,9 +622,11 @@ mod tests {
         assert_eq!(c.limits.max_body, Some(1 << 20));
         assert!(!c.headers.x_real_ip && c.headers.x_forwarded_for && c.headers.x_forwarded_proto);
         assert_eq!(c.source, "command line");
-        let c = cfg("--listen 8080 --upstream 10.0.0.1 --max-body unlimited").unwrap();
+        let c =
+            cfg("--listen 8080 --upstream 10.0.0.1 --upstream [::1] --max-body unlimited").unwrap();
         assert_eq!(c.listeners[0].addr, "0.0.0.0:8080".parse().unwrap());
         assert_eq!(c.groups[0].servers[0].addr, "10.0.0.1:80".parse().unwrap());
+        assert_eq!(c.groups[0].servers[1].addr, "[::1]:80".parse().unwrap());
         assert_eq!(c.limits.max_body, None);
     }
 

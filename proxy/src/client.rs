@@ -21,7 +21,7 @@ use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
 use shared::http::encode::write_simple_response;
-use shared::http::Version;
+use shared::http::{Limits, Version};
 use shared::shutdown::Wait;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -99,11 +99,16 @@ async fn read_head(
 ) -> Result<Option<RequestInfo>, ProxyError> {
     let t = &c.w.cfg.timeouts;
     let mut deadline = first.then(|| Instant::now() + t.header);
+    // Bytes of `cin` already parsed as an incomplete head.
+    let mut parsed = 0;
     loop {
         if !c.cin.is_empty() {
-            if let Some(info) = prepare_request(&c.w, &c.cin, &c.ip, &mut c.uout)? {
-                return Ok(Some(info));
+            if worth_parsing(&c.cin, parsed, &c.w.cfg.limits.codec) {
+                if let Some(info) = prepare_request(&c.w, &c.cin, &c.ip, &mut c.uout)? {
+                    return Ok(Some(info));
+                }
             }
+            parsed = c.cin.len();
             if deadline.is_none() {
                 deadline = Some(Instant::now() + t.header);
             }
@@ -129,6 +134,26 @@ async fn read_head(
             Err(IoFail::Error(_)) => return Ok(None),
         }
     }
+}
+
+/// Whether `buf`, of which the first `parsed` bytes were parsed as an incomplete head, is
+/// worth parsing again: only when the new bytes may end the head (an empty line; a bare-LF
+/// one too, for the codec to reject) or cross a limit. A head trickling in a few bytes per
+/// read is then parsed a few times, not once per read (quadratic work a slow client could
+/// make the proxy do: a 60 KB head sent 4 bytes at a time cost seconds of CPU). The first
+/// bytes are always parsed, so garbage (a TLS handshake, a bad method) is refused at once.
+fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool {
+    if parsed == 0 || buf.len() >= limits.max_head {
+        return true;
+    }
+    if parsed < limits.max_request_line && buf.len() >= limits.max_request_line {
+        return true;
+    }
+    // "\n\r\n" or "\n\n", possibly straddling the old end.
+    let from = parsed.saturating_sub(2);
+    buf[from..]
+        .windows(2)
+        .any(|w| w[0] == b'\n' && (w[1] == b'\n' || w[1] == b'\r'))
 }
 
 /// Answer with the error's status (if one still makes sense) and close gracefully.
@@ -164,5 +189,35 @@ pub async fn linger_close(c: &mut ClientConn) {
             }
             _ => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_parsing;
+    use shared::http::Limits;
+
+    #[test]
+    fn heads_are_parsed_again_only_when_they_may_be_complete() {
+        let l = Limits::default();
+        let head = b"GET / HTTP/1.1\r\nHost: a\r\nX: y\r\n\r\n";
+        // The first bytes always.
+        assert!(worth_parsing(b"G", 0, &l));
+        // Growing without an empty line: no.
+        for end in 2..head.len() - 1 {
+            assert!(!worth_parsing(&head[..end], end - 1, &l), "{end}");
+        }
+        // The empty line, whole or straddling the old end.
+        for parsed in head.len() - 4..head.len() {
+            assert!(worth_parsing(head, parsed, &l), "{parsed}");
+        }
+        // A bare LF empty line (the codec rejects it).
+        assert!(worth_parsing(b"GET / HTTP/1.1\nHost: a\n\n", 20, &l));
+        // Limits: crossing the request-line limit, and at or past the head limit.
+        let long = vec![b'a'; l.max_request_line + 1];
+        assert!(worth_parsing(&long, l.max_request_line - 1, &l));
+        assert!(!worth_parsing(&long, l.max_request_line, &l));
+        let huge = vec![b'a'; l.max_head];
+        assert!(worth_parsing(&huge, l.max_head - 1, &l));
     }
 }

@@ -42,6 +42,10 @@ pub enum ProxyError {
     UpstreamIo,
     #[error("invalid upstream response: {0}")]
     BadResponse(CodecError),
+    /// No socket for the upstream connection (EMFILE, ENOBUFS...): the proxy's own
+    /// shortage, not the server's, so no server is marked failed for it (nginx answers 500).
+    #[error("out of sockets or memory for an upstream connection")]
+    NoResources,
 }
 
 impl ProxyError {
@@ -52,6 +56,7 @@ impl ProxyError {
             | MethodNotSupported => Fault::Client,
             UpstreamRefused | ConnectTimeout | UpstreamTimeout | UpstreamClosed | UpstreamIo
             | BadResponse(_) => Fault::Upstream,
+            NoResources => Fault::Internal,
         }
     }
 
@@ -67,6 +72,30 @@ impl ProxyError {
             MethodNotSupported => 501,
             UpstreamRefused | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
             ConnectTimeout | UpstreamTimeout => 504,
+            NoResources => 503,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_and_faults() {
+        use ProxyError::*;
+        for (e, status, fault) in [
+            (HeaderTimeout, Some(408), Fault::Client),
+            (BodyTooLarge, Some(413), Fault::Client),
+            (NoRoute, Some(404), Fault::Client),
+            (MethodNotSupported, Some(501), Fault::Client),
+            (ClientGone, None, Fault::Client),
+            (UpstreamRefused, Some(502), Fault::Upstream),
+            (ConnectTimeout, Some(504), Fault::Upstream),
+            (UpstreamTimeout, Some(504), Fault::Upstream),
+            (NoResources, Some(503), Fault::Internal),
+        ] {
+            assert_eq!((e.status(), e.fault()), (status, fault), "{e:?}");
+        }
     }
 }

@@ -10,6 +10,10 @@
 //! - never after the response started, never after a read timeout (504).
 //!
 //! When every server refused, the client gets 502 at once (no waiting on a timer).
+//!
+//! A streamed request body is sent while the response head is read (`stream_body`): an
+//! upstream that answers before taking the whole body (a 413, a 401) has its answer relayed,
+//! as nginx does, and the client connection closes after it (the rest of the body is unread).
 
 use crate::balance::Balancer;
 use crate::client::{linger_close, respond_error, ClientConn};
@@ -73,12 +77,22 @@ async fn connect(w: &Worker, server: &Server) -> Result<Upstream, ProxyError> {
         }),
         Ok(Err(e)) => {
             w.log_error(format_args!("upstream {}: connect: {e}", server.name));
-            Err(ProxyError::UpstreamRefused)
+            Err(connect_error(&e))
         }
         Err(_) => {
             w.log_error(format_args!("upstream {}: connect timed out", server.name));
             Err(ProxyError::ConnectTimeout)
         }
+    }
+}
+
+/// What a failed connect means: the server refused (or is unreachable), or the proxy itself
+/// has no descriptor or buffer to spare (then no other server would do better either).
+fn connect_error(e: &std::io::Error) -> ProxyError {
+    if shared::net::is_resource_exhaustion(e) {
+        ProxyError::NoResources
+    } else {
+        ProxyError::UpstreamRefused
     }
 }
 
@@ -167,6 +181,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
             Some(up) => up,
             None => match connect(&w, server).await {
                 Ok(up) => up,
+                Err(ProxyError::NoResources) => return fail(c, ProxyError::NoResources).await,
                 Err(e) => {
                     balancer.borrow_mut().failed(s, Instant::now());
                     tried.push(s);
@@ -438,4 +453,19 @@ async fn start_tunnel(
         }
     }
     Next::Tunnel(up.stream)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_descriptors_is_not_the_servers_fault() {
+        let err = |code| connect_error(&std::io::Error::from_raw_os_error(code));
+        assert_eq!(err(libc::EMFILE), ProxyError::NoResources);
+        assert_eq!(err(libc::ENFILE), ProxyError::NoResources);
+        assert_eq!(err(libc::ENOBUFS), ProxyError::NoResources);
+        assert_eq!(err(libc::ECONNREFUSED), ProxyError::UpstreamRefused);
+        assert_eq!(err(libc::ENETUNREACH), ProxyError::UpstreamRefused);
+    }
 }

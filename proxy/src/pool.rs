@@ -6,8 +6,15 @@
 //! - A connection idle longer than the group's `keepalive_timeout` is never handed out; a
 //!   sweeper (see `worker.rs`) also closes them so idle sockets do not linger.
 //! - A connection that served `keepalive_requests` requests is closed instead of pooled.
-//! - A pooled connection the origin closed is only detected when used: the caller retries the
-//!   request on a fresh connection (see `exchange.rs`), never counting it as a server failure.
+//! - A connection idle for a while (`check_after`: half the idle timeout, at most 1 s) is
+//!   checked before reuse with one non-blocking peek: origins close idle connections on their
+//!   own timers (Apache after 5 s), and a request that cannot be retried (a POST, a streamed
+//!   body) must not be sent into a closed one. nginx notices the same closes through the read
+//!   event it keeps on idle connections. Connections reused sooner (every busy one) cost
+//!   nothing extra.
+//! - A pooled connection the origin closed unnoticed (just now) is detected when used: the
+//!   caller retries the request on a fresh connection where that is safe (see `exchange.rs`),
+//!   never counting it as a server failure.
 
 use crate::config::UpstreamGroup;
 use monoio::net::TcpStream;
@@ -31,8 +38,13 @@ pub struct ServerPool {
     idle: Vec<Idle>,
     cap: usize,
     timeout: Duration,
+    /// Connections idle this long are peeked at before reuse.
+    check_after: Duration,
     max_requests: u64,
 }
+
+/// The longest a pooled connection is reused without checking that the origin kept it open.
+const CHECK_AFTER_MAX: Duration = Duration::from_secs(1);
 
 impl ServerPool {
     pub fn new(group: &UpstreamGroup) -> Self {
@@ -40,21 +52,28 @@ impl ServerPool {
             idle: Vec::with_capacity(group.keepalive.min(1024)),
             cap: group.keepalive,
             timeout: group.keepalive_timeout,
+            check_after: (group.keepalive_timeout / 2).min(CHECK_AFTER_MAX),
             max_requests: group.keepalive_requests.max(1),
         }
     }
 
     /// The most recently pooled live connection, if any.
     pub fn take(&mut self, now: Instant) -> Option<Upstream> {
-        let idle = self.idle.pop()?;
-        if now.saturating_duration_since(idle.since) >= self.timeout {
-            // Everything below is older still.
-            self.idle.clear();
-            return None;
+        while let Some(idle) = self.idle.pop() {
+            let age = now.saturating_duration_since(idle.since);
+            if age >= self.timeout {
+                // Everything below is older still.
+                self.idle.clear();
+                return None;
+            }
+            if age >= self.check_after && !still_open(&idle.up.stream) {
+                continue;
+            }
+            let mut up = idle.up;
+            up.reused = true;
+            return Some(up);
         }
-        let mut up = idle.up;
-        up.reused = true;
-        Some(up)
+        None
     }
 
     /// Keep `up` for reuse, unless it has served its quota or pooling is off. When full, the
@@ -78,4 +97,24 @@ impl ServerPool {
             .count();
         self.idle.drain(..expired);
     }
+}
+
+/// Whether an idle upstream connection is still open and silent: a non-blocking peek finds
+/// nothing to read. End of stream (the origin closed it), an error (reset), or unsolicited
+/// bytes (an origin's 408 before closing) all mean it must not carry a request.
+fn still_open(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: recv(2) on a descriptor `stream` owns and keeps open for the call, into a
+    // one-byte buffer on this stack; MSG_PEEK leaves the socket's data untouched and
+    // MSG_DONTWAIT keeps it from blocking whatever the socket's mode.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }

@@ -110,11 +110,26 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
     }
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(s)
-        .trim_end()
+/// The first line of a rendered clap error. When it ends with ':' the items it announces
+/// follow on indented lines ("the following required arguments were not provided:\n  <URL>"):
+/// they are joined onto it, so the one line still names what is wrong.
+fn first_line(s: &str) -> String {
+    let mut lines = s.lines().skip_while(|l| l.trim().is_empty());
+    let Some(first) = lines.next().map(str::trim_end) else {
+        return s.trim_end().to_string();
+    };
+    if !first.ends_with(':') {
+        return first.to_string();
+    }
+    let items: Vec<&str> = lines
+        .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
+        .map(str::trim)
+        .collect();
+    if items.is_empty() {
+        first.to_string()
+    } else {
+        format!("{first} {}", items.join(", "))
+    }
 }
 
 /// Print a one-line usage error and exit 2 (for problems found by `validate()`).
@@ -167,5 +182,39 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("p.toml:2:"), "{err}");
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct TwoArgs {
+        #[allow(dead_code)]
+        a: String,
+        #[allow(dead_code)]
+        b: String,
+        #[arg(long)]
+        #[allow(dead_code)]
+        n: Option<u32>,
+    }
+
+    fn cli_error(args: &[&str]) -> String {
+        use clap::Parser;
+        let e =
+            TwoArgs::try_parse_from(std::iter::once("t").chain(args.iter().copied())).unwrap_err();
+        first_line(&e.render().to_string())
+    }
+
+    #[test]
+    fn cli_errors_are_one_line_naming_the_problem() {
+        let e = cli_error(&["x"]);
+        assert_eq!(
+            e,
+            "error: the following required arguments were not provided: <B>"
+        );
+        let e = cli_error(&[]);
+        assert!(e.ends_with("not provided: <A>, <B>"), "{e}");
+        let e = cli_error(&["x", "y", "--n", "z"]);
+        assert!(
+            !e.contains('\n') && e.contains("'z'") && e.contains("--n"),
+            "{e}"
+        );
     }
 }

@@ -71,19 +71,33 @@ pub fn reuseport_group(
 /// ignore connections left in TIME_WAIT by an earlier run. The probe never listens and is
 /// closed at once. (Another process binding in between is not caught; this is a check for
 /// mistakes, not a lock.)
+///
+/// A listener closed a moment ago can still be listening: an io_uring accept in flight holds
+/// it until the ring's teardown (asynchronous in the kernel, a few milliseconds) cancels it.
+/// So a conflict is retried for up to `LISTENER_TEARDOWN`, and a restart right after a stop
+/// (or an origin restarted by a test) still binds.
 fn ensure_not_listened_on(addr: SocketAddr) -> io::Result<()> {
+    const LISTENER_TEARDOWN: Duration = Duration::from_secs(1);
     let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     probe.set_reuse_address(true)?;
     if addr.is_ipv6() {
         probe.set_only_v6(true)?;
     }
-    match probe.bind(&addr.into()) {
-        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(io::Error::new(
-            io::ErrorKind::AddrInUse,
-            "address already in use (is another copy running?)",
-        )),
-        // Other bind errors (EADDRNOTAVAIL, EACCES) are the real bind's to report.
-        _ => Ok(()),
+    let start = std::time::Instant::now();
+    loop {
+        match probe.bind(&addr.into()) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
+                if start.elapsed() >= LISTENER_TEARDOWN {
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        "address already in use (is another copy running?)",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Other bind errors (EADDRNOTAVAIL, EACCES) are the real bind's to report.
+            _ => return Ok(()),
+        }
     }
 }
 

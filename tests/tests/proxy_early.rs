@@ -1,13 +1,16 @@
-//! An upstream that answers before it read the whole request body (413 from a size limit,
-//! 401 before an upload): the client gets that response, as from nginx, not a 502 or a
-//! timeout; the client connection then closes (the rest of its body was never read).
+//! Request bodies streamed to an upstream that does not simply read them all and answer:
+//! - one that answers before it read the whole body (413 from a size limit, 401 before an
+//!   upload): the client gets that response, as from nginx, not a 502 or a timeout; the
+//!   client connection then closes (the rest of its body was never read);
+//! - one that stops reading and never answers: the upstream send timeout gives 504;
+//! - one that takes the body and closes: 502, and the body is never sent to another server.
 
 mod proxy_common;
 
 use proxy_common::{config, Proxy};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::time::Duration;
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
 
 /// What the one-shot upstream does after answering.
 #[derive(Clone, Copy)]
@@ -16,6 +19,19 @@ enum After {
     Close,
     /// Keep the connection open and read nothing more.
     Stall,
+}
+
+/// An upstream that reads one request head and then neither reads nor answers.
+fn deaf_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf);
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    addr
 }
 
 const ANSWER: &[u8] =
@@ -55,7 +71,10 @@ fn upload_and_read(addr: SocketAddr, chunked: bool) -> proxy_common::Response {
     let head = if chunked {
         "PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_string()
     } else {
-        format!("PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n", 64 << 20)
+        format!(
+            "PUT /up HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+            64 << 20
+        )
     };
     c.send(head.as_bytes());
     // Write the body from another thread until the proxy stops taking it.
@@ -81,11 +100,11 @@ fn upload_and_read(addr: SocketAddr, chunked: bool) -> proxy_common::Response {
 
 fn check(after: After, chunked: bool) {
     let up = early_upstream(after);
-    let mut cfg = config(&[up]);
-    cfg.timeouts.upstream_send = Duration::from_millis(300);
-    cfg.timeouts.read = Duration::from_secs(2);
-    let p = Proxy::start(cfg);
+    // Default send timeouts (60 s): the answer must not wait for one of them to fire.
+    let p = Proxy::start(config(&[up]));
+    let t = Instant::now();
     let r = upload_and_read(p.addr, chunked);
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert_eq!(r.status, 413, "{:?}", String::from_utf8_lossy(&r.head));
     assert_eq!(r.body, b"too big!");
     assert_eq!(r.header("connection"), Some("close"));
@@ -105,4 +124,74 @@ fn early_answer_then_close_is_relayed_chunked() {
 #[test]
 fn early_answer_then_stall_is_relayed() {
     check(After::Stall, false);
+}
+
+#[test]
+fn early_answer_then_stall_is_relayed_chunked() {
+    check(After::Stall, true);
+}
+
+/// The usual case is unchanged: an upstream that answers after the whole body keeps both
+/// connections alive (the client's for its next request, the upstream's in the pool).
+#[test]
+fn answer_after_the_body_keeps_both_connections() {
+    let o = shared::origin::Origin::start(shared::origin::OriginConfig::default()).unwrap();
+    let p = Proxy::start(config(&[o.addr()]));
+    let mut c = p.connect();
+    for _ in 0..3 {
+        c.send(b"PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+        for _ in 0..20 {
+            c.send(b"1000\r\n");
+            c.send(&[b'z'; 0x1000]);
+            c.send(b"\r\n");
+        }
+        c.send(b"0\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), None);
+    }
+    assert_eq!(c.get("/").status, 200);
+    assert_eq!(o.body_bytes(), 3 * 20 * 0x1000);
+    assert_eq!(o.connections(), 1, "the upstream connection is reused");
+    p.stop();
+}
+
+/// An upstream that stops reading a streamed body and never answers: the upstream send
+/// timeout ends the wait with 504 (a stuck upstream cannot hold a client forever).
+#[test]
+fn upstream_that_stops_reading_gets_the_send_timeout() {
+    let mut cfg = config(&[deaf_upstream()]);
+    cfg.timeouts.upstream_send = Duration::from_millis(300);
+    let p = Proxy::start(cfg);
+    let t = Instant::now();
+    let r = upload_and_read(p.addr, false);
+    assert_eq!(r.status, 504, "{:?}", String::from_utf8_lossy(&r.head));
+    assert_eq!(r.header("connection"), Some("close"));
+    assert!(
+        t.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    p.stop();
+}
+
+/// A streamed body is never sent twice, even for an idempotent method: both servers take
+/// the request and close without answering; the client gets 502, and only one server saw it.
+#[test]
+fn streamed_body_is_not_retried() {
+    let cfg = shared::origin::OriginConfig {
+        drop: true,
+        ..shared::origin::OriginConfig::default()
+    };
+    let a = shared::origin::Origin::start(cfg.clone()).unwrap();
+    let b = shared::origin::Origin::start(cfg).unwrap();
+    let p = Proxy::start(config(&[a.addr(), b.addr()]));
+    let mut c = p.connect();
+    c.send(b"PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    c.send(b"5\r\nhello\r\n0\r\n\r\n");
+    let r = c.response();
+    assert_eq!(r.status, 502);
+    assert_eq!(r.header("connection"), Some("close"));
+    p.stop();
+    assert_eq!(a.requests() + b.requests(), 1, "the body was sent twice");
 }

@@ -526,3 +526,58 @@ fn header_timeout_applies_to_later_requests_on_a_connection() {
     p.shutdown().unwrap();
     assert_eq!(o.requests(), 1);
 }
+
+/// A listening socket whose accept queue is full (backlog 0, one connection queued, never
+/// accepted): the kernel drops further SYNs, so connecting to it hangs like a dead host.
+/// Returns the address and what keeps it full.
+fn blackhole() -> (SocketAddr, std::net::TcpStream, libc::c_int) {
+    // SAFETY: plain socket calls on a descriptor this function owns; the sockaddr is a
+    // zeroed sockaddr_in filled in before use and outlives the calls that read it.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(
+            libc::bind(fd, &sa as *const _ as *const libc::sockaddr, len),
+            0
+        );
+        assert_eq!(libc::listen(fd, 0), 0);
+        let mut got = len;
+        assert_eq!(
+            libc::getsockname(fd, &mut sa as *mut _ as *mut libc::sockaddr, &mut got),
+            0
+        );
+        let addr = SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port)));
+        let filler = std::net::TcpStream::connect(addr).unwrap();
+        (addr, filler, fd)
+    }
+}
+
+#[test]
+fn connect_timeout_is_504_and_the_next_server_is_tried() {
+    let (hole, _filler, fd) = blackhole();
+    let (p, addr) = proxy!([hole], "--connect-timeout", "300ms");
+    let (r, elapsed, mut c) = request(addr, &get("/"));
+    expect_generated(r, &mut c, 504);
+    assert!(elapsed >= Duration::from_millis(250), "{elapsed:?}");
+    p.shutdown().unwrap();
+    // With a live server next to it, the request goes there after the connect timeout.
+    let live = origin();
+    let (p, addr) = proxy!([hole, live.addr()], "--connect-timeout", "300ms");
+    for i in 0..4 {
+        let (r, _, _c) = request(addr, &get("/?size=2"));
+        let resp = r.unwrap_or_else(|reply| panic!("request {i}: {reply:?}"));
+        assert_eq!(
+            (resp.status, resp.body.as_slice()),
+            (200, &b"ab"[..]),
+            "{i}"
+        );
+    }
+    assert_eq!(live.requests(), 4);
+    p.shutdown().unwrap();
+    // SAFETY: closes the descriptor `blackhole` opened, once.
+    unsafe { libc::close(fd) };
+}

@@ -126,3 +126,28 @@ fn connections_past_the_limit_wait_in_the_backlog() {
     drop(first);
     assert_eq!(second.response().status, 200);
 }
+
+/// The origin closed a pooled connection while it sat idle (its keep-alive timeout is shorter
+/// than ours: Apache's is 5 s). A POST cannot be retried once sent, so the proxy must notice
+/// the close before reusing the connection, as nginx does, instead of answering 502.
+#[test]
+fn post_after_the_origin_closed_an_idle_pooled_connection_succeeds() {
+    let first = origin_on("127.0.0.1:0".parse().unwrap());
+    let addr = first.addr();
+    let mut cfg = config(&[addr]);
+    cfg.groups[0].keepalive_timeout = Duration::from_millis(600);
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    assert_eq!(c.get("/").status, 200);
+    first.stop(); // closes the pooled connection from the origin's side
+    let second = origin_on(addr);
+    // The behaviour under test: the connection has sat idle (past the check threshold, half
+    // the pool's idle timeout, but within the timeout itself).
+    std::thread::sleep(Duration::from_millis(350));
+    for i in 0..3 {
+        c.send(b"POST /form HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+        assert_eq!(c.response().status, 200, "request {i}");
+    }
+    assert_eq!(second.requests(), 3);
+    assert_eq!(second.connections(), 1);
+}

@@ -31,6 +31,16 @@ impl ProxyProcess {
         extra: &[&str],
         nofile: Option<(u64, u64)>,
     ) -> ProxyProcess {
+        ProxyProcess::spawn_full(upstream, extra, nofile, false)
+    }
+
+    /// `ignore_sigint`: started the way a shell starts a background job (SIGINT ignored).
+    fn spawn_full(
+        upstream: SocketAddr,
+        extra: &[&str],
+        nofile: Option<(u64, u64)>,
+        ignore_sigint: bool,
+    ) -> ProxyProcess {
         let mut cmd = Command::new(tests::bin("proxy"));
         cmd.args([
             "--listen",
@@ -45,12 +55,12 @@ impl ProxyProcess {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-        if let Some((soft, hard)) = nofile {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: runs in the forked child before exec; setrlimit is async-signal-safe
-            // and only reads the struct on this stack.
-            unsafe {
-                cmd.pre_exec(move || {
+        use std::os::unix::process::CommandExt;
+        // SAFETY: runs in the forked child before exec; setrlimit and signal are
+        // async-signal-safe and only read values on this stack.
+        unsafe {
+            cmd.pre_exec(move || {
+                if let Some((soft, hard)) = nofile {
                     let rl = libc::rlimit {
                         rlim_cur: soft,
                         rlim_max: hard,
@@ -58,9 +68,12 @@ impl ProxyProcess {
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
                         return Err(std::io::Error::last_os_error());
                     }
-                    Ok(())
-                });
-            }
+                }
+                if ignore_sigint {
+                    libc::signal(libc::SIGINT, libc::SIG_IGN);
+                }
+                Ok(())
+            });
         }
         let mut child = cmd.spawn().expect("spawn proxy");
         let stderr = child.stderr.take().unwrap();
@@ -168,6 +181,7 @@ fn summary_names_workers_driver_listener_and_upstream() {
     assert!(s.contains("driver"), "{s}");
     assert!(s.contains(&o.addr().to_string()), "{s}");
     assert!(s.contains("open files"), "{s}");
+    assert!(s.contains("limits:") && s.contains("round-robin"), "{s}");
     let mut c = Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);
 }
@@ -390,4 +404,100 @@ fn second_signal_exits_at_once() {
     p.signal(libc::SIGINT);
     let status = p.wait_for_exit(Duration::from_secs(5));
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{status:?}");
+}
+
+/// Nothing a client does makes the proxy log: bad requests, limits, timeouts, aborted
+/// connections and plain requests leave stderr silent after the summary.
+#[test]
+fn nothing_a_client_does_is_logged() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let p = ProxyProcess::spawn_with(
+        o.addr(),
+        &["--header-timeout", "200ms", "--max-body", "10"],
+        None,
+    );
+    let bad: [&[u8]; 6] = [
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/3.0\r\nHost: t\r\n\r\n",
+        b"CONNECT a:1 HTTP/1.1\r\nHost: a:1\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n01234567890",
+        b"GET / HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: t", // header timeout
+    ];
+    for _ in 0..5 {
+        for req in bad {
+            let mut c = Client::connect(p.addr);
+            c.send(req);
+            let _ = c.read_to_close();
+        }
+        // A client that goes away mid-request.
+        let mut c = Client::connect(p.addr);
+        c.send(b"GET /?delay=20ms HTTP/1.1\r\nHost: t\r\n\r\n");
+        drop(c);
+        let mut c = Client::connect(p.addr);
+        assert_eq!(c.get("/").status, 200);
+    }
+    let logged: Vec<String> = std::iter::from_fn(|| p.stderr.try_recv().ok()).collect();
+    assert!(logged.is_empty(), "{logged:?}");
+}
+
+/// `proxy ... &` in a script starts with SIGINT ignored: SIGINT still stops it gracefully
+/// (the signals are blocked in every thread, and Linux queues a blocked signal even when
+/// ignored, so the `sigwait` thread still takes it).
+#[test]
+fn sigint_works_when_started_as_a_background_job() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let mut p = ProxyProcess::spawn_full(o.addr(), &[], None, true);
+    let mut c = Client::connect(p.addr);
+    assert_eq!(c.get("/").status, 200);
+    p.signal(libc::SIGINT);
+    let status = p.wait_for_exit(Duration::from_secs(5));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+}
+
+/// The proxy itself runs out of descriptors for an upstream connection (the client's was the
+/// last one): 503, the proxy's shortage, not a 502 blaming the server; and requests succeed
+/// again once descriptors free up.
+#[test]
+fn no_descriptor_for_an_upstream_connection_is_503() {
+    const LIMIT: u64 = 48;
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    // No pooling: every request opens (and then closes) its own upstream connection.
+    let p = ProxyProcess::spawn_with(o.addr(), &["--keepalive", "0"], Some((LIMIT, LIMIT)));
+    let fd_dir = format!("/proc/{}/fd", p.child.id());
+    let open_fds = || std::fs::read_dir(&fd_dir).unwrap().count();
+    let mut held = Vec::new();
+    let refused = loop {
+        assert!(
+            held.len() < LIMIT as usize,
+            "the proxy never ran out of descriptors"
+        );
+        let before = open_fds();
+        let mut c = Client::connect(p.addr);
+        c.stream
+            .set_read_timeout(Some(Duration::from_secs(3)))
+            .unwrap();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.response();
+        if r.status != 200 {
+            break r;
+        }
+        // Wait for the effect: this request's upstream socket is closed, its client one held.
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while open_fds() != before + 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        held.push(c);
+    };
+    assert_eq!(
+        refused.status,
+        503,
+        "{:?}",
+        String::from_utf8_lossy(&refused.head)
+    );
+    assert_eq!(refused.header("connection"), Some("close"));
+    assert!(refused.header("content-length").is_some());
+    drop(held);
+    let mut c = Client::connect(p.addr);
+    assert_eq!(c.get("/").status, 200);
 }
