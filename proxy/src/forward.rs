@@ -10,11 +10,12 @@
 //! is passed on; chunked and close-delimited bodies are re-framed as chunked for HTTP/1.1
 //! clients and sent close-delimited to HTTP/1.0 clients.
 
+use std::borrow::Cow;
 use crate::error::ProxyError;
 use crate::worker::Worker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop};
+use shared::http::framing::{connection_tokens, is_hop_by_hop, list_elements};
 use shared::http::limits::MAX_HEADERS_CAP;
 use shared::http::{
     parse_request, parse_response, BodyKind, CodecError, RequestMethod, Status, Version,
@@ -141,19 +142,21 @@ fn eq(a: &str, b: &str) -> bool {
 }
 
 /// The path part of a request target, for routing and for the upstream request line.
-fn origin_form(target: &str) -> &str {
+fn origin_form(target: &str) -> Cow<'_, str> {
     if target.starts_with('/') || target == "*" {
-        return target;
+        return Cow::Borrowed(target);
     }
     // absolute-form: scheme "://" authority path-abempty [ "?" query ]
     let rest = match target.find("://") {
         Some(i) => &target[i + 3..],
-        None => return target,
+        None => return Cow::Borrowed(target),
     };
     match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-        // "http://host?q": the path is empty, so "/" (RFC 9112 3.2.1).
-        _ => "/",
+        Some(i) if rest.as_bytes()[i] == b'/' => Cow::Borrowed(&rest[i..]),
+        // "http://host?q": the path is empty, so "/" and the query (RFC 9112 3.2.1, 3.3).
+        // Rare enough (absolute-form is for proxies) that allocating here is fine.
+        Some(i) => Cow::Owned(format!("/{}", &rest[i..])),
+        None => Cow::Borrowed("/"),
     }
 }
 
@@ -192,7 +195,7 @@ pub fn prepare_request(
         let opts = &w.cfg.headers;
 
         out.clear();
-        write_request_line(out, head.method, target, Version::Http11);
+        write_request_line(out, head.method, &target, Version::Http11);
         let host_written = opts.preserve_host && head.authority.is_some();
         if let (true, Some(a)) = (host_written, head.authority) {
             write_header(out, b"Host", a);
@@ -297,6 +300,15 @@ pub struct ResponseInfo {
     pub client_keep_alive: bool,
 }
 
+/// Whether a Transfer-Encoding field names a coding other than chunked.
+fn has_coding_other_than_chunked(headers: &[httparse::Header<'_>]) -> bool {
+    headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
+        .flat_map(|h| list_elements(h.value))
+        .any(|c| !c.eq_ignore_ascii_case(b"chunked"))
+}
+
 /// Parse the upstream response head in `buf` and write the client's head into `out`.
 /// `Ok(None)`: incomplete.
 pub fn prepare_response(
@@ -308,6 +320,11 @@ pub fn prepare_response(
     let limits = &w.cfg.limits.codec;
     let mut skipped = 0;
     loop {
+        // Interim heads count against the head limit too: an upstream flooding 1xx
+        // responses must not grow the buffer (or the re-parsing) without bound.
+        if skipped > limits.max_head {
+            return Err(ProxyError::BadResponse(CodecError::HeadTooLarge));
+        }
         let rest = &buf[skipped..];
         let parsed = with_headers(limits.max_headers, |storage| {
             let head = match parse_response(rest, storage, req.method, limits) {
@@ -319,6 +336,14 @@ pub fn prepare_response(
                 // Interim responses (100 Continue, 103 Early Hints) are not forwarded: the
                 // proxy answered Expect itself.
                 return Ok(Some(Err(head.head_len)));
+            }
+            // A coding other than chunked would be lost when the body is re-framed (the
+            // client would get, say, gzip bytes with nothing saying so): refuse it, as nginx
+            // does ("upstream sent unknown Transfer-Encoding").
+            if matches!(head.body, BodyKind::Chunked | BodyKind::CloseDelimited)
+                && has_coding_other_than_chunked(head.headers)
+            {
+                return Err(ProxyError::BadResponse(CodecError::UnknownTransferCoding));
             }
             let framing = match head.body {
                 BodyKind::Empty => ClientFraming::Empty,
@@ -332,9 +357,7 @@ pub fn prepare_response(
                 }
                 BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
                 BodyKind::Tunnel => {
-                    return Err(ProxyError::BadResponse(
-                        shared::http::CodecError::InvalidStatus,
-                    ))
+                    return Err(ProxyError::BadResponse(CodecError::InvalidStatus))
                 }
             };
             let client_keep_alive = req.keep_alive
@@ -401,7 +424,8 @@ mod tests {
         assert_eq!(origin_form("*"), "*");
         assert_eq!(origin_form("http://h:80/p?q"), "/p?q");
         assert_eq!(origin_form("http://h"), "/");
-        assert_eq!(origin_form("http://h?q"), "/");
+        assert_eq!(origin_form("http://h?q"), "/?q");
+        assert_eq!(origin_form("http://h:8080?a=1/2"), "/?a=1/2");
     }
 
     #[test]
