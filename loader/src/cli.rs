@@ -607,6 +607,39 @@ mod tests {
     }
 
     #[test]
+    fn body_file_content_type_and_repeated_headers() {
+        let path = std::env::temp_dir().join(format!("loader-body-{}", std::process::id()));
+        std::fs::write(&path, b"a=1&b=2").unwrap();
+        let file = path.display().to_string();
+        let c = parse(&[
+            "--body",
+            &file,
+            "-T",
+            "application/x-www-form-urlencoded",
+            "-H",
+            "X-One: 1",
+            "-H",
+            "X-Two:2",
+            "http://127.0.0.1:1/",
+        ])
+        .unwrap();
+        let o = c.load.to_options(&c.urls).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(o.body.as_deref(), Some(&b"a=1&b=2"[..]));
+        assert_eq!(o.method, "POST", "a body makes it a POST, as ab -p does");
+        assert_eq!(
+            o.content_type.as_deref(),
+            Some("application/x-www-form-urlencoded")
+        );
+        assert_eq!(
+            o.headers,
+            [("X-One".into(), "1".into()), ("X-Two".into(), "2".into())]
+        );
+        let c = parse(&["-m", "PUT", "--body", "/dev/null", "http://127.0.0.1:1/"]).unwrap();
+        assert_eq!(c.load.to_options(&c.urls).unwrap().method, "PUT");
+    }
+
+    #[test]
     fn file_errors_name_the_flag_the_file_and_the_line() {
         let err = |args: &[&str]| {
             let c = parse(args).unwrap();

@@ -441,7 +441,8 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                     // Every queued attempt is written now, not only this round's.
                     batch = slot.inflight.borrow().len();
                 }
-                Err(_) => {
+                Err(e) => {
+                    w.log_first(Fail::Connect, format_args!("connect to {dst} failed: {e}"));
                     slot.fail_all(w, Fail::Connect);
                     // A refused connect returns at once: don't spin on a dead server.
                     monoio::time::sleep(Duration::from_millis(1)).await;
@@ -515,7 +516,11 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                             break;
                         }
                     }
-                    Err(_) => {
+                    Err(err) => {
+                        w.log_first(
+                            Fail::Parse,
+                            format_args!("malformed response from {}: {err}", open.dst),
+                        );
                         // The rest of the queue is failed as reads when the connection closes.
                         if let Some(e) = slot.inflight.borrow_mut().pop_front() {
                             w.fail(&e, Fail::Parse);

@@ -215,6 +215,9 @@ pub fn run_value(r: &RunResult) -> Value {
         "time_per_request_ms": num(d.time_per_request_ms),
         "time_per_request_all_ms": num(d.time_per_request_all_ms),
         "transfer_rate_kbytes_per_sec": num(d.transfer_rate_kbytes),
+        // ab's "Total body sent" and "kb/s sent" (request heads and bodies), with or without a body.
+        "total_sent_bytes": t.bytes_sent,
+        "transfer_rate_sent_kbytes_per_sec": num(d.sent_rate_kbytes),
         "connection_times_ms": {
             "connect": time_row(&r.hist.connect),
             "processing": time_row(&r.hist.processing),

@@ -1,8 +1,13 @@
 //! The human report on stdout: ab's fields, names and meanings first (so scripts and people
 //! that read ab's output read ours), then what ab lacks: http_load's connect and first-response
 //! times and bad byte counts, wrk's socket-error line, a count per status code, the per-URL
-//! breakdown, the target rate in `--rate` mode with the uncorrected percentiles, and the source
-//! addresses `--close` spread its connects over.
+//! breakdown, the target rate in `--rate` mode with the uncorrected percentiles, what was sent
+//! (method, HTTP version, keep-alive: ab speaks HTTP/1.0, so byte counts match ab's only with
+//! `--http1.0`), and the source addresses `--close` spread its connects over.
+//!
+//! ab's meanings kept exactly: "Keep-Alive requests" counts responses that kept their
+//! connection open (each connection's first included), "Total transferred" every byte read,
+//! "HTML transferred" body bytes, "Total body sent" (with `--body`) every request byte written.
 //!
 //! Departures from ab, on purpose: times are printed in milliseconds with three decimals
 //! (ab's whole milliseconds read 0 for every loopback request, as in the seeds), the percentile
@@ -76,6 +81,8 @@ pub struct Derived {
     pub time_per_request_all_ms: f64,
     /// ab: bytes received / 1024 / time taken.
     pub transfer_rate_kbytes: f64,
+    /// ab with a request body: bytes sent (request heads and bodies) / 1024 / time taken.
+    pub sent_rate_kbytes: f64,
 }
 
 impl Derived {
@@ -83,15 +90,16 @@ impl Derived {
         let secs = r.elapsed.as_secs_f64();
         let done = r.totals.completed as f64;
         let concurrency = r.concurrency * r.pipeline.max(1);
-        let (rps, tpr, tpr_all, kb) = if secs > 0.0 && done > 0.0 {
+        let (rps, tpr, tpr_all, kb, sent) = if secs > 0.0 && done > 0.0 {
             (
                 done / secs,
                 concurrency as f64 * secs * 1000.0 / done,
                 secs * 1000.0 / done,
                 r.totals.bytes_received as f64 / 1024.0 / secs,
+                r.totals.bytes_sent as f64 / 1024.0 / secs,
             )
         } else {
-            (0.0, 0.0, 0.0, 0.0)
+            (0.0, 0.0, 0.0, 0.0, 0.0)
         };
         Derived {
             concurrency,
@@ -99,6 +107,7 @@ impl Derived {
             time_per_request_ms: tpr,
             time_per_request_all_ms: tpr_all,
             transfer_rate_kbytes: kb,
+            sent_rate_kbytes: sent,
         }
     }
 }
@@ -183,6 +192,10 @@ pub fn render(r: &RunResult) -> String {
     let _ = writeln!(s, "Non-2xx responses:      {}", t.non_2xx);
     let _ = writeln!(s, "Keep-Alive requests:    {}", t.keep_alive);
     let _ = writeln!(s, "Total transferred:      {} bytes", t.bytes_received);
+    if r.sends_body {
+        // ab prints it (without a unit) when it posts: every request byte written, heads too.
+        let _ = writeln!(s, "Total body sent:        {}", t.bytes_sent);
+    }
     let _ = writeln!(s, "HTML transferred:       {} bytes", t.body_bytes);
     let _ = writeln!(
         s,
@@ -204,6 +217,18 @@ pub fn render(r: &RunResult) -> String {
         "Transfer rate:          {:.2} [Kbytes/sec] received",
         d.transfer_rate_kbytes
     );
+    if r.sends_body {
+        let _ = writeln!(
+            s,
+            "                        {:.2} kb/s sent",
+            d.sent_rate_kbytes
+        );
+        let _ = writeln!(
+            s,
+            "                        {:.2} kb/s total",
+            d.transfer_rate_kbytes + d.sent_rate_kbytes
+        );
+    }
 
     if t.completed > 0 {
         s.push_str("\nConnection Times (ms)\n");
@@ -295,6 +320,18 @@ pub fn render(r: &RunResult) -> String {
     if t.abandoned > 0 {
         let _ = writeln!(s, "In flight at the end (not counted): {}", t.abandoned);
     }
+    // What was sent: byte counts differ from ab's, which speaks HTTP/1.0, unless --http1.0.
+    let _ = writeln!(
+        s,
+        "Requests sent:          {} {}, {}",
+        r.method,
+        if r.http10 { "HTTP/1.0" } else { "HTTP/1.1" },
+        if r.keep_alive {
+            "keep-alive"
+        } else {
+            "a connection per request (--close)"
+        }
+    );
     let _ = writeln!(s, "Connections opened:     {}", r.connections_opened);
     if !r.keep_alive {
         if r.source_addresses > 0 {

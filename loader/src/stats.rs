@@ -374,6 +374,8 @@ pub struct RunResult {
     pub server_software: Option<String>,
     /// Length failures are not counted (-l).
     pub accept_variable_length: bool,
+    /// The requests carried a body (`--body`): ab's "Total body sent" and sent rates apply.
+    pub sends_body: bool,
 }
 
 impl RunResult {

@@ -28,6 +28,7 @@ use shared::shutdown::{Shutdown, ShutdownFlag};
 use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -41,6 +42,13 @@ pub enum Fail {
     Parse,
     /// In flight when the run ended (deadline or Ctrl-C): not a failure, not counted.
     Abandoned,
+}
+
+impl Fail {
+    /// A distinct bit per kind (for [`Worker::log_first`]).
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
 }
 
 /// One worker's engine state, shared by its connection slots (single thread: Cell/RefCell).
@@ -74,6 +82,8 @@ pub struct Worker {
     /// Per URL: connects are spread over `sources`.
     spread: Vec<bool>,
     rotation: RefCell<Rotation>,
+    /// Failure kinds (bits of [`Fail::bit`]) whose first occurrence this worker has logged.
+    logged: Cell<u8>,
 }
 
 impl Worker {
@@ -182,6 +192,22 @@ impl Worker {
         c.body_bytes += resp.body_len;
         if doc != resp.body_len && !self.accept_variable_length {
             c.failures.length += 1;
+        }
+    }
+
+    /// Say on stderr why the first failure of this kind happened (the report only counts
+    /// them: "Connect: 1422" does not tell "refused" from "too many open files"). Once per
+    /// kind per process: a worker-local bit first, then a process-wide one (an atomic
+    /// touched only on a worker's first failure of a kind, never on the request path).
+    pub fn log_first(&self, why: Fail, what: std::fmt::Arguments<'_>) {
+        static LOGGED: AtomicU8 = AtomicU8::new(0);
+        let bit = why.bit();
+        if self.logged.get() & bit != 0 {
+            return;
+        }
+        self.logged.set(self.logged.get() | bit);
+        if LOGGED.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            eprintln!("loader: {what} (further such failures are counted, not logged)");
         }
     }
 
@@ -352,6 +378,14 @@ pub fn run_with_progress(
             describe_load(opts)
         );
     }
+    // Every connection is a descriptor; a few more are the runtime's own.
+    if nofile > 0 && opts.connections as u64 + 64 > nofile {
+        eprintln!(
+            "loader: warning: -c {} is close to or above the open-files limit {nofile}: \
+             connects beyond it fail (counted as connect failures); raise `ulimit -Hn`",
+            opts.connections
+        );
+    }
     let mut done: Vec<WorkerDone> = Vec::with_capacity(n_workers);
     let mut next_tick = t_start + Duration::from_secs(1);
     while done.len() < n_workers {
@@ -484,6 +518,7 @@ fn merge(
         connections_opened,
         source_addresses: sources_used.iter().filter(|&&b| b).count(),
         accept_variable_length: opts.accept_variable_length,
+        sends_body: opts.body.is_some(),
     }
 }
 
@@ -536,6 +571,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
         sources: common.sources.clone(),
         rotation: RefCell::new(rotation),
+        logged: Cell::new(0),
     });
     let end = Shutdown::new();
     // The end of the run: the deadline or Ctrl-C.

@@ -149,6 +149,7 @@ mod tests {
         #[allow(dead_code)]
         listen: String,
         #[serde(default)]
+        #[allow(dead_code)]
         timeouts: Timeouts,
     }
 

@@ -171,6 +171,14 @@ fn nothing_listening_exits_1_with_every_attempt_counted() {
         stdout.contains("(Connect: 20, Receive: 0, Length: 0, Exceptions: 0)"),
         "{stdout}"
     );
+    // The report counts; stderr says why, once.
+    let stderr = text(&out.stderr);
+    let why: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(&format!("connect to 127.0.0.1:{port} failed: ")))
+        .collect();
+    assert_eq!(why.len(), 1, "{stderr}");
+    assert!(why[0].contains("refused"), "{stderr}");
 }
 
 #[test]
@@ -184,6 +192,11 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
         ),
         (&["https://127.0.0.1:1/"][..], "https"),
         (&["-n", "10"][..], "required"),
+        (&["compare", "http://127.0.0.1:1/"][..], "<URL_B>"),
+        (
+            &["--body", "/nonexistent/body", "http://127.0.0.1:1/"][..],
+            "--body /nonexistent/body",
+        ),
     ] {
         let out = loader(flags);
         let stderr = text(&out.stderr);

@@ -499,6 +499,10 @@ fn request_bytes_carry_method_headers_and_body() {
     assert!(text.contains("X-Test: yes\r\n"), "{text}");
     assert!(text.ends_with("\r\n\r\nhello"), "{text}");
     assert_eq!(o.body_bytes(), 10);
+    // ab's "Total body sent": every request byte written, heads included.
+    assert!(r.sends_body);
+    let wire: usize = got.iter().map(Vec::len).sum();
+    assert_eq!(r.totals.bytes_sent, wire as u64);
 }
 
 #[test]
@@ -563,4 +567,26 @@ fn http10_requests_as_ab_sends_them() {
     // Keep-alive with HTTP/1.0 works when the origin honours it: one connection for the
     // first three, one per request for the last three.
     assert_eq!(o.connections(), 4);
+}
+
+#[test]
+fn connects_set_nodelay_and_bind_the_source_address() {
+    use shared::runtime::{run_on, select_driver, RuntimeConfig};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let dst = l.local_addr().unwrap();
+    let driver = select_driver(&RuntimeConfig::default()).unwrap();
+    for src in [None, Some("127.0.0.7".parse().unwrap())] {
+        let nodelay = run_on(driver, 64, async move {
+            let s = shared::net::connect(dst, src).await.expect("connect");
+            let local = s.local_addr().unwrap();
+            if let Some(ip) = src {
+                assert_eq!(local.ip(), ip);
+            }
+            s.nodelay().unwrap()
+        })
+        .unwrap();
+        assert!(nodelay, "TCP_NODELAY on outgoing sockets");
+        let (_, peer) = l.accept().unwrap();
+        assert_eq!(peer.ip(), src.unwrap_or(dst.ip()));
+    }
 }

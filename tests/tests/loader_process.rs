@@ -29,6 +29,8 @@ struct Loader {
 struct Setup {
     /// Lower RLIMIT_NOFILE's soft limit to this (the loader must raise it back).
     nofile_soft: Option<u64>,
+    /// Lower both RLIMIT_NOFILE limits to this (the loader cannot raise it).
+    nofile_both: Option<u64>,
     /// Restrict the CPU affinity to this one CPU, as `taskset -c CPU` does.
     cpu: Option<usize>,
 }
@@ -49,6 +51,15 @@ impl Loader {
                     if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
                         rl.rlim_cur = soft as libc::rlim_t;
                         libc::setrlimit(libc::RLIMIT_NOFILE, &rl);
+                    }
+                }
+                if let Some(n) = setup.nofile_both {
+                    let rl = libc::rlimit {
+                        rlim_cur: n as libc::rlim_t,
+                        rlim_max: n as libc::rlim_t,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                        return Err(std::io::Error::last_os_error());
                     }
                 }
                 if let Some(cpu) = setup.cpu {
@@ -218,6 +229,7 @@ fn startup_line_raised_open_files_and_one_worker_per_allowed_cpu() {
     let setup = Setup {
         nofile_soft: Some(hard.min(256)),
         cpu: Some(cpu),
+        ..Setup::default()
     };
     let mut l = Loader::spawn(&["-n", "50", "-c", "4", &url], setup, Stdio::piped());
     let line = l.wait_line("loader: ");
@@ -270,7 +282,7 @@ fn the_open_files_limit_is_raised_while_the_run_goes() {
     let (_, hard) = nofile();
     let setup = Setup {
         nofile_soft: Some(hard.min(256)),
-        cpu: None,
+        ..Setup::default()
     };
     let mut l = Loader::spawn(
         &["-d", "20s", "-c", "2", "--threads", "1", &url],
@@ -410,4 +422,93 @@ fn progress_line_on_a_terminal_only() {
         !quiet.contains("req/s") && !quiet.contains('\r'),
         "progress line with -q: {quiet:?}"
     );
+}
+
+#[test]
+fn origin_prints_its_url_serves_and_exits_0_on_sigint() {
+    let mut child = Command::new(tests::bin("loader"))
+        .args(["origin", "--listen", "127.0.0.1:0", "--body-size", "1KiB"])
+        .args(["--workers", "1", "--no-pin"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn loader origin");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    out.read_line(&mut url).expect("the URL on stdout");
+    let addr = url
+        .trim()
+        .strip_prefix("http://")
+        .and_then(|a| a.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("not a URL: {url:?}"))
+        .to_string();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(
+        &mut s,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    assert!(resp.starts_with(b"HTTP/1.1 200"), "{resp:?}");
+    assert!(resp.len() > 1024, "a 1 KiB body: {} bytes", resp.len());
+    // SAFETY: kill on the pid of a child we own and have not reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the origin did not exit on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    let line = err.lines().next().unwrap_or("");
+    assert!(
+        line.starts_with("origin: 1 worker, unpinned, driver ") && line.contains("open files "),
+        "{err}"
+    );
+}
+
+#[test]
+fn more_connections_than_open_files_are_warned_counted_and_explained() {
+    let origin = Origin::start(OriginConfig::default()).unwrap();
+    let url = origin.url("/");
+    let setup = Setup {
+        nofile_both: Some(64),
+        ..Setup::default()
+    };
+    let args = ["-n", "400", "-c", "100", "--threads", "1", "--no-pin", &url];
+    let l = Loader::spawn(&args, setup, Stdio::piped());
+    let (code, stdout, stderr) = l.finish();
+    // Some connections fit: the run completes, the others' attempts are connect failures.
+    assert_eq!(code, Some(0), "{stderr}\n{stdout}");
+    let done = field(&stdout, "Complete requests:");
+    let failed = field(&stdout, "Failed requests:");
+    assert!(done > 0 && failed > 0, "{stdout}");
+    assert_eq!(done + failed, 400, "{stdout}");
+    assert!(
+        stdout.contains(&format!("(Connect: {failed}, Receive: 0, Length: 0")),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("warning: -c 100 is close to or above the open-files limit 64"),
+        "{stderr}"
+    );
+    // Why the connects failed, said once.
+    let why: Vec<&str> = stderr.lines().filter(|l| l.contains("failed: ")).collect();
+    assert_eq!(why.len(), 1, "{stderr}");
+    assert!(why[0].contains("Too many open files"), "{stderr}");
 }

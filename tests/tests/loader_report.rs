@@ -74,6 +74,7 @@ fn synthetic() -> RunResult {
         source_addresses: 0,
         server_software: Some("test/1.0".into()),
         accept_variable_length: false,
+        sends_body: false,
     }
 }
 
@@ -215,6 +216,12 @@ fn urls_breakdown_close_sources_and_edge_cases() {
     assert!(other.ends_with("http://127.0.0.1:8080/other"), "{other}");
     assert!(fields(other).contains(&"12"), "{other}");
     assert!(report.contains("Source addresses:       16 "), "{report}");
+    assert!(
+        report.contains(
+            "\nRequests sent:          GET HTTP/1.1, a connection per request (--close)\n"
+        ),
+        "{report}"
+    );
     assert!(report.contains("Interrupted:"), "{report}");
     // ab names one document: with several URLs the report says it is only the first.
     assert!(
@@ -465,4 +472,36 @@ fn compare_table_has_medians_spreads_and_cpu_lines() {
         loader::json::decode_histogram(doc["b"]["merged"]["histogram_total"].as_str().unwrap())
             .unwrap();
     assert_eq!(merged.len(), 600);
+}
+
+#[test]
+fn a_request_body_adds_abs_sent_lines() {
+    let mut r = synthetic();
+    let report = loader::report::render(&r);
+    assert!(!report.contains("Total body sent"), "{report}");
+    assert!(!report.contains("kb/s sent"), "{report}");
+    // As ab -p prints them: after Total transferred, and under Transfer rate.
+    r.sends_body = true;
+    r.method = "POST".into();
+    r.http10 = true;
+    let report = loader::report::render(&r);
+    let lines: Vec<&str> = report.lines().collect();
+    let at = |p: &str| lines.iter().position(|l| l.starts_with(p)).expect(p);
+    assert_eq!(
+        lines[at("Total body sent:")],
+        "Total body sent:        16000"
+    );
+    assert_eq!(at("Total body sent:"), at("Total transferred:") + 1);
+    let rate = at("Transfer rate:");
+    // 204800 bytes received and 16000 sent in 2 s.
+    assert_eq!(
+        lines[rate],
+        "Transfer rate:          100.00 [Kbytes/sec] received"
+    );
+    assert_eq!(lines[rate + 1], "                        7.81 kb/s sent");
+    assert_eq!(lines[rate + 2], "                        107.81 kb/s total");
+    assert_eq!(
+        lines[at("Requests sent:")],
+        "Requests sent:          POST HTTP/1.0, keep-alive"
+    );
 }
