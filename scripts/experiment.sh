@@ -17,7 +17,7 @@ CONNS=${CONNS:-32}
 BODY=${BODY:-32KiB}
 
 cargo build --release -q -p proxy -p loader
-bin=target/release
+bin=${CARGO_TARGET_DIR:-target}/release
 tmp=$(mktemp -d)
 pids=()
 cleanup() {

@@ -548,16 +548,8 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = Cli::parse_from(args).map_err(|e| first_line(&e.render().to_string()))?;
+    let cli = Cli::parse_from(args).map_err(|e| shared::config::one_line_error(&e))?;
     cli.config().map_err(|e| e.to_string())
-}
-
-fn first_line(s: &str) -> String {
-    s.lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(s)
-        .trim_end()
-        .to_string()
 }
 
 /// What `main` does with a parsed command line that is not a run: report `--check-config`'s

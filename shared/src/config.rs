@@ -104,31 +104,36 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
             std::process::exit(2)
         }
         _ => {
-            eprintln!("{}", first_line(&e.render().to_string()));
+            eprintln!("{}", one_line_error(&e));
             std::process::exit(2)
         }
     }
 }
 
-/// The first line of a rendered clap error. When it ends with ':' the items it announces
-/// follow on indented lines ("the following required arguments were not provided:\n  <URL>"):
-/// they are joined onto it, so the one line still names what is wrong.
+/// A clap error as the one line the binaries print: its first line, with what it announces
+/// joined on. When the first line ends with ':' the items follow on indented lines ("the
+/// following required arguments were not provided:\n  <URL>"); an invalid value is followed
+/// by "[possible values: ...]". Either way the one line still says what is wrong and what is
+/// right.
+pub fn one_line_error(e: &clap::Error) -> String {
+    first_line(&e.render().to_string())
+}
+
 fn first_line(s: &str) -> String {
     let mut lines = s.lines().skip_while(|l| l.trim().is_empty());
     let Some(first) = lines.next().map(str::trim_end) else {
         return s.trim_end().to_string();
     };
-    if !first.ends_with(':') {
-        return first.to_string();
-    }
-    let items: Vec<&str> = lines
+    let rest: Vec<&str> = lines
         .take_while(|l| l.starts_with(' ') && !l.trim().is_empty())
         .map(str::trim)
         .collect();
-    if items.is_empty() {
-        first.to_string()
-    } else {
-        format!("{first} {}", items.join(", "))
+    if first.ends_with(':') && !rest.is_empty() {
+        return format!("{first} {}", rest.join(", "));
+    }
+    match rest.iter().find(|l| l.starts_with("[possible values:")) {
+        Some(values) => format!("{first} {values}"),
+        None => first.to_string(),
     }
 }
 

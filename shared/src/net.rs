@@ -9,19 +9,33 @@ use std::time::Duration;
 /// Raise RLIMIT_NOFILE's soft limit to the hard limit (nginx's `worker_rlimit_nofile`).
 /// Returns the soft limit now in force.
 pub fn raise_nofile_limit() -> u64 {
+    // An unlimited hard limit cannot be the soft limit (setrlimit refuses more than
+    // fs.nr_open): aim for nr_open then.
+    let nr_open = || -> Option<libc::rlim_t> {
+        std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
     // SAFETY: getrlimit/setrlimit write/read a plain struct we own.
     unsafe {
         let mut rl: libc::rlimit = std::mem::zeroed();
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
             return 0;
         }
-        if rl.rlim_cur < rl.rlim_max {
+        let target = if rl.rlim_max == libc::RLIM_INFINITY {
+            nr_open().unwrap_or(rl.rlim_cur).max(rl.rlim_cur)
+        } else {
+            rl.rlim_max
+        };
+        if rl.rlim_cur < target {
             let want = libc::rlimit {
-                rlim_cur: rl.rlim_max,
+                rlim_cur: target,
                 rlim_max: rl.rlim_max,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                rl.rlim_cur = rl.rlim_max;
+                rl.rlim_cur = target;
             }
         }
         rl.rlim_cur as u64
@@ -259,8 +273,17 @@ mod tests {
         let hard = unsafe {
             let mut rl: libc::rlimit = std::mem::zeroed();
             libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl);
-            rl.rlim_max as u64
+            rl.rlim_max
         };
-        assert_eq!(cur, hard);
+        if hard == libc::RLIM_INFINITY {
+            let nr_open: u64 = std::fs::read_to_string("/proc/sys/fs/nr_open")
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            assert!(cur >= nr_open.min(1024), "{cur}");
+        } else {
+            assert_eq!(cur, hard as u64);
+        }
     }
 }
