@@ -175,7 +175,7 @@ for size in $SIZES; do
         done
     done
     echo "summary: median [min-max] over $ROUNDS rounds"
-    printf '%-7s %-22s %-22s %-22s %-20s %-20s %-20s\n' gen req/s p99_ms gen_us/req user kernel vs_wrk
+    printf '%-7s %-24s %-22s %-22s %-20s %-20s %-20s\n' gen req/s p99_ms gen_us/req user kernel vs_wrk
     for g in "${ACTIVE[@]}"; do
         rps=() p99=() tot=() us=() ks=() ratio=()
         for ((round = 1; round <= ROUNDS; round++)); do
@@ -189,7 +189,7 @@ for size in $SIZES; do
             w=$(per_req wrk "$round" "$size")
             ratio+=("$(div "$a" "${w%% *}")")
         done
-        printf '%-7s %-22s %-22s %-22s %-20s %-20s %-20s\n' "$g" \
+        printf '%-7s %-24s %-22s %-22s %-20s %-20s %-20s\n' "$g" \
             "$(FMT=%.0f fmt_spread "${rps[@]}")" "$(fmt_spread "${p99[@]}")" "$(fmt_spread "${tot[@]}")" \
             "$(fmt_spread "${us[@]}")" "$(fmt_spread "${ks[@]}")" "$(FMT=%.3f fmt_spread "${ratio[@]}")"
     done

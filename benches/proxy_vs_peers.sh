@@ -233,7 +233,7 @@ for size in $SIZES; do
             done
         done
         echo "summary: median [min-max] over $ROUNDS rounds"
-        printf '%-8s %-22s %-22s %-22s %-20s %-20s %-20s\n' target req/s p99_ms proxy_us/req user kernel vs_nginx
+        printf '%-8s %-24s %-22s %-22s %-20s %-20s %-20s\n' target req/s p99_ms proxy_us/req user kernel vs_nginx
         for t in "${ACTIVE[@]}"; do
             rps=() p99=() tot=() us=() ks=() ratio=()
             for ((round = 1; round <= ROUNDS; round++)); do
@@ -247,7 +247,7 @@ for size in $SIZES; do
                 ng=$(per_req nginx "$round" "$size" "$mode")
                 [ "$t" != direct ] && ratio+=("$(div "$a" "${ng%% *}")")
             done
-            printf '%-8s %-22s %-22s %-22s %-20s %-20s %-20s\n' "$t" \
+            printf '%-8s %-24s %-22s %-22s %-20s %-20s %-20s\n' "$t" \
                 "$(FMT=%.0f fmt_spread "${rps[@]}")" "$(fmt_spread "${p99[@]}")" "$(fmt_spread "${tot[@]}")" \
                 "$(fmt_spread "${us[@]}")" "$(fmt_spread "${ks[@]}")" "$(FMT=%.3f fmt_spread "${ratio[@]}")"
         done
