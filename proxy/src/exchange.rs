@@ -40,6 +40,9 @@ const INLINE_BODY_MAX: usize = 64 * 1024;
 pub enum Next {
     KeepAlive,
     Close,
+    /// The response is complete and the connection closes: every I/O on the client socket
+    /// completed (none was dropped in flight), so its fd can be closed directly.
+    Finished,
     /// A WebSocket upgrade succeeded: relay bytes with this upstream connection.
     Tunnel(TcpStream),
 }
@@ -339,7 +342,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
             } else if resp.client_keep_alive {
                 Next::KeepAlive
             } else {
-                Next::Close
+                Next::Finished
             }
         }
         Err(RelayFail::Upstream(_)) => {

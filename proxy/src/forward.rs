@@ -10,7 +10,6 @@
 //! is passed on; chunked and close-delimited bodies are re-framed as chunked for HTTP/1.1
 //! clients and sent close-delimited to HTTP/1.0 clients.
 
-use std::borrow::Cow;
 use crate::error::ProxyError;
 use crate::worker::Worker;
 use bytes::BytesMut;
@@ -20,6 +19,7 @@ use shared::http::limits::MAX_HEADERS_CAP;
 use shared::http::{
     parse_request, parse_response, BodyKind, CodecError, RequestMethod, Status, Version,
 };
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::net::IpAddr;
 
@@ -356,9 +356,7 @@ pub fn prepare_response(
                     }
                 }
                 BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
-                BodyKind::Tunnel => {
-                    return Err(ProxyError::BadResponse(CodecError::InvalidStatus))
-                }
+                BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
             };
             let client_keep_alive = req.keep_alive
                 && !w.shutdown.is_fired()

@@ -81,6 +81,7 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         let group = shared::net::reuseport_group(l.addr, n, l.backlog).map_err(bind_err)?;
         for s in &group {
             accept::nodelay_listener(s).map_err(bind_err)?;
+            accept::defer_accept_listener(s).map_err(bind_err)?;
         }
         addrs.push(group[0].local_addr().map_err(bind_err)?);
         for (i, s) in group.into_iter().enumerate() {
