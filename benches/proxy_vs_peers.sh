@@ -87,7 +87,10 @@ if want ours; then
     else
         PORT[ours]=$(bench_free_port)
         # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
-        OURS_CMD=("$PROXY_BIN" --listen "127.0.0.1:${PORT[ours]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin ${PROXY_ARGS:-})
+        # The same upstream keep-alive settings as nginx-proxy.conf (keepalive_requests,
+        # keepalive_timeout), so neither side reconnects more often than the other.
+        OURS_CMD=("$PROXY_BIN" --listen "127.0.0.1:${PORT[ours]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin
+            --keepalive-requests 10000000 --keepalive-timeout 120s ${PROXY_ARGS:-})
         bench_start "$PROXY_CORE" "$BENCH_TMP/ours.log" "${OURS_CMD[@]}"
         PID[ours]=$BENCH_LAST_PID
         DESC[ours]="taskset -c $PROXY_CORE ${OURS_CMD[*]}"
