@@ -1,7 +1,8 @@
 //! What to send, decided once before the workers start: the URLs ([`Target`]), each one's
-//! request bytes (encoded once, then only cloned as `Bytes`), and for `--rate` the send schedule.
+//! request bytes (encoded once; each worker copies them), and for `--rate` the send schedule.
 //!
-//! Invariant: nothing here runs per request except [`Schedule::next`] (integer arithmetic).
+//! Invariant: nothing here runs per request except [`Schedule::next_due`] and
+//! [`Schedule::peek`] (integer arithmetic).
 
 use crate::{LoadError, RunOptions};
 use bytes::{Bytes, BytesMut};
@@ -267,12 +268,6 @@ impl Schedule {
     #[inline]
     pub fn peek(&self) -> Instant {
         self.start + Duration::from_nanos(self.interval_ns.saturating_mul(self.sent))
-    }
-
-    /// Restart the schedule at `start` (end of warm-up).
-    pub fn restart(&mut self, start: Instant) {
-        self.start = start;
-        self.sent = 0;
     }
 }
 

@@ -385,7 +385,7 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Parse argv (argv[0] first). `--help`, `--version` and bad flags are clap errors:
+    /// Parse argv (`argv[0]` first). `--help`, `--version` and bad flags are clap errors:
     /// hand them to `shared::config::exit_cli_error`.
     pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
     where
@@ -541,7 +541,7 @@ impl Cli {
     }
 }
 
-/// Parse argv (argv[0] first) into a validated [`Config`] without exiting: the in-process
+/// Parse argv (`argv[0]` first) into a validated [`Config`] without exiting: the in-process
 /// way for tests. Errors are the one line the binary would print.
 pub fn config_from_args<I, T>(args: I) -> Result<Config, String>
 where

@@ -1,7 +1,7 @@
 //! The reverse proxy: thread-per-core, io_uring, HTTP/1.1 on both sides.
 //!
 //! # Layout
-//! - [`config`]: the immutable [`config::Config`]; [`cli`] (flags) and [`file`] (TOML) build it.
+//! - [`config`]: the immutable [`config::Config`]; [`cli`] (flags) and [`file`](mod@file) (TOML) build it.
 //! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
 //! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
 //! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).

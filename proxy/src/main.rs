@@ -19,7 +19,6 @@ fn main() {
             exit(2)
         }
     };
-    shared::net::raise_nofile_limit();
     let running = proxy::start(cfg).unwrap_or_else(|e| {
         eprintln!("proxy: {e}");
         exit(1)

@@ -45,8 +45,25 @@ fn decode_at(
 ) -> Result<(usize, usize, usize, bool), shared::http::CodecError> {
     let input = &buf[pos..];
     let d = dec.decode(input)?;
-    let a = pos + offset_in(input, d.data);
+    // An empty run carries no position worth trusting: `pos..pos` is always in bounds.
+    let a = if d.data.is_empty() {
+        pos
+    } else {
+        pos + offset_in(input, d.data)
+    };
     Ok((d.consumed, a, a + d.data.len(), d.done))
+}
+
+/// Append `data` as one chunk (none if empty), then the last chunk if `last`.
+fn push_chunk(out: &mut BytesMut, data: &[u8], last: bool) {
+    if !data.is_empty() {
+        write_chunk_header(out, data.len());
+        out.extend_from_slice(data);
+        out.extend_from_slice(CHUNK_END);
+    }
+    if last {
+        out.extend_from_slice(LAST_CHUNK);
+    }
 }
 
 /// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
@@ -74,14 +91,7 @@ pub async fn request_body<U: AsyncWriteRent>(
             }
             if chunked {
                 scratch.clear();
-                if b > a {
-                    write_chunk_header(scratch, b - a);
-                    scratch.extend_from_slice(&cin[a..b]);
-                    scratch.extend_from_slice(CHUNK_END);
-                }
-                if done {
-                    scratch.extend_from_slice(LAST_CHUNK);
-                }
+                push_chunk(scratch, &cin[a..b], done);
                 if !scratch.is_empty() {
                     let buf = std::mem::take(scratch);
                     *scratch = write_all(up, buf, t.upstream_send)
@@ -156,14 +166,7 @@ pub async fn response_body(
                 if !head_pending {
                     head.clear();
                 }
-                if b > a {
-                    write_chunk_header(head, b - a);
-                    head.extend_from_slice(&ubuf[a..b]);
-                    head.extend_from_slice(CHUNK_END);
-                }
-                if done {
-                    head.extend_from_slice(LAST_CHUNK);
-                }
+                push_chunk(head, &ubuf[a..b], done);
                 if b > a || done {
                     let buf = std::mem::take(head);
                     *head = write_all(client, buf, t.send)

@@ -40,8 +40,10 @@ pub struct ConnBufs {
     pub cout: BytesMut,
 }
 
-/// Per-worker counters, readable from other threads.
+/// Per-worker counters, readable from other threads. Aligned so two workers' counters never
+/// share a cache line (separate allocations alone can sit side by side).
 #[derive(Debug, Default)]
+#[repr(align(128))]
 pub struct WorkerStats {
     pub connections: Counter,
     pub requests: Counter,

@@ -4,8 +4,6 @@
 //! Flow: clap (derive) → TOML (serde, explicit defaults) → one `validate()` in `main` →
 //! immutable config handed to the workers.
 
-use std::path::Path;
-
 /// A config file problem: `file:line: key `a.b`: message`.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -28,16 +26,6 @@ pub enum ConfigError {
         key: Option<String>,
         message: String,
     },
-}
-
-/// Read and deserialize a TOML file; errors carry the file, the line and the key path.
-pub fn load_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        file: file.clone(),
-        source,
-    })?;
-    parse_toml(&file, &text)
 }
 
 /// Deserialize TOML text; `file` names it in errors.
@@ -111,8 +99,8 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
 }
 
 /// A clap error as the one line the binaries print: its first line, with what it announces
-/// joined on. When the first line ends with ':' the items follow on indented lines ("the
-/// following required arguments were not provided:\n  <URL>"); an invalid value is followed
+/// joined on. When the first line ends with ':' the items follow on indented lines (`the
+/// following required arguments were not provided:\n  <URL>`); an invalid value is followed
 /// by "[possible values: ...]". Either way the one line still says what is wrong and what is
 /// right.
 pub fn one_line_error(e: &clap::Error) -> String {

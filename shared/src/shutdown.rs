@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -20,7 +20,6 @@ use std::time::Duration;
 #[derive(Debug, Default)]
 pub struct ShutdownFlag {
     fired: AtomicBool,
-    signals: AtomicUsize,
 }
 
 impl ShutdownFlag {
@@ -34,11 +33,6 @@ impl ShutdownFlag {
 
     pub fn is_set(&self) -> bool {
         self.fired.load(Ordering::Acquire)
-    }
-
-    /// How many SIGINT/SIGTERM arrived (a second one may mean "stop now").
-    pub fn signal_count(&self) -> usize {
-        self.signals.load(Ordering::Acquire)
     }
 }
 
@@ -64,16 +58,20 @@ pub fn install_signal_handler(
     };
     std::thread::Builder::new()
         .name("signals".into())
-        .spawn(move || loop {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: `set` is a valid, initialised signal set; `sig` is a valid out pointer.
-            let rc = unsafe { libc::sigwait(&set, &mut sig) };
-            if rc != 0 {
-                continue;
+        .spawn(move || {
+            let mut n = 0usize;
+            loop {
+                let mut sig: libc::c_int = 0;
+                // SAFETY: `set` is a valid, initialised signal set; `sig` is a valid out
+                // pointer.
+                let rc = unsafe { libc::sigwait(&set, &mut sig) };
+                if rc != 0 {
+                    continue;
+                }
+                n += 1;
+                flag.trigger();
+                on_signal(n);
             }
-            let n = flag.signals.fetch_add(1, Ordering::AcqRel) + 1;
-            flag.trigger();
-            on_signal(n);
         })?;
     Ok(())
 }

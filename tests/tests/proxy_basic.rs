@@ -6,6 +6,7 @@ mod proxy_common;
 use proxy::config::Balance;
 use proxy_common::{config, dead_addr, Proxy};
 use shared::origin::{expected_body, Origin, OriginConfig};
+use shared::runtime::DriverChoice;
 use std::time::Duration;
 
 fn origin() -> Origin {
@@ -235,6 +236,27 @@ fn connection_close_from_client_is_honoured() {
     let mut c = p.connect();
     assert_eq!(c.get("/").status, 200);
     assert_eq!(o.connections(), 1);
+}
+
+/// A finished connection's fd is closed directly (`client::close_now`), which on the epoll
+/// driver also takes it out of the poller: the worker must survive it there too.
+#[test]
+fn connection_close_is_clean_on_the_epoll_driver() {
+    let o = origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.runtime.driver = DriverChoice::Epoll;
+    let p = Proxy::start(cfg);
+    for _ in 0..3 {
+        let mut c = p.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("connection"), Some("close"));
+        assert!(c.is_closed());
+    }
+    let mut c = p.connect();
+    assert_eq!(c.get("/").status, 200);
+    assert_eq!(c.get("/").status, 200);
 }
 
 #[test]

@@ -73,7 +73,7 @@ impl BodyDecoder {
             }),
             State::Done => Ok(Decoded {
                 consumed: 0,
-                data: &[],
+                data: &input[..0],
                 done: true,
             }),
         }

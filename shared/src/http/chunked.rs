@@ -139,7 +139,8 @@ impl ChunkedDecoder {
         }
         Ok(Decoded {
             consumed: pos,
-            data: &[],
+            // Empty, but still inside `input`: callers turn `data` into offsets.
+            data: &input[pos..pos],
             done: self.state == ChunkedState::Done,
         })
     }

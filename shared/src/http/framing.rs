@@ -2,7 +2,7 @@
 //! keep-alive rules of section 9.3.
 //!
 //! The framing-relevant fields (Host, Content-Length, Transfer-Encoding, Connection, Upgrade,
-//! Expect) are gathered in one pass over the parsed headers ([`FieldScan`]); the decision
+//! Expect) are gathered in one pass over the parsed headers (`FieldScan`); the decision
 //! functions then look only at that summary.
 
 use super::{CodecError, Version};

@@ -415,6 +415,9 @@ fn decode_returns_one_run_per_call() {
     assert_eq!(&wire[20..], b"X");
     assert!(d.is_done());
     assert_eq!(d.finish(), Ok(()));
-    // A done decoder consumes nothing more.
-    assert_eq!(d.decode(b"more").unwrap().consumed, 0);
+    // A done decoder consumes nothing more (and its empty `data` still points into the input).
+    let more = b"more";
+    let e = d.decode(more).unwrap();
+    assert_eq!(e.consumed, 0);
+    assert_eq!(e.data.as_ptr(), more.as_ptr());
 }

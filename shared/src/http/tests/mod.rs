@@ -209,6 +209,10 @@ pub fn decode_pieces(kind: BodyKind, limits: &Limits, pieces: &[&[u8]]) -> BodyR
                 }
                 Ok(out) => {
                     assert!(out.consumed <= buf.len());
+                    // `data` lies inside the consumed input, even when empty: the proxy's
+                    // relay turns it into offsets into its buffer.
+                    let at = (out.data.as_ptr() as usize).wrapping_sub(buf.as_ptr() as usize);
+                    assert!(at <= out.consumed && out.consumed - at >= out.data.len());
                     data.extend_from_slice(out.data);
                     let (consumed, done) = (out.consumed, out.done);
                     buf.drain(..consumed);
