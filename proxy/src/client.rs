@@ -169,7 +169,7 @@ async fn read_head(
 /// read is then parsed a few times, not once per read (quadratic work a slow client could
 /// make the proxy do: a 60 KB head sent 4 bytes at a time cost seconds of CPU). The first
 /// bytes are always parsed, so garbage (a TLS handshake, a bad method) is refused at once.
-fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool {
+pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool {
     if parsed == 0 || buf.len() >= limits.max_head {
         return true;
     }

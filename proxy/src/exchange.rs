@@ -16,7 +16,7 @@
 //! as nginx does, and the client connection closes after it (the rest of the body is unread).
 
 use crate::balance::Balancer;
-use crate::client::{linger_close, respond_error, ClientConn};
+use crate::client::{linger_close, respond_error, worth_parsing, ClientConn};
 use crate::config::Server;
 use crate::error::ProxyError;
 use crate::forward::{prepare_response, ClientFraming, RequestInfo, ResponseInfo};
@@ -119,6 +119,9 @@ async fn read_response_head<R: AsyncReadRent>(
     head: &mut BytesMut,
     read_timeout: Option<Duration>,
 ) -> Result<(ResponseInfo, BytesMut), HeadFail> {
+    // Bytes of `ub` already parsed as an incomplete head: a head trickling in is parsed again
+    // only when it may have ended (as on the client side), never once per read.
+    let mut parsed = 0;
     loop {
         let had = ub.len();
         let read = match read_timeout {
@@ -133,9 +136,12 @@ async fn read_response_head<R: AsyncReadRent>(
             Err(IoFail::Error(_)) if had == 0 => return Err(HeadFail::Nothing(None)),
             Err(IoFail::Error(_)) => return Err(HeadFail::Bad(ProxyError::UpstreamIo)),
         }
+        if !worth_parsing(&ub, parsed, &w.cfg.limits.codec) {
+            continue;
+        }
         match prepare_response(w, &ub, req, head) {
             Ok(Some(info)) => return Ok((info, ub)),
-            Ok(None) => {}
+            Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),
         }
     }

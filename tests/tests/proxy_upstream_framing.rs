@@ -98,3 +98,32 @@ fn absolute_form_with_an_empty_path_keeps_its_query() {
     assert!(head.starts_with("GET /?a=1 HTTP/1.1\r\n"), "{head}");
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_response_head_trickling_in_byte_by_byte_is_read_whole() {
+    // The proxy parses an upstream head again only when a read may have ended it; the blank
+    // line split across reads in every way must still be found.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let up = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_nodelay(true).unwrap();
+        let mut b = [0u8; 4096];
+        let _ = s.read(&mut b);
+        let reply = b"HTTP/1.1 200 OK\r\nX-Slow: yes\r\nContent-Length: 5\r\n\r\nhello";
+        for byte in reply.iter() {
+            s.write_all(std::slice::from_ref(byte)).unwrap();
+            thread::sleep(Duration::from_millis(1));
+        }
+        let _ = s.read(&mut b); // until the proxy closes or pools it and the test ends
+    });
+    let p = proxy_to(up);
+    let req = b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let r = exchange(p.listen_addrs()[0], req, WAIT);
+    let text = r.text();
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains("X-Slow: yes\r\n"), "{text}");
+    assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+    p.shutdown().unwrap();
+    drop(h);
+}
