@@ -11,12 +11,15 @@
 #   benches/proxy_vs_peers.sh                      # defaults: ROUNDS=3 DURATION=5s
 #   ROUNDS=5 DURATION=10s benches/proxy_vs_peers.sh
 #   TARGETS="direct nginx haproxy" SIZES=64 MODES=keepalive benches/proxy_vs_peers.sh
+#   BASE_BIN=/tmp/proxy-old TARGETS="base ours" RATIO_TO=base ROUNDS=5 benches/proxy_vs_peers.sh
+#                                                  # a change to our proxy: old build vs new build
 #
 # Environment: ROUNDS, DURATION (per load), CONNS (64), AB_N (ab's request bound, 200000),
 # SIZES ("64 32k"), MODES ("keepalive close"), TARGETS ("direct ours nginx haproxy"),
 # LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
 # binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
-# for it, e.g. "--driver epoll"), OUT (raw TSV path),
+# for it, e.g. "--driver epoll"), BASE_BIN (another build of our proxy, target "base", started
+# exactly like "ours"), RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,9 +37,12 @@ LOAD_CORE=${LOAD_CORE:-0}
 PROXY_CORE=${PROXY_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/release/proxy}
+BASE_BIN=${BASE_BIN:-}
+RATIO_TO=${RATIO_TO:-nginx}
 OUT=${OUT:-target/bench-results/proxy_vs_peers-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
 bench_require wrk ab nginx taskset envsubst ss
+[ "$RATIO_TO" = nginx ] || [[ " $TARGETS " == *" $RATIO_TO "* ]] || bench_die "RATIO_TO=$RATIO_TO is not in TARGETS"
 want() { [[ " $TARGETS " == *" $1 "* ]]; }
 want haproxy && bench_require haproxy
 [ "$(nproc)" -ge 2 ] || bench_log "warning: fewer than 2 cores; pinning cannot separate the proxy from the load"
@@ -77,33 +83,43 @@ check_target() {
 ACTIVE=()
 want direct && ACTIVE+=(direct)
 
+# start_ours TARGET BIN: our proxy (1 worker) in front of the origin, as target TARGET.
+start_ours() {
+    local t=$1 bin=$2
+    if [ ! -x "$bin" ]; then
+        bench_log "SKIP $t: $bin not found"
+        return 0
+    fi
+    PORT[$t]=$(bench_free_port)
+    # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
+    # The same upstream keep-alive settings as nginx-proxy.conf (keepalive_requests,
+    # keepalive_timeout), so neither side reconnects more often than the other.
+    local cmd=("$bin" --listen "127.0.0.1:${PORT[$t]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin
+        --keepalive-requests 10000000 --keepalive-timeout 120s ${PROXY_ARGS:-})
+    bench_start "$PROXY_CORE" "$BENCH_TMP/$t.log" "${cmd[@]}"
+    PID[$t]=$BENCH_LAST_PID
+    DESC[$t]="taskset -c $PROXY_CORE ${cmd[*]}"
+    if ! bench_wait_port "${PORT[$t]}" "${PID[$t]}"; then
+        bench_log "SKIP $t: $bin did not start listening: $(head -c 2000 "$BENCH_TMP/$t.log")"
+        bench_stop "${PID[$t]}"
+    elif ! check_target "$t"; then
+        bench_log "SKIP $t: it does not proxy correctly"
+        bench_stop "${PID[$t]}"
+    else
+        ACTIVE+=("$t")
+    fi
+}
+
 if want ours; then
     if [ -z "${NO_BUILD:-}" ]; then
         bench_log "building our proxy: cargo build --release -p proxy"
         cargo build --release -q -p proxy || bench_log "SKIP ours: cargo build --release -p proxy failed"
     fi
-    if [ ! -x "$PROXY_BIN" ]; then
-        bench_log "SKIP ours: $PROXY_BIN not found"
-    else
-        PORT[ours]=$(bench_free_port)
-        # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
-        # The same upstream keep-alive settings as nginx-proxy.conf (keepalive_requests,
-        # keepalive_timeout), so neither side reconnects more often than the other.
-        OURS_CMD=("$PROXY_BIN" --listen "127.0.0.1:${PORT[ours]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin
-            --keepalive-requests 10000000 --keepalive-timeout 120s ${PROXY_ARGS:-})
-        bench_start "$PROXY_CORE" "$BENCH_TMP/ours.log" "${OURS_CMD[@]}"
-        PID[ours]=$BENCH_LAST_PID
-        DESC[ours]="taskset -c $PROXY_CORE ${OURS_CMD[*]}"
-        if ! bench_wait_port "${PORT[ours]}" "${PID[ours]}"; then
-            bench_log "SKIP ours: $PROXY_BIN did not start listening: $(head -c 2000 "$BENCH_TMP/ours.log")"
-            bench_stop "${PID[ours]}"
-        elif ! check_target ours; then
-            bench_log "SKIP ours: it does not proxy correctly yet"
-            bench_stop "${PID[ours]}"
-        else
-            ACTIVE+=(ours)
-        fi
-    fi
+    start_ours ours "$PROXY_BIN"
+fi
+if want base; then
+    [ -n "$BASE_BIN" ] || bench_die "target base needs BASE_BIN (another build of our proxy)"
+    start_ours base "$BASE_BIN"
 fi
 
 if want nginx; then
@@ -213,7 +229,7 @@ echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency; close = ab -c
 echo "# pinning: wrk/ab and the origin (nginx, 1 worker) on core $LOAD_CORE; the proxy under test on core $PROXY_CORE"
 for t in "${ACTIVE[@]}"; do echo "#   $t: ${DESC[$t]}"; done
 echo "# proxy µs/req = the proxy's utime+stime (all threads, /proc/PID/stat) during the load ÷ completed requests"
-echo "# vs nginx = proxy µs/req ÷ nginx's in the same round (paired); summary = median [min-max] over rounds"
+echo "# vs $RATIO_TO = proxy µs/req ÷ $RATIO_TO's in the same round (paired); summary = median [min-max] over rounds"
 
 for size in $SIZES; do
     for mode in $MODES; do
@@ -221,9 +237,9 @@ for size in $SIZES; do
         if [ "$mode" = keepalive ]; then cl="keep-alive (wrk)"; else cl="connection per request (ab, no -k)"; fi
         echo "## ${BODY_LEN[$size]} B, $cl"
         printf '%-5s %-8s %10s %9s %8s %12s %8s %8s %9s %9s\n' \
-            round target req/s p99_ms errors proxy_us/req user kernel vs_nginx origin_us/req
+            round target req/s p99_ms errors proxy_us/req user kernel "vs_$RATIO_TO" origin_us/req
         for ((round = 1; round <= ROUNDS; round++)); do
-            ng=$(per_req nginx "$round" "$size" "$mode")
+            ng=$(per_req "$RATIO_TO" "$round" "$size" "$mode")
             for t in "${ACTIVE[@]}"; do
                 awk -F'\t' -v s="$size" -v m="$mode" -v r="$round" -v t="$t" \
                     '$1 == s && $2 == m && $3 == r && $4 == t' "$OUT" | while IFS=$'\t' read -r _ _ _ _ rps p99 n err _ _ ou; do
@@ -236,7 +252,7 @@ for size in $SIZES; do
             done
         done
         echo "summary: median [min-max] over $ROUNDS rounds"
-        printf '%-8s %-24s %-22s %-22s %-20s %-20s %-20s\n' target req/s p99_ms proxy_us/req user kernel vs_nginx
+        printf '%-8s %-24s %-22s %-22s %-20s %-20s %-20s\n' target req/s p99_ms proxy_us/req user kernel "vs_$RATIO_TO"
         for t in "${ACTIVE[@]}"; do
             rps=() p99=() tot=() us=() ks=() ratio=()
             for ((round = 1; round <= ROUNDS; round++)); do
@@ -247,7 +263,7 @@ for size in $SIZES; do
                 p99+=("$(div "${line#* }" 1000 %.3f)")
                 read -r a b c <<<"$(per_req "$t" "$round" "$size" "$mode")"
                 tot+=("$a") us+=("$b") ks+=("$c")
-                ng=$(per_req nginx "$round" "$size" "$mode")
+                ng=$(per_req "$RATIO_TO" "$round" "$size" "$mode")
                 [ "$t" != direct ] && ratio+=("$(div "$a" "${ng%% *}")")
             done
             printf '%-8s %-24s %-22s %-22s %-20s %-20s %-20s\n' "$t" \
