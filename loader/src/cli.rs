@@ -320,9 +320,7 @@ impl RunOptions {
 }
 
 fn valid_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    shared::http::framing::is_token(s.as_bytes())
 }
 
 /// Parse `Name: value`; the name must be a token, the value free of CR, LF and NUL.

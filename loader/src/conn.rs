@@ -20,8 +20,8 @@ use crate::worker::{Fail, Worker};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
-use shared::http::head::RequestMethod;
-use shared::http::{parse_response, BodyDecoder, BodyKind, CodecError, Limits, Status};
+use shared::http::response::{ReadStep, ResponseReader, READER_MAX_HEADERS};
+pub use shared::http::Response;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -39,8 +39,8 @@ pub const READ_BUF: usize = 16 * 1024;
 /// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
 pub const SMALL_READ_BUF: usize = 4 * 1024;
 pub const MANY_CONNECTIONS: usize = 1024;
-/// Header fields a response may have.
-pub const MAX_RESPONSE_HEADERS: usize = 64;
+/// Header fields a response may have (the shared reader's stack storage).
+pub const MAX_RESPONSE_HEADERS: usize = READER_MAX_HEADERS;
 
 /// One attempt, from its ticket to its outcome.
 #[derive(Debug, Clone, Copy)]
@@ -185,152 +185,6 @@ pub fn monitor_tick(timeout: Duration) -> Duration {
     (timeout / 20).clamp(Duration::from_millis(1), Duration::from_millis(100))
 }
 
-/// Where one response's parsing is.
-enum Parse {
-    Head,
-    Body {
-        dec: BodyDecoder,
-        status: u16,
-        keep_alive: bool,
-        body_len: u64,
-    },
-}
-
-/// A complete response.
-#[derive(Debug, Clone, Copy)]
-pub struct Response {
-    pub status: u16,
-    pub keep_alive: bool,
-    pub body_len: u64,
-    /// Bytes it took on the wire (head, body, framing).
-    pub wire_len: u64,
-}
-
-/// Incremental reader of one response after another on a connection.
-struct Reader {
-    state: Parse,
-    wire: u64,
-}
-
-enum Step {
-    /// Consumed this much; more input needed.
-    More(usize),
-    /// A response ended after consuming this much.
-    Done(usize, Response),
-}
-
-impl Reader {
-    fn new() -> Reader {
-        Reader {
-            state: Parse::Head,
-            wire: 0,
-        }
-    }
-
-    /// Whether a response is partly read.
-    fn started(&self) -> bool {
-        !matches!(self.state, Parse::Head) || self.wire > 0
-    }
-
-    /// Parse from `buf` (the unconsumed bytes). `on_head` sees each final response head's
-    /// fields (for the Server header).
-    fn advance(
-        &mut self,
-        buf: &[u8],
-        method: RequestMethod,
-        limits: &Limits,
-        on_head: impl FnOnce(&[httparse::Header<'_>]),
-    ) -> Result<Step, CodecError> {
-        let mut on_head = Some(on_head);
-        let mut used = 0;
-        loop {
-            match &mut self.state {
-                Parse::Head => {
-                    let mut hdrs = [httparse::EMPTY_HEADER; MAX_RESPONSE_HEADERS];
-                    match parse_response(&buf[used..], &mut hdrs, method, limits)? {
-                        Status::Partial => return Ok(Step::More(used)),
-                        Status::Complete(h) => {
-                            used += h.head_len;
-                            self.wire += h.head_len as u64;
-                            if (100..200).contains(&h.status) && h.status != 101 {
-                                continue; // interim response: the final one follows
-                            }
-                            if let Some(f) = on_head.take() {
-                                f(h.headers);
-                            }
-                            let (status, keep_alive) = (h.status, h.keep_alive);
-                            match h.body {
-                                BodyKind::Empty | BodyKind::Length(0) | BodyKind::Tunnel => {
-                                    let ka = keep_alive && h.body != BodyKind::Tunnel;
-                                    return Ok(Step::Done(used, self.finish(status, ka, 0)));
-                                }
-                                kind => {
-                                    self.state = Parse::Body {
-                                        dec: BodyDecoder::new(kind, limits),
-                                        status,
-                                        keep_alive,
-                                        body_len: 0,
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                Parse::Body {
-                    dec,
-                    status,
-                    keep_alive,
-                    body_len,
-                } => {
-                    if used == buf.len() {
-                        return Ok(Step::More(used));
-                    }
-                    let d = dec.decode(&buf[used..])?;
-                    used += d.consumed;
-                    self.wire += d.consumed as u64;
-                    *body_len += d.data.len() as u64;
-                    if d.done {
-                        let (s, ka, bl) = (*status, *keep_alive, *body_len);
-                        return Ok(Step::Done(used, self.finish(s, ka, bl)));
-                    }
-                    if d.consumed == 0 {
-                        return Ok(Step::More(used));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The peer closed: a close-delimited body ends here; anything else is truncated.
-    fn eof(&mut self) -> Result<Response, CodecError> {
-        match &mut self.state {
-            Parse::Body {
-                dec,
-                status,
-                body_len,
-                ..
-            } => {
-                dec.finish()?;
-                let (s, bl) = (*status, *body_len);
-                Ok(self.finish(s, false, bl))
-            }
-            Parse::Head => Err(CodecError::UnexpectedEof),
-        }
-    }
-
-    fn finish(&mut self, status: u16, keep_alive: bool, body_len: u64) -> Response {
-        let r = Response {
-            status,
-            keep_alive,
-            body_len,
-            wire_len: self.wire,
-        };
-        self.state = Parse::Head;
-        self.wire = 0;
-        r
-    }
-}
-
 /// An open connection and its buffers' positions.
 struct Open {
     stream: TcpStream,
@@ -347,7 +201,7 @@ pub async fn drive(w: &Worker, slot: &Slot) {
     let mut pos = 0usize;
     let mut wbuf: Vec<u8> = Vec::with_capacity(w.max_request_len * w.depth);
     let mut conn: Option<Open> = None;
-    let mut reader = Reader::new();
+    let mut reader = ResponseReader::new();
     // Arrival time of the oldest unconsumed byte in `rbuf`: ab's "Waiting" ends there.
     let mut t_data = slot.now.get();
     // Arrival of the first byte of the response being read.
@@ -437,7 +291,7 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                     });
                     pos = 0;
                     rbuf.clear();
-                    reader = Reader::new();
+                    reader = ResponseReader::new();
                     // Every queued attempt is written now, not only this round's.
                     batch = slot.inflight.borrow().len();
                 }
@@ -498,11 +352,11 @@ pub async fn drive(w: &Worker, slot: &Slot) {
                 }
                 let note = |h: &[httparse::Header<'_>]| w.note_server(front.url, h);
                 match reader.advance(&rbuf[pos..], method, &w.limits, note) {
-                    Ok(Step::More(used)) => {
+                    Ok(ReadStep::More(used)) => {
                         pos += used;
                         break;
                     }
-                    Ok(Step::Done(used, resp)) => {
+                    Ok(ReadStep::Done(used, resp)) => {
                         pos += used;
                         let e = slot.inflight.borrow_mut().pop_front();
                         if let Some(e) = e {
@@ -596,7 +450,7 @@ pub async fn drive(w: &Worker, slot: &Slot) {
             conn = None;
             pos = 0;
             rbuf.clear();
-            reader = Reader::new();
+            reader = ResponseReader::new();
         }
     }
 }
@@ -604,124 +458,4 @@ pub async fn drive(w: &Worker, slot: &Slot) {
 #[inline]
 pub fn micros(d: Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Feed `wire` to a reader in pieces of `split` bytes at most, as reads would deliver it,
-    /// consuming like `drive` does; then EOF. Returns the responses (or the error).
-    fn read_all(
-        wire: &[u8],
-        method: RequestMethod,
-        split: usize,
-    ) -> Result<Vec<Response>, CodecError> {
-        let limits = Limits::default();
-        let mut r = Reader::new();
-        let mut buf: Vec<u8> = Vec::new();
-        let mut out = Vec::new();
-        for piece in wire.chunks(split.max(1)) {
-            buf.extend_from_slice(piece);
-            let mut pos = 0;
-            while pos < buf.len() {
-                match r.advance(&buf[pos..], method, &limits, |_| {})? {
-                    Step::More(used) => {
-                        pos += used;
-                        break;
-                    }
-                    Step::Done(used, resp) => {
-                        pos += used;
-                        out.push(resp);
-                    }
-                }
-            }
-            buf.drain(..pos);
-        }
-        if r.started() || !buf.is_empty() {
-            out.push(r.eof()?);
-        }
-        Ok(out)
-    }
-
-    fn every_split(wire: &[u8], method: RequestMethod) -> Result<Vec<Response>, CodecError> {
-        let whole = read_all(wire, method, wire.len());
-        for split in 1..wire.len() {
-            let got = read_all(wire, method, split);
-            assert_eq!(format!("{got:?}"), format!("{whole:?}"), "split at {split}");
-        }
-        whole
-    }
-
-    fn summary(r: &[Response]) -> Vec<(u16, bool, u64, u64)> {
-        r.iter()
-            .map(|r| (r.status, r.keep_alive, r.body_len, r.wire_len))
-            .collect()
-    }
-
-    #[test]
-    fn responses_read_the_same_at_every_split() {
-        use RequestMethod::{Head, Other};
-        let cl = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
-        assert_eq!(
-            summary(&every_split(cl, Other).unwrap()),
-            vec![(200, true, 5, 43)]
-        );
-
-        let two = [
-            &cl[..],
-            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
-        ]
-        .concat();
-        let got = summary(&every_split(&two, Other).unwrap());
-        assert_eq!(got, vec![(200, true, 5, 43), (404, true, 0, 45)]);
-
-        let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n";
-        let got = summary(&every_split(chunked, Other).unwrap());
-        assert_eq!(got, vec![(200, true, 5, chunked.len() as u64)]);
-
-        let interim =
-            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
-        let got = summary(&every_split(interim, Other).unwrap());
-        assert_eq!(got, vec![(201, true, 2, interim.len() as u64)]);
-
-        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n";
-        assert_eq!(
-            summary(&every_split(head, Head).unwrap()),
-            vec![(200, true, 0, 40)]
-        );
-
-        let close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end";
-        let got = summary(&every_split(close, Other).unwrap());
-        assert_eq!(got, vec![(200, false, 13, close.len() as u64)]);
-
-        let http10 = b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx";
-        assert_eq!(
-            summary(&every_split(http10, Other).unwrap()),
-            vec![(200, false, 1, 39)]
-        );
-    }
-
-    #[test]
-    fn truncated_and_malformed_responses_are_errors() {
-        use RequestMethod::Other;
-        let short = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
-        assert_eq!(
-            every_split(short, Other).unwrap_err(),
-            CodecError::UnexpectedEof
-        );
-        let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab";
-        assert_eq!(
-            every_split(cut, Other).unwrap_err(),
-            CodecError::UnexpectedEof
-        );
-        let head_only = b"HTTP/1.1 200 OK\r\nContent-Le";
-        assert_eq!(
-            every_split(head_only, Other).unwrap_err(),
-            CodecError::UnexpectedEof
-        );
-        assert!(read_all(b"garbage\r\n\r\n", Other, 100).is_err());
-        let bad_chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
-        assert!(read_all(bad_chunk, Other, 100).is_err());
-    }
 }
