@@ -18,7 +18,8 @@ use crate::conn::{self, micros, Cut, Entry, Guarded, Response, Slot};
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr::{self, Rotation};
 use crate::stats::{
-    record, Counts, Histograms, LiveCounters, LoadMode, RunResult, UrlResult, UrlStats, WorkerStats,
+    record, Counts, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult,
+    UrlStats,
 };
 use crate::{LoadError, RunOptions};
 use shared::http::head::RequestMethod;
@@ -45,14 +46,23 @@ pub enum Fail {
 }
 
 impl Fail {
-    /// A distinct bit per kind (for [`Worker::log_first`]).
+    /// A distinct bit per kind (for [`Engine::log_first`]).
     fn bit(self) -> u8 {
         1 << (self as u8)
     }
 }
 
+/// The right to make one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// Index of its URL.
+    pub url: usize,
+    /// Counted in the figures (false during --warmup).
+    pub measured: bool,
+}
+
 /// One worker's engine state, shared by its connection slots (single thread: Cell/RefCell).
-pub struct Worker {
+pub struct Engine {
     /// Request bytes per URL: this worker's own copy.
     pub requests: Vec<Vec<u8>>,
     pub methods: Vec<RequestMethod>,
@@ -65,7 +75,7 @@ pub struct Worker {
     pub timeout: Duration,
     pub limits: Limits,
     plan: Arc<Vec<Request>>,
-    stats: RefCell<WorkerStats>,
+    stats: RefCell<Measurements>,
     live: Arc<LiveCounters>,
     quota: Option<u64>,
     base: u64,
@@ -86,15 +96,15 @@ pub struct Worker {
     logged: Cell<u8>,
 }
 
-impl Worker {
+impl Engine {
     #[inline]
     pub fn is_stopped(&self) -> bool {
         self.stopped.get()
     }
 
-    /// The next attempt's URL, or None when the quota is spent or the run is ending.
+    /// The next attempt, or None when the quota is spent or the run is ending.
     #[inline]
-    pub fn take_ticket(&self) -> Option<(usize, bool)> {
+    pub fn take_ticket(&self) -> Option<Ticket> {
         if self.stopped.get() {
             return None;
         }
@@ -107,11 +117,17 @@ impl Worker {
             self.issued.set(i + 1);
             let url = ((self.base + i) % n) as usize;
             self.stats.borrow_mut().urls[url].counts.attempts += 1;
-            Some((url, true))
+            Some(Ticket {
+                url,
+                measured: true,
+            })
         } else {
             let i = self.warm_issued.get();
             self.warm_issued.set(i + 1);
-            Some(((self.base + i) % n) as usize).map(|u| (u, false))
+            Some(Ticket {
+                url: ((self.base + i) % n) as usize,
+                measured: false,
+            })
         }
     }
 
@@ -296,7 +312,7 @@ struct Common {
 }
 
 struct WorkerDone {
-    stats: WorkerStats,
+    stats: Measurements,
     ended: Instant,
 }
 
@@ -536,7 +552,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let n_urls = plan.len();
     let requests: Vec<Vec<u8>> = plan.iter().map(|r| r.bytes.to_vec()).collect();
     let rotation = Rotation::new(common.sources.len(), ctx.id);
-    let w = Rc::new(Worker {
+    let w = Rc::new(Engine {
         max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
         read_buf: if slots.len() > conn::MANY_CONNECTIONS {
             conn::SMALL_READ_BUF
@@ -557,7 +573,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
             .map(|r| !srcaddr::source_addresses(r.target.addr, 1).is_empty())
             .collect(),
         plan,
-        stats: RefCell::new(WorkerStats::new(n_urls, common.sources.len())),
+        stats: RefCell::new(Measurements::new(n_urls, common.sources.len())),
         live,
         quota,
         base,
@@ -646,7 +662,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let _ = tx.send(WorkerDone { stats, ended });
 }
 
-async fn run_slot(w: Rc<Worker>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
+async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
     if !delay.is_zero() {
         monoio::select! {
             _ = monoio::time::sleep(delay) => {},
