@@ -16,7 +16,7 @@
 //! `Cell` checked before polling `drive` (one timer per worker, in the monitor, checks every
 //! slot's deadline a few times per timeout period).
 
-use crate::worker::{Engine, Fail};
+use crate::engine::{Engine, Fail};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
