@@ -58,8 +58,8 @@ const GOOD: &str =
 
 #[test]
 fn example_parses_and_validates_in_process() {
-    let cfg = proxy::file::load(example()).expect("the example loads");
-    proxy::cli::validate(&cfg).expect("the example validates");
+    let cfg = proxy::config::load(example()).expect("the example loads");
+    proxy::config::validate(&cfg).expect("the example validates");
     assert_eq!(cfg.groups.len(), 2);
     assert_eq!(cfg.routes.len(), 3);
     // Every key of the schema appears in the example: each section's keys are all present.
@@ -188,7 +188,7 @@ fn broken_files_exit_2_naming_file_line_and_key() {
 #[test]
 fn file_errors_name_line_and_key_in_process() {
     let err = |text: &str| {
-        proxy::file::config_from_toml("p.toml", text)
+        proxy::config::from_toml("p.toml", text)
             .unwrap_err()
             .to_string()
     };
@@ -369,8 +369,8 @@ fn file_routes_reach_their_groups() {
         a.addr(),
         b.addr()
     );
-    let cfg = proxy::file::config_from_toml("routes.toml", &text).expect("config");
-    proxy::cli::validate(&cfg).expect("valid");
+    let cfg = proxy::config::from_toml("routes.toml", &text).expect("config");
+    proxy::config::validate(&cfg).expect("valid");
     let p = Proxy::start(cfg);
     let ask = |host: &str, path: &str| {
         let mut c = p.connect();
