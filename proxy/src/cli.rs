@@ -9,10 +9,12 @@
 
 pub use crate::config::Error as CliError;
 
-use crate::config::schema::{self, parse_listen, split_upstream, FileConfig, GroupEntry, ServerEntry};
+use crate::config::schema::{
+    self, parse_listen, split_upstream, FileConfig, GroupEntry, ServerEntry,
+};
 use crate::config::{
-    resolve, Balance, Config, Edit, HeaderSlot, Overrides, TimeoutSlot, ProxyLimits, Timeouts, DEFAULT_BACKLOG,
-    DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_REQUESTS,
+    resolve, Balance, Config, Edit, HeaderSlot, Overrides, ProxyLimits, TimeoutSlot, Timeouts,
+    DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_REQUESTS,
     DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
 };
 use clap::parser::ValueSource;
@@ -318,7 +320,12 @@ impl Cli {
             (a.no_x_real_ip, |h| &mut h.x_real_ip),
             (a.no_x_forwarded_proto, |h| &mut h.x_forwarded_proto),
         ];
-        edits.extend(headers.into_iter().filter(|h| h.0).map(|h| Edit::HeaderOff(h.1)));
+        edits.extend(
+            headers
+                .into_iter()
+                .filter(|h| h.0)
+                .map(|h| Edit::HeaderOff(h.1)),
+        );
         Overrides {
             listen: a.listen.clone(),
             edits,
@@ -387,7 +394,9 @@ mod tests {
         assert_eq!(addrs[..2], ["127.0.0.1:9001", "[::1]:9002"]);
         // localhost: every address, IPv4 first (the address rule).
         let local = &g.servers[2].addrs;
-        assert!(local.iter().all(|a| a.port() == 9003 && a.ip().is_loopback()));
+        assert!(local
+            .iter()
+            .all(|a| a.port() == 9003 && a.ip().is_loopback()));
         assert_eq!(*local, shared::net::connect_order(local.clone()));
         assert_eq!(g.servers[2].name, "localhost:9003");
         assert_eq!(c.routes.len(), 1);
@@ -409,7 +418,10 @@ mod tests {
         let c =
             cfg("--listen 8080 --upstream 10.0.0.1 --upstream [::1] --max-body unlimited").unwrap();
         assert_eq!(c.listeners[0].addr, "0.0.0.0:8080".parse().unwrap());
-        assert_eq!(c.groups[0].servers[0].addrs, ["10.0.0.1:80".parse().unwrap()]);
+        assert_eq!(
+            c.groups[0].servers[0].addrs,
+            ["10.0.0.1:80".parse().unwrap()]
+        );
         assert_eq!(c.groups[0].servers[1].addrs, ["[::1]:80".parse().unwrap()]);
         assert_eq!(c.limits.max_body, None);
     }

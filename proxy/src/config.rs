@@ -182,13 +182,11 @@ pub enum Balance {
 }
 
 impl Balance {
-    /// The name the file and `--balance` use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Balance::RoundRobin => "round-robin",
-            Balance::LeastConn => "least-conn",
-            Balance::Random2 => "random2",
-        }
+    /// The name the file and `--balance` use (clap's kebab-case, as serde's).
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
     }
 }
 

@@ -350,7 +350,10 @@ mod tests {
 
     #[test]
     fn literals_are_not_looked_up_and_names_are_ordered() {
-        assert_eq!(resolve("10.1.2.3", 81).unwrap(), ["10.1.2.3:81".parse().unwrap()]);
+        assert_eq!(
+            resolve("10.1.2.3", 81).unwrap(),
+            ["10.1.2.3:81".parse().unwrap()]
+        );
         assert_eq!(resolve("::1", 81).unwrap(), ["[::1]:81".parse().unwrap()]);
         assert_eq!(resolve("[::1]", 81).unwrap(), ["[::1]:81".parse().unwrap()]);
         let local = resolve("localhost", 82).unwrap();
@@ -369,7 +372,10 @@ mod tests {
         };
         let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let open_addr = open.local_addr().unwrap();
-        for driver in [crate::runtime::DriverKind::Epoll, crate::runtime::DriverKind::Uring] {
+        for driver in [
+            crate::runtime::DriverKind::Epoll,
+            crate::runtime::DriverKind::Uring,
+        ] {
             let run = crate::runtime::run_on(driver, 64, async {
                 let s = connect_any(&[refused, open_addr], None).await.unwrap();
                 let peer = s.peer_addr().unwrap();

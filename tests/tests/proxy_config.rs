@@ -444,3 +444,40 @@ fn wait_with_deadline(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The address rule end to end: an upstream given by host name (`localhost`, whatever order
+/// the resolver lists `::1` and 127.0.0.1 in) reaches an origin on 127.0.0.1, in quick mode
+/// and from a file alike.
+#[test]
+fn upstream_host_names_reach_an_ipv4_origin() {
+    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let upstream = format!("localhost:{}", o.addr().port());
+    let quick = proxy::cli::config_from_args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        upstream.as_str(),
+        "--workers",
+        "1",
+        "--no-pin",
+        "--shutdown-timeout",
+        "2s",
+    ])
+    .expect("quick mode");
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"{upstream}\"]\n\
+         [runtime]\nworkers = 1\npin = false\n[timeouts]\nshutdown = \"2s\"\n"
+    );
+    let file = proxy::config::from_toml("names.toml", &text).expect("file");
+    for (n, cfg) in [quick, file].into_iter().enumerate() {
+        let addrs = &cfg.groups[0].servers[0].addrs;
+        assert_eq!(addrs[0], o.addr(), "IPv4 first: {addrs:?}");
+        let p = Proxy::start(cfg);
+        let mut c = p.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.response().status, 200);
+        assert_eq!(o.requests(), n as u64 + 1);
+        p.stop();
+    }
+}

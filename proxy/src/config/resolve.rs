@@ -7,8 +7,8 @@
 
 use super::schema::{FileConfig, LimitsEntry, Origin, RuntimeEntry, ServerEntry};
 use super::{
-    validate, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
-    UpstreamGroup, DEFAULT_BACKLOG,
+    validate, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
+    DEFAULT_BACKLOG,
 };
 use shared::config::ConfigError;
 use shared::http::Limits;
@@ -99,7 +99,9 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
 
 fn runtime_config(r: &RuntimeEntry) -> RuntimeConfig {
     RuntimeConfig {
-        workers: r.workers.map_or_else(available_cpus, |n| usize::from(n.get())),
+        workers: r
+            .workers
+            .map_or_else(available_cpus, |n| usize::from(n.get())),
         pin: r.pin,
         driver: r.driver,
         ..RuntimeConfig::default()
@@ -179,7 +181,13 @@ impl Resolver<'_> {
                         backlog: e.get_ref().backlog.get(),
                     };
                     let key = format!("listen[{i}].addr");
-                    (l, At::Value { key, span: e.span() })
+                    (
+                        l,
+                        At::Value {
+                            key,
+                            span: e.span(),
+                        },
+                    )
                 })
                 .collect()
         } else {
@@ -296,14 +304,23 @@ impl Resolver<'_> {
                 return Err(self.error(At::Value { key, span }, m));
             };
             let host = r.host.clone();
-            if out.iter().any(|o| o.host == host && o.path_prefix == r.path) {
+            if out
+                .iter()
+                .any(|o| o.host == host && o.path_prefix == r.path)
+            {
                 let key = format!("route[{i}]");
                 let m = format!(
                     "a route for host {} and path `{}` is already defined",
                     host.as_deref().unwrap_or("(any)"),
                     r.path
                 );
-                return Err(self.error(At::Value { key, span: e.span() }, m));
+                return Err(self.error(
+                    At::Value {
+                        key,
+                        span: e.span(),
+                    },
+                    m,
+                ));
             }
             out.push(Route {
                 host,

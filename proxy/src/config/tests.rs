@@ -71,7 +71,10 @@ fn minimal_file_gets_defaults_and_a_default_route() {
     );
     assert_eq!(cfg.timeouts.header, Timeouts::default().header);
     assert_eq!(cfg.limits.codec, Limits::default());
-    assert_eq!(cfg.limits.max_connections, ProxyLimits::default().max_connections);
+    assert_eq!(
+        cfg.limits.max_connections,
+        ProxyLimits::default().max_connections
+    );
     assert!(cfg.runtime.pin);
 }
 
@@ -103,6 +106,19 @@ fn values_are_read() {
         let text = format!("{MINIMAL}[runtime]\ndriver = \"{name}\"\n");
         assert_eq!(from_toml("p.toml", &text).unwrap().runtime.driver, want);
     }
+}
+
+/// One spelling of the balance names: the file's (serde) is `--balance`'s (clap) and the
+/// summary's.
+#[test]
+fn balance_names_are_spelled_once() {
+    use clap::ValueEnum;
+    for b in Balance::value_variants() {
+        let text = format!("{MINIMAL}balance = \"{}\"\n", b.name());
+        assert_eq!(from_toml("p.toml", &text).unwrap().groups[0].balance, *b);
+        assert_eq!(Balance::from_str(&b.name(), false), Ok(*b));
+    }
+    assert_eq!(Balance::LeastConn.name(), "least-conn");
 }
 
 #[test]
@@ -157,9 +173,15 @@ fn overrides_can_be_applied_again() {
         assert_eq!(cfg.listeners[0].backlog, 9);
         assert_eq!(cfg.timeouts.read, Duration::from_secs(2));
         assert!(!cfg.headers.x_real_ip && cfg.headers.x_forwarded_for);
-        assert_eq!((cfg.limits.max_body, cfg.limits.max_connections), (Some(10), 5));
+        assert_eq!(
+            (cfg.limits.max_body, cfg.limits.max_connections),
+            (Some(10), 5)
+        );
         let r = &cfg.runtime;
-        assert_eq!((r.workers, r.driver, r.pin), (2, DriverChoice::Epoll, false));
+        assert_eq!(
+            (r.workers, r.driver, r.pin),
+            (2, DriverChoice::Epoll, false)
+        );
     }
     assert_eq!(first.timeouts.header, Timeouts::default().header);
     assert_eq!(again.timeouts.header, Duration::from_secs(1));
