@@ -206,3 +206,34 @@ impl Future for Wait {
         Poll::Pending
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocked_now(sig: libc::c_int) -> bool {
+        // SAFETY: a null new set only reads this thread's mask into `cur`, a valid out pointer.
+        unsafe {
+            let mut cur: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur);
+            libc::sigismember(&cur, sig) == 1
+        }
+    }
+
+    #[test]
+    fn signal_mask_blocks_while_alive_and_restores() {
+        // A thread of its own: the test harness's threads are not ours to change.
+        std::thread::spawn(|| {
+            assert!(!blocked_now(libc::SIGTERM));
+            let mask = SignalMask::block_stop_signals().unwrap();
+            assert!(blocked_now(libc::SIGINT) && blocked_now(libc::SIGTERM));
+            // Threads spawned now inherit it.
+            let child = std::thread::spawn(|| blocked_now(libc::SIGTERM));
+            assert!(child.join().unwrap());
+            drop(mask);
+            assert!(!blocked_now(libc::SIGINT) && !blocked_now(libc::SIGTERM));
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -142,13 +142,13 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     fn error(&self, at: At, message: String) -> Error {
-        let Origin::File { name, text } = &self.file.origin else {
-            return Error::Usage(match at {
-                At::Flag(flag, value) => format!("{flag} {value}: {message}"),
-                _ => message,
-            });
+        let (file, text) = match (&self.file.origin, &at) {
+            (_, At::Flag(flag, value)) => {
+                return Error::Usage(format!("{flag} {value}: {message}"))
+            }
+            (Origin::CommandLine, _) => return Error::Usage(message),
+            (Origin::File { name, text }, _) => (name.clone(), text),
         };
-        let file = name.clone();
         Error::File(match at {
             At::Value { key, span } => ConfigError::Parse {
                 file,
@@ -161,8 +161,7 @@ impl Resolver<'_> {
                 key: Some(key.to_string()),
                 message,
             },
-            At::Flag(flag, value) => return Error::Usage(format!("{flag} {value}: {message}")),
-            At::Whole => ConfigError::Invalid {
+            At::Whole | At::Flag(..) => ConfigError::Invalid {
                 file,
                 key: None,
                 message,
