@@ -10,7 +10,7 @@ use shared::http::encode::{end_head, write_header, write_header_u64, write_reque
 use shared::http::head::RequestMethod;
 use shared::http::target::split_absolute;
 use shared::http::Version;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -23,8 +23,11 @@ pub struct Target {
     pub port: u16,
     /// Path and query, never empty (`/` by default); the fragment is dropped.
     pub path: String,
-    /// The address connected to (the first the resolver returns, IPv4 preferred).
+    /// The address connected to: the first of `addrs`.
     pub addr: SocketAddr,
+    /// Every address of `host`, in the order to try them (`shared::net::resolve`, the address
+    /// rule the proxy uses too: IPv4 first, then IPv6). Never empty.
+    pub addrs: Vec<SocketAddr>,
 }
 
 impl Target {
@@ -76,28 +79,14 @@ impl Target {
         if port == 0 {
             return Err(bad("port 0"));
         }
-        let addrs: Vec<SocketAddr> = (host.as_str(), port)
-            .to_socket_addrs()
-            .map_err(|source| LoadError::Resolve {
-                host: host.clone(),
-                source,
-            })?
-            .collect();
-        let addr = addrs
-            .iter()
-            .find(|a| a.is_ipv4())
-            .or(addrs.first())
-            .copied()
-            .ok_or_else(|| LoadError::Resolve {
-                host: host.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
-            })?;
+        let addrs = resolve(&host, port)?;
         Ok(Target {
             url: url.to_string(),
             host,
             port,
             path,
-            addr,
+            addr: addrs[0],
+            addrs,
         })
     }
 
@@ -114,6 +103,23 @@ impl Target {
             format!("{h}:{}", self.port)
         }
     }
+}
+
+/// `shared::net::resolve` with the loader's error.
+fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, LoadError> {
+    use shared::net::ResolveError;
+    shared::net::resolve(host, port).map_err(|e| {
+        let source = match e {
+            ResolveError::Lookup { source, .. } => source,
+            ResolveError::NoAddress { .. } => {
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no address")
+            }
+        };
+        LoadError::Resolve {
+            host: host.to_string(),
+            source,
+        }
+    })
 }
 
 /// Read a `--urls` file: one URL a line; blank lines and `#` comments skipped. A bad URL is
@@ -289,6 +295,14 @@ mod tests {
         assert_eq!(t.path, "/?q");
         let t = Target::parse("http://[::1]:81/").unwrap();
         assert_eq!((t.host.as_str(), t.port), ("::1", 81));
+        assert_eq!((t.addr, &t.addrs[..]), (t.addrs[0], &[t.addr][..]));
+        let local = Target::parse("http://localhost:82/").unwrap();
+        assert_eq!(local.addrs, shared::net::connect_order(local.addrs.clone()));
+        assert_eq!(local.addr, local.addrs[0]);
+        assert!(local
+            .addrs
+            .iter()
+            .all(|a| a.port() == 82 && a.ip().is_loopback()));
         assert_eq!(t.host_header(), "[::1]:81");
         assert!(matches!(
             Target::parse("https://x/"),

@@ -283,7 +283,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, &weight)| Server {
                     name: format!("s{i}"),
-                    addr: ([127, 0, 0, 1], 9000 + i as u16).into(),
+                    addrs: vec![([127, 0, 0, 1], 9000 + i as u16).into()],
                     weight,
                     max_fails: 1,
                     fail_timeout: Duration::from_secs(10),

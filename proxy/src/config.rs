@@ -1,11 +1,46 @@
-//! The proxy's immutable configuration, as handed to the workers after `validate()`.
+//! The proxy's configuration: the immutable [`Config`] the workers share (one `Arc`, read
+//! only), and the two steps that make it.
 //!
-//! Two ways in, one result: quick mode flags (`cli.rs`) and TOML files (`file.rs`) both build a
-//! [`Config`]. Defaults live in the `Default` impls here, once.
+//! - [`schema`]: the file layer, serde-derived once. A TOML file parses into a
+//!   [`schema::FileConfig`]; quick mode (`--listen`/`--upstream`, `cli.rs`) builds the same
+//!   value. Values that need nothing else are checked as they are read, with file, line and key.
+//! - [`resolve()`]: one pure step from a file-layer value and the command-line [`Overrides`] to a
+//!   [`Config`]: host names resolved (`shared::net::resolve`, the one address rule), groups
+//!   named by routes turned into indices, checks across keys. A reload calls it again with the
+//!   same overrides.
+//!
+//! Sections that need no resolving (`[timeouts]`, `[headers]`) are read straight into their
+//! runtime types below. Defaults live here, once: in `Default` impls and the `DEFAULT_*`
+//! constants, which the file layer and the flags' `--help` both use.
+//!
+//! Adding a key: its field in the file-layer type (or here, for a section read directly), its
+//! check (a value parser on the field, or a step in `resolve`), `proxy.example.toml` (a test
+//! fails if a key is missing from it), and a test.
 
+pub mod schema;
+
+mod resolve;
+#[cfg(test)]
+mod tests;
+
+pub use resolve::{resolve, Edit, Error, HeaderSlot, Overrides, TimeoutSlot};
+
+use serde::Deserialize;
 use shared::http::Limits;
+use shared::units::serde_units::{de_duration, de_positive_duration};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
+
+/// Read, parse, resolve and check a config file, with no command-line overrides.
+pub fn load(path: impl AsRef<Path>) -> Result<Config, Error> {
+    resolve(&schema::load(path.as_ref())?, &Overrides::default())
+}
+
+/// [`load`] for text in hand; `file` names it in errors.
+pub fn from_toml(file: &str, text: &str) -> Result<Config, Error> {
+    resolve(&schema::parse(file, text)?, &Overrides::default())
+}
 
 /// Everything the proxy needs to run.
 #[derive(Debug, Clone)]
@@ -23,6 +58,109 @@ pub struct Config {
     pub source: String,
 }
 
+/// The checks every configuration passes before it is used, however it was built (the file
+/// and the flags check most values where they are read, with better messages; this is the
+/// last word, and covers configs built in code).
+pub fn validate(cfg: &Config) -> Result<(), String> {
+    if cfg.listeners.is_empty() {
+        return Err("no listen address".into());
+    }
+    for (i, l) in cfg.listeners.iter().enumerate() {
+        if l.addr.port() != 0 && cfg.listeners[..i].iter().any(|o| o.addr == l.addr) {
+            return Err(format!("listen address {} given twice", l.addr));
+        }
+        if l.backlog == 0 {
+            return Err(format!(
+                "listen address {}: backlog must be at least 1",
+                l.addr
+            ));
+        }
+    }
+    if cfg.groups.is_empty() {
+        return Err("no upstream group".into());
+    }
+    for g in &cfg.groups {
+        if g.servers.is_empty() {
+            return Err(format!("upstream group `{}` has no server", g.name));
+        }
+        if let Some(s) = g.servers.iter().find(|s| s.weight == 0) {
+            return Err(format!(
+                "upstream group `{}`: server {} has weight 0",
+                g.name, s.name
+            ));
+        }
+        if let Some(s) = g.servers.iter().find(|s| s.addrs.is_empty()) {
+            return Err(format!(
+                "upstream group `{}`: server {} has no address",
+                g.name, s.name
+            ));
+        }
+        if let Some(s) = g
+            .servers
+            .iter()
+            .find(|s| s.addrs.iter().any(|a| a.port() == 0))
+        {
+            return Err(format!(
+                "upstream group `{}`: server {} has port 0",
+                g.name, s.name
+            ));
+        }
+        if g.keepalive_requests == 0 {
+            return Err(format!(
+                "upstream group `{}`: keepalive_requests must be at least 1",
+                g.name
+            ));
+        }
+    }
+    if cfg.routes.is_empty() {
+        return Err("no route".into());
+    }
+    if let Some(r) = cfg.routes.iter().find(|r| r.group >= cfg.groups.len()) {
+        return Err(format!(
+            "route {} names group #{} which does not exist",
+            r.path_prefix, r.group
+        ));
+    }
+    if let Some(r) = cfg.routes.iter().find(|r| !r.path_prefix.starts_with('/')) {
+        return Err(format!(
+            "route path `{}` must start with `/`",
+            r.path_prefix
+        ));
+    }
+    let t = &cfg.timeouts;
+    for (name, d) in [
+        ("connect", t.connect),
+        ("read", t.read),
+        ("upstream send", t.upstream_send),
+        ("header", t.header),
+        ("body", t.body),
+        ("send", t.send),
+        ("idle", t.idle),
+    ] {
+        if d.is_zero() {
+            return Err(format!("the {name} timeout must be greater than zero"));
+        }
+    }
+    let l = &cfg.limits;
+    if l.max_connections == 0 {
+        return Err("max_connections must be at least 1".into());
+    }
+    let c = &l.codec;
+    if c.max_headers == 0 || c.max_headers > shared::http::limits::MAX_HEADERS_CAP {
+        return Err(format!(
+            "max_headers must be between 1 and {}",
+            shared::http::limits::MAX_HEADERS_CAP
+        ));
+    }
+    if c.max_request_line == 0 || c.max_head == 0 || c.max_chunk_line == 0 || c.max_trailers == 0 {
+        return Err("header and chunk size limits must be greater than zero".into());
+    }
+    if cfg.runtime.workers == 0 {
+        return Err("workers must be at least 1".into());
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct Listener {
     pub addr: SocketAddr,
@@ -30,15 +168,26 @@ pub struct Listener {
     pub backlog: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How a group spreads requests. One spelling (kebab-case) for the file and `--balance`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
 pub enum Balance {
-    /// Smooth weighted round-robin (nginx's algorithm).
+    /// Smooth weighted round-robin (nginx's)
     #[default]
     RoundRobin,
-    /// Fewest active requests on this worker, weighted.
+    /// Fewest active requests on this worker
     LeastConn,
-    /// Power of two random choices by active requests.
+    /// Power of two random choices
     Random2,
+}
+
+impl Balance {
+    /// The name the file and `--balance` use (clap's kebab-case, as serde's).
+    pub fn name(self) -> String {
+        use clap::ValueEnum;
+        self.to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -58,8 +207,9 @@ pub struct UpstreamGroup {
 pub struct Server {
     /// As written by the user (`127.0.0.1:9001`, `app.internal:80`), for messages.
     pub name: String,
-    /// Resolved at start.
-    pub addr: SocketAddr,
+    /// Resolved at start, in the order connects try them (`shared::net::connect_order`).
+    /// Never empty.
+    pub addrs: Vec<SocketAddr>,
     /// Default 1.
     pub weight: u32,
     /// Failures within `fail_timeout` before the server is skipped. Default 1 (nginx). 0: never.
@@ -78,28 +228,41 @@ pub struct Route {
     pub group: usize,
 }
 
-#[derive(Debug, Clone)]
+/// `[timeouts]`, read straight from the file. Every one must be greater than zero except
+/// `shutdown`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct Timeouts {
     /// Upstream connect. Default 5 s.
+    #[serde(deserialize_with = "de_positive_duration")]
     pub connect: Duration,
     /// Upstream: between two successful reads (nginx's proxy_read_timeout). Default 60 s.
+    #[serde(deserialize_with = "de_positive_duration")]
     pub read: Duration,
     /// Upstream: one write may not stall longer than this. Default 60 s.
+    #[serde(deserialize_with = "de_positive_duration")]
     pub upstream_send: Duration,
     /// Client: the whole request head must arrive within this. Default 10 s.
+    #[serde(deserialize_with = "de_positive_duration")]
     pub header: Duration,
     /// Client: between two reads of a request body. Default 60 s.
+    #[serde(deserialize_with = "de_positive_duration")]
     pub body: Duration,
     /// Client: one write may not stall longer than this (a client that never reads cannot
     /// hold an upstream connection forever). Default 60 s.
+    #[serde(deserialize_with = "de_positive_duration")]
     pub send: Duration,
     /// Client: idle keep-alive connection. Default 75 s (nginx's keepalive_timeout).
+    #[serde(deserialize_with = "de_positive_duration")]
     pub idle: Duration,
-    /// Graceful shutdown: in-flight requests get this long. Default 10 s.
+    /// Graceful shutdown: in-flight requests get this long. Default 10 s. Zero: stop at once.
+    #[serde(deserialize_with = "de_duration")]
     pub shutdown: Duration,
 }
 
-#[derive(Debug, Clone)]
+/// `[headers]`, read straight from the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct HeaderOptions {
     /// Keep the client's Host (default) instead of the upstream's address.
     pub preserve_host: bool,

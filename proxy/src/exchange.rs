@@ -70,7 +70,7 @@ async fn connect(w: &Worker, server: &Server) -> Result<Upstream, ProxyError> {
     w.stats.upstream_connects.incr();
     let r = monoio::time::timeout(
         w.cfg.timeouts.connect,
-        shared::net::connect(server.addr, None),
+        shared::net::connect_any(&server.addrs, None),
     );
     match r.await {
         Ok(Ok(stream)) => Ok(Upstream {

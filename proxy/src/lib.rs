@@ -1,7 +1,8 @@
 //! The reverse proxy: thread-per-core, io_uring, HTTP/1.1 on both sides.
 //!
 //! # Layout
-//! - [`config`]: the immutable [`config::Config`]; [`cli`] (flags) and [`file`](mod@file) (TOML) build it.
+//! - [`config`]: the immutable [`config::Config`], its file layer ([`config::schema`]) and the
+//!   one step that resolves and checks it; [`cli`]: the flags, quick mode and overrides.
 //! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
 //! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
 //! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
@@ -21,7 +22,6 @@
 pub mod balance;
 pub mod cli;
 pub mod config;
-pub mod file;
 pub mod route;
 
 mod accept;
@@ -96,7 +96,7 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         let cfg = cfg.clone();
         // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM in them so
         // the signal thread `main` installs is the one that takes them.
-        let _mask = SignalMask::block();
+        let _mask = shared::shutdown::SignalMask::block_stop_signals();
         spawn_workers(
             &cfg.runtime.clone(),
             driver,
@@ -175,18 +175,15 @@ fn summary(
             .servers
             .iter()
             .map(|sv| {
-                if sv.name == sv.addr.to_string() {
+                let addrs: Vec<String> = sv.addrs.iter().map(|a| a.to_string()).collect();
+                if [sv.name.clone()] == addrs[..] {
                     sv.name.clone()
                 } else {
-                    format!("{} ({})", sv.name, sv.addr)
+                    format!("{} ({})", sv.name, addrs.join(", "))
                 }
             })
             .collect();
-        let balance = match g.balance {
-            config::Balance::RoundRobin => "round-robin",
-            config::Balance::LeastConn => "least-conn",
-            config::Balance::Random2 => "random2",
-        };
+        let balance = g.balance.name();
         let _ = writeln!(
             s,
             "  upstream {}: {} [{balance}, keepalive {}/worker, {} requests/connection, idle {}]",
@@ -214,32 +211,4 @@ fn summary(
         shared::units::format_duration(t.send),
     );
     s
-}
-
-/// Blocks SIGINT and SIGTERM in this thread while alive (restoring the old mask after).
-struct SignalMask(libc::sigset_t);
-
-impl SignalMask {
-    fn block() -> Self {
-        // SAFETY: sigset_t is plain data, initialised by sigemptyset before use;
-        // pthread_sigmask only changes this thread's mask and writes the old one to `old`.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            libc::sigaddset(&mut set, libc::SIGINT);
-            libc::sigaddset(&mut set, libc::SIGTERM);
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            SignalMask(old)
-        }
-    }
-}
-
-impl Drop for SignalMask {
-    fn drop(&mut self) {
-        // SAFETY: restores the mask saved by `block`, a valid initialised sigset_t.
-        unsafe {
-            libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut());
-        }
-    }
 }

@@ -1,7 +1,7 @@
 //! Config plumbing shared by both binaries: one-line CLI errors (exit 2) and TOML files whose
 //! errors name the file, the line and the key.
 //!
-//! Flow: clap (derive) → TOML (serde, explicit defaults) → one `validate()` in `main` →
+//! Flow: clap (derive) → TOML (serde, explicit defaults) → one resolve-and-check step →
 //! immutable config handed to the workers.
 
 /// A config file problem: `file:line: key `a.b`: message`.
@@ -19,7 +19,7 @@ pub enum ConfigError {
         key: Option<String>,
         message: String,
     },
-    /// A semantic problem found by `validate()`.
+    /// A problem found after parsing, by a check across keys (no line to show).
     #[error("{file}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
     Invalid {
         file: String,
@@ -125,7 +125,7 @@ fn first_line(s: &str) -> String {
     }
 }
 
-/// Print a one-line usage error and exit 2 (for problems found by `validate()`).
+/// Print a one-line usage error and exit 2 (for problems found after parsing).
 pub fn usage_error(msg: impl std::fmt::Display) -> ! {
     eprintln!("error: {msg}");
     std::process::exit(2)

@@ -1,9 +1,14 @@
 //! Sockets: SO_REUSEPORT listener groups, TCP_NODELAY, outgoing connects from a chosen source
 //! address, the open-files limit, and the accept back-off that keeps EMFILE from spinning.
+//!
+//! The address rule, one for the proxy's upstreams and the loader's URLs: a host name is
+//! resolved once, at start, and its addresses are tried in [`connect_order`] (IPv4 first, then
+//! IPv6, each family in the resolver's order, as curl does), so `localhost` reaches a server
+//! listening on 127.0.0.1 even where the resolver lists `::1` first.
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// Raise RLIMIT_NOFILE's soft limit to the hard limit (nginx's `worker_rlimit_nofile`).
@@ -113,6 +118,67 @@ fn ensure_not_listened_on(addr: SocketAddr) -> io::Result<()> {
             _ => return Ok(()),
         }
     }
+}
+
+/// A host name that gave no address to connect to.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("cannot resolve `{host}`: {source}")]
+    Lookup { host: String, source: io::Error },
+    #[error("`{host}` resolves to no address")]
+    NoAddress { host: String },
+}
+
+/// The addresses of `host` (an IP literal or a name) in the order to try them: never empty.
+/// A literal is taken as it is, without a lookup.
+pub fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, ResolveError> {
+    let literal = host.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = literal.parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, port)]);
+    }
+    let found = (host, port)
+        .to_socket_addrs()
+        .map_err(|source| ResolveError::Lookup {
+            host: host.to_string(),
+            source,
+        })?;
+    let addrs = connect_order(found);
+    if addrs.is_empty() {
+        return Err(ResolveError::NoAddress {
+            host: host.to_string(),
+        });
+    }
+    Ok(addrs)
+}
+
+/// The address rule: IPv4 addresses first, then IPv6, each family in the order given, without
+/// repeats (a resolver may list an address once per socket type).
+pub fn connect_order(addrs: impl IntoIterator<Item = SocketAddr>) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    for a in addrs {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    // A stable sort keeps the resolver's order within each family.
+    out.sort_by_key(|a| a.is_ipv6());
+    out
+}
+
+/// Connect to the first of `addrs` that accepts, trying them in order (see [`connect`]). The
+/// error is the last address's. Callers bound the whole attempt with their connect timeout.
+pub async fn connect_any(
+    addrs: &[SocketAddr],
+    src: Option<IpAddr>,
+) -> io::Result<monoio::net::TcpStream> {
+    let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to");
+    for &dst in addrs {
+        match connect(dst, src).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Connect to `dst`, with TCP_NODELAY set. With `src`, the socket is bound to that address
@@ -253,6 +319,79 @@ mod tests {
         drop(g);
         let again = reuseport_group(taken, 2, 128).unwrap();
         assert_eq!(again[1].local_addr().unwrap(), taken);
+    }
+
+    #[test]
+    fn addresses_are_tried_ipv4_first_in_resolver_order() {
+        let a = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        // (what the resolver returned, the order tried)
+        let cases: &[(&[&str], &[&str])] = &[
+            (&[], &[]),
+            (&["127.0.0.1:80"], &["127.0.0.1:80"]),
+            (&["[::1]:80"], &["[::1]:80"]),
+            // `localhost` where the resolver puts ::1 first.
+            (&["[::1]:80", "127.0.0.1:80"], &["127.0.0.1:80", "[::1]:80"]),
+            (
+                &["[::1]:80", "10.0.0.2:80", "[::2]:80", "10.0.0.1:80"],
+                &["10.0.0.2:80", "10.0.0.1:80", "[::1]:80", "[::2]:80"],
+            ),
+            // Once per socket type: each address is tried once.
+            (
+                &["127.0.0.1:80", "127.0.0.1:80", "[::1]:80", "[::1]:80"],
+                &["127.0.0.1:80", "[::1]:80"],
+            ),
+        ];
+        for (given, want) in cases {
+            let got = connect_order(given.iter().map(|s| a(s)));
+            let want: Vec<SocketAddr> = want.iter().map(|s| a(s)).collect();
+            assert_eq!(got, want, "{given:?}");
+        }
+    }
+
+    #[test]
+    fn literals_are_not_looked_up_and_names_are_ordered() {
+        assert_eq!(
+            resolve("10.1.2.3", 81).unwrap(),
+            ["10.1.2.3:81".parse().unwrap()]
+        );
+        assert_eq!(resolve("::1", 81).unwrap(), ["[::1]:81".parse().unwrap()]);
+        assert_eq!(resolve("[::1]", 81).unwrap(), ["[::1]:81".parse().unwrap()]);
+        let local = resolve("localhost", 82).unwrap();
+        assert!(local.iter().all(|a| a.ip().is_loopback() && a.port() == 82));
+        assert_eq!(local, connect_order(local.clone()));
+        let e = resolve("no-such-host.invalid", 80).unwrap_err().to_string();
+        assert!(e.contains("no-such-host.invalid"), "{e}");
+    }
+
+    /// Every address is tried in order: a refused one is passed over, on either driver.
+    #[test]
+    fn connect_any_tries_the_next_address() {
+        let refused = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap()
+        };
+        let open = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let open_addr = open.local_addr().unwrap();
+        for driver in [
+            crate::runtime::DriverKind::Epoll,
+            crate::runtime::DriverKind::Uring,
+        ] {
+            let run = crate::runtime::run_on(driver, 64, async {
+                let s = connect_any(&[refused, open_addr], None).await.unwrap();
+                let peer = s.peer_addr().unwrap();
+                let e = connect_any(&[refused], None).await.unwrap_err();
+                let none = connect_any(&[], None).await.unwrap_err();
+                (peer, e.kind(), none.kind())
+            });
+            // io_uring may be unavailable here; epoll always is.
+            let Ok((peer, refused_kind, none_kind)) = run else {
+                assert_ne!(driver, crate::runtime::DriverKind::Epoll);
+                continue;
+            };
+            assert_eq!(peer, open_addr);
+            assert_eq!(refused_kind, io::ErrorKind::ConnectionRefused);
+            assert_eq!(none_kind, io::ErrorKind::InvalidInput);
+        }
     }
 
     #[test]

@@ -43,19 +43,9 @@ pub fn install_signal_handler(
     flag: Arc<ShutdownFlag>,
     on_signal: impl Fn(usize) + Send + 'static,
 ) -> std::io::Result<()> {
-    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset initialise it before use, and
-    // pthread_sigmask only changes this thread's mask.
-    let set = unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if rc != 0 {
-            return Err(std::io::Error::from_raw_os_error(rc));
-        }
-        set
-    };
+    // Blocked for good in this thread: the `signals` thread below takes them with sigwait.
+    SignalMask::block_stop_signals()?.keep();
+    let set = stop_signals();
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -74,6 +64,55 @@ pub fn install_signal_handler(
             }
         })?;
     Ok(())
+}
+
+/// SIGINT and SIGTERM: the signals that stop the process.
+fn stop_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before sigaddset uses it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        set
+    }
+}
+
+/// SIGINT and SIGTERM blocked in this thread while the guard lives (the old mask comes back
+/// on drop). Threads spawned meanwhile inherit the mask: that is how worker threads are kept
+/// from taking a signal meant for the one `sigwait` thread.
+pub struct SignalMask {
+    old: libc::sigset_t,
+}
+
+impl SignalMask {
+    pub fn block_stop_signals() -> std::io::Result<SignalMask> {
+        let set = stop_signals();
+        // SAFETY: `set` is initialised; `old` is a valid out pointer that pthread_sigmask fills.
+        let (rc, old) = unsafe {
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            (rc, old)
+        };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(SignalMask { old })
+    }
+
+    /// Leave the signals blocked in this thread for good.
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for SignalMask {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `block_stop_signals`, an initialised sigset_t.
+        unsafe {
+            libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut());
+        }
+    }
 }
 
 /// A worker's local view of shutdown: cheap to clone, awaitable by any task of the worker.
@@ -165,5 +204,36 @@ impl Future for Wait {
             }
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocked_now(sig: libc::c_int) -> bool {
+        // SAFETY: a null new set only reads this thread's mask into `cur`, a valid out pointer.
+        unsafe {
+            let mut cur: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur);
+            libc::sigismember(&cur, sig) == 1
+        }
+    }
+
+    #[test]
+    fn signal_mask_blocks_while_alive_and_restores() {
+        // A thread of its own: the test harness's threads are not ours to change.
+        std::thread::spawn(|| {
+            assert!(!blocked_now(libc::SIGTERM));
+            let mask = SignalMask::block_stop_signals().unwrap();
+            assert!(blocked_now(libc::SIGINT) && blocked_now(libc::SIGTERM));
+            // Threads spawned now inherit it.
+            let child = std::thread::spawn(|| blocked_now(libc::SIGTERM));
+            assert!(child.join().unwrap());
+            drop(mask);
+            assert!(!blocked_now(libc::SIGINT) && !blocked_now(libc::SIGTERM));
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -58,8 +58,8 @@ const GOOD: &str =
 
 #[test]
 fn example_parses_and_validates_in_process() {
-    let cfg = proxy::file::load(example()).expect("the example loads");
-    proxy::cli::validate(&cfg).expect("the example validates");
+    let cfg = proxy::config::load(example()).expect("the example loads");
+    proxy::config::validate(&cfg).expect("the example validates");
     assert_eq!(cfg.groups.len(), 2);
     assert_eq!(cfg.routes.len(), 3);
     // Every key of the schema appears in the example: each section's keys are all present.
@@ -188,7 +188,7 @@ fn broken_files_exit_2_naming_file_line_and_key() {
 #[test]
 fn file_errors_name_line_and_key_in_process() {
     let err = |text: &str| {
-        proxy::file::config_from_toml("p.toml", text)
+        proxy::config::from_toml("p.toml", text)
             .unwrap_err()
             .to_string()
     };
@@ -369,8 +369,8 @@ fn file_routes_reach_their_groups() {
         a.addr(),
         b.addr()
     );
-    let cfg = proxy::file::config_from_toml("routes.toml", &text).expect("config");
-    proxy::cli::validate(&cfg).expect("valid");
+    let cfg = proxy::config::from_toml("routes.toml", &text).expect("config");
+    proxy::config::validate(&cfg).expect("valid");
     let p = Proxy::start(cfg);
     let ask = |host: &str, path: &str| {
         let mut c = p.connect();
@@ -442,5 +442,42 @@ fn wait_with_deadline(
             return None;
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The address rule end to end: an upstream given by host name (`localhost`, whatever order
+/// the resolver lists `::1` and 127.0.0.1 in) reaches an origin on 127.0.0.1, in quick mode
+/// and from a file alike.
+#[test]
+fn upstream_host_names_reach_an_ipv4_origin() {
+    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let upstream = format!("localhost:{}", o.addr().port());
+    let quick = proxy::cli::config_from_args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        upstream.as_str(),
+        "--workers",
+        "1",
+        "--no-pin",
+        "--shutdown-timeout",
+        "2s",
+    ])
+    .expect("quick mode");
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"{upstream}\"]\n\
+         [runtime]\nworkers = 1\npin = false\n[timeouts]\nshutdown = \"2s\"\n"
+    );
+    let file = proxy::config::from_toml("names.toml", &text).expect("file");
+    for (n, cfg) in [quick, file].into_iter().enumerate() {
+        let addrs = &cfg.groups[0].servers[0].addrs;
+        assert_eq!(addrs[0], o.addr(), "IPv4 first: {addrs:?}");
+        let p = Proxy::start(cfg);
+        let mut c = p.connect();
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(c.response().status, 200);
+        assert_eq!(o.requests(), n as u64 + 1);
+        p.stop();
     }
 }

@@ -47,7 +47,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
             .iter()
             .map(|a| Server {
                 name: a.to_string(),
-                addr: *a,
+                addrs: vec![*a],
                 weight: 1,
                 max_fails: 1,
                 fail_timeout: Duration::from_secs(10),

@@ -1,0 +1,338 @@
+//! The resolve-and-check step: a file-layer value and the command-line overrides in, the
+//! runtime [`Config`] or one error out. Pure but for name lookups (`shared::net::resolve`), so
+//! a reload can run it again on a file read anew, with the overrides kept from the start.
+//!
+//! Errors name the file, line and key where the file is at fault (from the spans the file
+//! layer keeps), or the flag where a flag is.
+
+use super::schema::{FileConfig, LimitsEntry, Origin, RuntimeEntry, ServerEntry};
+use super::{
+    validate, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
+    DEFAULT_BACKLOG,
+};
+use shared::config::ConfigError;
+use shared::http::Limits;
+use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Duration;
+use toml::Spanned;
+
+/// Why no configuration came out. Either way the binary exits 2.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A value given on the command line, or the command line as a whole.
+    #[error("{0}")]
+    Usage(String),
+    /// The config file, with its line and key where known.
+    #[error(transparent)]
+    File(#[from] ConfigError),
+}
+
+/// Values given on the command line that win over the file: kept as a value so a reload can
+/// apply them again.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--listen`: replaces every `[[listen]]` when not empty.
+    pub listen: Vec<SocketAddr>,
+    /// Every other flag given, applied in order to the resolved config.
+    pub edits: Vec<Edit>,
+}
+
+/// Where a timeout lives in [`Timeouts`].
+pub type TimeoutSlot = fn(&mut Timeouts) -> &mut Duration;
+/// Where a header switch lives in [`HeaderOptions`].
+pub type HeaderSlot = fn(&mut HeaderOptions) -> &mut bool;
+
+/// One flag's effect on the config.
+#[derive(Debug, Clone, Copy)]
+pub enum Edit {
+    /// `--backlog`, for every listener.
+    Backlog(u32),
+    Workers(usize),
+    Driver(DriverChoice),
+    NoPin,
+    Timeout(TimeoutSlot, Duration),
+    MaxBody(Option<u64>),
+    MaxConnections(usize),
+    /// `--no-x-*`, `--no-preserve-host`.
+    HeaderOff(HeaderSlot),
+}
+
+impl Edit {
+    fn apply(self, cfg: &mut Config) {
+        match self {
+            Edit::Backlog(n) => cfg.listeners.iter_mut().for_each(|l| l.backlog = n),
+            Edit::Workers(n) => cfg.runtime.workers = n,
+            Edit::Driver(d) => cfg.runtime.driver = d,
+            Edit::NoPin => cfg.runtime.pin = false,
+            Edit::Timeout(slot, d) => *slot(&mut cfg.timeouts) = d,
+            Edit::MaxBody(limit) => cfg.limits.max_body = limit,
+            Edit::MaxConnections(n) => cfg.limits.max_connections = n,
+            Edit::HeaderOff(slot) => *slot(&mut cfg.headers) = false,
+        }
+    }
+}
+
+/// Turn a file-layer value and the overrides into the runtime config.
+pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error> {
+    let r = Resolver { file, overrides };
+    let listeners = r.listeners()?;
+    let groups = r.groups()?;
+    let routes = r.routes(&groups)?;
+    let mut cfg = Config {
+        runtime: runtime_config(&file.runtime),
+        listeners,
+        groups,
+        routes,
+        timeouts: file.timeouts.clone(),
+        headers: file.headers.clone(),
+        limits: proxy_limits(&file.limits),
+        source: file.origin.describe().to_string(),
+    };
+    for edit in &overrides.edits {
+        edit.apply(&mut cfg);
+    }
+    validate(&cfg).map_err(|m| r.error(At::Whole, m))?;
+    Ok(cfg)
+}
+
+fn runtime_config(r: &RuntimeEntry) -> RuntimeConfig {
+    RuntimeConfig {
+        workers: r
+            .workers
+            .map_or_else(available_cpus, |n| usize::from(n.get())),
+        pin: r.pin,
+        driver: r.driver,
+        ..RuntimeConfig::default()
+    }
+}
+
+fn proxy_limits(l: &LimitsEntry) -> ProxyLimits {
+    let d = ProxyLimits::default();
+    ProxyLimits {
+        codec: Limits {
+            max_request_line: l.max_request_line.unwrap_or(d.codec.max_request_line),
+            max_head: l.max_head.unwrap_or(d.codec.max_head),
+            max_headers: l.max_headers.unwrap_or(d.codec.max_headers),
+            max_chunk_line: l.max_chunk_line.unwrap_or(d.codec.max_chunk_line),
+            max_trailers: l.max_trailers.unwrap_or(d.codec.max_trailers),
+        },
+        max_body: l.max_body.unwrap_or(d.max_body),
+        max_connections: l.max_connections.map_or(d.max_connections, |n| n.get()),
+    }
+}
+
+/// Where a problem is, as the user wrote it.
+enum At {
+    /// A value in the file: its key and where it is.
+    Value { key: String, span: Range<usize> },
+    /// A key the file lacks (no line to show).
+    Missing(&'static str),
+    /// A flag and the value given to it.
+    Flag(&'static str, String),
+    /// The config as a whole.
+    Whole,
+}
+
+struct Resolver<'a> {
+    file: &'a FileConfig,
+    overrides: &'a Overrides,
+}
+
+impl Resolver<'_> {
+    fn error(&self, at: At, message: String) -> Error {
+        let (file, text) = match (&self.file.origin, &at) {
+            (_, At::Flag(flag, value)) => {
+                return Error::Usage(format!("{flag} {value}: {message}"))
+            }
+            (Origin::CommandLine, _) => return Error::Usage(message),
+            (Origin::File { name, text }, _) => (name.clone(), text),
+        };
+        Error::File(match at {
+            At::Value { key, span } => ConfigError::Parse {
+                file,
+                line: text[..span.start.min(text.len())].matches('\n').count() + 1,
+                key: Some(key),
+                message,
+            },
+            At::Missing(key) => ConfigError::Invalid {
+                file,
+                key: Some(key.to_string()),
+                message,
+            },
+            At::Whole | At::Flag(..) => ConfigError::Invalid {
+                file,
+                key: None,
+                message,
+            },
+        })
+    }
+
+    /// `--listen` if given, else the file's `[[listen]]`.
+    fn listeners(&self) -> Result<Vec<Listener>, Error> {
+        let given: Vec<(Listener, At)> = if self.overrides.listen.is_empty() {
+            let entries = self.file.listen.iter().enumerate();
+            entries
+                .map(|(i, e)| {
+                    let l = Listener {
+                        addr: e.get_ref().addr,
+                        backlog: e.get_ref().backlog.get(),
+                    };
+                    let key = format!("listen[{i}].addr");
+                    (
+                        l,
+                        At::Value {
+                            key,
+                            span: e.span(),
+                        },
+                    )
+                })
+                .collect()
+        } else {
+            let flags = self.overrides.listen.iter();
+            flags
+                .map(|&addr| {
+                    let l = Listener {
+                        addr,
+                        backlog: DEFAULT_BACKLOG,
+                    };
+                    (l, At::Flag("--listen", addr.to_string()))
+                })
+                .collect()
+        };
+        if given.is_empty() {
+            let m = "no listen address: add a [[listen]] table with addr = \"IP:PORT\"";
+            return Err(self.error(At::Missing("listen"), m.into()));
+        }
+        let mut out: Vec<Listener> = Vec::with_capacity(given.len());
+        for (l, at) in given {
+            // Port 0 asks for any free port: several are fine.
+            if l.addr.port() != 0 && out.iter().any(|o| o.addr == l.addr) {
+                return Err(self.error(at, format!("{} is already listed", l.addr)));
+            }
+            out.push(l);
+        }
+        Ok(out)
+    }
+
+    fn groups(&self) -> Result<Vec<UpstreamGroup>, Error> {
+        if self.file.upstream.is_empty() {
+            let m = "no upstream group: add [upstream.NAME] with servers = [\"HOST:PORT\"]";
+            return Err(self.error(At::Missing("upstream"), m.into()));
+        }
+        let mut out = Vec::with_capacity(self.file.upstream.len());
+        for (name, g) in &self.file.upstream {
+            let span = g.span();
+            let g = g.get_ref();
+            if g.servers.is_empty() {
+                let key = format!("upstream.{name}.servers");
+                let m = "a group needs at least one server".to_string();
+                return Err(self.error(At::Value { key, span }, m));
+            }
+            out.push(UpstreamGroup {
+                name: name.clone(),
+                servers: self.servers(name, &g.servers)?,
+                balance: g.balance,
+                keepalive: g.keepalive,
+                keepalive_timeout: g.keepalive_timeout,
+                keepalive_requests: g.keepalive_requests.get(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Resolve each server's name (the one address rule: `shared::net::resolve`).
+    fn servers(&self, group: &str, entries: &[Spanned<ServerEntry>]) -> Result<Vec<Server>, Error> {
+        let mut out: Vec<Server> = Vec::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            let s = e.get_ref();
+            let at = || match self.file.origin {
+                Origin::CommandLine => At::Flag("--upstream", s.addr.clone()),
+                Origin::File { .. } => At::Value {
+                    key: format!("upstream.{group}.servers[{i}]"),
+                    span: e.span(),
+                },
+            };
+            let addrs = resolve_server(&s.addr).map_err(|m| self.error(at(), m))?;
+            if out.iter().any(|o| o.addrs[0] == addrs[0]) {
+                let m = format!(
+                    "{} is already a server of this group (raise its weight instead)",
+                    addrs[0]
+                );
+                return Err(self.error(at(), m));
+            }
+            out.push(Server {
+                name: s.addr.clone(),
+                addrs,
+                weight: s.weight.get(),
+                max_fails: s.max_fails,
+                fail_timeout: s.fail_timeout,
+            });
+        }
+        Ok(out)
+    }
+
+    fn routes(&self, groups: &[UpstreamGroup]) -> Result<Vec<Route>, Error> {
+        let entries = &self.file.route;
+        if entries.is_empty() {
+            // One group and no routes: everything goes to it.
+            if groups.len() == 1 {
+                return Ok(vec![Route {
+                    host: None,
+                    path_prefix: "/".into(),
+                    group: 0,
+                }]);
+            }
+            let m = "several upstream groups but no [[route]]: add routes \
+                     (a route with path = \"/\" and no host is the default)";
+            return Err(self.error(At::Missing("route"), m.into()));
+        }
+        let mut out: Vec<Route> = Vec::with_capacity(entries.len());
+        for (i, e) in entries.iter().enumerate() {
+            let r = e.get_ref();
+            let wanted = r.upstream.get_ref();
+            let Some(group) = groups.iter().position(|g| g.name == *wanted) else {
+                let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+                let key = format!("route[{i}].upstream");
+                let m = format!(
+                    "no upstream group named `{wanted}` (defined: {})",
+                    names.join(", ")
+                );
+                let span = r.upstream.span();
+                return Err(self.error(At::Value { key, span }, m));
+            };
+            let host = r.host.clone();
+            if out
+                .iter()
+                .any(|o| o.host == host && o.path_prefix == r.path)
+            {
+                let key = format!("route[{i}]");
+                let m = format!(
+                    "a route for host {} and path `{}` is already defined",
+                    host.as_deref().unwrap_or("(any)"),
+                    r.path
+                );
+                return Err(self.error(
+                    At::Value {
+                        key,
+                        span: e.span(),
+                    },
+                    m,
+                ));
+            }
+            out.push(Route {
+                host,
+                path_prefix: r.path.clone(),
+                group,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// An upstream address, checked and resolved: every address, in the order to try.
+fn resolve_server(s: &str) -> Result<Vec<SocketAddr>, String> {
+    let (host, port) = super::schema::split_upstream(s)?;
+    shared::net::resolve(&host, port).map_err(|e| e.to_string())
+}

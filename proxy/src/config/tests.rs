@@ -1,0 +1,212 @@
+//! The file layer and the resolve step together: the example file, defaults, values read,
+//! overrides, quick mode against the file it stands for, and `validate` on configs built in code.
+
+use super::*;
+use crate::cli::Cli;
+use shared::runtime::DriverChoice;
+
+const EXAMPLE: &str = include_str!("../../proxy.example.toml");
+
+const MINIMAL: &str =
+    "[[listen]]\naddr = \"127.0.0.1:8080\"\n\n[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
+
+#[test]
+fn example_parses_with_every_key() {
+    let cfg = from_toml("proxy.example.toml", EXAMPLE).unwrap();
+    assert_eq!(cfg.listeners.len(), 2);
+    assert_eq!(cfg.listeners[1].addr, "[::1]:8080".parse().unwrap());
+    assert_eq!(cfg.groups.len(), 2);
+    let app = &cfg.groups[0];
+    assert_eq!(app.name, "app");
+    assert_eq!(app.servers.len(), 3);
+    assert_eq!(app.servers[0].weight, 2);
+    assert_eq!(app.servers[2].name, "127.0.0.1:9003");
+    assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
+    assert_eq!(app.servers[2].weight, 1);
+    assert_eq!(cfg.groups[1].balance, Balance::LeastConn);
+    assert_eq!(cfg.routes.len(), 3);
+    assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
+    assert_eq!(cfg.routes[0].group, 1);
+    assert_eq!(cfg.routes[2].group, 0);
+    assert_eq!(cfg.limits.max_body, None);
+    assert_eq!(cfg.source, "proxy.example.toml");
+    validate(&cfg).unwrap();
+}
+
+#[test]
+fn example_values_are_the_defaults() {
+    // The example documents the defaults: the minimal file must give the same values.
+    let ex = from_toml("x", EXAMPLE).unwrap();
+    let min = from_toml("x", MINIMAL).unwrap();
+    assert_eq!(format!("{:?}", ex.timeouts), format!("{:?}", min.timeouts));
+    assert_eq!(format!("{:?}", ex.headers), format!("{:?}", min.headers));
+    assert_eq!(format!("{:?}", ex.limits), format!("{:?}", min.limits));
+    assert_eq!(format!("{:?}", ex.runtime), format!("{:?}", min.runtime));
+    assert_eq!(ex.listeners[0].backlog, min.listeners[0].backlog);
+    let (e, m) = (&ex.groups[0], &min.groups[0]);
+    let knobs = |g: &UpstreamGroup| {
+        (
+            g.balance,
+            g.keepalive,
+            g.keepalive_timeout,
+            g.keepalive_requests,
+        )
+    };
+    assert_eq!(knobs(e), knobs(m));
+    let (e, m) = (&e.servers[0], &m.servers[0]);
+    assert_eq!((e.max_fails, e.fail_timeout), (m.max_fails, m.fail_timeout));
+}
+
+#[test]
+fn minimal_file_gets_defaults_and_a_default_route() {
+    let cfg = from_toml("p.toml", MINIMAL).unwrap();
+    assert_eq!(cfg.listeners[0].backlog, DEFAULT_BACKLOG);
+    assert_eq!(cfg.routes.len(), 1);
+    assert_eq!(cfg.routes[0].path_prefix, "/");
+    assert_eq!(cfg.routes[0].group, 0);
+    let s = &cfg.groups[0].servers[0];
+    assert_eq!(
+        (s.weight, s.max_fails, s.fail_timeout),
+        (1, DEFAULT_MAX_FAILS, DEFAULT_FAIL_TIMEOUT)
+    );
+    assert_eq!(cfg.timeouts.header, Timeouts::default().header);
+    assert_eq!(cfg.limits.codec, Limits::default());
+    assert_eq!(
+        cfg.limits.max_connections,
+        ProxyLimits::default().max_connections
+    );
+    assert!(cfg.runtime.pin);
+}
+
+#[test]
+fn values_are_read() {
+    let text = format!(
+        "{MINIMAL}[timeouts]\nread = \"250ms\"\nshutdown = 0\n[limits]\nmax_body = \"1MiB\"\nmax_headers = 20\n\
+         max_connections = 7\nmax_head = \"1KiB\"\n\
+         [runtime]\nworkers = 3\ndriver = \"epoll\"\npin = false\n[headers]\nx_real_ip = false\n"
+    );
+    let cfg = from_toml("p.toml", &text).unwrap();
+    assert_eq!(cfg.timeouts.read, Duration::from_millis(250));
+    assert_eq!(cfg.timeouts.shutdown, Duration::ZERO);
+    assert_eq!(cfg.limits.max_body, Some(1 << 20));
+    assert_eq!(cfg.limits.codec.max_headers, 20);
+    assert_eq!(cfg.limits.codec.max_head, 1024);
+    assert_eq!(cfg.limits.max_connections, 7);
+    assert_eq!(cfg.runtime.workers, 3);
+    assert_eq!(cfg.runtime.driver, DriverChoice::Epoll);
+    assert!(!cfg.runtime.pin);
+    assert!(!cfg.headers.x_real_ip);
+    assert!(cfg.headers.x_forwarded_for);
+    for (name, want) in [
+        ("io_uring", DriverChoice::IoUring),
+        ("iouring", DriverChoice::IoUring),
+        ("io-uring", DriverChoice::IoUring),
+        ("auto", DriverChoice::Auto),
+    ] {
+        let text = format!("{MINIMAL}[runtime]\ndriver = \"{name}\"\n");
+        assert_eq!(from_toml("p.toml", &text).unwrap().runtime.driver, want);
+    }
+}
+
+/// One spelling of the balance names: the file's (serde) is `--balance`'s (clap) and the
+/// summary's.
+#[test]
+fn balance_names_are_spelled_once() {
+    use clap::ValueEnum;
+    for b in Balance::value_variants() {
+        let text = format!("{MINIMAL}balance = \"{}\"\n", b.name());
+        assert_eq!(from_toml("p.toml", &text).unwrap().groups[0].balance, *b);
+        assert_eq!(Balance::from_str(&b.name(), false), Ok(*b));
+    }
+    assert_eq!(Balance::LeastConn.name(), "least-conn");
+}
+
+#[test]
+fn missing_file_is_an_error_naming_it() {
+    let e = load("/nonexistent/proxy.toml").unwrap_err().to_string();
+    assert!(e.starts_with("/nonexistent/proxy.toml: "), "{e}");
+}
+
+fn cli(args: &str) -> Cli {
+    Cli::parse_from(std::iter::once("proxy").chain(args.split_whitespace())).unwrap()
+}
+
+/// Quick mode builds the file-layer value a file would give: the same config comes out.
+#[test]
+fn quick_mode_is_the_file_it_stands_for() {
+    let quick = cli(
+        "--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream localhost:9002 \
+         --balance random2 --keepalive 3 --max-fails 2 --fail-timeout 4s",
+    );
+    let file = schema::parse(
+        "q.toml",
+        "[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.default]\nbalance = \"random2\"\n\
+         keepalive = 3\nservers = [\n  { addr = \"127.0.0.1:9001\", max_fails = 2, fail_timeout = \"4s\" },\n\
+         { addr = \"localhost:9002\", max_fails = 2, fail_timeout = \"4s\" },\n]\n",
+    )
+    .unwrap();
+    let q = quick.config().unwrap();
+    let f = resolve(&file, &Overrides::default()).unwrap();
+    assert_eq!(q.source, "command line");
+    assert_eq!(f.source, "q.toml");
+    let show = |c: &Config| format!("{:?}", (&c.listeners, &c.groups, &c.routes, &c.timeouts));
+    assert_eq!(show(&q), show(&f));
+    let show = |c: &Config| format!("{:?}", (&c.headers, &c.limits, &c.runtime));
+    assert_eq!(show(&q), show(&f));
+}
+
+/// The overrides are a value: applied to the same file again (a reload), they give the same
+/// config; applied to another file, they still win where given.
+#[test]
+fn overrides_can_be_applied_again() {
+    let c = cli(
+        "--config unused.toml --listen 127.0.0.1:0 --backlog 9 --read-timeout 2s --no-x-real-ip \
+         --max-body 10 --workers 2 --driver epoll --no-pin --max-connections 5",
+    );
+    let ov = c.overrides();
+    let first = resolve(&schema::parse("a.toml", MINIMAL).unwrap(), &ov).unwrap();
+    let text = format!("{MINIMAL}[timeouts]\nread = \"9s\"\nheader = \"1s\"\n");
+    let again = resolve(&schema::parse("a.toml", &text).unwrap(), &ov).unwrap();
+    for cfg in [&first, &again] {
+        assert_eq!(cfg.listeners.len(), 1);
+        assert_eq!(cfg.listeners[0].addr, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(cfg.listeners[0].backlog, 9);
+        assert_eq!(cfg.timeouts.read, Duration::from_secs(2));
+        assert!(!cfg.headers.x_real_ip && cfg.headers.x_forwarded_for);
+        assert_eq!(
+            (cfg.limits.max_body, cfg.limits.max_connections),
+            (Some(10), 5)
+        );
+        let r = &cfg.runtime;
+        assert_eq!(
+            (r.workers, r.driver, r.pin),
+            (2, DriverChoice::Epoll, false)
+        );
+    }
+    assert_eq!(first.timeouts.header, Timeouts::default().header);
+    assert_eq!(again.timeouts.header, Duration::from_secs(1));
+}
+
+#[test]
+fn validate_catches_configs_built_in_code() {
+    let mut c = cli("--listen 127.0.0.1:1 --upstream 127.0.0.1:2")
+        .config()
+        .unwrap();
+    validate(&c).unwrap();
+    c.groups[0].servers[0].weight = 0;
+    assert!(validate(&c).unwrap_err().contains("weight 0"));
+    c.groups[0].servers[0].weight = 1;
+    c.groups[0].servers[0].addrs.clear();
+    assert!(validate(&c).unwrap_err().contains("no address"));
+    c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
+    assert!(validate(&c).unwrap_err().contains("port 0"));
+    c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
+    c.routes[0].group = 3;
+    assert!(validate(&c).unwrap_err().contains("does not exist"));
+    c.routes.clear();
+    assert!(validate(&c).unwrap_err().contains("no route"));
+    c.groups.clear();
+    assert!(validate(&c).unwrap_err().contains("no upstream"));
+    c.listeners.clear();
+    assert!(validate(&c).unwrap_err().contains("no listen"));
+}
