@@ -23,7 +23,8 @@ pub struct Target {
     pub port: u16,
     /// Path and query, never empty (`/` by default); the fragment is dropped.
     pub path: String,
-    /// The address connected to: the first of `addrs`.
+    /// The address connected to: the first of `addrs` until [`settle_addresses`] picks the
+    /// first that accepts.
     pub addr: SocketAddr,
     /// Every address of `host`, in the order to try them (`shared::net::resolve`, the address
     /// rule the proxy uses too: IPv4 first, then IPv6). Never empty.
@@ -232,6 +233,36 @@ pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
         .collect()
 }
 
+/// How long [`settle_addresses`] waits for one address to accept.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// For every target with several addresses, connect to them in order once, before the load,
+/// and keep the first that accepts as `addr` (where none does, `addrs[0]` stays and the run's
+/// connects fail and are counted). Once, not per connection: a load that connected to a dead
+/// `::1` before every `127.0.0.1` would measure the fallback, not the server, and all requests
+/// of a run go to one address, as ab's and wrk's do.
+pub fn settle_addresses(reqs: &mut [Request]) {
+    settle_with(reqs, |a| {
+        std::net::TcpStream::connect_timeout(a, SETTLE_TIMEOUT).is_ok()
+    });
+}
+
+/// [`settle_addresses`] with the probe given (tests).
+fn settle_with(reqs: &mut [Request], mut accepts: impl FnMut(&SocketAddr) -> bool) {
+    let mut chosen: Vec<(Vec<SocketAddr>, SocketAddr)> = Vec::new();
+    for r in reqs.iter_mut().filter(|r| r.target.addrs.len() > 1) {
+        let t = &mut r.target;
+        if let Some((_, a)) = chosen.iter().find(|(addrs, _)| *addrs == t.addrs) {
+            t.addr = *a;
+            continue;
+        }
+        if let Some(a) = t.addrs.iter().find(|a| accepts(a)) {
+            t.addr = *a;
+        }
+        chosen.push((t.addrs.clone(), t.addr));
+    }
+}
+
 /// Split `total` into `parts` shares differing by at most one (the first ones get the rest).
 pub fn split(total: u64, parts: usize) -> Vec<u64> {
     let parts = parts.max(1) as u64;
@@ -337,5 +368,41 @@ mod tests {
         assert_eq!(s.next_due(), t0);
         assert_eq!(s.next_due(), t0 + Duration::from_millis(10));
         assert_eq!(s.peek(), t0 + Duration::from_millis(20));
+    }
+
+    /// The probe tries each address list once, in order, and every URL of the same host and
+    /// port gets the same answer.
+    #[test]
+    fn settles_on_the_first_accepting_address() {
+        let v6: SocketAddr = "[::1]:8080".parse().unwrap();
+        let v4: SocketAddr = "127.0.0.1:8080".parse().unwrap();
+        let other: SocketAddr = "127.0.0.2:9".parse().unwrap();
+        let req = |addrs: Vec<SocketAddr>| Request {
+            target: Target {
+                url: String::new(),
+                host: "localhost".into(),
+                port: addrs[0].port(),
+                path: "/".into(),
+                addr: addrs[0],
+                addrs,
+            },
+            bytes: Bytes::new(),
+            method: RequestMethod::Other,
+            document_length: OnceLock::new(),
+            server: OnceLock::new(),
+        };
+        let mut reqs = vec![req(vec![v6, v4]), req(vec![other]), req(vec![v6, v4])];
+        let mut probed = Vec::new();
+        settle_with(&mut reqs, |a| {
+            probed.push(*a);
+            *a == v4
+        });
+        assert_eq!(probed, [v6, v4]);
+        let got: Vec<SocketAddr> = reqs.iter().map(|r| r.target.addr).collect();
+        assert_eq!(got, [v4, other, v4]);
+        // None accepts: the first stays.
+        let mut reqs = vec![req(vec![v6, v4])];
+        settle_with(&mut reqs, |_| false);
+        assert_eq!(reqs[0].target.addr, v6);
     }
 }

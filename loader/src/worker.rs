@@ -102,7 +102,9 @@ pub fn run_with_progress(
     let mut cfg = opts.runtime.clone();
     cfg.workers = n_workers;
     let driver = select_driver(&cfg)?;
-    let plan = Arc::new(build_requests(opts));
+    let mut reqs = build_requests(opts);
+    crate::plan::settle_addresses(&mut reqs);
+    let plan = Arc::new(reqs);
     let sources = if opts.close {
         plan.iter()
             .map(|r| srcaddr::source_addresses(r.target.addr, opts.source_addresses))
