@@ -678,6 +678,86 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shared::http::CodecError;
+
+    /// An attempt's outcome as comparable values: (what happens next, error, blame).
+    fn settled(a: Attempt<'_>) -> (&'static str, Option<ProxyError>, Blame) {
+        let blame = a.blame();
+        match a {
+            Attempt::Answered(_) => ("answered", None, blame),
+            Attempt::Retry { error, .. } => ("retry", Some(error), blame),
+            Attempt::Fail { error, .. } => ("fail", Some(error), blame),
+            Attempt::Abort => ("abort", None, blame),
+        }
+    }
+
+    #[test]
+    fn what_no_response_head_comes_to() {
+        use Blame::*;
+        use ProxyError::*;
+        let nothing = || HeadFail::Nothing(None);
+        let bad = BadResponse(CodecError::InvalidStatus);
+        // (failure, may be sent again, pooled connection) -> outcome
+        let table = [
+            // Nothing came back: sent again where safe; a pooled connection just went stale.
+            (
+                nothing(),
+                true,
+                false,
+                ("retry", Some(UpstreamClosed), Server),
+            ),
+            (
+                nothing(),
+                true,
+                true,
+                ("retry", Some(UpstreamClosed), Nobody),
+            ),
+            (
+                nothing(),
+                false,
+                false,
+                ("fail", Some(UpstreamClosed), Server),
+            ),
+            (
+                nothing(),
+                false,
+                true,
+                ("fail", Some(UpstreamClosed), Nobody),
+            ),
+            // A timeout or a bad head is the server's, never retried, pooled or not.
+            (
+                HeadFail::Timeout,
+                true,
+                false,
+                ("fail", Some(UpstreamTimeout), Server),
+            ),
+            (
+                HeadFail::Timeout,
+                true,
+                true,
+                ("fail", Some(UpstreamTimeout), Server),
+            ),
+            (HeadFail::Bad(bad), true, true, ("fail", Some(bad), Server)),
+            (
+                HeadFail::Bad(UpstreamIo),
+                false,
+                false,
+                ("fail", Some(UpstreamIo), Server),
+            ),
+        ];
+        for (f, resend, reused, want) in table {
+            let what = format!("{f:?} resend={resend} reused={reused}");
+            assert_eq!(settled(no_head(f, resend, reused)), want, "{what}");
+        }
+        assert_eq!(
+            settled(body_failed(RelayFail::Client(BodyTimeout))),
+            ("fail", Some(BodyTimeout), Nobody)
+        );
+        assert_eq!(
+            settled(body_failed(RelayFail::Upstream(UpstreamIo))),
+            ("fail", Some(UpstreamIo), Server)
+        );
+    }
 
     #[test]
     fn running_out_of_descriptors_is_not_the_servers_fault() {

@@ -487,29 +487,4 @@ pub fn end_client_head(out: &mut BytesMut, resp: &ResponseInfo) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origin_form_of_targets() {
-        assert_eq!(origin_form("/a?b"), "/a?b");
-        assert_eq!(origin_form("*"), "*");
-        assert_eq!(origin_form("http://h:80/p?q"), "/p?q");
-        assert_eq!(origin_form("http://h"), "/");
-        assert_eq!(origin_form("http://h?q"), "/?q");
-        assert_eq!(origin_form("http://h:8080?a=1/2"), "/?a=1/2");
-    }
-
-    #[test]
-    fn ip_text() {
-        assert_eq!(
-            IpText::new("127.0.0.1".parse().unwrap()).as_bytes(),
-            b"127.0.0.1"
-        );
-        assert_eq!(IpText::new("::1".parse().unwrap()).as_bytes(), b"::1");
-        assert_eq!(
-            IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(),
-            b"10.0.0.1"
-        );
-    }
-}
+mod tests;

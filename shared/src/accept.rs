@@ -63,3 +63,82 @@ pub async fn run<A: Acceptor>(listener: &TcpListener, shutdown: &Shutdown, owner
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{run_on, DriverKind};
+    use std::cell::RefCell;
+
+    /// Records the peers it gets and stops the loop once it has `want` of them.
+    struct Recorder {
+        peers: RefCell<Vec<SocketAddr>>,
+        want: usize,
+        shutdown: Shutdown,
+    }
+
+    impl Acceptor for Recorder {
+        fn accepted(self: &Rc<Self>, _stream: TcpStream, peer: SocketAddr) {
+            self.peers.borrow_mut().push(peer);
+            if self.peers.borrow().len() == self.want {
+                self.shutdown.fire();
+            }
+        }
+
+        fn failed(&self, e: &io::Error) {
+            panic!("accept failed: {e}");
+        }
+    }
+
+    #[test]
+    fn every_connection_reaches_the_owner_until_shutdown() {
+        let std_listener =
+            crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 16).expect("listener");
+        let addr = std_listener.local_addr().unwrap();
+        let (peers, clients) = run_on(DriverKind::Epoll, 64, async move {
+            let listener = TcpListener::from_std(std_listener).expect("monoio listener");
+            let shutdown = Shutdown::new();
+            let owner = Rc::new(Recorder {
+                peers: RefCell::new(Vec::new()),
+                want: 3,
+                shutdown: shutdown.clone(),
+            });
+            let mut clients = Vec::new();
+            for _ in 0..3 {
+                let c = TcpStream::connect(addr).await.expect("connect");
+                clients.push(c.local_addr().unwrap());
+            }
+            // Returns only because the owner fired shutdown after the third connection.
+            run(&listener, &shutdown, &owner).await;
+            let peers = owner.peers.borrow().clone();
+            (peers, clients)
+        })
+        .expect("runtime");
+        let mut peers = peers;
+        let mut clients = clients;
+        peers.sort();
+        clients.sort();
+        assert_eq!(peers, clients);
+    }
+
+    #[test]
+    fn a_fired_shutdown_ends_the_loop_without_accepting() {
+        let std_listener =
+            crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 16).expect("listener");
+        let accepted = run_on(DriverKind::Epoll, 64, async move {
+            let listener = TcpListener::from_std(std_listener).expect("monoio listener");
+            let shutdown = Shutdown::new();
+            let owner = Rc::new(Recorder {
+                peers: RefCell::new(Vec::new()),
+                want: usize::MAX,
+                shutdown: shutdown.clone(),
+            });
+            shutdown.fire();
+            run(&listener, &shutdown, &owner).await;
+            let n = owner.peers.borrow().len();
+            n
+        })
+        .expect("runtime");
+        assert_eq!(accepted, 0);
+    }
+}
