@@ -320,9 +320,7 @@ impl RunOptions {
 }
 
 fn valid_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    shared::http::framing::is_token(s.as_bytes())
 }
 
 /// Parse `Name: value`; the name must be a token, the value free of CR, LF and NUL.
@@ -394,7 +392,7 @@ impl LoadArgs {
 
 /// Dispatch a parsed command line; returns the exit status (0 done, 1 nothing succeeded,
 /// 2 usage errors). Logs go to stderr, stdout carries only the report.
-pub fn main(cli: Cli) -> i32 {
+pub fn run_command(cli: Cli) -> i32 {
     let stop = ShutdownFlag::new();
     let flag = stop.clone();
     // A second Ctrl-C means "stop now", without the report.
@@ -406,13 +404,13 @@ pub fn main(cli: Cli) -> i32 {
         eprintln!("warning: cannot install the signal handler: {e}");
     }
     match cli.command {
-        Some(Command::Origin(args)) => origin_main(&args, stop),
-        Some(Command::Compare(args)) => crate::compare::main(&args, stop),
-        None => load_main(&cli.urls, &cli.load, stop),
+        Some(Command::Origin(args)) => run_origin(&args, stop),
+        Some(Command::Compare(args)) => crate::compare::run_compare(&args, stop),
+        None => run_load(&cli.urls, &cli.load, stop),
     }
 }
 
-fn load_main(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
+fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let opts = match args.to_options(urls) {
         Ok(o) => o,
         Err(e) => {
@@ -446,7 +444,7 @@ fn load_main(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
 }
 
 /// `loader origin`: the built-in origin on the thread-per-core runtime until Ctrl-C.
-fn origin_main(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
+fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let nofile = shared::net::raise_nofile_limit();
     let rt = RuntimeConfig::from_args(&args.runtime);
     let fail = |e: &dyn std::fmt::Display| {

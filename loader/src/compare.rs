@@ -484,7 +484,7 @@ pub fn run_rounds(
 
 /// `loader compare`: validate, run, print the table on stdout, write `--json`/`--plot`.
 /// Returns the exit status: 0, 1 when a side completed no request, 2 for usage errors.
-pub fn main(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
+pub fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let usage = |e: &dyn std::fmt::Display| {
         eprintln!("error: {e}");
         2

@@ -40,7 +40,7 @@ fn num(v: f64) -> Value {
 pub fn encode_histogram(h: &Histogram<u64>) -> String {
     let mut buf = Vec::new();
     match V2DeflateSerializer::new().serialize(h, &mut buf) {
-        Ok(_) => base64_encode(&buf),
+        Ok(_) => shared::base64::encode(&buf),
         // Serializing into a Vec cannot fail for a histogram of u64 counts; keep the document
         // valid anyway.
         Err(_) => String::new(),
@@ -49,7 +49,7 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
 
 /// Decode what [`encode_histogram`] wrote.
 pub fn decode_histogram(s: &str) -> Result<Histogram<u64>, String> {
-    let bytes = base64_decode(s).ok_or_else(|| "invalid base64".to_string())?;
+    let bytes = shared::base64::decode(s).ok_or_else(|| "invalid base64".to_string())?;
     Deserializer::new()
         .deserialize(&mut bytes.as_slice())
         .map_err(|e| format!("invalid histogram: {e:?}"))
@@ -263,58 +263,6 @@ pub fn write(path: &std::path::Path, v: &Value) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/// Standard base64 with padding (RFC 4648 section 4).
-pub fn base64_encode(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for chunk in data.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Decode standard base64 (padding optional, no whitespace). `None` if malformed.
-pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    if s.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,13 +278,16 @@ mod tests {
             (b"fooba", "Zm9vYmE="),
             (b"foobar", "Zm9vYmFy"),
         ] {
-            assert_eq!(base64_encode(raw), enc);
-            assert_eq!(base64_decode(enc).as_deref(), Some(raw));
+            assert_eq!(shared::base64::encode(raw), enc);
+            assert_eq!(shared::base64::decode(enc).as_deref(), Some(raw));
         }
         let all: Vec<u8> = (0..=255).collect();
-        assert_eq!(base64_decode(&base64_encode(&all)), Some(all));
-        assert_eq!(base64_decode("Zm9v!"), None);
-        assert_eq!(base64_decode("Z"), None);
+        assert_eq!(
+            shared::base64::decode(&shared::base64::encode(&all)),
+            Some(all)
+        );
+        assert_eq!(shared::base64::decode("Zm9v!"), None);
+        assert_eq!(shared::base64::decode("Z"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! - [`plan`]: URLs ([`Target`]), the request bytes encoded once per worker, the send schedule.
 //! - [`worker`]: [`run`]: spawns the pinned workers, splits connections and `-n` among them,
 //!   warm-up, deadline, merge.
+//! - [`engine`]: one worker's state shared by its connections: tickets, counting, connecting.
 //! - [`conn`]: one connection's request loop (keep-alive, `--close`, `--pipeline`, `--rate`).
 //! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
 //! - [`stats`]: per-worker figures and the merged [`RunResult`].
@@ -16,6 +17,7 @@
 pub mod cli;
 pub mod compare;
 pub mod conn;
+pub mod engine;
 pub mod json;
 pub mod plan;
 pub mod plot;

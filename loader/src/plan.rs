@@ -8,6 +8,7 @@ use crate::{LoadError, RunOptions};
 use bytes::{Bytes, BytesMut};
 use shared::http::encode::{end_head, write_header, write_header_u64, write_request_line};
 use shared::http::head::RequestMethod;
+use shared::http::target::split_absolute;
 use shared::http::Version;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::OnceLock;
@@ -40,13 +41,11 @@ impl Target {
         if !lower.starts_with("http://") {
             return Err(bad("expected http://host[:port]/path"));
         }
-        let rest = &url[7..];
-        let rest = rest.split('#').next().unwrap_or("");
-        let (authority, path) = match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'?' => (&rest[..i], format!("/{}", &rest[i..])),
-            Some(i) => (&rest[..i], rest[i..].to_string()),
-            None => (rest, "/".to_string()),
+        let without_fragment = url.split('#').next().unwrap_or("");
+        let Some((authority, path)) = split_absolute(without_fragment) else {
+            return Err(bad("expected http://host[:port]/path"));
         };
+        let path = path.into_owned();
         if authority.contains('@') {
             return Err(bad("user info in URLs is not supported"));
         }

@@ -434,7 +434,7 @@ pub fn is_rate_mode(r: &RunResult) -> bool {
     matches!(r.mode, LoadMode::Rate { .. })
 }
 
-/// What `main` does with a finished run: the report on stdout, then `--json` and `--plot`.
+/// What the load command does with a finished run: the report on stdout, then `--json` and `--plot`.
 /// (The one function here that does I/O.) Errors name the flag and the file.
 pub fn output(r: &RunResult, opts: &crate::RunOptions) -> Result<(), String> {
     use std::io::Write;

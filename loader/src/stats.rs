@@ -269,7 +269,7 @@ impl Histograms {
 
 /// Everything one worker measured, handed back when it ends.
 #[derive(Debug, Clone, Default)]
-pub struct WorkerStats {
+pub struct Measurements {
     /// Indexed like `RunOptions::urls`.
     pub urls: Vec<UrlStats>,
     pub hist: Histograms,
@@ -278,9 +278,9 @@ pub struct WorkerStats {
     pub sources_used: Vec<bool>,
 }
 
-impl WorkerStats {
+impl Measurements {
     pub fn new(n_urls: usize, n_sources: usize) -> Self {
-        WorkerStats {
+        Measurements {
             urls: vec![UrlStats::default(); n_urls],
             hist: Histograms::default(),
             connections_opened: 0,

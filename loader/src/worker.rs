@@ -14,273 +14,55 @@
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
 //! after it; the figures start from zero when it ends and `-n` counts from there.
 
-use crate::conn::{self, micros, Cut, Entry, Guarded, Response, Slot};
+use crate::conn::{self, Cut, Guarded, Slot};
+use crate::engine::{Engine, Fail, Tickets};
 use crate::plan::{build_requests, split, Request, Schedule};
-use crate::srcaddr::{self, Rotation};
+use crate::srcaddr;
 use crate::stats::{
-    record, Counts, Histograms, LiveCounters, LoadMode, RunResult, UrlResult, UrlStats, WorkerStats,
+    Counts, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult, UrlStats,
 };
 use crate::{LoadError, RunOptions};
-use shared::http::head::RequestMethod;
-use shared::http::Limits;
-use shared::runtime::{select_driver, spawn_workers, WorkerCtx};
+use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
 use shared::shutdown::{Shutdown, ShutdownFlag};
-use std::cell::{Cell, RefCell};
-use std::net::{IpAddr, SocketAddr};
+use std::cell::Cell;
+use std::net::IpAddr;
+use std::ops::Range;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
-/// How an attempt ended without a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fail {
-    Connect,
-    Read,
-    Write,
-    Timeout,
-    Parse,
-    /// In flight when the run ended (deadline or Ctrl-C): not a failure, not counted.
-    Abandoned,
-}
-
-impl Fail {
-    /// A distinct bit per kind (for [`Worker::log_first`]).
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
-
-/// One worker's engine state, shared by its connection slots (single thread: Cell/RefCell).
-pub struct Worker {
-    /// Request bytes per URL: this worker's own copy.
-    pub requests: Vec<Vec<u8>>,
-    pub methods: Vec<RequestMethod>,
-    pub max_request_len: usize,
-    /// Read buffer size per connection.
-    pub read_buf: usize,
-    /// Requests in flight per connection.
-    pub depth: usize,
-    pub close: bool,
-    pub timeout: Duration,
-    pub limits: Limits,
-    plan: Arc<Vec<Request>>,
-    stats: RefCell<WorkerStats>,
-    live: Arc<LiveCounters>,
+/// One worker's part of the run: its connections and its share of `-n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Share {
+    /// Global indices of this worker's connections.
+    slots: Range<usize>,
+    /// Measured attempts it makes (`-n`); `None`: until the run ends.
     quota: Option<u64>,
+    /// The quotas of the workers before it: where its walk over the URLs starts.
     base: u64,
-    issued: Cell<u64>,
-    warm_issued: Cell<u64>,
-    stopped: Cell<bool>,
-    measuring: Cell<bool>,
-    rate: bool,
-    accept_variable_length: bool,
-    /// First body length per URL, cached from the plan's shared value.
-    doc_len: Vec<Cell<Option<u64>>>,
-    server_seen: Vec<Cell<bool>>,
-    sources: Vec<IpAddr>,
-    /// Per URL: connects are spread over `sources`.
-    spread: Vec<bool>,
-    rotation: RefCell<Rotation>,
-    /// Failure kinds (bits of [`Fail::bit`]) whose first occurrence this worker has logged.
-    logged: Cell<u8>,
 }
 
-impl Worker {
-    #[inline]
-    pub fn is_stopped(&self) -> bool {
-        self.stopped.get()
+/// Connections split among `workers`, then `-n` split per connection and summed per worker,
+/// so every connection does its even part and the workers' quotas add up to `requests`.
+fn shares(connections: usize, workers: usize, requests: Option<u64>) -> Vec<Share> {
+    let per_conn = requests.map(|n| split(n, connections));
+    let mut out = Vec::with_capacity(workers);
+    let (mut first, mut base) = (0usize, 0u64);
+    for c in split(connections as u64, workers) {
+        let slots = first..first + c as usize;
+        let quota = per_conn
+            .as_ref()
+            .map(|q| q[slots.clone()].iter().sum::<u64>());
+        first = slots.end;
+        out.push(Share { slots, quota, base });
+        base += quota.unwrap_or(0);
     }
-
-    /// The next attempt's URL, or None when the quota is spent or the run is ending.
-    #[inline]
-    pub fn take_ticket(&self) -> Option<(usize, bool)> {
-        if self.stopped.get() {
-            return None;
-        }
-        let n = self.requests.len() as u64;
-        if self.measuring.get() {
-            let i = self.issued.get();
-            if self.quota.is_some_and(|q| i >= q) {
-                return None;
-            }
-            self.issued.set(i + 1);
-            let url = ((self.base + i) % n) as usize;
-            self.stats.borrow_mut().urls[url].counts.attempts += 1;
-            Some((url, true))
-        } else {
-            let i = self.warm_issued.get();
-            self.warm_issued.set(i + 1);
-            Some(((self.base + i) % n) as usize).map(|u| (u, false))
-        }
-    }
-
-    /// Count an attempt that ended without a response.
-    pub fn fail(&self, e: &Entry, why: Fail) {
-        if why != Fail::Abandoned {
-            self.live.errors.incr();
-        }
-        if !e.measured {
-            return;
-        }
-        let mut st = self.stats.borrow_mut();
-        let c = &mut st.urls[e.url].counts;
-        match why {
-            Fail::Connect => c.failures.connect += 1,
-            Fail::Read => c.failures.read += 1,
-            Fail::Write => c.failures.write += 1,
-            Fail::Timeout => c.failures.timeout += 1,
-            Fail::Parse => c.failures.parse += 1,
-            Fail::Abandoned => c.abandoned += 1,
-        }
-    }
-
-    /// Count a complete response. `t_first`: arrival of its first byte; `t_done`: of its last.
-    #[inline]
-    pub fn complete(
-        &self,
-        e: &Entry,
-        resp: &Response,
-        connect_us: u64,
-        t_first: Instant,
-        t_done: Instant,
-    ) {
-        self.live.completed.incr();
-        let doc = match self.doc_len[e.url].get() {
-            Some(d) => d,
-            None => {
-                let d = *self.plan[e.url]
-                    .document_length
-                    .get_or_init(|| resp.body_len);
-                self.doc_len[e.url].set(Some(d));
-                d
-            }
-        };
-        if !e.measured {
-            return;
-        }
-        let total_us = micros(t_done.saturating_duration_since(e.intended));
-        let mut st = self.stats.borrow_mut();
-        let st = &mut *st;
-        record(&mut st.hist.total, total_us);
-        if self.rate {
-            record(
-                &mut st.hist.uncorrected,
-                micros(t_done.saturating_duration_since(e.start)),
-            );
-        }
-        record(&mut st.hist.connect, connect_us);
-        record(&mut st.hist.processing, total_us.saturating_sub(connect_us));
-        record(
-            &mut st.hist.waiting,
-            micros(t_first.saturating_duration_since(e.sent)),
-        );
-        let u = &mut st.urls[e.url];
-        u.latency.record(total_us);
-        let c = &mut u.counts;
-        c.completed += 1;
-        c.count_status(resp.status);
-        if !(200..300).contains(&resp.status) {
-            c.non_2xx += 1;
-        }
-        // ab's "Keep-Alive requests": responses after which the connection stayed open for
-        // the next request (the first response on each connection included), not reuses.
-        if resp.keep_alive && !self.close {
-            c.keep_alive += 1;
-        }
-        c.bytes_received += resp.wire_len;
-        c.body_bytes += resp.body_len;
-        if doc != resp.body_len && !self.accept_variable_length {
-            c.failures.length += 1;
-        }
-    }
-
-    /// Say on stderr why the first failure of this kind happened (the report only counts
-    /// them: "Connect: 1422" does not tell "refused" from "too many open files"). Once per
-    /// kind per process: a worker-local bit first, then a process-wide one (an atomic
-    /// touched only on a worker's first failure of a kind, never on the request path).
-    pub fn log_first(&self, why: Fail, what: std::fmt::Arguments<'_>) {
-        static LOGGED: AtomicU8 = AtomicU8::new(0);
-        let bit = why.bit();
-        if self.logged.get() & bit != 0 {
-            return;
-        }
-        self.logged.set(self.logged.get() | bit);
-        if LOGGED.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
-            eprintln!("loader: {what} (further such failures are counted, not logged)");
-        }
-    }
-
-    /// A connection was opened in `connect_us`.
-    pub fn connected(&self, connect_us: u64) {
-        if self.measuring.get() {
-            let mut st = self.stats.borrow_mut();
-            st.connections_opened += 1;
-            record(&mut st.hist.connect_per_connection, connect_us);
-        }
-    }
-
-    /// The request of `e` was written.
-    #[inline]
-    pub fn sent(&self, e: &Entry) {
-        if e.measured {
-            let n = self.requests[e.url].len() as u64;
-            self.stats.borrow_mut().urls[e.url].counts.bytes_sent += n;
-        }
-    }
-
-    /// Remember the first Server header seen for `url` (only the first response is looked at).
-    pub fn note_server(&self, url: usize, headers: &[httparse::Header<'_>]) {
-        if self.server_seen[url].replace(true) {
-            return;
-        }
-        let slot = &self.plan[url].server;
-        if slot.get().is_some() {
-            return;
-        }
-        if let Some(h) = headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case("server"))
-        {
-            let _ = slot.set(String::from_utf8_lossy(h.value).into_owned());
-        }
-    }
-
-    /// The server of `url`.
-    #[inline]
-    pub fn plan_addr(&self, url: usize) -> SocketAddr {
-        self.plan[url].target.addr
-    }
-
-    /// Where to connect for `url`, and from which source address.
-    pub fn connect_target(&self, url: usize) -> (SocketAddr, Option<IpAddr>) {
-        let dst = self.plan[url].target.addr;
-        if !self.spread[url] {
-            return (dst, None);
-        }
-        let Some(i) = self.rotation.borrow_mut().next_index() else {
-            return (dst, None);
-        };
-        if self.measuring.get() {
-            self.stats.borrow_mut().sources_used[i] = true;
-        }
-        (dst, Some(self.sources[i]))
-    }
-
-    fn start_measuring(&self) {
-        if !self.stopped.get() {
-            self.stats.borrow_mut().reset();
-            self.measuring.set(true);
-        }
-    }
+    out
 }
 
 /// What the main thread hands each worker.
 struct WorkerPlan {
-    /// Global indices of this worker's connections.
-    slots: std::ops::Range<usize>,
-    quota: Option<u64>,
-    base: u64,
+    share: Share,
     live: Arc<LiveCounters>,
     tx: mpsc::Sender<WorkerDone>,
     common: Arc<Common>,
@@ -296,7 +78,7 @@ struct Common {
 }
 
 struct WorkerDone {
-    stats: WorkerStats,
+    stats: Measurements,
     ended: Instant,
 }
 
@@ -312,7 +94,7 @@ pub fn run(opts: &RunOptions, stop: Arc<ShutdownFlag>) -> Result<RunResult, Load
 pub fn run_with_progress(
     opts: &RunOptions,
     stop: Arc<ShutdownFlag>,
-    mut tick: impl FnMut(Duration, &[Arc<LiveCounters>]),
+    tick: impl FnMut(Duration, &[Arc<LiveCounters>]),
 ) -> Result<RunResult, LoadError> {
     opts.validate()?;
     let nofile = shared::net::raise_nofile_limit();
@@ -332,45 +114,46 @@ pub fn run_with_progress(
     let t_start = Instant::now();
     let warmup = opts.warmup.unwrap_or_default();
     let measure_start = t_start + warmup;
-    let deadline = opts.deadline().map(|d| measure_start + d);
     let common = Arc::new(Common {
         opts: opts.clone(),
         plan: plan.clone(),
         measure_start,
-        deadline,
+        deadline: opts.deadline().map(|d| measure_start + d),
         sources,
     });
-    // Connections, then -n shares per connection, summed per worker.
-    let conns = split(opts.connections as u64, n_workers);
-    let per_conn = opts.requests.map(|n| split(n, opts.connections));
     let (tx, rx) = mpsc::channel();
-    let mut lives = Vec::with_capacity(n_workers);
-    let mut items = Vec::with_capacity(n_workers);
-    let (mut first, mut base) = (0usize, 0u64);
-    for &c in &conns {
-        let slots = first..first + c as usize;
-        let quota = per_conn
-            .as_ref()
-            .map(|q| q[slots.clone()].iter().sum::<u64>());
-        let live = Arc::new(LiveCounters::default());
-        lives.push(live.clone());
-        items.push(WorkerPlan {
-            slots: slots.clone(),
-            quota,
-            base,
-            live,
+    let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
+    let items: Vec<WorkerPlan> = shares(opts.connections, n_workers, opts.requests)
+        .into_iter()
+        .zip(&lives)
+        .map(|(share, live)| WorkerPlan {
+            share,
+            live: live.clone(),
             tx: tx.clone(),
             common: common.clone(),
-        });
-        first = slots.end;
-        base += quota.unwrap_or(0);
-    }
+        })
+        .collect();
     drop(tx);
     let started = SystemTime::now() + warmup;
-    let workers = spawn_workers(&cfg, driver, stop.clone(), "loader", items, |ctx, item| {
-        run_worker(ctx, item)
-    })?;
+    let workers = spawn_workers(&cfg, driver, stop.clone(), "loader", items, run_worker)?;
     let pinning = workers.describe_pinning();
+    announce(opts, &pinning, driver, nofile);
+    let done = collect(&rx, n_workers, t_start, &lives, tick);
+    workers.join()?;
+    let facts = RunFacts {
+        measure_start,
+        started,
+        driver,
+        workers: n_workers,
+        pinning,
+        interrupted: stop.is_set(),
+    };
+    let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
+    Ok(merge(opts, &plan, summed, facts))
+}
+
+/// The start-up line, and a warning when `-c` is near the open-files limit.
+fn announce(opts: &RunOptions, pinning: &str, driver: DriverKind, nofile: u64) {
     if !opts.quiet {
         eprintln!(
             "loader: {pinning}, driver {driver}, open files {nofile}; {} connections, {}",
@@ -386,6 +169,16 @@ pub fn run_with_progress(
             opts.connections
         );
     }
+}
+
+/// Wait for the workers' results, calling `tick` about once a second meanwhile.
+fn collect(
+    rx: &mpsc::Receiver<WorkerDone>,
+    n_workers: usize,
+    t_start: Instant,
+    lives: &[Arc<LiveCounters>],
+    mut tick: impl FnMut(Duration, &[Arc<LiveCounters>]),
+) -> Vec<WorkerDone> {
     let mut done: Vec<WorkerDone> = Vec::with_capacity(n_workers);
     let mut next_tick = t_start + Duration::from_secs(1);
     while done.len() < n_workers {
@@ -398,23 +191,11 @@ pub fn run_with_progress(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         if Instant::now() >= next_tick {
-            tick(t_start.elapsed(), &lives);
+            tick(t_start.elapsed(), lives);
             next_tick += Duration::from_secs(1);
         }
     }
-    workers.join()?;
-    Ok(merge(
-        opts,
-        &plan,
-        done,
-        measure_start,
-        started,
-        driver,
-        n_workers,
-        pinning,
-        &stop,
-        common.sources.len(),
-    ))
+    done
 }
 
 /// "-n 1000 to http://...", "10s at 200 req/s to 3 URLs" (for the start-up line).
@@ -439,66 +220,87 @@ fn describe_load(opts: &RunOptions) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn merge(
-    opts: &RunOptions,
-    plan: &[Request],
-    done: Vec<WorkerDone>,
-    measure_start: Instant,
-    started: SystemTime,
-    driver: shared::runtime::DriverKind,
-    workers: usize,
-    pinning: String,
-    stop: &ShutdownFlag,
+/// What the workers measured, summed.
+#[derive(Debug)]
+struct Summed {
+    /// Indexed like the plan.
+    urls: Vec<UrlStats>,
+    hist: Histograms,
+    connections_opened: u64,
+    /// Which source addresses any worker used.
+    sources_used: Vec<bool>,
+    /// When the last worker ended (not before the measurement started).
+    ended: Instant,
+}
+
+/// Add up the workers' figures (histograms merged after the threads joined, as wrk2 does).
+fn sum_workers(
+    done: &[WorkerDone],
+    n_urls: usize,
     n_sources: usize,
-) -> RunResult {
-    let mut urls = vec![UrlStats::default(); plan.len()];
-    let mut hist = Histograms::default();
-    let mut connections_opened = 0;
-    let mut sources_used = vec![false; n_sources];
-    let mut ended = measure_start;
-    for d in &done {
-        for (acc, u) in urls.iter_mut().zip(&d.stats.urls) {
+    measure_start: Instant,
+) -> Summed {
+    let mut s = Summed {
+        urls: vec![UrlStats::default(); n_urls],
+        hist: Histograms::default(),
+        connections_opened: 0,
+        sources_used: vec![false; n_sources],
+        ended: measure_start,
+    };
+    for d in done {
+        for (acc, u) in s.urls.iter_mut().zip(&d.stats.urls) {
             acc.counts.add(&u.counts);
             acc.latency.add(&u.latency);
         }
-        hist.add(&d.stats.hist);
-        connections_opened += d.stats.connections_opened;
-        for (a, &b) in sources_used.iter_mut().zip(&d.stats.sources_used) {
+        s.hist.add(&d.stats.hist);
+        s.connections_opened += d.stats.connections_opened;
+        for (a, &b) in s.sources_used.iter_mut().zip(&d.stats.sources_used) {
             *a |= b;
         }
-        ended = ended.max(d.ended);
+        s.ended = s.ended.max(d.ended);
     }
+    s
+}
+
+/// What the result says about the run itself, besides the figures.
+struct RunFacts {
+    measure_start: Instant,
+    /// Wall-clock start of the measurement (after the warm-up).
+    started: SystemTime,
+    driver: DriverKind,
+    workers: usize,
+    pinning: String,
+    interrupted: bool,
+}
+
+/// The run's result: the summed figures per URL and in total, with what was asked for.
+fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -> RunResult {
+    let Summed {
+        urls,
+        mut hist,
+        connections_opened,
+        sources_used,
+        ended,
+    } = summed;
     if opts.rate.is_none() {
         hist.uncorrected = hist.total.clone();
     }
-    let elapsed = ended.saturating_duration_since(measure_start);
+    let elapsed = ended.saturating_duration_since(facts.measure_start);
     let mut totals = Counts::default();
     let url_results: Vec<UrlResult> = plan
         .iter()
         .zip(urls)
         .map(|(r, u)| {
             totals.add(&u.counts);
-            let mut counts = u.counts;
-            counts.status.sort_unstable();
-            UrlResult {
-                url: r.target.url.clone(),
-                host: r.target.host.clone(),
-                port: r.target.port,
-                path: r.target.path.clone(),
-                document_length: r.document_length.get().copied(),
-                server_software: r.server.get().cloned(),
-                counts,
-                latency: u.latency,
-            }
+            url_result(r, u)
         })
         .collect();
     RunResult {
-        started,
-        ended: started + elapsed,
+        started: facts.started,
+        ended: facts.started + elapsed,
         elapsed,
         warmup: opts.warmup,
-        interrupted: stop.is_set(),
+        interrupted: facts.interrupted,
         concurrency: opts.connections,
         pipeline: opts.pipeline,
         keep_alive: !opts.close,
@@ -508,9 +310,9 @@ fn merge(
             Some(target) => LoadMode::Rate { target },
             None => LoadMode::ClosedLoop,
         },
-        workers,
-        driver,
-        pinning,
+        workers: facts.workers,
+        driver: facts.driver,
+        pinning: facts.pinning,
         server_software: url_results.iter().find_map(|u| u.server_software.clone()),
         urls: url_results,
         totals,
@@ -522,80 +324,44 @@ fn merge(
     }
 }
 
+/// One URL's line of the result.
+fn url_result(r: &Request, u: UrlStats) -> UrlResult {
+    let mut counts = u.counts;
+    counts.status.sort_unstable();
+    UrlResult {
+        url: r.target.url.clone(),
+        host: r.target.host.clone(),
+        port: r.target.port,
+        path: r.target.path.clone(),
+        document_length: r.document_length.get().copied(),
+        server_software: r.server.get().cloned(),
+        counts,
+        latency: u.latency,
+    }
+}
+
+/// A worker thread's run: its engine, the end and warm-up watchers, one task per
+/// connection slot and the timeout monitor; the figures go back on `tx` when all end.
 async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let WorkerPlan {
-        slots,
-        quota,
-        base,
+        share,
         live,
         tx,
         common,
     } = item;
     let opts = &common.opts;
-    let plan = common.plan.clone();
-    let n_urls = plan.len();
-    let requests: Vec<Vec<u8>> = plan.iter().map(|r| r.bytes.to_vec()).collect();
-    let rotation = Rotation::new(common.sources.len(), ctx.id);
-    let w = Rc::new(Worker {
-        max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
-        read_buf: if slots.len() > conn::MANY_CONNECTIONS {
-            conn::SMALL_READ_BUF
-        } else {
-            conn::READ_BUF
-        },
-        methods: plan.iter().map(|r| r.method).collect(),
-        requests,
-        depth: opts.pipeline,
-        close: opts.close,
-        timeout: opts.timeout,
-        limits: Limits {
-            max_headers: conn::MAX_RESPONSE_HEADERS,
-            ..Limits::default()
-        },
-        spread: plan
-            .iter()
-            .map(|r| !srcaddr::source_addresses(r.target.addr, 1).is_empty())
-            .collect(),
-        plan,
-        stats: RefCell::new(WorkerStats::new(n_urls, common.sources.len())),
+    let tickets = Tickets::new(share.quota, share.base, common.plan.len());
+    let w = Rc::new(Engine::new(
+        opts,
+        common.plan.clone(),
+        common.sources.clone(),
+        share.slots.len(),
+        tickets,
         live,
-        quota,
-        base,
-        issued: Cell::new(0),
-        warm_issued: Cell::new(0),
-        stopped: Cell::new(false),
-        measuring: Cell::new(opts.warmup.is_none()),
-        rate: opts.rate.is_some(),
-        accept_variable_length: opts.accept_variable_length,
-        doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
-        server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
-        sources: common.sources.clone(),
-        rotation: RefCell::new(rotation),
-        logged: Cell::new(0),
-    });
+        ctx.id,
+    ));
     let end = Shutdown::new();
-    // The end of the run: the deadline or Ctrl-C.
-    let by_deadline = Rc::new(Cell::new(false));
-    {
-        let (w, end, sd, by_deadline) = (
-            w.clone(),
-            end.clone(),
-            ctx.shutdown.clone(),
-            by_deadline.clone(),
-        );
-        let deadline = common.deadline;
-        monoio::spawn(async move {
-            match deadline {
-                Some(d) => monoio::select! {
-                    _ = monoio::time::sleep_until(d.into()) => by_deadline.set(true),
-                    _ = sd.wait() => {},
-                },
-                None => sd.wait().await,
-            }
-            w.stopped.set(true);
-            end.fire();
-        });
-    }
+    let by_deadline = watch_end(&w, &end, &ctx, common.deadline);
     if opts.warmup.is_some() {
         let (w, end) = (w.clone(), end.clone());
         let at = common.measure_start;
@@ -606,6 +372,61 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
             }
         });
     }
+    let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
+    monoio::spawn(conn::monitor(
+        Rc::new(all),
+        end.clone(),
+        conn::monitor_tick(opts.timeout),
+    ));
+    for h in handles {
+        h.await;
+    }
+    let mut ended = Instant::now();
+    if by_deadline.get() {
+        if let Some(d) = common.deadline {
+            ended = ended.min(d);
+        }
+    }
+    let stats = w.take_measurements();
+    let _ = tx.send(WorkerDone { stats, ended });
+}
+
+/// The end of the run: the deadline or Ctrl-C stops the tickets and fires `end`. The cell
+/// says whether it was the deadline.
+fn watch_end(
+    w: &Rc<Engine>,
+    end: &Shutdown,
+    ctx: &WorkerCtx,
+    deadline: Option<Instant>,
+) -> Rc<Cell<bool>> {
+    let by_deadline = Rc::new(Cell::new(false));
+    let (w, end, sd, flag) = (
+        w.clone(),
+        end.clone(),
+        ctx.shutdown.clone(),
+        by_deadline.clone(),
+    );
+    monoio::spawn(async move {
+        match deadline {
+            Some(d) => monoio::select! {
+                _ = monoio::time::sleep_until(d.into()) => flag.set(true),
+                _ = sd.wait() => {},
+            },
+            None => sd.wait().await,
+        }
+        w.stop();
+        end.fire();
+    });
+    by_deadline
+}
+
+/// One task per connection slot, first connects staggered.
+fn spawn_slots(
+    w: &Rc<Engine>,
+    end: &Shutdown,
+    opts: &RunOptions,
+    slots: Range<usize>,
+) -> (Vec<monoio::task::JoinHandle<()>>, Vec<Rc<Slot>>) {
     let now = Instant::now();
     let n = slots.len();
     // Stagger the first connects: up to 64 at once, more spread over up to 10 ms (the
@@ -628,25 +449,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         all.push(slot.clone());
         handles.push(monoio::spawn(run_slot(w.clone(), end.clone(), slot, delay)));
     }
-    monoio::spawn(conn::monitor(
-        Rc::new(all),
-        end.clone(),
-        conn::monitor_tick(opts.timeout),
-    ));
-    for h in handles {
-        h.await;
-    }
-    let mut ended = Instant::now();
-    if by_deadline.get() {
-        if let Some(d) = common.deadline {
-            ended = ended.min(d);
-        }
-    }
-    let stats = std::mem::take(&mut *w.stats.borrow_mut());
-    let _ = tx.send(WorkerDone { stats, ended });
+    (handles, all)
 }
 
-async fn run_slot(w: Rc<Worker>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
+async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
     if !delay.is_zero() {
         monoio::select! {
             _ = monoio::time::sleep(delay) => {},
@@ -680,5 +486,114 @@ async fn run_slot(w: Rc<Worker>, end: Shutdown, slot: Rc<Slot>, delay: Duration)
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::record;
+    use crate::Target;
+
+    #[test]
+    fn shares_split_connections_and_requests_exactly() {
+        let got = shares(10, 3, Some(100));
+        let want = [(0..4, 40, 0), (4..7, 30, 40), (7..10, 30, 70)];
+        let want: Vec<Share> = want
+            .into_iter()
+            .map(|(slots, q, base)| Share {
+                slots,
+                quota: Some(q),
+                base,
+            })
+            .collect();
+        assert_eq!(got, want);
+        // 7 requests over 3 connections: 3, 2, 2; worker 0 has two connections.
+        let got = shares(3, 2, Some(7));
+        assert_eq!(
+            (got[0].quota, got[1].quota, got[1].base),
+            (Some(5), Some(2), 5)
+        );
+        // Without -n: no quota, every walk starts at 0.
+        assert!(shares(4, 2, None)
+            .iter()
+            .all(|s| s.quota.is_none() && s.base == 0));
+        for (c, w, n) in [(1, 1, 0), (5, 2, 1), (7, 3, 1000), (64, 2, 63), (3, 3, 2)] {
+            let s = shares(c, w, Some(n));
+            assert_eq!(
+                s.iter().map(|s| s.quota.unwrap()).sum::<u64>(),
+                n,
+                "{c} {w} {n}"
+            );
+            assert_eq!(s.iter().map(|s| s.slots.len()).sum::<usize>(), c);
+            for pair in s.windows(2) {
+                assert_eq!(pair[0].slots.end, pair[1].slots.start);
+                assert_eq!(pair[0].base + pair[0].quota.unwrap(), pair[1].base);
+            }
+        }
+    }
+
+    fn measured(url: usize, status: u16, latency_us: u64, source: Option<usize>) -> Measurements {
+        let mut m = Measurements::new(2, 3);
+        let c = &mut m.urls[url].counts;
+        c.attempts += 1;
+        c.completed += 1;
+        c.count_status(status);
+        m.urls[url].latency.record(latency_us);
+        record(&mut m.hist.total, latency_us);
+        m.connections_opened = 1;
+        if let Some(i) = source {
+            m.sources_used[i] = true;
+        }
+        m
+    }
+
+    #[test]
+    fn workers_figures_add_up() {
+        let t0 = Instant::now();
+        let done = vec![
+            WorkerDone {
+                stats: measured(0, 404, 100, Some(0)),
+                ended: t0 + Duration::from_millis(5),
+            },
+            WorkerDone {
+                stats: measured(0, 200, 300, Some(2)),
+                ended: t0 + Duration::from_millis(9),
+            },
+        ];
+        let s = sum_workers(&done, 2, 3, t0);
+        assert_eq!(s.urls[0].counts.completed, 2);
+        assert_eq!(s.urls[1].counts.completed, 0);
+        assert_eq!(
+            (s.urls[0].latency.min_us, s.urls[0].latency.max_us),
+            (100, 300)
+        );
+        assert_eq!(s.hist.total.len(), 2);
+        assert_eq!(s.connections_opened, 2);
+        assert_eq!(s.sources_used, vec![true, false, true]);
+        assert_eq!(s.ended, t0 + Duration::from_millis(9));
+        // No worker: the run ends where the measurement started.
+        assert_eq!(sum_workers(&[], 2, 0, t0).ended, t0);
+
+        let urls = ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"];
+        let targets = urls.iter().map(|u| Target::parse(u).unwrap()).collect();
+        let opts = RunOptions::new(targets);
+        let plan = build_requests(&opts);
+        let facts = RunFacts {
+            measure_start: t0,
+            started: SystemTime::UNIX_EPOCH,
+            driver: DriverKind::Epoll,
+            workers: 2,
+            pinning: String::new(),
+            interrupted: false,
+        };
+        let r = merge(&opts, &plan, s, facts);
+        assert_eq!(r.elapsed, Duration::from_millis(9));
+        assert_eq!(r.totals.completed, 2);
+        assert_eq!(r.urls[0].counts.status, vec![(200, 1), (404, 1)]);
+        assert_eq!(r.urls[1].path, "/b");
+        assert_eq!(r.source_addresses, 2);
+        // Closed loop: the uncorrected histogram is the corrected one.
+        assert_eq!(r.hist.uncorrected.len(), 2);
     }
 }

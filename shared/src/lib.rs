@@ -7,11 +7,13 @@
 //! - [`net`]: sockets: SO_REUSEPORT listeners, TCP_NODELAY, accept back-off, RLIMIT_NOFILE.
 //! - [`shutdown`]: SIGINT/SIGTERM to a process-wide flag, and each worker's local view of it.
 //! - [`counter`]: single-writer counters, written by their worker and read by anyone.
+//! - [`base64`]: standard base64, for the WebSocket handshake and the loader's JSON.
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
 
 pub mod accept;
+pub mod base64;
 pub mod config;
 pub mod counter;
 pub mod http;

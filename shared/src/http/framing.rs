@@ -100,6 +100,13 @@ pub(crate) struct TransferCodings {
     pub malformed: bool,
 }
 
+impl TransferCodings {
+    /// Some Transfer-Encoding element named a coding other than chunked (gzip, or anything).
+    pub fn names_other_than_chunked(&self) -> bool {
+        self.count > self.chunked_count
+    }
+}
+
 impl<'b> FieldScan<'b> {
     /// One pass over the fields of a complete head that lies in `buf`. It also checks the
     /// line ending before each field name (see `head::check_head_end`): httparse accepts
@@ -253,7 +260,7 @@ fn eq_framing_underscored(name: &[u8], lower: &[u8]) -> bool {
 }
 
 /// `tchar` (RFC 9110 5.6.2).
-pub(crate) fn is_tchar(b: u8) -> bool {
+pub fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric()
         || matches!(
             b,
@@ -292,6 +299,17 @@ fn is_known_coding(name: &[u8]) -> bool {
     ["gzip", "x-gzip", "deflate", "compress", "x-compress"]
         .iter()
         .any(|known| name.eq_ignore_ascii_case(known.as_bytes()))
+}
+
+/// `token` (RFC 9110 5.6.2): one or more `tchar`. Methods and field names are tokens.
+pub fn is_token(s: &[u8]) -> bool {
+    !s.is_empty() && s.iter().all(|&b| is_tchar(b))
+}
+
+/// Statuses whose responses never have a body, whatever their fields say (RFC 9112 6.3
+/// step 1): 1xx (Informational), 204 (No Content) and 304 (Not Modified).
+pub fn status_has_no_body(status: u16) -> bool {
+    (100..200).contains(&status) || status == 204 || status == 304
 }
 
 /// `1*DIGIT` into a u64; `None` on anything else (sign, space, empty, overflow).
@@ -391,11 +409,7 @@ pub(crate) fn response_body_kind(
     // Step 1: "Any response to a HEAD request and any response with a 1xx (Informational),
     // 204 (No Content), or 304 (Not Modified) status code is always terminated by the first
     // empty line after the header fields, regardless of the header fields present".
-    if method == RequestMethod::Head
-        || (100..200).contains(&status)
-        || status == 204
-        || status == 304
-    {
+    if method == RequestMethod::Head || status_has_no_body(status) {
         return Ok(BodyKind::Empty);
     }
     // Step 2: "Any 2xx (Successful) response to a CONNECT request implies that the

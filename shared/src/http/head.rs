@@ -78,8 +78,13 @@ pub struct ResponseHead<'h, 'b> {
     pub head_len: usize,
     /// Framing, decided from the request method and the status (RFC 9112 6.3).
     pub body: BodyKind,
-    /// Whether the server lets the connection be reused after this response.
+    /// Whether the connection can carry another response after this one, decided once:
+    /// false for close-delimited and tunnel bodies, `Connection: close`, HTTP/1.0 without
+    /// `keep-alive` (RFC 9112 9.3), and framing fields that contradict each other.
     pub keep_alive: bool,
+    /// The body is framed by Transfer-Encoding (chunked or read until close) and a coding
+    /// other than chunked was named: a proxy that re-frames the body would lose it.
+    pub other_coding: bool,
 }
 
 /// The HTTP/2 connection preface (RFC 9113 3.4); its first line parses as an HTTP/1 request
@@ -230,6 +235,8 @@ pub fn parse_response<'h, 'b>(
     let keep_alive = scan.keep_alive(version)
         && !matches!(body, BodyKind::CloseDelimited | BodyKind::Tunnel)
         && !scan.response_framing_suspect(status);
+    let other_coding = matches!(body, BodyKind::Chunked | BodyKind::CloseDelimited)
+        && scan.te.names_other_than_chunked();
     Ok(Status::Complete(ResponseHead {
         version,
         status,
@@ -238,6 +245,7 @@ pub fn parse_response<'h, 'b>(
         head_len,
         body,
         keep_alive,
+        other_coding,
     }))
 }
 

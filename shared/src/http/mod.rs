@@ -8,6 +8,9 @@
 //!   and the keep-alive rules.
 //! - [`chunked`]: our own chunk-size line and trailer parser.
 //! - [`body`]: [`BodyDecoder`], incremental body decoding across arbitrary read boundaries.
+//! - [`response`]: the response side decided once: the final head after interim ones
+//!   ([`parse_final_response`]) and [`ResponseReader`], whole responses counted.
+//! - [`target`]: request targets: absolute-form to origin-form.
 //! - [`encode`]: head serializers into a reusable `BytesMut`, chunk framing, canned responses.
 //!
 //! Invariants: nothing here does I/O or allocates per header; incomplete input is never an
@@ -20,12 +23,15 @@ pub mod error;
 pub mod framing;
 pub mod head;
 pub mod limits;
+pub mod response;
+pub mod target;
 
 pub use body::{BodyDecoder, Decoded};
 pub use error::CodecError;
 pub use framing::BodyKind;
 pub use head::{parse_request, parse_response, RequestHead, RequestMethod, ResponseHead};
 pub use limits::Limits;
+pub use response::{parse_final_response, ReadStep, Response, ResponseReader};
 
 /// Outcome of a push parser: either a complete value or a need for more bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -62,7 +62,7 @@ enum ConnHeader {
 
 /// 1xx, 204 and 304 responses have no body and no framing headers (RFC 9112 6.3).
 fn has_body(status: u16) -> bool {
-    !matches!(status, 100..=199 | 204 | 304)
+    !crate::http::framing::status_has_no_body(status)
 }
 
 fn write_head(

@@ -1,6 +1,6 @@
 //! The WebSocket opening handshake's accept value (RFC 6455 section 4.2.2):
-//! base64(SHA-1(key + GUID)). SHA-1 (FIPS 180-4) and base64 are written out here: a few
-//! dozen lines against a dependency, and only the handshake uses them.
+//! base64(SHA-1(key + GUID)). SHA-1 (FIPS 180-4) is written out here: a few dozen lines
+//! against a dependency, and only the handshake uses it; base64 is [`crate::base64`].
 
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -9,7 +9,7 @@ pub fn accept_key(key: &[u8]) -> String {
     let mut input = Vec::with_capacity(key.len() + GUID.len());
     input.extend_from_slice(key);
     input.extend_from_slice(GUID);
-    base64(&sha1(&input))
+    crate::base64::encode(&sha1(&input))
 }
 
 /// SHA-1 digest.
@@ -67,28 +67,6 @@ pub fn sha1(data: &[u8]) -> [u8; 20] {
     out
 }
 
-/// Standard base64 with padding (RFC 4648 section 4).
-pub fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for group in data.chunks(3) {
-        let b = [
-            group[0],
-            *group.get(1).unwrap_or(&0),
-            *group.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= group.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i)) as usize & 63] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,19 +89,6 @@ mod tests {
             hex(&sha1(&million)),
             "34aa973cd4c4daa4f61eeb2bdbad27316534016f"
         );
-    }
-
-    #[test]
-    fn base64_test_vectors() {
-        for (i, o) in [
-            ("", ""),
-            ("f", "Zg=="),
-            ("fo", "Zm8="),
-            ("foo", "Zm9v"),
-            ("foob", "Zm9vYg=="),
-        ] {
-            assert_eq!(base64(i.as_bytes()), o);
-        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 mod body;
 mod encode;
 mod prop;
+mod reader;
 mod request;
 mod response;
 

@@ -1,0 +1,407 @@
+//! One worker's engine state, shared by its connection slots: the tickets (`-n` exactly,
+//! round-robin over the URLs), what is counted per attempt, and where to connect.
+//!
+//! Invariant: single-threaded (Cell/RefCell); nothing here allocates per request.
+
+use crate::conn::{self, micros, Entry, Response};
+use crate::plan::Request;
+use crate::srcaddr::{self, Rotation};
+use crate::stats::{record, LiveCounters, Measurements};
+use crate::RunOptions;
+use shared::http::head::RequestMethod;
+use shared::http::Limits;
+use std::cell::{Cell, RefCell};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How an attempt ended without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fail {
+    Connect,
+    Read,
+    Write,
+    Timeout,
+    Parse,
+    /// In flight when the run ended (deadline or Ctrl-C): not a failure, not counted.
+    Abandoned,
+}
+
+impl Fail {
+    /// A distinct bit per kind (for [`Engine::log_first`]).
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// The right to make one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// Index of its URL.
+    pub url: usize,
+    /// Counted in the figures (false during --warmup).
+    pub measured: bool,
+}
+
+/// A worker's tickets: its share of `-n` and its place in the round-robin over the URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tickets {
+    /// Measured attempts this worker may make (`-n`); `None`: until the run ends.
+    quota: Option<u64>,
+    /// Measured attempts of the workers before this one: where its walk over the URLs starts.
+    base: u64,
+    n_urls: u64,
+    issued: u64,
+    warm_issued: u64,
+}
+
+impl Tickets {
+    pub fn new(quota: Option<u64>, base: u64, n_urls: usize) -> Tickets {
+        Tickets {
+            quota,
+            base,
+            n_urls: n_urls.max(1) as u64,
+            issued: 0,
+            warm_issued: 0,
+        }
+    }
+
+    /// The next ticket: measured ones up to the quota, warm-up ones without limit (they are
+    /// never counted).
+    pub fn take(&mut self, measuring: bool) -> Option<Ticket> {
+        let count = if measuring {
+            if self.quota.is_some_and(|q| self.issued >= q) {
+                return None;
+            }
+            &mut self.issued
+        } else {
+            &mut self.warm_issued
+        };
+        let url = ((self.base + *count) % self.n_urls) as usize;
+        *count += 1;
+        Some(Ticket {
+            url,
+            measured: measuring,
+        })
+    }
+}
+
+/// One worker's engine state, shared by its connection slots (single thread: Cell/RefCell).
+pub struct Engine {
+    /// Request bytes per URL: this worker's own copy.
+    pub requests: Vec<Vec<u8>>,
+    pub methods: Vec<RequestMethod>,
+    pub max_request_len: usize,
+    /// Read buffer size per connection.
+    pub read_buf: usize,
+    /// Requests in flight per connection.
+    pub depth: usize,
+    pub close: bool,
+    pub timeout: Duration,
+    pub limits: Limits,
+    plan: Arc<Vec<Request>>,
+    stats: RefCell<Measurements>,
+    live: Arc<LiveCounters>,
+    tickets: Cell<Tickets>,
+    stopped: Cell<bool>,
+    measuring: Cell<bool>,
+    rate: bool,
+    accept_variable_length: bool,
+    /// First body length per URL, cached from the plan's shared value.
+    doc_len: Vec<Cell<Option<u64>>>,
+    server_seen: Vec<Cell<bool>>,
+    sources: Vec<IpAddr>,
+    /// Per URL: connects are spread over `sources`.
+    spread: Vec<bool>,
+    rotation: RefCell<Rotation>,
+    /// Failure kinds (bits of [`Fail::bit`]) whose first occurrence this worker has logged.
+    logged: Cell<u8>,
+}
+
+impl Engine {
+    /// A worker's engine for `n_slots` connections, its own copy of the request bytes.
+    pub fn new(
+        opts: &RunOptions,
+        plan: Arc<Vec<Request>>,
+        sources: Vec<IpAddr>,
+        n_slots: usize,
+        tickets: Tickets,
+        live: Arc<LiveCounters>,
+        worker_id: usize,
+    ) -> Engine {
+        let n_urls = plan.len();
+        let requests: Vec<Vec<u8>> = plan.iter().map(|r| r.bytes.to_vec()).collect();
+        Engine {
+            max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
+            read_buf: if n_slots > conn::MANY_CONNECTIONS {
+                conn::SMALL_READ_BUF
+            } else {
+                conn::READ_BUF
+            },
+            methods: plan.iter().map(|r| r.method).collect(),
+            requests,
+            depth: opts.pipeline,
+            close: opts.close,
+            timeout: opts.timeout,
+            limits: Limits {
+                max_headers: conn::MAX_RESPONSE_HEADERS,
+                ..Limits::default()
+            },
+            spread: plan
+                .iter()
+                .map(|r| !srcaddr::source_addresses(r.target.addr, 1).is_empty())
+                .collect(),
+            plan,
+            stats: RefCell::new(Measurements::new(n_urls, sources.len())),
+            live,
+            tickets: Cell::new(tickets),
+            stopped: Cell::new(false),
+            measuring: Cell::new(opts.warmup.is_none()),
+            rate: opts.rate.is_some(),
+            accept_variable_length: opts.accept_variable_length,
+            doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
+            server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
+            rotation: RefCell::new(Rotation::new(sources.len(), worker_id)),
+            sources,
+            logged: Cell::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// The next attempt, or None when the quota is spent or the run is ending.
+    #[inline]
+    pub fn take_ticket(&self) -> Option<Ticket> {
+        if self.stopped.get() {
+            return None;
+        }
+        let mut tickets = self.tickets.get();
+        let ticket = tickets.take(self.measuring.get())?;
+        self.tickets.set(tickets);
+        if ticket.measured {
+            self.stats.borrow_mut().urls[ticket.url].counts.attempts += 1;
+        }
+        Some(ticket)
+    }
+
+    /// Count an attempt that ended without a response.
+    pub fn fail(&self, e: &Entry, why: Fail) {
+        if why != Fail::Abandoned {
+            self.live.errors.incr();
+        }
+        if !e.measured {
+            return;
+        }
+        let mut st = self.stats.borrow_mut();
+        let c = &mut st.urls[e.url].counts;
+        match why {
+            Fail::Connect => c.failures.connect += 1,
+            Fail::Read => c.failures.read += 1,
+            Fail::Write => c.failures.write += 1,
+            Fail::Timeout => c.failures.timeout += 1,
+            Fail::Parse => c.failures.parse += 1,
+            Fail::Abandoned => c.abandoned += 1,
+        }
+    }
+
+    /// Count a complete response. `t_first`: arrival of its first byte; `t_done`: of its last.
+    #[inline]
+    pub fn complete(
+        &self,
+        e: &Entry,
+        resp: &Response,
+        connect_us: u64,
+        t_first: Instant,
+        t_done: Instant,
+    ) {
+        self.live.completed.incr();
+        let doc = match self.doc_len[e.url].get() {
+            Some(d) => d,
+            None => {
+                let d = *self.plan[e.url]
+                    .document_length
+                    .get_or_init(|| resp.body_len);
+                self.doc_len[e.url].set(Some(d));
+                d
+            }
+        };
+        if !e.measured {
+            return;
+        }
+        let total_us = micros(t_done.saturating_duration_since(e.intended));
+        let mut st = self.stats.borrow_mut();
+        let st = &mut *st;
+        record(&mut st.hist.total, total_us);
+        if self.rate {
+            record(
+                &mut st.hist.uncorrected,
+                micros(t_done.saturating_duration_since(e.start)),
+            );
+        }
+        record(&mut st.hist.connect, connect_us);
+        record(&mut st.hist.processing, total_us.saturating_sub(connect_us));
+        record(
+            &mut st.hist.waiting,
+            micros(t_first.saturating_duration_since(e.sent)),
+        );
+        let u = &mut st.urls[e.url];
+        u.latency.record(total_us);
+        let c = &mut u.counts;
+        c.completed += 1;
+        c.count_status(resp.status);
+        if !(200..300).contains(&resp.status) {
+            c.non_2xx += 1;
+        }
+        // ab's "Keep-Alive requests": responses after which the connection stayed open for
+        // the next request (the first response on each connection included), not reuses.
+        if resp.keep_alive && !self.close {
+            c.keep_alive += 1;
+        }
+        c.bytes_received += resp.wire_len;
+        c.body_bytes += resp.body_len;
+        if doc != resp.body_len && !self.accept_variable_length {
+            c.failures.length += 1;
+        }
+    }
+
+    /// Say on stderr why the first failure of this kind happened (the report only counts
+    /// them: "Connect: 1422" does not tell "refused" from "too many open files"). Once per
+    /// kind per process: a worker-local bit first, then a process-wide one (an atomic
+    /// touched only on a worker's first failure of a kind, never on the request path).
+    pub fn log_first(&self, why: Fail, what: std::fmt::Arguments<'_>) {
+        static LOGGED: AtomicU8 = AtomicU8::new(0);
+        let bit = why.bit();
+        if self.logged.get() & bit != 0 {
+            return;
+        }
+        self.logged.set(self.logged.get() | bit);
+        if LOGGED.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            eprintln!("loader: {what} (further such failures are counted, not logged)");
+        }
+    }
+
+    /// A connection was opened in `connect_us`.
+    pub fn connected(&self, connect_us: u64) {
+        if self.measuring.get() {
+            let mut st = self.stats.borrow_mut();
+            st.connections_opened += 1;
+            record(&mut st.hist.connect_per_connection, connect_us);
+        }
+    }
+
+    /// The request of `e` was written.
+    #[inline]
+    pub fn sent(&self, e: &Entry) {
+        if e.measured {
+            let n = self.requests[e.url].len() as u64;
+            self.stats.borrow_mut().urls[e.url].counts.bytes_sent += n;
+        }
+    }
+
+    /// Remember the first Server header seen for `url` (only the first response is looked at).
+    pub fn note_server(&self, url: usize, headers: &[httparse::Header<'_>]) {
+        if self.server_seen[url].replace(true) {
+            return;
+        }
+        let slot = &self.plan[url].server;
+        if slot.get().is_some() {
+            return;
+        }
+        if let Some(h) = headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("server"))
+        {
+            let _ = slot.set(String::from_utf8_lossy(h.value).into_owned());
+        }
+    }
+
+    /// The server of `url`.
+    #[inline]
+    pub fn plan_addr(&self, url: usize) -> SocketAddr {
+        self.plan[url].target.addr
+    }
+
+    /// Where to connect for `url`, and from which source address.
+    pub fn connect_target(&self, url: usize) -> (SocketAddr, Option<IpAddr>) {
+        let dst = self.plan[url].target.addr;
+        if !self.spread[url] {
+            return (dst, None);
+        }
+        let Some(i) = self.rotation.borrow_mut().next_index() else {
+            return (dst, None);
+        };
+        if self.measuring.get() {
+            self.stats.borrow_mut().sources_used[i] = true;
+        }
+        (dst, Some(self.sources[i]))
+    }
+
+    /// The run is ending: no ticket is given out any more.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+    }
+
+    /// What this worker measured, handed back when it ends.
+    pub fn take_measurements(&self) -> Measurements {
+        std::mem::take(&mut *self.stats.borrow_mut())
+    }
+
+    /// The end of --warmup: the figures start from zero.
+    pub fn start_measuring(&self) {
+        if !self.stopped.get() {
+            self.stats.borrow_mut().reset();
+            self.measuring.set(true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(t: &mut Tickets, measuring: bool, n: usize) -> Vec<Option<usize>> {
+        (0..n).map(|_| t.take(measuring).map(|t| t.url)).collect()
+    }
+
+    #[test]
+    fn tickets_stop_at_the_quota_and_walk_the_urls_from_the_base() {
+        let mut t = Tickets::new(Some(4), 5, 3);
+        assert_eq!(
+            walk(&mut t, true, 6),
+            [Some(2), Some(0), Some(1), Some(2), None, None]
+        );
+        // Warm-up tickets are never limited and never counted against the quota.
+        let mut t = Tickets::new(Some(1), 0, 2);
+        assert_eq!(walk(&mut t, false, 3), [Some(0), Some(1), Some(0)]);
+        assert!(t.take(false).is_some_and(|t| !t.measured));
+        assert_eq!(
+            t.take(true),
+            Some(Ticket {
+                url: 0,
+                measured: true
+            })
+        );
+        assert_eq!(t.take(true), None);
+        // Without a quota: until the run ends.
+        let mut t = Tickets::new(None, 0, 1);
+        assert!(walk(&mut t, true, 1000).iter().all(|u| *u == Some(0)));
+        assert_eq!(Tickets::new(Some(0), 0, 1).take(true), None);
+    }
+
+    #[test]
+    fn the_workers_walks_make_one_round_robin() {
+        // Two workers, quotas 3 and 4, bases 0 and 3, over 3 URLs: each URL gets its share.
+        let mut per_url = [0u32; 3];
+        for (quota, base) in [(3, 0), (4, 3)] {
+            let mut t = Tickets::new(Some(quota), base, 3);
+            while let Some(ticket) = t.take(true) {
+                per_url[ticket.url] += 1;
+            }
+        }
+        assert_eq!(per_url, [3, 2, 2]);
+    }
+}

@@ -1,0 +1,261 @@
+//! The response side as its users read it: the final head after interim ones
+//! (`parse_final_response`, the proxy's head step) and whole responses one after another
+//! (`ResponseReader`, the loader's), each replayed at every split of the input.
+
+use super::*;
+use crate::http::response::{is_interim, parse_final_response, ReadStep, Response, ResponseReader};
+use BodyKind::*;
+use CodecError::*;
+use RequestMethod::{Connect, Head, Other};
+
+/// What the head step decided, owned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Final {
+    status: u16,
+    body: BodyKind,
+    head_len: usize,
+    keep_alive: bool,
+    other_coding: bool,
+}
+
+impl HeadLen for Final {
+    fn head_len(&self) -> usize {
+        self.head_len
+    }
+}
+
+fn final_with(buf: &[u8], method: RequestMethod, limits: &Limits) -> Parsed<Final> {
+    let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+    Ok(
+        match parse_final_response(buf, &mut storage, method, limits)? {
+            Status::Partial => Status::Partial,
+            Status::Complete(h) => Status::Complete(Final {
+                status: h.status,
+                body: h.body,
+                head_len: h.head_len,
+                keep_alive: h.keep_alive,
+                other_coding: h.other_coding,
+            }),
+        },
+    )
+}
+
+fn final_head(buf: &[u8], method: RequestMethod) -> Parsed<Final> {
+    final_with(buf, method, &Limits::default())
+}
+
+/// (method, wire, status, body, keep_alive, other_coding); `head_len` is the whole wire.
+type HeadRow = (RequestMethod, &'static str, u16, BodyKind, bool, bool);
+
+fn head_table() -> Vec<HeadRow> {
+    vec![
+        // Interim heads are skipped, and counted in head_len.
+        (Other, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", 200, Length(2), true, false),
+        (Other, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n", 204, Empty, true, false),
+        (Other, "\r\nHTTP/1.1 102 Processing\r\n\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 200, Empty, true, false),
+        // 101 is final: the connection is a tunnel and never reused.
+        (Other, "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", 101, Tunnel, false, false),
+        (Connect, "HTTP/1.1 200 OK\r\n\r\n", 200, Tunnel, false, false),
+        // Keep-alive decided once.
+        (Other, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n", 200, Length(1), true, false),
+        (Other, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", 200, Length(1), false, false),
+        (Other, "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", 200, Length(1), false, false),
+        (Other, "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", 200, Length(1), true, false),
+        (Other, "HTTP/1.1 200 OK\r\n\r\n", 200, CloseDelimited, false, false),
+        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 200, Chunked, false, false),
+        (Other, "HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n", 204, Empty, false, false),
+        // Codings other than chunked are reported, not re-scanned by the caller.
+        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 200, Chunked, true, false),
+        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 200, Chunked, true, true),
+        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: Chunked\r\n\r\n", 200, Chunked, true, true),
+        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", 200, CloseDelimited, false, true),
+        (Other, "HTTP/1.1 200 OK\r\nTransfer-Encoding: x-custom, chunked\r\n\r\n", 200, Chunked, true, true),
+        (Other, "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 200, CloseDelimited, false, false),
+        // No body, so nothing is lost whatever the coding.
+        (Head, "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 200, Empty, true, false),
+        (Other, "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: gzip\r\n\r\n", 304, Empty, true, false),
+    ]
+}
+
+#[test]
+fn final_heads_at_every_prefix() {
+    for (method, wire, status, body, keep_alive, other_coding) in head_table() {
+        let w = wire.as_bytes();
+        let want = Final {
+            status,
+            body,
+            head_len: w.len(),
+            keep_alive,
+            other_coding,
+        };
+        assert_eq!(
+            final_head(w, method),
+            Ok(Status::Complete(want)),
+            "{wire:?}"
+        );
+        assert_prefixes(w, |b| final_head(b, method));
+    }
+}
+
+#[test]
+fn interim_flood_counts_against_the_head_limit() {
+    let limits = Limits {
+        max_head: 256,
+        ..Limits::default()
+    };
+    let interim = "HTTP/1.1 100 Continue\r\n\r\n"; // 25 bytes
+    let ok = format!("{}HTTP/1.1 200 OK\r\n\r\n", interim.repeat(10));
+    let got = final_with(ok.as_bytes(), Other, &limits);
+    assert!(
+        matches!(got, Ok(Status::Complete(Final { status: 200, .. }))),
+        "{got:?}"
+    );
+    // Over max_head of interim heads is an error even before the final head shows.
+    let flood = interim.repeat(11);
+    assert_eq!(
+        final_with(flood.as_bytes(), Other, &limits),
+        Err(HeadTooLarge)
+    );
+    let flood = format!("{}HTTP/1.1 200 OK\r\n\r\n", interim.repeat(11));
+    assert_eq!(
+        final_with(flood.as_bytes(), Other, &limits),
+        Err(HeadTooLarge)
+    );
+    // Fewer interim bytes than that are only incomplete.
+    assert_eq!(
+        final_with(interim.repeat(10).as_bytes(), Other, &limits),
+        Ok(Status::Partial)
+    );
+}
+
+#[test]
+fn errors_in_interim_heads_are_errors() {
+    let bare_lf = b"HTTP/1.1 100 Continue\n\nHTTP/1.1 200 OK\r\n\r\n";
+    assert_eq!(final_head(bare_lf, Other), Err(BareLf));
+    let bad_final = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 2x0 OK\r\n\r\n";
+    assert_eq!(final_head(bad_final, Other), Err(InvalidStatus));
+    assert!(is_interim(100) && is_interim(199) && !is_interim(101) && !is_interim(200));
+}
+
+/// Feed `wire` to a reader in pieces of `split` bytes at most, as reads would deliver it,
+/// consuming like the loader does; then EOF. Returns the responses (or the error).
+fn read_all(wire: &[u8], method: RequestMethod, split: usize) -> Result<Vec<Response>, CodecError> {
+    let limits = Limits::default();
+    let mut r = ResponseReader::new();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut out = Vec::new();
+    for piece in wire.chunks(split.max(1)) {
+        buf.extend_from_slice(piece);
+        let mut pos = 0;
+        while pos < buf.len() {
+            match r.advance(&buf[pos..], method, &limits, |_| {})? {
+                ReadStep::More(used) => {
+                    pos += used;
+                    break;
+                }
+                ReadStep::Done(used, resp) => {
+                    pos += used;
+                    out.push(resp);
+                }
+            }
+        }
+        buf.drain(..pos);
+    }
+    if r.started() || !buf.is_empty() {
+        out.push(r.eof()?);
+    }
+    Ok(out)
+}
+
+fn every_split(wire: &[u8], method: RequestMethod) -> Result<Vec<Response>, CodecError> {
+    let whole = read_all(wire, method, wire.len());
+    for split in 1..wire.len() {
+        let got = read_all(wire, method, split);
+        assert_eq!(got, whole, "split at {split}");
+    }
+    whole
+}
+
+fn summary(r: &[Response]) -> Vec<(u16, bool, u64, u64)> {
+    r.iter()
+        .map(|r| (r.status, r.keep_alive, r.body_len, r.wire_len))
+        .collect()
+}
+
+#[test]
+fn responses_read_the_same_at_every_split() {
+    let cl = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+    assert_eq!(
+        summary(&every_split(cl, Other).unwrap()),
+        vec![(200, true, 5, 43)]
+    );
+
+    let two = [
+        &cl[..],
+        b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+    ]
+    .concat();
+    let got = summary(&every_split(&two, Other).unwrap());
+    assert_eq!(got, vec![(200, true, 5, 43), (404, true, 0, 45)]);
+
+    let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-T: 1\r\n\r\n";
+    let got = summary(&every_split(chunked, Other).unwrap());
+    assert_eq!(got, vec![(200, true, 5, chunked.len() as u64)]);
+
+    let interim =
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok";
+    let got = summary(&every_split(interim, Other).unwrap());
+    assert_eq!(got, vec![(201, true, 2, interim.len() as u64)]);
+
+    let head = b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n";
+    assert_eq!(
+        summary(&every_split(head, Head).unwrap()),
+        vec![(200, true, 0, 40)]
+    );
+
+    let close = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end";
+    let got = summary(&every_split(close, Other).unwrap());
+    assert_eq!(got, vec![(200, false, 13, close.len() as u64)]);
+
+    let http10 = b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx";
+    assert_eq!(
+        summary(&every_split(http10, Other).unwrap()),
+        vec![(200, false, 1, 39)]
+    );
+
+    let tunnel = b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n";
+    let got = summary(&every_split(tunnel, Other).unwrap());
+    assert_eq!(got, vec![(101, false, 0, tunnel.len() as u64)]);
+}
+
+#[test]
+fn truncated_and_malformed_responses_are_errors() {
+    let short = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello";
+    assert_eq!(every_split(short, Other).unwrap_err(), UnexpectedEof);
+    let cut = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab";
+    assert_eq!(every_split(cut, Other).unwrap_err(), UnexpectedEof);
+    let head_only = b"HTTP/1.1 200 OK\r\nContent-Le";
+    assert_eq!(every_split(head_only, Other).unwrap_err(), UnexpectedEof);
+    let interim_only = b"HTTP/1.1 100 Continue\r\n\r\n";
+    assert_eq!(every_split(interim_only, Other).unwrap_err(), UnexpectedEof);
+    assert!(read_all(b"garbage\r\n\r\n", Other, 100).is_err());
+    let bad_chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
+    assert!(read_all(bad_chunk, Other, 100).is_err());
+}
+
+#[test]
+fn the_final_head_is_shown_once() {
+    let wire = b"HTTP/1.1 100 Continue\r\nServer: early\r\n\r\nHTTP/1.1 200 OK\r\nServer: s\r\nContent-Length: 0\r\n\r\n";
+    let mut seen = Vec::new();
+    let step = ResponseReader::new()
+        .advance(wire, Other, &Limits::default(), |h| {
+            seen.extend(
+                h.iter()
+                    .filter(|h| h.name == "Server")
+                    .map(|h| h.value.to_vec()),
+            )
+        })
+        .unwrap();
+    assert!(matches!(step, ReadStep::Done(n, _) if n == wire.len()));
+    assert_eq!(seen, vec![b"s".to_vec()]);
+}
