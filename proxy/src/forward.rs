@@ -15,13 +15,13 @@ use crate::error::ProxyError;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop, list_elements};
+use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
+use shared::http::target::origin_form;
 use shared::http::{
-    parse_request, parse_response, BodyKind, CodecError, RequestHead, RequestMethod, ResponseHead,
-    Status, Version,
+    parse_final_response, parse_request, BodyKind, CodecError, RequestHead, RequestMethod,
+    ResponseHead, Status, Version,
 };
-use std::borrow::Cow;
 use std::io::Write as _;
 use std::net::IpAddr;
 
@@ -141,25 +141,6 @@ impl<'b> Named<'b> {
 
 fn eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.eq_ignore_ascii_case(b)
-}
-
-/// The path part of a request target, for routing and for the upstream request line.
-fn origin_form(target: &str) -> Cow<'_, str> {
-    if target.starts_with('/') || target == "*" {
-        return Cow::Borrowed(target);
-    }
-    // absolute-form: scheme "://" authority path-abempty [ "?" query ]
-    let rest = match target.find("://") {
-        Some(i) => &target[i + 3..],
-        None => return Cow::Borrowed(target),
-    };
-    match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => Cow::Borrowed(&rest[i..]),
-        // "http://host?q": the path is empty, so "/" and the query (RFC 9112 3.2.1, 3.3).
-        // Rare enough (absolute-form is for proxies) that allocating here is fine.
-        Some(i) => Cow::Owned(format!("/{}", &rest[i..])),
-        None => Cow::Borrowed("/"),
-    }
 }
 
 /// Parse a request head from `buf` and write the upstream head into `out` (without the
@@ -337,29 +318,11 @@ impl ResponseInfo {
     }
 }
 
-/// Whether a Transfer-Encoding field names a coding other than chunked.
-fn has_coding_other_than_chunked(headers: &[httparse::Header<'_>]) -> bool {
-    headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
-        .flat_map(|h| list_elements(h.value))
-        .any(|c| !c.eq_ignore_ascii_case(b"chunked"))
-}
-
-/// What parsing the upstream's bytes found.
-enum Parsed {
-    Partial,
-    /// An interim (1xx) head of this many bytes, not forwarded: the proxy answered Expect
-    /// itself, and 103 Early Hints are dropped as nginx does.
-    Interim {
-        head_len: usize,
-    },
-    Final(ResponseInfo),
-}
-
-/// Parse the upstream response head in `buf` (skipping interim heads) and write the client's
-/// head into `out`, all but its Connection field and final CRLF: [`end_client_head`] writes
-/// those once the exchange knows whether the client connection stays. `Ok(None)`: incomplete.
+/// Parse the upstream's final response head in `buf` (after any interim heads: the proxy
+/// answered Expect itself, and 103 Early Hints are dropped as nginx does) and write the
+/// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
+/// writes those once the exchange knows whether the client connection stays.
+/// `Ok(None)`: incomplete.
 pub fn prepare_response(
     w: &ProxyWorker,
     buf: &[u8],
@@ -368,38 +331,16 @@ pub fn prepare_response(
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     let limits = &w.cfg.limits.codec;
     let shutting_down = w.shutdown.is_fired();
-    let mut skipped = 0;
-    loop {
-        // Interim heads count against the head limit too: an upstream flooding 1xx
-        // responses must not grow the buffer (or the re-parsing) without bound.
-        if skipped > limits.max_head {
-            return Err(ProxyError::BadResponse(CodecError::HeadTooLarge));
-        }
-        let rest = &buf[skipped..];
-        let parsed = with_headers(limits.max_headers, |storage| {
-            let head = match parse_response(rest, storage, req.method, limits) {
-                Ok(Status::Complete(h)) => h,
-                Ok(Status::Partial) => return Ok(Parsed::Partial),
-                Err(e) => return Err(ProxyError::BadResponse(e)),
-            };
-            if (100..200).contains(&head.status) && head.status != 101 {
-                return Ok(Parsed::Interim {
-                    head_len: head.head_len,
-                });
-            }
-            let info = response_info(&head, req, shutting_down)?;
-            write_client_head(&head, info.framing, out);
-            Ok(Parsed::Final(info))
-        })?;
-        match parsed {
-            Parsed::Partial => return Ok(None),
-            Parsed::Interim { head_len } => skipped += head_len,
-            Parsed::Final(mut info) => {
-                info.head_len += skipped;
-                return Ok(Some(info));
-            }
-        }
-    }
+    with_headers(limits.max_headers, |storage| {
+        let head = match parse_final_response(buf, storage, req.method, limits) {
+            Ok(Status::Complete(h)) => h,
+            Ok(Status::Partial) => return Ok(None),
+            Err(e) => return Err(ProxyError::BadResponse(e)),
+        };
+        let info = response_info(&head, req, shutting_down)?;
+        write_client_head(&head, info.framing, out);
+        Ok(Some(info))
+    })
 }
 
 /// What a final response head means for the relay: how its body reaches the client and
@@ -412,9 +353,7 @@ pub(crate) fn response_info(
     // A coding other than chunked would be lost when the body is re-framed (the client would
     // get, say, gzip bytes with nothing saying so): refuse it, as nginx does ("upstream sent
     // unknown Transfer-Encoding").
-    if matches!(head.body, BodyKind::Chunked | BodyKind::CloseDelimited)
-        && has_coding_other_than_chunked(head.headers)
-    {
+    if head.other_coding {
         return Err(ProxyError::BadResponse(CodecError::UnknownTransferCoding));
     }
     let framing = match head.body {
@@ -431,8 +370,7 @@ pub(crate) fn response_info(
         head_len: head.head_len,
         body: head.body,
         framing,
-        upstream_keep_alive: head.keep_alive
-            && !matches!(head.body, BodyKind::CloseDelimited | BodyKind::Tunnel),
+        upstream_keep_alive: head.keep_alive,
         client_keep_alive: req.keep_alive
             && !shutting_down
             && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel),
