@@ -15,22 +15,35 @@
 //! upstream that answers before taking the whole body (a 413, a 401) has its answer relayed,
 //! as nginx does, and the client connection closes after it (the rest of the body is unread).
 
+//!
+//! # Layout
+//! - this file: the attempts and what follows an answer (relay, pool, tunnel);
+//! - [`outcome`]: what one attempt came to, and whose fault a failure was;
+//! - [`response_head`]: reading the upstream's response head;
+//! - [`upload`]: a streamed request body, sent while the response head is read.
+
+mod outcome;
+mod response_head;
+mod upload;
+
 use crate::balance::Balancer;
-use crate::client::{linger_close, respond_error, worth_parsing, ClientConn};
+use crate::client::{linger_close, respond_error, ClientConn};
 use crate::config::Server;
 use crate::error::ProxyError;
-use crate::forward::{end_client_head, prepare_response, ClientFraming, RequestInfo, ResponseInfo};
-use crate::io::{read_more, read_some, write_all, write_range, IoFail, WriteFail};
+use crate::forward::{end_client_head, ClientFraming, RequestInfo};
+use crate::io::{write_all, write_range, WriteFail};
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
-use crate::worker::{ProxyWorker, RELAY_BUF};
+use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
-use monoio::io::{AsyncReadRent, Splitable};
 use monoio::net::TcpStream;
+use outcome::{no_head, Answered, Attempt, Blame};
+use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
 use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use upload::{stream_request, Streamed};
 
 /// Request bodies up to this size that arrived with the head are sent with it in one write
 /// (and can be sent again on a retry).
@@ -48,7 +61,7 @@ pub enum Next {
 }
 
 /// Counts a request in flight on a server for least-conn / random2, for as long as it lives.
-struct InFlight<'a> {
+pub(super) struct InFlight<'a> {
     balancer: &'a RefCell<Balancer>,
     server: usize,
 }
@@ -96,167 +109,6 @@ fn connect_error(e: &std::io::Error) -> ProxyError {
         ProxyError::NoResources
     } else {
         ProxyError::UpstreamRefused
-    }
-}
-
-/// Why no response head was read.
-#[derive(Debug)]
-enum HeadFail {
-    /// Not one byte arrived (end of stream or error): the request may be sent again. The
-    /// read buffer when the read completed.
-    Nothing(Option<BytesMut>),
-    /// The read timeout passed.
-    Timeout,
-    /// Something arrived but it is not a valid response head.
-    Bad(ProxyError),
-}
-
-/// A final response head, read from the upstream.
-struct Head {
-    resp: ResponseInfo,
-    /// The upstream's bytes: the head (`resp.head_len` of them) and what followed it.
-    ub: BytesMut,
-}
-
-/// Where a response head is read from and written to.
-struct HeadRead<'a> {
-    req: &'a RequestInfo,
-    /// The client's head is written here.
-    out: &'a mut BytesMut,
-    /// The longest wait for each read; `None` when the caller bounds the wait.
-    read_timeout: Option<Duration>,
-}
-
-/// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).
-async fn read_response_head<R: AsyncReadRent>(
-    w: &ProxyWorker,
-    up: &mut R,
-    mut ub: BytesMut,
-    to: HeadRead<'_>,
-) -> Result<Head, HeadFail> {
-    // Bytes of `ub` already parsed as an incomplete head: a head trickling in is parsed again
-    // only when it may have ended (as on the client side), never once per read.
-    let mut parsed = 0;
-    loop {
-        let had = ub.len();
-        let read = match to.read_timeout {
-            Some(t) => read_more(up, ub, RELAY_BUF / 4, monoio::time::Instant::now() + t).await,
-            None => read_some(up, ub, RELAY_BUF / 4).await,
-        };
-        match read {
-            Ok((0, b)) if had == 0 => return Err(HeadFail::Nothing(Some(b))),
-            Ok((0, _)) => return Err(HeadFail::Bad(ProxyError::UpstreamClosed)),
-            Ok((_, b)) => ub = b,
-            Err(IoFail::Timeout) => return Err(HeadFail::Timeout),
-            Err(IoFail::Error(_)) if had == 0 => return Err(HeadFail::Nothing(None)),
-            Err(IoFail::Error(_)) => return Err(HeadFail::Bad(ProxyError::UpstreamIo)),
-        }
-        if !worth_parsing(&ub, parsed, &w.cfg.limits.codec) {
-            continue;
-        }
-        match prepare_response(w, &ub, to.req, to.out) {
-            Ok(Some(resp)) => return Ok(Head { resp, ub }),
-            Ok(None) => parsed = ub.len(),
-            Err(e) => return Err(HeadFail::Bad(e)),
-        }
-    }
-}
-
-/// Whose fault a failed attempt was, for the balancer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Blame {
-    /// The server's: it is marked failed and not tried again for this request.
-    Server,
-    /// Nobody's to count against a server: the client's, the proxy's own shortage, or a
-    /// pooled connection that went stale while idle (the origin closed it unnoticed).
-    Nobody,
-}
-
-impl Blame {
-    /// A failure before any answer: the server's, unless the connection came from the pool.
-    fn unless_stale(reused: bool) -> Blame {
-        if reused {
-            Blame::Nobody
-        } else {
-            Blame::Server
-        }
-    }
-}
-
-/// A server's answer: its final response head, and what the relay needs with it.
-struct Answered<'w> {
-    server: usize,
-    up: Upstream,
-    head: Head,
-    /// The upstream answered before it had the whole request body.
-    early: bool,
-    _in_flight: InFlight<'w>,
-}
-
-/// How one attempt on one server ended.
-enum Attempt<'w> {
-    Answered(Answered<'w>),
-    /// Nothing of the request was taken, or it is safe to send again: try again (another
-    /// server, or a fresh connection).
-    Retry {
-        error: ProxyError,
-        blame: Blame,
-    },
-    /// The exchange ends: the client is answered with `error`'s status.
-    Fail {
-        error: ProxyError,
-        blame: Blame,
-    },
-    /// The exchange ends and the client connection closes without an answer.
-    Abort,
-}
-
-impl Attempt<'_> {
-    fn blame(&self) -> Blame {
-        match self {
-            Attempt::Retry { blame, .. } | Attempt::Fail { blame, .. } => *blame,
-            Attempt::Answered(_) | Attempt::Abort => Blame::Nobody,
-        }
-    }
-}
-
-/// What not getting a response head comes to. `resend`: the request may be sent again if
-/// nothing came back (no byte of a streamed body was sent, and the method is idempotent);
-/// `reused`: the connection came from the pool.
-fn no_head(f: HeadFail, resend: bool, reused: bool) -> Attempt<'static> {
-    match f {
-        HeadFail::Nothing(_) if resend => Attempt::Retry {
-            error: ProxyError::UpstreamClosed,
-            blame: Blame::unless_stale(reused),
-        },
-        // The upstream closed without answering, after taking what cannot be sent again.
-        HeadFail::Nothing(_) => Attempt::Fail {
-            error: ProxyError::UpstreamClosed,
-            blame: Blame::unless_stale(reused),
-        },
-        // Never retried: the request may be running on the server (504).
-        HeadFail::Timeout => Attempt::Fail {
-            error: ProxyError::UpstreamTimeout,
-            blame: Blame::Server,
-        },
-        HeadFail::Bad(error) => Attempt::Fail {
-            error,
-            blame: Blame::Server,
-        },
-    }
-}
-
-/// What a failed relay of the request body comes to (the response head never came).
-fn body_failed(f: RelayFail) -> Attempt<'static> {
-    match f {
-        RelayFail::Client(error) => Attempt::Fail {
-            error,
-            blame: Blame::Nobody,
-        },
-        RelayFail::Upstream(error) => Attempt::Fail {
-            error,
-            blame: Blame::Server,
-        },
     }
 }
 
@@ -469,55 +321,6 @@ async fn send_head(
     }
 }
 
-/// A streamed request's answer.
-struct Streamed {
-    up: Upstream,
-    head: Head,
-    /// The head came before the whole body was sent.
-    early: bool,
-}
-
-/// A streamed request body: answer `Expect: 100-continue` if the client waits for it, then
-/// send the body while reading the response head.
-async fn stream_request(
-    c: &mut ClientConn,
-    w: &ProxyWorker,
-    req: &RequestInfo,
-    up: Upstream,
-    ub: BytesMut,
-) -> Result<Streamed, Attempt<'static>> {
-    if req.expect_continue && c.cin.is_empty() {
-        let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-        let r = monoio::time::timeout(w.cfg.timeouts.send, async {
-            use monoio::io::AsyncWriteRentExt;
-            c.stream.write_all(cont).await.0
-        });
-        if !matches!(r.await, Ok(Ok(_))) {
-            return Err(Attempt::Abort);
-        }
-    }
-    let reused = up.reused;
-    let (up, outcome) = stream_body(c, w, up, ub, req).await;
-    // monoio could not put the connection's halves back together.
-    let Some(up) = up else {
-        return Err(Attempt::Abort);
-    };
-    match outcome {
-        BodyOutcome::Sent(Ok(head)) => Ok(Streamed {
-            up,
-            head,
-            early: false,
-        }),
-        BodyOutcome::Sent(Err(f)) => Err(no_head(f, false, reused)),
-        BodyOutcome::Early(head) => Ok(Streamed {
-            up,
-            head,
-            early: true,
-        }),
-        BodyOutcome::Failed(f) => Err(body_failed(f)),
-    }
-}
-
 /// Relay the response body, then pool the upstream connection if it is clean.
 async fn relay_response(c: &mut ClientConn, a: Answered<'_>, group: usize) -> Next {
     let w = c.w.clone();
@@ -563,94 +366,6 @@ async fn relay_response(c: &mut ClientConn, a: Answered<'_>, group: usize) -> Ne
     }
 }
 
-/// What streaming a request body led to.
-enum BodyOutcome {
-    /// The body was sent; then came a response head, or not.
-    Sent(Result<Head, HeadFail>),
-    /// The upstream answered before it had the whole body (a 413, a 401...).
-    Early(Head),
-    Failed(RelayFail),
-}
-
-/// Stream the request body to the upstream while reading its response head, as nginx does:
-/// an upstream that answers early (and then stops reading, or closes) has its answer relayed
-/// instead of a 502 or a send timeout. The read waits without a deadline while the body is
-/// in flight (a slow upload is bounded by the body and send timeouts) and gets the read
-/// timeout once the body is sent. Returns the connection, put back together (`None` only if
-/// monoio could not reunite its halves).
-///
-/// Costs one small allocation (monoio's split) per streamed body; requests without a body,
-/// or whose body came with the head, never get here.
-async fn stream_body(
-    c: &mut ClientConn,
-    w: &ProxyWorker,
-    up: Upstream,
-    ub: BytesMut,
-    req: &RequestInfo,
-) -> (Option<Upstream>, BodyOutcome) {
-    let Upstream {
-        stream,
-        requests,
-        reused,
-    } = up;
-    let read_timeout = w.cfg.timeouts.read;
-    let (mut ur, mut uw) = stream.into_split();
-    let outcome = {
-        // `uout` (the request head, already sent) frames chunks; `cout` gets the response head.
-        let relay = std::pin::pin!(relay::request_body(
-            w,
-            &mut c.stream,
-            &mut uw,
-            &mut c.cin,
-            &mut c.uout,
-            req.body,
-        ));
-        let to = HeadRead {
-            req,
-            out: &mut c.cout,
-            read_timeout: None,
-        };
-        let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
-        let bounded = |head| async move {
-            match monoio::time::timeout(read_timeout, head).await {
-                Ok(r) => r,
-                Err(_) => Err(HeadFail::Timeout),
-            }
-        };
-        let first = monoio::select! {
-            // The body finishing wins a tie: then the response is not "early".
-            biased;
-            r = relay => Ok(r),
-            h = &mut head => Err(h),
-        };
-        match first {
-            Ok(Ok(())) => BodyOutcome::Sent(bounded(head).await),
-            // A write failed (the upstream closed or reset): it may have answered first.
-            Ok(Err(RelayFail::Upstream(e))) if e != ProxyError::UpstreamTimeout => {
-                match bounded(head).await {
-                    Ok(head) => BodyOutcome::Early(head),
-                    Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
-                }
-            }
-            Ok(Err(f)) => BodyOutcome::Failed(f),
-            Err(Ok(head)) => BodyOutcome::Early(head),
-            Err(Err(HeadFail::Bad(e))) => BodyOutcome::Failed(RelayFail::Upstream(e)),
-            Err(Err(HeadFail::Nothing(_))) => {
-                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
-            }
-            Err(Err(HeadFail::Timeout)) => {
-                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
-            }
-        }
-    };
-    let up = ur.reunite(uw).ok().map(|stream| Upstream {
-        stream,
-        requests,
-        reused,
-    });
-    (up, outcome)
-}
-
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever
 /// the client sent after its request to the upstream; then the connection is a tunnel.
 async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
@@ -678,86 +393,6 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shared::http::CodecError;
-
-    /// An attempt's outcome as comparable values: (what happens next, error, blame).
-    fn settled(a: Attempt<'_>) -> (&'static str, Option<ProxyError>, Blame) {
-        let blame = a.blame();
-        match a {
-            Attempt::Answered(_) => ("answered", None, blame),
-            Attempt::Retry { error, .. } => ("retry", Some(error), blame),
-            Attempt::Fail { error, .. } => ("fail", Some(error), blame),
-            Attempt::Abort => ("abort", None, blame),
-        }
-    }
-
-    #[test]
-    fn what_no_response_head_comes_to() {
-        use Blame::*;
-        use ProxyError::*;
-        let nothing = || HeadFail::Nothing(None);
-        let bad = BadResponse(CodecError::InvalidStatus);
-        // (failure, may be sent again, pooled connection) -> outcome
-        let table = [
-            // Nothing came back: sent again where safe; a pooled connection just went stale.
-            (
-                nothing(),
-                true,
-                false,
-                ("retry", Some(UpstreamClosed), Server),
-            ),
-            (
-                nothing(),
-                true,
-                true,
-                ("retry", Some(UpstreamClosed), Nobody),
-            ),
-            (
-                nothing(),
-                false,
-                false,
-                ("fail", Some(UpstreamClosed), Server),
-            ),
-            (
-                nothing(),
-                false,
-                true,
-                ("fail", Some(UpstreamClosed), Nobody),
-            ),
-            // A timeout or a bad head is the server's, never retried, pooled or not.
-            (
-                HeadFail::Timeout,
-                true,
-                false,
-                ("fail", Some(UpstreamTimeout), Server),
-            ),
-            (
-                HeadFail::Timeout,
-                true,
-                true,
-                ("fail", Some(UpstreamTimeout), Server),
-            ),
-            (HeadFail::Bad(bad), true, true, ("fail", Some(bad), Server)),
-            (
-                HeadFail::Bad(UpstreamIo),
-                false,
-                false,
-                ("fail", Some(UpstreamIo), Server),
-            ),
-        ];
-        for (f, resend, reused, want) in table {
-            let what = format!("{f:?} resend={resend} reused={reused}");
-            assert_eq!(settled(no_head(f, resend, reused)), want, "{what}");
-        }
-        assert_eq!(
-            settled(body_failed(RelayFail::Client(BodyTimeout))),
-            ("fail", Some(BodyTimeout), Nobody)
-        );
-        assert_eq!(
-            settled(body_failed(RelayFail::Upstream(UpstreamIo))),
-            ("fail", Some(UpstreamIo), Server)
-        );
-    }
 
     #[test]
     fn running_out_of_descriptors_is_not_the_servers_fault() {

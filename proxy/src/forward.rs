@@ -6,9 +6,15 @@
 //! Transfer-Encoding, Upgrade unless upgrading to WebSocket), `Expect` removed (the proxy
 //! answers `100-continue` itself), and the body framing written by us.
 //!
-//! Client response: hop-by-hop fields removed and the framing decided here: a known length
-//! is passed on; chunked and close-delimited bodies are re-framed as chunked for HTTP/1.1
-//! clients and sent close-delimited to HTTP/1.0 clients.
+//! Client response: interim heads skipped (`shared::http::parse_final_response`), hop-by-hop
+//! fields removed and the framing decided here: a known length is passed on; chunked and
+//! close-delimited bodies are re-framed as chunked for HTTP/1.1 clients and sent
+//! close-delimited to HTTP/1.0 clients. The head is written when it is parsed, all but its
+//! Connection field, which [`end_client_head`] adds once the exchange knows whether the
+//! client connection stays (an early answer closes it): the head is parsed once.
+//!
+//! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
+//! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
 
 use crate::config::HeaderOptions;
 use crate::error::ProxyError;
