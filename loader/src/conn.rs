@@ -9,6 +9,11 @@
 //! of a `-d` run. Popping and counting never straddle an `.await`, so dropping `drive` at any
 //! await point (timeout, end) leaves the queue exact.
 //!
+//! `drive` runs in rounds, one step each: fill the pipe (tickets up to the depth), ensure a
+//! connection, write the round's batch, read responses. A connection that ends is one
+//! `ConnEnd` value, and `Slot::fail_queued` counts what is still queued from it, in one
+//! place. Responses are read with the shared [`ResponseReader`].
+//!
 //! Per request in steady state (keep-alive): no allocation (the read and write buffers and
 //! the queue are reused; the request bytes are copied into the write buffer), one
 //! `Instant::now()` after each read (the next request's start is the previous response's
@@ -195,7 +200,7 @@ struct Open {
 }
 
 /// Why a connection ends, which decides how the attempts still queued on it are counted
-/// (in one place: [`Slot::fail_queued`]).
+/// (in one place: `Slot::fail_queued`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnEnd {
     /// The connect failed: every queued attempt is a connect failure.

@@ -99,30 +99,64 @@ fn ms_at(hist: &Histogram<u64>, lx: f64) -> f64 {
     hist.value_at_quantile(q) as f64 / 1000.0
 }
 
+/// Where things go on the chart: sizes, the axes' ranges, and the mapping from data to
+/// coordinates.
+struct Frame {
+    /// Decades of the percentile axis.
+    decades: u32,
+    /// Plot area width and height, and its top edge (below the title and the legend).
+    pw: f64,
+    ph: f64,
+    top: f64,
+    /// The whole picture's height.
+    height: f64,
+    /// Latency axis: its top value, tick step and the decimals its labels need.
+    y_top: f64,
+    step: f64,
+    y_decimals: usize,
+}
+
+impl Frame {
+    fn new(series: &[Series]) -> Frame {
+        // The legend sits between the title and the plot, one line per series, so it never
+        // hides a curve.
+        let top = HEADER + LEGEND_LINE * series.len() as f64 + 12.0;
+        let max_ms = series
+            .iter()
+            .filter(|s| !s.hist.is_empty())
+            .map(|s| s.hist.max() as f64 / 1000.0)
+            .fold(0.0, f64::max);
+        let step = nice_step(if max_ms > 0.0 { max_ms } else { 1.0 }, 6.0);
+        Frame {
+            decades: decades(series),
+            pw: WIDTH - LEFT - RIGHT,
+            ph: PLOT_HEIGHT,
+            top,
+            height: top + PLOT_HEIGHT + BOTTOM,
+            y_top: ((max_ms / step).ceil().max(1.0)) * step,
+            step,
+            y_decimals: if step >= 1.0 {
+                0
+            } else {
+                (-step.log10()).ceil() as usize
+            },
+        }
+    }
+
+    /// x of log10(1/(1-p)) = `lx`.
+    fn x_of(&self, lx: f64) -> f64 {
+        LEFT + lx / self.decades as f64 * self.pw
+    }
+
+    fn y_of(&self, ms: f64) -> f64 {
+        self.top + self.ph - ms / self.y_top * self.ph
+    }
+}
+
 /// Render the chart. `title` goes on top; series are drawn in order, colours cycling.
 pub fn render(title: &str, series: &[Series]) -> String {
-    let d = decades(series);
-    let pw = WIDTH - LEFT - RIGHT;
-    // The legend sits between the title and the plot, one line per series, so it never
-    // hides a curve.
-    let top = HEADER + LEGEND_LINE * series.len() as f64 + 12.0;
-    let ph = PLOT_HEIGHT;
-    let height = top + ph + BOTTOM;
-    let max_ms = series
-        .iter()
-        .filter(|s| !s.hist.is_empty())
-        .map(|s| s.hist.max() as f64 / 1000.0)
-        .fold(0.0, f64::max);
-    let step = nice_step(if max_ms > 0.0 { max_ms } else { 1.0 }, 6.0);
-    let y_top = ((max_ms / step).ceil().max(1.0)) * step;
-    let y_decimals = if step >= 1.0 {
-        0
-    } else {
-        (-step.log10()).ceil() as usize
-    };
-    let x_of = |lx: f64| LEFT + lx / d as f64 * pw;
-    let y_of = |ms: f64| top + ph - ms / y_top * ph;
-
+    let f = Frame::new(series);
+    let height = f.height;
     let mut s = String::with_capacity(16 * 1024 + series.len() * SAMPLES * 20);
     let _ = writeln!(
         s,
@@ -133,13 +167,35 @@ pub fn render(title: &str, series: &[Series]) -> String {
         WIDTH / 2.0,
         escape(title)
     );
+    grid(&mut s, &f);
+    axes(&mut s, &f);
+    for (i, ser) in series.iter().enumerate() {
+        if !ser.hist.is_empty() {
+            curve(&mut s, &f, ser, COLOURS[i % COLOURS.len()]);
+        }
+    }
+    legend(&mut s, series);
+    if series.iter().all(|s| s.hist.is_empty()) {
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#808080">no completed requests</text>"##,
+            LEFT + f.pw / 2.0,
+            f.top + f.ph / 2.0
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}
 
-    // Grid: minor lines at 2..9 within each decade of 1/(1-p), major lines at the decades.
+/// Grid: minor lines at 2..9 within each decade of 1/(1-p), major lines at the decades, and
+/// the latency ticks.
+fn grid(s: &mut String, f: &Frame) {
+    let (top, ph, pw) = (f.top, f.ph, f.pw);
     s.push_str(r##"<g class="grid" stroke-width="1">"##);
     s.push('\n');
-    for k in 0..d {
+    for k in 0..f.decades {
         for m in 2..10 {
-            let x = x_of(k as f64 + (m as f64).log10());
+            let x = f.x_of(k as f64 + (m as f64).log10());
             let _ = writeln!(
                 s,
                 r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#f0f0f0"/>"##,
@@ -147,8 +203,8 @@ pub fn render(title: &str, series: &[Series]) -> String {
             );
         }
     }
-    for k in 0..=d {
-        let x = x_of(k as f64);
+    for k in 0..=f.decades {
+        let x = f.x_of(k as f64);
         let _ = writeln!(
             s,
             r##"<line x1="{x:.1}" y1="{top}" x2="{x:.1}" y2="{:.1}" stroke="#c8c8c8"/>
@@ -158,10 +214,10 @@ pub fn render(title: &str, series: &[Series]) -> String {
             decade_label(k)
         );
     }
-    let ticks = (y_top / step).round() as u64;
+    let ticks = (f.y_top / f.step).round() as u64;
     for i in 0..=ticks {
-        let v = i as f64 * step;
-        let y = y_of(v);
+        let v = i as f64 * f.step;
+        let y = f.y_of(v);
         let _ = writeln!(
             s,
             r##"<line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e0e0e0"/>
@@ -169,48 +225,50 @@ pub fn render(title: &str, series: &[Series]) -> String {
             LEFT + pw,
             LEFT - 8.0,
             y + 4.0,
-            fmt_ms(v, y_decimals)
+            fmt_ms(v, f.y_decimals)
         );
     }
     s.push_str("</g>\n");
+}
 
-    // Axes and their names.
+/// The plot area's frame and the axes' names.
+fn axes(s: &mut String, f: &Frame) {
+    let (top, ph, pw) = (f.top, f.ph, f.pw);
     let _ = writeln!(
         s,
         r##"<rect x="{LEFT}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#404040"/>
 <text x="{:.1}" y="{:.1}" text-anchor="middle">Percentile</text>
 <text x="20" y="{:.1}" text-anchor="middle" transform="rotate(-90 20 {:.1})">Latency (ms)</text>"##,
         LEFT + pw / 2.0,
-        height - 20.0,
+        f.height - 20.0,
         top + ph / 2.0,
         top + ph / 2.0
     );
+}
 
-    // Curves.
-    for (i, ser) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        if ser.hist.is_empty() {
-            continue;
-        }
-        let _ = write!(
-            s,
-            r#"<polyline class="series" data-label="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-linejoin="round" points=""#,
-            escape(&ser.label)
-        );
-        for j in 0..=SAMPLES {
-            let lx = d as f64 * j as f64 / SAMPLES as f64;
-            // The right edge is the longest request, whatever percentile the axis stops at.
-            let ms = if j == SAMPLES {
-                ser.hist.max() as f64 / 1000.0
-            } else {
-                ms_at(ser.hist, lx)
-            };
-            let _ = write!(s, "{:.1},{:.1} ", x_of(lx), y_of(ms));
-        }
-        s.push_str("\"/>\n");
+/// One series' curve, sampled along the percentile axis.
+fn curve(s: &mut String, f: &Frame, ser: &Series, colour: &str) {
+    let _ = write!(
+        s,
+        r#"<polyline class="series" data-label="{}" fill="none" stroke="{colour}" stroke-width="2" stroke-linejoin="round" points=""#,
+        escape(&ser.label)
+    );
+    let d = f.decades;
+    for j in 0..=SAMPLES {
+        let lx = d as f64 * j as f64 / SAMPLES as f64;
+        // The right edge is the longest request, whatever percentile the axis stops at.
+        let ms = if j == SAMPLES {
+            ser.hist.max() as f64 / 1000.0
+        } else {
+            ms_at(ser.hist, lx)
+        };
+        let _ = write!(s, "{:.1},{:.1} ", f.x_of(lx), f.y_of(ms));
     }
+    s.push_str("\"/>\n");
+}
 
-    // Legend, under the title.
+/// Legend, under the title: a line per series with its colour and headline figures.
+fn legend(s: &mut String, series: &[Series]) {
     let lx = LEFT;
     let mut ly = HEADER + LEGEND_LINE - 4.0;
     for (i, ser) in series.iter().enumerate() {
@@ -241,16 +299,6 @@ pub fn render(title: &str, series: &[Series]) -> String {
         );
         ly += LEGEND_LINE;
     }
-    if series.iter().all(|s| s.hist.is_empty()) {
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#808080">no completed requests</text>"##,
-            LEFT + pw / 2.0,
-            top + ph / 2.0
-        );
-    }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// Render and write to `path`.

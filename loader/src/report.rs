@@ -120,12 +120,28 @@ pub fn achieved_rate(r: &RunResult) -> f64 {
 /// The human report.
 pub fn render(r: &RunResult) -> String {
     let mut s = String::with_capacity(4096);
-    let t = &r.totals;
-    let f = &t.failures;
-    let d = Derived::of(r);
-    let first = r.urls.first();
+    server_and_document(&mut s, r);
+    totals(&mut s, r);
+    if r.totals.completed > 0 {
+        connection_times(&mut s, r);
+    }
+    // Extras: what wrk and http_load add.
+    s.push('\n');
+    if let Some(target) = r.target_rate() {
+        rate(&mut s, r, target);
+    }
+    extras(&mut s, r);
+    what_was_sent(&mut s, r);
+    if r.urls.len() > 1 {
+        url_table(&mut s, r);
+    }
+    run_context(&mut s, r);
+    s
+}
 
-    // Header block, as ab prints it.
+/// ab's header block: the server and the document.
+fn server_and_document(s: &mut String, r: &RunResult) {
+    let first = r.urls.first();
     let _ = writeln!(
         s,
         "Server Software:        {}",
@@ -163,7 +179,13 @@ pub fn render(r: &RunResult) -> String {
         }
     }
     s.push('\n');
+}
 
+/// ab's totals: concurrency, time, counts, bytes and the derived rates.
+fn totals(s: &mut String, r: &RunResult) {
+    let t = &r.totals;
+    let f = &t.failures;
+    let d = Derived::of(r);
     if r.pipeline > 1 {
         let _ = writeln!(
             s,
@@ -229,55 +251,66 @@ pub fn render(r: &RunResult) -> String {
             d.transfer_rate_kbytes + d.sent_rate_kbytes
         );
     }
+}
 
-    if t.completed > 0 {
-        s.push_str("\nConnection Times (ms)\n");
+/// ab's "Connection Times (ms)" table and percentiles.
+fn connection_times(s: &mut String, r: &RunResult) {
+    s.push_str("\nConnection Times (ms)\n");
+    let _ = writeln!(
+        s,
+        "{:12}{:>7} {:>7}[+/-sd] {:>8} {:>9}",
+        "", "min", "mean", "median", "max"
+    );
+    for (name, h) in [
+        ("Connect:", &r.hist.connect),
+        ("Processing:", &r.hist.processing),
+        ("Waiting:", &r.hist.waiting),
+        ("Total:", &r.hist.total),
+    ] {
+        let row = TimeRow::of(h);
         let _ = writeln!(
             s,
-            "{:12}{:>7} {:>7}[+/-sd] {:>8} {:>9}",
-            "", "min", "mean", "median", "max"
+            "{name:<12}{:>7.3} {:>7.3} {:>6.3} {:>8.3} {:>9.3}",
+            row.min, row.mean, row.sd, row.median, row.max
         );
-        for (name, h) in [
-            ("Connect:", &r.hist.connect),
-            ("Processing:", &r.hist.processing),
-            ("Waiting:", &r.hist.waiting),
-            ("Total:", &r.hist.total),
-        ] {
-            let row = TimeRow::of(h);
-            let _ = writeln!(
-                s,
-                "{name:<12}{:>7.3} {:>7.3} {:>6.3} {:>8.3} {:>9.3}",
-                row.min, row.mean, row.sd, row.median, row.max
-            );
-        }
-        s.push_str("\nPercentage of the requests served within a certain time (ms)\n");
-        percentile_table(&mut s, &r.hist.total);
     }
+    s.push_str("\nPercentage of the requests served within a certain time (ms)\n");
+    percentile_table(s, &r.hist.total);
+}
 
-    // Extras: what wrk and http_load add.
-    s.push('\n');
-    if let Some(target) = r.target_rate() {
-        let achieved = achieved_rate(r);
-        let _ = writeln!(s, "Target rate:            {target:.2} [#/sec]");
-        let _ = writeln!(s, "Achieved rate:          {achieved:.2} [#/sec]");
-        if r.rate_reached() == Some(false) {
-            let _ =
-                writeln!(
-                s,
-                "WARNING: target rate NOT reached: {achieved:.2} of {target:.2} req/s ({:.1}%); \
-                 add connections (-c) or the server is saturated",
-                if target > 0.0 { achieved / target * 100.0 } else { 0.0 }
-            );
-        }
-        if t.completed > 0 {
-            s.push_str(
-                "\nUncorrected percentages (ms, from each request's actual send time, \
-                 not corrected for coordinated omission)\n",
-            );
-            percentile_table(&mut s, &r.hist.uncorrected);
-        }
-        s.push('\n');
+/// `--rate`: the target against the achieved rate, and the uncorrected percentiles.
+fn rate(s: &mut String, r: &RunResult, target: f64) {
+    let t = &r.totals;
+    let achieved = achieved_rate(r);
+    let _ = writeln!(s, "Target rate:            {target:.2} [#/sec]");
+    let _ = writeln!(s, "Achieved rate:          {achieved:.2} [#/sec]");
+    if r.rate_reached() == Some(false) {
+        let _ = writeln!(
+            s,
+            "WARNING: target rate NOT reached: {achieved:.2} of {target:.2} req/s ({:.1}%); \
+             add connections (-c) or the server is saturated",
+            if target > 0.0 {
+                achieved / target * 100.0
+            } else {
+                0.0
+            }
+        );
     }
+    if t.completed > 0 {
+        s.push_str(
+            "\nUncorrected percentages (ms, from each request's actual send time, \
+             not corrected for coordinated omission)\n",
+        );
+        percentile_table(s, &r.hist.uncorrected);
+    }
+    s.push('\n');
+}
+
+/// http_load's connect and first-response times and bad byte counts, wrk's socket errors,
+/// the status codes, what was abandoned.
+fn extras(s: &mut String, r: &RunResult) {
+    let t = &r.totals;
+    let f = &t.failures;
     let cpc = &r.hist.connect_per_connection;
     if !cpc.is_empty() {
         let _ = writeln!(
@@ -320,6 +353,10 @@ pub fn render(r: &RunResult) -> String {
     if t.abandoned > 0 {
         let _ = writeln!(s, "In flight at the end (not counted): {}", t.abandoned);
     }
+}
+
+/// What was sent and over how many connections (byte counts differ from ab's otherwise).
+fn what_was_sent(s: &mut String, r: &RunResult) {
     // What was sent: byte counts differ from ab's, which speaks HTTP/1.0, unless --http1.0.
     let _ = writeln!(
         s,
@@ -344,11 +381,10 @@ pub fn render(r: &RunResult) -> String {
             s.push_str("Source addresses:       1 (the kernel's choice)\n");
         }
     }
+}
 
-    if r.urls.len() > 1 {
-        url_table(&mut s, r);
-    }
-
+/// Workers, warm-up, interruption.
+fn run_context(s: &mut String, r: &RunResult) {
     let _ = writeln!(
         s,
         "Workers:                {} ({}; {})",
@@ -366,7 +402,6 @@ pub fn render(r: &RunResult) -> String {
             "Interrupted:            yes (Ctrl-C or SIGTERM); the figures cover what was done\n",
         );
     }
-    s
 }
 
 /// ab's percentile table, extended with 99.9 and 99.99, then the longest request.

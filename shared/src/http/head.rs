@@ -75,6 +75,8 @@ pub struct ResponseHead<'h, 'b> {
     pub status: u16,
     pub reason: &'b str,
     pub headers: &'h [httparse::Header<'b>],
+    /// Bytes of the buffer the head took, final CRLFCRLF included; from
+    /// [`parse_final_response`](super::parse_final_response), the interim heads before it too.
     pub head_len: usize,
     /// Framing, decided from the request method and the status (RFC 9112 6.3).
     pub body: BodyKind,

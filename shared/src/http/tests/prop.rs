@@ -3,10 +3,10 @@
 
 use super::*;
 
-struct XorShift(u64);
+pub(super) struct XorShift(pub(super) u64);
 
 impl XorShift {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x << 13;
         x ^= x >> 7;
@@ -14,7 +14,7 @@ impl XorShift {
         self.0 = x;
         x
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 }
