@@ -1,13 +1,15 @@
-//! The accept loop: never dies, never waits on an upstream.
+//! The proxy's listeners: socket options, and its side of the shared accept loop
+//! (`shared::accept`: never dies, never waits on an upstream, backs off on EMFILE).
 //!
-//! - Resource errors (EMFILE...) back off for milliseconds, are counted, and logged
-//!   rate-limited, so a full fd table cannot spin a core.
+//! - Accept errors are counted and logged rate-limited.
 //! - At `max_connections` the loop stops accepting: new connections wait in the kernel's
 //!   backlog instead of being accepted and dropped.
 //! - On shutdown the loop ends and the listener closes.
 
-use crate::worker::Worker;
-use monoio::net::TcpListener;
+use crate::worker::ProxyWorker;
+use monoio::net::{TcpListener, TcpStream};
+use shared::accept::Acceptor;
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 /// Set TCP_NODELAY on a listening socket: Linux copies it to every accepted socket, so
@@ -45,37 +47,31 @@ pub fn defer_accept_listener(l: &std::net::TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
-pub async fn run(w: Rc<Worker>, listener: TcpListener) {
-    let mut stop = w.shutdown.wait();
-    let max = w.cfg.limits.max_connections.max(1);
-    loop {
-        if w.active() >= max {
-            monoio::select! {
-                _ = w.slot_free() => {}
-                _ = &mut stop => return,
-            }
-        }
-        let accepted = monoio::select! {
-            r = listener.accept() => r,
-            _ = &mut stop => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => {
-                // TCP_NODELAY is inherited from the listener (see `nodelay_listener`): no
-                // setsockopt per connection.
-                let guard = w.enter();
-                monoio::spawn(crate::client::serve(w.clone(), stream, peer, guard));
-            }
-            Err(e) => {
-                w.stats.accept_errors.incr();
-                w.log_error(format_args!("accept: {e}"));
-                let pause = shared::net::accept_backoff(&e);
-                monoio::select! {
-                    _ = monoio::time::sleep(pause) => {}
-                    _ = &mut stop => return,
-                }
-            }
-        }
+/// Accept on `listener` until shutdown (the loop itself is `shared::accept::run`).
+pub async fn run(w: Rc<ProxyWorker>, listener: TcpListener) {
+    let shutdown = w.shutdown.clone();
+    shared::accept::run(&listener, &shutdown, &w).await;
+}
+
+impl Acceptor for ProxyWorker {
+    fn has_slot(&self) -> bool {
+        self.active() < self.cfg.limits.max_connections.max(1)
+    }
+
+    async fn slot_freed(&self) {
+        self.slot_free().await
+    }
+
+    fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
+        // TCP_NODELAY is inherited from the listener (see `nodelay_listener`): no setsockopt
+        // per connection.
+        let guard = self.enter();
+        monoio::spawn(crate::client::serve(self.clone(), stream, peer, guard));
+    }
+
+    fn failed(&self, e: &std::io::Error) {
+        self.stats.accept_errors.incr();
+        self.log_error(format_args!("accept: {e}"));
     }
 }
 

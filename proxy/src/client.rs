@@ -15,7 +15,7 @@ use crate::error::{Fault, ProxyError};
 use crate::exchange::{self, Next};
 use crate::forward::{prepare_request, IpText, RequestInfo};
 use crate::io::{read_more, write_all, IoFail};
-use crate::worker::{ConnBufs, ConnGuard, Worker};
+use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
@@ -30,7 +30,7 @@ use std::time::Duration;
 /// A client connection's state; its buffers live as long as the connection and are reused
 /// by every request on it.
 pub struct ClientConn {
-    pub w: Rc<Worker>,
+    pub w: Rc<ProxyWorker>,
     pub stream: TcpStream,
     pub ip: IpText,
     /// Bytes read from the client and not yet consumed.
@@ -41,7 +41,7 @@ pub struct ClientConn {
     pub cout: BytesMut,
 }
 
-pub async fn serve(w: Rc<Worker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
     let _guard = guard;
     let bufs = w.take_conn_bufs();
     let mut c = ClientConn {

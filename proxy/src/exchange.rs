@@ -15,22 +15,35 @@
 //! upstream that answers before taking the whole body (a 413, a 401) has its answer relayed,
 //! as nginx does, and the client connection closes after it (the rest of the body is unread).
 
+//!
+//! # Layout
+//! - this file: the attempts and what follows an answer (relay, pool, tunnel);
+//! - [`outcome`]: what one attempt came to, and whose fault a failure was;
+//! - [`response_head`]: reading the upstream's response head;
+//! - [`upload`]: a streamed request body, sent while the response head is read.
+
+mod outcome;
+mod response_head;
+mod upload;
+
 use crate::balance::Balancer;
-use crate::client::{linger_close, respond_error, worth_parsing, ClientConn};
+use crate::client::{linger_close, respond_error, ClientConn};
 use crate::config::Server;
 use crate::error::ProxyError;
-use crate::forward::{prepare_response, ClientFraming, RequestInfo, ResponseInfo};
-use crate::io::{read_more, read_some, write_all, write_range, IoFail, WriteFail};
+use crate::forward::{end_client_head, ClientFraming, RequestInfo};
+use crate::io::{write_all, write_range, WriteFail};
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
-use crate::worker::{Worker, RELAY_BUF};
+use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
-use monoio::io::{AsyncReadRent, Splitable};
 use monoio::net::TcpStream;
+use outcome::{no_head, Answered, Attempt, Blame};
+use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use shared::http::encode::{end_head, write_header};
-use shared::http::{BodyKind, CodecError};
+use shared::http::BodyKind;
 use std::cell::RefCell;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+use upload::{stream_request, Streamed};
 
 /// Request bodies up to this size that arrived with the head are sent with it in one write
 /// (and can be sent again on a retry).
@@ -48,7 +61,7 @@ pub enum Next {
 }
 
 /// Counts a request in flight on a server for least-conn / random2, for as long as it lives.
-struct InFlight<'a> {
+pub(super) struct InFlight<'a> {
     balancer: &'a RefCell<Balancer>,
     server: usize,
 }
@@ -66,7 +79,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn connect(w: &Worker, server: &Server) -> Result<Upstream, ProxyError> {
+async fn connect(w: &ProxyWorker, server: &Server) -> Result<Upstream, ProxyError> {
     w.stats.upstream_connects.incr();
     let r = monoio::time::timeout(
         w.cfg.timeouts.connect,
@@ -99,52 +112,23 @@ fn connect_error(e: &std::io::Error) -> ProxyError {
     }
 }
 
-/// Why no response head was read.
-enum HeadFail {
-    /// Not one byte arrived (end of stream or error): the request may be retried.
-    Nothing(Option<BytesMut>),
-    /// The read timeout passed.
-    Timeout,
-    /// Something arrived but it is not a valid response head.
-    Bad(ProxyError),
+/// What every attempt sends.
+struct Plan<'r> {
+    req: &'r RequestInfo,
+    /// Bytes of `uout` taken by the upstream head before the per-attempt Host field and the
+    /// final CRLF.
+    head_len: usize,
+    /// The body came with the head and is sent with it (and again on a retry): its length.
+    /// `None`: the body is streamed.
+    inline: Option<usize>,
 }
 
-/// Read until a whole final response head is in `ub` (and the client's head is in `head`).
-/// `read_timeout`: the longest wait for each read; `None` when the caller bounds the wait.
-async fn read_response_head<R: AsyncReadRent>(
-    w: &Worker,
-    up: &mut R,
-    mut ub: BytesMut,
-    req: &RequestInfo,
-    head: &mut BytesMut,
-    read_timeout: Option<Duration>,
-) -> Result<(ResponseInfo, BytesMut), HeadFail> {
-    // Bytes of `ub` already parsed as an incomplete head: a head trickling in is parsed again
-    // only when it may have ended (as on the client side), never once per read.
-    let mut parsed = 0;
-    loop {
-        let had = ub.len();
-        let read = match read_timeout {
-            Some(t) => read_more(up, ub, RELAY_BUF / 4, monoio::time::Instant::now() + t).await,
-            None => read_some(up, ub, RELAY_BUF / 4).await,
-        };
-        match read {
-            Ok((0, b)) if had == 0 => return Err(HeadFail::Nothing(Some(b))),
-            Ok((0, _)) => return Err(HeadFail::Bad(ProxyError::UpstreamClosed)),
-            Ok((_, b)) => ub = b,
-            Err(IoFail::Timeout) => return Err(HeadFail::Timeout),
-            Err(IoFail::Error(_)) if had == 0 => return Err(HeadFail::Nothing(None)),
-            Err(IoFail::Error(_)) => return Err(HeadFail::Bad(ProxyError::UpstreamIo)),
-        }
-        if !worth_parsing(&ub, parsed, &w.cfg.limits.codec) {
-            continue;
-        }
-        match prepare_response(w, &ub, req, head) {
-            Ok(Some(info)) => return Ok((info, ub)),
-            Ok(None) => parsed = ub.len(),
-            Err(e) => return Err(HeadFail::Bad(e)),
-        }
-    }
+/// How the exchange ends when no server answered.
+enum Unanswered {
+    /// Answer the client with this error's status.
+    Respond(ProxyError),
+    /// Close the client connection without an answer.
+    Close,
 }
 
 async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
@@ -152,9 +136,9 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
     Next::Close
 }
 
+/// One exchange: attempts until a server answers, then its response relayed.
 pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
     let w = c.w.clone();
-    let t = &w.cfg.timeouts;
     c.cin.advance(req.head_len);
     let inline = match req.body {
         BodyKind::Empty => Some(0),
@@ -163,183 +147,202 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
         }
         _ => None,
     };
-    let g = req.group;
+    let plan = Plan {
+        req: &req,
+        head_len: c.uout.len(),
+        inline,
+    };
+    let mut a = match attempts(c, &w, &plan).await {
+        Ok(a) => a,
+        Err(Unanswered::Respond(e)) => return fail(c, e).await,
+        Err(Unanswered::Close) => return Next::Close,
+    };
+    if let Some(n) = inline {
+        c.cin.advance(n);
+    }
+    if a.early {
+        match a.head.resp.answered_early() {
+            Ok(resp) => a.head.resp = resp,
+            Err(e) => return fail(c, e).await,
+        }
+    }
+    end_client_head(&mut c.cout, &a.head.resp);
+    if a.head.resp.framing == ClientFraming::Tunnel {
+        return start_tunnel(c, a.up, a.head).await;
+    }
+    relay_response(c, a, req.group).await
+}
+
+/// Attempts, server after server, until one answers or none is left. Every failed attempt
+/// is counted against its server here and only here, from what the attempt came to.
+async fn attempts<'w>(
+    c: &mut ClientConn,
+    w: &'w ProxyWorker,
+    plan: &Plan<'_>,
+) -> Result<Answered<'w>, Unanswered> {
+    let g = plan.req.group;
     let group = &w.cfg.groups[g];
     let balancer = &w.balancers[g];
-    let base = c.uout.len();
     let mut tried: Vec<usize> = Vec::new();
     let mut last = ProxyError::UpstreamRefused;
     let mut budget = 2 * group.servers.len() + group.keepalive.min(64) + 2;
+    // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
-    // The upstream answered before the whole request body was sent.
-    let mut early = false;
-
-    // Attempts until a response head arrives.
-    let (s, mut up, mut resp, ub, _in_flight) = loop {
+    let end = loop {
         if budget == 0 {
-            return fail(c, last).await;
+            break Err(Unanswered::Respond(last));
         }
         budget -= 1;
-        let now = Instant::now();
-        let Some(s) = balancer.borrow_mut().pick(&tried, now) else {
-            return fail(c, last).await;
+        let Some(s) = balancer.borrow_mut().pick(&tried, Instant::now()) else {
+            break Err(Unanswered::Respond(last));
         };
-        let server = &group.servers[s];
-        let pooled = w.pools[g][s].borrow_mut().take(now);
-        let mut up = match pooled {
-            Some(up) => up,
-            None => match connect(&w, server).await {
-                Ok(up) => up,
-                Err(ProxyError::NoResources) => return fail(c, ProxyError::NoResources).await,
-                Err(e) => {
-                    balancer.borrow_mut().failed(s, Instant::now());
-                    tried.push(s);
-                    last = e;
-                    continue;
-                }
-            },
-        };
-        let in_flight = InFlight::new(balancer, s);
-
-        // The head (and a body that came with it) in one write.
-        c.uout.truncate(base);
-        if !req.host_written {
-            write_header(&mut c.uout, b"Host", server.name.as_bytes());
+        let outcome = attempt(c, w, plan, s, &mut spare).await;
+        if outcome.blame() == Blame::Server {
+            balancer.borrow_mut().failed(s, Instant::now());
+            tried.push(s);
         }
-        end_head(&mut c.uout);
-        if let Some(n) = inline {
-            c.uout.extend_from_slice(&c.cin[..n]);
-        }
-        let buf = std::mem::take(&mut c.uout);
-        match write_all(&mut up.stream, buf, t.upstream_send).await {
-            Ok(b) => c.uout = b,
-            Err(WriteFail { buf: Some(b), .. }) => {
-                // Nothing was delivered: safe to send again, whatever the method.
-                c.uout = b;
-                if !up.reused {
-                    balancer.borrow_mut().failed(s, Instant::now());
-                    tried.push(s);
-                }
-                last = ProxyError::UpstreamIo;
-                continue;
+        match outcome {
+            Attempt::Answered(a) => {
+                balancer.borrow_mut().succeeded(s);
+                break Ok(a);
             }
-            Err(WriteFail { buf: None, .. }) => {
-                balancer.borrow_mut().failed(s, Instant::now());
-                return fail(c, ProxyError::UpstreamTimeout).await;
-            }
-        }
-        up.requests += 1;
-
-        let streamed = inline.is_none();
-        let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
-        ub.clear();
-        let head = if streamed {
-            if req.expect_continue && c.cin.is_empty() {
-                let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-                let r = monoio::time::timeout(t.send, async {
-                    use monoio::io::AsyncWriteRentExt;
-                    c.stream.write_all(cont).await.0
-                });
-                if !matches!(r.await, Ok(Ok(_))) {
-                    return Next::Close;
-                }
-            }
-            let Upstream {
-                stream,
-                requests,
-                reused,
-            } = up;
-            let (stream, outcome) = stream_body(c, &w, stream, ub, &req).await;
-            let Some(stream) = stream else {
-                return Next::Close;
-            };
-            up = Upstream {
-                stream,
-                requests,
-                reused,
-            };
-            match outcome {
-                BodyOutcome::Sent(head) => head,
-                BodyOutcome::Early(resp, ub) => {
-                    early = true;
-                    Ok((resp, ub))
-                }
-                BodyOutcome::Failed(RelayFail::Client(e)) => return fail(c, e).await,
-                BodyOutcome::Failed(RelayFail::Upstream(e)) => {
-                    balancer.borrow_mut().failed(s, Instant::now());
-                    return fail(c, e).await;
-                }
-            }
-        } else {
-            read_response_head(&w, &mut up.stream, ub, &req, &mut c.cout, Some(t.read)).await
-        };
-        match head {
-            Ok((resp, ub)) => break (s, up, resp, ub, in_flight),
-            Err(HeadFail::Nothing(b)) => {
-                spare = b;
-                // The upstream closed without answering.
-                if streamed || !req.idempotent {
-                    if !up.reused {
-                        balancer.borrow_mut().failed(s, Instant::now());
-                    }
-                    return fail(c, ProxyError::UpstreamClosed).await;
-                }
-                if !up.reused {
-                    balancer.borrow_mut().failed(s, Instant::now());
-                    tried.push(s);
-                }
-                last = ProxyError::UpstreamClosed;
-            }
-            Err(HeadFail::Timeout) => {
-                balancer.borrow_mut().failed(s, Instant::now());
-                return fail(c, ProxyError::UpstreamTimeout).await;
-            }
-            Err(HeadFail::Bad(e)) => {
-                balancer.borrow_mut().failed(s, Instant::now());
-                return fail(c, e).await;
-            }
+            Attempt::Retry { error, .. } => last = error,
+            Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
+            Attempt::Abort => break Err(Unanswered::Close),
         }
     };
     if let Some(b) = spare {
         w.give_buf(b);
     }
-    balancer.borrow_mut().succeeded(s);
-    if let Some(n) = inline {
-        c.cin.advance(n);
-    }
+    end
+}
 
-    if early {
-        // The rest of the client's body was never read: the client connection closes after
-        // this response, and the upstream connection (which got part of a body) is not reused.
-        let req = RequestInfo {
-            keep_alive: false,
-            ..req
+/// One attempt on server `s`: a connection (pooled or new), the request, the response head.
+async fn attempt<'w>(
+    c: &mut ClientConn,
+    w: &'w ProxyWorker,
+    plan: &Plan<'_>,
+    s: usize,
+    spare: &mut Option<BytesMut>,
+) -> Attempt<'w> {
+    let g = plan.req.group;
+    let server = &w.cfg.groups[g].servers[s];
+    let pooled = w.pools[g][s].borrow_mut().take(Instant::now());
+    let mut up = match pooled {
+        Some(up) => up,
+        None => match connect(w, server).await {
+            Ok(up) => up,
+            Err(ProxyError::NoResources) => {
+                return Attempt::Fail {
+                    error: ProxyError::NoResources,
+                    blame: Blame::Nobody,
+                }
+            }
+            Err(error) => {
+                return Attempt::Retry {
+                    error,
+                    blame: Blame::Server,
+                }
+            }
+        },
+    };
+    let in_flight = InFlight::new(&w.balancers[g], s);
+    if let Err(unsent) = send_head(c, w, plan, server, &mut up).await {
+        return unsent;
+    }
+    up.requests += 1;
+    let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
+    ub.clear();
+    let (up, head, early) = if plan.inline.is_some() {
+        let to = HeadRead {
+            req: plan.req,
+            out: &mut c.cout,
+            read_timeout: Some(w.cfg.timeouts.read),
         };
-        match prepare_response(&w, &ub, &req, &mut c.cout) {
-            Ok(Some(info)) if info.framing != ClientFraming::Tunnel => resp = info,
-            _ => return fail(c, ProxyError::BadResponse(CodecError::InvalidStatus)).await,
+        match read_response_head(w, &mut up.stream, ub, to).await {
+            Ok(head) => (up, head, false),
+            Err(mut f) => {
+                if let HeadFail::Nothing(b) = &mut f {
+                    *spare = b.take();
+                }
+                return no_head(f, plan.req.idempotent, up.reused);
+            }
         }
-        resp.upstream_keep_alive = false;
+    } else {
+        match stream_request(c, w, plan.req, up, ub).await {
+            Ok(Streamed { up, head, early }) => (up, head, early),
+            Err(f) => return f,
+        }
+    };
+    Attempt::Answered(Answered {
+        server: s,
+        up,
+        head,
+        early,
+        _in_flight: in_flight,
+    })
+}
+
+/// Send the request head (with a body that came with it) in one write; `Err`: what the
+/// attempt came to.
+async fn send_head(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    plan: &Plan<'_>,
+    server: &Server,
+    up: &mut Upstream,
+) -> Result<(), Attempt<'static>> {
+    c.uout.truncate(plan.head_len);
+    if !plan.req.host_written {
+        write_header(&mut c.uout, b"Host", server.name.as_bytes());
     }
-    if resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, up, resp, ub).await;
+    end_head(&mut c.uout);
+    if let Some(n) = plan.inline {
+        c.uout.extend_from_slice(&c.cin[..n]);
     }
-    let r = relay::response_body(
-        &w,
-        &mut c.stream,
-        &mut up.stream,
-        ub,
-        resp.head_len,
-        &mut c.cout,
-        resp.body,
-        resp.framing,
-    )
-    .await;
-    match r {
+    let buf = std::mem::take(&mut c.uout);
+    match write_all(&mut up.stream, buf, w.cfg.timeouts.upstream_send).await {
+        Ok(b) => {
+            c.uout = b;
+            Ok(())
+        }
+        // Nothing was delivered: safe to send again, whatever the method.
+        Err(WriteFail { buf: Some(b), .. }) => {
+            c.uout = b;
+            Err(Attempt::Retry {
+                error: ProxyError::UpstreamIo,
+                blame: Blame::unless_stale(up.reused),
+            })
+        }
+        Err(WriteFail { buf: None, .. }) => Err(Attempt::Fail {
+            error: ProxyError::UpstreamTimeout,
+            blame: Blame::Server,
+        }),
+    }
+}
+
+/// Relay the response body, then pool the upstream connection if it is clean.
+async fn relay_response(c: &mut ClientConn, a: Answered<'_>, group: usize) -> Next {
+    let w = c.w.clone();
+    let Answered {
+        server,
+        mut up,
+        head: Head { resp, ub },
+        early,
+        _in_flight,
+    } = a;
+    let relay = relay::ResponseRelay {
+        client: &mut c.stream,
+        up: &mut up.stream,
+        head: &mut c.cout,
+        kind: resp.body,
+        framing: resp.framing,
+    };
+    match relay::response_body(&w, relay, ub, resp.head_len).await {
         Ok(done) => {
             w.give_buf(done.buf);
             if resp.upstream_keep_alive && done.clean {
-                w.pools[g][s].borrow_mut().put(up, Instant::now());
+                w.pools[group][server].borrow_mut().put(up, Instant::now());
             }
             if early {
                 // Let the client read the response before the close resets the connection.
@@ -363,88 +366,11 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
     }
 }
 
-/// What streaming a request body led to.
-enum BodyOutcome {
-    /// The body was sent; then came a response head, or not.
-    Sent(Result<(ResponseInfo, BytesMut), HeadFail>),
-    /// The upstream answered before it had the whole body (a 413, a 401...).
-    Early(ResponseInfo, BytesMut),
-    Failed(RelayFail),
-}
-
-/// Stream the request body to the upstream while reading its response head, as nginx does:
-/// an upstream that answers early (and then stops reading, or closes) has its answer relayed
-/// instead of a 502 or a send timeout. The read waits without a deadline while the body is
-/// in flight (a slow upload is bounded by the body and send timeouts) and gets the read
-/// timeout once the body is sent. Returns the connection, put back together (`None` only if
-/// monoio could not reunite its halves).
-///
-/// Costs one small allocation (monoio's split) per streamed body; requests without a body,
-/// or whose body came with the head, never get here.
-async fn stream_body(
-    c: &mut ClientConn,
-    w: &Worker,
-    stream: TcpStream,
-    ub: BytesMut,
-    req: &RequestInfo,
-) -> (Option<TcpStream>, BodyOutcome) {
-    let read_timeout = w.cfg.timeouts.read;
-    let (mut ur, mut uw) = stream.into_split();
-    let outcome = {
-        // `uout` (the request head, already sent) frames chunks; `cout` gets the response head.
-        let relay = std::pin::pin!(relay::request_body(
-            w,
-            &mut c.stream,
-            &mut uw,
-            &mut c.cin,
-            &mut c.uout,
-            req.body,
-        ));
-        let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, req, &mut c.cout, None));
-        let bounded = |head| async move {
-            match monoio::time::timeout(read_timeout, head).await {
-                Ok(r) => r,
-                Err(_) => Err(HeadFail::Timeout),
-            }
-        };
-        let first = monoio::select! {
-            // The body finishing wins a tie: then the response is not "early".
-            biased;
-            r = relay => Ok(r),
-            h = &mut head => Err(h),
-        };
-        match first {
-            Ok(Ok(())) => BodyOutcome::Sent(bounded(head).await),
-            // A write failed (the upstream closed or reset): it may have answered first.
-            Ok(Err(RelayFail::Upstream(e))) if e != ProxyError::UpstreamTimeout => {
-                match bounded(head).await {
-                    Ok((resp, ub)) => BodyOutcome::Early(resp, ub),
-                    Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
-                }
-            }
-            Ok(Err(f)) => BodyOutcome::Failed(f),
-            Err(Ok((resp, ub))) => BodyOutcome::Early(resp, ub),
-            Err(Err(HeadFail::Bad(e))) => BodyOutcome::Failed(RelayFail::Upstream(e)),
-            Err(Err(HeadFail::Nothing(_))) => {
-                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
-            }
-            Err(Err(HeadFail::Timeout)) => {
-                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
-            }
-        }
-    };
-    (ur.reunite(uw).ok(), outcome)
-}
-
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever
 /// the client sent after its request to the upstream; then the connection is a tunnel.
-async fn start_tunnel(
-    c: &mut ClientConn,
-    mut up: Upstream,
-    resp: ResponseInfo,
-    ub: BytesMut,
-) -> Next {
+async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
     let t = &c.w.cfg.timeouts;
+    let Head { resp, ub } = head;
     c.cout.extend_from_slice(&ub[resp.head_len..]);
     c.w.give_buf(ub);
     let buf = std::mem::take(&mut c.cout);

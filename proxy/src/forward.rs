@@ -6,20 +6,28 @@
 //! Transfer-Encoding, Upgrade unless upgrading to WebSocket), `Expect` removed (the proxy
 //! answers `100-continue` itself), and the body framing written by us.
 //!
-//! Client response: hop-by-hop fields removed and the framing decided here: a known length
-//! is passed on; chunked and close-delimited bodies are re-framed as chunked for HTTP/1.1
-//! clients and sent close-delimited to HTTP/1.0 clients.
+//! Client response: interim heads skipped (`shared::http::parse_final_response`), hop-by-hop
+//! fields removed and the framing decided here: a known length is passed on; chunked and
+//! close-delimited bodies are re-framed as chunked for HTTP/1.1 clients and sent
+//! close-delimited to HTTP/1.0 clients. The head is written when it is parsed, all but its
+//! Connection field, which [`end_client_head`] adds once the exchange knows whether the
+//! client connection stays (an early answer closes it): the head is parsed once.
+//!
+//! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
+//! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
 
+use crate::config::HeaderOptions;
 use crate::error::ProxyError;
-use crate::worker::Worker;
+use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop, list_elements};
+use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
+use shared::http::target::origin_form;
 use shared::http::{
-    parse_request, parse_response, BodyKind, CodecError, RequestMethod, Status, Version,
+    parse_final_response, parse_request, BodyKind, CodecError, RequestHead, RequestMethod,
+    ResponseHead, Status, Version,
 };
-use std::borrow::Cow;
 use std::io::Write as _;
 use std::net::IpAddr;
 
@@ -141,29 +149,10 @@ fn eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.eq_ignore_ascii_case(b)
 }
 
-/// The path part of a request target, for routing and for the upstream request line.
-fn origin_form(target: &str) -> Cow<'_, str> {
-    if target.starts_with('/') || target == "*" {
-        return Cow::Borrowed(target);
-    }
-    // absolute-form: scheme "://" authority path-abempty [ "?" query ]
-    let rest = match target.find("://") {
-        Some(i) => &target[i + 3..],
-        None => return Cow::Borrowed(target),
-    };
-    match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => Cow::Borrowed(&rest[i..]),
-        // "http://host?q": the path is empty, so "/" and the query (RFC 9112 3.2.1, 3.3).
-        // Rare enough (absolute-form is for proxies) that allocating here is fine.
-        Some(i) => Cow::Owned(format!("/{}", &rest[i..])),
-        None => Cow::Borrowed("/"),
-    }
-}
-
 /// Parse a request head from `buf` and write the upstream head into `out` (without the
 /// final CRLF, and without Host unless `host_written`). `Ok(None)`: the head is incomplete.
 pub fn prepare_request(
-    w: &Worker,
+    w: &ProxyWorker,
     buf: &[u8],
     ip: &IpText,
     out: &mut BytesMut,
@@ -189,71 +178,8 @@ pub fn prepare_request(
                 return Err(ProxyError::BodyTooLarge);
             }
         }
-        let websocket = head
-            .upgrade
-            .is_some_and(|u| u.trim_ascii().eq_ignore_ascii_case(b"websocket"));
-        let opts = &w.cfg.headers;
-
-        out.clear();
-        write_request_line(out, head.method, &target, Version::Http11);
-        let host_written = opts.preserve_host && head.authority.is_some();
-        if let (true, Some(a)) = (host_written, head.authority) {
-            write_header(out, b"Host", a);
-        }
-        let named = Named::collect(head.headers);
-        let mut xff_seen = false;
-        for h in head.headers {
-            let n = h.name;
-            if is_hop_by_hop(n)
-                || eq(n, "host")
-                || eq(n, "content-length")
-                || eq(n, "expect")
-                || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
-                || (opts.x_real_ip && eq(n, "x-real-ip"))
-                || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
-                || named.contains(n, head.headers)
-            {
-                xff_seen |= eq(n, "x-forwarded-for");
-                continue;
-            }
-            write_header(out, n.as_bytes(), h.value);
-        }
-        if opts.x_forwarded_for {
-            out.extend_from_slice(b"X-Forwarded-For: ");
-            if xff_seen {
-                for h in head
-                    .headers
-                    .iter()
-                    .filter(|h| eq(h.name, "x-forwarded-for"))
-                {
-                    let v = h.value.trim_ascii();
-                    if !v.is_empty() {
-                        out.extend_from_slice(v);
-                        out.extend_from_slice(b", ");
-                    }
-                }
-            }
-            out.extend_from_slice(ip.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        if opts.x_real_ip {
-            write_header(out, b"X-Real-IP", ip.as_bytes());
-        }
-        if opts.x_forwarded_proto {
-            write_header(out, b"X-Forwarded-Proto", b"http");
-        }
-        if let (true, Some(u)) = (websocket, head.upgrade) {
-            write_header(out, b"Connection", b"upgrade");
-            write_header(out, b"Upgrade", u);
-        }
-        match head.body {
-            BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
-            BodyKind::Chunked => write_header(out, b"Transfer-Encoding", b"chunked"),
-            _ if matches!(head.method, "POST" | "PUT" | "PATCH") => {
-                write_header(out, b"Content-Length", b"0")
-            }
-            _ => {}
-        }
+        let websocket = head.is_websocket_upgrade();
+        let host_written = write_upstream_head(&head, &target, websocket, &w.cfg.headers, ip, out);
         Ok(Some(RequestInfo {
             method,
             idempotent: matches!(
@@ -270,6 +196,85 @@ pub fn prepare_request(
             host_written,
         }))
     })
+}
+
+/// Write the upstream request head for `head` into `out` (cleared first): the request line
+/// with `target` (origin-form), the end-to-end fields, the forwarding fields `opts` asks for
+/// with the client's address `ip`, the upgrade fields when `websocket`, and our own framing.
+/// Without the final CRLF; returns whether Host was written (else it is written per attempt).
+pub(crate) fn write_upstream_head(
+    head: &RequestHead<'_, '_>,
+    target: &str,
+    websocket: bool,
+    opts: &HeaderOptions,
+    ip: &IpText,
+    out: &mut BytesMut,
+) -> bool {
+    out.clear();
+    write_request_line(out, head.method, target, Version::Http11);
+    let host_written = opts.preserve_host && head.authority.is_some();
+    if let (true, Some(a)) = (host_written, head.authority) {
+        write_header(out, b"Host", a);
+    }
+    let named = Named::collect(head.headers);
+    let mut xff_seen = false;
+    for h in head.headers {
+        let n = h.name;
+        if is_hop_by_hop(n)
+            || eq(n, "host")
+            || eq(n, "content-length")
+            || eq(n, "expect")
+            || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
+            || (opts.x_real_ip && eq(n, "x-real-ip"))
+            || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
+            || named.contains(n, head.headers)
+        {
+            xff_seen |= eq(n, "x-forwarded-for");
+            continue;
+        }
+        write_header(out, n.as_bytes(), h.value);
+    }
+    if opts.x_forwarded_for {
+        write_forwarded_for(out, xff_seen.then_some(head.headers), ip);
+    }
+    if opts.x_real_ip {
+        write_header(out, b"X-Real-IP", ip.as_bytes());
+    }
+    if opts.x_forwarded_proto {
+        write_header(out, b"X-Forwarded-Proto", b"http");
+    }
+    if let (true, Some(u)) = (websocket, head.upgrade) {
+        write_header(out, b"Connection", b"upgrade");
+        write_header(out, b"Upgrade", u);
+    }
+    match head.body {
+        BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
+        BodyKind::Chunked => write_header(out, b"Transfer-Encoding", b"chunked"),
+        _ if matches!(head.method, "POST" | "PUT" | "PATCH") => {
+            write_header(out, b"Content-Length", b"0")
+        }
+        _ => {}
+    }
+    host_written
+}
+
+/// `X-Forwarded-For`: the client's own list (every such field, in order, empty ones
+/// dropped) with the client's address appended, in one field.
+fn write_forwarded_for(out: &mut BytesMut, received: Option<&[httparse::Header<'_>]>, ip: &IpText) {
+    out.extend_from_slice(b"X-Forwarded-For: ");
+    for h in received
+        .unwrap_or_default()
+        .iter()
+        .filter(|h| eq(h.name, "x-forwarded-for"))
+    {
+        let v = h.value.trim_ascii();
+        if !v.is_empty() {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+    }
+    out.extend_from_slice(ip.as_bytes());
+    out.extend_from_slice(b"\r\n");
 }
 
 /// How the response body reaches the client.
@@ -298,144 +303,132 @@ pub struct ResponseInfo {
     pub upstream_keep_alive: bool,
     /// The client connection stays open after this response.
     pub client_keep_alive: bool,
+    /// The client's HTTP version (an HTTP/1.0 client is told it may keep the connection).
+    pub client_version: Version,
 }
 
-/// Whether a Transfer-Encoding field names a coding other than chunked.
-fn has_coding_other_than_chunked(headers: &[httparse::Header<'_>]) -> bool {
-    headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
-        .flat_map(|h| list_elements(h.value))
-        .any(|c| !c.eq_ignore_ascii_case(b"chunked"))
+impl ResponseInfo {
+    /// This response answers a request whose body was not all sent (the upstream answered
+    /// early, a 413 or a 401): the rest of the client's body is never read, so the client
+    /// connection closes after it, and the upstream connection, which got part of a body, is
+    /// not reused. A switch to a tunnel then makes no sense.
+    pub fn answered_early(self) -> Result<Self, ProxyError> {
+        if self.framing == ClientFraming::Tunnel {
+            return Err(ProxyError::BadResponse(CodecError::InvalidStatus));
+        }
+        Ok(ResponseInfo {
+            upstream_keep_alive: false,
+            client_keep_alive: false,
+            ..self
+        })
+    }
 }
 
-/// Parse the upstream response head in `buf` and write the client's head into `out`.
+/// Parse the upstream's final response head in `buf` (after any interim heads: the proxy
+/// answered Expect itself, and 103 Early Hints are dropped as nginx does) and write the
+/// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
+/// writes those once the exchange knows whether the client connection stays.
 /// `Ok(None)`: incomplete.
 pub fn prepare_response(
-    w: &Worker,
+    w: &ProxyWorker,
     buf: &[u8],
     req: &RequestInfo,
     out: &mut BytesMut,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     let limits = &w.cfg.limits.codec;
-    let mut skipped = 0;
-    loop {
-        // Interim heads count against the head limit too: an upstream flooding 1xx
-        // responses must not grow the buffer (or the re-parsing) without bound.
-        if skipped > limits.max_head {
-            return Err(ProxyError::BadResponse(CodecError::HeadTooLarge));
-        }
-        let rest = &buf[skipped..];
-        let parsed = with_headers(limits.max_headers, |storage| {
-            let head = match parse_response(rest, storage, req.method, limits) {
-                Ok(Status::Complete(h)) => h,
-                Ok(Status::Partial) => return Ok(None),
-                Err(e) => return Err(ProxyError::BadResponse(e)),
-            };
-            if (100..200).contains(&head.status) && head.status != 101 {
-                // Interim responses (100 Continue, 103 Early Hints) are not forwarded: the
-                // proxy answered Expect itself.
-                return Ok(Some(Err(head.head_len)));
-            }
-            // A coding other than chunked would be lost when the body is re-framed (the
-            // client would get, say, gzip bytes with nothing saying so): refuse it, as nginx
-            // does ("upstream sent unknown Transfer-Encoding").
-            if matches!(head.body, BodyKind::Chunked | BodyKind::CloseDelimited)
-                && has_coding_other_than_chunked(head.headers)
-            {
-                return Err(ProxyError::BadResponse(CodecError::UnknownTransferCoding));
-            }
-            let framing = match head.body {
-                BodyKind::Empty => ClientFraming::Empty,
-                BodyKind::Length(_) => ClientFraming::Length,
-                BodyKind::Chunked | BodyKind::CloseDelimited => {
-                    if req.version == Version::Http11 {
-                        ClientFraming::Chunked
-                    } else {
-                        ClientFraming::Close
-                    }
-                }
-                BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
-                BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
-            };
-            let client_keep_alive = req.keep_alive
-                && !w.shutdown.is_fired()
-                && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel);
-            out.clear();
-            write_status_line(out, Version::Http11, head.status, head.reason);
-            let named = Named::collect(head.headers);
-            let tunnel = framing == ClientFraming::Tunnel;
-            for h in head.headers {
-                let n = h.name;
-                let keep_upgrade = tunnel && eq(n, "upgrade");
-                if !keep_upgrade
-                    && (is_hop_by_hop(n)
-                        || (framing != ClientFraming::Empty && eq(n, "content-length"))
-                        || named.contains(n, head.headers))
-                {
-                    continue;
-                }
-                write_header(out, n.as_bytes(), h.value);
-            }
-            match head.body {
-                BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
-                _ if framing == ClientFraming::Chunked => {
-                    write_header(out, b"Transfer-Encoding", b"chunked")
-                }
-                _ => {}
-            }
-            if tunnel {
-                write_header(out, b"Connection", b"upgrade");
-            } else if !client_keep_alive {
-                write_header(out, b"Connection", b"close");
-            } else if req.version == Version::Http10 {
-                write_header(out, b"Connection", b"keep-alive");
-            }
-            out.extend_from_slice(b"\r\n");
-            Ok(Some(Ok(ResponseInfo {
-                head_len: head.head_len,
-                body: head.body,
-                framing,
-                upstream_keep_alive: head.keep_alive
-                    && !matches!(head.body, BodyKind::CloseDelimited | BodyKind::Tunnel),
-                client_keep_alive,
-            })))
-        })?;
-        match parsed {
-            None => return Ok(None),
-            Some(Err(interim_len)) => skipped += interim_len,
-            Some(Ok(mut info)) => {
-                info.head_len += skipped;
-                return Ok(Some(info));
-            }
-        }
+    let shutting_down = w.shutdown.is_fired();
+    with_headers(limits.max_headers, |storage| {
+        let head = match parse_final_response(buf, storage, req.method, limits) {
+            Ok(Status::Complete(h)) => h,
+            Ok(Status::Partial) => return Ok(None),
+            Err(e) => return Err(ProxyError::BadResponse(e)),
+        };
+        let info = response_info(&head, req, shutting_down)?;
+        write_client_head(&head, info.framing, out);
+        Ok(Some(info))
+    })
+}
+
+/// What a final response head means for the relay: how its body reaches the client and
+/// which connections stay open.
+pub(crate) fn response_info(
+    head: &ResponseHead<'_, '_>,
+    req: &RequestInfo,
+    shutting_down: bool,
+) -> Result<ResponseInfo, ProxyError> {
+    // A coding other than chunked would be lost when the body is re-framed (the client would
+    // get, say, gzip bytes with nothing saying so): refuse it, as nginx does ("upstream sent
+    // unknown Transfer-Encoding").
+    if head.other_coding {
+        return Err(ProxyError::BadResponse(CodecError::UnknownTransferCoding));
     }
+    let framing = match head.body {
+        BodyKind::Empty => ClientFraming::Empty,
+        BodyKind::Length(_) => ClientFraming::Length,
+        BodyKind::Chunked | BodyKind::CloseDelimited if req.version == Version::Http11 => {
+            ClientFraming::Chunked
+        }
+        BodyKind::Chunked | BodyKind::CloseDelimited => ClientFraming::Close,
+        BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
+        BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
+    };
+    Ok(ResponseInfo {
+        head_len: head.head_len,
+        body: head.body,
+        framing,
+        upstream_keep_alive: head.keep_alive,
+        client_keep_alive: req.keep_alive
+            && !shutting_down
+            && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel),
+        client_version: req.version,
+    })
+}
+
+/// Write the client's response head for `head` into `out` (cleared first), relayed with
+/// `framing`: status line, end-to-end fields, our own framing field; no Connection field and
+/// no final CRLF (see [`end_client_head`]).
+pub(crate) fn write_client_head(
+    head: &ResponseHead<'_, '_>,
+    framing: ClientFraming,
+    out: &mut BytesMut,
+) {
+    out.clear();
+    write_status_line(out, Version::Http11, head.status, head.reason);
+    let named = Named::collect(head.headers);
+    let tunnel = framing == ClientFraming::Tunnel;
+    for h in head.headers {
+        let n = h.name;
+        let keep_upgrade = tunnel && eq(n, "upgrade");
+        if !keep_upgrade
+            && (is_hop_by_hop(n)
+                || (framing != ClientFraming::Empty && eq(n, "content-length"))
+                || named.contains(n, head.headers))
+        {
+            continue;
+        }
+        write_header(out, n.as_bytes(), h.value);
+    }
+    match head.body {
+        BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
+        _ if framing == ClientFraming::Chunked => {
+            write_header(out, b"Transfer-Encoding", b"chunked")
+        }
+        _ => {}
+    }
+}
+
+/// End the client's head begun by [`write_client_head`]: the Connection field `resp` calls
+/// for, then the empty line.
+pub fn end_client_head(out: &mut BytesMut, resp: &ResponseInfo) {
+    if resp.framing == ClientFraming::Tunnel {
+        write_header(out, b"Connection", b"upgrade");
+    } else if !resp.client_keep_alive {
+        write_header(out, b"Connection", b"close");
+    } else if resp.client_version == Version::Http10 {
+        write_header(out, b"Connection", b"keep-alive");
+    }
+    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origin_form_of_targets() {
-        assert_eq!(origin_form("/a?b"), "/a?b");
-        assert_eq!(origin_form("*"), "*");
-        assert_eq!(origin_form("http://h:80/p?q"), "/p?q");
-        assert_eq!(origin_form("http://h"), "/");
-        assert_eq!(origin_form("http://h?q"), "/?q");
-        assert_eq!(origin_form("http://h:8080?a=1/2"), "/?a=1/2");
-    }
-
-    #[test]
-    fn ip_text() {
-        assert_eq!(
-            IpText::new("127.0.0.1".parse().unwrap()).as_bytes(),
-            b"127.0.0.1"
-        );
-        assert_eq!(IpText::new("::1".parse().unwrap()).as_bytes(), b"::1");
-        assert_eq!(
-            IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(),
-            b"10.0.0.1"
-        );
-    }
-}
+mod tests;

@@ -36,7 +36,7 @@ mod tunnel;
 mod worker;
 
 pub use error::{Fault, ProxyError};
-pub use worker::WorkerStats;
+pub use worker::ProxyCounters;
 
 use shared::runtime::{select_driver, spawn_workers, DriverKind, RuntimeError, Workers};
 use shared::shutdown::ShutdownFlag;
@@ -60,7 +60,7 @@ pub struct Running {
     addrs: Vec<SocketAddr>,
     workers: Workers,
     flag: Arc<ShutdownFlag>,
-    stats: Vec<Arc<WorkerStats>>,
+    stats: Vec<Arc<ProxyCounters>>,
     summary: String,
 }
 
@@ -88,7 +88,8 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
             per_worker[i].push(s);
         }
     }
-    let stats: Vec<Arc<WorkerStats>> = (0..n).map(|_| Arc::new(WorkerStats::default())).collect();
+    let stats: Vec<Arc<ProxyCounters>> =
+        (0..n).map(|_| Arc::new(ProxyCounters::default())).collect();
     let items: Vec<_> = per_worker.into_iter().zip(stats.iter().cloned()).collect();
     let flag = ShutdownFlag::new();
     let cfg = Arc::new(cfg);
@@ -133,7 +134,7 @@ impl Running {
     }
 
     /// Per-worker counters (connections, requests, upstream connects, errors).
-    pub fn stats(&self) -> &[Arc<WorkerStats>] {
+    pub fn stats(&self) -> &[Arc<ProxyCounters>] {
         &self.stats
     }
 

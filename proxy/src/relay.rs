@@ -12,13 +12,15 @@
 use crate::error::ProxyError;
 use crate::forward::ClientFraming;
 use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
-use crate::worker::{Worker, RELAY_BUF};
+use crate::worker::{ProxyWorker, RELAY_BUF};
 use bytes::{Buf, BytesMut};
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
 use shared::http::encode::{write_chunk_header, CHUNK_END, LAST_CHUNK};
 use shared::http::{BodyDecoder, BodyKind};
+use std::ops::Range;
+use std::time::Duration;
 
 /// Where a relay failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +71,7 @@ fn push_chunk(out: &mut BytesMut, data: &[u8], last: bool) {
 /// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
 /// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks.
 pub async fn request_body<U: AsyncWriteRent>(
-    w: &Worker,
+    w: &ProxyWorker,
     client: &mut TcpStream,
     up: &mut U,
     cin: &mut BytesMut,
@@ -131,79 +133,49 @@ pub struct Relayed {
     pub clean: bool,
 }
 
-/// Send `head` (the client's response head) and the response body to the client. The body
-/// starts at `ubuf[pos..]` and continues on `up`.
-#[allow(clippy::too_many_arguments)]
+/// A response on its way to the client.
+pub struct ResponseRelay<'a> {
+    pub client: &'a mut TcpStream,
+    pub up: &'a mut TcpStream,
+    /// The client's response head, sent with the first body bytes when they came with it;
+    /// then the chunk framing buffer.
+    pub head: &'a mut BytesMut,
+    /// How the upstream frames the body.
+    pub kind: BodyKind,
+    /// How the client gets it.
+    pub framing: ClientFraming,
+}
+
+/// Send the client's response head and the response body to the client. The body starts at
+/// `ubuf[pos..]` (after the upstream's head) and continues on the upstream connection.
 pub async fn response_body(
-    w: &Worker,
-    client: &mut TcpStream,
-    up: &mut TcpStream,
+    w: &ProxyWorker,
+    r: ResponseRelay<'_>,
     mut ubuf: BytesMut,
     mut pos: usize,
-    head: &mut BytesMut,
-    kind: BodyKind,
-    framing: ClientFraming,
 ) -> Result<Relayed, RelayFail> {
     let t = &w.cfg.timeouts;
-    let client_fail = |_: IoFail| RelayFail::Client(ProxyError::ClientGone);
-    if framing == ClientFraming::Empty {
-        let buf = std::mem::take(head);
-        *head = write_all(client, buf, t.send)
-            .await
-            .map_err(|e| client_fail(e.fail))?;
+    let mut out = ToClient {
+        client: r.client,
+        head: r.head,
+        head_pending: true,
+        chunked: r.framing == ClientFraming::Chunked,
+        send: t.send,
+    };
+    if r.framing == ClientFraming::Empty {
+        out.flush_head().await?;
         let clean = pos == ubuf.len();
         return Ok(Relayed { buf: ubuf, clean });
     }
-    let chunked_out = framing == ClientFraming::Chunked;
-    let mut dec = BodyDecoder::new(kind, &w.cfg.limits.codec);
-    let mut head_pending = true;
+    let mut dec = BodyDecoder::new(r.kind, &w.cfg.limits.codec);
     loop {
         if pos < ubuf.len() {
             let (consumed, a, b, done) = decode_at(&mut dec, &ubuf, pos)
                 .map_err(|e| RelayFail::Upstream(ProxyError::BadResponse(e)))?;
-            if chunked_out {
-                // `head` doubles as the chunk framing buffer once the head is out.
-                if !head_pending {
-                    head.clear();
-                }
-                push_chunk(head, &ubuf[a..b], done);
-                if b > a || done {
-                    let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send)
-                        .await
-                        .map_err(|e| client_fail(e.fail))?;
-                    head_pending = false;
-                }
-            } else if b > a {
-                let hl = head.len();
-                if head_pending && hl <= a {
-                    // Put the head right before the body bytes (over the upstream's head,
-                    // already parsed) and send both with one write, no body copy.
-                    ubuf[a - hl..a].copy_from_slice(head);
-                    ubuf = write_range(client, ubuf, a - hl, b, t.send)
-                        .await
-                        .map_err(|e| client_fail(e.fail))?;
-                } else if head_pending {
-                    head.extend_from_slice(&ubuf[a..b]);
-                    let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send)
-                        .await
-                        .map_err(|e| client_fail(e.fail))?;
-                } else {
-                    ubuf = write_range(client, ubuf, a, b, t.send)
-                        .await
-                        .map_err(|e| client_fail(e.fail))?;
-                }
-                head_pending = false;
-            }
+            ubuf = out.payload(ubuf, a..b, done).await?;
             pos += consumed;
             if done {
-                if head_pending {
-                    let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send)
-                        .await
-                        .map_err(|e| client_fail(e.fail))?;
-                }
+                out.flush_head().await?;
                 let clean = pos == ubuf.len();
                 return Ok(Relayed { buf: ubuf, clean });
             }
@@ -212,37 +184,109 @@ pub async fn response_body(
             }
         }
         // Need more input. A slow body must not hold the head back.
-        if head_pending {
-            let buf = std::mem::take(head);
-            *head = write_all(client, buf, t.send)
-                .await
-                .map_err(|e| client_fail(e.fail))?;
-            head_pending = false;
-        }
+        out.flush_head().await?;
         // Keep an undecoded tail (a split chunk-size line) at the front.
         ubuf.advance(pos);
         pos = 0;
-        match read_more(up, ubuf, RELAY_BUF / 4, Instant::now() + t.read).await {
+        match read_more(r.up, ubuf, RELAY_BUF / 4, Instant::now() + t.read).await {
             Ok((0, buf)) => {
-                ubuf = buf;
                 dec.finish()
                     .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamClosed))?;
                 // A close-delimited body ended: the only kind that may end at EOF.
-                if chunked_out {
-                    head.clear();
-                    head.extend_from_slice(LAST_CHUNK);
-                    let buf = std::mem::take(head);
-                    *head = write_all(client, buf, t.send)
-                        .await
-                        .map_err(|e| client_fail(e.fail))?;
+                if out.chunked {
+                    out.head.clear();
+                    out.head.extend_from_slice(LAST_CHUNK);
+                    out.write_head().await?;
                 }
-                return Ok(Relayed {
-                    buf: ubuf,
-                    clean: false,
-                });
+                return Ok(Relayed { buf, clean: false });
             }
             Ok((_, buf)) => ubuf = buf,
             Err(f) => return Err(upstream_fail(f)),
         }
     }
+}
+
+/// The client side of a response relay: the head goes out with the first payload bytes (or
+/// alone, when the body is slow or empty), then the payload, re-framed as chunks or not.
+struct ToClient<'a> {
+    client: &'a mut TcpStream,
+    /// The head until it is sent; then the chunk framing buffer.
+    head: &'a mut BytesMut,
+    head_pending: bool,
+    chunked: bool,
+    send: Duration,
+}
+
+impl ToClient<'_> {
+    /// Write all of `head`.
+    async fn write_head(&mut self) -> Result<(), RelayFail> {
+        let buf = std::mem::take(self.head);
+        *self.head = write_all(self.client, buf, self.send)
+            .await
+            .map_err(|e| client_fail(e.fail))?;
+        self.head_pending = false;
+        Ok(())
+    }
+
+    /// Send the head now if it is still waiting for body bytes.
+    async fn flush_head(&mut self) -> Result<(), RelayFail> {
+        if self.head_pending {
+            self.write_head().await?;
+        }
+        Ok(())
+    }
+
+    /// Send the payload run `ubuf[run]` (`done`: the body's last), with the head if it is
+    /// still pending. Returns the buffer.
+    async fn payload(
+        &mut self,
+        mut ubuf: BytesMut,
+        run: Range<usize>,
+        done: bool,
+    ) -> Result<BytesMut, RelayFail> {
+        let Range { start: a, end: b } = run;
+        if self.chunked {
+            // The head (or nothing, once it is out) then the chunk, in one write.
+            if !self.head_pending {
+                self.head.clear();
+            }
+            push_chunk(self.head, &ubuf[a..b], done);
+            if b > a || done {
+                self.write_head().await?;
+            }
+            return Ok(ubuf);
+        }
+        if b == a {
+            return Ok(ubuf);
+        }
+        let hl = self.head.len();
+        if self.head_pending && hl <= a {
+            // Put the head right before the body bytes (over the upstream's head, already
+            // parsed) and send both with one write, no body copy.
+            ubuf[a - hl..a].copy_from_slice(self.head);
+            ubuf = self.write_range(ubuf, a - hl, b).await?;
+        } else if self.head_pending {
+            self.head.extend_from_slice(&ubuf[a..b]);
+            self.write_head().await?;
+        } else {
+            ubuf = self.write_range(ubuf, a, b).await?;
+        }
+        self.head_pending = false;
+        Ok(ubuf)
+    }
+
+    async fn write_range(
+        &mut self,
+        buf: BytesMut,
+        a: usize,
+        b: usize,
+    ) -> Result<BytesMut, RelayFail> {
+        write_range(self.client, buf, a, b, self.send)
+            .await
+            .map_err(|e| client_fail(e.fail))
+    }
+}
+
+fn client_fail(_: IoFail) -> RelayFail {
+    RelayFail::Client(ProxyError::ClientGone)
 }

@@ -6,7 +6,7 @@
 //! timeout, as nginx's `proxy_read_timeout` bounds WebSocket connections.
 
 use crate::io::{read_more, write_all};
-use crate::worker::Worker;
+use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
 use monoio::net::TcpStream;
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
-pub async fn run(w: &Worker, client: TcpStream, upstream: TcpStream) {
+pub async fn run(w: &ProxyWorker, client: TcpStream, upstream: TcpStream) {
     let idle = w.cfg.timeouts.read;
     let send = w.cfg.timeouts.send;
     let (mut cr, mut cw) = client.into_split();

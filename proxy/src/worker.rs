@@ -44,7 +44,7 @@ pub struct ConnBufs {
 /// share a cache line (separate allocations alone can sit side by side).
 #[derive(Debug, Default)]
 #[repr(align(128))]
-pub struct WorkerStats {
+pub struct ProxyCounters {
     pub connections: Counter,
     pub requests: Counter,
     pub upstream_connects: Counter,
@@ -53,7 +53,7 @@ pub struct WorkerStats {
     pub client_errors: Counter,
 }
 
-pub struct Worker {
+pub struct ProxyWorker {
     pub cfg: Arc<Config>,
     pub router: Router,
     /// One balancer per group.
@@ -61,7 +61,7 @@ pub struct Worker {
     /// Per group, per server.
     pub pools: Vec<Vec<RefCell<ServerPool>>>,
     pub shutdown: Shutdown,
-    pub stats: Arc<WorkerStats>,
+    pub stats: Arc<ProxyCounters>,
     pub errlog: RefCell<RateLimitedLog>,
     bufs: RefCell<Vec<BytesMut>>,
     conn_bufs: RefCell<Vec<ConnBufs>>,
@@ -69,10 +69,10 @@ pub struct Worker {
     slot_waiters: RefCell<Vec<Waker>>,
 }
 
-impl Worker {
-    pub fn new(id: usize, cfg: Arc<Config>, shutdown: Shutdown, stats: Arc<WorkerStats>) -> Self {
+impl ProxyWorker {
+    pub fn new(id: usize, cfg: Arc<Config>, shutdown: Shutdown, stats: Arc<ProxyCounters>) -> Self {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1);
-        Worker {
+        ProxyWorker {
             router: Router::new(&cfg.routes),
             balancers: cfg
                 .groups
@@ -191,7 +191,7 @@ impl Worker {
 }
 
 /// Counts one client connection; dropping it frees the slot and wakes a waiting accept loop.
-pub struct ConnGuard(Rc<Worker>);
+pub struct ConnGuard(Rc<ProxyWorker>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
@@ -210,9 +210,9 @@ pub async fn run(
     ctx: WorkerCtx,
     cfg: Arc<Config>,
     listeners: Vec<std::net::TcpListener>,
-    stats: Arc<WorkerStats>,
+    stats: Arc<ProxyCounters>,
 ) {
-    let w = Rc::new(Worker::new(
+    let w = Rc::new(ProxyWorker::new(
         ctx.id,
         cfg.clone(),
         ctx.shutdown.clone(),
@@ -239,7 +239,7 @@ pub async fn run(
 }
 
 /// Close idle pooled connections past their timeout, a few times per timeout.
-async fn sweep_pools(w: Rc<Worker>) {
+async fn sweep_pools(w: Rc<ProxyWorker>) {
     let shortest = w
         .cfg
         .groups

@@ -1,6 +1,7 @@
 //! Shared core of the proxy and the loader.
 //!
 //! # Layout
+//! - [`accept`]: the accept loop of the proxy and the origin, with the EMFILE back-off.
 //! - [`http`]: the sans-IO HTTP/1.1 codec (RFC 9112): heads, framing, chunked, encoders.
 //! - [`runtime`]: thread-per-core bootstrap: one pinned monoio runtime per core, driver fallback.
 //! - [`net`]: sockets: SO_REUSEPORT listeners, TCP_NODELAY, accept back-off, RLIMIT_NOFILE.
@@ -11,6 +12,7 @@
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
 
+pub mod accept;
 pub mod base64;
 pub mod config;
 pub mod counter;

@@ -492,3 +492,27 @@ fn websocket_upgrade_can_be_refused() {
          HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"
     );
 }
+
+/// The one WebSocket rule (`shared::http::head::is_websocket_upgrade`): a GET whose Upgrade
+/// list names `websocket`, wherever in the list; anything else is an ordinary request.
+#[test]
+fn websocket_upgrade_is_a_get_naming_websocket_in_its_upgrade_list() {
+    let o = Origin::start(OriginConfig::default()).unwrap();
+    let mut s = connect(o.addr());
+    s.write_all(
+        b"GET /chat HTTP/1.1\r\nHost: t\r\nUpgrade: h2c, websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+    )
+    .unwrap();
+    let want = "HTTP/1.1 101 Switching Protocols\r\n";
+    let mut head = vec![0; want.len()];
+    s.read_exact(&mut head).unwrap();
+    assert_eq!(text(&head), want);
+
+    let got = exchange(
+        o.addr(),
+        b"POST /chat?size=1 HTTP/1.1\r\nHost: t\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(text(&got), "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na");
+}

@@ -49,6 +49,23 @@ impl RequestHead<'_, '_> {
     pub fn request_method(&self) -> RequestMethod {
         RequestMethod::from_method(self.method)
     }
+
+    /// Whether this is a WebSocket opening handshake: see [`is_websocket_upgrade`].
+    pub fn is_websocket_upgrade(&self) -> bool {
+        is_websocket_upgrade(self.method, self.upgrade)
+    }
+}
+
+/// The one rule for a WebSocket upgrade, for the proxy and the origin alike: a GET (RFC 6455
+/// 4.1) whose Connection has the `upgrade` token and whose Upgrade list (RFC 9110 7.8: a
+/// comma-separated list of protocols, in order of preference) names `websocket`.
+/// `upgrade` is [`RequestHead::upgrade`]: present only when Connection has the `upgrade`
+/// token in an HTTP/1.1 request.
+pub fn is_websocket_upgrade(method: &str, upgrade: Option<&[u8]>) -> bool {
+    method == "GET"
+        && upgrade.is_some_and(|u| {
+            super::framing::list_elements(u).any(|p| p.eq_ignore_ascii_case(b"websocket"))
+        })
 }
 
 /// A parsed response head, borrowing the read buffer.

@@ -5,7 +5,7 @@
 //! reads again, sleeps or closes, so pipelined requests are answered with one write.
 
 use super::script::{Script, ScriptError};
-use super::{pattern, websocket, Framing, OriginConfig, Worker};
+use super::{pattern, websocket, Framing, OriginConfig, OriginWorker};
 use crate::http::{encode, parse_request, BodyDecoder, BodyKind, CodecError, Status, Version};
 use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
@@ -135,7 +135,7 @@ enum Source {
 
 pub(crate) struct Conn {
     stream: TcpStream,
-    w: Rc<Worker>,
+    w: Rc<OriginWorker>,
     inbuf: Vec<u8>,
     /// Start of the unconsumed input in `inbuf`.
     pos: usize,
@@ -143,7 +143,7 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(stream: TcpStream, w: Rc<Worker>) -> Conn {
+    pub(crate) fn new(stream: TcpStream, w: Rc<OriginWorker>) -> Conn {
         Conn {
             stream,
             w,
@@ -197,10 +197,7 @@ impl Conn {
             Ok(Status::Partial) => return Parsed::Partial,
             Err(e) => return Parsed::Bad(e),
         };
-        let websocket = head.upgrade.is_some_and(|u| {
-            u.split(|&b| b == b',')
-                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"websocket"))
-        });
+        let websocket = head.is_websocket_upgrade();
         let websocket_key = websocket
             .then(|| {
                 head.headers

@@ -20,12 +20,14 @@ pub mod websocket;
 
 pub use pattern::{expected_body, PATTERN};
 
+use crate::accept::Acceptor;
 use crate::counter::Counter;
 use crate::http::Limits;
-use crate::net::{accept_backoff, reuseport_group};
+use crate::net::reuseport_group;
 use crate::runtime::{select_driver, spawn_workers, DriverChoice, RuntimeConfig, Workers};
 use crate::shutdown::{Shutdown, ShutdownFlag};
-use std::cell::Cell;
+use monoio::net::TcpStream;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -137,7 +139,7 @@ impl OriginStats {
 }
 
 /// Per-worker state shared by the worker's connections.
-pub(crate) struct Worker {
+pub(crate) struct OriginWorker {
     pub cfg: OriginConfig,
     pub stats: Arc<OriginStats>,
     pub shutdown: Shutdown,
@@ -145,6 +147,33 @@ pub(crate) struct Worker {
     /// config's default behaviour is a plain response.
     pub prepared: Option<bytes::Bytes>,
     live: Cell<u64>,
+    log: RefCell<crate::net::RateLimitedLog>,
+}
+
+/// The origin's side of the accept loop: every connection in a task of its own that ends
+/// when the connection does or the origin stops, whichever comes first.
+impl Acceptor for OriginWorker {
+    fn accepted(self: &Rc<Self>, stream: TcpStream, _peer: SocketAddr) {
+        self.stats.connections.incr();
+        self.live.set(self.live.get() + 1);
+        self.stats.open.set(self.live.get());
+        let w = self.clone();
+        monoio::spawn(async move {
+            let stop = w.shutdown.clone();
+            monoio::select! {
+                _ = conn::Conn::new(stream, w.clone()).run() => {},
+                _ = stop.wait() => {},
+            }
+            w.live.set(w.live.get() - 1);
+            w.stats.open.set(w.live.get());
+        });
+    }
+
+    fn failed(&self, e: &io::Error) {
+        self.log
+            .borrow_mut()
+            .log(|n| eprintln!("origin: accept failed: {e} ({n} more suppressed)"));
+    }
 }
 
 /// Serve `listener` on the current monoio runtime until `shutdown` fires, then close every
@@ -159,41 +188,15 @@ pub async fn serve(
     let mut cfg = (*cfg).clone();
     cfg.limits.max_headers = cfg.limits.max_headers.min(conn::MAX_HEADERS);
     let prepared = conn::prepare_default(&cfg);
-    let worker = Rc::new(Worker {
+    let worker = Rc::new(OriginWorker {
         cfg,
         stats,
         shutdown: shutdown.clone(),
         prepared,
         live: Cell::new(0),
+        log: RefCell::new(crate::net::RateLimitedLog::new(Duration::from_secs(5))),
     });
-    let mut log = crate::net::RateLimitedLog::new(Duration::from_secs(5));
-    loop {
-        let accepted = monoio::select! {
-            r = listener.accept() => r,
-            _ = shutdown.wait() => break,
-        };
-        match accepted {
-            Ok((stream, _)) => {
-                worker.stats.connections.incr();
-                let w = worker.clone();
-                w.live.set(w.live.get() + 1);
-                w.stats.open.set(w.live.get());
-                monoio::spawn(async move {
-                    let stop = w.shutdown.clone();
-                    monoio::select! {
-                        _ = conn::Conn::new(stream, w.clone()).run() => {},
-                        _ = stop.wait() => {},
-                    }
-                    w.live.set(w.live.get() - 1);
-                    w.stats.open.set(w.live.get());
-                });
-            }
-            Err(e) => {
-                log.log(|n| eprintln!("origin: accept failed: {e} ({n} more suppressed)"));
-                monoio::time::sleep(accept_backoff(&e)).await;
-            }
-        }
-    }
+    crate::accept::run(&listener, &shutdown, &worker).await;
     // Let every connection task see the shutdown and drop its socket (bounded wait).
     for _ in 0..200 {
         if worker.live.get() == 0 {

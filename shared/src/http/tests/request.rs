@@ -251,6 +251,37 @@ Expect: 100-continue\r\nConnection: Upgrade, keep-alive\r\nUpgrade: websocket\r\
     assert_prefixes(wire, req);
 }
 
+/// The WebSocket upgrade rule (RFC 6455 4.1, RFC 9110 7.8), on parsed heads: a GET whose
+/// Connection has `upgrade` and whose Upgrade list names `websocket`.
+#[test]
+fn websocket_upgrades() {
+    let table: &[(&str, bool)] = &[
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", true),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, upgrade\r\nUpgrade: WebSocket\r\n\r\n", true),
+        // A list of protocols: `websocket` anywhere in it.
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket, h2c\r\n\r\n", true),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c ,websocket\r\n\r\n", true),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n", false),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket/13x, wss\r\n\r\n", false),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: \r\n\r\n", false),
+        // No `upgrade` token in Connection; HTTP/1.0; not a GET.
+        ("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", false),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nUpgrade: websocket\r\n\r\n", false),
+        ("GET / HTTP/1.0\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", false),
+        ("POST / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", false),
+        ("HEAD / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n", false),
+    ];
+    for (wire, want) in table {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let Ok(Status::Complete(h)) =
+            parse_request(wire.as_bytes(), &mut headers, &Limits::default())
+        else {
+            panic!("{wire:?} does not parse")
+        };
+        assert_eq!(h.is_websocket_upgrade(), *want, "{wire:?}");
+    }
+}
+
 #[test]
 fn request_limits() {
     let limits = Limits {

@@ -1,0 +1,191 @@
+//! What an attempt on a server came to, as one value: the exchange marks a server failed
+//! from it in one place (`attempts`), and the rules are plain functions tested here.
+
+use super::response_head::{Head, HeadFail};
+use super::InFlight;
+use crate::error::ProxyError;
+use crate::pool::Upstream;
+use crate::relay::RelayFail;
+
+/// Whose fault a failed attempt was, for the balancer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Blame {
+    /// The server's: it is marked failed and not tried again for this request.
+    Server,
+    /// Nobody's to count against a server: the client's, the proxy's own shortage, or a
+    /// pooled connection that went stale while idle (the origin closed it unnoticed).
+    Nobody,
+}
+
+impl Blame {
+    /// A failure before any answer: the server's, unless the connection came from the pool.
+    pub(super) fn unless_stale(reused: bool) -> Blame {
+        if reused {
+            Blame::Nobody
+        } else {
+            Blame::Server
+        }
+    }
+}
+
+/// A server's answer: its final response head, and what the relay needs with it.
+pub(super) struct Answered<'w> {
+    pub(super) server: usize,
+    pub(super) up: Upstream,
+    pub(super) head: Head,
+    /// The upstream answered before it had the whole request body.
+    pub(super) early: bool,
+    pub(super) _in_flight: InFlight<'w>,
+}
+
+/// How one attempt on one server ended.
+pub(super) enum Attempt<'w> {
+    Answered(Answered<'w>),
+    /// Nothing of the request was taken, or it is safe to send again: try again (another
+    /// server, or a fresh connection).
+    Retry {
+        error: ProxyError,
+        blame: Blame,
+    },
+    /// The exchange ends: the client is answered with `error`'s status.
+    Fail {
+        error: ProxyError,
+        blame: Blame,
+    },
+    /// The exchange ends and the client connection closes without an answer.
+    Abort,
+}
+
+impl Attempt<'_> {
+    pub(super) fn blame(&self) -> Blame {
+        match self {
+            Attempt::Retry { blame, .. } | Attempt::Fail { blame, .. } => *blame,
+            Attempt::Answered(_) | Attempt::Abort => Blame::Nobody,
+        }
+    }
+}
+
+/// What not getting a response head comes to. `resend`: the request may be sent again if
+/// nothing came back (no byte of a streamed body was sent, and the method is idempotent);
+/// `reused`: the connection came from the pool.
+pub(super) fn no_head(f: HeadFail, resend: bool, reused: bool) -> Attempt<'static> {
+    match f {
+        HeadFail::Nothing(_) if resend => Attempt::Retry {
+            error: ProxyError::UpstreamClosed,
+            blame: Blame::unless_stale(reused),
+        },
+        // The upstream closed without answering, after taking what cannot be sent again.
+        HeadFail::Nothing(_) => Attempt::Fail {
+            error: ProxyError::UpstreamClosed,
+            blame: Blame::unless_stale(reused),
+        },
+        // Never retried: the request may be running on the server (504).
+        HeadFail::Timeout => Attempt::Fail {
+            error: ProxyError::UpstreamTimeout,
+            blame: Blame::Server,
+        },
+        HeadFail::Bad(error) => Attempt::Fail {
+            error,
+            blame: Blame::Server,
+        },
+    }
+}
+
+/// What a failed relay of the request body comes to (the response head never came).
+pub(super) fn body_failed(f: RelayFail) -> Attempt<'static> {
+    match f {
+        RelayFail::Client(error) => Attempt::Fail {
+            error,
+            blame: Blame::Nobody,
+        },
+        RelayFail::Upstream(error) => Attempt::Fail {
+            error,
+            blame: Blame::Server,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shared::http::CodecError;
+
+    /// An attempt's outcome as comparable values: (what happens next, error, blame).
+    fn settled(a: Attempt<'_>) -> (&'static str, Option<ProxyError>, Blame) {
+        let blame = a.blame();
+        match a {
+            Attempt::Answered(_) => ("answered", None, blame),
+            Attempt::Retry { error, .. } => ("retry", Some(error), blame),
+            Attempt::Fail { error, .. } => ("fail", Some(error), blame),
+            Attempt::Abort => ("abort", None, blame),
+        }
+    }
+
+    #[test]
+    fn what_no_response_head_comes_to() {
+        use Blame::*;
+        use ProxyError::*;
+        let nothing = || HeadFail::Nothing(None);
+        let bad = BadResponse(CodecError::InvalidStatus);
+        // (failure, may be sent again, pooled connection) -> outcome
+        let table = [
+            // Nothing came back: sent again where safe; a pooled connection just went stale.
+            (
+                nothing(),
+                true,
+                false,
+                ("retry", Some(UpstreamClosed), Server),
+            ),
+            (
+                nothing(),
+                true,
+                true,
+                ("retry", Some(UpstreamClosed), Nobody),
+            ),
+            (
+                nothing(),
+                false,
+                false,
+                ("fail", Some(UpstreamClosed), Server),
+            ),
+            (
+                nothing(),
+                false,
+                true,
+                ("fail", Some(UpstreamClosed), Nobody),
+            ),
+            // A timeout or a bad head is the server's, never retried, pooled or not.
+            (
+                HeadFail::Timeout,
+                true,
+                false,
+                ("fail", Some(UpstreamTimeout), Server),
+            ),
+            (
+                HeadFail::Timeout,
+                true,
+                true,
+                ("fail", Some(UpstreamTimeout), Server),
+            ),
+            (HeadFail::Bad(bad), true, true, ("fail", Some(bad), Server)),
+            (
+                HeadFail::Bad(UpstreamIo),
+                false,
+                false,
+                ("fail", Some(UpstreamIo), Server),
+            ),
+        ];
+        for (f, resend, reused, want) in table {
+            let what = format!("{f:?} resend={resend} reused={reused}");
+            assert_eq!(settled(no_head(f, resend, reused)), want, "{what}");
+        }
+        assert_eq!(
+            settled(body_failed(RelayFail::Client(BodyTimeout))),
+            ("fail", Some(BodyTimeout), Nobody)
+        );
+        assert_eq!(
+            settled(body_failed(RelayFail::Upstream(UpstreamIo))),
+            ("fail", Some(UpstreamIo), Server)
+        );
+    }
+}

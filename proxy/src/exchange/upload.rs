@@ -1,0 +1,150 @@
+//! A streamed request body, sent while the response head is read (nginx's way): an upstream
+//! that answers before taking the whole body (a 413, a 401) has its answer relayed.
+
+use super::outcome::{body_failed, no_head, Attempt};
+use super::response_head::{read_response_head, Head, HeadFail, HeadRead};
+use crate::client::ClientConn;
+use crate::error::ProxyError;
+use crate::forward::RequestInfo;
+use crate::pool::Upstream;
+use crate::relay::{self, RelayFail};
+use crate::worker::ProxyWorker;
+use bytes::BytesMut;
+use monoio::io::Splitable;
+
+/// A streamed request's answer.
+pub(super) struct Streamed {
+    pub(super) up: Upstream,
+    pub(super) head: Head,
+    /// The head came before the whole body was sent.
+    pub(super) early: bool,
+}
+
+/// A streamed request body: answer `Expect: 100-continue` if the client waits for it, then
+/// send the body while reading the response head.
+pub(super) async fn stream_request(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    req: &RequestInfo,
+    up: Upstream,
+    ub: BytesMut,
+) -> Result<Streamed, Attempt<'static>> {
+    if req.expect_continue && c.cin.is_empty() {
+        let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let r = monoio::time::timeout(w.cfg.timeouts.send, async {
+            use monoio::io::AsyncWriteRentExt;
+            c.stream.write_all(cont).await.0
+        });
+        if !matches!(r.await, Ok(Ok(_))) {
+            return Err(Attempt::Abort);
+        }
+    }
+    let reused = up.reused;
+    let (up, outcome) = stream_body(c, w, up, ub, req).await;
+    // monoio could not put the connection's halves back together.
+    let Some(up) = up else {
+        return Err(Attempt::Abort);
+    };
+    match outcome {
+        BodyOutcome::Sent(Ok(head)) => Ok(Streamed {
+            up,
+            head,
+            early: false,
+        }),
+        BodyOutcome::Sent(Err(f)) => Err(no_head(f, false, reused)),
+        BodyOutcome::Early(head) => Ok(Streamed {
+            up,
+            head,
+            early: true,
+        }),
+        BodyOutcome::Failed(f) => Err(body_failed(f)),
+    }
+}
+
+/// What streaming a request body led to.
+enum BodyOutcome {
+    /// The body was sent; then came a response head, or not.
+    Sent(Result<Head, HeadFail>),
+    /// The upstream answered before it had the whole body (a 413, a 401...).
+    Early(Head),
+    Failed(RelayFail),
+}
+
+/// Stream the request body to the upstream while reading its response head, as nginx does:
+/// an upstream that answers early (and then stops reading, or closes) has its answer relayed
+/// instead of a 502 or a send timeout. The read waits without a deadline while the body is
+/// in flight (a slow upload is bounded by the body and send timeouts) and gets the read
+/// timeout once the body is sent. Returns the connection, put back together (`None` only if
+/// monoio could not reunite its halves).
+///
+/// Costs one small allocation (monoio's split) per streamed body; requests without a body,
+/// or whose body came with the head, never get here.
+async fn stream_body(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    up: Upstream,
+    ub: BytesMut,
+    req: &RequestInfo,
+) -> (Option<Upstream>, BodyOutcome) {
+    let Upstream {
+        stream,
+        requests,
+        reused,
+    } = up;
+    let read_timeout = w.cfg.timeouts.read;
+    let (mut ur, mut uw) = stream.into_split();
+    let outcome = {
+        // `uout` (the request head, already sent) frames chunks; `cout` gets the response head.
+        let relay = std::pin::pin!(relay::request_body(
+            w,
+            &mut c.stream,
+            &mut uw,
+            &mut c.cin,
+            &mut c.uout,
+            req.body,
+        ));
+        let to = HeadRead {
+            req,
+            out: &mut c.cout,
+            read_timeout: None,
+        };
+        let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
+        let bounded = |head| async move {
+            match monoio::time::timeout(read_timeout, head).await {
+                Ok(r) => r,
+                Err(_) => Err(HeadFail::Timeout),
+            }
+        };
+        let first = monoio::select! {
+            // The body finishing wins a tie: then the response is not "early".
+            biased;
+            r = relay => Ok(r),
+            h = &mut head => Err(h),
+        };
+        match first {
+            Ok(Ok(())) => BodyOutcome::Sent(bounded(head).await),
+            // A write failed (the upstream closed or reset): it may have answered first.
+            Ok(Err(RelayFail::Upstream(e))) if e != ProxyError::UpstreamTimeout => {
+                match bounded(head).await {
+                    Ok(head) => BodyOutcome::Early(head),
+                    Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+                }
+            }
+            Ok(Err(f)) => BodyOutcome::Failed(f),
+            Err(Ok(head)) => BodyOutcome::Early(head),
+            Err(Err(HeadFail::Bad(e))) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+            Err(Err(HeadFail::Nothing(_))) => {
+                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
+            }
+            Err(Err(HeadFail::Timeout)) => {
+                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
+            }
+        }
+    };
+    let up = ur.reunite(uw).ok().map(|stream| Upstream {
+        stream,
+        requests,
+        reused,
+    });
+    (up, outcome)
+}

@@ -1,0 +1,328 @@
+//! Head rewriting on plain inputs: tables of the client's (or the upstream's) head and the
+//! exact head the other side gets.
+
+use super::*;
+use shared::http::Limits;
+
+/// The client's address in every case.
+const IP: &str = "10.0.0.9";
+
+fn opts() -> HeaderOptions {
+    HeaderOptions::default()
+}
+
+/// The upstream head written for the request `wire`, with `(Host written?)` when it was.
+fn upstream(wire: &str, opts: &HeaderOptions) -> String {
+    let mut storage = [httparse::EMPTY_HEADER; 32];
+    let head = match parse_request(wire.as_bytes(), &mut storage, &Limits::default()) {
+        Ok(Status::Complete(h)) => h,
+        other => panic!("{wire:?}: {other:?}"),
+    };
+    let target = origin_form(head.target);
+    let websocket = head.is_websocket_upgrade();
+    let mut out = BytesMut::from(&b"left over"[..]);
+    let ip = IpText::new(IP.parse().unwrap());
+    let host = write_upstream_head(&head, &target, websocket, opts, &ip, &mut out);
+    let text = String::from_utf8(out.to_vec()).unwrap();
+    if host {
+        text
+    } else {
+        format!("{text}(no Host)")
+    }
+}
+
+#[test]
+fn upstream_heads() {
+    let off = HeaderOptions {
+        preserve_host: false,
+        x_forwarded_for: false,
+        x_real_ip: false,
+        x_forwarded_proto: false,
+    };
+    let fwd = "X-Forwarded-For: 10.0.0.9\r\nX-Real-IP: 10.0.0.9\r\nX-Forwarded-Proto: http\r\n";
+    let table: Vec<(&str, String, HeaderOptions, String)> = vec![
+        (
+            "the plainest request",
+            "GET /a?b HTTP/1.1\r\nHost: example.com\r\n\r\n".into(),
+            opts(),
+            format!("GET /a?b HTTP/1.1\r\nHost: example.com\r\n{fwd}"),
+        ),
+        (
+            "hop-by-hop fields removed (RFC 9110 7.6.1), end-to-end ones kept in order",
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
+             Proxy-Connection: keep-alive\r\nTE: trailers\r\nTrailer: X-T\r\nUpgrade: h2c\r\n\
+             Accept: */*\r\nX-B: 2\r\n\r\n"
+                .into(),
+            opts(),
+            format!("GET / HTTP/1.1\r\nHost: h\r\nAccept: */*\r\nX-B: 2\r\n{fwd}"),
+        ),
+        (
+            "fields named in Connection removed, in any case, across Connection fields",
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Secret, close\r\nConnection: x-other\r\n\
+             x-secret: 1\r\nX-OTHER: 2\r\nX-Kept: 3\r\n\r\n"
+                .into(),
+            opts(),
+            format!("GET / HTTP/1.1\r\nHost: h\r\nX-Kept: 3\r\n{fwd}"),
+        ),
+        (
+            "X-Forwarded-For: every received list, in order, empty ones dropped, then the client",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For:\r\n\
+             x-forwarded-for:  2.2.2.2, 3.3.3.3 \r\n\r\n"
+                .into(),
+            opts(),
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.9\r\n\
+             X-Real-IP: 10.0.0.9\r\nX-Forwarded-Proto: http\r\n"
+                .into(),
+        ),
+        (
+            "X-Real-IP and X-Forwarded-Proto from the client are replaced",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Real-IP: 6.6.6.6\r\nX-Forwarded-Proto: https\r\n\r\n"
+                .into(),
+            opts(),
+            format!("GET / HTTP/1.1\r\nHost: h\r\n{fwd}"),
+        ),
+        (
+            "forwarding fields off: the client's pass through untouched, none added",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\nX-Real-IP: 6.6.6.6\r\n\
+             X-Forwarded-Proto: https\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Real-IP: 6.6.6.6\r\n\
+             X-Forwarded-Proto: https\r\n(no Host)"
+                .into(),
+        ),
+        (
+            "Host not preserved: left to each attempt (the server's name)",
+            "GET / HTTP/1.1\r\nHost: h\r\n\r\n".into(),
+            off.clone(),
+            "GET / HTTP/1.1\r\n(no Host)".into(),
+        ),
+        (
+            "an absolute-form target: origin-form upstream, its authority is the Host",
+            "GET http://abs.example:8080/p?q HTTP/1.1\r\nHost: other\r\n\r\n".into(),
+            opts(),
+            format!("GET /p?q HTTP/1.1\r\nHost: abs.example:8080\r\n{fwd}"),
+        ),
+        (
+            "HTTP/1.0 without Host: HTTP/1.1 upstream, Host per attempt",
+            "GET / HTTP/1.0\r\n\r\n".into(),
+            opts(),
+            format!("GET / HTTP/1.1\r\n{fwd}(no Host)"),
+        ),
+        (
+            "our own framing: Content-Length rewritten, Expect answered by the proxy",
+            "PUT /u HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\nExpect: 100-continue\r\n\r\n"
+                .into(),
+            opts(),
+            format!("PUT /u HTTP/1.1\r\nHost: h\r\n{fwd}Content-Length: 7\r\n"),
+        ),
+        (
+            "a chunked body stays chunked (Transfer-Encoding is hop-by-hop, written by us)",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
+            off.clone(),
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n(no Host)".into(),
+        ),
+        (
+            "a POST without a body gets Content-Length: 0",
+            "POST / HTTP/1.1\r\nHost: h\r\n\r\n".into(),
+            off.clone(),
+            "POST / HTTP/1.1\r\nContent-Length: 0\r\n(no Host)".into(),
+        ),
+        (
+            "a WebSocket upgrade keeps its Upgrade list and says Connection: upgrade",
+            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n\
+             Upgrade: websocket, h2c\r\nSec-WebSocket-Key: k\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
+             Upgrade: websocket, h2c\r\n(no Host)"
+                .into(),
+        ),
+        (
+            "an upgrade to something else is dropped",
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n".into(),
+            off,
+            "GET / HTTP/1.1\r\n(no Host)".into(),
+        ),
+    ];
+    for (what, wire, opts, want) in table {
+        assert_eq!(upstream(&wire, &opts), want, "{what}");
+    }
+}
+
+/// A request as the exchange knows it: a keep-alive HTTP/1.1 GET unless changed.
+fn req() -> RequestInfo {
+    RequestInfo {
+        method: RequestMethod::Other,
+        idempotent: true,
+        version: Version::Http11,
+        body: BodyKind::Empty,
+        keep_alive: true,
+        expect_continue: false,
+        websocket: false,
+        head_len: 0,
+        group: 0,
+        host_written: true,
+    }
+}
+
+/// The client's head for the upstream head `wire` (or the error), written as the exchange
+/// writes it: begun when parsed, ended once the exchange knows the outcome.
+fn client(wire: &str, req: &RequestInfo, shutting_down: bool) -> Result<String, ProxyError> {
+    let mut storage = [httparse::EMPTY_HEADER; 32];
+    let head = match parse_final_response(
+        wire.as_bytes(),
+        &mut storage,
+        req.method,
+        &Limits::default(),
+    ) {
+        Ok(Status::Complete(h)) => h,
+        other => panic!("{wire:?}: {other:?}"),
+    };
+    let info = response_info(&head, req, shutting_down)?;
+    let mut out = BytesMut::from(&b"left over"[..]);
+    write_client_head(&head, info.framing, &mut out);
+    end_client_head(&mut out, &info);
+    Ok(String::from_utf8(out.to_vec()).unwrap())
+}
+
+#[test]
+fn client_heads() {
+    let http10 = RequestInfo {
+        version: Version::Http10,
+        ..req()
+    };
+    let head = RequestInfo {
+        method: RequestMethod::Head,
+        ..req()
+    };
+    let closing = RequestInfo {
+        keep_alive: false,
+        ..req()
+    };
+    let ws = RequestInfo {
+        websocket: true,
+        ..req()
+    };
+    let bad = |e| Err(ProxyError::BadResponse(e));
+    let ok = |s: &str| Ok(s.to_string());
+    let table: Vec<(&str, &str, RequestInfo, Result<String, ProxyError>)> = vec![
+        (
+            "a length passes through; hop-by-hop and Connection-named fields go",
+            "HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Hop\r\nKeep-Alive: timeout=5\r\n\
+             X-Hop: 1\r\nContent-Length: 3\r\nX-End: 2\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 200 OK\r\nX-End: 2\r\nContent-Length: 3\r\n\r\n"),
+        ),
+        (
+            "interim heads are not forwarded (the proxy answered Expect; 103 is dropped)",
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\n\
+             HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"),
+        ),
+        (
+            "chunked to an HTTP/1.1 client: re-chunked",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        ),
+        (
+            "close-delimited to an HTTP/1.1 client: chunked, the client connection stays",
+            "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        ),
+        (
+            "chunked to an HTTP/1.0 client: close-delimited",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            http10,
+            ok("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"),
+        ),
+        (
+            "an HTTP/1.0 keep-alive client is told the connection stays",
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            http10,
+            ok("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n"),
+        ),
+        (
+            "a client that asked to close",
+            "HTTP/1.1 204 No Content\r\n\r\n",
+            closing,
+            ok("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n"),
+        ),
+        (
+            "HEAD: no body, the length is the GET's and stays",
+            "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n",
+            head,
+            ok("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"),
+        ),
+        (
+            "a coding other than chunked cannot be re-framed",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            req(),
+            bad(CodecError::UnknownTransferCoding),
+        ),
+        (
+            "101 to a WebSocket upgrade: Upgrade kept, Connection: upgrade",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Accept: a\r\n\r\n",
+            ws,
+            ok("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                Sec-WebSocket-Accept: a\r\nConnection: upgrade\r\n\r\n"),
+        ),
+        (
+            "101 to anything else is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+            req(),
+            bad(CodecError::InvalidStatus),
+        ),
+    ];
+    for (what, wire, req, want) in table {
+        assert_eq!(client(wire, &req, false), want, "{what}");
+    }
+}
+
+#[test]
+fn client_connections_close_on_shutdown_and_after_early_answers() {
+    let wire = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
+    let closed = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    assert_eq!(client(wire, &req(), true).unwrap(), closed);
+
+    let mut storage = [httparse::EMPTY_HEADER; 8];
+    let limits = Limits::default();
+    let Ok(Status::Complete(head)) =
+        parse_final_response(wire.as_bytes(), &mut storage, RequestMethod::Other, &limits)
+    else {
+        panic!()
+    };
+    let info = response_info(&head, &req(), false).unwrap();
+    assert!(info.client_keep_alive && info.upstream_keep_alive);
+    let early = info.answered_early().unwrap();
+    assert!(!early.client_keep_alive && !early.upstream_keep_alive);
+    let mut out = BytesMut::new();
+    write_client_head(&head, early.framing, &mut out);
+    end_client_head(&mut out, &early);
+    assert_eq!(out, closed.as_bytes());
+    let tunnel = ResponseInfo {
+        framing: ClientFraming::Tunnel,
+        ..info
+    };
+    assert_eq!(
+        tunnel.answered_early().map(|_| ()),
+        Err(ProxyError::BadResponse(CodecError::InvalidStatus))
+    );
+}
+
+#[test]
+fn ip_text() {
+    assert_eq!(
+        IpText::new("127.0.0.1".parse().unwrap()).as_bytes(),
+        b"127.0.0.1"
+    );
+    assert_eq!(IpText::new("::1".parse().unwrap()).as_bytes(), b"::1");
+    assert_eq!(
+        IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(),
+        b"10.0.0.1"
+    );
+}
