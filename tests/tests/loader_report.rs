@@ -78,6 +78,16 @@ fn synthetic() -> RunResult {
     }
 }
 
+/// Every recorded value of a histogram with its count (a macro: this crate does not name
+/// the histogram type).
+macro_rules! recorded {
+    ($h:expr) => {
+        $h.iter_recorded()
+            .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect::<Vec<(u64, u64)>>()
+    };
+}
+
 fn line_with<'a>(report: &'a str, prefix: &str) -> &'a str {
     report
         .lines()
@@ -325,7 +335,20 @@ fn json_has_every_figure_and_histograms_decode_to_the_same_counts() {
     for s in loader::sysinfo::SYSCTLS {
         assert!(ctx["sysctls"].get(*s).is_some(), "missing sysctl {s}");
     }
-    // The encoded histograms decode to exactly the counts recorded.
+    // The encoded histograms decode to exactly the counts recorded: every value, every count.
+    let h = &r.hist;
+    for (key, want) in [
+        ("total", &h.total),
+        ("uncorrected", &h.uncorrected),
+        ("connect", &h.connect),
+        ("processing", &h.processing),
+        ("waiting", &h.waiting),
+        ("connect_per_connection", &h.connect_per_connection),
+    ] {
+        let got = loader::json::decode_histogram(v["histograms"][key].as_str().unwrap()).unwrap();
+        assert_eq!(recorded!(got), recorded!(want), "{key}");
+        assert!(!recorded!(want).is_empty(), "{key}");
+    }
     let total = loader::json::decode_histogram(v["histograms"]["total"].as_str().unwrap()).unwrap();
     assert_eq!(total.len(), 200);
     assert_eq!(total.count_at(1000), 100);
