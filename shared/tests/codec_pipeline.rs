@@ -155,14 +155,29 @@ fn desync_obfuscations_are_rejected() {
         ),
     ];
     let limits = Limits::default();
+    let parse = |wire: &[u8]| {
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
+        parse_request(wire, &mut headers, &limits).map(|s| match s {
+            Status::Complete(h) => Some(h.body),
+            Status::Partial => None,
+        })
+    };
     for (field, want) in cases {
         let wire =
             format!("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n{field}\r\n0\r\n\r\n");
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
-        let got = parse_request(wire.as_bytes(), &mut headers, &limits).map(|s| match s {
-            Status::Complete(h) => Some(h.body),
-            Status::Partial => None,
-        });
-        assert_eq!(got, Err(*want), "{wire:?}");
+        let wire = wire.as_bytes();
+        assert_eq!(parse(wire), Err(*want), "{wire:?}");
+        // Replayed at every split, as reads would deliver it: each prefix is still Partial or
+        // already the same error, never a head, and once rejected it stays rejected.
+        let mut rejected = false;
+        for n in 0..=wire.len() {
+            match parse(&wire[..n]) {
+                Ok(None) if !rejected => {}
+                got => {
+                    assert_eq!(got, Err(*want), "prefix of {n} bytes of {wire:?}");
+                    rejected = true;
+                }
+            }
+        }
     }
 }

@@ -77,7 +77,7 @@ impl Loader {
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(err).split(b'\n') {
-                let Ok(line) = line else { break };
+                let line = line.expect("reading the loader's stderr");
                 if tx
                     .send(String::from_utf8_lossy(&line).into_owned())
                     .is_err()
@@ -89,7 +89,8 @@ impl Loader {
         let stdout = child.stdout.take().map(|mut out| {
             std::thread::spawn(move || {
                 let mut v = Vec::new();
-                let _ = out.read_to_end(&mut v);
+                out.read_to_end(&mut v)
+                    .expect("reading the loader's stdout");
                 v
             })
         });
@@ -142,9 +143,14 @@ impl Loader {
             .take()
             .map(|h| h.join().expect("stdout reader"))
             .unwrap_or_default();
-        // The writer has exited: the reader thread ends at EOF.
-        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
-            self.stderr.push(l);
+        // The writer has exited: the reader thread ends at EOF, which disconnects the
+        // channel. Only that ends the collection; a timeout is a failure, not the end.
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(l) => self.stderr.push(l),
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("stderr never reached EOF"),
+            }
         }
         (
             status.code(),
@@ -315,10 +321,9 @@ fn sigint_and_sigterm_mid_run_print_the_report_of_what_was_done() {
         );
         l.wait_line("loader: ");
         wait_served(&origin, 20);
-        let t0 = Instant::now();
         l.signal(sig);
+        // `finish` fails after 30 s; the report below says the signal, not `-d 60s`, ended it.
         let (code, stdout, stderr) = l.finish();
-        assert!(t0.elapsed() < Duration::from_secs(10), "signal {sig}");
         assert_eq!(code, Some(0), "signal {sig}: {stderr}\n{stdout}");
         assert!(stdout.starts_with("Server Software:"), "{stdout}");
         assert!(stdout.contains("\nInterrupted:            yes"), "{stdout}");

@@ -533,6 +533,11 @@ fn classify_version(field: &[u8], is_end: impl Fn(u8) -> bool) -> Option<CodecEr
 /// httparse rejected something after the start line (or its line ending): find the first
 /// offending line and name the rule it breaks.
 fn classify_field_error(buf: &[u8], lead: usize, e: httparse::Error) -> Option<CodecError> {
+    // A CR before the start line followed by something other than LF: decided here, not by
+    // the lines after it (which would make a longer buffer look Partial again).
+    if lead > 0 && buf[lead - 1] == b'\r' && lead < buf.len() {
+        return Some(CodecError::InvalidStartLine);
+    }
     let rest = &buf[lead..];
     let first_lf = rest.iter().position(|&b| b == b'\n');
     let first_cr = rest.iter().position(|&b| b == b'\r');

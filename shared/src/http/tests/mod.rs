@@ -193,20 +193,24 @@ pub fn decode_pieces(kind: BodyKind, limits: &Limits, pieces: &[&[u8]]) -> BodyR
     let mut d = BodyDecoder::new(kind, limits);
     let mut buf: Vec<u8> = Vec::new();
     let mut data = Vec::new();
-    for piece in pieces {
+    for (i, piece) in pieces.iter().enumerate() {
         buf.extend_from_slice(piece);
         loop {
             if d.is_done() {
                 break;
             }
             match d.decode(&buf) {
-                // What is left after an error depends on the split: report none.
+                // Left over after an error: what the decoder had not consumed, and every byte
+                // not yet read. Split-dependent (a size line may be consumed digit by digit).
                 Err(e) => {
+                    pieces[i + 1..]
+                        .iter()
+                        .for_each(|p| buf.extend_from_slice(p));
                     return BodyRun {
                         data,
                         result: Err(e),
-                        rest: Vec::new(),
-                    }
+                        rest: buf,
+                    };
                 }
                 Ok(out) => {
                     assert!(out.consumed <= buf.len());
@@ -246,16 +250,29 @@ pub fn decode_pieces(kind: BodyKind, limits: &Limits, pieces: &[&[u8]]) -> BodyR
 /// One-shot, every 2-piece split and byte-by-byte decodes all agree; returns the one-shot run.
 pub fn assert_body_splits(kind: BodyKind, limits: &Limits, wire: &[u8]) -> BodyRun {
     let whole = decode_pieces(kind, limits, &[wire]);
+    let show = String::from_utf8_lossy(wire);
     for n in 0..=wire.len() {
         let split = decode_pieces(kind, limits, &[&wire[..n], &wire[n..]]);
-        assert_eq!(
-            split,
-            whole,
-            "split at {n} of {:?}",
-            String::from_utf8_lossy(wire)
-        );
+        assert_same_run(&split, &whole, wire, &format!("split at {n} of {show:?}"));
     }
     let bytes: Vec<&[u8]> = wire.chunks(1).collect();
-    assert_eq!(decode_pieces(kind, limits, &bytes), whole, "byte by byte");
+    let by_byte = decode_pieces(kind, limits, &bytes);
+    assert_same_run(&by_byte, &whole, wire, &format!("byte by byte {show:?}"));
     whole
+}
+
+/// A split decode agrees with the one-shot one: same payload and outcome, and the same
+/// leftover when the body ended. After an error the leftover is still the tail of the wire
+/// (nothing invented, nothing reordered), but how much of a size line was consumed before it
+/// depends on where the reads fell.
+pub fn assert_same_run(split: &BodyRun, whole: &BodyRun, wire: &[u8], what: &str) {
+    assert_eq!(
+        (&split.data, split.result),
+        (&whole.data, whole.result),
+        "{what}"
+    );
+    match whole.result {
+        Ok(_) => assert_eq!(split.rest, whole.rest, "{what}"),
+        Err(_) => assert!(wire.ends_with(&split.rest), "{what}: {split:?}"),
+    }
 }

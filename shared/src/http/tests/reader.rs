@@ -238,9 +238,17 @@ fn truncated_and_malformed_responses_are_errors() {
     assert_eq!(every_split(head_only, Other).unwrap_err(), UnexpectedEof);
     let interim_only = b"HTTP/1.1 100 Continue\r\n\r\n";
     assert_eq!(every_split(interim_only, Other).unwrap_err(), UnexpectedEof);
-    assert!(read_all(b"garbage\r\n\r\n", Other, 100).is_err());
+    // The kind decides the loader's count: UnexpectedEof (from `eof`) is a read failure,
+    // anything the codec rejects is a parse failure.
+    assert_eq!(
+        every_split(b"garbage\r\n\r\n", Other).unwrap_err(),
+        CodecError::InvalidVersion
+    );
     let bad_chunk = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
-    assert!(read_all(bad_chunk, Other, 100).is_err());
+    assert_eq!(
+        every_split(bad_chunk, Other).unwrap_err(),
+        CodecError::InvalidChunkSize
+    );
 }
 
 #[test]

@@ -229,6 +229,14 @@ fn table() -> Vec<(RequestMethod, &'static str, Want)> {
             Want::Err(UnsupportedVersion),
         ),
         (Other, "ICY 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
+        // A stray CR before the start line is an error at once, whatever lines follow (the
+        // property test found a prefix rejected while the longer buffer was Partial).
+        (Other, "\rAC:x\nAF: 1\r\n\r\n", Want::Err(InvalidStartLine)),
+        (
+            Other,
+            "\r\n\rHTTP/1.1 200 OK\r\n\r\n",
+            Want::Err(InvalidStartLine),
+        ),
         (Other, "HTTP/1.1x 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
     ]
 }
@@ -287,4 +295,13 @@ fn response_limits() {
     );
     let three = b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
     assert_eq!(res_with(three, Other, &limits), Err(TooManyHeaders));
+    let two = b"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\n\r\n";
+    assert!(matches!(
+        res_with(two, Other, &limits),
+        Ok(Status::Complete(_))
+    ));
+    // Every case at every split.
+    for wire in [big.as_bytes(), three, two] {
+        assert_prefixes(wire, |b| res_with(b, Other, &limits));
+    }
 }
