@@ -67,7 +67,7 @@ pub async fn run<A: Acceptor>(listener: &TcpListener, shutdown: &Shutdown, owner
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::{run_on, DriverKind};
+    use crate::runtime::{drivers_here, run_on, DriverKind};
     use std::cell::RefCell;
 
     /// Records the peers it gets and stops the loop once it has `want` of them.
@@ -92,10 +92,16 @@ mod tests {
 
     #[test]
     fn every_connection_reaches_the_owner_until_shutdown() {
+        for driver in drivers_here() {
+            every_connection_reaches_the_owner(driver);
+        }
+    }
+
+    fn every_connection_reaches_the_owner(driver: DriverKind) {
         let std_listener =
             crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 16).expect("listener");
         let addr = std_listener.local_addr().unwrap();
-        let (peers, clients) = run_on(DriverKind::Epoll, 64, async move {
+        let (peers, clients) = run_on(driver, 64, async move {
             let listener = TcpListener::from_std(std_listener).expect("monoio listener");
             let shutdown = Shutdown::new();
             let owner = Rc::new(Recorder {
@@ -118,14 +124,20 @@ mod tests {
         let mut clients = clients;
         peers.sort();
         clients.sort();
-        assert_eq!(peers, clients);
+        assert_eq!(peers, clients, "{driver}");
     }
 
     #[test]
     fn a_fired_shutdown_ends_the_loop_without_accepting() {
+        for driver in drivers_here() {
+            a_fired_shutdown_ends_the_loop(driver);
+        }
+    }
+
+    fn a_fired_shutdown_ends_the_loop(driver: DriverKind) {
         let std_listener =
             crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 16).expect("listener");
-        let accepted = run_on(DriverKind::Epoll, 64, async move {
+        let accepted = run_on(driver, 64, async move {
             let listener = TcpListener::from_std(std_listener).expect("monoio listener");
             let shutdown = Shutdown::new();
             let owner = Rc::new(Recorder {
@@ -139,6 +151,6 @@ mod tests {
             n
         })
         .expect("runtime");
-        assert_eq!(accepted, 0);
+        assert_eq!(accepted, 0, "{driver}");
     }
 }

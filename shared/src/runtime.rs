@@ -162,6 +162,19 @@ pub fn select_driver(cfg: &RuntimeConfig) -> Result<DriverKind, RuntimeError> {
     choose_driver(cfg.driver, |f| try_uring(f, cfg.entries))
 }
 
+/// Every driver this machine can run: the one `auto` picks and, when that is io_uring, epoll
+/// too. Tests that exercise runtime-level code run on each, so the fallback driver is tested
+/// wherever the fast one is.
+pub fn drivers_here() -> Vec<DriverKind> {
+    let auto = choose_driver(DriverChoice::Auto, |f| try_uring(f, 64))
+        .expect("auto never fails: epoll is always there");
+    if auto == DriverKind::Epoll {
+        vec![DriverKind::Epoll]
+    } else {
+        vec![auto, DriverKind::Epoll]
+    }
+}
+
 /// What a worker gets: its index, its core, the driver, and its local shutdown handle.
 #[derive(Clone)]
 pub struct WorkerCtx {
@@ -359,35 +372,51 @@ mod tests {
 
     #[test]
     fn workers_run_and_stop_on_flag() {
-        let cfg = RuntimeConfig {
-            workers: 2,
-            pin: true,
-            driver: DriverChoice::Auto,
-            entries: 256,
-        };
-        let driver = select_driver(&cfg).unwrap();
-        let flag = ShutdownFlag::new();
-        let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let s2 = seen.clone();
-        let w = spawn_workers(
-            &cfg,
-            driver,
-            flag.clone(),
-            "t",
-            vec![10usize, 20],
-            move |ctx, v| {
-                let seen = s2.clone();
-                async move {
-                    ctx.shutdown.wait().await;
-                    seen.fetch_add(v + ctx.id, std::sync::atomic::Ordering::SeqCst);
-                }
-            },
-        )
-        .unwrap();
-        assert_eq!(w.cores.len(), 2);
-        flag.trigger();
-        w.join().unwrap();
-        assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 31);
+        for driver in drivers_here() {
+            let cfg = RuntimeConfig {
+                workers: 2,
+                pin: true,
+                driver: DriverChoice::Auto,
+                entries: 256,
+            };
+            let flag = ShutdownFlag::new();
+            let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let s2 = seen.clone();
+            let w = spawn_workers(
+                &cfg,
+                driver,
+                flag.clone(),
+                "t",
+                vec![10usize, 20],
+                move |ctx, v| {
+                    let seen = s2.clone();
+                    async move {
+                        ctx.shutdown.wait().await;
+                        seen.fetch_add(v + ctx.id, std::sync::atomic::Ordering::SeqCst);
+                    }
+                },
+            )
+            .unwrap();
+            assert_eq!(w.cores.len(), 2);
+            assert_eq!(w.driver, driver);
+            flag.trigger();
+            w.join().unwrap();
+            assert_eq!(
+                seen.load(std::sync::atomic::Ordering::SeqCst),
+                31,
+                "{driver}"
+            );
+        }
+    }
+
+    #[test]
+    fn drivers_here_has_epoll_last_and_no_repeats() {
+        let d = drivers_here();
+        assert_eq!(d.last(), Some(&DriverKind::Epoll));
+        assert!(
+            d.len() <= 2 && (d.len() == 1 || d[0] != DriverKind::Epoll),
+            "{d:?}"
+        );
     }
 
     #[test]
