@@ -126,3 +126,50 @@ pub fn dead_port() -> DeadPort {
         DeadPort { fd, addr }
     }
 }
+
+impl DeadPort {
+    /// Bring the port to life: listen on the same socket (so nobody else took it between).
+    pub fn revive(self) -> std::net::TcpListener {
+        use std::os::fd::AsRawFd;
+        // SAFETY: listen(2) on the descriptor this value owns.
+        let rc = unsafe { libc::listen(self.fd.as_raw_fd(), 128) };
+        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
+        std::net::TcpListener::from(self.fd)
+    }
+}
+
+/// A minimal keep-alive HTTP server on `l` for body-less requests: each head gets
+/// `200` with body `ok`. Returns the count of requests answered. Runs until the process
+/// ends (threads blocked in accept are not joined).
+pub fn serve_ok(l: std::net::TcpListener) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let served = std::sync::Arc::new(AtomicU64::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { return };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        count.fetch_add(1, Ordering::SeqCst);
+                        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    served
+}
