@@ -45,6 +45,10 @@ pub struct RequestInfo {
     /// The upstream head (in the caller's buffer) already has its Host field; otherwise
     /// the server's name is written per attempt.
     pub host_written: bool,
+    /// Bytes of a next (pipelined) request had already arrived behind this one, body
+    /// included, when its head was parsed: a graceful shutdown still serves them, so this
+    /// response keeps the connection open.
+    pub pipelined: bool,
 }
 
 /// The client's address as text, formatted once per connection.
@@ -268,6 +272,12 @@ pub fn prepare_request(
             head_len: head.head_len,
             group,
             host_written,
+            pipelined: match head.body {
+                BodyKind::Empty => buf.len() > head.head_len,
+                BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
+                // A streamed body: what follows it is not known yet.
+                _ => false,
+            },
         }))
     })
 }
@@ -358,8 +368,10 @@ pub fn prepare_response(
                 BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
                 BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
             };
+            // Draining: close after this response, unless requests the client pipelined
+            // behind it were already received (they are served, then the connection closes).
             let client_keep_alive = req.keep_alive
-                && !w.shutdown.is_fired()
+                && (!w.shutdown.is_fired() || req.pipelined)
                 && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel);
             out.clear();
             write_status_line(out, Version::Http11, head.status, head.reason);
