@@ -179,7 +179,9 @@ fn serve_conn(mut s: TcpStream, heads: mpsc::Sender<String>, gate: Arc<Gate>) {
                     .then(|| v.trim().parse().ok())?
             })
             .unwrap_or(0);
-        let _ = heads.send(path.clone());
+        if heads.send(path.clone()).is_err() {
+            return; // the test is over
+        }
         while buf.len() < len {
             if !fill(&mut buf, &mut s) {
                 return;
