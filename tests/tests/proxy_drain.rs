@@ -258,9 +258,8 @@ fn sigterm_drains_uploads_and_queued_pipelined_requests() {
             (200, *want),
             "pipelined response {i}: {r:?}"
         );
-        if i == 2 {
-            assert!(r.connection_has("close"), "{r:?}");
-        }
+        // Open while more queued requests wait, closed after the last.
+        assert_eq!(r.connection_has("close"), i == 2, "{r:?}");
     }
     assert_closed(&mut pipe, "pipelined connection after its last response");
 
