@@ -53,6 +53,10 @@ pub struct RequestInfo {
     /// The upstream head (in the caller's buffer) already has its Host field; otherwise
     /// the server's name is written per attempt.
     pub host_written: bool,
+    /// Bytes of a next (pipelined) request had already arrived behind this one, body
+    /// included, when its head was parsed: a graceful shutdown still serves them, so this
+    /// response keeps the connection open.
+    pub pipelined: bool,
 }
 
 /// The client's address as text, formatted once per connection.
@@ -194,6 +198,12 @@ pub fn prepare_request(
             head_len: head.head_len,
             group,
             host_written,
+            pipelined: match head.body {
+                BodyKind::Empty => buf.len() > head.head_len,
+                BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
+                // A streamed body: what follows it is not known yet.
+                _ => false,
+            },
         }))
     })
 }
@@ -377,8 +387,10 @@ pub(crate) fn response_info(
         body: head.body,
         framing,
         upstream_keep_alive: head.keep_alive,
+        // Draining: close after this response, unless requests the client pipelined behind it
+        // were already received (they are served, then the connection closes).
         client_keep_alive: req.keep_alive
-            && !shutting_down
+            && (!shutting_down || req.pipelined)
             && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel),
         client_version: req.version,
     })

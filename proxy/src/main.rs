@@ -3,6 +3,7 @@
 
 use proxy::cli::{self, Cli, CliError};
 use shared::config::{exit_cli_error, usage_error};
+use std::io::Write;
 use std::process::exit;
 
 fn main() {
@@ -33,7 +34,8 @@ fn main() {
         eprintln!("proxy: cannot install the signal handler: {e}");
         running.trigger_shutdown();
     }
-    eprintln!("{}", running.summary());
+    // Not `eprintln!`: a stderr pipe whose reader is gone must not kill a running proxy.
+    let _ = writeln!(std::io::stderr(), "{}", running.summary());
     if let Err(e) = running.join() {
         eprintln!("proxy: {e}");
         exit(1)

@@ -150,14 +150,20 @@ impl ProxyWorker {
         }
     }
 
-    /// Log an error line at most once per few seconds per worker.
+    /// Log an error line at most once per few seconds per worker. A stderr that cannot be
+    /// written (its reader gone) loses the line; `eprintln!` would panic the worker.
     pub fn log_error(&self, what: std::fmt::Arguments<'_>) {
+        use std::io::Write;
         self.errlog.borrow_mut().log(|suppressed| {
-            if suppressed > 0 {
-                eprintln!("proxy: {what} ({suppressed} similar errors suppressed)");
+            let mut err = std::io::stderr().lock();
+            let _ = if suppressed > 0 {
+                writeln!(
+                    err,
+                    "proxy: {what} ({suppressed} similar errors suppressed)"
+                )
             } else {
-                eprintln!("proxy: {what}");
-            }
+                writeln!(err, "proxy: {what}")
+            };
         });
     }
 

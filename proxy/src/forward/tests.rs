@@ -163,6 +163,7 @@ fn req() -> RequestInfo {
         head_len: 0,
         group: 0,
         host_written: true,
+        pipelined: false,
     }
 }
 
@@ -288,6 +289,13 @@ fn client_connections_close_on_shutdown_and_after_early_answers() {
     let wire = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n";
     let closed = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
     assert_eq!(client(wire, &req(), true).unwrap(), closed);
+    // Draining with pipelined requests already received: they are served first.
+    let pipelined = RequestInfo {
+        pipelined: true,
+        ..req()
+    };
+    assert_eq!(client(wire, &pipelined, true).unwrap(), wire);
+    assert_eq!(client(wire, &pipelined, false).unwrap(), wire);
 
     let mut storage = [httparse::EMPTY_HEADER; 8];
     let limits = Limits::default();

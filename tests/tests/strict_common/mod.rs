@@ -1,0 +1,175 @@
+//! Strict helpers for the proxy tests of promised behaviours (drain, smuggling, health,
+//! 100-continue, connection cap, rejected bodies).
+//!
+//! Strict means: a connection counts as closed only on EOF or a reset, never on a read
+//! timeout; every response is parsed and checked, never discarded; readiness is a counter
+//! reaching a value, polled with a generous deadline, never a sleep of a guessed length.
+#![allow(dead_code)]
+
+use shared::origin::{Origin, OriginConfig};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tests::raw::{Client, End, Reply, Response, WAIT};
+
+/// A one-worker proxy started through its command line (`--listen 127.0.0.1:0 --no-pin`,
+/// upstreams `ups`, then `extra`).
+pub fn proxy(ups: &[SocketAddr], extra: &[&str]) -> (proxy::Running, SocketAddr) {
+    let ups: Vec<String> = ups.iter().map(|a| a.to_string()).collect();
+    let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--no-pin"];
+    if !extra.contains(&"--workers") {
+        args.extend(["--workers", "1"]);
+    }
+    for u in &ups {
+        args.extend(["--upstream", u.as_str()]);
+    }
+    args.extend(extra);
+    let cfg = proxy::cli::config_from_args(&args).expect("valid proxy flags");
+    let running = proxy::start(cfg).expect("proxy starts");
+    let addr = running.listen_addrs()[0];
+    (running, addr)
+}
+
+/// An origin that records every raw request it receives.
+pub fn capturing_origin() -> Origin {
+    Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .expect("origin starts")
+}
+
+/// The next response on `c`, or a panic that shows what arrived and how the read ended.
+pub fn response(c: &mut Client, what: &str) -> Response {
+    c.response(WAIT)
+        .unwrap_or_else(|r| panic!("{what}: no complete response: {}", show(&r)))
+}
+
+/// The peer closes `c` (EOF or reset) with nothing more sent; a read timeout fails.
+pub fn assert_closed(c: &mut Client, what: &str) {
+    let r = c.until_close(WAIT);
+    assert!(
+        r.end != End::TimedOut && r.bytes.is_empty(),
+        "{what}: expected a close, got {}",
+        show(&r)
+    );
+}
+
+/// Whether `c` is still open and silent: the peer neither sent anything nor closed within
+/// `wait` (for "this connection is being held", where a close would be the failure).
+pub fn assert_open_and_silent(c: &mut Client, wait: Duration, what: &str) {
+    let r = c.until_close(wait);
+    assert!(
+        r.end == End::TimedOut && r.bytes.is_empty(),
+        "{what}: expected an open, silent connection, got {}",
+        show(&r)
+    );
+}
+
+pub fn show(r: &Reply) -> String {
+    format!("{:?} after {:?}: {:?}", r.end, r.elapsed, r.text())
+}
+
+/// Wait until `cond` holds, polling; panic with `what` after `limit`. For counters that
+/// are readiness events (a request reached the origin, a connection was accepted).
+pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Patience for readiness on a loaded machine.
+pub const READY: Duration = Duration::from_secs(20);
+
+/// Sum of a per-worker proxy counter.
+pub fn proxy_requests(p: &proxy::Running) -> u64 {
+    p.stats().iter().map(|s| s.requests.get()).sum()
+}
+
+pub fn proxy_connections(p: &proxy::Running) -> u64 {
+    p.stats().iter().map(|s| s.connections.get()).sum()
+}
+
+/// Captured raw requests as text, for messages.
+pub fn captured_text(o: &Origin) -> Vec<String> {
+    o.captured()
+        .iter()
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect()
+}
+
+/// A port that stays dead while the returned descriptor is open: bound, never listening,
+/// so nobody else can take it and a connect to it is refused.
+pub struct DeadPort {
+    fd: std::os::fd::OwnedFd,
+    pub addr: SocketAddr,
+}
+
+pub fn dead_port() -> DeadPort {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    // SAFETY: plain socket calls on a descriptor this function creates and hands to an
+    // OwnedFd at once; the sockaddr is zeroed, filled in, and outlives the calls.
+    unsafe {
+        let raw = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
+        let fd = OwnedFd::from_raw_fd(raw);
+        let mut sa: libc::sockaddr_in = std::mem::zeroed();
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let sp = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
+        assert_eq!(libc::bind(fd.as_raw_fd(), sp, len), 0);
+        let mut got = len;
+        assert_eq!(libc::getsockname(fd.as_raw_fd(), sp, &mut got), 0);
+        let addr = SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port)));
+        DeadPort { fd, addr }
+    }
+}
+
+impl DeadPort {
+    /// Bring the port to life: listen on the same socket (so nobody else took it between).
+    pub fn revive(self) -> std::net::TcpListener {
+        use std::os::fd::AsRawFd;
+        // SAFETY: listen(2) on the descriptor this value owns.
+        let rc = unsafe { libc::listen(self.fd.as_raw_fd(), 128) };
+        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
+        std::net::TcpListener::from(self.fd)
+    }
+}
+
+/// A minimal keep-alive HTTP server on `l` for body-less requests: each head gets
+/// `200` with body `ok`. Returns the count of requests answered. Runs until the process
+/// ends (threads blocked in accept are not joined).
+pub fn serve_ok(l: std::net::TcpListener) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let served = std::sync::Arc::new(AtomicU64::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { return };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        buf.drain(..end + 4);
+                        count.fetch_add(1, Ordering::SeqCst);
+                        if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    match s.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    served
+}
