@@ -48,6 +48,8 @@ pub enum Command {
     Origin(OriginArgs),
     /// Run URL_A and URL_B interleaved (A B A B...) and compare them
     Compare(CompareArgs),
+    /// Merge the --json results of several runs (shards) into one report, histograms exactly
+    Merge(crate::merge::MergeArgs),
 }
 
 /// The load options, shared by a plain run and `compare`.
@@ -123,6 +125,27 @@ pub struct LoadArgs {
     /// Write the latency-by-percentile curve as SVG to FILE
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
+    #[command(flatten)]
+    pub dist: DistArgs,
+}
+
+/// Load from many machines: shards, an aligned start, interval histogram logs.
+#[derive(Debug, Clone, Args)]
+pub struct DistArgs {
+    /// This generator is shard I of N: it sends its exact part of -n and --rate (-c is per
+    /// shard); auto/N takes I = JOB_COMPLETION_INDEX + 1 (Kubernetes Indexed Jobs)
+    #[arg(long, value_name = "I/N", value_parser = crate::shard::parse_shard)]
+    pub shard: Option<crate::shard::ShardSpec>,
+    /// Start the load at this wall-clock time: RFC 3339 (2026-12-01T10:00:00Z) or a Unix
+    /// timestamp, so that the shards' rates add up
+    #[arg(long, value_name = "TIME", value_parser = crate::shard::parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+    /// Write interval latency histograms to FILE in HdrHistogram's interval log format (µs)
+    #[arg(long, value_name = "FILE")]
+    pub hdr_log: Option<PathBuf>,
+    /// Length of one --hdr-log interval
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+    pub hdr_log_interval: Duration,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -225,6 +248,12 @@ pub struct RunOptions {
     /// With --close to a loopback target: spread connects over this many source addresses
     /// (127.0.0.1 ..); 0 leaves the source to the kernel.
     pub source_addresses: usize,
+    /// `--shard`: this run's place among N and the totals it took its part of.
+    pub shard: Option<crate::shard::ShardRun>,
+    /// `--start-at`: the wall-clock time the load starts (waited for before the run).
+    pub start_at: Option<std::time::SystemTime>,
+    /// `--hdr-log`: where interval histograms go, and the interval.
+    pub hdr_log: Option<crate::hdrlog::HdrLogOptions>,
 }
 
 /// Source addresses used for `--close` against loopback.
@@ -259,6 +288,9 @@ impl RunOptions {
             json: None,
             plot: None,
             source_addresses: DEFAULT_SOURCE_ADDRESSES,
+            shard: None,
+            start_at: None,
+            hdr_log: None,
         }
     }
 
@@ -385,6 +417,7 @@ impl LoadArgs {
         o.accept_variable_length = self.accept_variable_length;
         o.json = self.json.clone();
         o.plot = self.plot.clone();
+        self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
         o.validate()?;
         Ok(o)
     }
@@ -406,6 +439,7 @@ pub fn run_command(cli: Cli) -> i32 {
     match cli.command {
         Some(Command::Origin(args)) => run_origin(&args, stop),
         Some(Command::Compare(args)) => crate::compare::run_compare(&args, stop),
+        Some(Command::Merge(args)) => crate::merge::run_merge(&args),
         None => run_load(&cli.urls, &cli.load, stop),
     }
 }
@@ -418,6 +452,9 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
             return e.exit_code();
         }
     };
+    if let Some(code) = crate::shard::wait_for_start(&opts, &stop) {
+        return code;
+    }
     let mut progress = crate::progress::Progress::new(crate::progress::enabled(opts.quiet));
     let result =
         crate::worker::run_with_progress(&opts, stop, |elapsed, live| progress.tick(elapsed, live));

@@ -132,6 +132,10 @@ impl Engine {
     ) -> Engine {
         let n_urls = plan.len();
         let requests: Vec<Vec<u8>> = plan.iter().map(|r| r.bytes.to_vec()).collect();
+        let mut stats = Measurements::new(n_urls, sources.len());
+        if opts.hdr_log.is_some() {
+            stats.interval = Some(crate::stats::new_histogram());
+        }
         Engine {
             max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
             read_buf: if n_slots > conn::MANY_CONNECTIONS {
@@ -153,7 +157,7 @@ impl Engine {
                 .map(|r| !srcaddr::source_addresses(r.target.addr, 1).is_empty())
                 .collect(),
             plan,
-            stats: RefCell::new(Measurements::new(n_urls, sources.len())),
+            stats: RefCell::new(stats),
             live,
             tickets: Cell::new(tickets),
             stopped: Cell::new(false),
@@ -236,6 +240,9 @@ impl Engine {
         let mut st = self.stats.borrow_mut();
         let st = &mut *st;
         record(&mut st.hist.total, total_us);
+        if let Some(h) = &mut st.interval {
+            record(h, total_us);
+        }
         if self.rate {
             record(
                 &mut st.hist.uncorrected,
@@ -343,6 +350,15 @@ impl Engine {
     /// The run is ending: no ticket is given out any more.
     pub fn stop(&self) {
         self.stopped.set(true);
+    }
+
+    /// `--hdr-log`: the current interval's histogram, the recording going on in a fresh one.
+    pub fn take_interval(&self) -> Option<hdrhistogram::Histogram<u64>> {
+        let mut st = self.stats.borrow_mut();
+        let h = st.interval.as_mut()?;
+        let copy = h.clone();
+        h.reset();
+        Some(copy)
     }
 
     /// What this worker measured, handed back when it ends.

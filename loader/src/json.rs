@@ -148,6 +148,13 @@ fn url(u: &UrlResult) -> Value {
             "min": num(ms(u.latency.min() as f64)),
             "max": num(ms(u.latency.max_us as f64)),
         },
+        // Exact, for `loader merge`.
+        "latency_us": {
+            "count": u.latency.count,
+            "sum": u.latency.sum_us,
+            "min": u.latency.min(),
+            "max": u.latency.max_us,
+        },
     })
 }
 
@@ -240,6 +247,8 @@ pub fn run_value(r: &RunResult) -> Value {
         "source_addresses": r.source_addresses,
         "urls": r.urls.iter().map(url).collect::<Vec<_>>(),
         "histograms": histograms(&r.hist),
+        "sends_body": r.sends_body,
+        "shard": r.shard.as_ref().map(crate::merge::shard_value),
     })
 }
 

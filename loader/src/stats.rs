@@ -276,6 +276,8 @@ pub struct Measurements {
     pub connections_opened: u64,
     /// Which of the source addresses (indices into the plan's list) this worker used.
     pub sources_used: Vec<bool>,
+    /// `--hdr-log`: the total latencies of the current interval (see `hdrlog`).
+    pub interval: Option<Histogram<u64>>,
 }
 
 impl Measurements {
@@ -285,6 +287,7 @@ impl Measurements {
             hist: Histograms::default(),
             connections_opened: 0,
             sources_used: vec![false; n_sources],
+            interval: None,
         }
     }
 
@@ -296,6 +299,9 @@ impl Measurements {
         self.hist.reset();
         self.connections_opened = 0;
         self.sources_used.iter_mut().for_each(|b| *b = false);
+        if let Some(h) = &mut self.interval {
+            h.reset();
+        }
     }
 }
 
@@ -376,6 +382,8 @@ pub struct RunResult {
     pub accept_variable_length: bool,
     /// The requests carried a body (`--body`): ab's "Total body sent" and sent rates apply.
     pub sends_body: bool,
+    /// `--shard`: this run was one part of a larger load (`loader merge` adds the parts).
+    pub shard: Option<crate::shard::ShardRun>,
 }
 
 impl RunResult {

@@ -75,6 +75,8 @@ struct Common {
     measure_start: Instant,
     deadline: Option<Instant>,
     sources: Vec<IpAddr>,
+    /// `--hdr-log`: where each worker's interval histograms go.
+    hdr: Option<crate::hdrlog::Sink>,
 }
 
 struct WorkerDone {
@@ -116,12 +118,19 @@ pub fn run_with_progress(
     let t_start = Instant::now();
     let warmup = opts.warmup.unwrap_or_default();
     let measure_start = t_start + warmup;
+    let started = SystemTime::now() + warmup;
+    let hdr = opts
+        .hdr_log
+        .as_ref()
+        .map(|h| crate::hdrlog::HdrLog::start(h, n_workers, measure_start, started))
+        .transpose()?;
     let common = Arc::new(Common {
         opts: opts.clone(),
         plan: plan.clone(),
         measure_start,
         deadline: opts.deadline().map(|d| measure_start + d),
         sources,
+        hdr: hdr.as_ref().map(|h| h.sink()),
     });
     let (tx, rx) = mpsc::channel();
     let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
@@ -136,7 +145,6 @@ pub fn run_with_progress(
         })
         .collect();
     drop(tx);
-    let started = SystemTime::now() + warmup;
     let workers = spawn_workers(&cfg, driver, stop.clone(), "loader", items, run_worker)?;
     let pinning = workers.describe_pinning();
     announce(opts, &pinning, driver, nofile);
@@ -151,6 +159,10 @@ pub fn run_with_progress(
         interrupted: stop.is_set(),
     };
     let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
+    drop(common);
+    if let (Some(h), Some(o)) = (hdr, &opts.hdr_log) {
+        h.finish(&o.path).map_err(LoadError::Invalid)?;
+    }
     Ok(merge(opts, &plan, summed, facts))
 }
 
@@ -323,6 +335,7 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         source_addresses: sources_used.iter().filter(|&&b| b).count(),
         accept_variable_length: opts.accept_variable_length,
         sends_body: opts.body.is_some(),
+        shard: opts.shard,
     }
 }
 
@@ -374,6 +387,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
             }
         });
     }
+    let hdr = common.hdr.as_ref().map(|s| s.for_worker(ctx.id));
+    if let Some(h) = &hdr {
+        monoio::spawn(h.clone().tick(w.clone()));
+    }
     let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
     monoio::spawn(conn::monitor(
         Rc::new(all),
@@ -388,6 +405,9 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         if let Some(d) = common.deadline {
             ended = ended.min(d);
         }
+    }
+    if let Some(h) = &hdr {
+        h.last(&w);
     }
     let stats = w.take_measurements();
     let _ = tx.send(WorkerDone { stats, ended });

@@ -1,0 +1,524 @@
+//! `loader merge FILE...`: the `--json` results of several runs (the shards of one load, or
+//! any runs) combined into one report, exactly.
+//!
+//! Invariants:
+//! - counts are summed; histograms are decoded and added, so every percentile of the merged
+//!   report is the percentile of all the runs' requests together (percentiles themselves are
+//!   never averaged);
+//! - the time span runs from the earliest start to the latest end, and the request rate is
+//!   computed over it; connections (ab's concurrency), workers and target rates are summed;
+//! - the report is [`crate::report::render`] of the merged [`RunResult`]: the same lines as a
+//!   single run's, then one row per run and the warnings: shards started more than a second
+//!   apart or ran for different times (unsynchronised clocks, no `--start-at`), options that
+//!   differ, shards missing or given twice;
+//! - `--json` writes the merged run as a run document (`loader-run/1`, so merged results can
+//!   be merged again) with a `"merged"` object: the files, the per-run rows, the warnings.
+
+use crate::json::decode_histogram;
+use crate::report::render;
+use crate::shard::{Shard, ShardRun};
+use crate::stats::{Counts, Failures, Histograms, LatencySummary, LoadMode, RunResult, UrlResult};
+use serde_json::{json, Map, Value};
+use shared::runtime::DriverKind;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `loader merge FILE... [--json FILE]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MergeArgs {
+    /// `--json` results of the runs to merge
+    #[arg(value_name = "FILE", required = true)]
+    pub files: Vec<PathBuf>,
+    /// Write the merged figures as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+/// Starts further apart than this are warned about.
+pub const START_SPREAD_WARN: Duration = Duration::from_secs(1);
+
+/// The `"shard"` object of a run document.
+pub fn shard_value(s: &ShardRun) -> Value {
+    json!({
+        "index": s.shard.index,
+        "count": s.shard.count,
+        "requests_total": s.requests_total,
+        "rate_total": s.rate_total,
+        "duration_s": s.duration.map(|d| d.as_secs_f64()),
+    })
+}
+
+/// One run read back from its document.
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// The file it came from (as given).
+    pub name: String,
+    pub result: RunResult,
+    /// The document's `"options"` and what else must agree between shards.
+    pub options: Map<String, Value>,
+}
+
+fn u(v: &Value, key: &str) -> u64 {
+    v.get(key).and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn time_of(v: &Value, key: &str) -> Result<SystemTime, String> {
+    let secs = v
+        .get(key)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| format!("no '{key}'"))?;
+    Duration::try_from_secs_f64(secs)
+        .map(|d| UNIX_EPOCH + d)
+        .map_err(|_| format!("invalid '{key}'"))
+}
+
+/// Counts from a document's `"totals"` or a URL's `"counts"` (absent keys read as 0).
+pub fn parse_counts(v: &Value) -> Counts {
+    let f = v.get("failures").cloned().unwrap_or(Value::Null);
+    let mut status: Vec<(u16, u64)> = v
+        .get("status")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, n)| Some((k.parse().ok()?, n.as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    status.sort_unstable();
+    Counts {
+        attempts: u(v, "attempts"),
+        completed: u(v, "completed"),
+        failures: Failures {
+            connect: u(&f, "connect"),
+            read: u(&f, "read"),
+            write: u(&f, "write"),
+            timeout: u(&f, "timeout"),
+            parse: u(&f, "parse"),
+            length: u(&f, "length"),
+        },
+        non_2xx: u(v, "non_2xx"),
+        keep_alive: u(v, "keep_alive"),
+        bytes_received: u(v, "bytes_received"),
+        body_bytes: u(v, "body_bytes"),
+        bytes_sent: u(v, "bytes_sent"),
+        abandoned: u(v, "abandoned"),
+        status,
+    }
+}
+
+fn parse_histograms(v: &Value) -> Result<Histograms, String> {
+    let mut h = Histograms::default();
+    for (key, slot) in [
+        ("total", &mut h.total),
+        ("uncorrected", &mut h.uncorrected),
+        ("connect", &mut h.connect),
+        ("processing", &mut h.processing),
+        ("waiting", &mut h.waiting),
+        ("connect_per_connection", &mut h.connect_per_connection),
+    ] {
+        let Some(s) = v.get(key).and_then(Value::as_str) else {
+            return Err(format!("no histogram '{key}'"));
+        };
+        let decoded = decode_histogram(s).map_err(|e| format!("histogram '{key}': {e}"))?;
+        slot.add(&decoded)
+            .map_err(|e| format!("histogram '{key}': {e:?}"))?;
+    }
+    Ok(h)
+}
+
+fn parse_url(v: &Value) -> UrlResult {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let lat = v.get("latency_us").cloned().unwrap_or(Value::Null);
+    let count = u(&lat, "count");
+    UrlResult {
+        url: s("url"),
+        host: s("host"),
+        port: u(v, "port") as u16,
+        path: s("path"),
+        document_length: v.get("document_length").and_then(Value::as_u64),
+        server_software: v
+            .get("server_software")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        counts: parse_counts(v.get("counts").unwrap_or(&Value::Null)),
+        latency: LatencySummary {
+            count,
+            sum_us: u(&lat, "sum"),
+            min_us: if count == 0 { u64::MAX } else { u(&lat, "min") },
+            max_us: u(&lat, "max"),
+        },
+    }
+}
+
+fn parse_driver(s: &str) -> DriverKind {
+    [DriverKind::UringFast, DriverKind::Uring, DriverKind::Epoll]
+        .into_iter()
+        .find(|d| d.to_string() == s)
+        .unwrap_or(DriverKind::Epoll)
+}
+
+fn parse_shard(v: &Value) -> Option<ShardRun> {
+    let shard = Shard {
+        index: u32::try_from(u(v, "index")).ok()?,
+        count: u32::try_from(u(v, "count")).ok()?,
+    };
+    Some(ShardRun {
+        shard,
+        requests_total: v.get("requests_total").and_then(Value::as_u64),
+        rate_total: v.get("rate_total").and_then(Value::as_f64),
+        duration: v
+            .get("duration_s")
+            .and_then(Value::as_f64)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+    })
+}
+
+/// A run read back from its `--json` document.
+pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
+    if v.get("schema").and_then(Value::as_str) != Some(crate::json::SCHEMA) {
+        return Err(format!(
+            "not a loader --json result (no \"schema\": \"{}\")",
+            crate::json::SCHEMA
+        ));
+    }
+    let o = v.get("options").and_then(Value::as_object).cloned();
+    let o = o.ok_or("no 'options'")?;
+    let ob = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
+    let ou = |k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
+    let started = time_of(v, "started_unix")?;
+    let ended = time_of(v, "ended_unix")?.max(started);
+    let mode = match v.pointer("/rate/target").and_then(Value::as_f64) {
+        Some(target) => LoadMode::Rate { target },
+        None => LoadMode::ClosedLoop,
+    };
+    let result = RunResult {
+        started,
+        ended,
+        elapsed: ended.duration_since(started).unwrap_or_default(),
+        warmup: v
+            .get("warmup_s")
+            .and_then(Value::as_f64)
+            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+        interrupted: v.get("interrupted").and_then(Value::as_bool) == Some(true),
+        concurrency: ou("connections"),
+        pipeline: ou("pipeline").max(1),
+        keep_alive: ob("keep_alive"),
+        http10: ob("http10"),
+        method: o
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or("GET")
+            .into(),
+        mode,
+        workers: ou("workers"),
+        driver: parse_driver(o.get("driver").and_then(Value::as_str).unwrap_or("")),
+        pinning: o
+            .get("pinning")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .into(),
+        urls: v
+            .get("urls")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().map(parse_url).collect())
+            .unwrap_or_default(),
+        totals: parse_counts(v.get("totals").ok_or("no 'totals'")?),
+        hist: parse_histograms(v.get("histograms").ok_or("no 'histograms'")?)?,
+        connections_opened: u(v, "connections_opened"),
+        source_addresses: u(v, "source_addresses") as usize,
+        server_software: v
+            .get("server_software")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        accept_variable_length: ob("accept_variable_length"),
+        sends_body: v.get("sends_body").and_then(Value::as_bool) == Some(true),
+        shard: v.get("shard").and_then(parse_shard),
+    };
+    Ok(Part {
+        name: name.to_string(),
+        options: comparable_options(v, &o),
+        result,
+    })
+}
+
+/// What must be the same in every shard of one load: the options (less the machine's own:
+/// workers, driver, pinning), the URLs, the warm-up, the shard count and the totals.
+fn comparable_options(v: &Value, o: &Map<String, Value>) -> Map<String, Value> {
+    let mut m: Map<String, Value> = o
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "workers" | "driver" | "pinning"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let urls: Vec<Value> = v
+        .get("urls")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|u| u.get("url").cloned()).collect())
+        .unwrap_or_default();
+    m.insert("urls".into(), Value::Array(urls));
+    m.insert(
+        "warmup_s".into(),
+        v.get("warmup_s").cloned().unwrap_or(Value::Null),
+    );
+    if let Some(s) = v.get("shard").filter(|s| !s.is_null()) {
+        for k in ["count", "requests_total", "rate_total", "duration_s"] {
+            m.insert(
+                format!("shard {k}"),
+                s.get(k).cloned().unwrap_or(Value::Null),
+            );
+        }
+    }
+    m
+}
+
+/// Read and parse the files; errors name the file.
+pub fn read_parts(files: &[PathBuf]) -> Result<Vec<Part>, String> {
+    files
+        .iter()
+        .map(|f| {
+            let name = f.display().to_string();
+            let text = std::fs::read_to_string(f).map_err(|e| format!("{name}: {e}"))?;
+            let v: Value =
+                serde_json::from_str(&text).map_err(|e| format!("{name}: invalid JSON: {e}"))?;
+            parse_run(&name, &v).map_err(|e| format!("{name}: {e}"))
+        })
+        .collect()
+}
+
+/// The runs added into one result (`parts` not empty).
+pub fn merge(parts: &[Part]) -> RunResult {
+    let first = &parts[0].result;
+    let mut m = first.clone();
+    m.urls = Vec::new();
+    m.totals = Counts::default();
+    m.hist = Histograms::default();
+    m.shard = None;
+    m.pinning = format!("{} runs merged", parts.len());
+    let (mut conc, mut workers, mut opened, mut target) = (0, 0, 0, 0.0);
+    for p in parts {
+        let r = &p.result;
+        m.started = m.started.min(r.started);
+        m.ended = m.ended.max(r.ended);
+        m.interrupted |= r.interrupted;
+        m.sends_body |= r.sends_body;
+        m.source_addresses = m.source_addresses.max(r.source_addresses);
+        m.server_software = m.server_software.take().or(r.server_software.clone());
+        conc += r.concurrency;
+        workers += r.workers;
+        opened += r.connections_opened;
+        target += r.target_rate().unwrap_or(0.0);
+        m.totals.add(&r.totals);
+        m.hist.add(&r.hist);
+        for url in &r.urls {
+            match m.urls.iter_mut().find(|x| x.url == url.url) {
+                Some(x) => {
+                    x.counts.add(&url.counts);
+                    x.latency.add(&url.latency);
+                    x.document_length = x.document_length.or(url.document_length);
+                    x.server_software = x.server_software.take().or(url.server_software.clone());
+                }
+                None => m.urls.push(url.clone()),
+            }
+        }
+    }
+    m.elapsed = m.ended.duration_since(m.started).unwrap_or_default();
+    m.concurrency = conc;
+    m.workers = workers;
+    m.connections_opened = opened;
+    if parts.iter().any(|p| p.result.target_rate().is_some()) {
+        m.mode = LoadMode::Rate { target };
+    }
+    m
+}
+
+/// What the runs disagree on: clocks (starts, run times), options, shards.
+pub fn warnings(parts: &[Part]) -> Vec<String> {
+    let mut w = Vec::new();
+    let secs = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let starts: Vec<f64> = parts.iter().map(|p| secs(p.result.started)).collect();
+    let spread = starts.iter().cloned().fold(f64::MIN, f64::max)
+        - starts.iter().cloned().fold(f64::MAX, f64::min);
+    if spread > START_SPREAD_WARN.as_secs_f64() {
+        w.push(format!(
+            "the runs started {spread:.3} s apart: their rates did not add up over the whole \
+             span (align them with --start-at; are the machines' clocks synchronised?)"
+        ));
+    }
+    let times: Vec<f64> = parts
+        .iter()
+        .map(|p| p.result.elapsed.as_secs_f64())
+        .collect();
+    let (lo, hi) = (
+        times.iter().cloned().fold(f64::MAX, f64::min),
+        times.iter().cloned().fold(f64::MIN, f64::max),
+    );
+    if hi - lo > 0.1 * hi && hi - lo > 0.1 {
+        w.push(format!(
+            "the runs lasted from {lo:.3} s to {hi:.3} s: the merged rate is over {:.3} s",
+            merge(parts).elapsed.as_secs_f64()
+        ));
+    }
+    let base = &parts[0];
+    let mut keys: Vec<&String> = parts.iter().flat_map(|p| p.options.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    for k in keys {
+        let a = base.options.get(k).unwrap_or(&Value::Null);
+        if let Some(p) = parts[1..]
+            .iter()
+            .find(|p| p.options.get(k).unwrap_or(&Value::Null) != a)
+        {
+            let b = p.options.get(k).unwrap_or(&Value::Null);
+            w.push(format!(
+                "options differ: {k} is {a} in {} but {b} in {}",
+                base.name, p.name
+            ));
+        }
+    }
+    w.extend(shard_warnings(parts));
+    let drivers: Vec<DriverKind> = parts.iter().map(|p| p.result.driver).collect();
+    if drivers.iter().any(|d| *d != drivers[0]) {
+        w.push("the runs used different I/O drivers".into());
+    }
+    w
+}
+
+/// Shards given twice, missing, or mixed with unsharded runs.
+fn shard_warnings(parts: &[Part]) -> Vec<String> {
+    let mut w = Vec::new();
+    let shards: Vec<Shard> = parts
+        .iter()
+        .filter_map(|p| p.result.shard.map(|s| s.shard))
+        .collect();
+    if shards.is_empty() {
+        return w;
+    }
+    if shards.len() < parts.len() {
+        w.push(format!(
+            "{} of the {} runs were not run with --shard",
+            parts.len() - shards.len(),
+            parts.len()
+        ));
+    }
+    let count = shards.iter().map(|s| s.count).max().unwrap_or(0);
+    let mut seen = vec![0u32; count as usize + 1];
+    for s in &shards {
+        seen[s.index as usize] += 1;
+    }
+    let twice: Vec<String> = (1..=count)
+        .filter(|&i| seen[i as usize] > 1)
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !twice.is_empty() {
+        w.push(format!("shards given more than once: {}", twice.join(", ")));
+    }
+    let missing: Vec<String> = (1..=count)
+        .filter(|&i| seen[i as usize] == 0)
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        w.push(format!(
+            "shards missing: {} (the merged figures are not the whole load)",
+            missing.join(", ")
+        ));
+    }
+    w
+}
+
+/// One row per run: where it sits in the merged span and its own figures.
+pub fn shard_rows(parts: &[Part], merged: &RunResult) -> Vec<Value> {
+    parts
+        .iter()
+        .map(|p| {
+            let r = &p.result;
+            let offset = r.started.duration_since(merged.started).unwrap_or_default();
+            json!({
+                "file": p.name,
+                "shard": r.shard.map(|s| format!("{}/{}", s.shard.index, s.shard.count)),
+                "start_offset_s": offset.as_secs_f64(),
+                "time_taken_s": r.elapsed.as_secs_f64(),
+                "complete_requests": r.totals.completed,
+                "failed_requests": r.totals.failures.ab_failed(),
+                "requests_per_second": r.rate(),
+                "p50_ms": r.hist.total.value_at_quantile(0.5) as f64 / 1000.0,
+                "p99_ms": r.hist.total.value_at_quantile(0.99) as f64 / 1000.0,
+            })
+        })
+        .collect()
+}
+
+/// The per-run table and the warnings, after the merged report.
+pub fn render_rows(rows: &[Value], warnings: &[String]) -> String {
+    let mut s = String::from("Per-shard breakdown:\n");
+    let _ = writeln!(
+        s,
+        "  {:>7} {:>9} {:>9} {:>10} {:>7} {:>10} {:>9} {:>9}  File",
+        "Shard", "Start s", "Time s", "Complete", "Failed", "Req/s", "p50 ms", "p99 ms"
+    );
+    for r in rows {
+        let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+        let _ = writeln!(
+            s,
+            "  {:>7} {:>9.3} {:>9.3} {:>10} {:>7} {:>10.2} {:>9.3} {:>9.3}  {}",
+            r["shard"].as_str().unwrap_or("-"),
+            f("start_offset_s"),
+            f("time_taken_s"),
+            r["complete_requests"].as_u64().unwrap_or(0),
+            r["failed_requests"].as_u64().unwrap_or(0),
+            f("requests_per_second"),
+            f("p50_ms"),
+            f("p99_ms"),
+            r["file"].as_str().unwrap_or("")
+        );
+    }
+    for w in warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
+    s
+}
+
+/// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input.
+pub fn run_merge(args: &MergeArgs) -> i32 {
+    let parts = match read_parts(&args.files) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return 2;
+        }
+    };
+    let merged = merge(&parts);
+    let warns = warnings(&parts);
+    let rows = shard_rows(&parts, &merged);
+    for w in &warns {
+        eprintln!("loader merge: warning: {w}");
+    }
+    let text = render(&merged) + "\n" + &render_rows(&rows, &warns);
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+        eprintln!("error: writing the report: {e}");
+        return 1;
+    }
+    if let Some(path) = &args.json {
+        let mut v = crate::json::run_value(&merged);
+        if let Value::Object(m) = &mut v {
+            m.insert("schema".into(), json!(crate::json::SCHEMA));
+            m.insert(
+                "merged".into(),
+                json!({ "files": parts.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+                        "runs": rows, "warnings": warns }),
+            );
+        }
+        if let Err(e) = crate::json::write(path, &v) {
+            eprintln!("error: --json {}: {e}", path.display());
+            return 1;
+        }
+    }
+    if merged.nothing_succeeded() {
+        1
+    } else {
+        0
+    }
+}
