@@ -1,0 +1,332 @@
+//! Load from many machines, merged exactly (issue 14): several loader processes on this
+//! machine, each a shard (`--shard auto/N` with `JOB_COMPLETION_INDEX` set as a Kubernetes
+//! Indexed Job sets it, through `scripts/k8s/local-shards.sh`), against one origin;
+//! `loader merge` of their results; `--rate` split over 4 shards; `--hdr-log` read back with
+//! the hdrhistogram crate's interval-log reader; the manifests in `scripts/k8s/` parsed as
+//! YAML.
+
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use loader::json::decode_histogram;
+use loader::RunOptions;
+use serde_json::Value;
+use shared::origin::{Origin, OriginConfig};
+use shared::shutdown::ShutdownFlag;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn origin() -> Origin {
+    Origin::start(OriginConfig {
+        body_size: 64,
+        ..OriginConfig::default()
+    })
+    .expect("origin")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("loader-dist-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+fn ok(out: &Output, what: &str) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{what}: {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn line_value<'a>(report: &'a str, label: &str) -> &'a str {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no '{label}' in:\n{report}"))
+        .trim()
+}
+
+#[test]
+fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
+    let o = origin();
+    let out = scratch("local");
+    let run = Command::new("bash")
+        .arg(root().join("scripts/k8s/local-shards.sh"))
+        .args(["3", out.to_str().unwrap(), &o.url("/"), "--"])
+        .args(["-n", "3001", "-c", "4", "--threads", "1"])
+        .env("LOADER", tests::bin("loader"))
+        .env("START_DELAY", "1")
+        .output()
+        .unwrap();
+    let report = ok(&run, "local-shards.sh");
+    let merged = read_json(&out.join("merged.json"));
+    let parts: Vec<Value> = (0..3)
+        .map(|k| read_json(&out.join(format!("shard-{k}.json"))))
+        .collect();
+
+    // Counts: the parts are 1001 + 1000 + 1000 (the remainder to shard 1), they add up to the
+    // merged figure, which is what the origin received.
+    let completes: Vec<u64> = parts
+        .iter()
+        .map(|p| p["complete_requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(completes, [1001, 1000, 1000]);
+    for (k, p) in parts.iter().enumerate() {
+        assert_eq!(p["shard"]["index"], k as u64 + 1, "JOB_COMPLETION_INDEX + 1");
+        assert_eq!(p["shard"]["count"], 3);
+        assert_eq!(p["shard"]["requests_total"], 3001);
+    }
+    assert_eq!(merged["complete_requests"], 3001);
+    assert_eq!(merged["totals"]["attempts"], 3001);
+    assert_eq!(o.requests(), 3001);
+    assert_eq!(line_value(&report, "Complete requests:"), "3001");
+    assert_eq!(line_value(&report, "Failed requests:"), "0");
+    assert_eq!(merged["options"]["connections"], 12, "-c is per shard");
+    assert_eq!(merged["merged"]["warnings"], serde_json::json!([]));
+    assert!(report.contains("Per-shard breakdown:"), "{report}");
+
+    // Percentiles: one histogram fed every value the shards recorded gives the same figures
+    // as the merged report (a mean of the shards' percentiles would not).
+    let mut all: Histogram<u64> = Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+    for p in &parts {
+        let h = decode_histogram(p["histograms"]["total"].as_str().unwrap()).unwrap();
+        for v in h.iter_recorded() {
+            all.record_n(v.value_iterated_to(), v.count_at_value()).unwrap();
+        }
+    }
+    assert_eq!(all.len(), 3001);
+    let merged_hist = decode_histogram(merged["histograms"]["total"].as_str().unwrap()).unwrap();
+    assert_eq!(merged_hist, all);
+    for (key, q) in [("50", 50.0), ("90", 90.0), ("99", 99.0), ("99.9", 99.9)] {
+        let want = all.value_at_percentile(q) as f64 / 1000.0;
+        assert_eq!(merged["percentiles_ms"][key].as_f64().unwrap(), want, "p{key}");
+        let row = report
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{key}%")))
+            .unwrap();
+        assert_eq!(row.split_whitespace().nth(1).unwrap(), format!("{want:.3}"));
+    }
+
+    // Each shard's interval log holds exactly its complete requests.
+    for (k, p) in parts.iter().enumerate() {
+        let log = std::fs::read(out.join(format!("shard-{k}.hlog"))).unwrap();
+        assert_eq!(interval_counts(&log).iter().sum::<u64>(), p["complete_requests"]);
+    }
+
+    // The same shard twice and two missing: said, and counted as given.
+    let dup = Command::new(tests::bin("loader"))
+        .arg("merge")
+        .args([out.join("shard-0.json"), out.join("shard-0.json")])
+        .output()
+        .unwrap();
+    let text = ok(&dup, "merge of a shard twice");
+    assert_eq!(line_value(&text, "Complete requests:"), "2002");
+    assert!(text.contains("WARNING: shards given more than once: 1/3"), "{text}");
+    assert!(text.contains("WARNING: shards missing: 2/3, 3/3"), "{text}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The values per interval of an interval log, read with the hdrhistogram crate.
+fn interval_counts(log: &[u8]) -> Vec<u64> {
+    IntervalLogIterator::new(log)
+        .filter_map(|e| match e.expect("a valid interval log") {
+            LogEntry::Interval(i) => Some(i),
+            _ => None,
+        })
+        .map(|i| {
+            let bytes = loader_base64(i.encoded_histogram());
+            let h: Histogram<u64> = Deserializer::new()
+                .deserialize(&mut bytes.as_slice())
+                .unwrap();
+            h.len()
+        })
+        .collect()
+}
+
+fn loader_base64(s: &str) -> Vec<u8> {
+    shared::base64::decode(s).expect("base64")
+}
+
+#[test]
+fn a_rate_split_over_four_shards_sends_rate_times_duration_in_total() {
+    let o = origin();
+    let out = scratch("rate");
+    let start = SystemTime::now() + Duration::from_secs(1);
+    let start = start.duration_since(UNIX_EPOCH).unwrap().as_secs_f64();
+    let (rate, secs) = (800.0, 3.0);
+    // Started together, waited for together: the shards run at the same time.
+    let children: Vec<std::process::Child> = (1..=4)
+        .map(|i| {
+            Command::new(tests::bin("loader"))
+                .args(["-q", "-c", "2", "--threads", "1", "-d", "3s", "--rate", "800"])
+                .args(["--shard", &format!("{i}/4")])
+                .args(["--start-at", &format!("{start:.3}")])
+                .arg("--json")
+                .arg(out.join(format!("{i}.json")))
+                .arg(o.url("/"))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("spawn loader")
+        })
+        .collect();
+    let children: Vec<Output> = children
+        .into_iter()
+        .map(|c| c.wait_with_output().unwrap())
+        .collect();
+    let mut attempts = 0;
+    for (i, c) in children.iter().enumerate() {
+        ok(c, "a shard");
+        let v = read_json(&out.join(format!("{}.json", i + 1)));
+        assert_eq!(v["rate"]["target"], 200.0, "each shard sends a quarter");
+        attempts += v["totals"]["attempts"].as_u64().unwrap();
+    }
+    let want = rate * secs;
+    assert!(
+        (attempts as f64 - want).abs() <= want * 0.01,
+        "{attempts} requests sent in total, want {want} within 1%"
+    );
+    assert!(o.requests() <= attempts && o.requests() as f64 >= want * 0.99);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn hdr_log_is_read_by_the_hdrhistogram_crates_interval_log_reader() {
+    let o = origin();
+    let out = scratch("hdrlog");
+    let path = out.join("run.hlog");
+    let mut opts = RunOptions::for_urls(&[o.url("/")]).unwrap();
+    opts.connections = 2;
+    opts.duration = Some(Duration::from_millis(1500));
+    opts.rate = Some(400.0);
+    opts.hdr_log = Some(loader::hdrlog::HdrLogOptions {
+        path: path.clone(),
+        interval: Duration::from_secs(1),
+    });
+    let r = loader::run(&opts, ShutdownFlag::new()).unwrap();
+    let log = std::fs::read(&path).unwrap();
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.starts_with("#[Histogram log format version 1.3]\n"), "{text}");
+    assert!(text.contains("Values in microseconds"), "{text}");
+
+    let entries: Vec<LogEntry> = IntervalLogIterator::new(&log)
+        .collect::<Result<_, _>>()
+        .expect("a valid interval log");
+    let started = r.started.duration_since(UNIX_EPOCH).unwrap();
+    let close = |d: &Duration| d.abs_diff(started) <= Duration::from_millis(1);
+    assert!(matches!(&entries[0], LogEntry::StartTime(t) if close(t)), "{text}");
+    assert!(matches!(&entries[1], LogEntry::BaseTime(t) if close(t)), "{text}");
+    let intervals: Vec<_> = entries[2..]
+        .iter()
+        .map(|e| match e {
+            LogEntry::Interval(i) => i,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // One full interval, then the last, partial one.
+    assert_eq!(intervals.len(), 2, "{text}");
+    assert_eq!(intervals[0].start_timestamp(), Duration::ZERO);
+    assert_eq!(intervals[0].duration(), Duration::from_secs(1));
+    assert_eq!(intervals[1].start_timestamp(), Duration::from_secs(1));
+    assert!(intervals[1].duration() < Duration::from_secs(1), "{text}");
+    assert!(intervals[1].duration() >= Duration::from_millis(400), "{text}");
+    assert_eq!(interval_counts(&log).iter().sum::<u64>(), r.totals.completed);
+    let total = decode_histogram(&loader::json::encode_histogram(&r.hist.total)).unwrap();
+    assert_eq!(
+        intervals.iter().map(|i| i.max()).fold(0.0, f64::max),
+        total.max() as f64 / 1000.0,
+        "Interval_Max is in ms"
+    );
+
+    // A run shorter than one interval still has its histogram line.
+    let mut short = RunOptions::for_urls(&[o.url("/")]).unwrap();
+    short.connections = 2;
+    short.requests = Some(20);
+    short.hdr_log = opts.hdr_log.clone();
+    let r = loader::run(&short, ShutdownFlag::new()).unwrap();
+    assert_eq!(r.totals.completed, 20);
+    let log = std::fs::read(&path).unwrap();
+    assert_eq!(interval_counts(&log), [20]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn k8s_manifests_are_valid_yaml_with_one_shard_count() {
+    use serde::Deserialize;
+    let dir = root().join("scripts/k8s");
+    let docs = |name: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap();
+        serde_norway::Deserializer::from_str(&text)
+            .map(|d| Value::deserialize(d).unwrap_or_else(|e| panic!("{name}: {e}")))
+            .collect()
+    };
+    let job_docs = docs("loader-job.yaml");
+    let job = job_docs
+        .iter()
+        .find(|d| d["kind"] == "Job")
+        .expect("a Job in loader-job.yaml");
+    let spec = &job["spec"];
+    assert_eq!(spec["completionMode"], "Indexed");
+    let args: Vec<&str> = spec["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let shard = args
+        .windows(2)
+        .find(|w| w[0] == "--shard")
+        .map(|w| w[1])
+        .expect("--shard in the Job's args");
+    let n: u64 = shard.strip_prefix("auto/").unwrap().parse().unwrap();
+    assert_eq!(spec["completions"], n);
+    assert_eq!(spec["parallelism"], n);
+    assert!(args.contains(&"--json") && args.contains(&"--start-at"), "{args:?}");
+    // The args parse as the loader's command line (with the Job's variables filled in).
+    let filled: Vec<String> = args
+        .iter()
+        .map(|a| {
+            a.replace("$(START_AT)", "2026-12-01T10:00:00Z")
+                .replace("$(JOB_COMPLETION_INDEX)", "0")
+        })
+        .collect();
+    let cli: Result<loader::cli::Cli, _> = clap::Parser::try_parse_from(
+        std::iter::once("loader".to_string()).chain(filled),
+    );
+    assert!(cli.is_ok(), "{cli:?}");
+    let claim = job_docs
+        .iter()
+        .find(|d| d["kind"] == "PersistentVolumeClaim")
+        .expect("the results volume");
+    let merge = &docs("merge-job.yaml")[0];
+    let margs = &merge["spec"]["template"]["spec"]["containers"][0]["args"];
+    let files: Vec<&str> = margs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str().filter(|s| s.starts_with("/results/shard-")))
+        .collect();
+    let want: Vec<String> = (0..n).map(|k| format!("/results/shard-{k}.json")).collect();
+    assert_eq!(files, want, "the merge Job reads every shard");
+    assert_eq!(
+        merge["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        claim["metadata"]["name"]
+    );
+    let dockerfile = std::fs::read_to_string(dir.join("Dockerfile")).unwrap();
+    assert!(dockerfile.contains("COPY target/release/loader "), "{dockerfile}");
+    assert!(!dockerfile.contains("RUN "), "the image only copies the binary");
+}
