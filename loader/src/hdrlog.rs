@@ -222,7 +222,6 @@ fn write_intervals(
     for (k, p) in std::mem::take(&mut pending) {
         write(k, &p)?;
     }
-    drop(write);
     out.flush()?;
     Ok(written)
 }
@@ -292,5 +291,82 @@ impl WorkerSink {
             });
         }
         self.tx.borrow_mut().take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(values: &[u64]) -> Histogram<u64> {
+        let mut h = crate::stats::new_histogram();
+        for &v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn intervals_are_written_in_order_once_every_worker_reported_or_ended() {
+        let path = std::env::temp_dir().join(format!("hdrlog-unit-{}", std::process::id()));
+        let out = BufWriter::new(std::fs::File::create(&path).unwrap());
+        let (tx, rx) = mpsc::channel();
+        let start = Instant::now();
+        let sec = Duration::from_secs(1);
+        let snap = |worker, index, values: &[u64], end, last| Snapshot {
+            worker,
+            index,
+            hist: hist(values),
+            end,
+            last,
+        };
+        // Worker 1 ends during interval 1; worker 0 goes on into interval 2.
+        tx.send(snap(0, 0, &[100, 200], start + sec, false))
+            .unwrap();
+        tx.send(snap(1, 0, &[300], start + sec, false)).unwrap();
+        tx.send(snap(1, 1, &[400], start + sec + sec / 2, true))
+            .unwrap();
+        tx.send(snap(0, 1, &[500], start + 2 * sec, false)).unwrap();
+        tx.send(snap(0, 2, &[1500], start + 2 * sec + sec / 4, true))
+            .unwrap();
+        drop(tx);
+        assert_eq!(write_intervals(rx, out, 2, start, sec).unwrap(), 3);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let lines: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').collect()).collect();
+        let head: Vec<[&str; 3]> = lines.iter().map(|l| [l[0], l[1], l[2]]).collect();
+        assert_eq!(
+            head,
+            [
+                ["0.000", "1.000", "0.300"],
+                ["1.000", "1.000", "0.500"],
+                ["2.000", "0.250", "1.500"]
+            ]
+        );
+        let counts: Vec<u64> = lines
+            .iter()
+            .map(|l| crate::json::decode_histogram(l[3]).unwrap().len())
+            .collect();
+        assert_eq!(counts, [3, 2, 1]);
+    }
+
+    #[test]
+    fn the_header_says_the_unit_and_the_start() {
+        let t = UNIX_EPOCH + Duration::from_millis(1_764_525_123_456);
+        let h = header(t, Duration::from_secs(1));
+        assert!(
+            h.starts_with("#[Histogram log format version 1.3]\n"),
+            "{h}"
+        );
+        assert!(
+            h.contains("#[StartTime: 1764525123.456 (seconds since epoch)]\n"),
+            "{h}"
+        );
+        assert!(
+            h.contains("#[BaseTime: 1764525123.456 (seconds since epoch)]\n"),
+            "{h}"
+        );
+        assert!(h.contains("Values in microseconds"), "{h}");
+        assert!(h.ends_with(&format!("{LEGEND}\n")), "{h}");
     }
 }

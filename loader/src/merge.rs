@@ -163,6 +163,9 @@ fn parse_shard(v: &Value) -> Option<ShardRun> {
         index: u32::try_from(u(v, "index")).ok()?,
         count: u32::try_from(u(v, "count")).ok()?,
     };
+    if shard.index == 0 || shard.index > shard.count {
+        return None;
+    }
     Some(ShardRun {
         shard,
         requests_total: v.get("requests_total").and_then(Value::as_u64),
@@ -365,13 +368,15 @@ pub fn warnings(parts: &[Part]) -> Vec<String> {
     let mut keys: Vec<&String> = parts.iter().flat_map(|p| p.options.keys()).collect();
     keys.sort();
     keys.dedup();
+    // A key one run lacks (a run without --shard) is not compared: that is warned about apart.
     for k in keys {
-        let a = base.options.get(k).unwrap_or(&Value::Null);
-        if let Some(p) = parts[1..]
+        let Some(a) = base.options.get(k) else {
+            continue;
+        };
+        if let Some((p, b)) = parts[1..]
             .iter()
-            .find(|p| p.options.get(k).unwrap_or(&Value::Null) != a)
+            .find_map(|p| Some((p, p.options.get(k)?)).filter(|(_, b)| *b != a))
         {
-            let b = p.options.get(k).unwrap_or(&Value::Null);
             w.push(format!(
                 "options differ: {k} is {a} in {} but {b} in {}",
                 base.name, p.name
@@ -520,5 +525,123 @@ pub fn run_merge(args: &MergeArgs) -> i32 {
         1
     } else {
         0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::record;
+
+    /// A run of `n` requests of `latency_us` each, `c` connections, started at `start_s`.
+    fn run(
+        shard: Option<(u32, u32)>,
+        c: usize,
+        start_s: u64,
+        secs: u64,
+        n: u64,
+        latency_us: u64,
+    ) -> Value {
+        let mut totals = Counts {
+            attempts: n,
+            completed: n,
+            ..Counts::default()
+        };
+        totals.count_status(200);
+        totals.status[0].1 = n;
+        let mut hist = Histograms::default();
+        for _ in 0..n {
+            record(&mut hist.total, latency_us);
+        }
+        let started = UNIX_EPOCH + Duration::from_secs(start_s);
+        let r = RunResult {
+            started,
+            ended: started + Duration::from_secs(secs),
+            elapsed: Duration::from_secs(secs),
+            warmup: None,
+            interrupted: false,
+            concurrency: c,
+            pipeline: 1,
+            keep_alive: true,
+            http10: false,
+            method: "GET".into(),
+            mode: LoadMode::ClosedLoop,
+            workers: 1,
+            driver: DriverKind::Epoll,
+            pinning: String::new(),
+            urls: Vec::new(),
+            totals,
+            hist,
+            connections_opened: c as u64,
+            source_addresses: 0,
+            server_software: None,
+            accept_variable_length: false,
+            sends_body: false,
+            shard: shard.map(|(index, count)| ShardRun {
+                shard: Shard { index, count },
+                requests_total: None,
+                rate_total: None,
+                duration: Some(Duration::from_secs(secs)),
+            }),
+        };
+        let mut v = crate::json::run_value(&r);
+        v["schema"] = json!(crate::json::SCHEMA);
+        v
+    }
+
+    fn part(name: &str, v: &Value) -> Part {
+        parse_run(name, v).unwrap()
+    }
+
+    #[test]
+    fn documents_read_back_and_add_up_exactly() {
+        let a = part("a", &run(Some((1, 2)), 4, 1000, 2, 300, 100));
+        let b = part("b", &run(Some((2, 2)), 4, 1000, 2, 100, 900));
+        assert_eq!(a.result.totals.completed, 300);
+        assert_eq!(a.result.shard.unwrap().shard, Shard { index: 1, count: 2 });
+        let m = merge(&[a.clone(), b.clone()]);
+        assert_eq!(m.totals.completed, 400);
+        assert_eq!(m.totals.status, vec![(200, 400)]);
+        assert_eq!(m.concurrency, 8);
+        assert_eq!(m.elapsed, Duration::from_secs(2));
+        // p75 of all 400 is 100 us; p80 is 900 us: no average of the parts' percentiles.
+        assert_eq!(m.hist.total.value_at_percentile(75.0), 100);
+        assert_eq!(m.hist.total.value_at_percentile(80.0), 900);
+        assert_eq!(warnings(&[a, b]), Vec::<String>::new());
+    }
+
+    #[test]
+    fn clocks_options_and_shards_that_disagree_are_warned_about() {
+        let a = part("a.json", &run(Some((1, 3)), 4, 1000, 2, 10, 100));
+        let b = part("b.json", &run(Some((1, 3)), 8, 1003, 2, 10, 100));
+        let m = merge(&[a.clone(), b.clone()]);
+        assert_eq!(
+            m.elapsed,
+            Duration::from_secs(5),
+            "earliest start to latest end"
+        );
+        let w = warnings(&[a, b]);
+        let has = |s: &str| w.iter().any(|x| x.contains(s));
+        assert!(has("the runs started 3.000 s apart"), "{w:?}");
+        assert!(
+            has("options differ: connections is 4 in a.json but 8 in b.json"),
+            "{w:?}"
+        );
+        assert!(has("shards given more than once: 1/3"), "{w:?}");
+        assert!(has("shards missing: 2/3, 3/3"), "{w:?}");
+        let c = part("c", &run(None, 4, 1000, 8, 10, 100));
+        let d = part("d", &run(Some((2, 2)), 4, 1000, 2, 10, 100));
+        let w = warnings(&[c, d]);
+        assert!(
+            w.iter()
+                .any(|x| x.contains("lasted from 2.000 s to 8.000 s")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|x| x.contains("1 of the 2 runs were not run with --shard")),
+            "{w:?}"
+        );
+        assert!(parse_run("x", &json!({"schema": "other"})).is_err());
     }
 }

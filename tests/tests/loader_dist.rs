@@ -86,7 +86,11 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
         .collect();
     assert_eq!(completes, [1001, 1000, 1000]);
     for (k, p) in parts.iter().enumerate() {
-        assert_eq!(p["shard"]["index"], k as u64 + 1, "JOB_COMPLETION_INDEX + 1");
+        assert_eq!(
+            p["shard"]["index"],
+            k as u64 + 1,
+            "JOB_COMPLETION_INDEX + 1"
+        );
         assert_eq!(p["shard"]["count"], 3);
         assert_eq!(p["shard"]["requests_total"], 3001);
     }
@@ -105,7 +109,8 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
     for p in &parts {
         let h = decode_histogram(p["histograms"]["total"].as_str().unwrap()).unwrap();
         for v in h.iter_recorded() {
-            all.record_n(v.value_iterated_to(), v.count_at_value()).unwrap();
+            all.record_n(v.value_iterated_to(), v.count_at_value())
+                .unwrap();
         }
     }
     assert_eq!(all.len(), 3001);
@@ -113,7 +118,11 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
     assert_eq!(merged_hist, all);
     for (key, q) in [("50", 50.0), ("90", 90.0), ("99", 99.0), ("99.9", 99.9)] {
         let want = all.value_at_percentile(q) as f64 / 1000.0;
-        assert_eq!(merged["percentiles_ms"][key].as_f64().unwrap(), want, "p{key}");
+        assert_eq!(
+            merged["percentiles_ms"][key].as_f64().unwrap(),
+            want,
+            "p{key}"
+        );
         let row = report
             .lines()
             .find(|l| l.trim_start().starts_with(&format!("{key}%")))
@@ -124,7 +133,10 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
     // Each shard's interval log holds exactly its complete requests.
     for (k, p) in parts.iter().enumerate() {
         let log = std::fs::read(out.join(format!("shard-{k}.hlog"))).unwrap();
-        assert_eq!(interval_counts(&log).iter().sum::<u64>(), p["complete_requests"]);
+        assert_eq!(
+            interval_counts(&log).iter().sum::<u64>(),
+            p["complete_requests"]
+        );
     }
 
     // The same shard twice and two missing: said, and counted as given.
@@ -135,7 +147,10 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
         .unwrap();
     let text = ok(&dup, "merge of a shard twice");
     assert_eq!(line_value(&text, "Complete requests:"), "2002");
-    assert!(text.contains("WARNING: shards given more than once: 1/3"), "{text}");
+    assert!(
+        text.contains("WARNING: shards given more than once: 1/3"),
+        "{text}"
+    );
     assert!(text.contains("WARNING: shards missing: 2/3, 3/3"), "{text}");
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -172,7 +187,17 @@ fn a_rate_split_over_four_shards_sends_rate_times_duration_in_total() {
     let children: Vec<std::process::Child> = (1..=4)
         .map(|i| {
             Command::new(tests::bin("loader"))
-                .args(["-q", "-c", "2", "--threads", "1", "-d", "3s", "--rate", "800"])
+                .args([
+                    "-q",
+                    "-c",
+                    "2",
+                    "--threads",
+                    "1",
+                    "-d",
+                    "3s",
+                    "--rate",
+                    "800",
+                ])
                 .args(["--shard", &format!("{i}/4")])
                 .args(["--start-at", &format!("{start:.3}")])
                 .arg("--json")
@@ -220,7 +245,10 @@ fn hdr_log_is_read_by_the_hdrhistogram_crates_interval_log_reader() {
     let r = loader::run(&opts, ShutdownFlag::new()).unwrap();
     let log = std::fs::read(&path).unwrap();
     let text = String::from_utf8_lossy(&log);
-    assert!(text.starts_with("#[Histogram log format version 1.3]\n"), "{text}");
+    assert!(
+        text.starts_with("#[Histogram log format version 1.3]\n"),
+        "{text}"
+    );
     assert!(text.contains("Values in microseconds"), "{text}");
 
     let entries: Vec<LogEntry> = IntervalLogIterator::new(&log)
@@ -228,8 +256,14 @@ fn hdr_log_is_read_by_the_hdrhistogram_crates_interval_log_reader() {
         .expect("a valid interval log");
     let started = r.started.duration_since(UNIX_EPOCH).unwrap();
     let close = |d: &Duration| d.abs_diff(started) <= Duration::from_millis(1);
-    assert!(matches!(&entries[0], LogEntry::StartTime(t) if close(t)), "{text}");
-    assert!(matches!(&entries[1], LogEntry::BaseTime(t) if close(t)), "{text}");
+    assert!(
+        matches!(&entries[0], LogEntry::StartTime(t) if close(t)),
+        "{text}"
+    );
+    assert!(
+        matches!(&entries[1], LogEntry::BaseTime(t) if close(t)),
+        "{text}"
+    );
     let intervals: Vec<_> = entries[2..]
         .iter()
         .map(|e| match e {
@@ -243,8 +277,14 @@ fn hdr_log_is_read_by_the_hdrhistogram_crates_interval_log_reader() {
     assert_eq!(intervals[0].duration(), Duration::from_secs(1));
     assert_eq!(intervals[1].start_timestamp(), Duration::from_secs(1));
     assert!(intervals[1].duration() < Duration::from_secs(1), "{text}");
-    assert!(intervals[1].duration() >= Duration::from_millis(400), "{text}");
-    assert_eq!(interval_counts(&log).iter().sum::<u64>(), r.totals.completed);
+    assert!(
+        intervals[1].duration() >= Duration::from_millis(400),
+        "{text}"
+    );
+    assert_eq!(
+        interval_counts(&log).iter().sum::<u64>(),
+        r.totals.completed
+    );
     let total = decode_histogram(&loader::json::encode_histogram(&r.hist.total)).unwrap();
     assert_eq!(
         intervals.iter().map(|i| i.max()).fold(0.0, f64::max),
@@ -295,7 +335,10 @@ fn k8s_manifests_are_valid_yaml_with_one_shard_count() {
     let n: u64 = shard.strip_prefix("auto/").unwrap().parse().unwrap();
     assert_eq!(spec["completions"], n);
     assert_eq!(spec["parallelism"], n);
-    assert!(args.contains(&"--json") && args.contains(&"--start-at"), "{args:?}");
+    assert!(
+        args.contains(&"--json") && args.contains(&"--start-at"),
+        "{args:?}"
+    );
     // The args parse as the loader's command line (with the Job's variables filled in).
     let filled: Vec<String> = args
         .iter()
@@ -304,9 +347,8 @@ fn k8s_manifests_are_valid_yaml_with_one_shard_count() {
                 .replace("$(JOB_COMPLETION_INDEX)", "0")
         })
         .collect();
-    let cli: Result<loader::cli::Cli, _> = clap::Parser::try_parse_from(
-        std::iter::once("loader".to_string()).chain(filled),
-    );
+    let cli: Result<loader::cli::Cli, _> =
+        clap::Parser::try_parse_from(std::iter::once("loader".to_string()).chain(filled));
     assert!(cli.is_ok(), "{cli:?}");
     let claim = job_docs
         .iter()
@@ -327,6 +369,12 @@ fn k8s_manifests_are_valid_yaml_with_one_shard_count() {
         claim["metadata"]["name"]
     );
     let dockerfile = std::fs::read_to_string(dir.join("Dockerfile")).unwrap();
-    assert!(dockerfile.contains("COPY target/release/loader "), "{dockerfile}");
-    assert!(!dockerfile.contains("RUN "), "the image only copies the binary");
+    assert!(
+        dockerfile.contains("COPY target/release/loader "),
+        "{dockerfile}"
+    );
+    assert!(
+        !dockerfile.contains("RUN "),
+        "the image only copies the binary"
+    );
 }

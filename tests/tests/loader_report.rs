@@ -77,6 +77,7 @@ fn synthetic() -> RunResult {
         server_software: Some("test/1.0".into()),
         accept_variable_length: false,
         sends_body: false,
+        shard: None,
     }
 }
 
