@@ -166,21 +166,23 @@ impl Shard {
         total / n + u64::from(i < total % n)
     }
 
-    /// This shard's part of `-n`; an error when there are fewer requests than shards.
+    /// This shard's part of `-n`; an error, in every shard alike, when there are fewer
+    /// requests than shards.
     pub fn requests(&self, total: u64) -> Result<u64, LoadError> {
-        match self.part(total) {
-            0 => Err(LoadError::Invalid(format!(
+        if total < u64::from(self.count) {
+            return Err(LoadError::Invalid(format!(
                 "-n {total} is fewer than the {} shards: every shard needs at least one request",
                 self.count
-            ))),
-            n => Ok(n),
+            )));
         }
+        Ok(self.part(total))
     }
 
     /// This shard's part of `--rate`, split in units of 0.001 req/s.
     pub fn rate(&self, total: f64) -> Result<f64, LoadError> {
         let milli = (total * 1000.0).round();
-        let part = if milli >= 1.0 && milli < u64::MAX as f64 {
+        // Every shard alike: refused when any shard's part would be 0.
+        let part = if milli >= f64::from(self.count) && milli < u64::MAX as f64 {
             self.part(milli as u64)
         } else {
             0
@@ -355,7 +357,8 @@ mod tests {
         let s = |index| Shard { index, count: 3 };
         assert_eq!([s(1).part(10), s(2).part(10), s(3).part(10)], [4, 3, 3]);
         assert!(Shard { index: 4, count: 4 }.requests(3).is_err());
-        assert_eq!(Shard { index: 3, count: 4 }.requests(3).unwrap(), 1);
+        assert!(Shard { index: 1, count: 4 }.requests(3).is_err(), "every shard alike");
+        assert_eq!(Shard { index: 4, count: 4 }.requests(4).unwrap(), 1);
     }
 
     #[test]
@@ -368,6 +371,8 @@ mod tests {
         assert_eq!(sum_milli, 10_000);
         assert_eq!(Shard { index: 2, count: 4 }.rate(400.0).unwrap(), 100.0);
         assert!(Shard { index: 2, count: 2 }.rate(0.001).is_err());
+        assert!(Shard { index: 1, count: 2 }.rate(0.001).is_err(), "every shard alike");
+        assert_eq!(Shard { index: 2, count: 2 }.rate(0.002).unwrap(), 0.001);
     }
 
     #[test]

@@ -378,3 +378,55 @@ fn k8s_manifests_are_valid_yaml_with_one_shard_count() {
         "the image only copies the binary"
     );
 }
+
+#[test]
+fn bad_shard_merge_and_log_input_is_named_with_exit_2() {
+    let o = origin();
+    let out = scratch("bad");
+    let not_json = out.join("not.json");
+    std::fs::write(&not_json, "{\"schema\": \"something else\"}").unwrap();
+    let url = o.url("/");
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["merge".into(), "/nonexistent/shard.json".into()],
+            "/nonexistent/shard.json: ",
+        ),
+        (
+            vec!["merge".into(), not_json.display().to_string()],
+            "not a loader --json result",
+        ),
+        (
+            vec!["-n".into(), "5".into(), "--shard".into(), "auto/2".into(), url.clone()],
+            "JOB_COMPLETION_INDEX is not set",
+        ),
+        (
+            vec!["-n".into(), "3".into(), "--shard".into(), "1/4".into(), url.clone()],
+            "-n 3 is fewer than the 4 shards",
+        ),
+        (
+            vec!["--shard".into(), "5/4".into(), url.clone()],
+            "invalid shard '5/4'",
+        ),
+        (
+            vec!["--start-at".into(), "tomorrow".into(), url.clone()],
+            "invalid time 'tomorrow'",
+        ),
+        (
+            vec!["-n".into(), "5".into(), "--hdr-log".into(), "/nonexistent/x.hlog".into(), url],
+            "--hdr-log /nonexistent/x.hlog: ",
+        ),
+    ];
+    for (args, want) in cases {
+        let got = Command::new(tests::bin("loader"))
+            .args(&args)
+            .env_remove("JOB_COMPLETION_INDEX")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&got.stderr);
+        assert_eq!(got.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+    assert_eq!(o.requests(), 0, "nothing was sent");
+    let _ = std::fs::remove_dir_all(&out);
+}
