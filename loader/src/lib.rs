@@ -13,6 +13,9 @@
 //! - [`report`], [`json`], [`plot`]: the ab-style text report, `--json`, `--plot` SVG.
 //! - [`compare`]: `loader compare URL_A URL_B`, interleaved rounds; [`procstat`]: /proc CPU times
 //!   for `--watch-pid`; [`sysinfo`]: the run's context; [`progress`]: the live line.
+//! - [`shard`]: `--shard I/N` (this generator's exact part of `-n` and `--rate`) and
+//!   `--start-at`; [`hdrlog`]: `--hdr-log`, HdrHistogram interval logs; [`merge`]:
+//!   `loader merge`, shards' results added exactly into one report.
 
 pub mod cli;
 pub mod compare;
