@@ -489,6 +489,9 @@ pub fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
         eprintln!("error: {e}");
         2
     };
+    if let Err(e) = args.load.dist.only_for_runs() {
+        return usage(&e);
+    }
     let opts_a = match args.load.to_options(std::slice::from_ref(&args.url_a)) {
         Ok(o) => o,
         Err(e) => return usage(&e),

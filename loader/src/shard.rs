@@ -73,6 +73,33 @@ impl DistArgs {
     }
 }
 
+impl DistArgs {
+    /// `loader compare` runs rounds on one machine: sharding, a start time and an interval
+    /// log (rewritten every round) have no meaning there.
+    pub fn only_for_runs(&self) -> Result<(), LoadError> {
+        if self.shard.is_some() || self.start_at.is_some() || self.hdr_log.is_some() {
+            return Err(LoadError::Invalid(
+                "--shard, --start-at and --hdr-log apply to a plain run, not to compare".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// With `--rate` and `--shard I/N`: shard I's sends start (I-1)/R after shard 1's (R the
+/// total rate), so that the shards' sends interleave as one generator's would (wrk2 offsets
+/// its connections by 1/R the same way) instead of N arriving at once.
+pub fn schedule_offset(opts: &RunOptions) -> Duration {
+    match opts.shard {
+        Some(ShardRun {
+            shard,
+            rate_total: Some(total),
+            ..
+        }) if total > 0.0 => Duration::from_secs_f64(f64::from(shard.index - 1) / total),
+        _ => Duration::ZERO,
+    }
+}
+
 /// Wait for `--start-at` before a run; `Some(exit code)` when the run must not happen
 /// (Ctrl-C while waiting).
 pub fn wait_for_start(opts: &RunOptions, stop: &ShutdownFlag) -> Option<i32> {
@@ -357,7 +384,10 @@ mod tests {
         let s = |index| Shard { index, count: 3 };
         assert_eq!([s(1).part(10), s(2).part(10), s(3).part(10)], [4, 3, 3]);
         assert!(Shard { index: 4, count: 4 }.requests(3).is_err());
-        assert!(Shard { index: 1, count: 4 }.requests(3).is_err(), "every shard alike");
+        assert!(
+            Shard { index: 1, count: 4 }.requests(3).is_err(),
+            "every shard alike"
+        );
         assert_eq!(Shard { index: 4, count: 4 }.requests(4).unwrap(), 1);
     }
 
@@ -371,7 +401,10 @@ mod tests {
         assert_eq!(sum_milli, 10_000);
         assert_eq!(Shard { index: 2, count: 4 }.rate(400.0).unwrap(), 100.0);
         assert!(Shard { index: 2, count: 2 }.rate(0.001).is_err());
-        assert!(Shard { index: 1, count: 2 }.rate(0.001).is_err(), "every shard alike");
+        assert!(
+            Shard { index: 1, count: 2 }.rate(0.001).is_err(),
+            "every shard alike"
+        );
         assert_eq!(Shard { index: 2, count: 2 }.rate(0.002).unwrap(), 0.001);
     }
 
@@ -437,6 +470,65 @@ mod tests {
         ] {
             assert!(parse_start_at(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn shard_flags_apply_to_the_options() {
+        use clap::Parser;
+        let parse = |args: &[&str], env: Option<&'static str>| {
+            let cli = crate::cli::Cli::try_parse_from(
+                ["loader"]
+                    .iter()
+                    .chain(args)
+                    .chain(&["http://127.0.0.1:1/"]),
+            )
+            .unwrap();
+            let mut o = RunOptions::for_urls(&cli.urls).unwrap();
+            o.requests = cli.load.requests;
+            o.rate = cli.load.rate;
+            cli.load
+                .dist
+                .apply(&mut o, |k| {
+                    env.filter(|_| k == INDEX_ENV).map(str::to_string)
+                })
+                .map(|()| o)
+        };
+        let o = parse(
+            &["-n", "10", "--rate", "400", "--shard", "auto/4"],
+            Some("3"),
+        )
+        .unwrap();
+        assert_eq!((o.requests, o.rate), (Some(2), Some(100.0)));
+        let run = o.shard.unwrap();
+        assert_eq!(run.shard, Shard { index: 4, count: 4 });
+        assert_eq!(
+            (run.requests_total, run.rate_total),
+            (Some(10), Some(400.0))
+        );
+        // Shard 4 of 4 at 400 req/s in total sends 3/400 s after shard 1.
+        assert_eq!(schedule_offset(&o), Duration::from_secs_f64(3.0 / 400.0));
+        let o = parse(&["--shard", "1/4", "--rate", "400"], None).unwrap();
+        assert_eq!(schedule_offset(&o), Duration::ZERO);
+        let o = parse(&["--hdr-log", "x.hlog", "--start-at", "1767225600"], None).unwrap();
+        assert_eq!(o.hdr_log.unwrap().interval, Duration::from_secs(1));
+        assert_eq!(
+            o.start_at,
+            Some(UNIX_EPOCH + Duration::from_secs(1_767_225_600))
+        );
+        assert!(parse(&["--shard", "auto/4"], None).is_err());
+        let c = crate::cli::Cli::try_parse_from([
+            "loader",
+            "compare",
+            "http://127.0.0.1:1/",
+            "http://127.0.0.1:2/",
+            "--shard",
+            "1/2",
+        ])
+        .unwrap();
+        let Some(crate::cli::Command::Compare(c)) = c.command else {
+            panic!("compare")
+        };
+        assert!(c.load.dist.only_for_runs().is_err());
     }
 
     #[test]

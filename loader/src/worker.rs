@@ -455,12 +455,13 @@ fn spawn_slots(
     // timer's resolution is a millisecond).
     let spread_ms = if n <= 64 { 0 } else { n.div_ceil(64).min(10) };
     let rate_per_conn = opts.rate.map(|r| r / opts.connections as f64);
+    let now_shard = now + crate::shard::schedule_offset(opts);
     let mut handles = Vec::with_capacity(n);
     let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
         let schedule = opts.rate.zip(rate_per_conn).map(|(r, per)| {
             // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
-            Schedule::new(now + Duration::from_secs_f64(g as f64 / r), per)
+            Schedule::new(now_shard + Duration::from_secs_f64(g as f64 / r), per)
         });
         let delay = if opts.rate.is_some() {
             Duration::ZERO

@@ -396,11 +396,23 @@ fn bad_shard_merge_and_log_input_is_named_with_exit_2() {
             "not a loader --json result",
         ),
         (
-            vec!["-n".into(), "5".into(), "--shard".into(), "auto/2".into(), url.clone()],
+            vec![
+                "-n".into(),
+                "5".into(),
+                "--shard".into(),
+                "auto/2".into(),
+                url.clone(),
+            ],
             "JOB_COMPLETION_INDEX is not set",
         ),
         (
-            vec!["-n".into(), "3".into(), "--shard".into(), "1/4".into(), url.clone()],
+            vec![
+                "-n".into(),
+                "3".into(),
+                "--shard".into(),
+                "1/4".into(),
+                url.clone(),
+            ],
             "-n 3 is fewer than the 4 shards",
         ),
         (
@@ -412,7 +424,13 @@ fn bad_shard_merge_and_log_input_is_named_with_exit_2() {
             "invalid time 'tomorrow'",
         ),
         (
-            vec!["-n".into(), "5".into(), "--hdr-log".into(), "/nonexistent/x.hlog".into(), url],
+            vec![
+                "-n".into(),
+                "5".into(),
+                "--hdr-log".into(),
+                "/nonexistent/x.hlog".into(),
+                url,
+            ],
             "--hdr-log /nonexistent/x.hlog: ",
         ),
     ];
