@@ -295,12 +295,15 @@ load_h2load() {
         }' "$LOAD_OUT"
 }
 
-# load_loader BIN CORE CONNS N DURATION URL: our loader, one thread, N requests, quiet report.
+# load_loader BIN CORE CONNS N DURATION URL: our loader, one thread, N requests, quiet report
+# (plus the flags in the array LOADER_FLAGS, when set).
 load_loader() {
     local bin=$1 core=$2 conns=$3 n=$4 dur=$5 url=$6 r
+    # Extra loader flags (LOADER_FLAGS, an array), e.g. (--hdr-log FILE --shard 1/1).
+    local -a extra=(${LOADER_FLAGS[@]+"${LOADER_FLAGS[@]}"})
     LOAD_OUT="$BENCH_TMP/load.out"
     r=$(bench_run_timed "$LOAD_OUT" timeout --kill-after=5 "$(($(dur_s "$dur") + 30))" \
-        taskset -c "$core" "$bin" --threads 1 -c "$conns" -n "$n" -q "$url")
+        taskset -c "$core" "$bin" --threads 1 -c "$conns" -n "$n" -q ${extra[@]+"${extra[@]}"} "$url")
     [ "${r%% *}" = 0 ] || return 1
     # The report uses ab's field names.
     awk -v cpu="${r#* }" '

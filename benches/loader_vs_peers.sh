@@ -11,6 +11,8 @@
 #   benches/loader_vs_peers.sh                     # defaults: ROUNDS=3 N=200000
 #   ROUNDS=5 N=500000 benches/loader_vs_peers.sh
 #   GENERATORS="wrk h2load ab" benches/loader_vs_peers.sh
+#   GENERATORS="loader loader-dist wrk" SIZES=64 benches/loader_vs_peers.sh   # what the shard
+#       flags cost: loader-dist is our loader with --hdr-log FILE --shard 1/1
 #
 # Environment: ROUNDS, N (requests per run), CONNS (64), SIZES ("64 32k"),
 # GENERATORS ("loader wrk h2load ab"), ORIGIN_CORE (0), GEN_CORE (1), MAX_TIME (per-run time
@@ -57,10 +59,16 @@ DESC[ab]="ab $({ ab -V 2>&1 || true; } | awk '/Version/ { print $5 }' | tr -d ,)
 
 # gen_run GEN URL N: one bounded run; prints "RPS P99_US COMPLETED ERRORS USER_US KERNEL_US".
 WRK_SECONDS=1
+LOADER_FLAGS=()
 gen_run() {
     local g=$1 url=$2 n=$3
     case $g in
         loader) load_loader "$LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url" ;;
+        loader-dist)
+            LOADER_FLAGS=(--hdr-log "$BENCH_TMP/loader.hlog" --shard 1/1)
+            load_loader "$LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url"
+            LOADER_FLAGS=()
+            ;;
         wrk) load_wrk "$GEN_CORE" "$CONNS" "${WRK_SECONDS}s" "$url" ;;
         h2load) load_h2load "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url" ;;
         ab) load_ab "$GEN_CORE" "$CONNS" "$n" - 1 "$url" ;;
@@ -69,8 +77,9 @@ gen_run() {
 
 ACTIVE=()
 for g in $GENERATORS; do
-    if [ "$g" = loader ]; then
-        if [ -z "${NO_BUILD:-}" ]; then
+    if [ "$g" = loader ] || [ "$g" = loader-dist ]; then
+        if [ -z "${NO_BUILD:-}" ] && [ -z "${BUILT:-}" ]; then
+            BUILT=1
             bench_log "building our loader: cargo build --release -p loader"
             cargo build --release -q -p loader || bench_log "SKIP loader: cargo build --release -p loader failed"
         fi
@@ -79,6 +88,7 @@ for g in $GENERATORS; do
             continue
         fi
         DESC[loader]="taskset -c $GEN_CORE $LOADER_BIN --threads 1 -c $CONNS -n $N -q URL"
+        DESC[loader-dist]="${DESC[loader]/-q/-q --hdr-log FILE --shard 1/1}"
     fi
     # A short run per size checks the generator works and gives its exact count and no errors.
     ok=1
