@@ -170,7 +170,7 @@ echo "# vs wrk = gen µs/req ÷ wrk's in the same round (paired); summary = medi
 for size in $SIZES; do
     echo
     echo "## ${BODY_LEN[$size]} B responses"
-    printf '%-5s %-7s %10s %9s %9s %7s %10s %8s %8s %8s %9s\n' \
+    printf '%-5s %-11s %10s %9s %9s %7s %10s %8s %8s %8s %9s\n' \
         round gen req/s p99_ms completed errors gen_us/req user kernel vs_wrk origin_us/req
     for ((round = 1; round <= ROUNDS; round++)); do
         w=$(per_req wrk "$round" "$size")
@@ -178,14 +178,14 @@ for size in $SIZES; do
             awk -F'\t' -v s="$size" -v r="$round" -v g="$g" '$1 == s && $2 == r && $3 == g' "$OUT" |
                 while IFS=$'\t' read -r _ _ _ rps p99 n err _ _ ou; do
                     read -r tot u k <<<"$(per_req "$g" "$round" "$size")"
-                    printf '%-5s %-7s %10.0f %9s %9s %7s %10s %8s %8s %8s %9s\n' "$round" "$g" "$rps" \
+                    printf '%-5s %-11s %10.0f %9s %9s %7s %10s %8s %8s %8s %9s\n' "$round" "$g" "$rps" \
                         "$(div "$p99" 1000 %.2f)" "$n" "$err" "$tot" "$u" "$k" "$(div "$tot" "${w%% *}")" \
                         "$(div "$ou" "$n" %.2f)"
                 done
         done
     done
     echo "summary: median [min-max] over $ROUNDS rounds"
-    printf '%-7s %-24s %-22s %-22s %-20s %-20s %-20s\n' gen req/s p99_ms gen_us/req user kernel vs_wrk
+    printf '%-11s %-24s %-22s %-22s %-20s %-20s %-20s\n' gen req/s p99_ms gen_us/req user kernel vs_wrk
     for g in "${ACTIVE[@]}"; do
         rps=() p99=() tot=() us=() ks=() ratio=()
         for ((round = 1; round <= ROUNDS; round++)); do
@@ -199,7 +199,7 @@ for size in $SIZES; do
             w=$(per_req wrk "$round" "$size")
             ratio+=("$(div "$a" "${w%% *}")")
         done
-        printf '%-7s %-24s %-22s %-22s %-20s %-20s %-20s\n' "$g" \
+        printf '%-11s %-24s %-22s %-22s %-20s %-20s %-20s\n' "$g" \
             "$(FMT=%.0f fmt_spread "${rps[@]}")" "$(fmt_spread "${p99[@]}")" "$(fmt_spread "${tot[@]}")" \
             "$(fmt_spread "${us[@]}")" "$(fmt_spread "${ks[@]}")" "$(FMT=%.3f fmt_spread "${ratio[@]}")"
     done
