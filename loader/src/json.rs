@@ -6,6 +6,9 @@
 //! adding decoded histograms gives the exact merged distribution, which stored percentiles
 //! cannot.
 //!
+//! `"shard"` (with `--shard`: index, count and the totals split) and the URLs' exact
+//! `"latency_us"` let `loader merge` add runs exactly (see `merge`).
+//!
 //! The document is versioned by `"schema"`; keys are only ever added.
 
 use crate::report::{achieved_rate, Derived, TimeRow, PERCENTILES};

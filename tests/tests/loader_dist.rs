@@ -139,6 +139,22 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
         );
     }
 
+    // A merged result is a run document: merged again, it gives the same figures.
+    let again = Command::new(tests::bin("loader"))
+        .arg("merge")
+        .arg(out.join("merged.json"))
+        .output()
+        .unwrap();
+    let text = ok(&again, "merge of the merged result");
+    assert_eq!(line_value(&text, "Complete requests:"), "3001");
+    let p99 = |r: &str| -> String {
+        r.lines()
+            .find(|l| l.trim_start().starts_with("99%"))
+            .unwrap_or_else(|| panic!("no 99% row in:\n{r}"))
+            .to_string()
+    };
+    assert_eq!(p99(&text), p99(&report));
+
     // The same shard twice and two missing: said, and counted as given.
     let dup = Command::new(tests::bin("loader"))
         .arg("merge")
