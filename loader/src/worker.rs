@@ -161,7 +161,10 @@ pub fn run_with_progress(
     let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
     drop(common);
     if let (Some(h), Some(o)) = (hdr, &opts.hdr_log) {
-        h.finish(&o.path).map_err(LoadError::Invalid)?;
+        // A log that could not be written in full does not cost the run's report.
+        if let Err(e) = h.finish(&o.path) {
+            eprintln!("loader: error: {e}: the interval log is incomplete");
+        }
     }
     Ok(merge(opts, &plan, summed, facts))
 }
