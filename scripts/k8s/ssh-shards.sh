@@ -7,7 +7,8 @@
 #
 # The hosts need passwordless ssh and synchronised clocks (chrony/NTP): `loader merge` warns
 # when the shards started more than a second apart. START_DELAY: seconds from now to
-# --start-at (default 10, time for ssh to reach every host).
+# --start-at (default 10, time for ssh to reach every host). REMOTE_DIR: where the binary and
+# the results go on the hosts (default /tmp).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 [ -n "${HOSTS:-}" ] && [ $# -ge 2 ] || { sed -n '2,10p' "$0" >&2; exit 2; }
@@ -19,17 +20,18 @@ N=${#HOST_LIST[@]}
 LOADER=${LOADER:-$ROOT/target/release/loader}
 [ -x "$LOADER" ] || (cd "$ROOT" && cargo build -q --release -p loader)
 mkdir -p "$OUT"
-REMOTE=/tmp/loader-shard
+REMOTE_DIR=${REMOTE_DIR:-/tmp}
 START_AT=$(( $(date +%s) + ${START_DELAY:-10} ))
 PIDS=()
 for ((k = 0; k < N; k++)); do
   h=${HOST_LIST[$k]}
+  REMOTE=$REMOTE_DIR/loader-shard-$k
   (
     scp -q "$LOADER" "$h:$REMOTE"
     # shellcheck disable=SC2029 # the flags are expanded here on purpose
     ssh "$h" "JOB_COMPLETION_INDEX=$k $REMOTE -q $* --shard auto/$N --start-at $START_AT \
-      --json $REMOTE-$k.json --hdr-log $REMOTE-$k.hlog '$URL'" >"$OUT/shard-$k.txt"
-    scp -q "$h:$REMOTE-$k.json" "$h:$REMOTE-$k.hlog" "$OUT/"
+      --json $REMOTE.json --hdr-log $REMOTE.hlog '$URL'" >"$OUT/shard-$k.txt"
+    scp -q "$h:$REMOTE.json" "$h:$REMOTE.hlog" "$OUT/"
   ) &
   PIDS+=($!)
 done

@@ -464,3 +464,54 @@ fn bad_shard_merge_and_log_input_is_named_with_exit_2() {
     assert_eq!(o.requests(), 0, "nothing was sent");
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `scripts/k8s/ssh-shards.sh` with `ssh` and `scp` replaced by local stand-ins (no host is
+/// reached: "ssh HOST CMD" runs CMD here, "scp" copies with the `HOST:` prefixes removed), so
+/// the script's own steps are checked: copy, start every shard with its index and one
+/// --start-at, fetch the results, merge.
+#[test]
+fn the_ssh_variant_runs_every_shard_and_merges() {
+    use std::os::unix::fs::PermissionsExt;
+    let o = origin();
+    let out = scratch("ssh");
+    let stubs = out.join("bin");
+    let remote = out.join("remote");
+    std::fs::create_dir_all(&stubs).unwrap();
+    std::fs::create_dir_all(&remote).unwrap();
+    let stub = |name: &str, body: &str| {
+        let p = stubs.join(name);
+        std::fs::write(&p, format!("#!/usr/bin/env bash\nset -e\n{body}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    stub("ssh", "shift; exec bash -c \"$*\"");
+    stub(
+        "scp",
+        "args=(); for a in \"$@\"; do [ \"$a\" = -q ] || args+=(\"${a#*:}\"); done\n\
+         exec cp \"${args[@]}\"",
+    );
+    let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap());
+    let results = out.join("results");
+    let run = Command::new("bash")
+        .arg(root().join("scripts/k8s/ssh-shards.sh"))
+        .arg(&results)
+        .arg(o.url("/"))
+        .args(["--", "-n", "301", "-c", "2", "--threads", "1"])
+        .env("PATH", path)
+        .env("HOSTS", "load1 load2")
+        .env("REMOTE_DIR", &remote)
+        .env("START_DELAY", "1")
+        .env("LOADER", tests::bin("loader"))
+        .output()
+        .unwrap();
+    let report = ok(&run, "ssh-shards.sh");
+    assert_eq!(line_value(&report, "Complete requests:"), "301");
+    assert_eq!(o.requests(), 301);
+    for k in 0..2 {
+        let v = read_json(&results.join(format!("loader-shard-{k}.json")));
+        assert_eq!(v["shard"]["index"], k + 1);
+        assert_eq!(v["complete_requests"], [151, 150][k as usize]);
+        assert!(results.join(format!("loader-shard-{k}.hlog")).exists());
+    }
+    assert!(!report.contains("WARNING"), "{report}");
+    let _ = std::fs::remove_dir_all(&out);
+}
