@@ -41,6 +41,86 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// A loopback port that refuses connections for as long as this value lives: a socket bound
+/// to `127.0.0.1:0` that never listens. Connecting to it is refused (RST) at once, and the port
+/// is not handed out again meanwhile: the kernel never gives a bound port to another `bind(:0)`
+/// nor to an outgoing connection, so only an explicit bind to this very port (a test reviving
+/// it) can share it. (A port bound and then released, the usual "dead address", can be taken
+/// by any test running at the same time.)
+///
+/// The socket has SO_REUSEADDR and SO_REUSEPORT, so a server can be brought up on the very
+/// same port later (`Origin::start_on(cfg, port.addr(), 1)`, which binds with SO_REUSEPORT)
+/// while this still holds it: "the dead server comes back" without ever giving the port up.
+pub struct ClosedPort {
+    addr: std::net::SocketAddr,
+    _fd: std::os::fd::OwnedFd,
+}
+
+impl ClosedPort {
+    pub fn new() -> ClosedPort {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket calls on a descriptor created here and owned by `OwnedFd` from
+        // the start; the sockaddr is a zeroed sockaddr_in that outlives the calls reading it,
+        // and `one` outlives the setsockopt calls.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let one: libc::c_int = 1;
+            let optlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+                let rc = libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    &one as *const libc::c_int as *const libc::c_void,
+                    optlen,
+                );
+                assert_eq!(rc, 0, "setsockopt: {}", std::io::Error::last_os_error());
+            }
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let sap = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
+            let rc = libc::bind(fd, sap, len);
+            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+            let rc = libc::getsockname(fd, sap, &mut len);
+            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+            ClosedPort {
+                addr: std::net::SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port))),
+                _fd: owned,
+            }
+        }
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Default for ClosedPort {
+    fn default() -> Self {
+        ClosedPort::new()
+    }
+}
+
+/// Poll `cond` every 5 ms until it holds or `wait` passes; whether it held. For waiting on an
+/// effect another thread or process makes visible through a counter or the file system (the
+/// bound makes a test fail instead of hanging; it is never read as a verdict by itself).
+pub fn eventually(wait: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Raw-socket clients for wire-level tests: send exact bytes, read exactly what comes back,
 /// and parse it with a small parser of our own (independent of the codec under test).
 ///

@@ -172,6 +172,9 @@ impl Drop for ProxyProcess {
 
 const HUNDRED_MB: usize = 100 << 20;
 
+/// Patience for an effect that should come promptly (generous: the machine is shared).
+const WAIT: Duration = Duration::from_secs(10);
+
 #[test]
 fn summary_names_workers_driver_listener_and_upstream() {
     let o = Origin::start(OriginConfig::default()).unwrap();
@@ -234,12 +237,16 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
 
     let (hwm, rss) = p.memory_kib();
     eprintln!("proxy memory after 100 MB each way: peak {hwm} KiB, now {rss} KiB");
+    // The README's claim: a long transfer stays under 10 MB resident.
     assert!(
-        hwm < 64 * 1024,
+        hwm * 1024 < 10_000_000,
         "peak resident memory {hwm} KiB (now {rss} KiB)"
     );
 }
 
+/// The in-flight request is a POST whose body is still coming: it cannot finish before the
+/// signal. The idle connection closing shows the shutdown began; only then does the client
+/// send the rest of the body, and the answer still comes, with `Connection: close`.
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let o = Origin::start(OriginConfig::default()).unwrap();
@@ -247,21 +254,21 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let mut idle = Client::connect(p.addr);
     assert_eq!(idle.get("/").status, 200);
     let mut busy = Client::connect(p.addr);
-    busy.send(b"GET /?delay=400ms&size=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 2 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    busy.send(b"POST /?size=1000 HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 2),
+        "the request head never reached the origin"
+    );
     p.signal(libc::SIGTERM);
+    idle.assert_closed();
+    busy.send(b"cd");
     let r = busy.response();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, expected_body(1000));
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(
-        idle.is_closed(),
-        "idle keep-alive connection closed on shutdown"
-    );
-    let status = p.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{status:?}");
+    busy.assert_closed();
+    let status = p.wait_for_exit(WAIT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
     // Nothing listens any more.
     assert!(std::net::TcpStream::connect(p.addr).is_err());
 }
@@ -372,9 +379,10 @@ fn sigterm_deadline_ends_requests_that_do_not_finish() {
     let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "300ms"], None);
     let mut busy = Client::connect(p.addr);
     busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 1 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the request never reached the origin"
+    );
     let t = Instant::now();
     p.signal(libc::SIGTERM);
     let status = p.wait_for_exit(Duration::from_secs(5));
@@ -397,9 +405,10 @@ fn second_signal_exits_at_once() {
     let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "30s"], None);
     let mut busy = Client::connect(p.addr);
     busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 1 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the request never reached the origin"
+    );
     p.signal(libc::SIGTERM);
     p.signal(libc::SIGINT);
     let status = p.wait_for_exit(Duration::from_secs(5));
@@ -496,7 +505,8 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
         String::from_utf8_lossy(&refused.head)
     );
     assert_eq!(refused.header("connection"), Some("close"));
-    assert!(refused.header("content-length").is_some());
+    let len = refused.body.len().to_string();
+    assert_eq!(refused.header("content-length"), Some(len.as_str()));
     drop(held);
     let mut c = Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);
