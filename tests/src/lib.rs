@@ -121,6 +121,52 @@ pub fn eventually(wait: std::time::Duration, mut cond: impl FnMut() -> bool) -> 
     }
 }
 
+/// `addr` as /proc/net/tcp writes it: the IPv4 address as a native-endian u32, then the port.
+fn proc_net_hex(addr: std::net::SocketAddr) -> String {
+    let std::net::SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 only: {addr}")
+    };
+    format!(
+        "{:08X}:{:04X}",
+        u32::from_ne_bytes(v4.ip().octets()),
+        v4.port()
+    )
+}
+
+/// `(tx_queue, rx_queue)` of the TCP socket bound to `local` and connected to `remote`, from
+/// /proc/net/tcp; `None` once no such socket exists (closed).
+fn tcp_queues(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Option<(u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let (l, r) = (proc_net_hex(local), proc_net_hex(remote));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || f[1] != l || f[2] != r {
+            return None;
+        }
+        let (tx, rx) = f[4].split_once(':')?;
+        Some((
+            u64::from_str_radix(tx, 16).ok()?,
+            u64::from_str_radix(rx, 16).ok()?,
+        ))
+    })
+}
+
+/// Wait (up to `wait`, then panic) until the peer of the loopback connection `s` has read
+/// every byte written on `s`: nothing is left unacknowledged on our side nor unread on the
+/// peer's (or the peer's socket is gone). The event that makes the next write a read of its
+/// own for the peer, however the threads are scheduled.
+pub fn wait_until_peer_read(s: &std::net::TcpStream, wait: std::time::Duration) {
+    let (ours, theirs) = (s.local_addr().unwrap(), s.peer_addr().unwrap());
+    let drained = || {
+        tcp_queues(ours, theirs).is_none_or(|(tx, _)| tx == 0)
+            && tcp_queues(theirs, ours).is_none_or(|(_, rx)| rx == 0)
+    };
+    assert!(
+        eventually(wait, drained),
+        "the peer never read what was sent"
+    );
+}
+
 /// Raw-socket clients for wire-level tests: send exact bytes, read exactly what comes back,
 /// and parse it with a small parser of our own (independent of the codec under test).
 ///

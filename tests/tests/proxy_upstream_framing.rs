@@ -99,50 +99,6 @@ fn absolute_form_with_an_empty_path_keeps_its_query() {
     p.shutdown().unwrap();
 }
 
-/// `addr` as /proc/net/tcp writes it: the IPv4 address as a native-endian u32, then the port.
-fn proc_net_hex(addr: SocketAddr) -> String {
-    let SocketAddr::V4(v4) = addr else {
-        panic!("IPv4 only: {addr}")
-    };
-    format!(
-        "{:08X}:{:04X}",
-        u32::from_ne_bytes(v4.ip().octets()),
-        v4.port()
-    )
-}
-
-/// (tx_queue, rx_queue) of the TCP socket bound to `local` and connected to `remote`.
-fn tcp_queues(local: SocketAddr, remote: SocketAddr) -> Option<(u64, u64)> {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
-    let (l, r) = (proc_net_hex(local), proc_net_hex(remote));
-    table.lines().skip(1).find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 5 || f[1] != l || f[2] != r {
-            return None;
-        }
-        let (tx, rx) = f[4].split_once(':')?;
-        Some((
-            u64::from_str_radix(tx, 16).ok()?,
-            u64::from_str_radix(rx, 16).ok()?,
-        ))
-    })
-}
-
-/// Wait until the peer of `s` (the proxy) has read every byte written on `s`: nothing is
-/// left unacknowledged on our side nor unread on the proxy's. The event that makes each piece
-/// written next a read of its own, whatever the scheduling.
-fn wait_until_peer_read(s: &TcpStream) {
-    let (ours, theirs) = (s.local_addr().unwrap(), s.peer_addr().unwrap());
-    let drained = || {
-        tcp_queues(ours, theirs).is_some_and(|(tx, _)| tx == 0)
-            && tcp_queues(theirs, ours).is_some_and(|(_, rx)| rx == 0)
-    };
-    assert!(
-        tests::eventually(WAIT, drained),
-        "the proxy never read what was sent"
-    );
-}
-
 /// Read one request head (a GET: no body) from `s`.
 fn read_head(s: &mut TcpStream) {
     let mut head = Vec::new();
@@ -173,7 +129,7 @@ fn replay_split(cuts: Vec<Vec<usize>>) {
             let mut from = 0;
             for to in at {
                 s.write_all(&SLOW_REPLY[from..to]).unwrap();
-                wait_until_peer_read(&s);
+                tests::wait_until_peer_read(&s, WAIT);
                 from = to;
             }
             // The last piece needs no wait: the client's next request comes after it.
