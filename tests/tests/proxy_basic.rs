@@ -171,7 +171,11 @@ fn least_conn_avoids_the_server_with_a_request_in_flight() {
         eventually(WAIT, || a.requests() + b.requests() == 1),
         "the held request never reached a server"
     );
-    let (busy, free) = if a.requests() == 1 { (&a, &b) } else { (&b, &a) };
+    let (busy, free) = if a.requests() == 1 {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
     let mut c = p.connect();
     for _ in 0..20 {
         assert_eq!(c.get("/").status, 200);

@@ -254,10 +254,10 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     assert_eq!(r.body, expected_body(1000));
     assert_eq!(r.header("connection"), Some("close"));
     busy.assert_closed();
+    // (No "nothing listens any more" probe: the process has exited, and its freed port may
+    // already belong to another test.)
     let status = p.wait_for_exit(WAIT);
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
-    // Nothing listens any more.
-    assert!(std::net::TcpStream::connect(p.addr).is_err());
 }
 
 #[test]
@@ -390,10 +390,15 @@ fn sigterm_deadline_ends_requests_that_do_not_finish() {
         "{:?}",
         t.elapsed()
     );
-    // The client is not left hanging with something that looks like an answer.
-    assert!(busy
+    // The client is not left hanging, nor given something that looks like an answer: its
+    // connection is closed (EOF or reset; a read timeout would mean it was left open).
+    let err = busy
         .try_response(shared::http::RequestMethod::Other)
-        .is_err());
+        .unwrap_err();
+    assert!(
+        err == "closed before the response head" || err.contains("reset"),
+        "{err}"
+    );
 }
 
 /// A second signal means "stop now": exit 1 without waiting for the deadline.

@@ -311,7 +311,11 @@ fn connection_naming_transfer_encoding_does_not_unframe_the_body() {
 
 /// The proxy forwarded the body as a body, framed again (as nginx does): the client gets the
 /// origin's 200, and the origin got one complete request carrying `body_len` body bytes.
-fn assert_reframed(origin: &Origin, r: Result<tests::raw::Response, tests::raw::Reply>, body_len: usize) {
+fn assert_reframed(
+    origin: &Origin,
+    r: Result<tests::raw::Response, tests::raw::Reply>,
+    body_len: usize,
+) {
     let resp = r.unwrap_or_else(|r| panic!("no response: {r:?}"));
     assert_eq!(resp.status, 200, "{resp:?}");
     assert!(resp.is_pattern(64), "{resp:?}");
@@ -597,7 +601,10 @@ fn rejections_do_not_depend_on_read_boundaries() {
             if let Err(e) = c.send(&[*b]) {
                 // The proxy may answer and close before the last byte.
                 assert!(
-                    matches!(e.kind(), std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset),
+                    matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ),
                     "{e}"
                 );
                 break;

@@ -80,7 +80,13 @@ fn auto_falls_back_to_epoll_when_io_uring_is_unavailable() {
 /// process, on this kernel and under the same seccomp profile); epoll only where it does not.
 #[test]
 fn auto_uses_io_uring_where_available() {
-    let args = ["proxy", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"];
+    let args = [
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        "127.0.0.1:9",
+    ];
     let cfg = proxy::cli::config_from_args(args.iter().chain(&["--driver", "auto"])).unwrap();
     let probed = shared::runtime::select_driver(&cfg.runtime).unwrap();
     let (line, child) = start_proxy(None, &["--driver", "auto"]);
