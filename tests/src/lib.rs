@@ -511,7 +511,13 @@ pub mod raw {
     /// `wait` passes.
     pub fn exchange(addr: SocketAddr, bytes: &[u8], wait: Duration) -> Reply {
         let mut c = Client::connect(addr);
-        let _ = c.send(bytes);
+        if let Err(e) = c.send(bytes) {
+            // The peer may answer and close before taking every byte; nothing else is fine.
+            assert!(
+                matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset),
+                "sending to {addr}: {e}"
+            );
+        }
         c.until_close(wait)
     }
 
