@@ -193,6 +193,7 @@ impl Client {
             String::from_utf8_lossy(&rest)
         );
     }
+
     /// One response; `Err` describes what went wrong (EOF mid-message included).
     pub fn try_response(&mut self, method: RequestMethod) -> Result<Response, String> {
         let limits = shared::http::Limits::default();
