@@ -196,11 +196,17 @@ fn header_timeout_covers_the_whole_head_not_each_read() {
     let (p, addr) = proxy!([o.addr()], "--header-timeout", "300ms");
     let mut c = Client::connect(addr);
     let t = Instant::now();
-    let head = b"GET / HTTP/1.1\r\nHost: test\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    // Long enough to trickle for over 10 s: far past the bound below, which is itself far
+    // past the 300 ms the timeout takes on a loaded machine.
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: test\r\nX-Slow: {}",
+        "a".repeat(200)
+    )
+    .into_bytes();
     let mut got = Vec::new();
     let mut end = End::TimedOut;
-    for b in head {
-        if c.send(&[*b]).is_err() || t.elapsed() > Duration::from_secs(3) {
+    for b in &head {
+        if c.send(&[*b]).is_err() || t.elapsed() > Duration::from_secs(8) {
             break;
         }
         let reply = c.until_close(Duration::from_millis(50));
@@ -222,7 +228,7 @@ fn header_timeout_covers_the_whole_head_not_each_read() {
         elapsed,
     };
     assert!(
-        elapsed < Duration::from_secs(3),
+        elapsed < Duration::from_secs(8),
         "the head timeout never fired: {reply:?}"
     );
     assert_generated(&reply, 408, true);
