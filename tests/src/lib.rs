@@ -41,6 +41,132 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// A loopback port that refuses connections for as long as this value lives: a socket bound
+/// to `127.0.0.1:0` that never listens. Connecting to it is refused (RST) at once, and the port
+/// is not handed out again meanwhile: the kernel never gives a bound port to another `bind(:0)`
+/// nor to an outgoing connection, so only an explicit bind to this very port (a test reviving
+/// it) can share it. (A port bound and then released, the usual "dead address", can be taken
+/// by any test running at the same time.)
+///
+/// The socket has SO_REUSEADDR and SO_REUSEPORT, so a server can be brought up on the very
+/// same port later (`Origin::start_on(cfg, port.addr(), 1)`, which binds with SO_REUSEPORT)
+/// while this still holds it: "the dead server comes back" without ever giving the port up.
+pub struct ClosedPort {
+    addr: std::net::SocketAddr,
+    _fd: std::os::fd::OwnedFd,
+}
+
+impl ClosedPort {
+    pub fn new() -> ClosedPort {
+        use std::os::fd::FromRawFd;
+        // SAFETY: plain socket calls on a descriptor created here and owned by `OwnedFd` from
+        // the start; the sockaddr is a zeroed sockaddr_in that outlives the calls reading it,
+        // and `one` outlives the setsockopt calls.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+            let one: libc::c_int = 1;
+            let optlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+                let rc = libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    &one as *const libc::c_int as *const libc::c_void,
+                    optlen,
+                );
+                assert_eq!(rc, 0, "setsockopt: {}", std::io::Error::last_os_error());
+            }
+            let mut sa: libc::sockaddr_in = std::mem::zeroed();
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let sap = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
+            let rc = libc::bind(fd, sap, len);
+            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+            let rc = libc::getsockname(fd, sap, &mut len);
+            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+            ClosedPort {
+                addr: std::net::SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port))),
+                _fd: owned,
+            }
+        }
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.addr
+    }
+}
+
+impl Default for ClosedPort {
+    fn default() -> Self {
+        ClosedPort::new()
+    }
+}
+
+/// Poll `cond` every 5 ms until it holds or `wait` passes; whether it held. For waiting on an
+/// effect another thread or process makes visible through a counter or the file system (the
+/// bound makes a test fail instead of hanging; it is never read as a verdict by itself).
+pub fn eventually(wait: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// `addr` as /proc/net/tcp writes it: the IPv4 address as a native-endian u32, then the port.
+fn proc_net_hex(addr: std::net::SocketAddr) -> String {
+    let std::net::SocketAddr::V4(v4) = addr else {
+        panic!("IPv4 only: {addr}")
+    };
+    format!(
+        "{:08X}:{:04X}",
+        u32::from_ne_bytes(v4.ip().octets()),
+        v4.port()
+    )
+}
+
+/// `(tx_queue, rx_queue)` of the TCP socket bound to `local` and connected to `remote`, from
+/// /proc/net/tcp; `None` once no such socket exists (closed).
+fn tcp_queues(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Option<(u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let (l, r) = (proc_net_hex(local), proc_net_hex(remote));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || f[1] != l || f[2] != r {
+            return None;
+        }
+        let (tx, rx) = f[4].split_once(':')?;
+        Some((
+            u64::from_str_radix(tx, 16).ok()?,
+            u64::from_str_radix(rx, 16).ok()?,
+        ))
+    })
+}
+
+/// Wait (up to `wait`, then panic) until the peer of the loopback connection `s` has read
+/// every byte written on `s`: nothing is left unacknowledged on our side nor unread on the
+/// peer's (or the peer's socket is gone). The event that makes the next write a read of its
+/// own for the peer, however the threads are scheduled.
+pub fn wait_until_peer_read(s: &std::net::TcpStream, wait: std::time::Duration) {
+    let (ours, theirs) = (s.local_addr().unwrap(), s.peer_addr().unwrap());
+    let drained = || {
+        tcp_queues(ours, theirs).is_none_or(|(tx, _)| tx == 0)
+            && tcp_queues(theirs, ours).is_none_or(|(_, rx)| rx == 0)
+    };
+    assert!(
+        eventually(wait, drained),
+        "the peer never read what was sent"
+    );
+}
+
 /// Raw-socket clients for wire-level tests: send exact bytes, read exactly what comes back,
 /// and parse it with a small parser of our own (independent of the codec under test).
 ///
@@ -385,7 +511,13 @@ pub mod raw {
     /// `wait` passes.
     pub fn exchange(addr: SocketAddr, bytes: &[u8], wait: Duration) -> Reply {
         let mut c = Client::connect(addr);
-        let _ = c.send(bytes);
+        if let Err(e) = c.send(bytes) {
+            // The peer may answer and close before taking every byte; nothing else is fine.
+            assert!(
+                matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset),
+                "sending to {addr}: {e}"
+            );
+        }
         c.until_close(wait)
     }
 

@@ -115,19 +115,6 @@ impl ProxyProcess {
         }
     }
 
-    /// CPU time (user + system) used so far, in clock ticks.
-    fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // Fields after the command name (which may hold spaces) start at field 3.
-        let rest: Vec<&str> = stat
-            .rsplit_once(')')
-            .unwrap()
-            .1
-            .split_whitespace()
-            .collect();
-        rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap()
-    }
-
     /// Wait up to `limit` for the process to exit.
     fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = Instant::now() + limit;
@@ -171,6 +158,9 @@ impl Drop for ProxyProcess {
 }
 
 const HUNDRED_MB: usize = 100 << 20;
+
+/// Patience for an effect that should come promptly (generous: the machine is shared).
+const WAIT: Duration = Duration::from_secs(10);
 
 #[test]
 fn summary_names_workers_driver_listener_and_upstream() {
@@ -234,12 +224,16 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
 
     let (hwm, rss) = p.memory_kib();
     eprintln!("proxy memory after 100 MB each way: peak {hwm} KiB, now {rss} KiB");
+    // The README's claim: a long transfer stays under 10 MB resident.
     assert!(
-        hwm < 64 * 1024,
+        hwm * 1024 < 10_000_000,
         "peak resident memory {hwm} KiB (now {rss} KiB)"
     );
 }
 
+/// The in-flight request is a POST whose body is still coming: it cannot finish before the
+/// signal. The idle connection closing shows the shutdown began; only then does the client
+/// send the rest of the body, and the answer still comes, with `Connection: close`.
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let o = Origin::start(OriginConfig::default()).unwrap();
@@ -247,23 +241,23 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let mut idle = Client::connect(p.addr);
     assert_eq!(idle.get("/").status, 200);
     let mut busy = Client::connect(p.addr);
-    busy.send(b"GET /?delay=400ms&size=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 2 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    busy.send(b"POST /?size=1000 HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 2),
+        "the request head never reached the origin"
+    );
     p.signal(libc::SIGTERM);
+    idle.assert_closed();
+    busy.send(b"cd");
     let r = busy.response();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, expected_body(1000));
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(
-        idle.is_closed(),
-        "idle keep-alive connection closed on shutdown"
-    );
-    let status = p.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{status:?}");
-    // Nothing listens any more.
-    assert!(std::net::TcpStream::connect(p.addr).is_err());
+    busy.assert_closed();
+    // (No "nothing listens any more" probe: the process has exited, and its freed port may
+    // already belong to another test.)
+    let status = p.wait_for_exit(WAIT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
 }
 
 #[test]
@@ -274,8 +268,8 @@ fn open_files_limit_is_raised_to_the_hard_limit() {
 }
 
 /// With the fd table full, accept fails with EMFILE while connections wait in the backlog:
-/// the accept loop must back off (not spin a core), log rate-limited, and serve again once
-/// connections close.
+/// the accept loop must back off (not spin a core: counted, not timed), log rate-limited, and
+/// serve again once connections close.
 #[test]
 fn emfile_backs_off_without_spinning_and_recovers() {
     const LIMIT: u64 = 64;
@@ -299,20 +293,31 @@ fn emfile_backs_off_without_spinning_and_recovers() {
         line.contains("accept") && line.contains("open files"),
         "{line}"
     );
-    let before = p.cpu_ticks();
+    // The next line comes once the log's interval (5 s) has passed, with the count of the
+    // errors it swallowed meanwhile. Each failed accept is followed by a 10 ms pause, so that
+    // count is at most one per 10 ms of the interval, however fast or loaded the machine (a
+    // slower machine only fails fewer accepts); a loop that spins fails hundreds of thousands.
     let t = Instant::now();
-    std::thread::sleep(Duration::from_millis(500)); // the behaviour under test: idle time
-    let ticks = p.cpu_ticks() - before;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let busy = ticks as f64 / hz as f64 / t.elapsed().as_secs_f64();
+    let line = p
+        .stderr
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the accept errors go on and are logged again");
+    let elapsed = t.elapsed();
     assert!(
-        busy < 0.15,
-        "the accept loop spins: {ticks} ticks ({busy:.2} of a core)"
+        elapsed >= Duration::from_secs(4),
+        "not rate-limited: a second line after {elapsed:?}: {line}"
     );
-    // Rate-limited: not a line per failed accept.
-    let logged = std::iter::from_fn(|| p.stderr.try_recv().ok()).count();
-    assert!(logged <= 1, "{logged} more lines logged");
+    let suppressed: u64 = line
+        .split(" similar errors suppressed")
+        .next()
+        .and_then(|l| l.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of suppressed errors: {line}"));
+    let bound = 2 * elapsed.as_millis() as u64 / 10 + 100;
+    assert!(
+        (1..=bound).contains(&suppressed),
+        "the accept loop spins: {suppressed} failed accepts in {elapsed:?} (at most {bound})"
+    );
     drop(held);
     // Recovers: a new connection is served (the closed ones free their descriptors).
     let mut c = Client::connect(p.addr);
@@ -372,9 +377,10 @@ fn sigterm_deadline_ends_requests_that_do_not_finish() {
     let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "300ms"], None);
     let mut busy = Client::connect(p.addr);
     busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 1 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the request never reached the origin"
+    );
     let t = Instant::now();
     p.signal(libc::SIGTERM);
     let status = p.wait_for_exit(Duration::from_secs(5));
@@ -384,10 +390,15 @@ fn sigterm_deadline_ends_requests_that_do_not_finish() {
         "{:?}",
         t.elapsed()
     );
-    // The client is not left hanging with something that looks like an answer.
-    assert!(busy
+    // The client is not left hanging, nor given something that looks like an answer: its
+    // connection is closed (EOF or reset; a read timeout would mean it was left open).
+    let err = busy
         .try_response(shared::http::RequestMethod::Other)
-        .is_err());
+        .unwrap_err();
+    assert!(
+        err == "closed before the response head" || err.contains("reset"),
+        "{err}"
+    );
 }
 
 /// A second signal means "stop now": exit 1 without waiting for the deadline.
@@ -397,9 +408,10 @@ fn second_signal_exits_at_once() {
     let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "30s"], None);
     let mut busy = Client::connect(p.addr);
     busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 1 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the request never reached the origin"
+    );
     p.signal(libc::SIGTERM);
     p.signal(libc::SIGINT);
     let status = p.wait_for_exit(Duration::from_secs(5));
@@ -496,7 +508,8 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
         String::from_utf8_lossy(&refused.head)
     );
     assert_eq!(refused.header("connection"), Some("close"));
-    assert!(refused.header("content-length").is_some());
+    let len = refused.body.len().to_string();
+    assert_eq!(refused.header("content-length"), Some(len.as_str()));
     drop(held);
     let mut c = Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);

@@ -166,19 +166,32 @@ impl Client {
             .expect("a complete response")
     }
 
-    /// Bytes received until the peer closes (or the read timeout).
+    /// Bytes received until the peer closes (EOF or a reset). Panics if the read timeout
+    /// passes first: a connection that stays open is not a closed one.
     pub fn read_to_close(&mut self) -> Vec<u8> {
-        while let Ok(n) = self.fill() {
-            if n == 0 {
-                break;
+        loop {
+            match self.fill() {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if is_reset(&e) => break,
+                Err(e) => panic!(
+                    "the connection did not close ({e}); received {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                ),
             }
         }
         std::mem::take(&mut self.buf)
     }
 
-    /// Whether the server closed the connection (EOF with nothing more).
-    pub fn is_closed(&mut self) -> bool {
-        self.buf.is_empty() && matches!(self.fill(), Ok(0) | Err(_))
+    /// Assert that the server closed the connection (EOF or a reset) with nothing more sent.
+    /// A read timeout fails: the connection is still open.
+    pub fn assert_closed(&mut self) {
+        let rest = self.read_to_close();
+        assert!(
+            rest.is_empty(),
+            "bytes before the close: {:?}",
+            String::from_utf8_lossy(&rest)
+        );
     }
 
     /// One response; `Err` describes what went wrong (EOF mid-message included).
@@ -271,8 +284,8 @@ impl Client {
     }
 }
 
-/// An address nothing listens on (bound, then closed).
-pub fn dead_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+/// Whether a read error means the peer ended the connection (rather than a timeout).
+fn is_reset(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe)
 }
