@@ -268,29 +268,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base64_round_trips() {
-        for (raw, enc) in [
-            (&b""[..], ""),
-            (b"f", "Zg=="),
-            (b"fo", "Zm8="),
-            (b"foo", "Zm9v"),
-            (b"foob", "Zm9vYg=="),
-            (b"fooba", "Zm9vYmE="),
-            (b"foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(shared::base64::encode(raw), enc);
-            assert_eq!(shared::base64::decode(enc).as_deref(), Some(raw));
-        }
-        let all: Vec<u8> = (0..=255).collect();
-        assert_eq!(
-            shared::base64::decode(&shared::base64::encode(&all)),
-            Some(all)
-        );
-        assert_eq!(shared::base64::decode("Zm9v!"), None);
-        assert_eq!(shared::base64::decode("Z"), None);
-    }
-
-    #[test]
     fn histogram_round_trips() {
         let mut h = crate::stats::new_histogram();
         for v in [1, 10, 100, 1000, 10_000, 123_456] {

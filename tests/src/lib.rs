@@ -53,49 +53,38 @@ fn profile_dir() -> PathBuf {
 /// while this still holds it: "the dead server comes back" without ever giving the port up.
 pub struct ClosedPort {
     addr: std::net::SocketAddr,
-    _fd: std::os::fd::OwnedFd,
+    socket: socket2::Socket,
 }
 
 impl ClosedPort {
     pub fn new() -> ClosedPort {
-        use std::os::fd::FromRawFd;
-        // SAFETY: plain socket calls on a descriptor created here and owned by `OwnedFd` from
-        // the start; the sockaddr is a zeroed sockaddr_in that outlives the calls reading it,
-        // and `one` outlives the setsockopt calls.
-        unsafe {
-            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-            let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
-            let one: libc::c_int = 1;
-            let optlen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
-                let rc = libc::setsockopt(
-                    fd,
-                    libc::SOL_SOCKET,
-                    opt,
-                    &one as *const libc::c_int as *const libc::c_void,
-                    optlen,
-                );
-                assert_eq!(rc, 0, "setsockopt: {}", std::io::Error::last_os_error());
-            }
-            let mut sa: libc::sockaddr_in = std::mem::zeroed();
-            sa.sin_family = libc::AF_INET as libc::sa_family_t;
-            sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            let sap = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
-            let rc = libc::bind(fd, sap, len);
-            assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
-            let rc = libc::getsockname(fd, sap, &mut len);
-            assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
-            ClosedPort {
-                addr: std::net::SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port))),
-                _fd: owned,
-            }
-        }
+        use socket2::{Domain, Socket, Type};
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        socket.set_reuse_address(true).expect("SO_REUSEADDR");
+        socket.set_reuse_port(true).expect("SO_REUSEPORT");
+        let any: std::net::SocketAddr = ([127, 0, 0, 1], 0).into();
+        socket.bind(&any.into()).expect("bind 127.0.0.1:0");
+        let addr = socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .expect("bound address");
+        ClosedPort { addr, socket }
     }
 
     pub fn addr(&self) -> std::net::SocketAddr {
         self.addr
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Bring the port to life: listen on this very socket (nobody could take the port
+    /// in between).
+    pub fn revive(self) -> std::net::TcpListener {
+        self.socket.listen(128).expect("listen");
+        self.socket.into()
     }
 }
 

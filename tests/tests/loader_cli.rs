@@ -2,8 +2,6 @@
 //! `--plot` files, exit statuses (0 completed, 1 nothing succeeded, 2 usage), one-line usage
 //! errors, and `loader compare` with `--watch-pid`.
 
-mod loader_common;
-
 use shared::origin::{Origin, OriginConfig};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -150,7 +148,8 @@ fn json_and_plot_files() {
 #[test]
 fn nothing_listening_exits_1_with_every_attempt_counted() {
     // Bound and not listening for the whole test: connects are refused.
-    let (_held, port) = loader_common::refused_port();
+    let closed = tests::ClosedPort::new();
+    let port = closed.port();
     let url = format!("http://127.0.0.1:{port}/");
     let out = loader(&args(&["-n", "20", "-c", "2", "-q", &url]));
     let stdout = text(&out.stdout);

@@ -2,8 +2,6 @@
 //! counts what it served and the loader's figures must agree exactly. Time-based tests use
 //! sub-second settings and generous bounds; nothing here asserts speed.
 
-mod loader_common;
-
 use loader::stats::RunResult;
 use loader::RunOptions;
 use shared::origin::{Origin, OriginConfig};
@@ -380,7 +378,8 @@ fn a_server_that_never_answers_times_out_every_attempt() {
 #[test]
 fn refused_connects_are_counted() {
     // Bound and not listening for the whole test: connects are refused.
-    let (_held, port) = loader_common::refused_port();
+    let closed = tests::ClosedPort::new();
+    let port = closed.port();
     let mut opt = opts(&[format!("http://127.0.0.1:{port}/")], 2);
     opt.requests = Some(5);
     let r = run(&opt);

@@ -99,45 +99,6 @@ pub fn captured_text(o: &Origin) -> Vec<String> {
         .collect()
 }
 
-/// A port that stays dead while the returned descriptor is open: bound, never listening,
-/// so nobody else can take it and a connect to it is refused.
-pub struct DeadPort {
-    fd: std::os::fd::OwnedFd,
-    pub addr: SocketAddr,
-}
-
-pub fn dead_port() -> DeadPort {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: plain socket calls on a descriptor this function creates and hands to an
-    // OwnedFd at once; the sockaddr is zeroed, filled in, and outlives the calls.
-    unsafe {
-        let raw = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
-        let fd = OwnedFd::from_raw_fd(raw);
-        let mut sa: libc::sockaddr_in = std::mem::zeroed();
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let sp = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
-        assert_eq!(libc::bind(fd.as_raw_fd(), sp, len), 0);
-        let mut got = len;
-        assert_eq!(libc::getsockname(fd.as_raw_fd(), sp, &mut got), 0);
-        let addr = SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port)));
-        DeadPort { fd, addr }
-    }
-}
-
-impl DeadPort {
-    /// Bring the port to life: listen on the same socket (so nobody else took it between).
-    pub fn revive(self) -> std::net::TcpListener {
-        use std::os::fd::AsRawFd;
-        // SAFETY: listen(2) on the descriptor this value owns.
-        let rc = unsafe { libc::listen(self.fd.as_raw_fd(), 128) };
-        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
-        std::net::TcpListener::from(self.fd)
-    }
-}
-
 /// A minimal keep-alive HTTP server on `l` for body-less requests: each head gets
 /// `200` with body `ok`. Returns the count of requests answered. Runs until the process
 /// ends (threads blocked in accept are not joined).
