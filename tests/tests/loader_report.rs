@@ -52,12 +52,14 @@ fn synthetic() -> RunResult {
         server_software: Some("test/1.0".into()),
         counts: totals.clone(),
         latency: Default::default(),
+        hist: hist.total.clone(),
     };
     let started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     RunResult {
         started,
         ended: started + Duration::from_secs(2),
         elapsed: Duration::from_secs(2),
+        drain: None,
         warmup: None,
         interrupted: false,
         concurrency: 4,
@@ -77,6 +79,7 @@ fn synthetic() -> RunResult {
         server_software: Some("test/1.0".into()),
         accept_variable_length: false,
         sends_body: false,
+        spin: false,
     }
 }
 
