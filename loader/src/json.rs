@@ -121,6 +121,7 @@ fn counts(c: &Counts) -> Value {
             "parse": f.parse,
             "write": f.write,
             "timeout": f.timeout,
+            "unanswered": f.unanswered,
         },
         "write_errors": f.write,
         "non_2xx": c.non_2xx,

@@ -113,6 +113,12 @@ pub fn run_with_progress(
     let n_workers = opts.runtime.workers.min(opts.connections).max(1);
     let mut cfg = opts.runtime.clone();
     cfg.workers = n_workers;
+    if opts.spin {
+        // io_uring's fast setup posts completions when the thread enters the kernel to wait
+        // for them, which a spinning thread never does: its connects would never complete.
+        // epoll is polled (without waiting) on every turn of the runtime.
+        cfg.driver = shared::runtime::DriverChoice::Epoll;
+    }
     let driver = select_driver(&cfg)?;
     let mut reqs = build_requests(opts);
     crate::plan::settle_addresses(&mut reqs);
@@ -388,6 +394,9 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         ctx.id,
     ));
     let end = Shutdown::new();
+    if w.spin {
+        monoio::spawn(conn::spin_ticker());
+    }
     if opts.warmup.is_some() {
         let (w, end) = (w.clone(), end.clone());
         let at = common.measure_start;
