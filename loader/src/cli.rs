@@ -341,7 +341,7 @@ impl RunOptions {
             }
             if value.parse::<u64>().ok() != Some(len) {
                 return Err(LoadError::Invalid(format!(
-                    "-H 'Content-Length: {value}' disagrees with the body, which is {len} bytes{}",
+                    "-H '{name}: {value}' disagrees with the body, which is {len} bytes{}",
                     if self.body.is_some() {
                         " (--body sets Content-Length itself: leave it out)"
                     } else {
