@@ -24,8 +24,7 @@ use crate::engine::{Engine, Fail, Tickets};
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr;
 use crate::stats::{
-    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult,
-    UrlStats,
+    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult, UrlStats,
 };
 use crate::{LoadError, RunOptions};
 use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
@@ -458,7 +457,12 @@ fn watch_end(
     slots: Rc<Vec<Rc<Slot>>>,
 ) -> Rc<Cell<Option<Stopped>>> {
     let stopped = Rc::new(Cell::new(None));
-    let (w, end, sd, cell) = (w.clone(), end.clone(), ctx.shutdown.clone(), stopped.clone());
+    let (w, end, sd, cell) = (
+        w.clone(),
+        end.clone(),
+        ctx.shutdown.clone(),
+        stopped.clone(),
+    );
     let (deadline, flag) = (common.deadline, common.stop.clone());
     let timeout = common.opts.timeout;
     monoio::spawn(async move {

@@ -326,7 +326,13 @@ fn body_headers_are_checked_and_content_length_sent_once() {
     let b = body.to_str().unwrap();
     for (flags, names) in [
         (
-            &["--body", b, "-H", "Content-Length: 6", "http://127.0.0.1:1/"][..],
+            &[
+                "--body",
+                b,
+                "-H",
+                "Content-Length: 6",
+                "http://127.0.0.1:1/",
+            ][..],
             "Content-Length: 6",
         ),
         (

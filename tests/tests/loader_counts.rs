@@ -73,7 +73,10 @@ fn a_timed_run_drains_what_is_in_flight_at_the_deadline() {
     assert!(r.elapsed <= Duration::from_millis(500), "{:?}", r.elapsed);
     let text = loader::report::render(&r);
     assert!(
-        text.contains(&format!("In flight at the stop:  {} (drained in", drain.in_flight)),
+        text.contains(&format!(
+            "In flight at the stop:  {} (drained in",
+            drain.in_flight
+        )),
         "{text}"
     );
     assert!(text.contains("\n   (Unanswered at end: 0)\n"), "{text}");
@@ -193,7 +196,11 @@ fn rate_mode_reports_send_lateness() {
     assert_exact(&r, o.requests(), "--rate");
     // Every measured send at this rate waits for its time (the origin answers at once).
     let late = &r.hist.send_lateness;
-    assert!(late.len() > 0 && late.len() <= r.totals.attempts, "{}", late.len());
+    assert!(
+        !late.is_empty() && late.len() <= r.totals.attempts,
+        "{}",
+        late.len()
+    );
     let text = loader::report::render(&r);
     assert!(
         text.lines().any(|l| l.starts_with("Send lateness (ms")),
@@ -223,7 +230,7 @@ fn spin_paces_and_still_ends() {
     assert_eq!(r.driver, shared::runtime::DriverKind::Epoll);
     assert_exact(&r, o.requests(), "--spin -d");
     assert!(r.drain.is_some());
-    assert!(r.hist.send_lateness.len() > 0);
+    assert!(!r.hist.send_lateness.is_empty());
     // A spun send never leaves before its time: latency from the intended time is never
     // below the latency from the actual send.
     assert!(r.hist.total.min() >= r.hist.uncorrected.min());

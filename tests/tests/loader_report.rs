@@ -556,7 +556,10 @@ fn send_lateness_has_its_table_and_warns_when_it_is_a_tenth_of_the_tail() {
     let json = loader::json::run_value(&r);
     assert_eq!(json["rate"]["sent_late_warning_ms"], 0.5);
     assert_eq!(json["rate"]["send_lateness_percentiles_ms"]["99"], 0.5);
-    assert!(!json["histograms"]["send_lateness"].as_str().unwrap().is_empty());
+    assert!(!json["histograms"]["send_lateness"]
+        .as_str()
+        .unwrap()
+        .is_empty());
     // 0.1 ms is not: the table stays, the warning goes.
     r.hist.send_lateness.reset();
     r.hist.send_lateness.record_n(100, 100).unwrap();
