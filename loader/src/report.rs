@@ -333,7 +333,7 @@ fn lateness(s: &mut String, r: &RunResult) {
              {pacing})",
             late.len()
         );
-        percentile_table(s, late);
+        percentile_rows(s, late, "latest send");
     }
     if let Some(p99) = r.late_sender() {
         let _ = writeln!(
@@ -452,6 +452,11 @@ fn run_context(s: &mut String, r: &RunResult) {
 
 /// ab's percentile table, extended with 99.9 and 99.99, then the longest request.
 fn percentile_table(s: &mut String, h: &Histogram<u64>) {
+    percentile_rows(s, h, "longest request");
+}
+
+/// The percentile rows, the 100 % row labelled `last`.
+fn percentile_rows(s: &mut String, h: &Histogram<u64>, last: &str) {
     for &p in PERCENTILES {
         let _ = writeln!(
             s,
@@ -460,12 +465,7 @@ fn percentile_table(s: &mut String, h: &Histogram<u64>) {
             ms(h.value_at_percentile(p) as f64)
         );
     }
-    let _ = writeln!(
-        s,
-        " {:>7} {:>9.3} (longest request)",
-        "100%",
-        ms(h.max() as f64)
-    );
+    let _ = writeln!(s, " {:>7} {:>9.3} ({last})", "100%", ms(h.max() as f64));
 }
 
 /// The per-URL breakdown (with `--urls`).

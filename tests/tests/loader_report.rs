@@ -546,6 +546,10 @@ fn send_lateness_has_its_table_and_warns_when_it_is_a_tenth_of_the_tail() {
     let late = &report[report.find("\nSend lateness (ms").expect("heading") + 1..];
     assert!(late.starts_with("Send lateness (ms, actual minus intended send time, 100 sends"));
     assert_eq!(fields(line_with(late, "99%")), ["99%", "0.500"]);
+    assert_eq!(
+        fields(line_with(late, "100%")),
+        ["100%", "0.500", "(latest", "send)"]
+    );
     assert!(
         report.contains(
             "WARNING: the generator sent late: corrected latency includes up to 0.500 ms of \
