@@ -121,6 +121,7 @@ fn counts(c: &Counts) -> Value {
             "parse": f.parse,
             "write": f.write,
             "timeout": f.timeout,
+            "unanswered": f.unanswered,
         },
         "write_errors": f.write,
         "non_2xx": c.non_2xx,
@@ -128,7 +129,9 @@ fn counts(c: &Counts) -> Value {
         "bytes_received": c.bytes_received,
         "body_bytes": c.body_bytes,
         "bytes_sent": c.bytes_sent,
-        "abandoned": c.abandoned,
+        "unanswered": f.unanswered,
+        // The old name: requests in flight at the end are now drained, never dropped.
+        "abandoned": f.unanswered,
         "status": status,
     })
 }
@@ -148,6 +151,8 @@ fn url(u: &UrlResult) -> Value {
             "min": num(ms(u.latency.min() as f64)),
             "max": num(ms(u.latency.max_us as f64)),
         },
+        "percentiles_ms": percentiles_ms(&u.hist),
+        "histogram": encode_histogram(&u.hist),
     })
 }
 
@@ -161,6 +166,7 @@ fn histograms(h: &Histograms) -> Value {
         "processing": encode_histogram(&h.processing),
         "waiting": encode_histogram(&h.waiting),
         "connect_per_connection": encode_histogram(&h.connect_per_connection),
+        "send_lateness": encode_histogram(&h.send_lateness),
     })
 }
 
@@ -182,6 +188,10 @@ pub fn run_value(r: &RunResult) -> Value {
             "reached": r.rate_reached(),
             "uncorrected_percentiles_ms": percentiles_ms(&r.hist.uncorrected),
             "uncorrected_spectrum": spectrum(&r.hist.uncorrected),
+            "spin": r.spin,
+            "send_lateness_count": r.hist.send_lateness.len(),
+            "send_lateness_percentiles_ms": percentiles_ms(&r.hist.send_lateness),
+            "sent_late_warning_ms": r.late_sender().map(|us| num(ms(us as f64))),
         }),
     };
     json!({
@@ -208,6 +218,13 @@ pub fn run_value(r: &RunResult) -> Value {
         "document_length": if r.accept_variable_length { Value::Null } else { json!(r.document_length()) },
         "concurrency_level": d.concurrency,
         "time_taken_s": num(r.elapsed.as_secs_f64()),
+        // The end of a timed run: requests in flight at the stop, and the drain after it
+        // (null for a run that -n ended).
+        "drain": r.drain.map(|d| json!({
+            "in_flight_at_stop": d.in_flight,
+            "drain_s": num(d.took.as_secs_f64()),
+            "unanswered": f.unanswered,
+        })),
         "complete_requests": t.completed,
         "failed_requests": f.ab_failed(),
         "totals": counts(t),

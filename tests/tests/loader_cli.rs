@@ -314,3 +314,71 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--watch-pid"));
 }
+
+/// `--body` writes Content-Length itself: one given with -H is sent once when it agrees and
+/// is a usage error when it does not; `-T` without a body and `--spin` without `--rate` are
+/// usage errors too.
+#[test]
+fn body_headers_are_checked_and_content_length_sent_once() {
+    let body = temp_path("body.txt");
+    std::fs::write(&body, b"hello").unwrap();
+    let b = body.to_str().unwrap();
+    for (flags, names) in [
+        (
+            &[
+                "--body",
+                b,
+                "-H",
+                "Content-Length: 6",
+                "http://127.0.0.1:1/",
+            ][..],
+            "Content-Length: 6",
+        ),
+        (
+            &["-H", "content-length: 3", "http://127.0.0.1:1/"][..],
+            "content-length: 3",
+        ),
+        (&["-T", "text/plain", "http://127.0.0.1:1/"][..], "--body"),
+        (&["--spin", "http://127.0.0.1:1/"][..], "--rate"),
+    ] {
+        let out = loader(flags);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].contains(names), "{flags:?}: {stderr}");
+    }
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let url = o.url("/");
+    let out = loader(&args(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-q",
+        "--body",
+        b,
+        "-H",
+        "Content-Length: 5",
+        "-T",
+        "text/plain",
+        &url,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got = o.captured();
+    assert_eq!(got.len(), 2);
+    for req in got {
+        let req = text(&req).to_ascii_lowercase();
+        assert_eq!(req.matches("content-length:").count(), 1, "{req}");
+        assert!(req.contains("content-length: 5\r\n"), "{req}");
+        assert!(req.contains("content-type: text/plain\r\n"), "{req}");
+        assert!(req.ends_with("\r\n\r\nhello"), "{req}");
+    }
+    assert_eq!(o.body_bytes(), 10);
+    let _ = std::fs::remove_file(body);
+}

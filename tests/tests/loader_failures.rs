@@ -49,12 +49,12 @@ fn parsed(o: &Origin) -> (u64, u64) {
     (oks, drops)
 }
 
-/// `-n` holds: every attempt ended exactly once, none was abandoned, and the only failures
+/// `-n` holds: every attempt ended exactly once, none was left unanswered, and the only failures
 /// are dead connections (read, or write for requests queued onto one).
 fn assert_n_exact(r: &RunResult, n: u64) {
     let t = &r.totals;
     assert_eq!(t.attempts, n, "{t:?}");
-    assert_eq!(t.abandoned, 0, "{t:?}");
+    assert_eq!((t.failures.unanswered, r.drain), (0, None), "{t:?}");
     assert_eq!(t.completed + t.failures.not_completed(), n, "{t:?}");
     let f = &t.failures;
     assert_eq!(
