@@ -145,7 +145,10 @@ fn tcp_queues(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Opti
 /// peer's (or the peer's socket is gone). The event that makes the next write a read of its
 /// own for the peer, however the threads are scheduled.
 pub fn wait_until_peer_read(s: &std::net::TcpStream, wait: std::time::Duration) {
-    let (ours, theirs) = (s.local_addr().unwrap(), s.peer_addr().unwrap());
+    // A connection the peer already reset has no peer address any more: nothing to wait for.
+    let (Ok(ours), Ok(theirs)) = (s.local_addr(), s.peer_addr()) else {
+        return;
+    };
     let drained = || {
         tcp_queues(ours, theirs).is_none_or(|(tx, _)| tx == 0)
             && tcp_queues(theirs, ours).is_none_or(|(_, rx)| rx == 0)
