@@ -369,11 +369,15 @@ pub mod process {
 }
 
 /// Raw-socket clients for wire-level tests: send exact bytes, read exactly what comes back,
-/// and parse it with a small parser of our own (independent of the codec under test).
+/// and parse it with a small parser of our own: the oracle that checks the codec, so it is
+/// independent of it (its own head, field, length and chunk parsing). The one decision it
+/// takes from `shared` is which statuses have no body ([`shared::http::framing::status_has_no_body`], RFC 9112 6.3
+/// step 1): a table, decided once for the whole project, not parsing.
 ///
 /// Reads retry EINTR: a thread that created an io_uring (a driver probe, a runtime) sees its
 /// next blocking socket call with a timeout interrupted once when the ring is torn down.
 pub mod raw {
+    use shared::http::framing::status_has_no_body;
     use std::io::{ErrorKind, Read, Write};
     use std::net::{SocketAddr, TcpStream};
     use std::time::{Duration, Instant};
@@ -536,7 +540,7 @@ pub mod raw {
                 .trim()
                 .eq_ignore_ascii_case("chunked")
         });
-        let no_body = head_request || matches!(status, 100..=199 | 204 | 304);
+        let no_body = head_request || status_has_no_body(status);
         if no_body {
             resp.framing = Framing::Length(0);
         } else if chunked {
@@ -631,30 +635,17 @@ pub mod raw {
             if self.ended.is_some() {
                 return false;
             }
-            let mut chunk = [0u8; 16 * 1024];
-            loop {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return false;
-                }
-                self.stream.set_read_timeout(Some(left)).unwrap();
-                match self.stream.read(&mut chunk) {
-                    Ok(0) => {
-                        self.ended = Some(End::Closed);
-                        return false;
-                    }
-                    Ok(n) => {
-                        self.buf.extend_from_slice(&chunk[..n]);
-                        return true;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                        return false
-                    }
-                    Err(_) => {
-                        self.ended = Some(End::Reset);
-                        return false;
-                    }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.stream.set_read_timeout(Some(left)).unwrap();
+            match read_once(&mut self.stream, &mut self.buf) {
+                Ok(_) => true,
+                Err(End::TimedOut) => false,
+                Err(end) => {
+                    self.ended = Some(end);
+                    false
                 }
             }
         }
@@ -706,6 +697,66 @@ pub mod raw {
                 elapsed: start.elapsed(),
             }
         }
+    }
+
+    /// Read once from `stream` (within its read timeout) onto `into`: the count of bytes
+    /// (never 0), or how the connection ended. The one place a read outcome is classified:
+    /// EOF is [`End::Closed`], a reset (or abort, or broken pipe) [`End::Reset`], the read
+    /// timeout [`End::TimedOut`] (the connection is still open); EINTR is retried (see the
+    /// module's doc), and any other error fails the test rather than pass for an end.
+    pub fn read_once(stream: &mut TcpStream, into: &mut Vec<u8>) -> Result<usize, End> {
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            return match stream.read(&mut chunk) {
+                Ok(0) => Err(End::Closed),
+                Ok(n) => {
+                    into.extend_from_slice(&chunk[..n]);
+                    Ok(n)
+                }
+                Err(e) => match e.kind() {
+                    ErrorKind::Interrupted => continue,
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut => Err(End::TimedOut),
+                    ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe => Err(End::Reset),
+                    _ => panic!("reading from {:?}: {e}", stream.peer_addr()),
+                },
+            };
+        }
+    }
+
+    /// A reply for messages: how it ended, when, and the bytes as text.
+    pub fn show(r: &Reply) -> String {
+        format!("{:?} after {:?}: {:?}", r.end, r.elapsed, r.text())
+    }
+
+    /// The next response on `c` (within [`WAIT`]), or a panic that shows what arrived and
+    /// how the read ended.
+    pub fn response(c: &mut Client, what: &str) -> Response {
+        c.response(WAIT)
+            .unwrap_or_else(|r| panic!("{what}: no complete response: {}", show(&r)))
+    }
+
+    /// The peer closes `c` (EOF or reset, within [`WAIT`]) with nothing more sent; a read
+    /// timeout fails.
+    pub fn assert_closed(c: &mut Client, what: &str) {
+        let r = c.until_close(WAIT);
+        assert!(
+            r.end != End::TimedOut && r.bytes.is_empty(),
+            "{what}: expected a close, got {}",
+            show(&r)
+        );
+    }
+
+    /// `c` is still open and silent: the peer neither sent anything nor closed within
+    /// `wait` (for "this connection is being held", where a close would be the failure).
+    pub fn assert_open_and_silent(c: &mut Client, wait: Duration, what: &str) {
+        let r = c.until_close(wait);
+        assert!(
+            r.end == End::TimedOut && r.bytes.is_empty(),
+            "{what}: expected an open, silent connection, got {}",
+            show(&r)
+        );
     }
 
     /// Connect, send `bytes` (without half-closing), and read until the peer closes or

@@ -1,15 +1,18 @@
 //! Helpers for the proxy's end-to-end tests: a proxy config over given origins, and a small
-//! blocking HTTP/1.1 client that reads responses with the shared codec.
+//! blocking HTTP/1.1 client that reads responses with the shared codec (heads with its one
+//! response reader, `parse_final_response`; bodies with its `BodyDecoder`). For bytes
+//! checked by an independent parser, use `tests::raw` instead.
 #![allow(dead_code)]
 
 use proxy::config::{
     Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
 };
-use shared::http::{parse_response, BodyDecoder, BodyKind, RequestMethod, Status};
+use shared::http::{parse_final_response, BodyDecoder, BodyKind, RequestMethod, Status};
 use shared::runtime::{DriverChoice, RuntimeConfig};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+use tests::raw::{read_once, End};
 
 /// One worker, unpinned, one listener on 127.0.0.1:0, one group over `origins`, route `/`.
 pub fn config(origins: &[SocketAddr]) -> Config {
@@ -104,7 +107,7 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-    /// The raw head as received.
+    /// The raw head as received, with the interim (1xx) heads skipped before it.
     pub head: Vec<u8>,
     pub chunked: bool,
 }
@@ -146,17 +149,15 @@ impl Client {
         self.response()
     }
 
-    fn fill(&mut self) -> std::io::Result<usize> {
-        let mut tmp = [0u8; 65536];
-        loop {
-            match self.stream.read(&mut tmp) {
-                Ok(n) => {
-                    self.buf.extend_from_slice(&tmp[..n]);
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+    /// Read once (within the stream's read timeout) onto the buffer: the count of bytes,
+    /// 0 at EOF, or an error that says how else the read ended (`tests::raw::read_once`
+    /// classifies every outcome).
+    fn fill(&mut self) -> Result<usize, String> {
+        match read_once(&mut self.stream, &mut self.buf) {
+            Ok(n) => Ok(n),
+            Err(End::Closed) => Ok(0),
+            Err(End::Reset) => Err("read: connection reset".into()),
+            Err(End::TimedOut) => Err("read: timed out, the connection still open".into()),
         }
     }
 
@@ -170,12 +171,11 @@ impl Client {
     /// passes first: a connection that stays open is not a closed one.
     pub fn read_to_close(&mut self) -> Vec<u8> {
         loop {
-            match self.fill() {
-                Ok(0) => break,
+            match read_once(&mut self.stream, &mut self.buf) {
                 Ok(_) => {}
-                Err(e) if is_reset(&e) => break,
-                Err(e) => panic!(
-                    "the connection did not close ({e}); received {:?}",
+                Err(End::Closed | End::Reset) => break,
+                Err(End::TimedOut) => panic!(
+                    "the connection did not close (read timeout); received {:?}",
                     String::from_utf8_lossy(&self.buf)
                 ),
             }
@@ -194,12 +194,14 @@ impl Client {
         );
     }
 
-    /// One response; `Err` describes what went wrong (EOF mid-message included).
+    /// One response; `Err` describes what went wrong (EOF mid-message included). Interim
+    /// (1xx) heads are skipped by the shared reader, `parse_final_response`, as the proxy and
+    /// the loader skip them.
     pub fn try_response(&mut self, method: RequestMethod) -> Result<Response, String> {
         let limits = shared::http::Limits::default();
         loop {
             let mut storage = [httparse::EMPTY_HEADER; 128];
-            let parsed = match parse_response(&self.buf, &mut storage, method, &limits) {
+            let parsed = match parse_final_response(&self.buf, &mut storage, method, &limits) {
                 Ok(Status::Complete(h)) => Some((
                     h.status,
                     h.headers
@@ -218,12 +220,7 @@ impl Client {
                 Err(e) => return Err(format!("bad response head: {e}")),
             };
             if let Some((status, headers, head_len, kind)) = parsed {
-                if (100..200).contains(&status) && status != 101 {
-                    self.buf.drain(..head_len);
-                    continue;
-                }
-                let head = self.buf[..head_len].to_vec();
-                self.buf.drain(..head_len);
+                let head = self.buf.drain(..head_len).collect();
                 let body = self.body(kind)?;
                 return Ok(Response {
                     status,
@@ -233,10 +230,8 @@ impl Client {
                     chunked: kind == BodyKind::Chunked,
                 });
             }
-            match self.fill() {
-                Ok(0) => return Err("closed before the response head".into()),
-                Ok(_) => {}
-                Err(e) => return Err(format!("read: {e}")),
+            if self.fill()? == 0 {
+                return Err("closed before the response head".into());
             }
         }
     }
@@ -265,15 +260,11 @@ impl Client {
             if dec.is_done() {
                 return Ok(body);
             }
-            match self.fill() {
-                Ok(0) => {
-                    return dec
-                        .finish()
-                        .map(|_| body)
-                        .map_err(|e| format!("truncated body: {e}"))
-                }
-                Ok(_) => {}
-                Err(e) => return Err(format!("read: {e}")),
+            if self.fill()? == 0 {
+                return dec
+                    .finish()
+                    .map(|_| body)
+                    .map_err(|e| format!("truncated body: {e}"));
             }
         }
     }
@@ -282,10 +273,4 @@ impl Client {
     pub fn take_buffered(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.buf)
     }
-}
-
-/// Whether a read error means the peer ended the connection (rather than a timeout).
-fn is_reset(e: &std::io::Error) -> bool {
-    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
-    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe)
 }
