@@ -41,6 +41,33 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// The proxy's config from its command line, as the in-process tests start it:
+/// `--listen 127.0.0.1:0 --no-pin`, one worker unless `extra` names `--workers`, `--upstream`
+/// for each of `ups`, then `extra`. Invalid flags fail the test.
+pub fn proxy_config(ups: &[std::net::SocketAddr], extra: &[&str]) -> proxy::config::Config {
+    let ups: Vec<String> = ups.iter().map(|a| a.to_string()).collect();
+    let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--no-pin"];
+    if !extra.contains(&"--workers") {
+        args.extend(["--workers", "1"]);
+    }
+    for u in &ups {
+        args.extend(["--upstream", u.as_str()]);
+    }
+    args.extend(extra);
+    proxy::cli::config_from_args(&args)
+        .unwrap_or_else(|e| panic!("invalid proxy flags {args:?}: {e}"))
+}
+
+/// [`proxy_config`], started in-process: the running proxy and its (first) listen address.
+pub fn start_proxy(
+    ups: &[std::net::SocketAddr],
+    extra: &[&str],
+) -> (proxy::Running, std::net::SocketAddr) {
+    let running = proxy::start(proxy_config(ups, extra)).expect("proxy starts");
+    let addr = running.listen_addrs()[0];
+    (running, addr)
+}
+
 /// A loopback port that refuses connections for as long as this value lives: a socket bound
 /// to `127.0.0.1:0` that never listens. Connecting to it is refused (RST) at once, and the port
 /// is not handed out again meanwhile: the kernel never gives a bound port to another `bind(:0)`

@@ -11,21 +11,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A one-worker proxy started through its command line (`--listen 127.0.0.1:0 --no-pin`,
-/// upstreams `ups`, then `extra`).
+/// upstreams `ups`, then `extra`): [`tests::start_proxy`].
 pub fn proxy(ups: &[SocketAddr], extra: &[&str]) -> (proxy::Running, SocketAddr) {
-    let ups: Vec<String> = ups.iter().map(|a| a.to_string()).collect();
-    let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--no-pin"];
-    if !extra.contains(&"--workers") {
-        args.extend(["--workers", "1"]);
-    }
-    for u in &ups {
-        args.extend(["--upstream", u.as_str()]);
-    }
-    args.extend(extra);
-    let cfg = proxy::cli::config_from_args(&args).expect("valid proxy flags");
-    let running = proxy::start(cfg).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
+    tests::start_proxy(ups, extra)
 }
 
 /// An origin that records every raw request it receives.
