@@ -485,10 +485,7 @@ pub mod raw {
     impl Response {
         /// The first value of a header (name case-insensitive).
         pub fn header(&self, name: &str) -> Option<&str> {
-            self.headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.as_str())
+            header(&self.headers, name)
         }
 
         /// Whether the body is the origin's pattern body of `len` bytes.
@@ -504,6 +501,14 @@ pub mod raw {
                 .flat_map(|(_, v)| v.split(','))
                 .any(|t| t.trim().eq_ignore_ascii_case(token))
         }
+    }
+
+    /// The first value of the field `name` (case-insensitive) in `headers`.
+    pub fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
+        headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// What [`parse_response`] found.
@@ -644,11 +649,44 @@ pub mod raw {
             let stream = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
             stream.set_nodelay(true).unwrap();
             stream.set_write_timeout(Some(WAIT)).unwrap();
+            Client::from_stream(stream)
+        }
+
+        /// Wrap a connected stream as it is (no socket option changed).
+        pub fn from_stream(stream: TcpStream) -> Client {
             Client {
                 stream,
                 buf: Vec::new(),
                 ended: None,
             }
+        }
+
+        /// The bytes received and not parsed yet.
+        pub fn buffered(&self) -> &[u8] {
+            &self.buf
+        }
+
+        /// Drop the first `n` buffered bytes (a parser took them).
+        pub fn consume(&mut self, n: usize) {
+            self.buf.drain(..n);
+        }
+
+        /// Take the bytes received and not parsed yet (after a tunnel's 101, for example).
+        pub fn take_buffered(&mut self) -> Vec<u8> {
+            std::mem::take(&mut self.buf)
+        }
+
+        /// Read once onto the buffer, within the read timeout the stream has: the count of
+        /// new bytes, or how the connection ended ([`read_once`]'s outcomes).
+        pub fn fill(&mut self) -> Result<usize, End> {
+            if let Some(end) = self.ended {
+                return Err(end);
+            }
+            let read = read_once(&mut self.stream, &mut self.buf);
+            if let Err(end @ (End::Closed | End::Reset)) = read {
+                self.ended = Some(end);
+            }
+            read
         }
 
         /// Write all of `bytes`. Errors are returned, not panics: a peer may close early.
@@ -667,14 +705,7 @@ pub mod raw {
                 return false;
             }
             self.stream.set_read_timeout(Some(left)).unwrap();
-            match read_once(&mut self.stream, &mut self.buf) {
-                Ok(_) => true,
-                Err(End::TimedOut) => false,
-                Err(end) => {
-                    self.ended = Some(end);
-                    false
-                }
-            }
+            self.fill().is_ok()
         }
 
         /// The next complete response, waiting up to `wait`. `Err` carries what had arrived
@@ -767,7 +798,12 @@ pub mod raw {
     /// The peer closes `c` (EOF or reset, within [`WAIT`]) with nothing more sent; a read
     /// timeout fails.
     pub fn assert_closed(c: &mut Client, what: &str) {
-        let r = c.until_close(WAIT);
+        assert_closed_within(c, WAIT, what);
+    }
+
+    /// [`assert_closed`] with the patience `wait`.
+    pub fn assert_closed_within(c: &mut Client, wait: Duration, what: &str) {
+        let r = c.until_close(wait);
         assert!(
             r.end != End::TimedOut && r.bytes.is_empty(),
             "{what}: expected a close, got {}",

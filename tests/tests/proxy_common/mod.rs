@@ -9,10 +9,9 @@ use proxy::config::{
 };
 use shared::http::{parse_final_response, BodyDecoder, BodyKind, RequestMethod, Status};
 use shared::runtime::{DriverChoice, RuntimeConfig};
-use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
-use tests::raw::{read_once, End};
+use tests::raw::End;
 
 /// One worker, unpinned, one listener on 127.0.0.1:0, one group over `origins`, route `/`.
 pub fn config(origins: &[SocketAddr]) -> Config {
@@ -113,47 +112,60 @@ pub struct Response {
 }
 
 impl Response {
+    /// The first value of a header (name case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        tests::raw::header(&self.headers, name)
     }
 }
 
-/// A blocking client on one connection.
+/// Patience of a [`Client`] for each read.
+const READ_WAIT: Duration = Duration::from_secs(10);
+
+/// A blocking client on one connection: a `tests::raw::Client` (its connection, its
+/// buffer and how it ended; reachable through `Deref`, `c.stream` included) whose responses
+/// are read with the shared codec.
 pub struct Client {
-    pub stream: TcpStream,
-    buf: Vec<u8>,
+    raw: tests::raw::Client,
+}
+
+impl std::ops::Deref for Client {
+    type Target = tests::raw::Client;
+    fn deref(&self) -> &tests::raw::Client {
+        &self.raw
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut tests::raw::Client {
+        &mut self.raw
+    }
 }
 
 impl Client {
+    /// Connect (TCP_NODELAY, reads wait up to 10 s).
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(READ_WAIT)).unwrap();
         stream.set_nodelay(true).unwrap();
         Client {
-            stream,
-            buf: Vec::new(),
+            raw: tests::raw::Client::from_stream(stream),
         }
     }
 
+    /// Write all of `bytes`; an error fails the test.
     pub fn send(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).expect("send");
+        self.raw.send(bytes).expect("send");
     }
 
     pub fn get(&mut self, path: &str) -> Response {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+        self.send(&tests::raw::get(path));
         self.response()
     }
 
     /// Read once (within the stream's read timeout) onto the buffer: the count of bytes,
-    /// 0 at EOF, or an error that says how else the read ended (`tests::raw::read_once`
-    /// classifies every outcome).
+    /// 0 at EOF, or an error that says how else the read ended.
     fn fill(&mut self) -> Result<usize, String> {
-        match read_once(&mut self.stream, &mut self.buf) {
+        match self.raw.fill() {
             Ok(n) => Ok(n),
             Err(End::Closed) => Ok(0),
             Err(End::Reset) => Err("read: connection reset".into()),
@@ -167,31 +179,22 @@ impl Client {
             .expect("a complete response")
     }
 
-    /// Bytes received until the peer closes (EOF or a reset). Panics if the read timeout
-    /// passes first: a connection that stays open is not a closed one.
+    /// Bytes received until the peer closes (EOF or a reset). Panics if 10 s pass first: a
+    /// connection that stays open is not a closed one.
     pub fn read_to_close(&mut self) -> Vec<u8> {
-        loop {
-            match read_once(&mut self.stream, &mut self.buf) {
-                Ok(_) => {}
-                Err(End::Closed | End::Reset) => break,
-                Err(End::TimedOut) => panic!(
-                    "the connection did not close (read timeout); received {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                ),
-            }
-        }
-        std::mem::take(&mut self.buf)
+        let r = self.raw.until_close(READ_WAIT);
+        assert!(
+            r.end != End::TimedOut,
+            "the connection did not close: {}",
+            tests::raw::show(&r)
+        );
+        r.bytes
     }
 
     /// Assert that the server closed the connection (EOF or a reset) with nothing more sent.
     /// A read timeout fails: the connection is still open.
     pub fn assert_closed(&mut self) {
-        let rest = self.read_to_close();
-        assert!(
-            rest.is_empty(),
-            "bytes before the close: {:?}",
-            String::from_utf8_lossy(&rest)
-        );
+        tests::raw::assert_closed_within(&mut self.raw, READ_WAIT, "proxy_common::Client");
     }
 
     /// One response; `Err` describes what went wrong (EOF mid-message included). Interim
@@ -201,7 +204,8 @@ impl Client {
         let limits = shared::http::Limits::default();
         loop {
             let mut storage = [httparse::EMPTY_HEADER; 128];
-            let parsed = match parse_final_response(&self.buf, &mut storage, method, &limits) {
+            let buf = self.raw.buffered();
+            let parsed = match parse_final_response(buf, &mut storage, method, &limits) {
                 Ok(Status::Complete(h)) => Some((
                     h.status,
                     h.headers
@@ -220,7 +224,8 @@ impl Client {
                 Err(e) => return Err(format!("bad response head: {e}")),
             };
             if let Some((status, headers, head_len, kind)) = parsed {
-                let head = self.buf.drain(..head_len).collect();
+                let head = self.raw.buffered()[..head_len].to_vec();
+                self.raw.consume(head_len);
                 let body = self.body(kind)?;
                 return Ok(Response {
                     status,
@@ -243,13 +248,13 @@ impl Client {
         let mut dec = BodyDecoder::new(kind, &shared::http::Limits::default());
         let mut body = Vec::new();
         loop {
-            while !self.buf.is_empty() {
+            while !self.raw.buffered().is_empty() {
                 let d = dec
-                    .decode(&self.buf)
+                    .decode(self.raw.buffered())
                     .map_err(|e| format!("bad body: {e}"))?;
                 body.extend_from_slice(d.data);
                 let (consumed, done) = (d.consumed, d.done);
-                self.buf.drain(..consumed);
+                self.raw.consume(consumed);
                 if done {
                     return Ok(body);
                 }
@@ -267,10 +272,5 @@ impl Client {
                     .map_err(|e| format!("truncated body: {e}"));
             }
         }
-    }
-
-    /// Raw bytes already buffered (after a tunnel's 101, for example).
-    pub fn take_buffered(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.buf)
     }
 }
