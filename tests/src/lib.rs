@@ -68,6 +68,16 @@ pub fn start_proxy(
     (running, addr)
 }
 
+/// A started origin (the built-in scriptable one) that records every raw request it
+/// receives.
+pub fn capturing_origin() -> shared::origin::Origin {
+    shared::origin::Origin::start(shared::origin::OriginConfig {
+        capture: true,
+        ..shared::origin::OriginConfig::default()
+    })
+    .expect("origin starts")
+}
+
 /// A loopback port that refuses connections for as long as this value lives: a socket bound
 /// to `127.0.0.1:0` that never listens. Connecting to it is refused (RST) at once, and the port
 /// is not handed out again meanwhile: the kernel never gives a bound port to another `bind(:0)`

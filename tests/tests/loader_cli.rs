@@ -10,8 +10,11 @@ use tests::process::Process;
 
 /// Run the loader binary with `args`; killed (and the test failed) after 60 s.
 fn loader(args: &[&str]) -> Output {
-    let mut child =
-        Process::spawn(Command::new(tests::bin("loader")).args(args).stdout(Stdio::piped()));
+    let mut child = Process::spawn(
+        Command::new(tests::bin("loader"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
     // Drain stdout on a thread (stderr has its own) so a chatty child never blocks on a pipe.
     let mut out = child.take_stdout().unwrap();
     let t_out = std::thread::spawn(move || {

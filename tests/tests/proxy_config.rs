@@ -8,8 +8,8 @@ use proxy_common::Proxy;
 use shared::origin::{Origin, OriginConfig};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use tests::process::ProxyProcess;
 use std::time::Duration;
+use tests::process::ProxyProcess;
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml")

@@ -34,7 +34,10 @@ fn wait_refused(addr: SocketAddr) {
         Err(e) => panic!("connect: {e}"),
         Ok(_) => false,
     };
-    assert!(tests::eventually(READY, refused), "the listeners never closed");
+    assert!(
+        tests::eventually(READY, refused),
+        "the listeners never closed"
+    );
 }
 
 /// A gate the test opens to let held requests be answered.

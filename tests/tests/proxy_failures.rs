@@ -319,11 +319,7 @@ fn post_whose_body_was_sent_is_not_retried() {
 
 #[test]
 fn body_over_max_body_is_413() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let (p, addr) = proxy!([o.addr()], "--max-body", "10");
     let mut req = b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n".to_vec();
     req.extend_from_slice(&[b'x'; 100]);

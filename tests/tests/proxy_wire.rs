@@ -9,11 +9,7 @@ use tests::raw::{assert_generated, assert_well_formed, exchange, get, Client, En
 /// A capturing origin and a one-worker proxy in front of it: `(origin, proxy, proxy addr)`.
 macro_rules! setup {
     ($($extra:expr),* $(,)?) => {{
-        let origin = Origin::start(OriginConfig {
-            capture: true,
-            ..OriginConfig::default()
-        })
-        .unwrap();
+        let origin = tests::capturing_origin();
         let extra: Vec<&str> = ["--read-timeout", "2s"].into_iter().chain([$($extra),*]).collect();
         let (running, addr) = tests::start_proxy(&[origin.addr()], &extra);
         (origin, running, addr)

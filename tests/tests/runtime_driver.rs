@@ -30,7 +30,12 @@ fn start_proxy(env: Option<(&str, &str)>, args: &[&str]) -> (String, Proxy) {
         cmd.env(k, v);
     }
     let process = ProxyProcess::start(&mut cmd);
-    let line = process.summary.lines().next().unwrap_or_default().to_string();
+    let line = process
+        .summary
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
     let proxy = Proxy {
         process,
         _upstream: upstream,

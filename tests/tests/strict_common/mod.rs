@@ -6,7 +6,7 @@
 //! reaching a value, polled with a generous deadline, never a sleep of a guessed length.
 #![allow(dead_code)]
 
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -16,16 +16,9 @@ pub fn proxy(ups: &[SocketAddr], extra: &[&str]) -> (proxy::Running, SocketAddr)
     tests::start_proxy(ups, extra)
 }
 
-/// An origin that records every raw request it receives.
-pub fn capturing_origin() -> Origin {
-    Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin starts")
-}
-
 // Re-exported: one implementation in `tests::raw`, the names the strict tests use.
+#[allow(unused_imports)]
+pub use tests::capturing_origin;
 #[allow(unused_imports)]
 pub use tests::raw::{assert_closed, assert_open_and_silent, response, show};
 
