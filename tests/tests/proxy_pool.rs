@@ -175,9 +175,10 @@ fn post_after_the_origin_closed_an_idle_pooled_connection_succeeds() {
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     assert_eq!(c.get("/").status, 200);
-    let second = a.restart(); // closes the pooled connection from the origin's side
-                              // The behaviour under test: the connection has sat idle past the check threshold (1 s; a
-                              // sleep is at least that long however loaded the machine), within the pool's timeout.
+    // Closes the pooled connection from the origin's side.
+    let second = a.restart();
+    // The behaviour under test: the connection has sat idle past the check threshold (1 s; a
+    // sleep is at least that long however loaded the machine), within the pool's timeout.
     std::thread::sleep(Duration::from_millis(1100));
     for i in 0..3 {
         c.send(b"POST /form HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");

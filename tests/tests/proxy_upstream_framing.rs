@@ -127,10 +127,14 @@ fn replay_split(cuts: Vec<Vec<usize>>) {
     });
     let p = proxy_to(up);
     let mut c = tests::raw::Client::connect(p.listen_addrs()[0]);
+    // Each piece waits for the proxy's ACK (delayed ACKs: up to ~40 ms each on loopback, far
+    // more on a loaded machine), so an answer cut byte by byte takes seconds: the wait for it
+    // bounds a hang, it does not time the proxy.
+    let patience = WAIT * SLOW_REPLY.len() as u32;
     for i in 0..n {
         c.send(&tests::raw::get("/")).unwrap();
         let r = c
-            .response(WAIT)
+            .response(patience)
             .unwrap_or_else(|r| panic!("answer {i}: {r:?}"));
         assert_eq!(
             (r.status, r.header("x-slow"), r.body.as_slice()),
