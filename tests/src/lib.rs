@@ -4,6 +4,15 @@
 //! Tests that need the process boundary (exit codes, signals, resident memory) spawn the built
 //! binaries: [`bin`] builds them once per test process with a nested `cargo build` (cargo does
 //! not hold its build lock while tests run) and returns the path.
+//!
+//! Each helper exists once, here (the test files' `proxy_common` and `strict_common` modules
+//! are thin layers over these):
+//! - [`process`]: a spawned binary (stderr drained into a channel, signals, exit within a
+//!   limit, killed on drop) and [`process::ProxyProcess`], the proxy and its summary.
+//! - [`raw`]: the raw-socket client, its independent response parser, the one classifier of
+//!   how a read ended ([`raw::read_once`]) and the strict checks over it (`assert_closed`, ...).
+//! - [`proxy_config`]/[`start_proxy`]: an in-process proxy from its command-line flags;
+//!   [`capturing_origin`]; [`ClosedPort`]; [`eventually`], the one polling wait.
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
