@@ -5,44 +5,27 @@
 use shared::origin::{Origin, OriginConfig};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tests::process::Process;
 
 /// Run the loader binary with `args`; killed (and the test failed) after 60 s.
 fn loader(args: &[&str]) -> Output {
-    let mut child = Command::new(tests::bin("loader"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn loader");
-    // Drain the pipes on threads so a chatty child never blocks on a full pipe.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
+    let mut child = Process::spawn(
+        Command::new(tests::bin("loader"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
+    // Drain stdout on a thread (stderr has its own) so a chatty child never blocks on a pipe.
+    let mut out = child.take_stdout().unwrap();
     let t_out = std::thread::spawn(move || {
         let mut v = Vec::new();
         std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
     });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut err, &mut v).map(|_| v)
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("loader {args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (status, stderr) = child.finish(Duration::from_secs(60));
     Output {
         status,
         stdout: t_out.join().unwrap().unwrap(),
-        stderr: t_err.join().unwrap().unwrap(),
+        stderr: stderr.into_bytes(),
     }
 }
 

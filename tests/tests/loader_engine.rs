@@ -497,11 +497,7 @@ fn stop_flag_ends_the_run_with_a_result() {
 
 #[test]
 fn request_bytes_carry_method_headers_and_body() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let mut opt = opts(&[o.url("/p?q=1")], 1);
     opt.requests = Some(2);
     opt.method = "POST".into();
@@ -570,11 +566,7 @@ fn with_n_and_d_whichever_ends_first() {
 
 #[test]
 fn http10_requests_as_ab_sends_them() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     for close in [false, true] {
         let mut opt = opts(&[o.url("/x")], 1);
         opt.requests = Some(3);

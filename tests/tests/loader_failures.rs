@@ -4,16 +4,12 @@
 
 use loader::stats::RunResult;
 use loader::RunOptions;
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use shared::shutdown::ShutdownFlag;
 use std::time::Duration;
 
 fn origin() -> Origin {
-    Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin starts")
+    tests::capturing_origin()
 }
 
 /// Three answered URLs, then one whose request the origin reads and answers by closing the

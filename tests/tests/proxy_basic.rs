@@ -13,16 +13,10 @@ use tests::{eventually, ClosedPort};
 /// Patience for an effect that should come promptly (generous: the machine is shared).
 const WAIT: Duration = Duration::from_secs(10);
 
+use tests::capturing_origin;
+
 fn origin() -> Origin {
     Origin::start(OriginConfig::default()).expect("origin starts")
-}
-
-fn capturing_origin() -> Origin {
-    Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin starts")
 }
 
 #[test]

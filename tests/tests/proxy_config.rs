@@ -6,10 +6,10 @@ mod proxy_common;
 
 use proxy_common::Proxy;
 use shared::origin::{Origin, OriginConfig};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
+use tests::process::ProxyProcess;
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml")
@@ -398,51 +398,19 @@ fn file_routes_reach_their_groups() {
 fn binary_starts_serves_and_stops_on_sigterm() {
     let o = Origin::start(OriginConfig::default()).expect("origin");
     let upstream = o.addr().to_string();
-    let mut child = Command::new(tests::bin("proxy"))
-        .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
-        .args(["--workers", "1", "--no-pin", "--shutdown-timeout", "2s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn proxy");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     // The summary is printed once the listeners are bound: no sleep needed.
-    let mut first = String::new();
-    stderr.read_line(&mut first).expect("summary");
-    let addr: std::net::SocketAddr = first
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {first:?}"));
-    let mut c = proxy_common::Client::connect(addr);
+    let mut p = ProxyProcess::start(
+        ProxyProcess::command()
+            .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
+            .args(["--workers", "1", "--no-pin", "--shutdown-timeout", "2s"]),
+    );
+    let mut c = proxy_common::Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);
     assert_eq!(o.requests(), 1);
-    // SAFETY: kill(2) on the child we spawned and still own.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
+    p.signal(libc::SIGTERM);
     drop(c);
-    let status = wait_with_deadline(&mut child, Duration::from_secs(10));
+    let status = p.exit_within(Duration::from_secs(10));
     assert_eq!(status.and_then(|s| s.code()), Some(0));
-}
-
-fn wait_with_deadline(
-    child: &mut std::process::Child,
-    limit: Duration,
-) -> Option<std::process::ExitStatus> {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            return Some(s);
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The address rule end to end: an upstream given by host name (`localhost`, whatever order

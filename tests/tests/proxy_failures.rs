@@ -12,20 +12,9 @@ use tests::{eventually, ClosedPort};
 
 /// A one-worker proxy in front of `upstreams`, with extra flags: `(proxy, addr)`.
 macro_rules! proxy {
-    ($upstreams:expr $(, $extra:expr)* $(,)?) => {{
-        let mut args: Vec<String> = ["proxy", "--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"]
-            .iter().map(|s| s.to_string()).collect();
-        for u in $upstreams.iter() {
-            args.push("--upstream".into());
-            args.push(u.to_string());
-        }
-        let extra: &[&str] = &[$($extra),*];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let cfg = proxy::cli::config_from_args(args).unwrap();
-        let running = proxy::start(cfg).unwrap();
-        let addr: SocketAddr = running.listen_addrs()[0];
-        (running, addr)
-    }};
+    ($upstreams:expr $(, $extra:expr)* $(,)?) => {
+        tests::start_proxy(&$upstreams, &[$($extra),*])
+    };
 }
 
 fn origin() -> Origin {
@@ -330,11 +319,7 @@ fn post_whose_body_was_sent_is_not_retried() {
 
 #[test]
 fn body_over_max_body_is_413() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let (p, addr) = proxy!([o.addr()], "--max-body", "10");
     let mut req = b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n".to_vec();
     req.extend_from_slice(&[b'x'; 100]);
@@ -358,18 +343,7 @@ fn body_over_max_body_is_413() {
 #[test]
 fn no_matching_route_is_404() {
     let o = origin();
-    let up = o.addr().to_string();
-    let mut cfg = proxy::cli::config_from_args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        up.as_str(),
-        "--workers",
-        "1",
-        "--no-pin",
-    ])
-    .unwrap();
+    let mut cfg = tests::proxy_config(&[o.addr()], &[]);
     cfg.routes = vec![proxy::config::Route {
         host: None,
         path_prefix: "/api/".into(),

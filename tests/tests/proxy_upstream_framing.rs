@@ -41,18 +41,7 @@ fn fake_upstream(reply: Vec<u8>) -> (SocketAddr, thread::JoinHandle<Vec<u8>>) {
 }
 
 fn proxy_to(upstream: SocketAddr) -> proxy::Running {
-    let cfg = proxy::cli::config_from_args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        &upstream.to_string(),
-        "--workers",
-        "1",
-        "--no-pin",
-    ])
-    .unwrap();
-    proxy::start(cfg).unwrap()
+    tests::start_proxy(&[upstream], &[]).0
 }
 
 #[test]

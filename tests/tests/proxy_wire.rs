@@ -3,26 +3,15 @@
 //! `Connection: close`), a closed connection, and never reaches the origin.
 
 use shared::origin::{Origin, OriginConfig};
-use std::net::SocketAddr;
 use std::time::Duration;
 use tests::raw::{assert_generated, assert_well_formed, exchange, get, Client, End, WAIT};
 
 /// A capturing origin and a one-worker proxy in front of it: `(origin, proxy, proxy addr)`.
 macro_rules! setup {
     ($($extra:expr),* $(,)?) => {{
-        let origin = Origin::start(OriginConfig {
-            capture: true,
-            ..OriginConfig::default()
-        })
-        .unwrap();
-        let up = origin.addr().to_string();
-        let extra: &[&str] = &[$($extra),*];
-        let args: Vec<&str> = ["proxy", "--listen", "127.0.0.1:0", "--upstream", up.as_str(),
-            "--workers", "1", "--no-pin", "--read-timeout", "2s"]
-            .iter().chain(extra).copied().collect();
-        let cfg = proxy::cli::config_from_args(args).unwrap();
-        let running = proxy::start(cfg).unwrap();
-        let addr: SocketAddr = running.listen_addrs()[0];
+        let origin = tests::capturing_origin();
+        let extra: Vec<&str> = ["--read-timeout", "2s"].into_iter().chain([$($extra),*]).collect();
+        let (running, addr) = tests::start_proxy(&[origin.addr()], &extra);
         (origin, running, addr)
     }};
 }
@@ -671,20 +660,7 @@ fn oversized_response_head_is_502() {
         ..OriginConfig::default()
     })
     .unwrap();
-    let up = origin.addr().to_string();
-    let cfg = proxy::cli::config_from_args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        up.as_str(),
-        "--workers",
-        "1",
-        "--no-pin",
-    ])
-    .unwrap();
-    let proxy = proxy::start(cfg).unwrap();
-    let addr = proxy.listen_addrs()[0];
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &[]);
     let mut c = Client::connect(addr);
     c.send(&get("/")).unwrap();
     let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));

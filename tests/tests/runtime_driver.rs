@@ -2,64 +2,50 @@
 //! io_uring is unavailable (simulated with `SHARED_DISABLE_IO_URING`), forcing `io-uring` there
 //! is a clear one-line error, and the start-up line says which driver is in use.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
 use std::time::Duration;
 
 use shared::runtime::DriverKind;
+use tests::process::ProxyProcess;
 use tests::ClosedPort;
 
-/// The spawned proxy, killed when the test ends (pass or fail), and the closed port it uses
+/// The spawned proxy (killed when the test ends, pass or fail) and the closed port it uses
 /// as its upstream (held as long as the proxy runs).
 struct Proxy {
-    child: std::process::Child,
+    process: ProxyProcess,
     _upstream: ClosedPort,
 }
 
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Start the proxy with `env` set, return its first stderr line and the process.
+/// Start the proxy with `env` set; its first stderr line is the summary's `listening on` one.
 fn start_proxy(env: Option<(&str, &str)>, args: &[&str]) -> (String, Proxy) {
     let upstream = ClosedPort::new();
-    let mut cmd = Command::new(tests::bin("proxy"));
+    let mut cmd = ProxyProcess::command();
     cmd.args(["--listen", "127.0.0.1:0", "--upstream"])
         .arg(upstream.addr().to_string())
         .args(["--workers", "1"])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .args(args);
     if let Some((k, v)) = env {
         cmd.env(k, v);
     }
-    let mut child = Proxy {
-        child: cmd.spawn().expect("spawn proxy"),
+    let process = ProxyProcess::start(&mut cmd);
+    let line = process
+        .summary
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let proxy = Proxy {
+        process,
         _upstream: upstream,
     };
-    let mut line = String::new();
-    BufReader::new(child.child.stderr.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    (line, child)
-}
-
-fn listen_port(line: &str) -> u16 {
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|s| s.split([',', ' ', '\n']).next())
-        .unwrap_or_else(|| panic!("no listen address in {line:?}"));
-    addr.rsplit(':').next().unwrap().parse().unwrap()
+    (line, proxy)
 }
 
 /// The proxy answers (502: the upstream's port is closed) on the driver it chose.
-fn assert_serves(port: u16) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+fn assert_serves(addr: SocketAddr) {
+    let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         .unwrap();
@@ -72,7 +58,7 @@ fn assert_serves(port: u16) {
 fn auto_falls_back_to_epoll_when_io_uring_is_unavailable() {
     let (line, child) = start_proxy(Some((shared::runtime::DISABLE_URING_ENV, "1")), &[]);
     assert!(line.contains("driver epoll"), "{line}");
-    assert_serves(listen_port(&line));
+    assert_serves(child.process.addr);
     drop(child);
 }
 
@@ -95,7 +81,7 @@ fn auto_uses_io_uring_where_available() {
         DriverKind::Uring | DriverKind::UringFast => "driver io_uring",
     };
     assert!(line.contains(want), "the probe found {probed:?}: {line}");
-    assert_serves(listen_port(&line));
+    assert_serves(child.process.addr);
     drop(child);
 }
 
@@ -103,7 +89,7 @@ fn auto_uses_io_uring_where_available() {
 fn explicit_epoll_driver_serves() {
     let (line, child) = start_proxy(None, &["--driver", "epoll"]);
     assert!(line.contains("driver epoll"), "{line}");
-    assert_serves(listen_port(&line));
+    assert_serves(child.process.addr);
     drop(child);
 }
 

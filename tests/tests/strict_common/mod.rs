@@ -6,77 +6,29 @@
 //! reaching a value, polled with a generous deadline, never a sleep of a guessed length.
 #![allow(dead_code)]
 
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
-use tests::raw::{Client, End, Reply, Response, WAIT};
+use std::time::Duration;
 
 /// A one-worker proxy started through its command line (`--listen 127.0.0.1:0 --no-pin`,
-/// upstreams `ups`, then `extra`).
+/// upstreams `ups`, then `extra`): [`tests::start_proxy`].
 pub fn proxy(ups: &[SocketAddr], extra: &[&str]) -> (proxy::Running, SocketAddr) {
-    let ups: Vec<String> = ups.iter().map(|a| a.to_string()).collect();
-    let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--no-pin"];
-    if !extra.contains(&"--workers") {
-        args.extend(["--workers", "1"]);
-    }
-    for u in &ups {
-        args.extend(["--upstream", u.as_str()]);
-    }
-    args.extend(extra);
-    let cfg = proxy::cli::config_from_args(&args).expect("valid proxy flags");
-    let running = proxy::start(cfg).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
+    tests::start_proxy(ups, extra)
 }
 
-/// An origin that records every raw request it receives.
-pub fn capturing_origin() -> Origin {
-    Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin starts")
-}
-
-/// The next response on `c`, or a panic that shows what arrived and how the read ended.
-pub fn response(c: &mut Client, what: &str) -> Response {
-    c.response(WAIT)
-        .unwrap_or_else(|r| panic!("{what}: no complete response: {}", show(&r)))
-}
-
-/// The peer closes `c` (EOF or reset) with nothing more sent; a read timeout fails.
-pub fn assert_closed(c: &mut Client, what: &str) {
-    let r = c.until_close(WAIT);
-    assert!(
-        r.end != End::TimedOut && r.bytes.is_empty(),
-        "{what}: expected a close, got {}",
-        show(&r)
-    );
-}
-
-/// Whether `c` is still open and silent: the peer neither sent anything nor closed within
-/// `wait` (for "this connection is being held", where a close would be the failure).
-pub fn assert_open_and_silent(c: &mut Client, wait: Duration, what: &str) {
-    let r = c.until_close(wait);
-    assert!(
-        r.end == End::TimedOut && r.bytes.is_empty(),
-        "{what}: expected an open, silent connection, got {}",
-        show(&r)
-    );
-}
-
-pub fn show(r: &Reply) -> String {
-    format!("{:?} after {:?}: {:?}", r.end, r.elapsed, r.text())
-}
+// Re-exported: one implementation in `tests::raw`, the names the strict tests use.
+#[allow(unused_imports)]
+pub use tests::capturing_origin;
+#[allow(unused_imports)]
+pub use tests::raw::{assert_closed, assert_open_and_silent, response, show};
 
 /// Wait until `cond` holds, polling; panic with `what` after `limit`. For counters that
 /// are readiness events (a request reached the origin, a connection was accepted).
-pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+pub fn wait_for(limit: Duration, what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        tests::eventually(limit, cond),
+        "timed out waiting for {what}"
+    );
 }
 
 /// Patience for readiness on a loaded machine.
