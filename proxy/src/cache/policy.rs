@@ -245,9 +245,10 @@ fn lifetime(s: &ResponseScan, status: u16, at: Fetched, cfg: &CacheEntry) -> Opt
     matches!(status, 200 | 301 | 404).then(|| cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64)
 }
 
-/// 4.2.3: "apparent_age = max(0, response_time - date_value); response_delay = response_time
-/// - request_time; corrected_age_value = age_value + response_delay; corrected_initial_age =
-/// max(apparent_age, corrected_age_value)".
+/// 4.2.3: "apparent_age = max(0, response_time - date_value);
+/// response_delay = response_time - request_time;
+/// corrected_age_value = age_value + response_delay;
+/// corrected_initial_age = max(apparent_age, corrected_age_value)".
 fn initial_age(s: &ResponseScan, at: Fetched) -> Millis {
     let date = s.date.map_or(at.response_time, |d| d.saturating_mul(1000));
     let apparent = at.response_time.saturating_sub(date);

@@ -54,7 +54,8 @@ fn request_classes() {
         revalidate: true,
         only_if_cached: false,
     };
-    let cases: [(&str, &[(&str, &str)], bool, RequestClass); 14] = [
+    type Fields = &'static [(&'static str, &'static str)];
+    let cases: [(&str, Fields, bool, RequestClass); 14] = [
         ("GET", &[], false, lookup),
         ("HEAD", &[], false, lookup),
         ("GET", &[("Cache-Control", "no-cache")], false, revalidate),
