@@ -255,8 +255,13 @@ impl Store {
 
     fn hash(&self, key: Key<'_>) -> u64 {
         let mut h = self.hasher.build_hasher();
-        for &b in key.host {
-            h.write_u8(b.to_ascii_lowercase());
+        // Lowercased through a stack buffer: one `write` per 64 bytes, no allocation.
+        let mut lower = [0u8; 64];
+        for chunk in key.host.chunks(lower.len()) {
+            let l = &mut lower[..chunk.len()];
+            l.copy_from_slice(chunk);
+            l.make_ascii_lowercase();
+            h.write(l);
         }
         h.write_usize(key.host.len());
         h.write(key.target);
@@ -423,6 +428,7 @@ impl Store {
             return false;
         }
         self.bytes += add;
+        drop(head.clone()); // promoted once, as the body is in `finish`
         let e = self.at_mut(h.slot);
         e.size += add;
         e.state = State::Filling {
@@ -503,6 +509,9 @@ impl Store {
                 b.freeze()
             }
         };
+        // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
+        // clone here, once, so that hits never allocate.
+        drop(body.clone());
         let e = self.at_mut(h.slot);
         e.state = State::Complete { meta, body };
         e.wake(false);
