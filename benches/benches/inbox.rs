@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use shared::inbox::{Post, Reply};
 use shared::runtime::{select_driver, spawn_workers, DriverChoice, RuntimeConfig, Workers};
 use shared::shutdown::ShutdownFlag;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 enum Msg {
     Ping(Reply<u64>),
@@ -52,7 +52,40 @@ fn cpu_us() -> u64 {
     us(ru.ru_utime) + us(ru.ru_stime)
 }
 
+/// The process's CPU over one second of idling.
+fn idle_cpu_us() -> u64 {
+    let t0 = cpu_us();
+    std::thread::sleep(Duration::from_secs(1));
+    cpu_us() - t0
+}
+
+/// Idle workers without an inbox: what the runtime and its shutdown tick cost alone.
+fn baseline(n: usize, driver: DriverChoice) -> u64 {
+    let cfg = RuntimeConfig {
+        workers: n,
+        pin: false,
+        driver,
+        entries: 256,
+    };
+    let kind = select_driver(&cfg).expect("driver");
+    let flag = ShutdownFlag::new();
+    let w = spawn_workers(&cfg, kind, flag.clone(), "idle", vec![(); n], |ctx, ()| async move {
+        ctx.shutdown.wait().await
+    })
+    .expect("workers");
+    let used = idle_cpu_us();
+    flag.trigger();
+    w.join().expect("join");
+    used
+}
+
 fn round_trip(c: &mut Criterion) {
+    for (name, driver) in [("io_uring", DriverChoice::Auto), ("epoll", DriverChoice::Epoll)] {
+        eprintln!(
+            "idle without inbox ({name}, 2 workers): {} µs CPU in 1s",
+            baseline(2, driver)
+        );
+    }
     let mut g = c.benchmark_group("inbox_round_trip");
     for (name, driver) in [("io_uring", DriverChoice::Auto), ("epoll", DriverChoice::Epoll)] {
         for n in [1usize, 2] {
@@ -65,13 +98,9 @@ fn round_trip(c: &mut Criterion) {
             });
             // Idle: the workers park on their inboxes; the process's CPU over one second
             // (the shutdown watch's 50 ms tick included) is what idling costs.
-            let t0 = cpu_us();
-            let start = Instant::now();
-            std::thread::sleep(Duration::from_secs(1));
-            let used = cpu_us() - t0;
             eprintln!(
-                "inbox idle ({name}, {n} workers): {used} µs CPU in {:?}",
-                start.elapsed()
+                "idle with inbox ({name}, {n} workers): {} µs CPU in 1s",
+                idle_cpu_us()
             );
             post.close_all();
             w.join().expect("join");
