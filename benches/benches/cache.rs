@@ -47,7 +47,10 @@ const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nLast-Modifie
 fn request() -> Vec<httparse::Header<'static>> {
     [
         ("Host", "www.example.com"),
-        ("User-Agent", "Mozilla/5.0 (X11; Linux x86_64) Chrome/124.0.0.0"),
+        (
+            "User-Agent",
+            "Mozilla/5.0 (X11; Linux x86_64) Chrome/124.0.0.0",
+        ),
         ("Accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
         ("Accept-Encoding", "gzip, deflate, br, zstd"),
         ("Accept-Language", "en-US,en;q=0.9"),

@@ -25,17 +25,24 @@ fn workers(n: usize, driver: DriverChoice) -> (Post<Msg>, Workers) {
     eprintln!("driver: {kind}");
     let post: Post<Msg> = Post::new(n).expect("post");
     let p = post.clone();
-    let w = spawn_workers(&cfg, kind, ShutdownFlag::new(), "bench", vec![(); n], move |ctx, ()| {
-        let post = p.clone();
-        async move {
-            let mut inbox = post.inbox(ctx.id).expect("inbox");
-            let mut n = 0u64;
-            while let Some(Msg::Ping(r)) = inbox.recv().await {
-                n += 1;
-                r.send(n);
+    let w = spawn_workers(
+        &cfg,
+        kind,
+        ShutdownFlag::new(),
+        "bench",
+        vec![(); n],
+        move |ctx, ()| {
+            let post = p.clone();
+            async move {
+                let mut inbox = post.inbox(ctx.id).expect("inbox");
+                let mut n = 0u64;
+                while let Some(Msg::Ping(r)) = inbox.recv().await {
+                    n += 1;
+                    r.send(n);
+                }
             }
-        }
-    })
+        },
+    )
     .expect("workers");
     (post, w)
 }
@@ -69,9 +76,14 @@ fn baseline(n: usize, driver: DriverChoice) -> u64 {
     };
     let kind = select_driver(&cfg).expect("driver");
     let flag = ShutdownFlag::new();
-    let w = spawn_workers(&cfg, kind, flag.clone(), "idle", vec![(); n], |ctx, ()| async move {
-        ctx.shutdown.wait().await
-    })
+    let w = spawn_workers(
+        &cfg,
+        kind,
+        flag.clone(),
+        "idle",
+        vec![(); n],
+        |ctx, ()| async move { ctx.shutdown.wait().await },
+    )
     .expect("workers");
     let used = idle_cpu_us();
     flag.trigger();
@@ -80,14 +92,20 @@ fn baseline(n: usize, driver: DriverChoice) -> u64 {
 }
 
 fn round_trip(c: &mut Criterion) {
-    for (name, driver) in [("io_uring", DriverChoice::Auto), ("epoll", DriverChoice::Epoll)] {
+    for (name, driver) in [
+        ("io_uring", DriverChoice::Auto),
+        ("epoll", DriverChoice::Epoll),
+    ] {
         eprintln!(
             "idle without inbox ({name}, 2 workers): {} µs CPU in 1s",
             baseline(2, driver)
         );
     }
     let mut g = c.benchmark_group("inbox_round_trip");
-    for (name, driver) in [("io_uring", DriverChoice::Auto), ("epoll", DriverChoice::Epoll)] {
+    for (name, driver) in [
+        ("io_uring", DriverChoice::Auto),
+        ("epoll", DriverChoice::Epoll),
+    ] {
         for n in [1usize, 2] {
             let (post, w) = workers(n, driver);
             g.bench_function(format!("{name}/{n}_workers"), |b| {

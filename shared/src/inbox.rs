@@ -129,9 +129,10 @@ impl<M> Post<M> {
     /// Worker `id`'s inbox, on that worker's runtime (its socket joins the runtime's driver).
     /// Taken once; a second call is an error.
     pub fn inbox(&self, id: usize) -> io::Result<Inbox<M>> {
-        let mb = self.boxes.get(id).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotFound, format!("no worker {id}"))
-        })?;
+        let mb = self
+            .boxes
+            .get(id)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no worker {id}")))?;
         let reader = mb
             .reader
             .lock()
@@ -200,10 +201,7 @@ impl<M> Post<M> {
         let (tx, rx) = mpsc::channel();
         let mut gone = Vec::new();
         for id in 0..n {
-            let reply = Reply {
-                id,
-                tx: tx.clone(),
-            };
+            let reply = Reply { id, tx: tx.clone() };
             if self.send(id, make(id, reply)).is_err() {
                 gone.push(id);
             }

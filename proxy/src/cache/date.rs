@@ -53,7 +53,10 @@ fn num(d: &[u8]) -> Option<u64> {
 }
 
 fn month(m: &[u8]) -> Option<u64> {
-    MONTHS.iter().position(|n| &n[..] == m).map(|i| i as u64 + 1)
+    MONTHS
+        .iter()
+        .position(|n| &n[..] == m)
+        .map(|i| i as u64 + 1)
 }
 
 /// Seconds since the epoch of a calendar date and an `HH:MM:SS` time (days from civil, after

@@ -190,16 +190,81 @@ mod tests {
     fn response_directives_table() {
         let none = ResponseDirectives::default();
         let cases: [(&[&str], ResponseDirectives); 10] = [
-            (&["max-age=60"], ResponseDirectives { max_age: Some(60), ..none }),
-            (&["Max-Age=60, PUBLIC"], ResponseDirectives { max_age: Some(60), public: true, ..none }),
-            (&["max-age=\"30\""], ResponseDirectives { max_age: Some(30), ..none }),
-            (&["max-age=60", "max-age=10"], ResponseDirectives { max_age: Some(60), ..none }),
-            (&["max-age=abc"], ResponseDirectives { max_age: Some(0), ..none }),
-            (&["max-age=99999999999999999999"], ResponseDirectives { max_age: Some(DELTA_MAX), ..none }),
-            (&["s-maxage=5, max-age=60"], ResponseDirectives { s_maxage: Some(5), max_age: Some(60), ..none }),
-            (&["private=\"Set-Cookie, X\", max-age=5"], ResponseDirectives { private: true, max_age: Some(5), ..none }),
-            (&[" , no-store,,no-cache ,"], ResponseDirectives { no_store: true, no_cache: true, ..none }),
-            (&["must-revalidate, proxy-revalidate, x-ext=\"a,b\""], ResponseDirectives { must_revalidate: true, proxy_revalidate: true, ..none }),
+            (
+                &["max-age=60"],
+                ResponseDirectives {
+                    max_age: Some(60),
+                    ..none
+                },
+            ),
+            (
+                &["Max-Age=60, PUBLIC"],
+                ResponseDirectives {
+                    max_age: Some(60),
+                    public: true,
+                    ..none
+                },
+            ),
+            (
+                &["max-age=\"30\""],
+                ResponseDirectives {
+                    max_age: Some(30),
+                    ..none
+                },
+            ),
+            (
+                &["max-age=60", "max-age=10"],
+                ResponseDirectives {
+                    max_age: Some(60),
+                    ..none
+                },
+            ),
+            (
+                &["max-age=abc"],
+                ResponseDirectives {
+                    max_age: Some(0),
+                    ..none
+                },
+            ),
+            (
+                &["max-age=99999999999999999999"],
+                ResponseDirectives {
+                    max_age: Some(DELTA_MAX),
+                    ..none
+                },
+            ),
+            (
+                &["s-maxage=5, max-age=60"],
+                ResponseDirectives {
+                    s_maxage: Some(5),
+                    max_age: Some(60),
+                    ..none
+                },
+            ),
+            (
+                &["private=\"Set-Cookie, X\", max-age=5"],
+                ResponseDirectives {
+                    private: true,
+                    max_age: Some(5),
+                    ..none
+                },
+            ),
+            (
+                &[" , no-store,,no-cache ,"],
+                ResponseDirectives {
+                    no_store: true,
+                    no_cache: true,
+                    ..none
+                },
+            ),
+            (
+                &["must-revalidate, proxy-revalidate, x-ext=\"a,b\""],
+                ResponseDirectives {
+                    must_revalidate: true,
+                    proxy_revalidate: true,
+                    ..none
+                },
+            ),
         ];
         for (lines, want) in cases {
             assert_eq!(resp(lines), want, "{lines:?}");
@@ -216,7 +281,10 @@ mod tests {
             value: v.as_bytes(),
         };
         let none = RequestDirectives::default();
-        let nc = RequestDirectives { no_cache: true, ..none };
+        let nc = RequestDirectives {
+            no_cache: true,
+            ..none
+        };
         let cases: Vec<(Vec<httparse::Header>, RequestDirectives)> = vec![
             (vec![], none),
             (vec![h("Cache-Control", "no-cache")], nc),
@@ -224,9 +292,24 @@ mod tests {
             (vec![h("Cache-Control", "max-age=5")], none),
             (vec![h("Pragma", "no-cache")], nc),
             // 5.4: Pragma is ignored when Cache-Control is present.
-            (vec![h("Pragma", "no-cache"), h("Cache-Control", "max-age=5")], none),
-            (vec![h("Cache-Control", "no-store")], RequestDirectives { no_store: true, ..none }),
-            (vec![h("Cache-Control", "only-if-cached")], RequestDirectives { only_if_cached: true, ..none }),
+            (
+                vec![h("Pragma", "no-cache"), h("Cache-Control", "max-age=5")],
+                none,
+            ),
+            (
+                vec![h("Cache-Control", "no-store")],
+                RequestDirectives {
+                    no_store: true,
+                    ..none
+                },
+            ),
+            (
+                vec![h("Cache-Control", "only-if-cached")],
+                RequestDirectives {
+                    only_if_cached: true,
+                    ..none
+                },
+            ),
         ];
         for (headers, want) in cases {
             assert_eq!(RequestDirectives::scan(&headers), want, "{headers:?}");

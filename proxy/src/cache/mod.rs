@@ -27,7 +27,9 @@ pub mod vary;
 #[cfg(test)]
 mod tests;
 
-pub use policy::{classify, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable};
+pub use policy::{
+    classify, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
+};
 pub use store::{Append, Handle, Hit, Key, Lookup, Read, Store, StoreStats};
 
 /// Milliseconds since the Unix epoch: the time every decision is made at, read by the caller.
@@ -55,5 +57,4 @@ impl CacheStatus {
             CacheStatus::Stale => "STALE",
         }
     }
-
 }

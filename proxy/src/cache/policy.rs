@@ -157,7 +157,8 @@ fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
         } else if is("expires") {
             // 5.3: "A cache recipient MUST interpret invalid date formats, especially the
             // value "0", as representing a time in the past". The first field counts.
-            s.expires.get_or_insert(super::date::parse_http_date(h.value));
+            s.expires
+                .get_or_insert(super::date::parse_http_date(h.value));
         } else if is("date") {
             s.date = s.date.or(super::date::parse_http_date(h.value));
         } else if is("age") {
@@ -253,6 +254,10 @@ fn initial_age(s: &ResponseScan, at: Fetched) -> Millis {
     let date = s.date.map_or(at.response_time, |d| d.saturating_mul(1000));
     let apparent = at.response_time.saturating_sub(date);
     let delay = at.response_time.saturating_sub(at.request_time);
-    let corrected = s.age.unwrap_or(0).saturating_mul(1000).saturating_add(delay);
+    let corrected = s
+        .age
+        .unwrap_or(0)
+        .saturating_mul(1000)
+        .saturating_add(delay);
     apparent.max(corrected)
 }

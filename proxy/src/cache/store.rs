@@ -281,11 +281,17 @@ impl Store {
     }
 
     fn at(&self, i: u32) -> &Entry {
-        self.slots[i as usize].entry.as_ref().expect("linked slot holds an entry")
+        self.slots[i as usize]
+            .entry
+            .as_ref()
+            .expect("linked slot holds an entry")
     }
 
     fn at_mut(&mut self, i: u32) -> &mut Entry {
-        self.slots[i as usize].entry.as_mut().expect("linked slot holds an entry")
+        self.slots[i as usize]
+            .entry
+            .as_mut()
+            .expect("linked slot holds an entry")
     }
 
     fn handle(&self, i: u32) -> Handle {
@@ -485,7 +491,9 @@ impl Store {
     /// The body is complete: the entry serves hits, and replaces older entries of its key and
     /// variant. `false`: the fill was gone, or its length differs from the declared one.
     pub fn finish(&mut self, h: Handle) -> bool {
-        let Some(e) = self.entry_mut(h) else { return false };
+        let Some(e) = self.entry_mut(h) else {
+            return false;
+        };
         if !matches!(e.state, State::Filling { .. }) {
             return false;
         }
@@ -579,7 +587,9 @@ impl Store {
     /// Wake `waker` when the entry changes (or, while it streams, gets bytes). `false`: the
     /// entry is gone or complete; nothing to wait for, look up or read again now.
     pub fn subscribe(&mut self, h: Handle, waker: &Waker) -> bool {
-        let Some(e) = self.entry_mut(h) else { return false };
+        let Some(e) = self.entry_mut(h) else {
+            return false;
+        };
         let list = match &e.state {
             State::Complete { .. } => return false,
             State::Filling { meta, .. } if meta.declared.is_some() => &mut e.data_waiters,

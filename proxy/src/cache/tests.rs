@@ -61,10 +61,33 @@ fn request_classes() {
         ("GET", &[("Cache-Control", "no-cache")], false, revalidate),
         ("GET", &[("Pragma", "no-cache")], false, revalidate),
         ("GET", &[("Cache-Control", "max-age=0")], false, revalidate),
-        ("GET", &[("Cache-Control", "only-if-cached")], false, RequestClass::Lookup { revalidate: false, only_if_cached: true }),
-        ("GET", &[("Cache-Control", "no-store")], false, RequestClass::Bypass(Bypass::NoStore)),
-        ("GET", &[("Authorization", "Basic eDp5")], false, RequestClass::Bypass(Bypass::Credentials)),
-        ("GET", &[("cookie", "a=1")], false, RequestClass::Bypass(Bypass::Credentials)),
+        (
+            "GET",
+            &[("Cache-Control", "only-if-cached")],
+            false,
+            RequestClass::Lookup {
+                revalidate: false,
+                only_if_cached: true,
+            },
+        ),
+        (
+            "GET",
+            &[("Cache-Control", "no-store")],
+            false,
+            RequestClass::Bypass(Bypass::NoStore),
+        ),
+        (
+            "GET",
+            &[("Authorization", "Basic eDp5")],
+            false,
+            RequestClass::Bypass(Bypass::Credentials),
+        ),
+        (
+            "GET",
+            &[("cookie", "a=1")],
+            false,
+            RequestClass::Bypass(Bypass::Credentials),
+        ),
         ("GET", &[("Cookie", "a=1")], true, lookup),
         ("POST", &[], false, RequestClass::Invalidate),
         ("DELETE", &[], false, RequestClass::Invalidate),
@@ -76,20 +99,35 @@ fn request_classes() {
             allow_credentials: allow,
             ..cfg()
         };
-        assert_eq!(classify(method, &hs(headers), &c), want, "{method} {headers:?}");
+        assert_eq!(
+            classify(method, &hs(headers), &c),
+            want,
+            "{method} {headers:?}"
+        );
     }
     assert!(invalidates(200) && invalidates(204) && invalidates(303));
     assert!(!invalidates(404) && !invalidates(500) && !invalidates(100));
-    let names: Vec<&str> = [CacheStatus::Hit, CacheStatus::Miss, CacheStatus::Bypass, CacheStatus::Stale]
-        .iter()
-        .map(|s| s.as_str())
-        .collect();
+    let names: Vec<&str> = [
+        CacheStatus::Hit,
+        CacheStatus::Miss,
+        CacheStatus::Bypass,
+        CacheStatus::Stale,
+    ]
+    .iter()
+    .map(|s| s.as_str())
+    .collect();
     assert_eq!(names, ["HIT", "MISS", "BYPASS", "STALE"]);
 }
 
 /// (status, response fields, request fields, Content-Length) → lifetime and initial age in
 /// ms, or why not stored.
-type StoreCase = (u16, &'static [(&'static str, &'static str)], &'static [(&'static str, &'static str)], Option<u64>, Result<(Millis, Millis), NotStored>);
+type StoreCase = (
+    u16,
+    &'static [(&'static str, &'static str)],
+    &'static [(&'static str, &'static str)],
+    Option<u64>,
+    Result<(Millis, Millis), NotStored>,
+);
 
 #[test]
 fn storability_and_freshness_table() {
@@ -102,33 +140,144 @@ fn storability_and_freshness_table() {
         (302, &[], &[], None, Err(NotStored::NoFreshness)),
         (500, &[], &[], None, Err(NotStored::NoFreshness)),
         // Explicit freshness: s-maxage over max-age over Expires (4.2.1), any final status.
-        (200, &[("Cache-Control", "max-age=5")], &[], None, Ok((5_000, 500))),
-        (200, &[("Cache-Control", "max-age=5, s-maxage=7")], &[], None, Ok((7_000, 500))),
-        (500, &[("Cache-Control", "max-age=5")], &[], None, Ok((5_000, 500))),
-        (200, &[("Date", DATE_T), ("Expires", DATE_T_PLUS_60)], &[], None, Ok((60_000, 500))),
-        (200, &[("Expires", DATE_T_PLUS_60)], &[], None, Ok((60_000, 500))),
-        (200, &[("Expires", DATE_T_PLUS_60), ("Cache-Control", "max-age=2")], &[], None, Ok((2_000, 500))),
+        (
+            200,
+            &[("Cache-Control", "max-age=5")],
+            &[],
+            None,
+            Ok((5_000, 500)),
+        ),
+        (
+            200,
+            &[("Cache-Control", "max-age=5, s-maxage=7")],
+            &[],
+            None,
+            Ok((7_000, 500)),
+        ),
+        (
+            500,
+            &[("Cache-Control", "max-age=5")],
+            &[],
+            None,
+            Ok((5_000, 500)),
+        ),
+        (
+            200,
+            &[("Date", DATE_T), ("Expires", DATE_T_PLUS_60)],
+            &[],
+            None,
+            Ok((60_000, 500)),
+        ),
+        (
+            200,
+            &[("Expires", DATE_T_PLUS_60)],
+            &[],
+            None,
+            Ok((60_000, 500)),
+        ),
+        (
+            200,
+            &[("Expires", DATE_T_PLUS_60), ("Cache-Control", "max-age=2")],
+            &[],
+            None,
+            Ok((2_000, 500)),
+        ),
         // 5.3: an invalid Expires ("0") is in the past: stored already stale.
         (200, &[("Expires", "0")], &[], None, Ok((0, 500))),
         // 4.2.3: Age adds to the delay; a Date in the past gives an apparent age.
         (200, &[("Age", "30")], &[], None, Ok((60_000, 30_500))),
-        (200, &[("Date", DATE_T_MINUS_10)], &[], None, Ok((60_000, 10_000))),
-        (200, &[("Date", DATE_T_MINUS_10), ("Age", "20")], &[], None, Ok((60_000, 20_500))),
+        (
+            200,
+            &[("Date", DATE_T_MINUS_10)],
+            &[],
+            None,
+            Ok((60_000, 10_000)),
+        ),
+        (
+            200,
+            &[("Date", DATE_T_MINUS_10), ("Age", "20")],
+            &[],
+            None,
+            Ok((60_000, 20_500)),
+        ),
         // Never stored.
-        (206, &[("Cache-Control", "max-age=60")], &[], None, Err(NotStored::Status)),
+        (
+            206,
+            &[("Cache-Control", "max-age=60")],
+            &[],
+            None,
+            Err(NotStored::Status),
+        ),
         (304, &[], &[], None, Err(NotStored::Status)),
-        (200, &[("Cache-Control", "no-store, max-age=60")], &[], None, Err(NotStored::NoStore)),
-        (200, &[], &[("Cache-Control", "no-store")], None, Err(NotStored::NoStore)),
-        (200, &[("Cache-Control", "private")], &[], None, Err(NotStored::Private)),
-        (200, &[("Cache-Control", "private=\"X\", max-age=9")], &[], None, Err(NotStored::Private)),
-        (200, &[("Cache-Control", "no-cache")], &[], None, Err(NotStored::NoCache)),
-        (200, &[("Set-Cookie", "s=1"), ("Cache-Control", "public, max-age=60")], &[], None, Err(NotStored::SetCookie)),
-        (200, &[("Vary", "Accept, *")], &[], None, Err(NotStored::VaryStar)),
+        (
+            200,
+            &[("Cache-Control", "no-store, max-age=60")],
+            &[],
+            None,
+            Err(NotStored::NoStore),
+        ),
+        (
+            200,
+            &[],
+            &[("Cache-Control", "no-store")],
+            None,
+            Err(NotStored::NoStore),
+        ),
+        (
+            200,
+            &[("Cache-Control", "private")],
+            &[],
+            None,
+            Err(NotStored::Private),
+        ),
+        (
+            200,
+            &[("Cache-Control", "private=\"X\", max-age=9")],
+            &[],
+            None,
+            Err(NotStored::Private),
+        ),
+        (
+            200,
+            &[("Cache-Control", "no-cache")],
+            &[],
+            None,
+            Err(NotStored::NoCache),
+        ),
+        (
+            200,
+            &[
+                ("Set-Cookie", "s=1"),
+                ("Cache-Control", "public, max-age=60"),
+            ],
+            &[],
+            None,
+            Err(NotStored::SetCookie),
+        ),
+        (
+            200,
+            &[("Vary", "Accept, *")],
+            &[],
+            None,
+            Err(NotStored::VaryStar),
+        ),
         (200, &[], &[], Some(1001), Err(NotStored::TooLarge)),
         (200, &[], &[], Some(1000), Ok((60_000, 500))),
         // 3.5: Authorization needs public, s-maxage or must-revalidate.
-        (200, &[("Cache-Control", "max-age=9")], &[("Authorization", "x")], None, Err(NotStored::Authorization)),
-        (200, &[("Cache-Control", "public, max-age=9")], &[("Authorization", "x")], None, Ok((9_000, 500))),
+        (
+            200,
+            &[("Cache-Control", "max-age=9")],
+            &[("Authorization", "x")],
+            None,
+            Err(NotStored::Authorization),
+        ),
+        (
+            200,
+            &[("Cache-Control", "public, max-age=9")],
+            &[("Authorization", "x")],
+            None,
+            Ok((9_000, 500)),
+        ),
     ];
     for (status, resp, req, len, want) in cases {
         let got = storable(&hs(req), *status, &hs(resp), *len, at(), &cfg())
@@ -149,7 +298,10 @@ fn freshness_age_and_stale_if_error() {
     assert_eq!(f.age_secs(T), 2);
     assert_eq!(f.age_secs(T + 600), 3);
     assert!(f.is_fresh(T + 7_499));
-    assert!(!f.is_fresh(T + 7_500), "fresh means lifetime > current_age (4.2)");
+    assert!(
+        !f.is_fresh(T + 7_500),
+        "fresh means lifetime > current_age (4.2)"
+    );
     // Within stale_if_error past the lifetime (10s past it at T + 17.5s), not beyond.
     assert!(f.usable_on_error(T + 17_500, 10_000));
     assert!(!f.usable_on_error(T + 17_501, 10_000));
@@ -158,7 +310,10 @@ fn freshness_age_and_stale_if_error() {
         forbids_stale: true,
         ..f
     };
-    assert!(!strict.usable_on_error(T + 8_000, 10_000), "must-revalidate and co. (4.2.4)");
+    assert!(
+        !strict.usable_on_error(T + 8_000, 10_000),
+        "must-revalidate and co. (4.2.4)"
+    );
     // A clock that went back never makes a negative age.
     assert_eq!(f.current_age(T - 5_000), 2_500);
 }
@@ -231,10 +386,19 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
     }
     // Another target, another query: misses.
     for target in [&b"/page?x=2"[..], b"/page", b"/Page?x=1"] {
-        let k = Key { host: KEY.host, target };
-        assert!(matches!(s.lookup(k, &[], false, T), Lookup::Miss), "{target:?}");
+        let k = Key {
+            host: KEY.host,
+            target,
+        };
+        assert!(
+            matches!(s.lookup(k, &[], false, T), Lookup::Miss),
+            "{target:?}"
+        );
     }
-    let o = Key { host: b"other.com", target: KEY.target };
+    let o = Key {
+        host: b"other.com",
+        target: KEY.target,
+    };
     assert!(matches!(s.lookup(o, &[], false, T), Lookup::Miss));
     // Request no-cache: the stored response is not used.
     assert!(matches!(s.lookup(KEY, &[], true, T), Lookup::Miss));
@@ -244,21 +408,34 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
 fn concurrent_misses_collapse_and_stream_as_the_entry_fills() {
     let mut s = Store::new(1 << 20, 1 << 16);
     let h = s.begin_fill(KEY).unwrap();
-    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else { panic!("second miss waits") };
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!("second miss waits")
+    };
     assert_eq!(w, h);
     let (woken, waker) = counting();
     assert!(s.subscribe(w, &waker));
     assert!(s.subscribe(w, &waker), "subscribing twice keeps one waker");
     assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(6)));
-    assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the head wakes waiters once");
-    let Lookup::Stream { entry, status, age, .. } = s.lookup(KEY, &[], false, T + 1_000) else {
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        1,
+        "the head wakes waiters once"
+    );
+    let Lookup::Stream {
+        entry, status, age, ..
+    } = s.lookup(KEY, &[], false, T + 1_000)
+    else {
         panic!("a declared length streams")
     };
     assert_eq!((entry, status, age), (h, 200, 1));
     assert_eq!(s.read(entry, 0), Read::Pending);
     assert!(s.subscribe(entry, &waker));
     assert_eq!(s.append(h, b"abc"), Append::Kept);
-    assert_eq!(woken.0.load(Ordering::SeqCst), 2, "bytes wake streaming readers");
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        2,
+        "bytes wake streaming readers"
+    );
     assert_eq!(s.read(entry, 0), Read::Data(Bytes::from_static(b"abc")));
     assert_eq!(s.read(entry, 1), Read::Data(Bytes::from_static(b"bc")));
     assert_eq!(s.read(entry, 3), Read::Pending);
@@ -276,11 +453,17 @@ fn without_a_declared_length_waiters_wait_for_the_whole_body() {
     let mut s = Store::new(1 << 20, 1 << 16);
     let h = s.begin_fill(KEY).unwrap();
     assert!(s.fill_head(h, 200, head(), fresh(10_000), None));
-    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else { panic!("chunked fills are waited for") };
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!("chunked fills are waited for")
+    };
     let (woken, waker) = counting();
     assert!(s.subscribe(w, &waker));
     assert_eq!(s.append(h, b"abc"), Append::Kept);
-    assert_eq!(woken.0.load(Ordering::SeqCst), 0, "bytes do not wake who waits for the end");
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        0,
+        "bytes do not wake who waits for the end"
+    );
     assert!(s.finish(h));
     assert_eq!(woken.0.load(Ordering::SeqCst), 1);
     assert_eq!(&hit_body(s.lookup(KEY, &[], false, T))[..], b"abc");
@@ -291,15 +474,24 @@ fn an_entry_over_max_object_midway_is_dropped_and_waiters_told() {
     let mut s = Store::new(1 << 20, 10);
     let h = s.begin_fill(KEY).unwrap();
     assert!(s.fill_head(h, 200, head(), fresh(10_000), None));
-    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else { panic!() };
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!()
+    };
     let (woken, waker) = counting();
     assert!(s.subscribe(w, &waker));
     assert_eq!(s.append(h, b"123456"), Append::Kept);
     assert_eq!(s.append(h, b"7890X"), Append::Dropped);
     assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the drop wakes waiters");
     assert_eq!(s.read(w, 0), Read::Dropped);
-    assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss), "each waiter fetches");
-    assert_eq!(s.append(h, b"more"), Append::Dropped, "later appends are refused");
+    assert!(
+        matches!(s.lookup(KEY, &[], false, T), Lookup::Miss),
+        "each waiter fetches"
+    );
+    assert_eq!(
+        s.append(h, b"more"),
+        Append::Dropped,
+        "later appends are refused"
+    );
     assert!(!s.finish(h));
     assert_eq!((s.len(), s.bytes(), s.stats().dropped_too_large), (0, 0, 1));
     // A fill that ends short of its declared length is not kept.
@@ -314,7 +506,9 @@ fn an_entry_over_max_object_midway_is_dropped_and_waiters_told() {
 fn abandoned_fill_sends_waiters_upstream() {
     let mut s = Store::new(1 << 20, 1 << 16);
     let h = s.begin_fill(KEY).unwrap();
-    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else { panic!() };
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!()
+    };
     let (woken, waker) = counting();
     assert!(s.subscribe(w, &waker));
     s.abandon(h);
@@ -359,7 +553,11 @@ fn variants_are_stored_apart() {
     assert!(s.fill_head(h, 200, head(), st, Some(1)));
     assert!(s.vary(h).is_some());
     assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss));
-    assert_eq!(s.invalidate(KEY), 3, "invalidation takes every variant and the fill");
+    assert_eq!(
+        s.invalidate(KEY),
+        3,
+        "invalidation takes every variant and the fill"
+    );
     assert!(s.is_empty());
     assert_eq!(s.bytes(), 0);
 }
@@ -376,7 +574,9 @@ fn stale_entries_are_refetched_kept_for_errors_and_replaced() {
     assert!(matches!(s.lookup(KEY, &[], false, T + 10_000), Lookup::Wait(w) if w == h));
     // The upstream failed: within stale_if_error the old entry is served, with its age.
     s.abandon(h);
-    let hit = s.stale_hit(old, T + 15_000, 5_000).expect("within stale_if_error");
+    let hit = s
+        .stale_hit(old, T + 15_000, 5_000)
+        .expect("within stale_if_error");
     assert_eq!((&hit.body[..], hit.age), (&b"old"[..], 15));
     assert!(s.stale_hit(old, T + 15_001, 5_000).is_none());
     assert!(s.stale_hit(old, T + 11_000, 0).is_none());
@@ -384,13 +584,19 @@ fn stale_entries_are_refetched_kept_for_errors_and_replaced() {
     put(&mut s, KEY, b"new");
     assert_eq!(s.len(), 1);
     assert_eq!(&hit_body(s.lookup(KEY, &[], false, T + 1))[..], b"new");
-    assert!(s.stale_hit(old, T + 10_001, 5_000).is_none(), "the old handle is gone");
+    assert!(
+        s.stale_hit(old, T + 10_001, 5_000).is_none(),
+        "the old handle is gone"
+    );
 }
 
 #[test]
 fn lru_bounded_by_bytes_keeps_the_recently_used() {
     let body = [b'x'; 100];
-    let key = |t: &'static [u8]| Key { host: b"h", target: t };
+    let key = |t: &'static [u8]| Key {
+        host: b"h",
+        target: t,
+    };
     let one = ENTRY_OVERHEAD + 1 + 2 + head().len() as u64 + 100;
     let mut s = Store::new(one * 3, 1000);
     put(&mut s, key(b"/a"), &body);
@@ -400,7 +606,10 @@ fn lru_bounded_by_bytes_keeps_the_recently_used() {
     hit_body(s.lookup(key(b"/a"), &[], false, T));
     put(&mut s, key(b"/d"), &body);
     assert_eq!(s.stats().evicted, 1);
-    assert!(matches!(s.lookup(key(b"/b"), &[], false, T), Lookup::Miss), "/b was least recently used");
+    assert!(
+        matches!(s.lookup(key(b"/b"), &[], false, T), Lookup::Miss),
+        "/b was least recently used"
+    );
     for k in [&b"/a"[..], b"/c", b"/d"] {
         hit_body(s.lookup(key(k), &[], false, T));
     }
@@ -411,13 +620,20 @@ fn lru_bounded_by_bytes_keeps_the_recently_used() {
 fn fills_are_never_evicted_and_a_fill_without_room_is_dropped() {
     let one = ENTRY_OVERHEAD + 3 + head().len() as u64;
     let mut s = Store::new(one * 2 + 10, 1000);
-    let key = |t: &'static [u8]| Key { host: b"h", target: t };
+    let key = |t: &'static [u8]| Key {
+        host: b"h",
+        target: t,
+    };
     let a = s.begin_fill(key(b"/a")).unwrap();
     assert!(s.fill_head(a, 200, head(), fresh(10_000), None));
     let b = s.begin_fill(key(b"/b")).unwrap();
     assert!(s.fill_head(b, 200, head(), fresh(10_000), None));
     assert_eq!(s.append(a, &[b'x'; 10]), Append::Kept);
-    assert_eq!(s.append(b, b"y"), Append::Dropped, "only fills to evict: b goes");
+    assert_eq!(
+        s.append(b, b"y"),
+        Append::Dropped,
+        "only fills to evict: b goes"
+    );
     assert_eq!(s.stats().dropped_no_room, 1);
     assert!(s.finish(a));
     assert_eq!(s.len(), 1);

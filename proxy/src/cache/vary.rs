@@ -173,19 +173,68 @@ mod tests {
 
     #[test]
     fn variants_match_their_requests_only() {
-        let resp = hs(&[("Vary", "Accept-Encoding, accept-language"), ("vary", "X-Tenant")]);
+        let resp = hs(&[
+            ("Vary", "Accept-Encoding, accept-language"),
+            ("vary", "X-Tenant"),
+        ]);
         let spec = VarySpec::new(
             &resp,
-            &hs(&[("Accept-Encoding", "gzip, br"), ("Accept-Language", "fr, en"), ("X-Tenant", "a")]),
+            &hs(&[
+                ("Accept-Encoding", "gzip, br"),
+                ("Accept-Language", "fr, en"),
+                ("X-Tenant", "a"),
+            ]),
         )
         .unwrap();
         let cases: [(&[(&str, &str)], bool); 6] = [
-            (&[("accept-encoding", "br,gzip"), ("accept-language", "fr,en"), ("x-tenant", "a")], true),
-            (&[("Accept-Language", "fr"), ("Accept-Language", " en"), ("Accept-Encoding", "gzip;q=1, br"), ("X-Tenant", "a")], true),
-            (&[("Accept-Encoding", "gzip"), ("Accept-Language", "fr, en"), ("X-Tenant", "a")], false),
-            (&[("Accept-Encoding", "gzip, br"), ("Accept-Language", "en, fr"), ("X-Tenant", "a")], false),
-            (&[("Accept-Encoding", "gzip, br"), ("Accept-Language", "fr, en")], false),
-            (&[("Accept-Encoding", "gzip, br"), ("Accept-Language", "fr, en"), ("X-Tenant", "b")], false),
+            (
+                &[
+                    ("accept-encoding", "br,gzip"),
+                    ("accept-language", "fr,en"),
+                    ("x-tenant", "a"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("Accept-Language", "fr"),
+                    ("Accept-Language", " en"),
+                    ("Accept-Encoding", "gzip;q=1, br"),
+                    ("X-Tenant", "a"),
+                ],
+                true,
+            ),
+            (
+                &[
+                    ("Accept-Encoding", "gzip"),
+                    ("Accept-Language", "fr, en"),
+                    ("X-Tenant", "a"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("Accept-Encoding", "gzip, br"),
+                    ("Accept-Language", "en, fr"),
+                    ("X-Tenant", "a"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("Accept-Encoding", "gzip, br"),
+                    ("Accept-Language", "fr, en"),
+                ],
+                false,
+            ),
+            (
+                &[
+                    ("Accept-Encoding", "gzip, br"),
+                    ("Accept-Language", "fr, en"),
+                    ("X-Tenant", "b"),
+                ],
+                false,
+            ),
         ];
         for (req, want) in cases {
             assert_eq!(spec.matches(&hs(req)), want, "{req:?}");
@@ -197,7 +246,10 @@ mod tests {
         let spec = VarySpec::new(&hs(&[("Vary", "Cookie")]), &[]).unwrap();
         assert!(spec.matches(&[]));
         assert!(!spec.matches(&hs(&[("Cookie", "a=1")])));
-        assert_eq!(VarySpec::new(&hs(&[("Vary", "Accept, *")]), &[]), Err(VaryStar));
+        assert_eq!(
+            VarySpec::new(&hs(&[("Vary", "Accept, *")]), &[]),
+            Err(VaryStar)
+        );
         let none = VarySpec::new(&hs(&[("Content-Type", "text/plain")]), &[]).unwrap();
         assert_eq!(none, VarySpec::default());
         assert!(none.matches(&hs(&[("Accept-Encoding", "gzip")])));

@@ -114,7 +114,9 @@ impl Cidr {
             },
         };
         if Cidr::mask(addr, prefix) != bits(addr) {
-            return Err(bad("host bits are set after the prefix (write the network address)"));
+            return Err(bad(
+                "host bits are set after the prefix (write the network address)",
+            ));
         }
         Ok(Cidr { addr, prefix })
     }
@@ -169,9 +171,9 @@ fn de_cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
         One(String),
         Many(Vec<String>),
     }
-    let list = match OneOrMany::deserialize(d).map_err(|_| {
-        D::Error::custom("expected an address or CIDR block, or a list of them")
-    })? {
+    let list = match OneOrMany::deserialize(d)
+        .map_err(|_| D::Error::custom("expected an address or CIDR block, or a list of them"))?
+    {
         OneOrMany::One(s) => vec![s],
         OneOrMany::Many(v) => v,
     };
@@ -210,12 +212,10 @@ mod tests {
 
     #[test]
     fn every_key_read() {
-        let c = parse(
-            concat!(
-                r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
-                r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true }"#
-            ),
-        )
+        let c = parse(concat!(
+            r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
+            r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true }"#
+        ))
         .unwrap();
         assert_eq!(c.ttl, Duration::from_secs(60));
         assert_eq!(c.max_bytes, 8 << 20);
@@ -230,14 +230,35 @@ mod tests {
     #[test]
     fn bad_values_name_their_key() {
         let cases = [
-            (r#"{ ttl = "0s" }"#, "key `cache.ttl`: must be greater than zero"),
-            (r#"{ ttl = "3x" }"#, "key `cache.ttl`: invalid duration '3x'"),
-            (r#"{ max_bytes = 0 }"#, "key `cache.max_bytes`: must be greater than zero"),
-            (r#"{ max_object = "1ZB" }"#, "key `cache.max_object`: invalid size '1ZB'"),
-            (r#"{ stale_if_error = -1 }"#, "key `cache.stale_if_error`: expected a duration"),
+            (
+                r#"{ ttl = "0s" }"#,
+                "key `cache.ttl`: must be greater than zero",
+            ),
+            (
+                r#"{ ttl = "3x" }"#,
+                "key `cache.ttl`: invalid duration '3x'",
+            ),
+            (
+                r#"{ max_bytes = 0 }"#,
+                "key `cache.max_bytes`: must be greater than zero",
+            ),
+            (
+                r#"{ max_object = "1ZB" }"#,
+                "key `cache.max_object`: invalid size '1ZB'",
+            ),
+            (
+                r#"{ stale_if_error = -1 }"#,
+                "key `cache.stale_if_error`: expected a duration",
+            ),
             (r#"{ purge_from = ["10.0.0.1/8"] }"#, "host bits are set"),
-            (r#"{ purge_from = ["10.0.0.0/33"] }"#, "prefix length must be 0 to 32"),
-            (r#"{ purge_from = ["localhost"] }"#, "`localhost` is not an address or CIDR"),
+            (
+                r#"{ purge_from = ["10.0.0.0/33"] }"#,
+                "prefix length must be 0 to 32",
+            ),
+            (
+                r#"{ purge_from = ["localhost"] }"#,
+                "`localhost` is not an address or CIDR",
+            ),
             (r#"{ purge_from = 7 }"#, "expected an address or CIDR block"),
             (r#"{ size = "1MiB" }"#, "unknown field `size`"),
         ];

@@ -2,7 +2,9 @@
 //! thread, ask from a worker, close, and shutdown with messages still queued.
 
 use super::*;
-use crate::runtime::{drivers_here, spawn_workers, DriverChoice, DriverKind, RuntimeConfig, Workers};
+use crate::runtime::{
+    drivers_here, spawn_workers, DriverChoice, DriverKind, RuntimeConfig, Workers,
+};
 use crate::shutdown::ShutdownFlag;
 use std::sync::mpsc as std_mpsc;
 
@@ -10,10 +12,18 @@ enum Msg {
     Purge(&'static str),
     Count(Reply<usize>),
     /// Worker `from` asks everyone for its purge count; answers come back as `Answer`.
-    Gather { from: usize, done: std_mpsc::Sender<Vec<(usize, usize)>> },
-    Answer { id: usize, purged: usize },
+    Gather {
+        from: usize,
+        done: std_mpsc::Sender<Vec<(usize, usize)>>,
+    },
+    Answer {
+        id: usize,
+        purged: usize,
+    },
     /// Worker `from` wants everyone's answer; held by the asker until all are in.
-    Ask { from: usize },
+    Ask {
+        from: usize,
+    },
 }
 
 fn cfg(n: usize) -> RuntimeConfig {
@@ -29,40 +39,47 @@ fn cfg(n: usize) -> RuntimeConfig {
 fn serve(driver: DriverKind, post: &Post<Msg>, flag: Arc<ShutdownFlag>) -> Workers {
     let n = post.workers();
     let post = post.clone();
-    spawn_workers(&cfg(n), driver, flag, "inbox", vec![(); n], move |ctx, ()| {
-        let post = post.clone();
-        async move {
-            let mut inbox = post.inbox(ctx.id).expect("inbox");
-            let mut purged = 0usize;
-            let mut gathering: Option<(Vec<(usize, usize)>, std_mpsc::Sender<_>)> = None;
-            while let Some(m) = inbox.recv().await {
-                match m {
-                    Msg::Purge(key) => {
-                        assert!(key.starts_with('/'));
-                        purged += 1;
-                    }
-                    Msg::Count(r) => r.send(purged),
-                    Msg::Gather { from, done } => {
-                        gathering = Some((Vec::new(), done));
-                        assert_eq!(inbox.post().broadcast(|_| Msg::Ask { from }), n);
-                    }
-                    Msg::Ask { from } => {
-                        let a = Msg::Answer { id: ctx.id, purged };
-                        assert!(inbox.post().send(from, a).is_ok());
-                    }
-                    Msg::Answer { id, purged } => {
-                        let (got, _) = gathering.as_mut().expect("asked first");
-                        got.push((id, purged));
-                        if got.len() == n {
-                            let (mut got, done) = gathering.take().expect("asked first");
-                            got.sort();
-                            done.send(got).expect("test waits");
+    spawn_workers(
+        &cfg(n),
+        driver,
+        flag,
+        "inbox",
+        vec![(); n],
+        move |ctx, ()| {
+            let post = post.clone();
+            async move {
+                let mut inbox = post.inbox(ctx.id).expect("inbox");
+                let mut purged = 0usize;
+                let mut gathering: Option<(Vec<(usize, usize)>, std_mpsc::Sender<_>)> = None;
+                while let Some(m) = inbox.recv().await {
+                    match m {
+                        Msg::Purge(key) => {
+                            assert!(key.starts_with('/'));
+                            purged += 1;
+                        }
+                        Msg::Count(r) => r.send(purged),
+                        Msg::Gather { from, done } => {
+                            gathering = Some((Vec::new(), done));
+                            assert_eq!(inbox.post().broadcast(|_| Msg::Ask { from }), n);
+                        }
+                        Msg::Ask { from } => {
+                            let a = Msg::Answer { id: ctx.id, purged };
+                            assert!(inbox.post().send(from, a).is_ok());
+                        }
+                        Msg::Answer { id, purged } => {
+                            let (got, _) = gathering.as_mut().expect("asked first");
+                            got.push((id, purged));
+                            if got.len() == n {
+                                let (mut got, done) = gathering.take().expect("asked first");
+                                got.sort();
+                                done.send(got).expect("test waits");
+                            }
                         }
                     }
                 }
             }
-        }
-    })
+        },
+    )
     .expect("workers start")
 }
 
@@ -92,7 +109,10 @@ fn broadcast_then_ask_every_worker_in_order() {
         assert_eq!(counts, [339, 339, 338], "{driver}");
         post.close_all();
         workers.join().unwrap();
-        assert!(matches!(post.send(0, Msg::Purge("/x")), Err(SendError::Closed(_))));
+        assert!(matches!(
+            post.send(0, Msg::Purge("/x")),
+            Err(SendError::Closed(_))
+        ));
     }
 }
 
@@ -118,28 +138,35 @@ fn shutdown_with_messages_pending_answers_gone_not_timeout() {
         let flag = ShutdownFlag::new();
         let p = post.clone();
         // Worker 0 serves its inbox; worker 1 holds its inbox unread until shutdown.
-        let workers = spawn_workers(&cfg(2), driver, flag.clone(), "inbox", vec![(); 2], move |ctx, ()| {
-            let post = p.clone();
-            async move {
-                let mut inbox = post.inbox(ctx.id).expect("inbox");
-                if ctx.id == 1 {
-                    ctx.shutdown.wait().await;
-                    return;
-                }
-                let stop = ctx.shutdown.clone();
-                let serve = async {
-                    while let Some(m) = inbox.recv().await {
-                        if let Msg::Count(r) = m {
-                            r.send(7);
-                        }
+        let workers = spawn_workers(
+            &cfg(2),
+            driver,
+            flag.clone(),
+            "inbox",
+            vec![(); 2],
+            move |ctx, ()| {
+                let post = p.clone();
+                async move {
+                    let mut inbox = post.inbox(ctx.id).expect("inbox");
+                    if ctx.id == 1 {
+                        ctx.shutdown.wait().await;
+                        return;
                     }
-                };
-                monoio::select! {
-                    _ = serve => {}
-                    _ = stop.wait() => {}
+                    let stop = ctx.shutdown.clone();
+                    let serve = async {
+                        while let Some(m) = inbox.recv().await {
+                            if let Msg::Count(r) = m {
+                                r.send(7);
+                            }
+                        }
+                    };
+                    monoio::select! {
+                        _ = serve => {}
+                        _ = stop.wait() => {}
+                    }
                 }
-            }
-        })
+            },
+        )
         .unwrap();
         let p = post.clone();
         let asker = std::thread::spawn(move || {
@@ -157,10 +184,16 @@ fn shutdown_with_messages_pending_answers_gone_not_timeout() {
         workers.join().unwrap();
         let (r, took) = asker.join().unwrap();
         assert_eq!(r, Err(AskError::Gone(vec![1])), "{driver}");
-        assert!(took < Duration::from_secs(60), "answered by the drop, not the deadline");
+        assert!(
+            took < Duration::from_secs(60),
+            "answered by the drop, not the deadline"
+        );
         assert_eq!(post.pending(1), 0, "the dropped inbox dropped its queue");
         for id in 0..2 {
-            assert!(matches!(post.send(id, Msg::Purge("/x")), Err(SendError::Closed(_))));
+            assert!(matches!(
+                post.send(id, Msg::Purge("/x")),
+                Err(SendError::Closed(_))
+            ));
         }
     }
 }
@@ -172,12 +205,19 @@ fn ask_times_out_naming_the_silent_worker() {
     let r = post.ask_all(|_, r| Msg::Count(r), Duration::from_millis(50));
     assert_eq!(r, Err(AskError::Timeout(vec![0, 1])));
     assert_eq!((post.pending(0), post.pending(1)), (1, 1));
-    assert!(matches!(post.send(2, Msg::Purge("/")), Err(SendError::NoSuchWorker(_))));
+    assert!(matches!(
+        post.send(2, Msg::Purge("/")),
+        Err(SendError::NoSuchWorker(_))
+    ));
     assert!(post.inbox(2).is_err());
     post.close_all();
     assert_eq!(post.pending(0), 0);
     let r = post.ask_all(|_, r| Msg::Count(r), Duration::from_secs(30));
-    assert_eq!(r, Err(AskError::Gone(vec![0, 1])), "closed inboxes answer at once");
+    assert_eq!(
+        r,
+        Err(AskError::Gone(vec![0, 1])),
+        "closed inboxes answer at once"
+    );
 }
 
 #[test]
