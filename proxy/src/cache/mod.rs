@@ -15,8 +15,8 @@
 //! invalidation reaches the other workers through `shared::inbox`.
 //!
 //! The `X-Cache` value of every response of a cached route: [`CacheStatus`]. `Age` is sent on
-//! hits and stale hits ([`Hit::age`]); on a miss, the age the response arrived with
-//! ([`policy::Freshness::age_secs`] at its response time), 0 when it arrived with none.
+//! hits and stale hits ([`Hit::age`]), on misses and bypasses the age the response arrived with
+//! ([`policy::fetched_age`]: 0 for a response straight from its origin).
 
 pub mod date;
 pub mod directives;
@@ -28,7 +28,7 @@ pub mod vary;
 mod tests;
 
 pub use policy::{
-    classify, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
+    classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
 };
 pub use store::{Append, Handle, Hit, Key, Lookup, Read, Store, StoreStats};
 

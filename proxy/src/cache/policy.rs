@@ -229,6 +229,14 @@ pub fn storable(
     })
 }
 
+/// The `Age` (whole seconds) sent with a response fetched for this request (`X-Cache: MISS`
+/// or `BYPASS`): the age it arrived with plus its time in transit, 4.2.3's corrected initial
+/// age, so a response that passed through other caches is not made to look younger. A hit
+/// sends [`Freshness::age_secs`] at the time it is served instead.
+pub fn fetched_age(response: &[httparse::Header<'_>], at: Fetched) -> u64 {
+    (initial_age(&scan(response), at) / 1000).min(DELTA_MAX)
+}
+
 /// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise
 /// the route's ttl for 200, 301 and 404 (nginx's `proxy_cache_valid` default statuses, and
 /// all three are heuristically cacheable, RFC 9110 15.1).

@@ -287,6 +287,31 @@ fn storability_and_freshness_table() {
 }
 
 #[test]
+fn age_of_a_fetched_response() {
+    use super::policy::fetched_age;
+    let cases: [(&[(&str, &str)], Fetched, u64); 5] = [
+        // Straight from the origin, quickly: 0.
+        (&[("Date", DATE_T)], at(), 0),
+        // 1.5 s in transit, then Age from an upstream cache added.
+        (
+            &[],
+            Fetched {
+                request_time: T - 1_500,
+                response_time: T,
+            },
+            1,
+        ),
+        (&[("Age", "30")], at(), 30),
+        (&[("Age", "bogus")], at(), 0),
+        // Date 10 s before the response arrived: the apparent age beats Age + transit.
+        (&[("Date", DATE_T_MINUS_10), ("Age", "3")], at(), 10),
+    ];
+    for (resp, at, want) in cases {
+        assert_eq!(fetched_age(&hs(resp), at), want, "{resp:?}");
+    }
+}
+
+#[test]
 fn freshness_age_and_stale_if_error() {
     let f = Freshness {
         response_time: T,
