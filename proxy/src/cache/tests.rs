@@ -19,6 +19,9 @@ const DATE_T: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
 const DATE_T_MINUS_10: &str = "Tue, 14 Nov 2023 22:13:10 GMT";
 const DATE_T_PLUS_60: &str = "Tue, 14 Nov 2023 22:14:20 GMT";
 
+/// Header fields as (name, value) pairs.
+type Fields = &'static [(&'static str, &'static str)];
+
 fn hs(list: &[(&'static str, &'static str)]) -> Vec<httparse::Header<'static>> {
     list.iter()
         .map(|&(name, v)| httparse::Header {
@@ -54,7 +57,6 @@ fn request_classes() {
         revalidate: true,
         only_if_cached: false,
     };
-    type Fields = &'static [(&'static str, &'static str)];
     let cases: [(&str, Fields, bool, RequestClass); 14] = [
         ("GET", &[], false, lookup),
         ("HEAD", &[], false, lookup),
@@ -289,7 +291,7 @@ fn storability_and_freshness_table() {
 #[test]
 fn age_of_a_fetched_response() {
     use super::policy::fetched_age;
-    let cases: [(&[(&str, &str)], Fetched, u64); 5] = [
+    let cases: [(Fields, Fetched, u64); 5] = [
         // Straight from the origin, quickly: 0.
         (&[("Date", DATE_T)], at(), 0),
         // 1.5 s in transit, then Age from an upstream cache added.
