@@ -235,6 +235,11 @@ impl Store {
         }
     }
 
+    /// The store of a route's `cache = { ... }` settings, for one worker.
+    pub fn for_route(cfg: &crate::config::cache::CacheEntry) -> Store {
+        Store::new(cfg.max_bytes, cfg.max_object)
+    }
+
     /// Bytes counted against `max_bytes`.
     pub fn bytes(&self) -> u64 {
         self.bytes
@@ -425,6 +430,11 @@ impl Store {
     ) -> bool {
         let Some(e) = self.entry(h) else { return false };
         if !matches!(e.state, State::AwaitingHead) {
+            return false;
+        }
+        if declared.is_some_and(|n| n > self.max_object) {
+            self.stats.dropped_too_large += 1;
+            self.remove(h.slot);
             return false;
         }
         let add = (head.len() + storable.vary.size()) as u64;

@@ -521,6 +521,10 @@ fn an_entry_over_max_object_midway_is_dropped_and_waiters_told() {
     );
     assert!(!s.finish(h));
     assert_eq!((s.len(), s.bytes(), s.stats().dropped_too_large), (0, 0, 1));
+    // A declared length over max_object is refused at the head.
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(!s.fill_head(h, 200, head(), fresh(10_000), Some(11)));
+    assert_eq!((s.len(), s.stats().dropped_too_large), (0, 2));
     // A fill that ends short of its declared length is not kept.
     let h = s.begin_fill(KEY).unwrap();
     assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(5)));
