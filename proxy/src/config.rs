@@ -17,6 +17,7 @@
 //! check (a value parser on the field, or a step in `resolve`), `proxy.example.toml` (a test
 //! fails if a key is missing from it), and a test.
 
+pub mod cache;
 pub mod schema;
 
 mod resolve;

@@ -13,6 +13,7 @@
 //! - `tunnel`: WebSocket byte relay after a 101.
 //! - `pool`: per-worker keep-alive pools of upstream connections.
 //! - [`route`], [`balance`]: routing and load balancing.
+//! - [`cache`]: the response cache's sans-IO core (keys, variants, freshness, the store).
 //! - `error`: typed failures that record whose fault they were.
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
@@ -20,6 +21,7 @@
 //! body is ever held whole in memory.
 
 pub mod balance;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod route;
