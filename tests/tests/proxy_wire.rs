@@ -568,7 +568,9 @@ fn rejections_do_not_depend_on_read_boundaries() {
         (b"GET / HTTP/2.0\r\nHost: test\r\n\r\n", 505),
     ];
     for (req, status) in cases {
-        let (origin, proxy, addr) = setup!();
+        // One byte a read, each waiting for the proxy's (delayed) ACK: seconds per request,
+        // more on a loaded machine; the header timeout is not what this test is about.
+        let (origin, proxy, addr) = setup!("--header-timeout", "300s");
         let mut c = Client::connect(addr);
         for b in req {
             if let Err(e) = c.send(&[*b]) {
