@@ -404,7 +404,7 @@ mod tests {
             (
                 c.routes[0].host.as_deref(),
                 c.routes[0].path_prefix.as_str(),
-                c.routes[0].group
+                c.routes[0].action.group().unwrap()
             ),
             (None, "/", 0)
         );

@@ -6,8 +6,11 @@
 //! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
 //! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
 //! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
-//! - `client`: one client connection: heads, keep-alive, pipelining, error responses.
-//! - `exchange`: one request: server choice, retries, response head, pooling.
+//! - `client`: one client connection: heads, keep-alive, pipelining, error responses, and
+//!   the one match on the route's action per request.
+//! - `exchange`: one proxied request: server choice, retries, response head, pooling.
+//! - `answer`: the `return` action, a response rendered from templates parsed at start.
+//! - `static_files`: the `static` action, files served from a directory.
 //! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
 //! - `relay`: bodies streamed both ways with bounded buffers.
 //! - `tunnel`: WebSocket byte relay after a 101.
@@ -25,6 +28,7 @@ pub mod config;
 pub mod route;
 
 mod accept;
+mod answer;
 mod client;
 mod error;
 mod exchange;
@@ -32,6 +36,7 @@ mod forward;
 mod io;
 mod pool;
 mod relay;
+mod static_files;
 mod tunnel;
 mod worker;
 

@@ -26,8 +26,8 @@ fn example_parses_with_every_key() {
     assert_eq!(cfg.groups[1].balance, Balance::LeastConn);
     assert_eq!(cfg.routes.len(), 3);
     assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
-    assert_eq!(cfg.routes[0].group, 1);
-    assert_eq!(cfg.routes[2].group, 0);
+    assert_eq!(cfg.routes[0].action.group(), Some(1));
+    assert_eq!(cfg.routes[2].action.group(), Some(0));
     assert_eq!(cfg.limits.max_body, None);
     assert_eq!(cfg.source, "proxy.example.toml");
     validate(&cfg).unwrap();
@@ -63,7 +63,7 @@ fn minimal_file_gets_defaults_and_a_default_route() {
     assert_eq!(cfg.listeners[0].backlog, DEFAULT_BACKLOG);
     assert_eq!(cfg.routes.len(), 1);
     assert_eq!(cfg.routes[0].path_prefix, "/");
-    assert_eq!(cfg.routes[0].group, 0);
+    assert_eq!(cfg.routes[0].action.group(), Some(0));
     let s = &cfg.groups[0].servers[0];
     assert_eq!(
         (s.weight, s.max_fails, s.fail_timeout),
@@ -201,12 +201,10 @@ fn validate_catches_configs_built_in_code() {
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
     assert!(validate(&c).unwrap_err().contains("port 0"));
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
-    c.routes[0].group = 3;
+    c.routes[0].action = Action::Proxy { group: 3 };
     assert!(validate(&c).unwrap_err().contains("does not exist"));
     c.routes.clear();
     assert!(validate(&c).unwrap_err().contains("no route"));
-    c.groups.clear();
-    assert!(validate(&c).unwrap_err().contains("no upstream"));
     c.listeners.clear();
     assert!(validate(&c).unwrap_err().contains("no listen"));
 }
