@@ -13,6 +13,7 @@
 //! - `tunnel`: WebSocket byte relay after a 101.
 //! - `pool`: per-worker keep-alive pools of upstream connections.
 //! - [`route`], [`balance`]: routing and load balancing.
+//! - [`static_files`]: routes answered from a directory (nginx's `root`).
 //! - `error`: typed failures that record whose fault they were.
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
@@ -23,6 +24,7 @@ pub mod balance;
 pub mod cli;
 pub mod config;
 pub mod route;
+pub mod static_files;
 
 mod accept;
 mod client;
