@@ -113,12 +113,11 @@ async fn requests(c: &mut ClientConn) -> End {
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
             Dispatch::Answered { skip, close } => crate::answer::send(c, &info, skip, close).await,
-            Dispatch::Static { route } => {
-                let Action::Static(site) = &w.cfg.routes[route].action else {
-                    unreachable!("Dispatch::Static is made for static routes only")
-                };
-                crate::static_files::serve(c, &info, site).await
-            }
+            Dispatch::Static { route, query } => match &w.cfg.routes[route].action {
+                Action::Static(site) => crate::static_files::serve(c, site, &info, &query).await,
+                // Dispatch::Static is made for static routes only.
+                _ => Next::Close,
+            },
         };
         match next {
             Next::KeepAlive => {}

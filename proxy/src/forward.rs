@@ -19,6 +19,7 @@
 use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
 use crate::io::offset_in;
+use crate::static_files::StaticQuery;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
@@ -76,8 +77,9 @@ pub enum Dispatch {
     /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
     /// it has not arrived whole and the connection closes); `close`: the answer said so.
     Answered { skip: Option<usize>, close: bool },
-    /// Serve a file for the route at this index of `Config::routes`.
-    Static { route: usize },
+    /// Serve a file for the route at this index of `Config::routes`; `query` holds what
+    /// the file server needs of the head (positions in the client buffer).
+    Static { route: usize, query: StaticQuery },
 }
 
 /// Where a part of the request head lies in the client buffer.
@@ -244,7 +246,10 @@ pub fn prepare_request(
             head_len: head.head_len,
             host_written: false,
             pipelined,
-            dispatch: Dispatch::Static { route },
+            dispatch: Dispatch::Answered {
+                skip: None,
+                close: true,
+            },
             target: Span::of(buf, head.target.as_bytes()),
             authority: head.authority.map(|a| Span::of(buf, a)),
         };
@@ -264,7 +269,10 @@ pub fn prepare_request(
                 let arrived = buf.len() - head.head_len;
                 info.dispatch = crate::answer::prepare(w, r, &head, &target, ip, arrived, out);
             }
-            Action::Static(_) => {}
+            Action::Static(_) => {
+                let query = StaticQuery::from_head(&head, buf);
+                info.dispatch = Dispatch::Static { route, query };
+            }
         }
         Ok(Some(info))
     })

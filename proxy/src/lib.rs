@@ -10,12 +10,12 @@
 //!   the one match on the route's action per request.
 //! - `exchange`: one proxied request: server choice, retries, response head, pooling.
 //! - `answer`: the `return` action, a response rendered from templates parsed at start.
-//! - `static_files`: the `static` action, files served from a directory.
 //! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
 //! - `relay`: bodies streamed both ways with bounded buffers.
 //! - `tunnel`: WebSocket byte relay after a 101.
 //! - `pool`: per-worker keep-alive pools of upstream connections.
 //! - [`route`], [`balance`]: routing and load balancing.
+//! - [`static_files`]: routes answered from a directory (nginx's `root`).
 //! - `error`: typed failures that record whose fault they were.
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
@@ -26,6 +26,7 @@ pub mod balance;
 pub mod cli;
 pub mod config;
 pub mod route;
+pub mod static_files;
 
 mod accept;
 mod answer;
@@ -36,7 +37,6 @@ mod forward;
 mod io;
 mod pool;
 mod relay;
-mod static_files;
 mod tunnel;
 mod worker;
 
