@@ -24,10 +24,21 @@ fn example_parses_with_every_key() {
     assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
     assert_eq!(app.servers[2].weight, 1);
     assert_eq!(cfg.groups[1].balance, Balance::LeastConn);
-    assert_eq!(cfg.routes.len(), 3);
+    assert_eq!(cfg.routes.len(), 6);
     assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
     assert_eq!(cfg.routes[0].action.group(), Some(1));
-    assert_eq!(cfg.routes[2].action.group(), Some(0));
+    assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
+    assert!(matches!(&cfg.routes[2].action, Action::Return(r) if r.status() == 302));
+    assert!(matches!(&cfg.routes[3].action, Action::Return(r) if r.status() == 200));
+    let Action::Static(site) = &cfg.routes[4].action else {
+        panic!("{:?}", cfg.routes[4])
+    };
+    // Relative to the file's folder (here "", the working directory), made absolute.
+    assert_eq!(site.root, std::env::current_dir().unwrap().join("www"));
+    assert_eq!(site.index, "index.html");
+    assert_eq!(cfg.routes[5].action.group(), Some(0));
+    // The example's root does not exist here: a warning, not an error.
+    assert_eq!(cfg.warnings.len(), 1, "{:?}", cfg.warnings);
     assert_eq!(cfg.limits.max_body, None);
     assert_eq!(cfg.source, "proxy.example.toml");
     validate(&cfg).unwrap();
@@ -207,4 +218,124 @@ fn validate_catches_configs_built_in_code() {
     assert!(validate(&c).unwrap_err().contains("no route"));
     c.listeners.clear();
     assert!(validate(&c).unwrap_err().contains("no listen"));
+}
+
+const LISTEN: &str = "[[listen]]\naddr = \"127.0.0.1:8080\"\n";
+
+#[test]
+fn routes_take_exactly_one_action() {
+    let ok = format!(
+        "{LISTEN}[[route]]\npath = \"/r\"\nreturn = {{ status = 302, location = \"/x/{{random:1-21}}\" }}\n\
+         [[route]]\nhost = \"*.Example.com\"\npath = \"/s/\"\nstatic = {{ root = \"/srv/www\" }}\n"
+    );
+    let cfg = from_toml("/etc/p/p.toml", &ok).unwrap();
+    // No group is needed when no route proxies.
+    assert!(cfg.groups.is_empty());
+    assert!(matches!(&cfg.routes[0].action, Action::Return(r) if r.status() == 302));
+    assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
+    let Action::Static(site) = &cfg.routes[1].action else {
+        panic!("{:?}", cfg.routes[1])
+    };
+    assert_eq!(
+        (site.root.to_str(), site.index.as_str()),
+        (Some("/srv/www"), "index.html")
+    );
+    // A relative root is relative to the file's folder.
+    let rel = ok.replace("/srv/www", "www");
+    let cfg = from_toml("/etc/p/p.toml", &rel).unwrap();
+    let Action::Static(site) = &cfg.routes[1].action else {
+        panic!()
+    };
+    assert_eq!(site.root.to_str(), Some("/etc/p/www"));
+    assert_eq!(cfg.warnings.len(), 1);
+    assert!(
+        cfg.warnings[0].starts_with("/etc/p/p.toml: route[1].static.root: /etc/p/www is not a directory"),
+        "{:?}",
+        cfg.warnings
+    );
+}
+
+#[test]
+fn route_action_errors_name_the_line_and_key() {
+    let group = "[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
+    for (routes, want) in [
+        (
+            "[[route]]\npath = \"/\"\n",
+            "p.toml:5: key `route[0]`: a route needs exactly one of `upstream`, `return` and `static`",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nupstream = \"app\"\nreturn = { status = 200 }\n",
+            "p.toml:5: key `route[0]`: a route needs exactly one",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nreturn = { status = 700 }\n",
+            "p.toml:7: key `route[0].return`: status 700: expected 200 to 599",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nreturn = { status = 302, location = \"/{rand:1-2}\" }\n",
+            "p.toml:7: key `route[0].return`: location: unknown variable `{rand}`",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nreturn = { status = 200, bodyy = \"x\" }\n",
+            "unknown field `bodyy`",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nstatic = { root = \"www\", index = \"a/b.html\" }\n",
+            "`a/b.html` is not a file name",
+        ),
+        (
+            "[[route]]\nhost = \"*example.com\"\nupstream = \"app\"\n",
+            "`*example.com` is not a host name",
+        ),
+        (
+            "[[route]]\nhost = \"a.*.com\"\nupstream = \"app\"\n",
+            "is not a host name",
+        ),
+        ("[[route]]\nhost = \"*.\"\nupstream = \"app\"\n", "is not a host name"),
+        (
+            "[[route]]\nupstream = \"ap\"\n",
+            "no upstream group named `ap` (defined: app)",
+        ),
+    ] {
+        let text = format!("{LISTEN}{group}{routes}");
+        let e = from_toml("p.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(want), "{routes}: {e}");
+    }
+    // No group at all.
+    let e = from_toml("p.toml", LISTEN).unwrap_err().to_string();
+    assert!(e.contains("no upstream group"), "{e}");
+    let e = from_toml("p.toml", &format!("{LISTEN}[[route]]\nupstream = \"x\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no upstream group named `x` (none is defined)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn quick_static_mode_serves_a_directory() {
+    let c = cli("--listen 127.0.0.1:0 --static /srv/files").config().unwrap();
+    assert!(c.groups.is_empty());
+    assert_eq!(c.routes.len(), 1);
+    assert_eq!(c.routes[0].path_prefix, "/");
+    let Action::Static(site) = &c.routes[0].action else {
+        panic!("{:?}", c.routes[0])
+    };
+    assert_eq!(site.root.to_str(), Some("/srv/files"));
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(c.warnings[0].starts_with("--static: /srv/files is not a directory"));
+    let rel = cli("--listen 127.0.0.1:0 --static sub/dir").config().unwrap();
+    let Action::Static(site) = &rel.routes[0].action else {
+        panic!()
+    };
+    assert_eq!(site.root, std::env::current_dir().unwrap().join("sub/dir"));
+    // Without --listen; with --upstream or --config.
+    let e = cli("--static /srv").config().unwrap_err().to_string();
+    assert!(e.contains("no --listen"), "{e}");
+    for args in ["--static /a --upstream 127.0.0.1:1", "--static /a --config p.toml"] {
+        let argv = std::iter::once("proxy").chain(args.split_whitespace());
+        let e = Cli::parse_from(argv).unwrap_err().to_string();
+        assert!(e.contains("cannot be used with"), "{args}: {e}");
+    }
 }
