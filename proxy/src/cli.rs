@@ -388,7 +388,7 @@ pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Opti
 /// The configuration's warnings on stderr, as nginx prints `[warn]` lines.
 pub fn print_warnings(cfg: &Config) {
     use std::io::Write;
-    for w in &cfg.warnings {
+    for w in crate::config::warnings(cfg) {
         let _ = writeln!(std::io::stderr(), "proxy: warning: {w}");
     }
 }

@@ -12,9 +12,9 @@
 //!   it is still sending).
 //! - Nothing is logged per request: errors are counted.
 
+use crate::config::Action;
 use crate::error::{Fault, ProxyError};
 use crate::exchange::{self, Next};
-use crate::config::Action;
 use crate::forward::{prepare_request, Dispatch, IpText, RequestInfo};
 use crate::io::{read_more, write_all, IoFail};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};

@@ -56,9 +56,28 @@ pub struct Config {
     pub limits: ProxyLimits,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
-    /// What is worth saying at start but does not stop it (a static root that does not
-    /// exist yet): `--check-config` and the start-up print them.
-    pub warnings: Vec<String>,
+}
+
+/// What is worth saying at start but does not stop it: a static root that is not a
+/// directory (yet; its requests get 404 until it is). `--check-config` and the start-up
+/// print these, as nginx prints `[warn]` lines.
+pub fn warnings(cfg: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, r) in cfg.routes.iter().enumerate() {
+        if let Action::Static(site) = &r.action {
+            if !site.root.is_dir() {
+                out.push(format!(
+                    "{}: route[{i}] ({} {}): static root {} is not a directory (yet): \
+                     its requests get 404 until it is",
+                    cfg.source,
+                    r.host.as_deref().unwrap_or("any host"),
+                    r.path_prefix,
+                    site.root.display()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The checks every configuration passes before it is used, however it was built (the file

@@ -102,7 +102,8 @@ impl Span {
     #[allow(dead_code)] // likewise
     pub fn get(self, buf: &[u8]) -> &[u8] {
         let start = self.start as usize;
-        buf.get(start..start + self.len as usize).unwrap_or_default()
+        buf.get(start..start + self.len as usize)
+            .unwrap_or_default()
     }
 }
 

@@ -200,6 +200,15 @@ fn summary(
             shared::units::format_duration(g.keepalive_timeout),
         );
     }
+    for r in &cfg.routes {
+        let what = match &r.action {
+            config::Action::Proxy { .. } => continue,
+            config::Action::Return(a) => format!("return {}", a.status()),
+            config::Action::Static(site) => format!("static {}", site.root.display()),
+        };
+        let host = r.host.as_deref().unwrap_or("(any host)");
+        let _ = writeln!(s, "  route {host} {}: {what}", r.path_prefix);
+    }
     let t = &cfg.timeouts;
     let l = &cfg.limits;
     let body = l

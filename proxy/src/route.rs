@@ -60,7 +60,9 @@ impl Router {
             let list = match &r.host {
                 None => &mut router.any_host,
                 Some(h) => match h.strip_prefix('*') {
-                    Some(suffix) => host_list(&mut router.wildcard, normalize_host(suffix.as_bytes())),
+                    Some(suffix) => {
+                        host_list(&mut router.wildcard, normalize_host(suffix.as_bytes()))
+                    }
                     None => host_list(&mut router.exact, normalize_host(h.as_bytes())),
                 },
             };

@@ -25,8 +25,8 @@ pub use rng::Rng;
 use crate::client::{linger_close, ClientConn};
 use crate::exchange::Next;
 use crate::forward::{Dispatch, IpText, RequestInfo};
-use crate::worker::ProxyWorker;
 use crate::io::write_all;
+use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use shared::http::encode::{end_head, reason_phrase, write_header, write_header_u64};
 use shared::http::{BodyKind, RequestHead, RequestMethod, Version};
@@ -103,7 +103,9 @@ impl ReturnAction {
         let reason = reason_phrase(status);
         Ok(ReturnAction {
             status,
-            status_line: format!("HTTP/1.1 {status} {reason}\r\n").into_bytes().into(),
+            status_line: format!("HTTP/1.1 {status} {reason}\r\n")
+                .into_bytes()
+                .into(),
             location,
             body,
             content_type: content_type.map(|c| c.as_bytes().into()),

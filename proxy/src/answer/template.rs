@@ -291,10 +291,18 @@ mod tests {
             ("{random:5-1}", Context::Body, "0 <= A <= B"),
             ("{random:-1-3}", Context::Body, "0 <= A <= B"),
             ("{random:1-x}", Context::Body, "0 <= A <= B"),
-            ("{random:1-99999999999999999999}", Context::Body, "0 <= A <= B"),
+            (
+                "{random:1-99999999999999999999}",
+                Context::Body,
+                "0 <= A <= B",
+            ),
             ("{random:1-2", Context::Body, "not closed"),
             ("{host:x}", Context::Body, "takes no argument"),
-            ("/a\r\nSet-Cookie: x", Context::HeaderValue, "control character"),
+            (
+                "/a\r\nSet-Cookie: x",
+                Context::HeaderValue,
+                "control character",
+            ),
         ] {
             let e = Template::parse(text, ctx).unwrap_err();
             assert!(e.contains(want), "{text}: {e}");

@@ -113,7 +113,10 @@ fn framing_head_close_and_http10() {
         },
         &rng,
     );
-    assert!(head_only.ends_with("Content-Length: 2\r\n\r\n"), "{head_only}");
+    assert!(
+        head_only.ends_with("Content-Length: 2\r\n\r\n"),
+        "{head_only}"
+    );
     assert!(head_only.contains("Content-Type: text/x-custom\r\n"));
     let close = render(
         &a,
@@ -139,21 +142,37 @@ fn framing_head_close_and_http10() {
 #[test]
 fn statuses_without_bodies() {
     let rng = Rng::new(1);
-    let ok = render(&ReturnAction::new(200, None, None, None).unwrap(), keep(), &rng);
+    let ok = render(
+        &ReturnAction::new(200, None, None, None).unwrap(),
+        keep(),
+        &rng,
+    );
     assert_eq!(
         ok,
         "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n\r\n"
     );
-    let nc = render(&ReturnAction::new(204, None, None, None).unwrap(), keep(), &rng);
+    let nc = render(
+        &ReturnAction::new(204, None, None, None).unwrap(),
+        keep(),
+        &rng,
+    );
     assert_eq!(
         nc,
         "HTTP/1.1 204 No Content\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
     );
-    let gone = render(&ReturnAction::new(410, None, None, None).unwrap(), keep(), &rng);
+    let gone = render(
+        &ReturnAction::new(410, None, None, None).unwrap(),
+        keep(),
+        &rng,
+    );
     assert!(gone.contains("Content-Type: text/html\r\n"));
     assert!(gone.ends_with("<center><h1>410 Gone</h1></center>\r\n</body>\r\n</html>\r\n"));
     // An unknown reason: the page names the code alone.
-    let odd = render(&ReturnAction::new(599, None, None, None).unwrap(), keep(), &rng);
+    let odd = render(
+        &ReturnAction::new(599, None, None, None).unwrap(),
+        keep(),
+        &rng,
+    );
     assert!(odd.starts_with("HTTP/1.1 599 \r\n"), "{odd}");
     assert!(odd.contains("<title>599</title>"), "{odd}");
 }

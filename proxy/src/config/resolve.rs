@@ -6,8 +6,7 @@
 //! layer keeps), or the flag where a flag is.
 
 use super::schema::{
-    FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry,
-    StaticEntry,
+    FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
 };
 use super::{
     validate, Action, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
@@ -15,12 +14,12 @@ use super::{
 };
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
-use std::path::{Path, PathBuf};
 use shared::config::ConfigError;
 use shared::http::Limits;
 use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -85,7 +84,7 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
     let r = Resolver { file, overrides };
     let listeners = r.listeners()?;
     let groups = r.groups()?;
-    let (routes, warnings) = r.routes(&groups)?;
+    let routes = r.routes(&groups)?;
     let mut cfg = Config {
         runtime: runtime_config(&file.runtime),
         listeners,
@@ -95,7 +94,6 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
         headers: file.headers.clone(),
         limits: proxy_limits(&file.limits),
         source: file.origin.describe().to_string(),
-        warnings,
     };
     for edit in &overrides.edits {
         edit.apply(&mut cfg);
@@ -277,8 +275,7 @@ impl Resolver<'_> {
         Ok(out)
     }
 
-    /// The routes and the warnings they give (a static root that is not there).
-    fn routes(&self, groups: &[UpstreamGroup]) -> Result<(Vec<Route>, Vec<String>), Error> {
+    fn routes(&self, groups: &[UpstreamGroup]) -> Result<Vec<Route>, Error> {
         let entries = &self.file.route;
         if entries.is_empty() {
             // One group and no routes: everything goes to it.
@@ -289,20 +286,25 @@ impl Resolver<'_> {
                         path_prefix: "/".into(),
                         action: Action::Proxy { group: 0 },
                     };
-                    return Ok((vec![route], Vec::new()));
+                    return Ok(vec![route]);
                 }
-                0 => "no upstream group: add [upstream.NAME] with servers = [\"HOST:PORT\"] \
-                      (or [[route]]s that answer with `return` or `static`)",
+                0 => {
+                    "no upstream group: add [upstream.NAME] with servers = [\"HOST:PORT\"] \
+                      (or [[route]]s that answer with `return` or `static`)"
+                }
                 _ => {
                     "several upstream groups but no [[route]]: add routes \
                      (a route with path = \"/\" and no host is the default)"
                 }
             };
-            let key = if groups.is_empty() { "upstream" } else { "route" };
+            let key = if groups.is_empty() {
+                "upstream"
+            } else {
+                "route"
+            };
             return Err(self.error(At::Missing(key), m.into()));
         }
         let mut out: Vec<Route> = Vec::with_capacity(entries.len());
-        let mut warnings = Vec::new();
         for (i, e) in entries.iter().enumerate() {
             let r = e.get_ref();
             let whole = || At::Value {
@@ -323,11 +325,7 @@ impl Resolver<'_> {
             let action = match (&r.upstream, &r.return_, &r.static_) {
                 (Some(u), None, None) => self.proxy_action(i, u, groups)?,
                 (None, Some(ret), None) => self.return_action(i, ret)?,
-                (None, None, Some(st)) => {
-                    let (site, warning) = self.static_action(i, st);
-                    warnings.extend(warning);
-                    Action::Static(site)
-                }
+                (None, None, Some(st)) => Action::Static(self.static_site(st)),
                 _ => {
                     let m = "a route needs exactly one of `upstream`, `return` and `static`";
                     return Err(self.error(whole(), m.into()));
@@ -339,7 +337,7 @@ impl Resolver<'_> {
                 action,
             });
         }
-        Ok((out, warnings))
+        Ok(out)
     }
 
     fn proxy_action(
@@ -377,14 +375,20 @@ impl Resolver<'_> {
         .map(Action::Return)
         .map_err(|m| {
             let key = format!("route[{i}].return");
-            self.error(At::Value { key, span: e.span() }, m)
+            self.error(
+                At::Value {
+                    key,
+                    span: e.span(),
+                },
+                m,
+            )
         })
     }
 
     /// A static root, relative to the config file's folder (the working directory for the
-    /// command line), made absolute. A root that is not a directory is a warning, not an
-    /// error: it may be created later, and requests get 404 meanwhile.
-    fn static_action(&self, i: usize, e: &Spanned<StaticEntry>) -> (StaticSite, Option<String>) {
+    /// command line), made absolute. Whether it exists is checked later, as a warning
+    /// (`config::warnings`): it may be created after the start.
+    fn static_site(&self, e: &Spanned<StaticEntry>) -> StaticSite {
         let s = e.get_ref();
         let base = match &self.file.origin {
             Origin::File { name, .. } => Path::new(name)
@@ -393,22 +397,10 @@ impl Resolver<'_> {
                 .unwrap_or_default(),
             Origin::CommandLine => PathBuf::new(),
         };
-        let root = absolute(&base.join(&s.root));
-        let warning = (!root.is_dir()).then(|| {
-            let at = match &self.file.origin {
-                Origin::File { name, .. } => format!("{name}: route[{i}].static.root"),
-                Origin::CommandLine => "--static".to_string(),
-            };
-            format!(
-                "{at}: {} is not a directory (yet): its requests get 404 until it is",
-                root.display()
-            )
-        });
-        let site = StaticSite {
-            root,
+        StaticSite {
+            root: absolute(&base.join(&s.root)),
             index: s.index.clone(),
-        };
-        (site, warning)
+        }
     }
 }
 
