@@ -108,7 +108,14 @@ async fn requests(c: &mut ClientConn) -> End {
         };
         first = false;
         w.stats.requests.incr();
-        match exchange::run(c, info).await {
+        let next = match &w.static_all {
+            Some(site) => {
+                let q = crate::static_files::StaticQuery::reparse(&c.cin[..info.head_len]);
+                crate::static_files::serve(c, site, &info, &q).await
+            }
+            None => exchange::run(c, info).await,
+        };
+        match next {
             Next::KeepAlive => {}
             Next::Close => return End::Close,
             Next::Finished => return End::Finished,

@@ -70,6 +70,23 @@ pub struct Running {
 /// return once they are listening: connections made after this returns are queued in the
 /// backlog and served.
 pub fn start(cfg: config::Config) -> Result<Running, StartError> {
+    start_with(cfg, None)
+}
+
+/// Test-only: start with every request answered from `site` (routes and groups unused but
+/// still validated). Lets the static-file tests run before routes carry a `static` action.
+#[doc(hidden)]
+pub fn start_static(
+    cfg: config::Config,
+    site: static_files::StaticSite,
+) -> Result<Running, StartError> {
+    start_with(cfg, Some(Arc::new(site)))
+}
+
+fn start_with(
+    cfg: config::Config,
+    static_all: Option<Arc<static_files::StaticSite>>,
+) -> Result<Running, StartError> {
     let nofile = shared::net::raise_nofile_limit();
     let driver = select_driver(&cfg.runtime)?;
     let n = cfg.runtime.workers.max(1);
@@ -106,7 +123,7 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
             flag.clone(),
             "proxy",
             items,
-            move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st),
+            move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st, static_all.clone()),
         )?
     };
     let summary = summary(&cfg, driver, &workers, &addrs, nofile);

@@ -67,6 +67,9 @@ pub struct ProxyWorker {
     conn_bufs: RefCell<Vec<ConnBufs>>,
     active: Cell<usize>,
     slot_waiters: RefCell<Vec<Waker>>,
+    /// Test-only whole-site static mode ([`crate::start_static`]): every request is answered
+    /// from this site, none is routed. The real dispatch goes through the routes.
+    pub static_all: Option<Arc<crate::static_files::StaticSite>>,
 }
 
 impl ProxyWorker {
@@ -97,6 +100,7 @@ impl ProxyWorker {
             conn_bufs: RefCell::new(Vec::new()),
             active: Cell::new(0),
             slot_waiters: RefCell::new(Vec::new()),
+            static_all: None,
         }
     }
 
@@ -217,13 +221,11 @@ pub async fn run(
     cfg: Arc<Config>,
     listeners: Vec<std::net::TcpListener>,
     stats: Arc<ProxyCounters>,
+    static_all: Option<Arc<crate::static_files::StaticSite>>,
 ) {
-    let w = Rc::new(ProxyWorker::new(
-        ctx.id,
-        cfg.clone(),
-        ctx.shutdown.clone(),
-        stats,
-    ));
+    let mut w = ProxyWorker::new(ctx.id, cfg.clone(), ctx.shutdown.clone(), stats);
+    w.static_all = static_all;
+    let w = Rc::new(w);
     let mut accepts = Vec::with_capacity(listeners.len());
     for l in listeners {
         match monoio::net::TcpListener::from_std(l) {
