@@ -94,12 +94,39 @@ impl StaticQuery {
             target: origin_path(head.target.as_bytes()).map(|t| Span::of(buf, t)),
             ..StaticQuery::default()
         };
-        for h in head.headers {
+        q.take_fields(head.headers, buf);
+        q
+    }
+
+    /// Take the fields from a request head the codec already accepted, parsing it again
+    /// (for a caller that did not keep the parsed head: the test-only whole-site mode).
+    pub fn reparse(head: &[u8]) -> StaticQuery {
+        let mut storage = vec![httparse::EMPTY_HEADER; shared::http::limits::MAX_HEADERS_CAP];
+        let mut req = httparse::Request::new(&mut storage);
+        if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) {
+            return StaticQuery::default();
+        }
+        let mut q = StaticQuery {
+            method: req.method.map(|m| Method::from_bytes(m.as_bytes())),
+            target: req
+                .path
+                .and_then(|t| origin_path(t.as_bytes()))
+                .map(|t| Span::of(head, t)),
+            ..StaticQuery::default()
+        };
+        q.take_fields(req.headers, head);
+        q
+    }
+
+    fn take_fields(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
+        for h in headers {
             let slot = match h.name.len() {
-                5 if h.name.eq_ignore_ascii_case("range") => &mut q.range,
-                8 if h.name.eq_ignore_ascii_case("if-range") => &mut q.if_range,
-                13 if h.name.eq_ignore_ascii_case("if-none-match") => &mut q.if_none_match,
-                17 if h.name.eq_ignore_ascii_case("if-modified-since") => &mut q.if_modified_since,
+                5 if h.name.eq_ignore_ascii_case("range") => &mut self.range,
+                8 if h.name.eq_ignore_ascii_case("if-range") => &mut self.if_range,
+                13 if h.name.eq_ignore_ascii_case("if-none-match") => &mut self.if_none_match,
+                17 if h.name.eq_ignore_ascii_case("if-modified-since") => {
+                    &mut self.if_modified_since
+                }
                 _ => continue,
             };
             // A repeated Range or If-* field: the first counts (a list field's repeats
@@ -108,7 +135,6 @@ impl StaticQuery {
                 *slot = Some(Span::of(buf, h.value));
             }
         }
-        q
     }
 
     fn conditions<'b>(&self, buf: &'b [u8]) -> Conditions<'b> {
