@@ -4,8 +4,8 @@
 #
 # Two loads, each bounded in count and time, interleaved round by round (the order rotating):
 #   keepalive  wrk -t1 -c$CONNS -d$DURATION --latency (the issue's calibration load)
-#   ab         ab -n $AB_N -c $AB_C, no -k: the seeds' `ab -n 100000 -c 10`, a connection
-#              per request
+#   ab         ab -n $AB_N -c $AB_C -t $AB_TIME, no -k: the seeds' `ab -n 100000 -c 10`, a
+#              connection per request (all 100000 unless the time bound comes first)
 # Per run: req/s, p99, errors, and the server's CPU µs per request (utime+stime of the whole
 # process tree from /proc/PID/stat before and after the load, ÷ completed requests), with the
 # ratio to nginx in the same round; then median [min-max] over the rounds. Before measuring,
@@ -15,8 +15,8 @@
 #   ROUNDS=5 DURATION=10s benches/return_vs_nginx.sh    # on a quiet machine
 #   MODES=ab AB_N=100000 AB_C=10 benches/return_vs_nginx.sh
 #
-# Environment: ROUNDS (3), DURATION (5s, wrk and ab's -t), CONNS (64, wrk), AB_N (100000),
-# AB_C (10), MODES ("keepalive ab"), TARGETS ("ours nginx"), LOAD_CORE (0), SERVER_CORE (1),
+# Environment: ROUNDS (3), DURATION (5s, wrk), CONNS (64, wrk), AB_N (100000), AB_C (10),
+# AB_TIME (60s, ab's time bound), MODES ("keepalive ab"), TARGETS ("ours nginx"), LOAD_CORE (0), SERVER_CORE (1),
 # PROXY_BIN (default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra
 # flags for it), OUT (raw TSV path), KEEP_TMP=1.
 set -euo pipefail
@@ -29,6 +29,7 @@ DURATION=${DURATION:-5s}
 CONNS=${CONNS:-64}
 AB_N=${AB_N:-100000}
 AB_C=${AB_C:-10}
+AB_TIME=${AB_TIME:-60s}
 MODES=${MODES:-"keepalive ab"}
 TARGETS=${TARGETS:-"ours nginx"}
 LOAD_CORE=${LOAD_CORE:-0}
@@ -119,7 +120,7 @@ run_one() {
     if [ "$mode" = keepalive ]; then
         res=$(load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url") || res=""
     else
-        res=$(load_ab "$LOAD_CORE" "$AB_C" "$AB_N" "$DURATION" 0 "$url") || res=""
+        res=$(load_ab "$LOAD_CORE" "$AB_C" "$AB_N" "$AB_TIME" 0 "$url") || res=""
     fi
     after=$(cpu_us_tree "${PID[$t]}")
     if [ -z "$res" ]; then
@@ -169,7 +170,7 @@ per_req() {
 
 echo
 echo "# return_vs_nginx: $(date -u +%Y-%m-%dT%H:%MZ), $(bench_machine)"
-echo "# keepalive = wrk -t1 -c$CONNS -d$DURATION --latency; ab = ab -n $AB_N -c $AB_C -t $(dur_s "$DURATION") (no -k)"
+echo "# keepalive = wrk -t1 -c$CONNS -d$DURATION --latency; ab = ab -n $AB_N -c $AB_C -t $(dur_s "$AB_TIME") (no -k)"
 echo "# pinning: wrk/ab on core $LOAD_CORE; the server under test on core $SERVER_CORE"
 for t in "${ACTIVE[@]}"; do echo "#   $t: ${DESC[$t]}"; done
 echo "# server µs/req = its utime+stime (all threads and processes) during the load ÷ completed requests"
