@@ -58,8 +58,9 @@ async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail>
 }
 
 thread_local! {
-    /// Whether this worker's sockets are non-blocking (the driver decides, once per worker).
-    static NONBLOCKING: Cell<Option<bool>> = const { Cell::new(None) };
+    /// The file status flags of this worker's client sockets: the same for all of them (the
+    /// driver accepts them all the same way), read once per worker.
+    static SOCKET_FLAGS: Cell<Option<i32>> = const { Cell::new(None) };
 }
 
 /// Makes a blocking socket non-blocking for as long as it lives (nothing for one that is).
@@ -71,20 +72,22 @@ struct NonBlocking {
 impl NonBlocking {
     fn set(s: &TcpStream) -> Result<NonBlocking, SendFail> {
         let fd = s.as_raw_fd();
-        if NONBLOCKING.with(Cell::get) == Some(true) {
+        let flags = match SOCKET_FLAGS.with(Cell::get) {
+            Some(f) => f,
+            None => {
+                // SAFETY: F_GETFL on an open fd.
+                let f = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+                if f < 0 {
+                    return Err(SendFail);
+                }
+                SOCKET_FLAGS.with(|c| c.set(Some(f)));
+                f
+            }
+        };
+        if flags & libc::O_NONBLOCK != 0 {
             return Ok(NonBlocking { restore: None });
         }
-        // SAFETY: F_GETFL / F_SETFL on an open fd.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        if flags < 0 {
-            return Err(SendFail);
-        }
-        let already = flags & libc::O_NONBLOCK != 0;
-        NONBLOCKING.with(|nb| nb.set(Some(already)));
-        if already {
-            return Ok(NonBlocking { restore: None });
-        }
-        // SAFETY: as above.
+        // SAFETY: F_SETFL on an open fd.
         if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
             return Err(SendFail);
         }
