@@ -101,10 +101,27 @@ impl StaticQuery {
     /// Take the fields from a request head the codec already accepted, parsing it again
     /// (for a caller that did not keep the parsed head: the test-only whole-site mode).
     pub fn reparse(head: &[u8]) -> StaticQuery {
-        let mut storage = vec![httparse::EMPTY_HEADER; shared::http::limits::MAX_HEADERS_CAP];
-        let mut req = httparse::Request::new(&mut storage);
-        if !matches!(req.parse(head), Ok(httparse::Status::Complete(_))) {
-            return StaticQuery::default();
+        let mut few = [httparse::EMPTY_HEADER; 64];
+        match Self::reparse_with(head, &mut few) {
+            Some(q) => q,
+            None => {
+                let cap = shared::http::limits::MAX_HEADERS_CAP;
+                let mut all = vec![httparse::EMPTY_HEADER; cap];
+                Self::reparse_with(head, &mut all).unwrap_or_default()
+            }
+        }
+    }
+
+    /// `None`: more fields than `storage` holds.
+    fn reparse_with<'b>(
+        head: &'b [u8],
+        storage: &mut [httparse::Header<'b>],
+    ) -> Option<StaticQuery> {
+        let mut req = httparse::Request::new(storage);
+        match req.parse(head) {
+            Ok(httparse::Status::Complete(_)) => {}
+            Err(httparse::Error::TooManyHeaders) => return None,
+            _ => return Some(StaticQuery::default()),
         }
         let mut q = StaticQuery {
             method: req.method.map(|m| Method::from_bytes(m.as_bytes())),
@@ -115,7 +132,7 @@ impl StaticQuery {
             ..StaticQuery::default()
         };
         q.take_fields(req.headers, head);
-        q
+        Some(q)
     }
 
     fn take_fields(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
