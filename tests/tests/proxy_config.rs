@@ -61,7 +61,7 @@ fn example_parses_and_validates_in_process() {
     let cfg = proxy::config::load(example()).expect("the example loads");
     proxy::config::validate(&cfg).expect("the example validates");
     assert_eq!(cfg.groups.len(), 2);
-    assert_eq!(cfg.routes.len(), 3);
+    assert_eq!(cfg.routes.len(), 6);
     // Every key of the schema appears in the example: each section's keys are all present.
     let text = std::fs::read_to_string(example()).unwrap();
     for key in [
@@ -78,6 +78,13 @@ fn example_parses_and_validates_in_process() {
         "host",
         "path",
         "upstream",
+        "return",
+        "status",
+        "location",
+        "content_type",
+        "static",
+        "root",
+        "index",
         "connect",
         "read",
         "upstream_send",
@@ -114,9 +121,16 @@ fn check_config_on_the_example_succeeds() {
     let path = path.to_str().unwrap();
     let out = proxy(&["--check-config", path]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The example's static root (proxy/www) does not exist: a warning, and still a success.
+    let www = Path::new(path).parent().unwrap().join("www");
     assert_eq!(
         stderr(&out).trim(),
-        format!("proxy: configuration file {path} test is successful")
+        format!(
+            "proxy: warning: {path}: route[4] (any host /static/): static root {} is not a \
+             directory (yet): its requests get 404 until it is\n\
+             proxy: configuration file {path} test is successful",
+            www.display()
+        )
     );
     let good = TempFile::new("good.toml", GOOD);
     let out = proxy(&["--check-config", good.path()]);
@@ -296,6 +310,7 @@ fn help_mentions_every_flag_and_its_default() {
     for flag in [
         "--listen",
         "--upstream",
+        "--static",
         "--config",
         "--check-config",
         "--workers",
@@ -329,7 +344,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 28, "{help}");
+    assert_eq!(entries.len(), 29, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

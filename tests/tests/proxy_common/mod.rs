@@ -5,7 +5,8 @@
 #![allow(dead_code)]
 
 use proxy::config::{
-    Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
+    Action, Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
+    UpstreamGroup,
 };
 use shared::http::{parse_final_response, BodyDecoder, BodyKind, RequestMethod, Status};
 use shared::runtime::{DriverChoice, RuntimeConfig};
@@ -30,7 +31,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         routes: vec![Route {
             host: None,
             path_prefix: "/".into(),
-            group: 0,
+            action: Action::Proxy { group: 0 },
         }],
         timeouts: Timeouts {
             shutdown: Duration::from_secs(2),
