@@ -16,6 +16,13 @@ declare -A PKG=(
   [taskset]=util-linux
 )
 
+# module file -> Debian package: nginx's set_random (the seeds' openresty directive) for the
+# `return 302` benchmark; ndk is the module set-misc needs.
+declare -A MOD_PKG=(
+  [/usr/lib/nginx/modules/ndk_http_module.so]=libnginx-mod-http-ndk
+  [/usr/lib/nginx/modules/ngx_http_set_misc_module.so]=libnginx-mod-http-set-misc
+)
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
@@ -29,6 +36,10 @@ for cmd in "${!PKG[@]}"; do
   if ! command -v "$cmd" >/dev/null 2>&1 && ! [ -x "/usr/sbin/$cmd" ]; then
     missing+=("${PKG[$cmd]}")
   fi
+done
+
+for f in "${!MOD_PKG[@]}"; do
+  [ -e "$f" ] || missing+=("${MOD_PKG[$f]}")
 done
 
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -67,4 +78,7 @@ for cmd in "${!PKG[@]}"; do
   p=$(command -v "$cmd" 2>/dev/null || true)
   [ -z "$p" ] && [ -x "/usr/sbin/$cmd" ] && p="/usr/sbin/$cmd"
   printf 'install-peers: %-8s %s\n' "$cmd" "${p:-MISSING}" >&2
+done
+for f in "${!MOD_PKG[@]}"; do
+  printf 'install-peers: %-8s %s\n' "${MOD_PKG[$f]#libnginx-mod-http-}" "$([ -e "$f" ] && echo "$f" || echo MISSING)" >&2
 done

@@ -116,6 +116,10 @@ pub struct LoadArgs {
     /// Open loop at this total rate (req/s), latency measured from the intended send time
     #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
+    /// With --rate: busy-poll the clock until each intended send time instead of sleeping
+    /// (exact pacing for a full core per worker; see the README)
+    #[arg(long, requires = "rate")]
+    pub spin: bool,
     /// Accept variable document lengths (no length failures)
     #[arg(short = 'l', long = "accept-variable-length")]
     pub accept_variable_length: bool,
@@ -239,6 +243,8 @@ pub struct RunOptions {
     pub pipeline: usize,
     /// Open loop at this total rate (req/s).
     pub rate: Option<f64>,
+    /// `--spin` (with `rate`): wait for each send time by polling the clock, never sleeping.
+    pub spin: bool,
     pub warmup: Option<Duration>,
     pub quiet: bool,
     /// `-l`: no length failures.
@@ -282,6 +288,7 @@ impl RunOptions {
             http10: false,
             pipeline: 1,
             rate: None,
+            spin: false,
             warmup: None,
             quiet: true,
             accept_variable_length: false,
@@ -341,11 +348,46 @@ impl RunOptions {
                 return invalid("--rate must be more than 0");
             }
         }
+        if self.spin && self.rate.is_none() {
+            return invalid("--spin paces sends: it needs --rate");
+        }
+        self.validate_body_headers()?;
         if !valid_token(&self.method) {
             return Err(LoadError::Invalid(format!(
                 "invalid method '{}': expected a token such as GET or POST",
                 self.method
             )));
+        }
+        Ok(())
+    }
+}
+
+impl RunOptions {
+    /// `-T` and a `Content-Length` given with `-H` against the body: the loader writes
+    /// Content-Length itself (once) from the body; one given by hand must agree with it.
+    fn validate_body_headers(&self) -> Result<(), LoadError> {
+        let len = self.body.as_ref().map_or(0, |b| b.len() as u64);
+        for (name, value) in &self.headers {
+            if !name.eq_ignore_ascii_case("content-length") {
+                continue;
+            }
+            if value.parse::<u64>().ok() != Some(len) {
+                return Err(LoadError::Invalid(format!(
+                    "-H '{name}: {value}' disagrees with the body, which is {len} bytes{}",
+                    if self.body.is_some() {
+                        " (--body sets Content-Length itself: leave it out)"
+                    } else {
+                        " (no --body)"
+                    }
+                )));
+            }
+        }
+        if self.content_type.is_some() && self.body.is_none() {
+            return Err(LoadError::Invalid(
+                "-T/--content-type needs --body (it is the body's type); to send the header \
+                 without a body use -H 'Content-Type: ...'"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -412,6 +454,7 @@ impl LoadArgs {
         o.http10 = self.http10;
         o.pipeline = self.pipeline as usize;
         o.rate = self.rate;
+        o.spin = self.spin;
         o.warmup = self.warmup;
         o.quiet = self.quiet;
         o.accept_variable_length = self.accept_variable_length;

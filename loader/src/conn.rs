@@ -3,11 +3,14 @@
 //!
 //! A slot is one of the `-c` connections. It runs [`drive`] inside [`Guarded`], which a
 //! worker-wide [`monitor`] cuts short when the oldest attempt in flight passes `--timeout` or
-//! when the run ends (deadline or Ctrl-C). Every attempt is an [`Entry`] in the slot's
+//! when the drain at the end of the run is over. Every attempt is an [`Entry`] in the slot's
 //! in-flight queue from the moment its ticket is taken until it is popped and counted, exactly
-//! once: completed, or failed (connect, write, read, parse, timeout), or abandoned at the end
-//! of a `-d` run. Popping and counting never straddle an `.await`, so dropping `drive` at any
-//! await point (timeout, end) leaves the queue exact.
+//! once: completed, or failed (connect, write, read, parse, timeout, unanswered at the end).
+//! Popping and counting never straddle an `.await`, so dropping `drive` at any await point
+//! (timeout, end) leaves the queue exact.
+//!
+//! The end of a run (deadline or Ctrl-C) stops the tickets; `drive` then finishes what is in
+//! flight and returns when nothing is (the drain), or is cut when the drain time is over.
 //!
 //! `drive` runs in rounds, one step each: fill the pipe (tickets up to the depth), ensure a
 //! connection, write the round's batch, read responses. A connection that ends is one
@@ -88,7 +91,8 @@ pub struct Slot {
 pub enum Cut {
     /// The oldest attempt in flight passed `--timeout`: the connection is dropped.
     Timeout,
-    /// The run ended (deadline or Ctrl-C): what is in flight is abandoned.
+    /// The drain is over (or the slot had nothing in flight when sending stopped): what is
+    /// still in flight is unanswered.
     End,
 }
 
@@ -111,8 +115,8 @@ impl Slot {
         }
     }
 
-    /// Cut the slot's `drive` (from the monitor) and wake its task.
-    fn cut(&self, why: Cut) {
+    /// Cut the slot's `drive` (from the monitor or the end of the run) and wake its task.
+    pub fn cut(&self, why: Cut) {
         self.cut.set(Some(why));
         if let Some(w) = self.waker.borrow_mut().take() {
             w.wake();
@@ -124,6 +128,11 @@ impl Slot {
     fn rearm(&self, timeout: Duration) {
         let d = self.inflight.borrow().front().map(|e| e.start + timeout);
         self.deadline.set(d);
+    }
+
+    /// Measured attempts in flight (ticket taken, not yet counted).
+    pub fn measured_in_flight(&self) -> u64 {
+        self.inflight.borrow().iter().filter(|e| e.measured).count() as u64
     }
 
     /// Pop every in-flight attempt and count it as `why`.
@@ -164,10 +173,15 @@ impl<F: Future<Output = ()>> Future for Guarded<'_, F> {
 
 /// The worker's one timer: every `tick`, cut the slots whose oldest attempt passed its
 /// deadline; when `end` fires, cut them all. Ends with the run.
-pub async fn monitor(slots: Rc<Vec<Rc<Slot>>>, end: shared::shutdown::Shutdown, tick: Duration) {
+pub async fn monitor(
+    slots: Rc<Vec<Rc<Slot>>>,
+    end: shared::shutdown::Shutdown,
+    tick: Duration,
+    spin: bool,
+) {
     loop {
         let ended = monoio::select! {
-            _ = monoio::time::sleep(tick) => false,
+            _ = pause_until(Instant::now() + tick, spin) => false,
             _ = end.wait() => true,
         };
         if ended {
@@ -182,6 +196,75 @@ pub async fn monitor(slots: Rc<Vec<Rc<Slot>>>, end: shared::shutdown::Shutdown, 
                 s.cut(Cut::Timeout);
             }
         }
+    }
+}
+
+/// Wait until `at`: on monoio's timer, or with `spin` (`--spin`) by polling the clock on
+/// every turn of the runtime, never sleeping.
+///
+/// Why all or nothing: monoio runs its timers only when the thread parks, and a spinning task
+/// keeps it from parking, so while one task spins no timer of the worker fires. With `--spin`
+/// every wait of the worker (send times, the monitor, the end of the run) is therefore a spin,
+/// and the worker's thread is busy for the whole run, whatever the rate. The worker must run
+/// [`spin_ticker`].
+pub async fn pause_until(at: Instant, spin: bool) {
+    if spin {
+        SpinUntil(at).await
+    } else {
+        monoio::time::sleep_until(at.into()).await
+    }
+}
+
+/// Ready once the clock passes the instant; until then it is polled again on every turn of
+/// the runtime, behind the other ready tasks, through the worker's [`spin_ticker`].
+///
+/// Why not wake itself: monoio puts a task woken while it runs at the *front* of its queue,
+/// so a self-waking task runs again at once and starves every other task (connects and reads
+/// never complete). A task woken from another task goes to the back. So a spinner leaves its
+/// waker in a per-thread list and wakes the ticker; the ticker wakes the spinners; each hop
+/// passes through the back of the queue, behind the I/O that became ready meanwhile.
+struct SpinUntil(Instant);
+
+thread_local! {
+    /// Spinners waiting for the ticker (capacity kept: no allocation once grown).
+    static SPINNERS: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
+    /// The ticker, when it is waiting for spinners.
+    static TICKER: RefCell<Option<Waker>> = const { RefCell::new(None) };
+}
+
+impl Future for SpinUntil {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.0 {
+            return Poll::Ready(());
+        }
+        SPINNERS.with(|s| s.borrow_mut().push(cx.waker().clone()));
+        if let Some(t) = TICKER.with(|t| t.borrow_mut().take()) {
+            t.wake();
+        }
+        Poll::Pending
+    }
+}
+
+/// The `--spin` worker's ticker (spawned once per worker; never ends): wakes the spinners.
+pub async fn spin_ticker() {
+    SpinTicker.await
+}
+
+struct SpinTicker;
+
+impl Future for SpinTicker {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        TICKER.with(|t| *t.borrow_mut() = Some(cx.waker().clone()));
+        SPINNERS.with(|s| {
+            for w in s.borrow_mut().drain(..) {
+                w.wake();
+            }
+        });
+        Poll::Pending
     }
 }
 
@@ -260,7 +343,7 @@ pub async fn drive(w: &Engine, slot: &Slot) {
             s.end(end);
             if end == ConnEnd::ConnectFailed {
                 // A refused connect returns at once: don't spin on a dead server.
-                monoio::time::sleep(Duration::from_millis(1)).await;
+                pause_until(Instant::now() + Duration::from_millis(1), w.spin).await;
                 slot.now.set(Instant::now());
             }
         }
@@ -273,24 +356,22 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
     let queued = slot.inflight.borrow().len();
     let mut batch = 0usize;
     while queued + batch < w.depth {
+        if w.is_stopped() {
+            break; // the run is ending: no wait for a send time that will not come
+        }
         let mut now = slot.now.get();
         let mut intended = now;
+        // With --rate, how late a send that waited for its time went out.
+        let mut late = None;
         if let Some(mut sched) = slot.schedule.get() {
             let due = sched.peek();
             if due > now {
                 if queued + batch > 0 {
                     break; // send it after reading what is in flight
                 }
-                // monoio's timer wheel ticks in milliseconds and fires up to a tick late:
-                // wake a tick early and send then, so the timer's own lateness is never
-                // counted as the server's latency.
-                if let Some(early) = due.checked_sub(TIMER_TICK) {
-                    if early > now {
-                        monoio::time::sleep_until(early.into()).await;
-                        now = Instant::now();
-                        slot.now.set(now);
-                    }
-                }
+                now = wait_for(w, due, now).await;
+                slot.now.set(now);
+                late = Some(micros(now.saturating_duration_since(due)));
             }
             if w.is_stopped() {
                 break;
@@ -303,6 +384,9 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
         let Some(ticket) = w.take_ticket() else {
             break;
         };
+        if let (Some(us), true) = (late, ticket.measured) {
+            w.sent_late(us);
+        }
         slot.inflight.borrow_mut().push_back(Entry {
             url: ticket.url,
             measured: ticket.measured,
@@ -314,6 +398,27 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
         batch += 1;
     }
     batch
+}
+
+/// Wait (with --rate, nothing in flight) for the send time `due`; returns the time then.
+///
+/// Sleeping: monoio's timer wheel ticks in milliseconds and fires up to a tick late, so wake
+/// a tick early and send then (early rather than late: a late send is charged to the server
+/// by the correction). What the thread's own wake-up adds on a busy or virtual machine is
+/// still late: that is the send lateness reported. With `--spin`: poll the clock until `due`,
+/// so the send goes out on time, give or take one turn of the runtime.
+async fn wait_for(w: &Engine, due: Instant, now: Instant) -> Instant {
+    if w.spin {
+        pause_until(due, true).await;
+        return Instant::now();
+    }
+    match due.checked_sub(TIMER_TICK) {
+        Some(early) if early > now => {
+            monoio::time::sleep_until(early.into()).await;
+            Instant::now()
+        }
+        _ => now,
+    }
 }
 
 /// One `drive`'s connection and buffers.

@@ -24,8 +24,9 @@ pub enum Fail {
     Write,
     Timeout,
     Parse,
-    /// In flight when the run ended (deadline or Ctrl-C): not a failure, not counted.
-    Abandoned,
+    /// In flight when the run stopped (deadline or Ctrl-C) and still unanswered when the
+    /// drain ended.
+    Unanswered,
 }
 
 impl Fail {
@@ -107,6 +108,8 @@ pub struct Engine {
     stopped: Cell<bool>,
     measuring: Cell<bool>,
     rate: bool,
+    /// `--spin`: wait for send times by polling the clock (see [`conn::pause_until`]).
+    pub spin: bool,
     accept_variable_length: bool,
     /// First body length per URL, cached from the plan's shared value.
     doc_len: Vec<Cell<Option<u64>>>,
@@ -163,6 +166,7 @@ impl Engine {
             stopped: Cell::new(false),
             measuring: Cell::new(opts.warmup.is_none()),
             rate: opts.rate.is_some(),
+            spin: opts.spin,
             accept_variable_length: opts.accept_variable_length,
             doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
             server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
@@ -194,9 +198,7 @@ impl Engine {
 
     /// Count an attempt that ended without a response.
     pub fn fail(&self, e: &Entry, why: Fail) {
-        if why != Fail::Abandoned {
-            self.live.errors.incr();
-        }
+        self.live.errors.incr();
         if !e.measured {
             return;
         }
@@ -208,7 +210,7 @@ impl Engine {
             Fail::Write => c.failures.write += 1,
             Fail::Timeout => c.failures.timeout += 1,
             Fail::Parse => c.failures.parse += 1,
-            Fail::Abandoned => c.abandoned += 1,
+            Fail::Unanswered => c.failures.unanswered += 1,
         }
     }
 
@@ -256,7 +258,7 @@ impl Engine {
             micros(t_first.saturating_duration_since(e.sent)),
         );
         let u = &mut st.urls[e.url];
-        u.latency.record(total_us);
+        u.record(total_us);
         let c = &mut u.counts;
         c.completed += 1;
         c.count_status(resp.status);
@@ -298,6 +300,12 @@ impl Engine {
             st.connections_opened += 1;
             record(&mut st.hist.connect_per_connection, connect_us);
         }
+    }
+
+    /// A measured send that waited for its intended time went out `late_us` after it.
+    #[inline]
+    pub fn sent_late(&self, late_us: u64) {
+        record(&mut self.stats.borrow_mut().hist.send_lateness, late_us);
     }
 
     /// The request of `e` was written.

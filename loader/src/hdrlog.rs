@@ -258,7 +258,8 @@ impl WorkerSink {
         loop {
             let k = self.next.get();
             let at = self.boundary(k);
-            monoio::time::sleep_until(at.into()).await;
+            // With --spin no timer of the worker fires: the wait spins too.
+            crate::conn::pause_until(at, w.spin).await;
             if self.tx.borrow().is_none() {
                 return;
             }

@@ -124,6 +124,7 @@ fn counts(c: &Counts) -> Value {
             "parse": f.parse,
             "write": f.write,
             "timeout": f.timeout,
+            "unanswered": f.unanswered,
         },
         "write_errors": f.write,
         "non_2xx": c.non_2xx,
@@ -131,7 +132,9 @@ fn counts(c: &Counts) -> Value {
         "bytes_received": c.bytes_received,
         "body_bytes": c.body_bytes,
         "bytes_sent": c.bytes_sent,
-        "abandoned": c.abandoned,
+        "unanswered": f.unanswered,
+        // The old name: requests in flight at the end are now drained, never dropped.
+        "abandoned": f.unanswered,
         "status": status,
     })
 }
@@ -151,6 +154,8 @@ fn url(u: &UrlResult) -> Value {
             "min": num(ms(u.latency.min() as f64)),
             "max": num(ms(u.latency.max_us as f64)),
         },
+        "percentiles_ms": percentiles_ms(&u.hist),
+        "histogram": encode_histogram(&u.hist),
         // Exact, for `loader merge`.
         "latency_us": {
             "count": u.latency.count,
@@ -171,6 +176,7 @@ fn histograms(h: &Histograms) -> Value {
         "processing": encode_histogram(&h.processing),
         "waiting": encode_histogram(&h.waiting),
         "connect_per_connection": encode_histogram(&h.connect_per_connection),
+        "send_lateness": encode_histogram(&h.send_lateness),
     })
 }
 
@@ -192,6 +198,10 @@ pub fn run_value(r: &RunResult) -> Value {
             "reached": r.rate_reached(),
             "uncorrected_percentiles_ms": percentiles_ms(&r.hist.uncorrected),
             "uncorrected_spectrum": spectrum(&r.hist.uncorrected),
+            "spin": r.spin,
+            "send_lateness_count": r.hist.send_lateness.len(),
+            "send_lateness_percentiles_ms": percentiles_ms(&r.hist.send_lateness),
+            "sent_late_warning_ms": r.late_sender().map(|us| num(ms(us as f64))),
         }),
     };
     json!({
@@ -218,6 +228,13 @@ pub fn run_value(r: &RunResult) -> Value {
         "document_length": if r.accept_variable_length { Value::Null } else { json!(r.document_length()) },
         "concurrency_level": d.concurrency,
         "time_taken_s": num(r.elapsed.as_secs_f64()),
+        // The end of a timed run: requests in flight at the stop, and the drain after it
+        // (null for a run that -n ended).
+        "drain": r.drain.map(|d| json!({
+            "in_flight_at_stop": d.in_flight,
+            "drain_s": num(d.took.as_secs_f64()),
+            "unanswered": f.unanswered,
+        })),
         "complete_requests": t.completed,
         "failed_requests": f.ab_failed(),
         "totals": counts(t),
@@ -278,29 +295,6 @@ pub fn write(path: &std::path::Path, v: &Value) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_round_trips() {
-        for (raw, enc) in [
-            (&b""[..], ""),
-            (b"f", "Zg=="),
-            (b"fo", "Zm8="),
-            (b"foo", "Zm9v"),
-            (b"foob", "Zm9vYg=="),
-            (b"fooba", "Zm9vYmE="),
-            (b"foobar", "Zm9vYmFy"),
-        ] {
-            assert_eq!(shared::base64::encode(raw), enc);
-            assert_eq!(shared::base64::decode(enc).as_deref(), Some(raw));
-        }
-        let all: Vec<u8> = (0..=255).collect();
-        assert_eq!(
-            shared::base64::decode(&shared::base64::encode(&all)),
-            Some(all)
-        );
-        assert_eq!(shared::base64::decode("Zm9v!"), None);
-        assert_eq!(shared::base64::decode("Z"), None);
-    }
 
     #[test]
     fn histogram_round_trips() {

@@ -2,11 +2,16 @@
 //! any runs) combined into one report, exactly.
 //!
 //! Invariants:
-//! - counts are summed; histograms are decoded and added, so every percentile of the merged
-//!   report is the percentile of all the runs' requests together (percentiles themselves are
-//!   never averaged);
-//! - the time span runs from the earliest start to the latest end, and the request rate is
-//!   computed over it; connections (ab's concurrency), workers and target rates are summed;
+//! - counts are summed, failures of every kind included ("Unanswered at end" too);
+//!   histograms are decoded and added (latency corrected and uncorrected, connection times,
+//!   send lateness, each URL's), so every percentile of the merged report is the percentile of
+//!   all the runs' requests together (percentiles themselves are never averaged);
+//! - the time span runs from the earliest start to the latest end of the load periods (a
+//!   run's drain is not in its load period), and the request rate is computed over it;
+//!   connections (ab's concurrency), workers and target rates are summed;
+//! - the drain of timed runs: the requests in flight at the stop are summed (the shards stop
+//!   side by side), the drain time is the longest shard's; `--spin` counts as on only when
+//!   every run used it (a run that differs is warned about like any option);
 //! - the report is [`crate::report::render`] of the merged [`RunResult`]: the same lines as a
 //!   single run's, then one row per run and the warnings: shards started more than a second
 //!   apart or ran for different times (unsynchronised clocks, no `--start-at`), options that
@@ -17,7 +22,10 @@
 use crate::json::decode_histogram;
 use crate::report::render;
 use crate::shard::{Shard, ShardRun};
-use crate::stats::{Counts, Failures, Histograms, LatencySummary, LoadMode, RunResult, UrlResult};
+use crate::stats::{
+    new_url_histogram, Counts, Drain, Failures, Histograms, LatencySummary, LoadMode, RunResult,
+    UrlResult,
+};
 use serde_json::{json, Map, Value};
 use shared::runtime::DriverKind;
 use std::fmt::Write as _;
@@ -96,13 +104,13 @@ pub fn parse_counts(v: &Value) -> Counts {
             timeout: u(&f, "timeout"),
             parse: u(&f, "parse"),
             length: u(&f, "length"),
+            unanswered: u(&f, "unanswered"),
         },
         non_2xx: u(v, "non_2xx"),
         keep_alive: u(v, "keep_alive"),
         bytes_received: u(v, "bytes_received"),
         body_bytes: u(v, "body_bytes"),
         bytes_sent: u(v, "bytes_sent"),
-        abandoned: u(v, "abandoned"),
         status,
     }
 }
@@ -116,6 +124,7 @@ fn parse_histograms(v: &Value) -> Result<Histograms, String> {
         ("processing", &mut h.processing),
         ("waiting", &mut h.waiting),
         ("connect_per_connection", &mut h.connect_per_connection),
+        ("send_lateness", &mut h.send_lateness),
     ] {
         let Some(s) = v.get(key).and_then(Value::as_str) else {
             return Err(format!("no histogram '{key}'"));
@@ -127,11 +136,21 @@ fn parse_histograms(v: &Value) -> Result<Histograms, String> {
     Ok(h)
 }
 
-fn parse_url(v: &Value) -> UrlResult {
+fn parse_url(v: &Value) -> Result<UrlResult, String> {
     let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     let lat = v.get("latency_us").cloned().unwrap_or(Value::Null);
     let count = u(&lat, "count");
-    UrlResult {
+    let encoded = v
+        .get("histogram")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("URL {}: no 'histogram'", s("url")))?;
+    let decoded =
+        decode_histogram(encoded).map_err(|e| format!("URL {}: histogram: {e}", s("url")))?;
+    // Into the per-URL precision, whatever the document's: the merged one adds them exactly.
+    let mut hist = new_url_histogram();
+    hist.add(&decoded)
+        .map_err(|e| format!("URL {}: histogram: {e:?}", s("url")))?;
+    Ok(UrlResult {
         url: s("url"),
         host: s("host"),
         port: u(v, "port") as u16,
@@ -148,7 +167,16 @@ fn parse_url(v: &Value) -> UrlResult {
             min_us: if count == 0 { u64::MAX } else { u(&lat, "min") },
             max_us: u(&lat, "max"),
         },
-    }
+        hist,
+    })
+}
+
+/// A document's `"drain"` (null for a run that -n ended).
+fn parse_drain(v: &Value) -> Option<Drain> {
+    Some(Drain {
+        in_flight: v.get("in_flight_at_stop")?.as_u64()?,
+        took: Duration::try_from_secs_f64(v.get("drain_s")?.as_f64()?).ok()?,
+    })
 }
 
 fn parse_driver(s: &str) -> DriverKind {
@@ -199,6 +227,7 @@ pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
         started,
         ended,
         elapsed: ended.duration_since(started).unwrap_or_default(),
+        drain: v.get("drain").and_then(parse_drain),
         warmup: v
             .get("warmup_s")
             .and_then(Value::as_f64)
@@ -224,7 +253,8 @@ pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
         urls: v
             .get("urls")
             .and_then(Value::as_array)
-            .map(|a| a.iter().map(parse_url).collect())
+            .map(|a| a.iter().map(parse_url).collect::<Result<_, _>>())
+            .transpose()?
             .unwrap_or_default(),
         totals: parse_counts(v.get("totals").ok_or("no 'totals'")?),
         hist: parse_histograms(v.get("histograms").ok_or("no 'histograms'")?)?,
@@ -236,6 +266,7 @@ pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
             .map(str::to_string),
         accept_variable_length: ob("accept_variable_length"),
         sends_body: v.get("sends_body").and_then(Value::as_bool) == Some(true),
+        spin: v.pointer("/rate/spin").and_then(Value::as_bool) == Some(true),
         shard: v.get("shard").and_then(parse_shard),
     };
     Ok(Part {
@@ -262,6 +293,10 @@ fn comparable_options(v: &Value, o: &Map<String, Value>) -> Map<String, Value> {
     m.insert(
         "warmup_s".into(),
         v.get("warmup_s").cloned().unwrap_or(Value::Null),
+    );
+    m.insert(
+        "spin".into(),
+        json!(v.pointer("/rate/spin").and_then(Value::as_bool) == Some(true)),
     );
     if let Some(s) = v.get("shard").filter(|s| !s.is_null()) {
         for k in ["count", "requests_total", "rate_total", "duration_s"] {
@@ -296,6 +331,8 @@ pub fn merge(parts: &[Part]) -> RunResult {
     m.totals = Counts::default();
     m.hist = Histograms::default();
     m.shard = None;
+    m.drain = None;
+    m.spin = parts.iter().all(|p| p.result.spin);
     m.pinning = format!("{} runs merged", parts.len());
     let (mut conc, mut workers, mut opened, mut target) = (0, 0, 0, 0.0);
     for p in parts {
@@ -312,11 +349,19 @@ pub fn merge(parts: &[Part]) -> RunResult {
         target += r.target_rate().unwrap_or(0.0);
         m.totals.add(&r.totals);
         m.hist.add(&r.hist);
+        if let Some(d) = r.drain {
+            // The shards drain side by side: in flight summed, the drain as long as the longest.
+            let acc = m.drain.get_or_insert_with(Drain::default);
+            acc.in_flight += d.in_flight;
+            acc.took = acc.took.max(d.took);
+        }
         for url in &r.urls {
             match m.urls.iter_mut().find(|x| x.url == url.url) {
                 Some(x) => {
                     x.counts.add(&url.counts);
                     x.latency.add(&url.latency);
+                    // Same bounds and precision (see parse_url): add cannot fail.
+                    let _ = x.hist.add(&url.hist);
                     x.document_length = x.document_length.or(url.document_length);
                     x.server_software = x.server_software.take().or(url.server_software.clone());
                 }
@@ -450,6 +495,12 @@ pub fn shard_rows(parts: &[Part], merged: &RunResult) -> Vec<Value> {
                 "requests_per_second": r.rate(),
                 "p50_ms": r.hist.total.value_at_quantile(0.5) as f64 / 1000.0,
                 "p99_ms": r.hist.total.value_at_quantile(0.99) as f64 / 1000.0,
+                "unanswered": r.totals.failures.unanswered,
+                "in_flight_at_stop": r.drain.map(|d| d.in_flight),
+                "drain_s": r.drain.map(|d| d.took.as_secs_f64()),
+                "send_lateness_p99_ms": r.target_rate().map(|_| {
+                    r.hist.send_lateness.value_at_quantile(0.99) as f64 / 1000.0
+                }),
             })
         })
         .collect()
@@ -558,6 +609,7 @@ mod tests {
             started,
             ended: started + Duration::from_secs(secs),
             elapsed: Duration::from_secs(secs),
+            drain: None,
             warmup: None,
             interrupted: false,
             concurrency: c,
@@ -577,6 +629,7 @@ mod tests {
             server_software: None,
             accept_variable_length: false,
             sends_body: false,
+            spin: false,
             shard: shard.map(|(index, count)| ShardRun {
                 shard: Shard { index, count },
                 requests_total: None,

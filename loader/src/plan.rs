@@ -200,7 +200,10 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
                 .unwrap_or("application/octet-stream");
             write_header(&mut b, b"Content-Type", ct.as_bytes());
         }
-        write_header_u64(&mut b, b"Content-Length", body.len() as u64);
+        // Once: a Content-Length given with -H (validated equal to the body's) replaces ours.
+        if !has("content-length") {
+            write_header_u64(&mut b, b"Content-Length", body.len() as u64);
+        }
     }
     for (n, v) in &opts.headers {
         write_header(&mut b, n.as_bytes(), v.as_bytes());

@@ -16,7 +16,7 @@
 //!
 //! A pure function of [`RunResult`]: no I/O, no clock, so it is tested on synthetic results.
 
-use crate::stats::{LoadMode, RunResult};
+use crate::stats::{LoadMode, RunResult, URL_HIST_SIGFIG};
 use hdrhistogram::Histogram;
 use std::fmt::Write as _;
 
@@ -210,6 +210,10 @@ fn totals(s: &mut String, r: &RunResult) {
         f.length,
         f.exceptions()
     );
+    if r.drain.is_some() || f.unanswered > 0 {
+        // A failure kind ab does not have: in flight at the stop, unanswered after the drain.
+        let _ = writeln!(s, "   (Unanswered at end: {})", f.unanswered);
+    }
     let _ = writeln!(s, "Write errors:           {}", f.write);
     let _ = writeln!(s, "Non-2xx responses:      {}", t.non_2xx);
     let _ = writeln!(s, "Keep-Alive requests:    {}", t.keep_alive);
@@ -303,11 +307,46 @@ fn rate(s: &mut String, r: &RunResult, target: f64) {
         );
         percentile_table(s, &r.hist.uncorrected);
     }
+    lateness(s, r);
     s.push('\n');
 }
 
+/// `--rate`: the generator's own send lateness, and a warning when it is a noticeable part
+/// of the corrected latency.
+fn lateness(s: &mut String, r: &RunResult) {
+    let late = &r.hist.send_lateness;
+    let pacing = if r.spin {
+        "--spin: busy-polled to each send time"
+    } else {
+        "timer, woken a tick early (--spin paces exactly, for a core)"
+    };
+    if late.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nSend lateness: none measured (no send waited for its time; pacing: {pacing})"
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "\nSend lateness (ms, actual minus intended send time, {} sends that waited for \
+             their time; the generator's own delay, inside the corrected figures; pacing: \
+             {pacing})",
+            late.len()
+        );
+        percentile_rows(s, late, "latest send");
+    }
+    if let Some(p99) = r.late_sender() {
+        let _ = writeln!(
+            s,
+            "WARNING: the generator sent late: corrected latency includes up to {:.3} ms of \
+             its own delay; see --spin",
+            ms(p99 as f64)
+        );
+    }
+}
+
 /// http_load's connect and first-response times and bad byte counts, wrk's socket errors,
-/// the status codes, what was abandoned.
+/// the status codes, the drain at the stop.
 fn extras(s: &mut String, r: &RunResult) {
     let t = &r.totals;
     let f = &t.failures;
@@ -350,8 +389,15 @@ fn extras(s: &mut String, r: &RunResult) {
             let _ = writeln!(s, "  code {code} -- {n}");
         }
     }
-    if t.abandoned > 0 {
-        let _ = writeln!(s, "In flight at the end (not counted): {}", t.abandoned);
+    if let Some(d) = &r.drain {
+        let _ = writeln!(
+            s,
+            "In flight at the stop:  {} (drained in {:.3} ms: answered ones counted, {} \
+             unanswered; the load period and the rates end at the stop)",
+            d.in_flight,
+            d.took.as_secs_f64() * 1000.0,
+            f.unanswered
+        );
     }
 }
 
@@ -406,6 +452,11 @@ fn run_context(s: &mut String, r: &RunResult) {
 
 /// ab's percentile table, extended with 99.9 and 99.99, then the longest request.
 fn percentile_table(s: &mut String, h: &Histogram<u64>) {
+    percentile_rows(s, h, "longest request");
+}
+
+/// The percentile rows, the 100 % row labelled `last`.
+fn percentile_rows(s: &mut String, h: &Histogram<u64>, last: &str) {
     for &p in PERCENTILES {
         let _ = writeln!(
             s,
@@ -414,12 +465,7 @@ fn percentile_table(s: &mut String, h: &Histogram<u64>) {
             ms(h.value_at_percentile(p) as f64)
         );
     }
-    let _ = writeln!(
-        s,
-        " {:>7} {:>9.3} (longest request)",
-        "100%",
-        ms(h.max() as f64)
-    );
+    let _ = writeln!(s, " {:>7} {:>9.3} ({last})", "100%", ms(h.max() as f64));
 }
 
 /// The per-URL breakdown (with `--urls`).
@@ -445,6 +491,30 @@ fn url_table(s: &mut String, r: &RunResult) {
             ms(u.latency.mean_us()),
             ms(u.latency.min() as f64),
             ms(u.latency.max_us as f64),
+            u.url
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nPer-URL percentiles (ms, total time; {URL_HIST_SIGFIG} significant digits):"
+    );
+    let _ = writeln!(
+        s,
+        "  {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}  URL",
+        "50%", "90%", "99%", "99.9%", "100%", "Count"
+    );
+    for u in &r.urls {
+        let h = &u.hist;
+        let at = |p: f64| ms(h.value_at_percentile(p) as f64);
+        let _ = writeln!(
+            s,
+            "  {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9}  {}",
+            at(50.0),
+            at(90.0),
+            at(99.0),
+            at(99.9),
+            ms(h.max() as f64),
+            h.len(),
             u.url
         );
     }

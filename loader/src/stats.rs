@@ -9,8 +9,11 @@
 //!   as ab counts it in both "Complete requests" and "Failed requests". With `-l` it is not
 //!   counted at all. http_load's "bad byte counts" is the same figure.
 //! - Non-2xx responses are completed responses (counted in `non_2xx` and per status).
-//! - With `-d`, requests still in flight at the deadline are neither completed nor failed
-//!   (wrk's semantics); they are reported as `abandoned`.
+//! - At the end of a timed run (`-d`, or Ctrl-C) no new request starts and the requests in
+//!   flight are drained: answered within `--timeout`, they are completed (and recorded) like
+//!   any other; still unanswered then, they fail as `unanswered` ("unanswered at end"). No
+//!   attempt is dropped, so the slowest requests, which are the ones in flight at the end,
+//!   stay in the percentiles, and the counts match the server's.
 //! - Histograms are in microseconds, 3 significant digits, 1 µs .. 1 h (larger values saturate).
 //!
 //! Live progress reads [`LiveCounters`] (single-writer `Counter`s) while the run goes; the
@@ -59,12 +62,16 @@ pub struct Failures {
     pub parse: u64,
     /// Completed responses whose body length differed from the URL's first response (0 with -l).
     pub length: u64,
+    /// In flight when the run ended and still unanswered when the drain ended (`--timeout`
+    /// after the deadline or Ctrl-C).
+    pub unanswered: u64,
 }
 
 impl Failures {
-    /// ab's "Failed requests": connect + receive + length + exceptions (write errors apart).
+    /// ab's "Failed requests": connect + receive + length + exceptions (write errors apart),
+    /// and the requests left unanswered at the end of the drain (ab has no such end).
     pub fn ab_failed(&self) -> u64 {
-        self.connect + self.receive() + self.length + self.exceptions()
+        self.connect + self.receive() + self.length + self.exceptions() + self.unanswered
     }
     /// ab's "Receive" column: read errors and malformed responses.
     pub fn receive(&self) -> u64 {
@@ -76,7 +83,7 @@ impl Failures {
     }
     /// Attempts that ended without a complete response.
     pub fn not_completed(&self) -> u64 {
-        self.connect + self.read + self.write + self.timeout + self.parse
+        self.connect + self.read + self.write + self.timeout + self.parse + self.unanswered
     }
     /// Every failure counted, length failures included.
     pub fn total(&self) -> u64 {
@@ -89,13 +96,14 @@ impl Failures {
         self.timeout += o.timeout;
         self.parse += o.parse;
         self.length += o.length;
+        self.unanswered += o.unanswered;
     }
 }
 
 /// Counts kept per URL (and summed for the run).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Requests started (each ends completed, failed, or abandoned at the `-d` deadline).
+    /// Requests started (each ends completed or failed, exactly once).
     pub attempts: u64,
     /// Complete responses, whatever their status (length failures included, as in ab).
     pub completed: u64,
@@ -112,8 +120,6 @@ pub struct Counts {
     pub body_bytes: u64,
     /// Request bytes written.
     pub bytes_sent: u64,
-    /// Requests in flight when the `-d` deadline (or Ctrl-C) ended the run: not counted.
-    pub abandoned: u64,
     /// Completed responses per status code; small (usually one entry), searched linearly.
     pub status: Vec<(u16, u64)>,
 }
@@ -139,7 +145,6 @@ impl Counts {
         self.bytes_received += o.bytes_received;
         self.body_bytes += o.body_bytes;
         self.bytes_sent += o.bytes_sent;
-        self.abandoned += o.abandoned;
         for &(s, n) in &o.status {
             match self.status.iter_mut().find(|e| e.0 == s) {
                 Some(e) => e.1 += n,
@@ -155,7 +160,7 @@ impl Counts {
     }
 }
 
-/// Latency summary kept per URL (a histogram per URL per worker would cost ~190 KB each).
+/// Latency summary kept per URL, beside its histogram ([`UrlStats::hist`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct LatencySummary {
     pub count: u64,
@@ -207,11 +212,48 @@ impl LatencySummary {
     }
 }
 
+/// Precision of the per-URL histograms: 2 significant digits (values within 1 %), so one
+/// is ~26 KiB where the run's 3-digit ones are ~190 KiB: a `--urls` file of a thousand URLs
+/// costs 26 MiB per worker, not 190.
+pub const URL_HIST_SIGFIG: u8 = 2;
+
+/// A per-URL latency histogram (µs, 1 µs .. 1 h, [`URL_HIST_SIGFIG`] digits).
+pub fn new_url_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIST_MAX_US, URL_HIST_SIGFIG)
+        .expect("constant histogram bounds are valid")
+}
+
 /// One worker's figures for one URL.
 #[derive(Debug, Clone, Default)]
 pub struct UrlStats {
     pub counts: Counts,
     pub latency: LatencySummary,
+    /// Total time per request for this URL (as `Histograms::total`); allocated by the
+    /// URL's first response, once per worker, so URLs never answered cost nothing.
+    pub hist: Option<Histogram<u64>>,
+}
+
+impl UrlStats {
+    /// Record one completed request's total time.
+    #[inline]
+    pub fn record(&mut self, us: u64) {
+        self.latency.record(us);
+        record(self.hist.get_or_insert_with(new_url_histogram), us);
+    }
+
+    pub fn add(&mut self, o: &UrlStats) {
+        self.counts.add(&o.counts);
+        self.latency.add(&o.latency);
+        if let Some(h) = &o.hist {
+            // Same bounds everywhere: add cannot fail.
+            let _ = self.hist.get_or_insert_with(new_url_histogram).add(h);
+        }
+    }
+
+    /// This URL's histogram (empty when it never completed).
+    pub fn histogram(&self) -> Histogram<u64> {
+        self.hist.clone().unwrap_or_else(new_url_histogram)
+    }
 }
 
 /// ab's Connection Times and the latency histograms, per worker and merged.
@@ -231,6 +273,11 @@ pub struct Histograms {
     pub waiting: Histogram<u64>,
     /// One entry per connection opened: its connect time (http_load's msecs/connect).
     pub connect_per_connection: Histogram<u64>,
+    /// `--rate`: for each send that waited for its intended time, how late it went out
+    /// (actual send time minus intended send time; 0 when early). The generator's own delay
+    /// (timer and thread wake-up), which the corrected figures include: a send delayed by a
+    /// busy connection (the server's slowness) is not in here.
+    pub send_lateness: Histogram<u64>,
 }
 
 impl Default for Histograms {
@@ -242,6 +289,7 @@ impl Default for Histograms {
             processing: new_histogram(),
             waiting: new_histogram(),
             connect_per_connection: new_histogram(),
+            send_lateness: new_histogram(),
         }
     }
 }
@@ -255,6 +303,7 @@ impl Histograms {
         let _ = self.processing.add(&o.processing);
         let _ = self.waiting.add(&o.waiting);
         let _ = self.connect_per_connection.add(&o.connect_per_connection);
+        let _ = self.send_lateness.add(&o.send_lateness);
     }
 
     pub fn reset(&mut self) {
@@ -264,6 +313,7 @@ impl Histograms {
         self.processing.reset();
         self.waiting.reset();
         self.connect_per_connection.reset();
+        self.send_lateness.reset();
     }
 }
 
@@ -294,7 +344,11 @@ impl Measurements {
     /// Forget everything measured so far (end of --warmup).
     pub fn reset(&mut self) {
         for u in self.urls.iter_mut() {
-            *u = UrlStats::default();
+            u.counts = Counts::default();
+            u.latency = LatencySummary::default();
+            if let Some(h) = &mut u.hist {
+                h.reset();
+            }
         }
         self.hist.reset();
         self.connections_opened = 0;
@@ -331,6 +385,19 @@ pub struct UrlResult {
     pub server_software: Option<String>,
     pub counts: Counts,
     pub latency: LatencySummary,
+    /// Total time per request for this URL ([`URL_HIST_SIGFIG`] digits).
+    pub hist: Histogram<u64>,
+}
+
+/// The end of a timed run: how many requests were in flight when sending stopped, and how
+/// long they took to drain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Drain {
+    /// Measured requests started and not yet answered when sending stopped (the deadline or
+    /// Ctrl-C), a connect or a write of theirs possibly still to come.
+    pub in_flight: u64,
+    /// From the stop to the last answer (or to `--timeout`, when some stayed unanswered).
+    pub took: Duration,
 }
 
 /// How the load was driven.
@@ -348,8 +415,11 @@ pub struct RunResult {
     /// Wall-clock time measurement started (after any warm-up) and ended.
     pub started: SystemTime,
     pub ended: SystemTime,
-    /// Measured time: from the start of measurement to the last worker's end.
+    /// The load period: from the start of measurement to the stop (the `-d` deadline or
+    /// Ctrl-C), or to the last response of a `-n` run. The drain after a stop is not in it.
     pub elapsed: Duration,
+    /// The drain after a stop (`None`: the run ended by `-n`, nothing was left to drain).
+    pub drain: Option<Drain>,
     /// Warm-up load run before measuring (not in any figure).
     pub warmup: Option<Duration>,
     /// The run was cut short by Ctrl-C.
@@ -382,12 +452,15 @@ pub struct RunResult {
     pub accept_variable_length: bool,
     /// The requests carried a body (`--body`): ab's "Total body sent" and sent rates apply.
     pub sends_body: bool,
+    /// `--spin`: the workers busy-polled the clock instead of sleeping until each send.
+    pub spin: bool,
     /// `--shard`: this run was one part of a larger load (`loader merge` adds the parts).
     pub shard: Option<crate::shard::ShardRun>,
 }
 
 impl RunResult {
-    /// Requests per second over the measured time.
+    /// Requests per second over the load period (drained requests included: they were sent
+    /// in it).
     pub fn rate(&self) -> f64 {
         let s = self.elapsed.as_secs_f64();
         if s > 0.0 {
@@ -415,6 +488,18 @@ impl RunResult {
             0.0
         };
         Some(achieved >= target * 0.95)
+    }
+
+    /// With --rate: the send lateness p99 (µs) when it exceeds a tenth of the corrected p99,
+    /// that is when the corrected figures carry a noticeable part of the generator's own delay.
+    pub fn late_sender(&self) -> Option<u64> {
+        self.target_rate()?;
+        let late = &self.hist.send_lateness;
+        if late.is_empty() || self.hist.total.is_empty() {
+            return None;
+        }
+        let p99 = late.value_at_quantile(0.99);
+        (p99 as f64 > self.hist.total.value_at_quantile(0.99) as f64 / 10.0).then_some(p99)
     }
 
     /// http_load's "bad byte counts" (the length failures).

@@ -7,9 +7,14 @@
 //! attempts of the workers before it: together the workers walk one round-robin sequence, so
 //! every URL gets its exact share.
 //!
-//! `-d`: at the deadline no new attempt starts and the attempts in flight are abandoned
-//! (wrk's semantics: neither completed nor failed; counted as `abandoned`). The same happens
-//! on Ctrl-C. A `-n` run without `-d` lets every attempt finish (or time out).
+//! `-d`: at the deadline no new attempt starts, and the attempts in flight are drained: each
+//! worker waits up to `--timeout` for their answers (less when nothing is left in flight),
+//! counts and records them like any other, and counts what is still unanswered then as failed
+//! ("unanswered at end"). wrk abandons them instead, which drops exactly the requests that
+//! waited longest (the tail goes missing) and leaves its counts below the server's. Ctrl-C
+//! stops the same way (a second Ctrl-C exits at once). The load period, which the rates are
+//! computed over, ends at the stop; the drain is reported apart. A `-n` run lets every
+//! attempt finish (or time out).
 //!
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
 //! after it; the figures start from zero when it ends and `-n` counts from there.
@@ -19,7 +24,7 @@ use crate::engine::{Engine, Fail, Tickets};
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr;
 use crate::stats::{
-    Counts, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult, UrlStats,
+    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult, UrlStats,
 };
 use crate::{LoadError, RunOptions};
 use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
@@ -75,13 +80,19 @@ struct Common {
     measure_start: Instant,
     deadline: Option<Instant>,
     sources: Vec<IpAddr>,
+    /// Ctrl-C, read directly by a `--spin` worker (whose timers, and so the runtime's own
+    /// watch of this flag, never fire).
+    stop: Arc<ShutdownFlag>,
     /// `--hdr-log`: where each worker's interval histograms go.
     hdr: Option<crate::hdrlog::Sink>,
 }
 
 struct WorkerDone {
     stats: Measurements,
+    /// The end of the load period: the stop, or the last response of a `-n` run.
     ended: Instant,
+    /// The drain after a stop.
+    drain: Option<Drain>,
 }
 
 /// Run the load described by `opts` (blocking). `stop` ends it early (Ctrl-C): the result
@@ -103,6 +114,12 @@ pub fn run_with_progress(
     let n_workers = opts.runtime.workers.min(opts.connections).max(1);
     let mut cfg = opts.runtime.clone();
     cfg.workers = n_workers;
+    if opts.spin {
+        // io_uring's fast setup posts completions when the thread enters the kernel to wait
+        // for them, which a spinning thread never does: its connects would never complete.
+        // epoll is polled (without waiting) on every turn of the runtime.
+        cfg.driver = shared::runtime::DriverChoice::Epoll;
+    }
     let driver = select_driver(&cfg)?;
     let mut reqs = build_requests(opts);
     crate::plan::settle_addresses(&mut reqs);
@@ -130,6 +147,7 @@ pub fn run_with_progress(
         measure_start,
         deadline: opts.deadline().map(|d| measure_start + d),
         sources,
+        stop: stop.clone(),
         hdr: hdr.as_ref().map(|h| h.sink()),
     });
     let (tx, rx) = mpsc::channel();
@@ -248,6 +266,8 @@ struct Summed {
     sources_used: Vec<bool>,
     /// When the last worker ended (not before the measurement started).
     ended: Instant,
+    /// The workers' drains: in flight summed, the longest time.
+    drain: Option<Drain>,
 }
 
 /// Add up the workers' figures (histograms merged after the threads joined, as wrk2 does).
@@ -263,11 +283,16 @@ fn sum_workers(
         connections_opened: 0,
         sources_used: vec![false; n_sources],
         ended: measure_start,
+        drain: None,
     };
     for d in done {
         for (acc, u) in s.urls.iter_mut().zip(&d.stats.urls) {
-            acc.counts.add(&u.counts);
-            acc.latency.add(&u.latency);
+            acc.add(u);
+        }
+        if let Some(dd) = d.drain {
+            let acc = s.drain.get_or_insert_with(Drain::default);
+            acc.in_flight += dd.in_flight;
+            acc.took = acc.took.max(dd.took);
         }
         s.hist.add(&d.stats.hist);
         s.connections_opened += d.stats.connections_opened;
@@ -298,6 +323,7 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         connections_opened,
         sources_used,
         ended,
+        drain,
     } = summed;
     if opts.rate.is_none() {
         hist.uncorrected = hist.total.clone();
@@ -316,6 +342,7 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         started: facts.started,
         ended: facts.started + elapsed,
         elapsed,
+        drain,
         warmup: opts.warmup,
         interrupted: facts.interrupted,
         concurrency: opts.connections,
@@ -338,12 +365,14 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         source_addresses: sources_used.iter().filter(|&&b| b).count(),
         accept_variable_length: opts.accept_variable_length,
         sends_body: opts.body.is_some(),
+        spin: opts.spin,
         shard: opts.shard,
     }
 }
 
 /// One URL's line of the result.
 fn url_result(r: &Request, u: UrlStats) -> UrlResult {
+    let hist = u.histogram();
     let mut counts = u.counts;
     counts.status.sort_unstable();
     UrlResult {
@@ -353,6 +382,7 @@ fn url_result(r: &Request, u: UrlStats) -> UrlResult {
         path: r.target.path.clone(),
         document_length: r.document_length.get().copied(),
         server_software: r.server.get().cloned(),
+        hist,
         counts,
         latency: u.latency,
     }
@@ -379,13 +409,15 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         ctx.id,
     ));
     let end = Shutdown::new();
-    let by_deadline = watch_end(&w, &end, &ctx, common.deadline);
+    if w.spin {
+        monoio::spawn(conn::spin_ticker());
+    }
     if opts.warmup.is_some() {
         let (w, end) = (w.clone(), end.clone());
         let at = common.measure_start;
         monoio::spawn(async move {
             monoio::select! {
-                _ = monoio::time::sleep_until(at.into()) => w.start_measuring(),
+                _ = conn::pause_until(at, w.spin) => w.start_measuring(),
                 _ = end.wait() => {},
             }
         });
@@ -395,54 +427,118 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         monoio::spawn(h.clone().tick(w.clone()));
     }
     let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
+    let all = Rc::new(all);
+    let stopped = watch_end(&w, &end, &ctx, &common, all.clone());
     monoio::spawn(conn::monitor(
-        Rc::new(all),
+        all,
         end.clone(),
         conn::monitor_tick(opts.timeout),
+        w.spin,
     ));
     for h in handles {
         h.await;
     }
-    let mut ended = Instant::now();
-    if by_deadline.get() {
-        if let Some(d) = common.deadline {
-            ended = ended.min(d);
-        }
-    }
+    let now = Instant::now();
+    let (ended, drain) = match stopped.get() {
+        Some(stop) => (
+            stop.at,
+            Some(Drain {
+                in_flight: stop.in_flight,
+                took: now.saturating_duration_since(stop.at),
+            }),
+        ),
+        None => (now, None),
+    };
+    // After the drain: the last interval holds the drained responses too, so the log's
+    // intervals add up to the run's complete requests.
     if let Some(h) = &hdr {
         h.last(&w);
     }
     let stats = w.take_measurements();
-    let _ = tx.send(WorkerDone { stats, ended });
+    let _ = tx.send(WorkerDone {
+        stats,
+        ended,
+        drain,
+    });
 }
 
-/// The end of the run: the deadline or Ctrl-C stops the tickets and fires `end`. The cell
-/// says whether it was the deadline.
+/// When and how a worker stopped sending.
+#[derive(Debug, Clone, Copy)]
+struct Stopped {
+    /// The deadline (when it ended the run; the timer fires a little after it) or Ctrl-C.
+    at: Instant,
+    /// Measured attempts in flight then.
+    in_flight: u64,
+}
+
+/// The end of the run: the deadline or Ctrl-C stops the tickets, counts what is in flight
+/// and cuts the slots with nothing in flight (waiting for a send time); `--timeout` later
+/// (the drain) fires `end`, which cuts the rest. The cell says when it stopped.
 fn watch_end(
     w: &Rc<Engine>,
     end: &Shutdown,
     ctx: &WorkerCtx,
-    deadline: Option<Instant>,
-) -> Rc<Cell<bool>> {
-    let by_deadline = Rc::new(Cell::new(false));
-    let (w, end, sd, flag) = (
+    common: &Common,
+    slots: Rc<Vec<Rc<Slot>>>,
+) -> Rc<Cell<Option<Stopped>>> {
+    let stopped = Rc::new(Cell::new(None));
+    let (w, end, sd, cell) = (
         w.clone(),
         end.clone(),
         ctx.shutdown.clone(),
-        by_deadline.clone(),
+        stopped.clone(),
     );
+    let (deadline, flag) = (common.deadline, common.stop.clone());
+    let timeout = common.opts.timeout;
     monoio::spawn(async move {
-        match deadline {
-            Some(d) => monoio::select! {
-                _ = monoio::time::sleep_until(d.into()) => flag.set(true),
-                _ = sd.wait() => {},
-            },
-            None => sd.wait().await,
-        }
+        let by_deadline = if w.spin {
+            spin_until_end(deadline, &flag).await
+        } else {
+            match deadline {
+                Some(d) => monoio::select! {
+                    _ = monoio::time::sleep_until(d.into()) => true,
+                    _ = sd.wait() => false,
+                },
+                None => {
+                    sd.wait().await;
+                    false
+                }
+            }
+        };
+        let now = Instant::now();
+        let at = match deadline {
+            Some(d) if by_deadline => now.min(d),
+            _ => now,
+        };
         w.stop();
+        let in_flight = slots.iter().map(|s| s.measured_in_flight()).sum();
+        cell.set(Some(Stopped { at, in_flight }));
+        for s in slots.iter() {
+            if s.inflight.borrow().is_empty() {
+                s.cut(Cut::End);
+            }
+        }
+        conn::pause_until(now + timeout, w.spin).await;
         end.fire();
     });
-    by_deadline
+    stopped
+}
+
+/// [`watch_end`]'s wait with `--spin`: the deadline by the clock, Ctrl-C by its flag (checked
+/// every few milliseconds). Returns whether the deadline came first.
+async fn spin_until_end(deadline: Option<Instant>, flag: &ShutdownFlag) -> bool {
+    const CHECK: Duration = Duration::from_millis(5);
+    loop {
+        let now = Instant::now();
+        if deadline.is_some_and(|d| now >= d) {
+            return true;
+        }
+        if flag.is_set() {
+            return false;
+        }
+        let next = deadline.map_or(now + CHECK, |d| d.min(now + CHECK));
+        conn::pause_until(next, true).await;
+    }
 }
 
 /// One task per connection slot, first connects staggered.
@@ -481,12 +577,15 @@ fn spawn_slots(
 async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
     if !delay.is_zero() {
         monoio::select! {
-            _ = monoio::time::sleep(delay) => {},
+            _ = conn::pause_until(Instant::now() + delay, w.spin) => {},
             _ = end.wait() => return,
         }
         slot.now.set(Instant::now());
     }
     loop {
+        if w.is_stopped() && slot.inflight.borrow().is_empty() {
+            return; // stopped while it waited to start or after a timeout: nothing to drain
+        }
         let drive = conn::drive(&w, &slot);
         let drive = std::pin::pin!(drive);
         let cut = Guarded {
@@ -508,7 +607,7 @@ async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration)
                 slot.now.set(Instant::now());
             }
             Some(Cut::End) => {
-                slot.fail_all(&w, Fail::Abandoned);
+                slot.fail_all(&w, Fail::Unanswered);
                 return;
             }
         }
@@ -565,7 +664,7 @@ mod tests {
         c.attempts += 1;
         c.completed += 1;
         c.count_status(status);
-        m.urls[url].latency.record(latency_us);
+        m.urls[url].record(latency_us);
         record(&mut m.hist.total, latency_us);
         m.connections_opened = 1;
         if let Some(i) = source {
@@ -581,10 +680,18 @@ mod tests {
             WorkerDone {
                 stats: measured(0, 404, 100, Some(0)),
                 ended: t0 + Duration::from_millis(5),
+                drain: Some(Drain {
+                    in_flight: 2,
+                    took: Duration::from_millis(3),
+                }),
             },
             WorkerDone {
                 stats: measured(0, 200, 300, Some(2)),
                 ended: t0 + Duration::from_millis(9),
+                drain: Some(Drain {
+                    in_flight: 1,
+                    took: Duration::from_millis(7),
+                }),
             },
         ];
         let s = sum_workers(&done, 2, 3, t0);
@@ -598,6 +705,13 @@ mod tests {
         assert_eq!(s.connections_opened, 2);
         assert_eq!(s.sources_used, vec![true, false, true]);
         assert_eq!(s.ended, t0 + Duration::from_millis(9));
+        // In flight summed, the longest drain.
+        let want = Drain {
+            in_flight: 3,
+            took: Duration::from_millis(7),
+        };
+        assert_eq!(s.drain, Some(want));
+        assert_eq!(s.urls[0].histogram().len(), 2);
         // No worker: the run ends where the measurement started.
         assert_eq!(sum_workers(&[], 2, 0, t0).ended, t0);
 

@@ -10,7 +10,8 @@
 pub use crate::config::Error as CliError;
 
 use crate::config::schema::{
-    self, parse_listen, split_upstream, FileConfig, GroupEntry, ServerEntry,
+    self, parse_listen, split_upstream, FileConfig, GroupEntry, RouteEntry, ServerEntry,
+    StaticEntry,
 };
 use crate::config::{
     resolve, Balance, Config, Edit, HeaderSlot, Overrides, ProxyLimits, TimeoutSlot, Timeouts,
@@ -34,6 +35,7 @@ const ABOUT: &str = "An io_uring, thread-per-core HTTP/1.1 reverse proxy.";
 
 const AFTER_HELP: &str = "\
 Quick mode:  proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream 127.0.0.1:9002
+Files:       proxy --listen 127.0.0.1:8080 --static ./www
 File mode:   proxy --config proxy.toml   (flags given as well override the file)
 Check:       proxy --check-config proxy.toml
 Durations: 500ms, 3s, 2m (a bare number is seconds). Sizes: 512, 32KiB, 1MiB, 1GiB.
@@ -52,6 +54,10 @@ pub struct Args {
     /// Upstream server, IP:PORT, [IPv6]:PORT or HOST:PORT resolved at start (repeatable) [default: none]
     #[arg(long, value_name = "ADDR", value_parser = upstream_syntax, conflicts_with_all = ["config", "check_config"])]
     pub upstream: Vec<String>,
+
+    /// Serve the files of this directory (quick mode without upstreams; no directory listings) [default: none]
+    #[arg(long = "static", value_name = "DIR", conflicts_with_all = ["upstream", "config", "check_config"])]
+    pub static_dir: Option<PathBuf>,
 
     /// Read the configuration from a TOML file; flags given as well override it [default: none]
     #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
@@ -242,14 +248,26 @@ impl Cli {
 
     fn quick_mode(&self) -> Result<FileConfig, CliError> {
         let a = &self.args;
-        if a.listen.is_empty() && a.upstream.is_empty() {
+        if a.listen.is_empty() && a.upstream.is_empty() && a.static_dir.is_none() {
             return Err(CliError::Usage(
-                "nothing to do: give --listen ADDR and --upstream ADDR, or --config FILE (see --help)"
+                "nothing to do: give --listen ADDR and --upstream ADDR (or --static DIR), \
+                 or --config FILE (see --help)"
                     .into(),
             ));
         }
         if a.listen.is_empty() {
             return Err(CliError::Usage("no --listen address given".into()));
+        }
+        if let Some(dir) = &a.static_dir {
+            // One route, `/`, served from the directory (relative to the working directory).
+            let site = StaticEntry {
+                root: dir.clone(),
+                index: schema::default_index(),
+            };
+            return Ok(FileConfig {
+                route: vec![unspanned(RouteEntry::new(None, Some(site)))],
+                ..FileConfig::default()
+            });
         }
         if a.upstream.is_empty() {
             return Err(CliError::Usage("no --upstream server given".into()));
@@ -354,7 +372,8 @@ where
 pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Option<i32> {
     let file = cli.check_file()?.display().to_string();
     Some(match result {
-        Ok(_) => {
+        Ok(cfg) => {
+            print_warnings(cfg);
             eprintln!("proxy: configuration file {file} test is successful");
             0
         }
@@ -364,6 +383,14 @@ pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Opti
             2
         }
     })
+}
+
+/// The configuration's warnings on stderr, as nginx prints `[warn]` lines.
+pub fn print_warnings(cfg: &Config) {
+    use std::io::Write;
+    for w in crate::config::warnings(cfg) {
+        let _ = writeln!(std::io::stderr(), "proxy: warning: {w}");
+    }
 }
 
 #[cfg(test)]
@@ -404,7 +431,7 @@ mod tests {
             (
                 c.routes[0].host.as_deref(),
                 c.routes[0].path_prefix.as_str(),
-                c.routes[0].group
+                c.routes[0].action.group().unwrap()
             ),
             (None, "/", 0)
         );

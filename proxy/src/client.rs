@@ -1,4 +1,5 @@
-//! One client connection: read a request head, hand it to the exchange, repeat.
+//! One client connection: read a request head, hand it to its route's action (the exchange
+//! for a proxied route, the answer for a `return`, the file server for a `static`), repeat.
 //!
 //! - The first head (and any head once its first byte arrived) must arrive within the header
 //!   timeout (408 if part of it came, a quiet close if nothing did); between requests the idle
@@ -11,9 +12,10 @@
 //!   it is still sending).
 //! - Nothing is logged per request: errors are counted.
 
+use crate::config::Action;
 use crate::error::{Fault, ProxyError};
 use crate::exchange::{self, Next};
-use crate::forward::{prepare_request, IpText, RequestInfo};
+use crate::forward::{prepare_request, Dispatch, IpText, RequestInfo};
 use crate::io::{read_more, write_all, IoFail};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
@@ -108,7 +110,16 @@ async fn requests(c: &mut ClientConn) -> End {
         };
         first = false;
         w.stats.requests.incr();
-        match exchange::run(c, info).await {
+        let next = match info.dispatch {
+            Dispatch::Proxy { group } => exchange::run(c, info, group).await,
+            Dispatch::Answered { skip, close } => crate::answer::send(c, &info, skip, close).await,
+            Dispatch::Static { route, query } => match &w.cfg.routes[route].action {
+                Action::Static(site) => crate::static_files::serve(c, site, &info, &query).await,
+                // Dispatch::Static is made for static routes only.
+                _ => Next::Close,
+            },
+        };
+        match next {
             Next::KeepAlive => {}
             Next::Close => return End::Close,
             Next::Finished => return End::Finished,

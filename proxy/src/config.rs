@@ -17,6 +17,7 @@
 //! check (a value parser on the field, or a step in `resolve`), `proxy.example.toml` (a test
 //! fails if a key is missing from it), and a test.
 
+pub mod cache;
 pub mod schema;
 
 mod resolve;
@@ -49,13 +50,35 @@ pub struct Config {
     pub listeners: Vec<Listener>,
     pub groups: Vec<UpstreamGroup>,
     /// Routes in file order; matching picks the longest path prefix among those whose host
-    /// matches (exact host before the default `host = None`).
+    /// matches (exact host, then wildcards from the most specific, then `host = None`).
     pub routes: Vec<Route>,
     pub timeouts: Timeouts,
     pub headers: HeaderOptions,
     pub limits: ProxyLimits,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
+}
+
+/// What is worth saying at start but does not stop it: a static root that is not a
+/// directory (yet; its requests get 404 until it is). `--check-config` and the start-up
+/// print these, as nginx prints `[warn]` lines.
+pub fn warnings(cfg: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, r) in cfg.routes.iter().enumerate() {
+        if let Action::Static(site) = &r.action {
+            if !site.root.is_dir() {
+                out.push(format!(
+                    "{}: route[{i}] ({} {}): static root {} is not a directory (yet): \
+                     its requests get 404 until it is",
+                    cfg.source,
+                    r.host.as_deref().unwrap_or("any host"),
+                    r.path_prefix,
+                    site.root.display()
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The checks every configuration passes before it is used, however it was built (the file
@@ -75,9 +98,6 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
                 l.addr
             ));
         }
-    }
-    if cfg.groups.is_empty() {
-        return Err("no upstream group".into());
     }
     for g in &cfg.groups {
         if g.servers.is_empty() {
@@ -115,11 +135,15 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     if cfg.routes.is_empty() {
         return Err("no route".into());
     }
-    if let Some(r) = cfg.routes.iter().find(|r| r.group >= cfg.groups.len()) {
-        return Err(format!(
-            "route {} names group #{} which does not exist",
-            r.path_prefix, r.group
-        ));
+    for r in &cfg.routes {
+        if let Action::Proxy { group } = r.action {
+            if group >= cfg.groups.len() {
+                return Err(format!(
+                    "route {} names group #{group} which does not exist",
+                    r.path_prefix
+                ));
+            }
+        }
     }
     if let Some(r) = cfg.routes.iter().find(|r| !r.path_prefix.starts_with('/')) {
         return Err(format!(
@@ -224,8 +248,29 @@ pub struct Route {
     pub host: Option<String>,
     /// Path prefix, e.g. `/` or `/api/`.
     pub path_prefix: String,
-    /// Index into `Config::groups`.
-    pub group: usize,
+    pub action: Action,
+}
+
+/// What a route does with the requests it matches; the client loop matches on it once per
+/// request (through `forward::Dispatch`).
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Forward to the upstream group at this index of `Config::groups`.
+    Proxy { group: usize },
+    /// Answer with a response the proxy writes itself (nginx's `return`).
+    Return(crate::answer::ReturnAction),
+    /// Serve files from a directory (nginx's `root`).
+    Static(crate::static_files::StaticSite),
+}
+
+impl Action {
+    /// The group of a proxying route.
+    pub fn group(&self) -> Option<usize> {
+        match self {
+            Action::Proxy { group } => Some(*group),
+            _ => None,
+        }
+    }
 }
 
 /// `[timeouts]`, read straight from the file. Every one must be greater than zero except

@@ -115,6 +115,8 @@ fn connect_error(e: &std::io::Error) -> ProxyError {
 /// What every attempt sends.
 struct Plan<'r> {
     req: &'r RequestInfo,
+    /// The upstream group.
+    group: usize,
     /// Bytes of `uout` taken by the upstream head before the per-attempt Host field and the
     /// final CRLF.
     head_len: usize,
@@ -137,7 +139,7 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 }
 
 /// One exchange: attempts until a server answers, then its response relayed.
-pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
+pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let w = c.w.clone();
     c.cin.advance(req.head_len);
     let inline = match req.body {
@@ -149,6 +151,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
     };
     let plan = Plan {
         req: &req,
+        group,
         head_len: c.uout.len(),
         inline,
     };
@@ -170,7 +173,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo) -> Next {
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
     }
-    relay_response(c, a, req.group).await
+    relay_response(c, a, group).await
 }
 
 /// Attempts, server after server, until one answers or none is left. Every failed attempt
@@ -180,7 +183,7 @@ async fn attempts<'w>(
     w: &'w ProxyWorker,
     plan: &Plan<'_>,
 ) -> Result<Answered<'w>, Unanswered> {
-    let g = plan.req.group;
+    let g = plan.group;
     let group = &w.cfg.groups[g];
     let balancer = &w.balancers[g];
     let mut tried: Vec<usize> = Vec::new();
@@ -225,7 +228,7 @@ async fn attempt<'w>(
     s: usize,
     spare: &mut Option<BytesMut>,
 ) -> Attempt<'w> {
-    let g = plan.req.group;
+    let g = plan.group;
     let server = &w.cfg.groups[g].servers[s];
     let pooled = w.pools[g][s].borrow_mut().take(Instant::now());
     let mut up = match pooled {

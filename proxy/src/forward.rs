@@ -16,8 +16,10 @@
 //! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
 //! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
 
-use crate::config::HeaderOptions;
+use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
+use crate::io::offset_in;
+use crate::static_files::StaticQuery;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
@@ -49,7 +51,6 @@ pub struct RequestInfo {
     pub expect_continue: bool,
     pub websocket: bool,
     pub head_len: usize,
-    pub group: usize,
     /// The upstream head (in the caller's buffer) already has its Host field; otherwise
     /// the server's name is written per attempt.
     pub host_written: bool,
@@ -57,6 +58,53 @@ pub struct RequestInfo {
     /// included, when its head was parsed: a graceful shutdown still serves them, so this
     /// response keeps the connection open.
     pub pipelined: bool,
+    /// What the route's action does with the request, decided once.
+    pub dispatch: Dispatch,
+    /// The request target as received, in the client buffer (valid until the exchange
+    /// consumes the head): for a cache key.
+    #[allow(dead_code)] // kept for the response cache (the next issue), which keys on it
+    pub target: Span,
+    /// The authority (absolute-form target, else Host), in the client buffer likewise.
+    #[allow(dead_code)] // likewise
+    pub authority: Option<Span>,
+}
+
+/// What a routed request leads to: one match per request in the client loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dispatch {
+    /// Forward to this upstream group (the upstream head is in the connection's `uout`).
+    Proxy { group: usize },
+    /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
+    /// it has not arrived whole and the connection closes); `close`: the answer said so.
+    Answered { skip: Option<usize>, close: bool },
+    /// Serve a file for the route at this index of `Config::routes`; `query` holds what
+    /// the file server needs of the head (positions in the client buffer).
+    Static { route: usize, query: StaticQuery },
+}
+
+/// Where a part of the request head lies in the client buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: u32,
+    pub len: u32,
+}
+
+impl Span {
+    /// `part` must be a sub-slice of `whole` (head parts are: heads are at most `max_head`).
+    fn of(whole: &[u8], part: &[u8]) -> Span {
+        Span {
+            start: offset_in(whole, part) as u32,
+            len: part.len() as u32,
+        }
+    }
+
+    /// The bytes in `buf` (the buffer the head was parsed from, not yet advanced).
+    #[allow(dead_code)] // likewise
+    pub fn get(self, buf: &[u8]) -> &[u8] {
+        let start = self.start as usize;
+        buf.get(start..start + self.len as usize)
+            .unwrap_or_default()
+    }
 }
 
 /// The client's address as text, formatted once per connection.
@@ -153,8 +201,10 @@ fn eq(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.eq_ignore_ascii_case(b)
 }
 
-/// Parse a request head from `buf` and write the upstream head into `out` (without the
-/// final CRLF, and without Host unless `host_written`). `Ok(None)`: the head is incomplete.
+/// Parse a request head from `buf`, route it, and prepare what its action sends: for a
+/// proxied request the upstream head in `out` (without the final CRLF, and without Host
+/// unless `host_written`); for a `return` the whole answer in `out`. `Ok(None)`: the head is
+/// incomplete.
 pub fn prepare_request(
     w: &ProxyWorker,
     buf: &[u8],
@@ -173,18 +223,17 @@ pub fn prepare_request(
             return Err(ProxyError::MethodNotSupported);
         }
         let target = origin_form(head.target);
-        let group = w
+        let route = w
             .router
             .route(head.authority, target.as_bytes())
             .ok_or(ProxyError::NoRoute)?;
-        if let (BodyKind::Length(n), Some(max)) = (head.body, w.cfg.limits.max_body) {
-            if n > max {
-                return Err(ProxyError::BodyTooLarge);
-            }
-        }
-        let websocket = head.is_websocket_upgrade();
-        let host_written = write_upstream_head(&head, &target, websocket, &w.cfg.headers, ip, out);
-        Ok(Some(RequestInfo {
+        let pipelined = match head.body {
+            BodyKind::Empty => buf.len() > head.head_len,
+            BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
+            // A streamed body: what follows it is not known yet.
+            _ => false,
+        };
+        let mut info = RequestInfo {
             method,
             idempotent: matches!(
                 head.method,
@@ -194,17 +243,39 @@ pub fn prepare_request(
             body: head.body,
             keep_alive: head.keep_alive,
             expect_continue: head.expect_continue,
-            websocket,
+            websocket: false,
             head_len: head.head_len,
-            group,
-            host_written,
-            pipelined: match head.body {
-                BodyKind::Empty => buf.len() > head.head_len,
-                BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
-                // A streamed body: what follows it is not known yet.
-                _ => false,
+            host_written: false,
+            pipelined,
+            dispatch: Dispatch::Answered {
+                skip: None,
+                close: true,
             },
-        }))
+            target: Span::of(buf, head.target.as_bytes()),
+            authority: head.authority.map(|a| Span::of(buf, a)),
+        };
+        match &w.cfg.routes[route].action {
+            Action::Proxy { group } => {
+                if let (BodyKind::Length(n), Some(max)) = (head.body, w.cfg.limits.max_body) {
+                    if n > max {
+                        return Err(ProxyError::BodyTooLarge);
+                    }
+                }
+                info.websocket = head.is_websocket_upgrade();
+                info.host_written =
+                    write_upstream_head(&head, &target, info.websocket, &w.cfg.headers, ip, out);
+                info.dispatch = Dispatch::Proxy { group: *group };
+            }
+            Action::Return(r) => {
+                let arrived = buf.len() - head.head_len;
+                info.dispatch = crate::answer::prepare(w, r, &head, &target, ip, arrived, out);
+            }
+            Action::Static(_) => {
+                let query = StaticQuery::from_head(&head, buf);
+                info.dispatch = Dispatch::Static { route, query };
+            }
+        }
+        Ok(Some(info))
     })
 }
 

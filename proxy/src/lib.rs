@@ -6,13 +6,17 @@
 //! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
 //! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
 //! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
-//! - `client`: one client connection: heads, keep-alive, pipelining, error responses.
-//! - `exchange`: one request: server choice, retries, response head, pooling.
+//! - `client`: one client connection: heads, keep-alive, pipelining, error responses, and
+//!   the one match on the route's action per request.
+//! - `exchange`: one proxied request: server choice, retries, response head, pooling.
+//! - `answer`: the `return` action, a response rendered from templates parsed at start.
 //! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
 //! - `relay`: bodies streamed both ways with bounded buffers.
 //! - `tunnel`: WebSocket byte relay after a 101.
 //! - `pool`: per-worker keep-alive pools of upstream connections.
 //! - [`route`], [`balance`]: routing and load balancing.
+//! - [`cache`]: the response cache's sans-IO core (keys, variants, freshness, the store).
+//! - [`static_files`]: routes answered from a directory (nginx's `root`).
 //! - `error`: typed failures that record whose fault they were.
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
@@ -20,11 +24,14 @@
 //! body is ever held whole in memory.
 
 pub mod balance;
+pub mod cache;
 pub mod cli;
 pub mod config;
 pub mod route;
+pub mod static_files;
 
 mod accept;
+mod answer;
 mod client;
 mod error;
 mod exchange;
@@ -117,6 +124,22 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
     })
 }
 
+/// Start with every request answered from `site`: `cfg`'s routes are replaced by one
+/// static route `/` (its groups are kept, unused). For tests of the file server; the
+/// binary's way is `--static DIR` or a route with `static = { ... }`.
+#[doc(hidden)]
+pub fn start_static(
+    mut cfg: config::Config,
+    site: static_files::StaticSite,
+) -> Result<Running, StartError> {
+    cfg.routes = vec![config::Route {
+        host: None,
+        path_prefix: "/".into(),
+        action: config::Action::Static(site),
+    }];
+    start(cfg)
+}
+
 impl Running {
     /// The bound addresses, one per configured listener (port 0 resolved).
     pub fn listen_addrs(&self) -> Vec<SocketAddr> {
@@ -194,6 +217,15 @@ fn summary(
             g.keepalive_requests,
             shared::units::format_duration(g.keepalive_timeout),
         );
+    }
+    for r in &cfg.routes {
+        let what = match &r.action {
+            config::Action::Proxy { .. } => continue,
+            config::Action::Return(a) => format!("return {}", a.status()),
+            config::Action::Static(site) => format!("static {}", site.root.display()),
+        };
+        let host = r.host.as_deref().unwrap_or("(any host)");
+        let _ = writeln!(s, "  route {host} {}: {what}", r.path_prefix);
     }
     let t = &cfg.timeouts;
     let l = &cfg.limits;

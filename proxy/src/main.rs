@@ -20,6 +20,7 @@ fn main() {
             exit(2)
         }
     };
+    cli::print_warnings(&cfg);
     let running = proxy::start(cfg).unwrap_or_else(|e| {
         eprintln!("proxy: {e}");
         exit(1)

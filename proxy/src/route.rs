@@ -1,31 +1,37 @@
-//! Request routing: Host and path prefix to an upstream group.
+//! Request routing: Host and path prefix to a route (and so to its action).
 //!
 //! Rules, decided once at start:
 //! - A route with a host matches that host only: case-insensitively, ignoring a port
 //!   (`Example.COM:8080` matches `example.com`) and a trailing dot (`example.com.`).
-//! - Routes with a host are tried before host-less ones; within each set the longest path prefix
-//!   wins. A request whose host has routes but none of whose prefixes match falls through to the
-//!   host-less routes (as a HAProxy rule list falls through to `default_backend`); to fence a host
-//!   in, give it a route with the prefix `/`.
+//! - A wildcard host `*.example.com` matches every subdomain of example.com at any depth
+//!   (`a.example.com`, `a.b.example.com`), not `example.com` itself (nginx's `*.` names).
+//! - Order: the exact host's routes, then the wildcards that match from the most specific
+//!   (longest suffix: `*.b.example.com` before `*.example.com`), then the host-less routes;
+//!   within each set the longest path prefix wins. A set with no matching prefix falls
+//!   through to the next (as a HAProxy rule list falls through to `default_backend`); to
+//!   fence a host in, give it a route with the prefix `/`.
 //! - Prefixes are plain byte prefixes of the request target (`/api` matches `/apiary`; write
 //!   `/api/` to match a directory), compared case-sensitively, as nginx's `location` does.
 //! - No match: `None`, and the caller answers 404.
 //!
-//! Lookups allocate nothing: the tables are built in [`Router::new`] and only read afterwards.
+//! Lookups allocate nothing: the tables are built in [`Router::new`], hosts sorted for a
+//! binary search that lowers the case as it compares, and only read afterwards.
 
 use crate::config::Route;
+use std::cmp::Ordering;
 
-/// One path prefix and the group it leads to.
+/// One path prefix and the route (index into `Config::routes`) it leads to.
 #[derive(Debug, Clone)]
 struct Prefix {
     prefix: Box<[u8]>,
-    group: usize,
+    route: usize,
 }
 
-/// The routes of one host, longest prefix first.
+/// The routes of one host name (or one wildcard suffix), longest prefix first.
 #[derive(Debug, Clone)]
 struct HostRoutes {
-    /// Lower-case, no port, no trailing dot.
+    /// Lower-case, no port, no trailing dot; for a wildcard the suffix with its dot
+    /// (`.example.com`).
     host: Box<[u8]>,
     prefixes: Vec<Prefix>,
 }
@@ -33,7 +39,10 @@ struct HostRoutes {
 /// Precomputed routing tables.
 #[derive(Debug, Clone, Default)]
 pub struct Router {
-    hosts: Vec<HostRoutes>,
+    /// Sorted by host.
+    exact: Vec<HostRoutes>,
+    /// Sorted by suffix.
+    wildcard: Vec<HostRoutes>,
     /// Host-less routes, longest prefix first.
     any_host: Vec<Prefix>,
 }
@@ -43,69 +52,104 @@ impl Router {
     /// (validation rejects such duplicates anyway).
     pub fn new(routes: &[Route]) -> Router {
         let mut router = Router::default();
-        for r in routes {
+        for (route, r) in routes.iter().enumerate() {
             let p = Prefix {
                 prefix: r.path_prefix.as_bytes().into(),
-                group: r.group,
+                route,
             };
             let list = match &r.host {
                 None => &mut router.any_host,
-                Some(h) => {
-                    let host = normalize_host(h.as_bytes());
-                    let pos = match router.hosts.iter().position(|e| *e.host == *host) {
-                        Some(pos) => pos,
-                        None => {
-                            router.hosts.push(HostRoutes {
-                                host: host.into(),
-                                prefixes: Vec::new(),
-                            });
-                            router.hosts.len() - 1
-                        }
-                    };
-                    &mut router.hosts[pos].prefixes
-                }
+                Some(h) => match h.strip_prefix('*') {
+                    Some(suffix) => {
+                        host_list(&mut router.wildcard, normalize_host(suffix.as_bytes()))
+                    }
+                    None => host_list(&mut router.exact, normalize_host(h.as_bytes())),
+                },
             };
             if !list.iter().any(|e| e.prefix == p.prefix) {
                 list.push(p);
             }
         }
-        // Stable sort: equal lengths keep file order.
-        router.hosts.iter_mut().for_each(|h| {
-            h.prefixes
-                .sort_by_key(|p| std::cmp::Reverse(p.prefix.len()))
-        });
+        for table in [&mut router.exact, &mut router.wildcard] {
+            table.sort_by(|a, b| a.host.cmp(&b.host));
+            // Stable sort: equal lengths keep file order.
+            table.iter_mut().for_each(|h| {
+                h.prefixes
+                    .sort_by_key(|p| std::cmp::Reverse(p.prefix.len()))
+            });
+        }
         router
             .any_host
             .sort_by_key(|p| std::cmp::Reverse(p.prefix.len()));
         router
     }
 
-    /// The group for a request, or `None` (404). `host` is the Host header (or the authority of
-    /// an absolute-form target) as received; `path` is the request target.
+    /// The route (index into `Config::routes`) for a request, or `None` (404). `host` is the
+    /// Host header (or the authority of an absolute-form target) as received; `path` is the
+    /// request target.
     pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<usize> {
-        if let Some(host) = host.map(strip_port) {
-            let found = self
-                .hosts
-                .iter()
-                .find(|h| h.host.eq_ignore_ascii_case(host))
-                .and_then(|h| longest_prefix(&h.prefixes, path));
-            if found.is_some() {
-                return found;
+        if let Some(host) = host.map(strip_port).filter(|h| !h.is_empty()) {
+            let exact = find(&self.exact, host).and_then(|h| longest_prefix(&h.prefixes, path));
+            if exact.is_some() {
+                return exact;
+            }
+            if !self.wildcard.is_empty() {
+                // Suffixes from the longest: `.b.example.com`, then `.example.com`, ... A dot
+                // in first place would leave an empty label: no match there.
+                let dots = host.iter().enumerate().skip(1).filter(|(_, &b)| b == b'.');
+                for (i, _) in dots {
+                    let found = find(&self.wildcard, &host[i..])
+                        .and_then(|h| longest_prefix(&h.prefixes, path));
+                    if found.is_some() {
+                        return found;
+                    }
+                }
             }
         }
         longest_prefix(&self.any_host, path)
     }
 }
 
+/// The prefix list for `host` in `table`, added if new.
+fn host_list(table: &mut Vec<HostRoutes>, host: Vec<u8>) -> &mut Vec<Prefix> {
+    let pos = match table.iter().position(|e| *e.host == *host) {
+        Some(pos) => pos,
+        None => {
+            table.push(HostRoutes {
+                host: host.into(),
+                prefixes: Vec::new(),
+            });
+            table.len() - 1
+        }
+    };
+    &mut table[pos].prefixes
+}
+
+/// Binary search of a sorted table for `host` in any case.
+fn find<'t>(table: &'t [HostRoutes], host: &[u8]) -> Option<&'t HostRoutes> {
+    table
+        .binary_search_by(|e| cmp_lowered(&e.host, host))
+        .ok()
+        .map(|i| &table[i])
+}
+
+/// `lower` (already lower-case) against `other` lowered, byte by byte.
+fn cmp_lowered(lower: &[u8], other: &[u8]) -> Ordering {
+    lower
+        .iter()
+        .copied()
+        .cmp(other.iter().map(u8::to_ascii_lowercase))
+}
+
 fn longest_prefix(prefixes: &[Prefix], path: &[u8]) -> Option<usize> {
     prefixes
         .iter()
         .find(|p| path.starts_with(&p.prefix))
-        .map(|p| p.group)
+        .map(|p| p.route)
 }
 
 /// `example.com:8080` → `example.com`, `[::1]:80` → `[::1]`, `example.com.` → `example.com`.
-fn strip_port(host: &[u8]) -> &[u8] {
+pub(crate) fn strip_port(host: &[u8]) -> &[u8] {
     let host = if host.first() == Some(&b'[') {
         match host.iter().position(|&b| b == b']') {
             Some(end) => &host[..=end],
@@ -128,11 +172,12 @@ fn normalize_host(host: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// A route; the tests number routes so that `group` is also the route's index.
     fn route(host: Option<&str>, prefix: &str, group: usize) -> Route {
         Route {
             host: host.map(str::to_string),
             path_prefix: prefix.to_string(),
-            group,
+            action: crate::config::Action::Proxy { group },
         }
     }
 
@@ -193,5 +238,63 @@ mod tests {
     fn equal_prefixes_keep_file_order() {
         let r = Router::new(&[route(None, "/a", 0), route(None, "/a", 1)]);
         assert_eq!(r.route(None, b"/a"), Some(0));
+    }
+
+    #[test]
+    fn wildcards_match_subdomains_most_specific_first() {
+        let r = Router::new(&[
+            route(None, "/", 0),
+            route(Some("*.example.com"), "/", 1),
+            route(Some("*.b.example.com"), "/b/", 2),
+            route(Some("example.com"), "/", 3),
+            route(Some("x.b.example.com"), "/", 4),
+            route(Some("*.example.com"), "/api/", 5),
+            route(Some("*.b.example.com"), "/img/", 6),
+            route(Some("y.example.com"), "/only/", 7),
+        ]);
+        let cases: &[(&str, &str, usize)] = &[
+            ("example.com", "/", 3),
+            ("a.example.com", "/", 1),
+            ("A.Example.COM:8080", "/x", 1),
+            ("a.example.com.", "/", 1),
+            ("a.example.com", "/api/x", 5),
+            ("b.example.com", "/b/", 1),
+            ("a.b.example.com", "/b/x", 2),
+            ("z.a.b.example.com", "/img/1", 6),
+            // The exact host wins over every wildcard.
+            ("x.b.example.com", "/img/1", 4),
+            // The most specific wildcard has no matching prefix: the next one serves.
+            ("a.b.example.com", "/", 1),
+            ("a.b.example.com", "/api/x", 5),
+            // So does an exact host without one.
+            ("y.example.com", "/only/x", 7),
+            ("y.example.com", "/other", 1),
+            // Not subdomains of example.com.
+            ("badexample.com", "/", 0),
+            (".example.com", "/", 0),
+            ("example.com.evil", "/", 0),
+            ("com", "/", 0),
+        ];
+        for &(host, path, want) in cases {
+            assert_eq!(
+                r.route(Some(host.as_bytes()), path.as_bytes()),
+                Some(want),
+                "{host} {path}"
+            );
+        }
+    }
+
+    #[test]
+    fn many_exact_hosts_are_found_by_search() {
+        let mut routes: Vec<Route> = (0..200)
+            .map(|i| route(Some(&format!("h{i:03}.example.org")), "/", i))
+            .collect();
+        routes.push(route(None, "/", 200));
+        let r = Router::new(&routes);
+        for i in 0..200 {
+            let host = format!("H{i:03}.Example.ORG");
+            assert_eq!(r.route(Some(host.as_bytes()), b"/"), Some(i), "{host}");
+        }
+        assert_eq!(r.route(Some(b"h200.example.org"), b"/"), Some(200));
     }
 }

@@ -63,6 +63,10 @@ pub struct ProxyWorker {
     pub shutdown: Shutdown,
     pub stats: Arc<ProxyCounters>,
     pub errlog: RefCell<RateLimitedLog>,
+    /// `{random:A-B}` in `return` templates.
+    pub rng: crate::answer::Rng,
+    /// The `Date` of the answers the proxy writes itself.
+    pub date: crate::answer::DateCache,
     bufs: RefCell<Vec<BytesMut>>,
     conn_bufs: RefCell<Vec<ConnBufs>>,
     active: Cell<usize>,
@@ -93,6 +97,8 @@ impl ProxyWorker {
             shutdown,
             stats,
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
+            rng: crate::answer::Rng::from_entropy(id as u64),
+            date: crate::answer::DateCache::default(),
             bufs: RefCell::new(Vec::new()),
             conn_bufs: RefCell::new(Vec::new()),
             active: Cell::new(0),

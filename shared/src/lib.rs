@@ -6,6 +6,8 @@
 //! - [`runtime`]: thread-per-core bootstrap: one pinned monoio runtime per core, driver fallback.
 //! - [`net`]: sockets: SO_REUSEPORT listeners, TCP_NODELAY, accept back-off, RLIMIT_NOFILE.
 //! - [`shutdown`]: SIGINT/SIGTERM to a process-wide flag, and each worker's local view of it.
+//! - [`inbox`]: a message to one worker or to every worker (purge, scrape, reload), woken by a
+//!   socket the worker's driver awaits.
 //! - [`counter`]: single-writer counters, written by their worker and read by anyone.
 //! - [`base64`]: standard base64, for the WebSocket handshake and the loader's JSON.
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
@@ -17,6 +19,7 @@ pub mod base64;
 pub mod config;
 pub mod counter;
 pub mod http;
+pub mod inbox;
 pub mod net;
 pub mod origin;
 pub mod runtime;

@@ -2,49 +2,30 @@
 //! `--plot` files, exit statuses (0 completed, 1 nothing succeeded, 2 usage), one-line usage
 //! errors, and `loader compare` with `--watch-pid`.
 
-mod loader_common;
-
 use shared::origin::{Origin, OriginConfig};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tests::process::Process;
 
 /// Run the loader binary with `args`; killed (and the test failed) after 60 s.
 fn loader(args: &[&str]) -> Output {
-    let mut child = Command::new(tests::bin("loader"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn loader");
-    // Drain the pipes on threads so a chatty child never blocks on a full pipe.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
+    let mut child = Process::spawn(
+        Command::new(tests::bin("loader"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
+    // Drain stdout on a thread (stderr has its own) so a chatty child never blocks on a pipe.
+    let mut out = child.take_stdout().unwrap();
     let t_out = std::thread::spawn(move || {
         let mut v = Vec::new();
         std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
     });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut err, &mut v).map(|_| v)
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("loader {args:?} did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (status, stderr) = child.finish(Duration::from_secs(60));
     Output {
         status,
         stdout: t_out.join().unwrap().unwrap(),
-        stderr: t_err.join().unwrap().unwrap(),
+        stderr: stderr.into_bytes(),
     }
 }
 
@@ -150,7 +131,8 @@ fn json_and_plot_files() {
 #[test]
 fn nothing_listening_exits_1_with_every_attempt_counted() {
     // Bound and not listening for the whole test: connects are refused.
-    let (_held, port) = loader_common::refused_port();
+    let closed = tests::ClosedPort::new();
+    let port = closed.port();
     let url = format!("http://127.0.0.1:{port}/");
     let out = loader(&args(&["-n", "20", "-c", "2", "-q", &url]));
     let stdout = text(&out.stdout);
@@ -314,4 +296,72 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--watch-pid"));
+}
+
+/// `--body` writes Content-Length itself: one given with -H is sent once when it agrees and
+/// is a usage error when it does not; `-T` without a body and `--spin` without `--rate` are
+/// usage errors too.
+#[test]
+fn body_headers_are_checked_and_content_length_sent_once() {
+    let body = temp_path("body.txt");
+    std::fs::write(&body, b"hello").unwrap();
+    let b = body.to_str().unwrap();
+    for (flags, names) in [
+        (
+            &[
+                "--body",
+                b,
+                "-H",
+                "Content-Length: 6",
+                "http://127.0.0.1:1/",
+            ][..],
+            "Content-Length: 6",
+        ),
+        (
+            &["-H", "content-length: 3", "http://127.0.0.1:1/"][..],
+            "content-length: 3",
+        ),
+        (&["-T", "text/plain", "http://127.0.0.1:1/"][..], "--body"),
+        (&["--spin", "http://127.0.0.1:1/"][..], "--rate"),
+    ] {
+        let out = loader(flags);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].contains(names), "{flags:?}: {stderr}");
+    }
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let url = o.url("/");
+    let out = loader(&args(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-q",
+        "--body",
+        b,
+        "-H",
+        "Content-Length: 5",
+        "-T",
+        "text/plain",
+        &url,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got = o.captured();
+    assert_eq!(got.len(), 2);
+    for req in got {
+        let req = text(&req).to_ascii_lowercase();
+        assert_eq!(req.matches("content-length:").count(), 1, "{req}");
+        assert!(req.contains("content-length: 5\r\n"), "{req}");
+        assert!(req.contains("content-type: text/plain\r\n"), "{req}");
+        assert!(req.ends_with("\r\n\r\nhello"), "{req}");
+    }
+    assert_eq!(o.body_bytes(), 10);
+    let _ = std::fs::remove_file(body);
 }

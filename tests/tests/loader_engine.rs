@@ -2,8 +2,6 @@
 //! counts what it served and the loader's figures must agree exactly. Time-based tests use
 //! sub-second settings and generous bounds; nothing here asserts speed.
 
-mod loader_common;
-
 use loader::stats::RunResult;
 use loader::RunOptions;
 use shared::origin::{Origin, OriginConfig};
@@ -35,7 +33,7 @@ fn assert_accounted(r: &RunResult) {
     let t = &r.totals;
     assert_eq!(
         t.attempts,
-        t.completed + t.failures.not_completed() + t.abandoned,
+        t.completed + t.failures.not_completed(),
         "{t:?}"
     );
 }
@@ -98,14 +96,12 @@ fn duration_stops_issuing_at_the_deadline() {
     // Attempts start at once; how many complete in 300 ms depends on the machine.
     assert!(r.totals.attempts > 0);
     assert_eq!(r.totals.failures.total(), 0);
-    // In-flight requests at the deadline are abandoned, not failed; at most one per connection.
-    assert!(r.totals.abandoned <= 4);
-    let served = o.requests();
-    assert!(
-        served >= r.totals.completed && served <= r.totals.completed + r.totals.abandoned,
-        "{served} {:?}",
-        r.totals
-    );
+    // In-flight requests at the deadline are drained and counted: at most one per
+    // connection, all answered, and the loader's count is the origin's.
+    let drain = r.drain.expect("the deadline stopped the run");
+    assert!(drain.in_flight <= 4, "{drain:?}");
+    assert_eq!(r.totals.failures.unanswered, 0);
+    assert_eq!(o.requests(), r.totals.completed, "{:?}", r.totals);
 }
 
 #[test]
@@ -380,7 +376,8 @@ fn a_server_that_never_answers_times_out_every_attempt() {
 #[test]
 fn refused_connects_are_counted() {
     // Bound and not listening for the whole test: connects are refused.
-    let (_held, port) = loader_common::refused_port();
+    let closed = tests::ClosedPort::new();
+    let port = closed.port();
     let mut opt = opts(&[format!("http://127.0.0.1:{port}/")], 2);
     opt.requests = Some(5);
     let r = run(&opt);
@@ -500,11 +497,7 @@ fn stop_flag_ends_the_run_with_a_result() {
 
 #[test]
 fn request_bytes_carry_method_headers_and_body() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let mut opt = opts(&[o.url("/p?q=1")], 1);
     opt.requests = Some(2);
     opt.method = "POST".into();
@@ -554,33 +547,26 @@ fn with_n_and_d_whichever_ends_first() {
     opt.duration = Some(Duration::from_secs(20));
     let r = run(&opt);
     // -n ended it: every request done, nothing abandoned at a deadline.
-    assert_eq!((r.totals.completed, r.totals.abandoned), (5, 0));
+    assert_eq!((r.totals.completed, r.drain), (5, None));
     assert!(r.elapsed < Duration::from_secs(20), "{:?}", r.elapsed);
 
     opt.requests = Some(100_000_000);
     opt.duration = Some(Duration::from_millis(200));
     let served_before = o.requests();
     let r = run(&opt);
-    // -d ended it: the quota was far from spent, and what the origin served is what was
-    // completed plus at most what was abandoned in flight.
+    // -d ended it: the quota was far from spent, and what the origin served is exactly what
+    // was completed (the requests in flight at the deadline drained).
     assert!(r.totals.attempts > 0 && r.totals.attempts < 100_000_000);
     assert!(r.elapsed <= Duration::from_millis(200), "{:?}", r.elapsed);
     assert_accounted(&r);
     let served = o.requests() - served_before;
-    assert!(
-        served >= r.totals.completed && served <= r.totals.completed + r.totals.abandoned,
-        "{served} {:?}",
-        r.totals
-    );
+    assert_eq!(served, r.totals.completed, "{:?}", r.totals);
+    assert!(r.drain.is_some());
 }
 
 #[test]
 fn http10_requests_as_ab_sends_them() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     for close in [false, true] {
         let mut opt = opts(&[o.url("/x")], 1);
         opt.requests = Some(3);

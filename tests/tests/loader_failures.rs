@@ -4,16 +4,12 @@
 
 use loader::stats::RunResult;
 use loader::RunOptions;
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use shared::shutdown::ShutdownFlag;
 use std::time::Duration;
 
 fn origin() -> Origin {
-    Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin starts")
+    tests::capturing_origin()
 }
 
 /// Three answered URLs, then one whose request the origin reads and answers by closing the
@@ -49,12 +45,12 @@ fn parsed(o: &Origin) -> (u64, u64) {
     (oks, drops)
 }
 
-/// `-n` holds: every attempt ended exactly once, none was abandoned, and the only failures
+/// `-n` holds: every attempt ended exactly once, none was left unanswered, and the only failures
 /// are dead connections (read, or write for requests queued onto one).
 fn assert_n_exact(r: &RunResult, n: u64) {
     let t = &r.totals;
     assert_eq!(t.attempts, n, "{t:?}");
-    assert_eq!(t.abandoned, 0, "{t:?}");
+    assert_eq!((t.failures.unanswered, r.drain), (0, None), "{t:?}");
     assert_eq!(t.completed + t.failures.not_completed(), n, "{t:?}");
     let f = &t.failures;
     assert_eq!(

@@ -11,16 +11,15 @@ use shared::origin::{Origin, OriginConfig};
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use tests::process::Process;
 
-/// A spawned loader: stderr lines arrive on a channel, stdout is collected on a thread.
+/// A spawned loader: stderr lines arrive through its [`Process`], stdout is collected on a
+/// thread.
 struct Loader {
-    child: Child,
-    lines: mpsc::Receiver<String>,
-    stderr: Vec<String>,
+    process: Process,
     stdout: Option<JoinHandle<Vec<u8>>>,
 }
 
@@ -38,10 +37,7 @@ struct Setup {
 impl Loader {
     fn spawn(args: &[&str], setup: Setup, stdout: Stdio) -> Loader {
         let mut cmd = Command::new(tests::bin("loader"));
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(Stdio::piped());
+        cmd.args(args).stdout(stdout);
         // SAFETY: the closure runs in the child between fork and exec and only makes
         // async-signal-safe system calls (setrlimit, sched_setaffinity) on values it owns.
         unsafe {
@@ -72,21 +68,8 @@ impl Loader {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().expect("spawn loader");
-        let err = child.stderr.take().expect("stderr piped");
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).split(b'\n') {
-                let line = line.expect("reading the loader's stderr");
-                if tx
-                    .send(String::from_utf8_lossy(&line).into_owned())
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        let stdout = child.stdout.take().map(|mut out| {
+        let mut process = Process::spawn(&mut cmd);
+        let stdout = process.take_stdout().map(|mut out| {
             std::thread::spawn(move || {
                 let mut v = Vec::new();
                 out.read_to_end(&mut v)
@@ -94,78 +77,31 @@ impl Loader {
                 v
             })
         });
-        Loader {
-            child,
-            lines,
-            stderr: Vec::new(),
-            stdout,
-        }
+        Loader { process, stdout }
     }
 
     /// The first stderr line that contains `needle` (within 30 s).
     fn wait_line(&mut self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    self.stderr.push(l.clone());
-                    if l.contains(needle) {
-                        return l;
-                    }
-                }
-                Err(_) => panic!("no stderr line with {needle:?}; got {:?}", self.stderr),
-            }
-        }
+        self.process.wait_line(needle, Duration::from_secs(30))
     }
 
     fn signal(&self, sig: i32) {
-        // SAFETY: kill on the pid of a child we own and have not reaped.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        self.process.signal(sig);
     }
 
     /// Wait for the exit (killed, and the test failed, after 30 s): (code, stdout, stderr).
     fn finish(mut self) -> (Option<i32>, String, String) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("the loader did not exit within 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let (status, stderr) = self.process.finish(Duration::from_secs(30));
         let out = self
             .stdout
             .take()
             .map(|h| h.join().expect("stdout reader"))
             .unwrap_or_default();
-        // The writer has exited: the reader thread ends at EOF, which disconnects the
-        // channel. Only that ends the collection; a timeout is a failure, not the end.
-        loop {
-            match self.lines.recv_timeout(Duration::from_secs(30)) {
-                Ok(l) => self.stderr.push(l),
-                Err(mpsc::RecvTimeoutError::Disconnected) => break,
-                Err(mpsc::RecvTimeoutError::Timeout) => panic!("stderr never reached EOF"),
-            }
-        }
         (
             status.code(),
             String::from_utf8_lossy(&out).into_owned(),
-            self.stderr.join("\n"),
+            stderr,
         )
-    }
-}
-
-impl Drop for Loader {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
     }
 }
 
@@ -297,7 +233,7 @@ fn the_open_files_limit_is_raised_while_the_run_goes() {
     );
     l.wait_line("loader: ");
     wait_served(&origin, 1);
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", l.child.id())).unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", l.process.id())).unwrap();
     let row = limits
         .lines()
         .find(|r| r.starts_with("Max open files"))
@@ -431,15 +367,13 @@ fn progress_line_on_a_terminal_only() {
 
 #[test]
 fn origin_prints_its_url_serves_and_exits_0_on_sigint() {
-    let mut child = Command::new(tests::bin("loader"))
-        .args(["origin", "--listen", "127.0.0.1:0", "--body-size", "1KiB"])
-        .args(["--workers", "1", "--no-pin"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn loader origin");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut origin = Process::spawn(
+        Command::new(tests::bin("loader"))
+            .args(["origin", "--listen", "127.0.0.1:0", "--body-size", "1KiB"])
+            .args(["--workers", "1", "--no-pin"])
+            .stdout(Stdio::piped()),
+    );
+    let mut out = BufReader::new(origin.take_stdout().unwrap());
     let mut url = String::new();
     out.read_line(&mut url).expect("the URL on stdout");
     let addr = url
@@ -458,27 +392,8 @@ fn origin_prints_its_url_serves_and_exits_0_on_sigint() {
     s.read_to_end(&mut resp).unwrap();
     assert!(resp.starts_with(b"HTTP/1.1 200"), "{resp:?}");
     assert!(resp.len() > 1024, "a 1 KiB body: {} bytes", resp.len());
-    // SAFETY: kill on the pid of a child we own and have not reaped.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the origin did not exit on SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    origin.signal(libc::SIGINT);
+    let (status, err) = origin.finish(Duration::from_secs(15));
     assert_eq!(status.code(), Some(0), "{err}");
     let line = err.lines().next().unwrap_or("");
     assert!(

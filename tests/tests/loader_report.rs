@@ -52,12 +52,14 @@ fn synthetic() -> RunResult {
         server_software: Some("test/1.0".into()),
         counts: totals.clone(),
         latency: Default::default(),
+        hist: hist.total.clone(),
     };
     let started = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     RunResult {
         started,
         ended: started + Duration::from_secs(2),
         elapsed: Duration::from_secs(2),
+        drain: None,
         warmup: None,
         interrupted: false,
         concurrency: 4,
@@ -77,6 +79,7 @@ fn synthetic() -> RunResult {
         server_software: Some("test/1.0".into()),
         accept_variable_length: false,
         sends_body: false,
+        spin: false,
         shard: None,
     }
 }
@@ -530,4 +533,88 @@ fn a_request_body_adds_abs_sent_lines() {
         lines[at("Requests sent:")],
         "Requests sent:          POST HTTP/1.0, keep-alive"
     );
+}
+
+#[test]
+fn send_lateness_has_its_table_and_warns_when_it_is_a_tenth_of_the_tail() {
+    let mut r = synthetic();
+    // Closed loop: no schedule, no lateness section.
+    assert!(!loader::report::render(&r).contains("Send lateness"));
+    r.mode = LoadMode::Rate { target: 100.0 };
+    // The corrected p99 is 2 ms; lateness of 0.5 ms is more than a tenth of it.
+    r.hist.send_lateness.record_n(500, 100).unwrap();
+    let report = loader::report::render(&r);
+    let late = &report[report.find("\nSend lateness (ms").expect("heading") + 1..];
+    assert!(late.starts_with("Send lateness (ms, actual minus intended send time, 100 sends"));
+    assert_eq!(fields(line_with(late, "99%")), ["99%", "0.500"]);
+    assert_eq!(
+        fields(line_with(late, "100%")),
+        ["100%", "0.500", "(latest", "send)"]
+    );
+    assert!(
+        report.contains(
+            "WARNING: the generator sent late: corrected latency includes up to 0.500 ms of \
+             its own delay; see --spin\n"
+        ),
+        "{report}"
+    );
+    let json = loader::json::run_value(&r);
+    assert_eq!(json["rate"]["sent_late_warning_ms"], 0.5);
+    assert_eq!(json["rate"]["send_lateness_percentiles_ms"]["99"], 0.5);
+    assert!(!json["histograms"]["send_lateness"]
+        .as_str()
+        .unwrap()
+        .is_empty());
+    // 0.1 ms is not: the table stays, the warning goes.
+    r.hist.send_lateness.reset();
+    r.hist.send_lateness.record_n(100, 100).unwrap();
+    let report = loader::report::render(&r);
+    assert!(report.contains("\nSend lateness (ms"), "{report}");
+    assert!(!report.contains("sent late"), "{report}");
+    assert_eq!(r.late_sender(), None);
+    // The decision alone: strictly more than a tenth of the corrected p99.
+    r.hist.send_lateness.reset();
+    r.hist.send_lateness.record_n(201, 100).unwrap();
+    assert_eq!(r.late_sender(), Some(201));
+    r.hist.send_lateness.reset();
+    r.hist.send_lateness.record_n(200, 100).unwrap();
+    assert_eq!(r.late_sender(), None);
+}
+
+#[test]
+fn per_url_percentiles_come_from_each_urls_histogram() {
+    let mut r = synthetic();
+    let mut second = r.urls[0].clone();
+    second.url = "http://127.0.0.1:8080/other".into();
+    second.hist = new_histogram();
+    second.hist.record_n(200, 5).unwrap();
+    r.urls.push(second);
+    let report = loader::report::render(&r);
+    let table = &report[report.find("Per-URL percentiles").expect("table")..];
+    let ending = |url: &str| {
+        table
+            .lines()
+            .find(|l| l.ends_with(url))
+            .unwrap_or_else(|| panic!("no row for {url} in:\n{table}"))
+    };
+    let other = ending("/other");
+    assert_eq!(
+        fields(other),
+        [
+            "0.200",
+            "0.200",
+            "0.200",
+            "0.200",
+            "0.200",
+            "5",
+            "http://127.0.0.1:8080/other"
+        ]
+    );
+    let first = ending("/index.html");
+    assert_eq!(fields(first)[0], "1.000");
+    assert_eq!(fields(first)[5], "200");
+    let json = loader::json::run_value(&r);
+    assert_eq!(json["urls"][1]["percentiles_ms"]["50"], 0.2);
+    let h = loader::json::decode_histogram(json["urls"][1]["histogram"].as_str().unwrap());
+    assert_eq!(h.unwrap().len(), 5);
 }

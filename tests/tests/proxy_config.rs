@@ -6,10 +6,10 @@ mod proxy_common;
 
 use proxy_common::Proxy;
 use shared::origin::{Origin, OriginConfig};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
+use tests::process::ProxyProcess;
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml")
@@ -61,7 +61,7 @@ fn example_parses_and_validates_in_process() {
     let cfg = proxy::config::load(example()).expect("the example loads");
     proxy::config::validate(&cfg).expect("the example validates");
     assert_eq!(cfg.groups.len(), 2);
-    assert_eq!(cfg.routes.len(), 3);
+    assert_eq!(cfg.routes.len(), 6);
     // Every key of the schema appears in the example: each section's keys are all present.
     let text = std::fs::read_to_string(example()).unwrap();
     for key in [
@@ -78,6 +78,13 @@ fn example_parses_and_validates_in_process() {
         "host",
         "path",
         "upstream",
+        "return",
+        "status",
+        "location",
+        "content_type",
+        "static",
+        "root",
+        "index",
         "connect",
         "read",
         "upstream_send",
@@ -114,9 +121,16 @@ fn check_config_on_the_example_succeeds() {
     let path = path.to_str().unwrap();
     let out = proxy(&["--check-config", path]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The example's static root (proxy/www) does not exist: a warning, and still a success.
+    let www = Path::new(path).parent().unwrap().join("www");
     assert_eq!(
         stderr(&out).trim(),
-        format!("proxy: configuration file {path} test is successful")
+        format!(
+            "proxy: warning: {path}: route[4] (any host /static/): static root {} is not a \
+             directory (yet): its requests get 404 until it is\n\
+             proxy: configuration file {path} test is successful",
+            www.display()
+        )
     );
     let good = TempFile::new("good.toml", GOOD);
     let out = proxy(&["--check-config", good.path()]);
@@ -296,6 +310,7 @@ fn help_mentions_every_flag_and_its_default() {
     for flag in [
         "--listen",
         "--upstream",
+        "--static",
         "--config",
         "--check-config",
         "--workers",
@@ -329,7 +344,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 28, "{help}");
+    assert_eq!(entries.len(), 29, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }
@@ -398,51 +413,19 @@ fn file_routes_reach_their_groups() {
 fn binary_starts_serves_and_stops_on_sigterm() {
     let o = Origin::start(OriginConfig::default()).expect("origin");
     let upstream = o.addr().to_string();
-    let mut child = Command::new(tests::bin("proxy"))
-        .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
-        .args(["--workers", "1", "--no-pin", "--shutdown-timeout", "2s"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn proxy");
-    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     // The summary is printed once the listeners are bound: no sleep needed.
-    let mut first = String::new();
-    stderr.read_line(&mut first).expect("summary");
-    let addr: std::net::SocketAddr = first
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {first:?}"));
-    let mut c = proxy_common::Client::connect(addr);
+    let mut p = ProxyProcess::start(
+        ProxyProcess::command()
+            .args(["--listen", "127.0.0.1:0", "--upstream", &upstream])
+            .args(["--workers", "1", "--no-pin", "--shutdown-timeout", "2s"]),
+    );
+    let mut c = proxy_common::Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);
     assert_eq!(o.requests(), 1);
-    // SAFETY: kill(2) on the child we spawned and still own.
-    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-    assert_eq!(rc, 0);
+    p.signal(libc::SIGTERM);
     drop(c);
-    let status = wait_with_deadline(&mut child, Duration::from_secs(10));
+    let status = p.exit_within(Duration::from_secs(10));
     assert_eq!(status.and_then(|s| s.code()), Some(0));
-}
-
-fn wait_with_deadline(
-    child: &mut std::process::Child,
-    limit: Duration,
-) -> Option<std::process::ExitStatus> {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            return Some(s);
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The address rule end to end: an upstream given by host name (`localhost`, whatever order

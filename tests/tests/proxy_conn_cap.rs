@@ -9,10 +9,9 @@
 
 mod strict_common;
 
-use std::io::{ErrorKind, Read};
 use std::time::{Duration, Instant};
 use strict_common::{proxy, READY};
-use tests::raw::{parse_response, Client, Parse};
+use tests::raw::{parse_response, read_once, Client, End, Parse};
 
 const CAP: u64 = 2;
 const WORKERS: usize = 2;
@@ -33,14 +32,15 @@ impl Pending {
         if self.answered {
             return true;
         }
-        let mut chunk = [0u8; 4096];
+        // Non-blocking: "nothing there yet" reads as `End::TimedOut`.
         loop {
-            match self.c.stream.read(&mut chunk) {
-                Ok(0) => panic!("connection closed before its answer: {:?}", self.text()),
-                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => panic!("connection failed before its answer: {e}"),
+            match read_once(&mut self.c.stream, &mut self.buf) {
+                Ok(_) => {}
+                Err(End::TimedOut) => break,
+                Err(End::Closed) => {
+                    panic!("connection closed before its answer: {:?}", self.text())
+                }
+                Err(End::Reset) => panic!("connection reset before its answer: {:?}", self.text()),
             }
         }
         match parse_response(&self.buf, false) {

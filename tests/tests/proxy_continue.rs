@@ -9,7 +9,9 @@
 
 mod strict_common;
 
-use strict_common::{captured_text, capturing_origin, dead_port, proxy, response, wait_for, READY};
+use tests::ClosedPort;
+
+use strict_common::{captured_text, capturing_origin, proxy, response, wait_for, READY};
 use tests::raw::{assert_generated, Client, WAIT};
 
 const EXPECT_HEAD: &[u8] =
@@ -17,8 +19,8 @@ const EXPECT_HEAD: &[u8] =
 
 #[test]
 fn no_100_before_a_502_when_every_upstream_is_down() {
-    let (dead_a, dead_b) = (dead_port(), dead_port());
-    let (p, addr) = proxy(&[dead_a.addr, dead_b.addr], &[]);
+    let (dead_a, dead_b) = (ClosedPort::new(), ClosedPort::new());
+    let (p, addr) = proxy(&[dead_a.addr(), dead_b.addr()], &[]);
     let mut c = Client::connect(addr);
     c.send(EXPECT_HEAD).expect("send");
     // The client waits for the 100 that must not come: the whole reply is one 502.

@@ -8,105 +8,36 @@
 
 mod strict_common;
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
 use strict_common::{assert_closed, response, READY};
+use tests::process::ProxyProcess;
 use tests::raw::{Client, End, WAIT};
 
-/// The `proxy` binary, killed on drop if still running.
-struct ProxyProcess {
-    child: Child,
-    addr: SocketAddr,
-    /// Kept for the life of the process: dropping it ends the thread that drains stderr, and
-    /// the proxy's next write to a pipe without a reader fails (`eprintln!` then panics, and
-    /// the proxy dies in the middle of the test).
-    _stderr: mpsc::Receiver<String>,
-}
-
-impl ProxyProcess {
-    fn spawn(upstream: SocketAddr, extra: &[&str]) -> ProxyProcess {
-        let mut child = Command::new(tests::bin("proxy"))
+/// The `proxy` binary with 2 workers over `upstream`; killed on drop if still running.
+fn spawn_proxy(upstream: SocketAddr, extra: &[&str]) -> ProxyProcess {
+    ProxyProcess::start(
+        ProxyProcess::command()
             .args(["--listen", "127.0.0.1:0", "--workers", "2", "--no-pin"])
             .arg("--upstream")
             .arg(upstream.to_string())
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn proxy");
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut seen = String::new();
-        let addr = loop {
-            let line = rx
-                .recv_timeout(READY)
-                .unwrap_or_else(|_| panic!("no 'listening on' line; stderr:\n{seen}"));
-            seen.push_str(&line);
-            seen.push('\n');
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let first = rest.split([' ', ',']).next().unwrap();
-                break first.parse().expect("address in the summary");
-            }
-        };
-        ProxyProcess {
-            child,
-            addr,
-            _stderr: rx,
-        }
-    }
-
-    fn sigterm(&self) {
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        assert_eq!(rc, 0);
-    }
-
-    /// The exit status, waiting up to `limit`.
-    fn exit_within(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return Some(s);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+            .args(extra),
+    )
 }
 
 /// Wait until connecting to `addr` is refused (every worker closed its listener). Before
 /// that, a probe may be accepted: it sends nothing, so it holds no request.
 fn wait_refused(addr: SocketAddr) {
-    let deadline = Instant::now() + READY;
-    loop {
-        match TcpStream::connect(addr) {
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused => return,
-            Err(e) => panic!("connect: {e}"),
-            Ok(_) => {}
-        }
-        assert!(Instant::now() < deadline, "the listeners never closed");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let refused = || match TcpStream::connect(addr) {
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => true,
+        Err(e) => panic!("connect: {e}"),
+        Ok(_) => false,
+    };
+    assert!(
+        tests::eventually(READY, refused),
+        "the listeners never closed"
+    );
 }
 
 /// A gate the test opens to let held requests be answered.
@@ -214,7 +145,7 @@ const UPLOAD: usize = 200_000;
 #[test]
 fn sigterm_drains_uploads_and_queued_pipelined_requests() {
     let (up, heads, gate) = scripted_upstream();
-    let mut p = ProxyProcess::spawn(up, &["--shutdown-timeout", "60s"]);
+    let mut p = spawn_proxy(up, &["--shutdown-timeout", "60s"]);
 
     // An idle keep-alive client: answered, then left idle.
     let mut idle = Client::connect(p.addr);
@@ -239,7 +170,7 @@ fn sigterm_drains_uploads_and_queued_pipelined_requests() {
     .unwrap();
     expect_head(&heads, "/hold1");
 
-    p.sigterm();
+    p.signal(libc::SIGTERM);
     // The drain started: no new connections.
     wait_refused(p.addr);
     assert_eq!(
@@ -282,7 +213,7 @@ fn sigterm_drains_uploads_and_queued_pipelined_requests() {
 #[test]
 fn shutdown_timeout_zero_stops_at_once() {
     let (up, heads, _gate) = scripted_upstream();
-    let mut p = ProxyProcess::spawn(up, &["--shutdown-timeout", "0s"]);
+    let mut p = spawn_proxy(up, &["--shutdown-timeout", "0s"]);
     let mut held = Client::connect(p.addr);
     held.send(b"GET /hold HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     expect_head(&heads, "/hold");
@@ -292,7 +223,7 @@ fn shutdown_timeout_zero_stops_at_once() {
         .unwrap();
     expect_head(&heads, "/up");
 
-    p.sigterm();
+    p.signal(libc::SIGTERM);
     // The gate is never opened: a proxy that waited for these would never exit.
     let status = p
         .exit_within(READY)

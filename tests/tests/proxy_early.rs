@@ -10,6 +10,7 @@ mod proxy_common;
 use proxy_common::{config, Proxy};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// What the one-shot upstream does after answering.
@@ -21,26 +22,35 @@ enum After {
     Stall,
 }
 
-/// An upstream that reads one request head and then neither reads nor answers.
-fn deaf_upstream() -> SocketAddr {
+/// Held by a test while a fake upstream must keep its connection open; dropping it (at the
+/// end of the test, pass or fail) lets the upstream close. An event, not a guess at how long
+/// the test takes.
+type Hold = mpsc::Sender<()>;
+
+/// An upstream that reads one request head and then neither reads nor answers, until the
+/// test drops the returned `Hold`.
+fn deaf_upstream() -> (SocketAddr, Hold) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let (hold, release) = mpsc::channel::<()>();
     std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
         let mut buf = [0u8; 4096];
-        let _ = s.read(&mut buf);
-        std::thread::sleep(Duration::from_secs(3));
+        let _ = s.read(&mut buf); // the head, or whatever part of it came first
+        let _ = release.recv(); // returns when the test drops its `Hold`
     });
-    addr
+    (addr, hold)
 }
 
 const ANSWER: &[u8] =
     b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!";
 
-/// An upstream that reads one request head, answers `ANSWER` at once, then does `after`.
-fn early_upstream(after: After) -> SocketAddr {
+/// An upstream that reads one request head, answers `ANSWER` at once, then does `after`
+/// (a stall lasts until the test drops the returned `Hold`).
+fn early_upstream(after: After) -> (SocketAddr, Hold) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let (hold, release) = mpsc::channel::<()>();
     std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
         let mut head = Vec::new();
@@ -51,17 +61,16 @@ fn early_upstream(after: After) -> SocketAddr {
                 Ok(n) => head.extend_from_slice(&buf[..n]),
             }
         }
-        let _ = s.write_all(ANSWER);
+        s.write_all(ANSWER).expect("the answer is written");
         match after {
             After::Close => drop(s),
+            // Reads nothing more, until the test is over.
             After::Stall => {
-                // Until the proxy closes its side (bounded, so a broken proxy ends the test).
-                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                std::thread::sleep(Duration::from_secs(3));
+                let _ = release.recv();
             }
         }
     });
-    addr
+    (addr, hold)
 }
 
 /// Send a large upload's head and as much of its body as the proxy takes, then read what
@@ -94,12 +103,12 @@ fn upload_and_read(addr: SocketAddr, chunked: bool) -> proxy_common::Response {
     });
     let r = c.response();
     drop(c);
-    let _ = writer.join();
+    writer.join().expect("the writer thread");
     r
 }
 
 fn check(after: After, chunked: bool) {
-    let up = early_upstream(after);
+    let (up, _hold) = early_upstream(after);
     // Default send timeouts (60 s): the answer must not wait for one of them to fire.
     let p = Proxy::start(config(&[up]));
     let t = Instant::now();
@@ -160,7 +169,8 @@ fn answer_after_the_body_keeps_both_connections() {
 /// timeout ends the wait with 504 (a stuck upstream cannot hold a client forever).
 #[test]
 fn upstream_that_stops_reading_gets_the_send_timeout() {
-    let mut cfg = config(&[deaf_upstream()]);
+    let (deaf, _hold) = deaf_upstream();
+    let mut cfg = config(&[deaf]);
     cfg.timeouts.upstream_send = Duration::from_millis(300);
     let p = Proxy::start(cfg);
     let t = Instant::now();

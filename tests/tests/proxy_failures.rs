@@ -3,38 +3,32 @@
 //! form of every response the proxy generates.
 
 use shared::origin::{Origin, OriginConfig};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tests::raw::{
     assert_generated, assert_well_formed, exchange, get, Client, End, Reply, Response, WAIT,
 };
+use tests::{eventually, ClosedPort};
 
 /// A one-worker proxy in front of `upstreams`, with extra flags: `(proxy, addr)`.
 macro_rules! proxy {
-    ($upstreams:expr $(, $extra:expr)* $(,)?) => {{
-        let mut args: Vec<String> = ["proxy", "--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"]
-            .iter().map(|s| s.to_string()).collect();
-        for u in $upstreams.iter() {
-            args.push("--upstream".into());
-            args.push(u.to_string());
-        }
-        let extra: &[&str] = &[$($extra),*];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let cfg = proxy::cli::config_from_args(args).unwrap();
-        let running = proxy::start(cfg).unwrap();
-        let addr: SocketAddr = running.listen_addrs()[0];
-        (running, addr)
-    }};
-}
-
-/// An address nothing listens on (connects are refused).
-fn dead_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    ($upstreams:expr $(, $extra:expr)* $(,)?) => {
+        tests::start_proxy(&$upstreams, &[$($extra),*])
+    };
 }
 
 fn origin() -> Origin {
     Origin::start(OriginConfig::default()).unwrap()
+}
+
+/// An origin on `port`, the port held closed before and after (a restart never gives it up).
+fn origin_on(port: &ClosedPort) -> Origin {
+    Origin::start_on(OriginConfig::default(), port.addr(), 1).unwrap()
+}
+
+/// Connect attempts the proxy made to upstream servers so far (refused ones included).
+fn upstream_connects(p: &proxy::Running) -> u64 {
+    p.stats().iter().map(|s| s.upstream_connects.get()).sum()
 }
 
 /// Send one request on a fresh connection and read one response.
@@ -63,21 +57,23 @@ fn expect_generated(r: Result<Response, Reply>, c: &mut Client, status: u16) -> 
 
 #[test]
 fn connect_refused_everywhere_is_502_at_once() {
-    let (p, addr) = proxy!([dead_addr()], "--connect-timeout", "3s");
+    let dead = ClosedPort::new();
+    let (p, addr) = proxy!([dead.addr()], "--connect-timeout", "30s");
     let (r, elapsed, mut c) = request(addr, &get("/"));
     expect_generated(r, &mut c, 502);
     // Refused is immediate: no waiting for the connect timeout.
-    assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+    assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
     p.shutdown().unwrap();
 }
 
 #[test]
 fn both_upstreams_down_is_502() {
-    let (p, addr) = proxy!([dead_addr(), dead_addr()], "--connect-timeout", "3s");
+    let (d1, d2) = (ClosedPort::new(), ClosedPort::new());
+    let (p, addr) = proxy!([d1.addr(), d2.addr()], "--connect-timeout", "30s");
     for _ in 0..3 {
         let (r, elapsed, mut c) = request(addr, &get("/"));
         expect_generated(r, &mut c, 502);
-        assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
+        assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
     }
     p.shutdown().unwrap();
 }
@@ -173,14 +169,11 @@ fn upstream_resets_a_close_delimited_body() {
 fn client_header_timeout() {
     let o = origin();
     let (p, addr) = proxy!([o.addr()], "--header-timeout", "300ms");
+    let t = Instant::now();
     let reply = exchange(addr, b"GET / HTTP/1.1\r\nHost: te", WAIT);
-    assert!(reply.elapsed >= Duration::from_millis(200), "{reply:?}");
-    assert!(reply.elapsed < Duration::from_secs(5), "{reply:?}");
-    if reply.bytes.is_empty() {
-        assert_ne!(reply.end, End::TimedOut, "{reply:?}");
-    } else {
-        assert_generated(&reply, 408, true);
-    }
+    // Part of a head arrived: 408 (`client.rs`), not a silent close.
+    assert_generated(&reply, 408, true);
+    assert!(t.elapsed() >= Duration::from_millis(300), "{reply:?}");
     p.shutdown().unwrap();
     assert_eq!(o.requests(), 0);
 }
@@ -192,11 +185,17 @@ fn header_timeout_covers_the_whole_head_not_each_read() {
     let (p, addr) = proxy!([o.addr()], "--header-timeout", "300ms");
     let mut c = Client::connect(addr);
     let t = Instant::now();
-    let head = b"GET / HTTP/1.1\r\nHost: test\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    // Long enough to trickle for over 10 s: far past the bound below, which is itself far
+    // past the 300 ms the timeout takes on a loaded machine.
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: test\r\nX-Slow: {}",
+        "a".repeat(200)
+    )
+    .into_bytes();
     let mut got = Vec::new();
     let mut end = End::TimedOut;
-    for b in head {
-        if c.send(&[*b]).is_err() || t.elapsed() > Duration::from_secs(3) {
+    for b in &head {
+        if c.send(&[*b]).is_err() || t.elapsed() > Duration::from_secs(8) {
             break;
         }
         let reply = c.until_close(Duration::from_millis(50));
@@ -218,13 +217,10 @@ fn header_timeout_covers_the_whole_head_not_each_read() {
         elapsed,
     };
     assert!(
-        elapsed < Duration::from_secs(3),
+        elapsed < Duration::from_secs(8),
         "the head timeout never fired: {reply:?}"
     );
-    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
-    if !reply.bytes.is_empty() {
-        assert_generated(&reply, 408, true);
-    }
+    assert_generated(&reply, 408, true);
     p.shutdown().unwrap();
     assert_eq!(o.requests(), 0);
 }
@@ -232,9 +228,9 @@ fn header_timeout_covers_the_whole_head_not_each_read() {
 #[test]
 fn one_upstream_down_every_request_succeeds_and_it_is_skipped() {
     let live = origin();
-    let dead = dead_addr();
+    let dead = ClosedPort::new();
     let (p, addr) = proxy!(
-        [live.addr(), dead],
+        [live.addr(), dead.addr()],
         "--max-fails",
         "1",
         "--fail-timeout",
@@ -250,28 +246,29 @@ fn one_upstream_down_every_request_succeeds_and_it_is_skipped() {
         );
     }
     assert_eq!(live.requests(), 10);
+    // One refused connect to the dead server, one pooled connection to the live one.
+    assert_eq!((upstream_connects(&p), live.connections()), (2, 1));
     // Bring the dead server back: within fail_timeout it is still skipped.
-    if let Ok(back) = Origin::start_on(OriginConfig::default(), dead, 1) {
-        for i in 0..10 {
-            let (r, _, _c) = request(addr, &get(&format!("/again{i}")));
-            assert_eq!(r.map(|r| r.status).ok(), Some(200), "request {i}");
-        }
-        assert_eq!(
-            back.requests(),
-            0,
-            "a failed server was used within its fail_timeout"
-        );
-        assert_eq!(live.requests(), 20);
+    let back = origin_on(&dead);
+    for i in 0..10 {
+        let (r, _, _c) = request(addr, &get(&format!("/again{i}")));
+        assert_eq!(r.map(|r| r.status).ok(), Some(200), "request {i}");
     }
+    assert_eq!(
+        (back.connections(), back.requests()),
+        (0, 0),
+        "a failed server was used within its fail_timeout"
+    );
+    assert_eq!(live.requests(), 20);
     p.shutdown().unwrap();
 }
 
 #[test]
 fn failed_server_is_tried_again_after_fail_timeout() {
     let live = origin();
-    let dead = dead_addr();
+    let dead = ClosedPort::new();
     let (p, addr) = proxy!(
-        [live.addr(), dead],
+        [live.addr(), dead.addr()],
         "--max-fails",
         "1",
         "--fail-timeout",
@@ -281,9 +278,9 @@ fn failed_server_is_tried_again_after_fail_timeout() {
         let (r, _, _c) = request(addr, &get("/"));
         assert_eq!(r.map(|r| r.status).ok(), Some(200), "request {i}");
     }
-    let Ok(back) = Origin::start_on(OriginConfig::default(), dead, 1) else {
-        return; // the port was taken meanwhile: nothing to check
-    };
+    let refused = upstream_connects(&p) - live.connections();
+    assert!(refused >= 1, "the dead server was never tried");
+    let back = origin_on(&dead);
     std::thread::sleep(Duration::from_millis(500)); // the behaviour under test: the window ends
     for i in 0..10 {
         let (r, _, _c) = request(addr, &get("/"));
@@ -322,11 +319,7 @@ fn post_whose_body_was_sent_is_not_retried() {
 
 #[test]
 fn body_over_max_body_is_413() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let (p, addr) = proxy!([o.addr()], "--max-body", "10");
     let mut req = b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n".to_vec();
     req.extend_from_slice(&[b'x'; 100]);
@@ -350,22 +343,11 @@ fn body_over_max_body_is_413() {
 #[test]
 fn no_matching_route_is_404() {
     let o = origin();
-    let up = o.addr().to_string();
-    let mut cfg = proxy::cli::config_from_args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        up.as_str(),
-        "--workers",
-        "1",
-        "--no-pin",
-    ])
-    .unwrap();
+    let mut cfg = tests::proxy_config(&[o.addr()], &[]);
     cfg.routes = vec![proxy::config::Route {
         host: None,
         path_prefix: "/api/".into(),
-        group: 0,
+        action: proxy::config::Action::Proxy { group: 0 },
     }];
     let p = proxy::start(cfg).unwrap();
     let addr = p.listen_addrs()[0];
@@ -375,18 +357,6 @@ fn no_matching_route_is_404() {
     assert_eq!(r.map(|r| r.status).ok(), Some(200));
     p.shutdown().unwrap();
     assert_eq!(o.requests(), 1);
-}
-
-/// Poll `cond` every 20 ms for up to `wait` (waiting for an effect, not for readiness).
-fn eventually(wait: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + wait;
-    while Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    cond()
 }
 
 #[test]
@@ -418,16 +388,15 @@ fn client_that_never_reads_does_not_hold_the_upstream() {
 fn client_body_timeout_closes_and_never_completes_the_request() {
     let o = origin();
     let (p, addr) = proxy!([o.addr()], "--body-timeout", "300ms");
+    let t = Instant::now();
     let reply = exchange(
         addr,
         b"POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n0123456789",
         WAIT,
     );
-    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
-    assert!(reply.elapsed >= Duration::from_millis(200), "{reply:?}");
-    if !reply.bytes.is_empty() {
-        assert_generated(&reply, 408, true);
-    }
+    // No response had started: 408 and a close.
+    assert_generated(&reply, 408, true);
+    assert!(t.elapsed() >= Duration::from_millis(300), "{reply:?}");
     assert_eq!(o.complete_requests(), 0);
     // The half-sent upstream connection is not pooled: it is closed, and the next request
     // gets a clean one.
@@ -442,12 +411,15 @@ fn client_body_timeout_closes_and_never_completes_the_request() {
 fn idle_keep_alive_client_is_closed_after_idle_timeout() {
     let o = origin();
     let (p, addr) = proxy!([o.addr()], "--idle-timeout", "300ms");
+    // The idle time starts after the response, so after `t`: whatever the scheduling, the
+    // close comes at least the idle timeout after `t`.
+    let t = Instant::now();
     let (r, _, mut c) = request(addr, &get("/?size=1"));
     assert_eq!(r.map(|r| r.status).ok(), Some(200));
     let rest = c.until_close(WAIT);
     assert_eq!(rest.end, End::Closed, "{rest:?}");
     assert!(rest.bytes.is_empty(), "{rest:?}");
-    assert!(rest.elapsed >= Duration::from_millis(200), "{rest:?}");
+    assert!(t.elapsed() >= Duration::from_millis(300), "{rest:?}");
     p.shutdown().unwrap();
 }
 
@@ -455,15 +427,13 @@ fn idle_keep_alive_client_is_closed_after_idle_timeout() {
 /// is retried on a fresh connection; the client never sees the stale connection.
 #[test]
 fn stale_pooled_connection_is_retried_for_get() {
-    let first = origin();
-    let at = first.addr();
-    let (p, addr) = proxy!([at], "--keepalive", "8");
+    let port = ClosedPort::new();
+    let first = origin_on(&port);
+    let (p, addr) = proxy!([port.addr()], "--keepalive", "8");
     let (r, _, _c) = request(addr, &get("/?size=1"));
     assert_eq!(r.map(|r| r.status).ok(), Some(200));
     first.stop(); // closes the pooled upstream connection from the origin's side
-    let Ok(second) = Origin::start_on(OriginConfig::default(), at, 1) else {
-        return; // the port was taken meanwhile
-    };
+    let second = origin_on(&port);
     for i in 0..3 {
         let (r, _, _c) = request(addr, &get(&format!("/again{i}?size=2")));
         let resp = r.unwrap_or_else(|reply| panic!("request {i}: {reply:?}"));
@@ -481,15 +451,13 @@ fn stale_pooled_connection_is_retried_for_get() {
 /// any of it, so the client gets the answer or a 502, and the origin sees it at most once.
 #[test]
 fn stale_pooled_connection_and_post() {
-    let first = origin();
-    let at = first.addr();
-    let (p, addr) = proxy!([at], "--keepalive", "8");
+    let port = ClosedPort::new();
+    let first = origin_on(&port);
+    let (p, addr) = proxy!([port.addr()], "--keepalive", "8");
     let (r, _, _c) = request(addr, &get("/?size=1"));
     assert_eq!(r.map(|r| r.status).ok(), Some(200));
     first.stop();
-    let Ok(second) = Origin::start_on(OriginConfig::default(), at, 1) else {
-        return;
-    };
+    let second = origin_on(&port);
     let req = b"POST /form?size=2 HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\nhello";
     let (r, _, mut c) = request(addr, req);
     let resp = r.unwrap_or_else(|reply| panic!("{reply:?}"));
@@ -519,10 +487,7 @@ fn header_timeout_applies_to_later_requests_on_a_connection() {
     assert_eq!(r.map(|r| r.status).ok(), Some(200));
     c.send(b"GET /second HTTP/1.1\r\nHost: te").unwrap();
     let reply = c.until_close(WAIT);
-    assert_ne!(reply.end, End::TimedOut, "{reply:?}");
-    if !reply.bytes.is_empty() {
-        assert_generated(&reply, 408, true);
-    }
+    assert_generated(&reply, 408, true);
     p.shutdown().unwrap();
     assert_eq!(o.requests(), 1);
 }

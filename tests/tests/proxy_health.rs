@@ -10,9 +10,11 @@
 
 mod strict_common;
 
+use tests::ClosedPort;
+
 use shared::origin::{Origin, OriginConfig};
 use std::sync::atomic::Ordering;
-use strict_common::{dead_port, proxy, response, serve_ok};
+use strict_common::{proxy, response, serve_ok};
 use tests::raw::{assert_generated, get, Client, WAIT};
 
 /// An origin whose every request is answered by `cfg`'s behaviour (hang, drop, reset).
@@ -141,9 +143,9 @@ fn max_fails_above_one_skips_only_after_that_many() {
 #[test]
 fn every_server_down_then_recovering() {
     // Two ports kept dead by sockets bound without listen for the whole outage.
-    let (a, b) = (dead_port(), dead_port());
+    let (a, b) = (ClosedPort::new(), ClosedPort::new());
     let (p, addr) = proxy(
-        &[a.addr, b.addr],
+        &[a.addr(), b.addr()],
         &["--max-fails", "1", "--fail-timeout", "60s"],
     );
     // Both refused: 502, and both are now marked failed for 60 s.

@@ -5,177 +5,86 @@ mod proxy_common;
 
 use proxy_common::Client;
 use shared::origin::{expected_body, Origin, OriginConfig, PATTERN};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
+use tests::process::{Process, ProxyProcess};
 
-/// A spawned proxy; killed on drop if still running.
-struct ProxyProcess {
-    child: Child,
-    addr: SocketAddr,
-    summary: String,
-    /// The rest of stderr, line by line.
-    stderr: mpsc::Receiver<String>,
+/// The proxy (1 worker, unpinned) over `upstream`; killed on drop if still running.
+fn spawn(upstream: SocketAddr) -> ProxyProcess {
+    spawn_with(upstream, &[], None)
 }
 
-impl ProxyProcess {
-    fn spawn(upstream: SocketAddr) -> ProxyProcess {
-        ProxyProcess::spawn_with(upstream, &[], None)
-    }
+/// With extra flags, and optionally the open-files limit (soft, hard) it starts under.
+fn spawn_with(upstream: SocketAddr, extra: &[&str], nofile: Option<(u64, u64)>) -> ProxyProcess {
+    spawn_full(upstream, extra, nofile, false)
+}
 
-    /// With extra flags, and optionally the open-files limit (soft, hard) it starts under.
-    fn spawn_with(
-        upstream: SocketAddr,
-        extra: &[&str],
-        nofile: Option<(u64, u64)>,
-    ) -> ProxyProcess {
-        ProxyProcess::spawn_full(upstream, extra, nofile, false)
-    }
-
-    /// `ignore_sigint`: started the way a shell starts a background job (SIGINT ignored).
-    fn spawn_full(
-        upstream: SocketAddr,
-        extra: &[&str],
-        nofile: Option<(u64, u64)>,
-        ignore_sigint: bool,
-    ) -> ProxyProcess {
-        let mut cmd = Command::new(tests::bin("proxy"));
-        cmd.args([
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--no-pin",
-            "--upstream",
-        ])
-        .arg(upstream.to_string())
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-        use std::os::unix::process::CommandExt;
-        // SAFETY: runs in the forked child before exec; setrlimit and signal are
-        // async-signal-safe and only read values on this stack.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some((soft, hard)) = nofile {
-                    let rl = libc::rlimit {
-                        rlim_cur: soft,
-                        rlim_max: hard,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                if ignore_sigint {
-                    libc::signal(libc::SIGINT, libc::SIG_IGN);
-                }
-                Ok(())
-            });
-        }
-        let mut child = cmd.spawn().expect("spawn proxy");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
+/// `ignore_sigint`: started the way a shell starts a background job (SIGINT ignored).
+fn spawn_full(
+    upstream: SocketAddr,
+    extra: &[&str],
+    nofile: Option<(u64, u64)>,
+    ignore_sigint: bool,
+) -> ProxyProcess {
+    let mut cmd = ProxyProcess::command();
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--no-pin",
+        "--upstream",
+    ])
+    .arg(upstream.to_string())
+    .args(extra);
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the forked child before exec; setrlimit and signal are
+    // async-signal-safe and only read values on this stack.
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some((soft, hard)) = nofile {
+                let rl = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
+                    return Err(std::io::Error::last_os_error());
                 }
             }
+            if ignore_sigint {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+            }
+            Ok(())
         });
-        let mut summary = String::new();
-        let addr = loop {
-            let line = rx
-                .recv_timeout(Duration::from_secs(20))
-                .unwrap_or_else(|_| panic!("no 'listening on' line; stderr so far:\n{summary}"));
-            summary.push_str(&line);
-            summary.push('\n');
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let first = rest.split([' ', ',']).next().unwrap();
-                break first.parse::<SocketAddr>().expect("address in the summary");
-            }
-        };
-        // The rest of the summary ends with the open-files limit.
-        while !summary.contains("open files") {
-            match rx.recv_timeout(Duration::from_secs(5)) {
-                Ok(line) => {
-                    summary.push_str(&line);
-                    summary.push('\n');
-                }
-                Err(_) => break,
-            }
-        }
-        ProxyProcess {
-            child,
-            addr,
-            summary,
-            stderr: rx,
-        }
     }
-
-    /// CPU time (user + system) used so far, in clock ticks.
-    fn cpu_ticks(&self) -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // Fields after the command name (which may hold spaces) start at field 3.
-        let rest: Vec<&str> = stat
-            .rsplit_once(')')
-            .unwrap()
-            .1
-            .split_whitespace()
-            .collect();
-        rest[11].parse::<u64>().unwrap() + rest[12].parse::<u64>().unwrap()
-    }
-
-    /// Wait up to `limit` for the process to exit.
-    fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return Some(s);
-            }
-            if Instant::now() > deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Peak and current resident set size in KiB (VmHWM, VmRSS).
-    fn memory_kib(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let field = |name: &str| {
-            status
-                .lines()
-                .find(|l| l.starts_with(name))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap()
-        };
-        (field("VmHWM:"), field("VmRSS:"))
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on our own child's pid; no memory is touched.
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0);
-    }
+    ProxyProcess::start(&mut cmd)
 }
 
-impl Drop for ProxyProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Peak and current resident set size in KiB (VmHWM, VmRSS) of process `pid`.
+fn memory_kib(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap()
+    };
+    (field("VmHWM:"), field("VmRSS:"))
 }
 
 const HUNDRED_MB: usize = 100 << 20;
 
+/// Patience for an effect that should come promptly (generous: the machine is shared).
+const WAIT: Duration = Duration::from_secs(10);
+
 #[test]
 fn summary_names_workers_driver_listener_and_upstream() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let p = ProxyProcess::spawn(o.addr());
+    let p = spawn(o.addr());
     let s = &p.summary;
     assert!(s.contains("1 worker"), "{s}");
     assert!(s.contains("driver"), "{s}");
@@ -189,7 +98,7 @@ fn summary_names_workers_driver_listener_and_upstream() {
 #[test]
 fn hundred_megabytes_both_ways_in_bounded_memory() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let p = ProxyProcess::spawn(o.addr());
+    let p = spawn(o.addr());
     let mut c = Client::connect(p.addr);
 
     // Download: read and verify as it streams, never holding the body.
@@ -232,55 +141,59 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
     assert_eq!(r.status, 200);
     assert_eq!(o.body_bytes(), HUNDRED_MB as u64);
 
-    let (hwm, rss) = p.memory_kib();
+    let (hwm, rss) = memory_kib(p.id());
     eprintln!("proxy memory after 100 MB each way: peak {hwm} KiB, now {rss} KiB");
+    // The README's claim: a long transfer stays under 10 MB resident.
     assert!(
-        hwm < 64 * 1024,
+        hwm * 1024 < 10_000_000,
         "peak resident memory {hwm} KiB (now {rss} KiB)"
     );
 }
 
+/// The in-flight request is a POST whose body is still coming: it cannot finish before the
+/// signal. The idle connection closing shows the shutdown began; only then does the client
+/// send the rest of the body, and the answer still comes, with `Connection: close`.
 #[test]
 fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let mut p = ProxyProcess::spawn(o.addr());
+    let mut p = spawn(o.addr());
     let mut idle = Client::connect(p.addr);
     assert_eq!(idle.get("/").status, 200);
     let mut busy = Client::connect(p.addr);
-    busy.send(b"GET /?delay=400ms&size=1000 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 2 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    busy.send(b"POST /?size=1000 HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n\r\nab");
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 2),
+        "the request head never reached the origin"
+    );
     p.signal(libc::SIGTERM);
+    idle.assert_closed();
+    busy.send(b"cd");
     let r = busy.response();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, expected_body(1000));
     assert_eq!(r.header("connection"), Some("close"));
-    assert!(
-        idle.is_closed(),
-        "idle keep-alive connection closed on shutdown"
-    );
-    let status = p.child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "{status:?}");
-    // Nothing listens any more.
-    assert!(std::net::TcpStream::connect(p.addr).is_err());
+    busy.assert_closed();
+    // (No "nothing listens any more" probe: the process has exited, and its freed port may
+    // already belong to another test.)
+    let status = p.exit_within(WAIT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
 }
 
 #[test]
 fn open_files_limit_is_raised_to_the_hard_limit() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let p = ProxyProcess::spawn_with(o.addr(), &[], Some((64, 4096)));
+    let p = spawn_with(o.addr(), &[], Some((64, 4096)));
     assert!(p.summary.contains("open files 4096"), "{}", p.summary);
 }
 
 /// With the fd table full, accept fails with EMFILE while connections wait in the backlog:
-/// the accept loop must back off (not spin a core), log rate-limited, and serve again once
-/// connections close.
+/// the accept loop must back off (not spin a core: counted, not timed), log rate-limited, and
+/// serve again once connections close.
 #[test]
 fn emfile_backs_off_without_spinning_and_recovers() {
     const LIMIT: u64 = 64;
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let p = ProxyProcess::spawn_with(o.addr(), &["--header-timeout", "30s"], Some((LIMIT, LIMIT)));
+    let mut p = spawn_with(o.addr(), &["--header-timeout", "30s"], Some((LIMIT, LIMIT)));
     assert!(
         p.summary.contains(&format!("open files {LIMIT}")),
         "{}",
@@ -292,27 +205,36 @@ fn emfile_backs_off_without_spinning_and_recovers() {
         .collect();
     // Wait for the effect: the first EMFILE is logged.
     let line = p
-        .stderr
-        .recv_timeout(Duration::from_secs(5))
+        .next_line(Duration::from_secs(5))
         .expect("an accept error is logged");
     assert!(
         line.contains("accept") && line.contains("open files"),
         "{line}"
     );
-    let before = p.cpu_ticks();
+    // The next line comes once the log's interval (5 s) has passed, with the count of the
+    // errors it swallowed meanwhile. Each failed accept is followed by a 10 ms pause, so that
+    // count is at most one per 10 ms of the interval, however fast or loaded the machine (a
+    // slower machine only fails fewer accepts); a loop that spins fails hundreds of thousands.
     let t = Instant::now();
-    std::thread::sleep(Duration::from_millis(500)); // the behaviour under test: idle time
-    let ticks = p.cpu_ticks() - before;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    let busy = ticks as f64 / hz as f64 / t.elapsed().as_secs_f64();
+    let line = p
+        .next_line(Duration::from_secs(30))
+        .expect("the accept errors go on and are logged again");
+    let elapsed = t.elapsed();
     assert!(
-        busy < 0.15,
-        "the accept loop spins: {ticks} ticks ({busy:.2} of a core)"
+        elapsed >= Duration::from_secs(4),
+        "not rate-limited: a second line after {elapsed:?}: {line}"
     );
-    // Rate-limited: not a line per failed accept.
-    let logged = std::iter::from_fn(|| p.stderr.try_recv().ok()).count();
-    assert!(logged <= 1, "{logged} more lines logged");
+    let suppressed: u64 = line
+        .split(" similar errors suppressed")
+        .next()
+        .and_then(|l| l.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of suppressed errors: {line}"));
+    let bound = 2 * elapsed.as_millis() as u64 / 10 + 100;
+    assert!(
+        (1..=bound).contains(&suppressed),
+        "the accept loop spins: {suppressed} failed accepts in {elapsed:?} (at most {bound})"
+    );
     drop(held);
     // Recovers: a new connection is served (the closed ones free their descriptors).
     let mut c = Client::connect(p.addr);
@@ -324,36 +246,16 @@ fn emfile_backs_off_without_spinning_and_recovers() {
 #[test]
 fn second_proxy_on_the_same_port_fails_at_start() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let first = ProxyProcess::spawn(o.addr());
-    let mut second = Command::new(tests::bin("proxy"))
-        .args(["--listen", &first.addr.to_string(), "--upstream"])
-        .arg(o.addr().to_string())
-        .args(["--workers", "2", "--no-pin"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn proxy");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = second.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = second.kill();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut err = String::new();
-    second
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let _ = second.wait();
-    assert_eq!(status.and_then(|s| s.code()), Some(1), "{err}");
+    let first = spawn(o.addr());
+    let second = Process::spawn(
+        ProxyProcess::command()
+            .args(["--listen", &first.addr.to_string(), "--upstream"])
+            .arg(o.addr().to_string())
+            .args(["--workers", "2", "--no-pin"])
+            .stdout(Stdio::null()),
+    );
+    let (status, err) = second.finish(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{err}");
     assert!(
         err.contains(&first.addr.to_string()) && err.contains("already in use"),
         "{err}"
@@ -369,40 +271,47 @@ fn second_proxy_on_the_same_port_fails_at_start() {
 #[test]
 fn sigterm_deadline_ends_requests_that_do_not_finish() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "300ms"], None);
+    let mut p = spawn_with(o.addr(), &["--shutdown-timeout", "300ms"], None);
     let mut busy = Client::connect(p.addr);
     busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 1 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the request never reached the origin"
+    );
     let t = Instant::now();
     p.signal(libc::SIGTERM);
-    let status = p.wait_for_exit(Duration::from_secs(5));
+    let status = p.exit_within(Duration::from_secs(5));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
     assert!(
         t.elapsed() >= Duration::from_millis(250),
         "{:?}",
         t.elapsed()
     );
-    // The client is not left hanging with something that looks like an answer.
-    assert!(busy
+    // The client is not left hanging, nor given something that looks like an answer: its
+    // connection is closed (EOF or reset; a read timeout would mean it was left open).
+    let err = busy
         .try_response(shared::http::RequestMethod::Other)
-        .is_err());
+        .unwrap_err();
+    assert!(
+        err == "closed before the response head" || err.contains("reset"),
+        "{err}"
+    );
 }
 
 /// A second signal means "stop now": exit 1 without waiting for the deadline.
 #[test]
 fn second_signal_exits_at_once() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let mut p = ProxyProcess::spawn_with(o.addr(), &["--shutdown-timeout", "30s"], None);
+    let mut p = spawn_with(o.addr(), &["--shutdown-timeout", "30s"], None);
     let mut busy = Client::connect(p.addr);
     busy.send(b"GET /?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n");
-    while o.requests() < 1 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the request never reached the origin"
+    );
     p.signal(libc::SIGTERM);
     p.signal(libc::SIGINT);
-    let status = p.wait_for_exit(Duration::from_secs(5));
+    let status = p.exit_within(Duration::from_secs(5));
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{status:?}");
 }
 
@@ -411,7 +320,7 @@ fn second_signal_exits_at_once() {
 #[test]
 fn nothing_a_client_does_is_logged() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let p = ProxyProcess::spawn_with(
+    let mut p = spawn_with(
         o.addr(),
         &["--header-timeout", "200ms", "--max-body", "10"],
         None,
@@ -437,7 +346,7 @@ fn nothing_a_client_does_is_logged() {
         let mut c = Client::connect(p.addr);
         assert_eq!(c.get("/").status, 200);
     }
-    let logged: Vec<String> = std::iter::from_fn(|| p.stderr.try_recv().ok()).collect();
+    let logged = p.arrived();
     assert!(logged.is_empty(), "{logged:?}");
 }
 
@@ -447,11 +356,11 @@ fn nothing_a_client_does_is_logged() {
 #[test]
 fn sigint_works_when_started_as_a_background_job() {
     let o = Origin::start(OriginConfig::default()).unwrap();
-    let mut p = ProxyProcess::spawn_full(o.addr(), &[], None, true);
+    let mut p = spawn_full(o.addr(), &[], None, true);
     let mut c = Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);
     p.signal(libc::SIGINT);
-    let status = p.wait_for_exit(Duration::from_secs(5));
+    let status = p.exit_within(Duration::from_secs(5));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
 }
 
@@ -463,8 +372,8 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
     const LIMIT: u64 = 48;
     let o = Origin::start(OriginConfig::default()).unwrap();
     // No pooling: every request opens (and then closes) its own upstream connection.
-    let p = ProxyProcess::spawn_with(o.addr(), &["--keepalive", "0"], Some((LIMIT, LIMIT)));
-    let fd_dir = format!("/proc/{}/fd", p.child.id());
+    let p = spawn_with(o.addr(), &["--keepalive", "0"], Some((LIMIT, LIMIT)));
+    let fd_dir = format!("/proc/{}/fd", p.id());
     let open_fds = || std::fs::read_dir(&fd_dir).unwrap().count();
     let mut held = Vec::new();
     let refused = loop {
@@ -483,10 +392,8 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
             break r;
         }
         // Wait for the effect: this request's upstream socket is closed, its client one held.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while open_fds() != before + 1 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        // (Not asserted: the loop's own check, a 503 within LIMIT requests, is the verdict.)
+        tests::eventually(Duration::from_secs(2), || open_fds() == before + 1);
         held.push(c);
     };
     assert_eq!(
@@ -496,7 +403,8 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
         String::from_utf8_lossy(&refused.head)
     );
     assert_eq!(refused.header("connection"), Some("close"));
-    assert!(refused.header("content-length").is_some());
+    let len = refused.body.len().to_string();
+    assert_eq!(refused.header("content-length"), Some(len.as_str()));
     drop(held);
     let mut c = Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);

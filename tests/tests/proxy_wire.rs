@@ -3,26 +3,15 @@
 //! `Connection: close`), a closed connection, and never reaches the origin.
 
 use shared::origin::{Origin, OriginConfig};
-use std::net::SocketAddr;
 use std::time::Duration;
 use tests::raw::{assert_generated, assert_well_formed, exchange, get, Client, End, WAIT};
 
 /// A capturing origin and a one-worker proxy in front of it: `(origin, proxy, proxy addr)`.
 macro_rules! setup {
     ($($extra:expr),* $(,)?) => {{
-        let origin = Origin::start(OriginConfig {
-            capture: true,
-            ..OriginConfig::default()
-        })
-        .unwrap();
-        let up = origin.addr().to_string();
-        let extra: &[&str] = &[$($extra),*];
-        let args: Vec<&str> = ["proxy", "--listen", "127.0.0.1:0", "--upstream", up.as_str(),
-            "--workers", "1", "--no-pin", "--read-timeout", "2s"]
-            .iter().chain(extra).copied().collect();
-        let cfg = proxy::cli::config_from_args(args).unwrap();
-        let running = proxy::start(cfg).unwrap();
-        let addr: SocketAddr = running.listen_addrs()[0];
+        let origin = tests::capturing_origin();
+        let extra: Vec<&str> = ["--read-timeout", "2s"].into_iter().chain([$($extra),*]).collect();
+        let (running, addr) = tests::start_proxy(&[origin.addr()], &extra);
         (origin, running, addr)
     }};
 }
@@ -122,24 +111,11 @@ rejected! {
     over_100_headers_is_431: 431, format!("GET / HTTP/1.1\r\nHost: test\r\n{}\r\n", (0..101).map(|i| format!("X-H{i}: v\r\n")).collect::<String>()).as_bytes();
 }
 
-/// The HTTP/2 connection preface on an HTTP/1 port: a well-formed 400 and a close, or just
-/// a close (both are allowed); never forwarded.
+/// The HTTP/2 connection preface on an HTTP/1 port: a well-formed 400 and a close, never
+/// forwarded.
 #[test]
 fn http2_preface() {
-    let (origin, proxy, addr) = setup!();
-    let reply = exchange(addr, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", WAIT);
-    proxy.shutdown().unwrap();
-    if reply.bytes.is_empty() {
-        assert_ne!(
-            reply.end,
-            End::TimedOut,
-            "the proxy neither answered nor closed"
-        );
-    } else {
-        assert_generated(&reply, 400, true);
-    }
-    assert_eq!(origin.requests(), 0);
-    assert!(origin.captured().is_empty());
+    rejected_before_origin(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400);
 }
 
 fn chunked(body: &str) -> Vec<u8> {
@@ -288,17 +264,7 @@ fn connection_naming_content_length_does_not_unframe_the_body() {
     let r = c.response(WAIT);
     drop(c);
     proxy.shutdown().unwrap();
-    assert_no_smuggled(&origin);
-    if let Ok(resp) = r {
-        assert!(resp.status == 200 || resp.status == 400, "{resp:?}");
-        if resp.status == 200 {
-            assert_eq!(
-                origin.body_bytes(),
-                smuggled.len() as u64,
-                "the body was not forwarded as a body"
-            );
-        }
-    }
+    assert_reframed(&origin, r, smuggled.len());
 }
 
 /// The same with `Connection: Transfer-Encoding` and a chunked body.
@@ -316,17 +282,25 @@ fn connection_naming_transfer_encoding_does_not_unframe_the_body() {
     let r = c.response(WAIT);
     drop(c);
     proxy.shutdown().unwrap();
-    assert_no_smuggled(&origin);
-    if let Ok(resp) = r {
-        assert!(resp.status == 200 || resp.status == 400, "{resp:?}");
-        if resp.status == 200 {
-            assert_eq!(
-                origin.body_bytes(),
-                smuggled.len() as u64,
-                "the body was not forwarded as a body"
-            );
-        }
-    }
+    assert_reframed(&origin, r, smuggled.len());
+}
+
+/// The proxy forwarded the body as a body, framed again (as nginx does): the client gets the
+/// origin's 200, and the origin got one complete request carrying `body_len` body bytes.
+fn assert_reframed(
+    origin: &Origin,
+    r: Result<tests::raw::Response, tests::raw::Reply>,
+    body_len: usize,
+) {
+    let resp = r.unwrap_or_else(|r| panic!("no response: {r:?}"));
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert!(resp.is_pattern(64), "{resp:?}");
+    assert_no_smuggled(origin);
+    assert_eq!(
+        (origin.complete_requests(), origin.body_bytes()),
+        (1, body_len as u64),
+        "the body was not forwarded as a body"
+    );
 }
 
 /// No request the origin received starts at the smuggled bytes.
@@ -361,19 +335,17 @@ fn refused_websocket_upgrade_is_not_a_tunnel() {
         .response(WAIT)
         .unwrap_or_else(|r| panic!("no response: {r:?}"));
     assert_eq!(resp.status, 426, "{resp:?}");
-    let _ = c.send(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
-    let _ = c.response(Duration::from_secs(2));
+    // The connection stays HTTP: the next request is parsed and forwarded like any other.
+    c.send(b"GET /smuggled?size=3 HTTP/1.1\r\nHost: test\r\n\r\n")
+        .unwrap();
+    let next = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response to the next request: {r:?}"));
+    assert_eq!((next.status, next.body.as_slice()), (200, &b"abc"[..]));
     drop(c);
     proxy.shutdown().unwrap();
-    for raw in origin.captured() {
-        if raw.starts_with(b"GET /smuggled") {
-            let text = String::from_utf8_lossy(&raw).to_ascii_lowercase();
-            assert!(
-                text.contains("x-forwarded-for:"),
-                "tunneled raw to the origin: {text:?}"
-            );
-        }
-    }
+    assert_parsed_by_proxy(&origin, b"GET /smuggled");
+    assert_eq!(origin.requests(), 2);
 }
 
 /// A 101 to a request that asked for no upgrade is an upstream error: 502, no tunnel.
@@ -414,9 +386,9 @@ fn response_with_conflicting_content_lengths_is_502() {
     proxy.shutdown().unwrap();
 }
 
-/// Transfer-Encoding and Content-Length in a response: chunked wins (or the proxy refuses
-/// with 502); never the Content-Length, which would leave chunk bytes on a pooled
-/// connection for the next client.
+/// Transfer-Encoding and Content-Length in a response: chunked wins (RFC 9112 6.3 step 3),
+/// never the Content-Length, which would leave chunk bytes on a pooled connection for the
+/// next client.
 #[test]
 fn response_with_te_and_cl_never_desynchronizes() {
     let (_origin, proxy, addr) = setup!();
@@ -426,11 +398,8 @@ fn response_with_te_and_cl_never_desynchronizes() {
     let resp = c
         .response(WAIT)
         .unwrap_or_else(|r| panic!("no response: {r:?}"));
-    if resp.status == 200 {
-        assert!(resp.is_pattern(64), "{resp:?}");
-    } else {
-        assert_well_formed(&resp, 502);
-    }
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert!(resp.is_pattern(64), "{resp:?}");
     drop(c);
     assert_next_clients_get_clean_responses(addr);
     proxy.shutdown().unwrap();
@@ -464,11 +433,11 @@ fn response_surplus_bytes_never_reach_the_next_client() {
     let resp = c
         .response(WAIT)
         .unwrap_or_else(|r| panic!("no response: {r:?}"));
-    if resp.status == 200 {
-        assert_eq!(resp.body, b"abcdefghij");
-    } else {
-        assert_well_formed(&resp, 502);
-    }
+    assert_eq!(
+        (resp.status, resp.body.as_slice()),
+        (200, &b"abcdefghij"[..]),
+        "{resp:?}"
+    );
     drop(c);
     assert_next_clients_get_clean_responses(addr);
     proxy.shutdown().unwrap();
@@ -590,7 +559,7 @@ fn pipelined_mixed_bodies_are_answered_in_order() {
 }
 
 /// A rejection does not depend on how the bytes are split: the same smuggling attempts sent
-/// one byte per write.
+/// one byte per read (each byte written once the proxy has read the one before).
 #[test]
 fn rejections_do_not_depend_on_read_boundaries() {
     let cases: [(&[u8], u16); 3] = [
@@ -599,13 +568,23 @@ fn rejections_do_not_depend_on_read_boundaries() {
         (b"GET / HTTP/2.0\r\nHost: test\r\n\r\n", 505),
     ];
     for (req, status) in cases {
-        let (origin, proxy, addr) = setup!();
+        // One byte a read, each waiting for the proxy's (delayed) ACK: seconds per request,
+        // more on a loaded machine; the header timeout is not what this test is about.
+        let (origin, proxy, addr) = setup!("--header-timeout", "300s");
         let mut c = Client::connect(addr);
         for b in req {
-            if c.send(&[*b]).is_err() {
+            if let Err(e) = c.send(&[*b]) {
+                // The proxy may answer and close before the last byte.
+                assert!(
+                    matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ),
+                    "{e}"
+                );
                 break;
             }
-            std::thread::sleep(Duration::from_millis(1));
+            tests::wait_until_peer_read(&c.stream, WAIT);
         }
         let reply = c.until_close(WAIT);
         proxy.shutdown().unwrap();
@@ -683,20 +662,7 @@ fn oversized_response_head_is_502() {
         ..OriginConfig::default()
     })
     .unwrap();
-    let up = origin.addr().to_string();
-    let cfg = proxy::cli::config_from_args([
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--upstream",
-        up.as_str(),
-        "--workers",
-        "1",
-        "--no-pin",
-    ])
-    .unwrap();
-    let proxy = proxy::start(cfg).unwrap();
-    let addr = proxy.listen_addrs()[0];
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &[]);
     let mut c = Client::connect(addr);
     c.send(&get("/")).unwrap();
     let resp = c.response(WAIT).unwrap_or_else(|r| panic!("{r:?}"));
@@ -763,15 +729,13 @@ fn connect_method_does_not_open_a_tunnel() {
     let mut c = Client::connect(addr);
     c.send(b"CONNECT test:80 HTTP/1.1\r\nHost: test:80\r\n\r\n")
         .unwrap();
-    let first = c.response(Duration::from_secs(2));
-    let _ = c.send(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
-    let _ = c.until_close(Duration::from_secs(1));
+    // 501 and a close: nothing the client sends next can reach the origin.
+    let reply = c.until_close(WAIT);
     drop(c);
     proxy.shutdown().unwrap();
-    assert_parsed_by_proxy(&origin, b"GET /smuggled");
-    if let Ok(resp) = first {
-        assert!(resp.status >= 400, "CONNECT answered {resp:?}");
-    }
+    assert_generated(&reply, 501, true);
+    assert_eq!(origin.requests(), 0);
+    assert!(origin.captured().is_empty(), "{:?}", origin.captured());
 }
 
 /// `Upgrade: h2c` is hop-by-hop (only WebSocket upgrades are relayed): the origin never sees
@@ -797,13 +761,10 @@ fn h2c_upgrade_is_not_relayed() {
         b"GET /h2c?status=101 HTTP/1.1\r\nHost: test\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
     )
     .unwrap();
-    let second = c.response(WAIT);
-    let _ = c.send(b"GET /smuggled HTTP/1.1\r\nHost: test\r\n\r\n");
-    let _ = c.until_close(Duration::from_secs(1));
+    // 502 and a close: the connection never becomes a tunnel.
+    let reply = c.until_close(WAIT);
     drop(c);
     proxy.shutdown().unwrap();
-    assert_parsed_by_proxy(&origin, b"GET /smuggled");
-    if let Ok(resp) = second {
-        assert_well_formed(&resp, 502);
-    }
+    assert_generated(&reply, 502, true);
+    assert_eq!(origin.requests(), 2);
 }

@@ -12,11 +12,7 @@ Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n
 
 #[test]
 fn websocket_echo_through_the_proxy() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
     c.send(UPGRADE);
@@ -76,11 +72,7 @@ fn bytes_sent_right_after_the_upgrade_request_are_relayed() {
 
 #[test]
 fn upgrade_other_than_websocket_is_not_forwarded() {
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
+    let o = tests::capturing_origin();
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
     c.send(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n");

@@ -5,16 +5,21 @@
 //! Errors name the file, line and key where the file is at fault (from the spans the file
 //! layer keeps), or the flag where a flag is.
 
-use super::schema::{FileConfig, LimitsEntry, Origin, RuntimeEntry, ServerEntry};
-use super::{
-    validate, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
-    DEFAULT_BACKLOG,
+use super::schema::{
+    FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
 };
+use super::{
+    validate, Action, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
+    UpstreamGroup, DEFAULT_BACKLOG,
+};
+use crate::answer::ReturnAction;
+use crate::static_files::StaticSite;
 use shared::config::ConfigError;
 use shared::http::Limits;
 use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
 use std::net::SocketAddr;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -216,11 +221,8 @@ impl Resolver<'_> {
         Ok(out)
     }
 
+    /// The groups; none is fine when no route proxies (`routes` says what is missing).
     fn groups(&self) -> Result<Vec<UpstreamGroup>, Error> {
-        if self.file.upstream.is_empty() {
-            let m = "no upstream group: add [upstream.NAME] with servers = [\"HOST:PORT\"]";
-            return Err(self.error(At::Missing("upstream"), m.into()));
-        }
         let mut out = Vec::with_capacity(self.file.upstream.len());
         for (name, g) in &self.file.upstream {
             let span = g.span();
@@ -277,57 +279,139 @@ impl Resolver<'_> {
         let entries = &self.file.route;
         if entries.is_empty() {
             // One group and no routes: everything goes to it.
-            if groups.len() == 1 {
-                return Ok(vec![Route {
-                    host: None,
-                    path_prefix: "/".into(),
-                    group: 0,
-                }]);
-            }
-            let m = "several upstream groups but no [[route]]: add routes \
-                     (a route with path = \"/\" and no host is the default)";
-            return Err(self.error(At::Missing("route"), m.into()));
+            let m = match groups.len() {
+                1 => {
+                    let route = Route {
+                        host: None,
+                        path_prefix: "/".into(),
+                        action: Action::Proxy { group: 0 },
+                    };
+                    return Ok(vec![route]);
+                }
+                0 => {
+                    "no upstream group: add [upstream.NAME] with servers = [\"HOST:PORT\"] \
+                      (or [[route]]s that answer with `return` or `static`)"
+                }
+                _ => {
+                    "several upstream groups but no [[route]]: add routes \
+                     (a route with path = \"/\" and no host is the default)"
+                }
+            };
+            let key = if groups.is_empty() {
+                "upstream"
+            } else {
+                "route"
+            };
+            return Err(self.error(At::Missing(key), m.into()));
         }
         let mut out: Vec<Route> = Vec::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
             let r = e.get_ref();
-            let wanted = r.upstream.get_ref();
-            let Some(group) = groups.iter().position(|g| g.name == *wanted) else {
-                let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
-                let key = format!("route[{i}].upstream");
-                let m = format!(
-                    "no upstream group named `{wanted}` (defined: {})",
-                    names.join(", ")
-                );
-                let span = r.upstream.span();
-                return Err(self.error(At::Value { key, span }, m));
+            let whole = || At::Value {
+                key: format!("route[{i}]"),
+                span: e.span(),
             };
-            let host = r.host.clone();
             if out
                 .iter()
-                .any(|o| o.host == host && o.path_prefix == r.path)
+                .any(|o| o.host == r.host && o.path_prefix == r.path)
             {
-                let key = format!("route[{i}]");
                 let m = format!(
                     "a route for host {} and path `{}` is already defined",
-                    host.as_deref().unwrap_or("(any)"),
+                    r.host.as_deref().unwrap_or("(any)"),
                     r.path
                 );
-                return Err(self.error(
-                    At::Value {
-                        key,
-                        span: e.span(),
-                    },
-                    m,
-                ));
+                return Err(self.error(whole(), m));
             }
+            let action = match (&r.upstream, &r.return_, &r.static_) {
+                (Some(u), None, None) => self.proxy_action(i, u, groups)?,
+                (None, Some(ret), None) => self.return_action(i, ret)?,
+                (None, None, Some(st)) => Action::Static(self.static_site(st)),
+                _ => {
+                    let m = "a route needs exactly one of `upstream`, `return` and `static`";
+                    return Err(self.error(whole(), m.into()));
+                }
+            };
             out.push(Route {
-                host,
+                host: r.host.clone(),
                 path_prefix: r.path.clone(),
-                group,
+                action,
             });
         }
         Ok(out)
+    }
+
+    fn proxy_action(
+        &self,
+        i: usize,
+        wanted: &Spanned<String>,
+        groups: &[UpstreamGroup],
+    ) -> Result<Action, Error> {
+        let name = wanted.get_ref();
+        match groups.iter().position(|g| g.name == *name) {
+            Some(group) => Ok(Action::Proxy { group }),
+            None => {
+                let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
+                let defined = if names.is_empty() {
+                    "none is defined".to_string()
+                } else {
+                    format!("defined: {}", names.join(", "))
+                };
+                let key = format!("route[{i}].upstream");
+                let m = format!("no upstream group named `{name}` ({defined})");
+                let span = wanted.span();
+                Err(self.error(At::Value { key, span }, m))
+            }
+        }
+    }
+
+    fn return_action(&self, i: usize, e: &Spanned<ReturnEntry>) -> Result<Action, Error> {
+        let r = e.get_ref();
+        ReturnAction::new(
+            r.status,
+            r.location.as_deref(),
+            r.body.as_deref(),
+            r.content_type.as_deref(),
+        )
+        .map(Action::Return)
+        .map_err(|m| {
+            let key = format!("route[{i}].return");
+            self.error(
+                At::Value {
+                    key,
+                    span: e.span(),
+                },
+                m,
+            )
+        })
+    }
+
+    /// A static root, relative to the config file's folder (the working directory for the
+    /// command line), made absolute. Whether it exists is checked later, as a warning
+    /// (`config::warnings`): it may be created after the start.
+    fn static_site(&self, e: &Spanned<StaticEntry>) -> StaticSite {
+        let s = e.get_ref();
+        let base = match &self.file.origin {
+            Origin::File { name, .. } => Path::new(name)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+            Origin::CommandLine => PathBuf::new(),
+        };
+        StaticSite {
+            root: absolute(&base.join(&s.root)),
+            index: s.index.clone(),
+        }
+    }
+}
+
+/// `p` made absolute against the working directory (unchanged if that is unknown).
+fn absolute(p: &Path) -> PathBuf {
+    if p.is_absolute() {
+        return p.to_path_buf();
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(p),
+        Err(_) => p.to_path_buf(),
     }
 }
 

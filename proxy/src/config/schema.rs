@@ -171,7 +171,8 @@ impl<'de> Deserialize<'de> for ServerEntry {
     }
 }
 
-/// `[[route]]`.
+/// `[[route]]`: a host and path, and exactly one action (`upstream`, `return` or `static`;
+/// `resolve` checks that one is there).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteEntry {
@@ -179,7 +180,46 @@ pub struct RouteEntry {
     pub host: Option<String>,
     #[serde(default = "default_path", deserialize_with = "de_path")]
     pub path: String,
-    pub upstream: Spanned<String>,
+    #[serde(default)]
+    pub upstream: Option<Spanned<String>>,
+    #[serde(default, rename = "return")]
+    pub return_: Option<Spanned<ReturnEntry>>,
+    #[serde(default, rename = "static")]
+    pub static_: Option<Spanned<StaticEntry>>,
+}
+
+impl RouteEntry {
+    /// A route with only its action: quick mode's.
+    pub fn new(upstream: Option<String>, static_: Option<StaticEntry>) -> RouteEntry {
+        RouteEntry {
+            host: None,
+            path: default_path(),
+            upstream: upstream.map(|u| Spanned::new(0..0, u)),
+            return_: None,
+            static_: static_.map(|s| Spanned::new(0..0, s)),
+        }
+    }
+}
+
+/// `return = { status = 302, location = "...", body = "...", content_type = "..." }`.
+/// Templates are parsed by `resolve` (into `answer::ReturnAction`), so their errors name the
+/// route's line.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReturnEntry {
+    pub status: u16,
+    pub location: Option<String>,
+    pub body: Option<String>,
+    pub content_type: Option<String>,
+}
+
+/// `static = { root = "www", index = "index.html" }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticEntry {
+    pub root: std::path::PathBuf,
+    #[serde(default = "default_index", deserialize_with = "de_index")]
+    pub index: String,
 }
 
 /// `[limits]`: flat in the file; `resolve` puts the codec's keys into `shared::http::Limits`.
@@ -250,6 +290,9 @@ fn default_fail_timeout() -> Duration {
 }
 fn default_path() -> String {
     "/".into()
+}
+pub fn default_index() -> String {
+    "index.html".into()
 }
 
 // ---- Value syntax, shared with the flags. ----
@@ -387,14 +430,18 @@ fn de_driver<'de, D: Deserializer<'de>>(d: D) -> Result<DriverChoice, D::Error> 
     })
 }
 
+/// A host name, or a wildcard `*.example.com` (subdomains of example.com, at any depth).
 fn de_host<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let h = String::deserialize(d)?;
-    let ok = !h.is_empty()
-        && h.bytes()
+    let name = h.strip_prefix("*.").unwrap_or(&h);
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._[]:".contains(&b));
     if !ok {
         return Err(D::Error::custom(format!(
-            "`{h}` is not a host name (e.g. example.com)"
+            "`{h}` is not a host name (e.g. example.com) or a wildcard (*.example.com)"
         )));
     }
     let h = h.to_ascii_lowercase();
@@ -412,4 +459,15 @@ fn de_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
         )));
     }
     Ok(p)
+}
+
+/// An index file name: a plain name, no directory.
+fn de_index<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let i = String::deserialize(d)?;
+    if i.is_empty() || i == "." || i == ".." || i.contains(['/', '\\', '\0']) {
+        return Err(D::Error::custom(format!(
+            "`{i}` is not a file name (e.g. index.html)"
+        )));
+    }
+    Ok(i)
 }

@@ -24,10 +24,21 @@ fn example_parses_with_every_key() {
     assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
     assert_eq!(app.servers[2].weight, 1);
     assert_eq!(cfg.groups[1].balance, Balance::LeastConn);
-    assert_eq!(cfg.routes.len(), 3);
+    assert_eq!(cfg.routes.len(), 6);
     assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
-    assert_eq!(cfg.routes[0].group, 1);
-    assert_eq!(cfg.routes[2].group, 0);
+    assert_eq!(cfg.routes[0].action.group(), Some(1));
+    assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
+    assert!(matches!(&cfg.routes[2].action, Action::Return(r) if r.status() == 302));
+    assert!(matches!(&cfg.routes[3].action, Action::Return(r) if r.status() == 200));
+    let Action::Static(site) = &cfg.routes[4].action else {
+        panic!("{:?}", cfg.routes[4])
+    };
+    // Relative to the file's folder (here "", the working directory), made absolute.
+    assert_eq!(site.root, std::env::current_dir().unwrap().join("www"));
+    assert_eq!(site.index, "index.html");
+    assert_eq!(cfg.routes[5].action.group(), Some(0));
+    // The example's root does not exist here: a warning, not an error.
+    assert_eq!(warnings(&cfg).len(), 1, "{:?}", warnings(&cfg));
     assert_eq!(cfg.limits.max_body, None);
     assert_eq!(cfg.source, "proxy.example.toml");
     validate(&cfg).unwrap();
@@ -63,7 +74,7 @@ fn minimal_file_gets_defaults_and_a_default_route() {
     assert_eq!(cfg.listeners[0].backlog, DEFAULT_BACKLOG);
     assert_eq!(cfg.routes.len(), 1);
     assert_eq!(cfg.routes[0].path_prefix, "/");
-    assert_eq!(cfg.routes[0].group, 0);
+    assert_eq!(cfg.routes[0].action.group(), Some(0));
     let s = &cfg.groups[0].servers[0];
     assert_eq!(
         (s.weight, s.max_fails, s.fail_timeout),
@@ -201,12 +212,145 @@ fn validate_catches_configs_built_in_code() {
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
     assert!(validate(&c).unwrap_err().contains("port 0"));
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
-    c.routes[0].group = 3;
+    c.routes[0].action = Action::Proxy { group: 3 };
     assert!(validate(&c).unwrap_err().contains("does not exist"));
     c.routes.clear();
     assert!(validate(&c).unwrap_err().contains("no route"));
-    c.groups.clear();
-    assert!(validate(&c).unwrap_err().contains("no upstream"));
     c.listeners.clear();
     assert!(validate(&c).unwrap_err().contains("no listen"));
+}
+
+const LISTEN: &str = "[[listen]]\naddr = \"127.0.0.1:8080\"\n";
+
+#[test]
+fn routes_take_exactly_one_action() {
+    let ok = format!(
+        "{LISTEN}[[route]]\npath = \"/r\"\nreturn = {{ status = 302, location = \"/x/{{random:1-21}}\" }}\n\
+         [[route]]\nhost = \"*.Example.com\"\npath = \"/s/\"\nstatic = {{ root = \"/srv/www\" }}\n"
+    );
+    let cfg = from_toml("/etc/p/p.toml", &ok).unwrap();
+    // No group is needed when no route proxies.
+    assert!(cfg.groups.is_empty());
+    assert!(matches!(&cfg.routes[0].action, Action::Return(r) if r.status() == 302));
+    assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
+    let Action::Static(site) = &cfg.routes[1].action else {
+        panic!("{:?}", cfg.routes[1])
+    };
+    assert_eq!(
+        (site.root.to_str(), site.index.as_str()),
+        (Some("/srv/www"), "index.html")
+    );
+    // A relative root is relative to the file's folder.
+    let rel = ok.replace("/srv/www", "www");
+    let cfg = from_toml("/etc/p/p.toml", &rel).unwrap();
+    let Action::Static(site) = &cfg.routes[1].action else {
+        panic!()
+    };
+    assert_eq!(site.root.to_str(), Some("/etc/p/www"));
+    let w = warnings(&cfg);
+    assert_eq!(
+        w,
+        [
+            "/etc/p/p.toml: route[1] (*.example.com /s/): static root /etc/p/www is not a \
+          directory (yet): its requests get 404 until it is"
+        ]
+    );
+}
+
+#[test]
+fn route_action_errors_name_the_line_and_key() {
+    let group = "[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
+    for (routes, want) in [
+        (
+            "[[route]]\npath = \"/\"\n",
+            "p.toml:5: key `route[0]`: a route needs exactly one of `upstream`, `return` and `static`",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nupstream = \"app\"\nreturn = { status = 200 }\n",
+            "p.toml:5: key `route[0]`: a route needs exactly one",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nreturn = { status = 700 }\n",
+            "p.toml:7: key `route[0].return`: status 700: expected 200 to 599",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nreturn = { status = 302, location = \"/{rand:1-2}\" }\n",
+            "p.toml:7: key `route[0].return`: location: unknown variable `{rand}`",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nreturn = { status = 200, bodyy = \"x\" }\n",
+            "unknown field `bodyy`",
+        ),
+        (
+            "[[route]]\npath = \"/\"\nstatic = { root = \"www\", index = \"a/b.html\" }\n",
+            "`a/b.html` is not a file name",
+        ),
+        (
+            "[[route]]\nhost = \"*example.com\"\nupstream = \"app\"\n",
+            "`*example.com` is not a host name",
+        ),
+        (
+            "[[route]]\nhost = \"a.*.com\"\nupstream = \"app\"\n",
+            "is not a host name",
+        ),
+        ("[[route]]\nhost = \"*.\"\nupstream = \"app\"\n", "is not a host name"),
+        (
+            "[[route]]\nupstream = \"ap\"\n",
+            "no upstream group named `ap` (defined: app)",
+        ),
+    ] {
+        let text = format!("{LISTEN}{group}{routes}");
+        let e = from_toml("p.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(want), "{routes}: {e}");
+    }
+    // No group at all.
+    let e = from_toml("p.toml", LISTEN).unwrap_err().to_string();
+    assert!(e.contains("no upstream group"), "{e}");
+    let e = from_toml("p.toml", &format!("{LISTEN}[[route]]\nupstream = \"x\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("no upstream group named `x` (none is defined)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn quick_static_mode_serves_a_directory() {
+    let c = cli("--listen 127.0.0.1:0 --static /srv/files")
+        .config()
+        .unwrap();
+    assert!(c.groups.is_empty());
+    assert_eq!(c.routes.len(), 1);
+    assert_eq!(c.routes[0].path_prefix, "/");
+    let Action::Static(site) = &c.routes[0].action else {
+        panic!("{:?}", c.routes[0])
+    };
+    assert_eq!(site.root.to_str(), Some("/srv/files"));
+    let w = warnings(&c);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].starts_with(
+            "command line: route[0] (any host /): static root /srv/files is not a directory"
+        ),
+        "{w:?}"
+    );
+    let rel = cli("--listen 127.0.0.1:0 --static sub/dir")
+        .config()
+        .unwrap();
+    let Action::Static(site) = &rel.routes[0].action else {
+        panic!()
+    };
+    assert_eq!(site.root, std::env::current_dir().unwrap().join("sub/dir"));
+    // Without --listen; with --upstream or --config.
+    let e = cli("--static /srv").config().unwrap_err().to_string();
+    assert!(e.contains("no --listen"), "{e}");
+    for args in [
+        "--static /a --upstream 127.0.0.1:1",
+        "--static /a --config p.toml",
+    ] {
+        let argv = std::iter::once("proxy").chain(args.split_whitespace());
+        let e = Cli::parse_from(argv).unwrap_err().to_string();
+        assert!(e.contains("cannot be used with"), "{args}: {e}");
+    }
 }

@@ -161,9 +161,11 @@ fn req() -> RequestInfo {
         expect_continue: false,
         websocket: false,
         head_len: 0,
-        group: 0,
         host_written: true,
         pipelined: false,
+        dispatch: crate::forward::Dispatch::Proxy { group: 0 },
+        target: crate::forward::Span { start: 0, len: 0 },
+        authority: None,
     }
 }
 

@@ -1,15 +1,18 @@
 //! Helpers for the proxy's end-to-end tests: a proxy config over given origins, and a small
-//! blocking HTTP/1.1 client that reads responses with the shared codec.
+//! blocking HTTP/1.1 client that reads responses with the shared codec (heads with its one
+//! response reader, `parse_final_response`; bodies with its `BodyDecoder`). For bytes
+//! checked by an independent parser, use `tests::raw` instead.
 #![allow(dead_code)]
 
 use proxy::config::{
-    Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts, UpstreamGroup,
+    Action, Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
+    UpstreamGroup,
 };
-use shared::http::{parse_response, BodyDecoder, BodyKind, RequestMethod, Status};
+use shared::http::{parse_final_response, BodyDecoder, BodyKind, RequestMethod, Status};
 use shared::runtime::{DriverChoice, RuntimeConfig};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
+use tests::raw::End;
 
 /// One worker, unpinned, one listener on 127.0.0.1:0, one group over `origins`, route `/`.
 pub fn config(origins: &[SocketAddr]) -> Config {
@@ -28,7 +31,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         routes: vec![Route {
             host: None,
             path_prefix: "/".into(),
-            group: 0,
+            action: Action::Proxy { group: 0 },
         }],
         timeouts: Timeouts {
             shutdown: Duration::from_secs(2),
@@ -104,59 +107,70 @@ pub struct Response {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
-    /// The raw head as received.
+    /// The raw head as received, with the interim (1xx) heads skipped before it.
     pub head: Vec<u8>,
     pub chunked: bool,
 }
 
 impl Response {
+    /// The first value of a header (name case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        tests::raw::header(&self.headers, name)
     }
 }
 
-/// A blocking client on one connection.
+/// Patience of a [`Client`] for each read.
+const READ_WAIT: Duration = Duration::from_secs(10);
+
+/// A blocking client on one connection: a `tests::raw::Client` (its connection, its
+/// buffer and how it ended; reachable through `Deref`, `c.stream` included) whose responses
+/// are read with the shared codec.
 pub struct Client {
-    pub stream: TcpStream,
-    buf: Vec<u8>,
+    raw: tests::raw::Client,
+}
+
+impl std::ops::Deref for Client {
+    type Target = tests::raw::Client;
+    fn deref(&self) -> &tests::raw::Client {
+        &self.raw
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut tests::raw::Client {
+        &mut self.raw
+    }
 }
 
 impl Client {
+    /// Connect (TCP_NODELAY, reads wait up to 10 s).
     pub fn connect(addr: SocketAddr) -> Client {
         let stream = TcpStream::connect(addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
+        stream.set_read_timeout(Some(READ_WAIT)).unwrap();
         stream.set_nodelay(true).unwrap();
         Client {
-            stream,
-            buf: Vec::new(),
+            raw: tests::raw::Client::from_stream(stream),
         }
     }
 
+    /// Write all of `bytes`; an error fails the test.
     pub fn send(&mut self, bytes: &[u8]) {
-        self.stream.write_all(bytes).expect("send");
+        self.raw.send(bytes).expect("send");
     }
 
     pub fn get(&mut self, path: &str) -> Response {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+        self.send(&tests::raw::get(path));
         self.response()
     }
 
-    fn fill(&mut self) -> std::io::Result<usize> {
-        let mut tmp = [0u8; 65536];
-        loop {
-            match self.stream.read(&mut tmp) {
-                Ok(n) => {
-                    self.buf.extend_from_slice(&tmp[..n]);
-                    return Ok(n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
+    /// Read once (within the stream's read timeout) onto the buffer: the count of bytes,
+    /// 0 at EOF, or an error that says how else the read ended.
+    fn fill(&mut self) -> Result<usize, String> {
+        match self.raw.fill() {
+            Ok(n) => Ok(n),
+            Err(End::Closed) => Ok(0),
+            Err(End::Reset) => Err("read: connection reset".into()),
+            Err(End::TimedOut) => Err("read: timed out, the connection still open".into()),
         }
     }
 
@@ -166,27 +180,33 @@ impl Client {
             .expect("a complete response")
     }
 
-    /// Bytes received until the peer closes (or the read timeout).
+    /// Bytes received until the peer closes (EOF or a reset). Panics if 10 s pass first: a
+    /// connection that stays open is not a closed one.
     pub fn read_to_close(&mut self) -> Vec<u8> {
-        while let Ok(n) = self.fill() {
-            if n == 0 {
-                break;
-            }
-        }
-        std::mem::take(&mut self.buf)
+        let r = self.raw.until_close(READ_WAIT);
+        assert!(
+            r.end != End::TimedOut,
+            "the connection did not close: {}",
+            tests::raw::show(&r)
+        );
+        r.bytes
     }
 
-    /// Whether the server closed the connection (EOF with nothing more).
-    pub fn is_closed(&mut self) -> bool {
-        self.buf.is_empty() && matches!(self.fill(), Ok(0) | Err(_))
+    /// Assert that the server closed the connection (EOF or a reset) with nothing more sent.
+    /// A read timeout fails: the connection is still open.
+    pub fn assert_closed(&mut self) {
+        tests::raw::assert_closed_within(&mut self.raw, READ_WAIT, "proxy_common::Client");
     }
 
-    /// One response; `Err` describes what went wrong (EOF mid-message included).
+    /// One response; `Err` describes what went wrong (EOF mid-message included). Interim
+    /// (1xx) heads are skipped by the shared reader, `parse_final_response`, as the proxy and
+    /// the loader skip them.
     pub fn try_response(&mut self, method: RequestMethod) -> Result<Response, String> {
         let limits = shared::http::Limits::default();
         loop {
             let mut storage = [httparse::EMPTY_HEADER; 128];
-            let parsed = match parse_response(&self.buf, &mut storage, method, &limits) {
+            let buf = self.raw.buffered();
+            let parsed = match parse_final_response(buf, &mut storage, method, &limits) {
                 Ok(Status::Complete(h)) => Some((
                     h.status,
                     h.headers
@@ -205,12 +225,8 @@ impl Client {
                 Err(e) => return Err(format!("bad response head: {e}")),
             };
             if let Some((status, headers, head_len, kind)) = parsed {
-                if (100..200).contains(&status) && status != 101 {
-                    self.buf.drain(..head_len);
-                    continue;
-                }
-                let head = self.buf[..head_len].to_vec();
-                self.buf.drain(..head_len);
+                let head = self.raw.buffered()[..head_len].to_vec();
+                self.raw.consume(head_len);
                 let body = self.body(kind)?;
                 return Ok(Response {
                     status,
@@ -220,10 +236,8 @@ impl Client {
                     chunked: kind == BodyKind::Chunked,
                 });
             }
-            match self.fill() {
-                Ok(0) => return Err("closed before the response head".into()),
-                Ok(_) => {}
-                Err(e) => return Err(format!("read: {e}")),
+            if self.fill()? == 0 {
+                return Err("closed before the response head".into());
             }
         }
     }
@@ -235,13 +249,13 @@ impl Client {
         let mut dec = BodyDecoder::new(kind, &shared::http::Limits::default());
         let mut body = Vec::new();
         loop {
-            while !self.buf.is_empty() {
+            while !self.raw.buffered().is_empty() {
                 let d = dec
-                    .decode(&self.buf)
+                    .decode(self.raw.buffered())
                     .map_err(|e| format!("bad body: {e}"))?;
                 body.extend_from_slice(d.data);
                 let (consumed, done) = (d.consumed, d.done);
-                self.buf.drain(..consumed);
+                self.raw.consume(consumed);
                 if done {
                     return Ok(body);
                 }
@@ -252,27 +266,12 @@ impl Client {
             if dec.is_done() {
                 return Ok(body);
             }
-            match self.fill() {
-                Ok(0) => {
-                    return dec
-                        .finish()
-                        .map(|_| body)
-                        .map_err(|e| format!("truncated body: {e}"))
-                }
-                Ok(_) => {}
-                Err(e) => return Err(format!("read: {e}")),
+            if self.fill()? == 0 {
+                return dec
+                    .finish()
+                    .map(|_| body)
+                    .map_err(|e| format!("truncated body: {e}"));
             }
         }
     }
-
-    /// Raw bytes already buffered (after a tunnel's 101, for example).
-    pub fn take_buffered(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.buf)
-    }
-}
-
-/// An address nothing listens on (bound, then closed).
-pub fn dead_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
 }

@@ -6,77 +6,29 @@
 //! reaching a value, polled with a generous deadline, never a sleep of a guessed length.
 #![allow(dead_code)]
 
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
-use tests::raw::{Client, End, Reply, Response, WAIT};
+use std::time::Duration;
 
 /// A one-worker proxy started through its command line (`--listen 127.0.0.1:0 --no-pin`,
-/// upstreams `ups`, then `extra`).
+/// upstreams `ups`, then `extra`): [`tests::start_proxy`].
 pub fn proxy(ups: &[SocketAddr], extra: &[&str]) -> (proxy::Running, SocketAddr) {
-    let ups: Vec<String> = ups.iter().map(|a| a.to_string()).collect();
-    let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--no-pin"];
-    if !extra.contains(&"--workers") {
-        args.extend(["--workers", "1"]);
-    }
-    for u in &ups {
-        args.extend(["--upstream", u.as_str()]);
-    }
-    args.extend(extra);
-    let cfg = proxy::cli::config_from_args(&args).expect("valid proxy flags");
-    let running = proxy::start(cfg).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
+    tests::start_proxy(ups, extra)
 }
 
-/// An origin that records every raw request it receives.
-pub fn capturing_origin() -> Origin {
-    Origin::start(OriginConfig {
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin starts")
-}
-
-/// The next response on `c`, or a panic that shows what arrived and how the read ended.
-pub fn response(c: &mut Client, what: &str) -> Response {
-    c.response(WAIT)
-        .unwrap_or_else(|r| panic!("{what}: no complete response: {}", show(&r)))
-}
-
-/// The peer closes `c` (EOF or reset) with nothing more sent; a read timeout fails.
-pub fn assert_closed(c: &mut Client, what: &str) {
-    let r = c.until_close(WAIT);
-    assert!(
-        r.end != End::TimedOut && r.bytes.is_empty(),
-        "{what}: expected a close, got {}",
-        show(&r)
-    );
-}
-
-/// Whether `c` is still open and silent: the peer neither sent anything nor closed within
-/// `wait` (for "this connection is being held", where a close would be the failure).
-pub fn assert_open_and_silent(c: &mut Client, wait: Duration, what: &str) {
-    let r = c.until_close(wait);
-    assert!(
-        r.end == End::TimedOut && r.bytes.is_empty(),
-        "{what}: expected an open, silent connection, got {}",
-        show(&r)
-    );
-}
-
-pub fn show(r: &Reply) -> String {
-    format!("{:?} after {:?}: {:?}", r.end, r.elapsed, r.text())
-}
+// Re-exported: one implementation in `tests::raw`, the names the strict tests use.
+#[allow(unused_imports)]
+pub use tests::capturing_origin;
+#[allow(unused_imports)]
+pub use tests::raw::{assert_closed, assert_open_and_silent, response, show};
 
 /// Wait until `cond` holds, polling; panic with `what` after `limit`. For counters that
 /// are readiness events (a request reached the origin, a connection was accepted).
-pub fn wait_for(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(2));
-    }
+pub fn wait_for(limit: Duration, what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        tests::eventually(limit, cond),
+        "timed out waiting for {what}"
+    );
 }
 
 /// Patience for readiness on a loaded machine.
@@ -97,45 +49,6 @@ pub fn captured_text(o: &Origin) -> Vec<String> {
         .iter()
         .map(|r| String::from_utf8_lossy(r).into_owned())
         .collect()
-}
-
-/// A port that stays dead while the returned descriptor is open: bound, never listening,
-/// so nobody else can take it and a connect to it is refused.
-pub struct DeadPort {
-    fd: std::os::fd::OwnedFd,
-    pub addr: SocketAddr,
-}
-
-pub fn dead_port() -> DeadPort {
-    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-    // SAFETY: plain socket calls on a descriptor this function creates and hands to an
-    // OwnedFd at once; the sockaddr is zeroed, filled in, and outlives the calls.
-    unsafe {
-        let raw = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
-        assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
-        let fd = OwnedFd::from_raw_fd(raw);
-        let mut sa: libc::sockaddr_in = std::mem::zeroed();
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
-        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        let sp = &mut sa as *mut libc::sockaddr_in as *mut libc::sockaddr;
-        assert_eq!(libc::bind(fd.as_raw_fd(), sp, len), 0);
-        let mut got = len;
-        assert_eq!(libc::getsockname(fd.as_raw_fd(), sp, &mut got), 0);
-        let addr = SocketAddr::from(([127, 0, 0, 1], u16::from_be(sa.sin_port)));
-        DeadPort { fd, addr }
-    }
-}
-
-impl DeadPort {
-    /// Bring the port to life: listen on the same socket (so nobody else took it between).
-    pub fn revive(self) -> std::net::TcpListener {
-        use std::os::fd::AsRawFd;
-        // SAFETY: listen(2) on the descriptor this value owns.
-        let rc = unsafe { libc::listen(self.fd.as_raw_fd(), 128) };
-        assert_eq!(rc, 0, "listen: {}", std::io::Error::last_os_error());
-        std::net::TcpListener::from(self.fd)
-    }
 }
 
 /// A minimal keep-alive HTTP server on `l` for body-less requests: each head gets

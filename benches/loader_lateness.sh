@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The generator's own send lateness at a fixed rate, with and without --spin (issue 14).
+#
+# In --rate mode latency is measured from each request's intended send time; a generator that
+# sleeps between sends wakes late (monoio's 1 ms timer, an idle vCPU's wake-up), and the
+# correction charges that lateness to the server. This runs the built-in origin on one core and
+# the loader on another at RATE req/s, alternating plain and --spin runs for ROUNDS rounds, and
+# prints per run: the achieved rate, the send-lateness p99, and corrected p50 minus uncorrected
+# p50 (the part of the median that is the generator's delay). Goal with --spin: that difference
+# under 50 µs. Then the median [min-max] per variant.
+#
+#   benches/loader_lateness.sh                        # defaults: ROUNDS=3 RATE=10000 DURATION=5s
+#   ROUNDS=5 RATE=20000 CONNS=32 benches/loader_lateness.sh
+#
+# Environment: ROUNDS (3), RATE (10000), CONNS (16), DURATION (5s), ORIGIN_CORE (0), GEN_CORE
+# (1), LOADER_BIN (target/release/loader, built here unless NO_BUILD=1), KEEP_TMP=1.
+# Not a test: it asserts nothing, and its figures depend on the machine (measure on a quiet one).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=benches/lib.sh
+source benches/lib.sh
+
+ROUNDS=${ROUNDS:-3}
+RATE=${RATE:-10000}
+CONNS=${CONNS:-16}
+DURATION=${DURATION:-5s}
+ORIGIN_CORE=${ORIGIN_CORE:-0}
+GEN_CORE=${GEN_CORE:-1}
+TARGET_DIR=${CARGO_TARGET_DIR:-target}
+LOADER_BIN=${LOADER_BIN:-$TARGET_DIR/release/loader}
+
+bench_require taskset python3 ss
+[ "$(nproc)" -ge 2 ] || bench_log "warning: fewer than 2 cores; the origin and the generator share one"
+if [ -z "${NO_BUILD:-}" ]; then
+    cargo build --release -q -p loader
+fi
+[ -x "$LOADER_BIN" ] || bench_die "no loader binary at $LOADER_BIN"
+
+bench_init
+PORT=$(bench_free_port)
+bench_start "$ORIGIN_CORE" "$BENCH_TMP/origin.log" "$LOADER_BIN" origin \
+    --listen "127.0.0.1:$PORT" --body-size 64 --threads 1 --no-pin
+bench_wait_port "$PORT" "$BENCH_LAST_PID" || bench_die "the origin did not start: $(cat "$BENCH_TMP/origin.log")"
+
+# one_run VARIANT: prints "ACHIEVED LATE_P99_MS DIFF_P50_US" from the run's JSON.
+one_run() {
+    local variant=$1 json="$BENCH_TMP/run.json" extra=()
+    [ "$variant" = spin ] && extra=(--spin)
+    timeout 120s taskset -c "$GEN_CORE" "$LOADER_BIN" -q --threads 1 --no-pin -c "$CONNS" \
+        --rate "$RATE" -d "$DURATION" "${extra[@]}" --json "$json" \
+        "http://127.0.0.1:$PORT/" >/dev/null
+    python3 - "$json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = d["rate"]
+diff_us = (d["percentiles_ms"]["50"] - r["uncorrected_percentiles_ms"]["50"]) * 1000
+print(f'{r["achieved"]:.0f} {r["send_lateness_percentiles_ms"]["99"]:.3f} {diff_us:.0f}')
+PY
+}
+
+echo "# $(bench_machine)"
+echo "# loader $("$LOADER_BIN" --version | awk '{print $2}'): taskset -c $GEN_CORE loader --threads 1 -c $CONNS --rate $RATE -d $DURATION [--spin]; built-in origin (64 B) on core $ORIGIN_CORE"
+printf '%-6s %-6s %10s %16s %24s\n' round pacing achieved "lateness p99 ms" "corr-uncorr p50 µs"
+declare -A LATE DIFF
+for ((round = 1; round <= ROUNDS; round++)); do
+    # Alternate which variant goes first, so drift in the machine's load is shared.
+    order=(timer spin)
+    ((round % 2 == 0)) && order=(spin timer)
+    for v in "${order[@]}"; do
+        read -r achieved late diff < <(one_run "$v")
+        printf '%-6s %-6s %10s %16s %24s\n' "$round" "$v" "$achieved" "$late" "$diff"
+        LATE[$v]+="$late "
+        DIFF[$v]+="$diff "
+    done
+done
+summary() {
+    python3 -c '
+import statistics, sys
+v = [float(x) for x in sys.argv[1].split()]
+print(f"{statistics.median(v):g} [{min(v):g}-{max(v):g}]")' "$1"
+}
+echo
+for v in timer spin; do
+    echo "$v: lateness p99 $(summary "${LATE[$v]}") ms; corrected-minus-uncorrected p50 $(summary "${DIFF[$v]}") µs (goal with spin: < 50)"
+done

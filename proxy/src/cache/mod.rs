@@ -1,0 +1,60 @@
+//! The response cache's sans-IO core (issue 10): what is stored, for how long, under which
+//! key and variant, and what a request gets — decided from heads, the route's
+//! [`CacheEntry`](crate::config::cache::CacheEntry) and a time passed in. No I/O, no clock,
+//! no runtime: the connection code reads the clock, calls these and does the I/O.
+//!
+//! - [`policy`]: request classes (lookup, bypass, invalidate, purge), storability and
+//!   freshness (RFC 9111 3, 4.2, 5.2), the age of a stored response.
+//! - [`vary`]: variants (4.1), with `Accept-Encoding` normalised.
+//! - [`directives`]: Cache-Control and Pragma; [`date`]: HTTP-date.
+//! - [`store`]: one worker's store: LRU bounded by bytes, entries that fill while they stream,
+//!   request collapsing, stale entries kept for `stale_if_error`.
+//!
+//! Per worker, shared-nothing: each worker owns a [`Store`] (no `Rc`, no `RefCell` inside);
+//! `max_bytes` bounds each worker's store, so N workers may hold N times it. A purge or an
+//! invalidation reaches the other workers through `shared::inbox`.
+//!
+//! The `X-Cache` value of every response of a cached route: [`CacheStatus`]. `Age` is sent on
+//! hits and stale hits ([`Hit::age`]), on misses and bypasses the age the response arrived with
+//! ([`policy::fetched_age`]: 0 for a response straight from its origin).
+
+pub mod date;
+pub mod directives;
+pub mod policy;
+pub mod store;
+pub mod vary;
+
+#[cfg(test)]
+mod tests;
+
+pub use policy::{
+    classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
+};
+pub use store::{Append, Handle, Hit, Key, Lookup, Read, Store, StoreStats};
+
+/// Milliseconds since the Unix epoch: the time every decision is made at, read by the caller.
+pub type Millis = u64;
+
+/// The `X-Cache` field of a response on a cached route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStatus {
+    /// Served from the store, or streamed from an entry another request is filling.
+    Hit,
+    /// Looked up, fetched from the upstream (stored or not).
+    Miss,
+    /// Not looked up: a method the cache does not serve, credentials, request no-store.
+    Bypass,
+    /// A stale entry served because the upstream failed or timed out.
+    Stale,
+}
+
+impl CacheStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "HIT",
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Bypass => "BYPASS",
+            CacheStatus::Stale => "STALE",
+        }
+    }
+}

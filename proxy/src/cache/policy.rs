@@ -1,0 +1,271 @@
+//! What the cache does with a request and with the response to it, decided from the heads and
+//! the route's settings, with time passed in (RFC 9111 sections quoted where they decide).
+
+use super::directives::{RequestDirectives, ResponseDirectives, DELTA_MAX};
+use super::vary::{VarySpec, VaryStar};
+use super::Millis;
+use crate::config::cache::CacheEntry;
+
+/// What a request on a cached route does with the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestClass {
+    /// GET or HEAD: look the key up. A HEAD miss fills the entry with a GET, as nginx does.
+    Lookup {
+        /// `no-cache` (or `max-age=0`, or `Pragma: no-cache`): go to the origin, and store
+        /// what it answers (RFC 9111 5.2.1.4: "does not want to use a stored response
+        /// without successful validation").
+        revalidate: bool,
+        /// `only-if-cached`: a miss is answered 504 (5.2.1.7).
+        only_if_cached: bool,
+    },
+    /// Forwarded without touching the cache (`X-Cache: BYPASS`).
+    Bypass(Bypass),
+    /// POST, PUT, DELETE, PATCH: forwarded; a non-error answer invalidates the key (4.4).
+    Invalidate,
+    /// `PURGE`: remove the key on every worker (when the client is in `purge_from`).
+    Purge,
+}
+
+/// Why a request bypassed the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bypass {
+    /// A method that is neither cacheable nor invalidating (OPTIONS, CONNECT, unknown).
+    Method,
+    /// `Authorization` or `Cookie` on a route without `allow_credentials`.
+    Credentials,
+    /// `Cache-Control: no-store` (5.2.1.5: "a cache MUST NOT store any part of either this
+    /// request or any response to it").
+    NoStore,
+}
+
+/// Classify a request on a cached route.
+pub fn classify(method: &str, headers: &[httparse::Header<'_>], cfg: &CacheEntry) -> RequestClass {
+    match method {
+        "GET" | "HEAD" => {}
+        "POST" | "PUT" | "DELETE" | "PATCH" => return RequestClass::Invalidate,
+        "PURGE" => return RequestClass::Purge,
+        _ => return RequestClass::Bypass(Bypass::Method),
+    }
+    let credentials = headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("authorization") || h.name.eq_ignore_ascii_case("cookie")
+    });
+    if credentials && !cfg.allow_credentials {
+        return RequestClass::Bypass(Bypass::Credentials);
+    }
+    let d = RequestDirectives::scan(headers);
+    if d.no_store {
+        return RequestClass::Bypass(Bypass::NoStore);
+    }
+    RequestClass::Lookup {
+        revalidate: d.no_cache,
+        only_if_cached: d.only_if_cached,
+    }
+}
+
+/// 4.4: "A cache MUST invalidate the target URI ... when it receives a non-error status code
+/// in response to an unsafe request method."
+pub fn invalidates(status: u16) -> bool {
+    (200..400).contains(&status)
+}
+
+/// Why a response was not stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotStored {
+    /// Not a final, complete response (1xx, 206, 304).
+    Status,
+    /// No explicit freshness, and not a status the route's ttl covers (200, 301, 404).
+    NoFreshness,
+    NoStore,
+    Private,
+    /// `no-cache`: every use needs validation, which costs what a miss costs.
+    NoCache,
+    SetCookie,
+    /// 3.5: a request with Authorization, and none of public, s-maxage, must-revalidate.
+    Authorization,
+    VaryStar,
+    /// Content-Length over `max_object`.
+    TooLarge,
+}
+
+/// When a response was fetched: the request's send time and the response's arrival time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fetched {
+    pub request_time: Millis,
+    pub response_time: Millis,
+}
+
+/// A stored response's age and lifetime (4.2), all in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Freshness {
+    pub response_time: Millis,
+    pub corrected_initial_age: Millis,
+    pub lifetime: Millis,
+    /// A directive forbids serving it stale (see [`ResponseDirectives::forbids_stale`]).
+    pub forbids_stale: bool,
+}
+
+impl Freshness {
+    /// 4.2.3: "resident_time = now - response_time; current_age = corrected_initial_age +
+    /// resident_time".
+    pub fn current_age(&self, now: Millis) -> Millis {
+        self.corrected_initial_age
+            .saturating_add(now.saturating_sub(self.response_time))
+    }
+
+    /// 4.2: "response_is_fresh = (freshness_lifetime > current_age)".
+    pub fn is_fresh(&self, now: Millis) -> bool {
+        self.lifetime > self.current_age(now)
+    }
+
+    /// The `Age` field value (5.1: delta-seconds), whole seconds.
+    pub fn age_secs(&self, now: Millis) -> u64 {
+        (self.current_age(now) / 1000).min(DELTA_MAX)
+    }
+
+    /// Whether it may be served, stale, when the origin fails: within `stale_if_error` past
+    /// its lifetime (RFC 5861 4), unless a directive forbids stale use (4.2.4).
+    pub fn usable_on_error(&self, now: Millis, stale_if_error: Millis) -> bool {
+        stale_if_error > 0
+            && !self.forbids_stale
+            && self.current_age(now) <= self.lifetime.saturating_add(stale_if_error)
+    }
+}
+
+/// A response the cache will store: its freshness and the variant it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Storable {
+    pub freshness: Freshness,
+    pub vary: VarySpec,
+}
+
+/// The fields of a response that storing and freshness look at, from one pass.
+#[derive(Default)]
+struct ResponseScan {
+    cc: ResponseDirectives,
+    expires: Option<Option<u64>>,
+    date: Option<u64>,
+    age: Option<u64>,
+    set_cookie: bool,
+}
+
+fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
+    let mut s = ResponseScan::default();
+    for h in headers {
+        let is = |n: &str| h.name.eq_ignore_ascii_case(n);
+        if is("cache-control") {
+            s.cc.add(h.value);
+        } else if is("expires") {
+            // 5.3: "A cache recipient MUST interpret invalid date formats, especially the
+            // value "0", as representing a time in the past". The first field counts.
+            s.expires
+                .get_or_insert(super::date::parse_http_date(h.value));
+        } else if is("date") {
+            s.date = s.date.or(super::date::parse_http_date(h.value));
+        } else if is("age") {
+            s.age = s.age.or(std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(|v| v.min(DELTA_MAX)));
+        } else if is("set-cookie") {
+            s.set_cookie = true;
+        }
+    }
+    s
+}
+
+/// Decide whether the response to a GET (or the GET that fills for a HEAD) is stored, and
+/// for how long it is fresh. `body_len` is the Content-Length when the framing gives one.
+pub fn storable(
+    request: &[httparse::Header<'_>],
+    status: u16,
+    response: &[httparse::Header<'_>],
+    body_len: Option<u64>,
+    at: Fetched,
+    cfg: &CacheEntry,
+) -> Result<Storable, NotStored> {
+    // 3: "the response status code is final"; 3.3/3.4: partial content is not stored whole;
+    // 304 completes a validation and is not a response to store.
+    if status < 200 || status == 206 || status == 304 {
+        return Err(NotStored::Status);
+    }
+    let s = scan(response);
+    // 3: "the no-store cache directive is not present in the response" (5.2.2.5), "if the
+    // cache is shared: the private response directive is either not present or allows a
+    // shared cache to store a modified response" (read here as not present).
+    if s.cc.no_store || RequestDirectives::scan(request).no_store {
+        return Err(NotStored::NoStore);
+    }
+    if s.cc.private {
+        return Err(NotStored::Private);
+    }
+    if s.cc.no_cache {
+        return Err(NotStored::NoCache);
+    }
+    // 7.3 warns that Set-Cookie answers are per user; nginx and Varnish do not cache them.
+    if s.set_cookie {
+        return Err(NotStored::SetCookie);
+    }
+    // 3.5: "A shared cache MUST NOT use a cached response to a request with an Authorization
+    // header field ... unless ... must-revalidate, public, s-maxage".
+    let authorized = request
+        .iter()
+        .any(|h| h.name.eq_ignore_ascii_case("authorization"));
+    if authorized && !(s.cc.public || s.cc.must_revalidate || s.cc.s_maxage.is_some()) {
+        return Err(NotStored::Authorization);
+    }
+    if body_len.is_some_and(|n| n > cfg.max_object) {
+        return Err(NotStored::TooLarge);
+    }
+    let vary = VarySpec::new(response, request).map_err(|VaryStar| NotStored::VaryStar)?;
+    let lifetime = lifetime(&s, status, at, cfg).ok_or(NotStored::NoFreshness)?;
+    Ok(Storable {
+        freshness: Freshness {
+            response_time: at.response_time,
+            corrected_initial_age: initial_age(&s, at),
+            lifetime,
+            forbids_stale: s.cc.forbids_stale(),
+        },
+        vary,
+    })
+}
+
+/// The `Age` (whole seconds) sent with a response fetched for this request (`X-Cache: MISS`
+/// or `BYPASS`): the age it arrived with plus its time in transit, 4.2.3's corrected initial
+/// age, so a response that passed through other caches is not made to look younger. A hit
+/// sends [`Freshness::age_secs`] at the time it is served instead.
+pub fn fetched_age(response: &[httparse::Header<'_>], at: Fetched) -> u64 {
+    (initial_age(&scan(response), at) / 1000).min(DELTA_MAX)
+}
+
+/// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise
+/// the route's ttl for 200, 301 and 404 (nginx's `proxy_cache_valid` default statuses, and
+/// all three are heuristically cacheable, RFC 9110 15.1).
+fn lifetime(s: &ResponseScan, status: u16, at: Fetched, cfg: &CacheEntry) -> Option<Millis> {
+    let secs = |n: u64| n.saturating_mul(1000);
+    if let Some(n) = s.cc.s_maxage.or(s.cc.max_age) {
+        return Some(secs(n));
+    }
+    if let Some(expires) = s.expires {
+        // "If the Expires header field is present, use its value minus the value of the Date
+        // header field (using the time the message was received if it is not present)".
+        let date = s.date.unwrap_or(at.response_time / 1000);
+        return Some(secs(expires.unwrap_or(0).saturating_sub(date)));
+    }
+    matches!(status, 200 | 301 | 404).then(|| cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64)
+}
+
+/// 4.2.3: "apparent_age = max(0, response_time - date_value);
+/// response_delay = response_time - request_time;
+/// corrected_age_value = age_value + response_delay;
+/// corrected_initial_age = max(apparent_age, corrected_age_value)".
+fn initial_age(s: &ResponseScan, at: Fetched) -> Millis {
+    let date = s.date.map_or(at.response_time, |d| d.saturating_mul(1000));
+    let apparent = at.response_time.saturating_sub(date);
+    let delay = at.response_time.saturating_sub(at.request_time);
+    let corrected = s
+        .age
+        .unwrap_or(0)
+        .saturating_mul(1000)
+        .saturating_add(delay);
+    apparent.max(corrected)
+}

@@ -1,0 +1,749 @@
+//! One worker's store: entries by key and variant, least recently used first out when the
+//! bytes exceed `max_bytes`, filled while they stream.
+//!
+//! Layout: a slab of slots (an entry's handle is its slot and the slot's generation, so a
+//! handle outlives its entry safely), a map from key hash to the first entry of that hash,
+//! a chain through entries of one hash (variants and collisions), and an intrusive
+//! doubly-linked LRU list through the slots. A hit is a hash, a map probe, a chain walk and
+//! two relinks: no allocation (the `Bytes` it hands out are reference-counted views).
+//!
+//! Collapsing: the first miss for a key inserts an entry `AwaitingHead`; later lookups of the
+//! key get [`Lookup::Wait`] and look up again when woken. Once the head is in, requests of the
+//! same variant stream the body as it fills ([`Lookup::Stream`]) when its length is declared
+//! (a declared length within `max_object` cannot outgrow it midway); without a declared
+//! length they wait for the whole body, so that if the fill is dropped (too large, upstream
+//! failure) each waiter still has sent nothing and makes its own request.
+//!
+//! The byte bound counts keys, heads, bodies and a per-entry overhead. `Bytes` already handed
+//! to a connection stay alive until it is done with them, beyond the bound, as any response
+//! being written does.
+
+use super::policy::Storable;
+use super::vary::VarySpec;
+use super::Millis;
+use bytes::{Bytes, BytesMut};
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::task::Waker;
+
+/// Bytes counted per entry beyond its key, head and body: the slot, the map entry, the vary
+/// spec's boxes and the allocator's rounding, roughly.
+pub const ENTRY_OVERHEAD: u64 = 256;
+
+const NIL: u32 = u32::MAX;
+
+/// A cache key: the request's host and its target (path and query). GET and HEAD share it.
+#[derive(Debug, Clone, Copy)]
+pub struct Key<'a> {
+    pub host: &'a [u8],
+    pub target: &'a [u8],
+}
+
+/// An entry, as long as it lives: its slot and the slot's generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Handle {
+    slot: u32,
+    gen: u32,
+}
+
+/// A fresh stored response, ready to send.
+#[derive(Debug, Clone)]
+pub struct Hit {
+    pub status: u16,
+    /// The stored head (status line and end-to-end fields), as the edge stored it.
+    pub head: Bytes,
+    pub body: Bytes,
+    /// The `Age` to send, in seconds.
+    pub age: u64,
+}
+
+/// What a lookup found.
+#[derive(Debug)]
+pub enum Lookup {
+    /// A fresh, complete entry of this variant (`X-Cache: HIT`).
+    Hit(Hit),
+    /// An entry of this variant is filling with a declared length: send `head` with `age`,
+    /// then [`Store::read`] the body from offset 0 as it arrives (`X-Cache: HIT`).
+    Stream {
+        entry: Handle,
+        status: u16,
+        head: Bytes,
+        age: u64,
+    },
+    /// A fill for this key is under way: [`Store::subscribe`], and look up again when woken.
+    Wait(Handle),
+    /// Stored but stale: fetch (and [`Store::begin_fill`]); on upstream error or timeout try
+    /// [`Store::stale_hit`] on this handle (`X-Cache: STALE`).
+    Stale(Handle),
+    /// Nothing usable: fetch, and [`Store::begin_fill`] (`X-Cache: MISS`).
+    Miss,
+}
+
+/// What a reader of an entry gets at an offset of its body.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Read {
+    /// Body bytes from the offset on (as many as are in).
+    Data(Bytes),
+    /// Nothing new yet: subscribe and read again when woken.
+    Pending,
+    /// The offset is the end of the complete body.
+    End,
+    /// The entry is gone (dropped midway, evicted, invalidated).
+    Dropped,
+}
+
+/// What became of a fill after `append`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Append {
+    Kept,
+    /// Dropped: it grew over `max_object`, or no room could be made, or it was already gone
+    /// (evicted, invalidated). The client being served is not affected; stop copying.
+    Dropped,
+}
+
+/// Counters of one store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub evicted: u64,
+    pub dropped_too_large: u64,
+    pub dropped_no_room: u64,
+}
+
+#[derive(Debug)]
+struct Meta {
+    status: u16,
+    head: Bytes,
+    storable: Storable,
+    /// The body length the head declared, if any.
+    declared: Option<u64>,
+}
+
+#[derive(Debug)]
+enum State {
+    AwaitingHead,
+    Filling {
+        meta: Meta,
+        chunks: Vec<Bytes>,
+        len: u64,
+    },
+    Complete {
+        meta: Meta,
+        body: Bytes,
+    },
+}
+
+#[derive(Debug)]
+struct Entry {
+    hash: u64,
+    /// Lowercase host, then the target.
+    key: Box<[u8]>,
+    host_len: usize,
+    /// Next entry of the same hash, or NIL.
+    chain: u32,
+    /// LRU neighbours: `prev` is more recently used.
+    prev: u32,
+    next: u32,
+    size: u64,
+    state: State,
+    /// Woken on every change of state (head, completion, removal).
+    change_waiters: Vec<Waker>,
+    /// Woken on new body bytes too.
+    data_waiters: Vec<Waker>,
+}
+
+impl Entry {
+    fn is(&self, hash: u64, key: Key<'_>) -> bool {
+        self.hash == hash
+            && self.host_len == key.host.len()
+            && self.key.len() == key.host.len() + key.target.len()
+            && self.key[..self.host_len].eq_ignore_ascii_case(key.host)
+            && self.key[self.host_len..] == *key.target
+    }
+
+    fn same_key(&self, other: &Entry) -> bool {
+        self.hash == other.hash && self.host_len == other.host_len && self.key == other.key
+    }
+
+    fn wake(&mut self, data_only: bool) {
+        for w in self.data_waiters.drain(..) {
+            w.wake();
+        }
+        if !data_only {
+            for w in self.change_waiters.drain(..) {
+                w.wake();
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    gen: u32,
+    entry: Option<Entry>,
+}
+
+/// The index hashes are already SipHash outputs: the map keeps them as they are.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// One worker's response store.
+pub struct Store {
+    max_bytes: u64,
+    max_object: u64,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    index: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
+    /// Most and least recently used.
+    head: u32,
+    tail: u32,
+    bytes: u64,
+    entries: usize,
+    /// Keyed per store, so a client cannot aim many keys at one chain.
+    hasher: RandomState,
+    stats: StoreStats,
+}
+
+impl Store {
+    pub fn new(max_bytes: u64, max_object: u64) -> Store {
+        Store {
+            max_bytes,
+            max_object,
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashMap::default(),
+            head: NIL,
+            tail: NIL,
+            bytes: 0,
+            entries: 0,
+            hasher: RandomState::new(),
+            stats: StoreStats::default(),
+        }
+    }
+
+    /// The store of a route's `cache = { ... }` settings, for one worker.
+    pub fn for_route(cfg: &crate::config::cache::CacheEntry) -> Store {
+        Store::new(cfg.max_bytes, cfg.max_object)
+    }
+
+    /// Bytes counted against `max_bytes`.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Entries in any state.
+    pub fn len(&self) -> usize {
+        self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries == 0
+    }
+
+    pub fn stats(&self) -> StoreStats {
+        self.stats
+    }
+
+    fn hash(&self, key: Key<'_>) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        // Lowercased through a stack buffer: one `write` per 64 bytes, no allocation.
+        let mut lower = [0u8; 64];
+        for chunk in key.host.chunks(lower.len()) {
+            let l = &mut lower[..chunk.len()];
+            l.copy_from_slice(chunk);
+            l.make_ascii_lowercase();
+            h.write(l);
+        }
+        h.write_usize(key.host.len());
+        h.write(key.target);
+        h.finish()
+    }
+
+    fn entry(&self, h: Handle) -> Option<&Entry> {
+        let s = self.slots.get(h.slot as usize)?;
+        (s.gen == h.gen).then_some(())?;
+        s.entry.as_ref()
+    }
+
+    fn entry_mut(&mut self, h: Handle) -> Option<&mut Entry> {
+        let s = self.slots.get_mut(h.slot as usize)?;
+        (s.gen == h.gen).then_some(())?;
+        s.entry.as_mut()
+    }
+
+    fn at(&self, i: u32) -> &Entry {
+        self.slots[i as usize]
+            .entry
+            .as_ref()
+            .expect("linked slot holds an entry")
+    }
+
+    fn at_mut(&mut self, i: u32) -> &mut Entry {
+        self.slots[i as usize]
+            .entry
+            .as_mut()
+            .expect("linked slot holds an entry")
+    }
+
+    fn handle(&self, i: u32) -> Handle {
+        Handle {
+            slot: i,
+            gen: self.slots[i as usize].gen,
+        }
+    }
+
+    /// Find what serves `request` under `key` at `now`. `revalidate` (request no-cache)
+    /// skips every stored response: the answer is `Miss`.
+    pub fn lookup(
+        &mut self,
+        key: Key<'_>,
+        request: &[httparse::Header<'_>],
+        revalidate: bool,
+        now: Millis,
+    ) -> Lookup {
+        if revalidate {
+            return Lookup::Miss;
+        }
+        let hash = self.hash(key);
+        let Some(&first) = self.index.get(&hash) else {
+            return Lookup::Miss;
+        };
+        let (mut stream, mut wait, mut stale) = (NIL, NIL, NIL);
+        let mut i = first;
+        while i != NIL {
+            let e = self.at(i);
+            if e.is(hash, key) {
+                match &e.state {
+                    State::AwaitingHead if wait == NIL => wait = i,
+                    State::Filling { meta, .. } if meta.storable.vary.matches(request) => {
+                        if meta.declared.is_some() && stream == NIL {
+                            stream = i;
+                        } else if wait == NIL {
+                            wait = i;
+                        }
+                    }
+                    State::Complete { meta, body } if meta.storable.vary.matches(request) => {
+                        let f = &meta.storable.freshness;
+                        if f.is_fresh(now) {
+                            let hit = Hit {
+                                status: meta.status,
+                                head: meta.head.clone(),
+                                body: body.clone(),
+                                age: f.age_secs(now),
+                            };
+                            self.touch(i);
+                            return Lookup::Hit(hit);
+                        }
+                        if stale == NIL {
+                            stale = i;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            i = e.chain;
+        }
+        if stream != NIL {
+            self.touch(stream);
+            let State::Filling { meta, .. } = &self.at(stream).state else {
+                unreachable!("chosen as filling above");
+            };
+            return Lookup::Stream {
+                entry: self.handle(stream),
+                status: meta.status,
+                head: meta.head.clone(),
+                age: meta.storable.freshness.age_secs(now),
+            };
+        }
+        if wait != NIL {
+            return Lookup::Wait(self.handle(wait));
+        }
+        if stale != NIL {
+            return Lookup::Stale(self.handle(stale));
+        }
+        Lookup::Miss
+    }
+
+    /// Start filling `key` (after a `Miss` or `Stale`): later lookups wait for it. `None`:
+    /// no room even for an empty entry; forward without storing.
+    pub fn begin_fill(&mut self, key: Key<'_>) -> Option<Handle> {
+        let size = ENTRY_OVERHEAD + (key.host.len() + key.target.len()) as u64;
+        if !self.make_room(size, NIL) {
+            return None;
+        }
+        let hash = self.hash(key);
+        let mut k = Vec::with_capacity(key.host.len() + key.target.len());
+        k.extend(key.host.iter().map(u8::to_ascii_lowercase));
+        k.extend_from_slice(key.target);
+        let chain = self.index.get(&hash).copied().unwrap_or(NIL);
+        let entry = Entry {
+            hash,
+            key: k.into(),
+            host_len: key.host.len(),
+            chain,
+            prev: NIL,
+            next: NIL,
+            size,
+            state: State::AwaitingHead,
+            change_waiters: Vec::new(),
+            data_waiters: Vec::new(),
+        };
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[i as usize].entry = Some(entry);
+        self.index.insert(hash, i);
+        self.link_front(i);
+        self.bytes += size;
+        self.entries += 1;
+        Some(self.handle(i))
+    }
+
+    /// The fill's response head arrived and is storable: waiters of its variant may stream.
+    /// `declared` is its Content-Length, if the framing gives one. `false`: the fill is gone
+    /// (invalidated or evicted meanwhile, or no room for the head).
+    pub fn fill_head(
+        &mut self,
+        h: Handle,
+        status: u16,
+        head: Bytes,
+        storable: Storable,
+        declared: Option<u64>,
+    ) -> bool {
+        let Some(e) = self.entry(h) else { return false };
+        if !matches!(e.state, State::AwaitingHead) {
+            return false;
+        }
+        if declared.is_some_and(|n| n > self.max_object) {
+            self.stats.dropped_too_large += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        let add = (head.len() + storable.vary.size()) as u64;
+        if !self.make_room(add, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        self.bytes += add;
+        drop(head.clone()); // promoted once, as the body is in `finish`
+        let e = self.at_mut(h.slot);
+        e.size += add;
+        e.state = State::Filling {
+            meta: Meta {
+                status,
+                head,
+                storable,
+                declared,
+            },
+            chunks: Vec::new(),
+            len: 0,
+        };
+        e.wake(false);
+        true
+    }
+
+    /// The fill will not be stored (not storable, upstream failed): remove it; waiters look
+    /// up again and, finding nothing, make their own requests.
+    pub fn abandon(&mut self, h: Handle) {
+        if self.entry(h).is_some() {
+            self.remove(h.slot);
+        }
+    }
+
+    /// Copy body bytes into a filling entry.
+    pub fn append(&mut self, h: Handle, data: &[u8]) -> Append {
+        let Some(State::Filling { len, .. }) = self.entry(h).map(|e| &e.state) else {
+            return Append::Dropped;
+        };
+        if *len + data.len() as u64 > self.max_object {
+            self.stats.dropped_too_large += 1;
+            self.remove(h.slot);
+            return Append::Dropped;
+        }
+        if data.is_empty() {
+            return Append::Kept;
+        }
+        if !self.make_room(data.len() as u64, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return Append::Dropped;
+        }
+        self.bytes += data.len() as u64;
+        let e = self.at_mut(h.slot);
+        e.size += data.len() as u64;
+        if let State::Filling { chunks, len, .. } = &mut e.state {
+            chunks.push(Bytes::copy_from_slice(data));
+            *len += data.len() as u64;
+        }
+        e.wake(true);
+        Append::Kept
+    }
+
+    /// The body is complete: the entry serves hits, and replaces older entries of its key and
+    /// variant. `false`: the fill was gone, or its length differs from the declared one.
+    pub fn finish(&mut self, h: Handle) -> bool {
+        let Some(e) = self.entry_mut(h) else {
+            return false;
+        };
+        if !matches!(e.state, State::Filling { .. }) {
+            return false;
+        }
+        let State::Filling { chunks, len, meta } =
+            std::mem::replace(&mut e.state, State::AwaitingHead)
+        else {
+            unreachable!("checked above");
+        };
+        if meta.declared.is_some_and(|d| d != len) {
+            self.remove(h.slot);
+            return false;
+        }
+        let body = match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.into_iter().next().unwrap_or_default(),
+            _ => {
+                let mut b = BytesMut::with_capacity(len as usize);
+                for c in &chunks {
+                    b.extend_from_slice(c);
+                }
+                b.freeze()
+            }
+        };
+        // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
+        // clone here, once, so that hits never allocate.
+        drop(body.clone());
+        let e = self.at_mut(h.slot);
+        e.state = State::Complete { meta, body };
+        e.wake(false);
+        self.replace_older(h.slot);
+        true
+    }
+
+    /// Remove the complete entries of the same key and variant as `i` (what it replaces).
+    fn replace_older(&mut self, i: u32) {
+        let hash = self.at(i).hash;
+        let mut j = self.index.get(&hash).copied().unwrap_or(NIL);
+        while j != NIL {
+            let next = self.at(j).chain;
+            if j != i {
+                let (a, b) = (self.at(i), self.at(j));
+                let older = a.same_key(b)
+                    && match (&a.state, &b.state) {
+                        (State::Complete { meta: m1, .. }, State::Complete { meta: m2, .. }) => {
+                            m1.storable.vary == m2.storable.vary
+                        }
+                        _ => false,
+                    };
+                if older {
+                    self.remove(j);
+                }
+            }
+            j = next;
+        }
+    }
+
+    /// Body bytes from `offset` on. Reading keeps the entry recently used, so a complete entry
+    /// being streamed is the last to be evicted.
+    pub fn read(&mut self, h: Handle, offset: u64) -> Read {
+        let Some(e) = self.entry(h) else {
+            return Read::Dropped;
+        };
+        let read = match &e.state {
+            State::AwaitingHead => Read::Pending,
+            State::Filling { chunks, len, .. } => {
+                if offset >= *len {
+                    Read::Pending
+                } else {
+                    let mut start = 0u64;
+                    let mut out = Read::Pending;
+                    for c in chunks {
+                        let end = start + c.len() as u64;
+                        if offset < end {
+                            out = Read::Data(c.slice((offset - start) as usize..));
+                            break;
+                        }
+                        start = end;
+                    }
+                    out
+                }
+            }
+            State::Complete { body, .. } => match usize::try_from(offset) {
+                Ok(o) if o < body.len() => Read::Data(body.slice(o..)),
+                _ => Read::End,
+            },
+        };
+        self.touch(h.slot);
+        read
+    }
+
+    /// Wake `waker` when the entry changes (or, while it streams, gets bytes). `false`: the
+    /// entry is gone or complete; nothing to wait for, look up or read again now.
+    pub fn subscribe(&mut self, h: Handle, waker: &Waker) -> bool {
+        let Some(e) = self.entry_mut(h) else {
+            return false;
+        };
+        let list = match &e.state {
+            State::Complete { .. } => return false,
+            State::Filling { meta, .. } if meta.declared.is_some() => &mut e.data_waiters,
+            _ => &mut e.change_waiters,
+        };
+        if !list.iter().any(|w| w.will_wake(waker)) {
+            list.push(waker.clone());
+        }
+        true
+    }
+
+    /// The stale entry `h` (from [`Lookup::Stale`]) as a response, if it may still be served
+    /// on an upstream error at `now` (`X-Cache: STALE`).
+    pub fn stale_hit(&mut self, h: Handle, now: Millis, stale_if_error: Millis) -> Option<Hit> {
+        let State::Complete { meta, body } = &self.entry(h)?.state else {
+            return None;
+        };
+        let f = &meta.storable.freshness;
+        f.usable_on_error(now, stale_if_error).then(|| Hit {
+            status: meta.status,
+            head: meta.head.clone(),
+            body: body.clone(),
+            age: f.age_secs(now),
+        })
+    }
+
+    /// Remove every entry of `key`, every variant, fills included (their waiters make their
+    /// own requests). Returns how many went.
+    pub fn invalidate(&mut self, key: Key<'_>) -> usize {
+        let hash = self.hash(key);
+        let mut n = 0;
+        let mut i = self.index.get(&hash).copied().unwrap_or(NIL);
+        while i != NIL {
+            let e = self.at(i);
+            let next = e.chain;
+            if e.is(hash, key) {
+                self.remove(i);
+                n += 1;
+            }
+            i = next;
+        }
+        n
+    }
+
+    /// The vary spec of an entry (tests and metrics).
+    pub fn vary(&self, h: Handle) -> Option<&VarySpec> {
+        match &self.entry(h)?.state {
+            State::Filling { meta, .. } | State::Complete { meta, .. } => Some(&meta.storable.vary),
+            State::AwaitingHead => None,
+        }
+    }
+
+    /// Evict complete entries, least recently used first (never `keep`, never fills), until
+    /// `need` more bytes fit. `false`: they cannot.
+    fn make_room(&mut self, need: u64, keep: u32) -> bool {
+        if need > self.max_bytes {
+            return false;
+        }
+        let mut i = self.tail;
+        while self.bytes + need > self.max_bytes {
+            while i != NIL && (i == keep || !matches!(self.at(i).state, State::Complete { .. })) {
+                i = self.at(i).prev;
+            }
+            if i == NIL {
+                return false;
+            }
+            let prev = self.at(i).prev;
+            self.remove(i);
+            self.stats.evicted += 1;
+            i = prev;
+        }
+        true
+    }
+
+    /// Unlink slot `i` from its chain and the LRU list, free it, wake its waiters.
+    fn remove(&mut self, i: u32) {
+        let (hash, chain) = {
+            let e = self.at(i);
+            (e.hash, e.chain)
+        };
+        let first = self.index.get(&hash).copied().unwrap_or(NIL);
+        if first == i {
+            if chain == NIL {
+                self.index.remove(&hash);
+            } else {
+                self.index.insert(hash, chain);
+            }
+        } else {
+            let mut j = first;
+            while j != NIL {
+                let next = self.at(j).chain;
+                if next == i {
+                    self.at_mut(j).chain = chain;
+                    break;
+                }
+                j = next;
+            }
+        }
+        self.unlink(i);
+        let slot = &mut self.slots[i as usize];
+        let mut e = slot.entry.take().expect("removed slot holds an entry");
+        slot.gen = slot.gen.wrapping_add(1);
+        self.free.push(i);
+        self.bytes -= e.size;
+        self.entries -= 1;
+        e.wake(false);
+    }
+
+    fn touch(&mut self, i: u32) {
+        if self.head != i {
+            self.unlink(i);
+            self.link_front(i);
+        }
+    }
+
+    fn link_front(&mut self, i: u32) {
+        let old = self.head;
+        {
+            let e = self.at_mut(i);
+            e.prev = NIL;
+            e.next = old;
+        }
+        if old != NIL {
+            self.at_mut(old).prev = i;
+        } else {
+            self.tail = i;
+        }
+        self.head = i;
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (prev, next) = {
+            let e = self.at(i);
+            (e.prev, e.next)
+        };
+        if prev != NIL {
+            self.at_mut(prev).next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.at_mut(next).prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+}

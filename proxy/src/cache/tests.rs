@@ -1,0 +1,671 @@
+//! The cache's rules as tables with exact outcomes: request classes, storability, freshness
+//! and age, and the store's life cycle (hits, collapsing, variants, drops, LRU, staleness,
+//! invalidation). Times are fixed numbers; nothing reads a clock.
+
+use super::policy::{classify, invalidates, storable, Bypass, Fetched, NotStored, RequestClass};
+use super::store::{Append, Key, Lookup, Read, Store, ENTRY_OVERHEAD};
+use super::vary::VarySpec;
+use super::{CacheStatus, Freshness, Millis, Storable};
+use crate::config::cache::CacheEntry;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::time::Duration;
+
+/// 2023-11-14 22:13:20 UTC, in milliseconds.
+const T: Millis = 1_700_000_000_000;
+const DATE_T: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
+const DATE_T_MINUS_10: &str = "Tue, 14 Nov 2023 22:13:10 GMT";
+const DATE_T_PLUS_60: &str = "Tue, 14 Nov 2023 22:14:20 GMT";
+
+/// Header fields as (name, value) pairs.
+type Fields = &'static [(&'static str, &'static str)];
+
+fn hs(list: &[(&'static str, &'static str)]) -> Vec<httparse::Header<'static>> {
+    list.iter()
+        .map(|&(name, v)| httparse::Header {
+            name,
+            value: v.as_bytes(),
+        })
+        .collect()
+}
+
+fn cfg() -> CacheEntry {
+    CacheEntry {
+        ttl: Duration::from_secs(60),
+        max_object: 1000,
+        ..CacheEntry::default()
+    }
+}
+
+/// Fetched at T - 500ms, answered at T.
+fn at() -> Fetched {
+    Fetched {
+        request_time: T - 500,
+        response_time: T,
+    }
+}
+
+#[test]
+fn request_classes() {
+    let lookup = RequestClass::Lookup {
+        revalidate: false,
+        only_if_cached: false,
+    };
+    let revalidate = RequestClass::Lookup {
+        revalidate: true,
+        only_if_cached: false,
+    };
+    let cases: [(&str, Fields, bool, RequestClass); 14] = [
+        ("GET", &[], false, lookup),
+        ("HEAD", &[], false, lookup),
+        ("GET", &[("Cache-Control", "no-cache")], false, revalidate),
+        ("GET", &[("Pragma", "no-cache")], false, revalidate),
+        ("GET", &[("Cache-Control", "max-age=0")], false, revalidate),
+        (
+            "GET",
+            &[("Cache-Control", "only-if-cached")],
+            false,
+            RequestClass::Lookup {
+                revalidate: false,
+                only_if_cached: true,
+            },
+        ),
+        (
+            "GET",
+            &[("Cache-Control", "no-store")],
+            false,
+            RequestClass::Bypass(Bypass::NoStore),
+        ),
+        (
+            "GET",
+            &[("Authorization", "Basic eDp5")],
+            false,
+            RequestClass::Bypass(Bypass::Credentials),
+        ),
+        (
+            "GET",
+            &[("cookie", "a=1")],
+            false,
+            RequestClass::Bypass(Bypass::Credentials),
+        ),
+        ("GET", &[("Cookie", "a=1")], true, lookup),
+        ("POST", &[], false, RequestClass::Invalidate),
+        ("DELETE", &[], false, RequestClass::Invalidate),
+        ("PURGE", &[], false, RequestClass::Purge),
+        ("OPTIONS", &[], false, RequestClass::Bypass(Bypass::Method)),
+    ];
+    for (method, headers, allow, want) in cases {
+        let c = CacheEntry {
+            allow_credentials: allow,
+            ..cfg()
+        };
+        assert_eq!(
+            classify(method, &hs(headers), &c),
+            want,
+            "{method} {headers:?}"
+        );
+    }
+    assert!(invalidates(200) && invalidates(204) && invalidates(303));
+    assert!(!invalidates(404) && !invalidates(500) && !invalidates(100));
+    let names: Vec<&str> = [
+        CacheStatus::Hit,
+        CacheStatus::Miss,
+        CacheStatus::Bypass,
+        CacheStatus::Stale,
+    ]
+    .iter()
+    .map(|s| s.as_str())
+    .collect();
+    assert_eq!(names, ["HIT", "MISS", "BYPASS", "STALE"]);
+}
+
+/// (status, response fields, request fields, Content-Length) → lifetime and initial age in
+/// ms, or why not stored.
+type StoreCase = (
+    u16,
+    &'static [(&'static str, &'static str)],
+    &'static [(&'static str, &'static str)],
+    Option<u64>,
+    Result<(Millis, Millis), NotStored>,
+);
+
+#[test]
+fn storability_and_freshness_table() {
+    let cases: &[StoreCase] = &[
+        // The route's ttl (60s) for 200, 301, 404 without explicit freshness; the initial age
+        // is the response delay (500ms, 4.2.3).
+        (200, &[], &[], Some(10), Ok((60_000, 500))),
+        (301, &[], &[], None, Ok((60_000, 500))),
+        (404, &[], &[], None, Ok((60_000, 500))),
+        (302, &[], &[], None, Err(NotStored::NoFreshness)),
+        (500, &[], &[], None, Err(NotStored::NoFreshness)),
+        // Explicit freshness: s-maxage over max-age over Expires (4.2.1), any final status.
+        (
+            200,
+            &[("Cache-Control", "max-age=5")],
+            &[],
+            None,
+            Ok((5_000, 500)),
+        ),
+        (
+            200,
+            &[("Cache-Control", "max-age=5, s-maxage=7")],
+            &[],
+            None,
+            Ok((7_000, 500)),
+        ),
+        (
+            500,
+            &[("Cache-Control", "max-age=5")],
+            &[],
+            None,
+            Ok((5_000, 500)),
+        ),
+        (
+            200,
+            &[("Date", DATE_T), ("Expires", DATE_T_PLUS_60)],
+            &[],
+            None,
+            Ok((60_000, 500)),
+        ),
+        (
+            200,
+            &[("Expires", DATE_T_PLUS_60)],
+            &[],
+            None,
+            Ok((60_000, 500)),
+        ),
+        (
+            200,
+            &[("Expires", DATE_T_PLUS_60), ("Cache-Control", "max-age=2")],
+            &[],
+            None,
+            Ok((2_000, 500)),
+        ),
+        // 5.3: an invalid Expires ("0") is in the past: stored already stale.
+        (200, &[("Expires", "0")], &[], None, Ok((0, 500))),
+        // 4.2.3: Age adds to the delay; a Date in the past gives an apparent age.
+        (200, &[("Age", "30")], &[], None, Ok((60_000, 30_500))),
+        (
+            200,
+            &[("Date", DATE_T_MINUS_10)],
+            &[],
+            None,
+            Ok((60_000, 10_000)),
+        ),
+        (
+            200,
+            &[("Date", DATE_T_MINUS_10), ("Age", "20")],
+            &[],
+            None,
+            Ok((60_000, 20_500)),
+        ),
+        // Never stored.
+        (
+            206,
+            &[("Cache-Control", "max-age=60")],
+            &[],
+            None,
+            Err(NotStored::Status),
+        ),
+        (304, &[], &[], None, Err(NotStored::Status)),
+        (
+            200,
+            &[("Cache-Control", "no-store, max-age=60")],
+            &[],
+            None,
+            Err(NotStored::NoStore),
+        ),
+        (
+            200,
+            &[],
+            &[("Cache-Control", "no-store")],
+            None,
+            Err(NotStored::NoStore),
+        ),
+        (
+            200,
+            &[("Cache-Control", "private")],
+            &[],
+            None,
+            Err(NotStored::Private),
+        ),
+        (
+            200,
+            &[("Cache-Control", "private=\"X\", max-age=9")],
+            &[],
+            None,
+            Err(NotStored::Private),
+        ),
+        (
+            200,
+            &[("Cache-Control", "no-cache")],
+            &[],
+            None,
+            Err(NotStored::NoCache),
+        ),
+        (
+            200,
+            &[
+                ("Set-Cookie", "s=1"),
+                ("Cache-Control", "public, max-age=60"),
+            ],
+            &[],
+            None,
+            Err(NotStored::SetCookie),
+        ),
+        (
+            200,
+            &[("Vary", "Accept, *")],
+            &[],
+            None,
+            Err(NotStored::VaryStar),
+        ),
+        (200, &[], &[], Some(1001), Err(NotStored::TooLarge)),
+        (200, &[], &[], Some(1000), Ok((60_000, 500))),
+        // 3.5: Authorization needs public, s-maxage or must-revalidate.
+        (
+            200,
+            &[("Cache-Control", "max-age=9")],
+            &[("Authorization", "x")],
+            None,
+            Err(NotStored::Authorization),
+        ),
+        (
+            200,
+            &[("Cache-Control", "public, max-age=9")],
+            &[("Authorization", "x")],
+            None,
+            Ok((9_000, 500)),
+        ),
+    ];
+    for (status, resp, req, len, want) in cases {
+        let got = storable(&hs(req), *status, &hs(resp), *len, at(), &cfg())
+            .map(|s| (s.freshness.lifetime, s.freshness.corrected_initial_age));
+        assert_eq!(got, *want, "{status} {resp:?} {req:?}");
+    }
+}
+
+#[test]
+fn age_of_a_fetched_response() {
+    use super::policy::fetched_age;
+    let cases: [(Fields, Fetched, u64); 5] = [
+        // Straight from the origin, quickly: 0.
+        (&[("Date", DATE_T)], at(), 0),
+        // 1.5 s in transit, then Age from an upstream cache added.
+        (
+            &[],
+            Fetched {
+                request_time: T - 1_500,
+                response_time: T,
+            },
+            1,
+        ),
+        (&[("Age", "30")], at(), 30),
+        (&[("Age", "bogus")], at(), 0),
+        // Date 10 s before the response arrived: the apparent age beats Age + transit.
+        (&[("Date", DATE_T_MINUS_10), ("Age", "3")], at(), 10),
+    ];
+    for (resp, at, want) in cases {
+        assert_eq!(fetched_age(&hs(resp), at), want, "{resp:?}");
+    }
+}
+
+#[test]
+fn freshness_age_and_stale_if_error() {
+    let f = Freshness {
+        response_time: T,
+        corrected_initial_age: 2_500,
+        lifetime: 10_000,
+        forbids_stale: false,
+    };
+    assert_eq!(f.current_age(T), 2_500);
+    assert_eq!(f.age_secs(T), 2);
+    assert_eq!(f.age_secs(T + 600), 3);
+    assert!(f.is_fresh(T + 7_499));
+    assert!(
+        !f.is_fresh(T + 7_500),
+        "fresh means lifetime > current_age (4.2)"
+    );
+    // Within stale_if_error past the lifetime (10s past it at T + 17.5s), not beyond.
+    assert!(f.usable_on_error(T + 17_500, 10_000));
+    assert!(!f.usable_on_error(T + 17_501, 10_000));
+    assert!(!f.usable_on_error(T + 8_000, 0), "stale_if_error off");
+    let strict = Freshness {
+        forbids_stale: true,
+        ..f
+    };
+    assert!(
+        !strict.usable_on_error(T + 8_000, 10_000),
+        "must-revalidate and co. (4.2.4)"
+    );
+    // A clock that went back never makes a negative age.
+    assert_eq!(f.current_age(T - 5_000), 2_500);
+}
+
+// ---- The store. ----
+
+const KEY: Key<'static> = Key {
+    host: b"Example.com",
+    target: b"/page?x=1",
+};
+
+fn fresh(lifetime: Millis) -> Storable {
+    Storable {
+        freshness: Freshness {
+            response_time: T,
+            corrected_initial_age: 0,
+            lifetime,
+            forbids_stale: false,
+        },
+        vary: VarySpec::default(),
+    }
+}
+
+fn head() -> Bytes {
+    Bytes::from_static(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n")
+}
+
+/// Fill `key` completely with `body` (fresh for 10s from T).
+fn put(store: &mut Store, key: Key<'_>, body: &[u8]) {
+    let h = store.begin_fill(key).expect("room");
+    assert!(store.fill_head(h, 200, head(), fresh(10_000), Some(body.len() as u64)));
+    assert_eq!(store.append(h, body), Append::Kept);
+    assert!(store.finish(h));
+}
+
+fn hit_body(l: Lookup) -> Bytes {
+    match l {
+        Lookup::Hit(h) => h.body,
+        other => panic!("expected a hit, got {other:?}"),
+    }
+}
+
+#[derive(Default)]
+struct Counting(AtomicUsize);
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+fn counting() -> (Arc<Counting>, Waker) {
+    let c = Arc::new(Counting::default());
+    (c.clone(), Waker::from(c))
+}
+
+#[test]
+fn hit_after_fill_with_age_and_case_insensitive_host() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss));
+    put(&mut s, KEY, b"hello");
+    let other_case = Key {
+        host: b"EXAMPLE.COM",
+        target: KEY.target,
+    };
+    match s.lookup(other_case, &[], false, T + 3_999) {
+        Lookup::Hit(h) => {
+            assert_eq!((h.status, &h.body[..], h.age), (200, &b"hello"[..], 3));
+            assert_eq!(h.head, head());
+        }
+        other => panic!("{other:?}"),
+    }
+    // Another target, another query: misses.
+    for target in [&b"/page?x=2"[..], b"/page", b"/Page?x=1"] {
+        let k = Key {
+            host: KEY.host,
+            target,
+        };
+        assert!(
+            matches!(s.lookup(k, &[], false, T), Lookup::Miss),
+            "{target:?}"
+        );
+    }
+    let o = Key {
+        host: b"other.com",
+        target: KEY.target,
+    };
+    assert!(matches!(s.lookup(o, &[], false, T), Lookup::Miss));
+    // Request no-cache: the stored response is not used.
+    assert!(matches!(s.lookup(KEY, &[], true, T), Lookup::Miss));
+}
+
+#[test]
+fn concurrent_misses_collapse_and_stream_as_the_entry_fills() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!("second miss waits")
+    };
+    assert_eq!(w, h);
+    let (woken, waker) = counting();
+    assert!(s.subscribe(w, &waker));
+    assert!(s.subscribe(w, &waker), "subscribing twice keeps one waker");
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(6)));
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        1,
+        "the head wakes waiters once"
+    );
+    let Lookup::Stream {
+        entry, status, age, ..
+    } = s.lookup(KEY, &[], false, T + 1_000)
+    else {
+        panic!("a declared length streams")
+    };
+    assert_eq!((entry, status, age), (h, 200, 1));
+    assert_eq!(s.read(entry, 0), Read::Pending);
+    assert!(s.subscribe(entry, &waker));
+    assert_eq!(s.append(h, b"abc"), Append::Kept);
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        2,
+        "bytes wake streaming readers"
+    );
+    assert_eq!(s.read(entry, 0), Read::Data(Bytes::from_static(b"abc")));
+    assert_eq!(s.read(entry, 1), Read::Data(Bytes::from_static(b"bc")));
+    assert_eq!(s.read(entry, 3), Read::Pending);
+    assert_eq!(s.append(h, b"def"), Append::Kept);
+    assert_eq!(s.read(entry, 3), Read::Data(Bytes::from_static(b"def")));
+    assert!(s.finish(h));
+    assert_eq!(s.read(entry, 3), Read::Data(Bytes::from_static(b"def")));
+    assert_eq!(s.read(entry, 6), Read::End);
+    assert!(!s.subscribe(entry, &waker), "complete: nothing to wait for");
+    assert_eq!(&hit_body(s.lookup(KEY, &[], false, T))[..], b"abcdef");
+}
+
+#[test]
+fn without_a_declared_length_waiters_wait_for_the_whole_body() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), None));
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!("chunked fills are waited for")
+    };
+    let (woken, waker) = counting();
+    assert!(s.subscribe(w, &waker));
+    assert_eq!(s.append(h, b"abc"), Append::Kept);
+    assert_eq!(
+        woken.0.load(Ordering::SeqCst),
+        0,
+        "bytes do not wake who waits for the end"
+    );
+    assert!(s.finish(h));
+    assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+    assert_eq!(&hit_body(s.lookup(KEY, &[], false, T))[..], b"abc");
+}
+
+#[test]
+fn an_entry_over_max_object_midway_is_dropped_and_waiters_told() {
+    let mut s = Store::new(1 << 20, 10);
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), None));
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!()
+    };
+    let (woken, waker) = counting();
+    assert!(s.subscribe(w, &waker));
+    assert_eq!(s.append(h, b"123456"), Append::Kept);
+    assert_eq!(s.append(h, b"7890X"), Append::Dropped);
+    assert_eq!(woken.0.load(Ordering::SeqCst), 1, "the drop wakes waiters");
+    assert_eq!(s.read(w, 0), Read::Dropped);
+    assert!(
+        matches!(s.lookup(KEY, &[], false, T), Lookup::Miss),
+        "each waiter fetches"
+    );
+    assert_eq!(
+        s.append(h, b"more"),
+        Append::Dropped,
+        "later appends are refused"
+    );
+    assert!(!s.finish(h));
+    assert_eq!((s.len(), s.bytes(), s.stats().dropped_too_large), (0, 0, 1));
+    // A declared length over max_object is refused at the head.
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(!s.fill_head(h, 200, head(), fresh(10_000), Some(11)));
+    assert_eq!((s.len(), s.stats().dropped_too_large), (0, 2));
+    // A fill that ends short of its declared length is not kept.
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(5)));
+    assert_eq!(s.append(h, b"1234"), Append::Kept);
+    assert!(!s.finish(h));
+    assert!(s.is_empty());
+}
+
+#[test]
+fn abandoned_fill_sends_waiters_upstream() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T) else {
+        panic!()
+    };
+    let (woken, waker) = counting();
+    assert!(s.subscribe(w, &waker));
+    s.abandon(h);
+    assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+    assert!(!s.subscribe(w, &waker));
+    assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss));
+    // The slot is reused with a new generation: the old handle stays dead.
+    let h2 = s.begin_fill(KEY).unwrap();
+    assert_ne!(h, h2);
+    assert!(!s.fill_head(h, 200, head(), fresh(1), None));
+    assert_eq!(s.read(h, 0), Read::Dropped);
+}
+
+#[test]
+fn variants_are_stored_apart() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let resp = hs(&[("Vary", "Accept-Encoding")]);
+    let gz = hs(&[("Accept-Encoding", "gzip")]);
+    let br = hs(&[("Accept-Encoding", "br")]);
+    for (req, body) in [(&gz, &b"gz"[..]), (&br, b"br")] {
+        assert!(matches!(s.lookup(KEY, req, false, T), Lookup::Miss));
+        let h = s.begin_fill(KEY).unwrap();
+        let st = Storable {
+            vary: VarySpec::new(&resp, req).unwrap(),
+            ..fresh(10_000)
+        };
+        assert!(s.fill_head(h, 200, head(), st, Some(2)));
+        assert_eq!(s.append(h, body), Append::Kept);
+        assert!(s.finish(h));
+    }
+    assert_eq!(s.len(), 2);
+    assert_eq!(&hit_body(s.lookup(KEY, &gz, false, T))[..], b"gz");
+    assert_eq!(&hit_body(s.lookup(KEY, &br, false, T))[..], b"br");
+    let both = hs(&[("Accept-Encoding", "br, gzip")]);
+    assert!(matches!(s.lookup(KEY, &both, false, T), Lookup::Miss));
+    // A fill of one variant does not hold the other back once its head is in.
+    let h = s.begin_fill(KEY).unwrap();
+    let st = Storable {
+        vary: VarySpec::new(&resp, &both).unwrap(),
+        ..fresh(10_000)
+    };
+    assert!(s.fill_head(h, 200, head(), st, Some(1)));
+    assert!(s.vary(h).is_some());
+    assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss));
+    assert_eq!(
+        s.invalidate(KEY),
+        3,
+        "invalidation takes every variant and the fill"
+    );
+    assert!(s.is_empty());
+    assert_eq!(s.bytes(), 0);
+}
+
+#[test]
+fn stale_entries_are_refetched_kept_for_errors_and_replaced() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    put(&mut s, KEY, b"old");
+    let Lookup::Stale(old) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("expired at its lifetime")
+    };
+    // The refresh collapses: others wait for it rather than going upstream too.
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(matches!(s.lookup(KEY, &[], false, T + 10_000), Lookup::Wait(w) if w == h));
+    // The upstream failed: within stale_if_error the old entry is served, with its age.
+    s.abandon(h);
+    let hit = s
+        .stale_hit(old, T + 15_000, 5_000)
+        .expect("within stale_if_error");
+    assert_eq!((&hit.body[..], hit.age), (&b"old"[..], 15));
+    assert!(s.stale_hit(old, T + 15_001, 5_000).is_none());
+    assert!(s.stale_hit(old, T + 11_000, 0).is_none());
+    // A successful refresh replaces it.
+    put(&mut s, KEY, b"new");
+    assert_eq!(s.len(), 1);
+    assert_eq!(&hit_body(s.lookup(KEY, &[], false, T + 1))[..], b"new");
+    assert!(
+        s.stale_hit(old, T + 10_001, 5_000).is_none(),
+        "the old handle is gone"
+    );
+}
+
+#[test]
+fn lru_bounded_by_bytes_keeps_the_recently_used() {
+    let body = [b'x'; 100];
+    let key = |t: &'static [u8]| Key {
+        host: b"h",
+        target: t,
+    };
+    let one = ENTRY_OVERHEAD + 1 + 2 + head().len() as u64 + 100;
+    let mut s = Store::new(one * 3, 1000);
+    put(&mut s, key(b"/a"), &body);
+    put(&mut s, key(b"/b"), &body);
+    put(&mut s, key(b"/c"), &body);
+    assert_eq!(s.bytes(), one * 3);
+    hit_body(s.lookup(key(b"/a"), &[], false, T));
+    put(&mut s, key(b"/d"), &body);
+    assert_eq!(s.stats().evicted, 1);
+    assert!(
+        matches!(s.lookup(key(b"/b"), &[], false, T), Lookup::Miss),
+        "/b was least recently used"
+    );
+    for k in [&b"/a"[..], b"/c", b"/d"] {
+        hit_body(s.lookup(key(k), &[], false, T));
+    }
+    assert!(s.bytes() <= one * 3);
+}
+
+#[test]
+fn fills_are_never_evicted_and_a_fill_without_room_is_dropped() {
+    let one = ENTRY_OVERHEAD + 3 + head().len() as u64;
+    let mut s = Store::new(one * 2 + 10, 1000);
+    let key = |t: &'static [u8]| Key {
+        host: b"h",
+        target: t,
+    };
+    let a = s.begin_fill(key(b"/a")).unwrap();
+    assert!(s.fill_head(a, 200, head(), fresh(10_000), None));
+    let b = s.begin_fill(key(b"/b")).unwrap();
+    assert!(s.fill_head(b, 200, head(), fresh(10_000), None));
+    assert_eq!(s.append(a, &[b'x'; 10]), Append::Kept);
+    assert_eq!(
+        s.append(b, b"y"),
+        Append::Dropped,
+        "only fills to evict: b goes"
+    );
+    assert_eq!(s.stats().dropped_no_room, 1);
+    assert!(s.finish(a));
+    assert_eq!(s.len(), 1);
+}

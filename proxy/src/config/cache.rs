@@ -1,0 +1,309 @@
+//! `cache = { ... }` on a `[[route]]`: the file layer of the response cache (issue 10).
+//!
+//! ```toml
+//! cache = { ttl = "60s", max_bytes = "64MiB", max_object = "1MiB", stale_if_error = "5m", purge_from = ["127.0.0.1", "10.0.0.0/8"] }
+//! ```
+//!
+//! Every value that can be checked alone is checked as it is read (so errors name file, line
+//! and key); the one check across keys (`max_object` at most `max_bytes`) is [`CacheEntry::check`].
+//! The same type is the runtime value: nothing needs resolving, so there is no second struct to
+//! copy fields into. `max_bytes` is per worker (workers share nothing): a proxy with N workers
+//! may hold N times `max_bytes` of cached responses.
+
+use serde::de::{Deserializer, Error as _};
+use serde::Deserialize;
+use shared::units::serde_units::{de_duration, de_positive_duration, scalar, size_of, SIZE};
+use std::net::IpAddr;
+use std::time::Duration;
+
+pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
+pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
+pub const DEFAULT_MAX_OBJECT: u64 = 1 << 20;
+
+/// A route's cache settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheEntry {
+    /// Freshness of 200, 301 and 404 responses that carry none of their own (nginx's
+    /// `proxy_cache_valid`).
+    #[serde(default = "default_ttl", deserialize_with = "de_positive_duration")]
+    pub ttl: Duration,
+    /// The byte bound of each worker's store (LRU beyond it).
+    #[serde(default = "default_max_bytes", deserialize_with = "de_positive_size")]
+    pub max_bytes: u64,
+    /// Larger bodies are never stored; a fill that grows past it midway is dropped.
+    #[serde(default = "default_max_object", deserialize_with = "de_positive_size")]
+    pub max_object: u64,
+    /// How long past its freshness a stored response may still be served when the upstream
+    /// fails or times out. Zero (the default): never.
+    #[serde(default, deserialize_with = "de_duration")]
+    pub stale_if_error: Duration,
+    /// Clients allowed to send `PURGE`; empty (the default): nobody.
+    #[serde(default, deserialize_with = "de_cidrs")]
+    pub purge_from: Vec<Cidr>,
+    /// Cache answers to requests that carry `Authorization` or `Cookie` (default: such
+    /// requests bypass the cache, RFC 9111 3.5).
+    #[serde(default)]
+    pub allow_credentials: bool,
+}
+
+impl Default for CacheEntry {
+    fn default() -> Self {
+        CacheEntry {
+            ttl: DEFAULT_TTL,
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_object: DEFAULT_MAX_OBJECT,
+            stale_if_error: Duration::ZERO,
+            purge_from: Vec::new(),
+            allow_credentials: false,
+        }
+    }
+}
+
+impl CacheEntry {
+    /// Quick mode's `--cache SIZE`: a cache of that size per worker, every other key default
+    /// (`max_object` shrinks to the size when the size is smaller).
+    pub fn quick(max_bytes: u64) -> CacheEntry {
+        CacheEntry {
+            max_bytes,
+            max_object: DEFAULT_MAX_OBJECT.min(max_bytes),
+            ..CacheEntry::default()
+        }
+    }
+
+    /// The check across keys; the message names the keys (the caller adds file and route).
+    pub fn check(&self) -> Result<(), String> {
+        if self.max_object > self.max_bytes {
+            return Err(format!(
+                "cache: max_object ({} bytes) is larger than max_bytes ({} bytes): no response could ever be stored",
+                self.max_object, self.max_bytes
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `ip` may send PURGE.
+    pub fn may_purge(&self, ip: IpAddr) -> bool {
+        self.purge_from.iter().any(|c| c.contains(ip))
+    }
+}
+
+/// An address block: `10.0.0.0/8`, `::1/128`, or a bare address (a block of one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    pub addr: IpAddr,
+    pub prefix: u8,
+}
+
+impl Cidr {
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let bad = |why: &str| format!("`{s}` is not an address or CIDR block: {why}");
+        let (ip, prefix) = match s.split_once('/') {
+            Some((ip, p)) => (ip, Some(p)),
+            None => (s, None),
+        };
+        let addr: IpAddr = ip
+            .parse()
+            .map_err(|_| bad("expected e.g. 127.0.0.1, 10.0.0.0/8 or ::1"))?;
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => match p.parse::<u8>() {
+                Ok(n) if n <= max => n,
+                _ => return Err(bad(&format!("the prefix length must be 0 to {max}"))),
+            },
+        };
+        if Cidr::mask(addr, prefix) != bits(addr) {
+            return Err(bad(
+                "host bits are set after the prefix (write the network address)",
+            ));
+        }
+        Ok(Cidr { addr, prefix })
+    }
+
+    /// `addr` with the bits after `prefix` cleared, as a 128-bit number.
+    fn mask(addr: IpAddr, prefix: u8) -> u128 {
+        let width: u32 = if addr.is_ipv4() { 32 } else { 128 };
+        let host_bits = width - u32::from(prefix);
+        let m = u128::MAX.checked_shl(host_bits).unwrap_or(0);
+        bits(addr) & m
+    }
+
+    /// Whether `ip` is in this block (IPv4-mapped IPv6 clients match IPv4 blocks).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        ip.is_ipv4() == self.addr.is_ipv4() && Cidr::mask(ip, self.prefix) == bits(self.addr)
+    }
+}
+
+fn bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+fn default_ttl() -> Duration {
+    DEFAULT_TTL
+}
+fn default_max_bytes() -> u64 {
+    DEFAULT_MAX_BYTES
+}
+fn default_max_object() -> u64 {
+    DEFAULT_MAX_OBJECT
+}
+
+fn de_positive_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match size_of::<D::Error>(scalar(d, SIZE)?)? {
+        0 => Err(D::Error::custom("must be greater than zero")),
+        v => Ok(v),
+    }
+}
+
+/// A list of addresses or CIDR blocks; a single string is a list of one.
+fn de_cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let list = match OneOrMany::deserialize(d)
+        .map_err(|_| D::Error::custom("expected an address or CIDR block, or a list of them"))?
+    {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    };
+    list.iter()
+        .map(|s| Cidr::parse(s).map_err(D::Error::custom))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parse `cache = { ... }` the way the route table will, through the shared TOML reader.
+    fn parse(inline: &str) -> Result<CacheEntry, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Route {
+            cache: CacheEntry,
+        }
+        shared::config::parse_toml::<Route>("t.toml", &format!("cache = {inline}\n"))
+            .map(|r| r.cache)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults() {
+        let c = parse("{}").unwrap();
+        assert_eq!(c, CacheEntry::default());
+        assert_eq!(c.ttl, Duration::from_secs(600));
+        assert_eq!(c.max_bytes, 64 * 1024 * 1024);
+        assert_eq!(c.max_object, 1024 * 1024);
+        assert_eq!(c.stale_if_error, Duration::ZERO);
+        assert!(c.purge_from.is_empty() && !c.allow_credentials);
+        c.check().unwrap();
+    }
+
+    #[test]
+    fn every_key_read() {
+        let c = parse(concat!(
+            r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
+            r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true }"#
+        ))
+        .unwrap();
+        assert_eq!(c.ttl, Duration::from_secs(60));
+        assert_eq!(c.max_bytes, 8 << 20);
+        assert_eq!(c.max_object, 4096);
+        assert_eq!(c.stale_if_error, Duration::from_secs(300));
+        assert_eq!(c.purge_from.len(), 3);
+        assert!(c.allow_credentials);
+        let one = parse(r#"{ purge_from = "192.168.0.0/16" }"#).unwrap();
+        assert_eq!(one.purge_from[0].prefix, 16);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let cases = [
+            (
+                r#"{ ttl = "0s" }"#,
+                "key `cache.ttl`: must be greater than zero",
+            ),
+            (
+                r#"{ ttl = "3x" }"#,
+                "key `cache.ttl`: invalid duration '3x'",
+            ),
+            (
+                r#"{ max_bytes = 0 }"#,
+                "key `cache.max_bytes`: must be greater than zero",
+            ),
+            (
+                r#"{ max_object = "1ZB" }"#,
+                "key `cache.max_object`: invalid size '1ZB'",
+            ),
+            (
+                r#"{ stale_if_error = -1 }"#,
+                "key `cache.stale_if_error`: expected a duration",
+            ),
+            (r#"{ purge_from = ["10.0.0.1/8"] }"#, "host bits are set"),
+            (
+                r#"{ purge_from = ["10.0.0.0/33"] }"#,
+                "prefix length must be 0 to 32",
+            ),
+            (
+                r#"{ purge_from = ["localhost"] }"#,
+                "`localhost` is not an address or CIDR",
+            ),
+            (r#"{ purge_from = 7 }"#, "expected an address or CIDR block"),
+            (r#"{ size = "1MiB" }"#, "unknown field `size`"),
+        ];
+        for (input, want) in cases {
+            let err = parse(input).unwrap_err();
+            assert!(err.starts_with("t.toml:1: "), "{input}: {err}");
+            assert!(err.contains(want), "{input}: {err}");
+        }
+    }
+
+    #[test]
+    fn max_object_over_max_bytes_is_refused() {
+        let c = parse(r#"{ max_bytes = "1KiB", max_object = "2KiB" }"#).unwrap();
+        let err = c.check().unwrap_err();
+        assert!(err.contains("max_object (2048 bytes) is larger than max_bytes (1024 bytes)"));
+        assert_eq!(CacheEntry::quick(1000).max_object, 1000);
+        CacheEntry::quick(1000).check().unwrap();
+        assert_eq!(CacheEntry::quick(64 << 20).max_object, DEFAULT_MAX_OBJECT);
+    }
+
+    #[test]
+    fn cidr_membership() {
+        let c = |s| Cidr::parse(s).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let cases = [
+            ("10.0.0.0/8", "10.255.1.2", true),
+            ("10.0.0.0/8", "11.0.0.1", false),
+            ("127.0.0.1", "127.0.0.1", true),
+            ("127.0.0.1", "127.0.0.2", false),
+            ("0.0.0.0/0", "203.0.113.9", true),
+            ("0.0.0.0/0", "::1", false),
+            ("127.0.0.0/8", "::ffff:127.0.0.5", true),
+            ("::1", "::1", true),
+            ("fd00::/8", "fd12::1", true),
+            ("fd00::/8", "fe80::1", false),
+            ("::/0", "2001:db8::1", true),
+        ];
+        for (block, addr, want) in cases {
+            assert_eq!(c(block).contains(ip(addr)), want, "{block} {addr}");
+        }
+        let e = CacheEntry {
+            purge_from: vec![c("127.0.0.1")],
+            ..CacheEntry::default()
+        };
+        assert!(e.may_purge(ip("127.0.0.1")) && !e.may_purge(ip("127.0.0.2")));
+        assert!(!CacheEntry::default().may_purge(ip("127.0.0.1")));
+    }
+}

@@ -1,0 +1,184 @@
+//! Response heads for files, redirects and errors, written into the connection's head
+//! buffer. Plain functions over plain inputs, tested in `tests.rs`.
+
+use super::cache::File;
+use super::decide::Reply;
+use super::meta::{http_date, HttpDate};
+use bytes::BytesMut;
+use shared::http::encode::{
+    end_head, reason_phrase, write_header, write_header_u64, write_status_line,
+};
+use shared::http::Version;
+use std::cell::Cell;
+
+/// How the connection goes on after the response: the Connection field it gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conn {
+    pub version: Version,
+    pub keep_alive: bool,
+}
+
+impl Conn {
+    fn write(self, dst: &mut BytesMut) {
+        if !self.keep_alive {
+            write_header(dst, b"Connection", b"close");
+        } else if self.version == Version::Http10 {
+            write_header(dst, b"Connection", b"keep-alive");
+        }
+    }
+}
+
+/// What follows the head of a file response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    None,
+    /// Bytes `start..start + len` of the file.
+    Bytes {
+        start: u64,
+        len: u64,
+    },
+}
+
+/// The head of a response to a GET or HEAD of `file`, for `reply`; the body it announces
+/// (none for HEAD, 304 and 416).
+pub fn file_head(dst: &mut BytesMut, f: &File, reply: Reply, head: bool, conn: Conn) -> Body {
+    let size = f.info.size;
+    let (status, body) = match reply {
+        Reply::NotModified => (304, Body::None),
+        Reply::Full => (
+            200,
+            Body::Bytes {
+                start: 0,
+                len: size,
+            },
+        ),
+        Reply::Partial { start, end } => (
+            206,
+            Body::Bytes {
+                start,
+                len: end - start + 1,
+            },
+        ),
+        Reply::Unsatisfiable => (416, Body::None),
+    };
+    write_status_line(dst, conn.version, status, reason_phrase(status));
+    write_header(dst, b"Date", now_date().as_bytes());
+    if status == 416 {
+        write_range(dst, None, size);
+        write_header(dst, b"Content-Type", b"text/plain");
+        write_header_u64(dst, b"Content-Length", 0);
+        conn.write(dst);
+        end_head(dst);
+        return Body::None;
+    }
+    write_header(dst, b"Last-Modified", f.last_modified.as_bytes());
+    write_header(dst, b"ETag", f.etag.as_bytes());
+    if status != 304 {
+        write_header(dst, b"Content-Type", f.content_type.as_bytes());
+        if let Body::Bytes { start, len } = body {
+            write_header_u64(dst, b"Content-Length", len);
+            if status == 206 {
+                write_range(dst, Some((start, start + len - 1)), size);
+            }
+        }
+        write_header(dst, b"Accept-Ranges", b"bytes");
+    }
+    conn.write(dst);
+    end_head(dst);
+    if head {
+        Body::None
+    } else {
+        body
+    }
+}
+
+/// `Content-Range: bytes first-last/size`, or `bytes */size` for a 416.
+fn write_range(dst: &mut BytesMut, range: Option<(u64, u64)>, size: u64) {
+    use std::fmt::Write;
+    let mut v = Text64::default();
+    let _ = match range {
+        Some((a, b)) => write!(v, "bytes {a}-{b}/{size}"),
+        None => write!(v, "bytes */{size}"),
+    };
+    write_header(dst, b"Content-Range", v.as_bytes());
+}
+
+/// A complete small response the server makes itself: `status` with a one-line body
+/// (none for HEAD), plus `Allow` for a 405 and `Location` for a redirect.
+pub fn simple(dst: &mut BytesMut, status: u16, location: Option<&[&[u8]]>, head: bool, conn: Conn) {
+    let reason = reason_phrase(status);
+    write_status_line(dst, conn.version, status, reason);
+    write_header(dst, b"Date", now_date().as_bytes());
+    write_header(dst, b"Content-Type", b"text/plain");
+    // "404 Not Found\n"
+    let body_len = 3 + 1 + reason.len() + 1;
+    write_header_u64(dst, b"Content-Length", body_len as u64);
+    if status == 405 {
+        write_header(dst, b"Allow", b"GET, HEAD");
+    }
+    if let Some(parts) = location {
+        dst.extend_from_slice(b"Location: ");
+        parts.iter().for_each(|p| dst.extend_from_slice(p));
+        dst.extend_from_slice(b"\r\n");
+    }
+    conn.write(dst);
+    end_head(dst);
+    if !head {
+        let mut code = Text64::default();
+        let _ = std::fmt::Write::write_fmt(&mut code, format_args!("{status} {reason}\n"));
+        dst.extend_from_slice(code.as_bytes());
+    }
+}
+
+/// A small stack buffer for formatted header values.
+struct Text64 {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Default for Text64 {
+    fn default() -> Self {
+        Text64 {
+            buf: [0; 64],
+            len: 0,
+        }
+    }
+}
+
+impl Text64 {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::fmt::Write for Text64 {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            return Err(std::fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// The Date value, formatted once per second per worker.
+    static DATE: Cell<(i64, Option<HttpDate>)> = const { Cell::new((0, None)) };
+}
+
+/// Now as an IMF-fixdate (RFC 9110 6.6.1: an origin server with a clock sends Date).
+fn now_date() -> HttpDate {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    DATE.with(|d| match d.get() {
+        (s, Some(text)) if s == secs => text,
+        _ => {
+            let text = http_date(secs);
+            d.set((secs, Some(text)));
+            text
+        }
+    })
+}

@@ -1,0 +1,178 @@
+//! The I/O edge: the head in `cout`, then the body.
+//!
+//! - A file kept in memory (small ones, see `cache`) is appended to the head: one write
+//!   through the runtime.
+//! - Any other file: the head with `send(MSG_MORE)`, then `sendfile(2)` from the file to the
+//!   socket, no copy through user space, the head and the first body bytes in the same
+//!   segments. Both are plain syscalls on a non-blocking socket; `EAGAIN` waits for
+//!   writability through the runtime (a poll op on io_uring, epoll's readiness otherwise).
+//!   io_uring's accepted sockets are blocking (monoio accepts without `SOCK_NONBLOCK`): for
+//!   the body the socket is switched to non-blocking and back (no other operation is in
+//!   flight on it meanwhile: a connection reads its next request only after the response).
+//!   Measured against `pread` into a pooled buffer + a runtime write (and a 32 KB body from
+//!   memory), sendfile costs about 35% less CPU per 32 KB response on both drivers.
+//! - A file that shrank while being sent cannot deliver the length announced: the
+//!   connection is closed mid-body (the client sees a short body, never a complete-looking
+//!   wrong one).
+
+use super::respond::Body;
+use super::Plan;
+use crate::client::ClientConn;
+use crate::io::write_all;
+use monoio::net::TcpStream;
+use monoio::time::{timeout_at, Instant};
+use std::cell::Cell;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::time::Duration;
+
+/// The response could not be sent whole; the connection must close.
+#[derive(Debug)]
+pub struct SendFail;
+
+/// Write the head in `c.cout` and the body `plan` names.
+pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
+    let limit = c.w.cfg.timeouts.send;
+    let (file, start, len) = match (plan.file, plan.body) {
+        (Some(f), Body::Bytes { start, len }) if len > 0 => (f, start, len),
+        _ => return write_head(c, limit).await,
+    };
+    if let Some(mem) = &file.body {
+        c.cout
+            .extend_from_slice(&mem[start as usize..(start + len) as usize]);
+        return write_head(c, limit).await;
+    }
+    let _nonblocking = NonBlocking::set(&c.stream)?;
+    send_all(&c.stream, &c.cout, limit).await?;
+    sendfile_all(&c.stream, file.fd.as_fd(), start, len, limit).await
+}
+
+async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail> {
+    let buf = std::mem::take(&mut c.cout);
+    match write_all(&mut c.stream, buf, limit).await {
+        Ok(buf) => {
+            c.cout = buf;
+            Ok(())
+        }
+        Err(_) => Err(SendFail),
+    }
+}
+
+thread_local! {
+    /// The file status flags of this worker's client sockets: the same for all of them (the
+    /// driver accepts them all the same way), read once per worker.
+    static SOCKET_FLAGS: Cell<Option<i32>> = const { Cell::new(None) };
+}
+
+/// Makes a blocking socket non-blocking for as long as it lives (nothing for one that is).
+struct NonBlocking {
+    /// The flags to restore.
+    restore: Option<(RawFd, i32)>,
+}
+
+impl NonBlocking {
+    fn set(s: &TcpStream) -> Result<NonBlocking, SendFail> {
+        let fd = s.as_raw_fd();
+        let flags = match SOCKET_FLAGS.with(Cell::get) {
+            Some(f) => f,
+            None => {
+                // SAFETY: F_GETFL on an open fd.
+                let f = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+                if f < 0 {
+                    return Err(SendFail);
+                }
+                SOCKET_FLAGS.with(|c| c.set(Some(f)));
+                f
+            }
+        };
+        if flags & libc::O_NONBLOCK != 0 {
+            return Ok(NonBlocking { restore: None });
+        }
+        // SAFETY: F_SETFL on an open fd.
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(SendFail);
+        }
+        Ok(NonBlocking {
+            restore: Some((fd, flags)),
+        })
+    }
+}
+
+impl Drop for NonBlocking {
+    fn drop(&mut self) {
+        if let Some((fd, flags)) = self.restore {
+            // SAFETY: the stream outlives this guard (it is borrowed for the whole send).
+            unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
+        }
+    }
+}
+
+/// Wait until the socket may take more bytes, or fail after `limit`.
+async fn writable(s: &TcpStream, limit: Duration) -> Result<(), SendFail> {
+    match timeout_at(Instant::now() + limit, s.writable(false)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(SendFail),
+    }
+}
+
+/// What a syscall that may say `EAGAIN` did.
+enum Step {
+    Sent(usize),
+    Full,
+    Failed,
+}
+
+fn step(n: isize) -> Step {
+    if n > 0 {
+        return Step::Sent(n as usize);
+    }
+    if n == 0 {
+        return Step::Failed;
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Step::Full,
+        Some(libc::EINTR) => Step::Sent(0),
+        _ => Step::Failed,
+    }
+}
+
+/// `send(MSG_MORE)` all of `head` on a non-blocking socket: a body follows at once.
+async fn send_all(s: &TcpStream, head: &[u8], limit: Duration) -> Result<(), SendFail> {
+    let mut at = 0;
+    while at < head.len() {
+        let rest = &head[at..];
+        let flags = libc::MSG_MORE | libc::MSG_NOSIGNAL;
+        // SAFETY: `rest` is readable for `rest.len()` bytes; the fd is open.
+        let n = unsafe { libc::send(s.as_raw_fd(), rest.as_ptr().cast(), rest.len(), flags) };
+        match step(n) {
+            Step::Sent(n) => at += n,
+            Step::Full => writable(s, limit).await?,
+            Step::Failed => return Err(SendFail),
+        }
+    }
+    Ok(())
+}
+
+/// `sendfile` until `len` bytes from `offset` are sent; the peer gets `limit` to make room
+/// each time the socket is full.
+async fn sendfile_all(
+    s: &TcpStream,
+    file: BorrowedFd<'_>,
+    offset: u64,
+    len: u64,
+    limit: Duration,
+) -> Result<(), SendFail> {
+    let mut off = offset as libc::off_t;
+    let mut left = len;
+    while left > 0 {
+        let chunk = left.min(1 << 30) as usize;
+        // SAFETY: both fds are open for the call; `off` is a valid offset variable.
+        let n = unsafe { libc::sendfile(s.as_raw_fd(), file.as_raw_fd(), &mut off, chunk) };
+        // 0: the file ended early (it shrank).
+        match step(n) {
+            Step::Sent(n) => left -= n as u64,
+            Step::Full => writable(s, limit).await?,
+            Step::Failed => return Err(SendFail),
+        }
+    }
+    Ok(())
+}
