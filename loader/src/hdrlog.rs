@@ -19,7 +19,10 @@
 //!   instant, after any warm-up); interval k covers `[k, k+1)` intervals from it;
 //! - every interval up to the end is written, the last, partial one too (its length is how
 //!   long it really lasted), so a run shorter than one interval still has a histogram line;
-//!   the intervals' counts add up to the run's complete requests.
+//!   the end is after the drain of a timed run, so the intervals' counts add up to the run's
+//!   complete requests exactly, the drained ones included;
+//! - the interval clock waits as the worker's sends do: on the timer, or spinning with
+//!   `--spin` (a spinning worker fires no timer).
 //!
 //! Shared-nothing: each worker records into its own interval histogram and, at each interval
 //! boundary, hands a copy to the writer thread over a channel (once per interval, never per

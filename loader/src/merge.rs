@@ -593,6 +593,23 @@ mod tests {
         n: u64,
         latency_us: u64,
     ) -> Value {
+        doc(&result(shard, c, start_s, secs, n, latency_us))
+    }
+
+    fn doc(r: &RunResult) -> Value {
+        let mut v = crate::json::run_value(r);
+        v["schema"] = json!(crate::json::SCHEMA);
+        v
+    }
+
+    fn result(
+        shard: Option<(u32, u32)>,
+        c: usize,
+        start_s: u64,
+        secs: u64,
+        n: u64,
+        latency_us: u64,
+    ) -> RunResult {
         let mut totals = Counts {
             attempts: n,
             completed: n,
@@ -605,7 +622,7 @@ mod tests {
             record(&mut hist.total, latency_us);
         }
         let started = UNIX_EPOCH + Duration::from_secs(start_s);
-        let r = RunResult {
+        RunResult {
             started,
             ended: started + Duration::from_secs(secs),
             elapsed: Duration::from_secs(secs),
@@ -636,10 +653,7 @@ mod tests {
                 rate_total: None,
                 duration: Some(Duration::from_secs(secs)),
             }),
-        };
-        let mut v = crate::json::run_value(&r);
-        v["schema"] = json!(crate::json::SCHEMA);
-        v
+        }
     }
 
     fn part(name: &str, v: &Value) -> Part {
@@ -696,5 +710,92 @@ mod tests {
             "{w:?}"
         );
         assert!(parse_run("x", &json!({"schema": "other"})).is_err());
+    }
+
+    /// A `--rate -d` run with one URL: `n` requests of `latency_us`, sends `late_us` late,
+    /// `in_flight` at the stop drained in `drain_ms`, `unanswered` of them unanswered.
+    fn timed(n: u64, latency_us: u64, late_us: u64, drain: (u64, u64, u64), spin: bool) -> Value {
+        let (in_flight, drain_ms, unanswered) = drain;
+        let mut r = result(Some((1, 1)), 4, 1000, 2, n, latency_us);
+        r.mode = LoadMode::Rate { target: 100.0 };
+        r.spin = spin;
+        r.drain = Some(Drain {
+            in_flight,
+            took: Duration::from_millis(drain_ms),
+        });
+        r.totals.attempts += unanswered;
+        r.totals.failures.unanswered = unanswered;
+        let mut hist = new_url_histogram();
+        let mut latency = LatencySummary::default();
+        for _ in 0..n {
+            record(&mut r.hist.send_lateness, late_us);
+            record(&mut hist, latency_us);
+            latency.record(latency_us);
+        }
+        r.urls.push(UrlResult {
+            url: "http://127.0.0.1:1/a".into(),
+            host: "127.0.0.1".into(),
+            port: 1,
+            path: "/a".into(),
+            document_length: Some(64),
+            server_software: None,
+            counts: r.totals.clone(),
+            latency,
+            hist,
+        });
+        doc(&r)
+    }
+
+    #[test]
+    fn drains_lateness_and_url_histograms_merge_exactly() {
+        let a = part("a", &timed(300, 1_000, 50, (3, 40, 1), true));
+        let b = part("b", &timed(100, 9_000, 700, (5, 90, 0), false));
+        assert_eq!(
+            a.result.drain,
+            Some(Drain {
+                in_flight: 3,
+                took: Duration::from_millis(40)
+            })
+        );
+        let m = merge(&[a.clone(), b.clone()]);
+        // In flight summed, the longest drain, the unanswered summed with the other failures.
+        assert_eq!(
+            m.drain,
+            Some(Drain {
+                in_flight: 8,
+                took: Duration::from_millis(90)
+            })
+        );
+        assert_eq!(m.totals.failures.unanswered, 1);
+        assert_eq!(m.totals.failures.ab_failed(), 1);
+        assert_eq!(m.totals.attempts, 401);
+        // Lateness and the URL's histogram: all 400 values, p75 from the first run, p80 from
+        // the second (an average of the parts' percentiles would be neither).
+        let late = &m.hist.send_lateness;
+        assert_eq!(late.len(), 400);
+        assert_eq!(late.value_at_percentile(75.0), late.highest_equivalent(50));
+        assert_eq!(late.value_at_percentile(80.0), late.highest_equivalent(700));
+        assert_eq!(m.urls.len(), 1);
+        let u = &m.urls[0].hist;
+        assert_eq!(u.len(), 400);
+        assert_eq!(u.value_at_percentile(75.0), u.highest_equivalent(1_000));
+        assert_eq!(u.value_at_percentile(80.0), u.highest_equivalent(9_000));
+        assert_eq!(m.urls[0].latency.count, 400);
+        // --spin on one run only: not the merged pacing, and warned about.
+        assert!(!m.spin);
+        let w = warnings(&[a, b]);
+        assert!(
+            w.iter()
+                .any(|x| x == "options differ: spin is true in a but false in b"),
+            "{w:?}"
+        );
+        // A URL without its histogram is refused, naming the URL.
+        let mut v = timed(1, 1, 1, (0, 0, 0), false);
+        v["urls"][0].as_object_mut().unwrap().remove("histogram");
+        let e = parse_run("x", &v).unwrap_err();
+        assert!(
+            e.contains("URL http://127.0.0.1:1/a: no 'histogram'"),
+            "{e}"
+        );
     }
 }
