@@ -466,3 +466,30 @@ fn a_body_larger_than_the_socket_buffers_arrives_whole_on_every_driver() {
         }
     }
 }
+
+#[test]
+fn special_files_are_404_without_blocking_and_changed_files_are_seen_again() {
+    let t = tree("special");
+    let fifo = std::ffi::CString::new(t.root().join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let s = serve(&t.root(), None);
+    let mut c = Client::connect(s.addr);
+    // A FIFO nobody writes to: opening it must not hang the worker, and it is not a file.
+    assert_eq!(get(&mut c, "/pipe", "").status, 404);
+    assert_eq!(
+        get(&mut c, "/a.txt", "").body,
+        pattern(1000),
+        "the worker still serves"
+    );
+    // Replaced under the open-file cache: served as it was for at most its validity (1 s).
+    std::fs::write(t.root().join("a.txt.new"), b"changed").unwrap();
+    std::fs::rename(t.root().join("a.txt.new"), t.root().join("a.txt")).unwrap();
+    wait_for(WAIT, "the new content", || {
+        get(&mut c, "/a.txt", "").body == b"changed"
+    });
+    std::fs::remove_file(t.root().join("a.txt")).unwrap();
+    wait_for(WAIT, "the removed file's 404", || {
+        get(&mut c, "/a.txt", "").status == 404
+    });
+}
