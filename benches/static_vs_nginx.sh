@@ -11,12 +11,9 @@
 #   ROUNDS=5 DURATION=10s MODES=keepalive benches/static_vs_nginx.sh
 #   PROXY_ARGS="--driver epoll" benches/static_vs_nginx.sh
 #
-# Our side: `proxy --static DIR` when the binary has that flag, else the example
-# `static_site DIR` (proxy/examples/static_site.rs: the same serving code, every request
-# answered from DIR). Environment: ROUNDS, DURATION, CONNS (64), AB_N (200000), SIZES
+# Our side: `proxy --static DIR`. Environment: ROUNDS, DURATION, CONNS (64), AB_N (200000), SIZES
 # ("64 32k"), MODES ("keepalive close"), LOAD_CORE (0: wrk/ab), SERVER_CORE (1: the server under
-# test), PROXY_BIN (default target/release/proxy), STATIC_BIN (default
-# target/release/examples/static_site), PROXY_ARGS (extra flags for ours), NO_BUILD=1, OUT, KEEP_TMP=1.
+# test), PROXY_BIN (default target/release/proxy), PROXY_ARGS (extra flags for ours), NO_BUILD=1, OUT, KEEP_TMP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=benches/lib.sh
@@ -32,7 +29,6 @@ LOAD_CORE=${LOAD_CORE:-0}
 SERVER_CORE=${SERVER_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/release/proxy}
-STATIC_BIN=${STATIC_BIN:-$TARGET_DIR/release/examples/static_site}
 OUT=${OUT:-target/bench-results/static_vs_nginx-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
 bench_require wrk ab nginx taskset envsubst ss
@@ -82,18 +78,14 @@ start_target() {
 }
 
 if [ -z "${NO_BUILD:-}" ]; then
-    bench_log "building: cargo build --release -p proxy --bins --examples"
-    cargo build --release -q -p proxy --bins --examples || bench_die "cargo build failed"
+    bench_log "building: cargo build --release -p proxy"
+    cargo build --release -q -p proxy || bench_die "cargo build failed"
 fi
 PORT[ours]=$(bench_free_port)
 # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
 common=(--listen "127.0.0.1:${PORT[ours]}" --workers 1 --no-pin ${PROXY_ARGS:-})
-if [ -x "$PROXY_BIN" ] && "$PROXY_BIN" --help 2>&1 | grep -q -- '--static'; then
-    ours=("$PROXY_BIN" --static "$BENCH_TMP/www" "${common[@]}")
-else
-    [ -x "$STATIC_BIN" ] || bench_die "$STATIC_BIN not found (cargo build --release -p proxy --examples)"
-    ours=("$STATIC_BIN" "$BENCH_TMP/www" "${common[@]}")
-fi
+[ -x "$PROXY_BIN" ] || bench_die "$PROXY_BIN not found (cargo build --release -p proxy)"
+ours=("$PROXY_BIN" --static "$BENCH_TMP/www" "${common[@]}")
 DESC[ours]="taskset -c $SERVER_CORE ${ours[*]}"
 start_target ours "${ours[@]}"
 

@@ -124,22 +124,6 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
     })
 }
 
-/// Start with every request answered from `site`: `cfg`'s routes are replaced by one
-/// static route `/` (its groups are kept, unused). For tests of the file server; the
-/// binary's way is `--static DIR` or a route with `static = { ... }`.
-#[doc(hidden)]
-pub fn start_static(
-    mut cfg: config::Config,
-    site: static_files::StaticSite,
-) -> Result<Running, StartError> {
-    cfg.routes = vec![config::Route {
-        host: None,
-        path_prefix: "/".into(),
-        action: config::Action::Static(site),
-    }];
-    start(cfg)
-}
-
 impl Running {
     /// The bound addresses, one per configured listener (port 0 resolved).
     pub fn listen_addrs(&self) -> Vec<SocketAddr> {

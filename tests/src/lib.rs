@@ -417,6 +417,53 @@ pub mod process {
     }
 }
 
+/// A global allocator that counts allocations and reallocations (deallocations are free), for
+/// tests that prove a path allocates nothing per request. Declare it in the test binary:
+/// `#[global_allocator] static GLOBAL: tests::CountingAlloc = tests::CountingAlloc::new();`
+/// and compare [`CountingAlloc::count`] before and after.
+pub struct CountingAlloc {
+    count: std::sync::atomic::AtomicU64,
+}
+
+impl CountingAlloc {
+    pub const fn new() -> CountingAlloc {
+        CountingAlloc {
+            count: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Allocations so far, by every thread of the process.
+    pub fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Default for CountingAlloc {
+    fn default() -> Self {
+        CountingAlloc::new()
+    }
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl std::alloc::GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new_size: usize) -> *mut u8 {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // SAFETY: same contract as the caller's.
+        unsafe { std::alloc::System.realloc(ptr, layout, new_size) }
+    }
+}
+
 /// Raw-socket clients for wire-level tests: send exact bytes, read exactly what comes back,
 /// and parse it with a small parser of our own: the oracle that checks the codec, so it is
 /// independent of it (its own head, field, length and chunk parsing). The one decision it

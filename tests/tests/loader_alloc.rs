@@ -7,35 +7,11 @@
 
 use loader::RunOptions;
 use shared::shutdown::ShutdownFlag;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tests::CountingAlloc = tests::CountingAlloc::new();
 
 /// Keep-alive server: reads a head, writes a fixed response; no allocation per request once
 /// its line buffer has grown.
@@ -74,9 +50,9 @@ fn allocations_for(url: &str, n: u64) -> u64 {
     o.connections = 2;
     o.runtime.workers = 1;
     o.requests = Some(n);
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = GLOBAL.count();
     let r = loader::run(&o, ShutdownFlag::new()).unwrap();
-    let after = ALLOCS.load(Ordering::Relaxed);
+    let after = GLOBAL.count();
     assert_eq!(r.totals.completed, n);
     after - before
 }

@@ -6,35 +6,11 @@
 //! allocates nothing per request, sends N and then 10×N requests. The difference must stay
 //! near zero, not grow with the 9×N extra requests.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: tests::CountingAlloc = tests::CountingAlloc::new();
 
 const REQUEST: &[u8] = b"GET /avatar/x?u=1 HTTP/1.1\r\nHost: Img.Example.com\r\n\r\n";
 const END: &[u8] = b"</html>\r\n";
@@ -80,11 +56,11 @@ fn return_allocates_nothing_per_request() {
     // Warm up: buffers, pools and timers reach their steady size.
     requests(&mut s, &mut buf, 500);
     let n = 1_000;
-    let a0 = ALLOCS.load(Ordering::Relaxed);
+    let a0 = GLOBAL.count();
     requests(&mut s, &mut buf, n);
-    let a1 = ALLOCS.load(Ordering::Relaxed);
+    let a1 = GLOBAL.count();
     requests(&mut s, &mut buf, 10 * n);
-    let a2 = ALLOCS.load(Ordering::Relaxed);
+    let a2 = GLOBAL.count();
     let (short, long) = (a1 - a0, a2 - a1);
     // 9,000 more requests: a per-request allocation would add at least 9,000.
     assert!(

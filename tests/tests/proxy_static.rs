@@ -1,5 +1,5 @@
 //! Static files end to end: a one-worker proxy whose every request is answered from a
-//! directory (`proxy::start_static`, the whole-site mode), raw clients on 127.0.0.1.
+//! directory (`proxy --static DIR`), raw clients on 127.0.0.1.
 //!
 //! Each test builds its own tree under the system temp dir: a root with files, a directory
 //! with and one without an index, symlinks inside and out of the root, and a secret file
@@ -7,13 +7,11 @@
 
 mod strict_common;
 
-use proxy::static_files::StaticSite;
 use shared::runtime::{drivers_here, DriverKind};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use strict_common::{assert_closed, wait_for};
 use tests::raw::{Client, Response, WAIT};
-use tests::ClosedPort;
 
 const SECRET: &[u8] = b"SECRET-OUTSIDE-THE-ROOT";
 
@@ -65,11 +63,10 @@ fn driver_flag(d: DriverKind) -> &'static str {
     }
 }
 
-/// A one-worker proxy on driver `d` serving `root` (its upstream, unused, is a dead port).
+/// A one-worker proxy on driver `d` serving `root` (`--static`, as a user starts it).
 struct Server {
     running: Option<proxy::Running>,
     addr: SocketAddr,
-    _dead: ClosedPort,
 }
 
 impl Drop for Server {
@@ -81,31 +78,15 @@ impl Drop for Server {
 }
 
 fn serve(root: &Path, d: Option<DriverKind>) -> Server {
-    let dead = ClosedPort::new();
-    let up = dead.addr().to_string();
-    let mut args = vec![
-        "proxy",
-        "--listen",
-        "127.0.0.1:0",
-        "--no-pin",
-        "--workers",
-        "1",
-    ];
-    args.extend(["--upstream", up.as_str()]);
+    let root = root.to_str().expect("a UTF-8 temporary path");
+    let mut args = vec!["--static", root];
     if let Some(d) = d {
         args.extend(["--driver", driver_flag(d)]);
     }
-    let cfg = proxy::cli::config_from_args(&args).expect("valid flags");
-    let site = StaticSite {
-        root: root.to_path_buf(),
-        index: "index.html".into(),
-    };
-    let running = proxy::start_static(cfg, site).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
+    let (running, addr) = tests::start_proxy(&[], &args);
     Server {
         running: Some(running),
         addr,
-        _dead: dead,
     }
 }
 
@@ -465,4 +446,31 @@ fn a_body_larger_than_the_socket_buffers_arrives_whole_on_every_driver() {
             assert!(body == big[from..], "{d}: {range:?}: the body is the file");
         }
     }
+}
+
+#[test]
+fn special_files_are_404_without_blocking_and_changed_files_are_seen_again() {
+    let t = tree("special");
+    let fifo = std::ffi::CString::new(t.root().join("pipe").to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let s = serve(&t.root(), None);
+    let mut c = Client::connect(s.addr);
+    // A FIFO nobody writes to: opening it must not hang the worker, and it is not a file.
+    assert_eq!(get(&mut c, "/pipe", "").status, 404);
+    assert_eq!(
+        get(&mut c, "/a.txt", "").body,
+        pattern(1000),
+        "the worker still serves"
+    );
+    // Replaced under the open-file cache: served as it was for at most its validity (1 s).
+    std::fs::write(t.root().join("a.txt.new"), b"changed").unwrap();
+    std::fs::rename(t.root().join("a.txt.new"), t.root().join("a.txt")).unwrap();
+    wait_for(WAIT, "the new content", || {
+        get(&mut c, "/a.txt", "").body == b"changed"
+    });
+    std::fs::remove_file(t.root().join("a.txt")).unwrap();
+    wait_for(WAIT, "the removed file's 404", || {
+        get(&mut c, "/a.txt", "").status == 404
+    });
 }

@@ -16,6 +16,7 @@
 //! an unknown name is an error at start, so a typo never reaches a client.
 
 use bytes::BytesMut;
+use shared::http::encode::fmt_decimal;
 use std::fmt;
 
 /// A parsed template.
@@ -152,7 +153,7 @@ impl Template {
                 Piece::RemoteAddr => out.extend_from_slice(v.remote_addr),
                 Piece::Random { slot, .. } => {
                     let mut digits = [0u8; 20];
-                    out.extend_from_slice(decimal(random(v, *slot), &mut digits));
+                    out.extend_from_slice(fmt_decimal(random(v, *slot), &mut digits));
                 }
             }
         }
@@ -225,18 +226,6 @@ fn decimal_len(mut n: u64) -> usize {
         len += 1;
     }
     len
-}
-
-fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
 }
 
 #[cfg(test)]

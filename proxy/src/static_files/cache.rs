@@ -28,8 +28,8 @@ pub const VALID: Duration = Duration::from_secs(1);
 /// Entries per site and worker.
 pub const MAX_ENTRIES: usize = 4096;
 /// Files up to this size are kept in memory. Measured (benches/static_vs_nginx.sh): a 64 B
-/// file from memory costs ~20% less CPU than head + sendfile; a 32 KB one ~35% more (two
-/// copies of the body instead of none).
+/// file from memory costs ~20% less CPU than head + sendfile; a 32 KB one 50-80% more (two
+/// copies of the body instead of none). Sizes in between were not measured.
 pub const MEM_FILE_MAX: u64 = 8 * 1024;
 /// Bytes of file contents kept in memory per worker and site.
 pub const MEM_TOTAL_MAX: usize = 16 * 1024 * 1024;

@@ -163,8 +163,9 @@ pub fn write_simple_response(dst: &mut BytesMut, version: Version, status: u16, 
     dst.extend_from_slice(b"\n");
 }
 
-/// Formats `n` in decimal into `buf`, returning the digits.
-fn fmt_decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+/// Formats `n` in decimal into `buf`, returning the digits (no allocation: for heads and
+/// templates rendered per request).
+pub fn fmt_decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     let mut i = buf.len();
     loop {
         i -= 1;
