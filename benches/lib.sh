@@ -510,12 +510,14 @@ bench_measure() {
 
 # bench_rounds ROUNDS WARMUP_FN RUN_CMD...: `WARMUP_FN TARGET` for every target (not recorded;
 # "" for none), then ROUNDS rounds of `RUN_CMD... CASE ROUND TARGET` for every case and
-# target, the targets' order rotating each round so that no target always runs first or after
-# the same neighbour (a noisy minute is shared). Sets BENCH_ROUNDS.
+# target, the targets' order rotating each round (A B C, B C A, ...) so that no target always
+# runs first or last (a noisy minute is shared). Logs the machine and the plan; sets BENCH_ROUNDS.
 bench_rounds() {
     local rounds=$1 warm=$2 round c i t n=${#BENCH_ACTIVE[@]}
     shift 2
     BENCH_ROUNDS=$rounds
+    bench_log "machine: $(bench_machine)"
+    bench_log "targets: ${BENCH_ACTIVE[*]}; cases: ${BENCH_CASES[*]}; $rounds rounds"
     if [ -n "$warm" ]; then
         for t in "${BENCH_ACTIVE[@]}"; do "$warm" "$t"; done
     fi
@@ -528,6 +530,53 @@ bench_rounds() {
             done
         done
     done
+}
+
+# --- cases SIZE/MODE: a file of each size, keep-alive clients or a connection per request -------
+# For a server in front of BODY_LEN's files: SIZE is one of $SIZES, MODE "keepalive" (wrk -c
+# CONNS -d DURATION) or "close" (ab -c CONNS -t DURATION -n AB_N, no -k), the load on LOAD_CORE.
+
+# bench_size_mode_cases: BENCH_CASES = every SIZE/MODE of $SIZES × $MODES, sizes outermost.
+bench_size_mode_cases() {
+    local size mode
+    for size in $SIZES; do
+        for mode in $MODES; do BENCH_CASES+=("$size/$mode"); done
+    done
+}
+
+# bench_load_size_mode SIZE/MODE PORT: one bounded load of 127.0.0.1:PORT/SIZE.
+# shellcheck disable=SC2153 # LOAD_CORE, CONNS, DURATION, AB_N are the sourcing script's settings
+bench_load_size_mode() {
+    local url="http://127.0.0.1:$2/${1%/*}"
+    if [ "${1#*/}" = keepalive ]; then
+        load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url"
+    else
+        load_ab "$LOAD_CORE" "$CONNS" "$AB_N" "$DURATION" 0 "$url"
+    fi
+}
+
+# bench_warm_sizes NAME PORT: one second of wrk on every size (not recorded): fills the page
+# cache, the servers' open-file caches and upstream pools.
+bench_warm_sizes() {
+    local size
+    for size in $SIZES; do
+        load_wrk "$LOAD_CORE" "$CONNS" 1s "http://127.0.0.1:$2/$size" >/dev/null ||
+            bench_log "warm-up of $1 /$size failed"
+    done
+}
+
+# bench_size_mode_title SIZE/MODE NOUN: e.g. "64 B file, keep-alive (wrk)" (NOUN "B file").
+bench_size_mode_title() {
+    if [ "${1#*/}" = keepalive ]; then
+        echo "${BODY_LEN[${1%/*}]} $2, keep-alive (wrk)"
+    else
+        echo "${BODY_LEN[${1%/*}]} $2, connection per request (ab, no -k)"
+    fi
+}
+
+# bench_size_mode_load_line: the report's line saying what the two loads were.
+bench_size_mode_load_line() {
+    echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency; close = ab -c $CONNS -t $(dur_s "$DURATION") -n $AB_N (no -k)"
 }
 
 # --- the report ---------------------------------------------------------------------------------

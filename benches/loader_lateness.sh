@@ -61,25 +61,24 @@ PY
 echo "# $(bench_machine)"
 echo "# loader $("$LOADER_BIN" --version | awk '{print $2}'): taskset -c $GEN_CORE loader --threads 1 -c $CONNS --rate $RATE -d $DURATION [--spin]; built-in origin (64 B) on core $ORIGIN_CORE"
 printf '%-6s %-6s %10s %16s %24s\n' round pacing achieved "lateness p99 ms" "corr-uncorr p50 µs"
+
+# one_row CASE ROUND VARIANT: one run, printed as a row and kept for the summary.
 declare -A LATE DIFF
-for ((round = 1; round <= ROUNDS; round++)); do
-    # Alternate which variant goes first, so drift in the machine's load is shared.
-    order=(timer spin)
-    ((round % 2 == 0)) && order=(spin timer)
-    for v in "${order[@]}"; do
-        read -r achieved late diff < <(one_run "$v")
-        printf '%-6s %-6s %10s %16s %24s\n' "$round" "$v" "$achieved" "$late" "$diff"
-        LATE[$v]+="$late "
-        DIFF[$v]+="$diff "
-    done
-done
-summary() {
-    python3 -c '
-import statistics, sys
-v = [float(x) for x in sys.argv[1].split()]
-print(f"{statistics.median(v):g} [{min(v):g}-{max(v):g}]")' "$1"
+one_row() {
+    local achieved late diff
+    read -r achieved late diff < <(one_run "$3")
+    printf '%-6s %-6s %10s %16s %24s\n' "$2" "$3" "$achieved" "$late" "$diff"
+    LATE[$3]+="$late "
+    DIFF[$3]+="$diff "
 }
+
+# The variants are the targets: bench_rounds alternates which goes first, so drift in the
+# machine's load is shared.
+BENCH_ACTIVE=(timer spin)
+BENCH_CASES=("$RATE/s")
+bench_rounds "$ROUNDS" "" one_row
 echo
 for v in timer spin; do
-    echo "$v: lateness p99 $(summary "${LATE[$v]}") ms; corrected-minus-uncorrected p50 $(summary "${DIFF[$v]}") µs (goal with spin: < 50)"
+    # shellcheck disable=SC2086 # the lists are split into values on purpose
+    echo "$v: lateness p99 $(FMT=%g fmt_spread ${LATE[$v]}) ms; corrected-minus-uncorrected p50 $(FMT=%g fmt_spread ${DIFF[$v]}) µs (goal with spin: < 50)"
 done

@@ -111,45 +111,18 @@ fi
 
 # --- the runs: cases SIZE/MODE ------------------------------------------------------------------
 
-for size in $SIZES; do
-    for mode in $MODES; do BENCH_CASES+=("$size/$mode"); done
-done
+bench_size_mode_cases
+load_case() { bench_load_size_mode "$1" "${PORT[$2]}"; }
+warm_up() { bench_warm_sizes "$1" "${PORT[$1]}"; }
 
-# load_case SIZE/MODE TARGET: keep-alive clients (wrk) or a connection per request (ab, no -k).
-load_case() {
-    local url="http://127.0.0.1:${PORT[$2]}/${1%/*}"
-    if [ "${1#*/}" = keepalive ]; then
-        load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url"
-    else
-        load_ab "$LOAD_CORE" "$CONNS" "$AB_N" "$DURATION" 0 "$url"
-    fi
-}
-
-# warm_up TARGET: fills the upstream pools and the page cache (not recorded).
-warm_up() {
-    local size
-    for size in $SIZES; do
-        load_wrk "$LOAD_CORE" "$CONNS" 1s "http://127.0.0.1:${PORT[$1]}/$size" >/dev/null ||
-            bench_log "warm-up of $1 /$size failed"
-    done
-}
-
-bench_log "machine: $(bench_machine)"
-bench_log "targets: ${BENCH_ACTIVE[*]}; sizes: $SIZES; modes: $MODES; $ROUNDS rounds of $DURATION"
 bench_rounds "$ROUNDS" warm_up bench_measure load_case
 
 # --- the report ---------------------------------------------------------------------------------
 
-case_title() {
-    if [ "${1#*/}" = keepalive ]; then
-        echo "${BODY_LEN[${1%/*}]} B, keep-alive (wrk)"
-    else
-        echo "${BODY_LEN[${1%/*}]} B, connection per request (ab, no -k)"
-    fi
-}
+case_title() { bench_size_mode_title "$1" "B"; }
 
 bench_report_head proxy_vs_peers
-echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency; close = ab -c $CONNS -t $(dur_s "$DURATION") -n $AB_N (no -k)"
+bench_size_mode_load_line
 echo "# pinning: wrk/ab and the origin (nginx, 1 worker) on core $LOAD_CORE; the proxy under test on core $PROXY_CORE"
 bench_report_targets
 echo "# proxy µs/req = the proxy's utime+stime (all threads, /proc/PID/stat) during the load ÷ completed requests"
