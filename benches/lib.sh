@@ -600,6 +600,7 @@ bench_figures() {
 # ÷ REF's in the same round (paired). origin_us/req is shown when there is an origin.
 bench_report() {
     local title=$1 word=$2 cpu=$3 ref=$4 c t w=6
+    [ -s "$BENCH_OUT" ] || bench_die "no load succeeded (the messages above say why)"
     for t in "${BENCH_ACTIVE[@]}"; do ((${#t} + 1 > w)) && w=$((${#t} + 1)); done
     for c in "${BENCH_CASES[@]}"; do
         echo
