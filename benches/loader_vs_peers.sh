@@ -39,7 +39,7 @@ OUT=${OUT:-target/bench-results/loader_vs_peers-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
 bench_require nginx taskset envsubst ss
 for g in wrk h2load ab; do
-    bench_want "$GENERATORS" "$g" && bench_require "$g"
+    if bench_want "$GENERATORS" "$g"; then bench_require "$g"; fi
 done
 [ "$(nproc)" -ge 2 ] || bench_log "warning: fewer than 2 cores; pinning cannot separate the generator from the origin"
 
