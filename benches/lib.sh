@@ -188,14 +188,15 @@ bench_run_timed() {
 
 # --- statistics ---------------------------------------------------------------------------------
 
-# stats VALUES...: print "MEDIAN MIN MAX" (median of an even count: mean of the middle two).
+# stats VALUES...: print "MEDIAN MIN MAX" (median of an even count: mean of the middle two), to
+# 10 significant digits (6 would round a req/s above 999999).
 stats() {
     printf '%s\n' "$@" | { grep -v '^-\?$' || true; } | sort -g | awk '
         { v[NR] = $1 }
         END {
             if (NR == 0) { print "- - -"; exit }
             m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-            printf "%.6g %.6g %.6g\n", m, v[1], v[NR]
+            printf "%.10g %.10g %.10g\n", m, v[1], v[NR]
         }'
 }
 
@@ -362,18 +363,25 @@ bench_sbin() {
     command -v "$1" 2>/dev/null || echo "/usr/sbin/$1"
 }
 
-# bench_start_origin CORE: write the two bodies (/64: 64 bytes, /32k: 32768 bytes), start the
-# nginx origin (benches/peers/nginx-origin.conf, one worker) pinned to CORE and wait for it.
-# Sets ORIGIN_PORT, ORIGIN_PID, NGINX and BODY_LEN[path].
+# bench_write_bodies: the two files every size case asks for, in $BENCH_TMP/www (/64: 64
+# bytes, /32k: 32768 bytes; BODY_LEN[path] is their length), readable by nginx's workers.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 declare -A BODY_LEN=([64]=64 [32k]=32768)
-bench_start_origin() {
-    local core=$1
+bench_write_bodies() {
     mkdir -p "$BENCH_TMP/www"
     head -c 64 /dev/zero | tr '\0' 'a' >"$BENCH_TMP/www/64"
     head -c 32768 /dev/zero | tr '\0' 'b' >"$BENCH_TMP/www/32k"
     chmod -R a+rX "$BENCH_TMP/www"
     export TMP=$BENCH_TMP
+}
+
+# bench_start_origin CORE: write the bodies (bench_write_bodies), start the nginx origin
+# (benches/peers/nginx-origin.conf, one worker) pinned to CORE and wait for it.
+# Sets ORIGIN_PORT, ORIGIN_PID, NGINX and BENCH_ORIGIN_PID (which adds the origin's CPU to
+# every measured run).
+bench_start_origin() {
+    local core=$1
+    bench_write_bodies
     ORIGIN_PORT=$(bench_free_port)
     export ORIGIN_PORT
     bench_render "$BENCH_ROOT/benches/peers/nginx-origin.conf" "$BENCH_TMP/nginx-origin.conf" TMP ORIGIN_PORT
@@ -381,6 +389,7 @@ bench_start_origin() {
     bench_start "$core" "$BENCH_TMP/origin.log" "$NGINX" -e "$BENCH_TMP/origin.error.log" \
         -p "$BENCH_TMP" -c "$BENCH_TMP/nginx-origin.conf"
     ORIGIN_PID=$BENCH_LAST_PID
+    BENCH_ORIGIN_PID=$ORIGIN_PID
     bench_wait_port "$ORIGIN_PORT" "$ORIGIN_PID" ||
         bench_die "the origin (nginx) did not start: $(cat "$BENCH_TMP/origin.log" "$BENCH_TMP/origin.error.log" 2>/dev/null)"
 }
@@ -394,4 +403,284 @@ bench_print_configs() {
         echo "## $f"
         grep -v '^\s*#' "$BENCH_TMP/$f" | grep -v '^\s*$' | sed 's/^/    /'
     done
+}
+
+# --- targets ------------------------------------------------------------------------------------
+# A script describes what it compares as targets (servers it starts, or load generators) and
+# cases (e.g. "64/keepalive"): BENCH_ACTIVE lists the targets that passed their checks, in
+# report order; BENCH_CASES the cases, in run order; BENCH_PID[target] the process whose CPU is
+# measured (none: no server CPU, e.g. the origin loaded directly); BENCH_DESC[target] one line
+# saying how it runs.
+declare -A BENCH_PID=() BENCH_DESC=()
+BENCH_ACTIVE=()
+BENCH_CASES=()
+BENCH_ORIGIN_PID=""
+# Whose CPU the cpu columns hold: "server" (BENCH_PID's, from /proc) or "load" (the load
+# generator's own rusage: when the generators are what is compared).
+BENCH_CPU=server
+
+# bench_want LIST NAME: 0 if NAME is one of the words of LIST.
+bench_want() { [[ " $1 " == *" $2 "* ]]; }
+
+# bench_build PACKAGE: cargo build --release -p PACKAGE, unless NO_BUILD is set.
+bench_build() {
+    [ -n "${NO_BUILD:-}" ] && return 0
+    bench_log "building: cargo build --release -p $1"
+    cargo build --release -q -p "$1"
+}
+
+# bench_start_target NAME PORT CORE LOG CMD...: start CMD pinned to CORE as target NAME, wait
+# until it listens on 127.0.0.1:PORT and passes the script's `check_target NAME`, then append it
+# to BENCH_ACTIVE. Otherwise stop it and say why, with the start of LOG (and of LOG's
+# .error.log sibling, where nginx writes before it has read its config).
+bench_start_target() {
+    local t=$1 port=$2 core=$3 log=$4 why
+    shift 4
+    bench_start "$core" "$log" "$@"
+    BENCH_PID[$t]=$BENCH_LAST_PID
+    if ! bench_wait_port "$port" "${BENCH_PID[$t]}"; then
+        why="it did not start listening on $port"
+    elif ! check_target "$t"; then
+        why="it failed its check"
+    else
+        BENCH_ACTIVE+=("$t")
+        return 0
+    fi
+    bench_log "SKIP $t: $why: $(cat "$log" "${log%.log}.error.log" 2>/dev/null | head -c 2000)"
+    bench_stop "${BENCH_PID[$t]}"
+    unset "BENCH_PID[$t]"
+}
+
+# bench_check_bodies NAME PORT: 20 GETs of each of $SIZES answer 200 with BODY_LEN bytes.
+bench_check_bodies() {
+    local t=$1 port=$2 size out
+    for size in $SIZES; do
+        out=$(timeout 10 ab -n 20 -c 2 "http://127.0.0.1:$port/$size" 2>&1) || {
+            bench_log "$t: ab failed: $out"
+            return 1
+        }
+        if ! grep -q "^Complete requests: *20$" <<<"$out" || ! grep -q "^Failed requests: *0$" <<<"$out" ||
+            grep -q "^Non-2xx responses:" <<<"$out" ||
+            ! grep -q "^Document Length: *${BODY_LEN[$size]} bytes" <<<"$out"; then
+            bench_log "$t: /$size did not answer 20 × 200 with ${BODY_LEN[$size]} bytes:"
+            bench_log "$(grep -E '^(Document Length|Complete|Failed|Non-2xx)' <<<"$out")"
+            return 1
+        fi
+    done
+}
+
+# --- the measuring loop -------------------------------------------------------------------------
+# The raw results: one TSV row per run, the same columns in every script:
+#   case round target req/s p99_us completed errors user_us kernel_us origin_us
+# ("-" where not measured: no server CPU for a target without a process, no origin).
+BENCH_TSV_COLUMNS="case round target req/s p99_us completed errors user_us kernel_us origin_us"
+
+# bench_open_out PATH: start an empty results file (BENCH_OUT).
+bench_open_out() {
+    BENCH_OUT=$1
+    mkdir -p "$(dirname "$BENCH_OUT")"
+    : >"$BENCH_OUT"
+}
+
+# bench_measure LOAD_FN CASE ROUND TARGET: one bounded load, appended to BENCH_OUT as a row.
+# `LOAD_FN CASE TARGET` runs it and prints a load_* line ("REQS_PER_S P99_US COMPLETED ERRORS
+# USER_US KERNEL_US") or fails. The target's and the origin's CPU are read just around it.
+bench_measure() {
+    local load=$1 c=$2 round=$3 t=$4 pid=${BENCH_PID[$4]:-} res before after obefore oafter
+    local rps p99 n err lu lk u=- k=- o=-
+    [ -n "$pid" ] && before=$(cpu_us_tree "$pid")
+    [ -n "$BENCH_ORIGIN_PID" ] && obefore=$(cpu_us_tree "$BENCH_ORIGIN_PID")
+    res=$("$load" "$c" "$t") || res=""
+    [ -n "$BENCH_ORIGIN_PID" ] && oafter=$(cpu_us_tree "$BENCH_ORIGIN_PID")
+    [ -n "$pid" ] && after=$(cpu_us_tree "$pid")
+    if [ -z "$res" ]; then
+        bench_log "round $round $c $t: load failed: $(tail -c 1500 "$LOAD_OUT")"
+        return 0
+    fi
+    read -r rps p99 n err lu lk <<<"$res"
+    if [ -n "$pid" ]; then
+        u=$((${after% *} - ${before% *}))
+        k=$((${after#* } - ${before#* }))
+    elif [ "$BENCH_CPU" = load ]; then
+        u=$lu k=$lk
+    fi
+    [ -n "$BENCH_ORIGIN_PID" ] &&
+        o=$((${oafter% *} + ${oafter#* } - ${obefore% *} - ${obefore#* }))
+    [ "$err" -gt 0 ] && bench_log "round $round $c $t: $err errors reported by the load generator"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$round" "$t" "$rps" "$p99" "$n" "$err" \
+        "$u" "$k" "$o" >>"$BENCH_OUT"
+}
+
+# bench_rounds ROUNDS WARMUP_FN RUN_CMD...: `WARMUP_FN TARGET` for every target (not recorded;
+# "" for none), then ROUNDS rounds of `RUN_CMD... CASE ROUND TARGET` for every case and
+# target, the targets' order rotating each round (A B C, B C A, ...) so that no target always
+# runs first or last (a noisy minute is shared). Logs the machine and the plan; sets BENCH_ROUNDS.
+bench_rounds() {
+    local rounds=$1 warm=$2 round c i t n=${#BENCH_ACTIVE[@]}
+    shift 2
+    BENCH_ROUNDS=$rounds
+    bench_log "machine: $(bench_machine)"
+    bench_log "targets: ${BENCH_ACTIVE[*]}; cases: ${BENCH_CASES[*]}; $rounds rounds"
+    if [ -n "$warm" ]; then
+        for t in "${BENCH_ACTIVE[@]}"; do "$warm" "$t"; done
+    fi
+    for ((round = 1; round <= rounds; round++)); do
+        for c in "${BENCH_CASES[@]}"; do
+            for ((i = 0; i < n; i++)); do
+                t=${BENCH_ACTIVE[$(((i + round - 1) % n))]}
+                bench_log "round $round/$rounds: $c $t"
+                "$@" "$c" "$round" "$t"
+            done
+        done
+    done
+}
+
+# --- cases SIZE/MODE: a file of each size, keep-alive clients or a connection per request -------
+# For a server in front of BODY_LEN's files: SIZE is one of $SIZES, MODE "keepalive" (wrk -c
+# CONNS -d DURATION) or "close" (ab -c CONNS -t DURATION -n AB_N, no -k), the load on LOAD_CORE.
+
+# bench_size_mode_cases: BENCH_CASES = every SIZE/MODE of $SIZES × $MODES, sizes outermost.
+bench_size_mode_cases() {
+    local size mode
+    for size in $SIZES; do
+        for mode in $MODES; do BENCH_CASES+=("$size/$mode"); done
+    done
+}
+
+# bench_load_size_mode SIZE/MODE PORT: one bounded load of 127.0.0.1:PORT/SIZE.
+# shellcheck disable=SC2153 # LOAD_CORE, CONNS, DURATION, AB_N are the sourcing script's settings
+bench_load_size_mode() {
+    local url="http://127.0.0.1:$2/${1%/*}"
+    if [ "${1#*/}" = keepalive ]; then
+        load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url"
+    else
+        load_ab "$LOAD_CORE" "$CONNS" "$AB_N" "$DURATION" 0 "$url"
+    fi
+}
+
+# bench_warm_sizes NAME PORT: one second of wrk on every size (not recorded): fills the page
+# cache, the servers' open-file caches and upstream pools.
+bench_warm_sizes() {
+    local size
+    for size in $SIZES; do
+        load_wrk "$LOAD_CORE" "$CONNS" 1s "http://127.0.0.1:$2/$size" >/dev/null ||
+            bench_log "warm-up of $1 /$size failed"
+    done
+}
+
+# bench_size_mode_title SIZE/MODE NOUN: e.g. "64 B file, keep-alive (wrk)" (NOUN "B file").
+bench_size_mode_title() {
+    if [ "${1#*/}" = keepalive ]; then
+        echo "${BODY_LEN[${1%/*}]} $2, keep-alive (wrk)"
+    else
+        echo "${BODY_LEN[${1%/*}]} $2, connection per request (ab, no -k)"
+    fi
+}
+
+# bench_size_mode_load_line: the report's line saying what the two loads were.
+bench_size_mode_load_line() {
+    echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency; close = ab -c $CONNS -t $(dur_s "$DURATION") -n $AB_N (no -k)"
+}
+
+# --- the report ---------------------------------------------------------------------------------
+
+# bench_figures CASE ROUND TARGET: "REQ/S P99_MS COMPLETED ERRORS CPU_US/REQ USER KERNEL
+# ORIGIN_US/REQ" of one run from BENCH_OUT ("-" where not measured), nothing if it left no row.
+bench_figures() {
+    awk -F'\t' -v c="$1" -v r="$2" -v t="$3" '
+        function per(x) { return ($6 > 0 && x != "-") ? sprintf("%.2f", x / $6) : "-" }
+        $1 == c && $2 == r && $3 == t {
+            cpu = ($8 == "-") ? "-" : $8 + $9
+            p99 = ($5 == "-") ? "-" : sprintf("%.2f", $5 / 1000)
+            print $4, p99, $6, $7, per(cpu), per($8), per($9), per($10)
+            exit
+        }' "$BENCH_OUT"
+}
+
+# bench_report TITLE_FN TARGET_WORD CPU_LABEL REF: for every case, "## `TITLE_FN CASE`", a
+# row per round and target, then the summary (median [min-max] over the rounds) per target.
+# TARGET_WORD and CPU_LABEL name the target and CPU µs/req columns; vs_REF is the CPU µs/req
+# ÷ REF's in the same round (paired). origin_us/req is shown when there is an origin.
+bench_report() {
+    local title=$1 word=$2 cpu=$3 ref=$4 c t w=6
+    [ -s "$BENCH_OUT" ] || bench_die "no load succeeded (the messages above say why)"
+    for t in "${BENCH_ACTIVE[@]}"; do ((${#t} + 1 > w)) && w=$((${#t} + 1)); done
+    for c in "${BENCH_CASES[@]}"; do
+        echo
+        echo "## $("$title" "$c")"
+        bench_report_rounds "$c" "$w" "$word" "$cpu" "$ref"
+        bench_report_summary "$c" "$w" "$word" "$cpu" "$ref"
+    done
+}
+
+# bench_report_rounds CASE WIDTH TARGET_WORD CPU_LABEL REF: the per-round table of one case.
+bench_report_rounds() {
+    local c=$1 w=$2 cw=$((${#4} + 1)) ref=$5 round t f r rps p99 n err tot u k o fmt
+    ((cw < 8)) && cw=8
+    fmt="%-5s %-${w}s %10s %9s %9s %7s %${cw}s %8s %8s %9s"
+    if [ -n "$BENCH_ORIGIN_PID" ]; then
+        # shellcheck disable=SC2059 # the format is built above
+        printf "$fmt %13s\n" round "$3" req/s p99_ms completed errors "$4" user kernel "vs_$ref" origin_us/req
+    else
+        # shellcheck disable=SC2059
+        printf "$fmt\n" round "$3" req/s p99_ms completed errors "$4" user kernel "vs_$ref"
+    fi
+    for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+        r=$(bench_figures "$c" "$round" "$ref")
+        read -r _ _ _ _ r _ <<<"${r:-- - - - -}"
+        for t in "${BENCH_ACTIVE[@]}"; do
+            f=$(bench_figures "$c" "$round" "$t")
+            [ -z "$f" ] && continue
+            read -r rps p99 n err tot u k o <<<"$f"
+            rps=$(printf '%.0f' "$rps")
+            # shellcheck disable=SC2059
+            printf "$fmt" "$round" "$t" "$rps" "$p99" "$n" "$err" "$tot" "$u" "$k" "$(div "$tot" "$r")"
+            if [ -n "$BENCH_ORIGIN_PID" ]; then printf ' %13s\n' "$o"; else echo; fi
+        done
+    done
+}
+
+# bench_report_summary CASE WIDTH TARGET_WORD CPU_LABEL REF: median [min-max] per target.
+bench_report_summary() {
+    local c=$1 w=$2 ref=$5 round t f r v rps p99 tot us ks ratio fmt
+    fmt="%-${w}s %-24s %-22s %-22s %-20s %-20s %-20s\n"
+    echo "summary: median [min-max] over $BENCH_ROUNDS rounds"
+    # shellcheck disable=SC2059 # the format is built above
+    printf "$fmt" "$3" req/s p99_ms "$4" user kernel "vs_$ref"
+    for t in "${BENCH_ACTIVE[@]}"; do
+        rps=() p99=() tot=() us=() ks=() ratio=()
+        for ((round = 1; round <= BENCH_ROUNDS; round++)); do
+            f=$(bench_figures "$c" "$round" "$t")
+            [ -z "$f" ] && continue
+            read -r -a v <<<"$f"
+            rps+=("${v[0]}") p99+=("${v[1]}") tot+=("${v[4]}") us+=("${v[5]}") ks+=("${v[6]}")
+            r=$(bench_figures "$c" "$round" "$ref")
+            read -r _ _ _ _ r _ <<<"${r:-- - - - -}"
+            ratio+=("$(div "${v[4]}" "$r")")
+        done
+        # shellcheck disable=SC2059
+        printf "$fmt" "$t" "$(FMT=%.0f fmt_spread "${rps[@]}")" "$(fmt_spread "${p99[@]}")" \
+            "$(fmt_spread "${tot[@]}")" "$(fmt_spread "${us[@]}")" "$(fmt_spread "${ks[@]}")" \
+            "$(FMT=%.3f fmt_spread "${ratio[@]}")"
+    done
+}
+
+# bench_report_head NAME: the report's first line (after a blank one): name, time, machine.
+bench_report_head() {
+    echo
+    echo "# $1: $(date -u +%Y-%m-%dT%H:%MZ), $(bench_machine)"
+}
+
+# bench_report_targets: "#   TARGET: how it ran" for every measured target.
+bench_report_targets() {
+    local t
+    for t in "${BENCH_ACTIVE[@]}"; do echo "#   $t: ${BENCH_DESC[$t]}"; done
+}
+
+# bench_report_tail CONFIG...: where the raw rows are, and the peer configurations as run.
+bench_report_tail() {
+    echo
+    echo "# raw results (TSV: $BENCH_TSV_COLUMNS): $BENCH_OUT"
+    echo
+    bench_print_configs "$@"
 }

@@ -31,9 +31,7 @@ LOADER_BIN=${LOADER_BIN:-$TARGET_DIR/release/loader}
 
 bench_require taskset python3 ss
 [ "$(nproc)" -ge 2 ] || bench_log "warning: fewer than 2 cores; the origin and the generator share one"
-if [ -z "${NO_BUILD:-}" ]; then
-    cargo build --release -q -p loader
-fi
+bench_build loader || bench_die "cargo build --release -p loader failed"
 [ -x "$LOADER_BIN" ] || bench_die "no loader binary at $LOADER_BIN"
 
 bench_init
@@ -46,9 +44,11 @@ bench_wait_port "$PORT" "$BENCH_LAST_PID" || bench_die "the origin did not start
 one_run() {
     local variant=$1 json="$BENCH_TMP/run.json" extra=()
     [ "$variant" = spin ] && extra=(--spin)
+    # A failed run must not leave the previous run's figures to be read again.
+    rm -f "$json"
     timeout 120s taskset -c "$GEN_CORE" "$LOADER_BIN" -q --threads 1 --no-pin -c "$CONNS" \
         --rate "$RATE" -d "$DURATION" "${extra[@]}" --json "$json" \
-        "http://127.0.0.1:$PORT/" >/dev/null
+        "http://127.0.0.1:$PORT/" >"$BENCH_TMP/run.out" 2>&1 || return 1
     python3 - "$json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -61,25 +61,30 @@ PY
 echo "# $(bench_machine)"
 echo "# loader $("$LOADER_BIN" --version | awk '{print $2}'): taskset -c $GEN_CORE loader --threads 1 -c $CONNS --rate $RATE -d $DURATION [--spin]; built-in origin (64 B) on core $ORIGIN_CORE"
 printf '%-6s %-6s %10s %16s %24s\n' round pacing achieved "lateness p99 ms" "corr-uncorr p50 µs"
-declare -A LATE DIFF
-for ((round = 1; round <= ROUNDS; round++)); do
-    # Alternate which variant goes first, so drift in the machine's load is shared.
-    order=(timer spin)
-    ((round % 2 == 0)) && order=(spin timer)
-    for v in "${order[@]}"; do
-        read -r achieved late diff < <(one_run "$v")
-        printf '%-6s %-6s %10s %16s %24s\n' "$round" "$v" "$achieved" "$late" "$diff"
-        LATE[$v]+="$late "
-        DIFF[$v]+="$diff "
-    done
-done
-summary() {
-    python3 -c '
-import statistics, sys
-v = [float(x) for x in sys.argv[1].split()]
-print(f"{statistics.median(v):g} [{min(v):g}-{max(v):g}]")' "$1"
+
+# one_row CASE ROUND VARIANT: one run, printed as a row and kept for the summary.
+declare -A LATE=() DIFF=()
+one_row() {
+    local res achieved late diff
+    res=$(one_run "$3") || res=""
+    if [ -z "$res" ]; then
+        bench_log "round $2 $3: the loader run failed: $(tail -c 1500 "$BENCH_TMP/run.out")"
+        return 0
+    fi
+    read -r achieved late diff <<<"$res"
+    printf '%-6s %-6s %10s %16s %24s\n' "$2" "$3" "$achieved" "$late" "$diff"
+    LATE[$3]+="$late "
+    DIFF[$3]+="$diff "
 }
+
+# The variants are the targets: bench_rounds alternates which goes first, so drift in the
+# machine's load is shared.
+BENCH_ACTIVE=(timer spin)
+BENCH_CASES=("$RATE/s")
+bench_rounds "$ROUNDS" "" one_row
+[ "${#LATE[@]}" -gt 0 ] || bench_die "no run of the loader succeeded"
 echo
 for v in timer spin; do
-    echo "$v: lateness p99 $(summary "${LATE[$v]}") ms; corrected-minus-uncorrected p50 $(summary "${DIFF[$v]}") µs (goal with spin: < 50)"
+    # shellcheck disable=SC2086 # the lists are split into values on purpose
+    echo "$v: lateness p99 $(FMT=%g fmt_spread ${LATE[$v]:-}) ms; corrected-minus-uncorrected p50 $(FMT=%g fmt_spread ${DIFF[$v]:-}) µs (goal with spin: < 50)"
 done

@@ -40,22 +40,20 @@ LOADER_BIN=${LOADER_BIN:-$TARGET_DIR/release/loader}
 OUT=${OUT:-target/bench-results/loader_vs_peers-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
 bench_require nginx taskset envsubst ss
-want() { [[ " $GENERATORS " == *" $1 "* ]]; }
-want wrk && bench_require wrk
-want h2load && bench_require h2load
-want ab && bench_require ab
+for g in wrk h2load ab; do
+    if bench_want "$GENERATORS" "$g"; then bench_require "$g"; fi
+done
 [ "$(nproc)" -ge 2 ] || bench_log "warning: fewer than 2 cores; pinning cannot separate the generator from the origin"
 
 bench_init
-mkdir -p "$(dirname "$OUT")"
-: >"$OUT"
-
+bench_open_out "$OUT"
 bench_start_origin "$ORIGIN_CORE"
+# The generators are the targets: their own CPU (rusage) is what is compared.
+BENCH_CPU=load
 
-declare -A DESC
-DESC[wrk]="$({ wrk -v 2>&1 || true; } | awk 'NR == 1 { print $1, $2 }'): taskset -c $GEN_CORE wrk -t1 -c$CONNS -d<≈N/rate>s --latency URL"
-DESC[h2load]="$({ h2load --version 2>&1 || true; } | head -1): taskset -c $GEN_CORE h2load --h1 -t1 -c$CONNS -n$N URL"
-DESC[ab]="ab $({ ab -V 2>&1 || true; } | awk '/Version/ { print $5 }' | tr -d ,): taskset -c $GEN_CORE ab -k -c $CONNS -n $N URL"
+BENCH_DESC[wrk]="$({ wrk -v 2>&1 || true; } | awk 'NR == 1 { print $1, $2 }'): taskset -c $GEN_CORE wrk -t1 -c$CONNS -d<≈N/rate>s --latency URL"
+BENCH_DESC[h2load]="$({ h2load --version 2>&1 || true; } | head -1): taskset -c $GEN_CORE h2load --h1 -t1 -c$CONNS -n$N URL"
+BENCH_DESC[ab]="ab $({ ab -V 2>&1 || true; } | awk '/Version/ { print $5 }' | tr -d ,): taskset -c $GEN_CORE ab -k -c $CONNS -n $N URL"
 
 # gen_run GEN URL N: one bounded run; prints "RPS P99_US COMPLETED ERRORS USER_US KERNEL_US".
 WRK_SECONDS=1
@@ -75,20 +73,15 @@ gen_run() {
     esac
 }
 
-ACTIVE=()
 for g in $GENERATORS; do
     if [ "$g" = loader ] || [ "$g" = loader-dist ]; then
-        if [ -z "${NO_BUILD:-}" ] && [ -z "${BUILT:-}" ]; then
-            BUILT=1
-            bench_log "building our loader: cargo build --release -p loader"
-            cargo build --release -q -p loader || bench_log "SKIP loader: cargo build --release -p loader failed"
-        fi
+        bench_build loader || bench_log "SKIP loader: cargo build --release -p loader failed"
         if [ ! -x "$LOADER_BIN" ]; then
             bench_log "SKIP loader: $LOADER_BIN not found"
             continue
         fi
-        DESC[loader]="taskset -c $GEN_CORE $LOADER_BIN --threads 1 -c $CONNS -n $N -q URL"
-        DESC[loader-dist]="${DESC[loader]/-q/-q --hdr-log FILE --shard 1/1}"
+        BENCH_DESC[loader]="taskset -c $GEN_CORE $LOADER_BIN --threads 1 -c $CONNS -n $N -q URL"
+        BENCH_DESC[loader-dist]="${BENCH_DESC[loader]/-q/-q --hdr-log FILE --shard 1/1}"
     fi
     # A short run per size checks the generator works and gives its exact count and no errors.
     ok=1
@@ -102,12 +95,10 @@ for g in $GENERATORS; do
             break
         fi
     done
-    [ "$ok" = 1 ] && ACTIVE+=("$g")
+    [ "$ok" = 1 ] && BENCH_ACTIVE+=("$g")
 done
-[ "${#ACTIVE[@]}" -gt 0 ] || bench_die "nothing to measure"
+[ "${#BENCH_ACTIVE[@]}" -gt 0 ] || bench_die "nothing to measure"
 
-bench_log "machine: $(bench_machine)"
-bench_log "generators: ${ACTIVE[*]}; sizes: $SIZES; $ROUNDS rounds of $N requests"
 
 # Warm-up (not recorded), and wrk's duration per size: about N requests at its warm-up rate.
 declare -A WRK_S
@@ -118,94 +109,28 @@ for size in $SIZES; do
     WRK_S[$size]=$(awk -v n="$N" -v r="${res%% *}" 'BEGIN { s = int(n / r + 0.5); print (s < 1 ? 1 : s) }')
 done
 
-# run_one ROUND SIZE GEN: appends "size round gen rps p99_us completed errors user_us kernel_us
-# origin_us" to $OUT.
-run_one() {
-    local round=$1 size=$2 g=$3 res obefore oafter
-    WRK_SECONDS=${WRK_S[$size]}
-    obefore=$(cpu_us_tree "$ORIGIN_PID")
-    res=$(gen_run "$g" "http://127.0.0.1:$ORIGIN_PORT/$size" "$N") || res=""
-    oafter=$(cpu_us_tree "$ORIGIN_PID")
-    if [ -z "$res" ]; then
-        bench_log "round $round $size $g: run failed: $(tail -c 1500 "$LOAD_OUT")"
-        return 0
-    fi
-    local rps p99 n err u k
-    read -r rps p99 n err u k <<<"$res"
-    [ "$err" -gt 0 ] && bench_log "round $round $size $g: $err errors reported"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$round" "$g" "$rps" "$p99" "$n" "$err" "$u" "$k" \
-        "$(($((${oafter% *} + ${oafter#* })) - $((${obefore% *} + ${obefore#* }))))" >>"$OUT"
+# --- the runs: one case per response size -------------------------------------------------------
+
+read -r -a BENCH_CASES <<<"$SIZES"
+
+# load_case SIZE GEN: N requests (wrk: WRK_S[SIZE] seconds) to /SIZE.
+load_case() {
+    WRK_SECONDS=${WRK_S[$1]}
+    gen_run "$2" "http://127.0.0.1:$ORIGIN_PORT/$1" "$N"
 }
 
-n_active=${#ACTIVE[@]}
-for ((round = 1; round <= ROUNDS; round++)); do
-    for size in $SIZES; do
-        for ((i = 0; i < n_active; i++)); do
-            g=${ACTIVE[$(((i + round - 1) % n_active))]}
-            bench_log "round $round/$ROUNDS: /$size $g"
-            run_one "$round" "$size" "$g"
-        done
-    done
-done
+bench_rounds "$ROUNDS" "" bench_measure load_case
 
 # --- the report ---------------------------------------------------------------------------------
 
-# per_req GEN ROUND SIZE: "TOTAL USER KERNEL" generator µs per request, or "- - -".
-per_req() {
-    awk -F'\t' -v g="$1" -v r="$2" -v s="$3" '
-        $1 == s && $2 == r && $3 == g && $6 > 0 {
-            printf "%.2f %.2f %.2f\n", ($8 + $9) / $6, $8 / $6, $9 / $6; found = 1 }
-        END { if (!found) print "- - -" }' "$OUT"
-}
+case_title() { echo "${BODY_LEN[$1]} B responses"; }
 
-echo
-echo "# loader_vs_peers: $(date -u +%Y-%m-%dT%H:%MZ), $(bench_machine)"
+bench_report_head loader_vs_peers
 echo "# origin: nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), 1 worker, on core $ORIGIN_CORE (benches/peers/nginx-origin.conf)"
 echo "# each generator alone on core $GEN_CORE, 1 thread, $CONNS keep-alive connections, $N requests per run"
-for g in "${ACTIVE[@]}"; do echo "#   $g: ${DESC[$g]}"; done
+bench_report_targets
 echo "#   (wrk: -d per size: $(for s in $SIZES; do printf '/%s %ss ' "$s" "${WRK_S[$s]}"; done))"
 echo "# gen µs/req = the generator's user+kernel CPU time (rusage, all threads) ÷ completed requests"
 echo "# vs wrk = gen µs/req ÷ wrk's in the same round (paired); summary = median [min-max] over rounds"
-
-for size in $SIZES; do
-    echo
-    echo "## ${BODY_LEN[$size]} B responses"
-    printf '%-5s %-11s %10s %9s %9s %7s %10s %8s %8s %8s %9s\n' \
-        round gen req/s p99_ms completed errors gen_us/req user kernel vs_wrk origin_us/req
-    for ((round = 1; round <= ROUNDS; round++)); do
-        w=$(per_req wrk "$round" "$size")
-        for g in "${ACTIVE[@]}"; do
-            awk -F'\t' -v s="$size" -v r="$round" -v g="$g" '$1 == s && $2 == r && $3 == g' "$OUT" |
-                while IFS=$'\t' read -r _ _ _ rps p99 n err _ _ ou; do
-                    read -r tot u k <<<"$(per_req "$g" "$round" "$size")"
-                    printf '%-5s %-11s %10.0f %9s %9s %7s %10s %8s %8s %8s %9s\n' "$round" "$g" "$rps" \
-                        "$(div "$p99" 1000 %.2f)" "$n" "$err" "$tot" "$u" "$k" "$(div "$tot" "${w%% *}")" \
-                        "$(div "$ou" "$n" %.2f)"
-                done
-        done
-    done
-    echo "summary: median [min-max] over $ROUNDS rounds"
-    printf '%-11s %-24s %-22s %-22s %-20s %-20s %-20s\n' gen req/s p99_ms gen_us/req user kernel vs_wrk
-    for g in "${ACTIVE[@]}"; do
-        rps=() p99=() tot=() us=() ks=() ratio=()
-        for ((round = 1; round <= ROUNDS; round++)); do
-            line=$(awk -F'\t' -v s="$size" -v r="$round" -v g="$g" \
-                '$1 == s && $2 == r && $3 == g { print $4, $5 }' "$OUT")
-            [ -z "$line" ] && continue
-            rps+=("${line% *}")
-            p99+=("$(div "${line#* }" 1000 %.3f)")
-            read -r a b c <<<"$(per_req "$g" "$round" "$size")"
-            tot+=("$a") us+=("$b") ks+=("$c")
-            w=$(per_req wrk "$round" "$size")
-            ratio+=("$(div "$a" "${w%% *}")")
-        done
-        printf '%-11s %-24s %-22s %-22s %-20s %-20s %-20s\n' "$g" \
-            "$(FMT=%.0f fmt_spread "${rps[@]}")" "$(fmt_spread "${p99[@]}")" "$(fmt_spread "${tot[@]}")" \
-            "$(fmt_spread "${us[@]}")" "$(fmt_spread "${ks[@]}")" "$(FMT=%.3f fmt_spread "${ratio[@]}")"
-    done
-done
-
-echo
-echo "# raw results (TSV: size round gen req/s p99_us completed errors user_us kernel_us origin_us): $OUT"
-echo
-bench_print_configs nginx-origin.conf
+bench_report case_title gen gen_us/req wrk
+bench_report_tail nginx-origin.conf

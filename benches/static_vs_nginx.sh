@@ -33,168 +33,50 @@ OUT=${OUT:-target/bench-results/static_vs_nginx-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
 bench_require wrk ab nginx taskset envsubst ss
 bench_init
-mkdir -p "$(dirname "$OUT")"
-: >"$OUT"
+bench_open_out "$OUT"
+bench_write_bodies
 
-declare -A BODY_LEN=([64]=64 [32k]=32768)
-mkdir -p "$BENCH_TMP/www"
-head -c 64 /dev/zero | tr '\0' 'a' >"$BENCH_TMP/www/64"
-head -c 32768 /dev/zero | tr '\0' 'b' >"$BENCH_TMP/www/32k"
-chmod -R a+rX "$BENCH_TMP/www"
-export TMP=$BENCH_TMP
+# --- the targets: ours and nginx serving the same directory -------------------------------------
 
-declare -A PORT PID DESC
-ACTIVE=()
+declare -A PORT
+check_target() { bench_check_bodies "$1" "${PORT[$1]}"; }
 
-# check_target NAME: 20 GETs of each size answer 200 with the file's length.
-check_target() {
-    local t=$1 size out
-    for size in $SIZES; do
-        out=$(timeout 10 ab -n 20 -c 2 "http://127.0.0.1:${PORT[$t]}/$size" 2>&1) || {
-            bench_log "$t: ab failed: $out"
-            return 1
-        }
-        if ! grep -q "^Complete requests: *20$" <<<"$out" || ! grep -q "^Failed requests: *0$" <<<"$out" ||
-            grep -q "^Non-2xx responses:" <<<"$out" ||
-            ! grep -q "^Document Length: *${BODY_LEN[$size]} bytes" <<<"$out"; then
-            bench_log "$t: /$size did not answer 20 × 200 with ${BODY_LEN[$size]} bytes"
-            return 1
-        fi
-    done
-}
-
-# start_target NAME CMD...: start CMD pinned to SERVER_CORE, wait for PORT[NAME], check it.
-start_target() {
-    local t=$1
-    shift
-    bench_start "$SERVER_CORE" "$BENCH_TMP/$t.log" "$@"
-    PID[$t]=$BENCH_LAST_PID
-    if bench_wait_port "${PORT[$t]}" "${PID[$t]}" && check_target "$t"; then
-        ACTIVE+=("$t")
-    else
-        bench_log "SKIP $t: $(head -c 2000 "$BENCH_TMP/$t.log")"
-        bench_stop "${PID[$t]}"
-    fi
-}
-
-if [ -z "${NO_BUILD:-}" ]; then
-    bench_log "building: cargo build --release -p proxy"
-    cargo build --release -q -p proxy || bench_die "cargo build failed"
-fi
+bench_build proxy || bench_die "cargo build failed"
+[ -x "$PROXY_BIN" ] || bench_die "$PROXY_BIN not found (cargo build --release -p proxy)"
 PORT[ours]=$(bench_free_port)
 # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
-common=(--listen "127.0.0.1:${PORT[ours]}" --workers 1 --no-pin ${PROXY_ARGS:-})
-[ -x "$PROXY_BIN" ] || bench_die "$PROXY_BIN not found (cargo build --release -p proxy)"
-ours=("$PROXY_BIN" --static "$BENCH_TMP/www" "${common[@]}")
-DESC[ours]="taskset -c $SERVER_CORE ${ours[*]}"
-start_target ours "${ours[@]}"
+ours=("$PROXY_BIN" --static "$BENCH_TMP/www" --listen "127.0.0.1:${PORT[ours]}" --workers 1 --no-pin ${PROXY_ARGS:-})
+BENCH_DESC[ours]="taskset -c $SERVER_CORE ${ours[*]}"
+bench_start_target ours "${PORT[ours]}" "$SERVER_CORE" "$BENCH_TMP/ours.log" "${ours[@]}"
 
 STATIC_PORT=$(bench_free_port)
 export STATIC_PORT
 PORT[nginx]=$STATIC_PORT
 bench_render benches/peers/nginx-static.conf "$BENCH_TMP/nginx-static.conf" TMP STATIC_PORT
 NGINX=$(bench_sbin nginx)
-DESC[nginx]="nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), benches/peers/nginx-static.conf"
-start_target nginx "$NGINX" -e "$BENCH_TMP/nginx-static.error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx-static.conf"
+BENCH_DESC[nginx]="nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), benches/peers/nginx-static.conf"
+bench_start_target nginx "$STATIC_PORT" "$SERVER_CORE" "$BENCH_TMP/nginx-static.log" \
+    "$NGINX" -e "$BENCH_TMP/nginx-static.error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx-static.conf"
 
-[ "${#ACTIVE[@]}" -gt 0 ] || bench_die "nothing to measure"
+[ "${#BENCH_ACTIVE[@]}" -gt 0 ] || bench_die "nothing to measure"
 
-# run_one ROUND SIZE MODE TARGET: one bounded load; appends a TSV line to $OUT.
-run_one() {
-    local round=$1 size=$2 mode=$3 t=$4 url res before after
-    url="http://127.0.0.1:${PORT[$t]}/$size"
-    before=$(cpu_us_tree "${PID[$t]}")
-    if [ "$mode" = keepalive ]; then
-        res=$(load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url") || res=""
-    else
-        res=$(load_ab "$LOAD_CORE" "$CONNS" "$AB_N" "$DURATION" 0 "$url") || res=""
-    fi
-    after=$(cpu_us_tree "${PID[$t]}")
-    if [ -z "$res" ]; then
-        bench_log "round $round $size $mode $t: load failed: $(tail -c 1500 "$LOAD_OUT")"
-        return 0
-    fi
-    local rps p99 n err
-    read -r rps p99 n err _ _ <<<"$res"
-    [ "$err" -gt 0 ] && bench_log "round $round $size $mode $t: $err errors reported by the load generator"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$mode" "$round" "$t" "$rps" "$p99" "$n" "$err" \
-        "$((${after% *} - ${before% *}))" "$((${after#* } - ${before#* }))" >>"$OUT"
-}
+# --- the runs: cases SIZE/MODE ------------------------------------------------------------------
 
-bench_log "machine: $(bench_machine)"
-bench_log "targets: ${ACTIVE[*]}; sizes: $SIZES; modes: $MODES; $ROUNDS rounds of $DURATION"
-for t in "${ACTIVE[@]}"; do
-    for size in $SIZES; do
-        load_wrk "$LOAD_CORE" "$CONNS" 1s "http://127.0.0.1:${PORT[$t]}/$size" >/dev/null ||
-            bench_log "warm-up of $t /$size failed"
-    done
-done
-n_active=${#ACTIVE[@]}
-for ((round = 1; round <= ROUNDS; round++)); do
-    for size in $SIZES; do
-        for mode in $MODES; do
-            for ((i = 0; i < n_active; i++)); do
-                t=${ACTIVE[$(((i + round - 1) % n_active))]}
-                bench_log "round $round/$ROUNDS: $size $mode $t"
-                run_one "$round" "$size" "$mode" "$t"
-            done
-        done
-    done
-done
+bench_size_mode_cases
+load_case() { bench_load_size_mode "$1" "${PORT[$2]}"; }
+warm_up() { bench_warm_sizes "$1" "${PORT[$1]}"; }
 
-# per_req TARGET ROUND SIZE MODE: "TOTAL USER KERNEL" µs per request, or "- - -".
-per_req() {
-    awk -F'\t' -v t="$1" -v r="$2" -v s="$3" -v m="$4" '
-        $1 == s && $2 == m && $3 == r && $4 == t && $7 > 0 {
-            printf "%.2f %.2f %.2f\n", ($9 + $10) / $7, $9 / $7, $10 / $7; found = 1 }
-        END { if (!found) print "- - -" }' "$OUT"
-}
+bench_rounds "$ROUNDS" warm_up bench_measure load_case
 
-echo
-echo "# static_vs_nginx: $(date -u +%Y-%m-%dT%H:%MZ), $(bench_machine)"
-echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency; close = ab -c $CONNS -t $(dur_s "$DURATION") -n $AB_N (no -k)"
+# --- the report ---------------------------------------------------------------------------------
+
+case_title() { bench_size_mode_title "$1" "B file"; }
+
+bench_report_head static_vs_nginx
+bench_size_mode_load_line
 echo "# pinning: wrk/ab on core $LOAD_CORE; the server under test on core $SERVER_CORE"
-for t in "${ACTIVE[@]}"; do echo "#   $t: ${DESC[$t]}"; done
+bench_report_targets
 echo "# µs/req = the server's utime+stime (all threads and processes) during the load ÷ completed requests"
 echo "# vs_nginx = ours ÷ nginx in the same round (paired); summary = median [min-max] over rounds"
-for size in $SIZES; do
-    for mode in $MODES; do
-        echo
-        if [ "$mode" = keepalive ]; then cl="keep-alive (wrk)"; else cl="connection per request (ab, no -k)"; fi
-        echo "## ${BODY_LEN[$size]} B file, $cl"
-        printf '%-5s %-6s %10s %9s %7s %8s %7s %7s %9s\n' round target req/s p99_ms errors us/req user kernel vs_nginx
-        for ((round = 1; round <= ROUNDS; round++)); do
-            ng=$(per_req nginx "$round" "$size" "$mode")
-            for t in "${ACTIVE[@]}"; do
-                awk -F'\t' -v s="$size" -v m="$mode" -v r="$round" -v t="$t" \
-                    '$1 == s && $2 == m && $3 == r && $4 == t' "$OUT" | while IFS=$'\t' read -r _ _ _ _ rps p99 _ err _ _; do
-                    read -r tot u k <<<"$(per_req "$t" "$round" "$size" "$mode")"
-                    printf '%-5s %-6s %10.0f %9s %7s %8s %7s %7s %9s\n' "$round" "$t" "$rps" \
-                        "$(div "$p99" 1000 %.2f)" "$err" "$tot" "$u" "$k" "$(div "$tot" "${ng%% *}")"
-                done
-            done
-        done
-        echo "summary: median [min-max] over $ROUNDS rounds"
-        printf '%-6s %-24s %-22s %-20s %-20s\n' target req/s p99_ms us/req vs_nginx
-        for t in "${ACTIVE[@]}"; do
-            rps=() p99=() tot=() ratio=()
-            for ((round = 1; round <= ROUNDS; round++)); do
-                line=$(awk -F'\t' -v s="$size" -v m="$mode" -v r="$round" -v t="$t" \
-                    '$1 == s && $2 == m && $3 == r && $4 == t { print $5, $6 }' "$OUT")
-                [ -z "$line" ] && continue
-                rps+=("${line% *}")
-                p99+=("$(div "${line#* }" 1000 %.3f)")
-                read -r a _ _ <<<"$(per_req "$t" "$round" "$size" "$mode")"
-                tot+=("$a")
-                ng=$(per_req nginx "$round" "$size" "$mode")
-                ratio+=("$(div "$a" "${ng%% *}")")
-            done
-            printf '%-6s %-24s %-22s %-20s %-20s\n' "$t" "$(FMT=%.0f fmt_spread "${rps[@]}")" \
-                "$(fmt_spread "${p99[@]}")" "$(fmt_spread "${tot[@]}")" "$(FMT=%.3f fmt_spread "${ratio[@]}")"
-        done
-    done
-done
-echo
-echo "# raw results (TSV: size mode round target req/s p99_us completed errors user_us kernel_us): $OUT"
-echo
-bench_print_configs nginx-static.conf
+bench_report case_title target us/req nginx
+bench_report_tail nginx-static.conf
