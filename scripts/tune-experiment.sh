@@ -3,8 +3,8 @@
 # profile A, then under profile B, then the machine's own values back, and one table of both
 # runs with every sysctl the loader recorded in its --json (marked * where A and B differ).
 #
-#   sudo scripts/tune-experiment.sh                                  # A=baseline B=high-throughput
-#   sudo A=baseline B="high-throughput busy-poll" ROUNDS=5 DURATION=5s scripts/tune-experiment.sh
+#   sudo scripts/tune-experiment.sh                  # PROFILE_A=baseline PROFILE_B=high-throughput
+#   sudo PROFILE_B="high-throughput busy-poll" ROUNDS=5 DURATION=5s scripts/tune-experiment.sh
 #   scripts/tune-experiment.sh --table A.json B.json [NAME_A NAME_B] # the table of two saved runs
 #
 # Steps: apply A (scripts/sysctl/apply.sh saves the values it replaces), run the experiment
@@ -53,19 +53,19 @@ if [ "${1:-}" = --table ]; then
     table "$2" "$3" "${4:-A}" "${5:-B}"
     exit 0
 fi
-[ $# -eq 0 ] || die 2 "tune-experiment.sh takes no arguments (A, B, ROUNDS... are environment variables; or --table)"
+[ $# -eq 0 ] || die 2 "tune-experiment.sh takes no arguments (PROFILE_A, PROFILE_B, ROUNDS... are environment variables; or --table)"
 
-read -ra prof_a <<<"${A:-baseline}"
-read -ra prof_b <<<"${B:-high-throughput}"
+read -ra prof_a <<<"${PROFILE_A:-baseline}"
+read -ra prof_b <<<"${PROFILE_B:-high-throughput}"
 # The open-file limit a profile asks for (empty: leave it), after checking the profile parses.
 nofile_of() { (load_profiles "$@" && echo "${WANT[rlimit.nofile]:-}"); }
 nofile_a=$(nofile_of "${prof_a[@]}") || exit 2
 nofile_b=$(nofile_of "${prof_b[@]}") || exit 2
 require_root "tune-experiment.sh"
-need_jq
 if [ -f "$SAVED" ]; then
     die 1 "an earlier apply is not reverted ($SAVED): run scripts/sysctl/revert.sh first, so the experiment ends on the machine's own values"
 fi
+need_jq
 OUT=${OUT:-$here/../target/tune-experiment/$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p -- "$OUT"
 OUT=$(cd "$OUT" && pwd)
