@@ -38,7 +38,8 @@ table() {
         {
             for (i = 1; i <= 3; i++) cell[NR, i] = $i
             # A heading (nothing in A and B) is printed alone and does not widen the columns.
-            if ($2 != "" || $3 != "") for (i = 1; i <= 3; i++) if (length($i) > w[i]) w[i] = length($i)
+            if ($2 != "" || $3 != "")
+                for (i = 1; i <= 3; i++) if (length($i) > w[i]) w[i] = length($i)
         }
         END {
             for (r = 1; r <= NR; r++) {
@@ -49,11 +50,13 @@ table() {
 }
 
 if [ "${1:-}" = --table ]; then
-    [ $# -eq 3 ] || [ $# -eq 5 ] || die 2 "usage: tune-experiment.sh --table A.json B.json [NAME_A NAME_B]"
+    [ $# -eq 3 ] || [ $# -eq 5 ] ||
+        die 2 "usage: tune-experiment.sh --table A.json B.json [NAME_A NAME_B]"
     table "$2" "$3" "${4:-A}" "${5:-B}"
     exit 0
 fi
-[ $# -eq 0 ] || die 2 "tune-experiment.sh takes no arguments (PROFILE_A, PROFILE_B, ROUNDS... are environment variables; or --table)"
+[ $# -eq 0 ] || die 2 "tune-experiment.sh takes no arguments" \
+    "(PROFILE_A, PROFILE_B, ROUNDS... are environment variables; or --table)"
 
 read -ra prof_a <<<"${PROFILE_A:-baseline}"
 read -ra prof_b <<<"${PROFILE_B:-high-throughput}"
@@ -63,7 +66,8 @@ nofile_a=$(nofile_of "${prof_a[@]}") || exit 2
 nofile_b=$(nofile_of "${prof_b[@]}") || exit 2
 require_root "tune-experiment.sh"
 if [ -f "$SAVED" ]; then
-    die 1 "an earlier apply is not reverted ($SAVED): run scripts/sysctl/revert.sh first, so the experiment ends on the machine's own values"
+    die 1 "an earlier apply is not reverted ($SAVED): run scripts/sysctl/revert.sh first," \
+        "so the experiment ends on the machine's own values"
 fi
 need_jq
 OUT=${OUT:-$here/../target/tune-experiment/$(date -u +%Y%m%dT%H%M%SZ)}
@@ -103,7 +107,8 @@ run B "$nofile_b" "${prof_b[@]}"
 finish
 echo
 echo "Overhead experiment (scripts/experiment.sh) under A = ${prof_a[*]}, B = ${prof_b[*]}"
-echo "Each figure: median (min-max) over the rounds; direct = the origin, proxied = through the proxy"
+echo "Each figure: median (min-max) over the rounds;" \
+    "direct = the origin, proxied = through the proxy"
 echo
 table "$OUT/A.json" "$OUT/B.json" "${prof_a[*]}" "${prof_b[*]}"
 echo

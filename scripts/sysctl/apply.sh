@@ -29,5 +29,6 @@ for key in "${KEYS[@]}"; do
     fi
 done
 if [ "$failed" -gt 0 ]; then
-    die 1 "$failed sysctl(s) could not be written; the others were: scripts/sysctl/revert.sh restores all"
+    die 1 "$failed sysctl(s) could not be written; the others were:" \
+        "scripts/sysctl/revert.sh restores all"
 fi

@@ -15,9 +15,11 @@ SYSCTL_ROOT=${SYSCTL_ROOT:-/proc/sys}
 SYSCTL_STATE_DIR=${SYSCTL_STATE_DIR:-/run/proxy-sysctl}
 SAVED="$SYSCTL_STATE_DIR/saved"
 
-die() { # die STATUS MESSAGE: one line on stderr, then exit.
-    echo "error: $2" >&2
-    exit "$1"
+die() { # die STATUS MESSAGE...: one line on stderr (the words joined by spaces), then exit.
+    local status=$1
+    shift
+    echo "error: $*" >&2
+    exit "$status"
 }
 
 require_root() { # require_root WHAT
@@ -59,6 +61,8 @@ declare -A OP=() WANT=()
 load_profiles() {
     [ $# -gt 0 ] || die 2 "no profile given (profiles: $(profile_names))"
     local p file line n key op value
+    # KEY = VALUE or KEY >= VALUE, spaces allowed around each part.
+    local syntax='^[[:space:]]*([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+)[[:space:]]*(>?=)[[:space:]]*(.*[^[:space:]])[[:space:]]*$'
     for p in "$@"; do
         file=$(profile_file "$p") || exit 2
         n=0
@@ -66,7 +70,7 @@ load_profiles() {
             n=$((n + 1))
             line=${line%%#*}
             [[ $line =~ ^[[:space:]]*$ ]] && continue
-            if [[ ! $line =~ ^[[:space:]]*([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+)[[:space:]]*(>?=)[[:space:]]*(.*[^[:space:]])[[:space:]]*$ ]]; then
+            if [[ ! $line =~ $syntax ]]; then
                 die 2 "$file:$n: expected 'key = value' or 'key >= number', got: $line"
             fi
             key=${BASH_REMATCH[1]} op=${BASH_REMATCH[3]} value=${BASH_REMATCH[4]}
@@ -159,7 +163,8 @@ print_plan() {
             skipped=$((skipped + 1))
             ;;
         rlimit)
-            line="${WANT[$key]} (per process, not a sysctl: tune-experiment.sh runs under it; a service sets LimitNOFILE)"
+            line="${WANT[$key]} (per process, not a sysctl: tune-experiment.sh runs under it;"
+            line+=" a service sets LimitNOFILE)"
             ;;
         esac
         printf '  %-36s %s\n' "$key" "$line"
