@@ -5,10 +5,13 @@
 #
 #   scripts/experiment.sh                 # defaults below
 #   ROUNDS=5 DURATION=5s CONNS=64 BODY=32KiB scripts/experiment.sh
+#   JSON=run.json scripts/experiment.sh   # also write the loader's --json (figures and context)
 #
 # Placement on a 2-core machine: the proxy alone on the last core, origin and loader on the
 # first (taskset), so the proxy's CPU cost is measured without the others fighting it.
 set -euo pipefail
+JSON=${JSON:-}
+case $JSON in '' | /*) ;; *) JSON=$PWD/$JSON ;; esac # relative to where it was run
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
@@ -59,11 +62,12 @@ origin=$(listen_addr "$tmp/origin.out" 'http://[0-9.:]*' | sed 's|http://||')
 "${pin_proxy[@]}" "$bin/proxy" --listen 127.0.0.1:0 --upstream "$origin" --workers 1 \
     2>"$tmp/proxy.log" &
 proxy_pid=$!
-pids+=($proxy_pid)
+pids+=("$proxy_pid")
 proxy=$(listen_addr "$tmp/proxy.log")
 
 echo "origin: $origin (built-in, $BODY page)   proxy: $proxy (1 worker, pid $proxy_pid)"
 echo "load: $DURATION per round, $CONNS keep-alive connections, $ROUNDS rounds A B A B..."
 echo
 "${pin_rest[@]}" "$bin/loader" compare "http://$origin/" "http://$proxy/" \
-    --rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" --threads 1 --watch-pid "$proxy_pid"
+    --rounds "$ROUNDS" -d "$DURATION" -c "$CONNS" --threads 1 --watch-pid "$proxy_pid" \
+    ${JSON:+--json "$JSON"}

@@ -1,6 +1,8 @@
 //! The context of a run, recorded in `--json` so a result can be interpreted later: loader
 //! version, kernel, CPU model, cores, I/O driver, and the sysctls that bound a loopback HTTP
-//! benchmark (accept backlog, ephemeral ports, TIME_WAIT reuse, socket buffers, open files).
+//! benchmark (accept backlog, ephemeral ports, TIME_WAIT reuse, socket buffers, busy polling,
+//! open files): every key the profiles of `scripts/sysctl/` set, so a tuning experiment's JSON
+//! says which profile it ran under.
 //!
 //! Invariant: collecting never fails. A file that is missing or unreadable (containers, non-Linux
 //! kernels) becomes `null` in the JSON, never an error.
@@ -21,6 +23,12 @@ pub const SYSCTLS: &[&str] = &[
     "net.core.wmem_max",
     "net.ipv4.tcp_rmem",
     "net.ipv4.tcp_wmem",
+    "net.core.netdev_max_backlog",
+    "net.ipv4.tcp_slow_start_after_idle",
+    "net.core.busy_read",
+    "net.core.busy_poll",
+    "fs.nr_open",
+    "fs.file-max",
 ];
 
 /// RLIMIT_NOFILE of this process.
