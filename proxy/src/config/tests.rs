@@ -212,7 +212,7 @@ fn validate_catches_configs_built_in_code() {
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
     assert!(validate(&c).unwrap_err().contains("port 0"));
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
-    c.routes[0].action = Action::Proxy { group: 3 };
+    c.routes[0].action = Action::Proxy { group: 3, cache: None };
     assert!(validate(&c).unwrap_err().contains("does not exist"));
     c.routes.clear();
     assert!(validate(&c).unwrap_err().contains("no route"));
