@@ -43,7 +43,9 @@ use std::time::Duration;
 const MAX_FIELDS: usize = 100;
 /// Bodies up to this size are copied behind the head and sent with one write; larger ones
 /// go out as a second write straight from the stored `Bytes`.
-const COPY_BODY_MAX: usize = 16 * 1024;
+/// (Small enough that the connection's head buffer stays within the size the worker keeps
+/// for reuse.)
+const COPY_BODY_MAX: usize = 1024;
 /// How many times a request waits for a fill of its key before fetching on its own.
 const MAX_WAITS: usize = 8;
 
@@ -84,12 +86,13 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     else {
         return super::run(c, req, group).await;
     };
-    // Owned: the client buffer is consumed once the exchange starts.
-    let key = OwnedKey::of(&c.cin, &req);
     let mut waits = 0;
-    let now = now_millis();
+    let mut now = now_millis();
     loop {
-        let d = decide(&c.cin[..req.head_len], &req, cfg, store, key.key(), now);
+        // The key is read from the client buffer for the decision (no copy on a hit), and
+        // copied only for what outlives the head: a fetch, a purge.
+        let d = decide(&c.cin[..req.head_len], &req, cfg, store, key_of(&c.cin, &req), now);
+        let key = || OwnedKey::new(key_of(&c.cin, &req));
         match d {
             Decision::Hit(hit) => {
                 w.stats.cache_hits.incr();
@@ -113,10 +116,13 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 waits += 1;
                 if !wait_change(store, h, w.cfg.timeouts.read).await {
                     // The fill takes too long: fetch on our own, without storing.
+                    let key = key();
                     return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
                 }
+                now = now_millis();
             }
             Decision::Wait(_) => {
+                let key = key();
                 return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
             }
             Decision::Fetch { fill, stale } => {
@@ -128,6 +134,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                     invalidate: false,
                     request_time: now,
                 };
+                let key = key();
                 return fetch(c, &req, group, &key, f).await;
             }
             Decision::Forward { invalidate } => {
@@ -136,9 +143,13 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                     invalidate,
                     ..Fetch::plain(CacheStatus::Bypass)
                 };
+                let key = key();
                 return fetch(c, &req, group, &key, f).await;
             }
-            Decision::Purge => return purge(c, &req, cfg, &key).await,
+            Decision::Purge => {
+                let key = key();
+                return purge(c, &req, cfg, &key).await;
+            }
             Decision::NotCached => {
                 c.cin.advance(req.head_len);
                 return fail(c, ProxyError::UpstreamTimeout).await;
@@ -213,40 +224,36 @@ pub struct OwnedKey {
     host_len: usize,
 }
 
-impl OwnedKey {
-    fn of(cin: &[u8], req: &RequestInfo) -> OwnedKey {
-        let host = req.authority.map_or(&[][..], |a| a.get(cin));
-        let host = crate::route::strip_port(host);
-        let target = req.target.get(cin);
-        // Absolute-form: the path after the authority.
-        let target = match target.first() {
-            Some(b'/') | None => target,
-            Some(_) => {
-                let after = target
-                    .windows(3)
-                    .position(|w| w == b"://")
-                    .map_or(0, |i| i + 3);
-                let rest = &target[after..];
-                rest.iter()
-                    .position(|&b| b == b'/' || b == b'?')
-                    .map_or(&b"/"[..], |i| &rest[i..])
-            }
-        };
-        let mut bytes = Vec::with_capacity(host.len() + target.len());
-        bytes.extend(host.iter().map(u8::to_ascii_lowercase));
-        bytes.extend_from_slice(target);
-        OwnedKey {
-            bytes,
-            host_len: host.len(),
+/// The cache key of the request whose head is in `cin`: the authority without its port (or
+/// nothing), and the target's origin form (an absolute-form target's path and query).
+fn key_of<'a>(cin: &'a [u8], req: &RequestInfo) -> Key<'a> {
+    let host = req.authority.map_or(&[][..], |a| a.get(cin));
+    let host = crate::route::strip_port(host);
+    let target = req.target.get(cin);
+    let target = match target.first() {
+        Some(b'/') | None => target,
+        Some(_) => {
+            let after = target
+                .windows(3)
+                .position(|w| w == b"://")
+                .map_or(0, |i| i + 3);
+            let rest = &target[after..];
+            rest.iter()
+                .position(|&b| b == b'/' || b == b'?')
+                .map_or(&b"/"[..], |i| &rest[i..])
         }
-    }
+    };
+    Key { host, target }
+}
 
-    pub fn from_parts(host: &[u8], target: &[u8]) -> OwnedKey {
-        let mut bytes = host.to_ascii_lowercase();
-        bytes.extend_from_slice(target);
+impl OwnedKey {
+    pub fn new(key: Key<'_>) -> OwnedKey {
+        let mut bytes = Vec::with_capacity(key.host.len() + key.target.len());
+        bytes.extend(key.host.iter().map(u8::to_ascii_lowercase));
+        bytes.extend_from_slice(key.target);
         OwnedKey {
             bytes,
-            host_len: host.len(),
+            host_len: key.host.len(),
         }
     }
 
@@ -257,13 +264,6 @@ impl OwnedKey {
         }
     }
 
-    pub fn host(&self) -> &[u8] {
-        &self.bytes[..self.host_len]
-    }
-
-    pub fn target(&self) -> &[u8] {
-        &self.bytes[self.host_len..]
-    }
 }
 
 /// Wait until entry `h` changes (or `limit` passes: `false`).
