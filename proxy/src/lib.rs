@@ -4,11 +4,14 @@
 //! - [`config`]: the immutable [`config::Config`], its file layer ([`config::schema`]) and the
 //!   one step that resolves and checks it; [`cli`]: the flags, quick mode and overrides.
 //! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
-//! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
+//! - `worker`: one worker's state (balancers, pools, buffers, response stores, counters), its
+//!   inbox task (purges from other workers, `shared::inbox`) and its life.
 //! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
 //! - `client`: one client connection: heads, keep-alive, pipelining, error responses, and
 //!   the one match on the route's action per request.
-//! - `exchange`: one proxied request: server choice, retries, response head, pooling.
+//! - `exchange`: one proxied request: server choice, retries, response head, pooling;
+//!   `exchange::cached` the same through a route's response cache (hits, fills, collapsing,
+//!   stale-if-error, invalidation, PURGE).
 //! - `answer`: the `return` action, a response rendered from templates parsed at start.
 //! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
 //! - `relay`: bodies streamed both ways with bounded buffers.
