@@ -124,6 +124,9 @@ pub struct ProxyWorker {
     pub caches: Vec<Option<RefCell<crate::cache::Store>>>,
     bufs: RefCell<Vec<BytesMut>>,
     conn_bufs: RefCell<Vec<ConnBufs>>,
+    /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
+    /// nothing).
+    iovecs: RefCell<Vec<Box<[libc::iovec; 2]>>>,
     active: Cell<usize>,
     slot_waiters: RefCell<Vec<Waker>>,
 }
@@ -179,6 +182,7 @@ impl ProxyWorker {
             date: crate::answer::DateCache::default(),
             bufs: RefCell::new(Vec::new()),
             conn_bufs: RefCell::new(Vec::new()),
+            iovecs: RefCell::new(Vec::new()),
             active: Cell::new(0),
             slot_waiters: RefCell::new(Vec::new()),
         }
@@ -236,6 +240,23 @@ impl ProxyWorker {
 
     /// Log an error line at most once per few seconds per worker. A stderr that cannot be
     /// written (its reader gone) loses the line; `eprintln!` would panic the worker.
+    pub fn take_iovecs(&self) -> Box<[libc::iovec; 2]> {
+        self.iovecs.borrow_mut().pop().unwrap_or_else(|| {
+            let empty = libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            };
+            Box::new([empty; 2])
+        })
+    }
+
+    pub fn give_iovecs(&self, iov: Box<[libc::iovec; 2]>) {
+        let mut pool = self.iovecs.borrow_mut();
+        if pool.len() < CONN_POOL_MAX {
+            pool.push(iov);
+        }
+    }
+
     pub fn log_error(&self, what: std::fmt::Arguments<'_>) {
         use std::io::Write;
         self.errlog.borrow_mut().log(|suppressed| {
@@ -315,7 +336,10 @@ pub async fn run(
         Ok(m) => {
             monoio::spawn(inbox(w.clone(), m));
         }
-        Err(e) => eprintln!("proxy: worker {}: no inbox (purges from other workers will not reach it): {e}", ctx.id),
+        Err(e) => eprintln!(
+            "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",
+            ctx.id
+        ),
     }
     let mut accepts = Vec::with_capacity(listeners.len());
     for l in listeners {

@@ -21,7 +21,11 @@ const LARGE: &[u8] = b"GET /large?size=8000 HTTP/1.1\r\nHost: cache.test\r\n\r\n
 /// is a hit of the page's length.
 fn requests(s: &mut TcpStream, buf: &mut [u8; 16384], n: usize) {
     for i in 0..n {
-        let (req, len) = if i % 2 == 0 { (SMALL, 64) } else { (LARGE, 8000) };
+        let (req, len) = if i % 2 == 0 {
+            (SMALL, 64)
+        } else {
+            (LARGE, 8000)
+        };
         s.write_all(req).expect("request sent");
         let mut got = 0;
         let total = loop {
@@ -39,7 +43,10 @@ fn requests(s: &mut TcpStream, buf: &mut [u8; 16384], n: usize) {
         let head = &buf[..total - len];
         assert!(head.starts_with(b"HTTP/1.1 200 OK\r\n"), "request {i}");
         let hit = b"X-Cache: HIT\r\n";
-        assert!(head.windows(hit.len()).any(|w| w == hit), "request {i}: a hit");
+        assert!(
+            head.windows(hit.len()).any(|w| w == hit),
+            "request {i}: a hit"
+        );
     }
 }
 
@@ -81,7 +88,11 @@ fn hits_allocate_nothing_per_request() {
         "allocations grow with requests: {short} for {n}, {long} for {}",
         10 * n
     );
-    assert_eq!(origin.requests(), 2, "only the two fills reached the origin");
+    assert_eq!(
+        origin.requests(),
+        2,
+        "only the two fills reached the origin"
+    );
     drop(s);
     p.shutdown().unwrap();
 }

@@ -5,6 +5,7 @@
 //! Errors name the file, line and key where the file is at fault (from the spans the file
 //! layer keeps), or the flag where a flag is.
 
+use super::cache::CacheEntry;
 use super::schema::{
     FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
 };
@@ -12,7 +13,6 @@ use super::{
     validate, Action, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
     UpstreamGroup, DEFAULT_BACKLOG,
 };
-use super::cache::CacheEntry;
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
 use shared::config::ConfigError;
@@ -328,8 +328,15 @@ impl Resolver<'_> {
             }
             if let (Some(c), None) = (&r.cache, &r.upstream) {
                 let key = format!("route[{i}].cache");
-                let m = "`cache` goes on a route with `upstream` (it caches that upstream's answers)";
-                return Err(self.error(At::Value { key, span: c.span() }, m.into()));
+                let m =
+                    "`cache` goes on a route with `upstream` (it caches that upstream's answers)";
+                return Err(self.error(
+                    At::Value {
+                        key,
+                        span: c.span(),
+                    },
+                    m.into(),
+                ));
             }
             let action = match (&r.upstream, &r.return_, &r.static_) {
                 (Some(u), None, None) => self.proxy_action(i, u, r.cache.as_ref(), groups)?,
@@ -360,7 +367,13 @@ impl Resolver<'_> {
         if let Some(c) = cache {
             if let Err(m) = c.get_ref().check() {
                 let key = format!("route[{i}].cache");
-                return Err(self.error(At::Value { key, span: c.span() }, m));
+                return Err(self.error(
+                    At::Value {
+                        key,
+                        span: c.span(),
+                    },
+                    m,
+                ));
             }
         }
         let cache = cache.map(|c| Box::new(c.get_ref().clone()));

@@ -212,7 +212,10 @@ fn validate_catches_configs_built_in_code() {
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
     assert!(validate(&c).unwrap_err().contains("port 0"));
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
-    c.routes[0].action = Action::Proxy { group: 3, cache: None };
+    c.routes[0].action = Action::Proxy {
+        group: 3,
+        cache: None,
+    };
     assert!(validate(&c).unwrap_err().contains("does not exist"));
     c.routes.clear();
     assert!(validate(&c).unwrap_err().contains("no route"));
@@ -358,11 +361,11 @@ fn quick_static_mode_serves_a_directory() {
 #[test]
 fn cache_settings_are_read_checked_and_named() {
     let cfg = from_toml("proxy.example.toml", EXAMPLE).unwrap();
-    let Action::Proxy {
-        cache: Some(c), ..
-    } = &cfg.routes[1].action
-    else {
-        panic!("the example's second route has a cache: {:?}", cfg.routes[1])
+    let Action::Proxy { cache: Some(c), .. } = &cfg.routes[1].action else {
+        panic!(
+            "the example's second route has a cache: {:?}",
+            cfg.routes[1]
+        )
     };
     assert_eq!(c.ttl, std::time::Duration::from_secs(60));
     assert_eq!((c.max_bytes, c.max_object), (64 << 20, 1 << 20));
@@ -406,5 +409,14 @@ fn quick_cache_is_the_file_it_stands_for() {
     let q = quick.config().unwrap();
     let f = resolve(&file, &Overrides::default()).unwrap();
     assert_eq!(format!("{:?}", q.routes), format!("{:?}", f.routes));
-    assert!(Cli::parse_from(["proxy", "--listen", "127.0.0.1:1", "--upstream", "127.0.0.1:2", "--cache", "0"]).is_err());
+    assert!(Cli::parse_from([
+        "proxy",
+        "--listen",
+        "127.0.0.1:1",
+        "--upstream",
+        "127.0.0.1:2",
+        "--cache",
+        "0"
+    ])
+    .is_err());
 }

@@ -42,7 +42,7 @@ use std::time::Duration;
 /// Header slots for parsing a request head again here; a head with more fields bypasses.
 const MAX_FIELDS: usize = 100;
 /// Bodies up to this size are copied behind the head and sent with one write; larger ones
-/// go out as a second write straight from the stored `Bytes`.
+/// go out with the head in one `writev`, straight from the stored `Bytes` (no copy).
 /// (Small enough that the connection's head buffer stays within the size the worker keeps
 /// for reuse.)
 const COPY_BODY_MAX: usize = 1024;
@@ -72,7 +72,9 @@ enum Decision {
         stale: Option<Handle>,
     },
     /// Forward without the cache; `invalidate`: a non-error answer removes the key.
-    Forward { invalidate: bool },
+    Forward {
+        invalidate: bool,
+    },
     Purge,
     /// Only-if-cached and nothing is: 504 (RFC 9111 5.2.1.7).
     NotCached,
@@ -81,8 +83,12 @@ enum Decision {
 /// A request on cached route `route`.
 pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
     let w = c.w.clone();
-    let (Action::Proxy { cache: Some(cfg), .. }, Some(store)) =
-        (&w.cfg.routes[route].action, w.caches[route].as_ref())
+    let (
+        Action::Proxy {
+            cache: Some(cfg), ..
+        },
+        Some(store),
+    ) = (&w.cfg.routes[route].action, w.caches[route].as_ref())
     else {
         return super::run(c, req, group).await;
     };
@@ -91,7 +97,14 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     loop {
         // The key is read from the client buffer for the decision (no copy on a hit), and
         // copied only for what outlives the head: a fetch, a purge.
-        let d = decide(&c.cin[..req.head_len], &req, cfg, store, key_of(&c.cin, &req), now);
+        let d = decide(
+            &c.cin[..req.head_len],
+            &req,
+            cfg,
+            store,
+            key_of(&c.cin, &req),
+            now,
+        );
         let key = || OwnedKey::new(key_of(&c.cin, &req));
         match d {
             Decision::Hit(hit) => {
@@ -116,12 +129,14 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 waits += 1;
                 if !wait_change(store, h, w.cfg.timeouts.read).await {
                     // The fill takes too long: fetch on our own, without storing.
+                    w.stats.cache_misses.incr();
                     let key = key();
                     return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
                 }
                 now = now_millis();
             }
             Decision::Wait(_) => {
+                w.stats.cache_misses.incr();
                 let key = key();
                 return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
             }
@@ -263,7 +278,6 @@ impl OwnedKey {
             target: &self.bytes[self.host_len..],
         }
     }
-
 }
 
 /// Wait until entry `h` changes (or `limit` passes: `false`).
@@ -349,16 +363,89 @@ async fn send_stored(
     };
     let send = w.cfg.timeouts.send;
     let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, send).await {
-        Ok(b) => c.cout = b,
-        Err(_) => return client_gone(&w),
-    }
-    if let Some(b) = separate {
-        if write_bytes(c, b, send).await.is_err() {
-            return client_gone(&w);
-        }
+    let written = match separate {
+        None => write_all(&mut c.stream, buf, send).await.ok(),
+        Some(body) => write_head_and_body(c, &w, buf, body, send).await,
+    };
+    match written {
+        Some(b) => c.cout = b,
+        None => return client_gone(&w),
     }
     next_after(keep)
+}
+
+/// A response head and a stored body, for one `writev`: the iovec pair lives on the heap (in a
+/// box the worker reuses), so its address holds while the runtime owns the value.
+struct HeadAndBody {
+    iov: Box<[libc::iovec; 2]>,
+    head: BytesMut,
+    body: Bytes,
+}
+
+impl HeadAndBody {
+    /// Point the iovecs at what is left after `done` bytes.
+    fn skip(&mut self, done: usize) {
+        let (h, b) = (&self.head[..], &self.body[..]);
+        let (first, second) = if done < h.len() {
+            (&h[done..], b)
+        } else {
+            (&b[done - h.len()..], &b[b.len()..])
+        };
+        self.iov[0] = libc::iovec {
+            iov_base: first.as_ptr() as *mut libc::c_void,
+            iov_len: first.len(),
+        };
+        self.iov[1] = libc::iovec {
+            iov_base: second.as_ptr() as *mut libc::c_void,
+            iov_len: second.len(),
+        };
+    }
+}
+
+// SAFETY: the iovecs point into `head` and `body`, heap buffers owned by the value and not
+// changed while the runtime holds it; the iovec array itself is boxed, so moving the value
+// does not move it.
+unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
+    fn read_iovec_ptr(&self) -> *const libc::iovec {
+        self.iov.as_ptr()
+    }
+    fn read_iovec_len(&self) -> usize {
+        2
+    }
+}
+
+/// Write `head` then `body` with `writev` (as many calls as partial writes need) within
+/// `limit`. The head buffer back, or `None`: the client is gone or too slow.
+async fn write_head_and_body(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    head: BytesMut,
+    body: Bytes,
+    limit: Duration,
+) -> Option<BytesMut> {
+    use monoio::io::AsyncWriteRent;
+    let total = head.len() + body.len();
+    let mut v = HeadAndBody {
+        iov: w.take_iovecs(),
+        head,
+        body,
+    };
+    let deadline = monoio::time::Instant::now() + limit;
+    let mut done = 0;
+    while done < total {
+        v.skip(done);
+        let (r, back) = monoio::time::timeout_at(deadline, c.stream.writev(v))
+            .await
+            .ok()?;
+        v = back;
+        match r {
+            Ok(n) if n > 0 => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return None,
+        }
+    }
+    w.give_iovecs(v.iov);
+    Some(v.head)
 }
 
 fn client_gone(w: &ProxyWorker) -> Next {
@@ -366,7 +453,7 @@ fn client_gone(w: &ProxyWorker) -> Next {
     Next::Close
 }
 
-/// Write all of `b` (a stored body, shared with the store: no copy).
+/// Write all of `b` (stored body bytes, shared with the store: no copy).
 async fn write_bytes(c: &mut ClientConn, b: Bytes, limit: Duration) -> Result<(), IoFail> {
     match monoio::time::timeout(limit, c.stream.write_all(b)).await {
         Err(_) => Err(IoFail::Timeout),
@@ -479,7 +566,15 @@ async fn fetch(
     };
     let fill = match (f.fill, &req_head) {
         (Some((store, h, cfg)), Some(rh)) => {
-            let kept = fill_head(store, h, cfg, rh, &a.head.ub[..a.head.resp.head_len], &w, &f);
+            let kept = fill_head(
+                store,
+                h,
+                cfg,
+                rh,
+                &a.head.ub[..a.head.resp.head_len],
+                &w,
+                &f,
+            );
             Some(FillSink {
                 store,
                 handle: kept.then_some(h),
@@ -521,9 +616,10 @@ async fn upstream_failed(
 ) -> Next {
     let w = c.w.clone();
     if let (Some(h), Some((store, _, cfg))) = (f.stale, f.fill) {
-        let hit = store
-            .borrow_mut()
-            .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
+        let hit =
+            store
+                .borrow_mut()
+                .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
         if let Some(hit) = hit {
             w.stats.cache_stale.incr();
             let len = hit.body.len() as u64;
@@ -640,12 +736,7 @@ fn sync_stats(w: &ProxyWorker, s: &Store) {
 }
 
 /// `PURGE`: from `purge_from`, remove the key here and on every other worker.
-async fn purge(
-    c: &mut ClientConn,
-    req: &RequestInfo,
-    cfg: &CacheEntry,
-    key: &OwnedKey,
-) -> Next {
+async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &OwnedKey) -> Next {
     let w = c.w.clone();
     c.cin.advance(req.head_len);
     if !cfg.may_purge(c.ip.ip()) {
