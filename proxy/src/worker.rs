@@ -126,6 +126,7 @@ pub struct ProxyWorker {
     conn_bufs: RefCell<Vec<ConnBufs>>,
     /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
     /// nothing).
+    #[allow(clippy::vec_box)] // each pair is handed to the runtime: its address must not move
     iovecs: RefCell<Vec<Box<[libc::iovec; 2]>>>,
     active: Cell<usize>,
     slot_waiters: RefCell<Vec<Waker>>,
