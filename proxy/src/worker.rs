@@ -91,9 +91,14 @@ fn invalidate_here(w: &ProxyWorker, key: &crate::exchange::cached::OwnedKey) -> 
         .sum()
 }
 
-/// The worker's inbox task: messages from other workers, until the inbox closes.
-async fn inbox(w: Rc<ProxyWorker>, mut inbox: shared::inbox::Inbox<WorkerMsg>) {
+/// The worker's inbox task: messages from other workers, until the inbox closes or the
+/// worker is gone. It holds the worker weakly: a task that never ends must not keep the
+/// worker's state alive. Held strongly, a draining proxy's listeners stayed open
+/// (tests/proxy_drain.rs failed; held weakly it passes); how the strong reference kept them
+/// open was not pinned down.
+async fn inbox(w: std::rc::Weak<ProxyWorker>, mut inbox: shared::inbox::Inbox<WorkerMsg>) {
     while let Some(msg) = inbox.recv().await {
+        let Some(w) = w.upgrade() else { return };
         match msg {
             WorkerMsg::Purge(key) => {
                 invalidate_here(&w, &key);
@@ -335,7 +340,7 @@ pub async fn run(
     ));
     match mailbox {
         Ok(m) => {
-            monoio::spawn(inbox(w.clone(), m));
+            monoio::spawn(inbox(Rc::downgrade(&w), m));
         }
         Err(e) => eprintln!(
             "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",

@@ -597,12 +597,14 @@ async fn fetch(
     let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
     let (next, filled) = relay_response(c, a, group, fill).await;
     if let Some((store, h)) = started {
-        let mut s = store.borrow_mut();
-        let done = filled.is_some_and(|h| s.finish(h));
-        if !done {
-            s.abandon(h);
+        {
+            let mut s = store.borrow_mut();
+            let done = filled.is_some_and(|h| s.finish(h));
+            if !done {
+                s.abandon(h);
+            }
         }
-        sync_stats(&w, &s);
+        sync_stats(&w);
     }
     next
 }
@@ -664,16 +666,17 @@ fn fill_head(
         request_time: f.request_time,
         response_time: now_millis(),
     };
-    let mut s = store.borrow_mut();
     match cache::storable(parsed.headers, resp.status, resp.headers, declared, at, cfg) {
         Ok(st) => {
             let head = stored_head(resp.status, resp.reason, resp.headers);
-            let kept = s.fill_head(h, resp.status, head, st, declared);
-            sync_stats(w, &s);
+            let kept = store
+                .borrow_mut()
+                .fill_head(h, resp.status, head, st, declared);
+            sync_stats(w);
             kept
         }
         Err(_) => {
-            s.abandon(h);
+            store.borrow_mut().abandon(h);
             false
         }
     }
@@ -725,14 +728,17 @@ fn to_get(uout: &mut BytesMut) {
 }
 
 /// The store's eviction and drop counts, mirrored into the worker's counters.
-fn sync_stats(w: &ProxyWorker, s: &Store) {
-    let st = s.stats();
-    // One store per cached route: with several, the sums are kept per route by the store and
-    // the counters show the last store touched. (One cached route is the common case.)
-    w.stats.cache_evicted.set(st.evicted);
-    w.stats
-        .cache_dropped
-        .set(st.dropped_too_large + st.dropped_no_room);
+/// (Summed over the worker's stores, one per cached route; called on the miss path only, with
+/// no store borrowed.)
+fn sync_stats(w: &ProxyWorker) {
+    let (mut evicted, mut dropped) = (0, 0);
+    for s in w.caches.iter().flatten() {
+        let st = s.borrow().stats();
+        evicted += st.evicted;
+        dropped += st.dropped_too_large + st.dropped_no_room;
+    }
+    w.stats.cache_evicted.set(evicted);
+    w.stats.cache_dropped.set(dropped);
 }
 
 /// `PURGE`: from `purge_from`, remove the key here and on every other worker.
