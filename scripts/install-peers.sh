@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the peers the benchmark scripts compare against (nginx, HAProxy, wrk, ab, h2load)
+# Install the peers the benchmark scripts compare against (nginx, HAProxy, Varnish, wrk, ab,
+# h2load)
 # from Debian's packages. Idempotent: runs `apt-get update` once and only when something is
 # missing. The distro's nginx/haproxy services are stopped and disabled afterwards, because the
 # benchmarks start their own instances on free ports and a stray service on :80 would only add
@@ -10,6 +11,7 @@ set -euo pipefail
 declare -A PKG=(
   [nginx]=nginx
   [haproxy]=haproxy
+  [varnishd]=varnish
   [wrk]=wrk
   [ab]=apache2-utils
   [h2load]=nghttp2-client
@@ -65,7 +67,7 @@ else
 fi
 
 # Make sure the distro services are not left running on their default ports.
-for svc in nginx haproxy; do
+for svc in nginx haproxy varnish; do
   if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
     $SUDO systemctl stop "$svc" >/dev/null 2>&1 || true
     $SUDO systemctl disable "$svc" >/dev/null 2>&1 || true

@@ -157,6 +157,11 @@ pub struct Args {
     /// Do not set X-Forwarded-Proto [default: set]
     #[arg(long)]
     pub no_x_forwarded_proto: bool,
+
+    /// A response cache of SIZE per worker in front of the --upstream servers (ttl 10m for
+    /// responses without their own freshness) [default: no cache]
+    #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
+    pub cache: Option<u64>,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -192,6 +197,14 @@ fn max_body(s: &str) -> Result<MaxBody, String> {
     parse_size(s)
         .map(|n| MaxBody(Some(n)))
         .map_err(|e| format!("{}, or \"unlimited\"", e.hint))
+}
+
+fn cache_size(s: &str) -> Result<u64, String> {
+    match parse_size(s) {
+        Ok(0) => Err("a cache needs a size above 0".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.hint.to_string()),
+    }
 }
 
 fn upstream_syntax(s: &str) -> Result<String, String> {
@@ -284,9 +297,16 @@ impl Cli {
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),
         };
+        // `--cache`: the one route quick mode has, `/`, with a cache.
+        let route = a.cache.map(|size| {
+            let mut r = RouteEntry::new(Some("default".into()), None);
+            r.cache = Some(unspanned(crate::config::cache::CacheEntry::quick(size)));
+            unspanned(r)
+        });
         // `--listen` comes in through the overrides, as in file mode.
         Ok(FileConfig {
             upstream: BTreeMap::from([("default".to_string(), unspanned(group))]),
+            route: route.into_iter().collect(),
             ..FileConfig::default()
         })
     }

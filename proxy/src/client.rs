@@ -112,6 +112,7 @@ async fn requests(c: &mut ClientConn) -> End {
         w.stats.requests.incr();
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
+            Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
             Dispatch::Answered { skip, close } => crate::answer::send(c, &info, skip, close).await,
             Dispatch::Static { route, query } => match &w.cfg.routes[route].action {
                 Action::Static(site) => crate::static_files::serve(c, site, &info, &query).await,

@@ -136,7 +136,7 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
         return Err("no route".into());
     }
     for r in &cfg.routes {
-        if let Action::Proxy { group } = r.action {
+        if let Action::Proxy { group, .. } = r.action {
             if group >= cfg.groups.len() {
                 return Err(format!(
                     "route {} names group #{group} which does not exist",
@@ -255,8 +255,12 @@ pub struct Route {
 /// request (through `forward::Dispatch`).
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Forward to the upstream group at this index of `Config::groups`.
-    Proxy { group: usize },
+    /// Forward to the upstream group at this index of `Config::groups`, through a response
+    /// cache when `cache` is set.
+    Proxy {
+        group: usize,
+        cache: Option<Box<cache::CacheEntry>>,
+    },
     /// Answer with a response the proxy writes itself (nginx's `return`).
     Return(crate::answer::ReturnAction),
     /// Serve files from a directory (nginx's `root`).
@@ -267,7 +271,7 @@ impl Action {
     /// The group of a proxying route.
     pub fn group(&self) -> Option<usize> {
         match self {
-            Action::Proxy { group } => Some(*group),
+            Action::Proxy { group, .. } => Some(*group),
             _ => None,
         }
     }

@@ -30,6 +30,9 @@ pub enum ProxyError {
     NoRoute,
     #[error("method not supported by this proxy")]
     MethodNotSupported,
+    /// `PURGE` from an address outside the route's `purge_from`.
+    #[error("not allowed from this address")]
+    Forbidden,
     #[error("every upstream server refused the connection")]
     UpstreamRefused,
     #[error("connecting to the upstream timed out")]
@@ -53,7 +56,7 @@ impl ProxyError {
         use ProxyError::*;
         match self {
             Request(_) | HeaderTimeout | BodyTimeout | ClientGone | BodyTooLarge | NoRoute
-            | MethodNotSupported => Fault::Client,
+            | MethodNotSupported | Forbidden => Fault::Client,
             UpstreamRefused | ConnectTimeout | UpstreamTimeout | UpstreamClosed | UpstreamIo
             | BadResponse(_) => Fault::Upstream,
             NoResources => Fault::Internal,
@@ -70,6 +73,7 @@ impl ProxyError {
             BodyTooLarge => 413,
             NoRoute => 404,
             MethodNotSupported => 501,
+            Forbidden => 403,
             UpstreamRefused | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
             ConnectTimeout | UpstreamTimeout => 504,
             NoResources => 503,

@@ -22,6 +22,7 @@
 //! - [`response_head`]: reading the upstream's response head;
 //! - [`upload`]: a streamed request body, sent while the response head is read.
 
+pub mod cached;
 mod outcome;
 mod response_head;
 mod upload;
@@ -141,6 +142,26 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 /// One exchange: attempts until a server answers, then its response relayed.
 pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let w = c.w.clone();
+    let a = match answer(c, &w, &req, group).await {
+        Ok(a) => a,
+        Err(Some(e)) => return fail(c, e).await,
+        Err(None) => return Next::Close,
+    };
+    end_client_head(&mut c.cout, &a.head.resp);
+    if a.head.resp.framing == ClientFraming::Tunnel {
+        return start_tunnel(c, a.up, a.head).await;
+    }
+    relay_response(c, a, group, None).await.0
+}
+
+/// The upstream's answer to `req` (whose head is at the front of `cin`): attempts until a
+/// server answers. `Err`: none did; the error to answer with, or `None` to close.
+async fn answer<'w>(
+    c: &mut ClientConn,
+    w: &'w ProxyWorker,
+    req: &RequestInfo,
+    group: usize,
+) -> Result<Answered<'w>, Option<ProxyError>> {
     c.cin.advance(req.head_len);
     let inline = match req.body {
         BodyKind::Empty => Some(0),
@@ -150,30 +171,23 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
         _ => None,
     };
     let plan = Plan {
-        req: &req,
+        req,
         group,
         head_len: c.uout.len(),
         inline,
     };
-    let mut a = match attempts(c, &w, &plan).await {
+    let mut a = match attempts(c, w, &plan).await {
         Ok(a) => a,
-        Err(Unanswered::Respond(e)) => return fail(c, e).await,
-        Err(Unanswered::Close) => return Next::Close,
+        Err(Unanswered::Respond(e)) => return Err(Some(e)),
+        Err(Unanswered::Close) => return Err(None),
     };
     if let Some(n) = inline {
         c.cin.advance(n);
     }
     if a.early {
-        match a.head.resp.answered_early() {
-            Ok(resp) => a.head.resp = resp,
-            Err(e) => return fail(c, e).await,
-        }
+        a.head.resp = a.head.resp.answered_early().map_err(Some)?;
     }
-    end_client_head(&mut c.cout, &a.head.resp);
-    if a.head.resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, a.up, a.head).await;
-    }
-    relay_response(c, a, group).await
+    Ok(a)
 }
 
 /// Attempts, server after server, until one answers or none is left. Every failed attempt
@@ -324,8 +338,14 @@ async fn send_head(
     }
 }
 
-/// Relay the response body, then pool the upstream connection if it is clean.
-async fn relay_response(c: &mut ClientConn, a: Answered<'_>, group: usize) -> Next {
+/// Relay the response body (filling a cache entry on the way when `fill` is given), then
+/// pool the upstream connection if it is clean. With the entry the body filled, if any.
+async fn relay_response(
+    c: &mut ClientConn,
+    a: Answered<'_>,
+    group: usize,
+    fill: Option<relay::FillSink<'_>>,
+) -> (Next, Option<crate::cache::Handle>) {
     let w = c.w.clone();
     let Answered {
         server,
@@ -340,14 +360,16 @@ async fn relay_response(c: &mut ClientConn, a: Answered<'_>, group: usize) -> Ne
         head: &mut c.cout,
         kind: resp.body,
         framing: resp.framing,
+        fill,
     };
     match relay::response_body(&w, relay, ub, resp.head_len).await {
         Ok(done) => {
             w.give_buf(done.buf);
+            let filled = done.filled;
             if resp.upstream_keep_alive && done.clean {
                 w.pools[group][server].borrow_mut().put(up, Instant::now());
             }
-            if early {
+            let next = if early {
                 // Let the client read the response before the close resets the connection.
                 linger_close(c).await;
                 Next::Close
@@ -355,16 +377,17 @@ async fn relay_response(c: &mut ClientConn, a: Answered<'_>, group: usize) -> Ne
                 Next::KeepAlive
             } else {
                 Next::Finished
-            }
+            };
+            (next, filled)
         }
         Err(RelayFail::Upstream(_)) => {
             // Mid-body: the client connection is aborted; what it got is visibly incomplete.
             w.stats.upstream_errors.incr();
-            Next::Close
+            (Next::Close, None)
         }
         Err(RelayFail::Client(_)) => {
             w.stats.client_errors.incr();
-            Next::Close
+            (Next::Close, None)
         }
     }
 }

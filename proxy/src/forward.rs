@@ -62,10 +62,8 @@ pub struct RequestInfo {
     pub dispatch: Dispatch,
     /// The request target as received, in the client buffer (valid until the exchange
     /// consumes the head): for a cache key.
-    #[allow(dead_code)] // kept for the response cache (the next issue), which keys on it
     pub target: Span,
     /// The authority (absolute-form target, else Host), in the client buffer likewise.
-    #[allow(dead_code)] // likewise
     pub authority: Option<Span>,
 }
 
@@ -74,6 +72,8 @@ pub struct RequestInfo {
 pub enum Dispatch {
     /// Forward to this upstream group (the upstream head is in the connection's `uout`).
     Proxy { group: usize },
+    /// Forward through the response cache of the route at this index of `Config::routes`.
+    Cached { route: usize, group: usize },
     /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
     /// it has not arrived whole and the connection closes); `close`: the answer said so.
     Answered { skip: Option<usize>, close: bool },
@@ -111,6 +111,7 @@ impl Span {
 pub struct IpText {
     buf: [u8; 48],
     len: usize,
+    ip: IpAddr,
 }
 
 impl IpText {
@@ -123,7 +124,12 @@ impl IpText {
         let mut cur = std::io::Cursor::new(&mut buf[..]);
         let _ = write!(cur, "{ip}");
         let len = cur.position() as usize;
-        IpText { buf, len }
+        IpText { buf, len, ip }
+    }
+
+    /// The address (an IPv4-mapped IPv6 address as IPv4).
+    pub fn ip(&self) -> IpAddr {
+        self.ip
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -157,14 +163,14 @@ fn with_headers<'b, T>(
 }
 
 /// Names listed in Connection fields, collected once per message (a few at most in practice).
-struct Named<'b> {
+pub(crate) struct Named<'b> {
     inline: [&'b [u8]; 8],
     n: usize,
     overflow: bool,
 }
 
 impl<'b> Named<'b> {
-    fn collect(headers: &[httparse::Header<'b>]) -> Self {
+    pub(crate) fn collect(headers: &[httparse::Header<'b>]) -> Self {
         let mut s = Named {
             inline: [&[][..]; 8],
             n: 0,
@@ -185,7 +191,7 @@ impl<'b> Named<'b> {
         s
     }
 
-    fn contains(&self, name: &str, headers: &[httparse::Header<'b>]) -> bool {
+    pub(crate) fn contains(&self, name: &str, headers: &[httparse::Header<'b>]) -> bool {
         let name = name.as_bytes();
         if self.inline[..self.n]
             .iter()
@@ -255,7 +261,7 @@ pub fn prepare_request(
             authority: head.authority.map(|a| Span::of(buf, a)),
         };
         match &w.cfg.routes[route].action {
-            Action::Proxy { group } => {
+            Action::Proxy { group, cache } => {
                 if let (BodyKind::Length(n), Some(max)) = (head.body, w.cfg.limits.max_body) {
                     if n > max {
                         return Err(ProxyError::BodyTooLarge);
@@ -264,7 +270,13 @@ pub fn prepare_request(
                 info.websocket = head.is_websocket_upgrade();
                 info.host_written =
                     write_upstream_head(&head, &target, info.websocket, &w.cfg.headers, ip, out);
-                info.dispatch = Dispatch::Proxy { group: *group };
+                info.dispatch = match cache {
+                    None => Dispatch::Proxy { group: *group },
+                    Some(_) => Dispatch::Cached {
+                        route,
+                        group: *group,
+                    },
+                };
             }
             Action::Return(r) => {
                 let arrived = buf.len() - head.head_len;

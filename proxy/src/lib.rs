@@ -4,11 +4,14 @@
 //! - [`config`]: the immutable [`config::Config`], its file layer ([`config::schema`]) and the
 //!   one step that resolves and checks it; [`cli`]: the flags, quick mode and overrides.
 //! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
-//! - `worker`: one worker's state (balancers, pools, buffers, counters) and its life.
+//! - `worker`: one worker's state (balancers, pools, buffers, response stores, counters), its
+//!   inbox task (purges from other workers, `shared::inbox`) and its life.
 //! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
 //! - `client`: one client connection: heads, keep-alive, pipelining, error responses, and
 //!   the one match on the route's action per request.
-//! - `exchange`: one proxied request: server choice, retries, response head, pooling.
+//! - `exchange`: one proxied request: server choice, retries, response head, pooling;
+//!   `exchange::cached` the same through a route's response cache (hits, fills, collapsing,
+//!   stale-if-error, invalidation, PURGE).
 //! - `answer`: the `return` action, a response rendered from templates parsed at start.
 //! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
 //! - `relay`: bodies streamed both ways with bounded buffers.
@@ -60,6 +63,8 @@ pub enum StartError {
     },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    #[error("cannot create the workers' inbox: {0}")]
+    Inbox(std::io::Error),
 }
 
 /// A started proxy.
@@ -69,6 +74,8 @@ pub struct Running {
     flag: Arc<ShutdownFlag>,
     stats: Vec<Arc<ProxyCounters>>,
     summary: String,
+    /// The workers' inboxes (purges between workers), closed at shutdown.
+    post: shared::inbox::Post<worker::WorkerMsg>,
 }
 
 /// Bind every listener (on this thread, so bind errors surface here), start the workers and
@@ -100,8 +107,10 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
     let items: Vec<_> = per_worker.into_iter().zip(stats.iter().cloned()).collect();
     let flag = ShutdownFlag::new();
     let cfg = Arc::new(cfg);
+    let post = shared::inbox::Post::new(n).map_err(StartError::Inbox)?;
     let workers = {
         let cfg = cfg.clone();
+        let post = post.clone();
         // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM in them so
         // the signal thread `main` installs is the one that takes them.
         let _mask = shared::shutdown::SignalMask::block_stop_signals();
@@ -111,7 +120,7 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
             flag.clone(),
             "proxy",
             items,
-            move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st),
+            move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st, post.clone()),
         )?
     };
     let summary = summary(&cfg, driver, &workers, &addrs, nofile);
@@ -121,6 +130,7 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         flag,
         stats,
         summary,
+        post,
     })
 }
 
@@ -152,7 +162,9 @@ impl Running {
 
     /// Wait for the workers to end (after a shutdown was triggered).
     pub fn join(self) -> Result<(), RuntimeError> {
-        self.workers.join()
+        let r = self.workers.join();
+        self.post.close_all();
+        r
     }
 
     pub fn shutdown(self) -> Result<(), RuntimeError> {
@@ -204,7 +216,27 @@ fn summary(
     }
     for r in &cfg.routes {
         let what = match &r.action {
-            config::Action::Proxy { .. } => continue,
+            config::Action::Proxy { cache: None, .. } => continue,
+            config::Action::Proxy {
+                group,
+                cache: Some(c),
+            } => format!(
+                "upstream {}, cache {} bytes/worker (objects up to {}), ttl {}, stale_if_error {}, purge from {}",
+                cfg.groups[*group].name,
+                c.max_bytes,
+                c.max_object,
+                shared::units::format_duration(c.ttl),
+                shared::units::format_duration(c.stale_if_error),
+                if c.purge_from.is_empty() {
+                    "nobody".to_string()
+                } else {
+                    c.purge_from
+                        .iter()
+                        .map(|p| format!("{}/{}", p.addr, p.prefix))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                },
+            ),
             config::Action::Return(a) => format!("return {}", a.status()),
             config::Action::Static(site) => format!("static {}", site.root.display()),
         };

@@ -22,6 +22,26 @@ use shared::http::{BodyDecoder, BodyKind};
 use std::ops::Range;
 use std::time::Duration;
 
+/// A cache entry filling from the response being relayed: each body run is copied into it
+/// before it goes to the client (the client is never held back by the copy).
+pub struct FillSink<'a> {
+    pub store: &'a std::cell::RefCell<crate::cache::Store>,
+    /// `None` once the fill was dropped (over max_object, no room, invalidated meanwhile).
+    pub handle: Option<crate::cache::Handle>,
+    /// The client asked HEAD (the fill fetched with GET): it gets the head only.
+    pub head_only: bool,
+}
+
+impl FillSink<'_> {
+    fn append(&mut self, data: &[u8]) {
+        if let Some(h) = self.handle {
+            if self.store.borrow_mut().append(h, data) == crate::cache::Append::Dropped {
+                self.handle = None;
+            }
+        }
+    }
+}
+
 /// Where a relay failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RelayFail {
@@ -131,6 +151,8 @@ pub struct Relayed {
     pub buf: BytesMut,
     /// The body ended exactly at the end of what was read: the upstream connection is clean.
     pub clean: bool,
+    /// The cache entry the body filled, if it was not dropped on the way.
+    pub filled: Option<crate::cache::Handle>,
 }
 
 /// A response on its way to the client.
@@ -144,6 +166,8 @@ pub struct ResponseRelay<'a> {
     pub kind: BodyKind,
     /// How the client gets it.
     pub framing: ClientFraming,
+    /// A cache entry to fill with the body (cached routes only).
+    pub fill: Option<FillSink<'a>>,
 }
 
 /// Send the client's response head and the response body to the client. The body starts at
@@ -161,11 +185,17 @@ pub async fn response_body(
         head_pending: true,
         chunked: r.framing == ClientFraming::Chunked,
         send: t.send,
+        fill: r.fill,
     };
     if r.framing == ClientFraming::Empty {
         out.flush_head().await?;
         let clean = pos == ubuf.len();
-        return Ok(Relayed { buf: ubuf, clean });
+        let filled = out.filled();
+        return Ok(Relayed {
+            buf: ubuf,
+            clean,
+            filled,
+        });
     }
     let mut dec = BodyDecoder::new(r.kind, &w.cfg.limits.codec);
     loop {
@@ -177,7 +207,12 @@ pub async fn response_body(
             if done {
                 out.flush_head().await?;
                 let clean = pos == ubuf.len();
-                return Ok(Relayed { buf: ubuf, clean });
+                let filled = out.filled();
+                return Ok(Relayed {
+                    buf: ubuf,
+                    clean,
+                    filled,
+                });
             }
             if consumed > 0 && pos < ubuf.len() {
                 continue;
@@ -193,12 +228,17 @@ pub async fn response_body(
                 dec.finish()
                     .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamClosed))?;
                 // A close-delimited body ended: the only kind that may end at EOF.
-                if out.chunked {
+                if out.chunked && !out.head_only() {
                     out.head.clear();
                     out.head.extend_from_slice(LAST_CHUNK);
                     out.write_head().await?;
                 }
-                return Ok(Relayed { buf, clean: false });
+                let filled = out.filled();
+                return Ok(Relayed {
+                    buf,
+                    clean: false,
+                    filled,
+                });
             }
             Ok((_, buf)) => ubuf = buf,
             Err(f) => return Err(upstream_fail(f)),
@@ -215,9 +255,18 @@ struct ToClient<'a> {
     head_pending: bool,
     chunked: bool,
     send: Duration,
+    fill: Option<FillSink<'a>>,
 }
 
-impl ToClient<'_> {
+impl<'a> ToClient<'a> {
+    fn filled(&self) -> Option<crate::cache::Handle> {
+        self.fill.as_ref().and_then(|f| f.handle)
+    }
+
+    fn head_only(&self) -> bool {
+        self.fill.as_ref().is_some_and(|f| f.head_only)
+    }
+
     /// Write all of `head`.
     async fn write_head(&mut self) -> Result<(), RelayFail> {
         let buf = std::mem::take(self.head);
@@ -245,6 +294,13 @@ impl ToClient<'_> {
         done: bool,
     ) -> Result<BytesMut, RelayFail> {
         let Range { start: a, end: b } = run;
+        if let Some(f) = &mut self.fill {
+            f.append(&ubuf[a..b]);
+            if f.head_only {
+                self.flush_head().await?;
+                return Ok(ubuf);
+            }
+        }
         if self.chunked {
             // The head (or nothing, once it is out) then the chunk, in one write.
             if !self.head_pending {

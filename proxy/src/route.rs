@@ -177,7 +177,7 @@ mod tests {
         Route {
             host: host.map(str::to_string),
             path_prefix: prefix.to_string(),
-            action: crate::config::Action::Proxy { group },
+            action: crate::config::Action::Proxy { group, cache: None },
         }
     }
 

@@ -51,9 +51,67 @@ pub struct ProxyCounters {
     pub accept_errors: Counter,
     pub upstream_errors: Counter,
     pub client_errors: Counter,
+    /// Responses of cached routes, by `X-Cache` (collapsed requests that streamed a filling
+    /// entry count as hits).
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
+    pub cache_bypasses: Counter,
+    pub cache_stale: Counter,
+    /// Entries evicted to make room (LRU), and fills dropped (over max_object, or no room).
+    pub cache_evicted: Counter,
+    pub cache_dropped: Counter,
+    /// Purges and invalidations received from other workers (and carried out).
+    pub cache_purges_received: Counter,
+}
+
+/// What one worker asks of another through the workers' inbox (`shared::inbox`).
+pub enum WorkerMsg {
+    /// Remove a key from this worker's response stores (a PURGE or an invalidating request
+    /// on another worker).
+    Purge(crate::exchange::cached::OwnedKey),
+}
+
+/// Remove `key` from this worker's stores and tell every other worker to do the same.
+/// Returns how many entries went here.
+pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::exchange::cached::OwnedKey) -> usize {
+    let n = invalidate_here(w, key);
+    if let Some(post) = &w.post {
+        for to in (0..post.workers()).filter(|&to| to != w.id) {
+            let _ = post.send(to, WorkerMsg::Purge(key.clone()));
+        }
+    }
+    n
+}
+
+fn invalidate_here(w: &ProxyWorker, key: &crate::exchange::cached::OwnedKey) -> usize {
+    w.caches
+        .iter()
+        .flatten()
+        .map(|s| s.borrow_mut().invalidate(key.key()))
+        .sum()
+}
+
+/// The worker's inbox task: messages from other workers, until the inbox closes or the
+/// worker is gone. It holds the worker weakly: a task that never ends must not keep the
+/// worker's state alive. Held strongly, a draining proxy's listeners stayed open
+/// (tests/proxy_drain.rs failed; held weakly it passes); how the strong reference kept them
+/// open was not pinned down.
+async fn inbox(w: std::rc::Weak<ProxyWorker>, mut inbox: shared::inbox::Inbox<WorkerMsg>) {
+    while let Some(msg) = inbox.recv().await {
+        let Some(w) = w.upgrade() else { return };
+        match msg {
+            WorkerMsg::Purge(key) => {
+                invalidate_here(&w, &key);
+                w.stats.cache_purges_received.incr();
+            }
+        }
+    }
 }
 
 pub struct ProxyWorker {
+    pub id: usize,
+    /// The other workers' inboxes.
+    pub post: Option<shared::inbox::Post<WorkerMsg>>,
     pub cfg: Arc<Config>,
     pub router: Router,
     /// One balancer per group.
@@ -67,16 +125,34 @@ pub struct ProxyWorker {
     pub rng: crate::answer::Rng,
     /// The `Date` of the answers the proxy writes itself.
     pub date: crate::answer::DateCache,
+    /// Per route (index into `Config::routes`): the response store of a cached route.
+    pub caches: Vec<Option<RefCell<crate::cache::Store>>>,
     bufs: RefCell<Vec<BytesMut>>,
     conn_bufs: RefCell<Vec<ConnBufs>>,
+    /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
+    /// nothing).
+    #[allow(clippy::vec_box)] // each pair is handed to the runtime: its address must not move
+    iovecs: RefCell<Vec<Box<[libc::iovec; 2]>>>,
     active: Cell<usize>,
     slot_waiters: RefCell<Vec<Waker>>,
 }
 
 impl ProxyWorker {
     pub fn new(id: usize, cfg: Arc<Config>, shutdown: Shutdown, stats: Arc<ProxyCounters>) -> Self {
+        Self::with_post(id, cfg, shutdown, stats, None)
+    }
+
+    pub fn with_post(
+        id: usize,
+        cfg: Arc<Config>,
+        shutdown: Shutdown,
+        stats: Arc<ProxyCounters>,
+        post: Option<shared::inbox::Post<WorkerMsg>>,
+    ) -> Self {
         let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1);
         ProxyWorker {
+            id,
+            post,
             router: Router::new(&cfg.routes),
             balancers: cfg
                 .groups
@@ -93,14 +169,26 @@ impl ProxyWorker {
                         .collect()
                 })
                 .collect(),
+            caches: cfg
+                .routes
+                .iter()
+                .map(|r| match &r.action {
+                    crate::config::Action::Proxy { cache: Some(c), .. } => {
+                        Some(RefCell::new(crate::cache::Store::for_route(c)))
+                    }
+                    _ => None,
+                })
+                .collect(),
             cfg,
             shutdown,
             stats,
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
+
             date: crate::answer::DateCache::default(),
             bufs: RefCell::new(Vec::new()),
             conn_bufs: RefCell::new(Vec::new()),
+            iovecs: RefCell::new(Vec::new()),
             active: Cell::new(0),
             slot_waiters: RefCell::new(Vec::new()),
         }
@@ -158,6 +246,23 @@ impl ProxyWorker {
 
     /// Log an error line at most once per few seconds per worker. A stderr that cannot be
     /// written (its reader gone) loses the line; `eprintln!` would panic the worker.
+    pub fn take_iovecs(&self) -> Box<[libc::iovec; 2]> {
+        self.iovecs.borrow_mut().pop().unwrap_or_else(|| {
+            let empty = libc::iovec {
+                iov_base: std::ptr::null_mut(),
+                iov_len: 0,
+            };
+            Box::new([empty; 2])
+        })
+    }
+
+    pub fn give_iovecs(&self, iov: Box<[libc::iovec; 2]>) {
+        let mut pool = self.iovecs.borrow_mut();
+        if pool.len() < CONN_POOL_MAX {
+            pool.push(iov);
+        }
+    }
+
     pub fn log_error(&self, what: std::fmt::Arguments<'_>) {
         use std::io::Write;
         self.errlog.borrow_mut().log(|suppressed| {
@@ -223,13 +328,25 @@ pub async fn run(
     cfg: Arc<Config>,
     listeners: Vec<std::net::TcpListener>,
     stats: Arc<ProxyCounters>,
+    post: shared::inbox::Post<WorkerMsg>,
 ) {
-    let w = Rc::new(ProxyWorker::new(
+    let mailbox = post.inbox(ctx.id);
+    let w = Rc::new(ProxyWorker::with_post(
         ctx.id,
         cfg.clone(),
         ctx.shutdown.clone(),
         stats,
+        Some(post),
     ));
+    match mailbox {
+        Ok(m) => {
+            monoio::spawn(inbox(Rc::downgrade(&w), m));
+        }
+        Err(e) => eprintln!(
+            "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",
+            ctx.id
+        ),
+    }
     let mut accepts = Vec::with_capacity(listeners.len());
     for l in listeners {
         match monoio::net::TcpListener::from_std(l) {

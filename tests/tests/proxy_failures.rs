@@ -347,7 +347,10 @@ fn no_matching_route_is_404() {
     cfg.routes = vec![proxy::config::Route {
         host: None,
         path_prefix: "/api/".into(),
-        action: proxy::config::Action::Proxy { group: 0 },
+        action: proxy::config::Action::Proxy {
+            group: 0,
+            cache: None,
+        },
     }];
     let p = proxy::start(cfg).unwrap();
     let addr = p.listen_addrs()[0];

@@ -70,6 +70,8 @@ pub enum Lookup {
         status: u16,
         head: Bytes,
         age: u64,
+        /// The body's declared length.
+        len: u64,
     },
     /// A fill for this key is under way: [`Store::subscribe`], and look up again when woken.
     Wait(Handle),
@@ -367,6 +369,7 @@ impl Store {
                 status: meta.status,
                 head: meta.head.clone(),
                 age: meta.storable.freshness.age_secs(now),
+                len: meta.declared.unwrap_or(0),
             };
         }
         if wait != NIL {

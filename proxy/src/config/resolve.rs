@@ -5,6 +5,7 @@
 //! Errors name the file, line and key where the file is at fault (from the spans the file
 //! layer keeps), or the flag where a flag is.
 
+use super::cache::CacheEntry;
 use super::schema::{
     FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
 };
@@ -284,7 +285,10 @@ impl Resolver<'_> {
                     let route = Route {
                         host: None,
                         path_prefix: "/".into(),
-                        action: Action::Proxy { group: 0 },
+                        action: Action::Proxy {
+                            group: 0,
+                            cache: None,
+                        },
                     };
                     return Ok(vec![route]);
                 }
@@ -322,8 +326,20 @@ impl Resolver<'_> {
                 );
                 return Err(self.error(whole(), m));
             }
+            if let (Some(c), None) = (&r.cache, &r.upstream) {
+                let key = format!("route[{i}].cache");
+                let m =
+                    "`cache` goes on a route with `upstream` (it caches that upstream's answers)";
+                return Err(self.error(
+                    At::Value {
+                        key,
+                        span: c.span(),
+                    },
+                    m.into(),
+                ));
+            }
             let action = match (&r.upstream, &r.return_, &r.static_) {
-                (Some(u), None, None) => self.proxy_action(i, u, groups)?,
+                (Some(u), None, None) => self.proxy_action(i, u, r.cache.as_ref(), groups)?,
                 (None, Some(ret), None) => self.return_action(i, ret)?,
                 (None, None, Some(st)) => Action::Static(self.static_site(st)),
                 _ => {
@@ -344,11 +360,25 @@ impl Resolver<'_> {
         &self,
         i: usize,
         wanted: &Spanned<String>,
+        cache: Option<&Spanned<CacheEntry>>,
         groups: &[UpstreamGroup],
     ) -> Result<Action, Error> {
         let name = wanted.get_ref();
+        if let Some(c) = cache {
+            if let Err(m) = c.get_ref().check() {
+                let key = format!("route[{i}].cache");
+                return Err(self.error(
+                    At::Value {
+                        key,
+                        span: c.span(),
+                    },
+                    m,
+                ));
+            }
+        }
+        let cache = cache.map(|c| Box::new(c.get_ref().clone()));
         match groups.iter().position(|g| g.name == *name) {
-            Some(group) => Ok(Action::Proxy { group }),
+            Some(group) => Ok(Action::Proxy { group, cache }),
             None => {
                 let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();
                 let defined = if names.is_empty() {

@@ -186,6 +186,9 @@ pub struct RouteEntry {
     pub return_: Option<Spanned<ReturnEntry>>,
     #[serde(default, rename = "static")]
     pub static_: Option<Spanned<StaticEntry>>,
+    /// A response cache in front of a proxied route's upstream (issue 10).
+    #[serde(default)]
+    pub cache: Option<Spanned<super::cache::CacheEntry>>,
 }
 
 impl RouteEntry {
@@ -197,6 +200,7 @@ impl RouteEntry {
             upstream: upstream.map(|u| Spanned::new(0..0, u)),
             return_: None,
             static_: static_.map(|s| Spanned::new(0..0, s)),
+            cache: None,
         }
     }
 }

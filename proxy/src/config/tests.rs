@@ -212,7 +212,10 @@ fn validate_catches_configs_built_in_code() {
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
     assert!(validate(&c).unwrap_err().contains("port 0"));
     c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
-    c.routes[0].action = Action::Proxy { group: 3 };
+    c.routes[0].action = Action::Proxy {
+        group: 3,
+        cache: None,
+    };
     assert!(validate(&c).unwrap_err().contains("does not exist"));
     c.routes.clear();
     assert!(validate(&c).unwrap_err().contains("no route"));
@@ -353,4 +356,67 @@ fn quick_static_mode_serves_a_directory() {
         let e = Cli::parse_from(argv).unwrap_err().to_string();
         assert!(e.contains("cannot be used with"), "{args}: {e}");
     }
+}
+
+#[test]
+fn cache_settings_are_read_checked_and_named() {
+    let cfg = from_toml("proxy.example.toml", EXAMPLE).unwrap();
+    let Action::Proxy { cache: Some(c), .. } = &cfg.routes[1].action else {
+        panic!(
+            "the example's second route has a cache: {:?}",
+            cfg.routes[1]
+        )
+    };
+    assert_eq!(c.ttl, std::time::Duration::from_secs(60));
+    assert_eq!((c.max_bytes, c.max_object), (64 << 20, 1 << 20));
+    assert_eq!(c.stale_if_error, std::time::Duration::from_secs(300));
+    assert_eq!(c.purge_from.len(), 2);
+    assert!(!c.allow_credentials);
+    let group = "[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
+    for (routes, want) in [
+        (
+            "[[route]]\nupstream = \"app\"\ncache = { max_bytes = \"1KiB\", max_object = \"2KiB\" }\n",
+            "p.toml:7: key `route[0].cache`: cache: max_object (2048 bytes) is larger than max_bytes (1024 bytes)",
+        ),
+        (
+            "[[route]]\nupstream = \"app\"\ncache = { tll = \"1s\" }\n",
+            "unknown field `tll`",
+        ),
+        (
+            "[[route]]\nreturn = { status = 200 }\ncache = {}\n",
+            "p.toml:7: key `route[0].cache`: `cache` goes on a route with `upstream`",
+        ),
+        (
+            "[[route]]\nupstream = \"app\"\ncache = { purge_from = [\"10.0.0.0/33\"] }\n",
+            "10.0.0.0/33",
+        ),
+    ] {
+        let text = format!("{LISTEN}{group}{routes}");
+        let e = from_toml("p.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(want), "{routes}: {e}");
+    }
+}
+
+#[test]
+fn quick_cache_is_the_file_it_stands_for() {
+    let quick = cli("--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --cache 2MiB");
+    let file = schema::parse(
+        "q.toml",
+        "[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.default]\nservers = [\"127.0.0.1:9001\"]\n\
+         [[route]]\nupstream = \"default\"\ncache = { max_bytes = \"2MiB\" }\n",
+    )
+    .unwrap();
+    let q = quick.config().unwrap();
+    let f = resolve(&file, &Overrides::default()).unwrap();
+    assert_eq!(format!("{:?}", q.routes), format!("{:?}", f.routes));
+    assert!(Cli::parse_from([
+        "proxy",
+        "--listen",
+        "127.0.0.1:1",
+        "--upstream",
+        "127.0.0.1:2",
+        "--cache",
+        "0"
+    ])
+    .is_err());
 }

@@ -31,7 +31,10 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         routes: vec![Route {
             host: None,
             path_prefix: "/".into(),
-            action: Action::Proxy { group: 0 },
+            action: Action::Proxy {
+                group: 0,
+                cache: None,
+            },
         }],
         timeouts: Timeouts {
             shutdown: Duration::from_secs(2),

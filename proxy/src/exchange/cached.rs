@@ -1,0 +1,762 @@
+//! A request on a cached route: the I/O around the cache's sans-IO core (`crate::cache`).
+//!
+//! - The time is read once per request; the request head is parsed again here (the routing
+//!   parse is gone by now), into stack storage: the decision ([`decide`]) takes the head, the
+//!   route's settings and the worker's store, and no borrow of the store outlives it.
+//! - Hit: the stored head (no hop-by-hop fields, no framing, no Age or X-Cache) with `Age`,
+//!   `X-Cache: HIT` and `Content-Length`, then the body from memory (head only for HEAD).
+//! - Stream: a request collapsed on a fill that declared its length streams the entry as it
+//!   fills. Wait: a fill without a head (or without a length) is under way; wait for it to
+//!   change and decide again.
+//! - Miss/Stale: `begin_fill`, fetch upstream (with GET for a HEAD, as nginx does), and copy
+//!   the body into the entry while it streams to the client; on upstream error or timeout a
+//!   stale entry within `stale_if_error` is served (`X-Cache: STALE`), else 502/504.
+//! - Unsafe methods with a non-error answer invalidate the key here and on every other worker
+//!   (through the workers' inbox); `PURGE` from `purge_from` does the same at once: 200 when
+//!   this worker had the key, 404 when it did not (the other workers are told either way);
+//!   from elsewhere 403 (ngx_cache_purge's answer to a client outside `purge_allowed`).
+
+use super::{answer, fail, relay_response, start_tunnel, Next};
+use crate::cache::{
+    self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, Read, RequestClass,
+    Store,
+};
+use crate::client::ClientConn;
+use crate::config::cache::CacheEntry;
+use crate::config::Action;
+use crate::error::ProxyError;
+use crate::forward::{end_client_head, ClientFraming, Named, RequestInfo};
+use crate::io::{write_all, IoFail};
+use crate::relay::FillSink;
+use crate::worker::ProxyWorker;
+use bytes::{Buf, Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use shared::http::encode::{write_header, write_header_u64, write_status_line};
+use shared::http::framing::is_hop_by_hop;
+use shared::http::{parse_final_response, BodyKind, RequestMethod, Status, Version};
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::task::Poll;
+use std::time::Duration;
+
+/// Header slots for parsing a request head again here; a head with more fields bypasses.
+const MAX_FIELDS: usize = 100;
+/// Bodies up to this size are copied behind the head and sent with one write; larger ones
+/// go out with the head in one `writev`, straight from the stored `Bytes` (no copy).
+/// (Small enough that the connection's head buffer stays within the size the worker keeps
+/// for reuse.)
+const COPY_BODY_MAX: usize = 1024;
+/// How many times a request waits for a fill of its key before fetching on its own.
+const MAX_WAITS: usize = 8;
+
+/// The time every cache decision of a request is made at.
+pub fn now_millis() -> Millis {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as Millis)
+}
+
+/// What the cache does with one request, decided with no I/O.
+enum Decision {
+    Hit(Hit),
+    Stream {
+        entry: Handle,
+        head: Bytes,
+        age: u64,
+        len: u64,
+    },
+    Wait(Handle),
+    /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`.
+    Fetch {
+        fill: Option<Handle>,
+        stale: Option<Handle>,
+    },
+    /// Forward without the cache; `invalidate`: a non-error answer removes the key.
+    Forward {
+        invalidate: bool,
+    },
+    Purge,
+    /// Only-if-cached and nothing is: 504 (RFC 9111 5.2.1.7).
+    NotCached,
+}
+
+/// A request on cached route `route`.
+pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
+    let w = c.w.clone();
+    let (
+        Action::Proxy {
+            cache: Some(cfg), ..
+        },
+        Some(store),
+    ) = (&w.cfg.routes[route].action, w.caches[route].as_ref())
+    else {
+        return super::run(c, req, group).await;
+    };
+    let mut waits = 0;
+    let mut now = now_millis();
+    loop {
+        // The key is read from the client buffer for the decision (no copy on a hit), and
+        // copied only for what outlives the head: a fetch, a purge.
+        let d = decide(
+            &c.cin[..req.head_len],
+            &req,
+            cfg,
+            store,
+            key_of(&c.cin, &req),
+            now,
+        );
+        let key = || OwnedKey::new(key_of(&c.cin, &req));
+        match d {
+            Decision::Hit(hit) => {
+                w.stats.cache_hits.incr();
+                c.cin.advance(req.head_len);
+                let len = hit.body.len() as u64;
+                let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+                return send_stored(c, &req, out, Some(hit.body)).await;
+            }
+            Decision::Stream {
+                entry,
+                head,
+                age,
+                len,
+            } => {
+                w.stats.cache_hits.incr();
+                c.cin.advance(req.head_len);
+                let out = Stored::new(&head, age, CacheStatus::Hit, len);
+                return stream_entry(c, &req, store, entry, out).await;
+            }
+            Decision::Wait(h) if waits < MAX_WAITS => {
+                waits += 1;
+                if !wait_change(store, h, w.cfg.timeouts.read).await {
+                    // The fill takes too long: fetch on our own, without storing.
+                    w.stats.cache_misses.incr();
+                    let key = key();
+                    return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
+                }
+                now = now_millis();
+            }
+            Decision::Wait(_) => {
+                w.stats.cache_misses.incr();
+                let key = key();
+                return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
+            }
+            Decision::Fetch { fill, stale } => {
+                w.stats.cache_misses.incr();
+                let f = Fetch {
+                    status: CacheStatus::Miss,
+                    fill: fill.map(|h| (store, h, cfg.as_ref())),
+                    stale,
+                    invalidate: false,
+                    request_time: now,
+                };
+                let key = key();
+                return fetch(c, &req, group, &key, f).await;
+            }
+            Decision::Forward { invalidate } => {
+                w.stats.cache_bypasses.incr();
+                let f = Fetch {
+                    invalidate,
+                    ..Fetch::plain(CacheStatus::Bypass)
+                };
+                let key = key();
+                return fetch(c, &req, group, &key, f).await;
+            }
+            Decision::Purge => {
+                let key = key();
+                return purge(c, &req, cfg, &key).await;
+            }
+            Decision::NotCached => {
+                c.cin.advance(req.head_len);
+                return fail(c, ProxyError::UpstreamTimeout).await;
+            }
+        }
+    }
+}
+
+/// The cache's decision for the request whose head is `head`.
+fn decide(
+    head: &[u8],
+    req: &RequestInfo,
+    cfg: &CacheEntry,
+    store: &RefCell<Store>,
+    key: Key<'_>,
+    now: Millis,
+) -> Decision {
+    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut parsed = httparse::Request::new(&mut fields);
+    let (Ok(httparse::Status::Complete(_)), Some(method)) = (parsed.parse(head), parsed.method)
+    else {
+        return Decision::Forward { invalidate: false };
+    };
+    let class = classify(method, parsed.headers, cfg);
+    let has_body = !matches!(req.body, BodyKind::Empty | BodyKind::Length(0));
+    match class {
+        RequestClass::Lookup { .. } if has_body || req.websocket => {
+            Decision::Forward { invalidate: false }
+        }
+        RequestClass::Lookup {
+            revalidate,
+            only_if_cached,
+        } => {
+            let mut s = store.borrow_mut();
+            match s.lookup(key, parsed.headers, revalidate, now) {
+                Lookup::Hit(hit) => Decision::Hit(hit),
+                Lookup::Stream {
+                    entry,
+                    head,
+                    age,
+                    len,
+                    ..
+                } => Decision::Stream {
+                    entry,
+                    head,
+                    age,
+                    len,
+                },
+                Lookup::Wait(h) => Decision::Wait(h),
+                _ if only_if_cached => Decision::NotCached,
+                Lookup::Stale(h) => Decision::Fetch {
+                    fill: s.begin_fill(key),
+                    stale: Some(h),
+                },
+                Lookup::Miss => Decision::Fetch {
+                    fill: s.begin_fill(key),
+                    stale: None,
+                },
+            }
+        }
+        RequestClass::Bypass(_) => Decision::Forward { invalidate: false },
+        RequestClass::Invalidate => Decision::Forward { invalidate: true },
+        RequestClass::Purge => Decision::Purge,
+    }
+}
+
+/// A cache key that outlives the client buffer: lower-case host, then the target's origin
+/// form (path and query).
+#[derive(Debug, Clone)]
+pub struct OwnedKey {
+    bytes: Vec<u8>,
+    host_len: usize,
+}
+
+/// The cache key of the request whose head is in `cin`: the authority without its port (or
+/// nothing), and the target's origin form (an absolute-form target's path and query).
+fn key_of<'a>(cin: &'a [u8], req: &RequestInfo) -> Key<'a> {
+    let host = req.authority.map_or(&[][..], |a| a.get(cin));
+    let host = crate::route::strip_port(host);
+    let target = req.target.get(cin);
+    let target = match target.first() {
+        Some(b'/') | None => target,
+        Some(_) => {
+            let after = target
+                .windows(3)
+                .position(|w| w == b"://")
+                .map_or(0, |i| i + 3);
+            let rest = &target[after..];
+            rest.iter()
+                .position(|&b| b == b'/' || b == b'?')
+                .map_or(&b"/"[..], |i| &rest[i..])
+        }
+    };
+    Key { host, target }
+}
+
+impl OwnedKey {
+    pub fn new(key: Key<'_>) -> OwnedKey {
+        let mut bytes = Vec::with_capacity(key.host.len() + key.target.len());
+        bytes.extend(key.host.iter().map(u8::to_ascii_lowercase));
+        bytes.extend_from_slice(key.target);
+        OwnedKey {
+            bytes,
+            host_len: key.host.len(),
+        }
+    }
+
+    pub fn key(&self) -> Key<'_> {
+        Key {
+            host: &self.bytes[..self.host_len],
+            target: &self.bytes[self.host_len..],
+        }
+    }
+}
+
+/// Wait until entry `h` changes (or `limit` passes: `false`).
+async fn wait_change(store: &RefCell<Store>, h: Handle, limit: Duration) -> bool {
+    let mut subscribed = false;
+    let changed = poll_fn(|cx| {
+        if subscribed {
+            return Poll::Ready(());
+        }
+        subscribed = true;
+        if store.borrow_mut().subscribe(h, cx.waker()) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    });
+    monoio::time::timeout(limit, changed).await.is_ok()
+}
+
+/// The head of a response served from the store.
+struct Stored<'a> {
+    head: &'a [u8],
+    age: u64,
+    status: CacheStatus,
+    len: u64,
+}
+
+impl<'a> Stored<'a> {
+    fn new(head: &'a [u8], age: u64, status: CacheStatus, len: u64) -> Self {
+        Stored {
+            head,
+            age,
+            status,
+            len,
+        }
+    }
+
+    /// The whole client head into `out`: stored fields, Age, X-Cache, Content-Length,
+    /// Connection as the client needs it, the empty line. Returns whether the connection
+    /// stays.
+    fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
+        let keep = req.keep_alive && (!w.shutdown.is_fired() || req.pipelined);
+        out.clear();
+        out.extend_from_slice(self.head);
+        write_header_u64(out, b"Age", self.age);
+        write_header(out, b"X-Cache", self.status.as_str().as_bytes());
+        write_header_u64(out, b"Content-Length", self.len);
+        if !keep {
+            write_header(out, b"Connection", b"close");
+        } else if req.version == Version::Http10 {
+            write_header(out, b"Connection", b"keep-alive");
+        }
+        out.extend_from_slice(b"\r\n");
+        keep
+    }
+}
+
+fn next_after(keep: bool) -> Next {
+    if keep {
+        Next::KeepAlive
+    } else {
+        Next::Finished
+    }
+}
+
+/// Send a stored response: the head, then `body` (none for HEAD).
+async fn send_stored(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    out: Stored<'_>,
+    body: Option<Bytes>,
+) -> Next {
+    let w = c.w.clone();
+    let keep = out.write(&w, req, &mut c.cout);
+    let head_only = req.method == RequestMethod::Head;
+    let body = body.filter(|b| !head_only && !b.is_empty());
+    let separate = match body {
+        Some(b) if b.len() <= COPY_BODY_MAX => {
+            c.cout.extend_from_slice(&b);
+            None
+        }
+        other => other,
+    };
+    let send = w.cfg.timeouts.send;
+    let buf = std::mem::take(&mut c.cout);
+    let written = match separate {
+        None => write_all(&mut c.stream, buf, send).await.ok(),
+        Some(body) => write_head_and_body(c, &w, buf, body, send).await,
+    };
+    match written {
+        Some(b) => c.cout = b,
+        None => return client_gone(&w),
+    }
+    next_after(keep)
+}
+
+/// A response head and a stored body, for one `writev`: the iovec pair lives on the heap (in a
+/// box the worker reuses), so its address holds while the runtime owns the value.
+struct HeadAndBody {
+    iov: Box<[libc::iovec; 2]>,
+    head: BytesMut,
+    body: Bytes,
+}
+
+impl HeadAndBody {
+    /// Point the iovecs at what is left after `done` bytes.
+    fn skip(&mut self, done: usize) {
+        let (h, b) = (&self.head[..], &self.body[..]);
+        let (first, second) = if done < h.len() {
+            (&h[done..], b)
+        } else {
+            (&b[done - h.len()..], &b[b.len()..])
+        };
+        self.iov[0] = libc::iovec {
+            iov_base: first.as_ptr() as *mut libc::c_void,
+            iov_len: first.len(),
+        };
+        self.iov[1] = libc::iovec {
+            iov_base: second.as_ptr() as *mut libc::c_void,
+            iov_len: second.len(),
+        };
+    }
+}
+
+// SAFETY: the iovecs point into `head` and `body`, heap buffers owned by the value and not
+// changed while the runtime holds it; the iovec array itself is boxed, so moving the value
+// does not move it.
+unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
+    fn read_iovec_ptr(&self) -> *const libc::iovec {
+        self.iov.as_ptr()
+    }
+    fn read_iovec_len(&self) -> usize {
+        2
+    }
+}
+
+/// Write `head` then `body` with `writev` (as many calls as partial writes need) within
+/// `limit`. The head buffer back, or `None`: the client is gone or too slow.
+async fn write_head_and_body(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    head: BytesMut,
+    body: Bytes,
+    limit: Duration,
+) -> Option<BytesMut> {
+    use monoio::io::AsyncWriteRent;
+    let total = head.len() + body.len();
+    let mut v = HeadAndBody {
+        iov: w.take_iovecs(),
+        head,
+        body,
+    };
+    let deadline = monoio::time::Instant::now() + limit;
+    let mut done = 0;
+    while done < total {
+        v.skip(done);
+        let (r, back) = monoio::time::timeout_at(deadline, c.stream.writev(v))
+            .await
+            .ok()?;
+        v = back;
+        match r {
+            Ok(n) if n > 0 => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return None,
+        }
+    }
+    w.give_iovecs(v.iov);
+    Some(v.head)
+}
+
+fn client_gone(w: &ProxyWorker) -> Next {
+    w.stats.client_errors.incr();
+    Next::Close
+}
+
+/// Write all of `b` (stored body bytes, shared with the store: no copy).
+async fn write_bytes(c: &mut ClientConn, b: Bytes, limit: Duration) -> Result<(), IoFail> {
+    match monoio::time::timeout(limit, c.stream.write_all(b)).await {
+        Err(_) => Err(IoFail::Timeout),
+        Ok((Ok(_), _)) => Ok(()),
+        Ok((Err(e), _)) => Err(IoFail::Error(e.kind())),
+    }
+}
+
+/// Stream an entry that is filling (its length declared) as its bytes arrive.
+async fn stream_entry(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    store: &RefCell<Store>,
+    h: Handle,
+    out: Stored<'_>,
+) -> Next {
+    let w = c.w.clone();
+    let len = out.len;
+    let keep = out.write(&w, req, &mut c.cout);
+    let buf = std::mem::take(&mut c.cout);
+    match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
+        Ok(b) => c.cout = b,
+        Err(_) => return client_gone(&w),
+    }
+    if req.method == RequestMethod::Head {
+        return next_after(keep);
+    }
+    let mut offset = 0u64;
+    while offset < len {
+        let read = store.borrow_mut().read(h, offset);
+        match read {
+            Read::Data(b) => {
+                offset += b.len() as u64;
+                if write_bytes(c, b, w.cfg.timeouts.send).await.is_err() {
+                    return client_gone(&w);
+                }
+            }
+            Read::Pending => {
+                if !wait_change(store, h, w.cfg.timeouts.read).await {
+                    w.stats.upstream_errors.incr();
+                    return Next::Close;
+                }
+            }
+            // The fill failed midway (the upstream broke off): so does this copy of it,
+            // visibly short of its Content-Length.
+            Read::End | Read::Dropped => {
+                w.stats.upstream_errors.incr();
+                return Next::Close;
+            }
+        }
+    }
+    next_after(keep)
+}
+
+/// How a fetch from the upstream relates to the cache.
+struct Fetch<'s> {
+    status: CacheStatus,
+    /// The entry to fill (a storable answer fills it; otherwise it is abandoned).
+    fill: Option<(&'s RefCell<Store>, Handle, &'s CacheEntry)>,
+    /// A stale entry to serve when the upstream fails.
+    stale: Option<Handle>,
+    /// A non-error answer invalidates the key everywhere.
+    invalidate: bool,
+    request_time: Millis,
+}
+
+impl Fetch<'_> {
+    fn plain(status: CacheStatus) -> Self {
+        Fetch {
+            status,
+            fill: None,
+            stale: None,
+            invalidate: false,
+            request_time: 0,
+        }
+    }
+}
+
+/// Forward the request, with `X-Cache` on the answer; fill, invalidate or fall back on a
+/// stale entry as `f` says.
+async fn fetch(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: usize,
+    key: &OwnedKey,
+    f: Fetch<'_>,
+) -> Next {
+    let w = c.w.clone();
+    let head_only = req.method == RequestMethod::Head;
+    // A HEAD miss fills the entry with a GET.
+    let fetch_req = if head_only && f.fill.is_some() {
+        to_get(&mut c.uout);
+        RequestInfo {
+            method: RequestMethod::Other,
+            ..*req
+        }
+    } else {
+        *req
+    };
+    // The request headers storing decides on (Authorization, Vary), kept past the exchange.
+    let req_head = f.fill.map(|_| c.cin[..req.head_len].to_vec());
+    let a = match answer(c, &w, &fetch_req, group).await {
+        Ok(a) => a,
+        Err(e) => {
+            if let Some((store, h, _)) = f.fill {
+                store.borrow_mut().abandon(h);
+            }
+            return upstream_failed(c, req, &f, e).await;
+        }
+    };
+    let fill = match (f.fill, &req_head) {
+        (Some((store, h, cfg)), Some(rh)) => {
+            let kept = fill_head(
+                store,
+                h,
+                cfg,
+                rh,
+                &a.head.ub[..a.head.resp.head_len],
+                &w,
+                &f,
+            );
+            Some(FillSink {
+                store,
+                handle: kept.then_some(h),
+                head_only,
+            })
+        }
+        _ => None,
+    };
+    if f.invalidate && crate::cache::policy::invalidates(answer_status(&w, &a.head.ub)) {
+        crate::worker::invalidate_everywhere(&w, key);
+    }
+    write_header(&mut c.cout, b"X-Cache", f.status.as_str().as_bytes());
+    if !has_age(&c.cout) {
+        write_header(&mut c.cout, b"Age", b"0");
+    }
+    end_client_head(&mut c.cout, &a.head.resp);
+    if a.head.resp.framing == ClientFraming::Tunnel {
+        return start_tunnel(c, a.up, a.head).await;
+    }
+    let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
+    let (next, filled) = relay_response(c, a, group, fill).await;
+    if let Some((store, h)) = started {
+        {
+            let mut s = store.borrow_mut();
+            let done = filled.is_some_and(|h| s.finish(h));
+            if !done {
+                s.abandon(h);
+            }
+        }
+        sync_stats(&w);
+    }
+    next
+}
+
+/// The upstream gave no answer: a stale entry within `stale_if_error`, else the error.
+async fn upstream_failed(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    f: &Fetch<'_>,
+    e: Option<ProxyError>,
+) -> Next {
+    let w = c.w.clone();
+    if let (Some(h), Some((store, _, cfg))) = (f.stale, f.fill) {
+        let hit =
+            store
+                .borrow_mut()
+                .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
+        if let Some(hit) = hit {
+            w.stats.cache_stale.incr();
+            let len = hit.body.len() as u64;
+            let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
+            return send_stored(c, req, out, Some(hit.body)).await;
+        }
+    }
+    match e {
+        Some(e) => fail(c, e).await,
+        None => Next::Close,
+    }
+}
+
+/// Decide whether the answer is stored and, if so, give the entry its head. `false`: the
+/// fill was abandoned.
+fn fill_head(
+    store: &RefCell<Store>,
+    h: Handle,
+    cfg: &CacheEntry,
+    req_head: &[u8],
+    resp_head: &[u8],
+    w: &ProxyWorker,
+    f: &Fetch<'_>,
+) -> bool {
+    let mut req_fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut parsed = httparse::Request::new(&mut req_fields);
+    let _ = parsed.parse(req_head);
+    let mut resp_fields = vec![httparse::EMPTY_HEADER; w.cfg.limits.codec.max_headers];
+    let limits = &w.cfg.limits.codec;
+    let Ok(Status::Complete(resp)) =
+        parse_final_response(resp_head, &mut resp_fields, RequestMethod::Other, limits)
+    else {
+        store.borrow_mut().abandon(h);
+        return false;
+    };
+    let declared = match resp.body {
+        BodyKind::Length(n) => Some(n),
+        BodyKind::Empty => Some(0),
+        _ => None,
+    };
+    let at = Fetched {
+        request_time: f.request_time,
+        response_time: now_millis(),
+    };
+    match cache::storable(parsed.headers, resp.status, resp.headers, declared, at, cfg) {
+        Ok(st) => {
+            let head = stored_head(resp.status, resp.reason, resp.headers);
+            let kept = store
+                .borrow_mut()
+                .fill_head(h, resp.status, head, st, declared);
+            sync_stats(w);
+            kept
+        }
+        Err(_) => {
+            store.borrow_mut().abandon(h);
+            false
+        }
+    }
+}
+
+/// The head kept with an entry: status line and end-to-end fields, without hop-by-hop
+/// fields, framing, Age or X-Cache (a hit writes its own).
+fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<'_>]) -> Bytes {
+    let mut out = BytesMut::with_capacity(256);
+    write_status_line(&mut out, Version::Http11, status, reason);
+    let named = Named::collect(fields);
+    for h in fields {
+        let n = h.name;
+        if is_hop_by_hop(n)
+            || n.eq_ignore_ascii_case("content-length")
+            || n.eq_ignore_ascii_case("age")
+            || n.eq_ignore_ascii_case("x-cache")
+            || named.contains(n, fields)
+        {
+            continue;
+        }
+        write_header(&mut out, n.as_bytes(), h.value);
+    }
+    out.freeze()
+}
+
+/// The status of the answer whose head begins `ub` (0 if it cannot be read).
+fn answer_status(w: &ProxyWorker, ub: &[u8]) -> u16 {
+    let mut fields = vec![httparse::EMPTY_HEADER; w.cfg.limits.codec.max_headers];
+    match parse_final_response(ub, &mut fields, RequestMethod::Other, &w.cfg.limits.codec) {
+        Ok(Status::Complete(h)) => h.status,
+        _ => 0,
+    }
+}
+
+/// Whether the client head being built already has an Age field (passed on from upstream).
+fn has_age(head: &[u8]) -> bool {
+    head.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nage:"))
+}
+
+/// Turn the upstream request line `HEAD ...` in `uout` into `GET ...`.
+fn to_get(uout: &mut BytesMut) {
+    if uout.starts_with(b"HEAD ") {
+        let rest = uout.split_off(5);
+        uout.clear();
+        uout.extend_from_slice(b"GET ");
+        uout.unsplit(rest);
+    }
+}
+
+/// The store's eviction and drop counts, mirrored into the worker's counters.
+/// (Summed over the worker's stores, one per cached route; called on the miss path only, with
+/// no store borrowed.)
+fn sync_stats(w: &ProxyWorker) {
+    let (mut evicted, mut dropped) = (0, 0);
+    for s in w.caches.iter().flatten() {
+        let st = s.borrow().stats();
+        evicted += st.evicted;
+        dropped += st.dropped_too_large + st.dropped_no_room;
+    }
+    w.stats.cache_evicted.set(evicted);
+    w.stats.cache_dropped.set(dropped);
+}
+
+/// `PURGE`: from `purge_from`, remove the key here and on every other worker.
+async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &OwnedKey) -> Next {
+    let w = c.w.clone();
+    c.cin.advance(req.head_len);
+    if !cfg.may_purge(c.ip.ip()) {
+        return fail(c, ProxyError::Forbidden).await;
+    }
+    let removed = crate::worker::invalidate_everywhere(&w, key);
+    let status = if removed > 0 { 200 } else { 404 };
+    let keep = req.keep_alive && !w.shutdown.is_fired();
+    c.cout.clear();
+    shared::http::encode::write_simple_response(&mut c.cout, Version::Http11, status, !keep);
+    let buf = std::mem::take(&mut c.cout);
+    match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
+        Ok(b) => c.cout = b,
+        Err(_) => return client_gone(&w),
+    }
+    next_after(keep)
+}
