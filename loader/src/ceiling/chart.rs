@@ -135,7 +135,13 @@ fn curves(s: &mut String, o: &Outcome, a: &Axes, side: usize) {
     for &(_, q, dash) in CURVES {
         let pts: Vec<String> = steps
             .iter()
-            .map(|st| format!("{:.1},{:.1}", a.x(st.figures.offered), a.y(latency_ms(st, q))))
+            .map(|st| {
+                format!(
+                    "{:.1},{:.1}",
+                    a.x(st.figures.offered),
+                    a.y(latency_ms(st, q))
+                )
+            })
             .collect();
         let _ = writeln!(
             s,
@@ -180,7 +186,9 @@ pub fn render(o: &Outcome) -> String {
     );
     for (i, c) in o.ceilings.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let ceiling = c.rate().map_or("no ceiling".into(), |r| format!("ceiling {r:.0} req/s"));
+        let ceiling = c
+            .rate()
+            .map_or("no ceiling".into(), |r| format!("ceiling {r:.0} req/s"));
         let _ = writeln!(
             s,
             r##"<rect x="{LEFT}" y="{}" width="14" height="4" fill="{colour}"/><text x="{}" y="{}">{}: {}</text>"##,
@@ -201,9 +209,9 @@ pub fn render(o: &Outcome) -> String {
     let y = a.y(obj);
     let _ = writeln!(
         s,
-        r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="4,4"/><text x="{}" y="{:.1}" fill="#2ca02c" text-anchor="end">objective {}</text>"##,
+        r##"<line x1="{LEFT}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="4,4"/><text x="{}" y="{:.1}" fill="#2ca02c">objective {}</text>"##,
         WIDTH - RIGHT,
-        WIDTH - RIGHT - 4.0,
+        LEFT + 6.0,
         y - 5.0,
         escape(&objective_text(o))
     );

@@ -87,7 +87,9 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     if v.is_finite() && v > 0.0 && v < 100.0 {
         Ok(v / 100.0)
     } else {
-        Err(format!("invalid percentage '{s}': expected more than 0 and below 100"))
+        Err(format!(
+            "invalid percentage '{s}': expected more than 0 and below 100"
+        ))
     }
 }
 
@@ -194,7 +196,9 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<crate::cli::Cli, clap::Error> {
         crate::cli::Cli::try_parse_from(
-            ["loader", "ceiling"].into_iter().chain(args.iter().copied()),
+            ["loader", "ceiling"]
+                .into_iter()
+                .chain(args.iter().copied()),
         )
     }
 
@@ -207,7 +211,12 @@ mod tests {
 
     #[test]
     fn flags() {
-        let c = ceiling(&["--p99", "10ms", "http://127.0.0.1:1/", "http://127.0.0.1:2/"]);
+        let c = ceiling(&[
+            "--p99",
+            "10ms",
+            "http://127.0.0.1:1/",
+            "http://127.0.0.1:2/",
+        ]);
         assert_eq!(c.url_b.as_deref(), Some("http://127.0.0.1:2/"));
         assert_eq!(
             c.objective(),

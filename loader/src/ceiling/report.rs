@@ -67,8 +67,16 @@ pub fn step_line(o: &Outcome, s: &Step) -> String {
 /// The table's rows: header first.
 fn rows(o: &Outcome) -> Vec<Vec<String>> {
     let mut head: Vec<String> = [
-        "step", "url", "offered", "achieved", "p50 ms", "p99 ms", "p99.9 ms", "late p99 ms",
-        "errors", "loader CPU",
+        "step",
+        "url",
+        "offered",
+        "achieved",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "late p99 ms",
+        "errors",
+        "loader CPU",
     ]
     .iter()
     .map(|s| s.to_string())
@@ -105,7 +113,11 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
         r.push(format!(
             "{}{}",
             s.verdict.label(),
-            if s.generator_limited { " (gen-limited)" } else { "" }
+            if s.generator_limited {
+                " (gen-limited)"
+            } else {
+                ""
+            }
         ));
         rows.push(r);
     }
@@ -151,7 +163,11 @@ pub fn render(o: &Outcome) -> String {
         "Ceiling search: {} for {} URL{}, each step {}, precision {:.1}%{}",
         objective_text(o),
         o.ceilings.len(),
-        if o.ceilings.len() == 1 { "" } else { "s (A B A B ...)" },
+        if o.ceilings.len() == 1 {
+            ""
+        } else {
+            "s (A B A B ...)"
+        },
         o.load,
         o.precision * 100.0,
         if o.max_errors > 0 {
@@ -161,9 +177,9 @@ pub fn render(o: &Outcome) -> String {
         }
     );
     for (i, c) in o.ceilings.iter().enumerate() {
-        let probe = c
-            .probe_rate
-            .map_or(String::new(), |p| format!(" (closed-loop probe {p:.0} req/s / 4)"));
+        let probe = c.probe_rate.map_or(String::new(), |p| {
+            format!(" (closed-loop probe {p:.0} req/s / 4)")
+        });
         let _ = writeln!(
             s,
             "{}{}: from {:.0} req/s{probe}",
@@ -198,7 +214,11 @@ pub fn render(o: &Outcome) -> String {
     s.push('\n');
     match o.stopped {
         Some(Stopped::MaxTime) => {
-            let _ = writeln!(s, "Stopped at --max-time after {:.1}s", o.elapsed.as_secs_f64());
+            let _ = writeln!(
+                s,
+                "Stopped at --max-time after {:.1}s",
+                o.elapsed.as_secs_f64()
+            );
         }
         Some(Stopped::Interrupted) => s.push_str("Interrupted (Ctrl-C): what was found so far\n"),
         None => {}
@@ -222,8 +242,7 @@ pub fn b_of_a(o: &Outcome) -> Option<f64> {
 /// 0 when every URL has a ceiling the loader did not limit, else 1.
 pub fn exit_code(o: &Outcome) -> i32 {
     let ok = !o.ceilings.is_empty()
-        && (0..o.ceilings.len())
-            .all(|i| o.ceilings[i].rate().is_some() && !o.generator_limited(i));
+        && (0..o.ceilings.len()).all(|i| o.ceilings[i].rate().is_some() && !o.generator_limited(i));
     if ok {
         0
     } else {

@@ -242,9 +242,9 @@ pub fn run_search(
     mut log: impl FnMut(&str),
 ) -> Result<Outcome, LoadError> {
     let start = Instant::now();
-    let obj = args.objective().ok_or_else(|| {
-        LoadError::Invalid("give one objective: --p99, --p999 or --p50".into())
-    })?;
+    let obj = args
+        .objective()
+        .ok_or_else(|| LoadError::Invalid("give one objective: --p99, --p999 or --p50".into()))?;
     let d = args.load.duration.unwrap_or(DEFAULT_STEP);
     let warmup = args.load.warmup.unwrap_or(DEFAULT_WARMUP.min(d / 2));
     let mut out = Outcome {
@@ -271,8 +271,11 @@ pub fn run_search(
                     return Ok(out);
                 }
                 let r = probe(o, pd, &stop)?;
-                log(&format!("probe {}: {r:.0} req/s closed loop", o.urls[0].url));
-                (r / 4.0, Some(r))
+                log(&format!(
+                    "probe {}: {r:.0} req/s closed loop",
+                    o.urls[0].url
+                ));
+                (search::whole(r / 4.0), Some(r))
             }
         };
         let mut plan = Plan::new(from);
@@ -305,7 +308,9 @@ pub fn run_search(
                 break 'search;
             };
             log(&super::report::step_line(&out, &step));
-            out.ceilings[side].search.record(rate, step.verdict.passed());
+            out.ceilings[side]
+                .search
+                .record(rate, step.verdict.passed());
             out.steps.push(step);
             ran = true;
         }

@@ -141,6 +141,16 @@ pub enum End {
     NothingPassed,
 }
 
+/// A rate as the search offers it: whole requests per second from 10 up (so the rate in the
+/// `Ceiling:` line is the one offered), hundredths below.
+pub fn whole(rate: f64) -> f64 {
+    if rate >= 10.0 {
+        rate.round()
+    } else {
+        (rate * 100.0).round() / 100.0
+    }
+}
+
 /// One URL's search.
 #[derive(Debug, Clone)]
 pub struct Search {
@@ -154,10 +164,10 @@ pub struct Search {
 
 impl Search {
     pub fn new(plan: Plan) -> Search {
-        let first = match plan.upper {
+        let first = whole(match plan.upper {
             Some(u) => plan.from.min(u),
             None => plan.from,
-        };
+        });
         Search {
             plan,
             phase: Phase::Growing,
@@ -201,7 +211,7 @@ impl Search {
             (Phase::Growing, true) => match self.plan.upper {
                 Some(u) if rate >= u => Phase::Done(End::Upper),
                 upper => {
-                    self.next = (rate * self.plan.growth).min(upper.unwrap_or(f64::INFINITY));
+                    self.next = whole(rate * self.plan.growth).min(upper.unwrap_or(f64::INFINITY));
                     Phase::Growing
                 }
             },
@@ -215,7 +225,7 @@ impl Search {
         if shrinks >= self.plan.max_shrinks {
             return Phase::Done(End::NothingPassed);
         }
-        self.next = rate / self.plan.growth;
+        self.next = whole(rate / self.plan.growth);
         Phase::Shrinking {
             shrinks: shrinks + 1,
         }
@@ -225,10 +235,11 @@ impl Search {
         let (Some(lo), Some(hi)) = (self.passed, self.failed) else {
             return Phase::Done(End::NothingPassed);
         };
-        if hi <= lo * (1.0 + self.plan.precision) {
+        let mid = whole((lo + hi) / 2.0);
+        if hi <= lo * (1.0 + self.plan.precision) || mid <= lo || mid >= hi {
             return Phase::Done(End::Precise);
         }
-        self.next = (lo + hi) / 2.0;
+        self.next = mid;
         Phase::Bisecting
     }
 }
