@@ -48,6 +48,26 @@ fn ceiling(args: &[&str]) -> Run {
     finish(spawn(args))
 }
 
+/// The searches whose verdict is a ceiling run one at a time (the other tests of this file
+/// would otherwise compete with them for the machine's two cores).
+static SEARCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A search whose ceiling the test checks. When the loader reports itself as the limit
+/// (`GENERATOR-LIMITED`: a stall of the machine made it send late), the run says nothing
+/// about the target and is run again, up to three times.
+fn trusted_search(args: &[&str]) -> Run {
+    let _one = SEARCHES.lock().unwrap_or_else(|p| p.into_inner());
+    let mut r = ceiling(args);
+    for _ in 0..2 {
+        if !r.stdout.contains("GENERATOR-LIMITED") {
+            break;
+        }
+        eprintln!("generator-limited run, again:\n{}", r.stdout);
+        r = ceiling(args);
+    }
+    r
+}
+
 fn limited_origin(max_rate: f64) -> Origin {
     Origin::start(OriginConfig {
         max_rate: Some(max_rate),
@@ -112,7 +132,7 @@ fn finds_a_known_ceiling_within_ten_percent() {
         &p,
         &url,
     ]);
-    let r = ceiling(&args);
+    let r = trusted_search(&args);
     assert!(r.status.success(), "{}\n{}", r.stdout, r.stderr);
     let c = ceiling_of(&r.stdout, &url);
     assert!(
@@ -166,7 +186,7 @@ fn two_urls_alternate_and_b_is_given_as_a_share_of_a() {
     let mut args = STEPS.to_vec();
     args.extend(["--from", "60", "--precision", "5%", "--json", &j]);
     args.extend(["--watch-pid", &me, &ua, &ub]);
-    let r = ceiling(&args);
+    let r = trusted_search(&args);
     assert!(r.status.success(), "{}\n{}", r.stdout, r.stderr);
     let (ca, cb) = (ceiling_of(&r.stdout, &ua), ceiling_of(&r.stdout, &ub));
     assert!((180.0..=220.0).contains(&ca), "A {ca}:\n{}", r.stdout);
@@ -217,7 +237,13 @@ fn max_time_stops_the_search_with_what_was_found() {
         "-q",
         &url,
     ]);
-    assert!(r.status.success(), "{}\n{}", r.stdout, r.stderr);
+    // Exit 0: a ceiling was found (at least one), unless a stall made the loader the limit.
+    assert!(
+        r.status.success() || r.stdout.contains("GENERATOR-LIMITED"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
     assert!(r.stdout.contains("Stopped at --max-time"), "{}", r.stdout);
     let c = ceiling_of(&r.stdout, &url);
     assert!(r.stdout.contains("at least: --max-time"), "{}", r.stdout);
@@ -308,7 +334,13 @@ fn ctrl_c_prints_what_was_found_so_far() {
     child.wait_line("step 1:", Duration::from_secs(60));
     child.signal(libc::SIGINT);
     let r = finish(child);
-    assert!(r.status.success(), "{}\n{}", r.stdout, r.stderr);
+    // Exit 0: a ceiling was found (at least one), unless a stall made the loader the limit.
+    assert!(
+        r.status.success() || r.stdout.contains("GENERATOR-LIMITED"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
     assert!(r.stdout.contains("Interrupted (Ctrl-C)"), "{}", r.stdout);
     assert!(ceiling_of(&r.stdout, &url) >= 50.0);
     assert!(r.stdout.contains("at least: interrupted"), "{}", r.stdout);

@@ -195,7 +195,11 @@ pub fn render(o: &Outcome) -> String {
             36.0 + 18.0 * i as f64,
             LEFT + 20.0,
             42.0 + 18.0 * i as f64,
-            escape(&c.url),
+            escape(&match (o.ceilings.len(), i) {
+                (1, _) => c.url.clone(),
+                (_, 0) => format!("A {}", c.url),
+                _ => format!("B {}", c.url),
+            }),
             escape(&ceiling)
         );
     }

@@ -6,9 +6,10 @@
 //! rate until a step fails, then bisects between the highest pass and the lowest fail until
 //! they are within `--precision`. Each step is a full run of `-d` after a warm-up. A step
 //! fails when the objective's percentile exceeds it, when more than `--max-errors` requests
-//! fail, or when fewer than 97% of the offered rate came back within the step (see
-//! [`search`]). A step whose send lateness p99 exceeds a tenth of the objective is marked
-//! generator-limited: the loader, not the target, may have been the limit.
+//! fail, or when the achieved rate (responses over the step and its drain) is below 97% of
+//! the offered one (see [`search`] and [`run::achieved_in_step`]). A step whose send lateness
+//! p99 exceeds a tenth of the objective is marked generator-limited: the loader, not the
+//! target, may have been the limit.
 //!
 //! With two URLs the two searches run in lockstep, A B A B, so drift in the machine hits
 //! both; `--watch-pid` adds the watched process's CPU µs per request to every step.
