@@ -160,11 +160,16 @@ fn curves(s: &mut String, o: &Outcome, a: &Axes, side: usize) {
     }
     if let Some(c) = o.ceilings[side].rate() {
         let x = a.x(c);
+        // The label goes right of the line, or left of it near the right edge.
+        let (lx, anchor) = if x > WIDTH - RIGHT - 120.0 {
+            (x - 4.0, "end")
+        } else {
+            (x + 4.0, "start")
+        };
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}" stroke="{colour}" stroke-dasharray="6,3"/><text x="{:.1}" y="{}" fill="{colour}">ceiling {c:.0}</text>"##,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}" stroke="{colour}" stroke-dasharray="6,3"/><text x="{lx:.1}" y="{}" fill="{colour}" text-anchor="{anchor}">ceiling {c:.0}</text>"##,
             HEIGHT - BOTTOM,
-            x + 4.0,
             TOP + 14.0 + 16.0 * side as f64
         );
     }
