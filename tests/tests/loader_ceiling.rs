@@ -389,3 +389,59 @@ fn origin_max_rate_answers_at_most_n_per_second() {
     );
     assert_eq!(r.totals.failures.total(), 0, "queued, not refused");
 }
+
+#[test]
+fn upper_bounds_the_search_and_spin_is_passed_through() {
+    let o = limited_origin(100_000.0);
+    let url = o.url("/");
+    let json = temp_path("upper.json");
+    let j = json.display().to_string();
+    let r = ceiling(&[
+        "--p99",
+        "2s",
+        "-d",
+        "300ms",
+        "--warmup",
+        "100ms",
+        "-c",
+        "4",
+        "--threads",
+        "1",
+        "--from",
+        "50",
+        "--upper",
+        "100",
+        "--spin",
+        "--json",
+        &j,
+        "-q",
+        &url,
+    ]);
+    assert!(
+        r.status.success() || r.stdout.contains("GENERATOR-LIMITED"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "Ceiling: 100 req/s at p99 <= 2s ({url}); at least: every step up to --upper passed"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("--spin"), "{}", r.stdout);
+    let doc = read_json(&json);
+    let offered: Vec<f64> = doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["offered"].as_f64().unwrap())
+        .collect();
+    assert_eq!(offered, [50.0, 100.0]);
+    assert!(doc["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|s| s["run"]["rate"]["spin"] == true));
+}

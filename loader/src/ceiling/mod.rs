@@ -152,10 +152,17 @@ pub fn run_ceiling(args: &CeilingArgs, stop: Arc<ShutdownFlag>) -> i32 {
             ));
         }
     }
+    // --spin paces the steps' sends: the search sets their rates, so the flags are validated
+    // without it and it is put back.
+    let mut load = args.load.clone();
+    load.spin = false;
     let mut sides = Vec::new();
     for url in std::iter::once(&args.url_a).chain(&args.url_b) {
-        match args.load.to_options(std::slice::from_ref(url)) {
-            Ok(o) => sides.push(o),
+        match load.to_options(std::slice::from_ref(url)) {
+            Ok(mut o) => {
+                o.spin = args.load.spin;
+                sides.push(o);
+            }
             Err(e) => return usage(&e),
         }
     }
@@ -229,7 +236,15 @@ mod tests {
         assert_eq!(c.precision, 0.02);
         assert_eq!(c.max_time, Duration::from_secs(300));
         assert!(c.validate().is_ok());
-        let c = ceiling(&["--p999", "1s", "--precision", "5", "http://127.0.0.1:1/"]);
+        let c = ceiling(&[
+            "--p999",
+            "1s",
+            "--precision",
+            "5",
+            "--spin",
+            "http://127.0.0.1:1/",
+        ]);
+        assert!(c.load.spin, "--spin is passed through to the steps");
         assert_eq!(c.objective().unwrap().quantile, 0.999);
         assert_eq!(c.precision, 0.05);
     }
