@@ -245,13 +245,14 @@ fn max_time_stops_the_search_with_what_was_found() {
         r.stderr
     );
     assert!(r.stdout.contains("Stopped at --max-time"), "{}", r.stdout);
-    let c = ceiling_of(&r.stdout, &url);
-    assert!(r.stdout.contains("at least: --max-time"), "{}", r.stdout);
     let doc = read_json(&json);
     let n = doc["steps"].as_array().unwrap().len();
     assert!((1..=2).contains(&n), "{n} steps in 1 s of 400 ms steps");
     assert_eq!(doc["stopped"], "max-time");
-    assert!(c >= 50.0);
+    if !r.stdout.contains("gen-limited") {
+        assert!(ceiling_of(&r.stdout, &url) >= 50.0);
+        assert!(r.stdout.contains("at least: --max-time"), "{}", r.stdout);
+    }
 }
 
 #[test]
@@ -342,8 +343,12 @@ fn ctrl_c_prints_what_was_found_so_far() {
         r.stderr
     );
     assert!(r.stdout.contains("Interrupted (Ctrl-C)"), "{}", r.stdout);
-    assert!(ceiling_of(&r.stdout, &url) >= 50.0);
-    assert!(r.stdout.contains("at least: interrupted"), "{}", r.stdout);
+    // Step 1 at 50 req/s passes against an origin 2000 times faster, unless the loader was
+    // descheduled through it (then it says so, and the step is run again).
+    if !r.stdout.contains("gen-limited") {
+        assert!(ceiling_of(&r.stdout, &url) >= 50.0);
+        assert!(r.stdout.contains("at least: interrupted"), "{}", r.stdout);
+    }
 }
 
 #[test]

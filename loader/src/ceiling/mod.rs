@@ -8,8 +8,10 @@
 //! fails when the objective's percentile exceeds it, when more than `--max-errors` requests
 //! fail, or when the achieved rate (responses over the step and its drain) is below 97% of
 //! the offered one (see [`search`] and [`run::achieved_in_step`]). A step whose send lateness
-//! p99 exceeds a tenth of the objective is marked generator-limited: the loader, not the
-//! target, may have been the limit.
+//! p99 exceeds a tenth of the objective, or that sent short of the schedule while its
+//! connections were free, is marked generator-limited: the loader, not the target, may have
+//! been the limit. Such a step that failed is run again (twice at most in a row) before its
+//! verdict counts; a ceiling that still rests on one says so and exits 1.
 //!
 //! With two URLs the two searches run in lockstep, A B A B, so drift in the machine hits
 //! both; `--watch-pid` adds the watched process's CPU µs per request to every step.

@@ -113,10 +113,10 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
         r.push(format!(
             "{}{}",
             s.verdict.label(),
-            if s.generator_limited {
-                " (gen-limited)"
-            } else {
-                ""
+            match (s.generator_limited, s.rerun) {
+                (true, true) => " (gen-limited: run again)",
+                (true, false) => " (gen-limited)",
+                _ => "",
             }
         ));
         rows.push(r);
@@ -132,7 +132,12 @@ pub fn ceiling_line(o: &Outcome, side: usize) -> String {
         let lowest = c.search.lowest_failure().map_or(String::new(), |r| {
             format!(": every step failed, down to {r:.0} req/s")
         });
-        return format!("No ceiling at {obj} ({}){lowest}", c.url);
+        let limited = if o.generator_limited(side) {
+            "; GENERATOR-LIMITED: the loader may have been the limit"
+        } else {
+            ""
+        };
+        return format!("No ceiling at {obj} ({}){lowest}{limited}", c.url);
     };
     let mut line = format!("Ceiling: {rate:.0} req/s at {obj} ({})", c.url);
     let note = match (c.end(), o.stopped) {
@@ -150,7 +155,10 @@ pub fn ceiling_line(o: &Outcome, side: usize) -> String {
         let _ = write!(line, "; {n}");
     }
     if o.generator_limited(side) {
-        line.push_str("; GENERATOR-LIMITED: the loader's send lateness exceeded a tenth of the objective, the loader may be the limit");
+        line.push_str(
+            "; GENERATOR-LIMITED: the loader sent late (lateness p99 over a tenth of the \
+             objective) or short of the schedule, it may have been the limit",
+        );
     }
     line
 }
@@ -262,6 +270,7 @@ fn step_value(o: &Outcome, s: &Step) -> Value {
         "send_lateness_p99_ms": f.lateness_p99_us as f64 / 1000.0,
         "verdict": format!("{:?}", s.verdict).to_lowercase(),
         "generator_limited": s.generator_limited,
+        "rerun": s.rerun,
         "loader_cpu_percent": s.loader_cpu_percent(),
         "loader_cpu": s.loader_cpu.map(|t| json!({
             "user_us": t.user.as_micros() as u64,

@@ -8,6 +8,9 @@ use shared::shutdown::ShutdownFlag;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Times in a row a failing generator-limited step is run again before its verdict counts.
+pub const RERUNS: u32 = 2;
+
 /// One step of one URL.
 #[derive(Debug, Clone)]
 pub struct Step {
@@ -16,6 +19,8 @@ pub struct Step {
     pub figures: StepFigures,
     pub verdict: Verdict,
     pub generator_limited: bool,
+    /// A failing generator-limited step that was run again: its verdict did not count.
+    pub rerun: bool,
     pub result: RunResult,
     /// The loader's CPU time over the whole step (warm-up and drain included), and that
     /// step's wall time.
@@ -107,10 +112,10 @@ impl Outcome {
     /// Whether URL `side`'s result rests on a generator-limited step: its last step, or the
     /// lowest failing step that bounds its ceiling.
     pub fn generator_limited(&self, side: usize) -> bool {
-        let last = self.steps_of(side).last();
+        let counted = || self.steps_of(side).filter(|s| !s.rerun);
         let bound = self.ceilings[side].search.lowest_failure();
-        last.is_some_and(|s| s.generator_limited)
-            || self.steps_of(side).any(|s| {
+        counted().last().is_some_and(|s| s.generator_limited)
+            || counted().any(|s| {
                 s.generator_limited && !s.verdict.passed() && Some(s.figures.offered) == bound
             })
     }
@@ -193,10 +198,20 @@ fn run_step(
         .map(|(&p, b)| Some(procstat::cpu_times(p).ok()?.since(&b?)))
         .collect();
     let figures = figures_of(&result, rate, obj);
+    let s = result.elapsed.as_secs_f64();
+    let sent = if s > 0.0 {
+        result.totals.attempts as f64 / s
+    } else {
+        0.0
+    };
+    let in_flight = figures.achieved * result.hist.uncorrected.mean() / 1e6;
+    let conns = opts.connections * opts.pipeline;
     Ok(Some(Step {
         side,
         verdict: search::judge(&figures, obj, args.max_errors),
-        generator_limited: search::generator_limited(figures.lateness_p99_us, obj),
+        generator_limited: search::generator_limited(figures.lateness_p99_us, obj)
+            || search::sent_short(sent, rate, in_flight, conns),
+        rerun: false,
         figures,
         result,
         loader_cpu: self_before.zip(self_after).map(|(b, a)| a.since(&b)),
@@ -290,6 +305,7 @@ pub fn run_search(
             search: Search::new(plan),
         });
     }
+    let mut reruns = vec![0u32; sides.len()];
     'search: loop {
         let mut ran = false;
         for (side, o) in sides.iter().enumerate() {
@@ -305,14 +321,23 @@ pub fn run_search(
                 break 'search;
             }
             let opts = step_options(o, rate, d, warmup);
-            let Some(step) = run_step(&opts, side, rate, args, &obj, &stop)? else {
+            let Some(mut step) = run_step(&opts, side, rate, args, &obj, &stop)? else {
                 out.stopped = Some(Stopped::Interrupted);
                 break 'search;
             };
             log(&super::report::step_line(&out, &step));
-            out.ceilings[side]
-                .search
-                .record(rate, step.verdict.passed());
+            // A failure the loader may have caused says nothing about the target: the same
+            // rate runs again (it comes back next round), up to RERUNS times in a row.
+            let failed_by_loader = step.generator_limited && !step.verdict.passed();
+            if failed_by_loader && reruns[side] < RERUNS {
+                reruns[side] += 1;
+                step.rerun = true;
+            } else {
+                reruns[side] = 0;
+                out.ceilings[side]
+                    .search
+                    .record(rate, step.verdict.passed());
+            }
             out.steps.push(step);
             ran = true;
         }

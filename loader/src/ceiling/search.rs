@@ -89,6 +89,16 @@ pub fn generator_limited(lateness_p99_us: u64, obj: &Objective) -> bool {
     lateness_p99_us as f64 > obj.limit_us as f64 * LATENESS_SHARE
 }
 
+/// Whether the loader sent short of the schedule for a reason of its own: fewer than
+/// [`MIN_ACHIEVED`] of the offered requests went out, yet the connections were mostly free
+/// (by Little's law, requests in flight on average = throughput × mean time from send to
+/// response, below half the connections), so no busy connection held the sends back. A
+/// loader descheduled past the end of a step sends nothing and records no lateness: this
+/// catches it.
+pub fn sent_short(sent_rate: f64, offered: f64, in_flight_mean: f64, connections: usize) -> bool {
+    sent_rate < offered * MIN_ACHIEVED && in_flight_mean < connections as f64 / 2.0
+}
+
 /// How the search moves.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Plan {
@@ -311,6 +321,18 @@ mod tests {
             .label(),
             "p99.9"
         );
+    }
+
+    #[test]
+    fn sent_short_only_when_the_connections_were_free() {
+        // A stalled loader: 0 sent of 50/s, nothing in flight.
+        assert!(sent_short(0.0, 50.0, 0.0, 4));
+        // On schedule.
+        assert!(!sent_short(49.0, 50.0, 0.1, 4));
+        // Short, but every connection was busy with a slow target: the target's doing.
+        assert!(!sent_short(180.0, 400.0, 19.0, 20));
+        // Short with free connections.
+        assert!(sent_short(180.0, 400.0, 2.0, 20));
     }
 
     /// Run a search against a target whose true ceiling is `truth`; the rates tried.
