@@ -95,7 +95,7 @@ fn ceiling_of(stdout: &str, url: &str) -> f64 {
 /// Common step flags: sub-second steps, one worker, a generous objective.
 const STEPS: &[&str] = &[
     "--p99",
-    "2s",
+    "500ms",
     "-d",
     "500ms",
     "--warmup",
@@ -142,7 +142,7 @@ fn finds_a_known_ceiling_within_ten_percent() {
     );
     assert!(
         r.stdout
-            .contains(&format!("Ceiling: {c:.0} req/s at p99 <= 2s ({url})")),
+            .contains(&format!("Ceiling: {c:.0} req/s at p99 <= 500ms ({url})")),
         "{}",
         r.stdout
     );
@@ -237,9 +237,10 @@ fn max_time_stops_the_search_with_what_was_found() {
         "-q",
         &url,
     ]);
-    // Exit 0: a ceiling was found (at least one), unless a stall made the loader the limit.
+    // Exit 0: a ceiling was found (at least one), unless a stall made the loader the limit
+    // (a step marked gen-limited in the table).
     assert!(
-        r.status.success() || r.stdout.contains("GENERATOR-LIMITED"),
+        r.status.success() || r.stdout.contains("gen-limited"),
         "{}\n{}",
         r.stdout,
         r.stderr
@@ -335,9 +336,10 @@ fn ctrl_c_prints_what_was_found_so_far() {
     child.wait_line("step 1:", Duration::from_secs(60));
     child.signal(libc::SIGINT);
     let r = finish(child);
-    // Exit 0: a ceiling was found (at least one), unless a stall made the loader the limit.
+    // Exit 0: a ceiling was found (at least one), unless a stall made the loader the limit
+    // (a step marked gen-limited in the table).
     assert!(
-        r.status.success() || r.stdout.contains("GENERATOR-LIMITED"),
+        r.status.success() || r.stdout.contains("gen-limited"),
         "{}\n{}",
         r.stdout,
         r.stderr
@@ -423,7 +425,7 @@ fn upper_bounds_the_search_and_spin_is_passed_through() {
         &url,
     ]);
     assert!(
-        r.status.success() || r.stdout.contains("GENERATOR-LIMITED"),
+        r.status.success() || r.stdout.contains("gen-limited"),
         "{}\n{}",
         r.stdout,
         r.stderr
@@ -441,6 +443,8 @@ fn upper_bounds_the_search_and_spin_is_passed_through() {
         .as_array()
         .unwrap()
         .iter()
+        // A step the machine's stalls failed is run again: its verdict does not count.
+        .filter(|s| s["rerun"] != true)
         .map(|s| s["offered"].as_f64().unwrap())
         .collect();
     assert_eq!(offered, [50.0, 100.0]);

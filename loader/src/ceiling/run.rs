@@ -109,15 +109,17 @@ impl Outcome {
         self.steps.iter().filter(move |s| s.side == side)
     }
 
-    /// Whether URL `side`'s result rests on a generator-limited step: its last step, or the
-    /// lowest failing step that bounds its ceiling.
+    /// Whether URL `side`'s ceiling rests on a generator-limited step: the failure that bounds
+    /// it (after its reruns) was one, so the loader, not the target, may have failed it. A
+    /// generator-limited step that passed is no doubt: the target did at least that well.
     pub fn generator_limited(&self, side: usize) -> bool {
-        let counted = || self.steps_of(side).filter(|s| !s.rerun);
         let bound = self.ceilings[side].search.lowest_failure();
-        counted().last().is_some_and(|s| s.generator_limited)
-            || counted().any(|s| {
-                s.generator_limited && !s.verdict.passed() && Some(s.figures.offered) == bound
-            })
+        self.steps_of(side).any(|s| {
+            !s.rerun
+                && s.generator_limited
+                && !s.verdict.passed()
+                && Some(s.figures.offered) == bound
+        })
     }
 }
 
@@ -206,11 +208,15 @@ fn run_step(
     };
     let in_flight = figures.achieved * result.hist.uncorrected.mean() / 1e6;
     let conns = opts.connections * opts.pipeline;
+    let verdict = search::judge(&figures, obj, args.max_errors);
+    let step_length = opts.duration.unwrap_or_default();
     Ok(Some(Step {
         side,
-        verdict: search::judge(&figures, obj, args.max_errors),
+        verdict,
         generator_limited: search::generator_limited(figures.lateness_p99_us, obj)
-            || search::sent_short(sent, rate, in_flight, conns),
+            || search::sent_short(sent, rate, in_flight, conns)
+            || (verdict == Verdict::Rate
+                && search::late_for_the_rate(figures.lateness_p99_us, step_length)),
         rerun: false,
         figures,
         result,

@@ -89,6 +89,13 @@ pub fn generator_limited(lateness_p99_us: u64, obj: &Objective) -> bool {
     lateness_p99_us as f64 > obj.limit_us as f64 * LATENESS_SHARE
 }
 
+/// Whether a step that failed on the achieved rate may have failed by the loader's delay:
+/// its send lateness p99 exceeds the share of the step the rate criterion allows (3%). A
+/// loader that much late loses that much of the step by itself, whatever the objective.
+pub fn late_for_the_rate(lateness_p99_us: u64, step: std::time::Duration) -> bool {
+    lateness_p99_us as f64 > step.as_micros() as f64 * (1.0 - MIN_ACHIEVED)
+}
+
 /// Whether the loader sent short of the schedule for a reason of its own: fewer than
 /// [`MIN_ACHIEVED`] of the offered requests went out, yet the connections were mostly free
 /// (by Little's law, requests in flight on average = throughput × mean time from send to
@@ -321,6 +328,13 @@ mod tests {
             .label(),
             "p99.9"
         );
+    }
+
+    #[test]
+    fn late_for_the_rate_above_three_percent_of_the_step() {
+        let step = std::time::Duration::from_millis(500);
+        assert!(!late_for_the_rate(15_000, step));
+        assert!(late_for_the_rate(15_001, step));
     }
 
     #[test]
