@@ -7,6 +7,19 @@
 #   ROUNDS=5 DURATION=5s CONNS=64 BODY=32KiB scripts/experiment.sh
 #   JSON=run.json scripts/experiment.sh   # also write the loader's --json (figures and context)
 #
+# `scripts/experiment.sh ceiling`: the same set-up, but instead of comparing at full speed,
+# `loader ceiling` finds the highest rate each side sustains within a latency objective
+# (direct and proxied searched A B A B), with the proxy's CPU µs per request at every step
+# and the hockey-stick plot:
+#
+#   scripts/experiment.sh ceiling                          # p99 <= 20ms, 2s steps
+#   P99=50ms STEP=5s PLOT=ceiling.svg MAX_TIME=10m scripts/experiment.sh ceiling
+#
+# The objective is 20 ms by default because the loader's timer ticks in milliseconds: its send
+# lateness p99 is about 1 ms when it sleeps, and a step whose lateness exceeds a tenth of the
+# objective is generator-limited. Tighter objectives need `--spin` (a core per loader worker),
+# which a 2-core machine cannot spare beside the origin.
+#
 # Placement on a 2-core machine: the proxy alone on the last core, origin and loader on the
 # first (taskset), so the proxy's CPU cost is measured without the others fighting it.
 set -euo pipefail
@@ -14,10 +27,22 @@ JSON=${JSON:-}
 case $JSON in '' | /*) ;; *) JSON=$PWD/$JSON ;; esac # relative to where it was run
 cd "$(dirname "$0")/.."
 
+MODE=${1:-compare}
+case "$MODE" in
+    compare | ceiling) ;;
+    *) echo "usage: $0 [compare|ceiling]" >&2; exit 2 ;;
+esac
+
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-2s}
 CONNS=${CONNS:-32}
 BODY=${BODY:-32KiB}
+# ceiling mode
+P99=${P99:-20ms}
+STEP=${STEP:-2s}
+WARMUP=${WARMUP:-500ms}
+PLOT=${PLOT:-ceiling.svg}
+MAX_TIME=${MAX_TIME:-5m}
 
 cargo build --release -q -p proxy -p loader
 bin=${CARGO_TARGET_DIR:-target}/release
@@ -66,6 +91,17 @@ pids+=("$proxy_pid")
 proxy=$(listen_addr "$tmp/proxy.log")
 
 echo "origin: $origin (built-in, $BODY page)   proxy: $proxy (1 worker, pid $proxy_pid)"
+if [ "$MODE" = ceiling ]; then
+    echo "ceiling: p99 <= $P99, steps of $STEP after $WARMUP of warm-up, $CONNS connections," \
+        "direct (A) and proxied (B) A B A B...; plot: $PLOT"
+    echo
+    # The exit status (1: no ceiling, or the loader was the limit) is the script's.
+    "${pin_rest[@]}" "$bin/loader" ceiling --p99 "$P99" "http://$origin/" "http://$proxy/" \
+        -d "$STEP" --warmup "$WARMUP" -c "$CONNS" --threads 1 --watch-pid "$proxy_pid" \
+        --max-time "$MAX_TIME" --plot "$PLOT" -q
+    exit $?
+fi
+
 echo "load: $DURATION per round, $CONNS keep-alive connections, $ROUNDS rounds A B A B..."
 echo
 "${pin_rest[@]}" "$bin/loader" compare "http://$origin/" "http://$proxy/" \

@@ -50,6 +50,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Merge the --json results of several runs (shards) into one report, histograms exactly
     Merge(crate::merge::MergeArgs),
+    /// Find the highest rate each URL sustains within a latency objective
+    Ceiling(crate::ceiling::CeilingArgs),
 }
 
 /// The load options, shared by a plain run and `compare`.
@@ -117,8 +119,9 @@ pub struct LoadArgs {
     #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// With --rate: busy-poll the clock until each intended send time instead of sleeping
-    /// (exact pacing for a full core per worker; see the README)
-    #[arg(long, requires = "rate")]
+    /// (exact pacing for a full core per worker; see the README). Checked against --rate in
+    /// `RunOptions::validate`, not by clap: `loader ceiling` takes it without --rate.
+    #[arg(long)]
     pub spin: bool,
     /// Accept variable document lengths (no length failures)
     #[arg(short = 'l', long = "accept-variable-length")]
@@ -163,6 +166,10 @@ pub struct OriginArgs {
     /// Delay before each response (a bare number is milliseconds)
     #[arg(long, value_name = "MS", value_parser = parse_delay)]
     pub delay: Option<Duration>,
+    /// Answer at most this many requests per second per worker and queue the rest (a token
+    /// bucket): a target whose ceiling is known
+    #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
+    pub max_rate: Option<f64>,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 }
@@ -185,7 +192,7 @@ pub struct CompareArgs {
     pub load: LoadArgs,
 }
 
-fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     match parse_duration(s) {
         Ok(d) if d.is_zero() => Err("must be more than zero".into()),
         Ok(d) => Ok(d),
@@ -193,7 +200,7 @@ fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
-fn parse_rate(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err(format!(
@@ -483,6 +490,7 @@ pub fn run_command(cli: Cli) -> i32 {
         Some(Command::Origin(args)) => run_origin(&args, stop),
         Some(Command::Compare(args)) => crate::compare::run_compare(&args, stop),
         Some(Command::Merge(args)) => crate::merge::run_merge(&args),
+        Some(Command::Ceiling(args)) => crate::ceiling::run_ceiling(&args, stop),
         None => run_load(&cli.urls, &cli.load, stop),
     }
 }
@@ -546,6 +554,7 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let cfg = Arc::new(OriginConfig {
         body_size,
         delay: args.delay.unwrap_or_default(),
+        max_rate: args.max_rate,
         ..OriginConfig::default()
     });
     let items: Vec<_> = listeners
@@ -573,6 +582,10 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
         args.delay
             .map(|d| format!(", {} delay", shared::units::format_duration(d)))
             .unwrap_or_default()
+            + &args
+                .max_rate
+                .map(|r| format!(", at most {r} req/s per worker (the rest queue)"))
+                .unwrap_or_default()
     );
     println!("http://{addr}/");
     use std::io::Write;

@@ -11,12 +11,15 @@
 //! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
 //! - [`stats`]: per-worker figures and the merged [`RunResult`].
 //! - [`report`], [`json`], [`plot`]: the ab-style text report, `--json`, `--plot` SVG.
+//! - [`ceiling`]: `loader ceiling URL [URL_B]`, the search for the highest rate within a
+//!   latency objective.
 //! - [`compare`]: `loader compare URL_A URL_B`, interleaved rounds; [`procstat`]: /proc CPU times
 //!   for `--watch-pid`; [`sysinfo`]: the run's context; [`progress`]: the live line.
 //! - [`shard`]: `--shard I/N` (this generator's exact part of `-n` and `--rate`) and
 //!   `--start-at`; [`hdrlog`]: `--hdr-log`, HdrHistogram interval logs; [`merge`]:
 //!   `loader merge`, shards' results added exactly into one report.
 
+pub mod ceiling;
 pub mod cli;
 pub mod compare;
 pub mod conn;

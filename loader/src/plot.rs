@@ -73,7 +73,7 @@ pub fn nice_step(range: f64, target: f64) -> f64 {
     nice * mag
 }
 
-fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

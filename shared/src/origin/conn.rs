@@ -223,6 +223,15 @@ impl Conn {
     async fn handle(&mut self, req: Request) -> io::Result<bool> {
         let w = self.w.clone();
         w.stats.requests.incr();
+        if let Some(p) = &w.pacer {
+            // Wait for this request's slot; what is buffered for earlier ones goes out first.
+            let now = std::time::Instant::now();
+            let at = p.borrow_mut().reserve(now);
+            if at > now {
+                self.flush().await?;
+                monoio::time::sleep(at - now).await;
+            }
+        }
         let info = req_info(&req);
         let wants_raw = w.cfg.capture || matches!(&req.script, Ok(s) if s.echo);
         let mut raw = wants_raw.then(|| self.inbuf[self.pos..self.pos + req.head_len].to_vec());

@@ -8,12 +8,14 @@
 //! # Layout
 //! - [`script`]: what one response does: the config merged with the query overrides.
 //! - [`conn`]: one client connection: keep-alive, pipelining, bodies, the scripted response.
+//! - [`pace`]: `max_rate`, the token bucket that gives the origin a known ceiling.
 //! - [`pattern`]: the deterministic body bytes tests verify.
 //! - [`websocket`]: the 101 handshake's Sec-WebSocket-Accept (SHA-1 and base64).
 //!
 //! Counters are per worker and single-writer ([`OriginStats`]); [`Origin`] sums them.
 
 pub mod conn;
+pub mod pace;
 pub mod pattern;
 pub mod script;
 pub mod websocket;
@@ -82,6 +84,9 @@ pub struct OriginConfig {
     pub query_overrides: bool,
     /// Request parser limits.
     pub limits: Limits,
+    /// Answer at most this many requests per second per worker, queueing the rest
+    /// (a token bucket, see [`pace`]): a target with a known ceiling.
+    pub max_rate: Option<f64>,
 }
 
 impl Default for OriginConfig {
@@ -109,6 +114,7 @@ impl Default for OriginConfig {
                 max_headers: conn::MAX_HEADERS,
                 ..Limits::default()
             },
+            max_rate: None,
         }
     }
 }
@@ -148,6 +154,8 @@ pub(crate) struct OriginWorker {
     pub prepared: Option<bytes::Bytes>,
     live: Cell<u64>,
     log: RefCell<crate::net::RateLimitedLog>,
+    /// `max_rate`'s bucket, shared by the worker's connections.
+    pub pacer: Option<RefCell<pace::Pacer>>,
 }
 
 /// The origin's side of the accept loop: every connection in a task of its own that ends
@@ -188,7 +196,9 @@ pub async fn serve(
     let mut cfg = (*cfg).clone();
     cfg.limits.max_headers = cfg.limits.max_headers.min(conn::MAX_HEADERS);
     let prepared = conn::prepare_default(&cfg);
+    let pacer = cfg.max_rate.and_then(pace::Pacer::new).map(RefCell::new);
     let worker = Rc::new(OriginWorker {
+        pacer,
         cfg,
         stats,
         shutdown: shutdown.clone(),

@@ -1,0 +1,326 @@
+//! The table of every step, the `Ceiling:` lines, the exit status and `--json`.
+
+use super::run::{Outcome, Step, Stopped};
+use super::search::End;
+use crate::json;
+use crate::sysinfo::SysInfo;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// The value of the `"schema"` key of a ceiling document.
+pub const SCHEMA: &str = "loader-ceiling/1";
+
+fn ms(us: u64) -> String {
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+fn pct(h: &hdrhistogram::Histogram<u64>, q: f64) -> u64 {
+    if h.is_empty() {
+        0
+    } else {
+        h.value_at_quantile(q)
+    }
+}
+
+fn side_name(o: &Outcome, side: usize) -> &'static str {
+    match (o.ceilings.len(), side) {
+        (1, _) => "",
+        (_, 0) => "A",
+        _ => "B",
+    }
+}
+
+/// The objective as written on the command line: "p99 <= 10ms".
+pub fn objective_text(o: &Outcome) -> String {
+    let limit = std::time::Duration::from_micros(o.objective.limit_us);
+    format!(
+        "{} <= {}",
+        o.objective.label(),
+        shared::units::format_duration(limit)
+    )
+}
+
+/// One step as a log line (stderr, while the search runs).
+pub fn step_line(o: &Outcome, s: &Step) -> String {
+    let f = &s.figures;
+    format!(
+        "step {}{}: {:.0} req/s offered, {:.0} achieved, {} {} ms, {} errors: {}{}",
+        o.steps.len() + 1,
+        match side_name(o, s.side) {
+            "" => String::new(),
+            n => format!(" {n}"),
+        },
+        f.offered,
+        f.achieved,
+        o.objective.label(),
+        ms(f.latency_us),
+        f.errors,
+        s.verdict.label(),
+        if s.generator_limited {
+            " (generator-limited)"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The table's rows: header first.
+fn rows(o: &Outcome) -> Vec<Vec<String>> {
+    let mut head: Vec<String> = [
+        "step",
+        "url",
+        "offered",
+        "achieved",
+        "p50 ms",
+        "p99 ms",
+        "p99.9 ms",
+        "late p99 ms",
+        "errors",
+        "loader CPU",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for pid in &o.watch_pids {
+        head.push(format!("pid {pid} us/req"));
+    }
+    head.push("verdict".into());
+    let mut rows = vec![head];
+    for (i, s) in o.steps.iter().enumerate() {
+        let h = &s.result.hist.total;
+        let mut r = vec![
+            (i + 1).to_string(),
+            match side_name(o, s.side) {
+                "" => "-".into(),
+                n => n.into(),
+            },
+            format!("{:.0}", s.figures.offered),
+            format!("{:.0}", s.figures.achieved),
+            ms(pct(h, 0.5)),
+            ms(pct(h, 0.99)),
+            ms(pct(h, 0.999)),
+            ms(s.figures.lateness_p99_us),
+            s.figures.errors.to_string(),
+            s.loader_cpu_percent()
+                .map_or("n/a".into(), |p| format!("{p:.0}%")),
+        ];
+        for k in 0..o.watch_pids.len() {
+            r.push(
+                s.watched_us_per_request(k)
+                    .map_or("n/a".into(), |v| format!("{v:.1}")),
+            );
+        }
+        r.push(format!(
+            "{}{}",
+            s.verdict.label(),
+            match (s.generator_limited, s.rerun) {
+                (true, true) => " (gen-limited: run again)",
+                (true, false) => " (gen-limited)",
+                _ => "",
+            }
+        ));
+        rows.push(r);
+    }
+    rows
+}
+
+/// The `Ceiling:` line of one URL, or its "No ceiling" line.
+pub fn ceiling_line(o: &Outcome, side: usize) -> String {
+    let c = &o.ceilings[side];
+    let obj = objective_text(o);
+    let Some(rate) = c.rate() else {
+        let lowest = c.search.lowest_failure().map_or(String::new(), |r| {
+            format!(": every step failed, down to {r:.0} req/s")
+        });
+        let limited = if o.generator_limited(side) {
+            "; GENERATOR-LIMITED: the loader may have been the limit"
+        } else {
+            ""
+        };
+        return format!("No ceiling at {obj} ({}){lowest}{limited}", c.url);
+    };
+    let mut line = format!("Ceiling: {rate:.0} req/s at {obj} ({})", c.url);
+    let note = match (c.end(), o.stopped) {
+        (Some(End::Upper), _) => Some("at least: every step up to --upper passed".to_string()),
+        (Some(_), _) => c
+            .search
+            .lowest_failure()
+            .map(|f| format!("{f:.0} req/s failed")),
+        (None, Some(Stopped::MaxTime)) => {
+            Some("at least: --max-time stopped the search before the precision".into())
+        }
+        (None, _) => Some("at least: interrupted before the precision".into()),
+    };
+    if let Some(n) = note {
+        let _ = write!(line, "; {n}");
+    }
+    if o.generator_limited(side) {
+        line.push_str(
+            "; GENERATOR-LIMITED: the loader sent late (lateness p99 over a tenth of the \
+             objective) or short of the schedule, it may have been the limit",
+        );
+    }
+    line
+}
+
+/// The human output: the table, the stop reason, the `Ceiling:` lines, B as % of A.
+pub fn render(o: &Outcome) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Ceiling search: {} for {} URL{}, each step {}, precision {:.1}%{}",
+        objective_text(o),
+        o.ceilings.len(),
+        if o.ceilings.len() == 1 {
+            ""
+        } else {
+            "s (A B A B ...)"
+        },
+        o.load,
+        o.precision * 100.0,
+        if o.max_errors > 0 {
+            format!(", up to {} errors a step", o.max_errors)
+        } else {
+            String::new()
+        }
+    );
+    for (i, c) in o.ceilings.iter().enumerate() {
+        let probe = c.probe_rate.map_or(String::new(), |p| {
+            format!(" (closed-loop probe {p:.0} req/s / 4)")
+        });
+        let _ = writeln!(
+            s,
+            "{}{}: from {:.0} req/s{probe}",
+            match side_name(o, i) {
+                "" => String::new(),
+                n => format!("{n} "),
+            },
+            c.url,
+            c.from
+        );
+    }
+    s.push_str("Latency corrected for coordinated omission; late = the loader's send lateness\n\n");
+    let rows = rows(o);
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| rows.iter().map(|r| r[c].len()).max().unwrap_or(0))
+        .collect();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (v, w))| {
+                if c + 1 == r.len() {
+                    v.clone()
+                } else {
+                    format!("{v:>w$}")
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "{}", cells.join("  "));
+    }
+    s.push('\n');
+    match o.stopped {
+        Some(Stopped::MaxTime) => {
+            let _ = writeln!(
+                s,
+                "Stopped at --max-time after {:.1}s",
+                o.elapsed.as_secs_f64()
+            );
+        }
+        Some(Stopped::Interrupted) => s.push_str("Interrupted (Ctrl-C): what was found so far\n"),
+        None => {}
+    }
+    for i in 0..o.ceilings.len() {
+        let _ = writeln!(s, "{}", ceiling_line(o, i));
+    }
+    if let Some(p) = b_of_a(o) {
+        let _ = writeln!(s, "B's ceiling is {p:.1}% of A's");
+    }
+    s
+}
+
+/// B's ceiling as % of A's (both found).
+pub fn b_of_a(o: &Outcome) -> Option<f64> {
+    let a = o.ceilings.first()?.rate()?;
+    let b = o.ceilings.get(1)?.rate()?;
+    (a > 0.0).then(|| b / a * 100.0)
+}
+
+/// 0 when every URL has a ceiling the loader did not limit, else 1.
+pub fn exit_code(o: &Outcome) -> i32 {
+    let ok = !o.ceilings.is_empty()
+        && (0..o.ceilings.len()).all(|i| o.ceilings[i].rate().is_some() && !o.generator_limited(i));
+    if ok {
+        0
+    } else {
+        1
+    }
+}
+
+fn step_value(o: &Outcome, s: &Step) -> Value {
+    let f = &s.figures;
+    json!({
+        "url": o.ceilings[s.side].url,
+        "side": side_name(o, s.side),
+        "offered": f.offered,
+        "achieved": f.achieved,
+        "objective_latency_ms": f.latency_us as f64 / 1000.0,
+        "errors": f.errors,
+        "send_lateness_p99_ms": f.lateness_p99_us as f64 / 1000.0,
+        "verdict": format!("{:?}", s.verdict).to_lowercase(),
+        "generator_limited": s.generator_limited,
+        "rerun": s.rerun,
+        "loader_cpu_percent": s.loader_cpu_percent(),
+        "loader_cpu": s.loader_cpu.map(|t| json!({
+            "user_us": t.user.as_micros() as u64,
+            "system_us": t.system.as_micros() as u64,
+        })),
+        "wall_s": s.wall.as_secs_f64(),
+        "watched_cpu": o.watch_pids.iter().enumerate().map(|(i, pid)| {
+            let t = s.watched.get(i).copied().flatten();
+            json!({
+                "pid": pid,
+                "user_us": t.map(|t| t.user.as_micros() as u64),
+                "system_us": t.map(|t| t.system.as_micros() as u64),
+                "us_per_request": s.watched_us_per_request(i),
+            })
+        }).collect::<Vec<_>>(),
+        // Every figure of the step's run, its histograms included.
+        "run": json::run_value(&s.result),
+    })
+}
+
+/// The `--json` document: the objective, every step with its histograms, each URL's ceiling.
+pub fn document(o: &Outcome, sys: &SysInfo) -> Value {
+    json!({
+        "schema": SCHEMA,
+        "objective": {
+            "percentile": o.objective.quantile * 100.0,
+            "limit_ms": o.objective.limit_us as f64 / 1000.0,
+            "max_errors": o.max_errors,
+        },
+        "precision": o.precision,
+        "upper": o.upper,
+        "load": o.load,
+        "elapsed_s": o.elapsed.as_secs_f64(),
+        "stopped": o.stopped.map(|s| match s {
+            Stopped::MaxTime => "max-time",
+            Stopped::Interrupted => "interrupted",
+        }),
+        "watch_pids": o.watch_pids,
+        "urls": o.ceilings.iter().enumerate().map(|(i, c)| json!({
+            "url": c.url,
+            "from": c.from,
+            "probe_rate": c.probe_rate,
+            "ceiling": c.rate(),
+            "lowest_failure": c.search.lowest_failure(),
+            "end": c.end().map(|e| format!("{e:?}").to_lowercase()),
+            "generator_limited": o.generator_limited(i),
+        })).collect::<Vec<_>>(),
+        "b_percent_of_a": b_of_a(o),
+        "steps": o.steps.iter().map(|s| step_value(o, s)).collect::<Vec<_>>(),
+        "exit_code": exit_code(o),
+        "context": serde_json::to_value(sys).unwrap_or(Value::Null),
+    })
+}

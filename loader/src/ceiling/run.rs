@@ -1,0 +1,356 @@
+//! Running the search: the probe, the steps (A B A B in lockstep), `--max-time` and Ctrl-C.
+
+use super::search::{self, End, Objective, Plan, Search, StepFigures, Verdict};
+use super::{CeilingArgs, DEFAULT_STEP, DEFAULT_WARMUP, PROBE};
+use crate::procstat::{self, CpuTimes};
+use crate::{LoadError, RunOptions, RunResult};
+use shared::shutdown::ShutdownFlag;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Times in a row a failing generator-limited step is run again before its verdict counts.
+pub const RERUNS: u32 = 2;
+
+/// One step of one URL.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// Index of the URL (0: A, 1: B).
+    pub side: usize,
+    pub figures: StepFigures,
+    pub verdict: Verdict,
+    pub generator_limited: bool,
+    /// A failing generator-limited step that was run again: its verdict did not count.
+    pub rerun: bool,
+    pub result: RunResult,
+    /// The loader's CPU time over the whole step (warm-up and drain included), and that
+    /// step's wall time.
+    pub loader_cpu: Option<CpuTimes>,
+    pub wall: Duration,
+    /// Each watched process's CPU time over the whole step.
+    pub watched: Vec<Option<CpuTimes>>,
+}
+
+impl Step {
+    /// The loader's CPU use over the step, in % of one core.
+    pub fn loader_cpu_percent(&self) -> Option<f64> {
+        let cpu = self.loader_cpu?;
+        let wall = self.wall.as_secs_f64();
+        (wall > 0.0).then(|| cpu.total().as_secs_f64() / wall * 100.0)
+    }
+
+    /// Requests the target answered during the whole step: the measured ones plus the
+    /// warm-up's, estimated at the achieved rate (the warm-up runs at the step's rate).
+    fn served_estimate(&self) -> f64 {
+        let r = &self.result;
+        let warm = r.warmup.unwrap_or_default().as_secs_f64();
+        r.totals.completed as f64 + self.figures.achieved * warm
+    }
+
+    /// A watched process's CPU µs (user + kernel) per request answered in the step.
+    pub fn watched_us_per_request(&self, i: usize) -> Option<f64> {
+        let cpu = self.watched.get(i).copied().flatten()?;
+        let n = self.served_estimate();
+        (n > 0.0).then(|| cpu.total().as_secs_f64() * 1e6 / n)
+    }
+}
+
+/// Why the search stopped before every URL's search was done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    MaxTime,
+    Interrupted,
+}
+
+/// What the search found for one URL.
+#[derive(Debug, Clone)]
+pub struct Ceiling {
+    pub url: String,
+    /// The first rate (`--from` or the probe's / 4).
+    pub from: f64,
+    /// The closed-loop probe's rate, when it ran.
+    pub probe_rate: Option<f64>,
+    pub search: Search,
+}
+
+impl Ceiling {
+    /// The highest passing rate.
+    pub fn rate(&self) -> Option<f64> {
+        self.search.ceiling()
+    }
+
+    pub fn end(&self) -> Option<End> {
+        match self.search.phase() {
+            search::Phase::Done(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// Everything a search measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub objective: Objective,
+    pub max_errors: u64,
+    pub precision: f64,
+    pub upper: Option<f64>,
+    pub ceilings: Vec<Ceiling>,
+    /// In the order run.
+    pub steps: Vec<Step>,
+    pub watch_pids: Vec<u32>,
+    pub stopped: Option<Stopped>,
+    /// "-d 5s after 1s of warm-up, -c 50, keep-alive".
+    pub load: String,
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// The steps of URL `side`, in the order run.
+    pub fn steps_of(&self, side: usize) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(move |s| s.side == side)
+    }
+
+    /// Whether URL `side`'s ceiling rests on a generator-limited step: the failure that bounds
+    /// it (after its reruns) was one, so the loader, not the target, may have failed it. A
+    /// generator-limited step that passed is no doubt: the target did at least that well.
+    pub fn generator_limited(&self, side: usize) -> bool {
+        let bound = self.ceilings[side].search.lowest_failure();
+        self.steps_of(side).any(|s| {
+            !s.rerun
+                && s.generator_limited
+                && !s.verdict.passed()
+                && Some(s.figures.offered) == bound
+        })
+    }
+}
+
+/// The step's options: the load flags with the rate, the duration and the warm-up set.
+fn step_options(base: &RunOptions, rate: f64, d: Duration, warmup: Duration) -> RunOptions {
+    let mut o = base.clone();
+    o.rate = Some(rate);
+    o.duration = Some(d);
+    o.requests = None;
+    o.warmup = (!warmup.is_zero()).then_some(warmup);
+    o.quiet = true;
+    o.json = None;
+    o.plot = None;
+    o
+}
+
+/// The throughput the target delivered: every response of the step over the time it took to
+/// get them all, the load period plus the drain after it. A target that keeps up answers the
+/// last requests within their usual latency, so the drain adds a few milliseconds; one that
+/// queues what it cannot serve answers the queue during the drain, at its own pace, and its
+/// figure comes out at that pace, not at the rate it was offered. (Counting only the answers
+/// received before the stop would do the same but is too coarse for short steps: one request
+/// in flight at the stop is 5% of a 20-request step.)
+pub fn achieved_in_step(r: &RunResult) -> f64 {
+    let s = r.elapsed.as_secs_f64() + r.drain.map_or(0.0, |d| d.took.as_secs_f64());
+    if s <= 0.0 {
+        return 0.0;
+    }
+    r.totals.completed as f64 / s
+}
+
+/// The figures the verdict reads.
+pub fn figures_of(r: &RunResult, offered: f64, obj: &Objective) -> StepFigures {
+    let late = &r.hist.send_lateness;
+    StepFigures {
+        offered,
+        achieved: achieved_in_step(r),
+        latency_us: if r.hist.total.is_empty() {
+            0
+        } else {
+            r.hist.total.value_at_quantile(obj.quantile)
+        },
+        errors: r.totals.failures.total(),
+        lateness_p99_us: if late.is_empty() {
+            0
+        } else {
+            late.value_at_quantile(0.99)
+        },
+    }
+}
+
+/// Run one step and judge it. `None`: Ctrl-C cut it short (no verdict).
+fn run_step(
+    opts: &RunOptions,
+    side: usize,
+    rate: f64,
+    args: &CeilingArgs,
+    obj: &Objective,
+    stop: &Arc<ShutdownFlag>,
+) -> Result<Option<Step>, LoadError> {
+    let before: Vec<_> = args
+        .watch_pid
+        .iter()
+        .map(|&p| procstat::cpu_times(p).ok())
+        .collect();
+    let self_before = procstat::self_cpu_times().ok();
+    let t0 = Instant::now();
+    let result = crate::run(opts, stop.clone())?;
+    let wall = t0.elapsed();
+    let self_after = procstat::self_cpu_times().ok();
+    if result.interrupted {
+        return Ok(None);
+    }
+    let watched = args
+        .watch_pid
+        .iter()
+        .zip(before)
+        .map(|(&p, b)| Some(procstat::cpu_times(p).ok()?.since(&b?)))
+        .collect();
+    let figures = figures_of(&result, rate, obj);
+    let s = result.elapsed.as_secs_f64();
+    let sent = if s > 0.0 {
+        result.totals.attempts as f64 / s
+    } else {
+        0.0
+    };
+    let in_flight = figures.achieved * result.hist.uncorrected.mean() / 1e6;
+    let conns = opts.connections * opts.pipeline;
+    let verdict = search::judge(&figures, obj, args.max_errors);
+    let step_length = opts.duration.unwrap_or_default();
+    Ok(Some(Step {
+        side,
+        verdict,
+        generator_limited: search::generator_limited(figures.lateness_p99_us, obj)
+            || search::sent_short(sent, rate, in_flight, conns)
+            || (verdict == Verdict::Rate
+                && search::late_for_the_rate(figures.lateness_p99_us, step_length)),
+        rerun: false,
+        figures,
+        result,
+        loader_cpu: self_before.zip(self_after).map(|(b, a)| a.since(&b)),
+        wall,
+        watched,
+    }))
+}
+
+/// The closed-loop probe: its rate, or an error when nothing came back.
+fn probe(base: &RunOptions, d: Duration, stop: &Arc<ShutdownFlag>) -> Result<f64, LoadError> {
+    let mut o = step_options(base, 1.0, d, Duration::ZERO);
+    o.rate = None;
+    o.spin = false;
+    let r = crate::run(&o, stop.clone())?;
+    let rate = r.rate();
+    if rate > 0.0 {
+        Ok(rate)
+    } else {
+        Err(LoadError::Invalid(format!(
+            "the closed-loop probe of {} got no response ({} failed): give --from to search anyway",
+            base.urls[0].url,
+            r.totals.failures.total()
+        )))
+    }
+}
+
+/// "-d 5s after 1s of warm-up, -c 50, keep-alive".
+fn describe(o: &RunOptions, d: Duration, warmup: Duration) -> String {
+    let f = shared::units::format_duration;
+    format!(
+        "-d {} after {} of warm-up, -c {}, {}{}",
+        f(d),
+        f(warmup),
+        o.connections,
+        if o.close { "--close" } else { "keep-alive" },
+        if o.spin { ", --spin" } else { "" }
+    )
+}
+
+/// Run the search for every side (one `RunOptions` per URL). `log` gets one line per step.
+pub fn run_search(
+    args: &CeilingArgs,
+    sides: &[RunOptions],
+    stop: Arc<ShutdownFlag>,
+    mut log: impl FnMut(&str),
+) -> Result<Outcome, LoadError> {
+    let start = Instant::now();
+    let obj = args
+        .objective()
+        .ok_or_else(|| LoadError::Invalid("give one objective: --p99, --p999 or --p50".into()))?;
+    let d = args.load.duration.unwrap_or(DEFAULT_STEP);
+    let warmup = args.load.warmup.unwrap_or(DEFAULT_WARMUP.min(d / 2));
+    let mut out = Outcome {
+        objective: obj,
+        max_errors: args.max_errors,
+        precision: args.precision,
+        upper: args.upper,
+        ceilings: Vec::new(),
+        steps: Vec::new(),
+        watch_pids: args.watch_pid.clone(),
+        stopped: None,
+        load: describe(&sides[0], d, warmup),
+        elapsed: Duration::ZERO,
+    };
+    let over_time = |needed: Duration| start.elapsed() + needed > args.max_time;
+    for o in sides {
+        let (from, probe_rate) = match args.from {
+            Some(f) => (f, None),
+            None => {
+                let pd = PROBE.min(d);
+                if over_time(pd) {
+                    out.stopped = Some(Stopped::MaxTime);
+                    out.elapsed = start.elapsed();
+                    return Ok(out);
+                }
+                let r = probe(o, pd, &stop)?;
+                log(&format!(
+                    "probe {}: {r:.0} req/s closed loop",
+                    o.urls[0].url
+                ));
+                (search::whole(r / 4.0), Some(r))
+            }
+        };
+        let mut plan = Plan::new(from);
+        plan.upper = args.upper;
+        plan.precision = args.precision;
+        out.ceilings.push(Ceiling {
+            url: o.urls[0].url.clone(),
+            from,
+            probe_rate,
+            search: Search::new(plan),
+        });
+    }
+    let mut reruns = vec![0u32; sides.len()];
+    'search: loop {
+        let mut ran = false;
+        for (side, o) in sides.iter().enumerate() {
+            let Some(rate) = out.ceilings[side].search.next_rate() else {
+                continue;
+            };
+            if stop.is_set() {
+                out.stopped = Some(Stopped::Interrupted);
+                break 'search;
+            }
+            if over_time(warmup + d) {
+                out.stopped = Some(Stopped::MaxTime);
+                break 'search;
+            }
+            let opts = step_options(o, rate, d, warmup);
+            let Some(mut step) = run_step(&opts, side, rate, args, &obj, &stop)? else {
+                out.stopped = Some(Stopped::Interrupted);
+                break 'search;
+            };
+            log(&super::report::step_line(&out, &step));
+            // A failure the loader may have caused says nothing about the target: the same
+            // rate runs again (it comes back next round), up to RERUNS times in a row.
+            let failed_by_loader = step.generator_limited && !step.verdict.passed();
+            if failed_by_loader && reruns[side] < RERUNS {
+                reruns[side] += 1;
+                step.rerun = true;
+            } else {
+                reruns[side] = 0;
+                out.ceilings[side]
+                    .search
+                    .record(rate, step.verdict.passed());
+            }
+            out.steps.push(step);
+            ran = true;
+        }
+        if !ran {
+            break;
+        }
+    }
+    out.elapsed = start.elapsed();
+    Ok(out)
+}
