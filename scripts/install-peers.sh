@@ -16,6 +16,7 @@ declare -A PKG=(
   [ab]=apache2-utils
   [h2load]=nghttp2-client
   [taskset]=util-linux
+  [jq]=jq
 )
 
 # module file -> Debian package: nginx's set_random (the seeds' openresty directive) for the

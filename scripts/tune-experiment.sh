@@ -11,7 +11,7 @@
 # with the open-file limit of A (rlimit.nofile, as `ulimit -n`), apply B, run again with B's,
 # revert (also on failure or Ctrl-C). ROUNDS, DURATION, CONNS and BODY pass to experiment.sh;
 # both runs' JSON documents are kept in OUT (default target/tune-experiment/<UTC time>/).
-# Needs root (it writes sysctls) and jq (the table). Environment: see scripts/sysctl/lib.sh.
+# Needs root (it writes sysctls) and jq (the table; scripts/install-peers.sh installs it). Environment: see scripts/sysctl/lib.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR
