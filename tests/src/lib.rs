@@ -436,6 +436,23 @@ impl CountingAlloc {
     pub fn count(&self) -> u64 {
         self.count.load(std::sync::atomic::Ordering::Relaxed)
     }
+
+    /// Assert that a path allocates nothing per request: `run(k)` does k requests, once with
+    /// `n` and once with `10 * n`; the 9 n more requests may cost at most `slack` more
+    /// allocations (a per-request allocation would add at least 9 n).
+    pub fn assert_flat(&self, n: u64, slack: u64, mut run: impl FnMut(u64)) {
+        let a0 = self.count();
+        run(n);
+        let a1 = self.count();
+        run(10 * n);
+        let a2 = self.count();
+        let (short, long) = (a1 - a0, a2 - a1);
+        assert!(
+            long <= short + slack,
+            "allocations grow with requests: {short} for {n}, {long} for {}",
+            10 * n
+        );
+    }
 }
 
 impl Default for CountingAlloc {

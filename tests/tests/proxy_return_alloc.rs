@@ -55,19 +55,7 @@ fn return_allocates_nothing_per_request() {
     let mut buf = [0u8; 4096];
     // Warm up: buffers, pools and timers reach their steady size.
     requests(&mut s, &mut buf, 500);
-    let n = 1_000;
-    let a0 = GLOBAL.count();
-    requests(&mut s, &mut buf, n);
-    let a1 = GLOBAL.count();
-    requests(&mut s, &mut buf, 10 * n);
-    let a2 = GLOBAL.count();
-    let (short, long) = (a1 - a0, a2 - a1);
-    // 9,000 more requests: a per-request allocation would add at least 9,000.
-    assert!(
-        long <= short + 200,
-        "allocations grow with requests: {short} for {n}, {long} for {}",
-        10 * n
-    );
+    GLOBAL.assert_flat(1_000, 200, |k| requests(&mut s, &mut buf, k as usize));
     drop(s);
     p.shutdown().unwrap();
 }
