@@ -9,13 +9,13 @@ use crate::io::{read_more, write_all};
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
-use monoio::net::TcpStream;
 use monoio::time::Instant;
+use shared::stream::Stream;
 use std::time::Duration;
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
-pub async fn run(w: &ProxyWorker, client: TcpStream, upstream: TcpStream) {
+pub async fn run(w: &ProxyWorker, client: Stream, upstream: Stream) {
     let idle = w.cfg.timeouts.read;
     let send = w.cfg.timeouts.send;
     let (mut cr, mut cw) = client.into_split();
