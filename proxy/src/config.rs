@@ -64,6 +64,12 @@ pub struct Config {
 /// print these, as nginx prints `[warn]` lines.
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
+    for l in &cfg.listeners {
+        if let Some(t) = &l.tls {
+            let w = t.built.warnings.iter();
+            out.extend(w.map(|m| format!("{}: listen {}: {m}", cfg.source, l.addr)));
+        }
+    }
     for (i, r) in cfg.routes.iter().enumerate() {
         if let Action::Static(site) = &r.action {
             if !site.root.is_dir() {
@@ -190,6 +196,17 @@ pub struct Listener {
     pub addr: SocketAddr,
     /// listen(2) backlog. Default 4096.
     pub backlog: u32,
+    /// HTTPS: what the listener serves. `None`: plain HTTP.
+    pub tls: Option<ListenerTls>,
+}
+
+/// A TLS listener: the files, and the server configuration built from them (one `Arc` for
+/// every worker: the session ticket keys and the session cache are shared). A reload builds
+/// it again with `shared::tls::server::server_config(&spec)`.
+#[derive(Debug, Clone)]
+pub struct ListenerTls {
+    pub spec: shared::tls::server::ServerTlsSpec,
+    pub built: shared::tls::server::ServerTls,
 }
 
 /// How a group spreads requests. One spelling (kebab-case) for the file and `--balance`.

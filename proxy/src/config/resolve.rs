@@ -10,14 +10,15 @@ use super::schema::{
     FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
 };
 use super::{
-    validate, Action, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
-    UpstreamGroup, DEFAULT_BACKLOG,
+    validate, Action, Config, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route, Server,
+    Timeouts, UpstreamGroup, DEFAULT_BACKLOG,
 };
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
 use shared::config::ConfigError;
 use shared::http::Limits;
 use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
+use shared::tls::server::{server_config, CertFiles, ServerTlsSpec, SniCert};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,8 @@ pub enum Error {
 pub struct Overrides {
     /// `--listen`: replaces every `[[listen]]` when not empty.
     pub listen: Vec<SocketAddr>,
+    /// `--tls-cert` and `--tls-key`: every listener serves HTTPS with them.
+    pub tls: Option<CertFiles>,
     /// Every other flag given, applied in order to the resolved config.
     pub edits: Vec<Edit>,
 }
@@ -184,6 +187,7 @@ impl Resolver<'_> {
                     let l = Listener {
                         addr: e.get_ref().addr,
                         backlog: e.get_ref().backlog.get(),
+                        tls: None,
                     };
                     let key = format!("listen[{i}].addr");
                     (
@@ -194,7 +198,7 @@ impl Resolver<'_> {
                         },
                     )
                 })
-                .collect()
+                .collect::<Vec<_>>()
         } else {
             let flags = self.overrides.listen.iter();
             flags
@@ -202,6 +206,7 @@ impl Resolver<'_> {
                     let l = Listener {
                         addr,
                         backlog: DEFAULT_BACKLOG,
+                        tls: None,
                     };
                     (l, At::Flag("--listen", addr.to_string()))
                 })
@@ -212,14 +217,74 @@ impl Resolver<'_> {
             return Err(self.error(At::Missing("listen"), m.into()));
         }
         let mut out: Vec<Listener> = Vec::with_capacity(given.len());
-        for (l, at) in given {
+        for (i, (mut l, at)) in given.into_iter().enumerate() {
             // Port 0 asks for any free port: several are fine.
             if l.addr.port() != 0 && out.iter().any(|o| o.addr == l.addr) {
                 return Err(self.error(at, format!("{} is already listed", l.addr)));
             }
+            l.tls = self.listener_tls(i)?;
             out.push(l);
         }
         Ok(out)
+    }
+
+    /// Listener `i`'s TLS: `--tls-cert`/`--tls-key` for every listener, else its `tls` table
+    /// (file mode without `--listen`). Files are loaded and checked here, so `--check-config`
+    /// and the start name the file and the problem.
+    fn listener_tls(&self, i: usize) -> Result<Option<ListenerTls>, Error> {
+        let (spec, at) = if let Some(files) = &self.overrides.tls {
+            let spec = ServerTlsSpec {
+                default: files.clone(),
+                sni: Vec::new(),
+            };
+            let at = At::Flag("--tls-cert", files.cert.display().to_string());
+            (spec, at)
+        } else if self.overrides.listen.is_empty() {
+            let e = &self.file.listen[i];
+            let Some(t) = &e.get_ref().tls else {
+                return Ok(None);
+            };
+            let base = self.base_dir();
+            let files = |cert: &Path, key: &Path| CertFiles {
+                cert: absolute(&base.join(cert)),
+                key: absolute(&base.join(key)),
+            };
+            let spec = ServerTlsSpec {
+                default: files(&t.cert, &t.key),
+                sni: t
+                    .sni
+                    .iter()
+                    .map(|s| SniCert {
+                        names: s.names.clone(),
+                        files: files(&s.cert, &s.key),
+                    })
+                    .collect(),
+            };
+            let key = format!("listen[{i}].tls");
+            (
+                spec,
+                At::Value {
+                    key,
+                    span: e.span(),
+                },
+            )
+        } else {
+            return Ok(None);
+        };
+        let built = server_config(&spec).map_err(|m| self.error(at, m))?;
+        Ok(Some(ListenerTls { spec, built }))
+    }
+
+    /// The config file's folder (the working directory for the command line): what relative
+    /// paths in the file are relative to.
+    fn base_dir(&self) -> PathBuf {
+        match &self.file.origin {
+            Origin::File { name, .. } => Path::new(name)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+            Origin::CommandLine => PathBuf::new(),
+        }
     }
 
     /// The groups; none is fine when no route proxies (`routes` says what is missing).
@@ -420,13 +485,7 @@ impl Resolver<'_> {
     /// (`config::warnings`): it may be created after the start.
     fn static_site(&self, e: &Spanned<StaticEntry>) -> StaticSite {
         let s = e.get_ref();
-        let base = match &self.file.origin {
-            Origin::File { name, .. } => Path::new(name)
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default(),
-            Origin::CommandLine => PathBuf::new(),
-        };
+        let base = self.base_dir();
         StaticSite {
             root: absolute(&base.join(&s.root)),
             index: s.index.clone(),

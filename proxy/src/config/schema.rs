@@ -21,7 +21,7 @@ use shared::units::serde_units::{de_positive_duration, scalar, size_of, Scalar, 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::{NonZeroU16, NonZeroU32, NonZeroU64, NonZeroUsize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -95,6 +95,28 @@ pub struct ListenEntry {
     pub addr: SocketAddr,
     #[serde(default = "default_backlog")]
     pub backlog: NonZeroU32,
+    /// HTTPS: `tls = { cert = "...", key = "...", sni = [...] }`.
+    #[serde(default)]
+    pub tls: Option<TlsEntry>,
+}
+
+/// A listener's `tls` table: the default certificate and key, and certificates by SNI name.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsEntry {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    #[serde(default)]
+    pub sni: Vec<SniEntry>,
+}
+
+/// `{ names = ["a.example", "*.example"], cert = "...", key = "..." }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SniEntry {
+    pub names: Vec<String>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// `[upstream.NAME]`.

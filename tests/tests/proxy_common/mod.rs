@@ -26,6 +26,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         listeners: vec![Listener {
             addr: "127.0.0.1:0".parse().unwrap(),
             backlog: 128,
+            tls: None,
         }],
         groups: vec![group("default", origins)],
         routes: vec![Route {
