@@ -10,6 +10,7 @@
 //!   socket the worker's driver awaits.
 //! - [`counter`]: single-writer counters, written by their worker and read by anyone.
 //! - [`base64`]: standard base64, for the WebSocket handshake and the loader's JSON.
+//! - [`tls`]: TLS client configuration (rustls + ring): trust, `--cacert` rule, resumption.
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
@@ -24,4 +25,5 @@ pub mod net;
 pub mod origin;
 pub mod runtime;
 pub mod shutdown;
+pub mod tls;
 pub mod units;
