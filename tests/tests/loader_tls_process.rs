@@ -61,7 +61,10 @@ fn an_unverified_certificate_is_one_line_and_exit_1() {
         stdout.contains("(Connect: 6, Receive: 0, Length: 0, Exceptions: 0)"),
         "{stdout}"
     );
-    assert!(stdout.contains("TLS handshakes: 0 full, 0 resumed"), "{stdout}");
+    assert!(
+        stdout.contains("TLS handshakes: 0 full, 0 resumed"),
+        "{stdout}"
+    );
     let why: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains("TLS handshake with localhost"))
@@ -122,10 +125,16 @@ fn handshake_figures_in_json_and_merged_over_shards() {
     let merged = dir.join("merged.json");
     let mut args = vec!["merge", "--json", merged.to_str().unwrap()];
     args.extend(files.iter().map(|f| f.to_str().unwrap()));
-    let out = Command::new(tests::bin("loader")).args(&args).output().unwrap();
+    let out = Command::new(tests::bin("loader"))
+        .args(&args)
+        .output()
+        .unwrap();
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
-    assert!(stdout.contains("TLS handshakes: 2 full, 8 resumed"), "{stdout}");
+    assert!(
+        stdout.contains("TLS handshakes: 2 full, 8 resumed"),
+        "{stdout}"
+    );
     assert!(stdout.contains("msecs/tls-handshake: "), "{stdout}");
     let m = json(&merged);
     assert_eq!(m["tls"]["full_handshakes"], 2);
@@ -136,6 +145,9 @@ fn handshake_figures_in_json_and_merged_over_shards() {
         .iter()
         .map(|f| json(f)["tls"]["msecs_handshake"]["max"].as_f64().unwrap())
         .fold(0.0, f64::max);
-    assert_eq!(m["tls"]["msecs_handshake"]["max"].as_f64().unwrap(), shard_max);
+    assert_eq!(
+        m["tls"]["msecs_handshake"]["max"].as_f64().unwrap(),
+        shard_max
+    );
     assert_eq!(server.stats.get(), (10, 10, 2, 8));
 }

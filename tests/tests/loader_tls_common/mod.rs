@@ -153,10 +153,8 @@ fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats) {
     let mut chunk = [0u8; 4096];
     let mut counted = false;
     loop {
-        let n = match tls.read(&mut chunk) {
-            Ok(n) => n,
-            Err(_) => 0,
-        };
+        // An error (a reset, a failed handshake) ends the connection like EOF.
+        let n = tls.read(&mut chunk).unwrap_or_default();
         if !counted && !tls.conn.is_handshaking() {
             counted = true;
             match tls.conn.handshake_kind() {
