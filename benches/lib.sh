@@ -232,9 +232,11 @@ to_us() {
 # load_wrk CORE CONNS DURATION URL: keep-alive load, one thread, bounded by DURATION.
 load_wrk() {
     local core=$1 conns=$2 dur=$3 url=$4 r
+    # Extra wrk flags (WRK_FLAGS, an array), e.g. (-H 'Connection: close').
+    local -a extra=(${WRK_FLAGS[@]+"${WRK_FLAGS[@]}"})
     LOAD_OUT="$BENCH_TMP/load.out"
     r=$(bench_run_timed "$LOAD_OUT" timeout --kill-after=5 "$(($(dur_s "$dur") + 30))" \
-        taskset -c "$core" wrk -t1 -c"$conns" -d"$dur" --latency "$url")
+        taskset -c "$core" wrk -t1 -c"$conns" -d"$dur" --latency ${extra[@]+"${extra[@]}"} "$url")
     [ "${r%% *}" = 0 ] || return 1
     awk -v cpu="${r#* }" '
         /Requests\/sec:/ { rps = $2 }

@@ -56,15 +56,10 @@ pub struct ServerTls {
     pub warnings: Vec<String>,
 }
 
-/// The crypto provider: ring (it builds with the Rust toolchain alone).
-pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
 /// Build the server configuration `spec` describes; `Err`: one line naming the file and the
 /// problem.
 pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
-    let provider = provider();
+    let provider = super::provider();
     let mut warnings = Vec::new();
     let default = Arc::new(load_pair(&spec.default, &provider, &mut warnings)?);
     let mut resolver = SniResolver {
@@ -136,12 +131,12 @@ fn load_pair(
         .key_provider
         .load_private_key(key)
         .map_err(|e| format!("key file {}: unusable key: {e}", f.key.display()))?;
-    if let Some(end) = super::validity::not_after(&chain[0]) {
-        if end < super::validity::now_unix() {
+    if let Some(v) = super::validity::Validity::of(&chain[0]) {
+        if v.not_after < now_unix() {
             warnings.push(format!(
                 "certificate {} expired on {} (clients will refuse it)",
                 f.cert.display(),
-                super::validity::date(end)
+                date(v.not_after)
             ));
         }
     }
@@ -214,5 +209,35 @@ impl SniResolver {
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         Some(self.pick(hello.server_name()))
+    }
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// `YYYY-MM-DD` of Unix seconds (Howard Hinnant's civil-from-days).
+fn date(secs: i64) -> String {
+    let z = secs.div_euclid(86400) + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn dates() {
+        assert_eq!(super::date(1709208000), "2024-02-29");
+        assert_eq!(super::date(0), "1970-01-01");
+        assert_eq!(super::date(2524607999), "2049-12-31");
     }
 }
