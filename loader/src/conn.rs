@@ -483,6 +483,9 @@ impl Session<'_> {
         slot.connecting.set(false);
         slot.now.set(t2);
         w.connected(connect_us, tls);
+        if tls.is_some() {
+            w.note_tls(url, &stream);
+        }
         let mut q = slot.inflight.borrow_mut();
         if let Some(e) = q.front_mut() {
             e.opened = true;

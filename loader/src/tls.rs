@@ -58,6 +58,25 @@ impl WorkerTls {
     }
 }
 
+/// ab's "SSL/TLS Protocol" of a session: `TLSv1.3, TLS13_AES_128_GCM_SHA256, X25519, ALPN
+/// http/1.1`.
+pub fn describe(session: &rustls::Connection) -> String {
+    let version = session
+        .protocol_version()
+        .map_or("?".to_string(), |v| format!("{v:?}").replace('_', "."));
+    let suite = session
+        .negotiated_cipher_suite()
+        .map_or("?".to_string(), |c| format!("{:?}", c.suite()));
+    let mut s = format!("{version}, {suite}");
+    if let Some(kx) = session.negotiated_key_exchange_group() {
+        s += &format!(", {:?}", kx.name());
+    }
+    if let Some(alpn) = session.alpn_protocol() {
+        s += &format!(", ALPN {}", String::from_utf8_lossy(alpn));
+    }
+    s
+}
+
 /// The server name of an `https://` URL's host: a DNS name, or an IP address (no SNI is sent
 /// for an address; the certificate must name the address).
 pub fn server_name(host: &str) -> Result<ServerName<'static>, String> {

@@ -84,6 +84,14 @@ fn keep_alive_counts_are_exact_over_https() {
         assert_eq!(r.hist.connect_per_connection.len(), 4);
         let text = loader::report::render(&r);
         assert!(text.contains("msecs/tls-handshake: "), "{text}");
+        // ab's line: the test server speaks TLS 1.3 and picks the client's first suite.
+        let proto = r.tls_protocol.as_deref().unwrap_or("");
+        assert!(proto.starts_with("TLSv1.3, TLS13_"), "{proto}");
+        assert!(proto.ends_with(", ALPN http/1.1"), "{proto}");
+        assert!(
+            text.contains(&format!("SSL/TLS Protocol:       {proto}\n")),
+            "{text}"
+        );
         assert!(
             text.contains(&format!(
                 "TLS handshakes: {} full, {} resumed",
