@@ -90,7 +90,7 @@ impl Acceptor for TlsListener {
 
 impl Acceptor for ProxyWorker {
     fn has_slot(&self) -> bool {
-        self.active() < self.cfg.limits.max_connections.max(1)
+        self.active() < self.max_connections()
     }
 
     async fn slot_freed(&self) {
