@@ -16,6 +16,7 @@ use crate::config::Action;
 use crate::error::{Fault, ProxyError};
 use crate::exchange::{self, Next};
 use crate::forward::{prepare_request, Dispatch, IpText, RequestInfo};
+use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
@@ -37,6 +38,9 @@ use std::time::Duration;
 /// by every request on it.
 pub struct ClientConn {
     pub w: Rc<ProxyWorker>,
+    /// The generation of the request being served (of the last one between requests): taken
+    /// from the worker when a head is parsed, used until the exchange ends.
+    pub g: Rc<Generation>,
     pub stream: Stream,
     pub ip: IpText,
     /// Bytes read from the client and not yet consumed.
@@ -51,17 +55,23 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
     serve_stream(w, Stream::from(stream), peer, guard).await
 }
 
-/// An HTTPS client: the handshake first, in this task, under the header timeout; then the
-/// requests as on a plain connection. A failed handshake (or plain HTTP, answered with
-/// nginx's 400) is counted, never logged.
+/// An HTTPS client of listener `listener`: the handshake first, in this task, under the
+/// header timeout, with the certificates of the current generation (a reload's new ones
+/// apply to new handshakes; `start` is the listener's own, should a reload have dropped its
+/// TLS); then the requests as on a plain connection. A failed handshake (or plain HTTP,
+/// answered with nginx's 400) is counted, never logged.
 pub async fn serve_tls(
     w: Rc<ProxyWorker>,
     tcp: TcpStream,
     peer: SocketAddr,
     guard: ConnGuard,
-    tls: Arc<ServerConfig>,
+    (listener, start): (usize, Arc<ServerConfig>),
 ) {
-    let deadline = Instant::now() + w.cfg.timeouts.header;
+    let g = w.generation();
+    let tls = g.cfg.listeners.get(listener).and_then(|l| l.tls.as_ref());
+    let tls = tls.map_or(start, |t| t.built.config.clone());
+    let t = &g.cfg.timeouts;
+    let deadline = Instant::now() + t.header;
     let stream = match monoio::time::timeout_at(deadline, accept(tcp, tls)).await {
         Ok(Ok(t)) => {
             w.stats.tls_handshakes.incr();
@@ -73,21 +83,22 @@ pub async fn serve_tls(
         Ok(Err(AcceptFail::NotTls(tcp))) => {
             w.stats.tls_failed.incr();
             w.stats.tls_plain_http.incr();
-            return plain_http_to_tls_port(&w, tcp).await;
+            return plain_http_to_tls_port(t.send, tcp).await;
         }
         // Failed or timed out: dropping the handshake closed the connection.
         Ok(Err(AcceptFail::Failed(_))) | Err(_) => return w.stats.tls_failed.incr(),
     };
+    drop(g);
     serve_stream(w, stream, peer, guard).await
 }
 
 /// nginx's answer to plain HTTP on an HTTPS port: 400, then a lingering close.
-async fn plain_http_to_tls_port(w: &ProxyWorker, mut tcp: TcpStream) {
+async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
     use monoio::io::AsyncWriteRentExt;
     const ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
         Content-Length: 47\r\nConnection: close\r\n\r\n\
         The plain HTTP request was sent to HTTPS port\r\n";
-    let sent = monoio::time::timeout(w.cfg.timeouts.send, tcp.write_all(ANSWER)).await;
+    let sent = monoio::time::timeout(send, tcp.write_all(ANSWER)).await;
     if !matches!(sent, Ok((Ok(_), _))) {
         return;
     }
@@ -110,6 +121,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
     ip.set_https(stream.is_tls());
     let mut c = ClientConn {
         w: w.clone(),
+        g: w.generation(),
         stream,
         ip,
         cin: bufs.cin,
@@ -119,6 +131,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
     let end = requests(&mut c).await;
     let ClientConn {
         stream,
+        g,
         cin,
         uout,
         cout,
@@ -126,7 +139,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
     } = c;
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
     match end {
-        End::Tunnel(up) => crate::tunnel::run(&w, stream, up).await,
+        End::Tunnel(up) => crate::tunnel::run(&g.cfg.timeouts, stream, up).await,
         End::Finished => stream.close_now(),
         End::Close => {}
     }
@@ -141,6 +154,16 @@ enum End {
     Finished,
     /// A WebSocket upgrade: relay bytes with this upstream connection.
     Tunnel(Stream),
+}
+
+impl ClientConn {
+    /// Move to the worker's current generation if a reload replaced ours (no reference count
+    /// touched when it did not). Only between requests: the one in flight keeps its own.
+    fn take_current_generation(&mut self) {
+        if !self.w.is_current(&self.g) {
+            self.g = self.w.generation();
+        }
+    }
 }
 
 /// Serve requests until the connection is done.
@@ -163,7 +186,7 @@ async fn requests(c: &mut ClientConn) -> End {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
             Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
             Dispatch::Answered { skip, close } => crate::answer::send(c, &info, skip, close).await,
-            Dispatch::Static { route, query } => match &w.cfg.routes[route].action {
+            Dispatch::Static { route, query } => match &c.g.clone().cfg.routes[route].action {
                 Action::Static(site) => crate::static_files::serve(c, site, &info, &query).await,
                 // Dispatch::Static is made for static routes only.
                 _ => Next::Close,
@@ -185,25 +208,27 @@ async fn read_head(
     stop: &mut Wait,
     first: bool,
 ) -> Result<Option<RequestInfo>, ProxyError> {
-    let t = &c.w.cfg.timeouts;
-    let mut deadline = first.then(|| Instant::now() + t.header);
+    c.take_current_generation();
+    let (header, idle_timeout) = (c.g.cfg.timeouts.header, c.g.cfg.timeouts.idle);
+    let mut deadline = first.then(|| Instant::now() + header);
     // Bytes of `cin` already parsed as an incomplete head.
     let mut parsed = 0;
     loop {
         if !c.cin.is_empty() {
-            if worth_parsing(&c.cin, parsed, &c.w.cfg.limits.codec) {
-                if let Some(info) = prepare_request(&c.w, &c.cin, &c.ip, &mut c.uout)? {
+            if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
+                c.take_current_generation();
+                if let Some(info) = prepare_request(&c.w, &c.g, &c.cin, &c.ip, &mut c.uout)? {
                     return Ok(Some(info));
                 }
             }
             parsed = c.cin.len();
             if deadline.is_none() {
-                deadline = Some(Instant::now() + t.header);
+                deadline = Some(Instant::now() + header);
             }
         }
         let buf = std::mem::take(&mut c.cin);
         let idle = buf.is_empty();
-        let until = deadline.unwrap_or_else(|| Instant::now() + t.idle);
+        let until = deadline.unwrap_or_else(|| Instant::now() + idle_timeout);
         let read = read_more(&mut c.stream, buf, 4096, until);
         let r = if idle {
             monoio::select! {
@@ -254,7 +279,7 @@ pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
     c.cout.clear();
     write_simple_response(&mut c.cout, Version::Http11, status, true);
     let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, c.w.cfg.timeouts.send).await {
+    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(buf) => c.cout = buf,
         Err(_) => return,
     }
