@@ -174,3 +174,38 @@ fn group_tls_errors_and_warnings() {
     assert_eq!(cfg.groups[0].servers[0].addrs[0].port(), 443);
     assert_eq!(cfg.groups[0].servers[0].name, "127.0.0.1");
 }
+
+#[test]
+fn an_idle_pooled_tls_connection_is_checked_and_reused() {
+    let ca = Ca::new();
+    let dir = temp_dir("idle");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let o = tls_origin(&ca, &dir, &["localhost"]);
+    let port = o.addr().port();
+    for d in drivers_here() {
+        let mut cfg = proxy_from_file(
+            &dir,
+            d,
+            &format!("\"https://localhost:{port}\""),
+            "tls = { ca = \"ca.pem\" }",
+        );
+        // Checked before reuse once idle 1 s (the most `pool.rs` lets a connection go
+        // unchecked); the 10 s timeout leaves a loaded machine plenty of margin.
+        cfg.groups[0].keepalive = 8;
+        cfg.groups[0].keepalive_timeout = std::time::Duration::from_secs(10);
+        let (hs0, _) = tls_counts(&o);
+        let p = Proxy::start(cfg);
+        let mut c = p.connect();
+        assert_eq!(c.get("/").status, 200, "{d}");
+        // Idle past the check threshold, not past the timeout: the check reads the session's
+        // pending bytes (none, or tickets) and finds it alive.
+        std::thread::sleep(std::time::Duration::from_millis(1200));
+        assert_eq!(c.get("/").status, 200, "{d}");
+        assert_eq!(
+            tls_counts(&o).0 - hs0,
+            1,
+            "{d}: the pooled connection was reused"
+        );
+        p.stop();
+    }
+}
