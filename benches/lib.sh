@@ -457,7 +457,7 @@ bench_start_target() {
 bench_check_bodies() {
     local t=$1 port=$2 size out
     for size in $SIZES; do
-        out=$(timeout 10 ab -n 20 -c 2 "http://127.0.0.1:$port/$size" 2>&1) || {
+        out=$(timeout 10 ab -n 20 -c 2 "${BENCH_SCHEME:-http}://127.0.0.1:$port/$size" 2>&1) || {
             bench_log "$t: ab failed: $out"
             return 1
         }
@@ -565,7 +565,7 @@ bench_load_size_mode() {
 bench_warm_sizes() {
     local size
     for size in $SIZES; do
-        load_wrk "$LOAD_CORE" "$CONNS" 1s "http://127.0.0.1:$2/$size" >/dev/null ||
+        load_wrk "$LOAD_CORE" "$CONNS" 1s "${BENCH_SCHEME:-http}://127.0.0.1:$2/$size" >/dev/null ||
             bench_log "warm-up of $1 /$size failed"
     done
 }

@@ -181,6 +181,12 @@ pub struct OriginArgs {
     /// bucket): a target whose ceiling is known
     #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub max_rate: Option<f64>,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, RSA or EC)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 }
@@ -585,10 +591,27 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let Ok(body_size) = usize::try_from(args.body_size) else {
         return fail(&"--body-size is too large");
     };
+    let tls = match args.tls_cert.clone().zip(args.tls_key.clone()) {
+        None => None,
+        Some((cert, key)) => {
+            let spec = shared::tls::server::ServerTlsSpec {
+                default: shared::tls::server::CertFiles { cert, key },
+                sni: Vec::new(),
+            };
+            match shared::tls::server::server_config(&spec) {
+                Ok(t) => {
+                    t.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+                    Some(t.config)
+                }
+                Err(e) => return fail(&e),
+            }
+        }
+    };
     let cfg = Arc::new(OriginConfig {
         body_size,
         delay: args.delay.unwrap_or_default(),
         max_rate: args.max_rate,
+        tls,
         ..OriginConfig::default()
     });
     let items: Vec<_> = listeners

@@ -51,7 +51,11 @@ pub fn defer_accept_listener(l: &std::net::TcpListener) -> std::io::Result<()> {
 
 /// Accept on `listener` until shutdown (the loop itself is `shared::accept::run`); `tls`:
 /// an HTTPS listener, whose connections start with a handshake in their own task.
-pub async fn run(w: Rc<ProxyWorker>, listener: TcpListener, tls: Option<Arc<ServerConfig>>) {
+pub async fn run(
+    w: Rc<ProxyWorker>,
+    listener: TcpListener,
+    tls: Option<(usize, Arc<ServerConfig>)>,
+) {
     let shutdown = w.shutdown.clone();
     match tls {
         None => shared::accept::run(&listener, &shutdown, &w).await,
@@ -62,10 +66,12 @@ pub async fn run(w: Rc<ProxyWorker>, listener: TcpListener, tls: Option<Arc<Serv
     }
 }
 
-/// An HTTPS listener's side of the accept loop.
+/// An HTTPS listener's side of the accept loop: its index in the config's listeners (the
+/// certificates come from the generation current at each handshake), and its configuration
+/// at start.
 struct TlsListener {
     w: Rc<ProxyWorker>,
-    tls: Arc<ServerConfig>,
+    tls: (usize, Arc<ServerConfig>),
 }
 
 impl Acceptor for TlsListener {

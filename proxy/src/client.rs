@@ -55,17 +55,23 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
     serve_stream(w, Stream::from(stream), peer, guard).await
 }
 
-/// An HTTPS client: the handshake first, in this task, under the header timeout; then the
-/// requests as on a plain connection. A failed handshake (or plain HTTP, answered with
-/// nginx's 400) is counted, never logged.
+/// An HTTPS client of listener `listener`: the handshake first, in this task, under the
+/// header timeout, with the certificates of the current generation (a reload's new ones
+/// apply to new handshakes; `start` is the listener's own, should a reload have dropped its
+/// TLS); then the requests as on a plain connection. A failed handshake (or plain HTTP,
+/// answered with nginx's 400) is counted, never logged.
 pub async fn serve_tls(
     w: Rc<ProxyWorker>,
     tcp: TcpStream,
     peer: SocketAddr,
     guard: ConnGuard,
-    tls: Arc<ServerConfig>,
+    (listener, start): (usize, Arc<ServerConfig>),
 ) {
-    let deadline = Instant::now() + w.generation().cfg.timeouts.header;
+    let g = w.generation();
+    let tls = g.cfg.listeners.get(listener).and_then(|l| l.tls.as_ref());
+    let tls = tls.map_or(start, |t| t.built.config.clone());
+    let t = &g.cfg.timeouts;
+    let deadline = Instant::now() + t.header;
     let stream = match monoio::time::timeout_at(deadline, accept(tcp, tls)).await {
         Ok(Ok(t)) => {
             w.stats.tls_handshakes.incr();
@@ -77,21 +83,22 @@ pub async fn serve_tls(
         Ok(Err(AcceptFail::NotTls(tcp))) => {
             w.stats.tls_failed.incr();
             w.stats.tls_plain_http.incr();
-            return plain_http_to_tls_port(&w, tcp).await;
+            return plain_http_to_tls_port(t.send, tcp).await;
         }
         // Failed or timed out: dropping the handshake closed the connection.
         Ok(Err(AcceptFail::Failed(_))) | Err(_) => return w.stats.tls_failed.incr(),
     };
+    drop(g);
     serve_stream(w, stream, peer, guard).await
 }
 
 /// nginx's answer to plain HTTP on an HTTPS port: 400, then a lingering close.
-async fn plain_http_to_tls_port(w: &ProxyWorker, mut tcp: TcpStream) {
+async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
     use monoio::io::AsyncWriteRentExt;
     const ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
         Content-Length: 47\r\nConnection: close\r\n\r\n\
         The plain HTTP request was sent to HTTPS port\r\n";
-    let sent = monoio::time::timeout(w.generation().cfg.timeouts.send, tcp.write_all(ANSWER)).await;
+    let sent = monoio::time::timeout(send, tcp.write_all(ANSWER)).await;
     if !matches!(sent, Ok((Ok(_), _))) {
         return;
     }

@@ -64,6 +64,17 @@ pub struct Config {
 /// print these, as nginx prints `[warn]` lines.
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
+    for g in cfg
+        .groups
+        .iter()
+        .filter(|g| g.tls.as_ref().is_some_and(|t| t.insecure))
+    {
+        out.push(format!(
+            "{}: upstream {}: tls insecure = true: the servers' certificates are not verified \
+             (labs only)",
+            cfg.source, g.name
+        ));
+    }
     for l in &cfg.listeners {
         if let Some(t) = &l.tls {
             let w = t.built.warnings.iter();
@@ -242,6 +253,19 @@ pub struct UpstreamGroup {
     pub keepalive_timeout: Duration,
     /// Requests per upstream connection before it is retired. Default 1000 (nginx's default).
     pub keepalive_requests: u64,
+    /// HTTPS to the servers. `None`: plain HTTP.
+    pub tls: Option<UpstreamTls>,
+}
+
+/// A TLS group: the trust its servers are verified against (each worker makes its own rustls
+/// config from it: its own session store) and, per server, the name sent as SNI and verified.
+#[derive(Debug, Clone)]
+pub struct UpstreamTls {
+    pub client: shared::tls::ClientTls,
+    /// Per server (index into `servers`).
+    pub names: Vec<rustls::pki_types::ServerName<'static>>,
+    /// `insecure = true`: certificates not verified.
+    pub insecure: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -360,7 +360,7 @@ pub async fn run(
         match monoio::net::TcpListener::from_std(l) {
             Ok(l) => {
                 let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
-                let tls = tls.map(|t| t.built.config.clone());
+                let tls = tls.map(|t| (i, t.built.config.clone()));
                 accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
             }
             Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),

@@ -72,6 +72,14 @@ fn terminates_tls_in_front_of_a_plain_origin() {
             let want = if only12 { "TLSv1_2" } else { "TLSv1_3" };
             let v = format!("{:?}", c.s.conn.protocol_version().unwrap());
             assert_eq!(v, want, "{d}");
+            // AES-128-GCM, the server's preference, though the client lists AES-256 first.
+            let suite = format!("{:?}", c.s.conn.negotiated_cipher_suite().unwrap().suite());
+            let want = if only12 {
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+            } else {
+                "TLS13_AES_128_GCM_SHA256"
+            };
+            assert_eq!(suite, want, "{d}");
             // Keep-alive: several requests on one connection, bodies small and large.
             for size in [0usize, 64, 100_000] {
                 let r = c.get(&format!("/?size={size}"));

@@ -7,18 +7,21 @@
 
 use super::cache::CacheEntry;
 use super::schema::{
-    FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
+    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry,
+    StaticEntry,
 };
 use super::{
     validate, Action, Config, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route, Server,
-    Timeouts, UpstreamGroup, DEFAULT_BACKLOG,
+    Timeouts, UpstreamGroup, UpstreamTls, DEFAULT_BACKLOG,
 };
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
+use rustls::pki_types::ServerName;
 use shared::config::ConfigError;
 use shared::http::Limits;
 use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
 use shared::tls::server::{server_config, CertFiles, ServerTlsSpec, SniCert};
+use shared::tls::{ClientTls, ClientTlsOptions, Trust};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -178,6 +181,75 @@ impl Resolver<'_> {
         })
     }
 
+    /// A group's TLS: `https://` servers or a `tls` table; never a mix of plain and TLS.
+    fn group_tls(
+        &self,
+        name: &str,
+        g: &GroupEntry,
+        servers: &[Server],
+        span: Range<usize>,
+    ) -> Result<Option<UpstreamTls>, Error> {
+        let schemes: Vec<Option<bool>> = g
+            .servers
+            .iter()
+            .map(|s| super::schema::upstream_scheme(&s.get_ref().addr).0)
+            .collect();
+        let tls = g.tls.is_some() || schemes.contains(&Some(true));
+        let at = |key: &str| At::Value {
+            key: format!("upstream.{name}.{key}"),
+            span: span.clone(),
+        };
+        if tls && schemes.contains(&Some(false)) {
+            let m = "mixes plain (http://) and TLS (https:// or a tls table) servers: a group \
+                     is all plain or all TLS";
+            return Err(self.error(at("servers"), m.into()));
+        }
+        if !tls {
+            return Ok(None);
+        }
+        let e = g.tls.as_ref();
+        let insecure = e.is_some_and(|t| t.insecure);
+        let ca = e
+            .and_then(|t| t.ca.as_ref())
+            .map(|p| absolute(&self.base_dir().join(p)));
+        let trust = match (insecure, ca) {
+            (true, _) => Trust::Insecure,
+            (false, Some(p)) => Trust::CaFile(p),
+            (false, None) => Trust::System,
+        };
+        let opts = ClientTlsOptions {
+            trust,
+            resumption: true,
+        };
+        let client = ClientTls::new(&opts).map_err(|m| self.error(at("tls"), m.to_string()))?;
+        // Each worker makes its own from `client`: make sure one can be made.
+        client
+            .config()
+            .map_err(|m| self.error(at("tls"), m.to_string()))?;
+        let sni = e.and_then(|t| t.sni.as_deref());
+        let mut names = Vec::with_capacity(servers.len());
+        for s in servers {
+            let host = match sni {
+                Some(n) => n.to_string(),
+                None => {
+                    super::schema::split_upstream(&s.name).map_or_else(|_| s.name.clone(), |h| h.0)
+                }
+            };
+            let n = ServerName::try_from(host.clone()).map_err(|_| {
+                self.error(
+                    at("tls"),
+                    format!("`{host}` is not a name TLS can verify (sni)"),
+                )
+            })?;
+            names.push(n);
+        }
+        Ok(Some(UpstreamTls {
+            client,
+            names,
+            insecure,
+        }))
+    }
+
     /// `--listen` if given, else the file's `[[listen]]`.
     fn listeners(&self) -> Result<Vec<Listener>, Error> {
         let given: Vec<(Listener, At)> = if self.overrides.listen.is_empty() {
@@ -298,20 +370,29 @@ impl Resolver<'_> {
                 let m = "a group needs at least one server".to_string();
                 return Err(self.error(At::Value { key, span }, m));
             }
+            let servers = self.servers(name, &g.servers, g.tls.is_some())?;
+            let tls = self.group_tls(name, g, &servers, span)?;
             out.push(UpstreamGroup {
                 name: name.clone(),
-                servers: self.servers(name, &g.servers)?,
+                servers,
                 balance: g.balance,
                 keepalive: g.keepalive,
                 keepalive_timeout: g.keepalive_timeout,
                 keepalive_requests: g.keepalive_requests.get(),
+                tls,
             });
         }
         Ok(out)
     }
 
     /// Resolve each server's name (the one address rule: `shared::net::resolve`).
-    fn servers(&self, group: &str, entries: &[Spanned<ServerEntry>]) -> Result<Vec<Server>, Error> {
+    /// `tls`: the group has a `tls` table, so a server without a scheme is `https://` (443).
+    fn servers(
+        &self,
+        group: &str,
+        entries: &[Spanned<ServerEntry>],
+        tls: bool,
+    ) -> Result<Vec<Server>, Error> {
         let mut out: Vec<Server> = Vec::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
             let s = e.get_ref();
@@ -322,7 +403,11 @@ impl Resolver<'_> {
                     span: e.span(),
                 },
             };
-            let addrs = resolve_server(&s.addr).map_err(|m| self.error(at(), m))?;
+            let addr = match super::schema::upstream_scheme(&s.addr) {
+                (None, a) if tls => format!("https://{a}"),
+                _ => s.addr.clone(),
+            };
+            let addrs = resolve_server(&addr).map_err(|m| self.error(at(), m))?;
             if out.iter().any(|o| o.addrs[0] == addrs[0]) {
                 let m = format!(
                     "{} is already a server of this group (raise its weight instead)",
@@ -331,7 +416,8 @@ impl Resolver<'_> {
                 return Err(self.error(at(), m));
             }
             out.push(Server {
-                name: s.addr.clone(),
+                // The address without its scheme: messages, and the Host field sent.
+                name: super::schema::upstream_scheme(&s.addr).1.to_string(),
                 addrs,
                 weight: s.weight.get(),
                 max_fails: s.max_fails,
