@@ -263,7 +263,8 @@ pub fn prepare_request(
         match &w.cfg.routes[route].action {
             Action::Proxy { group, cache } => {
                 if let (BodyKind::Length(n), Some(max)) = (head.body, w.cfg.limits.max_body) {
-                    if n > max {
+                    // A cached route answers it itself, with its X-Cache field.
+                    if n > max && cache.is_none() {
                         return Err(ProxyError::BodyTooLarge);
                     }
                 }

@@ -309,7 +309,8 @@ impl Store {
     }
 
     /// Find what serves `request` under `key` at `now`. `revalidate` (request no-cache)
-    /// skips every stored response: the answer is `Miss`.
+    /// uses no stored response without validation: a complete entry of the variant, fresh or
+    /// not, is `Stale` (to validate), and fills are not waited for.
     pub fn lookup(
         &mut self,
         key: Key<'_>,
@@ -317,13 +318,13 @@ impl Store {
         revalidate: bool,
         now: Millis,
     ) -> Lookup {
-        if revalidate {
-            return Lookup::Miss;
-        }
         let hash = self.hash(key);
         let Some(&first) = self.index.get(&hash) else {
             return Lookup::Miss;
         };
+        if revalidate {
+            return self.to_validate(first, hash, key, request);
+        }
         let (mut stream, mut wait, mut stale) = (NIL, NIL, NIL);
         let mut i = first;
         while i != NIL {
@@ -379,6 +380,66 @@ impl Store {
             return Lookup::Stale(self.handle(stale));
         }
         Lookup::Miss
+    }
+
+    /// The most recently used complete entry of `key` and the request's variant, from chain
+    /// `first`: `Stale` (validate it), or `Miss`.
+    fn to_validate(
+        &self,
+        first: u32,
+        hash: u64,
+        key: Key<'_>,
+        request: &[httparse::Header<'_>],
+    ) -> Lookup {
+        let mut i = first;
+        while i != NIL {
+            let e = self.at(i);
+            if let State::Complete { meta, .. } = &e.state {
+                if e.is(hash, key) && meta.storable.vary.matches(request) {
+                    return Lookup::Stale(self.handle(i));
+                }
+            }
+            i = e.chain;
+        }
+        Lookup::Miss
+    }
+
+    /// A complete entry as a response, fresh or not (the one a validation is about).
+    pub fn stored(&self, h: Handle, now: Millis) -> Option<Hit> {
+        let State::Complete { meta, body } = &self.entry(h)?.state else {
+            return None;
+        };
+        Some(Hit {
+            status: meta.status,
+            head: meta.head.clone(),
+            body: body.clone(),
+            age: meta.storable.freshness.age_secs(now),
+        })
+    }
+
+    /// A 304 validated complete entry `h`: its head and freshness become `head` and
+    /// `storable` (RFC 9111 4.3.4). `false`: the entry is gone, or the new head does not fit.
+    pub fn refresh(&mut self, h: Handle, head: Bytes, storable: Storable) -> bool {
+        let Some(State::Complete { meta, .. }) = self.entry(h).map(|e| &e.state) else {
+            return false;
+        };
+        let old = (meta.head.len() + meta.storable.vary.size()) as u64;
+        let new = (head.len() + storable.vary.size()) as u64;
+        if new > old && !self.make_room(new - old, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        self.bytes = self.bytes + new - old;
+        drop(head.clone()); // promoted once, as in `fill_head`
+        let e = self.at_mut(h.slot);
+        e.size = e.size + new - old;
+        if let State::Complete { meta, .. } = &mut e.state {
+            meta.head = head;
+            meta.storable = storable;
+        }
+        self.touch(h.slot);
+        true
     }
 
     /// Start filling `key` (after a `Miss` or `Stale`): later lookups wait for it. `None`:

@@ -427,8 +427,48 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
         target: KEY.target,
     };
     assert!(matches!(s.lookup(o, &[], false, T), Lookup::Miss));
-    // Request no-cache: the stored response is not used.
-    assert!(matches!(s.lookup(KEY, &[], true, T), Lookup::Miss));
+    // Request no-cache: the stored response is not used without validation: it is the one
+    // to validate (`Stale`), even while fresh; a key with nothing stored misses.
+    let Lookup::Stale(h) = s.lookup(KEY, &[], true, T) else {
+        panic!("no-cache: the stored entry is to be validated")
+    };
+    assert_eq!(s.stored(h, T + 1_000).map(|h| h.age), Some(1));
+    assert!(matches!(s.lookup(o, &[], true, T), Lookup::Miss));
+}
+
+#[test]
+fn a_refresh_replaces_head_and_freshness_and_keeps_the_body() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    put(&mut s, KEY, b"hello");
+    // Stale at T + 10s.
+    let Lookup::Stale(h) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("stale")
+    };
+    let bytes = s.bytes();
+    let new_head =
+        Bytes::from_static(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nETag: \"v2\"\r\n");
+    let mut st = fresh(5_000);
+    st.freshness.response_time = T + 10_000;
+    assert!(s.refresh(h, new_head.clone(), st));
+    let grown = (new_head.len() - head().len()) as u64;
+    assert_eq!(s.bytes(), bytes + grown, "the longer head is counted");
+    match s.lookup(KEY, &[], false, T + 12_000) {
+        Lookup::Hit(hit) => {
+            assert_eq!(
+                (&hit.body[..], &hit.head, hit.age),
+                (&b"hello"[..], &new_head, 2)
+            );
+        }
+        other => panic!("fresh again after the refresh: {other:?}"),
+    }
+    // Stale again 5s after the refresh; a refresh of a handle that is gone does nothing.
+    assert!(matches!(
+        s.lookup(KEY, &[], false, T + 15_000),
+        Lookup::Stale(_)
+    ));
+    s.invalidate(KEY);
+    assert!(!s.refresh(h, new_head, fresh(5_000)));
+    assert_eq!((s.bytes(), s.len()), (0, 0));
 }
 
 #[test]

@@ -16,12 +16,15 @@
 //!   this worker had the key, 404 when it did not (the other workers are told either way);
 //!   from elsewhere 403 (ngx_cache_purge's answer to a client outside `purge_allowed`).
 
-use super::{answer, fail, relay_response, start_tunnel, Next};
+use super::outcome::Answered;
+use super::response_head::Head;
+use super::{answer, relay_response, start_tunnel, Next};
+use crate::cache::validate;
 use crate::cache::{
     self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, Read, RequestClass,
     Store,
 };
-use crate::client::ClientConn;
+use crate::client::{respond_error_with, ClientConn};
 use crate::config::cache::CacheEntry;
 use crate::config::Action;
 use crate::error::ProxyError;
@@ -31,7 +34,9 @@ use crate::relay::FillSink;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
-use shared::http::encode::{write_header, write_header_u64, write_status_line};
+use shared::http::encode::{
+    write_header, write_header_u64, write_simple_response_with, write_status_line,
+};
 use shared::http::framing::is_hop_by_hop;
 use shared::http::{parse_final_response, BodyKind, RequestMethod, Status, Version};
 use std::cell::RefCell;
@@ -66,10 +71,12 @@ enum Decision {
         len: u64,
     },
     Wait(Handle),
-    /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`.
+    /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`;
+    /// conditionally when `validates` holds a stored response with a validator.
     Fetch {
         fill: Option<Handle>,
         stale: Option<Handle>,
+        validates: Option<(Handle, Hit)>,
     },
     /// Forward without the cache; `invalidate`: a non-error answer removes the key.
     Forward {
@@ -92,6 +99,12 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     else {
         return super::run(c, req, group).await;
     };
+    if let (BodyKind::Length(n), Some(max)) = (req.body, w.cfg.limits.max_body) {
+        if n > max {
+            w.stats.cache_bypasses.incr();
+            return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
+        }
+    }
     let mut waits = 0;
     let mut now = now_millis();
     loop {
@@ -140,12 +153,21 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 let key = key();
                 return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
             }
-            Decision::Fetch { fill, stale } => {
-                w.stats.cache_misses.incr();
+            Decision::Fetch {
+                fill,
+                stale,
+                validates,
+            } => {
+                // A validation counts as a miss unless the origin answers 304 (`fetch`).
+                if validates.is_none() {
+                    w.stats.cache_misses.incr();
+                }
                 let f = Fetch {
                     status: CacheStatus::Miss,
                     fill: fill.map(|h| (store, h, cfg.as_ref())),
+                    cache: Some((store, cfg.as_ref())),
                     stale,
+                    validates,
                     invalidate: false,
                     request_time: now,
                 };
@@ -167,7 +189,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             }
             Decision::NotCached => {
                 c.cin.advance(req.head_len);
-                return fail(c, ProxyError::UpstreamTimeout).await;
+                return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
             }
         }
     }
@@ -215,13 +237,21 @@ fn decide(
                 },
                 Lookup::Wait(h) => Decision::Wait(h),
                 _ if only_if_cached => Decision::NotCached,
-                Lookup::Stale(h) => Decision::Fetch {
-                    fill: s.begin_fill(key),
-                    stale: Some(h),
-                },
+                Lookup::Stale(h) => {
+                    let stored = s.stored(h, now);
+                    let validates = stored
+                        .filter(|hit| validate::validators(&hit.head).any())
+                        .map(|hit| (h, hit));
+                    Decision::Fetch {
+                        fill: s.begin_fill(key),
+                        stale: Some(h),
+                        validates,
+                    }
+                }
                 Lookup::Miss => Decision::Fetch {
                     fill: s.begin_fill(key),
                     stale: None,
+                    validates: None,
                 },
             }
         }
@@ -303,6 +333,8 @@ struct Stored<'a> {
     age: u64,
     status: CacheStatus,
     len: u64,
+    /// Whether Content-Length is sent (not on a 304).
+    length: bool,
 }
 
 impl<'a> Stored<'a> {
@@ -312,6 +344,7 @@ impl<'a> Stored<'a> {
             age,
             status,
             len,
+            length: true,
         }
     }
 
@@ -324,7 +357,9 @@ impl<'a> Stored<'a> {
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
         write_header(out, b"X-Cache", self.status.as_str().as_bytes());
-        write_header_u64(out, b"Content-Length", self.len);
+        if self.length {
+            write_header_u64(out, b"Content-Length", self.len);
+        }
         if !keep {
             write_header(out, b"Connection", b"close");
         } else if req.version == Version::Http10 {
@@ -513,8 +548,12 @@ struct Fetch<'s> {
     status: CacheStatus,
     /// The entry to fill (a storable answer fills it; otherwise it is abandoned).
     fill: Option<(&'s RefCell<Store>, Handle, &'s CacheEntry)>,
-    /// A stale entry to serve when the upstream fails.
+    /// The route's store and settings, when the request looked the key up.
+    cache: Option<(&'s RefCell<Store>, &'s CacheEntry)>,
+    /// A stale entry to serve when the upstream fails (with `cache`).
     stale: Option<Handle>,
+    /// The stored entry (and its response) a conditional request validates (with `cache`).
+    validates: Option<(Handle, Hit)>,
     /// A non-error answer invalidates the key everywhere.
     invalidate: bool,
     request_time: Millis,
@@ -525,7 +564,9 @@ impl Fetch<'_> {
         Fetch {
             status,
             fill: None,
+            cache: None,
             stale: None,
+            validates: None,
             invalidate: false,
             request_time: 0,
         }
@@ -553,9 +594,21 @@ async fn fetch(
     } else {
         *req
     };
+    if let Some((_, stored)) = &f.validates {
+        validate::make_conditional(&mut c.uout, validate::validators(&stored.head));
+    }
     // The request headers storing decides on (Authorization, Vary), kept past the exchange.
-    let req_head = f.fill.map(|_| c.cin[..req.head_len].to_vec());
-    let a = match answer(c, &w, &fetch_req, group).await {
+    let req_head =
+        (f.fill.is_some() || f.validates.is_some()).then(|| c.cin[..req.head_len].to_vec());
+    let answered = answer(c, &w, &fetch_req, group).await;
+    let not_modified = matches!(&answered, Ok(a) if answer_status(&w, &a.head.ub) == 304);
+    if f.validates.is_some() {
+        match not_modified {
+            true => w.stats.cache_revalidated.incr(),
+            false => w.stats.cache_misses.incr(),
+        }
+    }
+    let a = match answered {
         Ok(a) => a,
         Err(e) => {
             if let Some((store, h, _)) = f.fill {
@@ -564,6 +617,12 @@ async fn fetch(
             return upstream_failed(c, req, &f, e).await;
         }
     };
+    if let (true, Some(rh)) = (not_modified && f.validates.is_some(), &req_head) {
+        if let Some((store, h, _)) = f.fill {
+            store.borrow_mut().abandon(h);
+        }
+        return revalidated(c, req, group, a, &f, rh).await;
+    }
     let fill = match (f.fill, &req_head) {
         (Some((store, h, cfg)), Some(rh)) => {
             let kept = fill_head(
@@ -617,7 +676,8 @@ async fn upstream_failed(
     e: Option<ProxyError>,
 ) -> Next {
     let w = c.w.clone();
-    if let (Some(h), Some((store, _, cfg))) = (f.stale, f.fill) {
+    // The stale entry serves whether or not a fill could be started.
+    if let (Some(h), Some((store, cfg))) = (f.stale, f.cache) {
         let hit =
             store
                 .borrow_mut()
@@ -630,8 +690,142 @@ async fn upstream_failed(
         }
     }
     match e {
-        Some(e) => fail(c, e).await,
+        Some(e) => fail_with(c, e, f.status).await,
         None => Next::Close,
+    }
+}
+
+/// The proxy's own error answer on a cached route, with its `X-Cache` field: MISS for a
+/// lookup that found nothing to serve (a failed fill, as nginx's `$upstream_cache_status`
+/// says), BYPASS for a request that did not use the cache.
+async fn fail_with(c: &mut ClientConn, e: ProxyError, status: CacheStatus) -> Next {
+    respond_error_with(c, e, &[(b"X-Cache", status.as_str().as_bytes())]).await;
+    Next::Close
+}
+
+/// The origin answered our conditional request 304: the stored entry's head and freshness
+/// are updated from it (RFC 9111 4.3.4) and the client gets the stored response (`X-Cache:
+/// REVALIDATED`), or a 304 if its own request was conditional and the stored response
+/// matches it. A 304 whose strong ETag is not the stored one updates nothing (4.3.4): 502.
+async fn revalidated(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: usize,
+    a: Answered<'_>,
+    f: &Fetch<'_>,
+    req_head: &[u8],
+) -> Next {
+    let w = c.w.clone();
+    let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
+        return Next::Close;
+    };
+    let Answered {
+        server,
+        up,
+        head: Head { resp, ub },
+        ..
+    } = a;
+    let mut req_fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut request = httparse::Request::new(&mut req_fields);
+    let _ = request.parse(req_head);
+    let mut fields = vec![httparse::EMPTY_HEADER; w.cfg.limits.codec.max_headers];
+    let limits = &w.cfg.limits.codec;
+    let parsed = parse_final_response(
+        &ub[..resp.head_len],
+        &mut fields,
+        RequestMethod::Other,
+        limits,
+    );
+    let hit = match parsed {
+        Ok(Status::Complete(h))
+            if validate::selects(validate::validators(&stored.head).etag, h.headers) =>
+        {
+            let to = Refresh {
+                store,
+                entry: *entry,
+                cfg,
+                request: request.headers,
+                request_time: f.request_time,
+            };
+            Some(refresh(&to, stored, h.headers))
+        }
+        _ => None,
+    };
+    // A 304 has no body: the upstream connection is clean unless more bytes followed it.
+    if resp.upstream_keep_alive && ub.len() == resp.head_len {
+        w.pools[group][server]
+            .borrow_mut()
+            .put(up, std::time::Instant::now());
+    }
+    w.give_buf(ub);
+    let Some(hit) = hit else {
+        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
+        return fail_with(c, e, CacheStatus::Miss).await;
+    };
+    let v = validate::validators(&hit.head);
+    if validate::not_modified(request.headers, v) {
+        let head = validate::not_modified_head(&hit.head);
+        let mut out = Stored::new(&head, hit.age, CacheStatus::Revalidated, 0);
+        out.length = false;
+        return send_stored(c, req, out, None).await;
+    }
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// The entry a 304 refreshes, and what storing decides with.
+struct Refresh<'a> {
+    store: &'a RefCell<Store>,
+    entry: Handle,
+    cfg: &'a CacheEntry,
+    request: &'a [httparse::Header<'a>],
+    request_time: Millis,
+}
+
+/// Update the stored response `stored` with the fields of a 304 (`new`): the response to
+/// serve, and the entry refreshed (or removed, if the updated head is no longer storable).
+fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_>]) -> Hit {
+    let merged = validate::updated_fields(&stored.head, new);
+    let fields: Vec<httparse::Header<'_>> = merged
+        .iter()
+        .filter_map(|&(n, value)| {
+            let name = std::str::from_utf8(n).ok()?;
+            Some(httparse::Header { name, value })
+        })
+        .collect();
+    let line = stored
+        .head
+        .split(|&b| b == b'\r')
+        .next()
+        .unwrap_or_default();
+    // "HTTP/1.1 200 OK": the reason is what follows the status code.
+    let reason = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
+    let reason = std::str::from_utf8(reason).unwrap_or_default();
+    let head = stored_head(stored.status, reason, &fields);
+    let at = Fetched {
+        request_time: to.request_time,
+        response_time: now_millis(),
+    };
+    let len = Some(stored.body.len() as u64);
+    let age = match cache::storable(to.request, stored.status, &fields, len, at, to.cfg) {
+        Ok(st) => {
+            let age = st.freshness.age_secs(at.response_time);
+            if !to.store.borrow_mut().refresh(to.entry, head.clone(), st) {
+                to.store.borrow_mut().abandon(to.entry);
+            }
+            age
+        }
+        Err(_) => {
+            to.store.borrow_mut().abandon(to.entry);
+            cache::fetched_age(&fields, at)
+        }
+    };
+    Hit {
+        status: stored.status,
+        head,
+        body: stored.body.clone(),
+        age,
     }
 }
 
@@ -746,13 +940,15 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     let w = c.w.clone();
     c.cin.advance(req.head_len);
     if !cfg.may_purge(c.ip.ip()) {
-        return fail(c, ProxyError::Forbidden).await;
+        return fail_with(c, ProxyError::Forbidden, CacheStatus::Bypass).await;
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
     let keep = req.keep_alive && !w.shutdown.is_fired();
     c.cout.clear();
-    shared::http::encode::write_simple_response(&mut c.cout, Version::Http11, status, !keep);
+    // A purge answers from no stored response: BYPASS.
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", CacheStatus::Bypass.as_str().as_bytes())];
+    write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
         Ok(b) => c.cout = b,
