@@ -70,7 +70,12 @@ enum Decision {
         age: u64,
         len: u64,
     },
-    Wait(Handle),
+    /// A fill of the key is under way: wait for it; if it takes too long, fetch on our
+    /// own, falling back on `stale` (a stored response of the variant) if the upstream fails.
+    Wait {
+        fill: Handle,
+        stale: Option<Handle>,
+    },
     /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`;
     /// conditionally when `validates` holds a stored response with a validator.
     Fetch {
@@ -138,20 +143,22 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 let out = Stored::new(&head, age, CacheStatus::Hit, len);
                 return stream_entry(c, &req, store, entry, out).await;
             }
-            Decision::Wait(h) if waits < MAX_WAITS => {
-                waits += 1;
-                if !wait_change(store, h, w.cfg.timeouts.read).await {
-                    // The fill takes too long: fetch on our own, without storing.
-                    w.stats.cache_misses.incr();
-                    let key = key();
-                    return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
+            Decision::Wait { fill, stale } => {
+                if waits < MAX_WAITS && wait_change(store, fill, w.cfg.timeouts.read).await {
+                    waits += 1;
+                    now = now_millis();
+                    continue;
                 }
-                now = now_millis();
-            }
-            Decision::Wait(_) => {
+                // The fill takes too long: fetch on our own, without storing (a stale
+                // entry still serves if the upstream fails).
                 w.stats.cache_misses.incr();
+                let f = Fetch {
+                    cache: Some((store, cfg.as_ref())),
+                    stale,
+                    ..Fetch::plain(CacheStatus::Miss)
+                };
                 let key = key();
-                return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
+                return fetch(c, &req, group, &key, f).await;
             }
             Decision::Fetch {
                 fill,
@@ -235,7 +242,14 @@ fn decide(
                     age,
                     len,
                 },
-                Lookup::Wait(h) => Decision::Wait(h),
+                Lookup::Wait(fill) => {
+                    // What `revalidate` finds is any complete entry of the variant.
+                    let stale = match s.lookup(key, parsed.headers, true, now) {
+                        Lookup::Stale(h) => Some(h),
+                        _ => None,
+                    };
+                    Decision::Wait { fill, stale }
+                }
                 _ if only_if_cached => Decision::NotCached,
                 Lookup::Stale(h) => {
                     let stored = s.stored(h, now);
