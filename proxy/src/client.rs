@@ -41,6 +41,8 @@ pub struct ClientConn {
     pub uout: BytesMut,
     /// The client response head being built (and chunk framing).
     pub cout: BytesMut,
+    /// The socket was made O_NONBLOCK for direct syscalls (the cache's sendfile hits).
+    pub nonblocking: bool,
 }
 
 pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
@@ -53,6 +55,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
         cin: bufs.cin,
         uout: bufs.uout,
         cout: bufs.cout,
+        nonblocking: false,
     };
     let end = requests(&mut c).await;
     let ClientConn {

@@ -22,6 +22,7 @@
 
 pub mod date;
 pub mod directives;
+pub mod memfd;
 pub mod policy;
 pub mod store;
 pub mod validate;

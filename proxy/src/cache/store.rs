@@ -18,6 +18,7 @@
 //! to a connection stay alive until it is done with them, beyond the bound, as any response
 //! being written does.
 
+use super::memfd::{BodyFile, FileRange};
 use super::policy::Storable;
 use super::vary::VarySpec;
 use super::Millis;
@@ -56,6 +57,8 @@ pub struct Hit {
     pub body: Bytes,
     /// The `Age` to send, in seconds.
     pub age: u64,
+    /// The body's copy in the worker's body file (`memfd = true`).
+    pub file: Option<FileRange>,
 }
 
 /// What a lookup found.
@@ -132,6 +135,7 @@ enum State {
     Complete {
         meta: Meta,
         body: Bytes,
+        file: Option<FileRange>,
     },
 }
 
@@ -218,6 +222,8 @@ pub struct Store {
     /// Keyed per store, so a client cannot aim many keys at one chain.
     hasher: RandomState,
     stats: StoreStats,
+    /// Bodies kept in a memfd too (the sendfile experiment).
+    file: Option<BodyFile>,
 }
 
 impl Store {
@@ -234,12 +240,25 @@ impl Store {
             entries: 0,
             hasher: RandomState::new(),
             stats: StoreStats::default(),
+            file: None,
         }
+    }
+
+    /// Keep complete bodies over `COPY_BODY_MAX`-ish sizes in a memfd as well (the sendfile
+    /// experiment). Without a memfd (the call failed) bodies stay in memory only.
+    pub fn with_body_file(mut self) -> Store {
+        self.file = BodyFile::new().ok();
+        self
     }
 
     /// The store of a route's `cache = { ... }` settings, for one worker.
     pub fn for_route(cfg: &crate::config::cache::CacheEntry) -> Store {
-        Store::new(cfg.max_bytes, cfg.max_object)
+        let s = Store::new(cfg.max_bytes, cfg.max_object);
+        if cfg.memfd {
+            s.with_body_file()
+        } else {
+            s
+        }
     }
 
     /// Bytes counted against `max_bytes`.
@@ -339,7 +358,7 @@ impl Store {
                             wait = i;
                         }
                     }
-                    State::Complete { meta, body } if meta.storable.vary.matches(request) => {
+                    State::Complete { meta, body, file } if meta.storable.vary.matches(request) => {
                         let f = &meta.storable.freshness;
                         if f.is_fresh(now) {
                             let hit = Hit {
@@ -347,6 +366,7 @@ impl Store {
                                 head: meta.head.clone(),
                                 body: body.clone(),
                                 age: f.age_secs(now),
+                                file: *file,
                             };
                             self.touch(i);
                             return Lookup::Hit(hit);
@@ -406,7 +426,7 @@ impl Store {
 
     /// A complete entry as a response, fresh or not (the one a validation is about).
     pub fn stored(&self, h: Handle, now: Millis) -> Option<Hit> {
-        let State::Complete { meta, body } = &self.entry(h)?.state else {
+        let State::Complete { meta, body, file } = &self.entry(h)?.state else {
             return None;
         };
         Some(Hit {
@@ -414,6 +434,7 @@ impl Store {
             head: meta.head.clone(),
             body: body.clone(),
             age: meta.storable.freshness.age_secs(now),
+            file: *file,
         })
     }
 
@@ -594,8 +615,13 @@ impl Store {
         // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
         // clone here, once, so that hits never allocate.
         drop(body.clone());
+        // Small bodies go out copied behind the head: only larger ones are worth a file.
+        let file = match &mut self.file {
+            Some(f) if body.len() > 1024 => f.put(&body),
+            _ => None,
+        };
         let e = self.at_mut(h.slot);
-        e.state = State::Complete { meta, body };
+        e.state = State::Complete { meta, body, file };
         e.wake(false);
         self.replace_older(h.slot);
         true
@@ -678,7 +704,7 @@ impl Store {
     /// The stale entry `h` (from [`Lookup::Stale`]) as a response, if it may still be served
     /// on an upstream error at `now` (`X-Cache: STALE`).
     pub fn stale_hit(&mut self, h: Handle, now: Millis, stale_if_error: Millis) -> Option<Hit> {
-        let State::Complete { meta, body } = &self.entry(h)?.state else {
+        let State::Complete { meta, body, file } = &self.entry(h)?.state else {
             return None;
         };
         let f = &meta.storable.freshness;
@@ -687,6 +713,7 @@ impl Store {
             head: meta.head.clone(),
             body: body.clone(),
             age: f.age_secs(now),
+            file: *file,
         })
     }
 
@@ -770,6 +797,17 @@ impl Store {
         self.bytes -= e.size;
         self.entries -= 1;
         e.wake(false);
+        if let (
+            State::Complete {
+                body,
+                file: Some(r),
+                ..
+            },
+            Some(f),
+        ) = (&e.state, &mut self.file)
+        {
+            f.release(r.offset, body.len() as u64);
+        }
     }
 
     fn touch(&mut self, i: u32) {

@@ -7,6 +7,9 @@ use super::validate::{
 };
 use bytes::BytesMut;
 
+/// Header fields as (name, value) pairs.
+type Fields = &'static [(&'static str, &'static str)];
+
 const LM: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
 const BEFORE: &str = "Tue, 14 Nov 2023 22:13:10 GMT";
 const AFTER: &str = "Tue, 14 Nov 2023 22:14:20 GMT";
@@ -99,7 +102,7 @@ fn a_304_updates_every_field_it_carries_but_framing_and_encoding() {
 #[test]
 fn which_304_selects_the_stored_response() {
     let v1 = Some(&b"\"v1\""[..]);
-    let cases: [(Option<&[u8]>, &[(&str, &str)], bool); 6] = [
+    let cases: [(Option<&[u8]>, Fields, bool); 6] = [
         (v1, &[], true),
         (v1, &[("ETag", "\"v1\"")], true),
         (v1, &[("ETag", "\"v2\"")], false),
@@ -118,7 +121,7 @@ fn client_conditionals_against_a_stored_response() {
     let v = validators(&s);
     let lm_only = format!("HTTP/1.1 200 OK\r\nLast-Modified: {LM}\r\n");
     let lm = validators(lm_only.as_bytes());
-    let cases: [(&[(&str, &str)], Validators<'_>, bool); 11] = [
+    let cases: [(Fields, Validators<'_>, bool); 11] = [
         (&[], v, false),
         (&[("If-None-Match", "\"v1\"")], v, true),
         (&[("If-None-Match", "W/\"v1\"")], v, true),

@@ -45,6 +45,10 @@ pub struct CacheEntry {
     /// requests bypass the cache, RFC 9111 3.5).
     #[serde(default)]
     pub allow_credentials: bool,
+    /// The sendfile experiment: hits of bodies over 1 KiB sent from a per-worker memfd with
+    /// sendfile(2) instead of from memory (see `cache::memfd`).
+    #[serde(default)]
+    pub memfd: bool,
 }
 
 impl Default for CacheEntry {
@@ -56,6 +60,7 @@ impl Default for CacheEntry {
             stale_if_error: Duration::ZERO,
             purge_from: Vec::new(),
             allow_credentials: false,
+            memfd: false,
         }
     }
 }

@@ -130,6 +130,9 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 c.cin.advance(req.head_len);
                 let len = hit.body.len() as u64;
                 let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+                if let (Some(file), false) = (hit.file, req.method == RequestMethod::Head) {
+                    return send_from_file(c, &req, out, hit.body, file).await;
+                }
                 return send_stored(c, &req, out, Some(hit.body)).await;
             }
             Decision::Stream {
@@ -421,6 +424,69 @@ async fn send_stored(
         None => return client_gone(&w),
     }
     next_after(keep)
+}
+
+/// Send a stored response whose body is also in the worker's body file: the head with
+/// `send(MSG_MORE)`, the body with `sendfile(2)`, both direct non-blocking syscalls made before
+/// any await (so the entry, and its file range, cannot be removed in between); whatever the
+/// socket did not take goes out from memory (`body`) the usual way.
+async fn send_from_file(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    out: Stored<'_>,
+    body: Bytes,
+    file: crate::cache::memfd::FileRange,
+) -> Next {
+    use std::os::fd::AsRawFd;
+    let w = c.w.clone();
+    let keep = out.write(&w, req, &mut c.cout);
+    let fd = c.stream.as_raw_fd();
+    if !c.nonblocking {
+        // SAFETY: fcntl on the connection's open socket. io_uring still waits for readiness
+        // on O_NONBLOCK sockets (they support nowait), so the runtime's I/O is unaffected.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+        c.nonblocking = true;
+    }
+    let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    // SAFETY: `cout` is valid for its length.
+    let n = unsafe { libc::send(fd, c.cout.as_ptr().cast(), c.cout.len(), flags) };
+    let head = match sent(n) {
+        Some(n) => n,
+        None => return client_gone(&w),
+    };
+    let send = w.cfg.timeouts.send;
+    if head < c.cout.len() {
+        let mut buf = std::mem::take(&mut c.cout);
+        buf.advance(head);
+        match write_head_and_body(c, &w, buf, body, send).await {
+            Some(b) => c.cout = b,
+            None => return client_gone(&w),
+        }
+        return next_after(keep);
+    }
+    let mut offset = file.offset as libc::off_t;
+    // SAFETY: both fds are open (the body file lives as long as the worker's store).
+    let n = unsafe { libc::sendfile(fd, file.fd, &mut offset, body.len()) };
+    let done = match sent(n) {
+        Some(n) => n,
+        None => return client_gone(&w),
+    };
+    if done < body.len() && write_bytes(c, body.slice(done..), send).await.is_err() {
+        return client_gone(&w);
+    }
+    next_after(keep)
+}
+
+/// What a non-blocking send took: `n` bytes, none if the socket is full, `None` on error.
+fn sent(n: isize) -> Option<usize> {
+    if n >= 0 {
+        return Some(n as usize);
+    }
+    let e = std::io::Error::last_os_error().kind();
+    (e == std::io::ErrorKind::WouldBlock || e == std::io::ErrorKind::Interrupted).then_some(0)
 }
 
 /// A response head and a stored body, for one `writev`: the iovec pair lives on the heap (in a
@@ -835,11 +901,13 @@ fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_>]) -> Hit 
             cache::fetched_age(&fields, at)
         }
     };
+    // Served from memory: the entry's file range may be gone with the entry.
     Hit {
         status: stored.status,
         head,
         body: stored.body.clone(),
         age,
+        file: None,
     }
 }
 

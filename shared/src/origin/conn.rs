@@ -118,7 +118,7 @@ struct Request {
     websocket_key: Option<Vec<u8>>,
     script: Result<Script, ScriptError>,
     /// If-None-Match and If-Modified-Since of a GET or HEAD (copied only when present).
-    conditional: Option<Conditional>,
+    conditional: Option<Box<Conditional>>,
 }
 
 /// A conditional GET's fields, answered 304 when they match the response's validators.
@@ -128,7 +128,7 @@ struct Conditional {
 }
 
 impl Conditional {
-    fn of(method: &str, headers: &[httparse::Header<'_>]) -> Option<Conditional> {
+    fn of(method: &str, headers: &[httparse::Header<'_>]) -> Option<Box<Conditional>> {
         if method != "GET" && method != "HEAD" {
             return None;
         }
@@ -142,7 +142,7 @@ impl Conditional {
             if_none_match: field("if-none-match"),
             if_modified_since: field("if-modified-since"),
         };
-        (c.if_none_match.is_some() || c.if_modified_since.is_some()).then_some(c)
+        (c.if_none_match.is_some() || c.if_modified_since.is_some()).then(|| Box::new(c))
     }
 
     /// Whether a 200 with header fields `fields` is answered 304 instead (RFC 9110 13.2.2:
