@@ -163,10 +163,10 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
     pub cache: Option<u64>,
 
-    /// With --cache: hits of bodies over 1 KiB go out with sendfile(2) from a per-worker memfd
-    /// (an experiment, measured in benches/cache_vs_peers.sh) [default: from memory]
+    /// With --cache: send every cached body from memory, none with sendfile(2) from the
+    /// worker's memfd [default: bodies of 4 KiB and more with sendfile]
     #[arg(long, requires = "cache")]
-    pub cache_memfd: bool,
+    pub cache_no_sendfile: bool,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -306,7 +306,7 @@ impl Cli {
         let route = a.cache.map(|size| {
             let mut r = RouteEntry::new(Some("default".into()), None);
             let mut c = crate::config::cache::CacheEntry::quick(size);
-            c.memfd = a.cache_memfd;
+            c.sendfile = !a.cache_no_sendfile;
             r.cache = Some(unspanned(c));
             unspanned(r)
         });

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use tests::raw::{self, Client};
 
 fn proxy(origin: SocketAddr, extra: &[&str]) -> (proxy::Running, SocketAddr) {
-    let mut args = vec!["--cache", "4MiB", "--cache-memfd"];
+    let mut args = vec!["--cache", "4MiB"];
     args.extend_from_slice(extra);
     tests::start_proxy(&[origin], &args)
 }

@@ -273,3 +273,29 @@ fn a_revalidation_the_origin_cannot_answer_serves_stale_within_stale_if_error() 
     assert_eq!(p.stats()[0].cache_stale.get(), 2);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_hit_answers_the_clients_own_conditional_request() {
+    let o = origin(&[]);
+    let (p, addr) = proxy(&[o.addr()], |_| {});
+    assert_eq!(x_cache(&request(addr, "GET", PAGE, "")), "MISS");
+    let before = "Tue, 14 Nov 2023 22:13:10 GMT";
+    for (extra, status) in [
+        ("If-None-Match: \"v1\"\r\n", 304),
+        ("If-None-Match: \"x\", W/\"v1\"\r\n", 304),
+        ("If-None-Match: \"x\"\r\n", 200),
+        (&format!("If-Modified-Since: {LM}\r\n")[..], 304),
+        (&format!("If-Modified-Since: {before}\r\n")[..], 200),
+    ] {
+        let r = request(addr, "GET", PAGE, extra);
+        assert_eq!((r.status, x_cache(&r)), (status, "HIT"), "{extra}");
+        let body = if status == 304 { 0 } else { 500 };
+        assert_eq!(r.body.len(), body, "{extra}");
+    }
+    assert_eq!(
+        o.requests(),
+        1,
+        "every conditional was answered from the store"
+    );
+    p.shutdown().unwrap();
+}

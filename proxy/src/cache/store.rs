@@ -18,7 +18,7 @@
 //! to a connection stay alive until it is done with them, beyond the bound, as any response
 //! being written does.
 
-use super::memfd::{BodyFile, FileRange};
+use super::memfd::{BodyFile, FileRange, FILE_BODY_MIN};
 use super::policy::Storable;
 use super::vary::VarySpec;
 use super::Millis;
@@ -57,7 +57,7 @@ pub struct Hit {
     pub body: Bytes,
     /// The `Age` to send, in seconds.
     pub age: u64,
-    /// The body's copy in the worker's body file (`memfd = true`).
+    /// Where the body lies in the worker's body file (`body` maps it), to send it from.
     pub file: Option<FileRange>,
 }
 
@@ -222,7 +222,7 @@ pub struct Store {
     /// Keyed per store, so a client cannot aim many keys at one chain.
     hasher: RandomState,
     stats: StoreStats,
-    /// Bodies kept in a memfd too (the sendfile experiment).
+    /// Where bodies of `FILE_BODY_MIN` bytes and more are kept (`sendfile = true`).
     file: Option<BodyFile>,
 }
 
@@ -244,8 +244,8 @@ impl Store {
         }
     }
 
-    /// Keep complete bodies over `COPY_BODY_MAX`-ish sizes in a memfd as well (the sendfile
-    /// experiment). Without a memfd (the call failed) bodies stay in memory only.
+    /// Keep complete bodies of [`FILE_BODY_MIN`] bytes and more in a memfd (sent with
+    /// sendfile). Without a memfd (the call failed) bodies stay in memory.
     pub fn with_body_file(mut self) -> Store {
         self.file = BodyFile::new().ok();
         self
@@ -254,7 +254,7 @@ impl Store {
     /// The store of a route's `cache = { ... }` settings, for one worker.
     pub fn for_route(cfg: &crate::config::cache::CacheEntry) -> Store {
         let s = Store::new(cfg.max_bytes, cfg.max_object);
-        if cfg.memfd {
+        if cfg.sendfile {
             s.with_body_file()
         } else {
             s
@@ -612,14 +612,17 @@ impl Store {
                 b.freeze()
             }
         };
+        // Larger bodies move to the body file (sent with sendfile; the entry keeps a mapping).
+        let (body, file) = match &mut self.file {
+            Some(f) if body.len() >= FILE_BODY_MIN => match f.put(&body) {
+                Some((mapped, range)) => (mapped, Some(range)),
+                None => (body, None),
+            },
+            _ => (body, None),
+        };
         // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
         // clone here, once, so that hits never allocate.
         drop(body.clone());
-        // Small bodies go out copied behind the head: only larger ones are worth a file.
-        let file = match &mut self.file {
-            Some(f) if body.len() > 1024 => f.put(&body),
-            _ => None,
-        };
         let e = self.at_mut(h.slot);
         e.state = State::Complete { meta, body, file };
         e.wake(false);
@@ -797,17 +800,6 @@ impl Store {
         self.bytes -= e.size;
         self.entries -= 1;
         e.wake(false);
-        if let (
-            State::Complete {
-                body,
-                file: Some(r),
-                ..
-            },
-            Some(f),
-        ) = (&e.state, &mut self.file)
-        {
-            f.release(r.offset, body.len() as u64);
-        }
     }
 
     fn touch(&mut self, i: u32) {

@@ -709,3 +709,41 @@ fn fills_are_never_evicted_and_a_fill_without_room_is_dropped() {
     assert!(s.finish(a));
     assert_eq!(s.len(), 1);
 }
+
+/// Bytes the body file of `s` has allocated, through its fd in a hit.
+fn file_blocks(fd: std::os::fd::RawFd) -> u64 {
+    // SAFETY: fstat on an open fd into a zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+    st.st_blocks as u64 * 512
+}
+
+#[test]
+fn bodies_from_4_kib_live_in_the_body_file_until_their_last_reader_is_done() {
+    let mut s = Store::new(1 << 20, 1 << 16).with_body_file();
+    let small = vec![b's'; super::memfd::FILE_BODY_MIN - 1];
+    let large: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    put(&mut s, KEY, &small);
+    let Lookup::Hit(hit) = s.lookup(KEY, &[], false, T) else {
+        panic!("hit")
+    };
+    assert_eq!(
+        (hit.file, &hit.body[..]),
+        (None, &small[..]),
+        "small: memory"
+    );
+    put(&mut s, KEY, &large);
+    let Lookup::Hit(hit) = s.lookup(KEY, &[], false, T) else {
+        panic!("hit")
+    };
+    let file = hit.file.expect("large: in the file");
+    assert_eq!(&hit.body[..], &large[..], "the mapping reads the body");
+    assert_eq!(file_blocks(file.fd), 20_480, "five pages");
+    // Removed from the store while a response still holds it: the pages stay until it is
+    // dropped, then go.
+    assert_eq!(s.invalidate(KEY), 1);
+    assert_eq!(file_blocks(file.fd), 20_480);
+    assert_eq!(&hit.body[..], &large[..]);
+    drop(hit);
+    assert_eq!(file_blocks(file.fd), 0);
+}

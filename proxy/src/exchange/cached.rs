@@ -64,6 +64,8 @@ pub fn now_millis() -> Millis {
 /// What the cache does with one request, decided with no I/O.
 enum Decision {
     Hit(Hit),
+    /// A hit whose validators match the client's own conditional request: 304.
+    NotModified(Hit),
     Stream {
         entry: Handle,
         head: Bytes,
@@ -128,12 +130,12 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             Decision::Hit(hit) => {
                 w.stats.cache_hits.incr();
                 c.cin.advance(req.head_len);
-                let len = hit.body.len() as u64;
-                let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
-                if let (Some(file), false) = (hit.file, req.method == RequestMethod::Head) {
-                    return send_from_file(c, &req, out, hit.body, file).await;
-                }
-                return send_stored(c, &req, out, Some(hit.body)).await;
+                return send_hit(c, &req, hit).await;
+            }
+            Decision::NotModified(hit) => {
+                w.stats.cache_hits.incr();
+                c.cin.advance(req.head_len);
+                return send_not_modified(c, &req, &hit, CacheStatus::Hit).await;
             }
             Decision::Stream {
                 entry,
@@ -232,6 +234,12 @@ fn decide(
         } => {
             let mut s = store.borrow_mut();
             match s.lookup(key, parsed.headers, revalidate, now) {
+                Lookup::Hit(hit) if is_conditional(parsed.headers) => {
+                    match validate::not_modified(parsed.headers, validate::validators(&hit.head)) {
+                        true => Decision::NotModified(hit),
+                        false => Decision::Hit(hit),
+                    }
+                }
                 Lookup::Hit(hit) => Decision::Hit(hit),
                 Lookup::Stream {
                     entry,
@@ -395,6 +403,38 @@ fn next_after(keep: bool) -> Next {
     }
 }
 
+/// Whether a request has a condition a stored response may answer with 304.
+fn is_conditional(headers: &[httparse::Header<'_>]) -> bool {
+    headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("if-none-match")
+            || h.name.eq_ignore_ascii_case("if-modified-since")
+    })
+}
+
+/// A 304 from a stored response whose validators match the client's condition (as nginx
+/// answers conditional requests from its cache).
+async fn send_not_modified(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    hit: &Hit,
+    status: CacheStatus,
+) -> Next {
+    let head = validate::not_modified_head(&hit.head);
+    let mut out = Stored::new(&head, hit.age, status, 0);
+    out.length = false;
+    send_stored(c, req, out, None).await
+}
+
+/// A fresh stored response (`X-Cache: HIT`), from the body file when it has a copy there.
+async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+    match (hit.file, req.method == RequestMethod::Head) {
+        (Some(file), false) => send_from_file(c, req, out, hit.body, file).await,
+        _ => send_stored(c, req, out, Some(hit.body)).await,
+    }
+}
+
 /// Send a stored response: the head, then `body` (none for HEAD).
 async fn send_stored(
     c: &mut ClientConn,
@@ -426,10 +466,10 @@ async fn send_stored(
     next_after(keep)
 }
 
-/// Send a stored response whose body is also in the worker's body file: the head with
-/// `send(MSG_MORE)`, the body with `sendfile(2)`, both direct non-blocking syscalls made before
-/// any await (so the entry, and its file range, cannot be removed in between); whatever the
-/// socket did not take goes out from memory (`body`) the usual way.
+/// Send a stored response whose body is in the worker's body file: the head with
+/// `send(MSG_MORE)`, the body with `sendfile(2)`, both direct non-blocking syscalls; whatever
+/// the socket did not take goes out from `body` (the file's mapping) the usual way. `body`
+/// keeps the file range alive (its pages are punched out only when its last `Bytes` goes).
 async fn send_from_file(
     c: &mut ClientConn,
     req: &RequestInfo,
@@ -844,10 +884,7 @@ async fn revalidated(
     };
     let v = validate::validators(&hit.head);
     if validate::not_modified(request.headers, v) {
-        let head = validate::not_modified_head(&hit.head);
-        let mut out = Stored::new(&head, hit.age, CacheStatus::Revalidated, 0);
-        out.length = false;
-        return send_stored(c, req, out, None).await;
+        return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await;
     }
     let len = hit.body.len() as u64;
     let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
