@@ -106,11 +106,9 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     else {
         return super::run(c, req, group).await;
     };
-    if let (BodyKind::Length(n), Some(max)) = (req.body, w.cfg.limits.max_body) {
-        if n > max {
-            w.stats.cache_bypasses.incr();
-            return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
-        }
+    if body_too_large(&w, &req) {
+        w.stats.cache_bypasses.incr();
+        return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
     }
     let mut waits = 0;
     let mut now = now_millis();
@@ -204,6 +202,15 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
             }
         }
+    }
+}
+
+/// A declared request body over `max_body` (refused here on a cached route, so the answer
+/// carries X-Cache).
+fn body_too_large(w: &ProxyWorker, req: &RequestInfo) -> bool {
+    match (req.body, w.cfg.limits.max_body) {
+        (BodyKind::Length(n), Some(max)) => n > max,
+        _ => false,
     }
 }
 
