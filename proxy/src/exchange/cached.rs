@@ -4,7 +4,13 @@
 //!   parse is gone by now), into stack storage: the decision ([`decide`]) takes the head, the
 //!   route's settings and the worker's store, and no borrow of the store outlives it.
 //! - Hit: the stored head (no hop-by-hop fields, no framing, no Age or X-Cache) with `Age`,
-//!   `X-Cache: HIT` and `Content-Length`, then the body from memory (head only for HEAD).
+//!   `X-Cache: HIT` and `Content-Length`, then the body (head only for HEAD): from memory, or
+//!   with sendfile from the worker's body file for bodies of 4 KiB and more
+//!   (`cache::memfd`). A client's own If-None-Match / If-Modified-Since that the stored
+//!   validators match gets a 304.
+//! - Validation: a `no-cache` request, or a stale entry, with an ETag or Last-Modified is
+//!   fetched with a conditional request ([`validate`]); a 304 refreshes the entry (RFC 9111
+//!   4.3.4) and serves it (`X-Cache: REVALIDATED`), a 200 replaces it (MISS).
 //! - Stream: a request collapsed on a fill that declared its length streams the entry as it
 //!   fills. Wait: a fill without a head (or without a length) is under way; wait for it to
 //!   change and decide again.
@@ -15,6 +21,9 @@
 //!   (through the workers' inbox); `PURGE` from `purge_from` does the same at once: 200 when
 //!   this worker had the key, 404 when it did not (the other workers are told either way);
 //!   from elsewhere 403 (ngx_cache_purge's answer to a client outside `purge_allowed`).
+//! - The proxy's own answers carry X-Cache too ([`fail_with`]): MISS after a lookup (a failed
+//!   fill, only-if-cached with nothing stored), BYPASS when the cache was not used (unsafe
+//!   methods, credentials, a body over `max_body`, PURGE answers).
 
 use super::outcome::Answered;
 use super::response_head::Head;
