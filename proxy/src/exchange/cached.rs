@@ -741,7 +741,8 @@ async fn fetch(
         (f.fill.is_some() || f.validates.is_some()).then(|| c.cin[..req.head_len].to_vec());
     let answered = answer(c, &w, &g, &fetch_req, group).await;
     let limits = &g.cfg.limits.codec;
-    let not_modified = matches!(&answered, Ok(a) if answer_status(limits, &a.head.ub) == 304);
+    let not_modified = f.validates.is_some()
+        && matches!(&answered, Ok(a) if answer_status(limits, &a.head.ub) == 304);
     if f.validates.is_some() {
         match not_modified {
             true => w.stats.cache_revalidated.incr(),
@@ -757,7 +758,7 @@ async fn fetch(
             return upstream_failed(c, req, &f, e).await;
         }
     };
-    if let (true, Some(rh)) = (not_modified && f.validates.is_some(), &req_head) {
+    if let (true, Some(rh)) = (not_modified, &req_head) {
         if let Some((store, h, _)) = f.fill {
             store.borrow_mut().abandon(h);
         }
