@@ -447,7 +447,11 @@ async fn send_not_modified(
 async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
     let len = hit.body.len() as u64;
     let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
-    match (hit.file, req.method == RequestMethod::Head) {
+    // sendfile writes the socket itself: never under TLS (the memory path encrypts).
+    match (
+        hit.file,
+        req.method == RequestMethod::Head || c.stream.is_tls(),
+    ) {
         (Some(file), false) => send_from_file(c, req, out, hit.body, file).await,
         _ => send_stored(c, req, out, Some(hit.body)).await,
     }
@@ -496,9 +500,13 @@ async fn send_from_file(
     file: crate::cache::memfd::FileRange,
 ) -> Next {
     use std::os::fd::AsRawFd;
+    let fd = match &c.stream {
+        shared::stream::Stream::Plain(s) => s.as_raw_fd(),
+        // TLS encrypts in user space: the body goes out from memory.
+        shared::stream::Stream::Tls(_) => return send_stored(c, req, out, Some(body)).await,
+    };
     let w = c.w.clone();
     let keep = out.write(&w, req, &mut c.cout);
-    let fd = c.stream.as_raw_fd();
     if !c.nonblocking {
         // SAFETY: fcntl on the connection's open socket. io_uring still waits for readiness
         // on O_NONBLOCK sockets (they support nowait), so the runtime's I/O is unaffected.
