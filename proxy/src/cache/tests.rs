@@ -747,3 +747,28 @@ fn bodies_from_4_kib_live_in_the_body_file_until_their_last_reader_is_done() {
     drop(hit);
     assert_eq!(file_blocks(file.fd), 0);
 }
+
+#[test]
+fn a_request_waiting_on_a_fill_still_finds_the_stored_entry_to_fall_back_on() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    put(&mut s, KEY, b"old");
+    // Stale at T + 10s: a refill starts; another request waits for it ...
+    let Lookup::Stale(old) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("stale")
+    };
+    let fill = s.begin_fill(KEY).expect("room");
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("waits for the fill")
+    };
+    assert_eq!(w, fill);
+    // ... and, should it give up waiting and fetch on its own, the stored entry is what a
+    // failed fetch falls back on (exchange::cached asks with `revalidate`).
+    match s.lookup(KEY, &[], true, T + 10_000) {
+        Lookup::Stale(h) => assert_eq!(h, old),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.stale_hit(old, T + 10_000, 60_000).map(|h| h.body),
+        Some(Bytes::from_static(b"old"))
+    );
+}
