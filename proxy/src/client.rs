@@ -41,6 +41,8 @@ pub struct ClientConn {
     pub uout: BytesMut,
     /// The client response head being built (and chunk framing).
     pub cout: BytesMut,
+    /// The last answer was written corked (`cork_last_answer`): closing must send it.
+    pub corked: bool,
 }
 
 pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
@@ -53,6 +55,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
         cin: bufs.cin,
         uout: bufs.uout,
         cout: bufs.cout,
+        corked: false,
     };
     let end = requests(&mut c).await;
     let ClientConn {
@@ -60,12 +63,13 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
         cin,
         uout,
         cout,
+        corked,
         ..
     } = c;
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
     match end {
         End::Tunnel(up) => crate::tunnel::run(&w, stream, up).await,
-        End::Finished => close_now(stream),
+        End::Finished => close_now(stream, corked),
         End::Close => {}
     }
 }
@@ -86,12 +90,37 @@ enum End {
 /// that searches the io-wq for it: two more SQEs and ~2% of the CPU of a connection-per-request
 /// client. Only for streams with no operation in flight: `into_raw_fd` needs the last
 /// reference, and an operation dropped before completing keeps one until it completes.
-fn close_now(stream: TcpStream) {
+fn close_now(stream: TcpStream, corked: bool) {
     use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
     let fd = stream.into_raw_fd();
+    if corked {
+        // The FIN goes out with the corked answer. Not left to close(2): with unread bytes
+        // from the client it resets the connection and drops unsent data.
+        // SAFETY: an open fd owned here.
+        unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+    }
     // SAFETY: `into_raw_fd` gave up monoio's ownership of the fd (and deregistered it from
     // the epoll driver): it is open and owned by nothing else.
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
+}
+
+/// Hold what is written next on `stream` back until it is closed (TCP_CORK): the kernel then
+/// sends the last answer and the FIN in one segment instead of two.
+pub fn cork_last_answer(c: &mut ClientConn) {
+    use std::os::fd::AsRawFd;
+    c.corked = true;
+    let stream = &c.stream;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid fd and a c_int option value of the right size.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// Serve requests until the connection is done.
