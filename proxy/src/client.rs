@@ -104,8 +104,11 @@ fn close_now(stream: TcpStream, corked: bool) {
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
 }
 
-/// Hold what is written next on `stream` back until it is closed (TCP_CORK): the kernel then
-/// sends the last answer and the FIN in one segment instead of two.
+/// Hold what is written next on the client socket back until it is closed (TCP_CORK): the
+/// kernel then sends the last answer's tail and the FIN in one segment instead of two (a
+/// connection-per-request client's CPU per request: about -10 % for a `return`). Only for
+/// an answer written whole, right before `Next::Finished` (`close_now` then sends it with
+/// shutdown): never for a response streamed from an upstream, whose pieces must not wait.
 pub fn cork_last_answer(c: &mut ClientConn) {
     use std::os::fd::AsRawFd;
     c.corked = true;

@@ -362,6 +362,9 @@ async fn send_stored(
         other => other,
     };
     let send = w.cfg.timeouts.send;
+    if !keep {
+        crate::client::cork_last_answer(c);
+    }
     let buf = std::mem::take(&mut c.cout);
     let written = match separate {
         None => write_all(&mut c.stream, buf, send).await.ok(),
