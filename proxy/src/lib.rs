@@ -39,6 +39,7 @@ mod client;
 mod error;
 mod exchange;
 mod forward;
+mod generation;
 mod io;
 mod pool;
 mod relay;

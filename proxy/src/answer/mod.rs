@@ -222,7 +222,7 @@ pub async fn send(c: &mut ClientConn, req: &RequestInfo, skip: Option<usize>, cl
     if close && skip.is_some() {
         crate::client::cork_last_answer(c);
     }
-    match write_all(&mut c.stream, buf, c.w.cfg.timeouts.send).await {
+    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(buf) => c.uout = buf,
         Err(_) => {
             c.w.stats.client_errors.incr();
