@@ -348,9 +348,9 @@ fn help_mentions_every_flag_and_its_default() {
         "--no-x-real-ip",
         "--no-x-forwarded-proto",
         "--cache",
+        "--cache-no-sendfile",
         "--tls-cert",
         "--tls-key",
-        "--cache-no-sendfile",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");

@@ -268,3 +268,42 @@ Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n
         p.stop();
     }
 }
+
+#[test]
+fn static_files_over_tls() {
+    let ca = Ca::new();
+    let dir = temp_dir("static");
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    // Larger than the relay buffer and the in-memory file limit: read and sent in pieces.
+    let big: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(www.join("big.bin"), &big).unwrap();
+    std::fs::write(www.join("small.txt"), b"small\n").unwrap();
+    ca.leaf_files(&dir, "site", &["localhost"]);
+    let toml = dir.join("s.toml");
+    std::fs::write(
+        &toml,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"site.crt\"\nkey = \"site.key\"\n\n\
+         [[route]]\nstatic = { root = \"www\" }\n",
+    )
+    .unwrap();
+    for d in drivers_here() {
+        let mut cfg = proxy::config::load(&toml).unwrap();
+        cfg.runtime.workers = 1;
+        cfg.runtime.pin = false;
+        cfg.runtime.driver = choice(d);
+        let p = Proxy::start(cfg);
+        let cc = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        let r = c.get("/big.bin");
+        assert_eq!(r.status, 200, "{d}");
+        assert!(r.body == big, "{d}: the whole file, byte for byte");
+        let r = c.get("/small.txt");
+        assert_eq!(r.body, b"small\n", "{d}");
+        c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=100000-100009\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 206, "{d}");
+        assert_eq!(r.body, &big[100_000..100_010], "{d}");
+        p.stop();
+    }
+}
