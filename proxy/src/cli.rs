@@ -162,6 +162,11 @@ pub struct Args {
     /// responses without their own freshness) [default: no cache]
     #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
     pub cache: Option<u64>,
+
+    /// Serve /metrics (Prometheus), /status (JSON) and /healthz on ADDR, never on the public
+    /// listeners [default: off; the file's `[admin] addr`]
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub admin: Option<SocketAddr>,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -364,6 +369,9 @@ impl Cli {
                 .filter(|h| h.0)
                 .map(|h| Edit::HeaderOff(h.1)),
         );
+        if let Some(addr) = a.admin {
+            edits.push(Edit::Admin(addr));
+        }
         Overrides {
             listen: a.listen.clone(),
             edits,

@@ -145,7 +145,10 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let a = match answer(c, &w, &req, group).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
-        Err(None) => return Next::Close,
+        Err(None) => {
+            c.rec.failed(ProxyError::ClientGone);
+            return Next::Close;
+        }
     };
     end_client_head(&mut c.cout, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
@@ -187,6 +190,11 @@ async fn answer<'w>(
     if a.early {
         a.head.resp = a.head.resp.answered_early().map_err(Some)?;
     }
+    c.rec.upstream = Some(crate::record::Served {
+        group,
+        server: a.server,
+    });
+    c.rec.upstream_ttfb = Some(a.sent_at.elapsed());
     Ok(a)
 }
 
@@ -217,13 +225,21 @@ async fn attempts<'w>(
         if outcome.blame() == Blame::Server {
             balancer.borrow_mut().failed(s, Instant::now());
             tried.push(s);
+            if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = &outcome {
+                if let Some(m) = w.metrics.borrow_mut().server(g, s) {
+                    m.failures[crate::metrics::fault_index(*error)] += 1;
+                }
+            }
         }
         match outcome {
             Attempt::Answered(a) => {
                 balancer.borrow_mut().succeeded(s);
                 break Ok(a);
             }
-            Attempt::Retry { error, .. } => last = error,
+            Attempt::Retry { error, .. } => {
+                last = error;
+                w.metrics.borrow_mut().retries[g] += 1;
+            }
             Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
             Attempt::Abort => break Err(Unanswered::Close),
         }
@@ -247,7 +263,7 @@ async fn attempt<'w>(
     let pooled = w.pools[g][s].borrow_mut().take(Instant::now());
     let mut up = match pooled {
         Some(up) => up,
-        None => match connect(w, server).await {
+        None => match counted_connect(w, server, g, s).await {
             Ok(up) => up,
             Err(ProxyError::NoResources) => {
                 return Attempt::Fail {
@@ -264,8 +280,12 @@ async fn attempt<'w>(
         },
     };
     let in_flight = InFlight::new(&w.balancers[g], s);
+    let sent_at = Instant::now();
     if let Err(unsent) = send_head(c, w, plan, server, &mut up).await {
         return unsent;
+    }
+    if let Some(m) = w.metrics.borrow_mut().server(g, s) {
+        m.requests += 1;
     }
     up.requests += 1;
     let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
@@ -296,8 +316,22 @@ async fn attempt<'w>(
         up,
         head,
         early,
+        sent_at,
         _in_flight: in_flight,
     })
+}
+
+/// `connect`, counted against server `s` of group `g`.
+async fn counted_connect(
+    w: &ProxyWorker,
+    server: &Server,
+    g: usize,
+    s: usize,
+) -> Result<Upstream, ProxyError> {
+    if let Some(m) = w.metrics.borrow_mut().server(g, s) {
+        m.connects += 1;
+    }
+    connect(w, server).await
 }
 
 /// Send the request head (with a body that came with it) in one write; `Err`: what the
@@ -352,6 +386,7 @@ async fn relay_response(
         mut up,
         head: Head { resp, ub },
         early,
+        sent_at,
         _in_flight,
     } = a;
     let relay = relay::ResponseRelay {
@@ -361,8 +396,11 @@ async fn relay_response(
         kind: resp.body,
         framing: resp.framing,
         fill,
+        rec: &mut c.rec,
     };
-    match relay::response_body(&w, relay, ub, resp.head_len).await {
+    let relayed = relay::response_body(&w, relay, ub, resp.head_len).await;
+    c.rec.upstream_time = Some(sent_at.elapsed());
+    match relayed {
         Ok(done) => {
             w.give_buf(done.buf);
             let filled = done.filled;
@@ -380,13 +418,15 @@ async fn relay_response(
             };
             (next, filled)
         }
-        Err(RelayFail::Upstream(_)) => {
+        Err(RelayFail::Upstream(e)) => {
             // Mid-body: the client connection is aborted; what it got is visibly incomplete.
             w.stats.upstream_errors.incr();
+            c.rec.failed(e);
             (Next::Close, None)
         }
-        Err(RelayFail::Client(_)) => {
+        Err(RelayFail::Client(e)) => {
             w.stats.client_errors.incr();
+            c.rec.failed(e);
             (Next::Close, None)
         }
     }
@@ -400,8 +440,9 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next 
     c.cout.extend_from_slice(&ub[resp.head_len..]);
     c.w.give_buf(ub);
     let buf = std::mem::take(&mut c.cout);
-    if write_all(&mut c.stream, buf, t.send).await.is_err() {
-        return Next::Close;
+    match write_all(&mut c.stream, buf, t.send).await {
+        Ok(b) => c.rec.wrote(&b),
+        Err(_) => return Next::Close,
     }
     if !c.cin.is_empty() {
         let buf = std::mem::take(&mut c.cin);

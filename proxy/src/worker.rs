@@ -69,6 +69,10 @@ pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
     Purge(crate::exchange::cached::OwnedKey),
+    /// A scrape (`admin`): this worker's counters and state, now.
+    Snapshot(shared::inbox::Reply<crate::metrics::WorkerSnapshot>),
+    /// SIGUSR1: reopen the access log file (logrotate moved it).
+    ReopenLog,
 }
 
 /// Remove `key` from this worker's stores and tell every other worker to do the same.
@@ -116,6 +120,8 @@ async fn inbox(
                 invalidate_here(&w, &key);
                 w.stats.cache_purges_received.incr();
             }
+            WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
+            WorkerMsg::ReopenLog => w.reopen_log(),
         }
     }
 }
@@ -133,6 +139,10 @@ pub struct ProxyWorker {
     pub shutdown: Shutdown,
     pub stats: Arc<ProxyCounters>,
     pub errlog: RefCell<RateLimitedLog>,
+    /// What requests came to (fed once per request from its record, `client::requests`).
+    pub metrics: RefCell<crate::metrics::Metrics>,
+    /// The access log, when configured.
+    pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
     /// `{random:A-B}` in `return` templates.
     pub rng: crate::answer::Rng,
     /// The `Date` of the answers the proxy writes itself.
@@ -191,6 +201,11 @@ impl ProxyWorker {
                     _ => None,
                 })
                 .collect(),
+            metrics: RefCell::new(crate::metrics::Metrics::new(&cfg)),
+            access_log: cfg
+                .access_log
+                .as_ref()
+                .map(|l| RefCell::new(crate::access_log::AccessLog::open(l, id))),
             cfg,
             shutdown,
             stats,
@@ -290,6 +305,88 @@ impl ProxyWorker {
         });
     }
 
+    /// One request ended: count it and log it.
+    pub fn finish(&self, rec: &crate::record::Record, line: &crate::access_log::LogRequest) {
+        let now = Instant::now();
+        self.metrics.borrow_mut().record(rec, now);
+        if let Some(log) = &self.access_log {
+            let mut log = log.borrow_mut();
+            log.write(&self.cfg, rec, line, now);
+            if let Some(e) = log.take_error() {
+                drop(log);
+                self.log_error(format_args!("access log: lines lost: {e}"));
+            }
+        }
+    }
+
+    fn flush_log(&self) {
+        if let Some(log) = &self.access_log {
+            let mut log = log.borrow_mut();
+            log.flush();
+            if let Some(e) = log.take_error() {
+                drop(log);
+                self.log_error(format_args!("access log: lines lost: {e}"));
+            }
+        }
+    }
+
+    fn reopen_log(&self) {
+        if let Some(log) = &self.access_log {
+            if let Err(e) = log.borrow_mut().reopen() {
+                self.log_error(format_args!("access log: {e}"));
+            }
+        }
+    }
+
+    /// This worker's counters and state, for a scrape.
+    pub fn snapshot(&self) -> crate::metrics::WorkerSnapshot {
+        use crate::metrics::{CacheState, ServerState};
+        let now = Instant::now();
+        let servers = self
+            .pools
+            .iter()
+            .zip(&self.balancers)
+            .map(|(pools, b)| {
+                let b = b.borrow();
+                pools
+                    .iter()
+                    .enumerate()
+                    .map(|(s, p)| ServerState {
+                        idle: p.borrow().idle() as u64,
+                        busy: b.active(s),
+                        up: !b.is_down(s, now),
+                    })
+                    .collect()
+            })
+            .collect();
+        let caches = self
+            .caches
+            .iter()
+            .map(|c| {
+                c.as_ref().map(|s| {
+                    let s = s.borrow();
+                    let st = s.stats();
+                    CacheState {
+                        entries: s.len() as u64,
+                        bytes: s.bytes(),
+                        evicted: st.evicted,
+                        dropped: st.dropped_too_large + st.dropped_no_room,
+                    }
+                })
+            })
+            .collect();
+        crate::metrics::WorkerSnapshot {
+            worker: self.id,
+            metrics: self.metrics.borrow().clone(),
+            open: self.active() as u64,
+            accepted: self.stats.connections.get(),
+            accept_errors: self.stats.accept_errors.get(),
+            servers,
+            caches,
+            draining: self.shutdown.is_fired(),
+        }
+    }
+
     pub fn active(&self) -> usize {
         self.active.get()
     }
@@ -350,12 +447,11 @@ pub async fn run(
         stats,
         Some(post),
     ));
+    // The inbox outlives shutdown until the drain ends: a scrape during the drain is
+    // answered.
+    let drained = Shutdown::new();
     let inbox_task = match mailbox {
-        Ok(m) => Some(monoio::spawn(inbox(
-            Rc::downgrade(&w),
-            m,
-            ctx.shutdown.clone(),
-        ))),
+        Ok(m) => Some(monoio::spawn(inbox(Rc::downgrade(&w), m, drained.clone()))),
         Err(e) => {
             eprintln!(
                 "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",
@@ -372,6 +468,9 @@ pub async fn run(
         }
     }
     monoio::spawn(sweep_pools(w.clone()));
+    if w.access_log.is_some() {
+        monoio::spawn(flush_log_tick(w.clone()));
+    }
     ctx.shutdown.wait().await;
     for a in accepts {
         a.await;
@@ -382,6 +481,8 @@ pub async fn run(
     while w.active() > 0 && Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
+    w.flush_log();
+    drained.fire();
     if let Some(t) = inbox_task {
         t.await;
     }
@@ -409,5 +510,18 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
                 p.borrow_mut().sweep(now);
             }
         }
+    }
+}
+
+/// Flush the access log's buffer on a coarse tick, so a quiet proxy's lines reach the file
+/// within a second (a busy one flushes by size).
+async fn flush_log_tick(w: Rc<ProxyWorker>) {
+    let mut stop = w.shutdown.wait();
+    loop {
+        monoio::select! {
+            _ = monoio::time::sleep(crate::access_log::FLUSH_TICK) => {}
+            _ = &mut stop => return,
+        }
+        w.flush_log();
     }
 }

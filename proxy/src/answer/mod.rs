@@ -19,7 +19,7 @@ mod date;
 mod rng;
 pub mod template;
 
-pub use date::DateCache;
+pub use date::{imf_fixdate, DateCache};
 pub use rng::Rng;
 
 use crate::client::{linger_close, ClientConn};
@@ -220,7 +220,10 @@ pub async fn send(c: &mut ClientConn, req: &RequestInfo, skip: Option<usize>, cl
     c.cin.advance(req.head_len + skip.unwrap_or(0));
     let buf = std::mem::take(&mut c.uout);
     match write_all(&mut c.stream, buf, c.w.cfg.timeouts.send).await {
-        Ok(buf) => c.uout = buf,
+        Ok(buf) => {
+            c.rec.wrote(&buf);
+            c.uout = buf
+        }
         Err(_) => {
             c.w.stats.client_errors.incr();
             return Next::Close;

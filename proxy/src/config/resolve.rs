@@ -63,6 +63,8 @@ pub enum Edit {
     MaxConnections(usize),
     /// `--no-x-*`, `--no-preserve-host`.
     HeaderOff(HeaderSlot),
+    /// `--admin`.
+    Admin(SocketAddr),
 }
 
 impl Edit {
@@ -76,6 +78,7 @@ impl Edit {
             Edit::MaxBody(limit) => cfg.limits.max_body = limit,
             Edit::MaxConnections(n) => cfg.limits.max_connections = n,
             Edit::HeaderOff(slot) => *slot(&mut cfg.headers) = false,
+            Edit::Admin(addr) => cfg.admin = Some(addr),
         }
     }
 }
@@ -94,6 +97,8 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
         timeouts: file.timeouts.clone(),
         headers: file.headers.clone(),
         limits: proxy_limits(&file.limits),
+        admin: file.admin.as_ref().map(|a| a.addr),
+        access_log: file.access_log.clone(),
         source: file.origin.describe().to_string(),
     };
     for edit in &overrides.edits {

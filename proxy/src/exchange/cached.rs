@@ -109,6 +109,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
         match d {
             Decision::Hit(hit) => {
                 w.stats.cache_hits.incr();
+                c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 let len = hit.body.len() as u64;
                 let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
@@ -121,6 +122,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 len,
             } => {
                 w.stats.cache_hits.incr();
+                c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 let out = Stored::new(&head, age, CacheStatus::Hit, len);
                 return stream_entry(c, &req, store, entry, out).await;
@@ -130,6 +132,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 if !wait_change(store, h, w.cfg.timeouts.read).await {
                     // The fill takes too long: fetch on our own, without storing.
                     w.stats.cache_misses.incr();
+                c.rec.cache = Some(CacheStatus::Miss);
                     let key = key();
                     return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
                 }
@@ -137,11 +140,13 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             }
             Decision::Wait(_) => {
                 w.stats.cache_misses.incr();
+                c.rec.cache = Some(CacheStatus::Miss);
                 let key = key();
                 return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
             }
             Decision::Fetch { fill, stale } => {
                 w.stats.cache_misses.incr();
+                c.rec.cache = Some(CacheStatus::Miss);
                 let f = Fetch {
                     status: CacheStatus::Miss,
                     fill: fill.map(|h| (store, h, cfg.as_ref())),
@@ -154,6 +159,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             }
             Decision::Forward { invalidate } => {
                 w.stats.cache_bypasses.incr();
+                c.rec.cache = Some(CacheStatus::Bypass);
                 let f = Fetch {
                     invalidate,
                     ..Fetch::plain(CacheStatus::Bypass)
@@ -364,7 +370,9 @@ async fn send_stored(
     let send = w.cfg.timeouts.send;
     let buf = std::mem::take(&mut c.cout);
     let written = match separate {
-        None => write_all(&mut c.stream, buf, send).await.ok(),
+        None => write_all(&mut c.stream, buf, send).await.ok().inspect(|b| {
+            c.rec.wrote(b);
+        }),
         Some(body) => write_head_and_body(c, &w, buf, body, send).await,
     };
     match written {
@@ -445,6 +453,8 @@ async fn write_head_and_body(
         }
     }
     w.give_iovecs(v.iov);
+    c.rec.wrote(&v.head);
+    c.rec.wrote_body(v.body.len() as u64);
     Some(v.head)
 }
 
@@ -475,7 +485,10 @@ async fn stream_entry(
     let keep = out.write(&w, req, &mut c.cout);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
-        Ok(b) => c.cout = b,
+        Ok(b) => {
+            c.rec.wrote(&b);
+            c.cout = b
+        }
         Err(_) => return client_gone(&w),
     }
     if req.method == RequestMethod::Head {
@@ -486,10 +499,12 @@ async fn stream_entry(
         let read = store.borrow_mut().read(h, offset);
         match read {
             Read::Data(b) => {
-                offset += b.len() as u64;
+                let n = b.len() as u64;
+                offset += n;
                 if write_bytes(c, b, w.cfg.timeouts.send).await.is_err() {
                     return client_gone(&w);
                 }
+                c.rec.wrote_body(n);
             }
             Read::Pending => {
                 if !wait_change(store, h, w.cfg.timeouts.read).await {
@@ -624,6 +639,7 @@ async fn upstream_failed(
                 .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
         if let Some(hit) = hit {
             w.stats.cache_stale.incr();
+            c.rec.cache = Some(CacheStatus::Stale);
             let len = hit.body.len() as u64;
             let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
             return send_stored(c, req, out, Some(hit.body)).await;
@@ -755,7 +771,10 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     shared::http::encode::write_simple_response(&mut c.cout, Version::Http11, status, !keep);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
-        Ok(b) => c.cout = b,
+        Ok(b) => {
+            c.rec.wrote(&b);
+            c.cout = b
+        }
         Err(_) => return client_gone(&w),
     }
     next_after(keep)

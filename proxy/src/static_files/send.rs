@@ -44,13 +44,17 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     }
     let _nonblocking = NonBlocking::set(&c.stream)?;
     send_all(&c.stream, &c.cout, limit).await?;
-    sendfile_all(&c.stream, file.fd.as_fd(), start, len, limit).await
+    c.rec.wrote(&c.cout);
+    sendfile_all(&c.stream, file.fd.as_fd(), start, len, limit).await?;
+    c.rec.wrote_body(len);
+    Ok(())
 }
 
 async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail> {
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, limit).await {
         Ok(buf) => {
+            c.rec.wrote(&buf);
             c.cout = buf;
             Ok(())
         }
