@@ -216,6 +216,15 @@ pub enum LogFormat {
     Json,
 }
 
+impl LogFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Combined => "combined",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Listener {
     pub addr: SocketAddr,

@@ -159,20 +159,25 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
                 post: post.clone(),
                 flag: flag.clone(),
             };
+            // Like the workers, the admin thread must not take a signal meant for `main`'s
+            // signal thread (a SIGTERM it took would kill the process without a drain).
+            let _mask = shared::shutdown::SignalMask::block_stop_signals();
             Some(admin::Admin::start(l, ctx).map_err(StartError::Admin)?)
         }
         None => None,
     };
     let mut summary = summary(&cfg, driver, &workers, &addrs, nofile);
+    // Before the limits line, which stays the summary's last.
+    let mut obs = String::new();
     if let Some(a) = &admin {
-        summary.push_str(&format!("\n  admin: http://{}/metrics /status /healthz", a.addr()));
+        obs.push_str(&format!("  admin: http://{}/metrics /status /healthz\n", a.addr()));
     }
     if let Some(l) = &cfg.access_log {
-        summary.push_str(&format!(
-            "\n  access log: {} ({:?})",
-            l.path.display(),
-            l.format
-        ));
+        let (path, format) = (l.path.display(), l.format.name());
+        obs.push_str(&format!("  access log: {path} ({format})\n"));
+    }
+    if let Some(at) = summary.rfind("  limits: ") {
+        summary.insert_str(at, &obs);
     }
     Ok(Running {
         addrs,
