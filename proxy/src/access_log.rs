@@ -55,7 +55,9 @@ impl LogRequest {
         self.has = [false; 4];
         self.put(0, ip.as_bytes());
         let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
-        let line = head[..line_end].strip_suffix(b"\r").unwrap_or(&head[..line_end]);
+        let line = head[..line_end]
+            .strip_suffix(b"\r")
+            .unwrap_or(&head[..line_end]);
         self.put(1, line);
         let (mut referer, mut agent): (&[u8], &[u8]) = (&[], &[]);
         let (mut has_r, mut has_a) = (false, false);
@@ -82,8 +84,7 @@ impl LogRequest {
     }
 
     fn put(&mut self, i: usize, v: &[u8]) {
-        self.buf
-            .extend_from_slice(&v[..v.len().min(FIELD_MAX)]);
+        self.buf.extend_from_slice(&v[..v.len().min(FIELD_MAX)]);
         self.ends[i] = self.buf.len();
         self.has[i] = !v.is_empty();
     }
@@ -189,8 +190,8 @@ impl AccessLog {
         self.clf_time = c;
         // -> "2026-11-30T19:37:12+00:00"
         const MONTHS: [&[u8; 3]; 12] = [
-            b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct",
-            b"Nov", b"Dec",
+            b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+            b"Dec",
         ];
         let m = MONTHS.iter().position(|m| m[..] == d[8..11]).unwrap_or(0) + 1;
         let mut i = *b"1970-01-01T00:00:00+00:00";
@@ -275,7 +276,7 @@ fn escaped_or_dash(b: &mut Vec<u8>, v: Option<&[u8]>) {
         return;
     };
     for &c in v {
-        if c == b'"' || c == b'\\' || c < 0x20 || c >= 0x7f {
+        if c == b'"' || c == b'\\' || !(0x20..0x7f).contains(&c) {
             let _ = write!(b, "\\x{c:02X}");
         } else {
             b.push(c);

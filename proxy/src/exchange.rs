@@ -194,7 +194,6 @@ async fn answer<'w>(
         group,
         server: a.server,
     });
-    c.rec.upstream_ttfb = Some(a.sent_at.elapsed());
     Ok(a)
 }
 
@@ -311,12 +310,13 @@ async fn attempt<'w>(
             Err(f) => return f,
         }
     };
+    c.rec.upstream_sent = Some(sent_at);
+    c.rec.upstream_ttfb = Some(sent_at.elapsed());
     Attempt::Answered(Answered {
         server: s,
         up,
         head,
         early,
-        sent_at,
         _in_flight: in_flight,
     })
 }
@@ -386,7 +386,6 @@ async fn relay_response(
         mut up,
         head: Head { resp, ub },
         early,
-        sent_at,
         _in_flight,
     } = a;
     let relay = relay::ResponseRelay {
@@ -399,7 +398,7 @@ async fn relay_response(
         rec: &mut c.rec,
     };
     let relayed = relay::response_body(&w, relay, ub, resp.head_len).await;
-    c.rec.upstream_time = Some(sent_at.elapsed());
+    c.rec.upstream_time = c.rec.upstream_sent.map(|t| t.elapsed());
     match relayed {
         Ok(done) => {
             w.give_buf(done.buf);

@@ -12,9 +12,13 @@
 
 use crate::config::{Action, Config};
 use crate::metrics::{
-    Histogram, Metrics, WorkerSnapshot, BUCKETS_US, CACHE_STATUSES, CLASSES, FAULT_KINDS,
+    CacheState, Histogram, Metrics, ServerCounts, ServerState, WorkerSnapshot, BUCKETS_US,
+    CACHE_STATUSES, CLASSES, FAULT_KINDS,
 };
 use std::fmt::Write;
+
+/// A family read off each value of type `T`: name, type, help, the value.
+type Family<T> = (&'static str, &'static str, &'static str, fn(&T) -> u64);
 
 /// The label of route `i` (`None`: requests refused before routing): its host, if any, and
 /// its path prefix.
@@ -170,7 +174,7 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
     let all = servers(cfg);
     let counts = |g: usize, s: usize| &m.servers[g][s];
     let state = |g: usize, s: usize| snaps.iter().filter_map(move |w| w.servers.get(g)?.get(s));
-    let simple: [(&str, &str, &str, fn(&crate::metrics::ServerCounts) -> u64); 2] = [
+    let simple: [Family<ServerCounts>; 2] = [
         (
             "proxy_upstream_requests_total",
             "counter",
@@ -234,25 +238,28 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
             esc(&group.name)
         );
     }
-    let gauges: [(&str, &str, fn(&crate::metrics::ServerState) -> u64); 3] = [
+    let gauges: [Family<ServerState>; 3] = [
         (
             "proxy_upstream_pool_idle",
+            "gauge",
             "Idle keep-alive connections pooled for the server.",
             |x| x.idle,
         ),
         (
             "proxy_upstream_in_flight",
+            "gauge",
             "Requests in flight on the server (connections in use).",
             |x| x.busy,
         ),
         (
             "proxy_upstream_up",
+            "gauge",
             "1 if no worker has the server marked failed, else 0.",
             |x| u64::from(x.up),
         ),
     ];
-    for (name, help, f) in gauges {
-        family(o, name, "gauge", help);
+    for (name, kind, help, f) in gauges {
+        family(o, name, kind, help);
         for (g, s, l) in &all {
             let v: u64 = if name == "proxy_upstream_up" {
                 u64::from(state(*g, *s).all(|x| x.up))
@@ -290,7 +297,7 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             );
         }
     }
-    let fams: [(&str, &str, &str, fn(&crate::metrics::CacheState) -> u64); 4] = [
+    let fams: [Family<CacheState>; 4] = [
         ("proxy_cache_entries", "gauge", "Responses stored.", |c| {
             c.entries
         }),
@@ -335,7 +342,9 @@ fn histogram(o: &mut String, name: &str, h: &Histogram) {
     let mut cum = 0;
     for (i, n) in h.counts.iter().enumerate() {
         cum += n;
-        let le = BUCKETS_US.get(i).map_or_else(|| "+Inf".to_string(), |&b| seconds(b));
+        let le = BUCKETS_US
+            .get(i)
+            .map_or_else(|| "+Inf".to_string(), |&b| seconds(b));
         let _ = writeln!(o, "{name}_bucket{{le=\"{le}\"}} {cum}");
     }
     let _ = writeln!(o, "{name}_sum {}", seconds(h.sum_us));

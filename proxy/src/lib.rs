@@ -37,8 +37,8 @@ pub mod config;
 pub mod route;
 pub mod static_files;
 
-mod access_log;
 mod accept;
+mod access_log;
 mod admin;
 mod answer;
 mod client;
@@ -170,7 +170,10 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
     // Before the limits line, which stays the summary's last.
     let mut obs = String::new();
     if let Some(a) = &admin {
-        obs.push_str(&format!("  admin: http://{}/metrics /status /healthz\n", a.addr()));
+        obs.push_str(&format!(
+            "  admin: http://{}/metrics /status /healthz\n",
+            a.addr()
+        ));
     }
     if let Some(l) = &cfg.access_log {
         let (path, format) = (l.path.display(), l.format.name());

@@ -44,6 +44,8 @@ pub struct Record {
     /// What went wrong, if anything did.
     pub fault: Option<ProxyError>,
     pub upstream: Option<Served>,
+    /// When the request was sent to the server that answered.
+    pub upstream_sent: Option<Instant>,
     /// From sending the request to the upstream's response head.
     pub upstream_ttfb: Option<Duration>,
     /// From sending the request to the end of the upstream's response.
@@ -69,6 +71,7 @@ impl Record {
             bytes_out: 0,
             fault: None,
             upstream: None,
+            upstream_sent: None,
             upstream_ttfb: None,
             upstream_time: None,
             cache: None,

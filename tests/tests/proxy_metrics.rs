@@ -47,7 +47,10 @@ fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let r = raw::exchange(addr, req.as_bytes(), WAIT);
     assert_eq!(r.end, End::Closed, "admin {path}: {}", raw::show(&r));
     let resp = r.responses().into_iter().next().expect("a response");
-    (resp.status, String::from_utf8_lossy(&resp.body).into_owned())
+    (
+        resp.status,
+        String::from_utf8_lossy(&resp.body).into_owned(),
+    )
 }
 
 /// The samples of a scrape: `name{labels}` -> value.
@@ -116,11 +119,23 @@ fn metrics_and_status_count_each_request_once() {
     );
     let server = origin.addr().to_string();
     let want = [
-        (r#"proxy_requests_total{route="/",code="2xx"}"#.to_string(), 5.0),
+        (
+            r#"proxy_requests_total{route="/",code="2xx"}"#.to_string(),
+            5.0,
+        ),
         (r#"proxy_requests_total{route="/",code="5xx"}"#.into(), 0.0),
-        (r#"proxy_requests_total{route="/ret",code="4xx"}"#.into(), 3.0),
-        (r#"proxy_requests_total{route="(none)",code="4xx"}"#.into(), 1.0),
-        (r#"proxy_request_faults_total{kind="bad_request"}"#.into(), 1.0),
+        (
+            r#"proxy_requests_total{route="/ret",code="4xx"}"#.into(),
+            3.0,
+        ),
+        (
+            r#"proxy_requests_total{route="(none)",code="4xx"}"#.into(),
+            1.0,
+        ),
+        (
+            r#"proxy_request_faults_total{kind="bad_request"}"#.into(),
+            1.0,
+        ),
         ("proxy_sent_bytes_total".into(), received as f64),
         ("proxy_received_bytes_total".into(), sent as f64),
         ("proxy_client_connections_accepted_total".into(), 9.0),
@@ -208,4 +223,74 @@ fn healthz_says_503_while_draining_and_metrics_still_answer() {
     p.join().expect("join");
     // The admin listener is gone with the workers.
     assert!(std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn failed_attempts_are_counted_by_server_and_kind() {
+    let origin = Origin::start(OriginConfig::default()).expect("origin");
+    let dead = tests::ClosedPort::new();
+    // The refusing server first: round-robin tries it first, then the live one.
+    let extra = format!(
+        "\n[upstream.two]\nservers = [\"{}\", \"{}\"]\n\n[[route]]\npath = \"/two\"\nupstream = \"two\"\n",
+        dead.addr(),
+        origin.addr()
+    );
+    let p = proxy::start(config(origin.addr(), &extra)).expect("proxy starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
+    one(
+        addr,
+        b"GET /two HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        200,
+    );
+    let m = scrape(admin);
+    let (d, o) = (dead.addr(), origin.addr());
+    let want = [
+        (
+            format!(
+                r#"proxy_upstream_failures_total{{group="two",server="{d}",kind="upstream_refused"}}"#
+            ),
+            1.0,
+        ),
+        (
+            format!(r#"proxy_upstream_connects_total{{group="two",server="{d}"}}"#),
+            1.0,
+        ),
+        (
+            format!(r#"proxy_upstream_requests_total{{group="two",server="{d}"}}"#),
+            0.0,
+        ),
+        (
+            format!(r#"proxy_upstream_requests_total{{group="two",server="{o}"}}"#),
+            1.0,
+        ),
+        (
+            format!(
+                r#"proxy_upstream_failures_total{{group="two",server="{o}",kind="upstream_refused"}}"#
+            ),
+            0.0,
+        ),
+        (r#"proxy_upstream_retries_total{group="two"}"#.into(), 1.0),
+        (r#"proxy_upstream_retries_total{group="app"}"#.into(), 0.0),
+        // Marked failed (max_fails 1) on the worker that tried it.
+        (
+            format!(r#"proxy_upstream_up{{group="two",server="{d}"}}"#),
+            0.0,
+        ),
+        (
+            format!(r#"proxy_upstream_up{{group="two",server="{o}"}}"#),
+            1.0,
+        ),
+        (
+            r#"proxy_requests_total{route="/two",code="2xx"}"#.into(),
+            1.0,
+        ),
+        (
+            r#"proxy_request_faults_total{kind="upstream_refused"}"#.into(),
+            0.0,
+        ),
+    ];
+    for (k, v) in want {
+        assert_eq!(m.get(&k), Some(&v), "{k}");
+    }
+    p.shutdown().expect("shutdown");
 }

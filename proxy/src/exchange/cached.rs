@@ -132,7 +132,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 if !wait_change(store, h, w.cfg.timeouts.read).await {
                     // The fill takes too long: fetch on our own, without storing.
                     w.stats.cache_misses.incr();
-                c.rec.cache = Some(CacheStatus::Miss);
+                    c.rec.cache = Some(CacheStatus::Miss);
                     let key = key();
                     return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
                 }

@@ -35,8 +35,6 @@ pub(super) struct Answered<'w> {
     pub(super) head: Head,
     /// The upstream answered before it had the whole request body.
     pub(super) early: bool,
-    /// When the request started on its way to the server (for upstream times).
-    pub(super) sent_at: std::time::Instant,
     pub(super) _in_flight: InFlight<'w>,
 }
 
