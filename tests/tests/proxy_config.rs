@@ -107,6 +107,7 @@ fn example_parses_and_validates_in_process() {
         "workers",
         "driver",
         "pin",
+        "format",
     ] {
         let set = text.lines().any(|l| {
             l.trim_start().starts_with(&format!("{key} = ")) || l.contains(&format!(" {key} = "))
