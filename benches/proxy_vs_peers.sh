@@ -19,7 +19,8 @@
 # LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
 # binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
 # for it, e.g. "--driver epoll"), BASE_BIN (another build of our proxy, target "base", started
-# exactly like "ours"), RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
+# exactly like "ours"), target "logged" (ours with --access-log to a file in the run's temporary
+# directory; benches/obs_cost.sh compares base, ours and logged), RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -81,6 +82,11 @@ start_ours() {
 if bench_want "$TARGETS" ours; then
     bench_build proxy || bench_log "SKIP ours: cargo build --release -p proxy failed"
     start_ours ours "$PROXY_BIN"
+fi
+if bench_want "$TARGETS" logged; then
+    # Ours with the access log on (combined, a file in the run's temporary directory).
+    bench_build proxy || bench_log "SKIP logged: cargo build --release -p proxy failed"
+    PROXY_ARGS="${PROXY_ARGS:-} --access-log $BENCH_TMP/access.log" start_ours logged "$PROXY_BIN"
 fi
 if bench_want "$TARGETS" base; then
     [ -n "$BASE_BIN" ] || bench_die "target base needs BASE_BIN (another build of our proxy)"

@@ -14,9 +14,9 @@ use crate::config::schema::{
     StaticEntry,
 };
 use crate::config::{
-    resolve, Balance, Config, Edit, HeaderSlot, Overrides, ProxyLimits, TimeoutSlot, Timeouts,
-    DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_REQUESTS,
-    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
+    resolve, AccessLogConfig, Balance, Config, Edit, HeaderSlot, LogFormat, Overrides, ProxyLimits,
+    TimeoutSlot, Timeouts, DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE,
+    DEFAULT_KEEPALIVE_REQUESTS, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
 };
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
@@ -167,6 +167,15 @@ pub struct Args {
     /// listeners [default: off; the file's `[admin] addr`]
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
     pub admin: Option<SocketAddr>,
+
+    /// Write an access log to PATH (each worker buffers its lines; SIGUSR1 reopens the file)
+    /// [default: off; the file's `access_log`]
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
+
+    /// The access log's format
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Combined, requires = "access_log")]
+    pub access_log_format: LogFormat,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -375,6 +384,10 @@ impl Cli {
         Overrides {
             listen: a.listen.clone(),
             edits,
+            access_log: a.access_log.clone().map(|path| AccessLogConfig {
+                path,
+                format: a.access_log_format,
+            }),
         }
     }
 }

@@ -206,7 +206,7 @@ pub struct AccessLogConfig {
 }
 
 /// The access log's line format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum LogFormat {
     /// nginx's `combined`.

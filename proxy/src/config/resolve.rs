@@ -43,6 +43,8 @@ pub struct Overrides {
     pub listen: Vec<SocketAddr>,
     /// Every other flag given, applied in order to the resolved config.
     pub edits: Vec<Edit>,
+    /// `--access-log`: replaces the file's `access_log`.
+    pub access_log: Option<crate::config::AccessLogConfig>,
 }
 
 /// Where a timeout lives in [`Timeouts`].
@@ -98,7 +100,10 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
         headers: file.headers.clone(),
         limits: proxy_limits(&file.limits),
         admin: file.admin.as_ref().map(|a| a.addr),
-        access_log: file.access_log.clone(),
+        access_log: overrides
+            .access_log
+            .clone()
+            .or_else(|| file.access_log.clone()),
         source: file.origin.describe().to_string(),
     };
     for edit in &overrides.edits {
