@@ -46,6 +46,7 @@ mod error;
 mod exchange;
 mod exposition;
 mod forward;
+mod generation;
 mod io;
 mod metrics;
 mod pool;
