@@ -296,6 +296,7 @@ impl Cli {
             keepalive: a.keepalive,
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),
+            health: None,
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {
