@@ -62,6 +62,9 @@ pub struct ProxyCounters {
     pub cache_dropped: Counter,
     /// Purges and invalidations received from other workers (and carried out).
     pub cache_purges_received: Counter,
+    /// Health state changes applied on this worker (from its own checks or another
+    /// worker's): every worker's count moves together.
+    pub health_changes: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -69,6 +72,9 @@ pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
     Purge(crate::exchange::cached::OwnedKey),
+    /// A server's state by active health checks changed (the checking worker tells the
+    /// others, `crate::health`).
+    Health(crate::health::HealthChange),
 }
 
 /// Remove `key` from this worker's stores and tell every other worker to do the same.
@@ -116,6 +122,7 @@ async fn inbox(
                 invalidate_here(&w, &key);
                 w.stats.cache_purges_received.incr();
             }
+            WorkerMsg::Health(change) => crate::health::apply(&w, &change),
         }
     }
 }
@@ -372,6 +379,7 @@ pub async fn run(
         }
     }
     monoio::spawn(sweep_pools(w.clone()));
+    crate::health::spawn_checks(&w);
     ctx.shutdown.wait().await;
     for a in accepts {
         a.await;
