@@ -183,7 +183,9 @@ impl Balancer {
 
     /// What the active checks say about `server` (`Unchecked` for an index out of range).
     pub fn health(&self, server: usize) -> Health {
-        self.servers.get(server).map_or(Health::Unchecked, |s| s.health)
+        self.servers
+            .get(server)
+            .map_or(Health::Unchecked, |s| s.health)
     }
 
     /// The active checks' verdict on `server`. Coming up clears its passive mark.
@@ -595,7 +597,10 @@ mod tests {
             b.set_health(1, Health::Down);
             let seq = picks(&mut b, 60, t0);
             assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
-            assert!(counts(&seq, 3)[0] > 0 && counts(&seq, 3)[2] > 0, "{balance:?}");
+            assert!(
+                counts(&seq, 3)[0] > 0 && counts(&seq, 3)[2] > 0,
+                "{balance:?}"
+            );
             // Down beats "every other one is failed": the failed one is tried, never the down.
             b.failed(0, t0);
             b.failed(2, t0);

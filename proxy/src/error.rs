@@ -61,8 +61,8 @@ impl ProxyError {
         match self {
             Request(_) | HeaderTimeout | BodyTimeout | ClientGone | BodyTooLarge | NoRoute
             | MethodNotSupported | Forbidden => Fault::Client,
-            UpstreamRefused | NoLiveUpstream | ConnectTimeout | UpstreamTimeout | UpstreamClosed
-            | UpstreamIo | BadResponse(_) => Fault::Upstream,
+            UpstreamRefused | NoLiveUpstream | ConnectTimeout | UpstreamTimeout
+            | UpstreamClosed | UpstreamIo | BadResponse(_) => Fault::Upstream,
             NoResources => Fault::Internal,
         }
     }
@@ -78,9 +78,7 @@ impl ProxyError {
             NoRoute => 404,
             MethodNotSupported => 501,
             Forbidden => 403,
-            UpstreamRefused | NoLiveUpstream | UpstreamClosed | UpstreamIo | BadResponse(_) => {
-                502
-            }
+            UpstreamRefused | NoLiveUpstream | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
             ConnectTimeout | UpstreamTimeout => 504,
             NoResources => 503,
         })

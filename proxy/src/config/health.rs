@@ -36,7 +36,10 @@ pub struct HealthCheck {
     #[serde(default, deserialize_with = "de_check_host")]
     pub host: Option<String>,
     /// One check per server every `interval`.
-    #[serde(default = "default_interval", deserialize_with = "de_positive_duration")]
+    #[serde(
+        default = "default_interval",
+        deserialize_with = "de_positive_duration"
+    )]
     pub interval: Duration,
     /// Connect plus the response head must come within this, or the check failed.
     #[serde(default = "default_timeout", deserialize_with = "de_positive_duration")]
@@ -237,7 +240,10 @@ mod tests {
             ..HealthCheck::default()
         };
         let e = h.check().unwrap_err();
-        assert!(e.contains("timeout (3s) is longer than interval (2s)"), "{e}");
+        assert!(
+            e.contains("timeout (3s) is longer than interval (2s)"),
+            "{e}"
+        );
         HealthCheck::default().check().unwrap();
     }
 }

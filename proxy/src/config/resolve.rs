@@ -236,7 +236,13 @@ impl Resolver<'_> {
             if let Some(h) = &g.health {
                 if let Err(m) = h.get_ref().check() {
                     let key = format!("upstream.{name}.health");
-                    return Err(self.error(At::Value { key, span: h.span() }, m));
+                    return Err(self.error(
+                        At::Value {
+                            key,
+                            span: h.span(),
+                        },
+                        m,
+                    ));
                 }
             }
             out.push(UpstreamGroup {

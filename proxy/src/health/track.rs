@@ -86,14 +86,20 @@ mod tests {
         assert_eq!(run(&mut t, "+"), [(0, Health::Up)]);
         assert_eq!(run(&mut t, "+++"), []);
         // Exactly once per transition.
-        assert_eq!(run(&mut t, "---------++++"), [(2, Health::Down), (10, Health::Up)]);
+        assert_eq!(
+            run(&mut t, "---------++++"),
+            [(2, Health::Down), (10, Health::Up)]
+        );
     }
 
     #[test]
     fn ones_and_a_down_start() {
         let mut t = Tracker::new(Health::Down, 1, 1);
         assert_eq!(t.health(), Health::Down);
-        assert_eq!(run(&mut t, "+-+"), [(0, Health::Up), (1, Health::Down), (2, Health::Up)]);
+        assert_eq!(
+            run(&mut t, "+-+"),
+            [(0, Health::Up), (1, Health::Down), (2, Health::Up)]
+        );
         let mut t = Tracker::new(Health::Up, 0, 0);
         assert_eq!(run(&mut t, "-+"), [(0, Health::Down), (1, Health::Up)]);
     }
