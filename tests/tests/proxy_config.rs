@@ -170,6 +170,21 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             ":9:",
             &["route[0].upstream", "nope"],
         ),
+        (
+            "health.toml",
+            format!("{GOOD}health = {{ interval = \"1s\", timeout = \"2s\" }}\n"),
+            ":6:",
+            &[
+                "upstream.app.health",
+                "timeout (2s) is longer than interval (1s)",
+            ],
+        ),
+        (
+            "expect.toml",
+            format!("{GOOD}health = {{ expect = \"7xx\" }}\n"),
+            ":6:",
+            &["upstream.app.health.expect", "7xx"],
+        ),
         ("missing.toml", String::new(), "", &["listen"]),
     ];
     for (name, text, line, words) in cases {

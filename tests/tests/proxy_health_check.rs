@@ -18,7 +18,8 @@ use strict_common::{response, wait_for, READY};
 use tests::raw::{assert_generated, get, Client, WAIT};
 
 /// The checks every test here uses unless it says otherwise.
-const CHECK: &str = r#"path = "/healthz", interval = "250ms", timeout = "250ms", rise = 2, fall = 3, expect = 200"#;
+const CHECK: &str =
+    r#"path = "/healthz", interval = "250ms", timeout = "250ms", rise = 2, fall = 3, expect = 200"#;
 
 /// A capturing origin whose `/healthz` answers what the returned switch says (200 first).
 fn switched_origin() -> (Origin, StatusSwitch) {
@@ -39,7 +40,10 @@ fn switched(cfg: OriginConfig) -> (Origin, StatusSwitch) {
 /// Requests the origin received whose target starts with `path`.
 fn hits(o: &Origin, path: &str) -> usize {
     let line = format!("GET {path}");
-    o.captured().iter().filter(|r| r.starts_with(line.as_bytes())).count()
+    o.captured()
+        .iter()
+        .filter(|r| r.starts_with(line.as_bytes()))
+        .count()
 }
 
 /// A proxy with one group `app` of `servers` and `health = { <check> }` (`extra` is added to
@@ -61,7 +65,10 @@ fn wait_changes(p: &proxy::Running, n: u64, what: &str) {
         p.stats().iter().all(|s| s.health_changes.get() >= n)
     });
     let seen: Vec<u64> = p.stats().iter().map(|s| s.health_changes.get()).collect();
-    assert!(seen.iter().all(|&c| c == n), "{what}: changes per worker {seen:?}, want {n}");
+    assert!(
+        seen.iter().all(|&c| c == n),
+        "{what}: changes per worker {seen:?}, want {n}"
+    );
 }
 
 /// `n` requests for `/x` on one keep-alive connection, each answered 200.
@@ -94,7 +101,11 @@ fn fall_takes_a_server_out_and_rise_brings_it_back() {
         hits(&a, "/healthz") - probes_before
     );
     traffic(addr, 10);
-    assert_eq!((hits(&a, "/x"), hits(&b, "/x")), (2, 12), "b takes everything");
+    assert_eq!(
+        (hits(&a, "/x"), hits(&b, "/x")),
+        (2, 12),
+        "b takes everything"
+    );
 
     a_health.set(200);
     wait_changes(&p, 2, "a coming back");
@@ -107,7 +118,10 @@ fn fall_takes_a_server_out_and_rise_brings_it_back() {
         .find(|r| r.starts_with(b"GET /healthz "))
         .expect("a probe");
     let probe = String::from_utf8_lossy(&probe).into_owned();
-    assert!(probe.contains(&format!("\r\nHost: {}\r\n", a.addr())), "{probe}");
+    assert!(
+        probe.contains(&format!("\r\nHost: {}\r\n", a.addr())),
+        "{probe}"
+    );
     assert!(probe.contains("\r\nConnection: close\r\n"), "{probe}");
     p.shutdown().unwrap();
 }
@@ -118,9 +132,8 @@ fn every_worker_follows_the_checking_worker() {
     let (b, _b_health) = switched_origin();
     let p = proxy(&[a.addr(), b.addr()], CHECK, "", 2);
     let addr = p.listen_addrs()[0];
-    let served = |p: &proxy::Running| -> Vec<u64> {
-        p.stats().iter().map(|s| s.requests.get()).collect()
-    };
+    let served =
+        |p: &proxy::Running| -> Vec<u64> { p.stats().iter().map(|s| s.requests.get()).collect() };
 
     a_health.set(500);
     wait_changes(&p, 1, "a going down on both workers");
@@ -134,7 +147,11 @@ fn every_worker_follows_the_checking_worker() {
         before.iter().zip(&after).all(|(b, a)| a > b),
         "both workers served some: {before:?} -> {after:?}"
     );
-    assert_eq!((hits(&a, "/x"), hits(&b, "/x")), (0, 24), "no worker sent any to a");
+    assert_eq!(
+        (hits(&a, "/x"), hits(&b, "/x")),
+        (0, 24),
+        "no worker sent any to a"
+    );
 
     a_health.set(200);
     wait_changes(&p, 2, "a coming back on both workers");
@@ -197,7 +214,8 @@ fn passive_marks_work_alongside_active_checks() {
         ..OriginConfig::default()
     });
     let (b, b_health) = switched_origin();
-    let check = r#"path = "/healthz?drop=0", interval = "250ms", timeout = "250ms", rise = 2, fall = 3"#;
+    let check =
+        r#"path = "/healthz?drop=0", interval = "250ms", timeout = "250ms", rise = 2, fall = 3"#;
     let p = proxy(&[a.addr(), b.addr()], check, "", 1);
     let addr = p.listen_addrs()[0];
     // a's checks pass (several of them, so a verdict would have been reached by now).
@@ -206,7 +224,11 @@ fn passive_marks_work_alongside_active_checks() {
     // passively (max_fails 1, fail_timeout 10s) while its checks keep passing.
     traffic(addr, 6);
     assert_eq!((hits(&a, "/x"), hits(&b, "/x")), (1, 6));
-    assert_eq!(p.stats()[0].health_changes.get(), 0, "a stays up by its checks");
+    assert_eq!(
+        p.stats()[0].health_changes.get(),
+        0,
+        "a stays up by its checks"
+    );
 
     // b down by checks: a, failed passively, is the only live server and is tried anyway;
     // b is never the fallback. a drops again: 502.
