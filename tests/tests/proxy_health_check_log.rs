@@ -62,9 +62,9 @@ fn each_change_is_logged_once_with_its_reason() {
     let flip_down = line(f, "down (3 failed checks: status 500)");
     let flip_up = line(f, "up (2 passed checks)");
     // The two dead servers go down, in either order.
-    let mut seen = vec![p.wait_line(" down (", READY), p.wait_line(" down (", READY)];
+    let mut seen = [p.wait_line(" down (", READY), p.wait_line(" down (", READY)];
     seen.sort();
-    let mut want = vec![refused_down.clone(), silent_down.clone()];
+    let mut want = [refused_down.clone(), silent_down.clone()];
     want.sort();
     for (got, want) in seen.iter().zip(&want) {
         assert!(got.starts_with(want.as_str()), "got {got:?}, want {want:?}");
