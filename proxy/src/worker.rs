@@ -379,10 +379,13 @@ pub async fn run(
         }
     }
     monoio::spawn(sweep_pools(w.clone()));
-    crate::health::spawn_checks(&w);
+    let checks = crate::health::spawn_checks(&w);
     ctx.shutdown.wait().await;
     for a in accepts {
         a.await;
+    }
+    for c in checks {
+        c.await;
     }
     // Idle keep-alive connections close on their own when shutdown fires; the ones with a
     // request in flight get until the deadline.

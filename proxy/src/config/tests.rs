@@ -473,3 +473,23 @@ fn health_settings_are_read_checked_and_named() {
         assert!(e.starts_with("p.toml:"), "{line}: {e}");
     }
 }
+
+#[test]
+fn quick_health_check_is_the_file_it_stands_for() {
+    let quick = cli("--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --health-check /healthz");
+    let file = from_toml(
+        "q.toml",
+        "[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.default]\nservers = [\"127.0.0.1:9001\"]\n\
+         health = { path = \"/healthz\" }\n",
+    )
+    .unwrap();
+    let q = quick.config().unwrap();
+    assert_eq!(q.groups[0].health, file.groups[0].health);
+    assert!(q.groups[0].health.is_some());
+    let none = cli("--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001");
+    assert!(none.config().unwrap().groups[0].health.is_none());
+    for bad in ["healthz", "/a b"] {
+        let args = ["proxy", "--upstream", "127.0.0.1:2", "--health-check", bad];
+        assert!(Cli::parse_from(args).is_err(), "{bad}");
+    }
+}

@@ -53,18 +53,21 @@ pub fn checker_of(group: usize, workers: usize) -> usize {
     group % workers.max(1)
 }
 
-/// Start the checks of the groups this worker checks: one task per server, ending at
-/// shutdown.
-pub fn spawn_checks(w: &Rc<ProxyWorker>) {
+/// Start the checks of the groups this worker checks: one task per server, each ending at
+/// shutdown. The worker awaits the handles before it ends: a check left pending on a socket
+/// when the runtime is dropped could hold the worker thread (as the inbox's read did).
+pub fn spawn_checks(w: &Rc<ProxyWorker>) -> Vec<monoio::task::JoinHandle<()>> {
     let workers = w.post.as_ref().map_or(1, |p| p.workers());
+    let mut tasks = Vec::new();
     for (g, group) in w.cfg.groups.iter().enumerate() {
         if group.health.is_none() || checker_of(g, workers) != w.id {
             continue;
         }
         for s in 0..group.servers.len() {
-            monoio::spawn(check_server(w.clone(), g, s));
+            tasks.push(monoio::spawn(check_server(w.clone(), g, s)));
         }
     }
+    tasks
 }
 
 /// Check server `s` of group `g` every interval until shutdown. The first check runs at once,
