@@ -55,7 +55,7 @@ pub async fn run(w: Rc<ProxyWorker>, listener: TcpListener) {
 
 impl Acceptor for ProxyWorker {
     fn has_slot(&self) -> bool {
-        self.active() < self.cfg.limits.max_connections.max(1)
+        self.active() < self.max_connections()
     }
 
     async fn slot_freed(&self) {

@@ -16,6 +16,7 @@ use crate::config::Action;
 use crate::error::{Fault, ProxyError};
 use crate::exchange::{self, Next};
 use crate::forward::{prepare_request, Dispatch, IpText, RequestInfo};
+use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
@@ -33,6 +34,9 @@ use std::time::Duration;
 /// by every request on it.
 pub struct ClientConn {
     pub w: Rc<ProxyWorker>,
+    /// The generation of the request being served (of the last one between requests): taken
+    /// from the worker when a head is parsed, used until the exchange ends.
+    pub g: Rc<Generation>,
     pub stream: TcpStream,
     pub ip: IpText,
     /// Bytes read from the client and not yet consumed.
@@ -48,6 +52,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
     let bufs = w.take_conn_bufs();
     let mut c = ClientConn {
         w: w.clone(),
+        g: w.generation(),
         stream,
         ip: IpText::new(peer.ip()),
         cin: bufs.cin,
@@ -57,6 +62,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
     let end = requests(&mut c).await;
     let ClientConn {
         stream,
+        g,
         cin,
         uout,
         cout,
@@ -64,7 +70,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
     } = c;
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
     match end {
-        End::Tunnel(up) => crate::tunnel::run(&w, stream, up).await,
+        End::Tunnel(up) => crate::tunnel::run(&g.cfg.timeouts, stream, up).await,
         End::Finished => close_now(stream),
         End::Close => {}
     }
@@ -94,6 +100,16 @@ fn close_now(stream: TcpStream) {
     drop(unsafe { OwnedFd::from_raw_fd(fd) });
 }
 
+impl ClientConn {
+    /// Move to the worker's current generation if a reload replaced ours (no reference count
+    /// touched when it did not). Only between requests: the one in flight keeps its own.
+    fn take_current_generation(&mut self) {
+        if !self.w.is_current(&self.g) {
+            self.g = self.w.generation();
+        }
+    }
+}
+
 /// Serve requests until the connection is done.
 async fn requests(c: &mut ClientConn) -> End {
     let w = c.w.clone();
@@ -114,7 +130,7 @@ async fn requests(c: &mut ClientConn) -> End {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
             Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
             Dispatch::Answered { skip, close } => crate::answer::send(c, &info, skip, close).await,
-            Dispatch::Static { route, query } => match &w.cfg.routes[route].action {
+            Dispatch::Static { route, query } => match &c.g.clone().cfg.routes[route].action {
                 Action::Static(site) => crate::static_files::serve(c, site, &info, &query).await,
                 // Dispatch::Static is made for static routes only.
                 _ => Next::Close,
@@ -136,25 +152,27 @@ async fn read_head(
     stop: &mut Wait,
     first: bool,
 ) -> Result<Option<RequestInfo>, ProxyError> {
-    let t = &c.w.cfg.timeouts;
-    let mut deadline = first.then(|| Instant::now() + t.header);
+    c.take_current_generation();
+    let (header, idle_timeout) = (c.g.cfg.timeouts.header, c.g.cfg.timeouts.idle);
+    let mut deadline = first.then(|| Instant::now() + header);
     // Bytes of `cin` already parsed as an incomplete head.
     let mut parsed = 0;
     loop {
         if !c.cin.is_empty() {
-            if worth_parsing(&c.cin, parsed, &c.w.cfg.limits.codec) {
-                if let Some(info) = prepare_request(&c.w, &c.cin, &c.ip, &mut c.uout)? {
+            if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
+                c.take_current_generation();
+                if let Some(info) = prepare_request(&c.w, &c.g, &c.cin, &c.ip, &mut c.uout)? {
                     return Ok(Some(info));
                 }
             }
             parsed = c.cin.len();
             if deadline.is_none() {
-                deadline = Some(Instant::now() + t.header);
+                deadline = Some(Instant::now() + header);
             }
         }
         let buf = std::mem::take(&mut c.cin);
         let idle = buf.is_empty();
-        let until = deadline.unwrap_or_else(|| Instant::now() + t.idle);
+        let until = deadline.unwrap_or_else(|| Instant::now() + idle_timeout);
         let read = read_more(&mut c.stream, buf, 4096, until);
         let r = if idle {
             monoio::select! {
@@ -205,7 +223,7 @@ pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
     c.cout.clear();
     write_simple_response(&mut c.cout, Version::Http11, status, true);
     let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, c.w.cfg.timeouts.send).await {
+    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(buf) => c.cout = buf,
         Err(_) => return,
     }

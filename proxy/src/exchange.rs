@@ -34,6 +34,7 @@ use crate::client::{linger_close, respond_error, ClientConn};
 use crate::config::Server;
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming, RequestInfo};
+use crate::generation::Generation;
 use crate::io::{write_all, write_range, WriteFail};
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
@@ -45,7 +46,7 @@ use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
 use std::cell::RefCell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use upload::{stream_request, Streamed};
 
 /// Request bodies up to this size that arrived with the head are sent with it in one write
@@ -82,12 +83,13 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn connect(w: &ProxyWorker, server: &Server) -> Result<Upstream, ProxyError> {
+async fn connect(
+    w: &ProxyWorker,
+    server: &Server,
+    limit: Duration,
+) -> Result<Upstream, ProxyError> {
     w.stats.upstream_connects.incr();
-    let r = monoio::time::timeout(
-        w.cfg.timeouts.connect,
-        shared::net::connect_any(&server.addrs, None),
-    );
+    let r = monoio::time::timeout(limit, shared::net::connect_any(&server.addrs, None));
     match r.await {
         Ok(Ok(stream)) => Ok(Upstream {
             stream,
@@ -115,8 +117,9 @@ fn connect_error(e: &std::io::Error) -> ProxyError {
     }
 }
 
-/// What every attempt sends.
+/// What every attempt sends, and with which generation's groups, balancers and pools.
 struct Plan<'r> {
+    g: &'r Generation,
     req: &'r RequestInfo,
     /// The upstream group.
     group: usize,
@@ -144,7 +147,8 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 /// One exchange: attempts until a server answers, then its response relayed.
 pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let w = c.w.clone();
-    let a = match answer(c, &w, &req, group).await {
+    let g = c.g.clone();
+    let a = match answer(c, &w, &g, &req, group).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
         Err(None) => return Next::Close,
@@ -158,12 +162,13 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
 
 /// The upstream's answer to `req` (whose head is at the front of `cin`): attempts until a
 /// server answers. `Err`: none did; the error to answer with, or `None` to close.
-async fn answer<'w>(
+async fn answer<'g>(
     c: &mut ClientConn,
-    w: &'w ProxyWorker,
-    req: &RequestInfo,
+    w: &ProxyWorker,
+    g: &'g Generation,
+    req: &'g RequestInfo,
     group: usize,
-) -> Result<Answered<'w>, Option<ProxyError>> {
+) -> Result<Answered<'g>, Option<ProxyError>> {
     c.cin.advance(req.head_len);
     let inline = match req.body {
         BodyKind::Empty => Some(0),
@@ -173,6 +178,7 @@ async fn answer<'w>(
         _ => None,
     };
     let plan = Plan {
+        g,
         req,
         group,
         head_len: c.uout.len(),
@@ -194,14 +200,14 @@ async fn answer<'w>(
 
 /// Attempts, server after server, until one answers or none is left. Every failed attempt
 /// is counted against its server here and only here, from what the attempt came to.
-async fn attempts<'w>(
+async fn attempts<'g>(
     c: &mut ClientConn,
-    w: &'w ProxyWorker,
-    plan: &Plan<'_>,
-) -> Result<Answered<'w>, Unanswered> {
+    w: &ProxyWorker,
+    plan: &Plan<'g>,
+) -> Result<Answered<'g>, Unanswered> {
     let g = plan.group;
-    let group = &w.cfg.groups[g];
-    let balancer = &w.balancers[g];
+    let group = &plan.g.cfg.groups[g];
+    let balancer = &plan.g.balancers[g];
     let mut tried: Vec<usize> = Vec::new();
     // A first pick that finds nothing: every server is down by health checks.
     let mut last = ProxyError::NoLiveUpstream;
@@ -238,19 +244,19 @@ async fn attempts<'w>(
 }
 
 /// One attempt on server `s`: a connection (pooled or new), the request, the response head.
-async fn attempt<'w>(
+async fn attempt<'g>(
     c: &mut ClientConn,
-    w: &'w ProxyWorker,
-    plan: &Plan<'_>,
+    w: &ProxyWorker,
+    plan: &Plan<'g>,
     s: usize,
     spare: &mut Option<BytesMut>,
-) -> Attempt<'w> {
-    let g = plan.group;
-    let server = &w.cfg.groups[g].servers[s];
-    let pooled = w.pools[g][s].borrow_mut().take(Instant::now());
+) -> Attempt<'g> {
+    let (g, cfg) = (plan.group, &plan.g.cfg);
+    let server = &cfg.groups[g].servers[s];
+    let pooled = plan.g.pools[g][s].borrow_mut().take(Instant::now());
     let mut up = match pooled {
         Some(up) => up,
-        None => match connect(w, server).await {
+        None => match connect(w, server, cfg.timeouts.connect).await {
             Ok(up) => up,
             Err(ProxyError::NoResources) => {
                 return Attempt::Fail {
@@ -266,8 +272,8 @@ async fn attempt<'w>(
             }
         },
     };
-    let in_flight = InFlight::new(&w.balancers[g], s);
-    if let Err(unsent) = send_head(c, w, plan, server, &mut up).await {
+    let in_flight = InFlight::new(&plan.g.balancers[g], s);
+    if let Err(unsent) = send_head(c, plan, server, &mut up).await {
         return unsent;
     }
     up.requests += 1;
@@ -277,7 +283,8 @@ async fn attempt<'w>(
         let to = HeadRead {
             req: plan.req,
             out: &mut c.cout,
-            read_timeout: Some(w.cfg.timeouts.read),
+            limits: &cfg.limits.codec,
+            read_timeout: Some(cfg.timeouts.read),
         };
         match read_response_head(w, &mut up.stream, ub, to).await {
             Ok(head) => (up, head, false),
@@ -307,7 +314,6 @@ async fn attempt<'w>(
 /// attempt came to.
 async fn send_head(
     c: &mut ClientConn,
-    w: &ProxyWorker,
     plan: &Plan<'_>,
     server: &Server,
     up: &mut Upstream,
@@ -321,7 +327,7 @@ async fn send_head(
         c.uout.extend_from_slice(&c.cin[..n]);
     }
     let buf = std::mem::take(&mut c.uout);
-    match write_all(&mut up.stream, buf, w.cfg.timeouts.upstream_send).await {
+    match write_all(&mut up.stream, buf, plan.g.cfg.timeouts.upstream_send).await {
         Ok(b) => {
             c.uout = b;
             Ok(())
@@ -365,12 +371,14 @@ async fn relay_response(
         framing: resp.framing,
         fill,
     };
-    match relay::response_body(&w, relay, ub, resp.head_len).await {
+    match relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await {
         Ok(done) => {
             w.give_buf(done.buf);
             let filled = done.filled;
             if resp.upstream_keep_alive && done.clean {
-                w.pools[group][server].borrow_mut().put(up, Instant::now());
+                c.g.pools[group][server]
+                    .borrow_mut()
+                    .put(up, Instant::now());
             }
             let next = if early {
                 // Let the client read the response before the close resets the connection.
@@ -398,7 +406,7 @@ async fn relay_response(
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever
 /// the client sent after its request to the upstream; then the connection is a tunnel.
 async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
-    let t = &c.w.cfg.timeouts;
+    let t = c.g.cfg.timeouts.clone();
     let Head { resp, ub } = head;
     c.cout.extend_from_slice(&ub[resp.head_len..]);
     c.w.give_buf(ub);

@@ -18,6 +18,7 @@
 
 use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
+use crate::generation::Generation;
 use crate::io::offset_in;
 use crate::static_files::StaticQuery;
 use crate::worker::ProxyWorker;
@@ -213,11 +214,12 @@ fn eq(a: &str, b: &str) -> bool {
 /// incomplete.
 pub fn prepare_request(
     w: &ProxyWorker,
+    g: &Generation,
     buf: &[u8],
     ip: &IpText,
     out: &mut BytesMut,
 ) -> Result<Option<RequestInfo>, ProxyError> {
-    let limits = &w.cfg.limits.codec;
+    let limits = &g.cfg.limits.codec;
     with_headers(limits.max_headers, |storage| {
         let head = match parse_request(buf, storage, limits) {
             Ok(Status::Complete(h)) => h,
@@ -229,7 +231,7 @@ pub fn prepare_request(
             return Err(ProxyError::MethodNotSupported);
         }
         let target = origin_form(head.target);
-        let route = w
+        let route = g
             .router
             .route(head.authority, target.as_bytes())
             .ok_or(ProxyError::NoRoute)?;
@@ -260,16 +262,16 @@ pub fn prepare_request(
             target: Span::of(buf, head.target.as_bytes()),
             authority: head.authority.map(|a| Span::of(buf, a)),
         };
-        match &w.cfg.routes[route].action {
+        match &g.cfg.routes[route].action {
             Action::Proxy { group, cache } => {
-                if let (BodyKind::Length(n), Some(max)) = (head.body, w.cfg.limits.max_body) {
+                if let (BodyKind::Length(n), Some(max)) = (head.body, g.cfg.limits.max_body) {
                     if n > max {
                         return Err(ProxyError::BodyTooLarge);
                     }
                 }
                 info.websocket = head.is_websocket_upgrade();
                 info.host_written =
-                    write_upstream_head(&head, &target, info.websocket, &w.cfg.headers, ip, out);
+                    write_upstream_head(&head, &target, info.websocket, &g.cfg.headers, ip, out);
                 info.dispatch = match cache {
                     None => Dispatch::Proxy { group: *group },
                     Some(_) => Dispatch::Cached {
@@ -424,11 +426,11 @@ impl ResponseInfo {
 /// `Ok(None)`: incomplete.
 pub fn prepare_response(
     w: &ProxyWorker,
+    limits: &shared::http::Limits,
     buf: &[u8],
     req: &RequestInfo,
     out: &mut BytesMut,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
-    let limits = &w.cfg.limits.codec;
     let shutting_down = w.shutdown.is_fired();
     with_headers(limits.max_headers, |storage| {
         let head = match parse_final_response(buf, storage, req.method, limits) {

@@ -40,6 +40,7 @@ mod client;
 mod error;
 mod exchange;
 mod forward;
+mod generation;
 pub mod health;
 mod io;
 mod pool;

@@ -9,10 +9,11 @@
 //! A body that ends early is never passed off as complete: the caller closes the client
 //! connection without writing a Content-Length's missing bytes or chunked's last chunk.
 
+use crate::config::Config;
 use crate::error::ProxyError;
 use crate::forward::ClientFraming;
 use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
-use crate::worker::{ProxyWorker, RELAY_BUF};
+use crate::worker::RELAY_BUF;
 use bytes::{Buf, BytesMut};
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
@@ -91,17 +92,17 @@ fn push_chunk(out: &mut BytesMut, data: &[u8], last: bool) {
 /// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
 /// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks.
 pub async fn request_body<U: AsyncWriteRent>(
-    w: &ProxyWorker,
+    cfg: &Config,
     client: &mut TcpStream,
     up: &mut U,
     cin: &mut BytesMut,
     scratch: &mut BytesMut,
     kind: BodyKind,
 ) -> Result<(), RelayFail> {
-    let t = &w.cfg.timeouts;
-    let max = w.cfg.limits.max_body;
+    let t = &cfg.timeouts;
+    let max = cfg.limits.max_body;
     let chunked = kind == BodyKind::Chunked;
-    let mut dec = BodyDecoder::new(kind, &w.cfg.limits.codec);
+    let mut dec = BodyDecoder::new(kind, &cfg.limits.codec);
     let mut total: u64 = 0;
     loop {
         if !cin.is_empty() {
@@ -173,12 +174,12 @@ pub struct ResponseRelay<'a> {
 /// Send the client's response head and the response body to the client. The body starts at
 /// `ubuf[pos..]` (after the upstream's head) and continues on the upstream connection.
 pub async fn response_body(
-    w: &ProxyWorker,
+    cfg: &Config,
     r: ResponseRelay<'_>,
     mut ubuf: BytesMut,
     mut pos: usize,
 ) -> Result<Relayed, RelayFail> {
-    let t = &w.cfg.timeouts;
+    let t = &cfg.timeouts;
     let mut out = ToClient {
         client: r.client,
         head: r.head,
@@ -197,7 +198,7 @@ pub async fn response_body(
             filled,
         });
     }
-    let mut dec = BodyDecoder::new(r.kind, &w.cfg.limits.codec);
+    let mut dec = BodyDecoder::new(r.kind, &cfg.limits.codec);
     loop {
         if pos < ubuf.len() {
             let (consumed, a, b, done) = decode_at(&mut dec, &ubuf, pos)

@@ -5,8 +5,8 @@
 //! a timeout on either side ends both. Each direction is idle-bounded by the upstream read
 //! timeout, as nginx's `proxy_read_timeout` bounds WebSocket connections.
 
+use crate::config::Timeouts;
 use crate::io::{read_more, write_all};
-use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
 use monoio::net::TcpStream;
@@ -15,9 +15,9 @@ use std::time::Duration;
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
-pub async fn run(w: &ProxyWorker, client: TcpStream, upstream: TcpStream) {
-    let idle = w.cfg.timeouts.read;
-    let send = w.cfg.timeouts.send;
+/// `t`: the timeouts of the generation the upgrade request was served on.
+pub async fn run(t: &Timeouts, client: TcpStream, upstream: TcpStream) {
+    let (idle, send) = (t.read, t.send);
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
     let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, idle, send));

@@ -4,10 +4,8 @@
 //! `borrow_mut()` below is a statement-long call). Counters are single-writer `Counter`s that
 //! other threads may read.
 
-use crate::balance::Balancer;
 use crate::config::Config;
-use crate::pool::ServerPool;
-use crate::route::Router;
+use crate::generation::Generation;
 use bytes::BytesMut;
 use shared::counter::Counter;
 use shared::net::RateLimitedLog;
@@ -90,7 +88,8 @@ pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::exchange::cached::Own
 }
 
 fn invalidate_here(w: &ProxyWorker, key: &crate::exchange::cached::OwnedKey) -> usize {
-    w.caches
+    w.generation()
+        .caches
         .iter()
         .flatten()
         .map(|s| s.borrow_mut().invalidate(key.key()))
@@ -131,21 +130,18 @@ pub struct ProxyWorker {
     pub id: usize,
     /// The other workers' inboxes.
     pub post: Option<shared::inbox::Post<WorkerMsg>>,
-    pub cfg: Arc<Config>,
-    pub router: Router,
-    /// One balancer per group.
-    pub balancers: Vec<RefCell<Balancer>>,
-    /// Per group, per server.
-    pub pools: Vec<Vec<RefCell<ServerPool>>>,
+    /// The current config generation (config, router, balancers, pools, stores): see
+    /// `generation.rs`. Requests take it with `generation()`.
+    generation: RefCell<Rc<Generation>>,
     pub shutdown: Shutdown,
     pub stats: Arc<ProxyCounters>,
+    /// The active health checks this worker runs (`crate::health::start`).
+    pub health: crate::health::Checks,
     pub errlog: RefCell<RateLimitedLog>,
     /// `{random:A-B}` in `return` templates.
     pub rng: crate::answer::Rng,
     /// The `Date` of the answers the proxy writes itself.
     pub date: crate::answer::DateCache,
-    /// Per route (index into `Config::routes`): the response store of a cached route.
-    pub caches: Vec<Option<RefCell<crate::cache::Store>>>,
     bufs: RefCell<Vec<BytesMut>>,
     conn_bufs: RefCell<Vec<ConnBufs>>,
     /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
@@ -172,35 +168,10 @@ impl ProxyWorker {
         ProxyWorker {
             id,
             post,
-            router: Router::new(&cfg.routes),
-            balancers: cfg
-                .groups
-                .iter()
-                .map(|g| RefCell::new(Balancer::new(g, seed)))
-                .collect(),
-            pools: cfg
-                .groups
-                .iter()
-                .map(|g| {
-                    g.servers
-                        .iter()
-                        .map(|_| RefCell::new(ServerPool::new(g)))
-                        .collect()
-                })
-                .collect(),
-            caches: cfg
-                .routes
-                .iter()
-                .map(|r| match &r.action {
-                    crate::config::Action::Proxy { cache: Some(c), .. } => {
-                        Some(RefCell::new(crate::cache::Store::for_route(c)))
-                    }
-                    _ => None,
-                })
-                .collect(),
-            cfg,
+            generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
             shutdown,
             stats,
+            health: crate::health::Checks::default(),
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
 
@@ -297,6 +268,21 @@ impl ProxyWorker {
         });
     }
 
+    /// The current generation; a request holds it until its exchange ends.
+    pub fn generation(&self) -> Rc<Generation> {
+        self.generation.borrow().clone()
+    }
+
+    /// Whether `g` is the current generation (no reference count touched).
+    pub fn is_current(&self, g: &Rc<Generation>) -> bool {
+        Rc::ptr_eq(g, &self.generation.borrow())
+    }
+
+    /// The current generation's connection limit for this worker.
+    pub fn max_connections(&self) -> usize {
+        self.generation.borrow().cfg.limits.max_connections.max(1)
+    }
+
     pub fn active(&self) -> usize {
         self.active.get()
     }
@@ -310,7 +296,7 @@ impl ProxyWorker {
 
     /// Completes once the worker is below its connection limit.
     pub async fn slot_free(&self) {
-        let max = self.cfg.limits.max_connections.max(1);
+        let max = self.max_connections();
         poll_fn(|cx| {
             if self.active.get() < max {
                 Poll::Ready(())
@@ -379,17 +365,15 @@ pub async fn run(
         }
     }
     monoio::spawn(sweep_pools(w.clone()));
-    let checks = crate::health::spawn_checks(&w);
+    crate::health::start(&w);
     ctx.shutdown.wait().await;
     for a in accepts {
         a.await;
     }
-    for c in checks {
-        c.await;
-    }
+    crate::health::stopped(&w).await;
     // Idle keep-alive connections close on their own when shutdown fires; the ones with a
     // request in flight get until the deadline.
-    let deadline = Instant::now() + cfg.timeouts.shutdown;
+    let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
     while w.active() > 0 && Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -398,24 +382,27 @@ pub async fn run(
     }
 }
 
-/// Close idle pooled connections past their timeout, a few times per timeout.
+/// Close idle pooled connections past their timeout, a few times per timeout (of the current
+/// generation: a reload may shorten it). Pools only an older generation still holds are
+/// dropped with it.
 async fn sweep_pools(w: Rc<ProxyWorker>) {
-    let shortest = w
-        .cfg
-        .groups
-        .iter()
-        .map(|g| g.keepalive_timeout)
-        .min()
-        .unwrap_or(Duration::from_secs(30));
-    let tick = (shortest / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
     let mut stop = w.shutdown.wait();
     loop {
+        let shortest = w
+            .generation()
+            .cfg
+            .groups
+            .iter()
+            .map(|g| g.keepalive_timeout)
+            .min()
+            .unwrap_or(Duration::from_secs(30));
+        let tick = (shortest / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
         monoio::select! {
             _ = monoio::time::sleep(tick) => {}
             _ = &mut stop => return,
         }
         let now = Instant::now();
-        for group in &w.pools {
+        for group in &w.generation().pools {
             for p in group {
                 p.borrow_mut().sweep(now);
             }

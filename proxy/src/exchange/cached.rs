@@ -26,6 +26,7 @@ use crate::config::cache::CacheEntry;
 use crate::config::Action;
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming, Named, RequestInfo};
+use crate::generation::Generation;
 use crate::io::{write_all, IoFail};
 use crate::relay::FillSink;
 use crate::worker::ProxyWorker;
@@ -33,7 +34,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
 use shared::http::encode::{write_header, write_header_u64, write_status_line};
 use shared::http::framing::is_hop_by_hop;
-use shared::http::{parse_final_response, BodyKind, RequestMethod, Status, Version};
+use shared::http::{parse_final_response, BodyKind, Limits, RequestMethod, Status, Version};
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::task::Poll;
@@ -83,12 +84,13 @@ enum Decision {
 /// A request on cached route `route`.
 pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
     let w = c.w.clone();
+    let g = c.g.clone();
     let (
         Action::Proxy {
             cache: Some(cfg), ..
         },
         Some(store),
-    ) = (&w.cfg.routes[route].action, w.caches[route].as_ref())
+    ) = (&g.cfg.routes[route].action, g.caches[route].as_deref())
     else {
         return super::run(c, req, group).await;
     };
@@ -127,7 +129,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             }
             Decision::Wait(h) if waits < MAX_WAITS => {
                 waits += 1;
-                if !wait_change(store, h, w.cfg.timeouts.read).await {
+                if !wait_change(store, h, g.cfg.timeouts.read).await {
                     // The fill takes too long: fetch on our own, without storing.
                     w.stats.cache_misses.incr();
                     let key = key();
@@ -361,7 +363,7 @@ async fn send_stored(
         }
         other => other,
     };
-    let send = w.cfg.timeouts.send;
+    let send = c.g.cfg.timeouts.send;
     let buf = std::mem::take(&mut c.cout);
     let written = match separate {
         None => write_all(&mut c.stream, buf, send).await.ok(),
@@ -474,7 +476,7 @@ async fn stream_entry(
     let len = out.len;
     let keep = out.write(&w, req, &mut c.cout);
     let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
+    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(b) => c.cout = b,
         Err(_) => return client_gone(&w),
     }
@@ -487,12 +489,12 @@ async fn stream_entry(
         match read {
             Read::Data(b) => {
                 offset += b.len() as u64;
-                if write_bytes(c, b, w.cfg.timeouts.send).await.is_err() {
+                if write_bytes(c, b, c.g.cfg.timeouts.send).await.is_err() {
                     return client_gone(&w);
                 }
             }
             Read::Pending => {
-                if !wait_change(store, h, w.cfg.timeouts.read).await {
+                if !wait_change(store, h, c.g.cfg.timeouts.read).await {
                     w.stats.upstream_errors.incr();
                     return Next::Close;
                 }
@@ -542,6 +544,7 @@ async fn fetch(
     f: Fetch<'_>,
 ) -> Next {
     let w = c.w.clone();
+    let g = c.g.clone();
     let head_only = req.method == RequestMethod::Head;
     // A HEAD miss fills the entry with a GET.
     let fetch_req = if head_only && f.fill.is_some() {
@@ -555,7 +558,7 @@ async fn fetch(
     };
     // The request headers storing decides on (Authorization, Vary), kept past the exchange.
     let req_head = f.fill.map(|_| c.cin[..req.head_len].to_vec());
-    let a = match answer(c, &w, &fetch_req, group).await {
+    let a = match answer(c, &w, &g, &fetch_req, group).await {
         Ok(a) => a,
         Err(e) => {
             if let Some((store, h, _)) = f.fill {
@@ -565,16 +568,9 @@ async fn fetch(
         }
     };
     let fill = match (f.fill, &req_head) {
-        (Some((store, h, cfg)), Some(rh)) => {
-            let kept = fill_head(
-                store,
-                h,
-                cfg,
-                rh,
-                &a.head.ub[..a.head.resp.head_len],
-                &w,
-                &f,
-            );
+        (Some((store, h, _)), Some(rh)) => {
+            let resp_head = &a.head.ub[..a.head.resp.head_len];
+            let kept = fill_head(rh, resp_head, &w, &g, &f);
             Some(FillSink {
                 store,
                 handle: kept.then_some(h),
@@ -583,7 +579,8 @@ async fn fetch(
         }
         _ => None,
     };
-    if f.invalidate && crate::cache::policy::invalidates(answer_status(&w, &a.head.ub)) {
+    let limits = &g.cfg.limits.codec;
+    if f.invalidate && crate::cache::policy::invalidates(answer_status(limits, &a.head.ub)) {
         crate::worker::invalidate_everywhere(&w, key);
     }
     write_header(&mut c.cout, b"X-Cache", f.status.as_str().as_bytes());
@@ -604,7 +601,7 @@ async fn fetch(
                 s.abandon(h);
             }
         }
-        sync_stats(&w);
+        sync_stats(&w, &g);
     }
     next
 }
@@ -638,19 +635,20 @@ async fn upstream_failed(
 /// Decide whether the answer is stored and, if so, give the entry its head. `false`: the
 /// fill was abandoned.
 fn fill_head(
-    store: &RefCell<Store>,
-    h: Handle,
-    cfg: &CacheEntry,
     req_head: &[u8],
     resp_head: &[u8],
     w: &ProxyWorker,
+    g: &Generation,
     f: &Fetch<'_>,
 ) -> bool {
+    let Some((store, h, cfg)) = f.fill else {
+        return false;
+    };
     let mut req_fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
     let mut parsed = httparse::Request::new(&mut req_fields);
     let _ = parsed.parse(req_head);
-    let mut resp_fields = vec![httparse::EMPTY_HEADER; w.cfg.limits.codec.max_headers];
-    let limits = &w.cfg.limits.codec;
+    let limits = &g.cfg.limits.codec;
+    let mut resp_fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
     let Ok(Status::Complete(resp)) =
         parse_final_response(resp_head, &mut resp_fields, RequestMethod::Other, limits)
     else {
@@ -672,7 +670,7 @@ fn fill_head(
             let kept = store
                 .borrow_mut()
                 .fill_head(h, resp.status, head, st, declared);
-            sync_stats(w);
+            sync_stats(w, g);
             kept
         }
         Err(_) => {
@@ -704,9 +702,9 @@ fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<'_>]) -> By
 }
 
 /// The status of the answer whose head begins `ub` (0 if it cannot be read).
-fn answer_status(w: &ProxyWorker, ub: &[u8]) -> u16 {
-    let mut fields = vec![httparse::EMPTY_HEADER; w.cfg.limits.codec.max_headers];
-    match parse_final_response(ub, &mut fields, RequestMethod::Other, &w.cfg.limits.codec) {
+fn answer_status(limits: &Limits, ub: &[u8]) -> u16 {
+    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    match parse_final_response(ub, &mut fields, RequestMethod::Other, limits) {
         Ok(Status::Complete(h)) => h.status,
         _ => 0,
     }
@@ -728,11 +726,11 @@ fn to_get(uout: &mut BytesMut) {
 }
 
 /// The store's eviction and drop counts, mirrored into the worker's counters.
-/// (Summed over the worker's stores, one per cached route; called on the miss path only, with
-/// no store borrowed.)
-fn sync_stats(w: &ProxyWorker) {
+/// (Summed over the stores of generation `g`, one per cached route; called on the miss path
+/// only, with no store borrowed.)
+fn sync_stats(w: &ProxyWorker, g: &Generation) {
     let (mut evicted, mut dropped) = (0, 0);
-    for s in w.caches.iter().flatten() {
+    for s in g.caches.iter().flatten() {
         let st = s.borrow().stats();
         evicted += st.evicted;
         dropped += st.dropped_too_large + st.dropped_no_room;
@@ -754,7 +752,7 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     c.cout.clear();
     shared::http::encode::write_simple_response(&mut c.cout, Version::Http11, status, !keep);
     let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, w.cfg.timeouts.send).await {
+    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(b) => c.cout = b,
         Err(_) => return client_gone(&w),
     }

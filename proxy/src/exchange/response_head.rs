@@ -8,6 +8,7 @@ use crate::io::{read_more, read_some, IoFail};
 use crate::worker::{ProxyWorker, RELAY_BUF};
 use bytes::BytesMut;
 use monoio::io::AsyncReadRent;
+use shared::http::Limits;
 use std::time::Duration;
 
 /// Why no response head was read.
@@ -34,6 +35,8 @@ pub(super) struct HeadRead<'a> {
     pub(super) req: &'a RequestInfo,
     /// The client's head is written here.
     pub(super) out: &'a mut BytesMut,
+    /// The codec limits of the request's generation.
+    pub(super) limits: &'a Limits,
     /// The longest wait for each read; `None` when the caller bounds the wait.
     pub(super) read_timeout: Option<Duration>,
 }
@@ -62,10 +65,10 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
             Err(IoFail::Error(_)) if had == 0 => return Err(HeadFail::Nothing(None)),
             Err(IoFail::Error(_)) => return Err(HeadFail::Bad(ProxyError::UpstreamIo)),
         }
-        if !worth_parsing(&ub, parsed, &w.cfg.limits.codec) {
+        if !worth_parsing(&ub, parsed, to.limits) {
             continue;
         }
-        match prepare_response(w, &ub, to.req, to.out) {
+        match prepare_response(w, to.limits, &ub, to.req, to.out) {
             Ok(Some(resp)) => return Ok(Head { resp, ub }),
             Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),

@@ -31,7 +31,7 @@ pub(super) async fn stream_request(
 ) -> Result<Streamed, Attempt<'static>> {
     if req.expect_continue && c.cin.is_empty() {
         let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-        let r = monoio::time::timeout(w.cfg.timeouts.send, async {
+        let r = monoio::time::timeout(c.g.cfg.timeouts.send, async {
             use monoio::io::AsyncWriteRentExt;
             c.stream.write_all(cont).await.0
         });
@@ -91,12 +91,13 @@ async fn stream_body(
         requests,
         reused,
     } = up;
-    let read_timeout = w.cfg.timeouts.read;
+    let g = &c.g;
+    let read_timeout = g.cfg.timeouts.read;
     let (mut ur, mut uw) = stream.into_split();
     let outcome = {
         // `uout` (the request head, already sent) frames chunks; `cout` gets the response head.
         let relay = std::pin::pin!(relay::request_body(
-            w,
+            &g.cfg,
             &mut c.stream,
             &mut uw,
             &mut c.cin,
@@ -106,6 +107,7 @@ async fn stream_body(
         let to = HeadRead {
             req,
             out: &mut c.cout,
+            limits: &g.cfg.limits.codec,
             read_timeout: None,
         };
         let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));

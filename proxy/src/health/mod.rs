@@ -15,12 +15,13 @@
 //! `proxy: group G server S down (3 failed checks: status 500)` and
 //! `proxy: group G server S up (2 passed checks)`.
 //!
-//! Reload: a change names its group and server by name, not by index, so a worker applies it
-//! to whatever config it runs when it arrives; [`carry_over`] moves each server's state from
-//! the balancers of one config to the next for every server that stays (same group name, same
-//! server as written). The checks of a config end with it (shutdown, or a reload ending that
-//! generation) and the next config's checks start from the state carried over, with their runs
-//! of results starting over.
+//! Reload (config generations, `generation.rs`): a change names its group and server by name,
+//! not by index, so a worker applies it to whatever generation is current when it arrives. A
+//! balancer a new generation takes over as it was keeps its servers' states; for the others,
+//! [`carry_over`] moves each server's state to the new generation's balancers where the server
+//! stays (same group name, same server as written). The checks belong to a generation: they
+//! end at their first tick after it stops being current, and the reload calls [`start`] for the
+//! new one, whose checks begin from the states carried over (their runs of results start over).
 //!
 //! # Layout
 //! - [`track`]: the rise/fall decision, sans-IO;
@@ -32,7 +33,9 @@ pub mod track;
 
 use crate::balance::{Balancer, Health};
 use crate::config::UpstreamGroup;
+use crate::generation::Generation;
 use crate::worker::{ProxyWorker, WorkerMsg};
+use monoio::task::JoinHandle;
 use probe::Probe;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -53,38 +56,65 @@ pub fn checker_of(group: usize, workers: usize) -> usize {
     group % workers.max(1)
 }
 
-/// Start the checks of the groups this worker checks: one task per server, each ending at
-/// shutdown. The worker awaits the handles before it ends: a check left pending on a socket
-/// when the runtime is dropped could hold the worker thread (as the inbox's read did).
-pub fn spawn_checks(w: &Rc<ProxyWorker>) -> Vec<monoio::task::JoinHandle<()>> {
+/// A worker's running check tasks (those of its current generation, and one task that waits
+/// for the previous generation's to end). The worker awaits them all before it ends: a check
+/// left pending on a socket when the runtime is dropped could hold the worker thread (as the
+/// inbox's read did).
+#[derive(Default)]
+pub struct Checks {
+    tasks: RefCell<Vec<JoinHandle<()>>>,
+}
+
+/// Start the checks of the groups this worker checks in its current generation: one task per
+/// server. `run` calls it at start; a reload calls it again right after making a new
+/// generation current. Each task ends at shutdown, or at its first tick after its generation
+/// stopped being current.
+pub fn start(w: &Rc<ProxyWorker>) {
+    let gen = w.generation();
     let workers = w.post.as_ref().map_or(1, |p| p.workers());
+    let previous = std::mem::take(&mut *w.health.tasks.borrow_mut());
     let mut tasks = Vec::new();
-    for (g, group) in w.cfg.groups.iter().enumerate() {
+    if !previous.is_empty() {
+        tasks.push(monoio::spawn(async move {
+            for t in previous {
+                t.await;
+            }
+        }));
+    }
+    for (g, group) in gen.cfg.groups.iter().enumerate() {
         if group.health.is_none() || checker_of(g, workers) != w.id {
             continue;
         }
         for s in 0..group.servers.len() {
-            tasks.push(monoio::spawn(check_server(w.clone(), g, s)));
+            tasks.push(monoio::spawn(check_server(w.clone(), gen.clone(), g, s)));
         }
     }
-    tasks
+    *w.health.tasks.borrow_mut() = tasks;
 }
 
-/// Check server `s` of group `g` every interval until shutdown. The first check runs at once,
-/// so a server that is down at start leaves rotation after `fall` checks.
-async fn check_server(w: Rc<ProxyWorker>, g: usize, s: usize) {
-    let cfg = w.cfg.clone();
-    let group = &cfg.groups[g];
+/// Wait for every check task to end (after shutdown fired).
+pub async fn stopped(w: &ProxyWorker) {
+    let tasks = std::mem::take(&mut *w.health.tasks.borrow_mut());
+    for t in tasks {
+        t.await;
+    }
+}
+
+/// Check server `s` of group `g` of `gen` every interval until shutdown or until `gen` is no
+/// longer the worker's current generation. The first check runs at once, so a server that is
+/// down at start leaves rotation after `fall` checks.
+async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usize) {
+    let group = &gen.cfg.groups[g];
     let server = &group.servers[s];
     let Some(check) = &group.health else {
         return;
     };
     let request = probe::request(check, server);
-    let start = w.balancers[g].borrow().health(s);
+    let start = gen.balancers[g].borrow().health(s);
     let mut track = Tracker::new(start, check.rise, check.fall);
     let mut stop = w.shutdown.wait();
     let mut due = Instant::now();
-    loop {
+    while w.is_current(&gen) {
         let result = monoio::select! {
             r = probe::probe(&server.addrs, &request, check) => r,
             _ = &mut stop => return,
@@ -133,20 +163,21 @@ fn announce(w: &ProxyWorker, change: HealthChange) {
     }
 }
 
-/// Set the state `change` names in this worker's balancers (a group or server no longer in
-/// the config is ignored) and count it.
+/// Set the state `change` names in this worker's current generation (a group or server no
+/// longer in the config is ignored) and count it.
 pub fn apply(w: &ProxyWorker, change: &HealthChange) {
-    let Some(g) = w.cfg.groups.iter().position(|g| g.name == change.group) else {
+    let gen = w.generation();
+    let Some(g) = gen.cfg.groups.iter().position(|g| g.name == change.group) else {
         return;
     };
-    let Some(s) = w.cfg.groups[g]
+    let Some(s) = gen.cfg.groups[g]
         .servers
         .iter()
         .position(|s| s.name == change.server)
     else {
         return;
     };
-    w.balancers[g].borrow_mut().set_health(s, change.health);
+    gen.balancers[g].borrow_mut().set_health(s, change.health);
     w.stats.health_changes.incr();
 }
 
@@ -183,20 +214,32 @@ fn log_change(
     };
 }
 
-/// Carry each server's state from `old` (the balancers of `old_groups`) to `new` (those of
-/// `new_groups`) where the server stays: same group name, same server name, checks on in both.
-/// Servers new to a group start up.
-pub fn carry_over(
+/// Carry each server's state from the `old` generation to the `new` one where the server
+/// stays: same group name, same server name, checks on in both. A balancer the new generation
+/// took over as it was (the same `Rc`) keeps its state anyway. Servers new to a group start up.
+pub fn carry_over(old: &Generation, new: &Generation) {
+    carry_between(
+        &old.cfg.groups,
+        &old.balancers,
+        &new.cfg.groups,
+        &new.balancers,
+    );
+}
+
+fn carry_between(
     old_groups: &[UpstreamGroup],
-    old: &[RefCell<Balancer>],
+    old: &[Rc<RefCell<Balancer>>],
     new_groups: &[UpstreamGroup],
-    new: &[RefCell<Balancer>],
+    new: &[Rc<RefCell<Balancer>>],
 ) {
     for (ng, group) in new_groups.iter().enumerate() {
         let Some(og) = old_groups.iter().position(|o| o.name == group.name) else {
             continue;
         };
-        if group.health.is_none() || old_groups[og].health.is_none() {
+        if group.health.is_none()
+            || old_groups[og].health.is_none()
+            || Rc::ptr_eq(&old[og], &new[ng])
+        {
             continue;
         }
         for (ns, server) in group.servers.iter().enumerate() {

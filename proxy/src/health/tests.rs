@@ -24,10 +24,10 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
     }
 }
 
-fn balancers(groups: &[UpstreamGroup]) -> Vec<RefCell<Balancer>> {
+fn balancers(groups: &[UpstreamGroup]) -> Vec<Rc<RefCell<Balancer>>> {
     groups
         .iter()
-        .map(|g| RefCell::new(Balancer::new(g, 0)))
+        .map(|g| Rc::new(RefCell::new(Balancer::new(g, 0))))
         .collect()
 }
 
@@ -51,7 +51,7 @@ fn reload_carries_state_of_servers_that_stay() {
         group("b", &["p:80"], false),
     ];
     let new = balancers(&new_groups);
-    carry_over(&old_groups, &old, &new_groups, &new);
+    carry_between(&old_groups, &old, &new_groups, &new);
     let h = |g: usize, s: usize| new[g].borrow().health(s);
     assert_eq!(h(0, 0), Health::Up, "a new group starts up");
     assert_eq!(
@@ -59,6 +59,15 @@ fn reload_carries_state_of_servers_that_stay() {
         (Health::Down, Health::Up, Health::Up)
     );
     assert_eq!(h(2, 0), Health::Unchecked);
+}
+
+#[test]
+fn a_balancer_taken_over_is_left_alone() {
+    let groups = [group("a", &["x:80", "y:80"], true)];
+    let kept = balancers(&groups);
+    kept[0].borrow_mut().set_health(1, Health::Down);
+    carry_between(&groups, &kept, &groups, &kept.clone());
+    assert_eq!(kept[0].borrow().health(1), Health::Down);
 }
 
 #[test]

@@ -32,7 +32,7 @@ pub struct SendFail;
 
 /// Write the head in `c.cout` and the body `plan` names.
 pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
-    let limit = c.w.cfg.timeouts.send;
+    let limit = c.g.cfg.timeouts.send;
     let (file, start, len) = match (plan.file, plan.body) {
         (Some(f), Body::Bytes { start, len }) if len > 0 => (f, start, len),
         _ => return write_head(c, limit).await,
