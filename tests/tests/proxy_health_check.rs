@@ -19,7 +19,7 @@ use tests::raw::{assert_generated, get, Client, WAIT};
 
 /// The checks every test here uses unless it says otherwise.
 const CHECK: &str =
-    r#"path = "/healthz", interval = "250ms", timeout = "250ms", rise = 2, fall = 3, expect = 200"#;
+    r#"path = "/healthz", interval = "400ms", timeout = "400ms", rise = 2, fall = 3, expect = 200"#;
 
 /// A capturing origin whose `/healthz` answers what the returned switch says (200 first).
 fn switched_origin() -> (Origin, StatusSwitch) {
@@ -173,7 +173,7 @@ fn a_check_that_times_out_fails() {
         ..OriginConfig::default()
     });
     let (b, _b_health) = switched_origin();
-    let check = r#"path = "/healthz", interval = "300ms", timeout = "200ms", rise = 2, fall = 2"#;
+    let check = r#"path = "/healthz", interval = "400ms", timeout = "300ms", rise = 2, fall = 2"#;
     let p = proxy(&[silent.addr(), b.addr()], check, "", 1);
     wait_changes(&p, 1, "the silent server going down");
     assert!(hits(&silent, "/healthz") >= 2);
@@ -215,7 +215,7 @@ fn passive_marks_work_alongside_active_checks() {
     });
     let (b, b_health) = switched_origin();
     let check =
-        r#"path = "/healthz?drop=0", interval = "250ms", timeout = "250ms", rise = 2, fall = 3"#;
+        r#"path = "/healthz?drop=0", interval = "400ms", timeout = "400ms", rise = 2, fall = 3"#;
     let p = proxy(&[a.addr(), b.addr()], check, "", 1);
     let addr = p.listen_addrs()[0];
     // a's checks pass (several of them, so a verdict would have been reached by now).

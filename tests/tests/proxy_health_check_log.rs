@@ -44,21 +44,21 @@ fn each_change_is_logged_once_with_its_reason() {
         format!(
             "[[listen]]\naddr = \"127.0.0.1:0\"\n[runtime]\nworkers = 2\npin = false\n\
              [upstream.app]\nservers = [\"{f}\", \"{s}\", \"{r}\"]\n\
-             health = {{ path = \"/healthz\", interval = \"300ms\", timeout = \"300ms\", rise = 2, fall = 3, expect = \"2xx\" }}\n"
+             health = {{ path = \"/healthz\", interval = \"400ms\", timeout = \"400ms\", rise = 2, fall = 3, expect = \"2xx\" }}\n"
         ),
     )
     .expect("write config");
     let mut p = ProxyProcess::start(ProxyProcess::command().arg("--config").arg(&file));
     assert!(
         p.summary.contains(
-            "    health GET /healthz every 300ms (timeout 300ms, rise 2, fall 3, expect 2xx), checked by worker 0\n"
+            "    health GET /healthz every 400ms (timeout 400ms, rise 2, fall 3, expect 2xx), checked by worker 0\n"
         ),
         "{}",
         p.summary
     );
     let line = |who, what: &str| format!("proxy: group app server {who} {what}");
     let refused_down = line(r, "down (3 failed checks: connect: Connection refused");
-    let silent_down = line(s, "down (3 failed checks: no response within 300ms)");
+    let silent_down = line(s, "down (3 failed checks: no response within 400ms)");
     let flip_down = line(f, "down (3 failed checks: status 500)");
     let flip_up = line(f, "up (2 passed checks)");
     // The two dead servers go down, in either order.
