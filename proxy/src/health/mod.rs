@@ -101,8 +101,8 @@ pub async fn stopped(w: &ProxyWorker) {
 }
 
 /// Check server `s` of group `g` of `gen` every interval until shutdown or until `gen` is no
-/// longer the worker's current generation. The first check runs at once, so a server that is
-/// down at start leaves rotation after `fall` checks.
+/// longer the worker's current generation. The servers' first checks are spread over the
+/// first interval (HAProxy spreads them too), so a large group is not probed in one burst.
 async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usize) {
     let group = &gen.cfg.groups[g];
     let server = &group.servers[s];
@@ -113,7 +113,11 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usiz
     let start = gen.balancers[g].borrow().health(s);
     let mut track = Tracker::new(start, check.rise, check.fall);
     let mut stop = w.shutdown.wait();
-    let mut due = Instant::now();
+    let mut due = Instant::now() + first_offset(check.interval, s, group.servers.len());
+    monoio::select! {
+        _ = monoio::time::sleep_until(due.into()) => {}
+        _ = &mut stop => return,
+    }
     while w.is_current(&gen) {
         let result = monoio::select! {
             r = probe::probe(&server.addrs, &request, check) => r,
@@ -139,6 +143,14 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usiz
             _ = &mut stop => return,
         }
     }
+}
+
+/// When server `s` of `servers` gets its first check: `s / servers` of the way into the first
+/// interval.
+fn first_offset(interval: Duration, s: usize, servers: usize) -> Duration {
+    let n = u32::try_from(servers.max(1)).unwrap_or(u32::MAX);
+    let s = u32::try_from(s).unwrap_or(u32::MAX).min(n - 1);
+    interval / n * s
 }
 
 /// When the next check is due: one interval after the last was due, or, if the machine fell

@@ -89,3 +89,19 @@ fn checks_keep_their_rhythm_and_skip_what_was_missed() {
     let late = t0 + Duration::from_secs(5);
     assert_eq!(next_due(t0, i, late), late + i);
 }
+
+#[test]
+fn first_checks_are_spread_over_the_interval() {
+    let i = Duration::from_millis(900);
+    let offsets: Vec<Duration> = (0..3).map(|s| first_offset(i, s, 3)).collect();
+    assert_eq!(
+        offsets,
+        [
+            Duration::ZERO,
+            Duration::from_millis(300),
+            Duration::from_millis(600)
+        ]
+    );
+    assert_eq!(first_offset(i, 0, 0), Duration::ZERO);
+    assert_eq!(first_offset(i, 5, 1), Duration::ZERO);
+}
