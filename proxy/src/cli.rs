@@ -176,6 +176,11 @@ pub struct Args {
     /// The access log's format
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Combined, requires = "access_log")]
     pub access_log_format: LogFormat,
+
+    /// Active health checks on the --upstream servers: GET PATH every 2s (timeout 1s), out
+    /// after 3 failed in a row, back after 2 passed; 2xx and 3xx pass [default: no active checks]
+    #[arg(long, value_name = "PATH", value_parser = health_path, requires = "upstream")]
+    pub health_check: Option<String>,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -197,6 +202,14 @@ fn positive_duration(s: &str) -> Result<Dur, String> {
         Ok(d) if d.is_zero() => Err("must be greater than zero".into()),
         Ok(d) => Ok(Dur(d)),
         Err(e) => Err(e.hint.into()),
+    }
+}
+
+fn health_path(s: &str) -> Result<String, String> {
+    if s.starts_with('/') && s.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(s.to_string())
+    } else {
+        Err("expected a request path starting with `/` (no spaces or control characters)".into())
     }
 }
 
@@ -310,6 +323,12 @@ impl Cli {
             keepalive: a.keepalive,
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),
+            health: a.health_check.clone().map(|path| {
+                unspanned(crate::config::health::HealthCheck {
+                    path,
+                    ..Default::default()
+                })
+            }),
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {

@@ -18,6 +18,7 @@
 //! fails if a key is missing from it), and a test.
 
 pub mod cache;
+pub mod health;
 pub mod schema;
 
 mod resolve;
@@ -135,6 +136,10 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
                 "upstream group `{}`: server {} has port 0",
                 g.name, s.name
             ));
+        }
+        if let Some(h) = &g.health {
+            h.check()
+                .map_err(|m| format!("upstream group `{}`: {m}", g.name))?;
         }
         if g.keepalive_requests == 0 {
             return Err(format!(
@@ -265,6 +270,8 @@ pub struct UpstreamGroup {
     pub keepalive_timeout: Duration,
     /// Requests per upstream connection before it is retired. Default 1000 (nginx's default).
     pub keepalive_requests: u64,
+    /// Active health checks; `None`: off (only the passive max_fails/fail_timeout apply).
+    pub health: Option<health::HealthCheck>,
 }
 
 #[derive(Debug, Clone)]

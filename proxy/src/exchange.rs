@@ -9,7 +9,9 @@
 //!   way just went stale: it is retried without counting against the server.
 //! - never after the response started, never after a read timeout (504).
 //!
-//! When every server refused, the client gets 502 at once (no waiting on a timer).
+//! When every server refused, the client gets 502 at once (no waiting on a timer); so does a
+//! request to a group whose servers are all down by health checks (nginx's "no live
+//! upstreams").
 //!
 //! A streamed request body is sent while the response head is read (`stream_body`): an
 //! upstream that answers before taking the whole body (a 413, a 401) has its answer relayed,
@@ -214,7 +216,8 @@ async fn attempts<'g>(
     let group = &plan.g.cfg.groups[g];
     let balancer = &plan.g.balancers[g];
     let mut tried: Vec<usize> = Vec::new();
-    let mut last = ProxyError::UpstreamRefused;
+    // A first pick that finds nothing: every server is down by health checks.
+    let mut last = ProxyError::NoLiveUpstream;
     let mut budget = 2 * group.servers.len() + group.keepalive.min(64) + 2;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;

@@ -258,6 +258,20 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
             |x| u64::from(x.up),
         ),
     ];
+    family(
+        o,
+        "proxy_upstream_health",
+        "gauge",
+        "Active health checks' verdict on the server: 1 for its state (unchecked: no checks).",
+    );
+    for (g, s, l) in &all {
+        // The verdict is the same on every worker (the checking worker tells the others).
+        let now = state(*g, *s).next().map_or("unchecked", |x| x.health);
+        for st in ["up", "down", "unchecked"] {
+            let v = u64::from(st == now);
+            let _ = writeln!(o, "proxy_upstream_health{{{l},state=\"{st}\"}} {v}");
+        }
+    }
     for (name, kind, help, f) in gauges {
         family(o, name, kind, help);
         for (g, s, l) in &all {
@@ -413,10 +427,15 @@ pub fn status(cfg: &Config, snaps: &[WorkerSnapshot], draining: bool) -> String 
                 .iter()
                 .all(|w| w.servers.get(g).and_then(|x| x.get(s)).is_none_or(|x| x.up));
             let c = &m.servers[g][s];
+            let health = snaps
+                .first()
+                .and_then(|w| w.servers.get(g)?.get(s))
+                .map_or("unchecked", |x| x.health);
             json!({
                 "group": cfg.groups[g].name,
                 "server": cfg.groups[g].servers[s].name,
                 "up": up,
+                "health": health,
                 "requests": c.requests,
                 "connects": c.connects,
                 "failures": c.failures.iter().sum::<u64>(),

@@ -17,7 +17,8 @@
 //! - `relay`: bodies streamed both ways with bounded buffers.
 //! - `tunnel`: WebSocket byte relay after a 101.
 //! - `pool`: per-worker keep-alive pools of upstream connections.
-//! - [`route`], [`balance`]: routing and load balancing.
+//! - [`route`], [`balance`]: routing and load balancing; [`health`]: active health checks
+//!   (one worker per group checks, every worker follows).
 //! - [`cache`]: the response cache's sans-IO core (keys, variants, freshness, the store).
 //! - [`static_files`]: routes answered from a directory (nginx's `root`).
 //! - `error`: typed failures that record whose fault they were.
@@ -47,6 +48,7 @@ mod exchange;
 mod exposition;
 mod forward;
 mod generation;
+pub mod health;
 mod io;
 mod metrics;
 mod pool;
@@ -310,6 +312,11 @@ fn summary(
             g.keepalive_requests,
             shared::units::format_duration(g.keepalive_timeout),
         );
+        if let Some(h) = &g.health {
+            let gi = cfg.groups.iter().position(|x| x.name == g.name);
+            let by = health::checker_of(gi.unwrap_or(0), cfg.runtime.workers.max(1));
+            let _ = writeln!(s, "    {}, checked by worker {by}", h.describe());
+        }
     }
     for r in &cfg.routes {
         let what = match &r.action {

@@ -46,7 +46,7 @@ impl Histogram {
 }
 
 /// Every kind of failure, by name (`ProxyError` variants), for labels.
-pub const FAULT_KINDS: [&str; 15] = [
+pub const FAULT_KINDS: [&str; 16] = [
     "bad_request",
     "header_timeout",
     "body_timeout",
@@ -62,6 +62,7 @@ pub const FAULT_KINDS: [&str; 15] = [
     "upstream_io",
     "bad_response",
     "no_resources",
+    "no_live_upstream",
 ];
 
 /// The index of `e`'s kind in [`FAULT_KINDS`].
@@ -83,6 +84,7 @@ pub fn fault_index(e: ProxyError) -> usize {
         UpstreamIo => 12,
         BadResponse(_) => 13,
         NoResources => 14,
+        NoLiveUpstream => 15,
     }
 }
 
@@ -229,6 +231,8 @@ pub struct ServerState {
     pub busy: u64,
     /// Not marked failed (passive max_fails/fail_timeout).
     pub up: bool,
+    /// Active health checks' verdict: "unchecked", "up" or "down" (`balance::Health`).
+    pub health: &'static str,
 }
 
 /// One route's response store at a scrape.

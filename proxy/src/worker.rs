@@ -60,6 +60,9 @@ pub struct ProxyCounters {
     pub cache_dropped: Counter,
     /// Purges and invalidations received from other workers (and carried out).
     pub cache_purges_received: Counter,
+    /// Health state changes applied on this worker (from its own checks or another
+    /// worker's): every worker's count moves together.
+    pub health_changes: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -71,6 +74,9 @@ pub enum WorkerMsg {
     Snapshot(shared::inbox::Reply<crate::metrics::WorkerSnapshot>),
     /// SIGUSR1: reopen the access log file (logrotate moved it).
     ReopenLog,
+    /// A server's state by active health checks changed (the checking worker tells the
+    /// others, `crate::health`).
+    Health(crate::health::HealthChange),
 }
 
 /// Remove `key` from this worker's stores and tell every other worker to do the same.
@@ -121,6 +127,7 @@ async fn inbox(
             }
             WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
             WorkerMsg::ReopenLog => w.reopen_log(),
+            WorkerMsg::Health(change) => crate::health::apply(&w, &change),
         }
     }
 }
@@ -134,6 +141,8 @@ pub struct ProxyWorker {
     generation: RefCell<Rc<Generation>>,
     pub shutdown: Shutdown,
     pub stats: Arc<ProxyCounters>,
+    /// The active health checks this worker runs (`crate::health::start`).
+    pub health: crate::health::Checks,
     pub errlog: RefCell<RateLimitedLog>,
     /// What requests came to (fed once per request from its record, `client::requests`).
     pub metrics: RefCell<crate::metrics::Metrics>,
@@ -177,6 +186,7 @@ impl ProxyWorker {
             generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
             shutdown,
             stats,
+            health: crate::health::Checks::default(),
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
 
@@ -329,6 +339,7 @@ impl ProxyWorker {
                         idle: p.borrow().idle() as u64,
                         busy: b.active(s),
                         up: !b.is_down(s, now),
+                        health: b.health(s).name(),
                     })
                     .collect()
             })
@@ -460,10 +471,12 @@ pub async fn run(
     if w.access_log.is_some() {
         monoio::spawn(flush_log_tick(w.clone()));
     }
+    crate::health::start(&w);
     ctx.shutdown.wait().await;
     for a in accepts {
         a.await;
     }
+    crate::health::stopped(&w).await;
     // Idle keep-alive connections close on their own when shutdown fires; the ones with a
     // request in flight get until the deadline.
     let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;

@@ -294,3 +294,47 @@ fn failed_attempts_are_counted_by_server_and_kind() {
     }
     p.shutdown().expect("shutdown");
 }
+
+#[test]
+fn active_health_state_is_shown() {
+    let origin = Origin::start(OriginConfig::default()).expect("origin");
+    let dead = tests::ClosedPort::new();
+    let extra = format!(
+        "\n[upstream.checked]\nservers = [\"{}\", \"{}\"]\nhealth = {{ path = \"/healthz\", interval = \"500ms\", timeout = \"500ms\", rise = 1, fall = 1, expect = \"2xx\" }}\n",
+        dead.addr(),
+        origin.addr()
+    );
+    let p = proxy::start(config(origin.addr(), &extra)).expect("proxy starts");
+    let admin = p.admin_addr().unwrap();
+    let (d, o) = (dead.addr(), origin.addr());
+    let key = |server, state| {
+        format!(r#"proxy_upstream_health{{group="checked",server="{server}",state="{state}"}}"#)
+    };
+    let mut m = scrape(admin);
+    assert!(
+        tests::eventually(WAIT, || {
+            m = scrape(admin);
+            m.get(&key(d, "down")) == Some(&1.0) && m.get(&key(o, "up")) == Some(&1.0)
+        }),
+        "health never settled: {:?}",
+        m.iter()
+            .filter(|(k, _)| k.starts_with("proxy_upstream_health"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(m[&key(d, "up")], 0.0);
+    // A group without checks.
+    let app = format!(
+        r#"proxy_upstream_health{{group="app",server="{}",state="unchecked"}}"#,
+        origin.addr()
+    );
+    assert_eq!(m[&app], 1.0);
+    let (_, body) = admin_get(admin, "/status");
+    let s: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let ups = s["upstreams"].as_array().unwrap();
+    let dead_entry = ups
+        .iter()
+        .find(|u| u["server"] == d.to_string())
+        .expect("the dead server in /status");
+    assert_eq!(dead_entry["health"], "down");
+    p.shutdown().expect("shutdown");
+}

@@ -243,6 +243,18 @@ impl Resolver<'_> {
                 let m = "a group needs at least one server".to_string();
                 return Err(self.error(At::Value { key, span }, m));
             }
+            if let Some(h) = &g.health {
+                if let Err(m) = h.get_ref().check() {
+                    let key = format!("upstream.{name}.health");
+                    return Err(self.error(
+                        At::Value {
+                            key,
+                            span: h.span(),
+                        },
+                        m,
+                    ));
+                }
+            }
             out.push(UpstreamGroup {
                 name: name.clone(),
                 servers: self.servers(name, &g.servers)?,
@@ -250,6 +262,7 @@ impl Resolver<'_> {
                 keepalive: g.keepalive,
                 keepalive_timeout: g.keepalive_timeout,
                 keepalive_requests: g.keepalive_requests.get(),
+                health: g.health.as_ref().map(|h| h.get_ref().clone()),
             });
         }
         Ok(out)

@@ -125,6 +125,9 @@ pub struct GroupEntry {
     pub keepalive_timeout: Duration,
     #[serde(default = "default_keepalive_requests")]
     pub keepalive_requests: NonZeroU64,
+    /// Active health checks (issue 12); off unless given.
+    #[serde(default)]
+    pub health: Option<Spanned<super::health::HealthCheck>>,
 }
 
 /// A server: `"10.0.0.1:80"`, or `{ addr = "10.0.0.1:80", weight = 2, ... }`. The address is

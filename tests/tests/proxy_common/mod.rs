@@ -65,6 +65,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
         keepalive: 64,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 1000,
+        health: None,
     }
 }
 
