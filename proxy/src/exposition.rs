@@ -452,3 +452,64 @@ pub fn status(cfg: &Config, snaps: &[WorkerSnapshot], draining: bool) -> String 
     s.push('\n');
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_labels_escaped() {
+        let mut h = Histogram::default();
+        h.observe(std::time::Duration::from_micros(300));
+        h.observe(std::time::Duration::from_millis(2));
+        h.observe(std::time::Duration::from_secs(20));
+        let mut o = String::new();
+        histogram(&mut o, "x", &h);
+        let lines: Vec<&str> = o.lines().collect();
+        assert_eq!(lines[0], r#"x_bucket{le="0.0005"} 1"#);
+        assert_eq!(lines[1], r#"x_bucket{le="0.001"} 1"#);
+        assert_eq!(lines[2], r#"x_bucket{le="0.0025"} 2"#);
+        assert_eq!(lines[13], r#"x_bucket{le="10"} 2"#);
+        assert_eq!(lines[14], r#"x_bucket{le="+Inf"} 3"#);
+        assert_eq!(lines[15], "x_sum 20.0023");
+        assert_eq!(lines[16], "x_count 3");
+        assert_eq!(esc("a\"b\\c\nd"), r#"a\"b\\c\nd"#);
+    }
+
+    #[test]
+    fn every_family_is_summed_over_workers() {
+        let cfg = crate::config::from_toml(
+            "t",
+            "[[listen]]\naddr = \"127.0.0.1:1\"\n[upstream.app]\nservers = [\"127.0.0.1:2\"]\n",
+        )
+        .unwrap();
+        let snap = |open| {
+            let mut m = Metrics::new(&cfg);
+            m.requests[1][1] = 3;
+            m.servers[0][0].requests = 2;
+            WorkerSnapshot {
+                metrics: m,
+                open,
+                servers: vec![vec![ServerState {
+                    idle: 1,
+                    busy: 0,
+                    up: true,
+                    health: "unchecked",
+                }]],
+                ..WorkerSnapshot::default()
+            }
+        };
+        let text = prometheus(&cfg, &[snap(1), snap(2)]);
+        for line in [
+            r#"proxy_requests_total{route="/",code="2xx"} 6"#,
+            r#"proxy_upstream_requests_total{group="app",server="127.0.0.1:2"} 4"#,
+            r#"proxy_upstream_pool_idle{group="app",server="127.0.0.1:2"} 2"#,
+            "proxy_client_connections_open 3",
+            "proxy_workers 2",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        // Requests refused before routing: no series until there is one.
+        assert!(!text.contains("(none)"));
+    }
+}
