@@ -173,7 +173,6 @@ fn servers(cfg: &Config) -> Vec<(usize, usize, String)> {
 fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
     let all = servers(cfg);
     let counts = |g: usize, s: usize| &m.servers[g][s];
-    let state = |g: usize, s: usize| snaps.iter().filter_map(move |w| w.servers.get(g)?.get(s));
     let simple: [Family<ServerCounts>; 2] = [
         (
             "proxy_upstream_requests_total",
@@ -238,6 +237,13 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
             esc(&group.name)
         );
     }
+    server_gauges(o, &all, snaps);
+}
+
+/// What each server is like now, from every worker's state: pools, requests in flight,
+/// passive and active health.
+fn server_gauges(o: &mut String, all: &[(usize, usize, String)], snaps: &[WorkerSnapshot]) {
+    let state = |g: usize, s: usize| snaps.iter().filter_map(move |w| w.servers.get(g)?.get(s));
     let gauges: [Family<ServerState>; 3] = [
         (
             "proxy_upstream_pool_idle",
@@ -264,7 +270,7 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
         "gauge",
         "Active health checks' verdict on the server: 1 for its state (unchecked: no checks).",
     );
-    for (g, s, l) in &all {
+    for (g, s, l) in all {
         // The verdict is the same on every worker (the checking worker tells the others).
         let now = state(*g, *s).next().map_or("unchecked", |x| x.health);
         for st in ["up", "down", "unchecked"] {
@@ -274,7 +280,7 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
     }
     for (name, kind, help, f) in gauges {
         family(o, name, kind, help);
-        for (g, s, l) in &all {
+        for (g, s, l) in all {
             let v: u64 = if name == "proxy_upstream_up" {
                 u64::from(state(*g, *s).all(|x| x.up))
             } else {
