@@ -187,6 +187,7 @@ async fn read_head(
             if parsed == 0 {
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
                 c.rec = crate::record::Record::new(std::time::Instant::now());
+                c.rec.measure_head = c.w.access_log.is_some();
             }
             if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();

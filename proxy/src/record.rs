@@ -44,14 +44,18 @@ pub struct Record {
     /// What went wrong, if anything did.
     pub fault: Option<ProxyError>,
     pub upstream: Option<Served>,
-    /// When the request was sent to the server that answered.
+    /// When the attempt on the server that answered began (its connect included).
     pub upstream_sent: Option<Instant>,
-    /// From sending the request to the upstream's response head.
+    /// From then to the upstream's response head (nginx's `$upstream_header_time`).
     pub upstream_ttfb: Option<Duration>,
-    /// From sending the request to the end of the upstream's response.
+    /// From then to the end of the upstream's response (`$upstream_response_time`); set
+    /// only when an access log shows it.
     pub upstream_time: Option<Duration>,
     /// Set on cached routes.
     pub cache: Option<CacheStatus>,
+    /// Find the response head's length (for the access log's body bytes): a scan of the head
+    /// that metrics alone do not need.
+    pub measure_head: bool,
 }
 
 impl Default for Record {
@@ -75,6 +79,7 @@ impl Record {
             upstream_ttfb: None,
             upstream_time: None,
             cache: None,
+            measure_head: true,
         }
     }
 
@@ -94,7 +99,9 @@ impl Record {
             return;
         }
         self.status = status;
-        self.head_out += head_len(bytes) as u64;
+        if self.measure_head {
+            self.head_out += head_len(bytes) as u64;
+        }
     }
 
     /// `n` body bytes went to the client (sendfile, a stored body).
