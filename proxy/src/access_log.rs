@@ -225,7 +225,7 @@ impl AccessLog {
         json_str(b, req.get(0));
         b.extend_from_slice(b",\"request\":");
         json_str(b, req.get(1));
-        let request_time = now.saturating_duration_since(r.start);
+        let request_time = r.duration(now);
         let _ = write!(
             b,
             ",\"status\":{},\"request_length\":{},\"bytes_sent\":{},\"body_bytes_sent\":{},\"request_time\":{:.6}",

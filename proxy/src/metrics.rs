@@ -168,8 +168,7 @@ impl Metrics {
         if let Some(e) = r.fault {
             self.faults[fault_index(e)] += 1;
         }
-        self.request_time
-            .observe(now.saturating_duration_since(r.start));
+        self.request_time.observe(r.duration(now));
         if let Some(t) = r.upstream_ttfb {
             self.upstream_ttfb.observe(t);
         }

@@ -29,8 +29,9 @@ pub struct Served {
 /// One request's outcome.
 #[derive(Debug, Clone, Copy)]
 pub struct Record {
-    /// When the request's first byte was seen (or its head parsed, when pipelined).
-    pub start: Instant,
+    /// When the request's first byte was seen (or its head parsed, when pipelined); `None`
+    /// only in the placeholder a connection starts with (no clock read per connection).
+    pub start: Option<Instant>,
     /// The route (index into `Config::routes`); `None`: the request was refused before
     /// routing (bad head, no route).
     pub route: Option<usize>,
@@ -60,12 +61,16 @@ pub struct Record {
 
 impl Default for Record {
     fn default() -> Self {
-        Record::new(Instant::now())
+        Record::starting(None)
     }
 }
 
 impl Record {
     pub fn new(start: Instant) -> Record {
+        Record::starting(Some(start))
+    }
+
+    fn starting(start: Option<Instant>) -> Record {
         Record {
             start,
             route: None,
@@ -121,6 +126,12 @@ impl Record {
         } else {
             self.status
         }
+    }
+
+    /// From the request's first byte to `now`.
+    pub fn duration(&self, now: Instant) -> Duration {
+        self.start
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s))
     }
 
     /// Bytes of the response body sent (nginx's `$body_bytes_sent`).
