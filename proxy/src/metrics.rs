@@ -96,7 +96,7 @@ fn class_index(status: u16) -> usize {
 }
 
 /// Cache statuses, in the order of the cache counters.
-pub const CACHE_STATUSES: [&str; 4] = ["hit", "miss", "bypass", "stale"];
+pub const CACHE_STATUSES: [&str; 5] = ["hit", "miss", "bypass", "stale", "revalidated"];
 
 fn cache_index(s: crate::cache::CacheStatus) -> usize {
     use crate::cache::CacheStatus::*;
@@ -105,6 +105,7 @@ fn cache_index(s: crate::cache::CacheStatus) -> usize {
         Miss => 1,
         Bypass => 2,
         Stale => 3,
+        Revalidated => 4,
     }
 }
 
@@ -138,7 +139,7 @@ pub struct Metrics {
     /// Per group: attempts after the first for a request.
     pub retries: Vec<u64>,
     /// Per route, per cache status.
-    pub cache: Vec<[u64; 4]>,
+    pub cache: Vec<[u64; 5]>,
 }
 
 impl Metrics {
@@ -151,7 +152,7 @@ impl Metrics {
                 .map(|g| vec![ServerCounts::default(); g.servers.len()])
                 .collect(),
             retries: vec![0; cfg.groups.len()],
-            cache: vec![[0; 4]; cfg.routes.len()],
+            cache: vec![[0; 5]; cfg.routes.len()],
             ..Metrics::default()
         }
     }

@@ -364,6 +364,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--access-log",
         "--access-log-format",
         "--health-check",
+        "--cache-no-sendfile",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -371,7 +372,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 34, "{help}");
+    assert_eq!(entries.len(), 35, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }
