@@ -57,7 +57,19 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
     connections(&mut o, snaps);
     upstreams(&mut o, cfg, &m, snaps);
     caches(&mut o, cfg, &m, snaps);
-    // TLS handshake counters go here when TLS lands (proxy_tls_handshakes_total{result}).
+    family(
+        &mut o,
+        "proxy_tls_handshakes_total",
+        "counter",
+        "TLS client handshakes by result (plain_http: plain HTTP on a TLS listener).",
+    );
+    for (i, result) in ["full", "resumed", "failed", "plain_http"]
+        .iter()
+        .enumerate()
+    {
+        let n: u64 = snaps.iter().map(|s| s.tls[i]).sum();
+        let _ = writeln!(o, "proxy_tls_handshakes_total{{result=\"{result}\"}} {n}");
+    }
     family(
         &mut o,
         "proxy_request_duration_seconds",

@@ -253,6 +253,8 @@ pub struct WorkerSnapshot {
     pub open: u64,
     pub accepted: u64,
     pub accept_errors: u64,
+    /// TLS client handshakes: full, resumed, failed, and plain HTTP on a TLS listener.
+    pub tls: [u64; 4],
     /// Per group, per server.
     pub servers: Vec<Vec<ServerState>>,
     /// Per route (`None`: not cached).

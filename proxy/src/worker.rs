@@ -65,6 +65,13 @@ pub struct ProxyCounters {
     /// Health state changes applied on this worker (from its own checks or another
     /// worker's): every worker's count moves together.
     pub health_changes: Counter,
+    /// TLS client handshakes completed, and how many of them resumed a session.
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
+    /// TLS client connections closed without a handshake: it failed, timed out (the header
+    /// timeout), or the client spoke plain HTTP (also counted in `tls_plain_http`).
+    pub tls_failed: Counter,
+    pub tls_plain_http: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -368,6 +375,19 @@ impl ProxyWorker {
             open: self.active() as u64,
             accepted: self.stats.connections.get(),
             accept_errors: self.stats.accept_errors.get(),
+            tls: {
+                let st = &self.stats;
+                let (all, resumed) = (st.tls_handshakes.get(), st.tls_resumed.get());
+                let failed = st.tls_failed.get();
+                let plain = st.tls_plain_http.get();
+                // `tls_failed` counts plain HTTP too: each reason once here.
+                [
+                    all - resumed.min(all),
+                    resumed,
+                    failed - plain.min(failed),
+                    plain,
+                ]
+            },
             servers,
             caches,
             draining: self.shutdown.is_fired(),
@@ -463,9 +483,14 @@ pub async fn run(
         }
     };
     let mut accepts = Vec::with_capacity(listeners.len());
-    for l in listeners {
+    // In the order of `cfg.listeners` (`start` binds them so).
+    for (i, l) in listeners.into_iter().enumerate() {
         match monoio::net::TcpListener::from_std(l) {
-            Ok(l) => accepts.push(monoio::spawn(crate::accept::run(w.clone(), l))),
+            Ok(l) => {
+                let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
+                let tls = tls.map(|t| (i, t.built.config.clone()));
+                accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
+            }
             Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }
