@@ -13,6 +13,9 @@
 #   TARGETS="direct nginx haproxy" SIZES=64 MODES=keepalive benches/proxy_vs_peers.sh
 #   BASE_BIN=/tmp/proxy-old TARGETS="base ours" RATIO_TO=base ROUNDS=5 benches/proxy_vs_peers.sh
 #                                                  # a change to our proxy: old build vs new build
+#   BASE_BIN=target/release/proxy BASE_ARGS= PROXY_ARGS="--health-check /64" TARGETS="base ours" \
+#     RATIO_TO=base SIZES=64 MODES=keepalive benches/proxy_vs_peers.sh
+#                                                  # one build, a flag off vs on (active health checks)
 #   SCHEME=https ROUNDS=3 benches/proxy_vs_peers.sh  # TLS terminated by each proxy (below)
 #
 # HTTPS (SCHEME=https): each proxy terminates TLS in front of the same plain origin, with the
@@ -28,7 +31,10 @@
 # LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
 # binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
 # for it, e.g. "--driver epoll"), BASE_BIN (another build of our proxy, target "base", started
-# exactly like "ours"), RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
+# exactly like "ours" but with BASE_ARGS instead of PROXY_ARGS when BASE_ARGS is set), target
+# "logged" (ours with --access-log to a file in the run's temporary directory;
+# benches/obs_cost.sh compares base, ours and logged), RATIO_TO (the target the ratio column
+# divides by; default nginx), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,30 +101,36 @@ if bench_want "$TARGETS" direct; then
     BENCH_ACTIVE+=(direct)
 fi
 
-# start_ours TARGET BIN: our proxy (1 worker) in front of the origin, as target TARGET.
+# start_ours TARGET BIN ARGS: our proxy (1 worker) in front of the origin, as target TARGET,
+# with the extra flags ARGS.
 start_ours() {
-    local t=$1 bin=$2
+    local t=$1 bin=$2 args=$3
     if [ ! -x "$bin" ]; then
         bench_log "SKIP $t: $bin not found"
         return 0
     fi
     PORT[$t]=$(bench_free_port)
-    # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
+    # shellcheck disable=SC2206 # the extra flags are split into words on purpose
     # The same upstream keep-alive settings as nginx-proxy.conf (keepalive_requests,
     # keepalive_timeout), so neither side reconnects more often than the other.
     local cmd=("$bin" --listen "127.0.0.1:${PORT[$t]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin
-        --keepalive-requests 10000000 --keepalive-timeout 120s ${TLS_FLAGS[@]+"${TLS_FLAGS[@]}"} ${PROXY_ARGS:-})
+        --keepalive-requests 10000000 --keepalive-timeout 120s ${TLS_FLAGS[@]+"${TLS_FLAGS[@]}"} $args)
     BENCH_DESC[$t]="taskset -c $PROXY_CORE ${cmd[*]}"
     bench_start_target "$t" "${PORT[$t]}" "$PROXY_CORE" "$BENCH_TMP/$t.log" "${cmd[@]}"
 }
 
 if bench_want "$TARGETS" ours; then
     bench_build proxy || bench_log "SKIP ours: cargo build --release -p proxy failed"
-    start_ours ours "$PROXY_BIN"
+    start_ours ours "$PROXY_BIN" "${PROXY_ARGS:-}"
+fi
+if bench_want "$TARGETS" logged; then
+    # Ours with the access log on (combined, a file in the run's temporary directory).
+    bench_build proxy || bench_log "SKIP logged: cargo build --release -p proxy failed"
+    start_ours logged "$PROXY_BIN" "${PROXY_ARGS:-} --access-log $BENCH_TMP/access.log"
 fi
 if bench_want "$TARGETS" base; then
     [ -n "$BASE_BIN" ] || bench_die "target base needs BASE_BIN (another build of our proxy)"
-    start_ours base "$BASE_BIN"
+    start_ours base "$BASE_BIN" "${BASE_ARGS-${PROXY_ARGS:-}}"
 fi
 
 if bench_want "$TARGETS" nginx; then

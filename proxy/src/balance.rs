@@ -14,6 +14,13 @@
 //! mark a server failed for `fail_timeout`; a success clears the count; `max_fails = 0` never
 //! marks. Failed servers are skipped while any other untried one is left; when every untried
 //! server is failed, they are picked anyway (as nginx does), so a group never refuses outright.
+//!
+//! Active health checks (`health = { ... }` on the group, `crate::health`) set each server's
+//! [`Health`] on every worker. A server `Down` is never picked, by any method, not even when
+//! every other one is down too: a group whose servers are all down has no live upstream and
+//! the request gets 502 at once (nginx's "no live upstreams"). Passive marks apply among the
+//! servers that are not down, as above. A server coming `Up` has its passive mark cleared:
+//! `rise` passed checks are fresher news than the failure that marked it.
 
 use crate::config::{Balance, UpstreamGroup};
 use std::time::{Duration, Instant};
@@ -32,11 +39,36 @@ struct ServerState {
     window_start: Option<Instant>,
     /// Skipped until then.
     down_until: Option<Instant>,
+    /// What the active checks say.
+    health: Health,
 }
 
 impl ServerState {
     fn is_down(&self, now: Instant) -> bool {
         self.down_until.is_some_and(|t| now < t)
+    }
+}
+
+/// A server's state by the active health checks of its group: the same on every worker (one
+/// worker checks, every worker is told, see `crate::health`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    /// The group has no active checks (only the passive marks apply).
+    Unchecked,
+    /// In rotation: passing, or not yet failed `fall` checks in a row (servers start up).
+    Up,
+    /// Out of rotation on every worker: failed `fall` checks in a row, until `rise` pass.
+    Down,
+}
+
+impl Health {
+    /// For logs and metrics: "unchecked", "up", "down".
+    pub fn name(self) -> &'static str {
+        match self {
+            Health::Unchecked => "unchecked",
+            Health::Up => "up",
+            Health::Down => "down",
+        }
     }
 }
 
@@ -52,6 +84,10 @@ pub struct Balancer {
 impl Balancer {
     /// `seed` makes random2 differ between workers (any value; zero is fine).
     pub fn new(group: &UpstreamGroup, seed: u64) -> Self {
+        let health = match group.health {
+            Some(_) => Health::Up,
+            None => Health::Unchecked,
+        };
         let servers = group
             .servers
             .iter()
@@ -64,6 +100,7 @@ impl Balancer {
                 fails: 0,
                 window_start: None,
                 down_until: None,
+                health,
             })
             .collect();
         Balancer {
@@ -74,8 +111,9 @@ impl Balancer {
         }
     }
 
-    /// A server not in `tried`, preferring those not marked failed; if every untried one is
-    /// failed, pick among them anyway (as nginx does). `None` when all were tried.
+    /// A server not in `tried` and not down by active checks, preferring those not marked
+    /// failed; if every such one is failed, pick among them anyway (as nginx does). `None`
+    /// when none is left: all tried, or down.
     pub fn pick(&mut self, tried: &[usize], now: Instant) -> Option<usize> {
         let mut filter = Filter {
             tried,
@@ -143,7 +181,27 @@ impl Balancer {
         }
     }
 
-    /// Whether `server` is currently marked failed.
+    /// What the active checks say about `server` (`Unchecked` for an index out of range).
+    pub fn health(&self, server: usize) -> Health {
+        self.servers
+            .get(server)
+            .map_or(Health::Unchecked, |s| s.health)
+    }
+
+    /// The active checks' verdict on `server`. Coming up clears its passive mark.
+    pub fn set_health(&mut self, server: usize, health: Health) {
+        let Some(s) = self.servers.get_mut(server) else {
+            return;
+        };
+        if health == Health::Up && s.health == Health::Down {
+            s.fails = 0;
+            s.window_start = None;
+            s.down_until = None;
+        }
+        s.health = health;
+    }
+
+    /// Whether `server` is currently marked failed (passively).
     pub fn is_down(&self, server: usize, now: Instant) -> bool {
         self.servers.get(server).is_some_and(|s| s.is_down(now))
     }
@@ -241,8 +299,8 @@ impl Balancer {
     }
 }
 
-/// Which servers a pick may choose: untried ones, and of those only the ones not marked failed
-/// unless every untried one is failed.
+/// Which servers a pick may choose: untried ones not down by active checks, and of those only
+/// the ones not marked failed unless every such one is failed.
 struct Filter<'a> {
     tried: &'a [usize],
     now: Instant,
@@ -251,7 +309,7 @@ struct Filter<'a> {
 
 impl Filter<'_> {
     fn ok(&self, i: usize, s: &ServerState) -> bool {
-        if self.tried.contains(&i) {
+        if s.health == Health::Down || self.tried.contains(&i) {
             return false;
         }
         !self.skip_down || !s.is_down(self.now)
@@ -293,6 +351,7 @@ mod tests {
             keepalive: 0,
             keepalive_timeout: Duration::from_secs(30),
             keepalive_requests: 100,
+            health: None,
             tls: None,
         }
     }
@@ -510,5 +569,71 @@ mod tests {
             let p = b.pick(&[1], t0).unwrap();
             assert!(p == 0 || p == 2, "{balance:?}");
         }
+    }
+
+    fn checked_group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
+        UpstreamGroup {
+            health: Some(crate::config::health::HealthCheck::default()),
+            ..group(balance, weights)
+        }
+    }
+
+    #[test]
+    fn health_follows_the_group() {
+        let b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0);
+        assert_eq!(b.health(0), Health::Unchecked);
+        let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1]), 0);
+        assert_eq!((b.health(0), b.health(1)), (Health::Up, Health::Up));
+        assert_eq!(b.health(7), Health::Unchecked);
+        b.set_health(1, Health::Down);
+        assert_eq!((b.health(0), b.health(1)), (Health::Up, Health::Down));
+        b.set_health(9, Health::Down); // out of range: nothing
+    }
+
+    #[test]
+    fn down_servers_are_never_picked() {
+        let t0 = Instant::now();
+        for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
+            let mut b = Balancer::new(&checked_group(balance, &[1, 5, 1]), 3);
+            b.set_health(1, Health::Down);
+            let seq = picks(&mut b, 60, t0);
+            assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
+            assert!(
+                counts(&seq, 3)[0] > 0 && counts(&seq, 3)[2] > 0,
+                "{balance:?}"
+            );
+            // Down beats "every other one is failed": the failed one is tried, never the down.
+            b.failed(0, t0);
+            b.failed(2, t0);
+            let seq = picks(&mut b, 30, t0);
+            assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
+            // Every server down: no live upstream.
+            b.set_health(0, Health::Down);
+            b.set_health(2, Health::Down);
+            assert_eq!(b.pick(&[], t0), None, "{balance:?}");
+            // One back: only it, its passive mark cleared by coming up.
+            b.set_health(2, Health::Up);
+            assert!(!b.is_down(2, t0), "{balance:?}");
+            for _ in 0..10 {
+                assert_eq!(b.pick(&[], t0), Some(2), "{balance:?}");
+            }
+            assert_eq!(b.pick(&[2], t0), None, "{balance:?}");
+        }
+    }
+
+    #[test]
+    fn passive_marks_apply_among_the_live() {
+        let t0 = Instant::now();
+        let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1, 1]), 0);
+        b.set_health(0, Health::Down);
+        b.failed(1, t0);
+        // Up by checks, failed passively: skipped while another live one is fine.
+        for _ in 0..10 {
+            assert_eq!(b.pick(&[], t0), Some(2));
+        }
+        // Staying up (no transition) leaves the passive mark alone.
+        b.set_health(1, Health::Up);
+        assert!(b.is_down(1, t0));
+        assert_eq!(b.pick(&[2], t0), Some(1), "failed but live beats nothing");
     }
 }

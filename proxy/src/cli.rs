@@ -14,9 +14,9 @@ use crate::config::schema::{
     StaticEntry,
 };
 use crate::config::{
-    resolve, Balance, Config, Edit, HeaderSlot, Overrides, ProxyLimits, TimeoutSlot, Timeouts,
-    DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_REQUESTS,
-    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
+    resolve, AccessLogConfig, Balance, Config, Edit, HeaderSlot, LogFormat, Overrides, ProxyLimits,
+    TimeoutSlot, Timeouts, DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE,
+    DEFAULT_KEEPALIVE_REQUESTS, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
 };
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
@@ -171,6 +171,25 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
     pub cache: Option<u64>,
 
+    /// Serve /metrics (Prometheus), /status (JSON) and /healthz on ADDR, never on the public
+    /// listeners [default: off; the file's `[admin] addr`]
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub admin: Option<SocketAddr>,
+
+    /// Write an access log to PATH (each worker buffers its lines; SIGUSR1 reopens the file)
+    /// [default: off; the file's `access_log`]
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
+
+    /// The access log's format
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Combined, requires = "access_log")]
+    pub access_log_format: LogFormat,
+
+    /// Active health checks on the --upstream servers: GET PATH every 2s (timeout 1s), out
+    /// after 3 failed in a row, back after 2 passed; 2xx and 3xx pass [default: no active checks]
+    #[arg(long, value_name = "PATH", value_parser = health_path, requires = "upstream")]
+    pub health_check: Option<String>,
+
     /// With --cache: send every cached body from memory, none with sendfile(2) from the
     /// worker's memfd [default: bodies of 4 KiB and more with sendfile]
     #[arg(long, requires = "cache")]
@@ -196,6 +215,14 @@ fn positive_duration(s: &str) -> Result<Dur, String> {
         Ok(d) if d.is_zero() => Err("must be greater than zero".into()),
         Ok(d) => Ok(Dur(d)),
         Err(e) => Err(e.hint.into()),
+    }
+}
+
+fn health_path(s: &str) -> Result<String, String> {
+    if s.starts_with('/') && s.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(s.to_string())
+    } else {
+        Err("expected a request path starting with `/` (no spaces or control characters)".into())
     }
 }
 
@@ -309,6 +336,12 @@ impl Cli {
             keepalive: a.keepalive,
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),
+            health: a.health_check.clone().map(|path| {
+                unspanned(crate::config::health::HealthCheck {
+                    path,
+                    ..Default::default()
+                })
+            }),
             tls: None,
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
@@ -380,11 +413,18 @@ impl Cli {
                 .filter(|h| h.0)
                 .map(|h| Edit::HeaderOff(h.1)),
         );
+        if let Some(addr) = a.admin {
+            edits.push(Edit::Admin(addr));
+        }
         let tls = a.tls_cert.clone().zip(a.tls_key.clone());
         Overrides {
             listen: a.listen.clone(),
             tls: tls.map(|(cert, key)| shared::tls::server::CertFiles { cert, key }),
             edits,
+            access_log: a.access_log.clone().map(|path| AccessLogConfig {
+                path,
+                format: a.access_log_format,
+            }),
         }
     }
 }

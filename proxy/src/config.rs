@@ -18,6 +18,7 @@
 //! fails if a key is missing from it), and a test.
 
 pub mod cache;
+pub mod health;
 pub mod schema;
 
 mod resolve;
@@ -55,6 +56,10 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub headers: HeaderOptions,
     pub limits: ProxyLimits,
+    /// `[admin] addr` / `--admin`: where `/metrics`, `/status` and `/healthz` are served.
+    pub admin: Option<SocketAddr>,
+    /// `access_log`: off unless set.
+    pub access_log: Option<AccessLogConfig>,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
 }
@@ -116,6 +121,13 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
             ));
         }
     }
+    if let Some(a) = cfg.admin {
+        if a.port() != 0 && cfg.listeners.iter().any(|l| l.addr == a) {
+            return Err(format!(
+                "admin address {a} is also a listen address (the admin endpoints are never served on the public listeners)"
+            ));
+        }
+    }
     for g in &cfg.groups {
         if g.servers.is_empty() {
             return Err(format!("upstream group `{}` has no server", g.name));
@@ -141,6 +153,10 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
                 "upstream group `{}`: server {} has port 0",
                 g.name, s.name
             ));
+        }
+        if let Some(h) = &g.health {
+            h.check()
+                .map_err(|m| format!("upstream group `{}`: {m}", g.name))?;
         }
         if g.keepalive_requests == 0 {
             return Err(format!(
@@ -202,6 +218,35 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
+/// `access_log = { path = "...", format = "combined" | "json" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessLogConfig {
+    pub path: std::path::PathBuf,
+    #[serde(default)]
+    pub format: LogFormat,
+}
+
+/// The access log's line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// nginx's `combined`.
+    #[default]
+    Combined,
+    /// One JSON object per line with every field of the outcome record.
+    Json,
+}
+
+impl LogFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Combined => "combined",
+            LogFormat::Json => "json",
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Listener {
     pub addr: SocketAddr,
@@ -253,6 +298,8 @@ pub struct UpstreamGroup {
     pub keepalive_timeout: Duration,
     /// Requests per upstream connection before it is retired. Default 1000 (nginx's default).
     pub keepalive_requests: u64,
+    /// Active health checks; `None`: off (only the passive max_fails/fail_timeout apply).
+    pub health: Option<health::HealthCheck>,
     /// HTTPS to the servers. `None`: plain HTTP.
     pub tls: Option<UpstreamTls>,
 }

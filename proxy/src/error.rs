@@ -35,6 +35,10 @@ pub enum ProxyError {
     Forbidden,
     #[error("every upstream server refused the connection")]
     UpstreamRefused,
+    /// Every server of the group is down by active health checks (nginx: "no live
+    /// upstreams", 502).
+    #[error("no live upstream server (every one is down by health checks)")]
+    NoLiveUpstream,
     #[error("connecting to the upstream timed out")]
     ConnectTimeout,
     #[error("upstream did not answer in time")]
@@ -57,8 +61,8 @@ impl ProxyError {
         match self {
             Request(_) | HeaderTimeout | BodyTimeout | ClientGone | BodyTooLarge | NoRoute
             | MethodNotSupported | Forbidden => Fault::Client,
-            UpstreamRefused | ConnectTimeout | UpstreamTimeout | UpstreamClosed | UpstreamIo
-            | BadResponse(_) => Fault::Upstream,
+            UpstreamRefused | NoLiveUpstream | ConnectTimeout | UpstreamTimeout
+            | UpstreamClosed | UpstreamIo | BadResponse(_) => Fault::Upstream,
             NoResources => Fault::Internal,
         }
     }
@@ -74,7 +78,7 @@ impl ProxyError {
             NoRoute => 404,
             MethodNotSupported => 501,
             Forbidden => 403,
-            UpstreamRefused | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
+            UpstreamRefused | NoLiveUpstream | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
             ConnectTimeout | UpstreamTimeout => 504,
             NoResources => 503,
         })
@@ -95,6 +99,7 @@ mod tests {
             (MethodNotSupported, Some(501), Fault::Client),
             (ClientGone, None, Fault::Client),
             (UpstreamRefused, Some(502), Fault::Upstream),
+            (NoLiveUpstream, Some(502), Fault::Upstream),
             (ConnectTimeout, Some(504), Fault::Upstream),
             (UpstreamTimeout, Some(504), Fault::Upstream),
             (NoResources, Some(503), Fault::Internal),

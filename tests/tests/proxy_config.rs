@@ -79,6 +79,12 @@ fn example_parses_and_validates_in_process() {
         "keepalive",
         "keepalive_timeout",
         "keepalive_requests",
+        "health",
+        "interval",
+        "timeout",
+        "rise",
+        "fall",
+        "expect",
         "host",
         "path",
         "upstream",
@@ -111,6 +117,7 @@ fn example_parses_and_validates_in_process() {
         "workers",
         "driver",
         "pin",
+        "format",
         "cert",
         "key",
         "names",
@@ -173,6 +180,21 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             format!("{GOOD}\n[[route]]\npath = \"/\"\nupstream = \"nope\"\n"),
             ":9:",
             &["route[0].upstream", "nope"],
+        ),
+        (
+            "health.toml",
+            format!("{GOOD}health = {{ interval = \"1s\", timeout = \"2s\" }}\n"),
+            ":6:",
+            &[
+                "upstream.app.health",
+                "timeout (2s) is longer than interval (1s)",
+            ],
+        ),
+        (
+            "expect.toml",
+            format!("{GOOD}health = {{ expect = \"7xx\" }}\n"),
+            ":6:",
+            &["upstream.app.health.expect", "7xx"],
         ),
         ("missing.toml", String::new(), "", &["listen"]),
     ];
@@ -348,6 +370,10 @@ fn help_mentions_every_flag_and_its_default() {
         "--no-x-real-ip",
         "--no-x-forwarded-proto",
         "--cache",
+        "--admin",
+        "--access-log",
+        "--access-log-format",
+        "--health-check",
         "--cache-no-sendfile",
         "--tls-cert",
         "--tls-key",
@@ -358,7 +384,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 33, "{help}");
+    assert_eq!(entries.len(), 37, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

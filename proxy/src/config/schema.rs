@@ -85,6 +85,18 @@ pub struct FileConfig {
     pub limits: LimitsEntry,
     #[serde(default)]
     pub runtime: RuntimeEntry,
+    #[serde(default)]
+    pub admin: Option<AdminEntry>,
+    #[serde(default)]
+    pub access_log: Option<crate::config::AccessLogConfig>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminEntry {
+    #[serde(deserialize_with = "de_listen")]
+    pub addr: SocketAddr,
 }
 
 /// `[[listen]]`.
@@ -135,6 +147,9 @@ pub struct GroupEntry {
     pub keepalive_timeout: Duration,
     #[serde(default = "default_keepalive_requests")]
     pub keepalive_requests: NonZeroU64,
+    /// Active health checks (issue 12); off unless given.
+    #[serde(default)]
+    pub health: Option<Spanned<super::health::HealthCheck>>,
     /// HTTPS to the servers: `tls = { ca = "...", sni = "...", insecure = false }`.
     #[serde(default)]
     pub tls: Option<GroupTlsEntry>,

@@ -77,6 +77,18 @@ fn example_parses_with_every_key() {
     assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
     assert_eq!(app.servers[2].weight, 1);
     assert_eq!(cfg.groups[2].balance, Balance::LeastConn);
+    let h = app
+        .health
+        .as_ref()
+        .expect("the example's app group is checked");
+    assert_eq!(h.path, "/healthz");
+    assert_eq!(
+        (h.interval, h.timeout),
+        (Duration::from_secs(2), Duration::from_secs(1))
+    );
+    assert_eq!((h.rise, h.fall), (2, 3));
+    assert_eq!(h.expect, health::Expect::Status(200));
+    assert!(cfg.groups[2].health.is_none());
     assert_eq!(cfg.routes.len(), 6);
     assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
     assert_eq!(cfg.routes[0].action.group(), Some(2));
@@ -472,4 +484,65 @@ fn quick_cache_is_the_file_it_stands_for() {
         "0"
     ])
     .is_err());
+}
+
+#[test]
+fn health_settings_are_read_checked_and_named() {
+    let group = "[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
+    let text = format!("{LISTEN}{group}health = {{ path = \"/ping\", expect = \"2xx\" }}\n");
+    let h = from_toml("p.toml", &text).unwrap().groups[0]
+        .health
+        .clone()
+        .unwrap();
+    assert_eq!(h.path, "/ping");
+    assert_eq!(h.expect, health::Expect::Class(2));
+    assert_eq!((h.rise, h.fall, h.interval), (2, 3, Duration::from_secs(2)));
+    let text = format!("{LISTEN}{group}health = {{}}\n");
+    let h = from_toml("p.toml", &text).unwrap().groups[0]
+        .health
+        .clone()
+        .unwrap();
+    assert_eq!(h, health::HealthCheck::default());
+    assert_eq!(h.expect, health::Expect::Success);
+    for (line, want) in [
+        (
+            "health = { interval = \"1s\", timeout = \"2s\" }",
+            "p.toml:5: key `upstream.app.health`: health: timeout (2s) is longer than interval (1s)",
+        ),
+        ("health = { intervall = \"1s\" }", "unknown field `intervall`"),
+        ("health = { expect = 700 }", "`700` is not a status"),
+        ("health = { expect = \"2x\" }", "`2x` is not a status"),
+        ("health = { rise = 0 }", "must be from 1 to 1000"),
+        ("health = { fall = -1 }", "must be from 1 to 1000"),
+        ("health = { path = \"healthz\" }", "must start with `/`"),
+        ("health = { path = \"/a b\" }", "no spaces"),
+        ("health = { host = \"a b\" }", "is not a host"),
+        ("health = { timeout = \"0s\" }", "greater than zero"),
+        ("health = \"/healthz\"", "health"),
+    ] {
+        let text = format!("{LISTEN}{group}{line}\n");
+        let e = from_toml("p.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(want), "{line}: {e}");
+        assert!(e.starts_with("p.toml:"), "{line}: {e}");
+    }
+}
+
+#[test]
+fn quick_health_check_is_the_file_it_stands_for() {
+    let quick = cli("--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --health-check /healthz");
+    let file = from_toml(
+        "q.toml",
+        "[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.default]\nservers = [\"127.0.0.1:9001\"]\n\
+         health = { path = \"/healthz\" }\n",
+    )
+    .unwrap();
+    let q = quick.config().unwrap();
+    assert_eq!(q.groups[0].health, file.groups[0].health);
+    assert!(q.groups[0].health.is_some());
+    let none = cli("--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001");
+    assert!(none.config().unwrap().groups[0].health.is_none());
+    for bad in ["healthz", "/a b"] {
+        let args = ["proxy", "--upstream", "127.0.0.1:2", "--health-check", bad];
+        assert!(Cli::parse_from(args).is_err(), "{bad}");
+    }
 }

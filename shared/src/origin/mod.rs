@@ -10,6 +10,7 @@
 //! - [`conn`]: one client connection: keep-alive, pipelining, bodies, the scripted response.
 //! - [`pace`]: `max_rate`, the token bucket that gives the origin a known ceiling.
 //! - [`pattern`]: the deterministic body bytes tests verify.
+//! - [`switch`]: a status a test changes while the origin runs, for one path.
 //! - [`websocket`]: the 101 handshake's Sec-WebSocket-Accept (SHA-1 and base64).
 //!
 //! Counters are per worker and single-writer ([`OriginStats`]); [`Origin`] sums them.
@@ -18,6 +19,7 @@ pub mod conn;
 pub mod pace;
 pub mod pattern;
 pub mod script;
+pub mod switch;
 pub mod websocket;
 
 pub use pattern::{expected_body, PATTERN};
@@ -87,6 +89,9 @@ pub struct OriginConfig {
     /// Answer at most this many requests per second per worker, queueing the rest
     /// (a token bucket, see [`pace`]): a target with a known ceiling.
     pub max_rate: Option<f64>,
+    /// One path whose status a test changes while the origin runs (a health endpoint); it
+    /// wins over the config's status and the query's.
+    pub switch: Option<switch::StatusSwitch>,
     /// HTTPS: every connection starts with a TLS handshake (`crate::tls::server`).
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -117,6 +122,7 @@ impl Default for OriginConfig {
                 ..Limits::default()
             },
             max_rate: None,
+            switch: None,
             tls: None,
         }
     }

@@ -83,15 +83,16 @@ impl Script {
     /// the config allows them.
     pub fn resolve(cfg: &OriginConfig, target: &str) -> Result<Script, ScriptError> {
         let mut s = Script::from_config(cfg);
-        if !cfg.query_overrides {
-            return Ok(s);
+        let query = target.split_once('?').map(|(_, q)| q);
+        if let (true, Some(query)) = (cfg.query_overrides, query) {
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
+                s.apply(key, raw)?;
+            }
         }
-        let Some((_, query)) = target.split_once('?') else {
-            return Ok(s);
-        };
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, raw) = pair.split_once('=').unwrap_or((pair, ""));
-            s.apply(key, raw)?;
+        if let Some(status) = cfg.switch.as_ref().and_then(|w| w.for_target(target)) {
+            s.status = status;
+            s.is_default = false;
         }
         Ok(s)
     }

@@ -43,6 +43,8 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         },
         headers: HeaderOptions::default(),
         limits: ProxyLimits::default(),
+        admin: None,
+        access_log: None,
         source: "test".into(),
     }
 }
@@ -64,6 +66,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
         keepalive: 64,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 1000,
+        health: None,
         tls: None,
     }
 }

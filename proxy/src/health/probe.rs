@@ -1,0 +1,164 @@
+//! One check: a new connection to the server, `GET <path>` with `Connection: close`, and the
+//! response head, all within the check's timeout. The body is not read: the status decides,
+//! and the connection is closed right after the head.
+
+use crate::config::health::HealthCheck;
+use crate::config::Server;
+use crate::io::{read_some, IoFail};
+use bytes::BytesMut;
+use monoio::io::AsyncWriteRentExt;
+use shared::http::{parse_final_response, CodecError, Limits, RequestMethod, Status};
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Bytes read at a time while waiting for the head.
+const READ_CHUNK: usize = 4096;
+
+/// Why a check failed; `Display` is the reason in the log line.
+#[derive(Debug)]
+pub enum ProbeFail {
+    Connect(std::io::Error),
+    /// Nothing (or not the whole head) within the timeout.
+    Timeout(Duration),
+    Io(std::io::Error),
+    /// The server closed before the response head was complete.
+    Closed,
+    Invalid(CodecError),
+    /// A well-formed answer with a status the check does not accept.
+    Status(u16),
+}
+
+impl fmt::Display for ProbeFail {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ProbeFail::Connect(e) => write!(f, "connect: {e}"),
+            ProbeFail::Timeout(d) => write!(
+                f,
+                "no response within {}",
+                shared::units::format_duration(*d)
+            ),
+            ProbeFail::Io(e) => write!(f, "I/O error: {e}"),
+            ProbeFail::Closed => f.write_str("closed before answering"),
+            ProbeFail::Invalid(e) => write!(f, "invalid response: {e}"),
+            ProbeFail::Status(s) => write!(f, "status {s}"),
+        }
+    }
+}
+
+/// What a check came to.
+#[derive(Debug)]
+pub enum Probe {
+    Passed(u16),
+    Failed(ProbeFail),
+    /// The proxy had no socket or memory for the check (EMFILE, ENOBUFS...): its own
+    /// shortage says nothing about the server, so it counts neither way.
+    NoVerdict,
+}
+
+/// The check's request for `server`, written once: `Host` is the check's `host`, or the
+/// server's name as written in `servers`.
+pub fn request(check: &HealthCheck, server: &Server) -> Vec<u8> {
+    let host = check.host.as_deref().unwrap_or(&server.name);
+    format!(
+        "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: proxy-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n",
+        check.path
+    )
+    .into_bytes()
+}
+
+/// Run one check against `addrs` (tried in order, as a request's connect does).
+pub async fn probe(addrs: &[SocketAddr], request: &[u8], check: &HealthCheck) -> Probe {
+    let status = match monoio::time::timeout(check.timeout, exchange(addrs, request)).await {
+        Err(_) => return Probe::Failed(ProbeFail::Timeout(check.timeout)),
+        Ok(Err(ProbeFail::Connect(e))) if shared::net::is_resource_exhaustion(&e) => {
+            return Probe::NoVerdict
+        }
+        Ok(Err(f)) => return Probe::Failed(f),
+        Ok(Ok(status)) => status,
+    };
+    if check.expect.passes(status) {
+        Probe::Passed(status)
+    } else {
+        Probe::Failed(ProbeFail::Status(status))
+    }
+}
+
+/// Connect, send, read up to the end of the response head: its status.
+async fn exchange(addrs: &[SocketAddr], request: &[u8]) -> Result<u16, ProbeFail> {
+    let mut stream = shared::net::connect_any(addrs, None)
+        .await
+        .map_err(ProbeFail::Connect)?;
+    let (res, _) = stream.write_all(request.to_vec()).await;
+    res.map_err(ProbeFail::Io)?;
+    let limits = Limits::default();
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    loop {
+        if let Some(status) = head_status(&buf, &limits)? {
+            return Ok(status);
+        }
+        if buf.len() >= limits.max_head {
+            return Err(ProbeFail::Invalid(CodecError::HeadTooLarge));
+        }
+        match read_some(&mut stream, buf, READ_CHUNK).await {
+            Ok((0, _)) => return Err(ProbeFail::Closed),
+            Ok((_, b)) => buf = b,
+            Err(IoFail::Error(kind)) => return Err(ProbeFail::Io(kind.into())),
+            // `read_some` has no deadline of its own (the check's timeout bounds it).
+            Err(IoFail::Timeout) => return Err(ProbeFail::Io(std::io::ErrorKind::TimedOut.into())),
+        }
+    }
+}
+
+/// The final status once the head in `buf` is complete (interim 1xx heads skipped).
+fn head_status(buf: &[u8], limits: &Limits) -> Result<Option<u16>, ProbeFail> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    match parse_final_response(buf, &mut headers, RequestMethod::Other, limits) {
+        Ok(Status::Complete(head)) => Ok(Some(head.status)),
+        Ok(Status::Partial) => Ok(None),
+        Err(e) => Err(ProbeFail::Invalid(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_status_skips_interim_and_waits_for_the_end() {
+        let l = Limits::default();
+        let full = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n";
+        for cut in 0..full.len() {
+            assert_eq!(head_status(&full[..cut], &l).unwrap(), None, "{cut}");
+        }
+        assert_eq!(head_status(full, &l).unwrap(), Some(503));
+        assert!(matches!(
+            head_status(b"SMTP ready\r\n\r\n", &l),
+            Err(ProbeFail::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn request_names_the_host() {
+        let server = Server {
+            name: "app.internal:8080".into(),
+            addrs: vec![([127, 0, 0, 1], 8080).into()],
+            weight: 1,
+            max_fails: 1,
+            fail_timeout: Duration::from_secs(10),
+        };
+        let mut check = HealthCheck {
+            path: "/healthz?full=1".into(),
+            ..HealthCheck::default()
+        };
+        let r = String::from_utf8(request(&check, &server)).unwrap();
+        assert!(
+            r.starts_with("GET /healthz?full=1 HTTP/1.1\r\nHost: app.internal:8080\r\n"),
+            "{r}"
+        );
+        assert!(r.ends_with("Connection: close\r\n\r\n"));
+        check.host = Some("health.example".into());
+        let r = String::from_utf8(request(&check, &server)).unwrap();
+        assert!(r.contains("\r\nHost: health.example\r\n"), "{r}");
+    }
+}
