@@ -251,6 +251,18 @@ impl Cli {
         resolve(&self.file_config()?, &self.overrides())
     }
 
+    /// What a reload reads again: the file with this command line's overrides, or nothing in
+    /// quick mode.
+    pub fn reload_source(&self) -> crate::reload::Source {
+        match &self.args.config {
+            Some(path) => crate::reload::Source::File {
+                path: path.clone(),
+                overrides: self.overrides(),
+            },
+            None => crate::reload::Source::CommandLine,
+        }
+    }
+
     /// The file-layer value: the file's, or quick mode's built from the flags.
     pub fn file_config(&self) -> Result<FileConfig, CliError> {
         match self.file() {

@@ -185,7 +185,7 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
     pub addr: SocketAddr,
     /// listen(2) backlog. Default 4096.
@@ -227,7 +227,7 @@ pub struct UpstreamGroup {
     pub keepalive_requests: u64,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Server {
     /// As written by the user (`127.0.0.1:9001`, `app.internal:80`), for messages.
     pub name: String,

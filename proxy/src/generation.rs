@@ -71,3 +71,136 @@ impl Generation {
         }
     }
 }
+
+/// What a new generation took over from the one before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Server pools (idle upstream connections) kept, of all the new generation's.
+    pub pools_kept: usize,
+    pub pools: usize,
+    /// Idle upstream connections the kept pools held.
+    pub idle_kept: usize,
+    /// Response stores kept, of all the new generation's.
+    pub caches_kept: usize,
+    pub caches: usize,
+}
+
+impl Generation {
+    /// The generation after `prev`, built from `cfg`, carrying over what did not change:
+    /// - a server's pool, when a server with the same addresses (host names resolved again)
+    ///   and pool settings was in `prev` (each old pool goes to one new server at most);
+    /// - a group's balancer whole (state and requests in flight), when its servers and
+    ///   balancing are as they were; otherwise a new balancer in which each server that
+    ///   was there before keeps its failure state;
+    /// - a cached route's store, when a route with the same host and path had the same
+    ///   cache settings.
+    ///
+    /// Requests still on `prev` keep using it (and its pools); what was not carried over is
+    /// dropped with it.
+    pub fn next(prev: &Generation, number: u64, cfg: Arc<Config>, seed: u64) -> (Self, Carried) {
+        let mut g = Generation::new(number, cfg, seed);
+        let mut carried = Carried::default();
+        g.carry_pools(prev, &mut carried);
+        g.carry_balancers(prev);
+        g.carry_caches(prev, &mut carried);
+        (g, carried)
+    }
+
+    fn carry_pools(&mut self, prev: &Generation, carried: &mut Carried) {
+        // Old pools by (addresses, settings), each taken once.
+        let mut old: Vec<Option<(&[std::net::SocketAddr], PoolKey, &Rc<RefCell<ServerPool>>)>> =
+            Vec::new();
+        for (gi, group) in prev.cfg.groups.iter().enumerate() {
+            for (si, server) in group.servers.iter().enumerate() {
+                old.push(Some((
+                    &server.addrs,
+                    PoolKey::of(group),
+                    &prev.pools[gi][si],
+                )));
+            }
+        }
+        for (gi, group) in self.cfg.groups.iter().enumerate() {
+            let key = PoolKey::of(group);
+            for (si, server) in group.servers.iter().enumerate() {
+                carried.pools += 1;
+                let found = old
+                    .iter_mut()
+                    .find(|o| o.is_some_and(|(a, k, _)| a == server.addrs.as_slice() && k == key));
+                if let Some(slot) = found {
+                    if let Some((_, _, pool)) = slot.take() {
+                        carried.pools_kept += 1;
+                        carried.idle_kept += pool.borrow().idle();
+                        self.pools[gi][si] = pool.clone();
+                    }
+                }
+            }
+        }
+    }
+
+    fn carry_balancers(&mut self, prev: &Generation) {
+        for (gi, group) in self.cfg.groups.iter().enumerate() {
+            let same = prev.cfg.groups.iter().position(|o| {
+                o.name == group.name && o.servers == group.servers && o.balance == group.balance
+            });
+            if let Some(oi) = same {
+                self.balancers[gi] = prev.balancers[oi].clone();
+                continue;
+            }
+            let mut b = self.balancers[gi].borrow_mut();
+            for (si, server) in group.servers.iter().enumerate() {
+                let before = prev.cfg.groups.iter().enumerate().find_map(|(oi, o)| {
+                    let sj = o.servers.iter().position(|s| s.addrs == server.addrs)?;
+                    Some((oi, sj))
+                });
+                if let Some((oi, sj)) = before {
+                    b.adopt_failures(si, &prev.balancers[oi].borrow(), sj);
+                }
+            }
+        }
+    }
+
+    fn carry_caches(&mut self, prev: &Generation, carried: &mut Carried) {
+        for (ri, route) in self.cfg.routes.iter().enumerate() {
+            let Action::Proxy { cache: Some(c), .. } = &route.action else {
+                continue;
+            };
+            carried.caches += 1;
+            let before = prev
+                .cfg
+                .routes
+                .iter()
+                .enumerate()
+                .find_map(|(oi, o)| match &o.action {
+                    Action::Proxy {
+                        cache: Some(oc), ..
+                    } if o.host == route.host && o.path_prefix == route.path_prefix && oc == c => {
+                        prev.caches[oi].clone()
+                    }
+                    _ => None,
+                });
+            if let Some(store) = before {
+                carried.caches_kept += 1;
+                self.caches[ri] = Some(store);
+            }
+        }
+    }
+}
+
+/// The group settings a server's pool is built from: a pool is carried over only to a
+/// server whose group pools the same way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PoolKey {
+    keepalive: usize,
+    timeout: std::time::Duration,
+    requests: u64,
+}
+
+impl PoolKey {
+    fn of(g: &crate::config::UpstreamGroup) -> PoolKey {
+        PoolKey {
+            keepalive: g.keepalive,
+            timeout: g.keepalive_timeout,
+            requests: g.keepalive_requests,
+        }
+    }
+}

@@ -43,6 +43,7 @@ mod generation;
 mod io;
 mod pool;
 mod relay;
+pub mod reload;
 mod tunnel;
 mod worker;
 
@@ -75,8 +76,10 @@ pub struct Running {
     flag: Arc<ShutdownFlag>,
     stats: Vec<Arc<ProxyCounters>>,
     summary: String,
-    /// The workers' inboxes (purges between workers), closed at shutdown.
+    /// The workers' inboxes (purges between workers, reloads), closed at shutdown.
     post: shared::inbox::Post<worker::WorkerMsg>,
+    /// The config the workers started with (generation 1).
+    cfg: Arc<config::Config>,
 }
 
 /// Bind every listener (on this thread, so bind errors surface here), start the workers and
@@ -112,9 +115,9 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
     let workers = {
         let cfg = cfg.clone();
         let post = post.clone();
-        // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM in them so
-        // the signal thread `main` installs is the one that takes them.
-        let _mask = shared::shutdown::SignalMask::block_stop_signals();
+        // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM/SIGHUP in
+        // them so the signal thread `main` installs is the one that takes them.
+        let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
         spawn_workers(
             &cfg.runtime.clone(),
             driver,
@@ -132,6 +135,7 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         stats,
         summary,
         post,
+        cfg,
     })
 }
 
@@ -149,6 +153,12 @@ impl Running {
     /// The process-wide flag; `main` installs the signal handler on it.
     pub fn shutdown_flag(&self) -> Arc<ShutdownFlag> {
         self.flag.clone()
+    }
+
+    /// What SIGHUP runs (on the signal thread): reads `source` again and hands the result to
+    /// the workers.
+    pub fn reloader(&self, source: reload::Source) -> reload::Reloader {
+        reload::Reloader::new(source, self.cfg.clone(), self.post.clone())
     }
 
     /// Per-worker counters (connections, requests, upstream connects, errors).

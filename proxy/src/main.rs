@@ -1,5 +1,5 @@
 //! `proxy`: parse the command line, load and check the configuration, start the workers,
-//! stop on SIGINT/SIGTERM. Everything else lives in the library.
+//! reload on SIGHUP, stop on SIGINT/SIGTERM. Everything else lives in the library.
 
 use proxy::cli::{self, Cli, CliError};
 use shared::config::{exit_cli_error, usage_error};
@@ -21,6 +21,10 @@ fn main() {
         }
     };
     cli::print_warnings(&cfg);
+    // SIGHUP's default action kills: blocked from here on (the signal thread takes it).
+    if let Ok(mask) = shared::shutdown::SignalMask::block_stop_and_reload_signals() {
+        mask.keep();
+    }
     let running = proxy::start(cfg).unwrap_or_else(|e| {
         eprintln!("proxy: {e}");
         exit(1)
@@ -31,7 +35,12 @@ fn main() {
             exit(1)
         }
     };
-    if let Err(e) = shared::shutdown::install_signal_handler(running.shutdown_flag(), on_signal) {
+    let mut reloader = running.reloader(cli.reload_source());
+    let on_reload = Box::new(move || {
+        let _ = writeln!(std::io::stderr(), "{}", reloader.reload());
+    });
+    let flag = running.shutdown_flag();
+    if let Err(e) = shared::shutdown::install_signal_handlers(flag, on_signal, Some(on_reload)) {
         eprintln!("proxy: cannot install the signal handler: {e}");
         running.trigger_shutdown();
     }

@@ -89,6 +89,11 @@ impl ServerPool {
     }
 
     /// Close connections idle for longer than the timeout.
+    /// Idle connections held.
+    pub fn idle(&self) -> usize {
+        self.idle.len()
+    }
+
     pub fn sweep(&mut self, now: Instant) {
         let expired = self
             .idle

@@ -67,6 +67,13 @@ pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
     Purge(crate::exchange::cached::OwnedKey),
+    /// A reload: build generation `number` from `cfg` (resolved once, on the signal thread),
+    /// make it current, and answer with what it carried over.
+    Reload {
+        number: u64,
+        cfg: Arc<Config>,
+        reply: shared::inbox::Reply<crate::generation::Carried>,
+    },
 }
 
 /// Remove `key` from this worker's stores and tell every other worker to do the same.
@@ -115,8 +122,19 @@ async fn inbox(
                 invalidate_here(&w, &key);
                 w.stats.cache_purges_received.incr();
             }
+            WorkerMsg::Reload { number, cfg, reply } => {
+                let prev = w.generation();
+                let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
+                *w.generation.borrow_mut() = Rc::new(next);
+                reply.send(carried);
+            }
         }
     }
+}
+
+/// Makes random2 differ between workers (and stay the same across a worker's generations).
+fn worker_seed(id: usize) -> u64 {
+    0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1)
 }
 
 pub struct ProxyWorker {
@@ -155,7 +173,7 @@ impl ProxyWorker {
         stats: Arc<ProxyCounters>,
         post: Option<shared::inbox::Post<WorkerMsg>>,
     ) -> Self {
-        let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1);
+        let seed = worker_seed(id);
         ProxyWorker {
             id,
             post,

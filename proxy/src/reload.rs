@@ -1,0 +1,244 @@
+//! SIGHUP: read the config file again, apply the command-line overrides given at start, resolve
+//! (host names looked up again) and check, then hand the result to every worker, which builds
+//! its next generation from it (`generation.rs`).
+//!
+//! - Runs on the signal thread, one reload at a time; workers are never blocked: each takes
+//!   the new config from its inbox between two tasks.
+//! - A broken config is rejected with the file, line and key, and the running generation
+//!   stays.
+//! - What a running process cannot change (listeners, worker count, driver, pinning) is kept
+//!   as started and named in the log line as needing a restart or a takeover: nothing is
+//!   re-bound, so a reload never meets the port-in-use check.
+//! - One log line per SIGHUP: the generation number and what changed.
+
+use crate::config::{resolve, schema, Config, Error, Overrides};
+use crate::generation::Carried;
+use crate::worker::WorkerMsg;
+use shared::inbox::{AskError, Post};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a reload waits for every worker to take its new generation.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+
+/// Where a reload reads the configuration from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// `--config FILE`, with the overrides of the flags given at start.
+    File { path: PathBuf, overrides: Overrides },
+    /// Quick mode: the configuration is the command line; there is nothing to read again.
+    CommandLine,
+}
+
+/// Reloads a running proxy: owned by the signal thread.
+pub struct Reloader {
+    source: Source,
+    current: Arc<Config>,
+    number: u64,
+    post: Post<WorkerMsg>,
+}
+
+/// What one SIGHUP came to; `Display` is its log line.
+#[derive(Debug)]
+pub enum Outcome {
+    NoFile,
+    /// The file is broken: generation `running` goes on.
+    Rejected {
+        running: u64,
+        error: Error,
+    },
+    Applied(Applied),
+}
+
+#[derive(Debug)]
+pub struct Applied {
+    pub number: u64,
+    pub source: String,
+    /// What changed, one phrase each (empty: nothing).
+    pub changes: Vec<String>,
+    /// What changed but cannot be applied to a running process.
+    pub not_applied: Vec<String>,
+    /// Over every worker that answered.
+    pub carried: Carried,
+    pub workers: usize,
+    /// Workers that did not take it (gone: the proxy is stopping).
+    pub missing: Option<AskError>,
+}
+
+impl Reloader {
+    pub fn new(source: Source, current: Arc<Config>, post: Post<WorkerMsg>) -> Reloader {
+        Reloader {
+            source,
+            current,
+            number: 1,
+            post,
+        }
+    }
+
+    /// The number of the generation running now.
+    pub fn generation(&self) -> u64 {
+        self.number
+    }
+
+    /// Read, resolve and check the file again; on success make it every worker's current
+    /// generation.
+    pub fn reload(&mut self) -> Outcome {
+        let Source::File { path, overrides } = &self.source else {
+            return Outcome::NoFile;
+        };
+        let loaded = schema::load(path)
+            .map_err(Error::from)
+            .and_then(|f| resolve(&f, overrides));
+        let new = match loaded {
+            Ok(cfg) => cfg,
+            Err(error) => {
+                return Outcome::Rejected {
+                    running: self.number,
+                    error,
+                }
+            }
+        };
+        let (cfg, changes, not_applied) = compare(&self.current, new);
+        let number = self.number + 1;
+        let cfg = Arc::new(cfg);
+        let answers = self.post.ask_all(
+            |_, reply| WorkerMsg::Reload {
+                number,
+                cfg: cfg.clone(),
+                reply,
+            },
+            APPLY_WAIT,
+        );
+        let (carried, workers, missing) = match answers {
+            Ok(all) => (sum(&all), all.len(), None),
+            Err(e) => (Carried::default(), 0, Some(e)),
+        };
+        self.number = number;
+        let source = cfg.source.clone();
+        self.current = cfg;
+        Outcome::Applied(Applied {
+            number,
+            source,
+            changes,
+            not_applied,
+            carried,
+            workers,
+            missing,
+        })
+    }
+}
+
+fn sum(all: &[Carried]) -> Carried {
+    all.iter().fold(Carried::default(), |a, c| Carried {
+        pools_kept: a.pools_kept + c.pools_kept,
+        pools: a.pools + c.pools,
+        idle_kept: a.idle_kept + c.idle_kept,
+        caches_kept: a.caches_kept + c.caches_kept,
+        caches: a.caches + c.caches,
+    })
+}
+
+/// `new` with what a running process keeps as started (listeners, runtime) put back from
+/// `old`; what changed; and what changed but was not applied.
+///
+/// Sections are compared by their `Debug` text: the config types hold parsed templates and
+/// paths that have no `PartialEq`, and this only words a log line (what a worker carries over
+/// is decided field by field in `generation.rs`).
+pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<String>) {
+    let differs = |a: &dyn fmt::Debug, b: &dyn fmt::Debug| format!("{a:?}") != format!("{b:?}");
+    let mut not_applied = Vec::new();
+    if old.listeners != new.listeners {
+        let addrs = |c: &Config| {
+            let v: Vec<String> = c.listeners.iter().map(|l| l.addr.to_string()).collect();
+            v.join(" ")
+        };
+        not_applied.push(format!("listeners {} -> {}", addrs(old), addrs(&new)));
+    }
+    if old.runtime.workers != new.runtime.workers {
+        let (a, b) = (old.runtime.workers, new.runtime.workers);
+        not_applied.push(format!("workers {a} -> {b}"));
+    }
+    if differs(&old.runtime, &new.runtime) && old.runtime.workers == new.runtime.workers {
+        not_applied.push("runtime (driver, pinning)".into());
+    }
+    new.listeners = old.listeners.clone();
+    new.runtime = old.runtime.clone();
+    let mut changes = Vec::new();
+    for g in &new.groups {
+        match old.groups.iter().find(|o| o.name == g.name) {
+            None => changes.push(format!("upstream {} added", g.name)),
+            Some(o) if differs(o, g) => changes.push(format!("upstream {} changed", g.name)),
+            Some(_) => {}
+        }
+    }
+    for o in &old.groups {
+        if !new.groups.iter().any(|g| g.name == o.name) {
+            changes.push(format!("upstream {} removed", o.name));
+        }
+    }
+    let sections: [(&str, &dyn fmt::Debug, &dyn fmt::Debug); 4] = [
+        ("routes", &old.routes, &new.routes),
+        ("timeouts", &old.timeouts, &new.timeouts),
+        ("headers", &old.headers, &new.headers),
+        ("limits", &old.limits, &new.limits),
+    ];
+    for (name, a, b) in sections {
+        if differs(a, b) {
+            changes.push(name.to_string());
+        }
+    }
+    (new, changes, not_applied)
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::NoFile => f.write_str(
+                "proxy: SIGHUP: no configuration file to reload (started without --config: \
+                 the configuration is the command line); nothing changed",
+            ),
+            Outcome::Rejected { running, error } => write!(
+                f,
+                "proxy: reload rejected, generation {running} keeps running: {error}"
+            ),
+            Outcome::Applied(a) => a.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for Applied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let changed = if self.changes.is_empty() {
+            "no change".to_string()
+        } else {
+            self.changes.join(", ")
+        };
+        let c = &self.carried;
+        write!(
+            f,
+            "proxy: reload: generation {} from {} on {} workers: {changed}; kept {}/{} server \
+             pools ({} idle connections), {}/{} caches",
+            self.number,
+            self.source,
+            self.workers,
+            c.pools_kept,
+            c.pools,
+            c.idle_kept,
+            c.caches_kept,
+            c.caches
+        )?;
+        if !self.not_applied.is_empty() {
+            write!(
+                f,
+                "; not applied, kept as started (needs a restart or a takeover): {}",
+                self.not_applied.join(", ")
+            )?;
+        }
+        if let Some(e) = &self.missing {
+            write!(f, "; {e}")?;
+        }
+        Ok(())
+    }
+}
