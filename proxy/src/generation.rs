@@ -107,31 +107,27 @@ impl Generation {
     }
 
     fn carry_pools(&mut self, prev: &Generation, carried: &mut Carried) {
-        // Old pools by (addresses, settings), each taken once.
-        let mut old: Vec<Option<(&[std::net::SocketAddr], PoolKey, &Rc<RefCell<ServerPool>>)>> =
-            Vec::new();
+        // Old pools, each taken once.
+        let mut old: Vec<Option<OldPool<'_>>> = Vec::new();
         for (gi, group) in prev.cfg.groups.iter().enumerate() {
             for (si, server) in group.servers.iter().enumerate() {
-                old.push(Some((
-                    &server.addrs,
-                    PoolKey::of(group),
-                    &prev.pools[gi][si],
-                )));
+                old.push(Some(OldPool {
+                    addrs: &server.addrs,
+                    key: PoolKey::of(group),
+                    pool: &prev.pools[gi][si],
+                }));
             }
         }
         for (gi, group) in self.cfg.groups.iter().enumerate() {
             let key = PoolKey::of(group);
             for (si, server) in group.servers.iter().enumerate() {
                 carried.pools += 1;
-                let found = old
-                    .iter_mut()
-                    .find(|o| o.is_some_and(|(a, k, _)| a == server.addrs.as_slice() && k == key));
-                if let Some(slot) = found {
-                    if let Some((_, _, pool)) = slot.take() {
-                        carried.pools_kept += 1;
-                        carried.idle_kept += pool.borrow().idle();
-                        self.pools[gi][si] = pool.clone();
-                    }
+                let same = |o: &OldPool<'_>| o.addrs == server.addrs.as_slice() && o.key == key;
+                let found = old.iter_mut().find(|o| o.as_ref().is_some_and(same));
+                if let Some(OldPool { pool, .. }) = found.and_then(Option::take) {
+                    carried.pools_kept += 1;
+                    carried.idle_kept += pool.borrow().idle();
+                    self.pools[gi][si] = pool.clone();
                 }
             }
         }
@@ -186,6 +182,13 @@ impl Generation {
     }
 }
 
+/// A pool of the previous generation, with what decides whether a new server takes it.
+struct OldPool<'a> {
+    addrs: &'a [std::net::SocketAddr],
+    key: PoolKey,
+    pool: &'a Rc<RefCell<ServerPool>>,
+}
+
 /// The group settings a server's pool is built from: a pool is carried over only to a
 /// server whose group pools the same way.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -202,5 +205,61 @@ impl PoolKey {
             timeout: g.keepalive_timeout,
             requests: g.keepalive_requests,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn cfg(servers: &str, balance: &str, cache_ttl: &str) -> Arc<Config> {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [{servers}]\n\
+             balance = \"{balance}\"\n[[route]]\npath = \"/\"\nupstream = \"app\"\n\
+             cache = {{ ttl = \"{cache_ttl}\" }}\n"
+        );
+        Arc::new(crate::config::from_toml("t.toml", &text).expect("config"))
+    }
+
+    #[test]
+    fn what_stays_is_carried_over_and_what_changed_is_new() {
+        let a = "\"127.0.0.1:9001\", \"127.0.0.1:9002\"";
+        let g1 = Generation::new(1, cfg(a, "round-robin", "1m"), 7);
+        g1.balancers[0].borrow_mut().failed(1, Instant::now());
+        assert!(g1.balancers[0].borrow().is_down(1, Instant::now()));
+
+        // Same servers, balancing and cache: everything is the same object.
+        let (g2, c) = Generation::next(&g1, 2, cfg(a, "round-robin", "1m"), 7);
+        assert!(Rc::ptr_eq(&g1.pools[0][0], &g2.pools[0][0]));
+        assert!(Rc::ptr_eq(&g1.pools[0][1], &g2.pools[0][1]));
+        assert!(Rc::ptr_eq(&g1.balancers[0], &g2.balancers[0]));
+        let (s1, s2) = (g1.caches[0].as_ref(), g2.caches[0].as_ref());
+        assert!(Rc::ptr_eq(s1.unwrap(), s2.unwrap()));
+        let all = Carried {
+            pools_kept: 2,
+            pools: 2,
+            idle_kept: 0,
+            caches_kept: 1,
+            caches: 1,
+        };
+        assert_eq!(c, all);
+
+        // 9002 stays (now first), 9001 goes, 9003 comes; another cache ttl.
+        let b = "\"127.0.0.1:9002\", \"127.0.0.1:9003\"";
+        let (g3, c) = Generation::next(&g2, 3, cfg(b, "round-robin", "2m"), 7);
+        assert!(Rc::ptr_eq(&g2.pools[0][1], &g3.pools[0][0]), "9002's pool");
+        assert!(!Rc::ptr_eq(&g2.pools[0][0], &g3.pools[0][1]), "9003 is new");
+        assert!(!Rc::ptr_eq(&g2.balancers[0], &g3.balancers[0]));
+        // 9002 was marked failed: still is, at its new index; 9003 is not.
+        let bal = g3.balancers[0].borrow();
+        assert!(bal.is_down(0, Instant::now()) && !bal.is_down(1, Instant::now()));
+        assert_eq!((c.pools_kept, c.pools, c.caches_kept, c.caches), (1, 2, 0, 1));
+
+        // Another balancing method: a new balancer, pools kept.
+        let (g4, c) = Generation::next(&g3, 4, cfg(b, "least-conn", "2m"), 7);
+        assert!(!Rc::ptr_eq(&g3.balancers[0], &g4.balancers[0]));
+        assert_eq!((c.pools_kept, c.caches_kept), (2, 1));
+        assert_eq!(g4.number, 4);
     }
 }
