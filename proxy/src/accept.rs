@@ -47,10 +47,14 @@ pub fn defer_accept_listener(l: &std::net::TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Accept on `listener` until shutdown (the loop itself is `shared::accept::run`).
+/// Accept on `listener` until shutdown, or a takeover's handover (the loop itself is
+/// `shared::accept::run_until_handover`). The worker counted this loop in `accepting` when it
+/// spawned it.
 pub async fn run(w: Rc<ProxyWorker>, listener: TcpListener) {
     let shutdown = w.shutdown.clone();
-    shared::accept::run(&listener, &shutdown, &w).await;
+    let handover = w.handover.clone();
+    shared::accept::run_until_handover(&listener, &shutdown, &handover, &w).await;
+    w.accepting.set(w.accepting.get().saturating_sub(1));
 }
 
 impl Acceptor for ProxyWorker {

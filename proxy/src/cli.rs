@@ -38,6 +38,9 @@ Quick mode:  proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream 
 Files:       proxy --listen 127.0.0.1:8080 --static ./www
 File mode:   proxy --config proxy.toml   (flags given as well override the file)
 Check:       proxy --check-config proxy.toml
+Reload:      kill -HUP PID   (the file is read again; flags given at start still apply)
+Takeover:    proxy --config proxy.toml --takeover-socket /run/proxy.sock             (the running one)
+             proxy --config proxy.toml --takeover-socket /run/proxy.sock --takeover  (the new binary)
 Durations: 500ms, 3s, 2m (a bare number is seconds). Sizes: 512, 32KiB, 1MiB, 1GiB.
 Every key of the file is explained in proxy.example.toml.";
 
@@ -66,6 +69,14 @@ pub struct Args {
     /// Check a configuration file and exit: 0 if valid, else 2 and the error with its file, line and key [default: none]
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
+
+    /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit) [default: none]
+    #[arg(long, value_name = "PATH", conflicts_with = "check_config")]
+    pub takeover_socket: Option<PathBuf>,
+
+    /// Take the listening sockets over from the proxy at --takeover-socket (no connection refused), which then drains and exits
+    #[arg(long, requires = "takeover_socket")]
+    pub takeover: bool,
 
     #[command(flatten)]
     pub runtime: RuntimeArgs,

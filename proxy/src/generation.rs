@@ -254,7 +254,10 @@ mod tests {
         // 9002 was marked failed: still is, at its new index; 9003 is not.
         let bal = g3.balancers[0].borrow();
         assert!(bal.is_down(0, Instant::now()) && !bal.is_down(1, Instant::now()));
-        assert_eq!((c.pools_kept, c.pools, c.caches_kept, c.caches), (1, 2, 0, 1));
+        assert_eq!(
+            (c.pools_kept, c.pools, c.caches_kept, c.caches),
+            (1, 2, 0, 1)
+        );
 
         // Another balancing method: a new balancer, pools kept.
         let (g4, c) = Generation::next(&g3, 4, cfg(b, "least-conn", "2m"), 7);

@@ -25,7 +25,8 @@ fn main() {
     if let Ok(mask) = shared::shutdown::SignalMask::block_stop_and_reload_signals() {
         mask.keep();
     }
-    let running = proxy::start(cfg).unwrap_or_else(|e| {
+    let socket = cli.args.takeover_socket.as_deref();
+    let running = proxy::start_for(cfg, socket, cli.args.takeover).unwrap_or_else(|e| {
         eprintln!("proxy: {e}");
         exit(1)
     });

@@ -67,6 +67,8 @@ pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
     Purge(crate::exchange::cached::OwnedKey),
+    /// A new process took the listening sockets over (`takeover.rs`): stop accepting and drain.
+    HandOver,
     /// A reload: build generation `number` from `cfg` (resolved once, on the signal thread),
     /// make it current, and answer with what it carried over.
     Reload {
@@ -122,6 +124,7 @@ async fn inbox(
                 invalidate_here(&w, &key);
                 w.stats.cache_purges_received.incr();
             }
+            WorkerMsg::HandOver => w.handover.fire(),
             WorkerMsg::Reload { number, cfg, reply } => {
                 let prev = w.generation();
                 let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
@@ -145,6 +148,11 @@ pub struct ProxyWorker {
     /// `generation.rs`. Requests take it with `generation()`.
     generation: RefCell<Rc<Generation>>,
     pub shutdown: Shutdown,
+    /// Fires when a new process took the listeners over: accept loops end (after the accept
+    /// in flight), connections close after their next response.
+    pub handover: Shutdown,
+    /// Accept loops still running.
+    pub accepting: Cell<usize>,
     pub stats: Arc<ProxyCounters>,
     pub errlog: RefCell<RateLimitedLog>,
     /// `{random:A-B}` in `return` templates.
@@ -179,6 +187,8 @@ impl ProxyWorker {
             post,
             generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
             shutdown,
+            handover: Shutdown::new(),
+            accepting: Cell::new(0),
             stats,
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
@@ -291,6 +301,12 @@ impl ProxyWorker {
         self.generation.borrow().cfg.limits.max_connections.max(1)
     }
 
+    /// Shutting down or handed over: responses close their connection (unless pipelined
+    /// requests already wait behind them).
+    pub fn draining(&self) -> bool {
+        self.shutdown.is_fired() || self.handover.is_fired()
+    }
+
     pub fn active(&self) -> usize {
         self.active.get()
     }
@@ -372,11 +388,24 @@ pub async fn run(
             Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }
+    w.accepting.set(accepts.len());
     monoio::spawn(sweep_pools(w.clone()));
-    ctx.shutdown.wait().await;
+    let handed_over = monoio::select! {
+        _ = ctx.shutdown.wait() => false,
+        _ = w.handover.wait() => true,
+    };
+    if handed_over {
+        drain_handed_over(&w, &ctx.shutdown).await;
+    }
     for a in accepts {
         a.await;
     }
+    // The accepts the loops dropped were cancelled: let the driver submit the cancels and
+    // reap them before the ring goes. A pending accept left to the kernel's (asynchronous)
+    // ring teardown can still take a connection after the process exited, and that
+    // connection is lost; after a handover the socket lives on in the new process, so that
+    // would be a client's connection.
+    monoio::time::sleep(Duration::from_millis(2)).await;
     // Idle keep-alive connections close on their own when shutdown fires; the ones with a
     // request in flight get until the deadline.
     let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
@@ -386,6 +415,21 @@ pub async fn run(
     if let Some(t) = inbox_task {
         t.await;
     }
+}
+
+/// After a handover: wait until the accept loops ended (each after its accept in flight) and
+/// every connection closed after its next response, or the shutdown timeout passed, or the
+/// process is stopped; then fire the worker's shutdown, which closes what is left (idle
+/// connections that sent nothing since, accepts still pending).
+async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
+    let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
+    while (w.accepting.get() > 0 || w.active() > 0)
+        && Instant::now() < deadline
+        && !shutdown.is_fired()
+    {
+        monoio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.fire();
 }
 
 /// Close idle pooled connections past their timeout, a few times per timeout (of the current

@@ -321,7 +321,7 @@ impl<'a> Stored<'a> {
     /// Connection as the client needs it, the empty line. Returns whether the connection
     /// stays.
     fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
-        let keep = req.keep_alive && (!w.shutdown.is_fired() || req.pipelined);
+        let keep = req.keep_alive && (!w.draining() || req.pipelined);
         out.clear();
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
@@ -748,7 +748,7 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
-    let keep = req.keep_alive && !w.shutdown.is_fired();
+    let keep = req.keep_alive && !w.draining();
     c.cout.clear();
     shared::http::encode::write_simple_response(&mut c.cout, Version::Http11, status, !keep);
     let buf = std::mem::take(&mut c.cout);
