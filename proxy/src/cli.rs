@@ -74,7 +74,7 @@ pub struct Args {
     #[arg(long, value_name = "PATH", conflicts_with = "check_config")]
     pub takeover_socket: Option<PathBuf>,
 
-    /// Take the listening sockets over from the proxy at --takeover-socket (no connection refused), which then drains and exits
+    /// Take the listening sockets over from the proxy at --takeover-socket (no connection refused), which then drains and exits [default: bind them]
     #[arg(long, requires = "takeover_socket")]
     pub takeover: bool,
 
