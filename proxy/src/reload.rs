@@ -242,3 +242,53 @@ impl fmt::Display for Applied {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(listen: &str, servers: &str, extra: &str) -> Config {
+        let text = format!(
+            "[[listen]]\naddr = \"{listen}\"\n[upstream.app]\nservers = [{servers}]\n{extra}"
+        );
+        crate::config::from_toml("t.toml", &text).expect("config")
+    }
+
+    #[test]
+    fn changes_are_named_and_what_cannot_change_is_kept_as_started() {
+        let old = cfg("127.0.0.1:8080", "\"127.0.0.1:1\"", "");
+        let (same, changes, not_applied) = compare(&old, old.clone());
+        assert!(changes.is_empty() && not_applied.is_empty());
+        assert_eq!(same.listeners, old.listeners);
+
+        let new = cfg(
+            "127.0.0.1:9090",
+            "\"127.0.0.1:2\"",
+            "[upstream.img]\nservers = [\"127.0.0.1:3\"]\n[[route]]\npath = \"/api/\"\nupstream = \"app\"\n\
+             [runtime]\nworkers = 3\n[timeouts]\nread = \"1s\"\n",
+        );
+        let (applied, changes, not_applied) = compare(&old, new);
+        assert_eq!(
+            changes,
+            [
+                "upstream app changed",
+                "upstream img added",
+                "routes",
+                "timeouts"
+            ]
+        );
+        let workers = format!("workers {} -> 3", old.runtime.workers);
+        assert_eq!(
+            not_applied,
+            [
+                "listeners 127.0.0.1:8080 -> 127.0.0.1:9090".to_string(),
+                workers
+            ]
+        );
+        // Kept as started; everything else is the new file's.
+        assert_eq!(applied.listeners, old.listeners);
+        assert_eq!(applied.runtime.workers, old.runtime.workers);
+        assert_eq!(applied.timeouts.read, Duration::from_secs(1));
+        assert_eq!(applied.groups.len(), 2);
+    }
+}

@@ -23,11 +23,15 @@ fn origin() -> Origin {
 
 /// `proxy --config FILE` with `workers` workers; killed on drop if still running.
 fn spawn(file: &Path, workers: u32) -> ProxyProcess {
-    ProxyProcess::start(ProxyProcess::command().arg("--config").arg(file).args([
-        "--workers",
-        &workers.to_string(),
-        "--no-pin",
-    ]))
+    spawn_with(file, workers, &[])
+}
+
+fn spawn_with(file: &Path, workers: u32, extra: &[&str]) -> ProxyProcess {
+    let mut cmd = ProxyProcess::command();
+    cmd.arg("--config").arg(file);
+    cmd.args(["--workers", &workers.to_string(), "--no-pin"])
+        .args(extra);
+    ProxyProcess::start(&mut cmd)
 }
 
 #[test]
@@ -187,4 +191,30 @@ fn a_listener_change_is_logged_as_needing_a_restart_and_not_applied() {
     // Still served where it was; nothing was bound where the file now says.
     assert_eq!(Client::connect(p.addr).get("/").status, 200);
     assert!(std::net::TcpStream::connect(other.addr()).is_err());
+}
+
+#[test]
+fn flags_given_at_start_still_apply_after_a_reload() {
+    let (a, b) = (origin(), origin());
+    let dir = Scratch::new("reload-flags");
+    let file = dir.path("proxy.toml");
+    // The file allows any body; the flag limits it to 16 bytes.
+    write_config(&file, &config_text("127.0.0.1:0", &[a.addr()], ""));
+    let mut p = spawn_with(&file, 1, &["--max-body", "16"]);
+    let post =
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 32\r\n\r\n0123456789abcdef0123456789abcdef";
+    let mut c = Client::connect(p.addr);
+    c.send(post);
+    assert_eq!(c.response().status, 413);
+
+    write_config(&file, &config_text("127.0.0.1:0", &[b.addr()], ""));
+    p.signal(libc::SIGHUP);
+    let line = p.wait_line("proxy: reload:", READY);
+    assert!(line.contains("upstream app changed"), "{line}");
+    assert!(!line.contains("limits"), "the limit did not change: {line}");
+    let mut c = Client::connect(p.addr);
+    c.send(post);
+    assert_eq!(c.response().status, 413, "--max-body after the reload");
+    assert_eq!(Client::connect(p.addr).get("/").status, 200);
+    assert_eq!((a.requests(), b.requests()), (0, 1));
 }
