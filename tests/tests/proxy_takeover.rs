@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use tests::process::{ProxyProcess, READY};
+use tests::process::{Process, ProxyProcess, READY};
 
 fn origin() -> Origin {
     Origin::start(OriginConfig::default()).expect("origin")
@@ -138,17 +138,13 @@ fn takeover_mistakes_are_one_line_and_a_non_zero_exit() {
     let dir = Scratch::new("takeover-mistakes");
     let socket = dir.path("takeover.sock");
     let run = |args: &[&str]| {
-        let out = Command::new(tests::bin("proxy"))
-            .args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"])
+        let mut cmd = Command::new(tests::bin("proxy"));
+        cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"])
             .arg("--upstream")
             .arg(o.addr().to_string())
-            .args(args)
-            .output()
-            .expect("run proxy");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+            .args(args);
+        let (status, err) = Process::spawn(&mut cmd).finish(READY);
+        (status.code(), err)
     };
     let path = socket.to_str().unwrap();
 
@@ -170,4 +166,43 @@ fn takeover_mistakes_are_one_line_and_a_non_zero_exit() {
     let (code, err) = run(&["--takeover-socket", path]);
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("another proxy listens for takeovers"), "{err}");
+}
+
+#[test]
+fn a_new_process_that_fails_before_it_is_ready_leaves_the_old_one_serving() {
+    let o = origin();
+    let dir = Scratch::new("takeover-fails");
+    let socket = dir.path("takeover.sock");
+    let mut old = spawn("127.0.0.1:0", o.addr(), 1, &socket, false);
+    let mut c = Client::connect(old.addr);
+    assert_eq!(c.get("/").status, 200);
+    // The new one takes the sockets, then cannot bind its second listener (an address of
+    // TEST-NET-1, on no interface here).
+    let nowhere = "192.0.2.1:8080";
+    let mut cmd = Command::new(tests::bin("proxy"));
+    cmd.args(["--listen", "127.0.0.1:0", "--listen", nowhere])
+        .args([
+            "--workers",
+            "1",
+            "--no-pin",
+            "--upstream",
+            &o.addr().to_string(),
+        ])
+        .arg("--takeover-socket")
+        .arg(&socket)
+        .arg("--takeover");
+    let (status, err) = Process::spawn(&mut cmd).finish(READY);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {nowhere}")),
+        "{err}"
+    );
+    let line = old.wait_line("takeover aborted, still serving", READY);
+    assert!(line.contains("went away before it was ready"), "{line}");
+    // Nothing changed for the old one's clients, and it can still be taken over.
+    assert_eq!(c.get("/").status, 200);
+    assert_eq!(Client::connect(old.addr).get("/").status, 200);
+    let new = spawn("127.0.0.1:0", o.addr(), 1, &socket, true);
+    old.wait_line("handed to the new process", READY);
+    assert_eq!(Client::connect(new.addr).get("/").status, 200);
 }
