@@ -264,8 +264,10 @@ impl Running {
             listener,
             sockets: std::mem::take(&mut self.copies),
             flag: self.flag.clone(),
+            // Every worker drains before the log line says so.
             on_ready: Box::new(move || {
-                post.broadcast(|_| worker::WorkerMsg::HandOver);
+                let wait = std::time::Duration::from_secs(5);
+                let _ = post.ask_all(|_, reply| worker::WorkerMsg::HandOver(reply), wait);
             }),
         };
         takeover::spawn(serve).map_err(|source| takeover::TakeoverError::Bind {

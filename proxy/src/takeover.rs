@@ -211,7 +211,8 @@ pub struct Serve {
     /// The process is stopping (SIGTERM): the copies are closed at once, or the sockets
     /// would keep listening with no one accepting.
     pub flag: Arc<ShutdownFlag>,
-    /// Called once a new process is ready: start the drain.
+    /// Called once a new process is ready: start the drain (returns once every worker
+    /// drains).
     pub on_ready: Box<dyn FnOnce() + Send>,
 }
 
@@ -249,12 +250,12 @@ fn control_loop(s: Serve) {
         };
         match hand_over(&conn, &sockets) {
             Ok(()) => {
+                on_ready();
                 let _ = writeln!(
                     std::io::stderr(),
                     "proxy: takeover: {} listening sockets handed to the new process; draining",
                     sockets.len()
                 );
-                on_ready();
                 // The path now names the new process's socket: not ours to remove.
                 return;
             }

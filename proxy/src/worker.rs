@@ -67,8 +67,9 @@ pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
     Purge(crate::exchange::cached::OwnedKey),
-    /// A new process took the listening sockets over (`takeover.rs`): stop accepting and drain.
-    HandOver,
+    /// A new process took the listening sockets over (`takeover.rs`): stop accepting and
+    /// drain; answered once this worker is draining.
+    HandOver(shared::inbox::Reply<()>),
     /// A reload: build generation `number` from `cfg` (resolved once, on the signal thread),
     /// make it current, and answer with what it carried over.
     Reload {
@@ -124,7 +125,10 @@ async fn inbox(
                 invalidate_here(&w, &key);
                 w.stats.cache_purges_received.incr();
             }
-            WorkerMsg::HandOver => w.handover.fire(),
+            WorkerMsg::HandOver(reply) => {
+                w.handover.fire();
+                reply.send(());
+            }
             WorkerMsg::Reload { number, cfg, reply } => {
                 let prev = w.generation();
                 let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
