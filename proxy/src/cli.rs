@@ -173,6 +173,11 @@ pub struct Args {
     /// responses without their own freshness) [default: no cache]
     #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
     pub cache: Option<u64>,
+
+    /// With --cache: send every cached body from memory, none with sendfile(2) from the
+    /// worker's memfd [default: bodies of 4 KiB and more with sendfile]
+    #[arg(long, requires = "cache")]
+    pub cache_no_sendfile: bool,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -323,7 +328,9 @@ impl Cli {
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {
             let mut r = RouteEntry::new(Some("default".into()), None);
-            r.cache = Some(unspanned(crate::config::cache::CacheEntry::quick(size)));
+            let mut c = crate::config::cache::CacheEntry::quick(size);
+            c.sendfile = !a.cache_no_sendfile;
+            r.cache = Some(unspanned(c));
             unspanned(r)
         });
         // `--listen` comes in through the overrides, as in file mode.

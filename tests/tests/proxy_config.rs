@@ -338,6 +338,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--no-x-real-ip",
         "--no-x-forwarded-proto",
         "--cache",
+        "--cache-no-sendfile",
         "--takeover-socket",
         "--takeover",
         "--version",
@@ -347,7 +348,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 32, "{help}");
+    assert_eq!(entries.len(), 33, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }
