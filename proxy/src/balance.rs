@@ -303,6 +303,7 @@ mod tests {
             keepalive: 0,
             keepalive_timeout: Duration::from_secs(30),
             keepalive_requests: 100,
+            tls: None,
         }
     }
 

@@ -70,6 +70,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
 
+    /// Serve HTTPS on every listener with this PEM certificate chain (needs --tls-key) [default: none]
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert: PKCS#8, RSA (PKCS#1) or EC (SEC1) [default: none]
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit) [default: none]
     #[arg(long, value_name = "PATH", conflicts_with = "check_config")]
     pub takeover_socket: Option<PathBuf>,
@@ -324,6 +332,7 @@ impl Cli {
             keepalive: a.keepalive,
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),
+            tls: None,
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {
@@ -394,8 +403,10 @@ impl Cli {
                 .filter(|h| h.0)
                 .map(|h| Edit::HeaderOff(h.1)),
         );
+        let tls = a.tls_cert.clone().zip(a.tls_key.clone());
         Overrides {
             listen: a.listen.clone(),
+            tls: tls.map(|(cert, key)| shared::tls::server::CertFiles { cert, key }),
             edits,
         }
     }

@@ -64,6 +64,23 @@ pub struct Config {
 /// print these, as nginx prints `[warn]` lines.
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
+    for g in cfg
+        .groups
+        .iter()
+        .filter(|g| g.tls.as_ref().is_some_and(|t| t.insecure))
+    {
+        out.push(format!(
+            "{}: upstream {}: tls insecure = true: the servers' certificates are not verified \
+             (labs only)",
+            cfg.source, g.name
+        ));
+    }
+    for l in &cfg.listeners {
+        if let Some(t) = &l.tls {
+            let w = t.built.warnings.iter();
+            out.extend(w.map(|m| format!("{}: listen {}: {m}", cfg.source, l.addr)));
+        }
+    }
     for (i, r) in cfg.routes.iter().enumerate() {
         if let Action::Static(site) = &r.action {
             if !site.root.is_dir() {
@@ -185,11 +202,22 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Listener {
     pub addr: SocketAddr,
     /// listen(2) backlog. Default 4096.
     pub backlog: u32,
+    /// HTTPS: what the listener serves. `None`: plain HTTP.
+    pub tls: Option<ListenerTls>,
+}
+
+/// A TLS listener: the files, and the server configuration built from them (one `Arc` for
+/// every worker: the session ticket keys and the session cache are shared). A reload builds
+/// it again with `shared::tls::server::server_config(&spec)`.
+#[derive(Debug, Clone)]
+pub struct ListenerTls {
+    pub spec: shared::tls::server::ServerTlsSpec,
+    pub built: shared::tls::server::ServerTls,
 }
 
 /// How a group spreads requests. One spelling (kebab-case) for the file and `--balance`.
@@ -225,6 +253,19 @@ pub struct UpstreamGroup {
     pub keepalive_timeout: Duration,
     /// Requests per upstream connection before it is retired. Default 1000 (nginx's default).
     pub keepalive_requests: u64,
+    /// HTTPS to the servers. `None`: plain HTTP.
+    pub tls: Option<UpstreamTls>,
+}
+
+/// A TLS group: the trust its servers are verified against (each worker makes its own rustls
+/// config from it: its own session store) and, per server, the name sent as SNI and verified.
+#[derive(Debug, Clone)]
+pub struct UpstreamTls {
+    pub client: shared::tls::ClientTls,
+    /// Per server (index into `servers`).
+    pub names: Vec<rustls::pki_types::ServerName<'static>>,
+    /// `insecure = true`: certificates not verified.
+    pub insecure: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

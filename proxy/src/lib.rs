@@ -110,10 +110,12 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
     let nofile = shared::net::raise_nofile_limit();
     let driver = select_driver(&cfg.runtime)?;
     let n = cfg.runtime.workers.max(1);
-    let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    // Per worker: its sockets, each with the index of its listener in `cfg.listeners`.
+    let mut per_worker: Vec<Vec<(usize, std::net::TcpListener)>> =
+        (0..n).map(|_| Vec::new()).collect();
     let mut addrs = Vec::with_capacity(cfg.listeners.len());
     let mut copies = Vec::new();
-    for l in &cfg.listeners {
+    for (li, l) in cfg.listeners.iter().enumerate() {
         let bind_err = |source| StartError::Bind {
             addr: l.addr,
             source,
@@ -130,7 +132,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             }
             // More sockets than workers (taken over from a process with more): a worker
             // accepts on several.
-            per_worker[i % n].push(s);
+            per_worker[i % n].push((li, s));
         }
     }
     let stats: Vec<Arc<ProxyCounters>> =

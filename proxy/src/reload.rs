@@ -16,6 +16,7 @@ use crate::generation::Carried;
 use crate::worker::WorkerMsg;
 use shared::inbox::{AskError, Post};
 use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,8 +141,8 @@ fn sum(all: &[Carried]) -> Carried {
     })
 }
 
-/// `new` with what a running process keeps as started (listeners, runtime) put back from
-/// `old`; what changed; and what changed but was not applied.
+/// `new` with what a running process keeps as started (listener addresses, runtime) put back
+/// from `old`; what changed; and what changed but was not applied.
 ///
 /// Sections are compared by their `Debug` text: the config types hold parsed templates and
 /// paths that have no `PartialEq`, and this only words a log line (what a worker carries over
@@ -149,7 +150,10 @@ fn sum(all: &[Carried]) -> Carried {
 pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<String>) {
     let differs = |a: &dyn fmt::Debug, b: &dyn fmt::Debug| format!("{a:?}") != format!("{b:?}");
     let mut not_applied = Vec::new();
-    if old.listeners != new.listeners {
+    let bound = |c: &Config| -> Vec<(SocketAddr, u32)> {
+        c.listeners.iter().map(|l| (l.addr, l.backlog)).collect()
+    };
+    if bound(old) != bound(&new) {
         let addrs = |c: &Config| {
             let v: Vec<String> = c.listeners.iter().map(|l| l.addr.to_string()).collect();
             v.join(" ")
@@ -163,9 +167,17 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
     if differs(&old.runtime, &new.runtime) && old.runtime.workers == new.runtime.workers {
         not_applied.push("runtime (driver, pinning)".into());
     }
-    new.listeners = old.listeners.clone();
-    new.runtime = old.runtime.clone();
     let mut changes = Vec::new();
+    if bound(old) == bound(&new) {
+        // The same sockets: their TLS settings are the new file's (a handshake takes the
+        // certificates of the generation current then).
+        if new.listeners.iter().any(|l| l.tls.is_some()) {
+            changes.push("TLS certificates reloaded".to_string());
+        }
+    } else {
+        new.listeners = old.listeners.clone();
+    }
+    new.runtime = old.runtime.clone();
     for g in &new.groups {
         match old.groups.iter().find(|o| o.name == g.name) {
             None => changes.push(format!("upstream {} added", g.name)),
@@ -259,7 +271,7 @@ mod tests {
         let old = cfg("127.0.0.1:8080", "\"127.0.0.1:1\"", "");
         let (same, changes, not_applied) = compare(&old, old.clone());
         assert!(changes.is_empty() && not_applied.is_empty());
-        assert_eq!(same.listeners, old.listeners);
+        assert_eq!(same.listeners[0].addr, old.listeners[0].addr);
 
         let new = cfg(
             "127.0.0.1:9090",
@@ -286,7 +298,7 @@ mod tests {
             ]
         );
         // Kept as started; everything else is the new file's.
-        assert_eq!(applied.listeners, old.listeners);
+        assert_eq!(applied.listeners[0].addr, old.listeners[0].addr);
         assert_eq!(applied.runtime.workers, old.runtime.workers);
         assert_eq!(applied.timeouts.read, Duration::from_secs(1));
         assert_eq!(applied.groups.len(), 2);

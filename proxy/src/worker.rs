@@ -62,6 +62,13 @@ pub struct ProxyCounters {
     pub cache_dropped: Counter,
     /// Purges and invalidations received from other workers (and carried out).
     pub cache_purges_received: Counter,
+    /// TLS client handshakes completed, and how many of them resumed a session.
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
+    /// TLS client connections closed without a handshake: it failed, timed out (the header
+    /// timeout), or the client spoke plain HTTP (also counted in `tls_plain_http`).
+    pub tls_failed: Counter,
+    pub tls_plain_http: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -361,7 +368,7 @@ impl Drop for ConnGuard {
 pub async fn run(
     ctx: WorkerCtx,
     cfg: Arc<Config>,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<(usize, std::net::TcpListener)>,
     stats: Arc<ProxyCounters>,
     post: shared::inbox::Post<WorkerMsg>,
 ) {
@@ -388,9 +395,15 @@ pub async fn run(
         }
     };
     let mut accepts = Vec::with_capacity(listeners.len());
-    for l in listeners {
+    // Each with its index in `cfg.listeners` (after a takeover from a process with more
+    // workers, a worker may have several sockets of one listener).
+    for (i, l) in listeners {
         match monoio::net::TcpListener::from_std(l) {
-            Ok(l) => accepts.push(monoio::spawn(crate::accept::run(w.clone(), l))),
+            Ok(l) => {
+                let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
+                let tls = tls.map(|t| (i, t.built.config.clone()));
+                accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
+            }
             Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }

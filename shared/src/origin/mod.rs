@@ -87,6 +87,8 @@ pub struct OriginConfig {
     /// Answer at most this many requests per second per worker, queueing the rest
     /// (a token bucket, see [`pace`]): a target with a known ceiling.
     pub max_rate: Option<f64>,
+    /// HTTPS: every connection starts with a TLS handshake (`crate::tls::server`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for OriginConfig {
@@ -115,6 +117,7 @@ impl Default for OriginConfig {
                 ..Limits::default()
             },
             max_rate: None,
+            tls: None,
         }
     }
 }
@@ -136,6 +139,9 @@ pub struct OriginStats {
     pub body_bytes: Counter,
     /// Raw requests received, when `capture` is on (malformed and truncated ones included).
     pub captured: Mutex<Vec<Vec<u8>>>,
+    /// TLS handshakes completed, and how many resumed a session.
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
 }
 
 impl OriginStats {
@@ -158,6 +164,27 @@ pub(crate) struct OriginWorker {
     pub pacer: Option<RefCell<pace::Pacer>>,
 }
 
+impl OriginWorker {
+    /// One connection: the TLS handshake first on an HTTPS origin (a failed one just ends it).
+    async fn serve(self: Rc<Self>, tcp: TcpStream) {
+        let _ = tcp.set_nodelay(true);
+        let stream = match &self.cfg.tls {
+            None => crate::stream::Stream::Plain(tcp),
+            Some(tls) => match crate::stream::accept(tcp, tls.clone()).await {
+                Ok(t) => {
+                    self.stats.tls_handshakes.incr();
+                    if t.session().handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                        self.stats.tls_resumed.incr();
+                    }
+                    crate::stream::Stream::Tls(Box::new(t))
+                }
+                Err(_) => return,
+            },
+        };
+        conn::Conn::new(stream, self).run().await
+    }
+}
+
 /// The origin's side of the accept loop: every connection in a task of its own that ends
 /// when the connection does or the origin stops, whichever comes first.
 impl Acceptor for OriginWorker {
@@ -169,7 +196,7 @@ impl Acceptor for OriginWorker {
         monoio::spawn(async move {
             let stop = w.shutdown.clone();
             monoio::select! {
-                _ = conn::Conn::new(stream, w.clone()).run() => {},
+                _ = w.clone().serve(stream) => {},
                 _ = stop.wait() => {},
             }
             w.live.set(w.live.get() - 1);
