@@ -49,21 +49,28 @@ pub fn defer_accept_listener(l: &std::net::TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Accept on `listener` until shutdown (the loop itself is `shared::accept::run`); `tls`:
-/// an HTTPS listener, whose connections start with a handshake in their own task.
+/// Accept on `listener` until shutdown, or a takeover's handover (the loop itself is
+/// `shared::accept::run_until_handover`); `tls`: an HTTPS listener, whose connections start
+/// with a handshake in their own task. The worker counted this loop in `accepting` when it
+/// spawned it.
 pub async fn run(
     w: Rc<ProxyWorker>,
     listener: TcpListener,
     tls: Option<(usize, Arc<ServerConfig>)>,
 ) {
     let shutdown = w.shutdown.clone();
+    let handover = w.handover.clone();
+    let accepting = w.clone();
     match tls {
-        None => shared::accept::run(&listener, &shutdown, &w).await,
+        None => shared::accept::run_until_handover(&listener, &shutdown, &handover, &w).await,
         Some(tls) => {
             let owner = Rc::new(TlsListener { w, tls });
-            shared::accept::run(&listener, &shutdown, &owner).await
+            shared::accept::run_until_handover(&listener, &shutdown, &handover, &owner).await
         }
     }
+    accepting
+        .accepting
+        .set(accepting.accepting.get().saturating_sub(1));
 }
 
 /// An HTTPS listener's side of the accept loop: its index in the config's listeners (the

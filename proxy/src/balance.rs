@@ -201,6 +201,18 @@ impl Balancer {
         s.health = health;
     }
 
+    /// A reload's carry-over: `server` takes the failure state (count, window, marked failed)
+    /// and the active checks' verdict of `from`'s `from_server`, the same address in the
+    /// previous generation.
+    pub fn adopt_failures(&mut self, server: usize, from: &Balancer, from_server: usize) {
+        if let (Some(s), Some(f)) = (self.servers.get_mut(server), from.servers.get(from_server)) {
+            s.fails = f.fails;
+            s.window_start = f.window_start;
+            s.down_until = f.down_until;
+            s.health = f.health;
+        }
+    }
+
     /// Whether `server` is currently marked failed (passively).
     pub fn is_down(&self, server: usize, now: Instant) -> bool {
         self.servers.get(server).is_some_and(|s| s.is_down(now))

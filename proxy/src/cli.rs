@@ -38,6 +38,9 @@ Quick mode:  proxy --listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream 
 Files:       proxy --listen 127.0.0.1:8080 --static ./www
 File mode:   proxy --config proxy.toml   (flags given as well override the file)
 Check:       proxy --check-config proxy.toml
+Reload:      kill -HUP PID   (the file is read again; flags given at start still apply)
+Takeover:    proxy --config proxy.toml --takeover-socket /run/proxy.sock             (the running one)
+             proxy --config proxy.toml --takeover-socket /run/proxy.sock --takeover  (the new binary)
 Durations: 500ms, 3s, 2m (a bare number is seconds). Sizes: 512, 32KiB, 1MiB, 1GiB.
 Every key of the file is explained in proxy.example.toml.";
 
@@ -74,6 +77,14 @@ pub struct Args {
     /// The PEM private key of --tls-cert: PKCS#8, RSA (PKCS#1) or EC (SEC1) [default: none]
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+
+    /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit) [default: none]
+    #[arg(long, value_name = "PATH", conflicts_with = "check_config")]
+    pub takeover_socket: Option<PathBuf>,
+
+    /// Take the listening sockets over from the proxy at --takeover-socket (no connection refused), which then drains and exits [default: bind them]
+    #[arg(long, requires = "takeover_socket")]
+    pub takeover: bool,
 
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -289,6 +300,18 @@ impl Cli {
     /// The validated configuration this command line asks for.
     pub fn config(&self) -> Result<Config, CliError> {
         resolve(&self.file_config()?, &self.overrides())
+    }
+
+    /// What a reload reads again: the file with this command line's overrides, or nothing in
+    /// quick mode.
+    pub fn reload_source(&self) -> crate::reload::Source {
+        match &self.args.config {
+            Some(path) => crate::reload::Source::File {
+                path: path.clone(),
+                overrides: self.overrides(),
+            },
+            None => crate::reload::Source::CommandLine,
+        }
     }
 
     /// The file-layer value: the file's, or quick mode's built from the flags.

@@ -315,7 +315,7 @@ pub struct UpstreamTls {
     pub insecure: bool,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Server {
     /// As written by the user (`127.0.0.1:9001`, `app.internal:80`), for messages.
     pub name: String,

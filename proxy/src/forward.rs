@@ -456,7 +456,7 @@ pub fn prepare_response(
     req: &RequestInfo,
     out: &mut BytesMut,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
-    let shutting_down = w.shutdown.is_fired();
+    let shutting_down = w.draining();
     with_headers(limits.max_headers, |storage| {
         let head = match parse_final_response(buf, storage, req.method, limits) {
             Ok(Status::Complete(h)) => h,

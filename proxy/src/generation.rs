@@ -83,3 +83,198 @@ impl Generation {
         }
     }
 }
+
+/// What a new generation took over from the one before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// Server pools (idle upstream connections) kept, of all the new generation's.
+    pub pools_kept: usize,
+    pub pools: usize,
+    /// Idle upstream connections the kept pools held.
+    pub idle_kept: usize,
+    /// Response stores kept, of all the new generation's.
+    pub caches_kept: usize,
+    pub caches: usize,
+}
+
+impl Generation {
+    /// The generation after `prev`, built from `cfg`, carrying over what did not change:
+    /// - a server's pool, when a server with the same addresses (host names resolved again)
+    ///   and pool settings was in `prev` (each old pool goes to one new server at most);
+    /// - a group's balancer whole (state and requests in flight), when its servers and
+    ///   balancing are as they were; otherwise a new balancer in which each server that
+    ///   was there before keeps its failure state;
+    /// - a cached route's store, when a route with the same host and path had the same
+    ///   cache settings.
+    ///
+    /// Requests still on `prev` keep using it (and its pools); what was not carried over is
+    /// dropped with it.
+    pub fn next(prev: &Generation, number: u64, cfg: Arc<Config>, seed: u64) -> (Self, Carried) {
+        let mut g = Generation::new(number, cfg, seed);
+        let mut carried = Carried::default();
+        g.carry_pools(prev, &mut carried);
+        g.carry_balancers(prev);
+        g.carry_caches(prev, &mut carried);
+        (g, carried)
+    }
+
+    fn carry_pools(&mut self, prev: &Generation, carried: &mut Carried) {
+        // Old pools, each taken once.
+        let mut old: Vec<Option<OldPool<'_>>> = Vec::new();
+        for (gi, group) in prev.cfg.groups.iter().enumerate() {
+            for (si, server) in group.servers.iter().enumerate() {
+                old.push(Some(OldPool {
+                    addrs: &server.addrs,
+                    key: PoolKey::of(group),
+                    pool: &prev.pools[gi][si],
+                }));
+            }
+        }
+        for (gi, group) in self.cfg.groups.iter().enumerate() {
+            let key = PoolKey::of(group);
+            for (si, server) in group.servers.iter().enumerate() {
+                carried.pools += 1;
+                let same = |o: &OldPool<'_>| o.addrs == server.addrs.as_slice() && o.key == key;
+                let found = old.iter_mut().find(|o| o.as_ref().is_some_and(same));
+                if let Some(OldPool { pool, .. }) = found.and_then(Option::take) {
+                    carried.pools_kept += 1;
+                    carried.idle_kept += pool.borrow().idle();
+                    self.pools[gi][si] = pool.clone();
+                }
+            }
+        }
+    }
+
+    fn carry_balancers(&mut self, prev: &Generation) {
+        for (gi, group) in self.cfg.groups.iter().enumerate() {
+            let same = prev.cfg.groups.iter().position(|o| {
+                o.name == group.name && o.servers == group.servers && o.balance == group.balance
+            });
+            if let Some(oi) = same {
+                self.balancers[gi] = prev.balancers[oi].clone();
+                continue;
+            }
+            let mut b = self.balancers[gi].borrow_mut();
+            for (si, server) in group.servers.iter().enumerate() {
+                let before = prev.cfg.groups.iter().enumerate().find_map(|(oi, o)| {
+                    let sj = o.servers.iter().position(|s| s.addrs == server.addrs)?;
+                    Some((oi, sj))
+                });
+                if let Some((oi, sj)) = before {
+                    b.adopt_failures(si, &prev.balancers[oi].borrow(), sj);
+                }
+            }
+        }
+    }
+
+    fn carry_caches(&mut self, prev: &Generation, carried: &mut Carried) {
+        for (ri, route) in self.cfg.routes.iter().enumerate() {
+            let Action::Proxy { cache: Some(c), .. } = &route.action else {
+                continue;
+            };
+            carried.caches += 1;
+            let before = prev
+                .cfg
+                .routes
+                .iter()
+                .enumerate()
+                .find_map(|(oi, o)| match &o.action {
+                    Action::Proxy {
+                        cache: Some(oc), ..
+                    } if o.host == route.host && o.path_prefix == route.path_prefix && oc == c => {
+                        prev.caches[oi].clone()
+                    }
+                    _ => None,
+                });
+            if let Some(store) = before {
+                carried.caches_kept += 1;
+                self.caches[ri] = Some(store);
+            }
+        }
+    }
+}
+
+/// A pool of the previous generation, with what decides whether a new server takes it.
+struct OldPool<'a> {
+    addrs: &'a [std::net::SocketAddr],
+    key: PoolKey,
+    pool: &'a Rc<RefCell<ServerPool>>,
+}
+
+/// The group settings a server's pool is built from: a pool is carried over only to a
+/// server whose group pools the same way.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct PoolKey {
+    keepalive: usize,
+    timeout: std::time::Duration,
+    requests: u64,
+}
+
+impl PoolKey {
+    fn of(g: &crate::config::UpstreamGroup) -> PoolKey {
+        PoolKey {
+            keepalive: g.keepalive,
+            timeout: g.keepalive_timeout,
+            requests: g.keepalive_requests,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    fn cfg(servers: &str, balance: &str, cache_ttl: &str) -> Arc<Config> {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [{servers}]\n\
+             balance = \"{balance}\"\n[[route]]\npath = \"/\"\nupstream = \"app\"\n\
+             cache = {{ ttl = \"{cache_ttl}\" }}\n"
+        );
+        Arc::new(crate::config::from_toml("t.toml", &text).expect("config"))
+    }
+
+    #[test]
+    fn what_stays_is_carried_over_and_what_changed_is_new() {
+        let a = "\"127.0.0.1:9001\", \"127.0.0.1:9002\"";
+        let g1 = Generation::new(1, cfg(a, "round-robin", "1m"), 7);
+        g1.balancers[0].borrow_mut().failed(1, Instant::now());
+        assert!(g1.balancers[0].borrow().is_down(1, Instant::now()));
+
+        // Same servers, balancing and cache: everything is the same object.
+        let (g2, c) = Generation::next(&g1, 2, cfg(a, "round-robin", "1m"), 7);
+        assert!(Rc::ptr_eq(&g1.pools[0][0], &g2.pools[0][0]));
+        assert!(Rc::ptr_eq(&g1.pools[0][1], &g2.pools[0][1]));
+        assert!(Rc::ptr_eq(&g1.balancers[0], &g2.balancers[0]));
+        let (s1, s2) = (g1.caches[0].as_ref(), g2.caches[0].as_ref());
+        assert!(Rc::ptr_eq(s1.unwrap(), s2.unwrap()));
+        let all = Carried {
+            pools_kept: 2,
+            pools: 2,
+            idle_kept: 0,
+            caches_kept: 1,
+            caches: 1,
+        };
+        assert_eq!(c, all);
+
+        // 9002 stays (now first), 9001 goes, 9003 comes; another cache ttl.
+        let b = "\"127.0.0.1:9002\", \"127.0.0.1:9003\"";
+        let (g3, c) = Generation::next(&g2, 3, cfg(b, "round-robin", "2m"), 7);
+        assert!(Rc::ptr_eq(&g2.pools[0][1], &g3.pools[0][0]), "9002's pool");
+        assert!(!Rc::ptr_eq(&g2.pools[0][0], &g3.pools[0][1]), "9003 is new");
+        assert!(!Rc::ptr_eq(&g2.balancers[0], &g3.balancers[0]));
+        // 9002 was marked failed: still is, at its new index; 9003 is not.
+        let bal = g3.balancers[0].borrow();
+        assert!(bal.is_down(0, Instant::now()) && !bal.is_down(1, Instant::now()));
+        assert_eq!(
+            (c.pools_kept, c.pools, c.caches_kept, c.caches),
+            (1, 2, 0, 1)
+        );
+
+        // Another balancing method: a new balancer, pools kept.
+        let (g4, c) = Generation::next(&g3, 4, cfg(b, "least-conn", "2m"), 7);
+        assert!(!Rc::ptr_eq(&g3.balancers[0], &g4.balancers[0]));
+        assert_eq!((c.pools_kept, c.caches_kept), (2, 1));
+        assert_eq!(g4.number, 4);
+    }
+}

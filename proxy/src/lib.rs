@@ -54,6 +54,8 @@ mod metrics;
 mod pool;
 mod record;
 mod relay;
+pub mod reload;
+pub mod takeover;
 mod tunnel;
 mod worker;
 
@@ -84,6 +86,8 @@ pub enum StartError {
     },
     #[error("cannot start the admin listener: {0}")]
     Admin(std::io::Error),
+    #[error(transparent)]
+    Takeover(#[from] takeover::TakeoverError),
 }
 
 /// A started proxy.
@@ -93,34 +97,62 @@ pub struct Running {
     flag: Arc<ShutdownFlag>,
     stats: Vec<Arc<ProxyCounters>>,
     summary: String,
-    /// The workers' inboxes (purges between workers), closed at shutdown.
+    /// The workers' inboxes (purges between workers, reloads), closed at shutdown.
     post: shared::inbox::Post<worker::WorkerMsg>,
     /// The admin listener, when configured; stopped once the workers ended.
     admin: Option<admin::Admin>,
+    /// The config the workers started with (generation 1).
+    cfg: Arc<config::Config>,
+    /// Copies of every worker's listening socket (with its configured address), kept when a
+    /// takeover socket will be served: what a takeover hands over.
+    copies: Vec<(SocketAddr, std::net::TcpListener)>,
+}
+
+/// How `start_with` gets its listening sockets.
+#[derive(Default)]
+pub struct Sockets<'a> {
+    /// Taken over from the process that had them (`takeover.rs`); addresses not among them
+    /// are bound.
+    pub inherited: Option<&'a mut takeover::Inherited>,
+    /// Keep a copy of each for a later takeover (`Running::serve_takeovers`).
+    pub keep_copies: bool,
 }
 
 /// Bind every listener (on this thread, so bind errors surface here), start the workers and
 /// return once they are listening: connections made after this returns are queued in the
 /// backlog and served.
 pub fn start(cfg: config::Config) -> Result<Running, StartError> {
+    start_with(cfg, Sockets::default())
+}
+
+/// [`start`], with sockets taken over or kept for a takeover.
+pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Running, StartError> {
     let nofile = shared::net::raise_nofile_limit();
     let driver = select_driver(&cfg.runtime)?;
     let n = cfg.runtime.workers.max(1);
-    let mut per_worker: Vec<Vec<std::net::TcpListener>> = (0..n).map(|_| Vec::new()).collect();
+    // Per worker: its sockets, each with the index of its listener in `cfg.listeners`.
+    let mut per_worker: Vec<Vec<(usize, std::net::TcpListener)>> =
+        (0..n).map(|_| Vec::new()).collect();
     let mut addrs = Vec::with_capacity(cfg.listeners.len());
-    for l in &cfg.listeners {
+    let mut copies = Vec::new();
+    for (li, l) in cfg.listeners.iter().enumerate() {
         let bind_err = |source| StartError::Bind {
             addr: l.addr,
             source,
         };
-        let group = shared::net::reuseport_group(l.addr, n, l.backlog).map_err(bind_err)?;
-        for s in &group {
-            accept::nodelay_listener(s).map_err(bind_err)?;
-            accept::defer_accept_listener(s).map_err(bind_err)?;
-        }
+        let inherited = match sockets.inherited.as_deref_mut() {
+            Some(i) => i.take(l.addr),
+            None => Vec::new(),
+        };
+        let group = listener_group(l, n, inherited).map_err(bind_err)?;
         addrs.push(group[0].local_addr().map_err(bind_err)?);
         for (i, s) in group.into_iter().enumerate() {
-            per_worker[i].push(s);
+            if sockets.keep_copies {
+                copies.push((l.addr, s.try_clone().map_err(bind_err)?));
+            }
+            // More sockets than workers (taken over from a process with more): a worker
+            // accepts on several.
+            per_worker[i % n].push((li, s));
         }
     }
     // Opened here once so a path that cannot be written stops the start with its reason.
@@ -143,9 +175,9 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
     let workers = {
         let cfg = cfg.clone();
         let post = post.clone();
-        // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM in them so
-        // the signal thread `main` installs is the one that takes them.
-        let _mask = shared::shutdown::SignalMask::block_stop_signals();
+        // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM/SIGHUP in
+        // them so the signal thread `main` installs is the one that takes them.
+        let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
         spawn_workers(
             &cfg.runtime.clone(),
             driver,
@@ -163,8 +195,8 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
                 flag: flag.clone(),
             };
             // Like the workers, the admin thread must not take a signal meant for `main`'s
-            // signal thread (a SIGTERM it took would kill the process without a drain).
-            let _mask = shared::shutdown::SignalMask::block_stop_signals();
+            // signal thread (a SIGTERM or SIGHUP it took would kill the process).
+            let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
             Some(admin::Admin::start(l, ctx).map_err(StartError::Admin)?)
         }
         None => None,
@@ -193,7 +225,69 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         summary,
         post,
         admin,
+        cfg,
+        copies,
     })
+}
+
+/// `proxy`'s start: with `takeover_socket`, takeovers are served there; with `take_over`
+/// too, the listening sockets are first taken from the process serving it, which is told to
+/// drain once this one is up.
+pub fn start_for(
+    cfg: config::Config,
+    takeover_socket: Option<&std::path::Path>,
+    take_over: bool,
+) -> Result<Running, StartError> {
+    let mut inherited = match takeover_socket {
+        Some(path) if take_over => Some(takeover::Inherited::request(path)?),
+        _ => None,
+    };
+    let sockets = Sockets {
+        inherited: inherited.as_mut(),
+        keep_copies: takeover_socket.is_some(),
+    };
+    let mut running = start_with(cfg, sockets)?;
+    if let Some(path) = takeover_socket {
+        running.serve_takeovers(path, take_over)?;
+        let mut line = format!("  takeover socket {}", path.display());
+        if let Some(i) = inherited {
+            let dropped = i.ready()?;
+            line.push_str(&format!(
+                ": listening sockets taken over from the proxy that served it \
+                 ({dropped} of them not in this config, closed); it drains and exits"
+            ));
+        }
+        // Before the last line (the limits), which ends the summary.
+        let at = running.summary.rfind('\n').map_or(0, |i| i + 1);
+        running.summary.insert_str(at, &(line + "\n"));
+    }
+    Ok(running)
+}
+
+/// One listener's SO_REUSEPORT sockets, at least one per worker: the ones taken over (and
+/// more bound into their group for workers beyond them: no port-in-use check, the group is
+/// ours), or a new group.
+fn listener_group(
+    l: &config::Listener,
+    n: usize,
+    mut group: Vec<std::net::TcpListener>,
+) -> std::io::Result<Vec<std::net::TcpListener>> {
+    let fresh = if group.is_empty() {
+        group = shared::net::reuseport_group(l.addr, n, l.backlog)?;
+        0
+    } else {
+        let bound = group[0].local_addr()?;
+        let have = group.len();
+        for _ in have..n {
+            group.push(shared::net::reuseport_listener(bound, l.backlog)?);
+        }
+        have
+    };
+    for s in &group[fresh..] {
+        accept::nodelay_listener(s)?;
+        accept::defer_accept_listener(s)?;
+    }
+    Ok(group)
 }
 
 /// The admin listener's socket, bound on this thread (so a bind error stops the start).
@@ -225,6 +319,39 @@ impl Running {
     /// The process-wide flag; `main` installs the signal handler on it.
     pub fn shutdown_flag(&self) -> Arc<ShutdownFlag> {
         self.flag.clone()
+    }
+
+    /// What SIGHUP runs (on the signal thread): reads `source` again and hands the result to
+    /// the workers.
+    pub fn reloader(&self, source: reload::Source) -> reload::Reloader {
+        reload::Reloader::new(source, self.cfg.clone(), self.post.clone())
+    }
+
+    /// Listen for takeovers on `path` (a thread of its own): a new process that asks gets
+    /// the listening sockets, then this one drains and exits. `replace`: this process took
+    /// over from the one at `path`. Needs `Sockets::keep_copies` at start.
+    pub fn serve_takeovers(
+        &mut self,
+        path: &std::path::Path,
+        replace: bool,
+    ) -> Result<(), takeover::TakeoverError> {
+        let (control, listener) = takeover::Control::bind(path, replace)?;
+        let post = self.post.clone();
+        let serve = takeover::Serve {
+            control,
+            listener,
+            sockets: std::mem::take(&mut self.copies),
+            flag: self.flag.clone(),
+            // Every worker drains before the log line says so.
+            on_ready: Box::new(move || {
+                let wait = std::time::Duration::from_secs(5);
+                let _ = post.ask_all(|_, reply| worker::WorkerMsg::HandOver(reply), wait);
+            }),
+        };
+        takeover::spawn(serve).map_err(|source| takeover::TakeoverError::Bind {
+            path: path.display().to_string(),
+            source,
+        })
     }
 
     /// Per-worker counters (connections, requests, upstream connects, errors).

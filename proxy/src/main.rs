@@ -1,5 +1,5 @@
 //! `proxy`: parse the command line, load and check the configuration, start the workers,
-//! stop on SIGINT/SIGTERM. Everything else lives in the library.
+//! reload on SIGHUP, stop on SIGINT/SIGTERM. Everything else lives in the library.
 
 use proxy::cli::{self, Cli, CliError};
 use shared::config::{exit_cli_error, usage_error};
@@ -21,7 +21,12 @@ fn main() {
         }
     };
     cli::print_warnings(&cfg);
-    let running = proxy::start(cfg).unwrap_or_else(|e| {
+    // SIGHUP's default action kills: blocked from here on (the signal thread takes it).
+    if let Ok(mask) = shared::shutdown::SignalMask::block_stop_and_reload_signals() {
+        mask.keep();
+    }
+    let socket = cli.args.takeover_socket.as_deref();
+    let running = proxy::start_for(cfg, socket, cli.args.takeover).unwrap_or_else(|e| {
         eprintln!("proxy: {e}");
         exit(1)
     });
@@ -31,10 +36,15 @@ fn main() {
             exit(1)
         }
     };
+    let mut reloader = running.reloader(cli.reload_source());
+    let on_reload = Box::new(move || {
+        let _ = writeln!(std::io::stderr(), "{}", reloader.reload());
+    });
     // SIGUSR1 reopens the access log on every worker (logrotate).
     let reopen = running.log_reopener();
+    let flag = running.shutdown_flag();
     let installed =
-        shared::shutdown::install_signal_handlers(running.shutdown_flag(), on_signal, reopen);
+        shared::shutdown::install_signal_handlers(flag, on_signal, Some(on_reload), reopen);
     if let Err(e) = installed {
         eprintln!("proxy: cannot install the signal handler: {e}");
         running.trigger_shutdown();

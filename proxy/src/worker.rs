@@ -86,6 +86,16 @@ pub enum WorkerMsg {
     /// A server's state by active health checks changed (the checking worker tells the
     /// others, `crate::health`).
     Health(crate::health::HealthChange),
+    /// A new process took the listening sockets over (`takeover.rs`): stop accepting and
+    /// drain; answered once this worker is draining.
+    HandOver(shared::inbox::Reply<()>),
+    /// A reload: build generation `number` from `cfg` (resolved once, on the signal thread),
+    /// make it current, and answer with what it carried over.
+    Reload {
+        number: u64,
+        cfg: Arc<Config>,
+        reply: shared::inbox::Reply<crate::generation::Carried>,
+    },
 }
 
 /// Remove `key` from this worker's stores and tell every other worker to do the same.
@@ -137,8 +147,23 @@ async fn inbox(
             WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
             WorkerMsg::ReopenLog => w.reopen_log(),
             WorkerMsg::Health(change) => crate::health::apply(&w, &change),
+            WorkerMsg::HandOver(reply) => {
+                w.handover.fire();
+                reply.send(());
+            }
+            WorkerMsg::Reload { number, cfg, reply } => {
+                let prev = w.generation();
+                let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
+                *w.generation.borrow_mut() = Rc::new(next);
+                reply.send(carried);
+            }
         }
     }
+}
+
+/// Makes random2 differ between workers (and stay the same across a worker's generations).
+fn worker_seed(id: usize) -> u64 {
+    0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1)
 }
 
 pub struct ProxyWorker {
@@ -149,6 +174,11 @@ pub struct ProxyWorker {
     /// `generation.rs`. Requests take it with `generation()`.
     generation: RefCell<Rc<Generation>>,
     pub shutdown: Shutdown,
+    /// Fires when a new process took the listeners over: accept loops end (after the accept
+    /// in flight), connections close after their next response.
+    pub handover: Shutdown,
+    /// Accept loops still running.
+    pub accepting: Cell<usize>,
     pub stats: Arc<ProxyCounters>,
     /// The active health checks this worker runs (`crate::health::start`).
     pub health: crate::health::Checks,
@@ -183,7 +213,7 @@ impl ProxyWorker {
         stats: Arc<ProxyCounters>,
         post: Option<shared::inbox::Post<WorkerMsg>>,
     ) -> Self {
-        let seed = 0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1);
+        let seed = worker_seed(id);
         ProxyWorker {
             id,
             post,
@@ -194,6 +224,8 @@ impl ProxyWorker {
                 .map(|l| RefCell::new(crate::access_log::AccessLog::open(l, id))),
             generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
             shutdown,
+            handover: Shutdown::new(),
+            accepting: Cell::new(0),
             stats,
             health: crate::health::Checks::default(),
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
@@ -409,6 +441,12 @@ impl ProxyWorker {
         self.generation.borrow().cfg.limits.max_connections.max(1)
     }
 
+    /// Shutting down or handed over: responses close their connection (unless pipelined
+    /// requests already wait behind them).
+    pub fn draining(&self) -> bool {
+        self.shutdown.is_fired() || self.handover.is_fired()
+    }
+
     pub fn active(&self) -> usize {
         self.active.get()
     }
@@ -457,7 +495,7 @@ impl Drop for ConnGuard {
 pub async fn run(
     ctx: WorkerCtx,
     cfg: Arc<Config>,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<(usize, std::net::TcpListener)>,
     stats: Arc<ProxyCounters>,
     post: shared::inbox::Post<WorkerMsg>,
 ) {
@@ -483,8 +521,9 @@ pub async fn run(
         }
     };
     let mut accepts = Vec::with_capacity(listeners.len());
-    // In the order of `cfg.listeners` (`start` binds them so).
-    for (i, l) in listeners.into_iter().enumerate() {
+    // Each with its index in `cfg.listeners` (after a takeover from a process with more
+    // workers, a worker may have several sockets of one listener).
+    for (i, l) in listeners {
         match monoio::net::TcpListener::from_std(l) {
             Ok(l) => {
                 let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
@@ -494,16 +533,29 @@ pub async fn run(
             Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }
+    w.accepting.set(accepts.len());
     monoio::spawn(sweep_pools(w.clone()));
     if w.access_log.is_some() {
         monoio::spawn(flush_log_tick(w.clone()));
     }
     crate::health::start(&w);
-    ctx.shutdown.wait().await;
+    let handed_over = monoio::select! {
+        _ = ctx.shutdown.wait() => false,
+        _ = w.handover.wait() => true,
+    };
+    if handed_over {
+        drain_handed_over(&w, &ctx.shutdown).await;
+    }
     for a in accepts {
         a.await;
     }
     crate::health::stopped(&w).await;
+    // The accepts the loops dropped were cancelled: let the driver submit the cancels and
+    // reap them before the ring goes. A pending accept left to the kernel's (asynchronous)
+    // ring teardown can still take a connection after the process exited, and that
+    // connection is lost; after a handover the socket lives on in the new process, so that
+    // would be a client's connection.
+    monoio::time::sleep(Duration::from_millis(2)).await;
     // Idle keep-alive connections close on their own when shutdown fires; the ones with a
     // request in flight get until the deadline.
     let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
@@ -515,6 +567,21 @@ pub async fn run(
     if let Some(t) = inbox_task {
         t.await;
     }
+}
+
+/// After a handover: wait until the accept loops ended (each after its accept in flight) and
+/// every connection closed after its next response, or the shutdown timeout passed, or the
+/// process is stopped; then fire the worker's shutdown, which closes what is left (idle
+/// connections that sent nothing since, accepts still pending).
+async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
+    let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
+    while (w.accepting.get() > 0 || w.active() > 0)
+        && Instant::now() < deadline
+        && !shutdown.is_fired()
+    {
+        monoio::time::sleep(Duration::from_millis(5)).await;
+    }
+    shutdown.fire();
 }
 
 /// Close idle pooled connections past their timeout, a few times per timeout (of the current

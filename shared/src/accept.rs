@@ -64,6 +64,48 @@ pub async fn run<A: Acceptor>(listener: &TcpListener, shutdown: &Shutdown, owner
     }
 }
 
+/// [`run`], and `handover` ends the loop too, but only between accepts: an accept in flight
+/// is never cancelled for it (under io_uring a cancelled accept that the kernel had just
+/// completed loses its connection: the descriptor is never handed to anyone). The loop
+/// returns once that accept completes, after handing its connection to the owner, or when
+/// `shutdown` fires, which still cancels at once.
+pub async fn run_until_handover<A: Acceptor>(
+    listener: &TcpListener,
+    shutdown: &Shutdown,
+    handover: &Shutdown,
+    owner: &Rc<A>,
+) {
+    let mut stop = shutdown.wait();
+    let mut handed = handover.wait();
+    loop {
+        while !owner.has_slot() {
+            monoio::select! {
+                _ = owner.slot_freed() => {}
+                _ = &mut stop => return,
+                _ = &mut handed => return,
+            }
+        }
+        if handover.is_fired() {
+            return;
+        }
+        let accepted = monoio::select! {
+            r = listener.accept() => r,
+            _ = &mut stop => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => owner.accepted(stream, peer),
+            Err(e) => {
+                owner.failed(&e);
+                monoio::select! {
+                    _ = monoio::time::sleep(accept_backoff(&e)) => {}
+                    _ = &mut stop => return,
+                    _ = &mut handed => return,
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,6 @@
 //! Shutdown: SIGINT/SIGTERM set a process-wide flag; each worker watches it and wakes its
-//! own tasks through a worker-local [`Shutdown`] handle.
+//! own tasks through a worker-local [`Shutdown`] handle. A process that reloads its config
+//! takes SIGHUP on the same signal thread ([`install_signal_handlers`]).
 //!
 //! Signals are blocked in every thread before the workers start (so no worker's io_uring wait
 //! is interrupted) and taken by one `sigwait` thread. Workers poll the flag on a coarse tick
@@ -43,19 +44,27 @@ pub fn install_signal_handler(
     flag: Arc<ShutdownFlag>,
     on_signal: impl Fn(usize) + Send + 'static,
 ) -> std::io::Result<()> {
-    install_signal_handlers(flag, on_signal, || {})
+    install_signal_handlers(flag, on_signal, None, || {})
 }
 
-/// [`install_signal_handler`], and SIGUSR1 (blocked with the stop signals, so no worker takes
-/// it) runs `on_reopen` on the signal thread: the proxy reopens its access logs.
+/// What SIGHUP does in a process that handles it: runs on the signal thread, one at a time.
+pub type OnReload = Box<dyn FnMut() + Send>;
+
+/// [`install_signal_handler`], and with `on_reload` SIGHUP too: blocked like the stop signals
+/// (its default action would kill the process) and handed to `on_reload` on the signal thread.
+/// A stop signal that arrives during a reload is taken once the reload returns. SIGUSR1
+/// (blocked with the stop signals, so no worker takes it) runs `on_reopen` on the signal
+/// thread: the proxy reopens its access logs.
 pub fn install_signal_handlers(
     flag: Arc<ShutdownFlag>,
     on_signal: impl Fn(usize) + Send + 'static,
+    mut on_reload: Option<OnReload>,
     on_reopen: impl Fn() + Send + 'static,
 ) -> std::io::Result<()> {
+    let reload = on_reload.is_some();
     // Blocked for good in this thread: the `signals` thread below takes them with sigwait.
-    SignalMask::block_stop_signals()?.keep();
-    let set = stop_signals();
+    SignalMask::block(reload)?.keep();
+    let set = handled_signals(reload);
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -72,6 +81,12 @@ pub fn install_signal_handlers(
                     on_reopen();
                     continue;
                 }
+                if sig == libc::SIGHUP {
+                    if let Some(f) = on_reload.as_mut() {
+                        f();
+                    }
+                    continue;
+                }
                 n += 1;
                 flag.trigger();
                 on_signal(n);
@@ -80,9 +95,9 @@ pub fn install_signal_handlers(
     Ok(())
 }
 
-/// SIGINT and SIGTERM: the signals that stop the process; and SIGUSR1 (reopen the logs),
-/// taken by the same thread.
-fn stop_signals() -> libc::sigset_t {
+/// SIGINT and SIGTERM, the signals that stop the process; SIGUSR1 (reopen the logs); and
+/// SIGHUP (reload) if `reload`.
+fn handled_signals(reload: bool) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before sigaddset uses it.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -90,20 +105,34 @@ fn stop_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGUSR1);
+        if reload {
+            libc::sigaddset(&mut set, libc::SIGHUP);
+        }
         set
     }
 }
 
-/// SIGINT and SIGTERM blocked in this thread while the guard lives (the old mask comes back
-/// on drop). Threads spawned meanwhile inherit the mask: that is how worker threads are kept
-/// from taking a signal meant for the one `sigwait` thread.
+/// SIGINT and SIGTERM (and SIGHUP where reloads are handled) blocked in this thread while
+/// the guard lives (the old mask comes back on drop). Threads spawned meanwhile inherit the
+/// mask: that is how worker threads are kept from taking a signal meant for the one
+/// `sigwait` thread.
 pub struct SignalMask {
     old: libc::sigset_t,
 }
 
 impl SignalMask {
     pub fn block_stop_signals() -> std::io::Result<SignalMask> {
-        let set = stop_signals();
+        Self::block(false)
+    }
+
+    /// SIGHUP blocked too: for a process whose signal thread handles reloads (a worker
+    /// thread that left it unblocked would take it, and its default action kills).
+    pub fn block_stop_and_reload_signals() -> std::io::Result<SignalMask> {
+        Self::block(true)
+    }
+
+    fn block(reload: bool) -> std::io::Result<SignalMask> {
+        let set = handled_signals(reload);
         // SAFETY: `set` is initialised; `old` is a valid out pointer that pthread_sigmask fills.
         let (rc, old) = unsafe {
             let mut old: libc::sigset_t = std::mem::zeroed();

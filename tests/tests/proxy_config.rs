@@ -377,6 +377,8 @@ fn help_mentions_every_flag_and_its_default() {
         "--cache-no-sendfile",
         "--tls-cert",
         "--tls-key",
+        "--takeover-socket",
+        "--takeover",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -384,7 +386,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 37, "{help}");
+    assert_eq!(entries.len(), 39, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -185,7 +185,7 @@ pub fn prepare(
     let skip = body_skippable(head.body, arrived);
     // Draining: close after this answer unless requests pipelined behind it arrived.
     let pipelined = skip.is_some_and(|n| arrived > n);
-    let close = !head.keep_alive || skip.is_none() || (w.shutdown.is_fired() && !pipelined);
+    let close = !head.keep_alive || skip.is_none() || (w.draining() && !pipelined);
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let vars = Vars {
         host: head.authority.unwrap_or_default(),

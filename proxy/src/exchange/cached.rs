@@ -395,7 +395,7 @@ impl<'a> Stored<'a> {
     /// Connection as the client needs it, the empty line. Returns whether the connection
     /// stays.
     fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
-        let keep = req.keep_alive && (!w.shutdown.is_fired() || req.pipelined);
+        let keep = req.keep_alive && (!w.draining() || req.pipelined);
         out.clear();
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
@@ -1125,7 +1125,7 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
-    let keep = req.keep_alive && !w.shutdown.is_fired();
+    let keep = req.keep_alive && !w.draining();
     c.cout.clear();
     // A purge answers from no stored response: BYPASS.
     let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", CacheStatus::Bypass.as_str().as_bytes())];

@@ -1,0 +1,306 @@
+//! SIGHUP: read the config file again, apply the command-line overrides given at start, resolve
+//! (host names looked up again) and check, then hand the result to every worker, which builds
+//! its next generation from it (`generation.rs`).
+//!
+//! - Runs on the signal thread, one reload at a time; workers are never blocked: each takes
+//!   the new config from its inbox between two tasks.
+//! - A broken config is rejected with the file, line and key, and the running generation
+//!   stays.
+//! - What a running process cannot change (listeners, worker count, driver, pinning) is kept
+//!   as started and named in the log line as needing a restart or a takeover: nothing is
+//!   re-bound, so a reload never meets the port-in-use check.
+//! - One log line per SIGHUP: the generation number and what changed.
+
+use crate::config::{resolve, schema, Config, Error, Overrides};
+use crate::generation::Carried;
+use crate::worker::WorkerMsg;
+use shared::inbox::{AskError, Post};
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The longest a reload waits for every worker to take its new generation.
+const APPLY_WAIT: Duration = Duration::from_secs(10);
+
+/// Where a reload reads the configuration from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// `--config FILE`, with the overrides of the flags given at start.
+    File { path: PathBuf, overrides: Overrides },
+    /// Quick mode: the configuration is the command line; there is nothing to read again.
+    CommandLine,
+}
+
+/// Reloads a running proxy: owned by the signal thread.
+pub struct Reloader {
+    source: Source,
+    current: Arc<Config>,
+    number: u64,
+    post: Post<WorkerMsg>,
+}
+
+/// What one SIGHUP came to; `Display` is its log line.
+#[derive(Debug)]
+pub enum Outcome {
+    NoFile,
+    /// The file is broken: generation `running` goes on.
+    Rejected {
+        running: u64,
+        error: Error,
+    },
+    Applied(Applied),
+}
+
+#[derive(Debug)]
+pub struct Applied {
+    pub number: u64,
+    pub source: String,
+    /// What changed, one phrase each (empty: nothing).
+    pub changes: Vec<String>,
+    /// What changed but cannot be applied to a running process.
+    pub not_applied: Vec<String>,
+    /// Over every worker that answered.
+    pub carried: Carried,
+    pub workers: usize,
+    /// Workers that did not take it (gone: the proxy is stopping).
+    pub missing: Option<AskError>,
+}
+
+impl Reloader {
+    pub fn new(source: Source, current: Arc<Config>, post: Post<WorkerMsg>) -> Reloader {
+        Reloader {
+            source,
+            current,
+            number: 1,
+            post,
+        }
+    }
+
+    /// The number of the generation running now.
+    pub fn generation(&self) -> u64 {
+        self.number
+    }
+
+    /// Read, resolve and check the file again; on success make it every worker's current
+    /// generation.
+    pub fn reload(&mut self) -> Outcome {
+        let Source::File { path, overrides } = &self.source else {
+            return Outcome::NoFile;
+        };
+        let loaded = schema::load(path)
+            .map_err(Error::from)
+            .and_then(|f| resolve(&f, overrides));
+        let new = match loaded {
+            Ok(cfg) => cfg,
+            Err(error) => {
+                return Outcome::Rejected {
+                    running: self.number,
+                    error,
+                }
+            }
+        };
+        let (cfg, changes, not_applied) = compare(&self.current, new);
+        let number = self.number + 1;
+        let cfg = Arc::new(cfg);
+        let answers = self.post.ask_all(
+            |_, reply| WorkerMsg::Reload {
+                number,
+                cfg: cfg.clone(),
+                reply,
+            },
+            APPLY_WAIT,
+        );
+        let (carried, workers, missing) = match answers {
+            Ok(all) => (sum(&all), all.len(), None),
+            Err(e) => (Carried::default(), 0, Some(e)),
+        };
+        self.number = number;
+        let source = cfg.source.clone();
+        self.current = cfg;
+        Outcome::Applied(Applied {
+            number,
+            source,
+            changes,
+            not_applied,
+            carried,
+            workers,
+            missing,
+        })
+    }
+}
+
+fn sum(all: &[Carried]) -> Carried {
+    all.iter().fold(Carried::default(), |a, c| Carried {
+        pools_kept: a.pools_kept + c.pools_kept,
+        pools: a.pools + c.pools,
+        idle_kept: a.idle_kept + c.idle_kept,
+        caches_kept: a.caches_kept + c.caches_kept,
+        caches: a.caches + c.caches,
+    })
+}
+
+/// `new` with what a running process keeps as started (listener addresses, runtime) put back
+/// from `old`; what changed; and what changed but was not applied.
+///
+/// Sections are compared by their `Debug` text: the config types hold parsed templates and
+/// paths that have no `PartialEq`, and this only words a log line (what a worker carries over
+/// is decided field by field in `generation.rs`).
+pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<String>) {
+    let differs = |a: &dyn fmt::Debug, b: &dyn fmt::Debug| format!("{a:?}") != format!("{b:?}");
+    let mut not_applied = Vec::new();
+    let bound = |c: &Config| -> Vec<(SocketAddr, u32)> {
+        c.listeners.iter().map(|l| (l.addr, l.backlog)).collect()
+    };
+    if bound(old) != bound(&new) {
+        let addrs = |c: &Config| {
+            let v: Vec<String> = c.listeners.iter().map(|l| l.addr.to_string()).collect();
+            v.join(" ")
+        };
+        not_applied.push(format!("listeners {} -> {}", addrs(old), addrs(&new)));
+    }
+    if old.runtime.workers != new.runtime.workers {
+        let (a, b) = (old.runtime.workers, new.runtime.workers);
+        not_applied.push(format!("workers {a} -> {b}"));
+    }
+    if differs(&old.runtime, &new.runtime) && old.runtime.workers == new.runtime.workers {
+        not_applied.push("runtime (driver, pinning)".into());
+    }
+    let mut changes = Vec::new();
+    if bound(old) == bound(&new) {
+        // The same sockets: their TLS settings are the new file's (a handshake takes the
+        // certificates of the generation current then).
+        if new.listeners.iter().any(|l| l.tls.is_some()) {
+            changes.push("TLS certificates reloaded".to_string());
+        }
+    } else {
+        new.listeners = old.listeners.clone();
+    }
+    new.runtime = old.runtime.clone();
+    for g in &new.groups {
+        match old.groups.iter().find(|o| o.name == g.name) {
+            None => changes.push(format!("upstream {} added", g.name)),
+            Some(o) if differs(o, g) => changes.push(format!("upstream {} changed", g.name)),
+            Some(_) => {}
+        }
+    }
+    for o in &old.groups {
+        if !new.groups.iter().any(|g| g.name == o.name) {
+            changes.push(format!("upstream {} removed", o.name));
+        }
+    }
+    let sections: [(&str, &dyn fmt::Debug, &dyn fmt::Debug); 4] = [
+        ("routes", &old.routes, &new.routes),
+        ("timeouts", &old.timeouts, &new.timeouts),
+        ("headers", &old.headers, &new.headers),
+        ("limits", &old.limits, &new.limits),
+    ];
+    for (name, a, b) in sections {
+        if differs(a, b) {
+            changes.push(name.to_string());
+        }
+    }
+    (new, changes, not_applied)
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Outcome::NoFile => f.write_str(
+                "proxy: SIGHUP: no configuration file to reload (started without --config: \
+                 the configuration is the command line); nothing changed",
+            ),
+            Outcome::Rejected { running, error } => write!(
+                f,
+                "proxy: reload rejected, generation {running} keeps running: {error}"
+            ),
+            Outcome::Applied(a) => a.fmt(f),
+        }
+    }
+}
+
+impl fmt::Display for Applied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let changed = if self.changes.is_empty() {
+            "no change".to_string()
+        } else {
+            self.changes.join(", ")
+        };
+        let c = &self.carried;
+        write!(
+            f,
+            "proxy: reload: generation {} from {} on {} workers: {changed}; kept {}/{} server \
+             pools ({} idle connections), {}/{} caches",
+            self.number,
+            self.source,
+            self.workers,
+            c.pools_kept,
+            c.pools,
+            c.idle_kept,
+            c.caches_kept,
+            c.caches
+        )?;
+        if !self.not_applied.is_empty() {
+            write!(
+                f,
+                "; not applied, kept as started (needs a restart or a takeover): {}",
+                self.not_applied.join(", ")
+            )?;
+        }
+        if let Some(e) = &self.missing {
+            write!(f, "; {e}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(listen: &str, servers: &str, extra: &str) -> Config {
+        let text = format!(
+            "[[listen]]\naddr = \"{listen}\"\n[upstream.app]\nservers = [{servers}]\n{extra}"
+        );
+        crate::config::from_toml("t.toml", &text).expect("config")
+    }
+
+    #[test]
+    fn changes_are_named_and_what_cannot_change_is_kept_as_started() {
+        let old = cfg("127.0.0.1:8080", "\"127.0.0.1:1\"", "");
+        let (same, changes, not_applied) = compare(&old, old.clone());
+        assert!(changes.is_empty() && not_applied.is_empty());
+        assert_eq!(same.listeners[0].addr, old.listeners[0].addr);
+
+        let new = cfg(
+            "127.0.0.1:9090",
+            "\"127.0.0.1:2\"",
+            "[upstream.img]\nservers = [\"127.0.0.1:3\"]\n[[route]]\npath = \"/api/\"\nupstream = \"app\"\n\
+             [runtime]\nworkers = 3\n[timeouts]\nread = \"1s\"\n",
+        );
+        let (applied, changes, not_applied) = compare(&old, new);
+        assert_eq!(
+            changes,
+            [
+                "upstream app changed",
+                "upstream img added",
+                "routes",
+                "timeouts"
+            ]
+        );
+        let workers = format!("workers {} -> 3", old.runtime.workers);
+        assert_eq!(
+            not_applied,
+            [
+                "listeners 127.0.0.1:8080 -> 127.0.0.1:9090".to_string(),
+                workers
+            ]
+        );
+        // Kept as started; everything else is the new file's.
+        assert_eq!(applied.listeners[0].addr, old.listeners[0].addr);
+        assert_eq!(applied.runtime.workers, old.runtime.workers);
+        assert_eq!(applied.timeouts.read, Duration::from_secs(1));
+        assert_eq!(applied.groups.len(), 2);
+    }
+}
