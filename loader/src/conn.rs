@@ -27,9 +27,9 @@
 use crate::engine::{Engine, Fail};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
 use shared::http::response::{ReadStep, ResponseReader, READER_MAX_HEADERS};
 pub use shared::http::Response;
+use shared::stream::Stream;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -275,7 +275,7 @@ pub fn monitor_tick(timeout: Duration) -> Duration {
 
 /// An open connection.
 struct Open {
-    stream: TcpStream,
+    stream: Stream,
     /// The server it is connected to.
     dst: std::net::SocketAddr,
     /// Connect time, charged to the first response (ab's "Connect").
@@ -449,7 +449,7 @@ impl Session<'_> {
         let res = shared::net::connect(dst, src).await;
         slot.connecting.set(false);
         let stream = match res {
-            Ok(stream) => stream,
+            Ok(stream) => Stream::from(stream),
             Err(e) => {
                 w.log_first(Fail::Connect, format_args!("connect to {dst} failed: {e}"));
                 return Err(ConnEnd::ConnectFailed);

@@ -26,6 +26,7 @@ use monoio::time::Instant;
 use shared::http::encode::write_simple_response;
 use shared::http::{Limits, Version};
 use shared::shutdown::Wait;
+use shared::stream::Stream;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -37,7 +38,7 @@ pub struct ClientConn {
     /// The generation of the request being served (of the last one between requests): taken
     /// from the worker when a head is parsed, used until the exchange ends.
     pub g: Rc<Generation>,
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub ip: IpText,
     /// Bytes read from the client and not yet consumed.
     pub cin: BytesMut,
@@ -50,6 +51,7 @@ pub struct ClientConn {
 pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
     let _guard = guard;
     let bufs = w.take_conn_bufs();
+    let stream = Stream::from(stream);
     let mut c = ClientConn {
         w: w.clone(),
         g: w.generation(),
@@ -71,7 +73,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
     match end {
         End::Tunnel(up) => crate::tunnel::run(&g.cfg.timeouts, stream, up).await,
-        End::Finished => close_now(stream),
+        End::Finished => stream.close_now(),
         End::Close => {}
     }
 }
@@ -84,20 +86,7 @@ enum End {
     /// No I/O on the stream is in flight: close the fd at once (see `close_now`).
     Finished,
     /// A WebSocket upgrade: relay bytes with this upstream connection.
-    Tunnel(TcpStream),
-}
-
-/// Close a client socket with close(2) right away. Dropping a monoio stream under io_uring
-/// submits a close op and, because the op's future is dropped unfinished, an ASYNC_CANCEL
-/// that searches the io-wq for it: two more SQEs and ~2% of the CPU of a connection-per-request
-/// client. Only for streams with no operation in flight: `into_raw_fd` needs the last
-/// reference, and an operation dropped before completing keeps one until it completes.
-fn close_now(stream: TcpStream) {
-    use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
-    let fd = stream.into_raw_fd();
-    // SAFETY: `into_raw_fd` gave up monoio's ownership of the fd (and deregistered it from
-    // the epoll driver): it is open and owned by nothing else.
-    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Tunnel(Stream),
 }
 
 impl ClientConn {

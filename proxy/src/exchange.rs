@@ -40,11 +40,11 @@ use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
-use monoio::net::TcpStream;
 use outcome::{no_head, Answered, Attempt, Blame};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
+use shared::stream::Stream;
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 use upload::{stream_request, Streamed};
@@ -61,7 +61,7 @@ pub enum Next {
     /// completed (none was dropped in flight), so its fd can be closed directly.
     Finished,
     /// A WebSocket upgrade succeeded: relay bytes with this upstream connection.
-    Tunnel(TcpStream),
+    Tunnel(Stream),
 }
 
 /// Counts a request in flight on a server for least-conn / random2, for as long as it lives.
@@ -92,7 +92,7 @@ async fn connect(
     let r = monoio::time::timeout(limit, shared::net::connect_any(&server.addrs, None));
     match r.await {
         Ok(Ok(stream)) => Ok(Upstream {
-            stream,
+            stream: stream.into(),
             requests: 0,
             reused: false,
         }),

@@ -108,11 +108,13 @@ impl Span {
     }
 }
 
-/// The client's address as text, formatted once per connection.
+/// The client's address as text, formatted once per connection, and the scheme it spoke
+/// (the forwarded fields say both).
 pub struct IpText {
     buf: [u8; 48],
     len: usize,
     ip: IpAddr,
+    https: bool,
 }
 
 impl IpText {
@@ -125,7 +127,26 @@ impl IpText {
         let mut cur = std::io::Cursor::new(&mut buf[..]);
         let _ = write!(cur, "{ip}");
         let len = cur.position() as usize;
-        IpText { buf, len, ip }
+        IpText {
+            buf,
+            len,
+            ip,
+            https: false,
+        }
+    }
+
+    /// The client connection is TLS: `X-Forwarded-Proto: https`.
+    pub fn set_https(&mut self, https: bool) {
+        self.https = https;
+    }
+
+    /// `http` or `https`, for `X-Forwarded-Proto`.
+    pub fn scheme(&self) -> &'static [u8] {
+        if self.https {
+            b"https"
+        } else {
+            b"http"
+        }
     }
 
     /// The address (an IPv4-mapped IPv6 address as IPv4).
@@ -336,7 +357,7 @@ pub(crate) fn write_upstream_head(
         write_header(out, b"X-Real-IP", ip.as_bytes());
     }
     if opts.x_forwarded_proto {
-        write_header(out, b"X-Forwarded-Proto", b"http");
+        write_header(out, b"X-Forwarded-Proto", ip.scheme());
     }
     if let (true, Some(u)) = (websocket, head.upgrade) {
         write_header(out, b"Connection", b"upgrade");

@@ -7,7 +7,8 @@
 //!   sweeper (see `worker.rs`) also closes them so idle sockets do not linger.
 //! - A connection that served `keepalive_requests` requests is closed instead of pooled.
 //! - A connection idle for a while (`check_after`: half the idle timeout, at most 1 s) is
-//!   checked before reuse with one non-blocking peek: origins close idle connections on their
+//!   checked before reuse with one non-blocking peek (TLS: a non-blocking read given to the
+//!   session, see `Stream::still_open`): origins close idle connections on their
 //!   own timers (Apache after 5 s), and a request that cannot be retried (a POST, a streamed
 //!   body) must not be sent into a closed one. nginx notices the same closes through the read
 //!   event it keeps on idle connections. Connections reused sooner (every busy one) cost
@@ -17,12 +18,12 @@
 //!   never counting it as a server failure.
 
 use crate::config::UpstreamGroup;
-use monoio::net::TcpStream;
+use shared::stream::Stream;
 use std::time::{Duration, Instant};
 
 /// An upstream connection and how many requests it carried.
 pub struct Upstream {
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub requests: u64,
     /// Taken from the pool (so a failure before the response may just mean it went stale).
     pub reused: bool,
@@ -59,14 +60,14 @@ impl ServerPool {
 
     /// The most recently pooled live connection, if any.
     pub fn take(&mut self, now: Instant) -> Option<Upstream> {
-        while let Some(idle) = self.idle.pop() {
+        while let Some(mut idle) = self.idle.pop() {
             let age = now.saturating_duration_since(idle.since);
             if age >= self.timeout {
                 // Everything below is older still.
                 self.idle.clear();
                 return None;
             }
-            if age >= self.check_after && !still_open(&idle.up.stream) {
+            if age >= self.check_after && !idle.up.stream.still_open() {
                 continue;
             }
             let mut up = idle.up;
@@ -97,24 +98,4 @@ impl ServerPool {
             .count();
         self.idle.drain(..expired);
     }
-}
-
-/// Whether an idle upstream connection is still open and silent: a non-blocking peek finds
-/// nothing to read. End of stream (the origin closed it), an error (reset), or unsolicited
-/// bytes (an origin's 408 before closing) all mean it must not carry a request.
-fn still_open(stream: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut byte = 0u8;
-    // SAFETY: recv(2) on a descriptor `stream` owns and keeps open for the call, into a
-    // one-byte buffer on this stack; MSG_PEEK leaves the socket's data untouched and
-    // MSG_DONTWAIT keeps it from blocking whatever the socket's mode.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            (&mut byte as *mut u8).cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
 }

@@ -16,10 +16,10 @@ use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
 use crate::worker::RELAY_BUF;
 use bytes::{Buf, BytesMut};
 use monoio::io::AsyncWriteRent;
-use monoio::net::TcpStream;
 use monoio::time::Instant;
 use shared::http::encode::{write_chunk_header, CHUNK_END, LAST_CHUNK};
 use shared::http::{BodyDecoder, BodyKind};
+use shared::stream::Stream;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -93,7 +93,7 @@ fn push_chunk(out: &mut BytesMut, data: &[u8], last: bool) {
 /// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks.
 pub async fn request_body<U: AsyncWriteRent>(
     cfg: &Config,
-    client: &mut TcpStream,
+    client: &mut Stream,
     up: &mut U,
     cin: &mut BytesMut,
     scratch: &mut BytesMut,
@@ -158,8 +158,8 @@ pub struct Relayed {
 
 /// A response on its way to the client.
 pub struct ResponseRelay<'a> {
-    pub client: &'a mut TcpStream,
-    pub up: &'a mut TcpStream,
+    pub client: &'a mut Stream,
+    pub up: &'a mut Stream,
     /// The client's response head, sent with the first body bytes when they came with it;
     /// then the chunk framing buffer.
     pub head: &'a mut BytesMut,
@@ -250,7 +250,7 @@ pub async fn response_body(
 /// The client side of a response relay: the head goes out with the first payload bytes (or
 /// alone, when the body is slow or empty), then the payload, re-framed as chunks or not.
 struct ToClient<'a> {
-    client: &'a mut TcpStream,
+    client: &'a mut Stream,
     /// The head until it is sent; then the chunk framing buffer.
     head: &'a mut BytesMut,
     head_pending: bool,

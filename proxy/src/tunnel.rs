@@ -9,14 +9,14 @@ use crate::config::Timeouts;
 use crate::io::{read_more, write_all};
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
-use monoio::net::TcpStream;
 use monoio::time::Instant;
+use shared::stream::Stream;
 use std::time::Duration;
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
 /// `t`: the timeouts of the generation the upgrade request was served on.
-pub async fn run(t: &Timeouts, client: TcpStream, upstream: TcpStream) {
+pub async fn run(t: &Timeouts, client: Stream, upstream: Stream) {
     let (idle, send) = (t.read, t.send);
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();

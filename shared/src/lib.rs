@@ -10,6 +10,8 @@
 //!   socket the worker's driver awaits.
 //! - [`counter`]: single-writer counters, written by their worker and read by anyone.
 //! - [`base64`]: standard base64, for the WebSocket handshake and the loader's JSON.
+//! - [`stream`]: one stream type for plain and TLS connections (read, write, shutdown with
+//!   close_notify, idle liveness, scheme), and the TLS adapter over rustls.
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
@@ -24,4 +26,5 @@ pub mod net;
 pub mod origin;
 pub mod runtime;
 pub mod shutdown;
+pub mod stream;
 pub mod units;

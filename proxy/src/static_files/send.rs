@@ -22,6 +22,7 @@ use crate::client::ClientConn;
 use crate::io::write_all;
 use monoio::net::TcpStream;
 use monoio::time::{timeout_at, Instant};
+use shared::stream::Stream;
 use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
@@ -42,9 +43,53 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
             .extend_from_slice(&mem[start as usize..(start + len) as usize]);
         return write_head(c, limit).await;
     }
-    let _nonblocking = NonBlocking::set(&c.stream)?;
-    send_all(&c.stream, &c.cout, limit).await?;
-    sendfile_all(&c.stream, file.fd.as_fd(), start, len, limit).await
+    let Stream::Plain(tcp) = &c.stream else {
+        return copy_through(c, file.fd.as_fd(), start, len, limit).await;
+    };
+    let _nonblocking = NonBlocking::set(tcp)?;
+    send_all(tcp, &c.cout, limit).await?;
+    sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await
+}
+
+/// A TLS client: the file goes through the session (no sendfile), read with pread(2) into a
+/// relay buffer, the head sent with the first piece.
+async fn copy_through(
+    c: &mut ClientConn,
+    fd: BorrowedFd<'_>,
+    start: u64,
+    len: u64,
+    limit: Duration,
+) -> Result<(), SendFail> {
+    let mut buf = std::mem::take(&mut c.cout);
+    let (mut off, end) = (start, start + len);
+    while off < end {
+        let have = buf.len();
+        let want = (end - off).min(crate::worker::RELAY_BUF as u64) as usize;
+        buf.reserve(want);
+        // SAFETY: pread(2) into the buffer's spare capacity (at least `want` bytes), from a
+        // descriptor borrowed for the call.
+        let n = unsafe {
+            libc::pread(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().add(have).cast(),
+                want,
+                off as libc::off_t,
+            )
+        };
+        if n <= 0 {
+            // The file shrank or failed: the length announced cannot be delivered.
+            return Err(SendFail);
+        }
+        // SAFETY: pread wrote `n` bytes right after the `have` initialized ones.
+        unsafe { buf.set_len(have + n as usize) };
+        off += n as u64;
+        buf = write_all(&mut c.stream, buf, limit)
+            .await
+            .map_err(|_| SendFail)?;
+        buf.clear();
+    }
+    c.cout = buf;
+    Ok(())
 }
 
 async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail> {

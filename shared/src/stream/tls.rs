@@ -1,0 +1,353 @@
+//! TLS over a monoio `TcpStream` with a rustls session: the adapter behind `Stream::Tls`.
+//!
+//! Ciphertext is read into a scratch buffer and handed to the session at once (nothing stays
+//! in the scratch between reads), plaintext comes out of the session's reader; a write hands
+//! plaintext to the session and sends what it produced in one `write_all`.
+//!
+//! Cancellation: monoio's I/O takes its buffer by value, so a read or write dropped before it
+//! completed takes the scratch or the write buffer with it. The stream then answers every
+//! later read or write with an error (`Interrupted`) instead of panicking, and the owner
+//! closes it: every `select!` that drops a TLS read must close that connection afterwards.
+//!
+//! Reads never write (a session error is returned, the alert goes out only from the
+//! handshake or a shutdown), so a split stream's read half never touches the write buffer.
+
+use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+use monoio::BufResult;
+use rustls::pki_types::ServerName;
+use rustls::{ClientConfig, ClientConnection, Connection, IoState, ServerConfig, ServerConnection};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+
+/// Ciphertext read per socket read: one TLS record's worth, so the plaintext one read adds
+/// never exceeds what the session buffers (its received-plaintext limit is 16 KiB).
+const SCRATCH: usize = 16 * 1024;
+
+/// The first byte of a TLS record carrying a handshake message (a ClientHello).
+const HANDSHAKE_RECORD: u8 = 0x16;
+
+pub struct TlsStream {
+    io: TcpStream,
+    conn: Connection,
+    /// Ciphertext scratch for reads; `None` once a read was dropped in flight.
+    scratch: Option<Vec<u8>>,
+    /// Ciphertext to send; `None` once a write was dropped in flight.
+    wbuf: Option<Vec<u8>>,
+}
+
+fn interrupted() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Interrupted,
+        "tls stream: an earlier i/o was dropped in flight",
+    )
+}
+
+fn invalid(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+/// Why a TLS server handshake did not produce a stream.
+#[derive(Debug)]
+pub enum AcceptFail {
+    /// The client's first bytes are not a TLS handshake record (plain HTTP to a TLS port,
+    /// say): the plain stream, for an answer in plain text.
+    NotTls(TcpStream),
+    /// The handshake failed (bad hello, no shared cipher, a client alert, end of stream).
+    Failed(io::Error),
+}
+
+/// Run a server handshake on `io`.
+pub async fn accept(io: TcpStream, cfg: Arc<ServerConfig>) -> Result<TlsStream, AcceptFail> {
+    let conn = ServerConnection::new(cfg).map_err(|e| AcceptFail::Failed(invalid(e)))?;
+    let mut t = TlsStream::new(io, conn.into());
+    // The first bytes decide whether this is TLS at all.
+    let mut scratch = t.scratch.take().expect("a new stream has its scratch");
+    let (r, raw) = t.io.read(scratch).await;
+    scratch = raw;
+    match r {
+        Ok(0) => return Err(AcceptFail::Failed(io::ErrorKind::UnexpectedEof.into())),
+        Ok(_) if scratch[0] != HANDSHAKE_RECORD => return Err(AcceptFail::NotTls(t.io)),
+        Ok(_) => {}
+        Err(e) => return Err(AcceptFail::Failed(e)),
+    }
+    let first = t.absorb(&scratch);
+    t.scratch = Some(scratch);
+    if let Err(e) = first {
+        t.send_alert().await;
+        return Err(AcceptFail::Failed(e));
+    }
+    t.handshake().await.map_err(AcceptFail::Failed)?;
+    Ok(t)
+}
+
+/// Run a client handshake on `io` for server `name`.
+pub async fn connect(
+    io: TcpStream,
+    cfg: Arc<ClientConfig>,
+    name: ServerName<'static>,
+) -> io::Result<TlsStream> {
+    let conn = ClientConnection::new(cfg, name).map_err(invalid)?;
+    let mut t = TlsStream::new(io, conn.into());
+    t.handshake().await?;
+    Ok(t)
+}
+
+impl TlsStream {
+    fn new(io: TcpStream, conn: Connection) -> Self {
+        TlsStream {
+            io,
+            conn,
+            scratch: Some(Vec::with_capacity(SCRATCH)),
+            wbuf: Some(Vec::new()),
+        }
+    }
+
+    pub fn tcp(&self) -> &TcpStream {
+        &self.io
+    }
+
+    /// The rustls session (negotiated version, cipher suite, SNI, whether it resumed).
+    pub fn session(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Finish the handshake: send what the session wants sent, read what it wants read.
+    async fn handshake(&mut self) -> io::Result<()> {
+        while self.conn.is_handshaking() {
+            if self.conn.wants_write() {
+                self.flush_tls().await?;
+                continue;
+            }
+            match self.fill().await {
+                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    self.send_alert().await;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // A TLS 1.3 server's session tickets, a client's last flight.
+        if self.conn.wants_write() {
+            self.flush_tls().await?;
+        }
+        Ok(())
+    }
+
+    /// Best effort: send the alert a failed session queued.
+    async fn send_alert(&mut self) {
+        if self.conn.wants_write() {
+            let _ = self.flush_tls().await;
+        }
+    }
+
+    /// Give ciphertext to the session and process it; the state after the last record.
+    fn absorb(&mut self, mut data: &[u8]) -> io::Result<IoState> {
+        loop {
+            // An empty slice tells the session the peer ended the stream.
+            let took = self.conn.read_tls(&mut data)?;
+            if took == 0 && !data.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "tls record too large",
+                ));
+            }
+            let state = self.conn.process_new_packets().map_err(invalid)?;
+            if data.is_empty() {
+                return Ok(state);
+            }
+        }
+    }
+
+    /// Read ciphertext once and process it: how many bytes came (0: end of stream).
+    async fn fill(&mut self) -> io::Result<usize> {
+        let mut scratch = self.scratch.take().ok_or_else(interrupted)?;
+        scratch.clear();
+        let (r, scratch) = self.io.read(scratch).await;
+        let res = match r {
+            Ok(n) => self.absorb(&scratch[..n]).map(|_| n),
+            Err(e) => Err(e),
+        };
+        self.scratch = Some(scratch);
+        res
+    }
+
+    /// Send every record the session has queued.
+    async fn flush_tls(&mut self) -> io::Result<()> {
+        let mut out = self.wbuf.take().ok_or_else(interrupted)?;
+        out.clear();
+        while self.conn.wants_write() {
+            if let Err(e) = self.conn.write_tls(&mut out) {
+                self.wbuf = Some(out);
+                return Err(e);
+            }
+        }
+        if out.is_empty() {
+            self.wbuf = Some(out);
+            return Ok(());
+        }
+        let (r, out) = self.io.write_all(out).await;
+        self.wbuf = Some(out);
+        r.map(|_| ())
+    }
+
+    /// Plaintext into `dst`; `Ok(0)` at the end of the stream (a close_notify, or the peer
+    /// closing without one: HTTP frames its messages, and peers commonly skip close_notify).
+    async fn read_into(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        loop {
+            match self.conn.reader().read(dst) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if self.fill().await? == 0 {
+                // The session now reports the end (or the truncation) on the next pass.
+                continue;
+            }
+        }
+    }
+
+    /// Hand all of `parts` (or as much as the session takes) to the session, then send the
+    /// records: how many plaintext bytes were taken.
+    async fn write_parts(&mut self, parts: &[&[u8]]) -> io::Result<usize> {
+        if self.wbuf.is_none() {
+            return Err(interrupted());
+        }
+        let mut taken = 0;
+        for p in parts {
+            let n = self.conn.writer().write(p)?;
+            taken += n;
+            if n < p.len() {
+                break;
+            }
+        }
+        self.flush_tls().await?;
+        Ok(taken)
+    }
+
+    /// See `Stream::still_open`.
+    pub(super) fn still_open(&mut self) -> bool {
+        let Some(mut scratch) = self.scratch.take() else {
+            return false;
+        };
+        let alive = loop {
+            scratch.clear();
+            // SAFETY: recv(2) into the scratch's spare capacity, on the descriptor this stream
+            // owns; MSG_DONTWAIT keeps it from blocking whatever the socket's mode.
+            let n = unsafe {
+                libc::recv(
+                    self.io.as_raw_fd(),
+                    scratch.as_mut_ptr().cast(),
+                    scratch.capacity(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                break io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
+            }
+            if n == 0 {
+                break false;
+            }
+            // SAFETY: recv wrote `n` bytes at the start of the spare capacity.
+            unsafe { scratch.set_len(n as usize) };
+            match self.absorb(&scratch) {
+                Ok(s) if s.plaintext_bytes_to_read() == 0 && !s.peer_has_closed() => {}
+                _ => break false,
+            }
+        };
+        self.scratch = Some(scratch);
+        alive
+    }
+
+    /// Queue a close_notify and send it if the socket takes it without waiting; the TCP
+    /// stream, to close. For a stream with no I/O in flight.
+    pub(super) fn close_notify_now(self: Box<Self>) -> TcpStream {
+        let TlsStream {
+            io, mut conn, wbuf, ..
+        } = *self;
+        if let Some(mut out) = wbuf {
+            out.clear();
+            conn.send_close_notify();
+            while conn.wants_write() && conn.write_tls(&mut out).is_ok() {}
+            // SAFETY: send(2) from a live buffer on the descriptor `io` owns; MSG_DONTWAIT:
+            // a full socket buffer drops the alert rather than blocking.
+            unsafe {
+                libc::send(
+                    io.as_raw_fd(),
+                    out.as_ptr().cast(),
+                    out.len(),
+                    libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+                )
+            };
+        }
+        io
+    }
+
+    /// Send close_notify, then shut the TCP write side down.
+    pub(super) async fn shutdown(&mut self) -> io::Result<()> {
+        if self.wbuf.is_some() {
+            self.conn.send_close_notify();
+            let _ = self.flush_tls().await;
+        }
+        self.io.shutdown().await
+    }
+
+    pub(super) async fn read<T: IoBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
+        // SAFETY: the buffer's spare part, as monoio's own reads write into it; only the
+        // bytes the read reports are marked initialized.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.write_ptr(), buf.bytes_total()) };
+        match self.read_into(dst).await {
+            Ok(n) => {
+                // SAFETY: `read_into` wrote `n` bytes at the start of `dst`.
+                unsafe { buf.set_init(n) };
+                (Ok(n), buf)
+            }
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    pub(super) async fn readv<T: IoVecBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
+        // The first non-empty part, as monoio-rustls does.
+        // SAFETY: iovecs the buffer owns and keeps valid for the call.
+        let iov =
+            unsafe { std::slice::from_raw_parts(buf.write_iovec_ptr(), buf.write_iovec_len()) };
+        let Some(v) = iov.iter().find(|v| v.iov_len > 0) else {
+            return (Ok(0), buf);
+        };
+        // SAFETY: the iovec's memory, writable and owned by `buf`.
+        let dst = unsafe { std::slice::from_raw_parts_mut(v.iov_base.cast::<u8>(), v.iov_len) };
+        match self.read_into(dst).await {
+            Ok(n) => {
+                // SAFETY: `n` bytes written at the start of the buffer's first non-empty part.
+                unsafe { buf.set_init(n) };
+                (Ok(n), buf)
+            }
+            Err(e) => (Err(e), buf),
+        }
+    }
+
+    pub(super) async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        // SAFETY: the buffer's initialized bytes, which it owns for the call.
+        let src = unsafe { std::slice::from_raw_parts(buf.read_ptr(), buf.bytes_init()) };
+        let r = self.write_parts(&[src]).await;
+        (r, buf)
+    }
+
+    pub(super) async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        // SAFETY: iovecs the buffer owns and keeps valid for the call.
+        let iov = unsafe { std::slice::from_raw_parts(buf.read_iovec_ptr(), buf.read_iovec_len()) };
+        let mut parts: [&[u8]; 8] = [&[]; 8];
+        let k = iov.len().min(parts.len());
+        for (p, v) in parts.iter_mut().zip(iov) {
+            // SAFETY: each iovec's memory, readable and owned by `buf`.
+            *p = unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) };
+        }
+        let r = self.write_parts(&parts[..k]).await;
+        (r, buf)
+    }
+}
