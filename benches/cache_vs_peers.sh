@@ -15,11 +15,14 @@
 #   benches/cache_vs_peers.sh                        # defaults: ROUNDS=3 DURATION=5s
 #   ROUNDS=5 DURATION=10s MODES=keepalive benches/cache_vs_peers.sh
 #   PROXY_ARGS="--driver epoll" benches/cache_vs_peers.sh
+#   TARGETS="ours ours-memory" SIZES="2k 8k 32k" MODES=keepalive ROUNDS=5 benches/cache_vs_peers.sh
+#                                   # sendfile from the memfd against every body from memory
 #
-# Environment: ROUNDS, DURATION, CONNS (64), SEED_N (100), SEED_C (10), SIZES ("64 32k"), MODES
-# ("keepalive seed"), TARGETS ("ours nginx varnish"), LOAD_CORE (0: wrk/ab), SERVER_CORE (1: the
-# server under test; the origin shares it, but a hit never reaches the origin), PROXY_BIN
-# (default target/release/proxy), PROXY_ARGS, NO_BUILD=1, OUT, KEEP_TMP=1.
+# Environment: ROUNDS, DURATION, CONNS (64), SEED_N (100), SEED_C (10), SIZES ("64 32k"; 2k and
+# 8k exist too), MODES ("keepalive seed"), TARGETS ("ours nginx varnish"; `ours-memory` adds ours
+# with --cache-no-sendfile), LOAD_CORE (0: wrk/ab), SERVER_CORE (1: the server under test; the
+# origin shares it, but a hit never reaches the origin), PROXY_BIN (default
+# target/release/proxy), PROXY_ARGS, NO_BUILD=1, OUT, KEEP_TMP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=benches/lib.sh
@@ -73,6 +76,16 @@ for t in $TARGETS; do
             --cache 64MiB --workers 1 --no-pin ${PROXY_ARGS:-})
         BENCH_DESC[ours]="taskset -c $SERVER_CORE ${ours[*]}"
         bench_start_target ours "${PORT[ours]}" "$SERVER_CORE" "$BENCH_TMP/ours.log" "${ours[@]}"
+        ;;
+    ours-memory)
+        # The same proxy with every body sent from memory (`writev`), none with sendfile from
+        # the worker's memfd: the measurement behind the 4 KiB threshold (cache::memfd).
+        [ -x "$PROXY_BIN" ] || bench_die "$PROXY_BIN not found (cargo build --release -p proxy)"
+        # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
+        memory=("$PROXY_BIN" --listen "127.0.0.1:${PORT[ours-memory]}" --upstream "127.0.0.1:$ORIGIN_PORT"
+            --cache 64MiB --cache-no-sendfile --workers 1 --no-pin ${PROXY_ARGS:-})
+        BENCH_DESC[ours-memory]="taskset -c $SERVER_CORE ${memory[*]}"
+        bench_start_target ours-memory "${PORT[ours-memory]}" "$SERVER_CORE" "$BENCH_TMP/ours-memory.log" "${memory[@]}"
         ;;
     nginx)
         CACHE_PORT=${PORT[nginx]}
@@ -131,12 +144,16 @@ bench_report_targets
 echo "# us/req = the server's utime+stime (all threads and processes) during the load ÷ completed requests"
 echo "# vs_nginx, vs_varnish = the target ÷ nginx, ÷ Varnish in the same round (paired); summary = median [min-max] over rounds"
 [ -s "$BENCH_OUT" ] || bench_die "no load succeeded (the messages above say why)"
-w=8
+w=10
 for c in "${BENCH_CASES[@]}"; do
     echo
     echo "## $(case_title "$c")"
     bench_report_rounds "$c" "$w" target us/req nginx
     bench_report_summary "$c" "$w" target us/req nginx
     bench_want "${BENCH_ACTIVE[*]}" varnish && bench_report_summary "$c" "$w" target us/req varnish
+    # sendfile from the memfd (ours) ÷ every body from memory (ours-memory), paired per round.
+    if bench_want "${BENCH_ACTIVE[*]}" ours-memory && bench_want "${BENCH_ACTIVE[*]}" ours; then
+        bench_report_summary "$c" "$w" target us/req ours-memory
+    fi
 done
 bench_report_tail nginx-origin.conf nginx-cache.conf varnish.vcl

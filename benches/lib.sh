@@ -366,11 +366,14 @@ bench_sbin() {
 # bench_write_bodies: the two files every size case asks for, in $BENCH_TMP/www (/64: 64
 # bytes, /32k: 32768 bytes; BODY_LEN[path] is their length), readable by nginx's workers.
 # shellcheck disable=SC2034 # used by the scripts that source this file
-declare -A BODY_LEN=([64]=64 [32k]=32768)
+declare -A BODY_LEN=([64]=64 [32k]=32768 [2k]=2048 [8k]=8192)
 bench_write_bodies() {
     mkdir -p "$BENCH_TMP/www"
     head -c 64 /dev/zero | tr '\0' 'a' >"$BENCH_TMP/www/64"
     head -c 32768 /dev/zero | tr '\0' 'b' >"$BENCH_TMP/www/32k"
+    # In-between sizes, for thresholds (SIZES="2k 8k").
+    head -c 2048 /dev/zero | tr '\0' 'c' >"$BENCH_TMP/www/2k"
+    head -c 8192 /dev/zero | tr '\0' 'd' >"$BENCH_TMP/www/8k"
     chmod -R a+rX "$BENCH_TMP/www"
     export TMP=$BENCH_TMP
 }

@@ -167,6 +167,11 @@ pub struct Args {
     /// after 3 failed in a row, back after 2 passed; 2xx and 3xx pass [default: no active checks]
     #[arg(long, value_name = "PATH", value_parser = health_path, requires = "upstream")]
     pub health_check: Option<String>,
+
+    /// With --cache: send every cached body from memory, none with sendfile(2) from the
+    /// worker's memfd [default: bodies of 4 KiB and more with sendfile]
+    #[arg(long, requires = "cache")]
+    pub cache_no_sendfile: bool,
 }
 
 /// A duration that prints the way it is written (`5s`, `500ms`), for `--help` defaults.
@@ -319,7 +324,9 @@ impl Cli {
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {
             let mut r = RouteEntry::new(Some("default".into()), None);
-            r.cache = Some(unspanned(crate::config::cache::CacheEntry::quick(size)));
+            let mut c = crate::config::cache::CacheEntry::quick(size);
+            c.sendfile = !a.cache_no_sendfile;
+            r.cache = Some(unspanned(c));
             unspanned(r)
         });
         // `--listen` comes in through the overrides, as in file mode.

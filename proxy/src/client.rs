@@ -23,7 +23,7 @@ use bytes::BytesMut;
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
-use shared::http::encode::write_simple_response;
+use shared::http::encode::write_simple_response_with;
 use shared::http::{Limits, Version};
 use shared::shutdown::Wait;
 use shared::stream::Stream;
@@ -46,6 +46,8 @@ pub struct ClientConn {
     pub uout: BytesMut,
     /// The client response head being built (and chunk framing).
     pub cout: BytesMut,
+    /// The socket was made O_NONBLOCK for direct syscalls (the cache's sendfile hits).
+    pub nonblocking: bool,
 }
 
 pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
@@ -60,6 +62,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
         cin: bufs.cin,
         uout: bufs.uout,
         cout: bufs.cout,
+        nonblocking: false,
     };
     let end = requests(&mut c).await;
     let ClientConn {
@@ -204,13 +207,18 @@ pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool 
 
 /// Answer with the error's status (if one still makes sense) and close gracefully.
 pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
+    respond_error_with(c, e, &[]).await
+}
+
+/// [`respond_error`] with `fields` added to the answer's head.
+pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[u8], &[u8])]) {
     match e.fault() {
         Fault::Client => c.w.stats.client_errors.incr(),
         _ => c.w.stats.upstream_errors.incr(),
     }
     let Some(status) = e.status() else { return };
     c.cout.clear();
-    write_simple_response(&mut c.cout, Version::Http11, status, true);
+    write_simple_response_with(&mut c.cout, Version::Http11, status, true, fields);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(buf) => c.cout = buf,

@@ -55,6 +55,8 @@ pub struct ProxyCounters {
     pub cache_misses: Counter,
     pub cache_bypasses: Counter,
     pub cache_stale: Counter,
+    /// Stored entries validated with a 304 from the origin and served (`X-Cache: REVALIDATED`).
+    pub cache_revalidated: Counter,
     /// Entries evicted to make room (LRU), and fills dropped (over max_object, or no room).
     pub cache_evicted: Counter,
     pub cache_dropped: Counter,

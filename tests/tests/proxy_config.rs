@@ -360,6 +360,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--no-x-forwarded-proto",
         "--cache",
         "--health-check",
+        "--cache-no-sendfile",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -367,7 +368,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 31, "{help}");
+    assert_eq!(entries.len(), 32, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

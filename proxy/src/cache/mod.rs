@@ -6,6 +6,8 @@
 //! - [`policy`]: request classes (lookup, bypass, invalidate, purge), storability and
 //!   freshness (RFC 9111 3, 4.2, 5.2), the age of a stored response.
 //! - [`vary`]: variants (4.1), with `Accept-Encoding` normalised.
+//! - [`validate`]: conditional requests for stored responses, 304 updates, and clients'
+//!   own conditionals answered from the store (4.3).
 //! - [`directives`]: Cache-Control and Pragma; [`date`]: HTTP-date.
 //! - [`store`]: one worker's store: LRU bounded by bytes, entries that fill while they stream,
 //!   request collapsing, stale entries kept for `stale_if_error`.
@@ -20,12 +22,16 @@
 
 pub mod date;
 pub mod directives;
+pub mod memfd;
 pub mod policy;
 pub mod store;
+pub mod validate;
 pub mod vary;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod validate_tests;
 
 pub use policy::{
     classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
@@ -46,6 +52,9 @@ pub enum CacheStatus {
     Bypass,
     /// A stale entry served because the upstream failed or timed out.
     Stale,
+    /// A stored entry validated with the origin (a 304 to our conditional request) and
+    /// served (nginx's `$upstream_cache_status` says REVALIDATED too).
+    Revalidated,
 }
 
 impl CacheStatus {
@@ -55,6 +64,7 @@ impl CacheStatus {
             CacheStatus::Miss => "MISS",
             CacheStatus::Bypass => "BYPASS",
             CacheStatus::Stale => "STALE",
+            CacheStatus::Revalidated => "REVALIDATED",
         }
     }
 }

@@ -18,6 +18,7 @@
 //! to a connection stay alive until it is done with them, beyond the bound, as any response
 //! being written does.
 
+use super::memfd::{BodyFile, FileRange, FILE_BODY_MIN};
 use super::policy::Storable;
 use super::vary::VarySpec;
 use super::Millis;
@@ -56,6 +57,8 @@ pub struct Hit {
     pub body: Bytes,
     /// The `Age` to send, in seconds.
     pub age: u64,
+    /// Where the body lies in the worker's body file (`body` maps it), to send it from.
+    pub file: Option<FileRange>,
 }
 
 /// What a lookup found.
@@ -132,6 +135,7 @@ enum State {
     Complete {
         meta: Meta,
         body: Bytes,
+        file: Option<FileRange>,
     },
 }
 
@@ -218,6 +222,8 @@ pub struct Store {
     /// Keyed per store, so a client cannot aim many keys at one chain.
     hasher: RandomState,
     stats: StoreStats,
+    /// Where bodies of `FILE_BODY_MIN` bytes and more are kept (`sendfile = true`).
+    file: Option<BodyFile>,
 }
 
 impl Store {
@@ -234,12 +240,25 @@ impl Store {
             entries: 0,
             hasher: RandomState::new(),
             stats: StoreStats::default(),
+            file: None,
         }
+    }
+
+    /// Keep complete bodies of [`FILE_BODY_MIN`] bytes and more in a memfd (sent with
+    /// sendfile). Without a memfd (the call failed) bodies stay in memory.
+    pub fn with_body_file(mut self) -> Store {
+        self.file = BodyFile::new().ok();
+        self
     }
 
     /// The store of a route's `cache = { ... }` settings, for one worker.
     pub fn for_route(cfg: &crate::config::cache::CacheEntry) -> Store {
-        Store::new(cfg.max_bytes, cfg.max_object)
+        let s = Store::new(cfg.max_bytes, cfg.max_object);
+        if cfg.sendfile {
+            s.with_body_file()
+        } else {
+            s
+        }
     }
 
     /// Bytes counted against `max_bytes`.
@@ -309,7 +328,8 @@ impl Store {
     }
 
     /// Find what serves `request` under `key` at `now`. `revalidate` (request no-cache)
-    /// skips every stored response: the answer is `Miss`.
+    /// uses no stored response without validation: a complete entry of the variant, fresh or
+    /// not, is `Stale` (to validate), and fills are not waited for.
     pub fn lookup(
         &mut self,
         key: Key<'_>,
@@ -317,13 +337,13 @@ impl Store {
         revalidate: bool,
         now: Millis,
     ) -> Lookup {
-        if revalidate {
-            return Lookup::Miss;
-        }
         let hash = self.hash(key);
         let Some(&first) = self.index.get(&hash) else {
             return Lookup::Miss;
         };
+        if revalidate {
+            return self.to_validate(first, hash, key, request);
+        }
         let (mut stream, mut wait, mut stale) = (NIL, NIL, NIL);
         let mut i = first;
         while i != NIL {
@@ -338,7 +358,7 @@ impl Store {
                             wait = i;
                         }
                     }
-                    State::Complete { meta, body } if meta.storable.vary.matches(request) => {
+                    State::Complete { meta, body, file } if meta.storable.vary.matches(request) => {
                         let f = &meta.storable.freshness;
                         if f.is_fresh(now) {
                             let hit = Hit {
@@ -346,6 +366,7 @@ impl Store {
                                 head: meta.head.clone(),
                                 body: body.clone(),
                                 age: f.age_secs(now),
+                                file: *file,
                             };
                             self.touch(i);
                             return Lookup::Hit(hit);
@@ -379,6 +400,67 @@ impl Store {
             return Lookup::Stale(self.handle(stale));
         }
         Lookup::Miss
+    }
+
+    /// The most recently used complete entry of `key` and the request's variant, from chain
+    /// `first`: `Stale` (validate it), or `Miss`.
+    fn to_validate(
+        &self,
+        first: u32,
+        hash: u64,
+        key: Key<'_>,
+        request: &[httparse::Header<'_>],
+    ) -> Lookup {
+        let mut i = first;
+        while i != NIL {
+            let e = self.at(i);
+            if let State::Complete { meta, .. } = &e.state {
+                if e.is(hash, key) && meta.storable.vary.matches(request) {
+                    return Lookup::Stale(self.handle(i));
+                }
+            }
+            i = e.chain;
+        }
+        Lookup::Miss
+    }
+
+    /// A complete entry as a response, fresh or not (the one a validation is about).
+    pub fn stored(&self, h: Handle, now: Millis) -> Option<Hit> {
+        let State::Complete { meta, body, file } = &self.entry(h)?.state else {
+            return None;
+        };
+        Some(Hit {
+            status: meta.status,
+            head: meta.head.clone(),
+            body: body.clone(),
+            age: meta.storable.freshness.age_secs(now),
+            file: *file,
+        })
+    }
+
+    /// A 304 validated complete entry `h`: its head and freshness become `head` and
+    /// `storable` (RFC 9111 4.3.4). `false`: the entry is gone, or the new head does not fit.
+    pub fn refresh(&mut self, h: Handle, head: Bytes, storable: Storable) -> bool {
+        let Some(State::Complete { meta, .. }) = self.entry(h).map(|e| &e.state) else {
+            return false;
+        };
+        let old = (meta.head.len() + meta.storable.vary.size()) as u64;
+        let new = (head.len() + storable.vary.size()) as u64;
+        if new > old && !self.make_room(new - old, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        self.bytes = self.bytes + new - old;
+        drop(head.clone()); // promoted once, as in `fill_head`
+        let e = self.at_mut(h.slot);
+        e.size = e.size + new - old;
+        if let State::Complete { meta, .. } = &mut e.state {
+            meta.head = head;
+            meta.storable = storable;
+        }
+        self.touch(h.slot);
+        true
     }
 
     /// Start filling `key` (after a `Miss` or `Stale`): later lookups wait for it. `None`:
@@ -530,11 +612,19 @@ impl Store {
                 b.freeze()
             }
         };
+        // Larger bodies move to the body file (sent with sendfile; the entry keeps a mapping).
+        let (body, file) = match &mut self.file {
+            Some(f) if body.len() >= FILE_BODY_MIN => match f.put(&body) {
+                Some((mapped, range)) => (mapped, Some(range)),
+                None => (body, None),
+            },
+            _ => (body, None),
+        };
         // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
         // clone here, once, so that hits never allocate.
         drop(body.clone());
         let e = self.at_mut(h.slot);
-        e.state = State::Complete { meta, body };
+        e.state = State::Complete { meta, body, file };
         e.wake(false);
         self.replace_older(h.slot);
         true
@@ -617,7 +707,7 @@ impl Store {
     /// The stale entry `h` (from [`Lookup::Stale`]) as a response, if it may still be served
     /// on an upstream error at `now` (`X-Cache: STALE`).
     pub fn stale_hit(&mut self, h: Handle, now: Millis, stale_if_error: Millis) -> Option<Hit> {
-        let State::Complete { meta, body } = &self.entry(h)?.state else {
+        let State::Complete { meta, body, file } = &self.entry(h)?.state else {
             return None;
         };
         let f = &meta.storable.freshness;
@@ -626,6 +716,7 @@ impl Store {
             head: meta.head.clone(),
             body: body.clone(),
             age: f.age_secs(now),
+            file: *file,
         })
     }
 

@@ -427,8 +427,48 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
         target: KEY.target,
     };
     assert!(matches!(s.lookup(o, &[], false, T), Lookup::Miss));
-    // Request no-cache: the stored response is not used.
-    assert!(matches!(s.lookup(KEY, &[], true, T), Lookup::Miss));
+    // Request no-cache: the stored response is not used without validation: it is the one
+    // to validate (`Stale`), even while fresh; a key with nothing stored misses.
+    let Lookup::Stale(h) = s.lookup(KEY, &[], true, T) else {
+        panic!("no-cache: the stored entry is to be validated")
+    };
+    assert_eq!(s.stored(h, T + 1_000).map(|h| h.age), Some(1));
+    assert!(matches!(s.lookup(o, &[], true, T), Lookup::Miss));
+}
+
+#[test]
+fn a_refresh_replaces_head_and_freshness_and_keeps_the_body() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    put(&mut s, KEY, b"hello");
+    // Stale at T + 10s.
+    let Lookup::Stale(h) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("stale")
+    };
+    let bytes = s.bytes();
+    let new_head =
+        Bytes::from_static(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nETag: \"v2\"\r\n");
+    let mut st = fresh(5_000);
+    st.freshness.response_time = T + 10_000;
+    assert!(s.refresh(h, new_head.clone(), st));
+    let grown = (new_head.len() - head().len()) as u64;
+    assert_eq!(s.bytes(), bytes + grown, "the longer head is counted");
+    match s.lookup(KEY, &[], false, T + 12_000) {
+        Lookup::Hit(hit) => {
+            assert_eq!(
+                (&hit.body[..], &hit.head, hit.age),
+                (&b"hello"[..], &new_head, 2)
+            );
+        }
+        other => panic!("fresh again after the refresh: {other:?}"),
+    }
+    // Stale again 5s after the refresh; a refresh of a handle that is gone does nothing.
+    assert!(matches!(
+        s.lookup(KEY, &[], false, T + 15_000),
+        Lookup::Stale(_)
+    ));
+    s.invalidate(KEY);
+    assert!(!s.refresh(h, new_head, fresh(5_000)));
+    assert_eq!((s.bytes(), s.len()), (0, 0));
 }
 
 #[test]
@@ -668,4 +708,67 @@ fn fills_are_never_evicted_and_a_fill_without_room_is_dropped() {
     assert_eq!(s.stats().dropped_no_room, 1);
     assert!(s.finish(a));
     assert_eq!(s.len(), 1);
+}
+
+/// Bytes the body file of `s` has allocated, through its fd in a hit.
+fn file_blocks(fd: std::os::fd::RawFd) -> u64 {
+    // SAFETY: fstat on an open fd into a zeroed struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::fstat(fd, &mut st) }, 0);
+    st.st_blocks as u64 * 512
+}
+
+#[test]
+fn bodies_from_4_kib_live_in_the_body_file_until_their_last_reader_is_done() {
+    let mut s = Store::new(1 << 20, 1 << 16).with_body_file();
+    let small = vec![b's'; super::memfd::FILE_BODY_MIN - 1];
+    let large: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    put(&mut s, KEY, &small);
+    let Lookup::Hit(hit) = s.lookup(KEY, &[], false, T) else {
+        panic!("hit")
+    };
+    assert_eq!(
+        (hit.file, &hit.body[..]),
+        (None, &small[..]),
+        "small: memory"
+    );
+    put(&mut s, KEY, &large);
+    let Lookup::Hit(hit) = s.lookup(KEY, &[], false, T) else {
+        panic!("hit")
+    };
+    let file = hit.file.expect("large: in the file");
+    assert_eq!(&hit.body[..], &large[..], "the mapping reads the body");
+    assert_eq!(file_blocks(file.fd), 20_480, "five pages");
+    // Removed from the store while a response still holds it: the pages stay until it is
+    // dropped, then go.
+    assert_eq!(s.invalidate(KEY), 1);
+    assert_eq!(file_blocks(file.fd), 20_480);
+    assert_eq!(&hit.body[..], &large[..]);
+    drop(hit);
+    assert_eq!(file_blocks(file.fd), 0);
+}
+
+#[test]
+fn a_request_waiting_on_a_fill_still_finds_the_stored_entry_to_fall_back_on() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    put(&mut s, KEY, b"old");
+    // Stale at T + 10s: a refill starts; another request waits for it ...
+    let Lookup::Stale(old) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("stale")
+    };
+    let fill = s.begin_fill(KEY).expect("room");
+    let Lookup::Wait(w) = s.lookup(KEY, &[], false, T + 10_000) else {
+        panic!("waits for the fill")
+    };
+    assert_eq!(w, fill);
+    // ... and, should it give up waiting and fetch on its own, the stored entry is what a
+    // failed fetch falls back on (exchange::cached asks with `revalidate`).
+    match s.lookup(KEY, &[], true, T + 10_000) {
+        Lookup::Stale(h) => assert_eq!(h, old),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.stale_hit(old, T + 10_000, 60_000).map(|h| h.body),
+        Some(Bytes::from_static(b"old"))
+    );
 }

@@ -45,6 +45,10 @@ pub struct CacheEntry {
     /// requests bypass the cache, RFC 9111 3.5).
     #[serde(default)]
     pub allow_credentials: bool,
+    /// Bodies of 4 KiB and more kept in a per-worker memfd and sent with sendfile(2), as
+    /// nginx's `sendfile on` (see `cache::memfd`); `false`: every body from memory.
+    #[serde(default = "default_sendfile")]
+    pub sendfile: bool,
 }
 
 impl Default for CacheEntry {
@@ -56,6 +60,7 @@ impl Default for CacheEntry {
             stale_if_error: Duration::ZERO,
             purge_from: Vec::new(),
             allow_credentials: false,
+            sendfile: true,
         }
     }
 }
@@ -146,6 +151,9 @@ fn bits(ip: IpAddr) -> u128 {
     }
 }
 
+fn default_sendfile() -> bool {
+    true
+}
 fn default_ttl() -> Duration {
     DEFAULT_TTL
 }

@@ -4,7 +4,13 @@
 //!   parse is gone by now), into stack storage: the decision ([`decide`]) takes the head, the
 //!   route's settings and the worker's store, and no borrow of the store outlives it.
 //! - Hit: the stored head (no hop-by-hop fields, no framing, no Age or X-Cache) with `Age`,
-//!   `X-Cache: HIT` and `Content-Length`, then the body from memory (head only for HEAD).
+//!   `X-Cache: HIT` and `Content-Length`, then the body (head only for HEAD): from memory, or
+//!   with sendfile from the worker's body file for bodies of 4 KiB and more
+//!   (`cache::memfd`). A client's own If-None-Match / If-Modified-Since that the stored
+//!   validators match gets a 304.
+//! - Validation: a `no-cache` request, or a stale entry, with an ETag or Last-Modified is
+//!   fetched with a conditional request ([`validate`]); a 304 refreshes the entry (RFC 9111
+//!   4.3.4) and serves it (`X-Cache: REVALIDATED`), a 200 replaces it (MISS).
 //! - Stream: a request collapsed on a fill that declared its length streams the entry as it
 //!   fills. Wait: a fill without a head (or without a length) is under way; wait for it to
 //!   change and decide again.
@@ -15,13 +21,19 @@
 //!   (through the workers' inbox); `PURGE` from `purge_from` does the same at once: 200 when
 //!   this worker had the key, 404 when it did not (the other workers are told either way);
 //!   from elsewhere 403 (ngx_cache_purge's answer to a client outside `purge_allowed`).
+//! - The proxy's own answers carry X-Cache too ([`fail_with`]): MISS after a lookup (a failed
+//!   fill, only-if-cached with nothing stored), BYPASS when the cache was not used (unsafe
+//!   methods, credentials, a body over `max_body`, PURGE answers).
 
-use super::{answer, fail, relay_response, start_tunnel, Next};
+use super::outcome::Answered;
+use super::response_head::Head;
+use super::{answer, relay_response, start_tunnel, Next};
+use crate::cache::validate;
 use crate::cache::{
     self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, Read, RequestClass,
     Store,
 };
-use crate::client::ClientConn;
+use crate::client::{respond_error_with, ClientConn};
 use crate::config::cache::CacheEntry;
 use crate::config::Action;
 use crate::error::ProxyError;
@@ -32,7 +44,9 @@ use crate::relay::FillSink;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
-use shared::http::encode::{write_header, write_header_u64, write_status_line};
+use shared::http::encode::{
+    write_header, write_header_u64, write_simple_response_with, write_status_line,
+};
 use shared::http::framing::is_hop_by_hop;
 use shared::http::{parse_final_response, BodyKind, Limits, RequestMethod, Status, Version};
 use std::cell::RefCell;
@@ -60,17 +74,26 @@ pub fn now_millis() -> Millis {
 /// What the cache does with one request, decided with no I/O.
 enum Decision {
     Hit(Hit),
+    /// A hit whose validators match the client's own conditional request: 304.
+    NotModified(Hit),
     Stream {
         entry: Handle,
         head: Bytes,
         age: u64,
         len: u64,
     },
-    Wait(Handle),
-    /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`.
+    /// A fill of the key is under way: wait for it; if it takes too long, fetch on our
+    /// own, falling back on `stale` (a stored response of the variant) if the upstream fails.
+    Wait {
+        fill: Handle,
+        stale: Option<Handle>,
+    },
+    /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`;
+    /// conditionally when `validates` holds a stored response with a validator.
     Fetch {
         fill: Option<Handle>,
         stale: Option<Handle>,
+        validates: Option<(Handle, Hit)>,
     },
     /// Forward without the cache; `invalidate`: a non-error answer removes the key.
     Forward {
@@ -94,6 +117,10 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     else {
         return super::run(c, req, group).await;
     };
+    if body_too_large(&g, &req) {
+        w.stats.cache_bypasses.incr();
+        return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
+    }
     let mut waits = 0;
     let mut now = now_millis();
     loop {
@@ -112,9 +139,12 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             Decision::Hit(hit) => {
                 w.stats.cache_hits.incr();
                 c.cin.advance(req.head_len);
-                let len = hit.body.len() as u64;
-                let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
-                return send_stored(c, &req, out, Some(hit.body)).await;
+                return send_hit(c, &req, hit).await;
+            }
+            Decision::NotModified(hit) => {
+                w.stats.cache_hits.incr();
+                c.cin.advance(req.head_len);
+                return send_not_modified(c, &req, &hit, CacheStatus::Hit).await;
             }
             Decision::Stream {
                 entry,
@@ -127,27 +157,38 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 let out = Stored::new(&head, age, CacheStatus::Hit, len);
                 return stream_entry(c, &req, store, entry, out).await;
             }
-            Decision::Wait(h) if waits < MAX_WAITS => {
-                waits += 1;
-                if !wait_change(store, h, g.cfg.timeouts.read).await {
-                    // The fill takes too long: fetch on our own, without storing.
-                    w.stats.cache_misses.incr();
-                    let key = key();
-                    return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
+            Decision::Wait { fill, stale } => {
+                if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
+                    waits += 1;
+                    now = now_millis();
+                    continue;
                 }
-                now = now_millis();
-            }
-            Decision::Wait(_) => {
+                // The fill takes too long: fetch on our own, without storing (a stale
+                // entry still serves if the upstream fails).
                 w.stats.cache_misses.incr();
+                let f = Fetch {
+                    cache: Some((store, cfg.as_ref())),
+                    stale,
+                    ..Fetch::plain(CacheStatus::Miss)
+                };
                 let key = key();
-                return fetch(c, &req, group, &key, Fetch::plain(CacheStatus::Miss)).await;
+                return fetch(c, &req, group, &key, f).await;
             }
-            Decision::Fetch { fill, stale } => {
-                w.stats.cache_misses.incr();
+            Decision::Fetch {
+                fill,
+                stale,
+                validates,
+            } => {
+                // A validation counts as a miss unless the origin answers 304 (`fetch`).
+                if validates.is_none() {
+                    w.stats.cache_misses.incr();
+                }
                 let f = Fetch {
                     status: CacheStatus::Miss,
                     fill: fill.map(|h| (store, h, cfg.as_ref())),
+                    cache: Some((store, cfg.as_ref())),
                     stale,
+                    validates,
                     invalidate: false,
                     request_time: now,
                 };
@@ -169,9 +210,18 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             }
             Decision::NotCached => {
                 c.cin.advance(req.head_len);
-                return fail(c, ProxyError::UpstreamTimeout).await;
+                return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
             }
         }
+    }
+}
+
+/// A declared request body over `max_body` (refused here on a cached route, so the answer
+/// carries X-Cache).
+fn body_too_large(g: &Generation, req: &RequestInfo) -> bool {
+    match (req.body, g.cfg.limits.max_body) {
+        (BodyKind::Length(n), Some(max)) => n > max,
+        _ => false,
     }
 }
 
@@ -202,6 +252,12 @@ fn decide(
         } => {
             let mut s = store.borrow_mut();
             match s.lookup(key, parsed.headers, revalidate, now) {
+                Lookup::Hit(hit) if is_conditional(parsed.headers) => {
+                    match validate::not_modified(parsed.headers, validate::validators(&hit.head)) {
+                        true => Decision::NotModified(hit),
+                        false => Decision::Hit(hit),
+                    }
+                }
                 Lookup::Hit(hit) => Decision::Hit(hit),
                 Lookup::Stream {
                     entry,
@@ -215,15 +271,30 @@ fn decide(
                     age,
                     len,
                 },
-                Lookup::Wait(h) => Decision::Wait(h),
+                Lookup::Wait(fill) => {
+                    // What `revalidate` finds is any complete entry of the variant.
+                    let stale = match s.lookup(key, parsed.headers, true, now) {
+                        Lookup::Stale(h) => Some(h),
+                        _ => None,
+                    };
+                    Decision::Wait { fill, stale }
+                }
                 _ if only_if_cached => Decision::NotCached,
-                Lookup::Stale(h) => Decision::Fetch {
-                    fill: s.begin_fill(key),
-                    stale: Some(h),
-                },
+                Lookup::Stale(h) => {
+                    let stored = s.stored(h, now);
+                    let validates = stored
+                        .filter(|hit| validate::validators(&hit.head).any())
+                        .map(|hit| (h, hit));
+                    Decision::Fetch {
+                        fill: s.begin_fill(key),
+                        stale: Some(h),
+                        validates,
+                    }
+                }
                 Lookup::Miss => Decision::Fetch {
                     fill: s.begin_fill(key),
                     stale: None,
+                    validates: None,
                 },
             }
         }
@@ -305,6 +376,8 @@ struct Stored<'a> {
     age: u64,
     status: CacheStatus,
     len: u64,
+    /// Whether Content-Length is sent (not on a 304).
+    length: bool,
 }
 
 impl<'a> Stored<'a> {
@@ -314,6 +387,7 @@ impl<'a> Stored<'a> {
             age,
             status,
             len,
+            length: true,
         }
     }
 
@@ -326,7 +400,9 @@ impl<'a> Stored<'a> {
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
         write_header(out, b"X-Cache", self.status.as_str().as_bytes());
-        write_header_u64(out, b"Content-Length", self.len);
+        if self.length {
+            write_header_u64(out, b"Content-Length", self.len);
+        }
         if !keep {
             write_header(out, b"Connection", b"close");
         } else if req.version == Version::Http10 {
@@ -342,6 +418,42 @@ fn next_after(keep: bool) -> Next {
         Next::KeepAlive
     } else {
         Next::Finished
+    }
+}
+
+/// Whether a request has a condition a stored response may answer with 304.
+fn is_conditional(headers: &[httparse::Header<'_>]) -> bool {
+    headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("if-none-match")
+            || h.name.eq_ignore_ascii_case("if-modified-since")
+    })
+}
+
+/// A 304 from a stored response whose validators match the client's condition (as nginx
+/// answers conditional requests from its cache).
+async fn send_not_modified(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    hit: &Hit,
+    status: CacheStatus,
+) -> Next {
+    let head = validate::not_modified_head(&hit.head);
+    let mut out = Stored::new(&head, hit.age, status, 0);
+    out.length = false;
+    send_stored(c, req, out, None).await
+}
+
+/// A fresh stored response (`X-Cache: HIT`), from the body file when it has a copy there.
+async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+    // sendfile writes the socket itself: never under TLS (the memory path encrypts).
+    match (
+        hit.file,
+        req.method == RequestMethod::Head || c.stream.is_tls(),
+    ) {
+        (Some(file), false) => send_from_file(c, req, out, hit.body, file).await,
+        _ => send_stored(c, req, out, Some(hit.body)).await,
     }
 }
 
@@ -374,6 +486,73 @@ async fn send_stored(
         None => return client_gone(&w),
     }
     next_after(keep)
+}
+
+/// Send a stored response whose body is in the worker's body file: the head with
+/// `send(MSG_MORE)`, the body with `sendfile(2)`, both direct non-blocking syscalls; whatever
+/// the socket did not take goes out from `body` (the file's mapping) the usual way. `body`
+/// keeps the file range alive (its pages are punched out only when its last `Bytes` goes).
+async fn send_from_file(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    out: Stored<'_>,
+    body: Bytes,
+    file: crate::cache::memfd::FileRange,
+) -> Next {
+    use std::os::fd::AsRawFd;
+    let fd = match &c.stream {
+        shared::stream::Stream::Plain(s) => s.as_raw_fd(),
+        // TLS encrypts in user space: the body goes out from memory.
+        shared::stream::Stream::Tls(_) => return send_stored(c, req, out, Some(body)).await,
+    };
+    let w = c.w.clone();
+    let keep = out.write(&w, req, &mut c.cout);
+    if !c.nonblocking {
+        // SAFETY: fcntl on the connection's open socket. io_uring still waits for readiness
+        // on O_NONBLOCK sockets (they support nowait), so the runtime's I/O is unaffected.
+        unsafe {
+            let flags = libc::fcntl(fd, libc::F_GETFL);
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+        c.nonblocking = true;
+    }
+    let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    // SAFETY: `cout` is valid for its length.
+    let n = unsafe { libc::send(fd, c.cout.as_ptr().cast(), c.cout.len(), flags) };
+    let head = match sent(n) {
+        Some(n) => n,
+        None => return client_gone(&w),
+    };
+    let send = c.g.cfg.timeouts.send;
+    if head < c.cout.len() {
+        let mut buf = std::mem::take(&mut c.cout);
+        buf.advance(head);
+        match write_head_and_body(c, &w, buf, body, send).await {
+            Some(b) => c.cout = b,
+            None => return client_gone(&w),
+        }
+        return next_after(keep);
+    }
+    let mut offset = file.offset as libc::off_t;
+    // SAFETY: both fds are open (the body file lives as long as the worker's store).
+    let n = unsafe { libc::sendfile(fd, file.fd, &mut offset, body.len()) };
+    let done = match sent(n) {
+        Some(n) => n,
+        None => return client_gone(&w),
+    };
+    if done < body.len() && write_bytes(c, body.slice(done..), send).await.is_err() {
+        return client_gone(&w);
+    }
+    next_after(keep)
+}
+
+/// What a non-blocking send took: `n` bytes, none if the socket is full, `None` on error.
+fn sent(n: isize) -> Option<usize> {
+    if n >= 0 {
+        return Some(n as usize);
+    }
+    let e = std::io::Error::last_os_error().kind();
+    (e == std::io::ErrorKind::WouldBlock || e == std::io::ErrorKind::Interrupted).then_some(0)
 }
 
 /// A response head and a stored body, for one `writev`: the iovec pair lives on the heap (in a
@@ -515,8 +694,12 @@ struct Fetch<'s> {
     status: CacheStatus,
     /// The entry to fill (a storable answer fills it; otherwise it is abandoned).
     fill: Option<(&'s RefCell<Store>, Handle, &'s CacheEntry)>,
-    /// A stale entry to serve when the upstream fails.
+    /// The route's store and settings, when the request looked the key up.
+    cache: Option<(&'s RefCell<Store>, &'s CacheEntry)>,
+    /// A stale entry to serve when the upstream fails (with `cache`).
     stale: Option<Handle>,
+    /// The stored entry (and its response) a conditional request validates (with `cache`).
+    validates: Option<(Handle, Hit)>,
     /// A non-error answer invalidates the key everywhere.
     invalidate: bool,
     request_time: Millis,
@@ -527,7 +710,9 @@ impl Fetch<'_> {
         Fetch {
             status,
             fill: None,
+            cache: None,
             stale: None,
+            validates: None,
             invalidate: false,
             request_time: 0,
         }
@@ -556,9 +741,23 @@ async fn fetch(
     } else {
         *req
     };
+    if let Some((_, stored)) = &f.validates {
+        validate::make_conditional(&mut c.uout, validate::validators(&stored.head));
+    }
     // The request headers storing decides on (Authorization, Vary), kept past the exchange.
-    let req_head = f.fill.map(|_| c.cin[..req.head_len].to_vec());
-    let a = match answer(c, &w, &g, &fetch_req, group).await {
+    let req_head =
+        (f.fill.is_some() || f.validates.is_some()).then(|| c.cin[..req.head_len].to_vec());
+    let answered = answer(c, &w, &g, &fetch_req, group).await;
+    let limits = &g.cfg.limits.codec;
+    let not_modified = f.validates.is_some()
+        && matches!(&answered, Ok(a) if answer_status(limits, &a.head.ub) == 304);
+    if f.validates.is_some() {
+        match not_modified {
+            true => w.stats.cache_revalidated.incr(),
+            false => w.stats.cache_misses.incr(),
+        }
+    }
+    let a = match answered {
         Ok(a) => a,
         Err(e) => {
             if let Some((store, h, _)) = f.fill {
@@ -567,6 +766,12 @@ async fn fetch(
             return upstream_failed(c, req, &f, e).await;
         }
     };
+    if let (true, Some(rh)) = (not_modified, &req_head) {
+        if let Some((store, h, _)) = f.fill {
+            store.borrow_mut().abandon(h);
+        }
+        return revalidated(c, req, group, a, &f, rh).await;
+    }
     let fill = match (f.fill, &req_head) {
         (Some((store, h, _)), Some(rh)) => {
             let resp_head = &a.head.ub[..a.head.resp.head_len];
@@ -614,7 +819,8 @@ async fn upstream_failed(
     e: Option<ProxyError>,
 ) -> Next {
     let w = c.w.clone();
-    if let (Some(h), Some((store, _, cfg))) = (f.stale, f.fill) {
+    // The stale entry serves whether or not a fill could be started.
+    if let (Some(h), Some((store, cfg))) = (f.stale, f.cache) {
         let hit =
             store
                 .borrow_mut()
@@ -627,8 +833,142 @@ async fn upstream_failed(
         }
     }
     match e {
-        Some(e) => fail(c, e).await,
+        Some(e) => fail_with(c, e, f.status).await,
         None => Next::Close,
+    }
+}
+
+/// The proxy's own error answer on a cached route, with its `X-Cache` field: MISS for a
+/// lookup that found nothing to serve (a failed fill, as nginx's `$upstream_cache_status`
+/// says), BYPASS for a request that did not use the cache.
+async fn fail_with(c: &mut ClientConn, e: ProxyError, status: CacheStatus) -> Next {
+    respond_error_with(c, e, &[(b"X-Cache", status.as_str().as_bytes())]).await;
+    Next::Close
+}
+
+/// The origin answered our conditional request 304: the stored entry's head and freshness
+/// are updated from it (RFC 9111 4.3.4) and the client gets the stored response (`X-Cache:
+/// REVALIDATED`), or a 304 if its own request was conditional and the stored response
+/// matches it. A 304 whose strong ETag is not the stored one updates nothing (4.3.4): 502.
+async fn revalidated(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: usize,
+    a: Answered<'_>,
+    f: &Fetch<'_>,
+    req_head: &[u8],
+) -> Next {
+    let w = c.w.clone();
+    let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
+        return Next::Close;
+    };
+    let Answered {
+        server,
+        up,
+        head: Head { resp, ub },
+        ..
+    } = a;
+    let mut req_fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut request = httparse::Request::new(&mut req_fields);
+    let _ = request.parse(req_head);
+    let g = c.g.clone();
+    let limits = &g.cfg.limits.codec;
+    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    let parsed = parse_final_response(
+        &ub[..resp.head_len],
+        &mut fields,
+        RequestMethod::Other,
+        limits,
+    );
+    let hit = match parsed {
+        Ok(Status::Complete(h))
+            if validate::selects(validate::validators(&stored.head).etag, h.headers) =>
+        {
+            let to = Refresh {
+                store,
+                entry: *entry,
+                cfg,
+                request: request.headers,
+                request_time: f.request_time,
+            };
+            Some(refresh(&to, stored, h.headers))
+        }
+        _ => None,
+    };
+    // A 304 has no body: the upstream connection is clean unless more bytes followed it.
+    if resp.upstream_keep_alive && ub.len() == resp.head_len {
+        g.pools[group][server]
+            .borrow_mut()
+            .put(up, std::time::Instant::now());
+    }
+    w.give_buf(ub);
+    let Some(hit) = hit else {
+        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
+        return fail_with(c, e, CacheStatus::Miss).await;
+    };
+    let v = validate::validators(&hit.head);
+    if validate::not_modified(request.headers, v) {
+        return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await;
+    }
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// The entry a 304 refreshes, and what storing decides with.
+struct Refresh<'a> {
+    store: &'a RefCell<Store>,
+    entry: Handle,
+    cfg: &'a CacheEntry,
+    request: &'a [httparse::Header<'a>],
+    request_time: Millis,
+}
+
+/// Update the stored response `stored` with the fields of a 304 (`new`): the response to
+/// serve, and the entry refreshed (or removed, if the updated head is no longer storable).
+fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_>]) -> Hit {
+    let merged = validate::updated_fields(&stored.head, new);
+    let fields: Vec<httparse::Header<'_>> = merged
+        .iter()
+        .filter_map(|&(n, value)| {
+            let name = std::str::from_utf8(n).ok()?;
+            Some(httparse::Header { name, value })
+        })
+        .collect();
+    let line = stored
+        .head
+        .split(|&b| b == b'\r')
+        .next()
+        .unwrap_or_default();
+    // "HTTP/1.1 200 OK": the reason is what follows the status code.
+    let reason = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
+    let reason = std::str::from_utf8(reason).unwrap_or_default();
+    let head = stored_head(stored.status, reason, &fields);
+    let at = Fetched {
+        request_time: to.request_time,
+        response_time: now_millis(),
+    };
+    let len = Some(stored.body.len() as u64);
+    let age = match cache::storable(to.request, stored.status, &fields, len, at, to.cfg) {
+        Ok(st) => {
+            let age = st.freshness.age_secs(at.response_time);
+            if !to.store.borrow_mut().refresh(to.entry, head.clone(), st) {
+                to.store.borrow_mut().abandon(to.entry);
+            }
+            age
+        }
+        Err(_) => {
+            to.store.borrow_mut().abandon(to.entry);
+            cache::fetched_age(&fields, at)
+        }
+    };
+    // Served from memory: the entry's file range may be gone with the entry.
+    Hit {
+        status: stored.status,
+        head,
+        body: stored.body.clone(),
+        age,
+        file: None,
     }
 }
 
@@ -744,13 +1084,15 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     let w = c.w.clone();
     c.cin.advance(req.head_len);
     if !cfg.may_purge(c.ip.ip()) {
-        return fail(c, ProxyError::Forbidden).await;
+        return fail_with(c, ProxyError::Forbidden, CacheStatus::Bypass).await;
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
     let keep = req.keep_alive && !w.shutdown.is_fired();
     c.cout.clear();
-    shared::http::encode::write_simple_response(&mut c.cout, Version::Http11, status, !keep);
+    // A purge answers from no stored response: BYPASS.
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", CacheStatus::Bypass.as_str().as_bytes())];
+    write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(b) => c.cout = b,

@@ -136,6 +136,18 @@ pub fn reason_phrase(status: u16) -> &'static str {
 /// excluded): status line, `Content-Type: text/plain`, `Content-Length`, `Connection: close`
 /// when `close`, and a one-line body naming the status.
 pub fn write_simple_response(dst: &mut BytesMut, version: Version, status: u16, close: bool) {
+    write_simple_response_with(dst, version, status, close, &[]);
+}
+
+/// [`write_simple_response`] with `fields` (name, value) added to its head (a proxy's own
+/// answer on a cached route carries `X-Cache`).
+pub fn write_simple_response_with(
+    dst: &mut BytesMut,
+    version: Version,
+    status: u16,
+    close: bool,
+    fields: &[(&[u8], &[u8])],
+) {
     let reason = reason_phrase(status);
     let mut digits = [0u8; 20];
     let code = fmt_decimal(u64::from(status), &mut digits);
@@ -151,6 +163,9 @@ pub fn write_simple_response(dst: &mut BytesMut, version: Version, status: u16, 
     write_status_line(dst, version, status, reason);
     write_header(dst, b"Content-Type", b"text/plain");
     write_header_u64(dst, b"Content-Length", body_len as u64);
+    for (name, value) in fields {
+        write_header(dst, name, value);
+    }
     if close {
         write_header(dst, b"Connection", b"close");
     }

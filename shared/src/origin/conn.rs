@@ -117,6 +117,58 @@ struct Request {
     websocket: bool,
     websocket_key: Option<Vec<u8>>,
     script: Result<Script, ScriptError>,
+    /// If-None-Match and If-Modified-Since of a GET or HEAD (copied only when present).
+    conditional: Option<Box<Conditional>>,
+}
+
+/// A conditional GET's fields, answered 304 when they match the response's validators.
+struct Conditional {
+    if_none_match: Option<Vec<u8>>,
+    if_modified_since: Option<Vec<u8>>,
+}
+
+impl Conditional {
+    fn of(method: &str, headers: &[httparse::Header<'_>]) -> Option<Box<Conditional>> {
+        if method != "GET" && method != "HEAD" {
+            return None;
+        }
+        let field = |name: &str| {
+            headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value.trim_ascii().to_vec())
+        };
+        let c = Conditional {
+            if_none_match: field("if-none-match"),
+            if_modified_since: field("if-modified-since"),
+        };
+        (c.if_none_match.is_some() || c.if_modified_since.is_some()).then(|| Box::new(c))
+    }
+
+    /// Whether a 200 with header fields `fields` is answered 304 instead (RFC 9110 13.2.2:
+    /// If-None-Match with the weak comparison, or `*`; without it, If-Modified-Since equal
+    /// to Last-Modified, as nginx's default `if_modified_since exact`).
+    fn not_modified<'a>(&self, mut fields: impl Iterator<Item = &'a (String, String)>) -> bool {
+        let (mut etag, mut lm) = (None, None);
+        for (n, v) in &mut fields {
+            if n.eq_ignore_ascii_case("etag") {
+                etag = Some(v.trim().as_bytes());
+            } else if n.eq_ignore_ascii_case("last-modified") {
+                lm = Some(v.trim().as_bytes());
+            }
+        }
+        let weak = |t: &[u8]| {
+            let t = t.trim_ascii();
+            t.strip_prefix(b"W/").unwrap_or(t).to_vec()
+        };
+        match (&self.if_none_match, &self.if_modified_since) {
+            (Some(inm), _) => etag.is_some_and(|e| {
+                inm.as_slice() == b"*" || inm.split(|&b| b == b',').any(|t| weak(t) == weak(e))
+            }),
+            (None, Some(ims)) => lm == Some(ims.as_slice()),
+            (None, None) => false,
+        }
+    }
 }
 
 /// How reading a request body ended.
@@ -216,6 +268,7 @@ impl Conn {
             websocket,
             websocket_key,
             script: Script::resolve(&self.w.cfg, head.target),
+            conditional: Conditional::of(head.method, head.headers),
         })
     }
 
@@ -237,7 +290,7 @@ impl Conn {
         let mut raw = wants_raw.then(|| self.inbuf[self.pos..self.pos + req.head_len].to_vec());
         self.pos += req.head_len;
 
-        let script = match req.script {
+        let mut script = match req.script {
             Ok(s) => s,
             Err(e) => {
                 self.capture_opt(raw);
@@ -251,6 +304,14 @@ impl Conn {
             self.capture_opt(raw);
             self.websocket(req.websocket_key).await?;
             return Ok(false);
+        }
+        if let Some(c) = &req.conditional {
+            if script.status == 200
+                && c.not_modified(w.cfg.headers.iter().chain(&script.extra_headers))
+            {
+                script.status = 304;
+                script.is_default = false;
+            }
         }
         let plain = script.is_default
             && req.body == BodyKind::Empty

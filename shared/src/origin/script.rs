@@ -12,6 +12,11 @@
 //! | `abort_after=N` | close after N body bytes |
 //! | `hang`, `drop`, `reset`, `echo`, `close` | booleans (`=1`/`=0`; bare means on) |
 //!
+//! A GET or HEAD with `If-None-Match` matching the response's `ETag` (weak comparison, or
+//! `*`), or without it an `If-Modified-Since` equal to its `Last-Modified` (nginx's
+//! `if_modified_since exact`), is answered 304 instead of 200 (validators come from the
+//! config's headers or `header=`).
+//!
 //! A WebSocket upgrade request is answered 101 and echoed unless the query sets another
 //! `status` (e.g. `?status=426` to refuse the upgrade).
 //!

@@ -1,0 +1,188 @@
+//! Validation (RFC 9111 4.3): the conditional request a cache sends for a stored response,
+//! what a 304 does to the stored head, and whether a client's own conditional request is
+//! answered 304 from a stored response. Sans-IO: heads in, heads out.
+//!
+//! Stored heads are the ones `exchange::cached` writes (a status line, then `Name: value`
+//! lines with CRLF, no empty line), so they are read here line by line.
+
+use super::date::parse_http_date;
+use bytes::BytesMut;
+use shared::http::encode::write_header;
+use shared::http::framing::{is_hop_by_hop, trim_ows};
+
+/// The validators of a stored response (4.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Validators<'a> {
+    pub etag: Option<&'a [u8]>,
+    pub last_modified: Option<&'a [u8]>,
+}
+
+impl Validators<'_> {
+    pub fn any(&self) -> bool {
+        self.etag.is_some() || self.last_modified.is_some()
+    }
+}
+
+/// The fields of a stored head, after its status line: (name, value) pairs.
+pub fn stored_fields(head: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    head.split(|&b| b == b'\n').skip(1).filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        Some((&line[..colon], trim_ows(&line[colon + 1..])))
+    })
+}
+
+/// The first field `name` of a stored head.
+fn stored_field<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    stored_fields(head)
+        .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|(_, v)| v)
+}
+
+/// The ETag and Last-Modified of a stored head.
+pub fn validators(head: &[u8]) -> Validators<'_> {
+    Validators {
+        etag: stored_field(head, "etag"),
+        last_modified: stored_field(head, "last-modified"),
+    }
+}
+
+/// The request fields a conditional request of the cache's own replaces (the client's
+/// conditionals answer the client, not the cache: nginx clears them too when it caches).
+fn is_client_conditional(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"if-none-match") || name.eq_ignore_ascii_case(b"if-modified-since")
+}
+
+/// Turn the upstream request head in `out` (request line and fields, no empty line) into a
+/// conditional request for a stored response with validators `v`: the client's
+/// If-None-Match and If-Modified-Since go, `If-None-Match: <etag>` and
+/// `If-Modified-Since: <last-modified>` come (4.3.1: "MUST send the relevant entity tags
+/// ... SHOULD send the Last-Modified value").
+pub fn make_conditional(out: &mut BytesMut, v: Validators<'_>) {
+    let mut kept = BytesMut::with_capacity(out.len() + 128);
+    for (i, line) in out[..].split(|&b| b == b'\n').enumerate() {
+        if line.is_empty() {
+            continue;
+        }
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if i > 0 && is_client_conditional(name) {
+            continue;
+        }
+        kept.extend_from_slice(line);
+        kept.extend_from_slice(b"\n");
+    }
+    if let Some(etag) = v.etag {
+        write_header(&mut kept, b"If-None-Match", etag);
+    }
+    if let Some(lm) = v.last_modified {
+        write_header(&mut kept, b"If-Modified-Since", lm);
+    }
+    // Back into the connection's buffer, which keeps its capacity.
+    out.clear();
+    out.extend_from_slice(&kept);
+}
+
+/// Fields a 304 never updates in a stored response (RFC 9111 3.2: "Content-Length ...
+/// Content-Encoding, Content-Range ... Transfer-Encoding" and hop-by-hop fields), plus the
+/// cache's own.
+fn kept_on_update(name: &str) -> bool {
+    is_hop_by_hop(name)
+        || [
+            "content-length",
+            "content-encoding",
+            "content-range",
+            "x-cache",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// Whether a 304 with fields `new` may update the stored response with ETag `stored`
+/// (4.3.4: a strong validator in the 304 selects the stored responses with the same one; a
+/// 304 without one updates the response the request validated).
+pub fn selects(stored: Option<&[u8]>, new: &[httparse::Header<'_>]) -> bool {
+    let etag = new.iter().find(|h| h.name.eq_ignore_ascii_case("etag"));
+    match (etag.map(|h| trim_ows(h.value)), stored) {
+        (Some(n), _) if n.starts_with(b"W/") => true,
+        (Some(n), Some(s)) => n == s,
+        (Some(_), None) => false,
+        (None, _) => true,
+    }
+}
+
+/// The stored fields updated by a 304 (4.3.4: "use other header fields provided in the 304
+/// (Not Modified) response to replace all instances of the corresponding header fields in the
+/// stored response"), as (name, value) pairs.
+pub fn updated_fields<'a>(
+    stored: &'a [u8],
+    new: &'a [httparse::Header<'a>],
+) -> Vec<(&'a [u8], &'a [u8])> {
+    let replaced = |n: &[u8]| {
+        new.iter()
+            .any(|h| !kept_on_update(h.name) && h.name.as_bytes().eq_ignore_ascii_case(n))
+    };
+    let mut out: Vec<(&[u8], &[u8])> = stored_fields(stored)
+        .filter(|(n, _)| !replaced(n))
+        .collect();
+    out.extend(
+        new.iter()
+            .filter(|h| !kept_on_update(h.name))
+            .map(|h| (h.name.as_bytes(), h.value)),
+    );
+    out
+}
+
+/// Whether a client's conditional GET or HEAD (`request`) is answered 304 by the stored
+/// response with validators `v` (RFC 9110 13.2.2: If-None-Match first, with the weak
+/// comparison; If-Modified-Since only without it, and only for a valid date).
+pub fn not_modified(request: &[httparse::Header<'_>], v: Validators<'_>) -> bool {
+    let field = |name: &str| {
+        request
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| trim_ows(h.value))
+    };
+    if let Some(inm) = field("if-none-match") {
+        let Some(etag) = v.etag else { return false };
+        if inm == b"*" {
+            return true;
+        }
+        let mine = opaque(etag);
+        return inm.split(|&b| b == b',').any(|t| opaque(t) == mine);
+    }
+    match (field("if-modified-since"), v.last_modified) {
+        (Some(ims), Some(lm)) => match (parse_http_date(ims), parse_http_date(lm)) {
+            (Some(ims), Some(lm)) => lm <= ims,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// An entity tag without its weakness indicator (the weak comparison, RFC 9110 8.8.3.2).
+fn opaque(tag: &[u8]) -> &[u8] {
+    let t = trim_ows(tag);
+    t.strip_prefix(b"W/").unwrap_or(t)
+}
+
+/// The head of a 304 answering a client from a stored head: its status line replaced, and
+/// without the representation fields a 304 does not carry (RFC 9110 15.4.5: Content-Type,
+/// Content-Length and the like; ETag, Last-Modified, Cache-Control, Expires, Vary stay).
+pub fn not_modified_head(stored: &[u8]) -> BytesMut {
+    let mut out = BytesMut::with_capacity(stored.len() + 32);
+    out.extend_from_slice(b"HTTP/1.1 304 Not Modified\r\n");
+    for (n, v) in stored_fields(stored) {
+        let drop = [
+            &b"content-type"[..],
+            b"content-language",
+            b"content-encoding",
+            b"content-length",
+        ]
+        .iter()
+        .any(|d| n.eq_ignore_ascii_case(d));
+        if !drop {
+            write_header(&mut out, n, v);
+        }
+    }
+    out
+}

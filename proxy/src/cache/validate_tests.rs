@@ -1,0 +1,155 @@
+//! Validation's rules as tables: the conditional request, what a 304 updates, which 304
+//! selects the stored response, and clients' conditionals answered from a stored head.
+
+use super::validate::{
+    make_conditional, not_modified, not_modified_head, selects, updated_fields, validators,
+    Validators,
+};
+use bytes::BytesMut;
+
+/// Header fields as (name, value) pairs.
+type Fields = &'static [(&'static str, &'static str)];
+
+const LM: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
+const BEFORE: &str = "Tue, 14 Nov 2023 22:13:10 GMT";
+const AFTER: &str = "Tue, 14 Nov 2023 22:14:20 GMT";
+
+fn hs<'a>(list: &[(&'a str, &'a str)]) -> Vec<httparse::Header<'a>> {
+    list.iter()
+        .map(|&(name, v)| httparse::Header {
+            name,
+            value: v.as_bytes(),
+        })
+        .collect()
+}
+
+fn stored() -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nETag: \"v1\"\r\nLast-Modified: {LM}\r\n\
+         Cache-Control: max-age=10\r\nX-One: a\r\nX-One: b\r\n"
+    )
+    .into_bytes()
+}
+
+#[test]
+fn validators_of_a_stored_head() {
+    let s = stored();
+    let v = validators(&s);
+    assert_eq!(v.etag, Some(&b"\"v1\""[..]));
+    assert_eq!(v.last_modified, Some(LM.as_bytes()));
+    assert!(v.any());
+    let none = validators(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n");
+    assert_eq!(none, Validators::default());
+    assert!(!none.any());
+}
+
+#[test]
+fn the_conditional_request_replaces_the_clients_conditionals() {
+    let mut out = BytesMut::from(
+        &b"GET /a HTTP/1.1\r\nAccept: */*\r\nIf-None-Match: \"mine\"\r\n\
+           if-modified-since: x\r\nX-Forwarded-For: 1.2.3.4\r\n"[..],
+    );
+    let s = stored();
+    make_conditional(&mut out, validators(&s));
+    let want = format!(
+        "GET /a HTTP/1.1\r\nAccept: */*\r\nX-Forwarded-For: 1.2.3.4\r\n\
+         If-None-Match: \"v1\"\r\nIf-Modified-Since: {LM}\r\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&out), want);
+    // Only a Last-Modified: only If-Modified-Since.
+    let mut out = BytesMut::from(&b"GET /a HTTP/1.1\r\nAccept: */*\r\n"[..]);
+    let lm_only = format!("HTTP/1.1 200 OK\r\nLast-Modified: {LM}\r\n");
+    make_conditional(&mut out, validators(lm_only.as_bytes()));
+    let want = format!("GET /a HTTP/1.1\r\nAccept: */*\r\nIf-Modified-Since: {LM}\r\n");
+    assert_eq!(String::from_utf8_lossy(&out), want);
+}
+
+#[test]
+fn a_304_updates_every_field_it_carries_but_framing_and_encoding() {
+    let s = stored();
+    let new = hs(&[
+        ("Cache-Control", "max-age=60"),
+        ("X-One", "c"),
+        ("Date", AFTER),
+        ("Content-Length", "0"),
+        ("Content-Encoding", "gzip"),
+        ("Connection", "keep-alive"),
+        ("X-Cache", "HIT"),
+    ]);
+    let got: Vec<(String, String)> = updated_fields(&s, &new)
+        .into_iter()
+        .map(|(n, v)| {
+            (
+                String::from_utf8_lossy(n).into_owned(),
+                String::from_utf8_lossy(v).into_owned(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = [
+        ("Content-Type", "text/plain"),
+        ("ETag", "\"v1\""),
+        ("Last-Modified", LM),
+        ("Cache-Control", "max-age=60"),
+        ("X-One", "c"),
+        ("Date", AFTER),
+    ]
+    .iter()
+    .map(|&(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn which_304_selects_the_stored_response() {
+    let v1 = Some(&b"\"v1\""[..]);
+    let cases: [(Option<&[u8]>, Fields, bool); 6] = [
+        (v1, &[], true),
+        (v1, &[("ETag", "\"v1\"")], true),
+        (v1, &[("ETag", "\"v2\"")], false),
+        (v1, &[("ETag", "W/\"v2\"")], true),
+        (None, &[("ETag", "\"v1\"")], false),
+        (None, &[], true),
+    ];
+    for (stored, fields, want) in cases {
+        assert_eq!(selects(stored, &hs(fields)), want, "{stored:?} {fields:?}");
+    }
+}
+
+#[test]
+fn client_conditionals_against_a_stored_response() {
+    let s = stored();
+    let v = validators(&s);
+    let lm_only = format!("HTTP/1.1 200 OK\r\nLast-Modified: {LM}\r\n");
+    let lm = validators(lm_only.as_bytes());
+    let cases: [(Fields, Validators<'_>, bool); 11] = [
+        (&[], v, false),
+        (&[("If-None-Match", "\"v1\"")], v, true),
+        (&[("If-None-Match", "W/\"v1\"")], v, true),
+        (&[("If-None-Match", "\"x\", \"v1\"")], v, true),
+        (&[("If-None-Match", "*")], v, true),
+        (&[("If-None-Match", "\"v2\"")], v, false),
+        // If-None-Match decides alone: a matching date does not count beside it.
+        (
+            &[("If-None-Match", "\"v2\""), ("If-Modified-Since", LM)],
+            v,
+            false,
+        ),
+        (&[("If-Modified-Since", LM)], v, true),
+        (&[("If-Modified-Since", AFTER)], lm, true),
+        (&[("If-Modified-Since", BEFORE)], lm, false),
+        (&[("If-Modified-Since", "yesterday")], lm, false),
+    ];
+    for (fields, v, want) in cases {
+        assert_eq!(not_modified(&hs(fields), v), want, "{fields:?}");
+    }
+}
+
+#[test]
+fn a_304_to_the_client_keeps_validators_and_drops_representation_fields() {
+    let got = not_modified_head(&stored());
+    let want = format!(
+        "HTTP/1.1 304 Not Modified\r\nETag: \"v1\"\r\nLast-Modified: {LM}\r\n\
+         Cache-Control: max-age=10\r\nX-One: a\r\nX-One: b\r\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&got), want);
+}
