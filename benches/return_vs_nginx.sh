@@ -14,9 +14,13 @@
 #   benches/return_vs_nginx.sh                          # ROUNDS=3 DURATION=5s
 #   ROUNDS=5 DURATION=10s benches/return_vs_nginx.sh    # on a quiet machine
 #   MODES=ab AB_N=100000 AB_C=10 benches/return_vs_nginx.sh
+#   BASE_BIN=/path/to/old/proxy benches/return_vs_nginx.sh   # A/B: "base" runs beside "ours"
+#   BASE_BIN=target/release/proxy BASE_ARGS="--driver epoll" benches/return_vs_nginx.sh
 #
 # Environment: ROUNDS (3), DURATION (5s, wrk), CONNS (64, wrk), AB_N (100000), AB_C (10),
-# AB_TIME (60s, ab's time bound), MODES ("keepalive ab"), TARGETS ("ours nginx"), LOAD_CORE (0), SERVER_CORE (1),
+# AB_TIME (60s, ab's time bound), MODES ("keepalive ab"), TARGETS ("ours nginx", plus "base"
+# when BASE_BIN is set: a second proxy binary, e.g. the previous commit's, measured the same
+# way in the same rounds; BASE_ARGS: its flags, default PROXY_ARGS), LOAD_CORE (0), SERVER_CORE (1),
 # PROXY_BIN (default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra
 # flags for it), OUT (raw TSV path), KEEP_TMP=1.
 set -euo pipefail
@@ -31,7 +35,8 @@ AB_N=${AB_N:-100000}
 AB_C=${AB_C:-10}
 AB_TIME=${AB_TIME:-60s}
 MODES=${MODES:-"keepalive ab"}
-TARGETS=${TARGETS:-"ours nginx"}
+BASE_BIN=${BASE_BIN:-}
+if [ -n "$BASE_BIN" ]; then TARGETS=${TARGETS:-"ours base nginx"}; else TARGETS=${TARGETS:-"ours nginx"}; fi
 LOAD_CORE=${LOAD_CORE:-0}
 SERVER_CORE=${SERVER_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
@@ -80,6 +85,18 @@ if bench_want "$TARGETS" ours; then
     cmd=("$PROXY_BIN" --config "$BENCH_TMP/proxy-return.toml" --workers 1 --no-pin ${PROXY_ARGS:-})
     BENCH_DESC[ours]="taskset -c $SERVER_CORE ${cmd[*]} (benches/peers/proxy-return.toml)"
     bench_start_target ours "$PROXY_PORT" "$SERVER_CORE" "$BENCH_TMP/ours.log" "${cmd[@]}"
+fi
+
+if bench_want "$TARGETS" base; then
+    [ -x "$BASE_BIN" ] || bench_die "BASE_BIN ($BASE_BIN) is not an executable"
+    PROXY_PORT=$(bench_free_port)
+    export PROXY_PORT
+    PORT[base]=$PROXY_PORT
+    bench_render benches/peers/proxy-return.toml "$BENCH_TMP/proxy-return-base.toml" PROXY_PORT
+    # shellcheck disable=SC2206 # PROXY_ARGS is split into words on purpose
+    cmd=("$BASE_BIN" --config "$BENCH_TMP/proxy-return-base.toml" --workers 1 --no-pin ${BASE_ARGS:-${PROXY_ARGS:-}})
+    BENCH_DESC[base]="taskset -c $SERVER_CORE ${cmd[*]} (benches/peers/proxy-return.toml)"
+    bench_start_target base "$PROXY_PORT" "$SERVER_CORE" "$BENCH_TMP/base.log" "${cmd[@]}"
 fi
 
 if bench_want "$TARGETS" nginx; then

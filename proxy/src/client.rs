@@ -46,6 +46,8 @@ pub struct ClientConn {
     pub uout: BytesMut,
     /// The client response head being built (and chunk framing).
     pub cout: BytesMut,
+    /// The last answer was written corked (`cork_last_answer`): closing must send it.
+    pub corked: bool,
     /// The socket was made O_NONBLOCK for direct syscalls (the cache's sendfile hits).
     pub nonblocking: bool,
 }
@@ -62,6 +64,7 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
         cin: bufs.cin,
         uout: bufs.uout,
         cout: bufs.cout,
+        corked: false,
         nonblocking: false,
     };
     let end = requests(&mut c).await;
@@ -71,11 +74,13 @@ pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guar
         cin,
         uout,
         cout,
+        corked,
         ..
     } = c;
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
     match end {
         End::Tunnel(up) => crate::tunnel::run(&g.cfg.timeouts, stream, up).await,
+        End::Finished if corked => stream.close_now_corked(),
         End::Finished => stream.close_now(),
         End::Close => {}
     }
@@ -90,6 +95,28 @@ enum End {
     Finished,
     /// A WebSocket upgrade: relay bytes with this upstream connection.
     Tunnel(Stream),
+}
+
+/// Hold what is written next on the client socket back until it is closed (TCP_CORK): the
+/// kernel then sends the last answer's tail and the FIN in one segment instead of two (a
+/// connection-per-request client's CPU per request: about -10 % for a `return`). Only for
+/// an answer written whole, right before `Next::Finished` (`Stream::close_now_corked`
+/// then sends it with the FIN): never for a response streamed from an upstream, whose pieces must not wait.
+pub fn cork_last_answer(c: &mut ClientConn) {
+    use std::os::fd::AsRawFd;
+    c.corked = true;
+    let stream = &c.stream;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid fd and a c_int option value of the right size.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 impl ClientConn {

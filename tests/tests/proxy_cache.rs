@@ -367,3 +367,25 @@ fn hits_are_the_same_on_the_epoll_driver() {
     assert_eq!(o.requests(), 1);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_hit_before_a_close_arrives_whole_then_the_connection_ends() {
+    // The last answer before a close goes out corked, with the FIN: whole, small or large.
+    let o = origin();
+    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    for (path, len) in [("/small", 64), ("/page?size=32KiB", 32 * 1024)] {
+        assert_eq!(x_cache(&get(addr, path)), "MISS");
+        for req in ["HTTP/1.1\r\nConnection: close", "HTTP/1.0"] {
+            let mut c = Client::connect(addr);
+            c.send(format!("GET {path} {req}\r\nHost: cache.test\r\n\r\n").as_bytes())
+                .expect("send");
+            let r = raw::response(&mut c, path);
+            assert_eq!((r.status, x_cache(&r)), (200, "HIT"), "{path} {req:?}");
+            assert!(r.is_pattern(len), "{path} {req:?}: the whole body");
+            assert!(r.connection_has("close"), "{path} {req:?}");
+            raw::assert_closed(&mut c, path);
+        }
+    }
+    assert_eq!(o.requests(), 2, "only the misses reached the origin");
+    p.shutdown().unwrap();
+}

@@ -211,3 +211,27 @@ fn bad_requests_still_get_the_codec_errors() {
     let r = get(&mut c, "x", "/elsewhere");
     assert_eq!(r.status, 404);
 }
+
+#[test]
+fn a_closing_answer_arrives_whole_even_with_bytes_left_unread() {
+    // The last answer before a close is held back and sent with the FIN (one segment). Bytes
+    // the client sent after it and the proxy never read make close(2) reset the connection:
+    // the answer must have gone out before that, whole, with the FIN.
+    let p = start(AVATAR);
+    for junk in [0usize, 64 * 1024] {
+        let mut c = Client::connect(p.addr);
+        let mut req = b"GET /avatar HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".to_vec();
+        req.resize(req.len() + junk, b'x');
+        c.send(&req).expect("request sent");
+        let r = c
+            .response(WAIT)
+            .unwrap_or_else(|r| panic!("{junk} bytes after: no complete answer: {r:?}"));
+        assert_well_formed(&r, 302);
+        assert!(r.connection_has("close"), "{r:?}");
+        let rest = c.until_close(WAIT);
+        assert!(
+            rest.end != tests::raw::End::TimedOut && rest.bytes.is_empty(),
+            "{junk} bytes after: expected the connection to end, got {rest:?}"
+        );
+    }
+}

@@ -219,6 +219,9 @@ pub fn body_skippable(body: BodyKind, arrived: usize) -> Option<usize> {
 pub async fn send(c: &mut ClientConn, req: &RequestInfo, skip: Option<usize>, close: bool) -> Next {
     c.cin.advance(req.head_len + skip.unwrap_or(0));
     let buf = std::mem::take(&mut c.uout);
+    if close && skip.is_some() {
+        crate::client::cork_last_answer(c);
+    }
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(buf) => c.uout = buf,
         Err(_) => {

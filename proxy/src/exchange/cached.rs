@@ -476,6 +476,9 @@ async fn send_stored(
         other => other,
     };
     let send = c.g.cfg.timeouts.send;
+    if !keep {
+        crate::client::cork_last_answer(c);
+    }
     let buf = std::mem::take(&mut c.cout);
     let written = match separate {
         None => write_all(&mut c.stream, buf, send).await.ok(),
@@ -507,6 +510,9 @@ async fn send_from_file(
     };
     let w = c.w.clone();
     let keep = out.write(&w, req, &mut c.cout);
+    if !keep {
+        crate::client::cork_last_answer(c);
+    }
     if !c.nonblocking {
         // SAFETY: fcntl on the connection's open socket. io_uring still waits for readiness
         // on O_NONBLOCK sockets (they support nowait), so the runtime's I/O is unaffected.

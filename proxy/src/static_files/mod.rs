@@ -216,6 +216,9 @@ pub async fn serve(
     if plan.status >= 400 {
         w.stats.client_errors.incr();
     }
+    if !conn.keep_alive && body_len.is_some() {
+        crate::client::cork_last_answer(c);
+    }
     let sent = send::response(c, plan).await;
     match (sent, conn.keep_alive) {
         (Err(_), _) => Next::Close,

@@ -81,12 +81,28 @@ impl Stream {
     /// streams with no operation in flight (`into_raw_fd` needs the last reference to the
     /// fd, and an operation dropped before completing keeps one until it completes).
     pub fn close_now(self) {
+        self.close_now_with(false)
+    }
+
+    /// `close_now` for a socket whose last bytes were written under TCP_CORK: shutdown(2) of
+    /// the write side (after the TLS close_notify) sends them with the FIN in one segment.
+    /// close(2) alone would do the same, except when the peer sent bytes never read: then it
+    /// resets the connection and the corked bytes are dropped unsent.
+    pub fn close_now_corked(self) {
+        self.close_now_with(true)
+    }
+
+    fn close_now_with(self, shut_write: bool) {
         use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
         let tcp = match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.close_notify_now(),
         };
         let fd = tcp.into_raw_fd();
+        if shut_write {
+            // SAFETY: an open descriptor, owned here.
+            unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+        }
         // SAFETY: `into_raw_fd` gave up monoio's ownership of the fd (and deregistered it from
         // the epoll driver): it is open and owned by nothing else.
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
