@@ -232,9 +232,11 @@ to_us() {
 # load_wrk CORE CONNS DURATION URL: keep-alive load, one thread, bounded by DURATION.
 load_wrk() {
     local core=$1 conns=$2 dur=$3 url=$4 r
+    # Extra wrk flags (WRK_FLAGS, an array), e.g. (-H 'Connection: close').
+    local -a extra=(${WRK_FLAGS[@]+"${WRK_FLAGS[@]}"})
     LOAD_OUT="$BENCH_TMP/load.out"
     r=$(bench_run_timed "$LOAD_OUT" timeout --kill-after=5 "$(($(dur_s "$dur") + 30))" \
-        taskset -c "$core" wrk -t1 -c"$conns" -d"$dur" --latency "$url")
+        taskset -c "$core" wrk -t1 -c"$conns" -d"$dur" --latency ${extra[@]+"${extra[@]}"} "$url")
     [ "${r%% *}" = 0 ] || return 1
     awk -v cpu="${r#* }" '
         /Requests\/sec:/ { rps = $2 }
@@ -458,7 +460,7 @@ bench_start_target() {
 bench_check_bodies() {
     local t=$1 port=$2 size out
     for size in $SIZES; do
-        out=$(timeout 10 ab -n 20 -c 2 "http://127.0.0.1:$port/$size" 2>&1) || {
+        out=$(timeout 10 ab -n 20 -c 2 "${BENCH_SCHEME:-http}://127.0.0.1:$port/$size" 2>&1) || {
             bench_log "$t: ab failed: $out"
             return 1
         }
@@ -566,7 +568,7 @@ bench_load_size_mode() {
 bench_warm_sizes() {
     local size
     for size in $SIZES; do
-        load_wrk "$LOAD_CORE" "$CONNS" 1s "http://127.0.0.1:$2/$size" >/dev/null ||
+        load_wrk "$LOAD_CORE" "$CONNS" 1s "${BENCH_SCHEME:-http}://127.0.0.1:$2/$size" >/dev/null ||
             bench_log "warm-up of $1 /$size failed"
     done
 }

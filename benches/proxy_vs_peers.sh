@@ -16,6 +16,15 @@
 #   BASE_BIN=target/release/proxy BASE_ARGS= PROXY_ARGS="--health-check /64" TARGETS="base ours" \
 #     RATIO_TO=base SIZES=64 MODES=keepalive benches/proxy_vs_peers.sh
 #                                                  # one build, a flag off vs on (active health checks)
+#   SCHEME=https ROUNDS=3 benches/proxy_vs_peers.sh  # TLS terminated by each proxy (below)
+#
+# HTTPS (SCHEME=https): each proxy terminates TLS in front of the same plain origin, with the
+# same ECDSA P-256 certificate (made here with `openssl req -x509`), TLS 1.3 only, AES-128-GCM,
+# X25519, resumption on (nginx-proxy-tls.conf, haproxy-tls.cfg; ours: --tls-cert/--tls-key,
+# which prefers AES-128-GCM). Cases (MODES): keepalive (wrk over https, SIZES), full (a
+# connection per request, every handshake full: our loader --close --no-resume, 64 B) and
+# resumed (a connection per request resuming the previous session: our loader --close, whose
+# rustls client keeps the tickets; 64 B). N_CLOSE (20000) bounds the handshake cases.
 #
 # Environment: ROUNDS, DURATION (per load), CONNS (64), AB_N (ab's request bound, 200000),
 # SIZES ("64 32k"), MODES ("keepalive close"), TARGETS ("direct ours nginx haproxy"),
@@ -41,6 +50,18 @@ PROXY_CORE=${PROXY_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/release/proxy}
 BASE_BIN=${BASE_BIN:-}
+SCHEME=${SCHEME:-http}
+N_CLOSE=${N_CLOSE:-20000}
+case $SCHEME in
+http) ;;
+https)
+    MODES=${MODES_TLS:-"keepalive full resumed"}
+    TARGETS=${TARGETS_TLS:-${TARGETS/direct /}}
+    LOADER_BIN=${LOADER_BIN:-$TARGET_DIR/release/loader}
+    ;;
+*) bench_die "SCHEME must be http or https, not '$SCHEME'" ;;
+esac
+BENCH_SCHEME=$SCHEME
 RATIO_TO=${RATIO_TO:-nginx}
 OUT=${OUT:-target/bench-results/proxy_vs_peers-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
@@ -52,6 +73,19 @@ bench_want "$TARGETS" haproxy && bench_require haproxy
 bench_init
 bench_open_out "$OUT"
 bench_start_origin "$LOAD_CORE"
+
+if [ "$SCHEME" = https ]; then
+    bench_require openssl
+    bench_build loader || bench_die "cargo build --release -p loader failed"
+    mkdir -p "$BENCH_TMP/tls"
+    # ECDSA P-256, for 127.0.0.1 (the clients do not verify: --insecure, wrk, ab).
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
+        -keyout "$BENCH_TMP/tls/key.pem" -out "$BENCH_TMP/tls/cert.pem" -subj /CN=localhost \
+        -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>"$BENCH_TMP/openssl.log" ||
+        bench_die "openssl req failed: $(cat "$BENCH_TMP/openssl.log")"
+    cat "$BENCH_TMP/tls/cert.pem" "$BENCH_TMP/tls/key.pem" >"$BENCH_TMP/tls/combined.pem"
+    TLS_FLAGS=(--tls-cert "$BENCH_TMP/tls/cert.pem" --tls-key "$BENCH_TMP/tls/key.pem")
+fi
 
 # --- the targets: the origin directly, and each proxy in front of it ----------------------------
 
@@ -77,7 +111,7 @@ start_ours() {
     # The same upstream keep-alive settings as nginx-proxy.conf (keepalive_requests,
     # keepalive_timeout), so neither side reconnects more often than the other.
     local cmd=("$bin" --listen "127.0.0.1:${PORT[$t]}" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin
-        --keepalive-requests 10000000 --keepalive-timeout 120s $args)
+        --keepalive-requests 10000000 --keepalive-timeout 120s ${TLS_FLAGS[@]+"${TLS_FLAGS[@]}"} $args)
     BENCH_DESC[$t]="taskset -c $PROXY_CORE ${cmd[*]}"
     bench_start_target "$t" "${PORT[$t]}" "$PROXY_CORE" "$BENCH_TMP/$t.log" "${cmd[@]}"
 }
@@ -95,8 +129,10 @@ if bench_want "$TARGETS" nginx; then
     PROXY_PORT=$(bench_free_port)
     export PROXY_PORT
     PORT[nginx]=$PROXY_PORT
-    bench_render benches/peers/nginx-proxy.conf "$BENCH_TMP/nginx-proxy.conf" TMP ORIGIN_PORT PROXY_PORT
-    BENCH_DESC[nginx]="nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), benches/peers/nginx-proxy.conf"
+    NGINX_CONF=nginx-proxy.conf
+    [ "$SCHEME" = https ] && NGINX_CONF=nginx-proxy-tls.conf
+    bench_render "benches/peers/$NGINX_CONF" "$BENCH_TMP/nginx-proxy.conf" TMP ORIGIN_PORT PROXY_PORT
+    BENCH_DESC[nginx]="nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), benches/peers/$NGINX_CONF"
     bench_start_target nginx "$PROXY_PORT" "$PROXY_CORE" "$BENCH_TMP/nginx-proxy.log" \
         "$NGINX" -e "$BENCH_TMP/nginx-proxy.error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx-proxy.conf"
 fi
@@ -105,9 +141,11 @@ if bench_want "$TARGETS" haproxy; then
     PROXY_PORT=$(bench_free_port)
     export PROXY_PORT
     PORT[haproxy]=$PROXY_PORT
-    bench_render benches/peers/haproxy.cfg "$BENCH_TMP/haproxy.cfg" TMP ORIGIN_PORT PROXY_PORT
+    HAPROXY_CONF=haproxy.cfg
+    [ "$SCHEME" = https ] && HAPROXY_CONF=haproxy-tls.cfg
+    bench_render "benches/peers/$HAPROXY_CONF" "$BENCH_TMP/haproxy.cfg" TMP ORIGIN_PORT PROXY_PORT
     HAPROXY=$(bench_sbin haproxy)
-    BENCH_DESC[haproxy]="HAProxy $("$HAPROXY" -v | awk 'NR == 1 { print $3 }'), benches/peers/haproxy.cfg"
+    BENCH_DESC[haproxy]="HAProxy $("$HAPROXY" -v | awk 'NR == 1 { print $3 }'), benches/peers/$HAPROXY_CONF"
     bench_start_target haproxy "$PROXY_PORT" "$PROXY_CORE" "$BENCH_TMP/haproxy.log" "$HAPROXY" -db -f "$BENCH_TMP/haproxy.cfg"
 fi
 
@@ -115,21 +153,56 @@ fi
 
 # --- the runs: cases SIZE/MODE ------------------------------------------------------------------
 
-bench_size_mode_cases
-load_case() { bench_load_size_mode "$1" "${PORT[$2]}"; }
+if [ "$SCHEME" = https ]; then
+    # keep-alive for every size; the handshake cases with the first size only.
+    for mode in $MODES; do
+        if [ "$mode" = keepalive ]; then
+            for size in $SIZES; do BENCH_CASES+=("$size/keepalive"); done
+        else
+            BENCH_CASES+=("${SIZES%% *}/$mode")
+        fi
+    done
+else
+    bench_size_mode_cases
+fi
+# tls_load SIZE/MODE PORT: one bounded HTTPS load.
+tls_load() {
+    local url="https://127.0.0.1:$2/${1%/*}"
+    case ${1#*/} in
+    keepalive) load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url" ;;
+    full) LOADER_FLAGS=(--close --no-resume --insecure); load_loader "$LOADER_BIN" "$LOAD_CORE" "$CONNS" "$N_CLOSE" "$DURATION" "$url" ;;
+    resumed) LOADER_FLAGS=(--close --insecure); load_loader "$LOADER_BIN" "$LOAD_CORE" "$CONNS" "$N_CLOSE" "$DURATION" "$url" ;;
+    esac
+}
+if [ "$SCHEME" = https ]; then
+    load_case() { tls_load "$1" "${PORT[$2]}"; }
+else
+    load_case() { bench_load_size_mode "$1" "${PORT[$2]}"; }
+fi
 warm_up() { bench_warm_sizes "$1" "${PORT[$1]}"; }
 
 bench_rounds "$ROUNDS" warm_up bench_measure load_case
 
 # --- the report ---------------------------------------------------------------------------------
 
-case_title() { bench_size_mode_title "$1" "B"; }
+case_title() {
+    case ${1#*/} in
+    full) echo "${BODY_LEN[${1%/*}]} B, HTTPS, connection per request, full handshakes (loader --close --no-resume)" ;;
+    resumed) echo "${BODY_LEN[${1%/*}]} B, HTTPS, connection per request, resumed handshakes (loader --close)" ;;
+    *) if [ "$SCHEME" = https ]; then echo "HTTPS $(bench_size_mode_title "$1" "B")"; else bench_size_mode_title "$1" "B"; fi ;;
+    esac
+}
 
 bench_report_head proxy_vs_peers
-bench_size_mode_load_line
+if [ "$SCHEME" = https ]; then
+    echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency https://; handshakes = loader --threads 1 -c $CONNS -n $N_CLOSE --close [--no-resume] --insecure"
+    echo "# TLS: TLS 1.3, AES-128-GCM, X25519, ECDSA P-256 (openssl req -x509), resumption on at every proxy"
+else
+    bench_size_mode_load_line
+fi
 echo "# pinning: wrk/ab and the origin (nginx, 1 worker) on core $LOAD_CORE; the proxy under test on core $PROXY_CORE"
 bench_report_targets
 echo "# proxy µs/req = the proxy's utime+stime (all threads, /proc/PID/stat) during the load ÷ completed requests"
 echo "# vs $RATIO_TO = proxy µs/req ÷ $RATIO_TO's in the same round (paired); summary = median [min-max] over rounds"
 bench_report case_title target proxy_us/req "$RATIO_TO"
-bench_report_tail nginx-origin.conf nginx-proxy.conf haproxy.cfg
+bench_report_tail nginx-origin.conf "${NGINX_CONF:-nginx-proxy.conf}" "${HAPROXY_CONF:-haproxy.cfg}"

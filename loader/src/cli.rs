@@ -33,7 +33,7 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
-    /// URL(s) to load, used round-robin (http:// only)
+    /// URL(s) to load, used round-robin (http:// or https://)
     #[arg(value_name = "URL", required_unless_present = "url_file")]
     pub urls: Vec<String>,
     #[command(flatten)]
@@ -111,6 +111,17 @@ pub struct LoadArgs {
     /// Send HTTP/1.0 requests (as ab does)
     #[arg(long = "http1.0")]
     pub http10: bool,
+    /// https://: trust the certificates in this PEM file instead of the system store (a
+    /// server certificate found in it is trusted as is, name and dates checked, as curl does)
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// https://: do not verify the server's certificate (labs only)
+    #[arg(long)]
+    pub insecure: bool,
+    /// https://: no session resumption: every connection makes a full handshake (with --close,
+    /// measures handshake capacity)
+    #[arg(long = "no-resume")]
+    pub no_resume: bool,
     /// Requests in flight per connection
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -170,6 +181,12 @@ pub struct OriginArgs {
     /// bucket): a target whose ceiling is known
     #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub max_rate: Option<f64>,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key)
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert (PKCS#8, RSA or EC)
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 }
@@ -267,6 +284,8 @@ pub struct RunOptions {
     pub start_at: Option<std::time::SystemTime>,
     /// `--hdr-log`: where interval histograms go, and the interval.
     pub hdr_log: Option<crate::hdrlog::HdrLogOptions>,
+    /// `https://`: `--cacert` or `--insecure`, and resumption (off with `--no-resume`).
+    pub tls: shared::tls::ClientTlsOptions,
 }
 
 /// Source addresses used for `--close` against loopback.
@@ -305,6 +324,7 @@ impl RunOptions {
             shard: None,
             start_at: None,
             hdr_log: None,
+            tls: shared::tls::ClientTlsOptions::default(),
         }
     }
 
@@ -357,6 +377,9 @@ impl RunOptions {
         }
         if self.spin && self.rate.is_none() {
             return invalid("--spin paces sends: it needs --rate");
+        }
+        for u in self.urls.iter().filter(|u| u.tls) {
+            crate::tls::server_name(&u.host).map_err(LoadError::Invalid)?;
         }
         self.validate_body_headers()?;
         if !valid_token(&self.method) {
@@ -467,9 +490,26 @@ impl LoadArgs {
         o.accept_variable_length = self.accept_variable_length;
         o.json = self.json.clone();
         o.plot = self.plot.clone();
+        o.tls = self.tls_options();
         self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
         o.validate()?;
         Ok(o)
+    }
+}
+
+impl LoadArgs {
+    /// `--insecure` wins over `--cacert` (as with curl's `-k`).
+    fn tls_options(&self) -> shared::tls::ClientTlsOptions {
+        use shared::tls::Trust;
+        let trust = match (&self.cacert, self.insecure) {
+            (_, true) => Trust::Insecure,
+            (Some(f), false) => Trust::CaFile(f.clone()),
+            (None, false) => Trust::System,
+        };
+        shared::tls::ClientTlsOptions {
+            trust,
+            resumption: !self.no_resume,
+        }
     }
 }
 
@@ -551,10 +591,27 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let Ok(body_size) = usize::try_from(args.body_size) else {
         return fail(&"--body-size is too large");
     };
+    let tls = match args.tls_cert.clone().zip(args.tls_key.clone()) {
+        None => None,
+        Some((cert, key)) => {
+            let spec = shared::tls::server::ServerTlsSpec {
+                default: shared::tls::server::CertFiles { cert, key },
+                sni: Vec::new(),
+            };
+            match shared::tls::server::server_config(&spec) {
+                Ok(t) => {
+                    t.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+                    Some(t.config)
+                }
+                Err(e) => return fail(&e),
+            }
+        }
+    };
     let cfg = Arc::new(OriginConfig {
         body_size,
         delay: args.delay.unwrap_or_default(),
         max_rate: args.max_rate,
+        tls,
         ..OriginConfig::default()
     });
     let items: Vec<_> = listeners
@@ -685,12 +742,16 @@ mod tests {
         assert!(parse(&["--rate", "-1", "http://x/"]).is_err());
         assert!(parse(&["--close", "-k", "http://x/"]).is_err());
         let c = parse(&["https://127.0.0.1/"]).unwrap();
-        let e = c.load.to_options(&c.urls).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("https is not supported yet (TLS arrives with the TLS issue)"),
-            "{e}"
-        );
+        let o = c.load.to_options(&c.urls).unwrap();
+        assert_eq!((o.urls[0].port, o.tls.resumption), (443, true));
+        assert_eq!(o.tls.trust, shared::tls::Trust::System);
+        let c = parse(&["--cacert", "/x.pem", "--no-resume", "https://127.0.0.1/"]).unwrap();
+        let o = c.load.to_options(&c.urls).unwrap();
+        assert_eq!(o.tls.trust, shared::tls::Trust::CaFile("/x.pem".into()));
+        assert!(!o.tls.resumption);
+        let c = parse(&["--cacert", "/x.pem", "--insecure", "https://127.0.0.1/"]).unwrap();
+        let o = c.load.to_options(&c.urls).unwrap();
+        assert_eq!(o.tls.trust, shared::tls::Trust::Insecure);
         let c = parse(&["-H", "NoColon", "http://127.0.0.1:1/"]).unwrap();
         assert!(c.load.to_options(&c.urls).is_err());
         let c = parse(&["--close", "--pipeline", "4", "http://127.0.0.1:1/"]).unwrap();

@@ -26,10 +26,9 @@
 
 use crate::engine::{Engine, Fail};
 
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use crate::tls::Stream;
 use shared::http::response::{ReadStep, ResponseReader, READER_MAX_HEADERS};
 pub use shared::http::Response;
-use shared::stream::Stream;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -276,9 +275,12 @@ pub fn monitor_tick(timeout: Duration) -> Duration {
 /// An open connection.
 struct Open {
     stream: Stream,
+    /// The URL it was opened for (it serves every URL of the same server).
+    url: usize,
     /// The server it is connected to.
     dst: std::net::SocketAddr,
-    /// Connect time, charged to the first response (ab's "Connect").
+    /// Connect time, TLS handshake included, charged to the first response (ab's "Connect",
+    /// which ab measures the same way).
     connect_us: u64,
 }
 
@@ -438,7 +440,7 @@ impl Session<'_> {
         let (w, slot) = (self.w, self.slot);
         let url = slot.inflight.borrow().front().map_or(0, |e| e.url);
         if let Some(open) = &self.conn {
-            if open.dst == w.plan_addr(url) {
+            if w.same_connection(open.url, url) {
                 return Ok(batch);
             }
             self.conn = None;
@@ -447,29 +449,51 @@ impl Session<'_> {
         slot.connecting.set(true);
         let (dst, src) = w.connect_target(url);
         let res = shared::net::connect(dst, src).await;
-        slot.connecting.set(false);
-        let stream = match res {
-            Ok(stream) => Stream::from(stream),
+        let tcp = match res {
+            Ok(tcp) => tcp,
             Err(e) => {
+                slot.connecting.set(false);
                 w.log_first(Fail::Connect, format_args!("connect to {dst} failed: {e}"));
                 return Err(ConnEnd::ConnectFailed);
             }
         };
         let t1 = Instant::now();
-        slot.now.set(t1);
         let connect_us = micros(t1.saturating_duration_since(t0));
-        w.connected(connect_us);
+        // The handshake is part of the connect: a timeout in it is a connect failure.
+        let (stream, tls, t2) = match w.tls_for(url) {
+            None => (Stream::Plain(tcp), None, t1),
+            Some((tls, name)) => match tls.handshake(tcp, name).await {
+                Ok((stream, kind)) => {
+                    let t2 = Instant::now();
+                    let us = micros(t2.saturating_duration_since(t1));
+                    (stream, Some((us, kind)), t2)
+                }
+                Err(why) => {
+                    slot.connecting.set(false);
+                    let host = w.host(url);
+                    w.log_first(
+                        Fail::Connect,
+                        format_args!("TLS handshake with {host} ({dst}) failed: {why}"),
+                    );
+                    return Err(ConnEnd::ConnectFailed);
+                }
+            },
+        };
+        slot.connecting.set(false);
+        slot.now.set(t2);
+        w.connected(connect_us, tls);
         let mut q = slot.inflight.borrow_mut();
         if let Some(e) = q.front_mut() {
             e.opened = true;
         }
         for e in q.iter_mut() {
-            e.sent = t1;
+            e.sent = t2;
         }
         self.conn = Some(Open {
             stream,
+            url,
             dst,
-            connect_us,
+            connect_us: micros(t2.saturating_duration_since(t0)),
         });
         self.rx.reset();
         Ok(q.len())

@@ -7,7 +7,9 @@ use crate::conn::{self, micros, Entry, Response};
 use crate::plan::Request;
 use crate::srcaddr::{self, Rotation};
 use crate::stats::{record, LiveCounters, Measurements};
+use crate::tls::{server_name, HandshakeKind, WorkerTls};
 use crate::RunOptions;
+use rustls::pki_types::ServerName;
 use shared::http::head::RequestMethod;
 use shared::http::Limits;
 use std::cell::{Cell, RefCell};
@@ -120,6 +122,10 @@ pub struct Engine {
     rotation: RefCell<Rotation>,
     /// Failure kinds (bits of [`Fail::bit`]) whose first occurrence this worker has logged.
     logged: Cell<u8>,
+    /// `https://`: this worker's TLS client (set by [`Engine::with_tls`]).
+    pub tls: Option<WorkerTls>,
+    /// Per URL: the TLS server name (`None` for `http://`).
+    names: Vec<Option<ServerName<'static>>>,
 }
 
 impl Engine {
@@ -135,6 +141,11 @@ impl Engine {
     ) -> Engine {
         let n_urls = plan.len();
         let requests: Vec<Vec<u8>> = plan.iter().map(|r| r.bytes.to_vec()).collect();
+        // Checked by `RunOptions::validate`: a name that does not parse is never connected to.
+        let names = plan
+            .iter()
+            .map(|r| r.target.tls.then(|| server_name(&r.target.host).ok())?)
+            .collect();
         let mut stats = Measurements::new(n_urls, sources.len());
         if opts.hdr_log.is_some() {
             stats.interval = Some(crate::stats::new_histogram());
@@ -171,9 +182,32 @@ impl Engine {
             doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
             server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
             rotation: RefCell::new(Rotation::new(sources.len(), worker_id)),
+            names,
             sources,
             logged: Cell::new(0),
+            tls: None,
         }
+    }
+
+    /// The worker's TLS client, for `https://` URLs.
+    pub fn with_tls(mut self, tls: Option<WorkerTls>) -> Engine {
+        self.tls = tls;
+        self
+    }
+
+    /// The TLS client and server name for `url`; `None` for `http://`.
+    pub fn tls_for(&self, url: usize) -> Option<(&WorkerTls, ServerName<'static>)> {
+        let name = self.names[url].as_ref()?;
+        Some((self.tls.as_ref()?, name.clone()))
+    }
+
+    /// Whether a connection opened for URL `a` serves URL `b`: same address and scheme, and
+    /// for TLS the same server name (the certificate was checked for it).
+    #[inline]
+    pub fn same_connection(&self, a: usize, b: usize) -> bool {
+        a == b
+            || (self.plan[a].target.addr == self.plan[b].target.addr
+                && self.names[a] == self.names[b])
     }
 
     #[inline]
@@ -293,12 +327,20 @@ impl Engine {
         }
     }
 
-    /// A connection was opened in `connect_us`.
-    pub fn connected(&self, connect_us: u64) {
+    /// A connection was opened: its TCP connect took `connect_us`, then its TLS handshake
+    /// (`https://`) `handshake_us`.
+    pub fn connected(&self, connect_us: u64, tls: Option<(u64, HandshakeKind)>) {
         if self.measuring.get() {
             let mut st = self.stats.borrow_mut();
             st.connections_opened += 1;
             record(&mut st.hist.connect_per_connection, connect_us);
+            if let Some((handshake_us, kind)) = tls {
+                record(&mut st.hist.tls_handshake, handshake_us);
+                match kind {
+                    HandshakeKind::Full => st.tls.full += 1,
+                    HandshakeKind::Resumed => st.tls.resumed += 1,
+                }
+            }
         }
     }
 
@@ -334,10 +376,9 @@ impl Engine {
         }
     }
 
-    /// The server of `url`.
-    #[inline]
-    pub fn plan_addr(&self, url: usize) -> SocketAddr {
-        self.plan[url].target.addr
+    /// The host of `url` (for messages).
+    pub fn host(&self, url: usize) -> &str {
+        &self.plan[url].target.host
     }
 
     /// Where to connect for `url`, and from which source address.

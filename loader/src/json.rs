@@ -176,6 +176,7 @@ fn histograms(h: &Histograms) -> Value {
         "processing": encode_histogram(&h.processing),
         "waiting": encode_histogram(&h.waiting),
         "connect_per_connection": encode_histogram(&h.connect_per_connection),
+        "tls_handshake": encode_histogram(&h.tls_handshake),
         "send_lateness": encode_histogram(&h.send_lateness),
     })
 }
@@ -253,7 +254,13 @@ pub fn run_value(r: &RunResult) -> Value {
         },
         "percentiles_ms": percentiles_ms(&r.hist.total),
         "percentile_spectrum": spectrum(&r.hist.total),
+        // http_load's msecs/connect, split in two: the TCP connect, then the TLS handshake.
         "msecs_connect": min_mean_max(&r.hist.connect_per_connection),
+        "tls": r.tls.map(|t| json!({
+            "full_handshakes": t.full,
+            "resumed_handshakes": t.resumed,
+            "msecs_handshake": min_mean_max(&r.hist.tls_handshake),
+        })),
         "msecs_first_response": min_mean_max(&r.hist.waiting),
         "bad_byte_counts": r.bad_byte_counts(),
         "socket_errors": {

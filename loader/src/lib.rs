@@ -8,6 +8,7 @@
 //!   warm-up, deadline, merge.
 //! - [`engine`]: one worker's state shared by its connections: tickets, counting, connecting.
 //! - [`conn`]: one connection's request loop (keep-alive, `--close`, `--pipeline`, `--rate`).
+//! - [`tls`]: `https://`: the connection's stream, the handshake, full or resumed.
 //! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
 //! - [`stats`]: per-worker figures and the merged [`RunResult`].
 //! - [`report`], [`json`], [`plot`]: the ab-style text report, `--json`, `--plot` SVG.
@@ -36,6 +37,7 @@ pub mod shard;
 pub mod srcaddr;
 pub mod stats;
 pub mod sysinfo;
+pub mod tls;
 pub mod worker;
 
 pub use cli::RunOptions;
@@ -49,8 +51,9 @@ pub use worker::run;
 pub enum LoadError {
     #[error("invalid URL '{url}': {reason}")]
     InvalidUrl { url: String, reason: &'static str },
-    #[error("https is not supported yet (TLS arrives with the TLS issue): {0}")]
-    Https(String),
+    /// The TLS client configuration (`--cacert`, the system trust store).
+    #[error(transparent)]
+    Tls(#[from] shared::tls::ClientTlsError),
     #[error("cannot resolve '{host}': {source}")]
     Resolve {
         host: String,

@@ -24,7 +24,7 @@ use crate::report::render;
 use crate::shard::{Shard, ShardRun};
 use crate::stats::{
     new_url_histogram, Counts, Drain, Failures, Histograms, LatencySummary, LoadMode, RunResult,
-    UrlResult,
+    TlsCounts, UrlResult,
 };
 use serde_json::{json, Map, Value};
 use shared::runtime::DriverKind;
@@ -124,9 +124,13 @@ fn parse_histograms(v: &Value) -> Result<Histograms, String> {
         ("processing", &mut h.processing),
         ("waiting", &mut h.waiting),
         ("connect_per_connection", &mut h.connect_per_connection),
+        ("tls_handshake", &mut h.tls_handshake),
         ("send_lateness", &mut h.send_lateness),
     ] {
         let Some(s) = v.get(key).and_then(Value::as_str) else {
+            if key == "tls_handshake" {
+                continue; // written by versions that had no TLS: no handshake
+            }
             return Err(format!("no histogram '{key}'"));
         };
         let decoded = decode_histogram(s).map_err(|e| format!("histogram '{key}': {e}"))?;
@@ -259,6 +263,10 @@ pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
         totals: parse_counts(v.get("totals").ok_or("no 'totals'")?),
         hist: parse_histograms(v.get("histograms").ok_or("no 'histograms'")?)?,
         connections_opened: u(v, "connections_opened"),
+        tls: v.get("tls").filter(|t| t.is_object()).map(|t| TlsCounts {
+            full: u(t, "full_handshakes"),
+            resumed: u(t, "resumed_handshakes"),
+        }),
         source_addresses: u(v, "source_addresses") as usize,
         server_software: v
             .get("server_software")
@@ -332,6 +340,7 @@ pub fn merge(parts: &[Part]) -> RunResult {
     m.hist = Histograms::default();
     m.shard = None;
     m.drain = None;
+    m.tls = None;
     m.spin = parts.iter().all(|p| p.result.spin);
     m.pinning = format!("{} runs merged", parts.len());
     let (mut conc, mut workers, mut opened, mut target) = (0, 0, 0, 0.0);
@@ -346,6 +355,9 @@ pub fn merge(parts: &[Part]) -> RunResult {
         conc += r.concurrency;
         workers += r.workers;
         opened += r.connections_opened;
+        if let Some(t) = &r.tls {
+            m.tls.get_or_insert_with(TlsCounts::default).add(t);
+        }
         target += r.target_rate().unwrap_or(0.0);
         m.totals.add(&r.totals);
         m.hist.add(&r.hist);
@@ -642,6 +654,7 @@ mod tests {
             totals,
             hist,
             connections_opened: c as u64,
+            tls: None,
             source_addresses: 0,
             server_software: None,
             accept_variable_length: false,

@@ -14,11 +14,13 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// A parsed `http://` URL, resolved once.
+/// A parsed `http://` or `https://` URL, resolved once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     /// As given.
     pub url: String,
+    /// `https://`: the connection speaks TLS, SNI and certificate name from `host`.
+    pub tls: bool,
     pub host: String,
     pub port: u16,
     /// Path and query, never empty (`/` by default); the fragment is dropped.
@@ -32,22 +34,21 @@ pub struct Target {
 }
 
 impl Target {
-    /// Parse and resolve `http://host[:port][/path][?query]`.
+    /// Parse and resolve `http[s]://host[:port][/path][?query]` (ports 80 and 443 by default).
     pub fn parse(url: &str) -> Result<Target, LoadError> {
         let bad = |reason| LoadError::InvalidUrl {
             url: url.to_string(),
             reason,
         };
         let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
-        if lower.starts_with("https://") {
-            return Err(LoadError::Https(url.to_string()));
+        let tls = lower.starts_with("https://");
+        if !tls && !lower.starts_with("http://") {
+            return Err(bad("expected http[s]://host[:port]/path"));
         }
-        if !lower.starts_with("http://") {
-            return Err(bad("expected http://host[:port]/path"));
-        }
+        let default_port = if tls { 443 } else { 80 };
         let without_fragment = url.split('#').next().unwrap_or("");
         let Some((authority, path)) = split_absolute(without_fragment) else {
-            return Err(bad("expected http://host[:port]/path"));
+            return Err(bad("expected http[s]://host[:port]/path"));
         };
         let path = path.into_owned();
         if authority.contains('@') {
@@ -61,7 +62,7 @@ impl Target {
                 .find(']')
                 .ok_or_else(|| bad("unclosed '[' in the host"))?;
             let port = match &v6[end + 1..] {
-                "" => 80,
+                "" => default_port,
                 p => p
                     .strip_prefix(':')
                     .and_then(|p| p.parse().ok())
@@ -71,7 +72,7 @@ impl Target {
         } else {
             match authority.rsplit_once(':') {
                 Some((h, p)) => (h.to_string(), p.parse().map_err(|_| bad("invalid port"))?),
-                None => (authority.to_string(), 80),
+                None => (authority.to_string(), default_port),
             }
         };
         if host.is_empty() {
@@ -83,6 +84,7 @@ impl Target {
         let addrs = resolve(&host, port)?;
         Ok(Target {
             url: url.to_string(),
+            tls,
             host,
             port,
             path,
@@ -91,17 +93,28 @@ impl Target {
         })
     }
 
-    /// The Host header value: `host` or `host:port` when the port is not 80.
+    /// The Host header value: `host`, or `host:port` when the port is not the scheme's.
     pub fn host_header(&self) -> String {
         let h = if self.host.contains(':') {
             format!("[{}]", self.host)
         } else {
             self.host.clone()
         };
-        if self.port == 80 {
+        if self.port == self.default_port() {
             h
         } else {
             format!("{h}:{}", self.port)
+        }
+    }
+}
+
+impl Target {
+    /// 443 for `https://`, 80 for `http://`.
+    pub fn default_port(&self) -> u16 {
+        if self.tls {
+            443
+        } else {
+            80
         }
     }
 }
@@ -338,10 +351,20 @@ mod tests {
             .iter()
             .all(|a| a.port() == 82 && a.ip().is_loopback()));
         assert_eq!(t.host_header(), "[::1]:81");
-        assert!(matches!(
-            Target::parse("https://x/"),
-            Err(LoadError::Https(_))
-        ));
+        let s = Target::parse("HTTPS://127.0.0.1/p").unwrap();
+        assert_eq!(
+            (s.tls, s.port, s.host_header()),
+            (true, 443, "127.0.0.1".into())
+        );
+        let s = Target::parse("https://127.0.0.1:8443").unwrap();
+        assert_eq!((s.port, s.host_header()), (8443, "127.0.0.1:8443".into()));
+        assert_eq!(
+            Target::parse("http://127.0.0.1:443/")
+                .unwrap()
+                .host_header(),
+            "127.0.0.1:443"
+        );
+        assert!(!t.tls);
         for bad in [
             "ftp://x/",
             "127.0.0.1/",
@@ -383,6 +406,7 @@ mod tests {
         let req = |addrs: Vec<SocketAddr>| Request {
             target: Target {
                 url: String::new(),
+                tls: false,
                 host: "localhost".into(),
                 port: addrs[0].port(),
                 path: "/".into(),

@@ -360,6 +360,7 @@ fn extras(s: &mut String, r: &RunResult) {
             ms(cpc.min() as f64)
         );
     }
+    tls_lines(s, r);
     let w = &r.hist.waiting;
     if !w.is_empty() {
         let _ = writeln!(
@@ -399,6 +400,25 @@ fn extras(s: &mut String, r: &RunResult) {
             f.unanswered
         );
     }
+}
+
+/// `https://`: http_load's msecs/connect is the TCP connect alone; the handshake after it is
+/// on its own line, with the full and resumed counts (ab's "Connect" column holds both).
+fn tls_lines(s: &mut String, r: &RunResult) {
+    let Some(t) = r.tls else {
+        return;
+    };
+    let h = &r.hist.tls_handshake;
+    if !h.is_empty() {
+        let _ = writeln!(
+            s,
+            "msecs/tls-handshake: {:.3} mean, {:.3} max, {:.3} min",
+            ms(h.mean()),
+            ms(h.max() as f64),
+            ms(h.min() as f64)
+        );
+    }
+    let _ = writeln!(s, "TLS handshakes: {} full, {} resumed", t.full, t.resumed);
 }
 
 /// What was sent and over how many connections (byte counts differ from ab's otherwise).

@@ -271,8 +271,11 @@ pub struct Histograms {
     /// ab's "Waiting": from the request written to the response's first byte (time to first
     /// byte; also http_load's msecs/first-response).
     pub waiting: Histogram<u64>,
-    /// One entry per connection opened: its connect time (http_load's msecs/connect).
+    /// One entry per connection opened: its TCP connect time (http_load's msecs/connect,
+    /// without the TLS handshake, which is apart in `tls_handshake`).
     pub connect_per_connection: Histogram<u64>,
+    /// `https://`: one entry per TLS connection, its handshake time (after the TCP connect).
+    pub tls_handshake: Histogram<u64>,
     /// `--rate`: for each send that waited for its intended time, how late it went out
     /// (actual send time minus intended send time; 0 when early). The generator's own delay
     /// (timer and thread wake-up), which the corrected figures include: a send delayed by a
@@ -289,6 +292,7 @@ impl Default for Histograms {
             processing: new_histogram(),
             waiting: new_histogram(),
             connect_per_connection: new_histogram(),
+            tls_handshake: new_histogram(),
             send_lateness: new_histogram(),
         }
     }
@@ -303,6 +307,7 @@ impl Histograms {
         let _ = self.processing.add(&o.processing);
         let _ = self.waiting.add(&o.waiting);
         let _ = self.connect_per_connection.add(&o.connect_per_connection);
+        let _ = self.tls_handshake.add(&o.tls_handshake);
         let _ = self.send_lateness.add(&o.send_lateness);
     }
 
@@ -313,6 +318,7 @@ impl Histograms {
         self.processing.reset();
         self.waiting.reset();
         self.connect_per_connection.reset();
+        self.tls_handshake.reset();
         self.send_lateness.reset();
     }
 }
@@ -324,6 +330,8 @@ pub struct Measurements {
     pub urls: Vec<UrlStats>,
     pub hist: Histograms,
     pub connections_opened: u64,
+    /// `https://`: handshakes completed, full and resumed.
+    pub tls: TlsCounts,
     /// Which of the source addresses (indices into the plan's list) this worker used.
     pub sources_used: Vec<bool>,
     /// `--hdr-log`: the total latencies of the current interval (see `hdrlog`).
@@ -336,6 +344,7 @@ impl Measurements {
             urls: vec![UrlStats::default(); n_urls],
             hist: Histograms::default(),
             connections_opened: 0,
+            tls: TlsCounts::default(),
             sources_used: vec![false; n_sources],
             interval: None,
         }
@@ -352,10 +361,28 @@ impl Measurements {
         }
         self.hist.reset();
         self.connections_opened = 0;
+        self.tls = TlsCounts::default();
         self.sources_used.iter_mut().for_each(|b| *b = false);
         if let Some(h) = &mut self.interval {
             h.reset();
         }
+    }
+}
+
+/// `https://`: TLS handshakes completed during measurement. A failed handshake is a connect
+/// failure of its attempt and is not in here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TlsCounts {
+    /// The server's certificate was sent and verified.
+    pub full: u64,
+    /// A session was resumed (no certificate).
+    pub resumed: u64,
+}
+
+impl TlsCounts {
+    pub fn add(&mut self, o: &TlsCounts) {
+        self.full += o.full;
+        self.resumed += o.resumed;
     }
 }
 
@@ -444,6 +471,8 @@ pub struct RunResult {
     pub hist: Histograms,
     /// TCP connections opened during measurement.
     pub connections_opened: u64,
+    /// `https://` in the run: its handshakes (`None` for plain HTTP only).
+    pub tls: Option<TlsCounts>,
     /// Distinct source addresses used (0: the kernel's choice, no spreading).
     pub source_addresses: usize,
     /// The Server header of the first response that had one.

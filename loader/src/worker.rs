@@ -24,11 +24,14 @@ use crate::engine::{Engine, Fail, Tickets};
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr;
 use crate::stats::{
-    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, UrlResult, UrlStats,
+    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, TlsCounts,
+    UrlResult, UrlStats,
 };
+use crate::tls::WorkerTls;
 use crate::{LoadError, RunOptions};
 use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
 use shared::shutdown::{Shutdown, ShutdownFlag};
+use shared::tls::ClientTls;
 use std::cell::Cell;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -68,6 +71,8 @@ fn shares(connections: usize, workers: usize, requests: Option<u64>) -> Vec<Shar
 /// What the main thread hands each worker.
 struct WorkerPlan {
     share: Share,
+    /// `https://`: the worker's own TLS client (own session store).
+    tls: Option<WorkerTls>,
     live: Arc<LiveCounters>,
     tx: mpsc::Sender<WorkerDone>,
     common: Arc<Common>,
@@ -152,11 +157,13 @@ pub fn run_with_progress(
     });
     let (tx, rx) = mpsc::channel();
     let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
+    let mut tls = worker_tls(opts, n_workers)?.into_iter();
     let items: Vec<WorkerPlan> = shares(opts.connections, n_workers, opts.requests)
         .into_iter()
         .zip(&lives)
         .map(|(share, live)| WorkerPlan {
             share,
+            tls: tls.next().flatten(),
             live: live.clone(),
             tx: tx.clone(),
             common: common.clone(),
@@ -187,6 +194,18 @@ pub fn run_with_progress(
     Ok(merge(opts, &plan, summed, facts))
 }
 
+/// `https://` in the run: the trust roots loaded once (a bad `--cacert` stops the run here),
+/// then one TLS client per worker. `None` for each worker when every URL is `http://`.
+fn worker_tls(opts: &RunOptions, n_workers: usize) -> Result<Vec<Option<WorkerTls>>, LoadError> {
+    if !opts.urls.iter().any(|u| u.tls) {
+        return Ok((0..n_workers).map(|_| None).collect());
+    }
+    let tls = ClientTls::new(&opts.tls)?;
+    (0..n_workers)
+        .map(|_| Ok(Some(WorkerTls::new(&tls)?)))
+        .collect()
+}
+
 /// The start-up line, and a warning when `-c` is near the open-files limit.
 fn announce(opts: &RunOptions, pinning: &str, driver: DriverKind, nofile: u64) {
     if !opts.quiet {
@@ -195,6 +214,9 @@ fn announce(opts: &RunOptions, pinning: &str, driver: DriverKind, nofile: u64) {
             opts.connections,
             describe_load(opts)
         );
+    }
+    if opts.tls.trust == shared::tls::Trust::Insecure && opts.urls.iter().any(|u| u.tls) {
+        eprintln!("loader: warning: --insecure: server certificates are not verified");
     }
     // Every connection is a descriptor; a few more are the runtime's own.
     if nofile > 0 && opts.connections as u64 + 64 > nofile {
@@ -262,6 +284,7 @@ struct Summed {
     urls: Vec<UrlStats>,
     hist: Histograms,
     connections_opened: u64,
+    tls: TlsCounts,
     /// Which source addresses any worker used.
     sources_used: Vec<bool>,
     /// When the last worker ended (not before the measurement started).
@@ -281,6 +304,7 @@ fn sum_workers(
         urls: vec![UrlStats::default(); n_urls],
         hist: Histograms::default(),
         connections_opened: 0,
+        tls: TlsCounts::default(),
         sources_used: vec![false; n_sources],
         ended: measure_start,
         drain: None,
@@ -296,6 +320,7 @@ fn sum_workers(
         }
         s.hist.add(&d.stats.hist);
         s.connections_opened += d.stats.connections_opened;
+        s.tls.add(&d.stats.tls);
         for (a, &b) in s.sources_used.iter_mut().zip(&d.stats.sources_used) {
             *a |= b;
         }
@@ -321,6 +346,7 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         urls,
         mut hist,
         connections_opened,
+        tls,
         sources_used,
         ended,
         drain,
@@ -362,6 +388,7 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         totals,
         hist,
         connections_opened,
+        tls: opts.urls.iter().any(|u| u.tls).then_some(tls),
         source_addresses: sources_used.iter().filter(|&&b| b).count(),
         accept_variable_length: opts.accept_variable_length,
         sends_body: opts.body.is_some(),
@@ -393,21 +420,25 @@ fn url_result(r: &Request, u: UrlStats) -> UrlResult {
 async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let WorkerPlan {
         share,
+        tls,
         live,
         tx,
         common,
     } = item;
     let opts = &common.opts;
     let tickets = Tickets::new(share.quota, share.base, common.plan.len());
-    let w = Rc::new(Engine::new(
-        opts,
-        common.plan.clone(),
-        common.sources.clone(),
-        share.slots.len(),
-        tickets,
-        live,
-        ctx.id,
-    ));
+    let w = Rc::new(
+        Engine::new(
+            opts,
+            common.plan.clone(),
+            common.sources.clone(),
+            share.slots.len(),
+            tickets,
+            live,
+            ctx.id,
+        )
+        .with_tls(tls),
+    );
     let end = Shutdown::new();
     if w.spin {
         monoio::spawn(conn::spin_ticker());

@@ -8,9 +8,11 @@
 
 use crate::worker::ProxyWorker;
 use monoio::net::{TcpListener, TcpStream};
+use rustls::ServerConfig;
 use shared::accept::Acceptor;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 /// Set TCP_NODELAY on a listening socket: Linux copies it to every accepted socket, so
 /// connections get it without a setsockopt each (Nagle would hold small responses back:
@@ -47,10 +49,49 @@ pub fn defer_accept_listener(l: &std::net::TcpListener) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Accept on `listener` until shutdown (the loop itself is `shared::accept::run`).
-pub async fn run(w: Rc<ProxyWorker>, listener: TcpListener) {
+/// Accept on `listener` until shutdown (the loop itself is `shared::accept::run`); `tls`:
+/// an HTTPS listener, whose connections start with a handshake in their own task.
+pub async fn run(
+    w: Rc<ProxyWorker>,
+    listener: TcpListener,
+    tls: Option<(usize, Arc<ServerConfig>)>,
+) {
     let shutdown = w.shutdown.clone();
-    shared::accept::run(&listener, &shutdown, &w).await;
+    match tls {
+        None => shared::accept::run(&listener, &shutdown, &w).await,
+        Some(tls) => {
+            let owner = Rc::new(TlsListener { w, tls });
+            shared::accept::run(&listener, &shutdown, &owner).await
+        }
+    }
+}
+
+/// An HTTPS listener's side of the accept loop: its index in the config's listeners (the
+/// certificates come from the generation current at each handshake), and its configuration
+/// at start.
+struct TlsListener {
+    w: Rc<ProxyWorker>,
+    tls: (usize, Arc<ServerConfig>),
+}
+
+impl Acceptor for TlsListener {
+    fn has_slot(&self) -> bool {
+        self.w.has_slot()
+    }
+
+    async fn slot_freed(&self) {
+        self.w.slot_freed().await
+    }
+
+    fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
+        let guard = self.w.enter();
+        let (w, tls) = (self.w.clone(), self.tls.clone());
+        monoio::spawn(crate::client::serve_tls(w, stream, peer, guard, tls));
+    }
+
+    fn failed(&self, e: &std::io::Error) {
+        self.w.failed(e)
+    }
 }
 
 impl Acceptor for ProxyWorker {

@@ -352,6 +352,7 @@ mod tests {
             keepalive_timeout: Duration::from_secs(30),
             keepalive_requests: 100,
             health: None,
+            tls: None,
         }
     }
 

@@ -67,6 +67,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
 
+    /// Serve HTTPS on every listener with this PEM certificate chain (needs --tls-key) [default: none]
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key of --tls-cert: PKCS#8, RSA (PKCS#1) or EC (SEC1) [default: none]
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 
@@ -320,6 +328,7 @@ impl Cli {
                     ..Default::default()
                 })
             }),
+            tls: None,
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {
@@ -390,8 +399,10 @@ impl Cli {
                 .filter(|h| h.0)
                 .map(|h| Edit::HeaderOff(h.1)),
         );
+        let tls = a.tls_cert.clone().zip(a.tls_key.clone());
         Overrides {
             listen: a.listen.clone(),
+            tls: tls.map(|(cert, key)| shared::tls::server::CertFiles { cert, key }),
             edits,
         }
     }

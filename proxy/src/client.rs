@@ -23,12 +23,15 @@ use bytes::BytesMut;
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
+use rustls::HandshakeKind;
+use rustls::ServerConfig;
 use shared::http::encode::write_simple_response_with;
 use shared::http::{Limits, Version};
 use shared::shutdown::Wait;
-use shared::stream::Stream;
+use shared::stream::{accept, AcceptFail, Stream};
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A client connection's state; its buffers live as long as the connection and are reused
@@ -53,14 +56,78 @@ pub struct ClientConn {
 }
 
 pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+    serve_stream(w, Stream::from(stream), peer, guard).await
+}
+
+/// An HTTPS client of listener `listener`: the handshake first, in this task, under the
+/// header timeout, with the certificates of the current generation (a reload's new ones
+/// apply to new handshakes; `start` is the listener's own, should a reload have dropped its
+/// TLS); then the requests as on a plain connection. A failed handshake (or plain HTTP,
+/// answered with nginx's 400) is counted, never logged.
+pub async fn serve_tls(
+    w: Rc<ProxyWorker>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    (listener, start): (usize, Arc<ServerConfig>),
+) {
+    let g = w.generation();
+    let tls = g.cfg.listeners.get(listener).and_then(|l| l.tls.as_ref());
+    let tls = tls.map_or(start, |t| t.built.config.clone());
+    let t = &g.cfg.timeouts;
+    let deadline = Instant::now() + t.header;
+    let stream = match monoio::time::timeout_at(deadline, accept(tcp, tls)).await {
+        Ok(Ok(t)) => {
+            w.stats.tls_handshakes.incr();
+            if t.session().handshake_kind() == Some(HandshakeKind::Resumed) {
+                w.stats.tls_resumed.incr();
+            }
+            Stream::Tls(Box::new(t))
+        }
+        Ok(Err(AcceptFail::NotTls(tcp))) => {
+            w.stats.tls_failed.incr();
+            w.stats.tls_plain_http.incr();
+            return plain_http_to_tls_port(t.send, tcp).await;
+        }
+        // Failed or timed out: dropping the handshake closed the connection.
+        Ok(Err(AcceptFail::Failed(_))) | Err(_) => return w.stats.tls_failed.incr(),
+    };
+    drop(g);
+    serve_stream(w, stream, peer, guard).await
+}
+
+/// nginx's answer to plain HTTP on an HTTPS port: 400, then a lingering close.
+async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
+    use monoio::io::AsyncWriteRentExt;
+    const ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
+        Content-Length: 47\r\nConnection: close\r\n\r\n\
+        The plain HTTP request was sent to HTTPS port\r\n";
+    let sent = monoio::time::timeout(send, tcp.write_all(ANSWER)).await;
+    if !matches!(sent, Ok((Ok(_), _))) {
+        return;
+    }
+    let _ = tcp.shutdown().await;
+    let until = Instant::now() + Duration::from_millis(500);
+    let mut buf = BytesMut::with_capacity(4096);
+    for _ in 0..256 {
+        buf.clear();
+        match read_more(&mut tcp, buf, 4096, until).await {
+            Ok((n, b)) if n > 0 => buf = b,
+            _ => return,
+        }
+    }
+}
+
+async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guard: ConnGuard) {
     let _guard = guard;
     let bufs = w.take_conn_bufs();
-    let stream = Stream::from(stream);
+    let mut ip = IpText::new(peer.ip());
+    ip.set_https(stream.is_tls());
     let mut c = ClientConn {
         w: w.clone(),
         g: w.generation(),
         stream,
-        ip: IpText::new(peer.ip()),
+        ip,
         cin: bufs.cin,
         uout: bufs.uout,
         cout: bufs.cout,

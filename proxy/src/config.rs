@@ -65,6 +65,23 @@ pub struct Config {
 /// print these, as nginx prints `[warn]` lines.
 pub fn warnings(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
+    for g in cfg
+        .groups
+        .iter()
+        .filter(|g| g.tls.as_ref().is_some_and(|t| t.insecure))
+    {
+        out.push(format!(
+            "{}: upstream {}: tls insecure = true: the servers' certificates are not verified \
+             (labs only)",
+            cfg.source, g.name
+        ));
+    }
+    for l in &cfg.listeners {
+        if let Some(t) = &l.tls {
+            let w = t.built.warnings.iter();
+            out.extend(w.map(|m| format!("{}: listen {}: {m}", cfg.source, l.addr)));
+        }
+    }
     for (i, r) in cfg.routes.iter().enumerate() {
         if let Action::Static(site) = &r.action {
             if !site.root.is_dir() {
@@ -195,6 +212,17 @@ pub struct Listener {
     pub addr: SocketAddr,
     /// listen(2) backlog. Default 4096.
     pub backlog: u32,
+    /// HTTPS: what the listener serves. `None`: plain HTTP.
+    pub tls: Option<ListenerTls>,
+}
+
+/// A TLS listener: the files, and the server configuration built from them (one `Arc` for
+/// every worker: the session ticket keys and the session cache are shared). A reload builds
+/// it again with `shared::tls::server::server_config(&spec)`.
+#[derive(Debug, Clone)]
+pub struct ListenerTls {
+    pub spec: shared::tls::server::ServerTlsSpec,
+    pub built: shared::tls::server::ServerTls,
 }
 
 /// How a group spreads requests. One spelling (kebab-case) for the file and `--balance`.
@@ -232,6 +260,19 @@ pub struct UpstreamGroup {
     pub keepalive_requests: u64,
     /// Active health checks; `None`: off (only the passive max_fails/fail_timeout apply).
     pub health: Option<health::HealthCheck>,
+    /// HTTPS to the servers. `None`: plain HTTP.
+    pub tls: Option<UpstreamTls>,
+}
+
+/// A TLS group: the trust its servers are verified against (each worker makes its own rustls
+/// config from it: its own session store) and, per server, the name sent as SNI and verified.
+#[derive(Debug, Clone)]
+pub struct UpstreamTls {
+    pub client: shared::tls::ClientTls,
+    /// Per server (index into `servers`).
+    pub names: Vec<rustls::pki_types::ServerName<'static>>,
+    /// `insecure = true`: certificates not verified.
+    pub insecure: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -42,10 +42,12 @@ use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use outcome::{no_head, Answered, Attempt, Blame};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
+use rustls::pki_types::ServerName;
 use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
 use shared::stream::Stream;
 use std::cell::RefCell;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use upload::{stream_request, Streamed};
 
@@ -83,16 +85,32 @@ impl Drop for InFlight<'_> {
     }
 }
 
-async fn connect(
-    w: &ProxyWorker,
-    server: &Server,
-    limit: Duration,
-) -> Result<Upstream, ProxyError> {
+/// How to reach one server: its config, and for a TLS group this worker's client config and
+/// the name to send and verify.
+struct Dest<'a> {
+    server: &'a Server,
+    tls: Option<(&'a Arc<rustls::ClientConfig>, &'a ServerName<'static>)>,
+}
+
+/// Connect (and for TLS, handshake) within `limit`.
+async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstream, ProxyError> {
+    let server = to.server;
     w.stats.upstream_connects.incr();
-    let r = monoio::time::timeout(limit, shared::net::connect_any(&server.addrs, None));
+    let r = monoio::time::timeout(limit, async {
+        let tcp = shared::net::connect_any(&server.addrs, None).await?;
+        let Some((cfg, name)) = to.tls else {
+            return Ok(Stream::Plain(tcp));
+        };
+        let t = shared::stream::connect(tcp, cfg.clone(), name.clone()).await;
+        t.map(|t| Stream::Tls(Box::new(t))).map_err(|e| {
+            // A handshake that failed is the server's fault (or its certificate's): never a
+            // shortage of descriptors.
+            std::io::Error::new(std::io::ErrorKind::ConnectionAborted, format!("tls: {e}"))
+        })
+    });
     match r.await {
         Ok(Ok(stream)) => Ok(Upstream {
-            stream: stream.into(),
+            stream,
             requests: 0,
             reused: false,
         }),
@@ -254,9 +272,21 @@ async fn attempt<'g>(
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     let pooled = plan.g.pools[g][s].borrow_mut().take(Instant::now());
+    let tls = match (&cfg.groups[g].tls, &plan.g.upstream_tls[g]) {
+        (None, _) => None,
+        (Some(t), Some(client)) => Some((client, &t.names[s])),
+        // `resolve` checked that a client config can be made: never here.
+        (Some(_), None) => {
+            return Attempt::Fail {
+                error: ProxyError::UpstreamRefused,
+                blame: Blame::Nobody,
+            }
+        }
+    };
+    let to = Dest { server, tls };
     let mut up = match pooled {
         Some(up) => up,
-        None => match connect(w, server, cfg.timeouts.connect).await {
+        None => match connect(w, to, cfg.timeouts.connect).await {
             Ok(up) => up,
             Err(ProxyError::NoResources) => {
                 return Attempt::Fail {

@@ -31,8 +31,11 @@ pub struct Generation {
     pub pools: Vec<Vec<Rc<RefCell<ServerPool>>>>,
     /// Per route (index into `cfg.routes`): the response store of a cached route.
     pub caches: Vec<Option<Rc<RefCell<Store>>>>,
-    // The TLS acceptor config (certificates and keys) belongs here too, so that new
-    // handshakes take the reloaded ones (wired when TLS lands).
+    /// Per group: the rustls client config of a TLS group, this worker's own (its session
+    /// store is this worker's: no lock shared with another worker).
+    pub upstream_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
+    // The TLS acceptor configs are in `cfg.listeners`: a handshake takes the current
+    // generation's (see `client::serve_tls`).
 }
 
 impl Generation {
@@ -65,6 +68,15 @@ impl Generation {
                         Some(Rc::new(RefCell::new(Store::for_route(c))))
                     }
                     _ => None,
+                })
+                .collect(),
+            upstream_tls: cfg
+                .groups
+                .iter()
+                .map(|g| {
+                    let t = g.tls.as_ref()?;
+                    // Built once at resolve already (`resolve` checked it builds).
+                    t.client.config().ok().map(|(c, _)| c)
                 })
                 .collect(),
             cfg,

@@ -65,6 +65,13 @@ pub struct ProxyCounters {
     /// Health state changes applied on this worker (from its own checks or another
     /// worker's): every worker's count moves together.
     pub health_changes: Counter,
+    /// TLS client handshakes completed, and how many of them resumed a session.
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
+    /// TLS client connections closed without a handshake: it failed, timed out (the header
+    /// timeout), or the client spoke plain HTTP (also counted in `tls_plain_http`).
+    pub tls_failed: Counter,
+    pub tls_plain_http: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -360,9 +367,14 @@ pub async fn run(
         }
     };
     let mut accepts = Vec::with_capacity(listeners.len());
-    for l in listeners {
+    // In the order of `cfg.listeners` (`start` binds them so).
+    for (i, l) in listeners.into_iter().enumerate() {
         match monoio::net::TcpListener::from_std(l) {
-            Ok(l) => accepts.push(monoio::spawn(crate::accept::run(w.clone(), l))),
+            Ok(l) => {
+                let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
+                let tls = tls.map(|t| (i, t.built.config.clone()));
+                accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
+            }
             Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }

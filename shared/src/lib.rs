@@ -12,6 +12,8 @@
 //! - [`base64`]: standard base64, for the WebSocket handshake and the loader's JSON.
 //! - [`stream`]: one stream type for plain and TLS connections (read, write, shutdown with
 //!   close_notify, idle liveness, scheme), and the TLS adapter over rustls.
+//! - [`tls`]: TLS configurations (rustls + ring): a listener's certificates (PEM, SNI,
+//!   resumption); the client side: trust, `--cacert` rule, resumption.
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
@@ -27,4 +29,5 @@ pub mod origin;
 pub mod runtime;
 pub mod shutdown;
 pub mod stream;
+pub mod tls;
 pub mod units;

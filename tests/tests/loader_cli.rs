@@ -170,7 +170,10 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
             &["--no-such-flag", "http://127.0.0.1:1/"][..],
             "--no-such-flag",
         ),
-        (&["https://127.0.0.1:1/"][..], "https"),
+        (
+            &["--cacert", "/nonexistent/ca.pem", "https://127.0.0.1:1/"][..],
+            "CA file /nonexistent/ca.pem",
+        ),
         (&["-n", "10"][..], "required"),
         (&["compare", "http://127.0.0.1:1/"][..], "<URL_B>"),
         (

@@ -75,6 +75,7 @@ fn synthetic() -> RunResult {
         totals,
         hist,
         connections_opened: 10,
+        tls: None,
         source_addresses: 0,
         server_software: Some("test/1.0".into()),
         accept_variable_length: false,

@@ -3,6 +3,7 @@
 //! of these spawn the built binary; the example is also loaded in-process.
 
 mod proxy_common;
+mod tls_common;
 
 use proxy_common::Proxy;
 use shared::origin::{Origin, OriginConfig};
@@ -11,8 +12,10 @@ use std::process::{Command, Output};
 use std::time::Duration;
 use tests::process::ProxyProcess;
 
+/// The example, copied into a folder of its own with the certificate files it names.
 fn example() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml")
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml");
+    tls_common::example_with_certs(&src)
 }
 
 fn proxy(args: &[&str]) -> Output {
@@ -60,8 +63,9 @@ const GOOD: &str =
 fn example_parses_and_validates_in_process() {
     let cfg = proxy::config::load(example()).expect("the example loads");
     proxy::config::validate(&cfg).expect("the example validates");
-    assert_eq!(cfg.groups.len(), 2);
+    assert_eq!(cfg.groups.len(), 3);
     assert_eq!(cfg.routes.len(), 6);
+    assert!(cfg.listeners[2].tls.is_some() && cfg.groups[1].tls.is_some());
     // Every key of the schema appears in the example: each section's keys are all present.
     let text = std::fs::read_to_string(example()).unwrap();
     for key in [
@@ -113,6 +117,12 @@ fn example_parses_and_validates_in_process() {
         "workers",
         "driver",
         "pin",
+        "cert",
+        "key",
+        "names",
+        "ca",
+        "sni",
+        "insecure",
     ] {
         let set = text.lines().any(|l| {
             l.trim_start().starts_with(&format!("{key} = ")) || l.contains(&format!(" {key} = "))
@@ -361,6 +371,8 @@ fn help_mentions_every_flag_and_its_default() {
         "--cache",
         "--health-check",
         "--cache-no-sendfile",
+        "--tls-cert",
+        "--tls-key",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -368,7 +380,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 32, "{help}");
+    assert_eq!(entries.len(), 34, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -7,6 +7,8 @@
 //! - `{path}`: the target's path, as received, not decoded (`$uri` before decoding);
 //! - `{query}`: what follows `?` in the target, without the `?`; empty when there is none
 //!   (`$args`);
+//! - `{request_uri}`: the path and, when there is one, `?` and the query (`$request_uri`, but
+//!   for a bare `?` with nothing after it, which is dropped): what a redirect to HTTPS keeps;
 //! - `{remote_addr}`: the client's IP address (`$remote_addr`);
 //! - `{random:A-B}`: a number drawn uniformly from A to B inclusive (0 <= A <= B < 2^64), once
 //!   per request for each distinct range: `{random:1-21}` written twice in one route is the
@@ -31,6 +33,8 @@ enum Piece {
     Host,
     Path,
     Query,
+    /// The path, then `?` and the query if there is one.
+    RequestUri,
     RemoteAddr,
     /// Index into the action's ranges (see [`Template::bind_ranges`]).
     Random {
@@ -131,6 +135,9 @@ impl Template {
                 Piece::Host => host_name(v.host).len(),
                 Piece::Path => v.path.len(),
                 Piece::Query => v.query.len(),
+                Piece::RequestUri => {
+                    v.path.len() + usize::from(!v.query.is_empty()) + v.query.len()
+                }
                 Piece::RemoteAddr => v.remote_addr.len(),
                 Piece::Random { slot, .. } => decimal_len(random(v, *slot)),
             })
@@ -150,6 +157,13 @@ impl Template {
                 }
                 Piece::Path => out.extend_from_slice(v.path),
                 Piece::Query => out.extend_from_slice(v.query),
+                Piece::RequestUri => {
+                    out.extend_from_slice(v.path);
+                    if !v.query.is_empty() {
+                        out.extend_from_slice(b"?");
+                        out.extend_from_slice(v.query);
+                    }
+                }
                 Piece::RemoteAddr => out.extend_from_slice(v.remote_addr),
                 Piece::Random { slot, .. } => {
                     let mut digits = [0u8; 20];
@@ -187,16 +201,17 @@ fn variable_at(s: &str) -> Result<Option<(Piece, usize)>, String> {
         ("host", None) => Piece::Host,
         ("path", None) => Piece::Path,
         ("query", None) => Piece::Query,
+        ("request_uri", None) => Piece::RequestUri,
         ("remote_addr", None) => Piece::RemoteAddr,
         ("random", Some(range)) => parse_range(range)?,
         ("random", None) => return Err("`{random}` needs a range: `{random:1-21}`".into()),
-        (known @ ("host" | "path" | "query" | "remote_addr"), Some(_)) => {
+        (known @ ("host" | "path" | "query" | "request_uri" | "remote_addr"), Some(_)) => {
             return Err(format!("`{{{known}}}` takes no argument"))
         }
         (other, _) => {
             return Err(format!(
                 "unknown variable `{{{other}}}`: expected {{host}}, {{path}}, {{query}}, \
-                 {{remote_addr}} or {{random:A-B}}"
+                 {{request_uri}}, {{remote_addr}} or {{random:A-B}}"
             ))
         }
     };

@@ -7,17 +7,21 @@
 
 use super::cache::CacheEntry;
 use super::schema::{
-    FileConfig, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry, StaticEntry,
+    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry,
+    StaticEntry,
 };
 use super::{
-    validate, Action, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
-    UpstreamGroup, DEFAULT_BACKLOG,
+    validate, Action, Config, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route, Server,
+    Timeouts, UpstreamGroup, UpstreamTls, DEFAULT_BACKLOG,
 };
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
+use rustls::pki_types::ServerName;
 use shared::config::ConfigError;
 use shared::http::Limits;
 use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
+use shared::tls::server::{server_config, CertFiles, ServerTlsSpec, SniCert};
+use shared::tls::{ClientTls, ClientTlsOptions, Trust};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -41,6 +45,8 @@ pub enum Error {
 pub struct Overrides {
     /// `--listen`: replaces every `[[listen]]` when not empty.
     pub listen: Vec<SocketAddr>,
+    /// `--tls-cert` and `--tls-key`: every listener serves HTTPS with them.
+    pub tls: Option<CertFiles>,
     /// Every other flag given, applied in order to the resolved config.
     pub edits: Vec<Edit>,
 }
@@ -175,6 +181,75 @@ impl Resolver<'_> {
         })
     }
 
+    /// A group's TLS: `https://` servers or a `tls` table; never a mix of plain and TLS.
+    fn group_tls(
+        &self,
+        name: &str,
+        g: &GroupEntry,
+        servers: &[Server],
+        span: Range<usize>,
+    ) -> Result<Option<UpstreamTls>, Error> {
+        let schemes: Vec<Option<bool>> = g
+            .servers
+            .iter()
+            .map(|s| super::schema::upstream_scheme(&s.get_ref().addr).0)
+            .collect();
+        let tls = g.tls.is_some() || schemes.contains(&Some(true));
+        let at = |key: &str| At::Value {
+            key: format!("upstream.{name}.{key}"),
+            span: span.clone(),
+        };
+        if tls && schemes.contains(&Some(false)) {
+            let m = "mixes plain (http://) and TLS (https:// or a tls table) servers: a group \
+                     is all plain or all TLS";
+            return Err(self.error(at("servers"), m.into()));
+        }
+        if !tls {
+            return Ok(None);
+        }
+        let e = g.tls.as_ref();
+        let insecure = e.is_some_and(|t| t.insecure);
+        let ca = e
+            .and_then(|t| t.ca.as_ref())
+            .map(|p| absolute(&self.base_dir().join(p)));
+        let trust = match (insecure, ca) {
+            (true, _) => Trust::Insecure,
+            (false, Some(p)) => Trust::CaFile(p),
+            (false, None) => Trust::System,
+        };
+        let opts = ClientTlsOptions {
+            trust,
+            resumption: true,
+        };
+        let client = ClientTls::new(&opts).map_err(|m| self.error(at("tls"), m.to_string()))?;
+        // Each worker makes its own from `client`: make sure one can be made.
+        client
+            .config()
+            .map_err(|m| self.error(at("tls"), m.to_string()))?;
+        let sni = e.and_then(|t| t.sni.as_deref());
+        let mut names = Vec::with_capacity(servers.len());
+        for s in servers {
+            let host = match sni {
+                Some(n) => n.to_string(),
+                None => {
+                    super::schema::split_upstream(&s.name).map_or_else(|_| s.name.clone(), |h| h.0)
+                }
+            };
+            let n = ServerName::try_from(host.clone()).map_err(|_| {
+                self.error(
+                    at("tls"),
+                    format!("`{host}` is not a name TLS can verify (sni)"),
+                )
+            })?;
+            names.push(n);
+        }
+        Ok(Some(UpstreamTls {
+            client,
+            names,
+            insecure,
+        }))
+    }
+
     /// `--listen` if given, else the file's `[[listen]]`.
     fn listeners(&self) -> Result<Vec<Listener>, Error> {
         let given: Vec<(Listener, At)> = if self.overrides.listen.is_empty() {
@@ -184,6 +259,7 @@ impl Resolver<'_> {
                     let l = Listener {
                         addr: e.get_ref().addr,
                         backlog: e.get_ref().backlog.get(),
+                        tls: None,
                     };
                     let key = format!("listen[{i}].addr");
                     (
@@ -194,7 +270,7 @@ impl Resolver<'_> {
                         },
                     )
                 })
-                .collect()
+                .collect::<Vec<_>>()
         } else {
             let flags = self.overrides.listen.iter();
             flags
@@ -202,6 +278,7 @@ impl Resolver<'_> {
                     let l = Listener {
                         addr,
                         backlog: DEFAULT_BACKLOG,
+                        tls: None,
                     };
                     (l, At::Flag("--listen", addr.to_string()))
                 })
@@ -212,14 +289,74 @@ impl Resolver<'_> {
             return Err(self.error(At::Missing("listen"), m.into()));
         }
         let mut out: Vec<Listener> = Vec::with_capacity(given.len());
-        for (l, at) in given {
+        for (i, (mut l, at)) in given.into_iter().enumerate() {
             // Port 0 asks for any free port: several are fine.
             if l.addr.port() != 0 && out.iter().any(|o| o.addr == l.addr) {
                 return Err(self.error(at, format!("{} is already listed", l.addr)));
             }
+            l.tls = self.listener_tls(i)?;
             out.push(l);
         }
         Ok(out)
+    }
+
+    /// Listener `i`'s TLS: `--tls-cert`/`--tls-key` for every listener, else its `tls` table
+    /// (file mode without `--listen`). Files are loaded and checked here, so `--check-config`
+    /// and the start name the file and the problem.
+    fn listener_tls(&self, i: usize) -> Result<Option<ListenerTls>, Error> {
+        let (spec, at) = if let Some(files) = &self.overrides.tls {
+            let spec = ServerTlsSpec {
+                default: files.clone(),
+                sni: Vec::new(),
+            };
+            let at = At::Flag("--tls-cert", files.cert.display().to_string());
+            (spec, at)
+        } else if self.overrides.listen.is_empty() {
+            let e = &self.file.listen[i];
+            let Some(t) = &e.get_ref().tls else {
+                return Ok(None);
+            };
+            let base = self.base_dir();
+            let files = |cert: &Path, key: &Path| CertFiles {
+                cert: absolute(&base.join(cert)),
+                key: absolute(&base.join(key)),
+            };
+            let spec = ServerTlsSpec {
+                default: files(&t.cert, &t.key),
+                sni: t
+                    .sni
+                    .iter()
+                    .map(|s| SniCert {
+                        names: s.names.clone(),
+                        files: files(&s.cert, &s.key),
+                    })
+                    .collect(),
+            };
+            let key = format!("listen[{i}].tls");
+            (
+                spec,
+                At::Value {
+                    key,
+                    span: e.span(),
+                },
+            )
+        } else {
+            return Ok(None);
+        };
+        let built = server_config(&spec).map_err(|m| self.error(at, m))?;
+        Ok(Some(ListenerTls { spec, built }))
+    }
+
+    /// The config file's folder (the working directory for the command line): what relative
+    /// paths in the file are relative to.
+    fn base_dir(&self) -> PathBuf {
+        match &self.file.origin {
+            Origin::File { name, .. } => Path::new(name)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+            Origin::CommandLine => PathBuf::new(),
+        }
     }
 
     /// The groups; none is fine when no route proxies (`routes` says what is missing).
@@ -245,21 +382,30 @@ impl Resolver<'_> {
                     ));
                 }
             }
+            let servers = self.servers(name, &g.servers, g.tls.is_some())?;
+            let tls = self.group_tls(name, g, &servers, span)?;
             out.push(UpstreamGroup {
                 name: name.clone(),
-                servers: self.servers(name, &g.servers)?,
+                servers,
                 balance: g.balance,
                 keepalive: g.keepalive,
                 keepalive_timeout: g.keepalive_timeout,
                 keepalive_requests: g.keepalive_requests.get(),
                 health: g.health.as_ref().map(|h| h.get_ref().clone()),
+                tls,
             });
         }
         Ok(out)
     }
 
     /// Resolve each server's name (the one address rule: `shared::net::resolve`).
-    fn servers(&self, group: &str, entries: &[Spanned<ServerEntry>]) -> Result<Vec<Server>, Error> {
+    /// `tls`: the group has a `tls` table, so a server without a scheme is `https://` (443).
+    fn servers(
+        &self,
+        group: &str,
+        entries: &[Spanned<ServerEntry>],
+        tls: bool,
+    ) -> Result<Vec<Server>, Error> {
         let mut out: Vec<Server> = Vec::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
             let s = e.get_ref();
@@ -270,7 +416,11 @@ impl Resolver<'_> {
                     span: e.span(),
                 },
             };
-            let addrs = resolve_server(&s.addr).map_err(|m| self.error(at(), m))?;
+            let addr = match super::schema::upstream_scheme(&s.addr) {
+                (None, a) if tls => format!("https://{a}"),
+                _ => s.addr.clone(),
+            };
+            let addrs = resolve_server(&addr).map_err(|m| self.error(at(), m))?;
             if out.iter().any(|o| o.addrs[0] == addrs[0]) {
                 let m = format!(
                     "{} is already a server of this group (raise its weight instead)",
@@ -279,7 +429,8 @@ impl Resolver<'_> {
                 return Err(self.error(at(), m));
             }
             out.push(Server {
-                name: s.addr.clone(),
+                // The address without its scheme: messages, and the Host field sent.
+                name: super::schema::upstream_scheme(&s.addr).1.to_string(),
                 addrs,
                 weight: s.weight.get(),
                 max_fails: s.max_fails,
@@ -433,13 +584,7 @@ impl Resolver<'_> {
     /// (`config::warnings`): it may be created after the start.
     fn static_site(&self, e: &Spanned<StaticEntry>) -> StaticSite {
         let s = e.get_ref();
-        let base = match &self.file.origin {
-            Origin::File { name, .. } => Path::new(name)
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default(),
-            Origin::CommandLine => PathBuf::new(),
-        };
+        let base = self.base_dir();
         StaticSite {
             root: absolute(&base.join(&s.root)),
             index: s.index.clone(),

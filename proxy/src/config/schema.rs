@@ -21,7 +21,7 @@ use shared::units::serde_units::{de_positive_duration, scalar, size_of, Scalar, 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::{NonZeroU16, NonZeroU32, NonZeroU64, NonZeroUsize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -95,6 +95,28 @@ pub struct ListenEntry {
     pub addr: SocketAddr,
     #[serde(default = "default_backlog")]
     pub backlog: NonZeroU32,
+    /// HTTPS: `tls = { cert = "...", key = "...", sni = [...] }`.
+    #[serde(default)]
+    pub tls: Option<TlsEntry>,
+}
+
+/// A listener's `tls` table: the default certificate and key, and certificates by SNI name.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsEntry {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    #[serde(default)]
+    pub sni: Vec<SniEntry>,
+}
+
+/// `{ names = ["a.example", "*.example"], cert = "...", key = "..." }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SniEntry {
+    pub names: Vec<String>,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// `[upstream.NAME]`.
@@ -116,6 +138,22 @@ pub struct GroupEntry {
     /// Active health checks (issue 12); off unless given.
     #[serde(default)]
     pub health: Option<Spanned<super::health::HealthCheck>>,
+    /// HTTPS to the servers: `tls = { ca = "...", sni = "...", insecure = false }`.
+    #[serde(default)]
+    pub tls: Option<GroupTlsEntry>,
+}
+
+/// A group's `tls` table: how its servers' certificates are verified and the SNI name sent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupTlsEntry {
+    /// PEM CA certificates to verify against, instead of the system's store.
+    pub ca: Option<PathBuf>,
+    /// The name sent (SNI) and verified, instead of each server's host name.
+    pub sni: Option<String>,
+    /// Do not verify the certificates (labs only; warned about at start).
+    #[serde(default)]
+    pub insecure: bool,
 }
 
 /// A server: `"10.0.0.1:80"`, or `{ addr = "10.0.0.1:80", weight = 2, ... }`. The address is
@@ -322,17 +360,19 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 /// `[IPv6]:PORT`, `HOST:PORT`; a missing port means 80, as in nginx's `server`.
 pub fn split_upstream(s: &str) -> Result<(String, u16), String> {
     let bad = |why: &str| format!("`{s}` is not an upstream address: {why}");
+    let (scheme, s) = upstream_scheme(s);
+    let default_port = if scheme == Some(true) { 443 } else { 80 };
     let (host, port) = if let Ok(a) = s.parse::<SocketAddr>() {
         (a.ip().to_string(), a.port())
     } else if let Ok(ip) = s.parse::<IpAddr>() {
-        (ip.to_string(), 80)
+        (ip.to_string(), default_port)
     } else if let Some(v6) = s
         .strip_prefix('[')
         .and_then(|r| r.strip_suffix(']'))
         .and_then(|r| r.parse::<std::net::Ipv6Addr>().ok())
     {
-        // `[::1]` without a port: 80, as for every other form.
-        (v6.to_string(), 80)
+        // `[::1]` without a port: 80 (443 for https://), as for every other form.
+        (v6.to_string(), default_port)
     } else {
         let (host, port) = match s.rsplit_once(':') {
             Some((h, p)) => (
@@ -340,7 +380,7 @@ pub fn split_upstream(s: &str) -> Result<(String, u16), String> {
                 p.parse::<u16>()
                     .map_err(|_| bad("the port must be a number from 1 to 65535"))?,
             ),
-            None => (s, 80),
+            None => (s, default_port),
         };
         let valid = !host.is_empty()
             && host.len() <= 253
@@ -356,6 +396,20 @@ pub fn split_upstream(s: &str) -> Result<(String, u16), String> {
         return Err(bad("port 0 is not a server's port"));
     }
     Ok((host, port))
+}
+
+/// An upstream address's scheme and the rest: `https://api.internal` is `(Some(true),
+/// "api.internal")`, `http://x` `(Some(false), "x")`, no scheme `(None, s)`. One trailing `/`
+/// is allowed (`https://api.internal/`).
+pub fn upstream_scheme(s: &str) -> (Option<bool>, &str) {
+    let (tls, rest) = if let Some(r) = s.strip_prefix("https://") {
+        (Some(true), r)
+    } else if let Some(r) = s.strip_prefix("http://") {
+        (Some(false), r)
+    } else {
+        (None, s)
+    };
+    (tls, rest.strip_suffix('/').unwrap_or(rest))
 }
 
 // ---- Deserializers for values the types alone do not check. ----

@@ -7,15 +7,68 @@ use shared::runtime::DriverChoice;
 
 const EXAMPLE: &str = include_str!("../../proxy.example.toml");
 
+/// The example, in a folder of its own with the certificate files it names (`tls/`), made
+/// once per test run: its path.
+fn example_path() -> &'static std::path::Path {
+    static PATH: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("proxy-example-{}", std::process::id()));
+        write_example_certs(&dir.join("tls"));
+        let path = dir.join("proxy.example.toml");
+        std::fs::write(&path, EXAMPLE).unwrap();
+        path
+    })
+}
+
+/// `ca.pem`, `example.crt`/`.key` (example.com) and `api.crt`/`.key` (its SNI names).
+fn write_example_certs(dir: &std::path::Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let leaf = |names: &[&str], stem: &str| {
+        let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(names)
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        std::fs::write(dir.join(format!("{stem}.crt")), cert.pem()).unwrap();
+        std::fs::write(dir.join(format!("{stem}.key")), key.serialize_pem()).unwrap();
+        cert.pem()
+    };
+    let ca = leaf(&["ca.example"], "ca");
+    std::fs::write(dir.join("ca.pem"), ca).unwrap();
+    leaf(&["example.com"], "example");
+    leaf(&["api.example.com", "*.api.example.com"], "api");
+}
+
+fn example() -> Config {
+    load(example_path()).unwrap()
+}
+
 const MINIMAL: &str =
     "[[listen]]\naddr = \"127.0.0.1:8080\"\n\n[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
 
 #[test]
 fn example_parses_with_every_key() {
-    let cfg = from_toml("proxy.example.toml", EXAMPLE).unwrap();
-    assert_eq!(cfg.listeners.len(), 2);
+    let cfg = example();
+    assert_eq!(cfg.listeners.len(), 3);
     assert_eq!(cfg.listeners[1].addr, "[::1]:8080".parse().unwrap());
-    assert_eq!(cfg.groups.len(), 2);
+    let tls = cfg.listeners[2]
+        .tls
+        .as_ref()
+        .expect("the third listener is HTTPS");
+    let dir = example_path().parent().unwrap();
+    assert_eq!(tls.spec.default.cert, dir.join("tls/example.crt"));
+    assert_eq!(
+        tls.spec.sni[0].names,
+        ["api.example.com", "*.api.example.com"]
+    );
+    assert_eq!(cfg.groups.len(), 3);
+    let secure = cfg.groups[1].tls.as_ref().expect("group `secure` is TLS");
+    assert_eq!(
+        format!("{:?}", secure.names[0]),
+        "DnsName(\"api.internal\")"
+    );
+    assert!(!secure.insecure);
     let app = &cfg.groups[0];
     assert_eq!(app.name, "app");
     assert_eq!(app.servers.len(), 3);
@@ -23,7 +76,6 @@ fn example_parses_with_every_key() {
     assert_eq!(app.servers[2].name, "127.0.0.1:9003");
     assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
     assert_eq!(app.servers[2].weight, 1);
-    assert_eq!(cfg.groups[1].balance, Balance::LeastConn);
     let h = app
         .health
         .as_ref()
@@ -35,31 +87,32 @@ fn example_parses_with_every_key() {
     );
     assert_eq!((h.rise, h.fall), (2, 3));
     assert_eq!(h.expect, health::Expect::Status(200));
-    assert!(cfg.groups[1].health.is_none());
+    assert!(cfg.groups[1..].iter().all(|g| g.health.is_none()));
+    assert_eq!(cfg.groups[2].balance, Balance::LeastConn);
     assert_eq!(cfg.routes.len(), 6);
     assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
-    assert_eq!(cfg.routes[0].action.group(), Some(1));
+    assert_eq!(cfg.routes[0].action.group(), Some(2));
     assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
     assert!(matches!(&cfg.routes[2].action, Action::Return(r) if r.status() == 302));
     assert!(matches!(&cfg.routes[3].action, Action::Return(r) if r.status() == 200));
     let Action::Static(site) = &cfg.routes[4].action else {
         panic!("{:?}", cfg.routes[4])
     };
-    // Relative to the file's folder (here "", the working directory), made absolute.
-    assert_eq!(site.root, std::env::current_dir().unwrap().join("www"));
+    // Relative to the file's folder.
+    assert_eq!(site.root, dir.join("www"));
     assert_eq!(site.index, "index.html");
     assert_eq!(cfg.routes[5].action.group(), Some(0));
     // The example's root does not exist here: a warning, not an error.
     assert_eq!(warnings(&cfg).len(), 1, "{:?}", warnings(&cfg));
     assert_eq!(cfg.limits.max_body, None);
-    assert_eq!(cfg.source, "proxy.example.toml");
+    assert_eq!(cfg.source, example_path().display().to_string());
     validate(&cfg).unwrap();
 }
 
 #[test]
 fn example_values_are_the_defaults() {
     // The example documents the defaults: the minimal file must give the same values.
-    let ex = from_toml("x", EXAMPLE).unwrap();
+    let ex = example();
     let min = from_toml("x", MINIMAL).unwrap();
     assert_eq!(format!("{:?}", ex.timeouts), format!("{:?}", min.timeouts));
     assert_eq!(format!("{:?}", ex.headers), format!("{:?}", min.headers));
@@ -372,7 +425,7 @@ fn quick_static_mode_serves_a_directory() {
 
 #[test]
 fn cache_settings_are_read_checked_and_named() {
-    let cfg = from_toml("proxy.example.toml", EXAMPLE).unwrap();
+    let cfg = example();
     let Action::Proxy { cache: Some(c), .. } = &cfg.routes[1].action else {
         panic!(
             "the example's second route has a cache: {:?}",

@@ -21,6 +21,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 100,
         health: checked.then(HealthCheck::default),
+        tls: None,
     }
 }
 

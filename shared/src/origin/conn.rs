@@ -7,10 +7,10 @@
 use super::script::{Script, ScriptError};
 use super::{pattern, websocket, Framing, OriginConfig, OriginWorker};
 use crate::http::{encode, parse_request, BodyDecoder, BodyKind, CodecError, Status, Version};
+use crate::stream::Stream;
 use bytes::{Bytes, BytesMut};
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use monoio::net::TcpStream;
 use std::io;
 use std::rc::Rc;
 use std::time::Duration;
@@ -186,7 +186,7 @@ enum Source {
 }
 
 pub(crate) struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     w: Rc<OriginWorker>,
     inbuf: Vec<u8>,
     /// Start of the unconsumed input in `inbuf`.
@@ -195,7 +195,7 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(stream: TcpStream, w: Rc<OriginWorker>) -> Conn {
+    pub(crate) fn new(stream: Stream, w: Rc<OriginWorker>) -> Conn {
         Conn {
             stream,
             w,
@@ -208,7 +208,6 @@ impl Conn {
     /// Serve until the client closes, an error, or a scripted close. I/O errors just end
     /// the connection: the origin has nobody to report them to.
     pub(crate) async fn run(mut self) {
-        let _ = self.stream.set_nodelay(true);
         let _ = self.serve().await;
     }
 

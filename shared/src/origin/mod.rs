@@ -92,6 +92,8 @@ pub struct OriginConfig {
     /// One path whose status a test changes while the origin runs (a health endpoint); it
     /// wins over the config's status and the query's.
     pub switch: Option<switch::StatusSwitch>,
+    /// HTTPS: every connection starts with a TLS handshake (`crate::tls::server`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for OriginConfig {
@@ -121,6 +123,7 @@ impl Default for OriginConfig {
             },
             max_rate: None,
             switch: None,
+            tls: None,
         }
     }
 }
@@ -142,6 +145,9 @@ pub struct OriginStats {
     pub body_bytes: Counter,
     /// Raw requests received, when `capture` is on (malformed and truncated ones included).
     pub captured: Mutex<Vec<Vec<u8>>>,
+    /// TLS handshakes completed, and how many resumed a session.
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
 }
 
 impl OriginStats {
@@ -164,6 +170,27 @@ pub(crate) struct OriginWorker {
     pub pacer: Option<RefCell<pace::Pacer>>,
 }
 
+impl OriginWorker {
+    /// One connection: the TLS handshake first on an HTTPS origin (a failed one just ends it).
+    async fn serve(self: Rc<Self>, tcp: TcpStream) {
+        let _ = tcp.set_nodelay(true);
+        let stream = match &self.cfg.tls {
+            None => crate::stream::Stream::Plain(tcp),
+            Some(tls) => match crate::stream::accept(tcp, tls.clone()).await {
+                Ok(t) => {
+                    self.stats.tls_handshakes.incr();
+                    if t.session().handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                        self.stats.tls_resumed.incr();
+                    }
+                    crate::stream::Stream::Tls(Box::new(t))
+                }
+                Err(_) => return,
+            },
+        };
+        conn::Conn::new(stream, self).run().await
+    }
+}
+
 /// The origin's side of the accept loop: every connection in a task of its own that ends
 /// when the connection does or the origin stops, whichever comes first.
 impl Acceptor for OriginWorker {
@@ -175,7 +202,7 @@ impl Acceptor for OriginWorker {
         monoio::spawn(async move {
             let stop = w.shutdown.clone();
             monoio::select! {
-                _ = conn::Conn::new(stream, w.clone()).run() => {},
+                _ = w.clone().serve(stream) => {},
                 _ = stop.wait() => {},
             }
             w.live.set(w.live.get() - 1);

@@ -26,6 +26,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         listeners: vec![Listener {
             addr: "127.0.0.1:0".parse().unwrap(),
             backlog: 128,
+            tls: None,
         }],
         groups: vec![group("default", origins)],
         routes: vec![Route {
@@ -64,6 +65,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 1000,
         health: None,
+        tls: None,
     }
 }
 

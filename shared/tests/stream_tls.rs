@@ -1,0 +1,126 @@
+//! `shared::stream` over TLS: a client `Stream` against a blocking rustls server on another
+//! thread, on every driver. The idle liveness check must read what waits on the socket into
+//! the session: TLS 1.3 session tickets (sent by the server right after the handshake) leave
+//! the connection alive, where a raw MSG_PEEK would call it dead; application data, a
+//! close_notify or an end of stream make it dead.
+
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, ServerConfig, ServerConnection, StreamOwned};
+use shared::runtime::{drivers_here, run_on};
+use shared::stream::{connect, Stream};
+use std::io::Write;
+use std::net::TcpListener;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn configs() -> (Arc<ServerConfig>, Arc<ClientConfig>) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = p.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+    let server = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], key_der)
+        .unwrap();
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from(ca.der().to_vec())).unwrap();
+    let client = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    (Arc::new(server), Arc::new(client))
+}
+
+/// What the server does once the handshake is done and its tickets are sent.
+#[derive(Clone, Copy, Debug)]
+enum Then {
+    SendData,
+    CloseNotify,
+    Eof,
+}
+
+/// Poll `still_open` until it says dead; `false` if it still says alive after 10 s.
+fn turns_dead(s: &mut Stream) -> bool {
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if !s.still_open() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+#[test]
+fn idle_liveness_reads_tickets_and_sees_data_close_and_eof() {
+    let (server_cfg, client_cfg) = configs();
+    for d in drivers_here() {
+        for then in [Then::SendData, Then::CloseNotify, Then::Eof] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let (ready_tx, ready_rx) = mpsc::channel::<()>();
+            let (go_tx, go_rx) = mpsc::channel::<()>();
+            let cfg = server_cfg.clone();
+            let server = std::thread::spawn(move || {
+                let (tcp, _) = l.accept().unwrap();
+                let conn = ServerConnection::new(cfg).unwrap();
+                let mut s = StreamOwned::new(conn, tcp);
+                while s.conn.is_handshaking() {
+                    s.conn.complete_io(&mut s.sock).unwrap();
+                }
+                // The session tickets go out now, unasked.
+                while s.conn.wants_write() {
+                    s.conn.write_tls(&mut s.sock).unwrap();
+                }
+                ready_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                match then {
+                    Then::SendData => s.write_all(b"unsolicited").unwrap(),
+                    Then::CloseNotify => {
+                        s.conn.send_close_notify();
+                        s.conn.write_tls(&mut s.sock).unwrap();
+                    }
+                    Then::Eof => {}
+                }
+                s.flush().unwrap();
+                // Keep the socket open (but for Eof) until the client is done.
+                if !matches!(then, Then::Eof) {
+                    let _ = go_rx.recv();
+                }
+            });
+            let cc = client_cfg.clone();
+            let name = ServerName::try_from("localhost").unwrap();
+            run_on(d, 64, async move {
+                let tcp = monoio::net::TcpStream::connect(addr).await.unwrap();
+                let mut s = Stream::Tls(Box::new(connect(tcp, cc, name).await.unwrap()));
+                ready_rx.recv().unwrap();
+                // Tickets are waiting on the socket (a raw peek would call it dead): still
+                // alive, and again once they are read.
+                use std::os::fd::AsRawFd;
+                assert!(
+                    !shared::stream::peek_silent(s.as_raw_fd()),
+                    "{d} {then:?}: bytes pending"
+                );
+                assert!(s.still_open(), "{d} {then:?}: alive with tickets pending");
+                assert!(s.still_open(), "{d} {then:?}: alive after reading them");
+                go_tx.send(()).unwrap();
+                assert!(turns_dead(&mut s), "{d} {then:?}: seen dead");
+                let _ = go_tx.send(());
+            })
+            .unwrap();
+            server.join().unwrap();
+        }
+    }
+}
