@@ -31,7 +31,10 @@
 # LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
 # binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
 # for it, e.g. "--driver epoll"), BASE_BIN (another build of our proxy, target "base", started
-# exactly like "ours" but with BASE_ARGS instead of PROXY_ARGS when BASE_ARGS is set), RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
+# exactly like "ours" but with BASE_ARGS instead of PROXY_ARGS when BASE_ARGS is set), target
+# "logged" (ours with --access-log to a file in the run's temporary directory;
+# benches/obs_cost.sh compares base, ours and logged), RATIO_TO (the target the ratio column
+# divides by; default nginx), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -119,6 +122,11 @@ start_ours() {
 if bench_want "$TARGETS" ours; then
     bench_build proxy || bench_log "SKIP ours: cargo build --release -p proxy failed"
     start_ours ours "$PROXY_BIN" "${PROXY_ARGS:-}"
+fi
+if bench_want "$TARGETS" logged; then
+    # Ours with the access log on (combined, a file in the run's temporary directory).
+    bench_build proxy || bench_log "SKIP logged: cargo build --release -p proxy failed"
+    start_ours logged "$PROXY_BIN" "${PROXY_ARGS:-} --access-log $BENCH_TMP/access.log"
 fi
 if bench_want "$TARGETS" base; then
     [ -n "$BASE_BIN" ] || bench_die "target base needs BASE_BIN (another build of our proxy)"

@@ -14,9 +14,9 @@ use crate::config::schema::{
     StaticEntry,
 };
 use crate::config::{
-    resolve, Balance, Config, Edit, HeaderSlot, Overrides, ProxyLimits, TimeoutSlot, Timeouts,
-    DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE, DEFAULT_KEEPALIVE_REQUESTS,
-    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
+    resolve, AccessLogConfig, Balance, Config, Edit, HeaderSlot, LogFormat, Overrides, ProxyLimits,
+    TimeoutSlot, Timeouts, DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE,
+    DEFAULT_KEEPALIVE_REQUESTS, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
 };
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
@@ -170,6 +170,20 @@ pub struct Args {
     /// responses without their own freshness) [default: no cache]
     #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
     pub cache: Option<u64>,
+
+    /// Serve /metrics (Prometheus), /status (JSON) and /healthz on ADDR, never on the public
+    /// listeners [default: off; the file's `[admin] addr`]
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
+    pub admin: Option<SocketAddr>,
+
+    /// Write an access log to PATH (each worker buffers its lines; SIGUSR1 reopens the file)
+    /// [default: off; the file's `access_log`]
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
+
+    /// The access log's format
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Combined, requires = "access_log")]
+    pub access_log_format: LogFormat,
 
     /// Active health checks on the --upstream servers: GET PATH every 2s (timeout 1s), out
     /// after 3 failed in a row, back after 2 passed; 2xx and 3xx pass [default: no active checks]
@@ -399,11 +413,18 @@ impl Cli {
                 .filter(|h| h.0)
                 .map(|h| Edit::HeaderOff(h.1)),
         );
+        if let Some(addr) = a.admin {
+            edits.push(Edit::Admin(addr));
+        }
         let tls = a.tls_cert.clone().zip(a.tls_key.clone());
         Overrides {
             listen: a.listen.clone(),
             tls: tls.map(|(cert, key)| shared::tls::server::CertFiles { cert, key }),
             edits,
+            access_log: a.access_log.clone().map(|path| AccessLogConfig {
+                path,
+                format: a.access_log_format,
+            }),
         }
     }
 }

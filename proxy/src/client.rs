@@ -49,6 +49,10 @@ pub struct ClientConn {
     pub uout: BytesMut,
     /// The client response head being built (and chunk framing).
     pub cout: BytesMut,
+    /// The current request's outcome, finished once when it ends (`finish`).
+    pub rec: crate::record::Record,
+    /// What the access log shows of the current request (filled only when a log is on).
+    pub logreq: crate::access_log::LogRequest,
     /// The last answer was written corked (`cork_last_answer`): closing must send it.
     pub corked: bool,
     /// The socket was made O_NONBLOCK for direct syscalls (the cache's sendfile hits).
@@ -131,6 +135,8 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         cin: bufs.cin,
         uout: bufs.uout,
         cout: bufs.cout,
+        rec: crate::record::Record::default(),
+        logreq: Default::default(),
         corked: false,
         nonblocking: false,
     };
@@ -206,12 +212,25 @@ async fn requests(c: &mut ClientConn) -> End {
             Ok(Some(info)) => info,
             Ok(None) => return End::Close,
             Err(e) => {
+                if w.access_log.is_some() {
+                    c.logreq.capture(&c.ip, &c.cin);
+                }
                 respond_error(c, e).await;
+                finish(c);
                 return End::Close;
             }
         };
         first = false;
         w.stats.requests.incr();
+        c.rec.route = Some(info.route);
+        c.rec.bytes_in = info.head_len as u64
+            + match info.body {
+                shared::http::BodyKind::Length(n) => n,
+                _ => 0,
+            };
+        if w.access_log.is_some() {
+            c.logreq.capture(&c.ip, &c.cin[..info.head_len]);
+        }
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
             Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
@@ -222,6 +241,7 @@ async fn requests(c: &mut ClientConn) -> End {
                 _ => Next::Close,
             },
         };
+        finish(c);
         match next {
             Next::KeepAlive => {}
             Next::Close => return End::Close,
@@ -229,6 +249,11 @@ async fn requests(c: &mut ClientConn) -> End {
             Next::Tunnel(up) => return End::Tunnel(up),
         }
     }
+}
+
+/// The request ended: its record goes to the worker's metrics and access log.
+fn finish(c: &mut ClientConn) {
+    c.w.finish(&c.g.cfg, &c.rec, &c.logreq);
 }
 
 /// Read until a whole request head is in `cin`. `Ok(None)`: the connection ends quietly
@@ -245,6 +270,11 @@ async fn read_head(
     let mut parsed = 0;
     loop {
         if !c.cin.is_empty() {
+            if parsed == 0 {
+                // The request's first bytes (or, pipelined, its whole head): its clock starts.
+                c.rec = crate::record::Record::new(std::time::Instant::now());
+                c.rec.measure_head = c.w.access_log.is_some();
+            }
             if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();
                 if let Some(info) = prepare_request(&c.w, &c.g, &c.cin, &c.ip, &mut c.uout)? {
@@ -310,12 +340,16 @@ pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[
         Fault::Client => c.w.stats.client_errors.incr(),
         _ => c.w.stats.upstream_errors.incr(),
     }
+    c.rec.failed(e);
     let Some(status) = e.status() else { return };
     c.cout.clear();
     write_simple_response_with(&mut c.cout, Version::Http11, status, true, fields);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(buf) => c.cout = buf,
+        Ok(buf) => {
+            c.rec.wrote(&buf);
+            c.cout = buf
+        }
         Err(_) => return,
     }
     linger_close(c).await;

@@ -56,6 +56,10 @@ pub struct Config {
     pub timeouts: Timeouts,
     pub headers: HeaderOptions,
     pub limits: ProxyLimits,
+    /// `[admin] addr` / `--admin`: where `/metrics`, `/status` and `/healthz` are served.
+    pub admin: Option<SocketAddr>,
+    /// `access_log`: off unless set.
+    pub access_log: Option<AccessLogConfig>,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
 }
@@ -114,6 +118,13 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
             return Err(format!(
                 "listen address {}: backlog must be at least 1",
                 l.addr
+            ));
+        }
+    }
+    if let Some(a) = cfg.admin {
+        if a.port() != 0 && cfg.listeners.iter().any(|l| l.addr == a) {
+            return Err(format!(
+                "admin address {a} is also a listen address (the admin endpoints are never served on the public listeners)"
             ));
         }
     }
@@ -205,6 +216,35 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
         return Err("workers must be at least 1".into());
     }
     Ok(())
+}
+
+/// `access_log = { path = "...", format = "combined" | "json" }`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessLogConfig {
+    pub path: std::path::PathBuf,
+    #[serde(default)]
+    pub format: LogFormat,
+}
+
+/// The access log's line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum LogFormat {
+    /// nginx's `combined`.
+    #[default]
+    Combined,
+    /// One JSON object per line with every field of the outcome record.
+    Json,
+}
+
+impl LogFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            LogFormat::Combined => "combined",
+            LogFormat::Json => "json",
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

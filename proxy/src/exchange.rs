@@ -169,7 +169,10 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let a = match answer(c, &w, &g, &req, group).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
-        Err(None) => return Next::Close,
+        Err(None) => {
+            c.rec.failed(ProxyError::ClientGone);
+            return Next::Close;
+        }
     };
     end_client_head(&mut c.cout, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
@@ -213,6 +216,10 @@ async fn answer<'g>(
     if a.early {
         a.head.resp = a.head.resp.answered_early().map_err(Some)?;
     }
+    c.rec.upstream = Some(crate::record::Served {
+        group,
+        server: a.server,
+    });
     Ok(a)
 }
 
@@ -244,13 +251,21 @@ async fn attempts<'g>(
         if outcome.blame() == Blame::Server {
             balancer.borrow_mut().failed(s, Instant::now());
             tried.push(s);
+            if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = &outcome {
+                if let Some(m) = w.metrics.borrow_mut().server(g, s) {
+                    m.failures[crate::metrics::fault_index(*error)] += 1;
+                }
+            }
         }
         match outcome {
             Attempt::Answered(a) => {
                 balancer.borrow_mut().succeeded(s);
                 break Ok(a);
             }
-            Attempt::Retry { error, .. } => last = error,
+            Attempt::Retry { error, .. } => {
+                last = error;
+                w.metrics.borrow_mut().retries[g] += 1;
+            }
             Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
             Attempt::Abort => break Err(Unanswered::Close),
         }
@@ -271,7 +286,9 @@ async fn attempt<'g>(
 ) -> Attempt<'g> {
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
-    let pooled = plan.g.pools[g][s].borrow_mut().take(Instant::now());
+    // The upstream times run from here, the connect included (as nginx's do).
+    let started = Instant::now();
+    let pooled = plan.g.pools[g][s].borrow_mut().take(started);
     let tls = match (&cfg.groups[g].tls, &plan.g.upstream_tls[g]) {
         (None, _) => None,
         (Some(t), Some(client)) => Some((client, &t.names[s])),
@@ -286,7 +303,7 @@ async fn attempt<'g>(
     let to = Dest { server, tls };
     let mut up = match pooled {
         Some(up) => up,
-        None => match connect(w, to, cfg.timeouts.connect).await {
+        None => match counted_connect(w, to, cfg.timeouts.connect, (g, s)).await {
             Ok(up) => up,
             Err(ProxyError::NoResources) => {
                 return Attempt::Fail {
@@ -305,6 +322,9 @@ async fn attempt<'g>(
     let in_flight = InFlight::new(&plan.g.balancers[g], s);
     if let Err(unsent) = send_head(c, plan, server, &mut up).await {
         return unsent;
+    }
+    if let Some(m) = w.metrics.borrow_mut().server(g, s) {
+        m.requests += 1;
     }
     up.requests += 1;
     let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
@@ -331,6 +351,8 @@ async fn attempt<'g>(
             Err(f) => return f,
         }
     };
+    c.rec.upstream_sent = Some(started);
+    c.rec.upstream_ttfb = Some(started.elapsed());
     Attempt::Answered(Answered {
         server: s,
         up,
@@ -338,6 +360,19 @@ async fn attempt<'g>(
         early,
         _in_flight: in_flight,
     })
+}
+
+/// `connect`, counted against server `s` of group `g`.
+async fn counted_connect(
+    w: &ProxyWorker,
+    to: Dest<'_>,
+    limit: Duration,
+    (g, s): (usize, usize),
+) -> Result<Upstream, ProxyError> {
+    if let Some(m) = w.metrics.borrow_mut().server(g, s) {
+        m.connects += 1;
+    }
+    connect(w, to, limit).await
 }
 
 /// Send the request head (with a body that came with it) in one write; `Err`: what the
@@ -400,8 +435,14 @@ async fn relay_response(
         kind: resp.body,
         framing: resp.framing,
         fill,
+        rec: &mut c.rec,
     };
-    match relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await {
+    let relayed = relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await;
+    // Only the access log shows it: no clock read per request without one.
+    if w.access_log.is_some() {
+        c.rec.upstream_time = c.rec.upstream_sent.map(|t| t.elapsed());
+    }
+    match relayed {
         Ok(done) => {
             w.give_buf(done.buf);
             let filled = done.filled;
@@ -421,13 +462,15 @@ async fn relay_response(
             };
             (next, filled)
         }
-        Err(RelayFail::Upstream(_)) => {
+        Err(RelayFail::Upstream(e)) => {
             // Mid-body: the client connection is aborted; what it got is visibly incomplete.
             w.stats.upstream_errors.incr();
+            c.rec.failed(e);
             (Next::Close, None)
         }
-        Err(RelayFail::Client(_)) => {
+        Err(RelayFail::Client(e)) => {
             w.stats.client_errors.incr();
+            c.rec.failed(e);
             (Next::Close, None)
         }
     }
@@ -441,8 +484,9 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next 
     c.cout.extend_from_slice(&ub[resp.head_len..]);
     c.w.give_buf(ub);
     let buf = std::mem::take(&mut c.cout);
-    if write_all(&mut c.stream, buf, t.send).await.is_err() {
-        return Next::Close;
+    match write_all(&mut c.stream, buf, t.send).await {
+        Ok(b) => c.rec.wrote(&b),
+        Err(_) => return Next::Close,
     }
     if !c.cin.is_empty() {
         let buf = std::mem::take(&mut c.cin);

@@ -59,6 +59,8 @@ pub struct RequestInfo {
     /// included, when its head was parsed: a graceful shutdown still serves them, so this
     /// response keeps the connection open.
     pub pipelined: bool,
+    /// The route (index into `Config::routes`).
+    pub route: usize,
     /// What the route's action does with the request, decided once.
     pub dispatch: Dispatch,
     /// The request target as received, in the client buffer (valid until the exchange
@@ -276,6 +278,7 @@ pub fn prepare_request(
             head_len: head.head_len,
             host_written: false,
             pipelined,
+            route,
             dispatch: Dispatch::Answered {
                 skip: None,
                 close: true,

@@ -22,6 +22,10 @@
 //! - [`cache`]: the response cache's sans-IO core (keys, variants, freshness, the store).
 //! - [`static_files`]: routes answered from a directory (nginx's `root`).
 //! - `error`: typed failures that record whose fault they were.
+//! - `record`: one request's outcome, finished in one place; `metrics` what a worker counts
+//!   from it; `access_log` the lines it writes from it.
+//! - `admin`: the admin listener (`/metrics`, `/status`, `/healthz`), a thread that gathers
+//!   the workers' snapshots through the inbox; `exposition` renders them.
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
 //! `Rc`/`RefCell`, never borrowed across an `.await`); nothing is logged per request; no
@@ -35,15 +39,20 @@ pub mod route;
 pub mod static_files;
 
 mod accept;
+mod access_log;
+mod admin;
 mod answer;
 mod client;
 mod error;
 mod exchange;
+mod exposition;
 mod forward;
 mod generation;
 pub mod health;
 mod io;
+mod metrics;
 mod pool;
+mod record;
 mod relay;
 mod tunnel;
 mod worker;
@@ -68,6 +77,13 @@ pub enum StartError {
     Runtime(#[from] RuntimeError),
     #[error("cannot create the workers' inbox: {0}")]
     Inbox(std::io::Error),
+    #[error("cannot open the access log {path}: {source}")]
+    AccessLog {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the admin listener: {0}")]
+    Admin(std::io::Error),
 }
 
 /// A started proxy.
@@ -79,6 +95,8 @@ pub struct Running {
     summary: String,
     /// The workers' inboxes (purges between workers), closed at shutdown.
     post: shared::inbox::Post<worker::WorkerMsg>,
+    /// The admin listener, when configured; stopped once the workers ended.
+    admin: Option<admin::Admin>,
 }
 
 /// Bind every listener (on this thread, so bind errors surface here), start the workers and
@@ -105,6 +123,17 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
             per_worker[i].push(s);
         }
     }
+    // Opened here once so a path that cannot be written stops the start with its reason.
+    if let Some(l) = &cfg.access_log {
+        access_log::open_file(l).map_err(|source| StartError::AccessLog {
+            path: l.path.clone(),
+            source,
+        })?;
+    }
+    let admin_listener = match cfg.admin {
+        Some(addr) => Some(admin_listener(addr)?),
+        None => None,
+    };
     let stats: Vec<Arc<ProxyCounters>> =
         (0..n).map(|_| Arc::new(ProxyCounters::default())).collect();
     let items: Vec<_> = per_worker.into_iter().zip(stats.iter().cloned()).collect();
@@ -126,7 +155,36 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
             move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st, post.clone()),
         )?
     };
-    let summary = summary(&cfg, driver, &workers, &addrs, nofile);
+    let admin = match admin_listener {
+        Some(l) => {
+            let ctx = admin::AdminCtx {
+                cfg: cfg.clone(),
+                post: post.clone(),
+                flag: flag.clone(),
+            };
+            // Like the workers, the admin thread must not take a signal meant for `main`'s
+            // signal thread (a SIGTERM it took would kill the process without a drain).
+            let _mask = shared::shutdown::SignalMask::block_stop_signals();
+            Some(admin::Admin::start(l, ctx).map_err(StartError::Admin)?)
+        }
+        None => None,
+    };
+    let mut summary = summary(&cfg, driver, &workers, &addrs, nofile);
+    // Before the limits line, which stays the summary's last.
+    let mut obs = String::new();
+    if let Some(a) = &admin {
+        obs.push_str(&format!(
+            "  admin: http://{}/metrics /status /healthz\n",
+            a.addr()
+        ));
+    }
+    if let Some(l) = &cfg.access_log {
+        let (path, format) = (l.path.display(), l.format.name());
+        obs.push_str(&format!("  access log: {path} ({format})\n"));
+    }
+    if let Some(at) = summary.rfind("  limits: ") {
+        summary.insert_str(at, &obs);
+    }
     Ok(Running {
         addrs,
         workers,
@@ -134,7 +192,23 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
         stats,
         summary,
         post,
+        admin,
     })
+}
+
+/// The admin listener's socket, bound on this thread (so a bind error stops the start).
+fn admin_listener(addr: SocketAddr) -> Result<std::net::TcpListener, StartError> {
+    let bind_err = |source| StartError::Bind { addr, source };
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .map_err(bind_err)?;
+    s.set_reuse_address(true).map_err(bind_err)?;
+    s.bind(&addr.into()).map_err(bind_err)?;
+    s.listen(64).map_err(bind_err)?;
+    Ok(s.into())
 }
 
 impl Running {
@@ -163,10 +237,32 @@ impl Running {
         self.flag.trigger();
     }
 
-    /// Wait for the workers to end (after a shutdown was triggered).
+    /// The admin listener's address, when one is configured (port 0 resolved).
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|a| a.addr())
+    }
+
+    /// Ask every worker to reopen its access log (SIGUSR1); returns how many were asked.
+    pub fn reopen_logs(&self) -> usize {
+        self.post.broadcast(|_| worker::WorkerMsg::ReopenLog)
+    }
+
+    /// A handle that asks the workers to reopen their access logs, for the signal thread.
+    pub fn log_reopener(&self) -> impl Fn() + Send + 'static {
+        let post = self.post.clone();
+        move || {
+            post.broadcast(|_| worker::WorkerMsg::ReopenLog);
+        }
+    }
+
+    /// Wait for the workers to end (after a shutdown was triggered). The admin listener
+    /// answers until then (`/healthz` says 503 while they drain).
     pub fn join(self) -> Result<(), RuntimeError> {
         let r = self.workers.join();
         self.post.close_all();
+        if let Some(a) = self.admin {
+            a.stop();
+        }
         r
     }
 

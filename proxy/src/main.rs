@@ -31,7 +31,11 @@ fn main() {
             exit(1)
         }
     };
-    if let Err(e) = shared::shutdown::install_signal_handler(running.shutdown_flag(), on_signal) {
+    // SIGUSR1 reopens the access log on every worker (logrotate).
+    let reopen = running.log_reopener();
+    let installed =
+        shared::shutdown::install_signal_handlers(running.shutdown_flag(), on_signal, reopen);
+    if let Err(e) = installed {
         eprintln!("proxy: cannot install the signal handler: {e}");
         running.trigger_shutdown();
     }

@@ -89,6 +89,11 @@ impl ServerPool {
         self.idle.push(Idle { up, since: now });
     }
 
+    /// Idle connections pooled now.
+    pub fn idle(&self) -> usize {
+        self.idle.len()
+    }
+
     /// Close connections idle for longer than the timeout.
     pub fn sweep(&mut self, now: Instant) {
         let expired = self

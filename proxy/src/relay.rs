@@ -169,6 +169,8 @@ pub struct ResponseRelay<'a> {
     pub framing: ClientFraming,
     /// A cache entry to fill with the body (cached routes only).
     pub fill: Option<FillSink<'a>>,
+    /// What was written to the client is noted here.
+    pub rec: &'a mut crate::record::Record,
 }
 
 /// Send the client's response head and the response body to the client. The body starts at
@@ -187,6 +189,7 @@ pub async fn response_body(
         chunked: r.framing == ClientFraming::Chunked,
         send: t.send,
         fill: r.fill,
+        rec: r.rec,
     };
     if r.framing == ClientFraming::Empty {
         out.flush_head().await?;
@@ -257,6 +260,7 @@ struct ToClient<'a> {
     chunked: bool,
     send: Duration,
     fill: Option<FillSink<'a>>,
+    rec: &'a mut crate::record::Record,
 }
 
 impl<'a> ToClient<'a> {
@@ -274,6 +278,7 @@ impl<'a> ToClient<'a> {
         *self.head = write_all(self.client, buf, self.send)
             .await
             .map_err(|e| client_fail(e.fail))?;
+        self.rec.wrote(self.head);
         self.head_pending = false;
         Ok(())
     }
@@ -338,9 +343,11 @@ impl<'a> ToClient<'a> {
         a: usize,
         b: usize,
     ) -> Result<BytesMut, RelayFail> {
-        write_range(self.client, buf, a, b, self.send)
+        let buf = write_range(self.client, buf, a, b, self.send)
             .await
-            .map_err(|e| client_fail(e.fail))
+            .map_err(|e| client_fail(e.fail))?;
+        self.rec.wrote(&buf[a..b]);
+        Ok(buf)
     }
 }
 

@@ -79,6 +79,10 @@ pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
     Purge(crate::exchange::cached::OwnedKey),
+    /// A scrape (`admin`): this worker's counters and state, now.
+    Snapshot(shared::inbox::Reply<crate::metrics::WorkerSnapshot>),
+    /// SIGUSR1: reopen the access log file (logrotate moved it).
+    ReopenLog,
     /// A server's state by active health checks changed (the checking worker tells the
     /// others, `crate::health`).
     Health(crate::health::HealthChange),
@@ -130,6 +134,8 @@ async fn inbox(
                 invalidate_here(&w, &key);
                 w.stats.cache_purges_received.incr();
             }
+            WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
+            WorkerMsg::ReopenLog => w.reopen_log(),
             WorkerMsg::Health(change) => crate::health::apply(&w, &change),
         }
     }
@@ -147,6 +153,10 @@ pub struct ProxyWorker {
     /// The active health checks this worker runs (`crate::health::start`).
     pub health: crate::health::Checks,
     pub errlog: RefCell<RateLimitedLog>,
+    /// What requests came to (fed once per request from its record, `client::requests`).
+    pub metrics: RefCell<crate::metrics::Metrics>,
+    /// The access log, when configured.
+    pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
     /// `{random:A-B}` in `return` templates.
     pub rng: crate::answer::Rng,
     /// The `Date` of the answers the proxy writes itself.
@@ -177,6 +187,11 @@ impl ProxyWorker {
         ProxyWorker {
             id,
             post,
+            metrics: RefCell::new(crate::metrics::Metrics::new(&cfg)),
+            access_log: cfg
+                .access_log
+                .as_ref()
+                .map(|l| RefCell::new(crate::access_log::AccessLog::open(l, id))),
             generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
             shutdown,
             stats,
@@ -277,6 +292,108 @@ impl ProxyWorker {
         });
     }
 
+    /// One request ended: count it and log it.
+    pub fn finish(
+        &self,
+        cfg: &Config,
+        rec: &crate::record::Record,
+        line: &crate::access_log::LogRequest,
+    ) {
+        let now = Instant::now();
+        self.metrics.borrow_mut().record(rec, now);
+        if let Some(log) = &self.access_log {
+            let mut log = log.borrow_mut();
+            log.write(cfg, rec, line, now);
+            if let Some(e) = log.take_error() {
+                drop(log);
+                self.log_error(format_args!("access log: lines lost: {e}"));
+            }
+        }
+    }
+
+    fn flush_log(&self) {
+        if let Some(log) = &self.access_log {
+            let mut log = log.borrow_mut();
+            log.flush();
+            if let Some(e) = log.take_error() {
+                drop(log);
+                self.log_error(format_args!("access log: lines lost: {e}"));
+            }
+        }
+    }
+
+    fn reopen_log(&self) {
+        if let Some(log) = &self.access_log {
+            if let Err(e) = log.borrow_mut().reopen() {
+                self.log_error(format_args!("access log: {e}"));
+            }
+        }
+    }
+
+    /// This worker's counters and state, for a scrape.
+    pub fn snapshot(&self) -> crate::metrics::WorkerSnapshot {
+        use crate::metrics::{CacheState, ServerState};
+        let now = Instant::now();
+        let g = self.generation();
+        let servers = g
+            .pools
+            .iter()
+            .zip(&g.balancers)
+            .map(|(pools, b)| {
+                let b = b.borrow();
+                pools
+                    .iter()
+                    .enumerate()
+                    .map(|(s, p)| ServerState {
+                        idle: p.borrow().idle() as u64,
+                        busy: b.active(s),
+                        up: !b.is_down(s, now),
+                        health: b.health(s).name(),
+                    })
+                    .collect()
+            })
+            .collect();
+        let caches = g
+            .caches
+            .iter()
+            .map(|c| {
+                c.as_ref().map(|s| {
+                    let s = s.borrow();
+                    let st = s.stats();
+                    CacheState {
+                        entries: s.len() as u64,
+                        bytes: s.bytes(),
+                        evicted: st.evicted,
+                        dropped: st.dropped_too_large + st.dropped_no_room,
+                    }
+                })
+            })
+            .collect();
+        crate::metrics::WorkerSnapshot {
+            worker: self.id,
+            metrics: self.metrics.borrow().clone(),
+            open: self.active() as u64,
+            accepted: self.stats.connections.get(),
+            accept_errors: self.stats.accept_errors.get(),
+            tls: {
+                let st = &self.stats;
+                let (all, resumed) = (st.tls_handshakes.get(), st.tls_resumed.get());
+                let failed = st.tls_failed.get();
+                let plain = st.tls_plain_http.get();
+                // `tls_failed` counts plain HTTP too: each reason once here.
+                [
+                    all - resumed.min(all),
+                    resumed,
+                    failed - plain.min(failed),
+                    plain,
+                ]
+            },
+            servers,
+            caches,
+            draining: self.shutdown.is_fired(),
+        }
+    }
+
     /// The current generation; a request holds it until its exchange ends.
     pub fn generation(&self) -> Rc<Generation> {
         self.generation.borrow().clone()
@@ -352,12 +469,11 @@ pub async fn run(
         stats,
         Some(post),
     ));
+    // The inbox outlives shutdown until the drain ends: a scrape during the drain is
+    // answered.
+    let drained = Shutdown::new();
     let inbox_task = match mailbox {
-        Ok(m) => Some(monoio::spawn(inbox(
-            Rc::downgrade(&w),
-            m,
-            ctx.shutdown.clone(),
-        ))),
+        Ok(m) => Some(monoio::spawn(inbox(Rc::downgrade(&w), m, drained.clone()))),
         Err(e) => {
             eprintln!(
                 "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",
@@ -379,6 +495,9 @@ pub async fn run(
         }
     }
     monoio::spawn(sweep_pools(w.clone()));
+    if w.access_log.is_some() {
+        monoio::spawn(flush_log_tick(w.clone()));
+    }
     crate::health::start(&w);
     ctx.shutdown.wait().await;
     for a in accepts {
@@ -391,6 +510,8 @@ pub async fn run(
     while w.active() > 0 && Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
+    w.flush_log();
+    drained.fire();
     if let Some(t) = inbox_task {
         t.await;
     }
@@ -421,5 +542,18 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
                 p.borrow_mut().sweep(now);
             }
         }
+    }
+}
+
+/// Flush the access log's buffer on a coarse tick, so a quiet proxy's lines reach the file
+/// within a second (a busy one flushes by size).
+async fn flush_log_tick(w: Rc<ProxyWorker>) {
+    let mut stop = w.shutdown.wait();
+    loop {
+        monoio::select! {
+            _ = monoio::time::sleep(crate::access_log::FLUSH_TICK) => {}
+            _ = &mut stop => return,
+        }
+        w.flush_log();
     }
 }

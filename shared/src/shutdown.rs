@@ -43,6 +43,16 @@ pub fn install_signal_handler(
     flag: Arc<ShutdownFlag>,
     on_signal: impl Fn(usize) + Send + 'static,
 ) -> std::io::Result<()> {
+    install_signal_handlers(flag, on_signal, || {})
+}
+
+/// [`install_signal_handler`], and SIGUSR1 (blocked with the stop signals, so no worker takes
+/// it) runs `on_reopen` on the signal thread: the proxy reopens its access logs.
+pub fn install_signal_handlers(
+    flag: Arc<ShutdownFlag>,
+    on_signal: impl Fn(usize) + Send + 'static,
+    on_reopen: impl Fn() + Send + 'static,
+) -> std::io::Result<()> {
     // Blocked for good in this thread: the `signals` thread below takes them with sigwait.
     SignalMask::block_stop_signals()?.keep();
     let set = stop_signals();
@@ -58,6 +68,10 @@ pub fn install_signal_handler(
                 if rc != 0 {
                     continue;
                 }
+                if sig == libc::SIGUSR1 {
+                    on_reopen();
+                    continue;
+                }
                 n += 1;
                 flag.trigger();
                 on_signal(n);
@@ -66,7 +80,8 @@ pub fn install_signal_handler(
     Ok(())
 }
 
-/// SIGINT and SIGTERM: the signals that stop the process.
+/// SIGINT and SIGTERM: the signals that stop the process; and SIGUSR1 (reopen the logs),
+/// taken by the same thread.
 fn stop_signals() -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before sigaddset uses it.
     unsafe {
@@ -74,6 +89,7 @@ fn stop_signals() -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         set
     }
 }

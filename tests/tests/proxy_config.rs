@@ -117,6 +117,7 @@ fn example_parses_and_validates_in_process() {
         "workers",
         "driver",
         "pin",
+        "format",
         "cert",
         "key",
         "names",
@@ -369,6 +370,9 @@ fn help_mentions_every_flag_and_its_default() {
         "--no-x-real-ip",
         "--no-x-forwarded-proto",
         "--cache",
+        "--admin",
+        "--access-log",
+        "--access-log-format",
         "--health-check",
         "--cache-no-sendfile",
         "--tls-cert",
@@ -380,7 +384,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 34, "{help}");
+    assert_eq!(entries.len(), 37, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -19,7 +19,7 @@ mod date;
 mod rng;
 pub mod template;
 
-pub use date::DateCache;
+pub use date::{imf_fixdate, DateCache};
 pub use rng::Rng;
 
 use crate::client::{linger_close, ClientConn};
@@ -223,7 +223,10 @@ pub async fn send(c: &mut ClientConn, req: &RequestInfo, skip: Option<usize>, cl
         crate::client::cork_last_answer(c);
     }
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(buf) => c.uout = buf,
+        Ok(buf) => {
+            c.rec.wrote(&buf);
+            c.uout = buf
+        }
         Err(_) => {
             c.w.stats.client_errors.incr();
             return Next::Close;

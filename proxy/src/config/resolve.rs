@@ -49,6 +49,8 @@ pub struct Overrides {
     pub tls: Option<CertFiles>,
     /// Every other flag given, applied in order to the resolved config.
     pub edits: Vec<Edit>,
+    /// `--access-log`: replaces the file's `access_log`.
+    pub access_log: Option<crate::config::AccessLogConfig>,
 }
 
 /// Where a timeout lives in [`Timeouts`].
@@ -69,6 +71,8 @@ pub enum Edit {
     MaxConnections(usize),
     /// `--no-x-*`, `--no-preserve-host`.
     HeaderOff(HeaderSlot),
+    /// `--admin`.
+    Admin(SocketAddr),
 }
 
 impl Edit {
@@ -82,6 +86,7 @@ impl Edit {
             Edit::MaxBody(limit) => cfg.limits.max_body = limit,
             Edit::MaxConnections(n) => cfg.limits.max_connections = n,
             Edit::HeaderOff(slot) => *slot(&mut cfg.headers) = false,
+            Edit::Admin(addr) => cfg.admin = Some(addr),
         }
     }
 }
@@ -100,6 +105,11 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
         timeouts: file.timeouts.clone(),
         headers: file.headers.clone(),
         limits: proxy_limits(&file.limits),
+        admin: file.admin.as_ref().map(|a| a.addr),
+        access_log: overrides
+            .access_log
+            .clone()
+            .or_else(|| file.access_log.clone()),
         source: file.origin.describe().to_string(),
     };
     for edit in &overrides.edits {

@@ -85,6 +85,18 @@ pub struct FileConfig {
     pub limits: LimitsEntry,
     #[serde(default)]
     pub runtime: RuntimeEntry,
+    #[serde(default)]
+    pub admin: Option<AdminEntry>,
+    #[serde(default)]
+    pub access_log: Option<crate::config::AccessLogConfig>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminEntry {
+    #[serde(deserialize_with = "de_listen")]
+    pub addr: SocketAddr,
 }
 
 /// `[[listen]]`.

@@ -76,6 +76,7 @@ fn example_parses_with_every_key() {
     assert_eq!(app.servers[2].name, "127.0.0.1:9003");
     assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
     assert_eq!(app.servers[2].weight, 1);
+    assert_eq!(cfg.groups[2].balance, Balance::LeastConn);
     let h = app
         .health
         .as_ref()
@@ -88,7 +89,6 @@ fn example_parses_with_every_key() {
     assert_eq!((h.rise, h.fall), (2, 3));
     assert_eq!(h.expect, health::Expect::Status(200));
     assert!(cfg.groups[1..].iter().all(|g| g.health.is_none()));
-    assert_eq!(cfg.groups[2].balance, Balance::LeastConn);
     assert_eq!(cfg.routes.len(), 6);
     assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
     assert_eq!(cfg.routes[0].action.group(), Some(2));

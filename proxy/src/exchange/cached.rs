@@ -118,7 +118,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
         return super::run(c, req, group).await;
     };
     if body_too_large(&g, &req) {
-        w.stats.cache_bypasses.incr();
+        note(&w, &mut c.rec, CacheStatus::Bypass);
         return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
     }
     let mut waits = 0;
@@ -137,12 +137,12 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
         let key = || OwnedKey::new(key_of(&c.cin, &req));
         match d {
             Decision::Hit(hit) => {
-                w.stats.cache_hits.incr();
+                note(&w, &mut c.rec, CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 return send_hit(c, &req, hit).await;
             }
             Decision::NotModified(hit) => {
-                w.stats.cache_hits.incr();
+                note(&w, &mut c.rec, CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 return send_not_modified(c, &req, &hit, CacheStatus::Hit).await;
             }
@@ -152,7 +152,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 age,
                 len,
             } => {
-                w.stats.cache_hits.incr();
+                note(&w, &mut c.rec, CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 let out = Stored::new(&head, age, CacheStatus::Hit, len);
                 return stream_entry(c, &req, store, entry, out).await;
@@ -165,7 +165,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 }
                 // The fill takes too long: fetch on our own, without storing (a stale
                 // entry still serves if the upstream fails).
-                w.stats.cache_misses.incr();
+                note(&w, &mut c.rec, CacheStatus::Miss);
                 let f = Fetch {
                     cache: Some((store, cfg.as_ref())),
                     stale,
@@ -196,7 +196,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 return fetch(c, &req, group, &key, f).await;
             }
             Decision::Forward { invalidate } => {
-                w.stats.cache_bypasses.incr();
+                note(&w, &mut c.rec, CacheStatus::Bypass);
                 let f = Fetch {
                     invalidate,
                     ..Fetch::plain(CacheStatus::Bypass)
@@ -481,7 +481,9 @@ async fn send_stored(
     }
     let buf = std::mem::take(&mut c.cout);
     let written = match separate {
-        None => write_all(&mut c.stream, buf, send).await.ok(),
+        None => write_all(&mut c.stream, buf, send).await.ok().inspect(|b| {
+            c.rec.wrote(b);
+        }),
         Some(body) => write_head_and_body(c, &w, buf, body, send).await,
     };
     match written {
@@ -529,6 +531,7 @@ async fn send_from_file(
         Some(n) => n,
         None => return client_gone(&w),
     };
+    c.rec.wrote(&c.cout[..head]);
     let send = c.g.cfg.timeouts.send;
     if head < c.cout.len() {
         let mut buf = std::mem::take(&mut c.cout);
@@ -549,7 +552,22 @@ async fn send_from_file(
     if done < body.len() && write_bytes(c, body.slice(done..), send).await.is_err() {
         return client_gone(&w);
     }
+    c.rec.wrote_body(body.len() as u64);
     next_after(keep)
+}
+
+/// Count a request of a cached route by its cache status: the worker's counter and the
+/// request's record.
+fn note(w: &ProxyWorker, rec: &mut crate::record::Record, s: CacheStatus) {
+    let st = &w.stats;
+    match s {
+        CacheStatus::Hit => st.cache_hits.incr(),
+        CacheStatus::Miss => st.cache_misses.incr(),
+        CacheStatus::Bypass => st.cache_bypasses.incr(),
+        CacheStatus::Stale => st.cache_stale.incr(),
+        CacheStatus::Revalidated => st.cache_revalidated.incr(),
+    }
+    rec.cache = Some(s);
 }
 
 /// What a non-blocking send took: `n` bytes, none if the socket is full, `None` on error.
@@ -632,6 +650,8 @@ async fn write_head_and_body(
         }
     }
     w.give_iovecs(v.iov);
+    c.rec.wrote(&v.head);
+    c.rec.wrote_body(v.body.len() as u64);
     Some(v.head)
 }
 
@@ -662,7 +682,10 @@ async fn stream_entry(
     let keep = out.write(&w, req, &mut c.cout);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(b) => c.cout = b,
+        Ok(b) => {
+            c.rec.wrote(&b);
+            c.cout = b
+        }
         Err(_) => return client_gone(&w),
     }
     if req.method == RequestMethod::Head {
@@ -673,10 +696,12 @@ async fn stream_entry(
         let read = store.borrow_mut().read(h, offset);
         match read {
             Read::Data(b) => {
-                offset += b.len() as u64;
+                let n = b.len() as u64;
+                offset += n;
                 if write_bytes(c, b, c.g.cfg.timeouts.send).await.is_err() {
                     return client_gone(&w);
                 }
+                c.rec.wrote_body(n);
             }
             Read::Pending => {
                 if !wait_change(store, h, c.g.cfg.timeouts.read).await {
@@ -736,6 +761,8 @@ async fn fetch(
 ) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
+    // The record's cache status (a validation's is decided by its answer, below).
+    c.rec.cache = Some(f.status);
     let head_only = req.method == RequestMethod::Head;
     // A HEAD miss fills the entry with a GET.
     let fetch_req = if head_only && f.fill.is_some() {
@@ -762,6 +789,10 @@ async fn fetch(
             true => w.stats.cache_revalidated.incr(),
             false => w.stats.cache_misses.incr(),
         }
+        c.rec.cache = Some(match not_modified {
+            true => CacheStatus::Revalidated,
+            false => CacheStatus::Miss,
+        });
     }
     let a = match answered {
         Ok(a) => a,
@@ -832,7 +863,7 @@ async fn upstream_failed(
                 .borrow_mut()
                 .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
         if let Some(hit) = hit {
-            w.stats.cache_stale.incr();
+            note(&w, &mut c.rec, CacheStatus::Stale);
             let len = hit.body.len() as u64;
             let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
             return send_stored(c, req, out, Some(hit.body)).await;
@@ -1101,7 +1132,10 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(b) => c.cout = b,
+        Ok(b) => {
+            c.rec.wrote(&b);
+            c.cout = b
+        }
         Err(_) => return client_gone(&w),
     }
     next_after(keep)

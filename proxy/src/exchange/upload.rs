@@ -38,6 +38,7 @@ pub(super) async fn stream_request(
         if !matches!(r.await, Ok(Ok(_))) {
             return Err(Attempt::Abort);
         }
+        c.rec.wrote(cont);
     }
     let reused = up.reused;
     let (up, outcome) = stream_body(c, w, up, ub, req).await;

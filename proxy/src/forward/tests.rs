@@ -163,6 +163,7 @@ fn req() -> RequestInfo {
         head_len: 0,
         host_written: true,
         pipelined: false,
+        route: 0,
         dispatch: crate::forward::Dispatch::Proxy { group: 0 },
         target: crate::forward::Span { start: 0, len: 0 },
         authority: None,

@@ -48,7 +48,10 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     };
     let _nonblocking = NonBlocking::set(tcp)?;
     send_all(tcp, &c.cout, limit).await?;
-    sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await
+    c.rec.wrote(&c.cout);
+    sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await?;
+    c.rec.wrote_body(len);
+    Ok(())
 }
 
 /// A TLS client: the file goes through the session (no sendfile), read with pread(2) into a
@@ -86,6 +89,7 @@ async fn copy_through(
         buf = write_all(&mut c.stream, buf, limit)
             .await
             .map_err(|_| SendFail)?;
+        c.rec.wrote(&buf);
         buf.clear();
     }
     c.cout = buf;
@@ -96,6 +100,7 @@ async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail>
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, limit).await {
         Ok(buf) => {
+            c.rec.wrote(&buf);
             c.cout = buf;
             Ok(())
         }

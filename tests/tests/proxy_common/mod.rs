@@ -43,6 +43,8 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         },
         headers: HeaderOptions::default(),
         limits: ProxyLimits::default(),
+        admin: None,
+        access_log: None,
         source: "test".into(),
     }
 }

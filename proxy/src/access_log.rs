@@ -1,0 +1,345 @@
+//! The access log: off by default; `access_log = { path = "...", format = "combined" | "json" }`.
+//!
+//! - `combined` is nginx's format exactly: `$remote_addr - $remote_user [$time_local]
+//!   "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"`, with nginx's
+//!   escaping (`"`, `\`, control and non-ASCII bytes as `\xHH`) and `-` for what is missing.
+//!   Times are UTC (`+0000`).
+//! - `json` is one object per line with the record's fields: the request, status, bytes both
+//!   ways, request time, upstream address, upstream header and response times, cache status,
+//!   fault kind.
+//!
+//! Per worker: each worker has its own descriptor (O_APPEND) and its own buffer; a line is
+//! formatted into the buffer, which is written when it holds `FLUSH_AT` bytes, on a coarse
+//! tick (`FLUSH_TICK`), and at shutdown. A write holds whole lines, and O_APPEND writes do not
+//! interleave, so workers never share a lock and lines never mix. SIGUSR1 reopens the file on
+//! every worker (through the inbox): the buffer goes to the old file, new lines to the new.
+//! A write that fails drops its lines (counted in `dropped`, reported at most once per few
+//! seconds); the proxy keeps serving.
+
+use crate::config::{AccessLogConfig, Config, LogFormat};
+use crate::exposition::route_label;
+use crate::forward::IpText;
+use crate::metrics::{fault_index, FAULT_KINDS};
+use crate::record::Record;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Buffered bytes that trigger a write.
+pub const FLUSH_AT: usize = 32 * 1024;
+/// The longest a line waits in the buffer on a quiet worker.
+pub const FLUSH_TICK: Duration = Duration::from_millis(500);
+/// The longest request line, Referer or User-Agent kept for the log.
+const FIELD_MAX: usize = 2048;
+
+/// Open `cfg`'s file for appending, creating it.
+pub fn open_file(cfg: &AccessLogConfig) -> std::io::Result<File> {
+    OpenOptions::new().append(true).create(true).open(&cfg.path)
+}
+
+/// The parts of a request the log shows, copied from its head before the head is consumed
+/// (a connection's buffer, reused: no allocation once warm). Filled only when a log is on.
+#[derive(Debug, Default)]
+pub struct LogRequest {
+    buf: Vec<u8>,
+    /// Ends of the remote address, request line, Referer, User-Agent in `buf`.
+    ends: [usize; 4],
+    has: [bool; 4],
+}
+
+impl LogRequest {
+    /// Take what the log needs from the request head at the front of `head` (the request
+    /// line even when the rest is not a valid head).
+    pub fn capture(&mut self, ip: &IpText, head: &[u8]) {
+        self.buf.clear();
+        self.has = [false; 4];
+        self.put(0, ip.as_bytes());
+        let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
+        let line = head[..line_end]
+            .strip_suffix(b"\r")
+            .unwrap_or(&head[..line_end]);
+        self.put(1, line);
+        let (mut referer, mut agent): (&[u8], &[u8]) = (&[], &[]);
+        let (mut has_r, mut has_a) = (false, false);
+        let rest = head.get(line_end + 1..).unwrap_or(&[]);
+        for l in rest.split(|&b| b == b'\n') {
+            let l = l.strip_suffix(b"\r").unwrap_or(l);
+            if l.is_empty() {
+                break;
+            }
+            let Some(colon) = l.iter().position(|&b| b == b':') else {
+                continue;
+            };
+            let (name, value) = (&l[..colon], l[colon + 1..].trim_ascii());
+            if name.eq_ignore_ascii_case(b"referer") && !has_r {
+                (referer, has_r) = (value, true);
+            } else if name.eq_ignore_ascii_case(b"user-agent") && !has_a {
+                (agent, has_a) = (value, true);
+            }
+        }
+        self.put(2, referer);
+        self.has[2] = has_r;
+        self.put(3, agent);
+        self.has[3] = has_a;
+    }
+
+    fn put(&mut self, i: usize, v: &[u8]) {
+        self.buf.extend_from_slice(&v[..v.len().min(FIELD_MAX)]);
+        self.ends[i] = self.buf.len();
+        self.has[i] = !v.is_empty();
+    }
+
+    /// Field `i`, `None` when absent.
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        self.has[i].then(|| &self.buf[start..self.ends[i]])
+    }
+}
+
+/// One worker's access log.
+pub struct AccessLog {
+    cfg: AccessLogConfig,
+    file: Option<File>,
+    buf: Vec<u8>,
+    /// The formatted time of second `time_of` (combined and ISO forms).
+    time_of: u64,
+    clf_time: [u8; 26],
+    iso_time: [u8; 25],
+    /// Lines lost to failed writes.
+    pub dropped: u64,
+    last_error: Option<std::io::Error>,
+}
+
+impl AccessLog {
+    /// Open the log for one worker. A file that cannot be opened (checked once at start, so
+    /// this is rare: a race with the file system) leaves the log dropping lines.
+    pub fn open(cfg: &AccessLogConfig, _worker: usize) -> AccessLog {
+        let (file, last_error) = match open_file(cfg) {
+            Ok(f) => (Some(f), None),
+            Err(e) => (None, Some(e)),
+        };
+        AccessLog {
+            cfg: cfg.clone(),
+            file,
+            buf: Vec::with_capacity(FLUSH_AT + 4096),
+            time_of: u64::MAX,
+            clf_time: [b' '; 26],
+            iso_time: [b' '; 25],
+            dropped: 0,
+            last_error,
+        }
+    }
+
+    /// Append the line for a finished request; write the buffer out when it is full.
+    pub fn write(&mut self, cfg: &Config, r: &Record, req: &LogRequest, now: Instant) {
+        self.tick_time();
+        match self.cfg.format {
+            LogFormat::Combined => self.combined(r, req),
+            LogFormat::Json => self.json(cfg, r, req, now),
+        }
+        if self.buf.len() >= FLUSH_AT {
+            self.flush();
+        }
+    }
+
+    /// Write out what is buffered.
+    pub fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let lines = self.buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        let r = match &mut self.file {
+            Some(f) => f.write_all(&self.buf),
+            None => Err(std::io::Error::other("the log file is not open")),
+        };
+        if let Err(e) = r {
+            self.dropped += lines;
+            self.last_error = Some(e);
+        }
+        self.buf.clear();
+    }
+
+    /// Flush to the current file, then open the path again (logrotate renamed the file).
+    pub fn reopen(&mut self) -> std::io::Result<()> {
+        self.flush();
+        let f = open_file(&self.cfg)?;
+        self.file = Some(f);
+        Ok(())
+    }
+
+    /// The last write error, taken (for a rate-limited error line).
+    pub fn take_error(&mut self) -> Option<std::io::Error> {
+        self.last_error.take()
+    }
+
+    fn tick_time(&mut self) {
+        let secs = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if secs == self.time_of {
+            return;
+        }
+        self.time_of = secs;
+        let d = crate::answer::imf_fixdate(secs);
+        // "Mon, 30 Nov 2026 19:37:12 GMT" -> "30/Nov/2026:19:37:12 +0000"
+        let mut c = *b"01/Jan/1970:00:00:00 +0000";
+        c[0..2].copy_from_slice(&d[5..7]);
+        c[3..6].copy_from_slice(&d[8..11]);
+        c[7..11].copy_from_slice(&d[12..16]);
+        c[12..20].copy_from_slice(&d[17..25]);
+        self.clf_time = c;
+        // -> "2026-11-30T19:37:12+00:00"
+        const MONTHS: [&[u8; 3]; 12] = [
+            b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+            b"Dec",
+        ];
+        let m = MONTHS.iter().position(|m| m[..] == d[8..11]).unwrap_or(0) + 1;
+        let mut i = *b"1970-01-01T00:00:00+00:00";
+        i[0..4].copy_from_slice(&d[12..16]);
+        i[5] = b'0' + (m / 10) as u8;
+        i[6] = b'0' + (m % 10) as u8;
+        i[8..10].copy_from_slice(&d[5..7]);
+        i[11..19].copy_from_slice(&d[17..25]);
+        self.iso_time = i;
+    }
+
+    fn combined(&mut self, r: &Record, req: &LogRequest) {
+        let b = &mut self.buf;
+        plain_or_dash(b, req.get(0));
+        b.extend_from_slice(b" - - [");
+        b.extend_from_slice(&self.clf_time);
+        b.extend_from_slice(b"] \"");
+        escaped_or_dash(b, req.get(1));
+        let _ = write!(b, "\" {} {} \"", r.final_status(), r.body_bytes());
+        escaped_or_dash(b, req.get(2));
+        b.extend_from_slice(b"\" \"");
+        escaped_or_dash(b, req.get(3));
+        b.extend_from_slice(b"\"\n");
+    }
+
+    fn json(&mut self, cfg: &Config, r: &Record, req: &LogRequest, now: Instant) {
+        let b = &mut self.buf;
+        b.extend_from_slice(b"{\"time\":\"");
+        b.extend_from_slice(&self.iso_time);
+        b.extend_from_slice(b"\",\"remote_addr\":");
+        json_str(b, req.get(0));
+        b.extend_from_slice(b",\"request\":");
+        json_str(b, req.get(1));
+        let request_time = r.duration(now);
+        let _ = write!(
+            b,
+            ",\"status\":{},\"request_length\":{},\"bytes_sent\":{},\"body_bytes_sent\":{},\"request_time\":{:.6}",
+            r.final_status(),
+            r.bytes_in,
+            r.bytes_out,
+            r.body_bytes(),
+            request_time.as_secs_f64()
+        );
+        b.extend_from_slice(b",\"route\":");
+        match r.route {
+            Some(_) => json_str(b, Some(route_label(cfg, r.route).as_bytes())),
+            None => b.extend_from_slice(b"null"),
+        }
+        b.extend_from_slice(b",\"upstream_addr\":");
+        let server = r
+            .upstream
+            .and_then(|s| cfg.groups.get(s.group)?.servers.get(s.server));
+        json_str(b, server.map(|s| s.name.as_bytes()));
+        secs_or_null(b, "upstream_header_time", r.upstream_ttfb);
+        secs_or_null(b, "upstream_response_time", r.upstream_time);
+        b.extend_from_slice(b",\"cache\":");
+        json_str(b, r.cache.map(|c| c.as_str().as_bytes()));
+        b.extend_from_slice(b",\"fault\":");
+        json_str(b, r.fault.map(|e| FAULT_KINDS[fault_index(e)].as_bytes()));
+        b.extend_from_slice(b",\"referer\":");
+        json_str(b, req.get(2));
+        b.extend_from_slice(b",\"user_agent\":");
+        json_str(b, req.get(3));
+        b.extend_from_slice(b"}\n");
+    }
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+fn plain_or_dash(b: &mut Vec<u8>, v: Option<&[u8]>) {
+    b.extend_from_slice(v.unwrap_or(b"-"));
+}
+
+/// nginx's default escaping of a variable in a log line.
+fn escaped_or_dash(b: &mut Vec<u8>, v: Option<&[u8]>) {
+    let Some(v) = v else {
+        b.push(b'-');
+        return;
+    };
+    for &c in v {
+        if c == b'"' || c == b'\\' || !(0x20..0x7f).contains(&c) {
+            let _ = write!(b, "\\x{c:02X}");
+        } else {
+            b.push(c);
+        }
+    }
+}
+
+/// A JSON string (bytes that are not UTF-8 or are control characters as `\u00XX`), or null.
+fn json_str(b: &mut Vec<u8>, v: Option<&[u8]>) {
+    let Some(v) = v else {
+        b.extend_from_slice(b"null");
+        return;
+    };
+    // UTF-8 text passes as is; bytes of anything else are escaped one by one.
+    let utf8 = std::str::from_utf8(v).is_ok();
+    b.push(b'"');
+    for &c in v {
+        match c {
+            b'"' => b.extend_from_slice(b"\\\""),
+            b'\\' => b.extend_from_slice(b"\\\\"),
+            0x80..=0xff if utf8 => b.push(c),
+            0..=0x1f | 0x7f..=0xff => {
+                let _ = write!(b, "\\u{:04x}", c);
+            }
+            _ => b.push(c),
+        }
+    }
+    b.push(b'"');
+}
+
+fn secs_or_null(b: &mut Vec<u8>, key: &str, d: Option<Duration>) {
+    let _ = match d {
+        Some(d) => write!(b, ",\"{key}\":{:.6}", d.as_secs_f64()),
+        None => write!(b, ",\"{key}\":null"),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_fields_are_taken_from_the_head() {
+        let ip = IpText::new("10.0.0.7".parse().unwrap());
+        let mut l = LogRequest::default();
+        l.capture(
+            &ip,
+            b"GET /a?b HTTP/1.1\r\nHost: x\r\nuser-agent:  curl/8 \r\nReferer: http://r/\r\n\r\nBODY",
+        );
+        assert_eq!(l.get(0), Some(&b"10.0.0.7"[..]));
+        assert_eq!(l.get(1), Some(&b"GET /a?b HTTP/1.1"[..]));
+        assert_eq!(l.get(2), Some(&b"http://r/"[..]));
+        assert_eq!(l.get(3), Some(&b"curl/8"[..]));
+        l.capture(&ip, b"GET / HTTP/1.1\r\n\r\n");
+        assert_eq!((l.get(2), l.get(3)), (None, None));
+        let mut b = Vec::new();
+        escaped_or_dash(&mut b, Some(b"a\"b\\c\x01\xff"));
+        assert_eq!(b, b"a\\x22b\\x5Cc\\x01\\xFF");
+        let mut b = Vec::new();
+        json_str(&mut b, Some(b"a\"b\\\n\xc3"));
+        assert_eq!(b, b"\"a\\\"b\\\\\\u000a\\u00c3\"");
+        let mut b = Vec::new();
+        json_str(&mut b, Some("é".as_bytes()));
+        assert_eq!(b, "\"é\"".as_bytes());
+    }
+}

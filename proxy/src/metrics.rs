@@ -1,0 +1,295 @@
+//! Per-worker metrics: plain numbers a worker owns (in a `RefCell`, never shared), fed once per
+//! request from its outcome record and per upstream attempt from the exchange; a scrape asks
+//! every worker for a [`WorkerSnapshot`] through the workers' inbox, so it sees every request
+//! completed before it (no timer publishes anything).
+//!
+//! Rendering (Prometheus text, `/status` JSON) is in `admin`; this file is what is counted.
+
+use crate::config::Config;
+use crate::error::ProxyError;
+use crate::record::Record;
+use std::time::{Duration, Instant};
+
+/// Upper bounds of the latency histograms' buckets, in microseconds (then +Inf). Fixed: the
+/// same for every worker and every scrape, so they add up.
+pub const BUCKETS_US: [u64; 14] = [
+    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
+    2_500_000, 5_000_000, 10_000_000,
+];
+
+/// A latency histogram with fixed buckets: counts per bucket (not cumulative; the last is
+/// +Inf) and the sum.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Histogram {
+    pub counts: [u64; BUCKETS_US.len() + 1],
+    pub sum_us: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, d: Duration) {
+        let us = d.as_micros().min(u128::from(u64::MAX)) as u64;
+        let i = BUCKETS_US.partition_point(|&b| b < us);
+        self.counts[i] += 1;
+        self.sum_us += us;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    fn add(&mut self, o: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(o.counts.iter()) {
+            *a += b;
+        }
+        self.sum_us += o.sum_us;
+    }
+}
+
+/// Every kind of failure, by name (`ProxyError` variants), for labels.
+pub const FAULT_KINDS: [&str; 16] = [
+    "bad_request",
+    "header_timeout",
+    "body_timeout",
+    "client_gone",
+    "body_too_large",
+    "no_route",
+    "method_not_supported",
+    "forbidden",
+    "upstream_refused",
+    "connect_timeout",
+    "upstream_timeout",
+    "upstream_closed",
+    "upstream_io",
+    "bad_response",
+    "no_resources",
+    "no_live_upstream",
+];
+
+/// The index of `e`'s kind in [`FAULT_KINDS`].
+pub fn fault_index(e: ProxyError) -> usize {
+    use ProxyError::*;
+    match e {
+        Request(_) => 0,
+        HeaderTimeout => 1,
+        BodyTimeout => 2,
+        ClientGone => 3,
+        BodyTooLarge => 4,
+        NoRoute => 5,
+        MethodNotSupported => 6,
+        Forbidden => 7,
+        UpstreamRefused => 8,
+        ConnectTimeout => 9,
+        UpstreamTimeout => 10,
+        UpstreamClosed => 11,
+        UpstreamIo => 12,
+        BadResponse(_) => 13,
+        NoResources => 14,
+        NoLiveUpstream => 15,
+    }
+}
+
+/// Status classes 1xx..5xx (index 0..4).
+pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+fn class_index(status: u16) -> usize {
+    usize::from(status / 100).clamp(1, 5) - 1
+}
+
+/// Cache statuses, in the order of the cache counters.
+pub const CACHE_STATUSES: [&str; 5] = ["hit", "miss", "bypass", "stale", "revalidated"];
+
+fn cache_index(s: crate::cache::CacheStatus) -> usize {
+    use crate::cache::CacheStatus::*;
+    match s {
+        Hit => 0,
+        Miss => 1,
+        Bypass => 2,
+        Stale => 3,
+        Revalidated => 4,
+    }
+}
+
+/// One upstream server's counters on one worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Requests sent (every attempt that got as far as sending).
+    pub requests: u64,
+    /// Responses it answered with that the client got, by class.
+    pub responses: [u64; 5],
+    /// New connections opened.
+    pub connects: u64,
+    /// Failed attempts, by kind ([`FAULT_KINDS`]).
+    pub failures: [u64; FAULT_KINDS.len()],
+}
+
+/// What one worker counted since it started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Metrics {
+    /// Per route (row 0: requests refused before routing; route `i` is row `i + 1`), per
+    /// status class.
+    pub requests: Vec<[u64; 5]>,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Requests that ended in a failure, by kind.
+    pub faults: [u64; FAULT_KINDS.len()],
+    pub request_time: Histogram,
+    pub upstream_ttfb: Histogram,
+    /// Per group, per server.
+    pub servers: Vec<Vec<ServerCounts>>,
+    /// Per group: attempts after the first for a request.
+    pub retries: Vec<u64>,
+    /// Per route, per cache status.
+    pub cache: Vec<[u64; 5]>,
+}
+
+impl Metrics {
+    pub fn new(cfg: &Config) -> Metrics {
+        Metrics {
+            requests: vec![[0; 5]; cfg.routes.len() + 1],
+            servers: cfg
+                .groups
+                .iter()
+                .map(|g| vec![ServerCounts::default(); g.servers.len()])
+                .collect(),
+            retries: vec![0; cfg.groups.len()],
+            cache: vec![[0; 5]; cfg.routes.len()],
+            ..Metrics::default()
+        }
+    }
+
+    /// Count one finished request.
+    pub fn record(&mut self, r: &Record, now: Instant) {
+        let status = r.final_status();
+        let row = r.route.map_or(0, |i| i + 1);
+        if let Some(counts) = self.requests.get_mut(row) {
+            counts[class_index(status)] += 1;
+        }
+        self.bytes_in += r.bytes_in;
+        self.bytes_out += r.bytes_out;
+        if let Some(e) = r.fault {
+            self.faults[fault_index(e)] += 1;
+        }
+        self.request_time.observe(r.duration(now));
+        if let Some(t) = r.upstream_ttfb {
+            self.upstream_ttfb.observe(t);
+        }
+        if let Some(s) = r.upstream {
+            if let Some(c) = self.server(s.group, s.server) {
+                c.responses[class_index(status)] += 1;
+            }
+        }
+        if let (Some(route), Some(cs)) = (r.route, r.cache) {
+            if let Some(c) = self.cache.get_mut(route) {
+                c[cache_index(cs)] += 1;
+            }
+        }
+    }
+
+    pub fn server(&mut self, group: usize, server: usize) -> Option<&mut ServerCounts> {
+        self.servers.get_mut(group)?.get_mut(server)
+    }
+
+    /// Add another worker's counts (same config: same shape).
+    pub fn add(&mut self, o: &Metrics) {
+        add_rows(&mut self.requests, &o.requests);
+        add_rows(&mut self.cache, &o.cache);
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        add_row(&mut self.faults, &o.faults);
+        self.request_time.add(&o.request_time);
+        self.upstream_ttfb.add(&o.upstream_ttfb);
+        for (g, og) in self.servers.iter_mut().zip(o.servers.iter()) {
+            for (s, os) in g.iter_mut().zip(og.iter()) {
+                s.requests += os.requests;
+                s.connects += os.connects;
+                add_row(&mut s.responses, &os.responses);
+                add_row(&mut s.failures, &os.failures);
+            }
+        }
+        add_row(&mut self.retries, &o.retries);
+    }
+}
+
+fn add_row(a: &mut [u64], b: &[u64]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+fn add_rows<const N: usize>(a: &mut [[u64; N]], b: &[[u64; N]]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        add_row(x, y);
+    }
+}
+
+/// One upstream server's state on one worker at a scrape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerState {
+    /// Idle keep-alive connections in the pool.
+    pub idle: u64,
+    /// Requests in flight on it (connections in use).
+    pub busy: u64,
+    /// Not marked failed (passive max_fails/fail_timeout).
+    pub up: bool,
+    /// Active health checks' verdict: "unchecked", "up" or "down" (`balance::Health`).
+    pub health: &'static str,
+}
+
+/// One route's response store at a scrape.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheState {
+    pub entries: u64,
+    pub bytes: u64,
+    pub evicted: u64,
+    pub dropped: u64,
+}
+
+/// One worker's answer to a scrape.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSnapshot {
+    pub worker: usize,
+    pub metrics: Metrics,
+    /// Client connections open now, and accepted since start.
+    pub open: u64,
+    pub accepted: u64,
+    pub accept_errors: u64,
+    /// TLS client handshakes: full, resumed, failed, and plain HTTP on a TLS listener.
+    pub tls: [u64; 4],
+    /// Per group, per server.
+    pub servers: Vec<Vec<ServerState>>,
+    /// Per route (`None`: not cached).
+    pub caches: Vec<Option<CacheState>>,
+    /// The worker is draining (shutdown began).
+    pub draining: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_hold_their_upper_bound() {
+        let mut h = Histogram::default();
+        h.observe(Duration::from_micros(500));
+        h.observe(Duration::from_micros(501));
+        h.observe(Duration::from_secs(60));
+        assert_eq!((h.counts[0], h.counts[1], h.counts[14]), (1, 1, 1));
+        assert_eq!((h.count(), h.sum_us), (3, 60_001_001));
+    }
+
+    #[test]
+    fn classes_and_kinds() {
+        assert_eq!(
+            [100, 204, 302, 499, 503, 0, 999].map(class_index),
+            [0, 1, 2, 3, 4, 0, 4]
+        );
+        assert_eq!(
+            FAULT_KINDS[fault_index(ProxyError::NoResources)],
+            "no_resources"
+        );
+        assert_eq!(
+            FAULT_KINDS[fault_index(ProxyError::ConnectTimeout)],
+            "connect_timeout"
+        );
+    }
+}

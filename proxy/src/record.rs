@@ -1,0 +1,193 @@
+//! The outcome record: one value per request, filled as the request goes and consumed once,
+//! when it ends (`client::requests`), by the worker's metrics and by the access log. Whatever
+//! the action (proxied, cached, `return`, static, an error the proxy answers itself), the
+//! record is finished in that one place.
+//!
+//! - The status and the head length are read from the first bytes written for the response
+//!   (every response the proxy writes starts with its whole head in one write): the write
+//!   sites only say what they wrote, never what it meant.
+//! - A request that got no response (the client went away, or the proxy closed without an
+//!   answer) is recorded with status 499, as nginx logs it.
+//! - Bytes written are counted once the write completed; a write that failed is not counted.
+//! - Plain fields, no allocation: the record lives in the client connection and is reset per
+//!   request.
+
+use crate::cache::CacheStatus;
+use crate::error::ProxyError;
+use std::time::{Duration, Instant};
+
+/// nginx's status for a request whose client closed before a response was sent.
+pub const NO_RESPONSE: u16 = 499;
+
+/// The upstream server that answered (indices into `Config::groups` and its servers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub group: usize,
+    pub server: usize,
+}
+
+/// One request's outcome.
+#[derive(Debug, Clone, Copy)]
+pub struct Record {
+    /// When the request's first byte was seen (or its head parsed, when pipelined); `None`
+    /// only in the placeholder a connection starts with (no clock read per connection).
+    pub start: Option<Instant>,
+    /// The route (index into `Config::routes`); `None`: the request was refused before
+    /// routing (bad head, no route).
+    pub route: Option<usize>,
+    /// The response status (0 until the head is written).
+    pub status: u16,
+    /// Bytes of the response head.
+    pub head_out: u64,
+    /// Bytes of the request (head and declared body) and of the response (head and body).
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// What went wrong, if anything did.
+    pub fault: Option<ProxyError>,
+    pub upstream: Option<Served>,
+    /// When the attempt on the server that answered began (its connect included).
+    pub upstream_sent: Option<Instant>,
+    /// From then to the upstream's response head (nginx's `$upstream_header_time`).
+    pub upstream_ttfb: Option<Duration>,
+    /// From then to the end of the upstream's response (`$upstream_response_time`); set
+    /// only when an access log shows it.
+    pub upstream_time: Option<Duration>,
+    /// Set on cached routes.
+    pub cache: Option<CacheStatus>,
+    /// Find the response head's length (for the access log's body bytes): a scan of the head
+    /// that metrics alone do not need.
+    pub measure_head: bool,
+}
+
+impl Default for Record {
+    fn default() -> Self {
+        Record::starting(None)
+    }
+}
+
+impl Record {
+    pub fn new(start: Instant) -> Record {
+        Record::starting(Some(start))
+    }
+
+    fn starting(start: Option<Instant>) -> Record {
+        Record {
+            start,
+            route: None,
+            status: 0,
+            head_out: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            fault: None,
+            upstream: None,
+            upstream_sent: None,
+            upstream_ttfb: None,
+            upstream_time: None,
+            cache: None,
+            measure_head: true,
+        }
+    }
+
+    /// `bytes` went to the client. The first bytes of a response carry its whole head: its
+    /// status and length are taken from them (interim 1xx heads other than 101 are counted
+    /// as bytes only).
+    pub fn wrote(&mut self, bytes: &[u8]) {
+        self.bytes_out += bytes.len() as u64;
+        if self.status != 0 {
+            return;
+        }
+        let Some(status) = status_of(bytes) else {
+            return;
+        };
+        if (100..200).contains(&status) && status != 101 {
+            self.head_out += bytes.len() as u64;
+            return;
+        }
+        self.status = status;
+        if self.measure_head {
+            self.head_out += head_len(bytes) as u64;
+        }
+    }
+
+    /// `n` body bytes went to the client (sendfile, a stored body).
+    pub fn wrote_body(&mut self, n: u64) {
+        self.bytes_out += n;
+    }
+
+    /// Note a failure (the first one stays: it is what ended the request).
+    pub fn failed(&mut self, e: ProxyError) {
+        self.fault.get_or_insert(e);
+    }
+
+    /// The status to report: the one sent, or 499 when none was.
+    pub fn final_status(&self) -> u16 {
+        if self.status == 0 {
+            NO_RESPONSE
+        } else {
+            self.status
+        }
+    }
+
+    /// From the request's first byte to `now`.
+    pub fn duration(&self, now: Instant) -> Duration {
+        self.start
+            .map_or(Duration::ZERO, |s| now.saturating_duration_since(s))
+    }
+
+    /// Bytes of the response body sent (nginx's `$body_bytes_sent`).
+    pub fn body_bytes(&self) -> u64 {
+        self.bytes_out.saturating_sub(self.head_out)
+    }
+}
+
+/// The status of a response head at the front of `b` ("HTTP/1.1 200 ...").
+fn status_of(b: &[u8]) -> Option<u16> {
+    if b.len() < 12 || !b.starts_with(b"HTTP/") || b[8] != b' ' {
+        return None;
+    }
+    let d = &b[9..12];
+    if !d.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(d.iter().fold(0u16, |n, &c| n * 10 + u16::from(c - b'0')))
+}
+
+/// Length of the head at the front of `b` (through its empty line), or all of `b`.
+fn head_len(b: &[u8]) -> usize {
+    b.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(b.len(), |p| p + 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_head_come_from_the_first_write() {
+        let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
+        let head = b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\n";
+        let more = b"HTTP/1.1 200 OK\r\n\r\n";
+        let mut r = Record::default();
+        r.wrote(cont);
+        assert_eq!((r.status, r.final_status()), (0, 499));
+        r.wrote(&[&head[..], b"abc"].concat());
+        assert_eq!(r.status, 404);
+        // Later writes are body bytes, whatever they look like.
+        r.wrote(more);
+        r.wrote_body(10);
+        assert_eq!(r.status, 404);
+        let (c, h, m) = (cont.len() as u64, head.len() as u64, more.len() as u64);
+        assert_eq!(r.bytes_out, c + h + 3 + m + 10);
+        assert_eq!(r.head_out, c + h);
+        assert_eq!(r.body_bytes(), 3 + m + 10);
+        let mut r = Record::default();
+        r.wrote(b"garbage");
+        r.failed(ProxyError::ClientGone);
+        r.failed(ProxyError::UpstreamIo);
+        assert_eq!(
+            (r.final_status(), r.fault),
+            (499, Some(ProxyError::ClientGone))
+        );
+    }
+}
