@@ -26,9 +26,10 @@
 
 use crate::engine::{Engine, Fail};
 
-use crate::tls::Stream;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use shared::http::response::{ReadStep, ResponseReader, READER_MAX_HEADERS};
 pub use shared::http::Response;
+use shared::stream::Stream;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -443,7 +444,7 @@ impl Session<'_> {
             if w.same_connection(open.url, url) {
                 return Ok(batch);
             }
-            self.conn = None;
+            self.close();
         }
         let t0 = slot.now.get();
         slot.connecting.set(true);
@@ -482,6 +483,9 @@ impl Session<'_> {
         slot.connecting.set(false);
         slot.now.set(t2);
         w.connected(connect_us, tls);
+        if tls.is_some() {
+            w.note_tls(url, &stream);
+        }
         let mut q = slot.inflight.borrow_mut();
         if let Some(e) = q.front_mut() {
             e.opened = true;
@@ -510,11 +514,20 @@ impl Session<'_> {
         self.rx.read_responses(self.w, self.slot, open).await
     }
 
-    /// The connection ends: count what is queued, drop the connection and what was read.
+    /// The connection ends: count what is queued, close the connection, drop what was read.
     fn end(&mut self, end: ConnEnd) {
         self.slot.fail_queued(self.w, end);
-        self.conn = None;
+        self.close();
         self.rx.reset();
+    }
+
+    /// Close the connection now (TLS: close_notify first, when the socket takes it at once).
+    /// Only between rounds, when no read or write of it is in flight: a `drive` cut at an
+    /// await drops its connection instead.
+    fn close(&mut self) {
+        if let Some(open) = self.conn.take() {
+            open.stream.close_now();
+        }
     }
 }
 

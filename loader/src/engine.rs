@@ -376,6 +376,17 @@ impl Engine {
         }
     }
 
+    /// Remember the first TLS session's description for `url` (once per worker and URL).
+    pub fn note_tls(&self, url: usize, stream: &shared::stream::Stream) {
+        let slot = &self.plan[url].tls_session;
+        if slot.get().is_some() {
+            return;
+        }
+        if let shared::stream::Stream::Tls(t) = stream {
+            let _ = slot.set(crate::tls::describe(t.session()));
+        }
+    }
+
     /// The host of `url` (for messages).
     pub fn host(&self, url: usize) -> &str {
         &self.plan[url].target.host

@@ -259,6 +259,7 @@ pub fn run_value(r: &RunResult) -> Value {
         "tls": r.tls.map(|t| json!({
             "full_handshakes": t.full,
             "resumed_handshakes": t.resumed,
+            "protocol": r.tls_protocol,
             "msecs_handshake": min_mean_max(&r.hist.tls_handshake),
         })),
         "msecs_first_response": min_mean_max(&r.hist.waiting),

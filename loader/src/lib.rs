@@ -8,7 +8,7 @@
 //!   warm-up, deadline, merge.
 //! - [`engine`]: one worker's state shared by its connections: tickets, counting, connecting.
 //! - [`conn`]: one connection's request loop (keep-alive, `--close`, `--pipeline`, `--rate`).
-//! - [`tls`]: `https://`: the connection's stream, the handshake, full or resumed.
+//! - [`tls`]: `https://`: the handshake over `shared::stream`, full or resumed.
 //! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
 //! - [`stats`]: per-worker figures and the merged [`RunResult`].
 //! - [`report`], [`json`], [`plot`]: the ab-style text report, `--json`, `--plot` SVG.

@@ -267,6 +267,10 @@ pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
             full: u(t, "full_handshakes"),
             resumed: u(t, "resumed_handshakes"),
         }),
+        tls_protocol: v
+            .pointer("/tls/protocol")
+            .and_then(Value::as_str)
+            .map(str::to_string),
         source_addresses: u(v, "source_addresses") as usize,
         server_software: v
             .get("server_software")
@@ -352,6 +356,7 @@ pub fn merge(parts: &[Part]) -> RunResult {
         m.sends_body |= r.sends_body;
         m.source_addresses = m.source_addresses.max(r.source_addresses);
         m.server_software = m.server_software.take().or(r.server_software.clone());
+        m.tls_protocol = m.tls_protocol.take().or(r.tls_protocol.clone());
         conc += r.concurrency;
         workers += r.workers;
         opened += r.connections_opened;
@@ -655,6 +660,7 @@ mod tests {
             hist,
             connections_opened: c as u64,
             tls: None,
+            tls_protocol: None,
             source_addresses: 0,
             server_software: None,
             accept_variable_length: false,

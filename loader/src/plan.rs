@@ -170,6 +170,9 @@ pub struct Request {
     pub document_length: OnceLock<u64>,
     /// The first Server header seen for this URL.
     pub server: OnceLock<String>,
+    /// `https://`: the first handshake's protocol, cipher suite and key exchange (ab's
+    /// "SSL/TLS Protocol").
+    pub tls_session: OnceLock<String>,
 }
 
 /// Encode the request for `target` with the options' method, headers and body.
@@ -245,6 +248,7 @@ pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
             method,
             document_length: OnceLock::new(),
             server: OnceLock::new(),
+            tls_session: OnceLock::new(),
         })
         .collect()
 }
@@ -417,6 +421,7 @@ mod tests {
             method: RequestMethod::Other,
             document_length: OnceLock::new(),
             server: OnceLock::new(),
+            tls_session: OnceLock::new(),
         };
         let mut reqs = vec![req(vec![v6, v4]), req(vec![other]), req(vec![v6, v4])];
         let mut probed = Vec::new();

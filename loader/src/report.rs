@@ -153,6 +153,9 @@ fn server_and_document(s: &mut String, r: &RunResult) {
         first.map_or("", |u| u.host.as_str())
     );
     let _ = writeln!(s, "Server Port:            {}", first.map_or(0, |u| u.port));
+    if let Some(p) = &r.tls_protocol {
+        let _ = writeln!(s, "SSL/TLS Protocol:       {p}");
+    }
     s.push('\n');
     // ab names one document; with several URLs say that this one is only the first.
     let _ = writeln!(

@@ -473,6 +473,8 @@ pub struct RunResult {
     pub connections_opened: u64,
     /// `https://` in the run: its handshakes (`None` for plain HTTP only).
     pub tls: Option<TlsCounts>,
+    /// `https://`: the first handshake's protocol, cipher suite, key exchange and ALPN.
+    pub tls_protocol: Option<String>,
     /// Distinct source addresses used (0: the kernel's choice, no spreading).
     pub source_addresses: usize,
     /// The Server header of the first response that had one.

@@ -1,56 +1,19 @@
-//! HTTPS connections: a connection's stream (plain or TLS), and the TLS handshake with the
-//! kind it was (full or resumed).
+//! HTTPS connections: the TLS handshake over `shared::stream` (the stream type the proxy uses
+//! too), and the kind it was (full or resumed).
 //!
 //! Each worker makes its own rustls config from the run's [`ClientTls`] ([`WorkerTls::new`]),
 //! so its connections share one session store (a `--close` run resumes the sessions of the
 //! worker's earlier connections) and no lock is shared between workers.
 //!
-//! Full or resumed, per connection and exactly: the config's verifier counts the certificates
-//! it verifies, and a resumed handshake verifies none. The counter is the worker's, but the
-//! verifier runs synchronously inside a poll of the connection whose handshake it is (the
-//! worker is one thread), so the count's change across *this* handshake future's polls is
-//! this connection's, whatever other connections do between them ([`Attributed`]).
-//!
 //! The handshake runs inside the connection's attempt, under its `--timeout`, after the TCP
 //! connect: a server that accepts and never answers the ClientHello is a connect timeout.
 
-use monoio::buf::{IoBuf, IoBufMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
-use monoio::BufResult;
-use monoio_rustls::{ClientTlsStream, TlsConnector, TlsError};
 use rustls::pki_types::ServerName;
-use shared::tls::{ClientTls, ClientTlsError, HandshakeCounter};
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-/// A connection's byte stream.
-pub enum Stream {
-    Plain(TcpStream),
-    /// Boxed: a rustls connection is a few KiB, a plain slot should not carry that.
-    Tls(Box<ClientTlsStream<TcpStream>>),
-}
-
-impl Stream {
-    /// One read (plaintext, for TLS).
-    #[inline]
-    pub async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
-        match self {
-            Stream::Plain(s) => s.read(buf).await,
-            Stream::Tls(s) => s.read(buf).await,
-        }
-    }
-
-    /// Write all of `buf` (encrypted and flushed, for TLS).
-    #[inline]
-    pub async fn write_all<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
-        match self {
-            Stream::Plain(s) => s.write_all(buf).await,
-            Stream::Tls(s) => s.write_all(buf).await,
-        }
-    }
-}
+use rustls::ClientConfig;
+use shared::stream::Stream;
+use shared::tls::{ClientTls, ClientTlsError};
+use std::sync::Arc;
 
 /// How a handshake went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,19 +24,15 @@ pub enum HandshakeKind {
     Resumed,
 }
 
-/// One worker's TLS client: its rustls config (own session store) and its verifier's count.
+/// One worker's TLS client: its rustls config, with its own session store.
 pub struct WorkerTls {
-    connector: TlsConnector,
-    counter: HandshakeCounter,
+    config: Arc<ClientConfig>,
 }
 
 impl WorkerTls {
     pub fn new(tls: &ClientTls) -> Result<WorkerTls, ClientTlsError> {
-        let (config, counter) = tls.config()?;
-        Ok(WorkerTls {
-            connector: TlsConnector::from(config),
-            counter,
-        })
+        let (config, _) = tls.config()?;
+        Ok(WorkerTls { config })
     }
 
     /// The TLS handshake on a connected socket: SNI and the certificate's name from `name`,
@@ -83,51 +42,39 @@ impl WorkerTls {
         tcp: TcpStream,
         name: ServerName<'static>,
     ) -> Result<(Stream, HandshakeKind), String> {
-        let hs = Attributed {
-            fut: std::pin::pin!(self.connector.connect(name, tcp)),
-            counter: &self.counter,
-            verified: 0,
+        let t = shared::stream::connect(tcp, self.config.clone(), name)
+            .await
+            .map_err(|e| match e.get_ref() {
+                // The rustls error (an alert, a certificate that does not verify), not its
+                // io::Error wrapping.
+                Some(inner) => inner.to_string(),
+                None => e.to_string(),
+            })?;
+        let kind = match t.session().handshake_kind() {
+            Some(rustls::HandshakeKind::Resumed) => HandshakeKind::Resumed,
+            _ => HandshakeKind::Full,
         };
-        let (res, verified) = hs.await;
-        let stream = res.map_err(reason)?;
-        let kind = if verified > 0 {
-            HandshakeKind::Full
-        } else {
-            HandshakeKind::Resumed
-        };
-        Ok((Stream::Tls(Box::new(stream)), kind))
+        Ok((Stream::Tls(Box::new(t)), kind))
     }
 }
 
-/// monoio-rustls's error, down to the rustls or socket error that says why.
-fn reason(e: TlsError) -> String {
-    match e {
-        TlsError::Rustls(e) => e.to_string(),
-        TlsError::Io(e) => match e.get_ref() {
-            Some(inner) => inner.to_string(),
-            None => e.to_string(),
-        },
+/// ab's "SSL/TLS Protocol" of a session: `TLSv1.3, TLS13_AES_128_GCM_SHA256, X25519, ALPN
+/// http/1.1`.
+pub fn describe(session: &rustls::Connection) -> String {
+    let version = session
+        .protocol_version()
+        .map_or("?".to_string(), |v| format!("{v:?}").replace('_', "."));
+    let suite = session
+        .negotiated_cipher_suite()
+        .map_or("?".to_string(), |c| format!("{:?}", c.suite()));
+    let mut s = format!("{version}, {suite}");
+    if let Some(kx) = session.negotiated_key_exchange_group() {
+        s += &format!(", {:?}", kx.name());
     }
-}
-
-/// A handshake future and the certificates the worker's verifier verified while it was
-/// being polled: this handshake's own (see the module notes).
-struct Attributed<'a, F> {
-    fut: Pin<&'a mut F>,
-    counter: &'a HandshakeCounter,
-    verified: u64,
-}
-
-impl<F: Future> Future for Attributed<'_, F> {
-    type Output = (F::Output, u64);
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let before = self.counter.verified();
-        let polled = self.fut.as_mut().poll(cx);
-        let during = self.counter.verified() - before;
-        self.verified += during;
-        polled.map(|out| (out, self.verified))
+    if let Some(alpn) = session.alpn_protocol() {
+        s += &format!(", ALPN {}", String::from_utf8_lossy(alpn));
     }
+    s
 }
 
 /// The server name of an `https://` URL's host: a DNS name, or an IP address (no SNI is sent

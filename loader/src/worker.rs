@@ -389,6 +389,7 @@ fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -
         hist,
         connections_opened,
         tls: opts.urls.iter().any(|u| u.tls).then_some(tls),
+        tls_protocol: plan.iter().find_map(|r| r.tls_session.get().cloned()),
         source_addresses: sources_used.iter().filter(|&&b| b).count(),
         accept_variable_length: opts.accept_variable_length,
         sends_body: opts.body.is_some(),

@@ -76,6 +76,7 @@ fn synthetic() -> RunResult {
         hist,
         connections_opened: 10,
         tls: None,
+        tls_protocol: None,
         source_addresses: 0,
         server_software: Some("test/1.0".into()),
         accept_variable_length: false,

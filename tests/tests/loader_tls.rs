@@ -1,7 +1,8 @@
 //! The loader over HTTPS: exact counts, full and resumed handshakes counted on both sides,
 //! certificates that do not verify (expired, wrong name, unknown issuer) rejected unless
 //! `--insecure`, curl's `--cacert` rule for a self-signed server certificate, a stalled
-//! handshake ending as a connect timeout; on io_uring and on epoll.
+//! handshake ending as a connect timeout; on io_uring and on epoll. Against the built-in origin
+//! over TLS, and a small rustls server of the tests' own (`loader_tls_common`).
 
 mod loader_tls_common;
 
@@ -84,6 +85,14 @@ fn keep_alive_counts_are_exact_over_https() {
         assert_eq!(r.hist.connect_per_connection.len(), 4);
         let text = loader::report::render(&r);
         assert!(text.contains("msecs/tls-handshake: "), "{text}");
+        // ab's line: the test server speaks TLS 1.3 and picks the client's first suite.
+        let proto = r.tls_protocol.as_deref().unwrap_or("");
+        assert!(proto.starts_with("TLSv1.3, TLS13_"), "{proto}");
+        assert!(proto.ends_with(", ALPN http/1.1"), "{proto}");
+        assert!(
+            text.contains(&format!("SSL/TLS Protocol:       {proto}\n")),
+            "{text}"
+        );
         assert!(
             text.contains(&format!(
                 "TLS handshakes: {} full, {} resumed",
@@ -286,4 +295,65 @@ fn plain_http_server_is_a_handshake_failure() {
     let mut o = opts(&url, Trust::Insecure, DriverChoice::Auto);
     o.requests = Some(2);
     assert_rejected(&run(&o), 2, "plain server");
+}
+
+/// The built-in origin over TLS (its `tls` config): the loader's counts and handshakes match
+/// the origin's counters exactly, keep-alive and `--close`, on both drivers.
+#[test]
+fn built_in_origin_over_tls_agrees_with_the_loader() {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    use shared::origin::{Origin, OriginConfig};
+    use std::sync::Arc;
+    let cert = self_signed(Spec {
+        names: &["localhost"],
+        ca: true,
+        expired: false,
+    });
+    let pem = pem_file("origin.pem", &[&cert]);
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
+    let server = rustls::ServerConfig::builder_with_provider(shared::tls::provider())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der()], key)
+        .unwrap();
+    for driver in DRIVERS {
+        let origin = Origin::start(OriginConfig {
+            tls: Some(Arc::new(server.clone())),
+            ..OriginConfig::default()
+        })
+        .expect("origin starts");
+        let url = format!("https://localhost:{}/", origin.addr().port());
+        let handshakes = |o: &Origin| {
+            let st = o.stats();
+            let sum = |f: fn(&shared::origin::OriginStats) -> u64| st.iter().map(|s| f(s)).sum();
+            (
+                sum(|s| s.tls_handshakes.get()),
+                sum(|s| s.tls_resumed.get()),
+            )
+        };
+        let mut o = opts(&url, ca_file(&pem), driver);
+        o.connections = 3;
+        o.requests = Some(300);
+        let r = run(&o);
+        assert_eq!(r.totals.completed, 300, "{driver:?} {:?}", r.totals);
+        assert_eq!(origin.requests(), 300);
+        let tls = r.tls.expect("https run");
+        assert_eq!(tls.full + tls.resumed, 3, "{tls:?}");
+        assert_eq!(handshakes(&origin), (3, tls.resumed), "{driver:?}");
+
+        let (h0, r0) = handshakes(&origin);
+        let mut o = opts(&url, ca_file(&pem), driver);
+        o.close = true;
+        o.requests = Some(20);
+        let r = run(&o);
+        assert_eq!(r.totals.completed, 20, "{driver:?} {:?}", r.totals);
+        assert_eq!(origin.requests(), 320);
+        let tls = r.tls.expect("https run");
+        // One slot: the first connection is full, each later one resumes a ticket of the one
+        // before it (a fresh run: a fresh session store).
+        assert_eq!((tls.full, tls.resumed), (1, 19), "{driver:?}");
+        let (h1, r1) = handshakes(&origin);
+        assert_eq!((h1 - h0, r1 - r0), (20, 19), "{driver:?}");
+    }
 }

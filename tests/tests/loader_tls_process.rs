@@ -138,6 +138,14 @@ fn handshake_figures_in_json_and_merged_over_shards() {
     assert!(stdout.contains("msecs/tls-handshake: "), "{stdout}");
     let m = json(&merged);
     assert_eq!(m["tls"]["full_handshakes"], 2);
+    assert!(
+        m["tls"]["protocol"]
+            .as_str()
+            .unwrap()
+            .starts_with("TLSv1.3, "),
+        "{}",
+        m["tls"]
+    );
     assert_eq!(m["tls"]["resumed_handshakes"], 8);
     assert_eq!(m["connections_opened"], 10);
     // The handshake histogram is merged exactly: ten entries, one per connection.
