@@ -110,6 +110,10 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usiz
         return;
     };
     let request = probe::request(check, server);
+    let tls: probe::TlsTo = match (&group.tls, &gen.upstream_tls[g]) {
+        (Some(t), Some(client)) => Some((client.clone(), t.names[s].clone())),
+        _ => None,
+    };
     let start = gen.balancers[g].borrow().health(s);
     let mut track = Tracker::new(start, check.rise, check.fall);
     let mut stop = w.shutdown.wait();
@@ -120,7 +124,7 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usiz
     }
     while w.is_current(&gen) {
         let result = monoio::select! {
-            r = probe::probe(&server.addrs, &request, check) => r,
+            r = probe::probe(&server.addrs, &tls, &request, check) => r,
             _ = &mut stop => return,
         };
         let (changed, reason) = match result {

@@ -1,5 +1,6 @@
-//! One check: a new connection to the server, `GET <path>` with `Connection: close`, and the
-//! response head, all within the check's timeout. The body is not read: the status decides,
+//! One check: a new connection to the server (TLS for a TLS group, as its requests use),
+//! `GET <path>` with `Connection: close`, and the response head, all within the check's
+//! timeout. The body is not read: the status decides,
 //! and the connection is closed right after the head.
 
 use crate::config::health::HealthCheck;
@@ -7,9 +8,12 @@ use crate::config::Server;
 use crate::io::{read_some, IoFail};
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRentExt;
+use rustls::pki_types::ServerName;
 use shared::http::{parse_final_response, CodecError, Limits, RequestMethod, Status};
+use shared::stream::Stream;
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes read at a time while waiting for the head.
@@ -22,6 +26,8 @@ pub enum ProbeFail {
     /// Nothing (or not the whole head) within the timeout.
     Timeout(Duration),
     Io(std::io::Error),
+    /// The TLS handshake failed (certificate, protocol, or a plain-HTTP server).
+    Tls(std::io::Error),
     /// The server closed before the response head was complete.
     Closed,
     Invalid(CodecError),
@@ -39,6 +45,7 @@ impl fmt::Display for ProbeFail {
                 shared::units::format_duration(*d)
             ),
             ProbeFail::Io(e) => write!(f, "I/O error: {e}"),
+            ProbeFail::Tls(e) => write!(f, "tls: {e}"),
             ProbeFail::Closed => f.write_str("closed before answering"),
             ProbeFail::Invalid(e) => write!(f, "invalid response: {e}"),
             ProbeFail::Status(s) => write!(f, "status {s}"),
@@ -67,9 +74,18 @@ pub fn request(check: &HealthCheck, server: &Server) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Run one check against `addrs` (tried in order, as a request's connect does).
-pub async fn probe(addrs: &[SocketAddr], request: &[u8], check: &HealthCheck) -> Probe {
-    let status = match monoio::time::timeout(check.timeout, exchange(addrs, request)).await {
+/// For a TLS group: this worker's client config and the name to send and verify.
+pub type TlsTo = Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>;
+
+/// Run one check against `addrs` (tried in order, as a request's connect does), over TLS
+/// when the group's servers speak it (the handshake counts within the timeout).
+pub async fn probe(
+    addrs: &[SocketAddr],
+    tls: &TlsTo,
+    request: &[u8],
+    check: &HealthCheck,
+) -> Probe {
+    let status = match monoio::time::timeout(check.timeout, exchange(addrs, tls, request)).await {
         Err(_) => return Probe::Failed(ProbeFail::Timeout(check.timeout)),
         Ok(Err(ProbeFail::Connect(e))) if shared::net::is_resource_exhaustion(&e) => {
             return Probe::NoVerdict
@@ -85,10 +101,17 @@ pub async fn probe(addrs: &[SocketAddr], request: &[u8], check: &HealthCheck) ->
 }
 
 /// Connect, send, read up to the end of the response head: its status.
-async fn exchange(addrs: &[SocketAddr], request: &[u8]) -> Result<u16, ProbeFail> {
-    let mut stream = shared::net::connect_any(addrs, None)
+async fn exchange(addrs: &[SocketAddr], tls: &TlsTo, request: &[u8]) -> Result<u16, ProbeFail> {
+    let tcp = shared::net::connect_any(addrs, None)
         .await
         .map_err(ProbeFail::Connect)?;
+    let mut stream = match tls {
+        None => Stream::Plain(tcp),
+        Some((cfg, name)) => shared::stream::connect(tcp, cfg.clone(), name.clone())
+            .await
+            .map(|t| Stream::Tls(Box::new(t)))
+            .map_err(ProbeFail::Tls)?,
+    };
     let (res, _) = stream.write_all(request.to_vec()).await;
     res.map_err(ProbeFail::Io)?;
     let limits = Limits::default();
