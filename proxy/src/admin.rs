@@ -192,21 +192,49 @@ fn answer(ctx: &AdminCtx, head_only: bool, path: &str) -> Reply {
     let mut r = match path {
         "/healthz" if draining => Reply::text(503, "draining\n"),
         "/healthz" => Reply::text(200, "ok\n"),
-        "/metrics" | "/status" => match gather(ctx) {
+        "/metrics" | "/status" => match gather_one_generation(ctx) {
             Err(e) => Reply::text(503, &format!("{e}\n")),
-            Ok(snaps) if path == "/metrics" => Reply {
+            Ok((cfg, snaps)) if path == "/metrics" => Reply {
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
-                ..Reply::text(200, &exposition::prometheus(&ctx.cfg, &snaps))
+                ..Reply::text(200, &exposition::prometheus(&cfg, &snaps))
             },
-            Ok(snaps) => Reply {
+            Ok((cfg, snaps)) => Reply {
                 content_type: "application/json",
-                ..Reply::text(200, &exposition::status(&ctx.cfg, &snaps, draining))
+                ..Reply::text(200, &exposition::status(&cfg, &snaps, draining))
             },
         },
         _ => Reply::text(404, "not found: try /metrics, /status or /healthz\n"),
     };
     r.head_only = head_only;
     r
+}
+
+/// Every worker's snapshot, all keyed on one config generation, and that generation's
+/// config (its names label the series). A scrape that lands while a reload reaches the
+/// workers one by one asks again; if the workers still disagree after 100 ms (one stuck in a
+/// long task), only those on the newest generation are shown: counts keyed on another
+/// config's indices must not be read with this one's names.
+fn gather_one_generation(
+    ctx: &AdminCtx,
+) -> Result<(Arc<Config>, Vec<WorkerSnapshot>), shared::inbox::AskError> {
+    let mut tries = 0;
+    loop {
+        let snaps = gather(ctx)?;
+        let newest = snaps.iter().max_by_key(|s| s.generation);
+        let cfg = newest
+            .and_then(|s| s.cfg.clone())
+            .unwrap_or_else(|| ctx.cfg.clone());
+        let top = newest.map_or(0, |s| s.generation);
+        tries += 1;
+        if snaps.iter().all(|s| s.generation == top) {
+            return Ok((cfg, snaps));
+        }
+        if tries >= 50 {
+            let same = snaps.into_iter().filter(|s| s.generation == top).collect();
+            return Ok((cfg, same));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// Every worker's snapshot, in worker order.

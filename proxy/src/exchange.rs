@@ -252,9 +252,8 @@ async fn attempts<'g>(
             balancer.borrow_mut().failed(s, Instant::now());
             tried.push(s);
             if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = &outcome {
-                if let Some(m) = w.metrics.borrow_mut().server(g, s) {
-                    m.failures[crate::metrics::fault_index(*error)] += 1;
-                }
+                let kind = crate::metrics::fault_index(*error);
+                w.count_server(plan.g, (g, s), |m| m.failures[kind] += 1);
             }
         }
         match outcome {
@@ -264,7 +263,7 @@ async fn attempts<'g>(
             }
             Attempt::Retry { error, .. } => {
                 last = error;
-                w.metrics.borrow_mut().retries[g] += 1;
+                w.count_retry(plan.g, g);
             }
             Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
             Attempt::Abort => break Err(Unanswered::Close),
@@ -303,7 +302,7 @@ async fn attempt<'g>(
     let to = Dest { server, tls };
     let mut up = match pooled {
         Some(up) => up,
-        None => match counted_connect(w, to, cfg.timeouts.connect, (g, s)).await {
+        None => match counted_connect(w, plan.g, to, cfg.timeouts.connect, (g, s)).await {
             Ok(up) => up,
             Err(ProxyError::NoResources) => {
                 return Attempt::Fail {
@@ -323,9 +322,7 @@ async fn attempt<'g>(
     if let Err(unsent) = send_head(c, plan, server, &mut up).await {
         return unsent;
     }
-    if let Some(m) = w.metrics.borrow_mut().server(g, s) {
-        m.requests += 1;
-    }
+    w.count_server(plan.g, (g, s), |m| m.requests += 1);
     up.requests += 1;
     let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
     ub.clear();
@@ -365,13 +362,12 @@ async fn attempt<'g>(
 /// `connect`, counted against server `s` of group `g`.
 async fn counted_connect(
     w: &ProxyWorker,
+    gen: &crate::generation::Generation,
     to: Dest<'_>,
     limit: Duration,
-    (g, s): (usize, usize),
+    server: (usize, usize),
 ) -> Result<Upstream, ProxyError> {
-    if let Some(m) = w.metrics.borrow_mut().server(g, s) {
-        m.connects += 1;
-    }
+    w.count_server(gen, server, |m| m.connects += 1);
     connect(w, to, limit).await
 }
 

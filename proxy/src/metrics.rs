@@ -185,6 +185,42 @@ impl Metrics {
         }
     }
 
+    /// After a reload: the counts keyed by `old`'s indices move to `new`'s, by name (routes
+    /// by their label, servers by group and server name). What the new config no longer has
+    /// ends here: its series stop at the reload, as a removed target's do in Prometheus.
+    pub fn rekey(&mut self, old: &Config, new: &Config) {
+        let mut next = Metrics::new(new);
+        next.bytes_in = self.bytes_in;
+        next.bytes_out = self.bytes_out;
+        next.faults = self.faults;
+        next.request_time = std::mem::take(&mut self.request_time);
+        next.upstream_ttfb = std::mem::take(&mut self.upstream_ttfb);
+        next.requests[0] = self.requests.first().copied().unwrap_or_default();
+        for (r, counts) in self.requests.iter().enumerate().skip(1) {
+            if let Some(nr) = same_route(old, new, r - 1) {
+                add_row(&mut next.requests[nr + 1], counts);
+            }
+        }
+        for (r, counts) in self.cache.iter().enumerate() {
+            if let Some(nr) = same_route(old, new, r) {
+                add_row(&mut next.cache[nr], counts);
+            }
+        }
+        for (g, servers) in self.servers.iter().enumerate() {
+            for (s, c) in servers.iter().enumerate() {
+                if let Some((ng, ns)) = same_server(old, new, g, s) {
+                    next.servers[ng][ns] = c.clone();
+                }
+            }
+        }
+        for (g, n) in self.retries.iter().enumerate() {
+            if let Some(ng) = same_group(old, new, g) {
+                next.retries[ng] += n;
+            }
+        }
+        *self = next;
+    }
+
     pub fn server(&mut self, group: usize, server: usize) -> Option<&mut ServerCounts> {
         self.servers.get_mut(group)?.get_mut(server)
     }
@@ -248,6 +284,9 @@ pub struct CacheState {
 #[derive(Debug, Clone, Default)]
 pub struct WorkerSnapshot {
     pub worker: usize,
+    /// The generation the counts are keyed on (its config names routes and servers).
+    pub generation: u64,
+    pub cfg: Option<std::sync::Arc<Config>>,
     pub metrics: Metrics,
     /// Client connections open now, and accepted since start.
     pub open: u64,
@@ -261,6 +300,29 @@ pub struct WorkerSnapshot {
     pub caches: Vec<Option<CacheState>>,
     /// The worker is draining (shutdown began).
     pub draining: bool,
+}
+
+/// Route `r` of `old` in `new`: the route with the same label (host and path).
+pub fn same_route(old: &Config, new: &Config, r: usize) -> Option<usize> {
+    let label = crate::exposition::route_label(old, Some(r));
+    (0..new.routes.len()).find(|&i| crate::exposition::route_label(new, Some(i)) == label)
+}
+
+/// Group `g` of `old` in `new`, by name.
+pub fn same_group(old: &Config, new: &Config, g: usize) -> Option<usize> {
+    let name = &old.groups.get(g)?.name;
+    new.groups.iter().position(|x| x.name == *name)
+}
+
+/// Server `s` of group `g` of `old` in `new`, by group and server name.
+pub fn same_server(old: &Config, new: &Config, g: usize, s: usize) -> Option<(usize, usize)> {
+    let name = &old.groups.get(g)?.servers.get(s)?.name;
+    let ng = same_group(old, new, g)?;
+    let ns = new.groups[ng]
+        .servers
+        .iter()
+        .position(|x| x.name == *name)?;
+    Some((ng, ns))
 }
 
 #[cfg(test)]

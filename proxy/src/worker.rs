@@ -154,7 +154,11 @@ async fn inbox(
             WorkerMsg::Reload { number, cfg, reply } => {
                 let prev = w.generation();
                 let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
+                crate::health::carry_over(&prev, &next);
+                w.metrics.borrow_mut().rekey(&prev.cfg, &next.cfg);
                 *w.generation.borrow_mut() = Rc::new(next);
+                // The previous generation's checks end at their next tick.
+                crate::health::start(&w);
                 reply.send(carried);
             }
         }
@@ -324,6 +328,46 @@ impl ProxyWorker {
         });
     }
 
+    /// The counts of server `s` of group `g` of `gen` (a request's generation): the same
+    /// server by name in the current generation when a reload came in between.
+    pub fn count_server(
+        &self,
+        gen: &Generation,
+        (g, s): (usize, usize),
+        f: impl FnOnce(&mut crate::metrics::ServerCounts),
+    ) {
+        let at = {
+            let current = self.generation.borrow();
+            if Arc::ptr_eq(&gen.cfg, &current.cfg) {
+                Some((g, s))
+            } else {
+                crate::metrics::same_server(&gen.cfg, &current.cfg, g, s)
+            }
+        };
+        if let Some((g, s)) = at {
+            if let Some(m) = self.metrics.borrow_mut().server(g, s) {
+                f(m);
+            }
+        }
+    }
+
+    /// One more attempt for a request of group `g` of `gen` (see `count_server`).
+    pub fn count_retry(&self, gen: &Generation, g: usize) {
+        let at = {
+            let current = self.generation.borrow();
+            if Arc::ptr_eq(&gen.cfg, &current.cfg) {
+                Some(g)
+            } else {
+                crate::metrics::same_group(&gen.cfg, &current.cfg, g)
+            }
+        };
+        if let Some(g) = at {
+            if let Some(n) = self.metrics.borrow_mut().retries.get_mut(g) {
+                *n += 1;
+            }
+        }
+    }
+
     /// One request ended: count it and log it.
     pub fn finish(
         &self,
@@ -332,7 +376,23 @@ impl ProxyWorker {
         line: &crate::access_log::LogRequest,
     ) {
         let now = Instant::now();
-        self.metrics.borrow_mut().record(rec, now);
+        let current = self.generation();
+        if std::ptr::eq(cfg, &*current.cfg) {
+            self.metrics.borrow_mut().record(rec, now);
+        } else {
+            // A request in flight across a reload: counted under the same names in the
+            // generation the metrics are keyed on now.
+            let mut r = *rec;
+            r.route = rec
+                .route
+                .and_then(|i| crate::metrics::same_route(cfg, &current.cfg, i));
+            r.upstream = rec.upstream.and_then(|u| {
+                let (group, server) =
+                    crate::metrics::same_server(cfg, &current.cfg, u.group, u.server)?;
+                Some(crate::record::Served { group, server })
+            });
+            self.metrics.borrow_mut().record(&r, now);
+        }
         if let Some(log) = &self.access_log {
             let mut log = log.borrow_mut();
             log.write(cfg, rec, line, now);
@@ -403,6 +463,8 @@ impl ProxyWorker {
             .collect();
         crate::metrics::WorkerSnapshot {
             worker: self.id,
+            generation: g.number,
+            cfg: Some(g.cfg.clone()),
             metrics: self.metrics.borrow().clone(),
             open: self.active() as u64,
             accepted: self.stats.connections.get(),
