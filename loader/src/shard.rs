@@ -298,7 +298,7 @@ fn rfc3339(t: &str) -> Option<SystemTime> {
         }
         _ => return None,
     };
-    let days = days_from_civil(year, month, day);
+    let days = shared::civil::days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset;
     let secs = u64::try_from(secs).ok()?;
     Some(UNIX_EPOCH + Duration::new(secs, nanos))
@@ -311,17 +311,6 @@ fn days_in_month(year: i64, month: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// How waiting for `--start-at` ended.

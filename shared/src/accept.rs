@@ -39,29 +39,8 @@ pub trait Acceptor {
 
 /// Accept on `listener` until `shutdown` fires.
 pub async fn run<A: Acceptor>(listener: &TcpListener, shutdown: &Shutdown, owner: &Rc<A>) {
-    let mut stop = shutdown.wait();
-    loop {
-        while !owner.has_slot() {
-            monoio::select! {
-                _ = owner.slot_freed() => {}
-                _ = &mut stop => return,
-            }
-        }
-        let accepted = monoio::select! {
-            r = listener.accept() => r,
-            _ = &mut stop => return,
-        };
-        match accepted {
-            Ok((stream, peer)) => owner.accepted(stream, peer),
-            Err(e) => {
-                owner.failed(&e);
-                monoio::select! {
-                    _ = monoio::time::sleep(accept_backoff(&e)) => {}
-                    _ = &mut stop => return,
-                }
-            }
-        }
-    }
+    // A handover that never fires: the one loop below serves both.
+    run_until_handover(listener, shutdown, &Shutdown::new(), owner).await
 }
 
 /// [`run`], and `handover` ends the loop too, but only between accepts: an accept in flight

@@ -20,6 +20,7 @@
 
 pub mod accept;
 pub mod base64;
+pub mod civil;
 pub mod config;
 pub mod counter;
 pub mod http;

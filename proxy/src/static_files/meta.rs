@@ -1,6 +1,8 @@
 //! What a response says about a file: its Content-Type (by extension), its ETag (nginx's
 //! form) and its dates (RFC 9110 5.6.7 IMF-fixdate), all written into fixed buffers.
 
+use shared::civil::{civil_from_days, days_from_civil};
+
 /// Content types by extension (lower-case), nginx's `mime.types` for the common ones.
 /// Text types carry `charset=utf-8`, as most sites configure (`charset utf-8;`).
 const TYPES: &[(&str, &str)] = &[
@@ -180,29 +182,4 @@ pub fn parse_http_date(s: &[u8]) -> Option<i64> {
         return None;
     }
     Some(days_from_civil(year, month, day) * 86_400 + h * 3600 + mi * 60 + sec)
-}
-
-/// Howard Hinnant's `civil_from_days`: days since 1970-01-01 to (year, month, day).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-/// Howard Hinnant's `days_from_civil`, the inverse.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = if m > 2 { m - 3 } else { m + 9 };
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }

@@ -90,7 +90,7 @@ fn time(input: &[u8]) -> Option<(i64, &[u8])> {
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
+    let days = crate::civil::days_from_civil(year, month, day);
     Some((days * 86_400 + h * 3600 + m * 60 + s, rest))
 }
 
@@ -100,28 +100,9 @@ fn number(digits: &[u8]) -> Option<i64> {
     })
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_days() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(2024, 2, 29), 19_782);
-        assert_eq!(days_from_civil(1969, 12, 31), -1);
-    }
 
     #[test]
     fn times() {
