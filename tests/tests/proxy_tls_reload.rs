@@ -88,14 +88,20 @@ fn sighup_reloads_certificates_keeps_connections_and_tickets_and_rejects_a_broke
     assert!(line.contains("generation 2"), "{line}");
     assert!(line.contains("TLS certificates reloaded"), "{line}");
     let b = fresh_cert(&p, &ca);
-    assert_ne!(a, b, "a new handshake after the reload still sees certificate A");
+    assert_ne!(
+        a, b,
+        "a new handshake after the reload still sees certificate A"
+    );
     assert_eq!(b, der(&cert_b));
 
     // The connection from generation 1 goes on; tickets issued before the reload resume.
     assert_eq!(kept.get("/kept-3").status, 200);
     assert!(resumes(&p, &v13), "a TLS 1.3 ticket from before the reload");
     assert!(resumes(&p, &v12), "a TLS 1.2 ticket from before the reload");
-    assert!(p.exit_within(std::time::Duration::ZERO).is_none(), "the proxy exited");
+    assert!(
+        p.exit_within(std::time::Duration::ZERO).is_none(),
+        "the proxy exited"
+    );
 }
 
 /// The DER bytes of the PEM certificate `cert`.
