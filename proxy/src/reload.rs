@@ -174,6 +174,12 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         if new.listeners.iter().any(|l| l.tls.is_some()) {
             changes.push("TLS certificates reloaded".to_string());
         }
+        // Same sockets, same clients: their session tickets and IDs stay valid.
+        for (n, o) in new.listeners.iter_mut().zip(&old.listeners) {
+            if let (Some(n), Some(o)) = (n.tls.as_mut(), o.tls.as_ref()) {
+                n.built.keep_resumption(&o.built);
+            }
+        }
     } else {
         new.listeners = old.listeners.clone();
     }

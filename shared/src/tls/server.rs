@@ -11,7 +11,9 @@
 //!   session-ID cache. Both live in the `ServerConfig`, built once and shared by every worker
 //!   through one `Arc`, so a client resumes on whichever worker SO_REUSEPORT gives it; their
 //!   locks are taken once per handshake, never per request.
-//! - [`server_config`] is a plain function of the spec: a reload builds a new one.
+//! - [`server_config`] is a plain function of the spec: a reload builds a new one, and
+//!   [`ServerTls::keep_resumption`] gives it the old one's ticket keys and session cache, so
+//!   clients resume across a reload as they do across workers.
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -54,6 +56,19 @@ pub struct ServerTlsSpec {
 pub struct ServerTls {
     pub config: Arc<ServerConfig>,
     pub warnings: Vec<String>,
+}
+
+impl ServerTls {
+    /// This configuration with `old`'s ticketer and TLS 1.2 session cache: a reload on the
+    /// same listener keeps its clients' tickets and session IDs valid (nginx keeps its
+    /// `ssl_session_cache` and ticket keys across a reload too). Both are `Arc`s: the old and
+    /// new generation share one key set and one cache while handshakes of both run.
+    pub fn keep_resumption(&mut self, old: &ServerTls) {
+        let mut cfg = (*self.config).clone();
+        cfg.ticketer = old.config.ticketer.clone();
+        cfg.session_storage = old.config.session_storage.clone();
+        self.config = Arc::new(cfg);
+    }
 }
 
 /// Build the server configuration `spec` describes; `Err`: one line naming the file and the
