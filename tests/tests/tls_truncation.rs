@@ -8,6 +8,7 @@
 
 mod loader_tls_common;
 mod proxy_common;
+mod tls_common;
 
 use loader_tls_common::{pem_file, self_signed, signed_by, Issued, Spec};
 use proxy_common::Proxy;
@@ -17,7 +18,7 @@ use shared::runtime::{drivers_here, DriverChoice, DriverKind};
 use shared::shutdown::ShutdownFlag;
 use shared::tls::{ClientTlsOptions, Trust};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{Shutdown, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -149,7 +150,11 @@ fn proxy_does_not_end_a_cut_close_delimited_response() {
             "{d}: {got}"
         );
         let (_, payload) = got.split_once("\r\n\r\n").expect("a head");
-        assert_eq!(payload, format!("{BODY_LEN:x}\r\n{body}\r\n"), "{d}: no last chunk");
+        assert_eq!(
+            payload,
+            format!("{BODY_LEN:x}\r\n{body}\r\n"),
+            "{d}: no last chunk"
+        );
         assert_eq!(p.running().stats()[0].upstream_errors.get(), 1, "{d}");
         p.stop();
 
@@ -182,5 +187,43 @@ fn loader_counts_a_cut_close_delimited_response_as_a_read_error() {
         assert_eq!(t.failures.total(), 0, "{d}: {t:?}");
         assert_eq!(t.status, vec![(200, 5)], "{d}");
         assert_eq!(t.body_bytes, 5 * BODY_LEN as u64, "{d}");
+    }
+}
+
+#[test]
+fn a_tls_client_gone_between_requests_without_close_notify_ends_quietly() {
+    use tls_common::{client_config, temp_dir, Ca, TlsClient};
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = temp_dir("truncation-client");
+    let (cert, key) = ca.leaf_files(&dir, "default", &["localhost"]);
+    let spec = shared::tls::server::ServerTlsSpec {
+        default: shared::tls::server::CertFiles { cert, key },
+        sni: Vec::new(),
+    };
+    let built = shared::tls::server::server_config(&spec).expect("server config");
+    for d in drivers_here() {
+        let mut cfg = proxy_common::config(&[o.addr()]);
+        cfg.runtime.driver = choice(d);
+        cfg.listeners[0].tls = Some(proxy::config::ListenerTls {
+            spec: spec.clone(),
+            built: built.clone(),
+        });
+        let p = Proxy::start(cfg);
+        let mut c = TlsClient::connect(p.addr, &client_config(&ca.der(), false), "localhost")
+            .expect("handshake");
+        assert_eq!(c.get("/").status, 200, "{d}");
+        // The client's TCP write side ends with no close_notify; the proxy's close of the
+        // connection (EOF on the raw socket) is the event that it handled it.
+        c.s.sock.shutdown(Shutdown::Write).unwrap();
+        let mut rest = Vec::new();
+        c.s.sock
+            .read_to_end(&mut rest)
+            .expect("the proxy closes the connection (no reset, no timeout)");
+        let s = &p.running().stats()[0];
+        assert_eq!(s.client_errors.get(), 0, "{d}: not counted as an error");
+        assert_eq!(s.upstream_errors.get(), 0, "{d}");
+        assert_eq!((s.requests.get(), s.tls_failed.get()), (1, 0), "{d}");
+        p.stop();
     }
 }
