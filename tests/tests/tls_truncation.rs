@@ -97,6 +97,11 @@ fn close_delimited_server(cert: &Issued, close_notify: bool) -> SocketAddr {
 
 /// A proxy on driver `d` over one HTTPS upstream at `port` verified with the CA at `ca`.
 fn proxy_to(ca: &Path, port: u16, d: DriverKind) -> Proxy {
+    Proxy::start(proxy_config_to(ca, port, d))
+}
+
+/// The config `proxy_to` starts.
+fn proxy_config_to(ca: &Path, port: u16, d: DriverKind) -> proxy::config::Config {
     let dir = ca.parent().unwrap();
     let text = format!(
         "[[listen]]\naddr = \"127.0.0.1:0\"\n\n[upstream.app]\n\
@@ -110,7 +115,7 @@ fn proxy_to(ca: &Path, port: u16, d: DriverKind) -> Proxy {
     cfg.runtime.workers = 1;
     cfg.runtime.pin = false;
     cfg.runtime.driver = choice(d);
-    Proxy::start(cfg)
+    cfg
 }
 
 fn loader_run(ca: &Path, port: u16, d: DriverKind, n: u64) -> loader::stats::RunResult {
@@ -225,5 +230,52 @@ fn a_tls_client_gone_between_requests_without_close_notify_ends_quietly() {
         assert_eq!(s.upstream_errors.get(), 0, "{d}");
         assert_eq!((s.requests.get(), s.tls_failed.get()), (1, 0), "{d}");
         p.stop();
+    }
+}
+
+/// An HTTP/1.0 client over TLS gets the cut body close-delimited: the proxy closes without a
+/// close_notify, so the client's TLS sees the cut (rustls: `UnexpectedEof`); cleanly ended,
+/// the response ends with the proxy's close_notify.
+#[test]
+fn an_http10_tls_client_sees_the_cut_as_a_tls_truncation() {
+    use tls_common::{client_config, temp_dir, Ca, TlsClient};
+    let (ca_pem, leaf) = ca_and_leaf();
+    let cut = close_delimited_server(&leaf, false).port();
+    let clean = close_delimited_server(&leaf, true).port();
+    let ca = Ca::new();
+    let dir = temp_dir("truncation-http10");
+    let (cert, key) = ca.leaf_files(&dir, "default", &["localhost"]);
+    let spec = shared::tls::server::ServerTlsSpec {
+        default: shared::tls::server::CertFiles { cert, key },
+        sni: Vec::new(),
+    };
+    let built = shared::tls::server::server_config(&spec).expect("server config");
+    for d in drivers_here() {
+        for (port, want) in [
+            (cut, Some(std::io::ErrorKind::UnexpectedEof)),
+            (clean, None),
+        ] {
+            let mut cfg = proxy_config_to(&ca_pem, port, d);
+            cfg.listeners[0].tls = Some(proxy::config::ListenerTls {
+                spec: spec.clone(),
+                built: built.clone(),
+            });
+            let p = Proxy::start(cfg);
+            let mut c = TlsClient::connect(p.addr, &client_config(&ca.der(), false), "localhost")
+                .expect("handshake");
+            c.send(b"GET / HTTP/1.0\r\nHost: a\r\n\r\n");
+            let mut got = Vec::new();
+            let end = c.s.read_to_end(&mut got).err().map(|e| e.kind());
+            assert_eq!(end, want, "{d} port {port}");
+            let got = String::from_utf8_lossy(&got).into_owned();
+            assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{d}: {got}");
+            let body = got.split_once("\r\n\r\n").expect("a head").1;
+            assert_eq!(
+                body,
+                "x".repeat(BODY_LEN),
+                "{d}: the bytes the upstream sent"
+            );
+            p.stop();
+        }
     }
 }
