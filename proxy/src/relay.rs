@@ -55,6 +55,9 @@ pub enum RelayFail {
 fn upstream_fail(f: IoFail) -> RelayFail {
     RelayFail::Upstream(match f {
         IoFail::Timeout => ProxyError::UpstreamTimeout,
+        // A TLS upstream's TCP close without close_notify: closed early, as a plain EOF
+        // before the body's end is (and a close-delimited body ends unfinished).
+        IoFail::Error(std::io::ErrorKind::UnexpectedEof) => ProxyError::UpstreamClosed,
         IoFail::Error(_) => ProxyError::UpstreamIo,
     })
 }

@@ -6,11 +6,12 @@
 //! timeout, as nginx's `proxy_read_timeout` bounds WebSocket connections.
 
 use crate::config::Timeouts;
-use crate::io::{read_more, write_all};
+use crate::io::{read_more, write_all, IoFail};
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
 use monoio::time::Instant;
 use shared::stream::Stream;
+use std::io;
 use std::time::Duration;
 
 const TUNNEL_BUF: usize = 16 * 1024;
@@ -39,7 +40,9 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     loop {
         buf.clear();
         match read_more(r, buf, TUNNEL_BUF, Instant::now() + idle).await {
-            Ok((0, _)) => {
+            // A TLS peer's TCP close without close_notify ends a tunnel's direction as a
+            // clean close does: the bytes carry their own framing, the tunnel has none.
+            Ok((0, _)) | Err(IoFail::Error(io::ErrorKind::UnexpectedEof)) => {
                 let _ = w.shutdown().await;
                 return true;
             }

@@ -2,7 +2,8 @@
 //! thread, on every driver. The idle liveness check must read what waits on the socket into
 //! the session: TLS 1.3 session tickets (sent by the server right after the handshake) leave
 //! the connection alive, where a raw MSG_PEEK would call it dead; application data, a
-//! close_notify or an end of stream make it dead.
+//! close_notify or an end of stream make it dead. A read to the end ends cleanly (`Ok(0)`)
+//! only after a close_notify; a bare TCP close is an `UnexpectedEof` error.
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
@@ -118,6 +119,55 @@ fn idle_liveness_reads_tickets_and_sees_data_close_and_eof() {
                 go_tx.send(()).unwrap();
                 assert!(turns_dead(&mut s), "{d} {then:?}: seen dead");
                 let _ = go_tx.send(());
+            })
+            .unwrap();
+            server.join().unwrap();
+        }
+    }
+}
+
+/// A read to the end: the data, then `Ok(0)` after a close_notify, or an `UnexpectedEof`
+/// error when TCP ends without one (what was read may have been cut).
+#[test]
+fn end_of_stream_is_clean_only_after_close_notify() {
+    use monoio::io::AsyncReadRent;
+    let (server_cfg, client_cfg) = configs();
+    for d in drivers_here() {
+        for close_notify in [true, false] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let cfg = server_cfg.clone();
+            let server = std::thread::spawn(move || {
+                let (tcp, _) = l.accept().unwrap();
+                let mut s = StreamOwned::new(ServerConnection::new(cfg).unwrap(), tcp);
+                s.write_all(b"the body").unwrap();
+                if close_notify {
+                    s.conn.send_close_notify();
+                }
+                s.flush().unwrap();
+                // Dropping the stream closes TCP.
+            });
+            let cc = client_cfg.clone();
+            let name = ServerName::try_from("localhost").unwrap();
+            run_on(d, 64, async move {
+                let tcp = monoio::net::TcpStream::connect(addr).await.unwrap();
+                let mut s = Stream::Tls(Box::new(connect(tcp, cc, name).await.unwrap()));
+                let mut got = Vec::new();
+                let end = loop {
+                    let (r, buf) = s.read(Vec::with_capacity(4096)).await;
+                    match r {
+                        Ok(0) => break Ok(()),
+                        Ok(_) => got.extend_from_slice(&buf),
+                        Err(e) => break Err(e.kind()),
+                    }
+                };
+                assert_eq!(got, b"the body", "{d} close_notify={close_notify}");
+                let want = if close_notify {
+                    Ok(())
+                } else {
+                    Err(std::io::ErrorKind::UnexpectedEof)
+                };
+                assert_eq!(end, want, "{d} close_notify={close_notify}");
             })
             .unwrap();
             server.join().unwrap();

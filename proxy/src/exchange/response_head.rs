@@ -63,6 +63,10 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
             Ok((_, b)) => ub = b,
             Err(IoFail::Timeout) => return Err(HeadFail::Timeout),
             Err(IoFail::Error(_)) if had == 0 => return Err(HeadFail::Nothing(None)),
+            // A TLS upstream's TCP close without close_notify, mid-head.
+            Err(IoFail::Error(std::io::ErrorKind::UnexpectedEof)) => {
+                return Err(HeadFail::Bad(ProxyError::UpstreamClosed))
+            }
             Err(IoFail::Error(_)) => return Err(HeadFail::Bad(ProxyError::UpstreamIo)),
         }
         if !worth_parsing(&ub, parsed, to.limits) {

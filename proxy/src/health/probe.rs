@@ -124,7 +124,10 @@ async fn exchange(addrs: &[SocketAddr], tls: &TlsTo, request: &[u8]) -> Result<u
             return Err(ProbeFail::Invalid(CodecError::HeadTooLarge));
         }
         match read_some(&mut stream, buf, READ_CHUNK).await {
-            Ok((0, _)) => return Err(ProbeFail::Closed),
+            // A TLS server's close without close_notify is a close before answering too.
+            Ok((0, _)) | Err(IoFail::Error(std::io::ErrorKind::UnexpectedEof)) => {
+                return Err(ProbeFail::Closed)
+            }
             Ok((_, b)) => buf = b,
             Err(IoFail::Error(kind)) => return Err(ProbeFail::Io(kind.into())),
             // `read_some` has no deadline of its own (the check's timeout bounds it).

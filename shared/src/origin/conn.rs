@@ -610,7 +610,12 @@ impl Conn {
         let (len, cap) = (buf.len(), buf.capacity());
         let (res, slice) = self.stream.read(buf.slice_mut(len..cap)).await;
         self.inbuf = slice.into_inner();
-        res
+        match res {
+            // A TLS client's close without close_notify: for the origin, an end like any
+            // other (request bodies are never close-delimited).
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+            r => r,
+        }
     }
 }
 

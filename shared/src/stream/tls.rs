@@ -195,14 +195,17 @@ impl TlsStream {
         r.map(|_| ())
     }
 
-    /// Plaintext into `dst`; `Ok(0)` at the end of the stream (a close_notify, or the peer
-    /// closing without one: HTTP frames its messages, and peers commonly skip close_notify).
+    /// Plaintext into `dst`; `Ok(0)` at a clean end of the stream (the peer's close_notify),
+    /// an `UnexpectedEof` error when the TCP stream ends without one (RFC 8446 section 6.1):
+    /// the data may have been cut by an attacker or the network, and a close-delimited
+    /// response must not pass for complete. Callers for whom an end is an end whatever its
+    /// kind (a client gone between requests) treat that error as they treat `Ok(0)`.
     async fn read_into(&mut self, dst: &mut [u8]) -> io::Result<usize> {
         loop {
             match self.conn.reader().read(dst) {
                 Ok(n) => return Ok(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                // `UnexpectedEof` from rustls: the peer closed TCP without close_notify.
                 Err(e) => return Err(e),
             }
             if self.fill().await? == 0 {
