@@ -19,5 +19,5 @@ pub use client::{ClientTls, ClientTlsError, ClientTlsOptions, HandshakeCounter, 
 
 /// The crypto provider every config is built with.
 pub fn provider() -> std::sync::Arc<rustls::crypto::CryptoProvider> {
-    std::sync::Arc::new(rustls::crypto::ring::default_provider())
+    std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }

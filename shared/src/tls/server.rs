@@ -96,7 +96,7 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     // The server's order decides (see `aes128_first`).
     cfg.ignore_client_order = true;
-    cfg.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("tls: {e}"))?;
+    cfg.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| format!("tls: {e}"))?;
     cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
     // One ticket per connection: the one its client's next connection resumes with.
     cfg.send_tls13_tickets = 1;
