@@ -376,7 +376,8 @@ impl ProxyWorker {
         line: &crate::access_log::LogRequest,
     ) {
         let now = Instant::now();
-        let current = self.generation();
+        // Borrowed, not cloned: no reference count touched per request.
+        let current = self.generation.borrow();
         if std::ptr::eq(cfg, &*current.cfg) {
             self.metrics.borrow_mut().record(rec, now);
         } else {
@@ -393,6 +394,7 @@ impl ProxyWorker {
             });
             self.metrics.borrow_mut().record(&r, now);
         }
+        drop(current);
         if let Some(log) = &self.access_log {
             let mut log = log.borrow_mut();
             log.write(cfg, rec, line, now);
