@@ -23,7 +23,7 @@ use crate::metrics::{fault_index, FAULT_KINDS};
 use crate::record::Record;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// Buffered bytes that trigger a write.
 pub const FLUSH_AT: usize = 32 * 1024;
@@ -173,9 +173,7 @@ impl AccessLog {
     }
 
     fn tick_time(&mut self) {
-        let secs = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let secs = shared::clock::coarse_unix_secs();
         if secs == self.time_of {
             return;
         }

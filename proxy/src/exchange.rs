@@ -244,12 +244,15 @@ async fn attempts<'g>(
             break Err(Unanswered::Respond(last));
         }
         budget -= 1;
-        let Some(s) = balancer.borrow_mut().pick(&tried, Instant::now()) else {
+        let Some(s) = balancer
+            .borrow_mut()
+            .pick(&tried, shared::clock::coarse_now())
+        else {
             break Err(Unanswered::Respond(last));
         };
         let outcome = attempt(c, w, plan, s, &mut spare).await;
         if outcome.blame() == Blame::Server {
-            balancer.borrow_mut().failed(s, Instant::now());
+            balancer.borrow_mut().failed(s, shared::clock::coarse_now());
             tried.push(s);
             if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = &outcome {
                 let kind = crate::metrics::fault_index(*error);
@@ -286,8 +289,10 @@ async fn attempt<'g>(
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
-    let started = Instant::now();
-    let pooled = plan.g.pools[g][s].borrow_mut().take(started);
+    let started = w.timing.then(Instant::now);
+    let pooled = plan.g.pools[g][s]
+        .borrow_mut()
+        .take(shared::clock::coarse_now());
     let tls = match (&cfg.groups[g].tls, &plan.g.upstream_tls[g]) {
         (None, _) => None,
         (Some(t), Some(client)) => Some((client, &t.names[s])),
@@ -348,8 +353,8 @@ async fn attempt<'g>(
             Err(f) => return f,
         }
     };
-    c.rec.upstream_sent = Some(started);
-    c.rec.upstream_ttfb = Some(started.elapsed());
+    c.rec.upstream_sent = started;
+    c.rec.upstream_ttfb = started.map(|t| t.elapsed());
     Attempt::Answered(Answered {
         server: s,
         up,
@@ -445,7 +450,7 @@ async fn relay_response(
             if resp.upstream_keep_alive && done.clean {
                 c.g.pools[group][server]
                     .borrow_mut()
-                    .put(up, Instant::now());
+                    .put(up, shared::clock::coarse_now());
             }
             let next = if early {
                 // Let the client read the response before the close resets the connection.

@@ -16,7 +16,6 @@ use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
 use crate::worker::RELAY_BUF;
 use bytes::{Buf, BytesMut};
 use monoio::io::AsyncWriteRent;
-use monoio::time::Instant;
 use shared::http::encode::{write_chunk_header, CHUNK_END, LAST_CHUNK};
 use shared::http::{BodyDecoder, BodyKind};
 use shared::stream::Stream;
@@ -140,7 +139,14 @@ pub async fn request_body<U: AsyncWriteRent>(
             // The decoder needs more than what is buffered (a split chunk-size line).
         }
         let buf = std::mem::take(cin);
-        match read_more(client, buf, RELAY_BUF, Instant::now() + t.body).await {
+        match read_more(
+            client,
+            buf,
+            RELAY_BUF,
+            shared::clock::coarse_deadline(t.body),
+        )
+        .await
+        {
             Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
             Ok((_, buf)) => *cin = buf,
             Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),
@@ -230,7 +236,14 @@ pub async fn response_body(
         // Keep an undecoded tail (a split chunk-size line) at the front.
         ubuf.advance(pos);
         pos = 0;
-        match read_more(r.up, ubuf, RELAY_BUF / 4, Instant::now() + t.read).await {
+        match read_more(
+            r.up,
+            ubuf,
+            RELAY_BUF / 4,
+            shared::clock::coarse_deadline(t.read),
+        )
+        .await
+        {
             Ok((0, buf)) => {
                 dec.finish()
                     .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamClosed))?;

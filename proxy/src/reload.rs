@@ -184,6 +184,12 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         new.listeners = old.listeners.clone();
     }
     new.runtime = old.runtime.clone();
+    if old.admin != new.admin {
+        let addr = |a: Option<SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
+        let (a, b) = (addr(old.admin), addr(new.admin));
+        not_applied.push(format!("admin listener {a} -> {b}"));
+        new.admin = old.admin;
+    }
     for g in &new.groups {
         match old.groups.iter().find(|o| o.name == g.name) {
             None => changes.push(format!("upstream {} added", g.name)),
@@ -283,7 +289,7 @@ mod tests {
             "127.0.0.1:9090",
             "\"127.0.0.1:2\"",
             "[upstream.img]\nservers = [\"127.0.0.1:3\"]\n[[route]]\npath = \"/api/\"\nupstream = \"app\"\n\
-             [runtime]\nworkers = 3\n[timeouts]\nread = \"1s\"\n",
+             [runtime]\nworkers = 3\n[timeouts]\nread = \"1s\"\n[admin]\naddr = \"127.0.0.1:9901\"\n",
         );
         let (applied, changes, not_applied) = compare(&old, new);
         assert_eq!(
@@ -300,12 +306,14 @@ mod tests {
             not_applied,
             [
                 "listeners 127.0.0.1:8080 -> 127.0.0.1:9090".to_string(),
-                workers
+                workers,
+                "admin listener none -> 127.0.0.1:9901".to_string()
             ]
         );
         // Kept as started; everything else is the new file's.
         assert_eq!(applied.listeners[0].addr, old.listeners[0].addr);
         assert_eq!(applied.runtime.workers, old.runtime.workers);
+        assert_eq!(applied.admin, None);
         assert_eq!(applied.timeouts.read, Duration::from_secs(1));
         assert_eq!(applied.groups.len(), 2);
     }

@@ -9,7 +9,6 @@ use crate::config::Timeouts;
 use crate::io::{read_more, write_all, IoFail};
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
-use monoio::time::Instant;
 use shared::stream::Stream;
 use std::io;
 use std::time::Duration;
@@ -39,7 +38,7 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     let mut buf = BytesMut::with_capacity(TUNNEL_BUF);
     loop {
         buf.clear();
-        match read_more(r, buf, TUNNEL_BUF, Instant::now() + idle).await {
+        match read_more(r, buf, TUNNEL_BUF, shared::clock::coarse_deadline(idle)).await {
             // A TLS peer's TCP close without close_notify ends a tunnel's direction as a
             // clean close does: the bytes carry their own framing, the tunnel has none.
             Ok((0, _)) | Err(IoFail::Error(io::ErrorKind::UnexpectedEof)) => {

@@ -187,8 +187,16 @@ pub struct ProxyWorker {
     /// The active health checks this worker runs (`crate::health::start`).
     pub health: crate::health::Checks,
     pub errlog: RefCell<RateLimitedLog>,
-    /// What requests came to (fed once per request from its record, `client::requests`).
+    /// What requests came to (fed once per request from its record, `client::requests`),
+    /// when `counting`.
     pub metrics: RefCell<crate::metrics::Metrics>,
+    /// Metrics are kept: an admin listener reads them. Fixed at start (a reload does not add
+    /// or remove the admin listener): without one nothing is counted, and no request pays
+    /// for it.
+    pub counting: bool,
+    /// Requests are timed (their record's start, duration and upstream times): for the
+    /// metrics or the access log. Two precise clock reads per request.
+    pub timing: bool,
     /// The access log, when configured.
     pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
     /// `{random:A-B}` in `return` templates.
@@ -218,7 +226,10 @@ impl ProxyWorker {
         post: Option<shared::inbox::Post<WorkerMsg>>,
     ) -> Self {
         let seed = worker_seed(id);
+        let counting = cfg.admin.is_some();
         ProxyWorker {
+            counting,
+            timing: counting || cfg.access_log.is_some(),
             id,
             post,
             metrics: RefCell::new(crate::metrics::Metrics::new(&cfg)),
@@ -336,6 +347,9 @@ impl ProxyWorker {
         (g, s): (usize, usize),
         f: impl FnOnce(&mut crate::metrics::ServerCounts),
     ) {
+        if !self.counting {
+            return;
+        }
         let at = {
             let current = self.generation.borrow();
             if Arc::ptr_eq(&gen.cfg, &current.cfg) {
@@ -353,6 +367,9 @@ impl ProxyWorker {
 
     /// One more attempt for a request of group `g` of `gen` (see `count_server`).
     pub fn count_retry(&self, gen: &Generation, g: usize) {
+        if !self.counting {
+            return;
+        }
         let at = {
             let current = self.generation.borrow();
             if Arc::ptr_eq(&gen.cfg, &current.cfg) {
@@ -375,7 +392,25 @@ impl ProxyWorker {
         rec: &crate::record::Record,
         line: &crate::access_log::LogRequest,
     ) {
+        if !self.timing {
+            return;
+        }
         let now = Instant::now();
+        if self.counting {
+            self.count(cfg, rec, now);
+        }
+        if let Some(log) = &self.access_log {
+            let mut log = log.borrow_mut();
+            log.write(cfg, rec, line, now);
+            if let Some(e) = log.take_error() {
+                drop(log);
+                self.log_error(format_args!("access log: lines lost: {e}"));
+            }
+        }
+    }
+
+    /// Count a finished request in the metrics.
+    fn count(&self, cfg: &Config, rec: &crate::record::Record, now: Instant) {
         // Borrowed, not cloned: no reference count touched per request.
         let current = self.generation.borrow();
         if std::ptr::eq(cfg, &*current.cfg) {
@@ -393,15 +428,6 @@ impl ProxyWorker {
                 Some(crate::record::Served { group, server })
             });
             self.metrics.borrow_mut().record(&r, now);
-        }
-        drop(current);
-        if let Some(log) = &self.access_log {
-            let mut log = log.borrow_mut();
-            log.write(cfg, rec, line, now);
-            if let Some(e) = log.take_error() {
-                drop(log);
-                self.log_error(format_args!("access log: lines lost: {e}"));
-            }
         }
     }
 

@@ -21,6 +21,7 @@
 pub mod accept;
 pub mod base64;
 pub mod civil;
+pub mod clock;
 pub mod config;
 pub mod counter;
 pub mod http;

@@ -8,7 +8,6 @@
 //! needed.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -166,13 +165,42 @@ pub struct Shutdown {
     inner: Rc<Inner>,
 }
 
-/// Waiters are keyed so a dropped `Wait` (a connection that ended) removes its waker:
-/// the table holds only live waiters, however many connections come and go.
+/// Waiters have a slot each, so a dropped `Wait` (a connection that ended) frees its waker:
+/// the table holds only live waiters, however many connections come and go. A slot index,
+/// not a hashed key: a connection's `Wait` is polled on every wake-up of its task.
 #[derive(Default)]
 struct Inner {
     fired: Cell<bool>,
-    next_id: Cell<u64>,
-    wakers: RefCell<HashMap<u64, Waker>>,
+    wakers: RefCell<Slots>,
+}
+
+#[derive(Default)]
+struct Slots {
+    wakers: Vec<Option<Waker>>,
+    free: Vec<usize>,
+}
+
+impl Slots {
+    fn insert(&mut self, w: Waker) -> usize {
+        match self.free.pop() {
+            Some(i) => {
+                self.wakers[i] = Some(w);
+                i
+            }
+            None => {
+                self.wakers.push(Some(w));
+                self.wakers.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        // After `fire` the table is empty: a stale index is ignored.
+        if let Some(slot) = self.wakers.get_mut(i) {
+            *slot = None;
+            self.free.push(i);
+        }
+    }
 }
 
 impl Shutdown {
@@ -189,25 +217,17 @@ impl Shutdown {
         if self.inner.fired.replace(true) {
             return;
         }
-        let wakers: Vec<Waker> = self
-            .inner
-            .wakers
-            .borrow_mut()
-            .drain()
-            .map(|(_, w)| w)
-            .collect();
-        for w in wakers {
+        let slots = std::mem::take(&mut *self.inner.wakers.borrow_mut());
+        for w in slots.wakers.into_iter().flatten() {
             w.wake();
         }
     }
 
     /// Completes once `fire` has been called.
     pub fn wait(&self) -> Wait {
-        let id = self.inner.next_id.get();
-        self.inner.next_id.set(id + 1);
         Wait {
             inner: self.inner.clone(),
-            id,
+            slot: None,
         }
     }
 
@@ -224,29 +244,33 @@ impl Shutdown {
 /// Future returned by [`Shutdown::wait`].
 pub struct Wait {
     inner: Rc<Inner>,
-    id: u64,
+    /// Its waker's slot, once polled.
+    slot: Option<usize>,
 }
 
 impl Drop for Wait {
     fn drop(&mut self) {
-        self.inner.wakers.borrow_mut().remove(&self.id);
+        if let Some(i) = self.slot {
+            self.inner.wakers.borrow_mut().remove(i);
+        }
     }
 }
 
 impl Future for Wait {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.inner.fired.get() {
             return Poll::Ready(());
         }
-        let mut wakers = self.inner.wakers.borrow_mut();
-        match wakers.get_mut(&self.id) {
-            Some(w) if w.will_wake(cx.waker()) => {}
-            Some(w) => *w = cx.waker().clone(),
-            None => {
-                wakers.insert(self.id, cx.waker().clone());
-            }
+        let this = &mut *self;
+        let mut slots = this.inner.wakers.borrow_mut();
+        match this.slot {
+            Some(i) => match &mut slots.wakers[i] {
+                Some(w) if w.will_wake(cx.waker()) => {}
+                w => *w = Some(cx.waker().clone()),
+            },
+            None => this.slot = Some(slots.insert(cx.waker().clone())),
         }
         Poll::Pending
     }
@@ -263,6 +287,42 @@ mod tests {
             libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur);
             libc::sigismember(&cur, sig) == 1
         }
+    }
+
+    #[test]
+    fn waiters_free_their_slots_and_all_wake_on_fire() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::Wake;
+        struct Count(AtomicUsize);
+        impl Wake for Count {
+            fn wake(self: Arc<Self>) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let s = Shutdown::new();
+        // Connections come and go: the table never holds more than the live ones.
+        for _ in 0..100 {
+            let mut w = s.wait();
+            assert!(Pin::new(&mut w).poll(&mut cx).is_pending());
+            assert!(Pin::new(&mut w).poll(&mut cx).is_pending());
+        }
+        assert_eq!(s.inner.wakers.borrow().wakers.len(), 1);
+        let mut live: Vec<Wait> = (0..3).map(|_| s.wait()).collect();
+        for w in &mut live {
+            assert!(Pin::new(w).poll(&mut cx).is_pending());
+        }
+        drop(live.remove(1));
+        s.fire();
+        assert_eq!(count.0.load(Ordering::Relaxed), 2);
+        for w in &mut live {
+            assert!(Pin::new(w).poll(&mut cx).is_ready());
+        }
+        // Dropped after the fire emptied the table: nothing to free, no panic.
+        drop(live);
+        assert!(Pin::new(&mut s.wait()).poll(&mut cx).is_ready());
     }
 
     #[test]

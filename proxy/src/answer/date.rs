@@ -2,7 +2,6 @@
 //! with a clock must send it), formatted once per second per worker.
 
 use std::cell::Cell;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `Sun, 06 Nov 1994 08:49:37 GMT`: IMF-fixdate, always 29 bytes.
 pub const LEN: usize = 29;
@@ -16,9 +15,7 @@ pub struct DateCache {
 impl DateCache {
     /// The current date, formatted again only when the second changed.
     pub fn now(&self) -> [u8; LEN] {
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let secs = shared::clock::coarse_unix_secs();
         if secs != self.second.get() || self.text.get()[0] == 0 {
             self.second.set(secs);
             self.text.set(imf_fixdate(secs));

@@ -66,9 +66,7 @@ const MAX_WAITS: usize = 8;
 
 /// The time every cache decision of a request is made at.
 pub fn now_millis() -> Millis {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as Millis)
+    shared::clock::coarse_unix().as_millis() as Millis
 }
 
 /// What the cache does with one request, decided with no I/O.
@@ -635,7 +633,7 @@ async fn write_head_and_body(
         head,
         body,
     };
-    let deadline = monoio::time::Instant::now() + limit;
+    let deadline = shared::clock::coarse_deadline(limit);
     let mut done = 0;
     while done < total {
         v.skip(done);
@@ -936,7 +934,7 @@ async fn revalidated(
     if resp.upstream_keep_alive && ub.len() == resp.head_len {
         g.pools[group][server]
             .borrow_mut()
-            .put(up, std::time::Instant::now());
+            .put(up, shared::clock::coarse_now());
     }
     w.give_buf(ub);
     let Some(hit) = hit else {

@@ -170,9 +170,7 @@ thread_local! {
 
 /// Now as an IMF-fixdate (RFC 9110 6.6.1: an origin server with a clock sends Date).
 fn now_date() -> HttpDate {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64);
+    let secs = shared::clock::coarse_unix_secs() as i64;
     DATE.with(|d| match d.get() {
         (s, Some(text)) if s == secs => text,
         _ => {

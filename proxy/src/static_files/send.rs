@@ -21,7 +21,7 @@ use super::Plan;
 use crate::client::ClientConn;
 use crate::io::write_all;
 use monoio::net::TcpStream;
-use monoio::time::{timeout_at, Instant};
+use monoio::time::timeout_at;
 use shared::stream::Stream;
 use std::cell::Cell;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
@@ -159,7 +159,7 @@ impl Drop for NonBlocking {
 
 /// Wait until the socket may take more bytes, or fail after `limit`.
 async fn writable(s: &TcpStream, limit: Duration) -> Result<(), SendFail> {
-    match timeout_at(Instant::now() + limit, s.writable(false)).await {
+    match timeout_at(shared::clock::coarse_deadline(limit), s.writable(false)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(SendFail),
     }
