@@ -13,7 +13,7 @@
 //! - Nothing is logged per request: errors are counted.
 
 use crate::config::Action;
-use crate::error::{Fault, ProxyError};
+use crate::error::ProxyError;
 use crate::exchange::{self, Next};
 use crate::forward::{prepare_request, Dispatch, IpText, RequestInfo};
 use crate::generation::Generation;
@@ -220,7 +220,6 @@ async fn requests(c: &mut ClientConn) -> End {
             }
         };
         first = false;
-        w.stats.requests.incr();
         c.rec.route = Some(info.route);
         c.rec.bytes_in = info.head_len as u64
             + match info.body {
@@ -339,10 +338,6 @@ pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
 
 /// [`respond_error`] with `fields` added to the answer's head.
 pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[u8], &[u8])]) {
-    match e.fault() {
-        Fault::Client => c.w.stats.client_errors.incr(),
-        _ => c.w.stats.upstream_errors.incr(),
-    }
     c.rec.failed(e);
     let Some(status) = e.status() else { return };
     c.cout.clear();

@@ -465,12 +465,10 @@ async fn relay_response(
         }
         Err(RelayFail::Upstream(e)) => {
             // Mid-body: the client connection is aborted; what it got is visibly incomplete.
-            w.stats.upstream_errors.incr();
             c.rec.failed(e);
             (Next::Close, None)
         }
         Err(RelayFail::Client(e)) => {
-            w.stats.client_errors.incr();
             c.rec.failed(e);
             (Next::Close, None)
         }

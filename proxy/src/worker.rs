@@ -39,7 +39,9 @@ pub struct ConnBufs {
 }
 
 /// Per-worker counters, readable from other threads. Aligned so two workers' counters never
-/// share a cache line (separate allocations alone can sit side by side).
+/// share a cache line (separate allocations alone can sit side by side). The per-request ones
+/// (requests, client and upstream errors, cache statuses) are fed from each request's record
+/// when it ends (`ProxyWorker::tally`), nowhere else.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 pub struct ProxyCounters {
@@ -392,6 +394,7 @@ impl ProxyWorker {
         rec: &crate::record::Record,
         line: &crate::access_log::LogRequest,
     ) {
+        self.tally(rec);
         if !self.timing {
             return;
         }
@@ -405,6 +408,31 @@ impl ProxyWorker {
             if let Some(e) = log.take_error() {
                 drop(log);
                 self.log_error(format_args!("access log: lines lost: {e}"));
+            }
+        }
+    }
+
+    /// The worker's running totals (`stats`, read by `Running::stats`), from the record: no
+    /// clock, a few single-writer counters.
+    fn tally(&self, rec: &crate::record::Record) {
+        use crate::cache::CacheStatus;
+        let st = &self.stats;
+        if rec.route.is_some() {
+            st.requests.incr();
+        }
+        if let Some(e) = rec.fault {
+            match e.fault() {
+                crate::error::Fault::Client => st.client_errors.incr(),
+                _ => st.upstream_errors.incr(),
+            }
+        }
+        if let Some(s) = rec.cache {
+            match s {
+                CacheStatus::Hit => st.cache_hits.incr(),
+                CacheStatus::Miss => st.cache_misses.incr(),
+                CacheStatus::Bypass => st.cache_bypasses.incr(),
+                CacheStatus::Stale => st.cache_stale.incr(),
+                CacheStatus::Revalidated => st.cache_revalidated.incr(),
             }
         }
     }
@@ -712,5 +740,50 @@ async fn flush_log_tick(w: Rc<ProxyWorker>) {
             _ = &mut stop => return,
         }
         w.flush_log();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ProxyError;
+    use crate::record::Record;
+
+    fn worker(extra: &str) -> ProxyWorker {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.app]\nservers = [\"127.0.0.1:1\"]\n{extra}"
+        );
+        let cfg = Arc::new(crate::config::from_toml("t.toml", &text).expect("config"));
+        ProxyWorker::new(0, cfg, Shutdown::new(), Arc::new(ProxyCounters::default()))
+    }
+
+    #[test]
+    fn totals_come_from_the_record_and_metrics_only_with_an_admin_listener() {
+        for (extra, admin) in [("", false), ("[admin]\naddr = \"127.0.0.1:9901\"\n", true)] {
+            let w = worker(extra);
+            assert_eq!((w.counting, w.timing), (admin, admin));
+            let cfg = w.generation().cfg.clone();
+            let mut rec = Record::new(std::time::Instant::now());
+            rec.route = Some(0);
+            rec.cache = Some(crate::cache::CacheStatus::Stale);
+            rec.wrote(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+            rec.failed(ProxyError::UpstreamIo);
+            w.finish(&cfg, &rec, &Default::default());
+            // A request refused before routing, by the client's fault.
+            let mut bad = Record::default();
+            bad.failed(ProxyError::HeaderTimeout);
+            w.finish(&cfg, &bad, &Default::default());
+            let s = &w.stats;
+            assert_eq!(s.requests.get(), 1, "{extra}");
+            assert_eq!((s.upstream_errors.get(), s.client_errors.get()), (1, 1));
+            assert_eq!((s.cache_stale.get(), s.cache_hits.get()), (1, 0));
+            let m = w.metrics.borrow();
+            let counted: u64 = m.requests.iter().flatten().sum();
+            assert_eq!(counted, if admin { 2 } else { 0 }, "{extra}");
+            if admin {
+                assert_eq!(m.requests[1][4], 1, "route 0, 5xx");
+                assert_eq!(m.requests[0][3], 1, "refused before routing: 499 is 4xx");
+            }
+        }
     }
 }

@@ -156,6 +156,22 @@ pub fn eventually(wait: std::time::Duration, mut cond: impl FnMut() -> bool) -> 
     }
 }
 
+/// `read()` once it equals `want`, or its last value when `wait` passed first (for an
+/// `assert_eq!` that names what was seen). A request's counters are updated when it ends,
+/// right after its response went out: a client that read the response can be ahead of them.
+pub fn settled<T: PartialEq>(
+    wait: std::time::Duration,
+    want: &T,
+    mut read: impl FnMut() -> T,
+) -> T {
+    let mut last = read();
+    eventually(wait, || {
+        last = read();
+        last == *want
+    });
+    last
+}
+
 /// `addr` as /proc/net/tcp writes it: the IPv4 address as a native-endian u32, then the port.
 fn proc_net_hex(addr: std::net::SocketAddr) -> String {
     let std::net::SocketAddr::V4(v4) = addr else {

@@ -608,7 +608,10 @@ fn several_workers_share_the_port() {
         c.join().unwrap();
     }
     assert_eq!(o.requests(), 80 + opened);
-    let served: u64 = stats.iter().map(|s| s.requests.get()).sum();
-    assert_eq!(served, 80 + opened);
+    let want = 80 + opened;
+    let served = tests::settled(WAIT, &want, || {
+        stats.iter().map(|s| s.requests.get()).sum::<u64>()
+    });
+    assert_eq!(served, want);
     p.stop();
 }

@@ -71,7 +71,11 @@ fn hits_are_served_from_memory_without_reaching_the_origin() {
     }
     assert_eq!(o.requests(), 2, "only the two misses reached the origin");
     let s = &p.stats()[0];
-    assert_eq!((s.cache_hits.get(), s.cache_misses.get()), (5, 2));
+    let want = (5, 2);
+    let seen = tests::settled(raw::WAIT, &want, || {
+        (s.cache_hits.get(), s.cache_misses.get())
+    });
+    assert_eq!(seen, want);
     p.shutdown().unwrap();
 }
 
@@ -204,7 +208,8 @@ fn a_stale_entry_is_served_when_the_origin_fails() {
     // Without stale_if_error: 502.
     let r = get(addr2, "/s?size=500");
     assert_eq!(r.status, 502);
-    assert_eq!(p.stats()[0].cache_stale.get(), 1);
+    let stale = tests::settled(raw::WAIT, &1, || p.stats()[0].cache_stale.get());
+    assert_eq!(stale, 1);
     p.shutdown().unwrap();
     p2.shutdown().unwrap();
 }

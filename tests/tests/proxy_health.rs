@@ -203,7 +203,11 @@ fn failures_are_counted_per_worker() {
             "request {i}: {r:?}"
         );
     }
-    let per_worker: Vec<u64> = p.stats().iter().map(|s| s.requests.get()).collect();
+    // Counted as each request ends, right after its response went out.
+    let per_worker =
+        |p: &proxy::Running| -> Vec<u64> { p.stats().iter().map(|s| s.requests.get()).collect() };
+    tests::eventually(WAIT, || per_worker(&p).iter().sum::<u64>() == REQUESTS);
+    let per_worker = per_worker(&p);
     p.shutdown().expect("clean shutdown");
     assert_eq!(per_worker.iter().sum::<u64>(), REQUESTS, "{per_worker:?}");
     let least: u64 = per_worker

@@ -142,9 +142,12 @@ fn every_worker_follows_the_checking_worker() {
     for _ in 0..24 {
         traffic(addr, 1);
     }
+    // Counted as each request ends, right after its response went out.
+    let more = |after: &Vec<u64>| before.iter().zip(after).all(|(b, a)| a > b);
+    tests::eventually(WAIT, || more(&served(&p)));
     let after = served(&p);
     assert!(
-        before.iter().zip(&after).all(|(b, a)| a > b),
+        more(&after),
         "both workers served some: {before:?} -> {after:?}"
     );
     assert_eq!(

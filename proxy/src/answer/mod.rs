@@ -228,7 +228,7 @@ pub async fn send(c: &mut ClientConn, req: &RequestInfo, skip: Option<usize>, cl
             c.uout = buf
         }
         Err(_) => {
-            c.w.stats.client_errors.incr();
+            c.rec.failed(crate::error::ProxyError::ClientGone);
             return Next::Close;
         }
     }

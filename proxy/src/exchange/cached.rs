@@ -104,7 +104,6 @@ enum Decision {
 
 /// A request on cached route `route`.
 pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
-    let w = c.w.clone();
     let g = c.g.clone();
     let (
         Action::Proxy {
@@ -116,7 +115,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
         return super::run(c, req, group).await;
     };
     if body_too_large(&g, &req) {
-        note(&w, &mut c.rec, CacheStatus::Bypass);
+        c.rec.cache = Some(CacheStatus::Bypass);
         return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
     }
     let mut waits = 0;
@@ -135,12 +134,12 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
         let key = || OwnedKey::new(key_of(&c.cin, &req));
         match d {
             Decision::Hit(hit) => {
-                note(&w, &mut c.rec, CacheStatus::Hit);
+                c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 return send_hit(c, &req, hit).await;
             }
             Decision::NotModified(hit) => {
-                note(&w, &mut c.rec, CacheStatus::Hit);
+                c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 return send_not_modified(c, &req, &hit, CacheStatus::Hit).await;
             }
@@ -150,7 +149,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 age,
                 len,
             } => {
-                note(&w, &mut c.rec, CacheStatus::Hit);
+                c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 let out = Stored::new(&head, age, CacheStatus::Hit, len);
                 return stream_entry(c, &req, store, entry, out).await;
@@ -163,7 +162,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 }
                 // The fill takes too long: fetch on our own, without storing (a stale
                 // entry still serves if the upstream fails).
-                note(&w, &mut c.rec, CacheStatus::Miss);
+                c.rec.cache = Some(CacheStatus::Miss);
                 let f = Fetch {
                     cache: Some((store, cfg.as_ref())),
                     stale,
@@ -177,10 +176,6 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 stale,
                 validates,
             } => {
-                // A validation counts as a miss unless the origin answers 304 (`fetch`).
-                if validates.is_none() {
-                    w.stats.cache_misses.incr();
-                }
                 let f = Fetch {
                     status: CacheStatus::Miss,
                     fill: fill.map(|h| (store, h, cfg.as_ref())),
@@ -194,7 +189,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 return fetch(c, &req, group, &key, f).await;
             }
             Decision::Forward { invalidate } => {
-                note(&w, &mut c.rec, CacheStatus::Bypass);
+                c.rec.cache = Some(CacheStatus::Bypass);
                 let f = Fetch {
                     invalidate,
                     ..Fetch::plain(CacheStatus::Bypass)
@@ -486,7 +481,7 @@ async fn send_stored(
     };
     match written {
         Some(b) => c.cout = b,
-        None => return client_gone(&w),
+        None => return client_gone(&mut c.rec),
     }
     next_after(keep)
 }
@@ -527,7 +522,7 @@ async fn send_from_file(
     let n = unsafe { libc::send(fd, c.cout.as_ptr().cast(), c.cout.len(), flags) };
     let head = match sent(n) {
         Some(n) => n,
-        None => return client_gone(&w),
+        None => return client_gone(&mut c.rec),
     };
     c.rec.wrote(&c.cout[..head]);
     let send = c.g.cfg.timeouts.send;
@@ -536,7 +531,7 @@ async fn send_from_file(
         buf.advance(head);
         match write_head_and_body(c, &w, buf, body, send).await {
             Some(b) => c.cout = b,
-            None => return client_gone(&w),
+            None => return client_gone(&mut c.rec),
         }
         return next_after(keep);
     }
@@ -545,27 +540,13 @@ async fn send_from_file(
     let n = unsafe { libc::sendfile(fd, file.fd, &mut offset, body.len()) };
     let done = match sent(n) {
         Some(n) => n,
-        None => return client_gone(&w),
+        None => return client_gone(&mut c.rec),
     };
     if done < body.len() && write_bytes(c, body.slice(done..), send).await.is_err() {
-        return client_gone(&w);
+        return client_gone(&mut c.rec);
     }
     c.rec.wrote_body(body.len() as u64);
     next_after(keep)
-}
-
-/// Count a request of a cached route by its cache status: the worker's counter and the
-/// request's record.
-fn note(w: &ProxyWorker, rec: &mut crate::record::Record, s: CacheStatus) {
-    let st = &w.stats;
-    match s {
-        CacheStatus::Hit => st.cache_hits.incr(),
-        CacheStatus::Miss => st.cache_misses.incr(),
-        CacheStatus::Bypass => st.cache_bypasses.incr(),
-        CacheStatus::Stale => st.cache_stale.incr(),
-        CacheStatus::Revalidated => st.cache_revalidated.incr(),
-    }
-    rec.cache = Some(s);
 }
 
 /// What a non-blocking send took: `n` bytes, none if the socket is full, `None` on error.
@@ -653,8 +634,8 @@ async fn write_head_and_body(
     Some(v.head)
 }
 
-fn client_gone(w: &ProxyWorker) -> Next {
-    w.stats.client_errors.incr();
+fn client_gone(rec: &mut crate::record::Record) -> Next {
+    rec.failed(ProxyError::ClientGone);
     Next::Close
 }
 
@@ -684,7 +665,7 @@ async fn stream_entry(
             c.rec.wrote(&b);
             c.cout = b
         }
-        Err(_) => return client_gone(&w),
+        Err(_) => return client_gone(&mut c.rec),
     }
     if req.method == RequestMethod::Head {
         return next_after(keep);
@@ -697,20 +678,20 @@ async fn stream_entry(
                 let n = b.len() as u64;
                 offset += n;
                 if write_bytes(c, b, c.g.cfg.timeouts.send).await.is_err() {
-                    return client_gone(&w);
+                    return client_gone(&mut c.rec);
                 }
                 c.rec.wrote_body(n);
             }
             Read::Pending => {
                 if !wait_change(store, h, c.g.cfg.timeouts.read).await {
-                    w.stats.upstream_errors.incr();
+                    c.rec.failed(ProxyError::UpstreamTimeout);
                     return Next::Close;
                 }
             }
             // The fill failed midway (the upstream broke off): so does this copy of it,
             // visibly short of its Content-Length.
             Read::End | Read::Dropped => {
-                w.stats.upstream_errors.incr();
+                c.rec.failed(ProxyError::UpstreamClosed);
                 return Next::Close;
             }
         }
@@ -782,11 +763,8 @@ async fn fetch(
     let limits = &g.cfg.limits.codec;
     let not_modified = f.validates.is_some()
         && matches!(&answered, Ok(a) if answer_status(limits, &a.head.ub) == 304);
+    // A validation counts as a miss unless the origin answers 304.
     if f.validates.is_some() {
-        match not_modified {
-            true => w.stats.cache_revalidated.incr(),
-            false => w.stats.cache_misses.incr(),
-        }
         c.rec.cache = Some(match not_modified {
             true => CacheStatus::Revalidated,
             false => CacheStatus::Miss,
@@ -853,7 +831,6 @@ async fn upstream_failed(
     f: &Fetch<'_>,
     e: Option<ProxyError>,
 ) -> Next {
-    let w = c.w.clone();
     // The stale entry serves whether or not a fill could be started.
     if let (Some(h), Some((store, cfg))) = (f.stale, f.cache) {
         let hit =
@@ -861,7 +838,7 @@ async fn upstream_failed(
                 .borrow_mut()
                 .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
         if let Some(hit) = hit {
-            note(&w, &mut c.rec, CacheStatus::Stale);
+            c.rec.cache = Some(CacheStatus::Stale);
             let len = hit.body.len() as u64;
             let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
             return send_stored(c, req, out, Some(hit.body)).await;
@@ -1134,7 +1111,7 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
             c.rec.wrote(&b);
             c.cout = b
         }
-        Err(_) => return client_gone(&w),
+        Err(_) => return client_gone(&mut c.rec),
     }
     next_after(keep)
 }

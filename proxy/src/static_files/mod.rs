@@ -211,9 +211,6 @@ pub async fn serve(
     c.cout.clear();
     let plan = prepare(c, site, q, conn, shared::clock::coarse_now());
     c.cin.advance(req.head_len + body_len.unwrap_or(0));
-    if plan.status >= 400 {
-        w.stats.client_errors.incr();
-    }
     if !conn.keep_alive && body_len.is_some() {
         crate::client::cork_last_answer(c);
     }
@@ -231,7 +228,6 @@ pub async fn serve(
 
 /// A response decided: its head is in `cout`, and the body to follow.
 pub(crate) struct Plan {
-    status: u16,
     file: Option<Rc<cache::File>>,
     body: Body,
 }
@@ -251,7 +247,6 @@ fn prepare(
     let simple = |out: &mut _, status| {
         respond::simple(out, status, None, head, conn);
         Plan {
-            status,
             file: None,
             body: Body::None,
         }
@@ -285,7 +280,6 @@ fn prepare(
                 let location = [path, b"/", q, query.unwrap_or(b"")];
                 respond::simple(out, 301, Some(&location), head, conn);
                 Plan {
-                    status: 301,
                     file: None,
                     body: Body::None,
                 }
@@ -309,14 +303,7 @@ fn file_plan(
     };
     let reply = decide(method, cond, &v);
     let body = respond::file_head(out, &f, reply, method == Method::Head, conn);
-    let status = match reply {
-        decide::Reply::NotModified => 304,
-        decide::Reply::Full => 200,
-        decide::Reply::Partial { .. } => 206,
-        decide::Reply::Unsatisfiable => 416,
-    };
     Plan {
-        status,
         file: Some(f),
         body,
     }
