@@ -271,7 +271,7 @@ async fn read_head(
             if parsed == 0 {
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
                 c.rec = if c.w.timing {
-                    crate::record::Record::new(std::time::Instant::now())
+                    crate::record::Record::new(shared::clock::loop_now())
                 } else {
                     crate::record::Record::default()
                 };

@@ -48,7 +48,7 @@ use shared::http::BodyKind;
 use shared::stream::Stream;
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use upload::{stream_request, Streamed};
 
 /// Request bodies up to this size that arrived with the head are sent with it in one write
@@ -289,7 +289,7 @@ async fn attempt<'g>(
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
-    let started = w.timing.then(Instant::now);
+    let started = w.timing.then(shared::clock::loop_now);
     let pooled = plan.g.pools[g][s]
         .borrow_mut()
         .take(shared::clock::coarse_now());
@@ -354,7 +354,7 @@ async fn attempt<'g>(
         }
     };
     c.rec.upstream_sent = started;
-    c.rec.upstream_ttfb = started.map(|t| t.elapsed());
+    c.rec.upstream_ttfb = started.map(|t| shared::clock::loop_now().saturating_duration_since(t));
     Attempt::Answered(Answered {
         server: s,
         up,
@@ -441,7 +441,11 @@ async fn relay_response(
     let relayed = relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await;
     // Only the access log shows it: no clock read per request without one.
     if w.access_log.is_some() {
-        c.rec.upstream_time = c.rec.upstream_sent.map(|t| t.elapsed());
+        let now = shared::clock::loop_now();
+        c.rec.upstream_time = c
+            .rec
+            .upstream_sent
+            .map(|t| now.saturating_duration_since(t));
     }
     match relayed {
         Ok(done) => {

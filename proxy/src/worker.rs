@@ -398,7 +398,7 @@ impl ProxyWorker {
         if !self.timing {
             return;
         }
-        let now = Instant::now();
+        let now = shared::clock::loop_now();
         if self.counting {
             self.count(cfg, rec, now);
         }

@@ -87,6 +87,8 @@
 // Copyright (c) 2021 Tokio Contributors, licensed under the MIT license.
 
 mod clock;
+pub use clock::loop_now;
+pub(crate) use clock::refresh_loop_now;
 pub(crate) use self::clock::Clock;
 
 pub(crate) mod driver;

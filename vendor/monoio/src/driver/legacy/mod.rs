@@ -157,6 +157,9 @@ impl LegacyDriver {
             Err(ref e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+        // Vendored change: the event-loop time (`monoio::time::loop_now`), once per poll
+        // (a timer's wake-up included).
+        crate::time::refresh_loop_now();
         #[cfg(unix)]
         let iter = events.iter();
         #[cfg(windows)]

@@ -379,6 +379,9 @@ impl Driver for IoUringDriver {
 impl UringInner {
     fn tick(&mut self) -> io::Result<()> {
         let cq = self.uring.completion();
+        // Vendored change: the event-loop time (`monoio::time::loop_now`), once per reap
+        // (after every wait, a timer's included, and every submit of a busy loop).
+        crate::time::refresh_loop_now();
 
         for cqe in cq {
             let index = cqe.user_data();
