@@ -2,10 +2,14 @@
 # What a `return 302` to a random URL costs: our proxy's `return` route against nginx with
 # `set_random` + `return 302` (the seeds' openresty directive), one worker each, same run.
 #
-# Two loads, each bounded in count and time, interleaved round by round (the order rotating):
-#   keepalive  wrk -t1 -c$CONNS -d$DURATION --latency (the issue's calibration load)
+# Three loads, each bounded in count and time, interleaved round by round (the order rotating):
+#   keepalive  wrk -t1 -c$CONNS -d$DURATION --latency (the issue's calibration load; closed
+#              loop: wrk's one thread is the bottleneck, so a faster server idles more often)
 #   ab         ab -n $AB_N -c $AB_C -t $AB_TIME, no -k: the seeds' `ab -n 100000 -c 10`, a
 #              connection per request (all 100000 unless the time bound comes first)
+#   rate       our loader, open loop at $RATE req/s over $CONNS keep-alive connections for
+#              $DURATION (RATE x DURATION requests): the same offered load for every server
+#              (not in the default MODES)
 # Per run: req/s, p99, errors, and the server's CPU µs per request (utime+stime of the whole
 # process tree from /proc/PID/stat before and after the load, ÷ completed requests), with the
 # ratio to nginx in the same round; then median [min-max] over the rounds. Before measuring,
@@ -17,7 +21,8 @@
 #   BASE_BIN=/path/to/old/proxy benches/return_vs_nginx.sh   # A/B: "base" runs beside "ours"
 #   BASE_BIN=target/release/proxy BASE_ARGS="--driver epoll" benches/return_vs_nginx.sh
 #
-# Environment: ROUNDS (3), DURATION (5s, wrk), CONNS (64, wrk), AB_N (100000), AB_C (10),
+# Environment: ROUNDS (3), DURATION (5s, wrk and rate), CONNS (64, wrk and rate), RATE (100000,
+# req/s), LOADER_BIN (default target/release/loader, built here unless NO_BUILD=1), AB_N (100000), AB_C (10),
 # AB_TIME (60s, ab's time bound), MODES ("keepalive ab"), TARGETS ("ours nginx", plus "base"
 # when BASE_BIN is set: a second proxy binary, e.g. the previous commit's, measured the same
 # way in the same rounds; BASE_ARGS: its flags, default PROXY_ARGS), LOAD_CORE (0), SERVER_CORE (1),
@@ -31,6 +36,7 @@ source benches/lib.sh
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5s}
 CONNS=${CONNS:-64}
+RATE=${RATE:-100000}
 AB_N=${AB_N:-100000}
 AB_C=${AB_C:-10}
 AB_TIME=${AB_TIME:-60s}
@@ -41,6 +47,7 @@ LOAD_CORE=${LOAD_CORE:-0}
 SERVER_CORE=${SERVER_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/release/proxy}
+LOADER_BIN=${LOADER_BIN:-$TARGET_DIR/release/loader}
 OUT=${OUT:-target/bench-results/return_vs_nginx-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 SET_MISC=/usr/lib/nginx/modules/ngx_http_set_misc_module.so
 
@@ -109,22 +116,34 @@ if bench_want "$TARGETS" nginx; then
         "$NGINX" -e "$BENCH_TMP/nginx-return.error.log" -p "$BENCH_TMP" -c "$BENCH_TMP/nginx-return.conf"
 fi
 
+if bench_want "$MODES" rate; then
+    bench_build loader || bench_die "cargo build --release -p loader failed"
+    [ -x "$LOADER_BIN" ] || bench_die "$LOADER_BIN not found"
+fi
+
 [ "${#BENCH_ACTIVE[@]}" -gt 0 ] || bench_die "nothing to measure"
 
 # --- the runs: one case per mode ----------------------------------------------------------------
 
 read -r -a BENCH_CASES <<<"$MODES"
 
-# load_case MODE TARGET: wrk (keep-alive, DURATION) or ab (no -k, AB_N requests, AB_TIME).
+# load_case MODE TARGET: wrk (keep-alive, DURATION), ab (no -k, AB_N requests, AB_TIME) or
+# our loader at RATE (keep-alive, RATE x DURATION requests).
 load_case() {
     local url="http://127.0.0.1:${PORT[$2]}/avatar" res rps p99 n u k
     if [ "$1" = keepalive ]; then
         load_wrk "$LOAD_CORE" "$CONNS" "$DURATION" "$url"
         return
     fi
-    res=$(load_ab "$LOAD_CORE" "$AB_C" "$AB_N" "$AB_TIME" 0 "$url") || return 1
+    if [ "$1" = rate ]; then
+        LOADER_FLAGS=(--rate "$RATE")
+        res=$(load_loader "$LOADER_BIN" "$LOAD_CORE" "$CONNS" "$((RATE * $(dur_s "$DURATION")))" \
+            "$DURATION" "$url") || return 1
+    else
+        res=$(load_ab "$LOAD_CORE" "$AB_C" "$AB_N" "$AB_TIME" 0 "$url") || return 1
+    fi
     read -r rps p99 n _ u k <<<"$res"
-    # ab counts every 302 as "Non-2xx": errors here are failed requests only.
+    # ab and the loader count every 302 as "Non-2xx": errors here are failed requests only.
     local n_failed
     n_failed=$(awk '/^Failed requests:/ { print $3 }' "$LOAD_OUT")
     echo "$rps $p99 $n ${n_failed:-0} $u $k"
@@ -143,6 +162,8 @@ bench_rounds "$ROUNDS" warm_up bench_measure load_case
 case_title() {
     if [ "$1" = keepalive ]; then
         echo "return 302, keep-alive (wrk)"
+    elif [ "$1" = rate ]; then
+        echo "return 302, keep-alive at $RATE req/s (our loader, open loop)"
     else
         echo "return 302, connection per request (ab, no -k)"
     fi
@@ -150,6 +171,7 @@ case_title() {
 
 bench_report_head return_vs_nginx
 echo "# keepalive = wrk -t1 -c$CONNS -d$DURATION --latency; ab = ab -n $AB_N -c $AB_C -t $(dur_s "$AB_TIME") (no -k)"
+echo "# rate = loader --threads 1 -c $CONNS --rate $RATE -n $((RATE * $(dur_s "$DURATION"))) (open loop, keep-alive)"
 echo "# pinning: wrk/ab on core $LOAD_CORE; the server under test on core $SERVER_CORE"
 bench_report_targets
 echo "# server µs/req = its utime+stime (all threads and processes) during the load ÷ completed requests"
