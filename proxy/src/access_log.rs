@@ -178,7 +178,7 @@ impl AccessLog {
             return;
         }
         self.time_of = secs;
-        let d = crate::answer::imf_fixdate(secs);
+        let d = crate::http_date::imf_fixdate(secs);
         // "Mon, 30 Nov 2026 19:37:12 GMT" -> "30/Nov/2026:19:37:12 +0000"
         let mut c = *b"01/Jan/1970:00:00:00 +0000";
         c[0..2].copy_from_slice(&d[5..7]);

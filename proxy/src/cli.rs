@@ -10,8 +10,8 @@
 pub use crate::config::Error as CliError;
 
 use crate::config::schema::{
-    self, parse_listen, split_upstream, FileConfig, GroupEntry, RouteEntry, ServerEntry,
-    StaticEntry,
+    self, parse_listen, split_upstream, FileConfig, GroupEntry, GroupTlsEntry, RouteEntry,
+    ServerEntry, StaticEntry,
 };
 use crate::config::{
     resolve, AccessLogConfig, Balance, Config, Edit, HeaderSlot, LogFormat, Overrides, ProxyLimits,
@@ -196,6 +196,22 @@ pub struct Args {
     #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Combined, requires = "access_log")]
     pub access_log_format: LogFormat,
 
+    /// Verify the --upstream servers' certificates against the PEM CA certificates in FILE;
+    /// servers without a scheme are then https:// [default: https:// servers checked against
+    /// the system's store]
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "upstream",
+        conflicts_with = "upstream_insecure"
+    )]
+    pub upstream_ca: Option<PathBuf>,
+
+    /// Do not verify the --upstream servers' certificates (a lab's self-signed origin; warned
+    /// about at start); servers without a scheme are then https:// [default: verified]
+    #[arg(long, requires = "upstream")]
+    pub upstream_insecure: bool,
+
     /// Active health checks on the --upstream servers: GET PATH every 2s (timeout 1s), out
     /// after 3 failed in a row, back after 2 passed; 2xx and 3xx pass [default: no active checks]
     #[arg(long, value_name = "PATH", value_parser = health_path, requires = "upstream")]
@@ -335,6 +351,18 @@ impl Cli {
             return Err(CliError::Usage("no --listen address given".into()));
         }
         if let Some(dir) = &a.static_dir {
+            // clap's `requires = "upstream"` does not refuse these beside --static.
+            let upstream_only = [
+                ("--cache", a.cache.is_some()),
+                ("--upstream-ca", a.upstream_ca.is_some()),
+                ("--upstream-insecure", a.upstream_insecure),
+                ("--health-check", a.health_check.is_some()),
+            ];
+            if let Some((flag, _)) = upstream_only.iter().find(|f| f.1) {
+                return Err(CliError::Usage(format!(
+                    "{flag} needs --upstream servers; --static serves files itself"
+                )));
+            }
             // One route, `/`, served from the directory (relative to the working directory).
             let site = StaticEntry {
                 root: dir.clone(),
@@ -365,7 +393,12 @@ impl Cli {
                     ..Default::default()
                 })
             }),
-            tls: None,
+            // What a file's `tls = { ca, insecure }` says.
+            tls: (a.upstream_ca.is_some() || a.upstream_insecure).then(|| GroupTlsEntry {
+                ca: a.upstream_ca.clone(),
+                sni: None,
+                insecure: a.upstream_insecure,
+            }),
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {

@@ -49,6 +49,7 @@ mod exposition;
 mod forward;
 mod generation;
 pub mod health;
+mod http_date;
 mod io;
 mod metrics;
 mod pool;

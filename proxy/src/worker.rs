@@ -203,8 +203,6 @@ pub struct ProxyWorker {
     pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
     /// `{random:A-B}` in `return` templates.
     pub rng: crate::answer::Rng,
-    /// The `Date` of the answers the proxy writes itself.
-    pub date: crate::answer::DateCache,
     bufs: RefCell<Vec<BytesMut>>,
     conn_bufs: RefCell<Vec<ConnBufs>>,
     /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
@@ -248,7 +246,6 @@ impl ProxyWorker {
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
 
-            date: crate::answer::DateCache::default(),
             bufs: RefCell::new(Vec::new()),
             conn_bufs: RefCell::new(Vec::new()),
             iovecs: RefCell::new(Vec::new()),

@@ -374,6 +374,8 @@ fn help_mentions_every_flag_and_its_default() {
         "--access-log",
         "--access-log-format",
         "--health-check",
+        "--upstream-ca",
+        "--upstream-insecure",
         "--cache-no-sendfile",
         "--tls-cert",
         "--tls-key",
@@ -386,7 +388,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 39, "{help}");
+    assert_eq!(entries.len(), 41, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -209,3 +209,66 @@ fn an_idle_pooled_tls_connection_is_checked_and_reused() {
         p.stop();
     }
 }
+
+/// Quick mode's `--upstream-ca` and `--upstream-insecure`: what a file's `tls = { ca }` and
+/// `tls = { insecure = true }` say, a server without a scheme then being https://.
+#[test]
+fn quick_mode_flags_verify_or_skip_verifying_upstream_certificates() {
+    let ca = Ca::new();
+    let other = Ca::new();
+    let dir = temp_dir("quick");
+    let (ca_pem, other_pem) = (dir.join("ca.pem"), dir.join("other.pem"));
+    std::fs::write(&ca_pem, ca.pem()).unwrap();
+    std::fs::write(&other_pem, other.pem()).unwrap();
+    let o = tls_origin(&ca, &dir, &["localhost"]);
+    let up = format!("localhost:{}", o.addr().port());
+    let ca_s = ca_pem.to_str().unwrap();
+    let other_s = other_pem.to_str().unwrap();
+    let cases: [(Vec<&str>, u16); 4] = [
+        (vec!["--upstream-ca", ca_s], 200),
+        (vec!["--upstream-ca", other_s], 502),
+        (vec!["--upstream-insecure"], 200),
+        // No flag and a self-signed origin: the system's store does not know it.
+        (vec![], 502),
+    ];
+    for (flags, want) in cases {
+        let https = format!("https://{up}");
+        // Without a flag the scheme says TLS; with one, the bare name is enough.
+        let server = if flags.is_empty() { &https } else { &up };
+        let mut args = vec!["proxy", "--listen", "127.0.0.1:0", "--upstream", server];
+        args.extend(["--workers", "1", "--no-pin", "--keepalive", "0"]);
+        args.extend(&flags);
+        let cfg = proxy::cli::config_from_args(&args).expect("config");
+        assert_eq!(
+            cfg.groups[0].tls.as_ref().map(|t| t.insecure),
+            Some(flags == ["--upstream-insecure"])
+        );
+        let p = Proxy::start(cfg);
+        let mut c = p.connect();
+        assert_eq!(c.get("/").status, want, "{flags:?}");
+        p.stop();
+    }
+    // One line each for what cannot be: both flags, a plain server beside them, no upstream.
+    let plain = format!("http://{up}");
+    for (args, says) in [
+        (
+            vec![
+                "--upstream",
+                up.as_str(),
+                "--upstream-ca",
+                ca_s,
+                "--upstream-insecure",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["--upstream", plain.as_str(), "--upstream-insecure"],
+            "mixes plain",
+        ),
+        (vec!["--static", ca_s, "--upstream-insecure"], "--upstream"),
+    ] {
+        let argv = [&["proxy", "--listen", "127.0.0.1:0"][..], &args].concat();
+        let e = proxy::cli::config_from_args(&argv).expect_err("refused");
+        assert!(e.contains(says) && !e.contains('\n'), "{args:?}: {e}");
+    }
+}

@@ -13,13 +13,11 @@
 //!
 //! # Layout
 //! - [`template`]: `{variable}` templates; `rng`: the per-worker generator for
-//!   `{random:A-B}`; `date`: the per-worker `Date` value.
+//!   `{random:A-B}`. The `Date` value is `crate::http_date`'s.
 
-mod date;
 mod rng;
 pub mod template;
 
-pub use date::{imf_fixdate, DateCache};
 pub use rng::Rng;
 
 use crate::client::{linger_close, ClientConn};
@@ -200,7 +198,7 @@ pub fn prepare(
         head_only: head.request_method() == RequestMethod::Head,
     };
     out.clear();
-    r.render(vars, framing, &w.rng, &w.date.now(), out);
+    r.render(vars, framing, &w.rng, &crate::http_date::now(), out);
     Dispatch::Answered { skip, close }
 }
 

@@ -20,7 +20,6 @@
 //! hits and stale hits ([`Hit::age`]), on misses and bypasses the age the response arrived with
 //! ([`policy::fetched_age`]: 0 for a response straight from its origin).
 
-pub mod date;
 pub mod directives;
 pub mod memfd;
 pub mod policy;

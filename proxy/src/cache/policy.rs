@@ -158,9 +158,9 @@ fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
             // 5.3: "A cache recipient MUST interpret invalid date formats, especially the
             // value "0", as representing a time in the past". The first field counts.
             s.expires
-                .get_or_insert(super::date::parse_http_date(h.value));
+                .get_or_insert(crate::http_date::parse_http_date(h.value));
         } else if is("date") {
-            s.date = s.date.or(super::date::parse_http_date(h.value));
+            s.date = s.date.or(crate::http_date::parse_http_date(h.value));
         } else if is("age") {
             s.age = s.age.or(std::str::from_utf8(h.value)
                 .ok()

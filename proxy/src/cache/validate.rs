@@ -5,7 +5,7 @@
 //! Stored heads are the ones `exchange::cached` writes (a status line, then `Name: value`
 //! lines with CRLF, no empty line), so they are read here line by line.
 
-use super::date::parse_http_date;
+use crate::http_date::parse_http_date;
 use bytes::BytesMut;
 use shared::http::encode::write_header;
 use shared::http::framing::{is_hop_by_hop, trim_ows};

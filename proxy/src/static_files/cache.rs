@@ -13,7 +13,7 @@
 //!
 //! The cache is thread-local: one per worker thread, never shared, never locked.
 
-use super::meta::{content_type, etag, http_date, ETag, HttpDate};
+use super::meta::{content_type, etag, ETag};
 use super::open::{self, FileInfo, Kind, OpenError, Resolver};
 use bytes::Bytes;
 use std::cell::RefCell;
@@ -40,7 +40,7 @@ pub struct File {
     pub fd: OwnedFd,
     pub info: FileInfo,
     pub etag: ETag,
-    pub last_modified: HttpDate,
+    pub last_modified: [u8; crate::http_date::LEN],
     pub content_type: &'static str,
     /// The whole file, for small ones.
     pub body: Option<Bytes>,
@@ -137,7 +137,7 @@ impl SiteCache {
             .flatten();
         File {
             etag: etag(info.mtime, info.size),
-            last_modified: http_date(info.mtime),
+            last_modified: crate::http_date::imf_fixdate(info.mtime.max(0) as u64),
             content_type: content_type(rel),
             body,
             fd,

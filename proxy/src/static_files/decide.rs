@@ -8,7 +8,7 @@
 //! accept a 200 for any range request, RFC 9110 14.2); a range the file cannot satisfy is
 //! 416 with `Content-Range: bytes */size`; a malformed `Range` is ignored (RFC 9110 14.2).
 
-use super::meta::parse_http_date;
+use crate::http_date::parse_http_date;
 
 /// The request method as a file server sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +67,7 @@ pub fn decide(method: Method, c: &Conditions<'_>, v: &Validators<'_>) -> Reply {
             return Reply::NotModified;
         }
     } else if let Some(ims) = c.if_modified_since.and_then(parse_http_date) {
-        if v.mtime <= ims {
+        if v.mtime <= ims as i64 {
             return Reply::NotModified;
         }
     }
@@ -102,7 +102,7 @@ fn if_range_holds(if_range: Option<&[u8]>, v: &Validators<'_>) -> bool {
     if r.starts_with(b"\"") {
         return r == v.etag;
     }
-    parse_http_date(r) == Some(v.mtime)
+    parse_http_date(r).map(|d| d as i64) == Some(v.mtime)
 }
 
 /// A `Range` field read against a file size.

@@ -1,7 +1,5 @@
-//! What a response says about a file: its Content-Type (by extension), its ETag (nginx's
-//! form) and its dates (RFC 9110 5.6.7 IMF-fixdate), all written into fixed buffers.
-
-use shared::civil::{civil_from_days, days_from_civil};
+//! What a response says about a file: its Content-Type (by extension) and its ETag (nginx's
+//! form), written into fixed buffers (its dates are `crate::http_date`'s).
 
 /// Content types by extension (lower-case), nginx's `mime.types` for the common ones.
 /// Text types carry `charset=utf-8`, as most sites configure (`charset utf-8;`).
@@ -118,68 +116,4 @@ pub fn etag(mtime: i64, size: u64) -> ETag {
     t.push_hex(size);
     t.push(b'"');
     t
-}
-
-/// An IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT` (29 bytes).
-pub type HttpDate = Text<29>;
-
-const DAYS: [&[u8; 3]; 7] = [b"Thu", b"Fri", b"Sat", b"Sun", b"Mon", b"Tue", b"Wed"];
-const MONTHS: [&[u8; 3]; 12] = [
-    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
-];
-
-/// Seconds since the epoch as an IMF-fixdate (times before 1970 are written as 1970).
-pub fn http_date(secs: i64) -> HttpDate {
-    let secs = secs.max(0);
-    let days = secs / 86_400;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    let mut t = HttpDate::default();
-    let two = |t: &mut HttpDate, v: i64| {
-        t.push(b'0' + (v / 10 % 10) as u8);
-        t.push(b'0' + (v % 10) as u8);
-    };
-    DAYS[(days % 7) as usize].iter().for_each(|&b| t.push(b));
-    t.push(b',');
-    t.push(b' ');
-    two(&mut t, d);
-    t.push(b' ');
-    MONTHS[(m - 1) as usize].iter().for_each(|&b| t.push(b));
-    t.push(b' ');
-    two(&mut t, y / 100);
-    two(&mut t, y);
-    t.push(b' ');
-    two(&mut t, rem / 3600);
-    t.push(b':');
-    two(&mut t, rem / 60 % 60);
-    t.push(b':');
-    two(&mut t, rem % 60);
-    b" GMT".iter().for_each(|&b| t.push(b));
-    t
-}
-
-/// Parse an IMF-fixdate into seconds since the epoch. The obsolete RFC 850 and asctime forms
-/// (RFC 9110 5.6.7) are not read: a date we cannot read is ignored, which only costs a 200
-/// where a 304 was possible.
-pub fn parse_http_date(s: &[u8]) -> Option<i64> {
-    let s = s.trim_ascii();
-    if s.len() != 29 || &s[3..5] != b", " || &s[25..] != b" GMT" {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        s[r].iter().try_fold(0i64, |acc, &b| {
-            b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
-        })
-    };
-    let day = num(5..7)?;
-    let month = MONTHS.iter().position(|m| &s[8..11] == *m)? as i64 + 1;
-    let year = num(12..16)?;
-    let (h, mi, sec) = (num(17..19)?, num(20..22)?, num(23..25)?);
-    if s[7] != b' ' || s[11] != b' ' || s[16] != b' ' || s[19] != b':' || s[22] != b':' {
-        return None;
-    }
-    if !(1..=31).contains(&day) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    Some(days_from_civil(year, month, day) * 86_400 + h * 3600 + mi * 60 + sec)
 }

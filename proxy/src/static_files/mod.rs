@@ -13,7 +13,7 @@
 //!
 //! # Layout
 //! - [`path`]: target -> relative path, and what is refused (sans-IO);
-//! - [`meta`]: Content-Type, ETag, HTTP dates (sans-IO);
+//! - [`meta`]: Content-Type and ETag (sans-IO; HTTP dates are `crate::http_date`);
 //! - [`decide`]: 200 / 206 / 304 / 416 from the validators and conditions (sans-IO);
 //! - [`respond`]: the heads (sans-IO);
 //! - [`open`]: opening beneath the root; [`cache`]: the per-worker open-file cache;

@@ -3,13 +3,11 @@
 
 use super::cache::File;
 use super::decide::Reply;
-use super::meta::{http_date, HttpDate};
 use bytes::BytesMut;
 use shared::http::encode::{
     end_head, reason_phrase, write_header, write_header_u64, write_status_line,
 };
 use shared::http::Version;
-use std::cell::Cell;
 
 /// How the connection goes on after the response: the Connection field it gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,7 +60,7 @@ pub fn file_head(dst: &mut BytesMut, f: &File, reply: Reply, head: bool, conn: C
         Reply::Unsatisfiable => (416, Body::None),
     };
     write_status_line(dst, conn.version, status, reason_phrase(status));
-    write_header(dst, b"Date", now_date().as_bytes());
+    write_header(dst, b"Date", &crate::http_date::now());
     if status == 416 {
         write_range(dst, None, size);
         write_header(dst, b"Content-Type", b"text/plain");
@@ -71,7 +69,7 @@ pub fn file_head(dst: &mut BytesMut, f: &File, reply: Reply, head: bool, conn: C
         end_head(dst);
         return Body::None;
     }
-    write_header(dst, b"Last-Modified", f.last_modified.as_bytes());
+    write_header(dst, b"Last-Modified", &f.last_modified);
     write_header(dst, b"ETag", f.etag.as_bytes());
     if status != 304 {
         write_header(dst, b"Content-Type", f.content_type.as_bytes());
@@ -108,7 +106,7 @@ fn write_range(dst: &mut BytesMut, range: Option<(u64, u64)>, size: u64) {
 pub fn simple(dst: &mut BytesMut, status: u16, location: Option<&[&[u8]]>, head: bool, conn: Conn) {
     let reason = reason_phrase(status);
     write_status_line(dst, conn.version, status, reason);
-    write_header(dst, b"Date", now_date().as_bytes());
+    write_header(dst, b"Date", &crate::http_date::now());
     write_header(dst, b"Content-Type", b"text/plain");
     // "404 Not Found\n"
     let body_len = 3 + 1 + reason.len() + 1;
@@ -161,22 +159,4 @@ impl std::fmt::Write for Text64 {
         self.len = end;
         Ok(())
     }
-}
-
-thread_local! {
-    /// The Date value, formatted once per second per worker.
-    static DATE: Cell<(i64, Option<HttpDate>)> = const { Cell::new((0, None)) };
-}
-
-/// Now as an IMF-fixdate (RFC 9110 6.6.1: an origin server with a clock sends Date).
-fn now_date() -> HttpDate {
-    let secs = shared::clock::coarse_unix_secs() as i64;
-    DATE.with(|d| match d.get() {
-        (s, Some(text)) if s == secs => text,
-        _ => {
-            let text = http_date(secs);
-            d.set((secs, Some(text)));
-            text
-        }
-    })
 }
