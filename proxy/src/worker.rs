@@ -196,8 +196,8 @@ pub struct ProxyWorker {
     /// or remove the admin listener): without one nothing is counted, and no request pays
     /// for it.
     pub counting: bool,
-    /// Requests are timed (their record's start, duration and upstream times): for the
-    /// metrics or the access log. Two precise clock reads per request.
+    /// Requests are timed (their record's start, duration and upstream times, from the event
+    /// loop's time: `shared::clock::loop_now`): for the metrics or the access log.
     pub timing: bool,
     /// The access log, when configured.
     pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
