@@ -1,55 +1,27 @@
 //! The response cache end to end (issue 10): the built-in origin behind the proxy, raw-socket
 //! clients, and the origin's request count as the proof of what reached it.
 
-use proxy::config::cache::{CacheEntry, Cidr};
-use proxy::config::Action;
+use proxy::config::cache::Cidr;
 use shared::origin::{Framing, Origin, OriginConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
+mod cache_common;
+
+use cache_common::{proxy, request, x_cache};
 use tests::raw::{self, Client, Response};
 
 fn origin() -> Origin {
     Origin::start(OriginConfig::default()).expect("origin starts")
 }
 
-/// A proxy with `--cache 1MiB` in front of `origin`, its cache settings changed by `edit`.
-fn proxy(
-    origin: SocketAddr,
-    extra: &[&str],
-    edit: impl FnOnce(&mut CacheEntry),
-) -> (proxy::Running, SocketAddr) {
-    let mut args = vec!["--cache", "1MiB"];
-    args.extend_from_slice(extra);
-    let mut cfg = tests::proxy_config(&[origin], &args);
-    match &mut cfg.routes[0].action {
-        Action::Proxy { cache: Some(c), .. } => edit(c),
-        other => panic!("--cache made no cached route: {other:?}"),
-    }
-    let running = proxy::start(cfg).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
-}
-
-fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Response {
-    let mut c = Client::connect(addr);
-    c.send(format!("{method} {path} HTTP/1.1\r\nHost: cache.test\r\n{extra}\r\n").as_bytes())
-        .expect("send");
-    c.response_to(method == "HEAD", raw::WAIT)
-        .unwrap_or_else(|r| panic!("{method} {path}: no complete response: {}", raw::show(&r)))
-}
-
 fn get(addr: SocketAddr, path: &str) -> Response {
     request(addr, "GET", path, "")
-}
-
-fn x_cache(r: &Response) -> &str {
-    r.header("x-cache").unwrap_or("(none)")
 }
 
 #[test]
 fn hits_are_served_from_memory_without_reaching_the_origin() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let first = get(addr, "/page?size=32KiB");
     assert_eq!((first.status, x_cache(&first)), (200, "MISS"));
     assert!(first.is_pattern(32 * 1024));
@@ -82,7 +54,7 @@ fn hits_are_served_from_memory_without_reaching_the_origin() {
 #[test]
 fn concurrent_misses_make_one_upstream_request() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let path = "/slow?delay=1s&size=20000";
     let send = |addr| {
         let mut c = Client::connect(addr);
@@ -117,7 +89,7 @@ fn concurrent_misses_make_one_upstream_request() {
 #[test]
 fn variants_are_stored_apart() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let path = "/v?header=Vary:Accept-Language";
     let en = "Accept-Language: en\r\n";
     let fr = "Accept-Language: fr\r\n";
@@ -137,7 +109,7 @@ fn variants_are_stored_apart() {
 #[test]
 fn set_cookie_private_and_credentials_are_not_stored() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     for path in [
         "/c?header=Set-Cookie:a%3Db",
         "/p?header=Cache-Control:private",
@@ -159,7 +131,7 @@ fn set_cookie_private_and_credentials_are_not_stored() {
 #[test]
 fn entries_expire() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |c| c.ttl = Duration::from_millis(1500));
+    let (p, addr) = proxy(&[o.addr()], &[], |c| c.ttl = Duration::from_millis(1500));
     assert_eq!(x_cache(&get(addr, "/e")), "MISS");
     assert_eq!(x_cache(&get(addr, "/e")), "HIT");
     // The entry's lifetime (the route's ttl) passes.
@@ -177,7 +149,7 @@ fn entries_expire() {
 #[test]
 fn no_cache_requests_revalidate() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     assert_eq!(x_cache(&get(addr, "/n")), "MISS");
     assert_eq!(x_cache(&get(addr, "/n")), "HIT");
     let r = request(addr, "GET", "/n", "Cache-Control: no-cache\r\n");
@@ -192,11 +164,11 @@ fn no_cache_requests_revalidate() {
 fn a_stale_entry_is_served_when_the_origin_fails() {
     let port = tests::ClosedPort::new();
     let o = Origin::start_on(OriginConfig::default(), port.addr(), 1).expect("origin");
-    let (p, addr) = proxy(port.addr(), &[], |c| {
+    let (p, addr) = proxy(&[port.addr()], &[], |c| {
         c.ttl = Duration::from_millis(300);
         c.stale_if_error = Duration::from_secs(60);
     });
-    let (p2, addr2) = proxy(port.addr(), &[], |c| c.ttl = Duration::from_millis(300));
+    let (p2, addr2) = proxy(&[port.addr()], &[], |c| c.ttl = Duration::from_millis(300));
     assert_eq!(x_cache(&get(addr, "/s?size=500")), "MISS");
     assert_eq!(x_cache(&get(addr2, "/s?size=500")), "MISS");
     o.stop();
@@ -217,7 +189,7 @@ fn a_stale_entry_is_served_when_the_origin_fails() {
 #[test]
 fn a_successful_post_invalidates_the_key() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     assert_eq!(x_cache(&get(addr, "/i")), "MISS");
     assert_eq!(x_cache(&get(addr, "/i")), "HIT");
     let r = request(addr, "POST", "/i", "Content-Length: 2\r\n\r\nab");
@@ -251,7 +223,7 @@ fn until_every_worker_served(p: &proxy::Running, addr: SocketAddr, path: &str, b
 #[test]
 fn purge_removes_the_key_on_every_worker() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &["--workers", "2"], |c| {
+    let (p, addr) = proxy(&[o.addr()], &["--workers", "2"], |c| {
         c.purge_from = vec![Cidr::parse("127.0.0.1").unwrap()];
     });
     until_every_worker_served(&p, addr, "/g", &[0, 0]);
@@ -291,7 +263,7 @@ fn purge_removes_the_key_on_every_worker() {
 #[test]
 fn purge_from_elsewhere_is_forbidden() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     assert_eq!(x_cache(&get(addr, "/f")), "MISS");
     assert_eq!(request(addr, "PURGE", "/f", "").status, 403);
     assert_eq!(x_cache(&get(addr, "/f")), "HIT");
@@ -305,7 +277,7 @@ fn an_entry_over_max_object_is_dropped_midway_and_the_client_gets_it_all() {
         ..OriginConfig::default()
     })
     .expect("origin");
-    let (p, addr) = proxy(o.addr(), &[], |c| c.max_object = 4000);
+    let (p, addr) = proxy(&[o.addr()], &[], |c| c.max_object = 4000);
     // Chunked: no length declared, so the fill learns it is too large midway.
     for _ in 0..2 {
         let r = get(addr, "/big?size=10000&chunk=1000");
@@ -333,7 +305,7 @@ fn an_entry_over_max_object_is_dropped_midway_and_the_client_gets_it_all() {
 #[test]
 fn head_fills_with_get_and_is_answered_from_the_entry() {
     let o = tests::capturing_origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let r = request(addr, "HEAD", "/h?size=300", "");
     assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
     assert_eq!(r.header("content-length"), Some("300"));
@@ -360,7 +332,7 @@ fn head_fills_with_get_and_is_answered_from_the_entry() {
 #[test]
 fn hits_are_the_same_on_the_epoll_driver() {
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &["--driver", "epoll"], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &["--driver", "epoll"], |_| {});
     for (i, path) in ["/d?size=32KiB", "/d?size=32KiB", "/d?size=32KiB"]
         .iter()
         .enumerate()
@@ -377,7 +349,7 @@ fn hits_are_the_same_on_the_epoll_driver() {
 fn a_hit_before_a_close_arrives_whole_then_the_connection_ends() {
     // The last answer before a close goes out corked, with the FIN: whole, small or large.
     let o = origin();
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     for (path, len) in [("/small", 64), ("/page?size=32KiB", 32 * 1024)] {
         assert_eq!(x_cache(&get(addr, path)), "MISS");
         for req in ["HTTP/1.1\r\nConnection: close", "HTTP/1.0"] {

@@ -4,12 +4,12 @@
 //! response (`X-Cache: REVALIDATED`, or a 304 if its own conditional matches); a 200 replaces
 //! the entry. The origin's request count and the heads it received are the proof.
 
-use proxy::config::cache::CacheEntry;
-use proxy::config::Action;
 use shared::origin::{Origin, OriginConfig};
-use std::net::SocketAddr;
 use std::time::Duration;
-use tests::raw::{self, Client, Response};
+mod cache_common;
+
+use cache_common::{proxy, request, x_cache};
+use tests::raw::{self};
 
 const LM: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
 /// A page whose responses carry `ETag: "v1"` and `Last-Modified: LM`.
@@ -29,32 +29,6 @@ fn origin(headers: &[(&str, &str)]) -> Origin {
     .expect("origin starts")
 }
 
-/// A proxy with `--cache 1MiB` in front of `ups` (round-robin), its cache settings changed by
-/// `edit`.
-fn proxy(ups: &[SocketAddr], edit: impl FnOnce(&mut CacheEntry)) -> (proxy::Running, SocketAddr) {
-    let mut cfg = tests::proxy_config(ups, &["--cache", "1MiB"]);
-    match &mut cfg.routes[0].action {
-        Action::Proxy { cache: Some(c), .. } => edit(c),
-        other => panic!("--cache made no cached route: {other:?}"),
-    }
-    let running = proxy::start(cfg).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
-}
-
-fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Response {
-    let mut c = Client::connect(addr);
-    c.send(format!("{method} {path} HTTP/1.1\r\nHost: cache.test\r\n{extra}\r\n").as_bytes())
-        .expect("send");
-    c.response_to(method == "HEAD", raw::WAIT)
-        .unwrap_or_else(|r| panic!("{method} {path}: no complete response: {}", raw::show(&r)))
-}
-
-fn x_cache(r: &Response) -> &str {
-    r.header("x-cache").unwrap_or("(none)")
-}
-
-/// The values of field `name` in a raw request head the origin captured.
 fn fields(raw: &[u8], name: &str) -> Vec<String> {
     String::from_utf8_lossy(raw)
         .split("\r\n")
@@ -77,7 +51,7 @@ fn conditionals(o: &Origin, i: usize) -> (Vec<String>, Vec<String>) {
 #[test]
 fn no_cache_revalidates_with_the_validators_and_a_304_serves_the_stored_body() {
     let o = origin(&[]);
-    let (p, addr) = proxy(&[o.addr()], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let r = request(addr, "GET", PAGE, "");
     assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
     assert_eq!(x_cache(&request(addr, "GET", PAGE, "")), "HIT");
@@ -152,7 +126,7 @@ fn no_cache_revalidates_with_the_validators_and_a_304_serves_the_stored_body() {
 #[test]
 fn without_a_validator_no_cache_refetches_the_whole_response() {
     let o = origin(&[]);
-    let (p, addr) = proxy(&[o.addr()], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     assert_eq!(x_cache(&request(addr, "GET", "/plain", "")), "MISS");
     let r = request(addr, "GET", "/plain", "Cache-Control: no-cache\r\n");
     assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
@@ -168,7 +142,7 @@ fn a_304_updates_the_stored_fields() {
     // another X-Version (RFC 9111 4.3.4: the 304's fields replace the stored ones).
     let one = origin(&[("ETag", "\"v1\""), ("X-Version", "one")]);
     let two = origin(&[("ETag", "\"v1\""), ("X-Version", "two")]);
-    let (p, addr) = proxy(&[one.addr(), two.addr()], |_| {});
+    let (p, addr) = proxy(&[one.addr(), two.addr()], &[], |_| {});
     let first = request(addr, "GET", "/u", "");
     assert_eq!(x_cache(&first), "MISS");
     let filled_by = first.header("x-version").expect("X-Version").to_string();
@@ -192,7 +166,7 @@ fn a_304_updates_the_stored_fields() {
 fn a_200_to_the_conditional_request_replaces_the_entry() {
     let one = origin(&[("ETag", "\"one\"")]);
     let two = origin(&[("ETag", "\"two\"")]);
-    let (p, addr) = proxy(&[one.addr(), two.addr()], |_| {});
+    let (p, addr) = proxy(&[one.addr(), two.addr()], &[], |_| {});
     let first = request(addr, "GET", "/w?size=300", "");
     assert_eq!(x_cache(&first), "MISS");
     let stored = first.header("etag").expect("ETag").to_string();
@@ -234,7 +208,7 @@ fn a_200_to_the_conditional_request_replaces_the_entry() {
 #[test]
 fn a_stale_entry_is_revalidated_and_the_304_makes_it_fresh_again() {
     let o = origin(&[]);
-    let (p, addr) = proxy(&[o.addr()], |c| c.ttl = Duration::from_secs(1));
+    let (p, addr) = proxy(&[o.addr()], &[], |c| c.ttl = Duration::from_secs(1));
     assert_eq!(x_cache(&request(addr, "GET", PAGE, "")), "MISS");
     // Past the ttl.
     std::thread::sleep(Duration::from_millis(1100));
@@ -258,7 +232,7 @@ fn a_stale_entry_is_revalidated_and_the_304_makes_it_fresh_again() {
 fn a_revalidation_the_origin_cannot_answer_serves_stale_within_stale_if_error() {
     let port = tests::ClosedPort::new();
     let o = Origin::start_on(OriginConfig::default(), port.addr(), 1).expect("origin");
-    let (p, addr) = proxy(&[port.addr()], |c| {
+    let (p, addr) = proxy(&[port.addr()], &[], |c| {
         c.ttl = Duration::from_millis(300);
         c.stale_if_error = Duration::from_secs(60);
     });
@@ -280,7 +254,7 @@ fn a_revalidation_the_origin_cannot_answer_serves_stale_within_stale_if_error() 
 #[test]
 fn a_hit_answers_the_clients_own_conditional_request() {
     let o = origin(&[]);
-    let (p, addr) = proxy(&[o.addr()], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     assert_eq!(x_cache(&request(addr, "GET", PAGE, "")), "MISS");
     let before = "Tue, 14 Nov 2023 22:13:10 GMT";
     for (extra, status) in [

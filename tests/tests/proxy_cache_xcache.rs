@@ -4,30 +4,14 @@
 //! use the cache (unsafe methods, credentials, PURGE, a request body refused before any
 //! fetch). Errors answered before the route is known (a malformed head) carry none.
 
-use proxy::config::cache::{CacheEntry, Cidr};
-use proxy::config::Action;
+use proxy::config::cache::Cidr;
 use shared::origin::{Origin, OriginConfig};
 use std::net::SocketAddr;
 use std::time::Duration;
-use tests::raw::{self, Client, Response};
+mod cache_common;
 
-/// A proxy with `--cache 1MiB` in front of `upstream`, its cache settings changed by `edit`.
-fn proxy(
-    upstream: SocketAddr,
-    extra: &[&str],
-    edit: impl FnOnce(&mut CacheEntry),
-) -> (proxy::Running, SocketAddr) {
-    let mut args = vec!["--cache", "1MiB"];
-    args.extend_from_slice(extra);
-    let mut cfg = tests::proxy_config(&[upstream], &args);
-    match &mut cfg.routes[0].action {
-        Action::Proxy { cache: Some(c), .. } => edit(c),
-        other => panic!("--cache made no cached route: {other:?}"),
-    }
-    let running = proxy::start(cfg).expect("proxy starts");
-    let addr = running.listen_addrs()[0];
-    (running, addr)
-}
+use cache_common::{proxy, request, x_cache};
+use tests::raw::{self, Client, Response};
 
 /// Send `bytes` on a new connection; the one complete response.
 fn exchange(addr: SocketAddr, bytes: &[u8], head_only: bool) -> Response {
@@ -37,24 +21,15 @@ fn exchange(addr: SocketAddr, bytes: &[u8], head_only: bool) -> Response {
         .unwrap_or_else(|r| panic!("no complete response: {}", raw::show(&r)))
 }
 
-fn request(addr: SocketAddr, method: &str, path: &str, extra: &str) -> Response {
-    let head = format!("{method} {path} HTTP/1.1\r\nHost: cache.test\r\n{extra}\r\n");
-    exchange(addr, head.as_bytes(), method == "HEAD")
-}
-
 /// Status, X-Cache, and whether the connection closes after it.
 fn seen(r: &Response) -> (u16, &str, bool) {
-    (
-        r.status,
-        r.header("x-cache").unwrap_or("(none)"),
-        r.connection_has("close"),
-    )
+    (r.status, x_cache(r), r.connection_has("close"))
 }
 
 #[test]
 fn a_dead_upstream_answers_502_with_miss_or_bypass() {
     let port = tests::ClosedPort::new();
-    let (p, addr) = proxy(port.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[port.addr()], &[], |_| {});
     // A lookup that found nothing: the failed fill is a MISS.
     assert_eq!(seen(&request(addr, "GET", "/a", "")), (502, "MISS", true));
     assert_eq!(seen(&request(addr, "HEAD", "/a", "")), (502, "MISS", true));
@@ -79,7 +54,7 @@ fn a_dead_upstream_answers_502_with_miss_or_bypass() {
 #[test]
 fn an_upstream_timeout_answers_504_miss_and_only_if_cached_504_miss() {
     let o = Origin::start(OriginConfig::default()).expect("origin");
-    let (p, addr) = proxy(o.addr(), &["--read-timeout", "300ms"], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &["--read-timeout", "300ms"], |_| {});
     assert_eq!(
         seen(&request(addr, "GET", "/h?hang", "")),
         (504, "MISS", true)
@@ -94,7 +69,7 @@ fn an_upstream_timeout_answers_504_miss_and_only_if_cached_504_miss() {
 fn an_expired_entry_without_stale_if_error_is_a_miss_when_the_upstream_fails() {
     let port = tests::ClosedPort::new();
     let o = Origin::start_on(OriginConfig::default(), port.addr(), 1).expect("origin");
-    let (p, addr) = proxy(port.addr(), &[], |c| c.ttl = Duration::from_millis(300));
+    let (p, addr) = proxy(&[port.addr()], &[], |c| c.ttl = Duration::from_millis(300));
     assert_eq!(seen(&request(addr, "GET", "/x", "")), (200, "MISS", false));
     o.stop();
     std::thread::sleep(Duration::from_millis(400));
@@ -105,10 +80,10 @@ fn an_expired_entry_without_stale_if_error_is_a_miss_when_the_upstream_fails() {
 #[test]
 fn purge_answers_carry_bypass() {
     let o = Origin::start(OriginConfig::default()).expect("origin");
-    let (p, addr) = proxy(o.addr(), &[], |c| {
+    let (p, addr) = proxy(&[o.addr()], &[], |c| {
         c.purge_from = vec![Cidr::parse("127.0.0.1").unwrap()];
     });
-    let (p2, addr2) = proxy(o.addr(), &[], |_| {});
+    let (p2, addr2) = proxy(&[o.addr()], &[], |_| {});
     assert_eq!(seen(&request(addr, "GET", "/p", "")), (200, "MISS", false));
     assert_eq!(
         seen(&request(addr, "PURGE", "/p", "")),
@@ -131,7 +106,7 @@ fn purge_answers_carry_bypass() {
 fn request_bodies_refused_by_the_proxy_carry_bypass() {
     let o = Origin::start(OriginConfig::default()).expect("origin");
     let (p, addr) = proxy(
-        o.addr(),
+        &[o.addr()],
         &["--max-body", "100", "--body-timeout", "300ms"],
         |_| {},
     );
@@ -157,7 +132,7 @@ fn request_bodies_refused_by_the_proxy_carry_bypass() {
 #[test]
 fn errors_before_the_route_is_known_carry_no_x_cache() {
     let o = Origin::start(OriginConfig::default()).expect("origin");
-    let (p, addr) = proxy(o.addr(), &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let r = exchange(
         addr,
         b"GET /a HTTP/1.1\r\nHost: cache.test\r\nBad Field\r\n\r\n",
