@@ -9,42 +9,18 @@
 //! counts of `/x` requests per server are exact. Intervals are sub-second, timeouts as long
 //! as the interval: a healthy origin on a loaded machine does not miss `fall` checks in a row.
 
+mod health_common;
 mod strict_common;
 
-use shared::origin::switch::StatusSwitch;
-use shared::origin::{Origin, OriginConfig};
+use health_common::{hits, switched, switched_origin, traffic};
+use shared::origin::OriginConfig;
 use std::net::SocketAddr;
-use strict_common::{response, wait_for, READY};
+use strict_common::{wait_for, READY};
 use tests::raw::{assert_generated, get, Client, WAIT};
 
 /// The checks every test here uses unless it says otherwise.
 const CHECK: &str =
     r#"path = "/healthz", interval = "400ms", timeout = "400ms", rise = 2, fall = 3, expect = 200"#;
-
-/// A capturing origin whose `/healthz` answers what the returned switch says (200 first).
-fn switched_origin() -> (Origin, StatusSwitch) {
-    switched(OriginConfig::default())
-}
-
-fn switched(cfg: OriginConfig) -> (Origin, StatusSwitch) {
-    let switch = StatusSwitch::new("/healthz", 200);
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        switch: Some(switch.clone()),
-        ..cfg
-    })
-    .expect("origin starts");
-    (o, switch)
-}
-
-/// Requests the origin received whose target starts with `path`.
-fn hits(o: &Origin, path: &str) -> usize {
-    let line = format!("GET {path}");
-    o.captured()
-        .iter()
-        .filter(|r| r.starts_with(line.as_bytes()))
-        .count()
-}
 
 /// A proxy with one group `app` of `servers` and `health = { <check> }` (`extra` is added to
 /// the group), `workers` workers.
@@ -69,16 +45,6 @@ fn wait_changes(p: &proxy::Running, n: u64, what: &str) {
         seen.iter().all(|&c| c == n),
         "{what}: changes per worker {seen:?}, want {n}"
     );
-}
-
-/// `n` requests for `/x` on one keep-alive connection, each answered 200.
-fn traffic(addr: SocketAddr, n: usize) {
-    let mut c = Client::connect(addr);
-    for i in 0..n {
-        c.send(&get("/x")).expect("send");
-        let r = response(&mut c, &format!("request {i}"));
-        assert_eq!(r.status, 200, "request {i}: {r:?}");
-    }
 }
 
 #[test]

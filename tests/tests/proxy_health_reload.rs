@@ -5,39 +5,17 @@
 //! Readiness is the workers' `health_changes` counter, never a sleep; the origins capture
 //! every request, so the counts of `/x` requests per server are exact.
 
+mod health_common;
 mod strict_common;
 
+use health_common::{hits, switched_origin, traffic};
 use proxy::reload::{Outcome, Source};
-use shared::origin::switch::StatusSwitch;
-use shared::origin::{Origin, OriginConfig};
 use std::net::SocketAddr;
 use std::path::Path;
-use strict_common::{response, wait_for, READY};
-use tests::raw::{get, Client};
+use strict_common::{wait_for, READY};
 
 const CHECK: &str =
     r#"path = "/healthz", interval = "400ms", timeout = "400ms", rise = 2, fall = 2, expect = 200"#;
-
-/// A capturing origin whose `/healthz` answers what the returned switch says (200 first).
-fn switched_origin() -> (Origin, StatusSwitch) {
-    let switch = StatusSwitch::new("/healthz", 200);
-    let o = Origin::start(OriginConfig {
-        capture: true,
-        switch: Some(switch.clone()),
-        ..OriginConfig::default()
-    })
-    .expect("origin starts");
-    (o, switch)
-}
-
-/// Requests the origin received whose target starts with `path`.
-fn hits(o: &Origin, path: &str) -> usize {
-    let line = format!("GET {path}");
-    o.captured()
-        .iter()
-        .filter(|r| r.starts_with(line.as_bytes()))
-        .count()
-}
 
 /// Group `app` over `servers`, `group_extra` added to its table.
 fn text(servers: &[SocketAddr], group_extra: &str) -> String {
@@ -53,16 +31,6 @@ fn write(path: &Path, text: &str) {
     let tmp = path.with_extension("tmp");
     std::fs::write(&tmp, text).expect("write config");
     std::fs::rename(&tmp, path).expect("rename config");
-}
-
-/// `n` requests for `/x` on one keep-alive connection, each answered 200.
-fn traffic(addr: SocketAddr, n: usize) {
-    let mut c = Client::connect(addr);
-    for i in 0..n {
-        c.send(&get("/x")).expect("send");
-        let r = response(&mut c, &format!("request {i}"));
-        assert_eq!(r.status, 200, "request {i}: {r:?}");
-    }
 }
 
 #[test]
