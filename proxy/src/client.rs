@@ -78,7 +78,7 @@ pub async fn serve_tls(
     let tls = g.cfg.listeners.get(listener).and_then(|l| l.tls.as_ref());
     let tls = tls.map_or(start, |t| t.built.config.clone());
     let t = &g.cfg.timeouts;
-    let deadline = shared::clock::coarse_deadline(t.header);
+    let deadline = shared::clock::deadline(t.header);
     let stream = match monoio::time::timeout_at(deadline, accept(tcp, tls)).await {
         Ok(Ok(t)) => {
             w.stats.tls_handshakes.incr();
@@ -110,7 +110,7 @@ async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
         return;
     }
     let _ = tcp.shutdown().await;
-    let until = shared::clock::coarse_deadline(Duration::from_millis(500));
+    let until = shared::clock::deadline(Duration::from_millis(500));
     let mut buf = BytesMut::with_capacity(4096);
     for _ in 0..256 {
         buf.clear();
@@ -263,7 +263,7 @@ async fn read_head(
 ) -> Result<Option<RequestInfo>, ProxyError> {
     c.take_current_generation();
     let (header, idle_timeout) = (c.g.cfg.timeouts.header, c.g.cfg.timeouts.idle);
-    let mut deadline = first.then(|| shared::clock::coarse_deadline(header));
+    let mut deadline = first.then(|| shared::clock::deadline(header));
     // Bytes of `cin` already parsed as an incomplete head.
     let mut parsed = 0;
     loop {
@@ -285,12 +285,12 @@ async fn read_head(
             }
             parsed = c.cin.len();
             if deadline.is_none() {
-                deadline = Some(shared::clock::coarse_deadline(header));
+                deadline = Some(shared::clock::deadline(header));
             }
         }
         let buf = std::mem::take(&mut c.cin);
         let idle = buf.is_empty();
-        let until = deadline.unwrap_or_else(|| shared::clock::coarse_deadline(idle_timeout));
+        let until = deadline.unwrap_or_else(|| shared::clock::deadline(idle_timeout));
         let read = read_more(&mut c.stream, buf, 4096, until);
         let r = if idle {
             monoio::select! {
@@ -357,7 +357,7 @@ pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[
 /// with unread data does not reset the connection before the client read our response.
 pub async fn linger_close(c: &mut ClientConn) {
     let _ = c.stream.shutdown().await;
-    let until = shared::clock::coarse_deadline(Duration::from_millis(500));
+    let until = shared::clock::deadline(Duration::from_millis(500));
     let mut drained = 0usize;
     let mut buf = std::mem::take(&mut c.cin);
     while drained < 1 << 20 {

@@ -246,13 +246,13 @@ async fn attempts<'g>(
         budget -= 1;
         let Some(s) = balancer
             .borrow_mut()
-            .pick(&tried, shared::clock::coarse_now())
+            .pick(&tried, std::time::Instant::now())
         else {
             break Err(Unanswered::Respond(last));
         };
         let outcome = attempt(c, w, plan, s, &mut spare).await;
         if outcome.blame() == Blame::Server {
-            balancer.borrow_mut().failed(s, shared::clock::coarse_now());
+            balancer.borrow_mut().failed(s, std::time::Instant::now());
             tried.push(s);
             if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = &outcome {
                 let kind = crate::metrics::fault_index(*error);
@@ -292,7 +292,7 @@ async fn attempt<'g>(
     let started = w.timing.then(shared::clock::loop_now);
     let pooled = plan.g.pools[g][s]
         .borrow_mut()
-        .take(shared::clock::coarse_now());
+        .take(std::time::Instant::now());
     let tls = match (&cfg.groups[g].tls, &plan.g.upstream_tls[g]) {
         (None, _) => None,
         (Some(t), Some(client)) => Some((client, &t.names[s])),
@@ -454,7 +454,7 @@ async fn relay_response(
             if resp.upstream_keep_alive && done.clean {
                 c.g.pools[group][server]
                     .borrow_mut()
-                    .put(up, shared::clock::coarse_now());
+                    .put(up, std::time::Instant::now());
             }
             let next = if early {
                 // Let the client read the response before the close resets the connection.

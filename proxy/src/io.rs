@@ -71,7 +71,7 @@ pub async fn write_range<S: AsyncWriteRent>(
     if start == end {
         return Ok(buf);
     }
-    let deadline = shared::clock::coarse_deadline(limit);
+    let deadline = shared::clock::deadline(limit);
     match timeout_at(deadline, s.write_all(buf.slice(start..end))).await {
         Err(_) => Err(WriteFail {
             fail: IoFail::Timeout,

@@ -139,14 +139,7 @@ pub async fn request_body<U: AsyncWriteRent>(
             // The decoder needs more than what is buffered (a split chunk-size line).
         }
         let buf = std::mem::take(cin);
-        match read_more(
-            client,
-            buf,
-            RELAY_BUF,
-            shared::clock::coarse_deadline(t.body),
-        )
-        .await
-        {
+        match read_more(client, buf, RELAY_BUF, shared::clock::deadline(t.body)).await {
             Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
             Ok((_, buf)) => *cin = buf,
             Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),
@@ -236,14 +229,7 @@ pub async fn response_body(
         // Keep an undecoded tail (a split chunk-size line) at the front.
         ubuf.advance(pos);
         pos = 0;
-        match read_more(
-            r.up,
-            ubuf,
-            RELAY_BUF / 4,
-            shared::clock::coarse_deadline(t.read),
-        )
-        .await
-        {
+        match read_more(r.up, ubuf, RELAY_BUF / 4, shared::clock::deadline(t.read)).await {
             Ok((0, buf)) => {
                 dec.finish()
                     .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamClosed))?;

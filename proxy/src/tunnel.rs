@@ -38,7 +38,7 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     let mut buf = BytesMut::with_capacity(TUNNEL_BUF);
     loop {
         buf.clear();
-        match read_more(r, buf, TUNNEL_BUF, shared::clock::coarse_deadline(idle)).await {
+        match read_more(r, buf, TUNNEL_BUF, shared::clock::deadline(idle)).await {
             // A TLS peer's TCP close without close_notify ends a tunnel's direction as a
             // clean close does: the bytes carry their own framing, the tunnel has none.
             Ok((0, _)) | Err(IoFail::Error(io::ErrorKind::UnexpectedEof)) => {

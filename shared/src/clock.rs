@@ -2,23 +2,13 @@
 //!
 //! A precise read (`CLOCK_MONOTONIC`, `CLOCK_REALTIME` through the vDSO) costs ~17 ns on the
 //! machines we measure on, and a request used to take five of them: its deadlines (idle, send),
-//! the `Date` field, its duration. The kernel's coarse clocks cost ~4 ns and lag by at most one
-//! tick (1-10 ms, `clock_getres`): plenty for deadlines measured in seconds and a `Date` field
-//! in seconds. Durations that are reported (request time, upstream times) come from the time
-//! the worker's event loop read when it last woke up ([`loop_now`]), as nginx's and HAProxy's
-//! do: exact to within one pass of the loop, and no clock read per request.
+//! the `Date` field, its duration. The coarse realtime clock costs ~4 ns and lags by about a
+//! tick (1-10 ms): plenty for a `Date` field in seconds and the cache's ages. Durations that
+//! are reported (request time, upstream times) come from the time the worker's event loop read
+//! when it last woke up ([`loop_now`]), as nginx's and HAProxy's do: exact to within one pass
+//! of the loop, and no clock read per request. Deadlines keep the precise clock ([`deadline`]).
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-/// A precise instant and the coarse clock read right after it: a coarse reading becomes an
-/// `Instant` by its distance from this pair (both clocks run on the same monotonic timeline).
-struct Anchor {
-    at: Instant,
-    coarse: Duration,
-}
-
-static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 
 fn read(clock: libc::clockid_t) -> Duration {
     let mut ts = libc::timespec {
@@ -33,23 +23,11 @@ fn read(clock: libc::clockid_t) -> Duration {
     )
 }
 
-/// Now, to within one clock tick (never ahead of the precise clock by more than a tick
-/// either): for deadlines and timeouts, not for measuring.
-pub fn coarse_now() -> Instant {
-    let a = ANCHOR.get_or_init(|| Anchor {
-        at: Instant::now(),
-        coarse: read(libc::CLOCK_MONOTONIC_COARSE),
-    });
-    let now = read(libc::CLOCK_MONOTONIC_COARSE);
-    match now.checked_sub(a.coarse) {
-        Some(d) => a.at + d,
-        None => a.at,
-    }
-}
-
-/// [`coarse_now`] as monoio's instant (its timers' deadlines).
-pub fn coarse_deadline(after: Duration) -> monoio::time::Instant {
-    monoio::time::Instant::from_std(coarse_now() + after)
+/// `after` from now, as monoio's instant (its timers' deadlines). The precise clock: a
+/// deadline must never come early (a 300 ms timeout takes at least 300 ms), and the coarse
+/// clock can lag by more than its tick when the CPU keeping time is busy or descheduled.
+pub fn deadline(after: Duration) -> monoio::time::Instant {
+    monoio::time::Instant::now() + after
 }
 
 /// When this worker's event loop last reaped completions (at most one pass of the loop old;
@@ -76,22 +54,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn coarse_readings_follow_the_precise_clock() {
-        // One tick is at most 10 ms on Linux (HZ >= 100); allow for a descheduled thread.
-        let slack = Duration::from_millis(50);
-        for _ in 0..100 {
-            let before = Instant::now();
-            let c = coarse_now();
-            let after = Instant::now();
-            assert!(
-                c + slack >= before && c <= after + slack,
-                "{c:?} vs {before:?}"
-            );
+    fn deadlines_are_never_early_and_realtime_seconds_agree() {
+        for after in [Duration::ZERO, Duration::from_millis(300)] {
+            let before = monoio::time::Instant::now();
+            assert!(deadline(after) >= before + after);
         }
-        let t0 = coarse_now();
-        std::thread::sleep(Duration::from_millis(30));
-        let waited = coarse_now() - t0;
-        assert!(waited >= Duration::from_millis(10), "{waited:?}");
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

@@ -614,7 +614,7 @@ async fn write_head_and_body(
         head,
         body,
     };
-    let deadline = shared::clock::coarse_deadline(limit);
+    let deadline = shared::clock::deadline(limit);
     let mut done = 0;
     while done < total {
         v.skip(done);
@@ -911,7 +911,7 @@ async fn revalidated(
     if resp.upstream_keep_alive && ub.len() == resp.head_len {
         g.pools[group][server]
             .borrow_mut()
-            .put(up, shared::clock::coarse_now());
+            .put(up, std::time::Instant::now());
     }
     w.give_buf(ub);
     let Some(hit) = hit else {

@@ -54,7 +54,7 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
     loop {
         let had = ub.len();
         let read = match to.read_timeout {
-            Some(t) => read_more(up, ub, RELAY_BUF / 4, shared::clock::coarse_deadline(t)).await,
+            Some(t) => read_more(up, ub, RELAY_BUF / 4, shared::clock::deadline(t)).await,
             None => read_some(up, ub, RELAY_BUF / 4).await,
         };
         match read {

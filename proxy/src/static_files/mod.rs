@@ -209,7 +209,7 @@ pub async fn serve(
         keep_alive: req.keep_alive && body_len.is_some() && (!w.draining() || req.pipelined),
     };
     c.cout.clear();
-    let plan = prepare(c, site, q, conn, shared::clock::coarse_now());
+    let plan = prepare(c, site, q, conn, std::time::Instant::now());
     c.cin.advance(req.head_len + body_len.unwrap_or(0));
     if !conn.keep_alive && body_len.is_some() {
         crate::client::cork_last_answer(c);

@@ -159,7 +159,7 @@ impl Drop for NonBlocking {
 
 /// Wait until the socket may take more bytes, or fail after `limit`.
 async fn writable(s: &TcpStream, limit: Duration) -> Result<(), SendFail> {
-    match timeout_at(shared::clock::coarse_deadline(limit), s.writable(false)).await {
+    match timeout_at(shared::clock::deadline(limit), s.writable(false)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(SendFail),
     }
