@@ -20,6 +20,7 @@ fn workers(n: usize, driver: DriverChoice) -> (Post<Msg>, Workers) {
         pin: false,
         driver,
         entries: 256,
+        multishot: true,
     };
     let kind = select_driver(&cfg).expect("driver");
     eprintln!("driver: {kind}");
@@ -73,6 +74,7 @@ fn baseline(n: usize, driver: DriverChoice) -> u64 {
         pin: false,
         driver,
         entries: 256,
+        multishot: true,
     };
     let kind = select_driver(&cfg).expect("driver");
     let flag = ShutdownFlag::new();

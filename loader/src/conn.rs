@@ -462,7 +462,11 @@ impl Session<'_> {
         let connect_us = micros(t1.saturating_duration_since(t0));
         // The handshake is part of the connect: a timeout in it is a connect failure.
         let (stream, tls, t2) = match w.tls_for(url) {
-            None => (Stream::Plain(tcp), None, t1),
+            None => {
+                let mut tcp = tcp;
+                shared::runtime::multishot_recv(&mut tcp);
+                (Stream::Plain(tcp), None, t1)
+            }
             Some((tls, name)) => match tls.handshake(tcp, name).await {
                 Ok((stream, kind)) => {
                     let t2 = Instant::now();

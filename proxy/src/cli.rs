@@ -48,7 +48,8 @@ Every key of the file is explained in proxy.example.toml.";
 #[derive(Debug, Parser)]
 #[command(name = "proxy", version, about = ABOUT, after_help = AFTER_HELP,
           // The shared flag's help has no default to show; say it here.
-          mut_arg("no_pin", |a| a.help("Do not pin workers to cores [default: each worker pinned to its own core]")))]
+          mut_arg("no_pin", |a| a.help("Do not pin workers to cores [default: each worker pinned to its own core]")),
+          mut_arg("no_multishot", |a| a.help("Read client connections with a receive submitted per read, not one multishot receive each into the worker's buffer ring [default: multishot where the driver is io_uring with its fast flags]")))]
 pub struct Args {
     /// Address to accept clients on, IP:PORT or a port (repeatable) [default: none]
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
@@ -433,6 +434,9 @@ impl Cli {
         if a.runtime.no_pin {
             edits.push(Edit::NoPin);
         }
+        if a.runtime.no_multishot {
+            edits.push(Edit::NoMultishot);
+        }
         let timeouts: [(&str, Dur, TimeoutSlot); 8] = [
             ("connect_timeout", a.connect_timeout, |t| &mut t.connect),
             ("read_timeout", a.read_timeout, |t| &mut t.read),
@@ -539,7 +543,7 @@ mod tests {
     fn quick_mode() {
         let c = cfg(
             "--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001 --upstream [::1]:9002 \
-                     --upstream localhost:9003 --balance least-conn --workers 2 --no-pin \
+                     --upstream localhost:9003 --balance least-conn --workers 2 --no-pin --no-multishot \
                      --read-timeout 250ms --max-body 1MiB --keepalive 8 --no-x-real-ip",
         )
         .unwrap();
@@ -571,6 +575,7 @@ mod tests {
         );
         assert_eq!(c.runtime.workers, 2);
         assert!(!c.runtime.pin);
+        assert!(!c.runtime.multishot);
         assert_eq!(c.timeouts.read, Duration::from_millis(250));
         assert_eq!(c.timeouts.header, Timeouts::default().header);
         assert_eq!(c.limits.max_body, Some(1 << 20));

@@ -58,7 +58,8 @@ pub struct ClientConn {
     pub nonblocking: bool,
 }
 
-pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+pub async fn serve(w: Rc<ProxyWorker>, mut stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
+    shared::runtime::multishot_recv(&mut stream);
     serve_stream(w, Stream::from(stream), peer, guard).await
 }
 

@@ -165,7 +165,7 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         not_applied.push(format!("workers {a} -> {b}"));
     }
     if differs(&old.runtime, &new.runtime) && old.runtime.workers == new.runtime.workers {
-        not_applied.push("runtime (driver, pinning)".into());
+        not_applied.push("runtime (driver, pinning, multishot)".into());
     }
     let mut changes = Vec::new();
     if bound(old) == bound(&new) {

@@ -56,6 +56,10 @@ pub struct RuntimeArgs {
     /// Do not pin workers to cores
     #[arg(long)]
     pub no_pin: bool,
+    /// Read sockets with a receive submitted per read, not one multishot receive per
+    /// connection into a shared buffer ring (io_uring with the fast flags only)
+    #[arg(long)]
+    pub no_multishot: bool,
 }
 
 /// Immutable runtime configuration handed to `spawn_workers`.
@@ -66,6 +70,8 @@ pub struct RuntimeConfig {
     pub driver: DriverChoice,
     /// io_uring submission queue size.
     pub entries: u32,
+    /// Multishot receives where the driver has them (see `multishot_recv`).
+    pub multishot: bool,
 }
 
 impl RuntimeConfig {
@@ -75,6 +81,7 @@ impl RuntimeConfig {
             pin: !args.no_pin,
             driver: args.driver,
             entries: 4096,
+            multishot: !args.no_multishot,
         }
     }
 }
@@ -85,6 +92,7 @@ impl Default for RuntimeConfig {
             workers: None,
             driver: DriverChoice::Auto,
             no_pin: false,
+            no_multishot: false,
         })
     }
 }
@@ -155,6 +163,36 @@ fn choose_driver(
             },
         },
     }
+}
+
+thread_local! {
+    /// This worker reads sockets through multishot receives (set once, at its start).
+    static MULTISHOT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether workers of `cfg` on `driver` read through multishot receives: io_uring with the
+/// fast flags (kernel 6.1+; multishot receives and buffer rings came in 6.0 and 5.19), unless
+/// turned off.
+pub fn multishot_on(cfg: &RuntimeConfig, driver: DriverKind) -> bool {
+    cfg.multishot && driver == DriverKind::UringFast
+}
+
+/// For the start-up line: how sockets are read.
+pub fn describe_recv(cfg: &RuntimeConfig, driver: DriverKind) -> &'static str {
+    match (driver, multishot_on(cfg, driver)) {
+        (DriverKind::Epoll, _) => "",
+        (_, true) => ", multishot receives",
+        (_, false) => ", a receive per read",
+    }
+}
+
+/// Read `s` through one multishot receive from now on, if this worker does (see
+/// `multishot_on`). A connection whose every read is awaited in turn gains: no submission, no
+/// failed first attempt and no poll armed per read, and an idle connection holds no buffer.
+/// Not for a connection checked with a peek (`Stream::still_open`): the receive takes what
+/// arrives before a peek could see it.
+pub fn multishot_recv(s: &mut monoio::net::TcpStream) -> bool {
+    MULTISHOT.with(|m| m.get()) && s.enable_multishot_recv()
 }
 
 /// Decide the driver for this process (probing the kernel once).
@@ -250,6 +288,7 @@ where
         let flag = flag.clone();
         let core = cores[id];
         let entries = cfg.entries;
+        let multishot = multishot_on(cfg, driver);
         let h = std::thread::Builder::new()
             .name(format!("{name}-{id}"))
             .spawn(move || {
@@ -262,6 +301,7 @@ where
                     }
                     ok
                 });
+                MULTISHOT.with(|m| m.set(multishot));
                 let ctx = WorkerCtx {
                     id,
                     core,
@@ -371,6 +411,33 @@ mod tests {
     }
 
     #[test]
+    fn multishot_only_on_io_uring_with_the_fast_flags_unless_turned_off() {
+        let on = RuntimeConfig::default();
+        let off = RuntimeConfig {
+            multishot: false,
+            ..RuntimeConfig::default()
+        };
+        assert!(multishot_on(&on, DriverKind::UringFast));
+        for d in [DriverKind::Uring, DriverKind::Epoll] {
+            assert!(!multishot_on(&on, d), "{d}");
+        }
+        assert!(!multishot_on(&off, DriverKind::UringFast));
+        assert_eq!(
+            describe_recv(&on, DriverKind::UringFast),
+            ", multishot receives"
+        );
+        assert_eq!(
+            describe_recv(&off, DriverKind::UringFast),
+            ", a receive per read"
+        );
+        assert_eq!(
+            describe_recv(&on, DriverKind::Uring),
+            ", a receive per read"
+        );
+        assert_eq!(describe_recv(&on, DriverKind::Epoll), "");
+    }
+
+    #[test]
     fn workers_run_and_stop_on_flag() {
         for driver in drivers_here() {
             let cfg = RuntimeConfig {
@@ -378,6 +445,7 @@ mod tests {
                 pin: true,
                 driver: DriverChoice::Auto,
                 entries: 256,
+                multishot: true,
             };
             let flag = ShutdownFlag::new();
             let seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));

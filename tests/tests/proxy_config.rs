@@ -381,6 +381,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--tls-key",
         "--takeover-socket",
         "--takeover",
+        "--no-multishot",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -388,7 +389,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 41, "{help}");
+    assert_eq!(entries.len(), 42, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

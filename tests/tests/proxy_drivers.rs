@@ -19,17 +19,33 @@ fn driver_flag(d: DriverKind) -> &'static str {
 }
 
 /// Start a one-worker proxy on driver `d` in front of `origin`, run `check` against it, and
-/// stop it.
+/// stop it. io_uring with the fast flags runs twice: with multishot receives (the default)
+/// and with `--no-multishot`.
 fn on_each_driver(origin: &Origin, extra: &[&str], check: impl Fn(DriverKind, SocketAddr)) {
     for d in drivers_here() {
-        let mut args = vec!["--driver", driver_flag(d)];
-        args.extend(extra);
-        let (running, addr) = proxy(&[origin.addr()], &args);
-        let summary = running.summary();
-        assert!(summary.contains(&format!("driver {d}")), "{d}: {summary}");
-        check(d, addr);
-        running.trigger_shutdown();
-        running.join().expect("proxy stops");
+        let multishot: &[bool] = match d {
+            DriverKind::UringFast => &[true, false],
+            _ => &[false],
+        };
+        for &on in multishot {
+            let mut args = vec!["--driver", driver_flag(d)];
+            if !on {
+                args.push("--no-multishot");
+            }
+            args.extend(extra);
+            let (running, addr) = proxy(&[origin.addr()], &args);
+            let summary = running.summary();
+            assert!(summary.contains(&format!("driver {d}")), "{d}: {summary}");
+            let recv = match (d, on) {
+                (DriverKind::Epoll, _) => "driver epoll, listening",
+                (_, true) => ", multishot receives,",
+                (_, false) => ", a receive per read,",
+            };
+            assert!(summary.contains(recv), "{d}, multishot {on}: {summary}");
+            check(d, addr);
+            running.trigger_shutdown();
+            running.join().expect("proxy stops");
+        }
     }
 }
 

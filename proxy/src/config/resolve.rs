@@ -66,6 +66,8 @@ pub enum Edit {
     Workers(usize),
     Driver(DriverChoice),
     NoPin,
+    /// `--no-multishot`.
+    NoMultishot,
     Timeout(TimeoutSlot, Duration),
     MaxBody(Option<u64>),
     MaxConnections(usize),
@@ -82,6 +84,7 @@ impl Edit {
             Edit::Workers(n) => cfg.runtime.workers = n,
             Edit::Driver(d) => cfg.runtime.driver = d,
             Edit::NoPin => cfg.runtime.pin = false,
+            Edit::NoMultishot => cfg.runtime.multishot = false,
             Edit::Timeout(slot, d) => *slot(&mut cfg.timeouts) = d,
             Edit::MaxBody(limit) => cfg.limits.max_body = limit,
             Edit::MaxConnections(n) => cfg.limits.max_connections = n,
@@ -126,6 +129,7 @@ fn runtime_config(r: &RuntimeEntry) -> RuntimeConfig {
             .map_or_else(available_cpus, |n| usize::from(n.get())),
         pin: r.pin,
         driver: r.driver,
+        multishot: r.multishot,
         ..RuntimeConfig::default()
     }
 }

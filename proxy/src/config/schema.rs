@@ -309,6 +309,7 @@ pub struct RuntimeEntry {
     #[serde(deserialize_with = "de_driver")]
     pub driver: DriverChoice,
     pub pin: bool,
+    pub multishot: bool,
 }
 
 impl Default for RuntimeEntry {
@@ -317,6 +318,7 @@ impl Default for RuntimeEntry {
             workers: None,
             driver: DriverChoice::Auto,
             pin: true,
+            multishot: true,
         }
     }
 }

@@ -152,6 +152,7 @@ fn minimal_file_gets_defaults_and_a_default_route() {
         ProxyLimits::default().max_connections
     );
     assert!(cfg.runtime.pin);
+    assert!(cfg.runtime.multishot);
 }
 
 #[test]
@@ -159,7 +160,7 @@ fn values_are_read() {
     let text = format!(
         "{MINIMAL}[timeouts]\nread = \"250ms\"\nshutdown = 0\n[limits]\nmax_body = \"1MiB\"\nmax_headers = 20\n\
          max_connections = 7\nmax_head = \"1KiB\"\n\
-         [runtime]\nworkers = 3\ndriver = \"epoll\"\npin = false\n[headers]\nx_real_ip = false\n"
+         [runtime]\nworkers = 3\ndriver = \"epoll\"\npin = false\nmultishot = false\n[headers]\nx_real_ip = false\n"
     );
     let cfg = from_toml("p.toml", &text).unwrap();
     assert_eq!(cfg.timeouts.read, Duration::from_millis(250));
@@ -171,6 +172,7 @@ fn values_are_read() {
     assert_eq!(cfg.runtime.workers, 3);
     assert_eq!(cfg.runtime.driver, DriverChoice::Epoll);
     assert!(!cfg.runtime.pin);
+    assert!(!cfg.runtime.multishot);
     assert!(!cfg.headers.x_real_ip);
     assert!(cfg.headers.x_forwarded_for);
     for (name, want) in [

@@ -32,6 +32,7 @@ fn cfg(n: usize) -> RuntimeConfig {
         pin: false,
         driver: DriverChoice::Auto,
         entries: 256,
+        multishot: true,
     }
 }
 

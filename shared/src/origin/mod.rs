@@ -284,6 +284,7 @@ impl Origin {
             pin: false,
             driver: DriverChoice::Auto,
             entries: 256,
+            multishot: true,
         };
         let driver = driver_for_tests(&rt)?;
         let stats: Vec<Arc<OriginStats>> = (0..n).map(|_| OriginStats::new()).collect();

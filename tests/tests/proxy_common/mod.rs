@@ -22,6 +22,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
             pin: false,
             driver: DriverChoice::Auto,
             entries: 256,
+            multishot: true,
         },
         listeners: vec![Listener {
             addr: "127.0.0.1:0".parse().unwrap(),

@@ -35,6 +35,11 @@ use self::op::{CompletionMeta, Op, OpAble};
 pub use self::uring::IoUringDriver;
 #[cfg(all(target_os = "linux", feature = "iouring"))]
 use self::uring::UringInner;
+// Vendored change: multishot receives.
+#[cfg(all(target_os = "linux", feature = "iouring"))]
+pub(crate) use self::uring::multi::MultiRecv;
+#[cfg(all(target_os = "linux", feature = "iouring"))]
+pub use self::uring::multi::{multishot_stats, MultishotStats};
 
 /// Unpark a runtime of another thread.
 pub(crate) mod unpark {

@@ -25,6 +25,8 @@ use super::{
 use crate::utils::slab::Slab;
 
 mod lifecycle;
+// Vendored change: multishot receives (see multi.rs).
+pub(crate) mod multi;
 #[cfg(feature = "sync")]
 mod waker;
 #[cfg(feature = "sync")]
@@ -82,6 +84,9 @@ pub(crate) struct UringInner {
 
     // Uring support ext_arg
     ext_arg: bool,
+
+    // Vendored change: multishot receives and their buffer ring.
+    multi: multi::Multi,
 }
 
 // When dropping the driver, all in-flight operations must have completed. This
@@ -112,6 +117,7 @@ impl IoUringDriver {
             ops: Ops::new(),
             ext_arg: uring.params().is_feature_ext_arg(),
             uring,
+            multi: multi::Multi::new(),
         }));
 
         Ok(IoUringDriver {
@@ -146,6 +152,7 @@ impl IoUringDriver {
             ops: Ops::new(),
             ext_arg: uring.params().is_feature_ext_arg(),
             uring,
+            multi: multi::Multi::new(),
             shared_waker: std::sync::Arc::new(waker::EventWaker::new(waker)),
             eventfd_installed: false,
             waker_receiver,
@@ -394,10 +401,99 @@ impl UringInner {
                     self.poll.tick(Some(Duration::ZERO))?;
                 }
                 _ if index >= MIN_REVERSED_USERDATA => (),
+                // Vendored change: a multishot receive's completion.
+                _ if index & multi::MULTI_TAG != 0 => self.multi.complete(
+                    (index & !multi::MULTI_TAG) as usize,
+                    cqe.result(),
+                    cqe.flags(),
+                ),
                 _ => self.ops.complete(index as _, resultify(&cqe), cqe.flags()),
             }
         }
+        if let Some(cancels) = self.multi.take_cancels() {
+            for index in cancels {
+                self.push_sqe(&multi::cancel_sqe(index));
+            }
+        }
         Ok(())
+    }
+
+    /// Vendored change: push one submission, making room first if the queue is full.
+    fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) {
+        // SAFETY: the submissions pushed here point at no memory of ours.
+        unsafe {
+            if self.uring.submission().push(sqe).is_err() {
+                let _ = self.uring.submit();
+                let _ = self.uring.submission().push(sqe);
+            }
+        }
+    }
+
+    /// Vendored change: a multishot receive state for a socket (None: not available here).
+    pub(crate) fn multi_open(this: &Rc<UnsafeCell<UringInner>>) -> Option<usize> {
+        let inner = unsafe { &mut *this.get() };
+        inner.multi.open(&inner.uring)
+    }
+
+    /// Vendored change: what this thread's multishot receives went through.
+    pub(crate) fn multi_stats(this: &Rc<UnsafeCell<UringInner>>) -> multi::MultishotStats {
+        let inner = unsafe { &*this.get() };
+        inner.multi.stats
+    }
+
+    /// Vendored change: the reader of multishot state `index` is gone.
+    pub(crate) fn multi_close(this: &Rc<UnsafeCell<UringInner>>, index: usize) {
+        let inner = unsafe { &mut *this.get() };
+        if inner.multi.close(index) {
+            inner.push_sqe(&multi::cancel_sqe(index));
+        }
+    }
+
+    /// Vendored change: copy what arrived for multishot state `index` (socket `fd`) into
+    /// `dst[..cap]`, `*offset` bytes into the first arrival; arms the receive when nothing
+    /// waits and none is armed.
+    pub(crate) fn multi_poll_read(
+        this: &Rc<UnsafeCell<UringInner>>,
+        index: usize,
+        fd: RawFd,
+        offset: &mut usize,
+        cx: &mut Context<'_>,
+        dst: *mut u8,
+        cap: usize,
+    ) -> Poll<multi::Read> {
+        let inner = unsafe { &mut *this.get() };
+        let mut arm = false;
+        let n = match inner.multi.poll_next(index, *offset, cx, &mut arm) {
+            Poll::Pending => {
+                if arm {
+                    inner.push_sqe(&multi::recv_sqe(fd, index));
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(multi::Next::Plain) => return Poll::Ready(multi::Read::Plain),
+            Poll::Ready(multi::Next::Eof) => {
+                inner.multi.consume(index, 0);
+                return Poll::Ready(multi::Read::Done(Ok(0)));
+            }
+            Poll::Ready(multi::Next::Err(e)) => {
+                inner.multi.consume(index, 0);
+                return Poll::Ready(multi::Read::Done(Err(e)));
+            }
+            Poll::Ready(multi::Next::Data(bytes)) => {
+                let n = bytes.len().min(cap);
+                // SAFETY: the caller's buffer has room for `cap` bytes; a ring buffer and
+                // a caller's buffer never overlap.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+                n
+            }
+        };
+        let upto = *offset + n;
+        *offset = if inner.multi.consume(index, upto) {
+            0
+        } else {
+            upto
+        };
+        Poll::Ready(multi::Read::Done(Ok(n)))
     }
 
     fn submit(&mut self) -> io::Result<()> {
@@ -588,6 +684,10 @@ impl Drop for UringInner {
     fn drop(&mut self) {
         // no need to wait for completion, as the kernel will clean up the ring asynchronically.
         let _ = self.uring.submitter().submit();
+        // Vendored change: no buffer is picked from the ring after this, so it can be freed.
+        if self.multi.ring.is_some() {
+            let _ = self.uring.submitter().unregister_buf_ring(multi::BGID);
+        }
         unsafe {
             ManuallyDrop::drop(&mut self.uring);
         }

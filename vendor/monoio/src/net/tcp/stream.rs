@@ -70,6 +70,9 @@ impl TcpConnectOpts {
 pub struct TcpStream {
     pub(super) fd: SharedFd,
     meta: StreamMeta,
+    // Vendored change: reads through a multishot receive, once enabled.
+    #[cfg(all(target_os = "linux", feature = "iouring"))]
+    multi: Option<crate::driver::MultiRecv>,
 }
 
 /// TcpStream is safe to split to two parts
@@ -85,7 +88,28 @@ impl TcpStream {
         // enable SOCK_ZEROCOPY
         meta.set_zero_copy();
 
-        Self { fd, meta }
+        Self {
+            fd,
+            meta,
+            #[cfg(all(target_os = "linux", feature = "iouring"))]
+            multi: None,
+        }
+    }
+
+    /// Vendored change: read through one multishot receive from now on (io_uring only):
+    /// the receive stays armed in the kernel and fills buffers of the thread's buffer ring,
+    /// which reads copy from. Returns whether it is on (false under the legacy driver, or
+    /// where the kernel has no buffer rings). A read dropped unfinished loses nothing then.
+    pub fn enable_multishot_recv(&mut self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        if self.multi.is_none() {
+            self.multi = crate::driver::MultiRecv::open();
+            return self.multi.is_some();
+        }
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        return true;
+        #[cfg(not(all(target_os = "linux", feature = "iouring")))]
+        false
     }
 
     /// Open a TCP connection to a remote host.
@@ -278,7 +302,11 @@ impl AsWriteFd for TcpStream {
 #[cfg(unix)]
 impl IntoRawFd for TcpStream {
     #[inline]
-    fn into_raw_fd(self) -> RawFd {
+    fn into_raw_fd(mut self) -> RawFd {
+        // Vendored change: the multishot receive is canceled first (the kernel lets the
+        // socket go once that is submitted and processed).
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        drop(self.multi.take());
         self.fd
             .try_unwrap()
             .expect("unexpected multiple reference to rawfd")
@@ -410,16 +438,45 @@ impl CancelableAsyncWriteRent for TcpStream {
 impl AsyncReadRent for TcpStream {
     #[inline]
     fn read<T: IoBufMut>(&mut self, buf: T) -> impl Future<Output = BufResult<usize, T>> {
-        // Submit the read operation
-        let op = Op::recv(self.fd.clone(), buf).unwrap();
-        op.read()
+        // Vendored change: through the multishot receive when there is one.
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        let multi = self.multi.as_mut();
+        let fd = &self.fd;
+        async move {
+            #[cfg(all(target_os = "linux", feature = "iouring"))]
+            let buf = match multi {
+                Some(m) => match m.read(fd.raw_fd(), buf).await {
+                    Ok(done) => return done,
+                    Err(buf) => buf,
+                },
+                None => buf,
+            };
+            // Submit the read operation
+            let op = Op::recv(fd.clone(), buf).unwrap();
+            op.read().await
+        }
     }
 
     #[inline]
     fn readv<T: IoVecBufMut>(&mut self, buf: T) -> impl Future<Output = BufResult<usize, T>> {
-        // Submit the read operation
-        let op = Op::readv(self.fd.clone(), buf).unwrap();
-        op.read()
+        // Vendored change: through the multishot receive when there is one (into the first
+        // iovec: what arrived is already in one ring buffer).
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        let multi = self.multi.as_mut();
+        let fd = &self.fd;
+        async move {
+            #[cfg(all(target_os = "linux", feature = "iouring"))]
+            let buf = match multi {
+                Some(m) => match m.readv(fd.raw_fd(), buf).await {
+                    Ok(done) => return done,
+                    Err(buf) => buf,
+                },
+                None => buf,
+            };
+            // Submit the read operation
+            let op = Op::readv(fd.clone(), buf).unwrap();
+            op.read().await
+        }
     }
 }
 

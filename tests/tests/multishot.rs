@@ -1,0 +1,244 @@
+//! Multishot receives (vendored monoio's `TcpStream::enable_multishot_recv`, switched on per
+//! worker by `shared::runtime::multishot_recv`): every byte in order when readers fall behind
+//! and the buffer ring runs dry, nothing lost to a read dropped by a timeout, a FIN sent when
+//! such a connection is closed, and the epoll driver reading as before.
+
+use monoio::io::AsyncReadRent;
+use monoio::net::{TcpListener, TcpStream};
+use shared::runtime::{drivers_here, run_on, DriverKind};
+use std::io::{Read, Write};
+use std::os::fd::IntoRawFd;
+use std::sync::mpsc;
+use std::time::Duration;
+
+const CONNS: usize = 64;
+const PER_CONN: usize = 64 * 1024;
+
+/// The io_uring driver with the fast flags, where multishot receives are used; `None` (the
+/// test then has nothing to check) where this machine has no io_uring.
+fn fast_uring() -> Option<DriverKind> {
+    let d = drivers_here();
+    if d.contains(&DriverKind::UringFast) {
+        Some(DriverKind::UringFast)
+    } else {
+        eprintln!("no io_uring with the fast flags here ({d:?}): multishot not tested");
+        None
+    }
+}
+
+/// Byte `i` of connection `conn`'s stream: a pattern that a reordered, lost or repeated
+/// chunk cannot reproduce.
+fn pattern(conn: usize, i: usize) -> u8 {
+    ((conn * 31 + i * 7 + i / 251) % 251) as u8
+}
+
+/// A listener bound now (so clients may connect before the runtime runs), for `serve`.
+fn listener() -> (std::net::TcpListener, std::net::SocketAddr) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    let a = l.local_addr().expect("local addr");
+    (l, a)
+}
+
+/// The listener on the current runtime's driver.
+fn serve(l: std::net::TcpListener) -> TcpListener {
+    l.set_nonblocking(true).expect("nonblocking");
+    TcpListener::from_std(l).expect("listener on the runtime")
+}
+
+/// Read `s` to its end in reads of at most 1000 bytes (so a ring buffer is read in several
+/// pieces), sleeping between the first reads so arrivals pile up; returns the bytes.
+async fn read_slowly(mut s: TcpStream) -> Vec<u8> {
+    let mut got = Vec::with_capacity(PER_CONN);
+    for n in 0.. {
+        let (r, buf) = s.read(Vec::with_capacity(1000)).await;
+        match r {
+            Ok(0) => break,
+            Ok(_) => got.extend_from_slice(&buf),
+            Err(e) => panic!("read failed after {} bytes: {e}", got.len()),
+        }
+        if n < 20 {
+            monoio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    got
+}
+
+#[test]
+fn every_byte_arrives_in_order_when_readers_fall_behind_and_the_ring_runs_dry() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    // Every client writes its whole stream and its FIN before any is read: then the first
+    // receives armed take every buffer of the ring (128 x 16 KiB for 64 x 64 KiB waiting).
+    let (sent_tx, sent_rx) = mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in 0..CONNS {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            let data: Vec<u8> = (0..PER_CONN).map(|i| pattern(c, i)).collect();
+            s.write_all(&data).expect("write");
+            s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+            conns.push(s);
+        }
+        sent_tx.send(()).expect("signal");
+        conns
+    });
+    let (streams, stats) = run_on(driver, 256, async move {
+        let l = serve(l);
+        let mut accepted = Vec::new();
+        for _ in 0..CONNS {
+            let (mut s, _) = l.accept().await.expect("accept");
+            assert!(s.enable_multishot_recv(), "multishot refused on io_uring");
+            accepted.push(s);
+        }
+        sent_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the clients did not finish writing");
+        let readers: Vec<_> = accepted
+            .into_iter()
+            .map(|s| monoio::spawn(read_slowly(s)))
+            .collect();
+        let mut streams = Vec::new();
+        for r in readers {
+            streams.push(r.await);
+        }
+        (streams, monoio::net::tcp::multishot_stats())
+    })
+    .expect("runtime");
+    drop(client.join().expect("client thread"));
+    // Accept order is connection order here (one client connecting in turn).
+    for (c, got) in streams.iter().enumerate() {
+        assert_eq!(got.len(), PER_CONN, "connection {c}: byte count");
+        if let Some(i) = (0..PER_CONN).find(|&i| got[i] != pattern(c, i)) {
+            panic!("connection {c}: byte {i} is wrong");
+        }
+    }
+    assert!(stats.armed >= CONNS as u64, "{stats:?}");
+    assert!(
+        stats.arrivals >= (CONNS * PER_CONN / (16 * 1024)) as u64 / 2,
+        "{stats:?}"
+    );
+    assert!(stats.capped > 0, "no receive was capped: {stats:?}");
+    assert!(stats.starved > 0, "the ring never ran dry: {stats:?}");
+}
+
+#[test]
+fn a_read_dropped_by_a_timeout_loses_nothing() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let (go_tx, go_rx) = mpsc::channel::<&'static [u8]>();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        while let Ok(bytes) = go_rx.recv() {
+            s.write_all(bytes).expect("write");
+        }
+        // The channel closed: end the stream.
+    });
+    let got = run_on(driver, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(s.enable_multishot_recv());
+        // Armed, nothing sent yet: the read must time out (not end, not fail).
+        let r =
+            monoio::time::timeout(Duration::from_millis(20), s.read(Vec::with_capacity(64))).await;
+        assert!(
+            r.is_err(),
+            "a read with nothing sent ended: {:?}",
+            r.map(|x| x.0)
+        );
+        go_tx.send(b"hello").expect("client");
+        let r =
+            monoio::time::timeout(Duration::from_millis(5), s.read(Vec::with_capacity(64))).await;
+        // Whether or not this short read caught it, "hello" must come out whole, once.
+        let mut got = match r {
+            Ok((Ok(_), buf)) => buf,
+            Ok((Err(e), _)) => panic!("read failed: {e}"),
+            Err(_) => Vec::new(),
+        };
+        go_tx.send(b" world").expect("client");
+        drop(go_tx);
+        loop {
+            let (r, buf) = s.read(Vec::with_capacity(64)).await;
+            match r {
+                Ok(0) => break,
+                Ok(_) => got.extend_from_slice(&buf),
+                Err(e) => panic!("read failed: {e}"),
+            }
+        }
+        got
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+    assert_eq!(got, b"hello world");
+}
+
+/// Close a multishot connection the proxy's two ways: `close(2)` on the raw fd (its
+/// `Stream::close_now`) and monoio's drop (a close op). The client must see the FIN while
+/// the runtime goes on running.
+#[test]
+fn closing_a_multishot_connection_sends_its_fin() {
+    let Some(driver) = fast_uring() else { return };
+    for raw_close in [true, false] {
+        let (l, addr) = listener();
+        let (eof_tx, eof_rx) = mpsc::channel();
+        let client = std::thread::spawn(move || {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            s.write_all(b"ping").expect("write");
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            let mut buf = [0u8; 16];
+            let r = s.read(&mut buf).map_err(|e| e.kind());
+            eof_tx.send(r).expect("signal");
+        });
+        let r = run_on(driver, 64, async move {
+            let (mut s, _) = serve(l).accept().await.expect("accept");
+            assert!(s.enable_multishot_recv());
+            let (r, buf) = s.read(Vec::with_capacity(16)).await;
+            assert_eq!((r.expect("read"), &buf[..]), (4, &b"ping"[..]));
+            if raw_close {
+                let fd = s.into_raw_fd();
+                // SAFETY: `into_raw_fd` gave us the open fd.
+                unsafe { libc::close(fd) };
+            } else {
+                drop(s);
+            }
+            // Keep the loop turning until the client has its answer.
+            for _ in 0..10_000 {
+                if let Ok(r) = eof_rx.try_recv() {
+                    return r;
+                }
+                monoio::time::sleep(Duration::from_millis(1)).await;
+            }
+            panic!("the client saw nothing within 10 s");
+        })
+        .expect("runtime");
+        client.join().expect("client thread");
+        assert_eq!(
+            r,
+            Ok(0),
+            "raw close {raw_close}: the client did not read end of stream"
+        );
+    }
+}
+
+#[test]
+fn the_epoll_driver_reads_as_before() {
+    let (l, addr) = listener();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(b"epoll").expect("write");
+    });
+    let got = run_on(DriverKind::Epoll, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(!s.enable_multishot_recv(), "multishot on the epoll driver");
+        let mut got = Vec::new();
+        loop {
+            let (r, buf) = s.read(Vec::with_capacity(64)).await;
+            match r.expect("read") {
+                0 => break got,
+                _ => got.extend_from_slice(&buf),
+            }
+        }
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+    assert_eq!(got, b"epoll");
+}

@@ -1,0 +1,476 @@
+//! Vendored change: multishot receives into a ring of provided buffers.
+//!
+//! One `IORING_OP_RECV` with `IORING_RECV_MULTISHOT` stays armed on a socket and posts a
+//! completion per arrival, each in a buffer the kernel picks from the thread's buffer ring: no
+//! submission, no failed first attempt and no poll to arm per read, and an idle connection
+//! holds no buffer. The reader copies what arrived into its own buffer and gives the ring
+//! buffer back at once.
+//!
+//! The state of each socket's receive lives here, outside the one-shot `Ops` slab, because one
+//! submission completes many times. A reader that falls behind is bounded: once
+//! `QUEUE_CAP` arrivals wait unread the receive is canceled, and armed again when the reader
+//! has caught up; when the ring runs dry the kernel ends the receive with ENOBUFS and the
+//! next read is a plain one into the reader's buffer.
+
+use std::{
+    alloc::{alloc_zeroed, dealloc, Layout},
+    collections::VecDeque,
+    io,
+    os::unix::io::RawFd,
+    sync::atomic::{AtomicU16, Ordering},
+    task::{Context, Poll, Waker},
+};
+
+use io_uring::{cqueue, opcode, squeue, types};
+
+/// Tags a multishot receive's user_data (below the reserved values near `u64::MAX`).
+pub(crate) const MULTI_TAG: u64 = 1 << 62;
+
+/// Buffers in each thread's ring, and their size: 2 MiB per thread, shared by all its sockets.
+const RING_ENTRIES: u16 = 128;
+const BUF_SIZE: usize = 16 * 1024;
+/// The buffer group id of the ring.
+pub(crate) const BGID: u16 = 0x6d6f;
+/// Unread arrivals per socket before its receive is canceled.
+const QUEUE_CAP: usize = 4;
+
+/// The thread's ring of provided buffers.
+pub(crate) struct BufRing {
+    ring: *mut types::BufRingEntry,
+    bufs: *mut u8,
+    tail: u16,
+}
+
+impl BufRing {
+    fn ring_layout() -> Layout {
+        let size = RING_ENTRIES as usize * std::mem::size_of::<types::BufRingEntry>();
+        Layout::from_size_align(size, 4096).expect("ring layout")
+    }
+
+    fn bufs_layout() -> Layout {
+        Layout::from_size_align(RING_ENTRIES as usize * BUF_SIZE, 4096).expect("bufs layout")
+    }
+
+    /// Allocate the ring and its buffers, register them with `uring`, provide every buffer.
+    pub(crate) fn new(uring: &io_uring::IoUring) -> io::Result<BufRing> {
+        // SAFETY: non-zero sizes; both blocks are freed in `Drop` (after the ring is torn
+        // down or the group unregistered, see `UringInner::drop`).
+        let ring = unsafe { alloc_zeroed(Self::ring_layout()) } as *mut types::BufRingEntry;
+        if ring.is_null() {
+            return Err(io::ErrorKind::OutOfMemory.into());
+        }
+        let bufs = unsafe { alloc_zeroed(Self::bufs_layout()) };
+        if bufs.is_null() {
+            unsafe { dealloc(ring as *mut u8, Self::ring_layout()) };
+            return Err(io::ErrorKind::OutOfMemory.into());
+        }
+        let mut me = BufRing {
+            ring,
+            bufs,
+            tail: 0,
+        };
+        // SAFETY: the ring is page aligned, RING_ENTRIES long and lives until unregistered.
+        unsafe {
+            uring
+                .submitter()
+                .register_buf_ring(ring as u64, RING_ENTRIES, BGID)?;
+        }
+        for bid in 0..RING_ENTRIES {
+            me.push(bid);
+        }
+        me.publish();
+        Ok(me)
+    }
+
+    fn push(&mut self, bid: u16) {
+        let slot = (self.tail & (RING_ENTRIES - 1)) as usize;
+        // SAFETY: slot < RING_ENTRIES; the kernel reads entries only up to the published tail.
+        let e = unsafe { &mut *self.ring.add(slot) };
+        e.set_addr(self.buf_ptr(bid) as u64);
+        e.set_len(BUF_SIZE as u32);
+        e.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    fn publish(&self) {
+        // SAFETY: the tail field of the ring's first entry, shared with the kernel.
+        let tail = unsafe { &*(types::BufRingEntry::tail(self.ring) as *const AtomicU16) };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    /// Give buffer `bid` back to the kernel.
+    pub(crate) fn recycle(&mut self, bid: u16) {
+        self.push(bid);
+        self.publish();
+    }
+
+    fn buf_ptr(&self, bid: u16) -> *mut u8 {
+        // SAFETY: bid < RING_ENTRIES (the kernel only hands out the ids given to it).
+        unsafe { self.bufs.add(bid as usize * BUF_SIZE) }
+    }
+
+    /// The first `len` bytes of buffer `bid`.
+    pub(crate) fn bytes(&self, bid: u16, len: usize) -> &[u8] {
+        // SAFETY: the kernel wrote `len` <= BUF_SIZE bytes there and gave the buffer to us.
+        unsafe { std::slice::from_raw_parts(self.buf_ptr(bid), len.min(BUF_SIZE)) }
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with these layouts.
+        unsafe {
+            dealloc(self.ring as *mut u8, Self::ring_layout());
+            dealloc(self.bufs, Self::bufs_layout());
+        }
+    }
+}
+
+/// One socket's multishot receive.
+#[derive(Default)]
+pub(crate) struct Entry {
+    /// Arrivals not read yet: (result, cqe flags). A result > 0 holds a ring buffer.
+    queue: VecDeque<(i32, u32)>,
+    waker: Option<Waker>,
+    /// A receive is in the kernel (its last completion, without F_MORE, not seen yet).
+    armed: bool,
+    /// A cancel for it was submitted.
+    canceling: bool,
+    /// The kernel ran out of buffers: the next read is a plain one.
+    starved: bool,
+    /// The reader is gone: recycle what arrives and free the entry at the last completion.
+    dropped: bool,
+}
+
+/// What a read finds.
+pub(crate) enum Next<'a> {
+    /// Bytes arrived (a ring buffer's, from `offset` on).
+    Data(&'a [u8]),
+    Eof,
+    Err(io::Error),
+    /// No buffer was left: read without one this time.
+    Plain,
+}
+
+/// What a read of a multishot receive ends with.
+pub(crate) enum Read {
+    Done(io::Result<usize>),
+    /// No buffer was left: read without one this time.
+    Plain,
+}
+
+/// What this thread's multishot receives went through (`monoio::net::tcp::multishot_stats`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MultishotStats {
+    /// Receives submitted (a connection's first read, and each re-arm).
+    pub armed: u64,
+    /// Receives canceled because their reader fell `QUEUE_CAP` arrivals behind.
+    pub capped: u64,
+    /// Receives the kernel ended for want of a buffer (ENOBUFS): a plain read followed.
+    pub starved: u64,
+    /// Arrivals (completions with data).
+    pub arrivals: u64,
+}
+
+/// The thread's multishot receives and their buffer ring.
+pub(crate) struct Multi {
+    pub(crate) stats: MultishotStats,
+    pub(crate) ring: Option<BufRing>,
+    /// Setting the ring up failed once: do not try again.
+    unavailable: bool,
+    entries: Vec<Entry>,
+    free: Vec<usize>,
+    /// Cancels decided while completions were being reaped, pushed after.
+    pending_cancels: Vec<usize>,
+}
+
+impl Multi {
+    pub(crate) const fn new() -> Multi {
+        Multi {
+            stats: MultishotStats {
+                armed: 0,
+                capped: 0,
+                starved: 0,
+                arrivals: 0,
+            },
+            ring: None,
+            unavailable: false,
+            entries: Vec::new(),
+            free: Vec::new(),
+            pending_cancels: Vec::new(),
+        }
+    }
+
+    /// A new receive state for a socket, `None` if this ring cannot have one.
+    pub(crate) fn open(&mut self, uring: &io_uring::IoUring) -> Option<usize> {
+        if self.ring.is_none() {
+            if self.unavailable {
+                return None;
+            }
+            match BufRing::new(uring) {
+                Ok(r) => self.ring = Some(r),
+                Err(_) => {
+                    self.unavailable = true;
+                    return None;
+                }
+            }
+        }
+        Some(match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push(Entry::default());
+                self.entries.len() - 1
+            }
+        })
+    }
+
+    fn free_entry(&mut self, index: usize) {
+        self.entries[index] = Entry::default();
+        self.free.push(index);
+    }
+
+    /// The reader of `index` is gone. Returns whether a cancel must be submitted.
+    pub(crate) fn close(&mut self, index: usize) -> bool {
+        let ring = self.ring.as_mut().expect("ring of an open entry");
+        let e = &mut self.entries[index];
+        for (res, flags) in e.queue.drain(..) {
+            if let (true, Some(bid)) = (res > 0, cqueue::buffer_select(flags)) {
+                ring.recycle(bid);
+            }
+        }
+        if e.armed {
+            e.dropped = true;
+            e.waker = None;
+            !std::mem::replace(&mut e.canceling, true)
+        } else {
+            self.free_entry(index);
+            false
+        }
+    }
+
+    /// A completion for entry `index`.
+    pub(crate) fn complete(&mut self, index: usize, res: i32, flags: u32) {
+        let more = cqueue::more(flags);
+        let ring = self.ring.as_mut().expect("ring of an open entry");
+        let e = &mut self.entries[index];
+        if !more {
+            e.armed = false;
+            e.canceling = false;
+        }
+        if e.dropped {
+            if let (true, Some(bid)) = (res > 0, cqueue::buffer_select(flags)) {
+                ring.recycle(bid);
+            }
+            if !more {
+                self.free_entry(index);
+            }
+            return;
+        }
+        match res {
+            r if r >= 0 => {
+                self.stats.arrivals += (r > 0) as u64;
+                e.queue.push_back((res, flags))
+            }
+            r if r == -libc::ENOBUFS => {
+                self.stats.starved += 1;
+                e.starved = true
+            }
+            // Our own cancel (the reader fell behind): armed again when it catches up.
+            r if r == -libc::ECANCELED => {}
+            _ => e.queue.push_back((res, flags)),
+        }
+        if more && e.queue.len() >= QUEUE_CAP && !e.canceling {
+            self.stats.capped += 1;
+            e.canceling = true;
+            self.pending_cancels.push(index);
+        }
+        if let Some(w) = e.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Cancels decided during the last reap, to push now.
+    pub(crate) fn take_cancels(&mut self) -> Option<Vec<usize>> {
+        if self.pending_cancels.is_empty() {
+            None
+        } else {
+            Some(std::mem::take(&mut self.pending_cancels))
+        }
+    }
+
+    /// What the reader of `index` gets now, or Pending (then `arm` tells whether a receive
+    /// must be submitted first).
+    pub(crate) fn poll_next(
+        &mut self,
+        index: usize,
+        offset: usize,
+        cx: &mut Context<'_>,
+        arm: &mut bool,
+    ) -> Poll<Next<'_>> {
+        let e = &mut self.entries[index];
+        if let Some(&(res, flags)) = e.queue.front() {
+            return Poll::Ready(match (res, cqueue::buffer_select(flags)) {
+                (r, Some(bid)) if r > 0 => {
+                    let ring = self.ring.as_ref().expect("ring of an open entry");
+                    Next::Data(&ring.bytes(bid, r as usize)[offset..])
+                }
+                (0, _) => Next::Eof,
+                (r, _) if r < 0 => Next::Err(io::Error::from_raw_os_error(-r)),
+                _ => Next::Err(io::Error::other("multishot receive without a buffer")),
+            });
+        }
+        if !e.armed {
+            if std::mem::take(&mut e.starved) {
+                return Poll::Ready(Next::Plain);
+            }
+            e.armed = true;
+            self.stats.armed += 1;
+            *arm = true;
+        }
+        match &e.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => e.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
+    /// The front arrival of `index` is read up to `upto` bytes: drop it (and recycle its
+    /// buffer) when it is read whole. Returns whether it was.
+    pub(crate) fn consume(&mut self, index: usize, upto: usize) -> bool {
+        let e = &mut self.entries[index];
+        let Some(&(res, flags)) = e.queue.front() else {
+            return true;
+        };
+        if res > 0 && upto < res as usize {
+            return false;
+        }
+        e.queue.pop_front();
+        if let (true, Some(bid)) = (res > 0, cqueue::buffer_select(flags)) {
+            self.ring
+                .as_mut()
+                .expect("ring of an open entry")
+                .recycle(bid);
+        }
+        true
+    }
+}
+
+/// The submission that arms entry `index` on `fd`.
+pub(crate) fn recv_sqe(fd: RawFd, index: usize) -> squeue::Entry {
+    opcode::RecvMulti::new(types::Fd(fd), BGID)
+        .build()
+        .user_data(MULTI_TAG | index as u64)
+}
+
+/// A cancel of entry `index`'s receive (its completion is ignored).
+pub(crate) fn cancel_sqe(index: usize) -> squeue::Entry {
+    opcode::AsyncCancel::new(MULTI_TAG | index as u64)
+        .build()
+        .user_data(super::CANCEL_USERDATA)
+}
+
+/// What this thread's multishot receives went through; zeros off io_uring or outside a runtime.
+pub fn multishot_stats() -> MultishotStats {
+    if !crate::driver::CURRENT.is_set() {
+        return MultishotStats::default();
+    }
+    crate::driver::CURRENT.with(|inner| match inner {
+        crate::driver::Inner::Uring(this) => super::UringInner::multi_stats(this),
+        #[allow(unreachable_patterns)]
+        _ => MultishotStats::default(),
+    })
+}
+
+/// A socket's multishot receive, for `TcpStream`'s reads.
+pub(crate) struct MultiRecv {
+    driver: std::rc::Rc<std::cell::UnsafeCell<super::UringInner>>,
+    index: usize,
+    /// Bytes of the first waiting arrival already read.
+    offset: usize,
+}
+
+impl MultiRecv {
+    /// A multishot receive state on the current thread's io_uring driver; `None` under the
+    /// legacy driver or where the buffer ring cannot be set up.
+    pub(crate) fn open() -> Option<MultiRecv> {
+        if !crate::driver::CURRENT.is_set() {
+            return None;
+        }
+        crate::driver::CURRENT.with(|inner| match inner {
+            crate::driver::Inner::Uring(this) => {
+                super::UringInner::multi_open(this).map(|index| MultiRecv {
+                    driver: this.clone(),
+                    index,
+                    offset: 0,
+                })
+            }
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })
+    }
+
+    /// Read what arrived on `fd` into `buf`. `Err(buf)`: the ring had no buffer left; read
+    /// this once without it.
+    pub(crate) async fn read<T: crate::buf::IoBufMut>(
+        &mut self,
+        fd: RawFd,
+        mut buf: T,
+    ) -> Result<crate::BufResult<usize, T>, T> {
+        let (dst, cap) = (buf.write_ptr(), buf.bytes_total());
+        match self.read_into(fd, dst, cap).await {
+            Read::Done(Ok(n)) => {
+                // SAFETY: `n` bytes were copied into the buffer.
+                unsafe { buf.set_init(n) };
+                Ok((Ok(n), buf))
+            }
+            Read::Done(Err(e)) => Ok((Err(e), buf)),
+            Read::Plain => Err(buf),
+        }
+    }
+
+    /// `read` into the first iovec of `buf` that has room.
+    pub(crate) async fn readv<T: crate::buf::IoVecBufMut>(
+        &mut self,
+        fd: RawFd,
+        mut buf: T,
+    ) -> Result<crate::BufResult<usize, T>, T> {
+        let (mut dst, mut cap) = (std::ptr::null_mut(), 0);
+        // SAFETY: the buffer's own iovec array, `write_iovec_len` long.
+        let iovecs = unsafe {
+            std::slice::from_raw_parts(buf.write_iovec_ptr(), buf.write_iovec_len())
+        };
+        if let Some(v) = iovecs.iter().find(|v| v.iov_len > 0) {
+            (dst, cap) = (v.iov_base as *mut u8, v.iov_len);
+        }
+        match self.read_into(fd, dst, cap).await {
+            Read::Done(Ok(n)) => {
+                // SAFETY: `n` bytes were copied into the buffer's first iovec with room.
+                unsafe { buf.set_init(n) };
+                Ok((Ok(n), buf))
+            }
+            Read::Done(Err(e)) => Ok((Err(e), buf)),
+            Read::Plain => Err(buf),
+        }
+    }
+
+    async fn read_into(&mut self, fd: RawFd, dst: *mut u8, cap: usize) -> Read {
+        std::future::poll_fn(|cx| {
+            super::UringInner::multi_poll_read(
+                &self.driver,
+                self.index,
+                fd,
+                &mut self.offset,
+                cx,
+                dst,
+                cap,
+            )
+        })
+        .await
+    }
+}
+
+impl Drop for MultiRecv {
+    fn drop(&mut self) {
+        super::UringInner::multi_close(&self.driver, self.index);
+    }
+}
