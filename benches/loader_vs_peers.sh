@@ -13,6 +13,8 @@
 #   GENERATORS="wrk h2load ab" benches/loader_vs_peers.sh
 #   GENERATORS="loader loader-dist wrk" SIZES=64 benches/loader_vs_peers.sh   # what the shard
 #       flags cost: loader-dist is our loader with --hdr-log FILE --shard 1/1
+#   GENERATORS="loader loader-oneshot wrk" SIZES=64 benches/loader_vs_peers.sh   # multishot
+#       receives on (loader) and off (loader-oneshot: our loader with --no-multishot)
 #
 # HTTPS (SCHEME=https): the origin is nginx (OpenSSL) over TLS 1.3 only, AES-128-GCM, X25519, an
 # ECDSA P-256 certificate made here with `openssl req -x509` (benches/peers/nginx-origin-tls.conf),
@@ -130,6 +132,10 @@ gen_run() {
             LOADER_FLAGS+=(--hdr-log "$BENCH_TMP/loader.hlog" --shard 1/1)
             load_loader "$LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url"
             ;;
+        loader-oneshot)
+            LOADER_FLAGS+=(--no-multishot)
+            load_loader "$LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url"
+            ;;
         wrk) load_wrk "$GEN_CORE" "$CONNS" "${WRK_SECONDS}s" "$url" ;;
         h2load)
             if [ "$ka" = 0 ]; then
@@ -143,7 +149,7 @@ gen_run() {
 }
 
 for g in $GENERATORS; do
-    if [ "$g" = loader ] || [ "$g" = loader-dist ]; then
+    if [ "$g" = loader ] || [ "$g" = loader-dist ] || [ "$g" = loader-oneshot ]; then
         bench_build loader || bench_log "SKIP loader: cargo build --release -p loader failed"
         if [ ! -x "$LOADER_BIN" ]; then
             bench_log "SKIP loader: $LOADER_BIN not found"
@@ -151,6 +157,7 @@ for g in $GENERATORS; do
         fi
         BENCH_DESC[loader]="taskset -c $GEN_CORE $LOADER_BIN --threads 1 -c $CONNS -n $N -q ${LOADER_TLS[*]} URL"
         BENCH_DESC[loader-dist]="${BENCH_DESC[loader]/-q/-q --hdr-log FILE --shard 1/1}"
+        BENCH_DESC[loader-oneshot]="${BENCH_DESC[loader]/-q/-q --no-multishot}"
     fi
     # A short run per size checks the generator works and gives its exact count and no errors.
     ok=1

@@ -450,7 +450,7 @@ impl Session<'_> {
         slot.connecting.set(true);
         let (dst, src) = w.connect_target(url);
         let res = shared::net::connect(dst, src).await;
-        let tcp = match res {
+        let mut tcp = match res {
             Ok(tcp) => tcp,
             Err(e) => {
                 slot.connecting.set(false);
@@ -458,15 +458,16 @@ impl Session<'_> {
                 return Err(ConnEnd::ConnectFailed);
             }
         };
+        // Multishot receives for keep-alive connections; a connection per request would pay
+        // a receive armed after its response and a cancel at its close.
+        if !w.close {
+            shared::runtime::multishot_recv(&mut tcp);
+        }
         let t1 = Instant::now();
         let connect_us = micros(t1.saturating_duration_since(t0));
         // The handshake is part of the connect: a timeout in it is a connect failure.
         let (stream, tls, t2) = match w.tls_for(url) {
-            None => {
-                let mut tcp = tcp;
-                shared::runtime::multishot_recv(&mut tcp);
-                (Stream::Plain(tcp), None, t1)
-            }
+            None => (Stream::Plain(tcp), None, t1),
             Some((tls, name)) => match tls.handshake(tcp, name).await {
                 Ok((stream, kind)) => {
                     let t2 = Instant::now();

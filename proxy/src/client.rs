@@ -58,8 +58,7 @@ pub struct ClientConn {
     pub nonblocking: bool,
 }
 
-pub async fn serve(w: Rc<ProxyWorker>, mut stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
-    shared::runtime::multishot_recv(&mut stream);
+pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
     serve_stream(w, Stream::from(stream), peer, guard).await
 }
 
@@ -207,6 +206,7 @@ async fn requests(c: &mut ClientConn) -> End {
     let w = c.w.clone();
     let mut stop = w.shutdown.wait();
     let mut first = true;
+    let mut first_answer = true;
     loop {
         let info = match read_head(c, &mut stop, first).await {
             Ok(Some(info)) => info,
@@ -242,6 +242,13 @@ async fn requests(c: &mut ClientConn) -> End {
         };
         finish(c);
         match next {
+            // The client came back for more: from its second request on, the connection is
+            // read through a multishot receive (not from the first: a connection that carries
+            // one request would pay a receive armed after it and a cancel at its close).
+            Next::KeepAlive if first_answer => {
+                first_answer = false;
+                c.stream.multishot_recv();
+            }
             Next::KeepAlive => {}
             Next::Close => return End::Close,
             Next::Finished => return End::Finished,

@@ -119,6 +119,10 @@ fn every_byte_arrives_in_order_when_readers_fall_behind_and_the_ring_runs_dry() 
     );
     assert!(stats.capped > 0, "no receive was capped: {stats:?}");
     assert!(stats.starved > 0, "the ring never ran dry: {stats:?}");
+    assert!(
+        stats.plain > 0,
+        "no read fell back to a one-shot receive: {stats:?}"
+    );
 }
 
 #[test]

@@ -62,12 +62,26 @@ impl Stream {
         }
     }
 
+    /// Read the TCP stream underneath through a multishot receive from now on, where this
+    /// worker does (`runtime::multishot_recv`). Worth it on a connection that waits for
+    /// more than one message; not on one that will be checked with `still_open`.
+    pub fn multishot_recv(&mut self) -> bool {
+        match self {
+            Stream::Plain(s) => crate::runtime::multishot_recv(s),
+            Stream::Tls(t) => crate::runtime::multishot_recv(t.tcp_mut()),
+        }
+    }
+
     /// Whether an idle connection (no request in flight on it) is still open and silent.
     /// Plain: a non-blocking peek finds nothing. TLS: the bytes waiting are read and given to
     /// the session; post-handshake messages (TLS 1.3 session tickets, a key update) are fine,
     /// application data, an alert, a close_notify or end of stream mean the connection must
     /// not carry another request.
     pub fn still_open(&mut self) -> bool {
+        debug_assert!(
+            !self.tcp().multishot_enabled(),
+            "a peek cannot see what a multishot receive took"
+        );
         match self {
             Stream::Plain(s) => peek_silent(s.as_raw_fd()),
             Stream::Tls(t) => t.still_open(),

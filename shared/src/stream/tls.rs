@@ -109,6 +109,11 @@ impl TlsStream {
         &self.io
     }
 
+    /// The TCP stream underneath, for its read mode (`Stream::multishot_recv`).
+    pub(super) fn tcp_mut(&mut self) -> &mut TcpStream {
+        &mut self.io
+    }
+
     /// The rustls session (negotiated version, cipher suite, SNI, whether it resumed).
     pub fn session(&self) -> &Connection {
         &self.conn

@@ -412,20 +412,26 @@ impl UringInner {
         }
         if let Some(cancels) = self.multi.take_cancels() {
             for index in cancels {
-                self.push_sqe(&multi::cancel_sqe(index));
+                if !self.push_sqe(&multi::cancel_sqe(index)) {
+                    // Kept for the next reap: a receive never canceled would hold its
+                    // socket (no FIN) and its entry for as long as the ring lives.
+                    self.multi.defer_cancel(index);
+                }
             }
         }
         Ok(())
     }
 
     /// Vendored change: push one submission, making room first if the queue is full.
-    fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) {
+    /// False: the queue stayed full (the kernel took nothing).
+    fn push_sqe(&mut self, sqe: &io_uring::squeue::Entry) -> bool {
         // SAFETY: the submissions pushed here point at no memory of ours.
         unsafe {
-            if self.uring.submission().push(sqe).is_err() {
-                let _ = self.uring.submit();
-                let _ = self.uring.submission().push(sqe);
+            if self.uring.submission().push(sqe).is_ok() {
+                return true;
             }
+            let _ = self.uring.submit();
+            self.uring.submission().push(sqe).is_ok()
         }
     }
 
@@ -444,8 +450,8 @@ impl UringInner {
     /// Vendored change: the reader of multishot state `index` is gone.
     pub(crate) fn multi_close(this: &Rc<UnsafeCell<UringInner>>, index: usize) {
         let inner = unsafe { &mut *this.get() };
-        if inner.multi.close(index) {
-            inner.push_sqe(&multi::cancel_sqe(index));
+        if inner.multi.close(index) && !inner.push_sqe(&multi::cancel_sqe(index)) {
+            inner.multi.defer_cancel(index);
         }
     }
 
@@ -462,11 +468,16 @@ impl UringInner {
         cap: usize,
     ) -> Poll<multi::Read> {
         let inner = unsafe { &mut *this.get() };
+        if cap == 0 {
+            // As recv(2) with no room: nothing read, at once.
+            return Poll::Ready(multi::Read::Done(Ok(0)));
+        }
         let mut arm = false;
         let n = match inner.multi.poll_next(index, *offset, cx, &mut arm) {
             Poll::Pending => {
-                if arm {
-                    inner.push_sqe(&multi::recv_sqe(fd, index));
+                if arm && !inner.push_sqe(&multi::recv_sqe(fd, index)) {
+                    inner.multi.disarm(index);
+                    return Poll::Ready(multi::Read::Plain);
                 }
                 return Poll::Pending;
             }

@@ -9,8 +9,11 @@
 //! The state of each socket's receive lives here, outside the one-shot `Ops` slab, because one
 //! submission completes many times. A reader that falls behind is bounded: once
 //! `QUEUE_CAP` arrivals wait unread the receive is canceled, and armed again when the reader
-//! has caught up; when the ring runs dry the kernel ends the receive with ENOBUFS and the
-//! next read is a plain one into the reader's buffer.
+//! has caught up. The ring is shared: while fewer than `ARM_MIN` of its buffers are free, a
+//! read that would arm a receive is a plain one-shot read into the reader's buffer instead,
+//! and so is the next read of a socket whose receive the kernel ended for want of a buffer
+//! (ENOBUFS). A few sockets taking most of the ring (large bodies arriving while their
+//! readers are busy elsewhere) thus leave the others reading as without multishot.
 
 use std::{
     alloc::{alloc_zeroed, dealloc, Layout},
@@ -33,12 +36,16 @@ const BUF_SIZE: usize = 16 * 1024;
 pub(crate) const BGID: u16 = 0x6d6f;
 /// Unread arrivals per socket before its receive is canceled.
 const QUEUE_CAP: usize = 4;
+/// Free buffers the ring must have for a receive to be armed.
+const ARM_MIN: u16 = RING_ENTRIES / 4;
 
 /// The thread's ring of provided buffers.
 pub(crate) struct BufRing {
     ring: *mut types::BufRingEntry,
     bufs: *mut u8,
     tail: u16,
+    /// Buffers the kernel may pick (given to it and not yet come back in a completion).
+    free: u16,
 }
 
 impl BufRing {
@@ -68,6 +75,7 @@ impl BufRing {
             ring,
             bufs,
             tail: 0,
+            free: 0,
         };
         // SAFETY: the ring is page aligned, RING_ENTRIES long and lives until unregistered.
         unsafe {
@@ -90,6 +98,7 @@ impl BufRing {
         e.set_len(BUF_SIZE as u32);
         e.set_bid(bid);
         self.tail = self.tail.wrapping_add(1);
+        self.free += 1;
     }
 
     fn publish(&self) {
@@ -166,8 +175,10 @@ pub struct MultishotStats {
     pub armed: u64,
     /// Receives canceled because their reader fell `QUEUE_CAP` arrivals behind.
     pub capped: u64,
-    /// Receives the kernel ended for want of a buffer (ENOBUFS): a plain read followed.
+    /// Receives the kernel ended for want of a buffer (ENOBUFS).
     pub starved: u64,
+    /// Reads done as plain one-shot receives: after ENOBUFS, or while the ring was low.
+    pub plain: u64,
     /// Arrivals (completions with data).
     pub arrivals: u64,
 }
@@ -191,6 +202,7 @@ impl Multi {
                 armed: 0,
                 capped: 0,
                 starved: 0,
+                plain: 0,
                 arrivals: 0,
             },
             ring: None,
@@ -252,6 +264,9 @@ impl Multi {
     pub(crate) fn complete(&mut self, index: usize, res: i32, flags: u32) {
         let more = cqueue::more(flags);
         let ring = self.ring.as_mut().expect("ring of an open entry");
+        if cqueue::buffer_select(flags).is_some() {
+            ring.free = ring.free.saturating_sub(1);
+        }
         let e = &mut self.entries[index];
         if !more {
             e.armed = false;
@@ -289,6 +304,18 @@ impl Multi {
         }
     }
 
+    /// The receive `poll_next` asked to arm could not be submitted: read plainly this time.
+    pub(crate) fn disarm(&mut self, index: usize) {
+        self.entries[index].armed = false;
+        self.stats.armed -= 1;
+        self.stats.plain += 1;
+    }
+
+    /// A cancel that could not be submitted now: pushed after the next reap.
+    pub(crate) fn defer_cancel(&mut self, index: usize) {
+        self.pending_cancels.push(index);
+    }
+
     /// Cancels decided during the last reap, to push now.
     pub(crate) fn take_cancels(&mut self) -> Option<Vec<usize>> {
         if self.pending_cancels.is_empty() {
@@ -320,7 +347,9 @@ impl Multi {
             });
         }
         if !e.armed {
-            if std::mem::take(&mut e.starved) {
+            let low = self.ring.as_ref().is_none_or(|r| r.free < ARM_MIN);
+            if std::mem::take(&mut e.starved) || low {
+                self.stats.plain += 1;
                 return Poll::Ready(Next::Plain);
             }
             e.armed = true;

@@ -112,6 +112,15 @@ impl TcpStream {
         false
     }
 
+    /// Vendored change: whether reads go through a multishot receive (then a peek or a raw
+    /// recv(2) on the fd does not see what the receive already took).
+    pub fn multishot_enabled(&self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        return self.multi.is_some();
+        #[cfg(not(all(target_os = "linux", feature = "iouring")))]
+        false
+    }
+
     /// Open a TCP connection to a remote host.
     /// Note: This function may block the current thread while resolution is
     /// performed.
@@ -304,7 +313,9 @@ impl IntoRawFd for TcpStream {
     #[inline]
     fn into_raw_fd(mut self) -> RawFd {
         // Vendored change: the multishot receive is canceled first (the kernel lets the
-        // socket go once that is submitted and processed).
+        // socket go once that is submitted and processed: a close(2) of the fd sends the FIN
+        // then, at the thread's next submission). Arrivals not read yet are dropped: this is
+        // for closing, not for handing a stream with unread bytes on.
         #[cfg(all(target_os = "linux", feature = "iouring"))]
         drop(self.multi.take());
         self.fd
