@@ -154,6 +154,20 @@ fn check_config_on_the_example_succeeds() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
+/// Where it is shipped, with the example certificates beside it (proxy/tls/), as a user on a
+/// fresh clone runs it.
+#[test]
+fn check_config_on_the_shipped_example_succeeds() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml");
+    let out = proxy(&["--check-config", src.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).ends_with("test is successful\n"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn broken_files_exit_2_naming_file_line_and_key() {
     let cases: &[(&str, String, &str, &[&str])] = &[
