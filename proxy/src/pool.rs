@@ -79,9 +79,15 @@ impl ServerPool {
 
     /// Keep `up` for reuse, unless it has served its quota or pooling is off. When full, the
     /// oldest idle connection makes room.
-    pub fn put(&mut self, up: Upstream, now: Instant) {
+    pub fn put(&mut self, mut up: Upstream, now: Instant) {
         if self.cap == 0 || up.requests >= self.max_requests {
             return;
+        }
+        // A plain connection that will be read again is read through a multishot receive
+        // from now on (a TLS one is checked with a raw read, which the receive would hide
+        // bytes from).
+        if !up.stream.is_tls() {
+            up.stream.multishot_recv();
         }
         if self.idle.len() >= self.cap {
             self.idle.remove(0);

@@ -189,8 +189,8 @@ pub fn describe_recv(cfg: &RuntimeConfig, driver: DriverKind) -> &'static str {
 /// Read `s` through one multishot receive from now on, if this worker does (see
 /// `multishot_on`). A connection whose every read is awaited in turn gains: no submission, no
 /// failed first attempt and no poll armed per read, and an idle connection holds no buffer.
-/// Not for a connection checked with a peek (`Stream::still_open`): the receive takes what
-/// arrives before a peek could see it.
+/// A peek of such a socket does not see what the receive took: `Stream::still_open` looks
+/// at the receive's queue too (plain streams; a TLS one's check reads the socket itself).
 pub fn multishot_recv(s: &mut monoio::net::TcpStream) -> bool {
     MULTISHOT.with(|m| m.get()) && s.enable_multishot_recv()
 }

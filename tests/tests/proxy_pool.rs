@@ -187,3 +187,76 @@ fn post_after_the_origin_closed_an_idle_pooled_connection_succeeds() {
     assert_eq!(second.requests(), 3);
     assert_eq!(second.connections(), 1);
 }
+
+/// An origin that sends bytes nobody asked for on an idle pooled connection (a broken server,
+/// or the tail of a response it framed wrong). The proxy reads pooled plain connections
+/// through a multishot receive, which takes such bytes off the socket where a peek no longer
+/// sees them: the check before reuse must find them in the receive's queue, and the request
+/// must go on a fresh connection, never be answered with those bytes.
+#[test]
+fn bytes_sent_on_an_idle_pooled_connection_keep_it_from_reuse() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel();
+    let origin = std::thread::spawn(move || {
+        // Read one request head (the tests' requests have no body).
+        fn head(s: &mut std::net::TcpStream) {
+            let mut got = Vec::new();
+            let mut b = [0u8; 1024];
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut b).expect("read a request");
+                assert!(n > 0, "the proxy closed before sending a request");
+                got.extend_from_slice(&b[..n]);
+            }
+        }
+        let ok = |body: &str| {
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        let (mut first, _) = l.accept().expect("first connection");
+        // Two requests: the second is read through the receive armed for it, which stays
+        // armed while the connection idles in the pool.
+        for body in ["first", "again"] {
+            head(&mut first);
+            first.write_all(ok(body).as_bytes()).expect("answer");
+        }
+        // Then, unasked, a whole response's worth of bytes.
+        std::thread::sleep(Duration::from_millis(100));
+        first
+            .write_all(ok("unasked").as_bytes())
+            .expect("unasked bytes");
+        sent_tx.send(()).expect("signal");
+        let (mut second, _) = l.accept().expect("second connection");
+        head(&mut second);
+        second.write_all(ok("second").as_bytes()).expect("answer");
+        // Keep both open until the proxy is done.
+        let mut rest = [0u8; 64];
+        let _ = second.read(&mut rest);
+        drop(first);
+    });
+    let mut cfg = config(&[addr]);
+    cfg.groups[0].keepalive_timeout = Duration::from_secs(30);
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    let r = c.get("/one");
+    assert_eq!((r.status, &r.body[..]), (200, &b"first"[..]));
+    let r = c.get("/again");
+    assert_eq!((r.status, &r.body[..]), (200, &b"again"[..]));
+    sent_rx
+        .recv_timeout(WAIT)
+        .expect("the origin sent its unasked bytes");
+    // Idle past the check threshold (1 s), within the pool's timeout.
+    std::thread::sleep(Duration::from_millis(1100));
+    let r = c.get("/three");
+    assert_eq!(
+        (r.status, String::from_utf8_lossy(&r.body).into_owned()),
+        (200, "second".to_string()),
+        "answered from the idle connection's unasked bytes"
+    );
+    drop(c);
+    drop(p);
+    origin.join().expect("origin thread");
+}

@@ -156,7 +156,10 @@ fn uploads_on_a_reused_connection_come_back_intact() {
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk size line");
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
         let size = std::str::from_utf8(&b[..eol]).expect("utf-8 size");
         let size = usize::from_str_radix(size, 16).expect("hex size");
         b = &b[eol + 2..];

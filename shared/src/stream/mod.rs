@@ -64,7 +64,8 @@ impl Stream {
 
     /// Read the TCP stream underneath through a multishot receive from now on, where this
     /// worker does (`runtime::multishot_recv`). Worth it on a connection that waits for
-    /// more than one message; not on one that will be checked with `still_open`.
+    /// more than one message. A plain one may still be checked with `still_open`; a TLS one
+    /// must not (its check reads the socket itself).
     pub fn multishot_recv(&mut self) -> bool {
         match self {
             Stream::Plain(s) => crate::runtime::multishot_recv(s),
@@ -78,13 +79,16 @@ impl Stream {
     /// application data, an alert, a close_notify or end of stream mean the connection must
     /// not carry another request.
     pub fn still_open(&mut self) -> bool {
-        debug_assert!(
-            !self.tcp().multishot_enabled(),
-            "a peek cannot see what a multishot receive took"
-        );
         match self {
-            Stream::Plain(s) => peek_silent(s.as_raw_fd()),
-            Stream::Tls(t) => t.still_open(),
+            // What arrived is in the multishot receive's queue or still in the socket.
+            Stream::Plain(s) => !s.multishot_queued() && peek_silent(s.as_raw_fd()),
+            Stream::Tls(t) => {
+                debug_assert!(
+                    !t.tcp().multishot_enabled(),
+                    "a TLS connection checked with a raw read must not use a multishot receive"
+                );
+                t.still_open()
+            }
         }
     }
 

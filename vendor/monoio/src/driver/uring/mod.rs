@@ -86,7 +86,7 @@ pub(crate) struct UringInner {
     ext_arg: bool,
 
     // Vendored change: multishot receives and their buffer ring.
-    multi: multi::Multi,
+    pub(crate) multi: multi::Multi,
 }
 
 // When dropping the driver, all in-flight operations must have completed. This

@@ -241,6 +241,11 @@ impl Multi {
         self.free.push(index);
     }
 
+    /// Whether arrivals (bytes, the end of the stream, an error) wait unread for `index`.
+    pub(crate) fn queued(&self, index: usize) -> bool {
+        !self.entries[index].queue.is_empty()
+    }
+
     /// The reader of `index` is gone. Returns whether a cancel must be submitted.
     pub(crate) fn close(&mut self, index: usize) -> bool {
         let ring = self.ring.as_mut().expect("ring of an open entry");
@@ -495,6 +500,15 @@ impl MultiRecv {
             )
         })
         .await
+    }
+}
+
+impl MultiRecv {
+    /// Whether arrivals wait unread (what a peek of the socket can no longer see).
+    pub(crate) fn queued(&self) -> bool {
+        // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+        let inner = unsafe { &*self.driver.get() };
+        inner.multi.queued(self.index)
     }
 }
 

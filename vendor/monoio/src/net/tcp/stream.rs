@@ -121,6 +121,17 @@ impl TcpStream {
         false
     }
 
+    /// Vendored change: whether the multishot receive holds arrivals not read yet (bytes, the
+    /// end of the stream or an error). With `multishot_enabled`, a connection is silent when
+    /// this is false and a peek of the socket finds nothing: what arrived is in one or the
+    /// other (the kernel moves it into the receive only when the thread next enters it).
+    pub fn multishot_queued(&self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        return self.multi.as_ref().is_some_and(|m| m.queued());
+        #[cfg(not(all(target_os = "linux", feature = "iouring")))]
+        false
+    }
+
     /// Open a TCP connection to a remote host.
     /// Note: This function may block the current thread while resolution is
     /// performed.
