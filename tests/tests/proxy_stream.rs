@@ -66,14 +66,20 @@ fn large_chunked_upload() {
     assert_eq!(o.body_bytes(), sent as u64);
 }
 
-#[test]
-fn echoed_upload_comes_back_intact() {
+/// An origin that answers with the request it got (head and body), and a proxy in front.
+fn echo_proxy() -> (Origin, Proxy) {
     let o = Origin::start(OriginConfig {
         echo: true,
         ..OriginConfig::default()
     })
     .unwrap();
     let p = Proxy::start(config(&[o.addr()]));
+    (o, p)
+}
+
+#[test]
+fn echoed_upload_comes_back_intact() {
+    let (_o, p) = echo_proxy();
     let mut c = p.connect();
     let body = expected_body(300_000);
     c.send(
@@ -95,12 +101,7 @@ fn echoed_upload_comes_back_intact() {
 /// byte-exact while the client is still sending.
 #[test]
 fn uploads_on_a_reused_connection_come_back_intact() {
-    let o = Origin::start(OriginConfig {
-        echo: true,
-        ..OriginConfig::default()
-    })
-    .unwrap();
-    let p = Proxy::start(config(&[o.addr()]));
+    let (_o, p) = echo_proxy();
     let mut c = p.connect();
     assert_eq!(c.get("/first").status, 200);
     let body = expected_body(3 << 20);
