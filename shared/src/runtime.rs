@@ -192,7 +192,22 @@ pub fn describe_recv(cfg: &RuntimeConfig, driver: DriverKind) -> &'static str {
 /// A peek of such a socket does not see what the receive took: `Stream::still_open` looks
 /// at the receive's queue too (plain streams; a TLS one's check reads the socket itself).
 pub fn multishot_recv(s: &mut monoio::net::TcpStream) -> bool {
-    MULTISHOT.with(|m| m.get()) && s.enable_multishot_recv()
+    if !MULTISHOT.with(|m| m.get()) {
+        return false;
+    }
+    if s.enable_multishot_recv() {
+        return true;
+    }
+    // The buffer ring could not be registered (the start-up line said multishot): say so
+    // once for this worker, and read as without it from now on.
+    MULTISHOT.with(|m| m.set(false));
+    let me = std::thread::current();
+    eprintln!(
+        "warning: {}: multishot receives unavailable (the kernel refused the buffer ring); \
+         reading with a receive per read",
+        me.name().unwrap_or("worker")
+    );
+    false
 }
 
 /// Decide the driver for this process (probing the kernel once).
