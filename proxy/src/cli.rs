@@ -49,7 +49,7 @@ Every key of the file is explained in proxy.example.toml.";
 #[command(name = "proxy", version, about = ABOUT, after_help = AFTER_HELP,
           // The shared flag's help has no default to show; say it here.
           mut_arg("no_pin", |a| a.help("Do not pin workers to cores [default: each worker pinned to its own core]")),
-          mut_arg("no_multishot", |a| a.help("Read client connections with a receive submitted per read, not one multishot receive each into the worker's buffer ring [default: multishot where the driver is io_uring with its fast flags]")))]
+          mut_arg("no_multishot", |a| a.help("Read connections (clients from their second request, pooled plain upstreams) with a receive submitted per read, not one multishot receive each into the worker's buffer ring [default: multishot where the driver is io_uring with its fast flags]")))]
 pub struct Args {
     /// Address to accept clients on, IP:PORT or a port (repeatable) [default: none]
     #[arg(long, value_name = "ADDR", value_parser = parse_listen)]
