@@ -20,12 +20,15 @@
 #   MODES=ab AB_N=100000 AB_C=10 benches/return_vs_nginx.sh
 #   BASE_BIN=/path/to/old/proxy benches/return_vs_nginx.sh   # A/B: "base" runs beside "ours"
 #   BASE_BIN=target/release/proxy BASE_ARGS="--driver epoll" benches/return_vs_nginx.sh
+#   TARGETS="ours floor nginx" benches/return_vs_nginx.sh  # with the floor: a server on our
+#                                               # runtime that reads and answers, nothing else
 #
 # Environment: ROUNDS (3), DURATION (5s, wrk and rate), CONNS (64, wrk and rate), RATE (100000,
 # req/s), LOADER_BIN (default target/release/loader, built here unless NO_BUILD=1), AB_N (100000), AB_C (10),
 # AB_TIME (60s, ab's time bound), MODES ("keepalive ab"), TARGETS ("ours nginx", plus "base"
 # when BASE_BIN is set: a second proxy binary, e.g. the previous commit's, measured the same
-# way in the same rounds; BASE_ARGS: its flags, default PROXY_ARGS), LOAD_CORE (0), SERVER_CORE (1),
+# way in the same rounds; BASE_ARGS: its flags, default PROXY_ARGS; "floor": benches/src/bin/
+# floor.rs, FLOOR_BIN, FLOOR_ARGS e.g. --no-multishot), LOAD_CORE (0), SERVER_CORE (1),
 # PROXY_BIN (default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra
 # flags for it), OUT (raw TSV path), KEEP_TMP=1.
 set -euo pipefail
@@ -48,6 +51,7 @@ SERVER_CORE=${SERVER_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/release/proxy}
 LOADER_BIN=${LOADER_BIN:-$TARGET_DIR/release/loader}
+FLOOR_BIN=${FLOOR_BIN:-$TARGET_DIR/release/floor}
 OUT=${OUT:-target/bench-results/return_vs_nginx-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 SET_MISC=/usr/lib/nginx/modules/ngx_http_set_misc_module.so
 
@@ -104,6 +108,18 @@ if bench_want "$TARGETS" base; then
     cmd=("$BASE_BIN" --config "$BENCH_TMP/proxy-return-base.toml" --workers 1 --no-pin ${BASE_ARGS:-${PROXY_ARGS:-}})
     BENCH_DESC[base]="taskset -c $SERVER_CORE ${cmd[*]} (benches/peers/proxy-return.toml)"
     bench_start_target base "$PROXY_PORT" "$SERVER_CORE" "$BENCH_TMP/base.log" "${cmd[@]}"
+fi
+
+if bench_want "$TARGETS" floor; then
+    # The do-nothing server (benches/src/bin/floor.rs): what the kernel and our runtime cost.
+    [ -n "${NO_BUILD:-}" ] || cargo build --release -q -p benches --bin floor ||
+        bench_die "cargo build --release -p benches --bin floor failed"
+    [ -x "$FLOOR_BIN" ] || bench_die "$FLOOR_BIN not found"
+    PORT[floor]=$(bench_free_port)
+    # shellcheck disable=SC2206 # FLOOR_ARGS is split into words on purpose
+    cmd=("$FLOOR_BIN" "127.0.0.1:${PORT[floor]}" ${FLOOR_ARGS:-})
+    BENCH_DESC[floor]="taskset -c $SERVER_CORE ${cmd[*]} (benches/src/bin/floor.rs: reads and answers, nothing else)"
+    bench_start_target floor "${PORT[floor]}" "$SERVER_CORE" "$BENCH_TMP/floor.log" "${cmd[@]}"
 fi
 
 if bench_want "$TARGETS" nginx; then

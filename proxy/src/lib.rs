@@ -285,8 +285,8 @@ fn listener_group(
         have
     };
     for s in &group[fresh..] {
-        accept::nodelay_listener(s)?;
-        accept::defer_accept_listener(s)?;
+        shared::net::nodelay_listener(s)?;
+        shared::net::defer_accept_listener(s)?;
     }
     Ok(group)
 }
