@@ -514,7 +514,10 @@ impl Session<'_> {
             return Err(ConnEnd::Closed);
         };
         if batch > 0 {
-            write_batch(self.w, self.slot, open, &mut self.wbuf, batch).await?;
+            if let Err(end) = write_batch(self.w, self.slot, open, &mut self.wbuf, batch).await {
+                self.rx.read_older(self.w, self.slot, open, batch).await;
+                return Err(end);
+            }
         }
         self.rx.read_responses(self.w, self.slot, open).await
     }
@@ -611,6 +614,19 @@ impl Received {
                 return Ok(()); // refill the pipe with what was freed
             }
             self.read_more(w, slot, open).await?;
+        }
+    }
+
+    /// A write of the last `batch` requests failed: the connection is dead, but answers to
+    /// the older ones may have arrived before it died (a server that answers and resets with
+    /// requests unread). Read them until those are answered or the connection ends; what
+    /// is still queued then is counted by `fail_queued`. A server that goes silent instead is
+    /// cut by the slot's timeout, as any read is.
+    async fn read_older(&mut self, w: &Engine, slot: &Slot, open: &mut Open, batch: usize) {
+        while slot.inflight.borrow().len() > batch {
+            if self.read_responses(w, slot, open).await.is_err() {
+                return;
+            }
         }
     }
 

@@ -170,3 +170,49 @@ fn rate_latency_is_corrected_for_a_stalling_origin() {
         "{excess_ms:.0} ms"
     );
 }
+
+/// A server that answers the first two of four pipelined requests and resets the connection
+/// (unread requests behind them): both answers arrived before the reset, so both complete,
+/// also when the loader learns of the reset by its next write failing, before it read the
+/// second answer (the first read of a multishot receive holds at most 16 KiB of it).
+#[test]
+fn pipeline_counts_answers_that_arrived_before_a_write_failed() {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/", l.local_addr().unwrap());
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        while got.windows(4).filter(|w| w == b"\r\n\r\n").count() < 4 {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the loader closed before sending four requests");
+            got.extend_from_slice(&buf[..n]);
+        }
+        let big = 48 * 1024;
+        let mut out = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec();
+        out.extend_from_slice(
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {big}\r\n\r\n").as_bytes(),
+        );
+        out.resize(out.len() + big, b'x');
+        s.write_all(&out).unwrap();
+        // Close with requests unread: a reset.
+        socket2::SockRef::from(&s)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+        drop(s);
+        // Whatever the loader does next finds no one.
+        drop(l);
+    });
+    let mut opt = opts(&[url], 1, 6);
+    opt.pipeline = 4;
+    let r = run(&opt);
+    server.join().unwrap();
+    let t = &r.totals;
+    assert_eq!(t.attempts, 6, "{t:?}");
+    assert_eq!(t.completed, 2, "{t:?}");
+    assert_eq!(t.completed + t.failures.not_completed(), 6, "{t:?}");
+    // Tickets left after the reset reconnect and are refused: the listener is gone.
+    assert_eq!((t.failures.timeout, t.failures.parse), (0, 0), "{t:?}");
+    assert_eq!(r.connections_opened, 1, "{t:?}");
+}
