@@ -79,13 +79,16 @@ pub async fn serve_tls(
     let tls = tls.map_or(start, |t| t.built.config.clone());
     let t = &g.cfg.timeouts;
     let deadline = shared::clock::deadline(t.header);
-    let stream = match monoio::time::timeout_at(deadline, accept(tcp, tls)).await {
+    // The handshake in an allocation of its own, and its stream boxed as it comes out: a
+    // rustls connection (1.3 KB) inline would weigh on the task for the connection's life.
+    let handshake = Box::pin(monoio::time::timeout_at(deadline, accept(tcp, tls)));
+    let stream = match handshake.await.map(|r| r.map(Box::new)) {
         Ok(Ok(t)) => {
             w.stats.tls_handshakes.incr();
             if t.session().handshake_kind() == Some(HandshakeKind::Resumed) {
                 w.stats.tls_resumed.incr();
             }
-            Stream::Tls(Box::new(t))
+            Stream::Tls(t)
         }
         Ok(Err(AcceptFail::NotTls(tcp))) => {
             w.stats.tls_failed.incr();
@@ -151,7 +154,8 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
     } = c;
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
     match end {
-        End::Tunnel(up) => crate::tunnel::run(&g.cfg.timeouts, stream, up).await,
+        // Boxed: a WebSocket's relay state (2.7 KB) need not be part of every connection's task.
+        End::Tunnel(up) => Box::pin(crate::tunnel::run(&g.cfg.timeouts, stream, up)).await,
         End::Finished if corked => stream.close_now_corked(),
         End::Finished => stream.close_now(),
         End::Close => {}
@@ -384,6 +388,27 @@ pub async fn linger_close(c: &mut ClientConn) {
 mod tests {
     use super::worth_parsing;
     use shared::http::Limits;
+
+    fn future_size<A, B, C, D, F>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    fn future_size5<A, B, C, D, E, F>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// A client connection's task is as large as its largest state, which it carries idle
+    /// too: the rare large ones (a cache miss's fetch, a TLS upstream handshake) live in
+    /// allocations of their own. 100k idle clients must not cost 100k copies of them.
+    #[test]
+    fn a_client_connection_task_stays_small() {
+        let (plain, tls) = (future_size(super::serve), future_size5(super::serve_tls));
+        eprintln!("serve: {plain} bytes, serve_tls: {tls} bytes");
+        // 8.6 and 10 KB (release) before the large states moved out; 4.7 and 4.8 KB after,
+        // 5.1 and 5.2 KB in a debug build.
+        assert!(plain <= 6 * 1024, "serve: {plain} bytes");
+        assert!(tls <= 6 * 1024, "serve_tls: {tls} bytes");
+    }
 
     #[test]
     fn heads_are_parsed_again_only_when_they_may_be_complete() {
