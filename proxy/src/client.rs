@@ -22,6 +22,7 @@ use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
+use monoio::time::Instant;
 use rustls::HandshakeKind;
 use rustls::ServerConfig;
 use shared::http::encode::write_simple_response_with;
@@ -300,9 +301,16 @@ async fn read_head(
                 deadline = Some(shared::clock::deadline(header));
             }
         }
-        let buf = std::mem::take(&mut c.cin);
-        let idle = buf.is_empty();
+        let idle = c.cin.is_empty();
         let until = deadline.unwrap_or_else(|| shared::clock::deadline(idle_timeout));
+        if idle && c.stream.waits_bufferless() {
+            match idle_wait(c, stop, until).await {
+                // The read below completes at once, or waits as before.
+                Waited::Arrived | Waited::Unable => {}
+                Waited::TimedOut | Waited::Stopped => return Ok(None),
+            }
+        }
+        let buf = std::mem::take(&mut c.cin);
         let read = read_more(&mut c.stream, buf, 4096, until);
         let r = if idle {
             monoio::select! {
@@ -321,6 +329,40 @@ async fn read_head(
             Err(IoFail::Error(_)) => return Ok(None),
         }
     }
+}
+
+/// How a keep-alive client's wait between requests ended.
+enum Waited {
+    /// Its next bytes (or its end) arrived: a read completes at once.
+    Arrived,
+    /// The receive could not wait without a buffer (the ring is short): read to wait.
+    Unable,
+    TimedOut,
+    Stopped,
+}
+
+/// A keep-alive client between requests, read through a multishot receive: wait for its
+/// next bytes holding no buffer, as nginx frees an idle connection's buffers. Its set goes
+/// back to the worker's pool and a set is taken again when it speaks: a client that thinks
+/// for a while costs its task and its socket, not 10 KiB of buffers.
+async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waited {
+    c.w.give_conn_bufs(ConnBufs {
+        cin: std::mem::take(&mut c.cin),
+        uout: std::mem::take(&mut c.uout),
+        cout: std::mem::take(&mut c.cout),
+    });
+    let ready = monoio::time::timeout_at(until, c.stream.multishot_ready());
+    let waited = monoio::select! {
+        r = ready => match r {
+            Ok(true) => Waited::Arrived,
+            Ok(false) => Waited::Unable,
+            Err(_) => Waited::TimedOut,
+        },
+        _ = &mut *stop => Waited::Stopped,
+    };
+    let bufs = c.w.take_conn_bufs();
+    (c.cin, c.uout, c.cout) = (bufs.cin, bufs.uout, bufs.cout);
+    waited
 }
 
 /// Whether `buf`, of which the first `parsed` bytes were parsed as an incomplete head, is

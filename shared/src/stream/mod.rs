@@ -73,6 +73,21 @@ impl Stream {
         }
     }
 
+    /// Wait, holding no buffer, until a read would complete at once: a plain stream read
+    /// through a multishot receive (`TcpStream::multishot_ready`). `false` at once for any
+    /// other (a TLS stream's next bytes may already wait in rustls): wait by reading then.
+    pub async fn multishot_ready(&mut self) -> bool {
+        match self {
+            Stream::Plain(s) => s.multishot_ready().await,
+            Stream::Tls(_) => false,
+        }
+    }
+
+    /// Whether `multishot_ready` can wait on this stream.
+    pub fn waits_bufferless(&self) -> bool {
+        matches!(self, Stream::Plain(s) if s.multishot_enabled())
+    }
+
     /// Whether an idle connection (no request in flight on it) is still open and silent.
     /// Plain: a non-blocking peek finds nothing. TLS: the bytes waiting are read and given to
     /// the session; post-handshake messages (TLS 1.3 session tickets, a key update) are fine,

@@ -455,6 +455,28 @@ impl UringInner {
         }
     }
 
+    /// `MultiRecv::ready`: whether entry `index` has something to read, arming its receive
+    /// on `fd` when nothing waits and none is armed.
+    pub(crate) fn multi_poll_ready(
+        this: &Rc<UnsafeCell<UringInner>>,
+        index: usize,
+        fd: RawFd,
+        cx: &mut Context<'_>,
+    ) -> Poll<bool> {
+        let inner = unsafe { &mut *this.get() };
+        let mut arm = false;
+        match inner.multi.poll_ready(index, cx, &mut arm) {
+            Poll::Pending => {
+                if arm && !inner.push_sqe(&multi::recv_sqe(fd, index)) {
+                    inner.multi.disarm(index);
+                    return Poll::Ready(false);
+                }
+                Poll::Pending
+            }
+            ready => ready,
+        }
+    }
+
     /// Vendored change: copy what arrived for multishot state `index` (socket `fd`) into
     /// `dst[..cap]`, `*offset` bytes into the first arrival; arms the receive when nothing
     /// waits and none is armed.

@@ -368,6 +368,31 @@ impl Multi {
         Poll::Pending
     }
 
+    /// Whether the reader of `index` would find something now (bytes, the end, an error),
+    /// taking nothing; Pending otherwise (then `arm` tells whether a receive must be
+    /// submitted first). `Ready(false)`: no receive is armed and none may be now (the ring is
+    /// low, or the kernel ran out of buffers): wait by reading into a buffer instead.
+    pub(crate) fn poll_ready(&mut self, index: usize, cx: &mut Context<'_>, arm: &mut bool) -> Poll<bool> {
+        let low = self.ring.as_ref().is_none_or(|r| r.free < ARM_MIN);
+        let e = &mut self.entries[index];
+        if !e.queue.is_empty() {
+            return Poll::Ready(true);
+        }
+        if !e.armed {
+            if e.starved || low {
+                return Poll::Ready(false);
+            }
+            e.armed = true;
+            self.stats.armed += 1;
+            *arm = true;
+        }
+        match &e.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => e.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
     /// The front arrival of `index` is read up to `upto` bytes: drop it (and recycle its
     /// buffer) when it is read whole. Returns whether it was.
     pub(crate) fn consume(&mut self, index: usize, upto: usize) -> bool {
@@ -485,6 +510,13 @@ impl MultiRecv {
             Read::Done(Err(e)) => Ok((Err(e), buf)),
             Read::Plain => Err(buf),
         }
+    }
+
+    /// Wait, holding no buffer, until a read would complete at once. `false` at once when
+    /// no receive can be armed now (see `Multi::poll_ready`).
+    pub(crate) async fn ready(&mut self, fd: RawFd) -> bool {
+        std::future::poll_fn(|cx| super::UringInner::multi_poll_ready(&self.driver, self.index, fd, cx))
+            .await
     }
 
     async fn read_into(&mut self, fd: RawFd, dst: *mut u8, cap: usize) -> Read {

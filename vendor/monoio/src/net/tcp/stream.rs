@@ -132,6 +132,18 @@ impl TcpStream {
         false
     }
 
+    /// Vendored change: wait, holding no buffer, until a read would complete at once (bytes,
+    /// the end of the stream or an error arrived through the multishot receive). `false` at
+    /// once without a multishot receive, or when one cannot be armed now (the ring is short
+    /// of buffers): then wait by reading. Dropped unfinished, it loses nothing.
+    pub async fn multishot_ready(&mut self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        if let Some(m) = self.multi.as_mut() {
+            return m.ready(self.fd.raw_fd()).await;
+        }
+        false
+    }
+
     /// Open a TCP connection to a remote host.
     /// Note: This function may block the current thread while resolution is
     /// performed.
