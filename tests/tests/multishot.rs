@@ -174,6 +174,46 @@ fn a_read_dropped_by_a_timeout_loses_nothing() {
     assert_eq!(got, b"hello world");
 }
 
+/// `multishot_ready` waits without a buffer and takes nothing: a wait with nothing sent
+/// times out (and loses nothing), a wait after bytes arrived ends at once and the read then
+/// gets them whole, the end of the stream ends a wait too (and reads as 0); a stream without
+/// a multishot receive says `false` at once.
+#[test]
+fn a_bufferless_wait_ends_when_bytes_or_the_end_arrive_and_takes_nothing() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let (go_tx, go_rx) = mpsc::channel::<&'static [u8]>();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        while let Ok(bytes) = go_rx.recv() {
+            s.write_all(bytes).expect("write");
+        }
+    });
+    run_on(driver, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(
+            !s.multishot_ready().await,
+            "ready without a multishot receive"
+        );
+        assert!(s.enable_multishot_recv());
+        let quiet = monoio::time::timeout(Duration::from_millis(20), s.multishot_ready()).await;
+        assert!(quiet.is_err(), "a wait with nothing sent ended: {quiet:?}");
+        go_tx.send(b"ping").expect("client");
+        assert!(s.multishot_ready().await, "a wait with bytes arrived");
+        // Twice: waiting takes nothing.
+        assert!(s.multishot_ready().await);
+        let (r, buf) = s.read(Vec::with_capacity(64)).await;
+        assert_eq!(r.expect("read"), 4);
+        assert_eq!(buf, b"ping");
+        drop(go_tx);
+        assert!(s.multishot_ready().await, "a wait at the end of the stream");
+        let (r, _) = s.read(Vec::with_capacity(64)).await;
+        assert_eq!(r.expect("read at the end"), 0);
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+}
+
 /// Close a multishot connection the proxy's two ways: `close(2)` on the raw fd (its
 /// `Stream::close_now`) and monoio's drop (a close op). The client must see the FIN while
 /// the runtime goes on running.
