@@ -45,6 +45,21 @@ fn serve(l: std::net::TcpListener) -> TcpListener {
     TcpListener::from_std(l).expect("listener on the runtime")
 }
 
+/// A client connected to `addr` that writes what it is sent, and ends its stream when the
+/// sender is dropped.
+fn scripted_client(
+    addr: std::net::SocketAddr,
+) -> (mpsc::Sender<&'static [u8]>, std::thread::JoinHandle<()>) {
+    let (go_tx, go_rx) = mpsc::channel::<&'static [u8]>();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        while let Ok(bytes) = go_rx.recv() {
+            s.write_all(bytes).expect("write");
+        }
+    });
+    (go_tx, client)
+}
+
 /// Read `s` to its end in reads of at most 1000 bytes (so a ring buffer is read in several
 /// pieces), sleeping between the first reads so arrivals pile up; returns the bytes.
 async fn read_slowly(mut s: TcpStream) -> Vec<u8> {
@@ -129,14 +144,7 @@ fn every_byte_arrives_in_order_when_readers_fall_behind_and_the_ring_runs_dry() 
 fn a_read_dropped_by_a_timeout_loses_nothing() {
     let Some(driver) = fast_uring() else { return };
     let (l, addr) = listener();
-    let (go_tx, go_rx) = mpsc::channel::<&'static [u8]>();
-    let client = std::thread::spawn(move || {
-        let mut s = std::net::TcpStream::connect(addr).expect("connect");
-        while let Ok(bytes) = go_rx.recv() {
-            s.write_all(bytes).expect("write");
-        }
-        // The channel closed: end the stream.
-    });
+    let (go_tx, client) = scripted_client(addr);
     let got = run_on(driver, 64, async move {
         let (mut s, _) = serve(l).accept().await.expect("accept");
         assert!(s.enable_multishot_recv());
@@ -182,13 +190,7 @@ fn a_read_dropped_by_a_timeout_loses_nothing() {
 fn a_bufferless_wait_ends_when_bytes_or_the_end_arrive_and_takes_nothing() {
     let Some(driver) = fast_uring() else { return };
     let (l, addr) = listener();
-    let (go_tx, go_rx) = mpsc::channel::<&'static [u8]>();
-    let client = std::thread::spawn(move || {
-        let mut s = std::net::TcpStream::connect(addr).expect("connect");
-        while let Ok(bytes) = go_rx.recv() {
-            s.write_all(bytes).expect("write");
-        }
-    });
+    let (go_tx, client) = scripted_client(addr);
     run_on(driver, 64, async move {
         let (mut s, _) = serve(l).accept().await.expect("accept");
         assert!(
