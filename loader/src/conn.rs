@@ -291,8 +291,10 @@ struct Open {
 enum ConnEnd {
     /// The connect failed: every queued attempt is a connect failure.
     ConnectFailed,
-    /// The last `batch` requests failed to go out; the older ones lose their connection.
-    WriteFailed { batch: usize },
+    /// The last `batch` requests failed to go out; the older ones lose their connection
+    /// (`malformed`: the front one's answer, read after the failed write, was a parse
+    /// failure).
+    WriteFailed { batch: usize, malformed: bool },
     /// The front response was malformed: a parse failure; the rest lose their connection.
     Malformed,
     /// EOF, a read error, a response that closes the connection (or `--close`), or bytes
@@ -309,8 +311,15 @@ impl Slot {
         while let Some(e) = q.pop_front() {
             let why = match end {
                 ConnEnd::ConnectFailed => Fail::Connect,
-                ConnEnd::WriteFailed { batch } if i >= n.saturating_sub(batch) => Fail::Write,
-                ConnEnd::Malformed if i == 0 => Fail::Parse,
+                ConnEnd::WriteFailed {
+                    malformed: true, ..
+                }
+                | ConnEnd::Malformed
+                    if i == 0 =>
+                {
+                    Fail::Parse
+                }
+                ConnEnd::WriteFailed { batch, .. } if i >= n.saturating_sub(batch) => Fail::Write,
                 _ => Fail::Read,
             };
             w.fail(&e, why);
@@ -514,9 +523,12 @@ impl Session<'_> {
             return Err(ConnEnd::Closed);
         };
         if batch > 0 {
-            if let Err(end) = write_batch(self.w, self.slot, open, &mut self.wbuf, batch).await {
-                self.rx.read_older(self.w, self.slot, open, batch).await;
-                return Err(end);
+            if write_batch(self.w, self.slot, open, &mut self.wbuf, batch)
+                .await
+                .is_err()
+            {
+                let malformed = self.rx.read_older(self.w, self.slot, open, batch).await;
+                return Err(ConnEnd::WriteFailed { batch, malformed });
             }
         }
         self.rx.read_responses(self.w, self.slot, open).await
@@ -546,7 +558,7 @@ async fn write_batch(
     open: &mut Open,
     wbuf: &mut Vec<u8>,
     batch: usize,
-) -> Result<(), ConnEnd> {
+) -> std::io::Result<()> {
     let mut buf = std::mem::take(wbuf);
     buf.clear();
     {
@@ -558,7 +570,7 @@ async fn write_batch(
     }
     let (res, buf) = open.stream.write_all(buf).await;
     *wbuf = buf;
-    res.map(|_| ()).map_err(|_| ConnEnd::WriteFailed { batch })
+    res.map(|_| ())
 }
 
 /// The read side of a connection: bytes read and not yet consumed, the response being read,
@@ -621,13 +633,15 @@ impl Received {
     /// the older ones may have arrived before it died (a server that answers and resets with
     /// requests unread). Read them until those are answered or the connection ends; what
     /// is still queued then is counted by `fail_queued`. A server that goes silent instead is
-    /// cut by the slot's timeout, as any read is.
-    async fn read_older(&mut self, w: &Engine, slot: &Slot, open: &mut Open, batch: usize) {
+    /// cut by the slot's timeout, as any read is. Returns whether the read ended on a
+    /// malformed answer (the front attempt's).
+    async fn read_older(&mut self, w: &Engine, slot: &Slot, open: &mut Open, batch: usize) -> bool {
         while slot.inflight.borrow().len() > batch {
-            if self.read_responses(w, slot, open).await.is_err() {
-                return;
+            if let Err(end) = self.read_responses(w, slot, open).await {
+                return end == ConnEnd::Malformed;
             }
         }
+        false
     }
 
     /// Count every complete response in the buffer. Returns whether there was one.

@@ -343,9 +343,13 @@ enum Waited {
 
 /// A keep-alive client between requests, read through a multishot receive: wait for its
 /// next bytes holding no buffer, as nginx frees an idle connection's buffers. Its set goes
-/// back to the worker's pool and a set is taken again when it speaks: a client that thinks
-/// for a while costs its task and its socket, not 10 KiB of buffers.
+/// back to the worker's pool, and a set is taken again when it speaks (or when the wait
+/// cannot be had without a buffer); a client that times out or is stopped leaves with none.
+/// A client that thinks for a while costs its task and its socket, not 10 KiB of buffers.
 async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waited {
+    if c.stream.tcp().multishot_queued() {
+        return Waited::Arrived;
+    }
     c.w.give_conn_bufs(ConnBufs {
         cin: std::mem::take(&mut c.cin),
         uout: std::mem::take(&mut c.uout),
@@ -360,8 +364,10 @@ async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waite
         },
         _ = &mut *stop => Waited::Stopped,
     };
-    let bufs = c.w.take_conn_bufs();
-    (c.cin, c.uout, c.cout) = (bufs.cin, bufs.uout, bufs.cout);
+    if matches!(waited, Waited::Arrived | Waited::Unable) {
+        let bufs = c.w.take_conn_bufs();
+        (c.cin, c.uout, c.cout) = (bufs.cin, bufs.uout, bufs.cout);
+    }
     waited
 }
 

@@ -288,6 +288,10 @@ impl ProxyWorker {
     /// Give a finished connection's buffers back, unless one grew large (an upload or a
     /// re-chunked body): those are freed so idle memory stays small.
     pub fn give_conn_bufs(&self, mut b: ConnBufs) {
+        if b.cin.capacity() == 0 && b.uout.capacity() == 0 && b.cout.capacity() == 0 {
+            // A connection that ended waiting between requests: its set is in the pool.
+            return;
+        }
         let small = |x: &mut BytesMut, size: usize| {
             x.clear();
             x.reserve(size);

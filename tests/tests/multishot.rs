@@ -216,6 +216,81 @@ fn a_bufferless_wait_ends_when_bytes_or_the_end_arrive_and_takes_nothing() {
     client.join().expect("client thread");
 }
 
+/// While most of the ring's buffers hold arrivals nobody read, a wait that would have to arm
+/// a receive says `false` at once (the caller then reads into a buffer of its own, and that
+/// read gets the bytes): a shared ring is not drained further by idle connections.
+#[test]
+fn a_bufferless_wait_is_refused_while_the_ring_is_low() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    // x 64 KiB: 25 receives armed hold 100 of the ring's 128 buffers; the rest are refused.
+    const FULL: usize = 30;
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let client = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in 0..FULL {
+            let mut s = std::net::TcpStream::connect(addr).expect("connect");
+            let data: Vec<u8> = (0..PER_CONN).map(|i| pattern(c, i)).collect();
+            s.write_all(&data).expect("write");
+            conns.push(s);
+        }
+        let mut last = std::net::TcpStream::connect(addr).expect("connect");
+        // Sent only once the server says so.
+        go_rx.recv().expect("go");
+        last.write_all(b"late").expect("write");
+        // Held open until the server is done.
+        let _ = go_rx.recv();
+        conns
+    });
+    let got = run_on(driver, 256, async move {
+        let l = serve(l);
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..FULL {
+            let (mut s, _) = l.accept().await.expect("accept");
+            assert!(s.enable_multishot_recv());
+            // 64 KiB were sent: a wait ends at once, or is refused once the ring is low.
+            if !s.multishot_ready().await {
+                let stats = monoio::net::tcp::multishot_stats();
+                assert!(
+                    stats.arrivals > 96,
+                    "refused with the ring not low: {stats:?}"
+                );
+                refused += 1;
+            }
+            held.push(s);
+        }
+        assert!(refused > 0, "{FULL} x 64 KiB held and no wait refused");
+        // Every arrival holds a ring buffer until read: wait until under a quarter is free.
+        let until = std::time::Instant::now() + Duration::from_secs(30);
+        while monoio::net::tcp::multishot_stats().arrivals < 100 {
+            assert!(
+                std::time::Instant::now() < until,
+                "{:?}",
+                monoio::net::tcp::multishot_stats()
+            );
+            monoio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let (mut s, _) = l.accept().await.expect("accept");
+        assert!(s.enable_multishot_recv());
+        // Low, not empty (the kernel itself would refuse a receive on an empty ring): the
+        // refusal below is the wait's own.
+        let stats = monoio::net::tcp::multishot_stats();
+        assert_eq!(stats.starved, 0, "{stats:?}");
+        let wait = monoio::time::timeout(Duration::from_secs(5), s.multishot_ready()).await;
+        assert_eq!(wait, Ok(false), "a wait armed a receive on a low ring");
+        go_tx.send(()).expect("client");
+        let (r, buf) = s.read(Vec::with_capacity(64)).await;
+        assert_eq!(r.expect("read"), 4);
+        drop(go_tx);
+        drop(held);
+        buf
+    })
+    .expect("runtime");
+    drop(client.join().expect("client thread"));
+    assert_eq!(got, b"late");
+}
+
 /// Close a multishot connection the proxy's two ways: `close(2)` on the raw fd (its
 /// `Stream::close_now`) and monoio's drop (a close op). The client must see the FIN while
 /// the runtime goes on running.

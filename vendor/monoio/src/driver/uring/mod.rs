@@ -468,7 +468,7 @@ impl UringInner {
         match inner.multi.poll_ready(index, cx, &mut arm) {
             Poll::Pending => {
                 if arm && !inner.push_sqe(&multi::recv_sqe(fd, index)) {
-                    inner.multi.disarm(index);
+                    inner.multi.disarm(index, false);
                     return Poll::Ready(false);
                 }
                 Poll::Pending
@@ -498,7 +498,7 @@ impl UringInner {
         let n = match inner.multi.poll_next(index, *offset, cx, &mut arm) {
             Poll::Pending => {
                 if arm && !inner.push_sqe(&multi::recv_sqe(fd, index)) {
-                    inner.multi.disarm(index);
+                    inner.multi.disarm(index, true);
                     return Poll::Ready(multi::Read::Plain);
                 }
                 return Poll::Pending;

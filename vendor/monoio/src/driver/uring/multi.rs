@@ -309,11 +309,12 @@ impl Multi {
         }
     }
 
-    /// The receive `poll_next` asked to arm could not be submitted: read plainly this time.
-    pub(crate) fn disarm(&mut self, index: usize) {
+    /// The receive `poll_next` or `poll_ready` asked to arm could not be submitted. `plain`:
+    /// a plain read follows (`poll_next`'s case), counted as one.
+    pub(crate) fn disarm(&mut self, index: usize, plain: bool) {
         self.entries[index].armed = false;
         self.stats.armed -= 1;
-        self.stats.plain += 1;
+        self.stats.plain += plain as u64;
     }
 
     /// A cancel that could not be submitted now: pushed after the next reap.
