@@ -522,14 +522,13 @@ impl Session<'_> {
         let Some(open) = self.conn.as_mut() else {
             return Err(ConnEnd::Closed);
         };
-        if batch > 0 {
-            if write_batch(self.w, self.slot, open, &mut self.wbuf, batch)
+        if batch > 0
+            && write_batch(self.w, self.slot, open, &mut self.wbuf, batch)
                 .await
                 .is_err()
-            {
-                let malformed = self.rx.read_older(self.w, self.slot, open, batch).await;
-                return Err(ConnEnd::WriteFailed { batch, malformed });
-            }
+        {
+            let malformed = self.rx.read_older(self.w, self.slot, open, batch).await;
+            return Err(ConnEnd::WriteFailed { batch, malformed });
         }
         self.rx.read_responses(self.w, self.slot, open).await
     }
