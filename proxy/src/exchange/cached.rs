@@ -1106,15 +1106,18 @@ fn sync_stats(w: &ProxyWorker, g: &Generation) {
 }
 
 /// `PURGE`: from `purge_from`, remove the key here and on every other worker.
+/// A body sent with it is skipped when it arrived whole (so the connection stays usable);
+/// one still on its way is never read: the answer closes the connection, as `return` does.
 async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &OwnedKey) -> Next {
     let w = c.w.clone();
-    c.cin.advance(req.head_len);
+    let skip = crate::answer::body_skippable(req.body, c.cin.len() - req.head_len);
+    c.cin.advance(req.head_len + skip.unwrap_or(0));
     if !cfg.may_purge(c.ip.ip()) {
         return fail_with(c, ProxyError::Forbidden, CacheStatus::Bypass).await;
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
-    let keep = req.keep_alive && !w.draining();
+    let keep = req.keep_alive && skip.is_some() && (!w.draining() || req.pipelined);
     c.cout.clear();
     // A purge answers from no stored response: BYPASS.
     let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", CacheStatus::Bypass.as_str().as_bytes())];
@@ -1126,6 +1129,11 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
             c.cout = b
         }
         Err(_) => return client_gone(&mut c.rec),
+    }
+    if skip.is_none() {
+        // The body still coming is not read: let the client see the answer first.
+        crate::client::linger_close(c).await;
+        return Next::Close;
     }
     next_after(keep)
 }

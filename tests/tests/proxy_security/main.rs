@@ -1,5 +1,12 @@
 //! The security review's defects (issue 22), one module per concern, in one test binary:
 //! each test drives a real proxy over raw sockets on 127.0.0.1 and failed before its fix.
 
+#[path = "../actions_common/mod.rs"]
+mod actions_common;
 #[path = "../proxy_common/mod.rs"]
 mod proxy_common;
+
+#[allow(unused_imports)]
+use actions_common::*;
+
+mod body_desync;
