@@ -80,7 +80,7 @@ pub struct ProxyCounters {
 pub enum WorkerMsg {
     /// Remove a key from this worker's response stores (a PURGE or an invalidating request
     /// on another worker).
-    Purge(crate::exchange::cached::OwnedKey),
+    Purge(crate::cache::OwnedKey),
     /// A scrape (`admin`): this worker's counters and state, now.
     Snapshot(shared::inbox::Reply<crate::metrics::WorkerSnapshot>),
     /// SIGUSR1: reopen the access log file (logrotate moved it).
@@ -102,7 +102,7 @@ pub enum WorkerMsg {
 
 /// Remove `key` from this worker's stores and tell every other worker to do the same.
 /// Returns how many entries went here.
-pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::exchange::cached::OwnedKey) -> usize {
+pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> usize {
     let n = invalidate_here(w, key);
     if let Some(post) = &w.post {
         for to in (0..post.workers()).filter(|&to| to != w.id) {
@@ -112,7 +112,7 @@ pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::exchange::cached::Own
     n
 }
 
-fn invalidate_here(w: &ProxyWorker, key: &crate::exchange::cached::OwnedKey) -> usize {
+fn invalidate_here(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> usize {
     w.generation()
         .caches
         .iter()

@@ -35,7 +35,7 @@ mod validate_tests;
 pub use policy::{
     classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
 };
-pub use store::{Append, Handle, Hit, Key, Lookup, Read, Store, StoreStats};
+pub use store::{Append, Handle, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats};
 
 /// Milliseconds since the Unix epoch: the time every decision is made at, read by the caller.
 pub type Millis = u64;

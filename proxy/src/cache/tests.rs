@@ -348,6 +348,7 @@ fn freshness_age_and_stale_if_error() {
 // ---- The store. ----
 
 const KEY: Key<'static> = Key {
+    https: false,
     host: b"Example.com",
     target: b"/page?x=1",
 };
@@ -401,6 +402,7 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
     assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss));
     put(&mut s, KEY, b"hello");
     let other_case = Key {
+        https: false,
         host: b"EXAMPLE.COM",
         target: KEY.target,
     };
@@ -414,6 +416,7 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
     // Another target, another query: misses.
     for target in [&b"/page?x=2"[..], b"/page", b"/Page?x=1"] {
         let k = Key {
+            https: false,
             host: KEY.host,
             target,
         };
@@ -423,6 +426,7 @@ fn hit_after_fill_with_age_and_case_insensitive_host() {
         );
     }
     let o = Key {
+        https: false,
         host: b"other.com",
         target: KEY.target,
     };
@@ -665,6 +669,7 @@ fn stale_entries_are_refetched_kept_for_errors_and_replaced() {
 fn lru_bounded_by_bytes_keeps_the_recently_used() {
     let body = [b'x'; 100];
     let key = |t: &'static [u8]| Key {
+        https: false,
         host: b"h",
         target: t,
     };
@@ -692,6 +697,7 @@ fn fills_are_never_evicted_and_a_fill_without_room_is_dropped() {
     let one = ENTRY_OVERHEAD + 3 + head().len() as u64;
     let mut s = Store::new(one * 2 + 10, 1000);
     let key = |t: &'static [u8]| Key {
+        https: false,
         host: b"h",
         target: t,
     };
@@ -771,4 +777,33 @@ fn a_request_waiting_on_a_fill_still_finds_the_stored_entry_to_fall_back_on() {
         s.stale_hit(old, T + 10_000, 60_000).map(|h| h.body),
         Some(Bytes::from_static(b"old"))
     );
+}
+
+#[test]
+fn keys_keep_the_scheme_and_a_port_other_than_the_default() {
+    let host = |https, authority: &'static [u8]| Key::new(https, authority, b"/").host;
+    assert_eq!(host(false, b"Site:80"), b"Site");
+    assert_eq!(host(false, b"site:"), b"site");
+    assert_eq!(host(false, b"site:080"), b"site");
+    assert_eq!(host(false, b"site:443"), b"site:443");
+    assert_eq!(host(true, b"site:443"), b"site");
+    assert_eq!(host(true, b"site:80"), b"site:80");
+    assert_eq!(host(false, b"site:1337"), b"site:1337");
+    assert_eq!(host(false, b"[::1]:80"), b"[::1]");
+    assert_eq!(host(false, b"[::1]"), b"[::1]");
+    assert_eq!(host(false, b"[::1]:8080"), b"[::1]:8080");
+    assert_eq!(host(false, b""), b"");
+    // Stored under one scheme, never found under the other.
+    let mut s = Store::new(1 << 20, 1 << 20);
+    let plain = Key::new(false, b"site", b"/p");
+    put(&mut s, plain, b"http answer");
+    assert!(matches!(s.lookup(plain, &[], false, T), Lookup::Hit(_)));
+    let tls = Key::new(true, b"site", b"/p");
+    assert!(matches!(s.lookup(tls, &[], false, T), Lookup::Miss));
+    let port = Key::new(false, b"site:1337", b"/p");
+    assert!(matches!(s.lookup(port, &[], false, T), Lookup::Miss));
+    let default = Key::new(false, b"SITE:80", b"/p");
+    assert!(matches!(s.lookup(default, &[], false, T), Lookup::Hit(_)));
+    assert_eq!(s.invalidate(tls), 0);
+    assert_eq!(s.invalidate(default), 1);
 }

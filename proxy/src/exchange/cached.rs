@@ -30,8 +30,8 @@ use super::response_head::Head;
 use super::{answer, relay_response, start_tunnel, Next};
 use crate::cache::validate;
 use crate::cache::{
-    self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, Read, RequestClass,
-    Store,
+    self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, OwnedKey, Read,
+    RequestClass, Store,
 };
 use crate::client::{respond_error_with, ClientConn};
 use crate::config::cache::CacheEntry;
@@ -120,6 +120,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     }
     let mut waits = 0;
     let mut now = now_millis();
+    let https = c.stream.is_tls();
     loop {
         // The key is read from the client buffer for the decision (no copy on a hit), and
         // copied only for what outlives the head: a fetch, a purge.
@@ -128,10 +129,10 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
             &req,
             cfg,
             store,
-            key_of(&c.cin, &req),
+            key_of(&c.cin, &req, https),
             now,
         );
-        let key = || OwnedKey::new(key_of(&c.cin, &req));
+        let key = || OwnedKey::new(key_of(&c.cin, &req, https));
         match d {
             Decision::Hit(hit) => {
                 c.rec.cache = Some(CacheStatus::Hit);
@@ -297,19 +298,11 @@ fn decide(
     }
 }
 
-/// A cache key that outlives the client buffer: lower-case host, then the target's origin
-/// form (path and query).
-#[derive(Debug, Clone)]
-pub struct OwnedKey {
-    bytes: Vec<u8>,
-    host_len: usize,
-}
-
-/// The cache key of the request whose head is in `cin`: the authority without its port (or
-/// nothing), and the target's origin form (an absolute-form target's path and query).
-fn key_of<'a>(cin: &'a [u8], req: &RequestInfo) -> Key<'a> {
+/// The cache key of the request whose head is in `cin`, from a client on a connection
+/// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form
+/// (an absolute-form target's path and query), as the origin gets them.
+fn key_of<'a>(cin: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
     let host = req.authority.map_or(&[][..], |a| a.get(cin));
-    let host = crate::route::strip_port(host);
     let target = req.target.get(cin);
     let target = match target.first() {
         Some(b'/') | None => target,
@@ -324,26 +317,7 @@ fn key_of<'a>(cin: &'a [u8], req: &RequestInfo) -> Key<'a> {
                 .map_or(&b"/"[..], |i| &rest[i..])
         }
     };
-    Key { host, target }
-}
-
-impl OwnedKey {
-    pub fn new(key: Key<'_>) -> OwnedKey {
-        let mut bytes = Vec::with_capacity(key.host.len() + key.target.len());
-        bytes.extend(key.host.iter().map(u8::to_ascii_lowercase));
-        bytes.extend_from_slice(key.target);
-        OwnedKey {
-            bytes,
-            host_len: key.host.len(),
-        }
-    }
-
-    pub fn key(&self) -> Key<'_> {
-        Key {
-            host: &self.bytes[..self.host_len],
-            target: &self.bytes[self.host_len..],
-        }
-    }
+    Key::new(https, host, target)
 }
 
 /// Wait until entry `h` changes (or `limit` passes: `false`).

@@ -5,8 +5,11 @@
 mod actions_common;
 #[path = "../proxy_common/mod.rs"]
 mod proxy_common;
+#[path = "../tls_common/mod.rs"]
+mod tls_common;
 
 #[allow(unused_imports)]
 use actions_common::*;
 
 mod body_desync;
+mod cache_key;

@@ -1,0 +1,127 @@
+//! Item 3: the cache key is the scheme, the normalised authority (lower-case host, the port
+//! kept unless it is the scheme's default) and the target, because the origin sees all of
+//! them (`X-Forwarded-Proto` per listener, `Host` with its port): a response fetched for one
+//! must never be served for another.
+
+use crate::tls_common::{client_config, temp_dir, Ca, TlsClient};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use tests::raw::{Client, Response};
+
+/// An origin that answers every request with what it was asked through: `proto=<X-Forwarded-
+/// Proto> host=<Host>`, fresh for a minute (as an application that builds absolute URLs or
+/// redirects to https from those fields would).
+fn echo_origin() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || serve_echo(s));
+        }
+    });
+    addr
+}
+
+fn serve_echo(mut s: TcpStream) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            buf.drain(..end + 4);
+            let field = |name: &str| {
+                head.split("\r\n")
+                    .filter_map(|l| l.split_once(':'))
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map_or("-".to_string(), |(_, v)| v.trim().to_string())
+            };
+            let body = format!(
+                "proto={} host={}",
+                field("x-forwarded-proto"),
+                field("host")
+            );
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            if s.write_all(resp.as_bytes()).is_err() {
+                return;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn body(r: &Response) -> String {
+    String::from_utf8_lossy(&r.body).into_owned()
+}
+
+fn get(addr: SocketAddr, host: &str) -> Response {
+    let mut c = Client::connect(addr);
+    crate::ask(
+        &mut c,
+        &format!("GET /p HTTP/1.1\r\nHost: {host}\r\n\r\n"),
+        false,
+    )
+}
+
+#[test]
+fn a_response_is_never_served_to_another_scheme_or_port() {
+    let dir = temp_dir("cache-key");
+    let ca = Ca::new();
+    let (cert, key) = ca.leaf_files(&dir, "site", &["site"]);
+    let origin = echo_origin();
+    let p = crate::start(&format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
+         [upstream.o]\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"o\"\ncache = {{ ttl = \"60s\" }}\n",
+        cert.display(),
+        key.display()
+    ));
+    let addrs = p.proxy.as_ref().unwrap().listen_addrs();
+    let (plain, tls) = (addrs[0], addrs[1]);
+
+    // Plain HTTP first: stored as http.
+    let r = get(plain, "site");
+    assert_eq!(
+        (body(&r).as_str(), r.header("x-cache")),
+        ("proto=http host=site", Some("MISS"))
+    );
+    assert_eq!(get(plain, "site").header("x-cache"), Some("HIT"));
+
+    // The same URL over HTTPS is another resource to the origin: not the http answer.
+    let mut t = TlsClient::connect(tls, &client_config(&ca.der(), false), "site").unwrap();
+    t.send(b"GET /p HTTP/1.1\r\nHost: site\r\n\r\n");
+    let r = t.response();
+    assert_eq!(
+        body(&r),
+        "proto=https host=site",
+        "an HTTPS client got the answer fetched for plain HTTP (X-Cache {:?})",
+        r.header("x-cache")
+    );
+
+    // A port the origin sees is part of the key; the default port and the case are not.
+    let r = get(plain, "site:1337");
+    assert_eq!(
+        body(&r),
+        "proto=http host=site:1337",
+        "Host site:1337 got the entry of Host site (X-Cache {:?})",
+        r.header("x-cache")
+    );
+    let r = get(plain, "site");
+    assert_eq!(
+        (body(&r).as_str(), r.header("x-cache")),
+        ("proto=http host=site", Some("HIT")),
+        "the entry of Host site was replaced by the one of site:1337"
+    );
+    let r = get(plain, "SITE:80");
+    assert_eq!(
+        (body(&r).as_str(), r.header("x-cache")),
+        ("proto=http host=site", Some("HIT")),
+        "SITE:80 is site on http"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
