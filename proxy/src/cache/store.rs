@@ -183,6 +183,8 @@ pub enum Append {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StoreStats {
     pub evicted: u64,
+    /// Entries removed to keep a key within `max_variants`.
+    pub variants_evicted: u64,
     pub dropped_too_large: u64,
     pub dropped_no_room: u64,
 }
@@ -220,6 +222,9 @@ struct Entry {
     /// LRU neighbours: `prev` is more recently used.
     prev: u32,
     next: u32,
+    /// When it was last used, in the store's own count of uses (to find a key's least
+    /// recently used variant without walking the LRU list).
+    used: u64,
     size: u64,
     state: State,
     /// Woken on every change of state (head, completion, removal).
@@ -281,6 +286,8 @@ impl Hasher for IdHasher {
 pub struct Store {
     max_bytes: u64,
     max_object: u64,
+    /// Entries one key may have (variants and fills); a new one makes the oldest go.
+    max_variants: usize,
     slots: Vec<Slot>,
     free: Vec<u32>,
     index: HashMap<u64, u32, BuildHasherDefault<IdHasher>>,
@@ -289,6 +296,8 @@ pub struct Store {
     tail: u32,
     bytes: u64,
     entries: usize,
+    /// Uses so far (lookups that hit, fills started): the clock of `Entry::used`.
+    uses: u64,
     /// Keyed per store, so a client cannot aim many keys at one chain.
     hasher: RandomState,
     stats: StoreStats,
@@ -301,6 +310,7 @@ impl Store {
         Store {
             max_bytes,
             max_object,
+            max_variants: crate::config::cache::DEFAULT_MAX_VARIANTS,
             slots: Vec::new(),
             free: Vec::new(),
             index: HashMap::default(),
@@ -308,6 +318,7 @@ impl Store {
             tail: NIL,
             bytes: 0,
             entries: 0,
+            uses: 0,
             hasher: RandomState::new(),
             stats: StoreStats::default(),
             file: None,
@@ -321,9 +332,15 @@ impl Store {
         self
     }
 
+    /// At most `n` entries (variants, fills) per key, the oldest out first (at least 1).
+    pub fn with_max_variants(mut self, n: usize) -> Store {
+        self.max_variants = n.max(1);
+        self
+    }
+
     /// The store of a route's `cache = { ... }` settings, for one worker.
     pub fn for_route(cfg: &crate::config::cache::CacheEntry) -> Store {
-        let s = Store::new(cfg.max_bytes, cfg.max_object);
+        let s = Store::new(cfg.max_bytes, cfg.max_object).with_max_variants(cfg.max_variants);
         if cfg.sendfile {
             s.with_body_file()
         } else {
@@ -542,6 +559,7 @@ impl Store {
             return None;
         }
         let hash = self.hash(key);
+        self.cap_variants(hash, key);
         let chain = self.index.get(&hash).copied().unwrap_or(NIL);
         let entry = Entry {
             hash,
@@ -549,6 +567,7 @@ impl Store {
             chain,
             prev: NIL,
             next: NIL,
+            used: 0,
             size,
             state: State::AwaitingHead,
             change_waiters: Vec::new(),
@@ -567,6 +586,29 @@ impl Store {
         self.bytes += size;
         self.entries += 1;
         Some(self.handle(i))
+    }
+
+    /// Make room for one more entry of `key` under `max_variants`: its least recently used
+    /// entry goes (its waiters, if it was a fill, look up again). Without the bound a
+    /// response that varies on a field clients choose freely (`Vary: User-Agent`) would put
+    /// every client's variant on one chain, which every lookup of the key walks.
+    fn cap_variants(&mut self, hash: u64, key: Key<'_>) {
+        let (mut count, mut oldest) = (0, NIL);
+        let mut i = self.index.get(&hash).copied().unwrap_or(NIL);
+        while i != NIL {
+            let e = self.at(i);
+            if e.is(hash, key) {
+                count += 1;
+                if oldest == NIL || e.used < self.at(oldest).used {
+                    oldest = i;
+                }
+            }
+            i = e.chain;
+        }
+        if count >= self.max_variants {
+            self.stats.variants_evicted += 1;
+            self.remove(oldest);
+        }
     }
 
     /// The fill's response head arrived and is storable: waiters of its variant may stream.
@@ -805,6 +847,18 @@ impl Store {
         n
     }
 
+    /// Entries on the chain a lookup of `key` walks (its variants and fills, and any other
+    /// key of the same hash): what a lookup costs.
+    pub fn chain_len(&self, key: Key<'_>) -> usize {
+        let mut i = self.index.get(&self.hash(key)).copied().unwrap_or(NIL);
+        let mut n = 0;
+        while i != NIL {
+            n += 1;
+            i = self.at(i).chain;
+        }
+        n
+    }
+
     /// The vary spec of an entry (tests and metrics).
     pub fn vary(&self, h: Handle) -> Option<&VarySpec> {
         match &self.entry(h)?.state {
@@ -878,10 +932,13 @@ impl Store {
 
     fn link_front(&mut self, i: u32) {
         let old = self.head;
+        self.uses += 1;
+        let used = self.uses;
         {
             let e = self.at_mut(i);
             e.prev = NIL;
             e.next = old;
+            e.used = used;
         }
         if old != NIL {
             self.at_mut(old).prev = i;

@@ -807,3 +807,42 @@ fn keys_keep_the_scheme_and_a_port_other_than_the_default() {
     assert_eq!(s.invalidate(tls), 0);
     assert_eq!(s.invalidate(default), 1);
 }
+
+#[test]
+fn variants_per_key_are_capped_and_the_oldest_goes() {
+    let mut s = Store::new(64 << 20, 1 << 16).with_max_variants(16);
+    let resp = hs(&[("Vary", "User-Agent")]);
+    let agent = |i: usize| format!("agent-{i}");
+    for i in 0..10_000 {
+        let ua = agent(i);
+        let req = [httparse::Header {
+            name: "User-Agent",
+            value: ua.as_bytes(),
+        }];
+        assert!(matches!(s.lookup(KEY, &req, false, T), Lookup::Miss));
+        let h = s.begin_fill(KEY).unwrap();
+        let st = Storable {
+            vary: VarySpec::new(&resp, &req).unwrap(),
+            ..fresh(10_000)
+        };
+        assert!(s.fill_head(h, 200, head(), st, Some(1)));
+        assert_eq!(s.append(h, b"x"), Append::Kept);
+        assert!(s.finish(h));
+        assert!(s.chain_len(KEY) <= 16, "after {i}: {}", s.chain_len(KEY));
+    }
+    assert_eq!(s.len(), 16);
+    // The 16 most recent are served; the one before them went.
+    let mut served = |i: usize| {
+        let ua = agent(i);
+        let req = [httparse::Header {
+            name: "User-Agent",
+            value: ua.as_bytes(),
+        }];
+        matches!(s.lookup(KEY, &req, false, T), Lookup::Hit(_))
+    };
+    assert!((10_000 - 16..10_000).all(&mut served));
+    assert!(!served(10_000 - 17));
+    // Another key is not touched by the cap.
+    put(&mut s, Key::new(false, b"h", b"/other"), b"y");
+    assert_eq!(s.len(), 17);
+}

@@ -19,6 +19,9 @@ use std::time::Duration;
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 pub const DEFAULT_MAX_BYTES: u64 = 64 << 20;
 pub const DEFAULT_MAX_OBJECT: u64 = 1 << 20;
+/// Varnish keeps no bound and warns past 10 variants; a response that varies on a field
+/// clients fill freely (`Vary: User-Agent`) would otherwise grow one key without end.
+pub const DEFAULT_MAX_VARIANTS: usize = 16;
 
 /// A route's cache settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -49,6 +52,13 @@ pub struct CacheEntry {
     /// nginx's `sendfile on` (see `cache::memfd`); `false`: every body from memory.
     #[serde(default = "default_sendfile")]
     pub sendfile: bool,
+    /// Stored responses (variants, and fills under way) one key may have; a new one makes
+    /// the oldest go, so a lookup never walks more than this many.
+    #[serde(
+        default = "default_max_variants",
+        deserialize_with = "de_positive_count"
+    )]
+    pub max_variants: usize,
 }
 
 impl Default for CacheEntry {
@@ -61,6 +71,7 @@ impl Default for CacheEntry {
             purge_from: Vec::new(),
             allow_credentials: false,
             sendfile: true,
+            max_variants: DEFAULT_MAX_VARIANTS,
         }
     }
 }
@@ -160,6 +171,18 @@ fn default_ttl() -> Duration {
 fn default_max_bytes() -> u64 {
     DEFAULT_MAX_BYTES
 }
+fn default_max_variants() -> usize {
+    DEFAULT_MAX_VARIANTS
+}
+
+/// A whole number of at least 1.
+fn de_positive_count<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    match usize::deserialize(d)? {
+        0 => Err(D::Error::custom("must be at least 1")),
+        n => Ok(n),
+    }
+}
+
 fn default_max_object() -> u64 {
     DEFAULT_MAX_OBJECT
 }
@@ -215,6 +238,7 @@ mod tests {
         assert_eq!(c.max_object, 1024 * 1024);
         assert_eq!(c.stale_if_error, Duration::ZERO);
         assert!(c.purge_from.is_empty() && !c.allow_credentials);
+        assert_eq!(c.max_variants, 16);
         c.check().unwrap();
     }
 
@@ -222,9 +246,11 @@ mod tests {
     fn every_key_read() {
         let c = parse(concat!(
             r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
-            r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true }"#
+            r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true, "#,
+            r#"max_variants = 4 }"#
         ))
         .unwrap();
+        assert_eq!(c.max_variants, 4);
         assert_eq!(c.ttl, Duration::from_secs(60));
         assert_eq!(c.max_bytes, 8 << 20);
         assert_eq!(c.max_object, 4096);
@@ -269,6 +295,11 @@ mod tests {
             ),
             (r#"{ purge_from = 7 }"#, "expected an address or CIDR block"),
             (r#"{ size = "1MiB" }"#, "unknown field `size`"),
+            (
+                r#"{ max_variants = 0 }"#,
+                "key `cache.max_variants`: must be at least 1",
+            ),
+            (r#"{ max_variants = "x" }"#, "key `cache.max_variants`"),
         ];
         for (input, want) in cases {
             let err = parse(input).unwrap_err();

@@ -1072,7 +1072,7 @@ fn sync_stats(w: &ProxyWorker, g: &Generation) {
     let (mut evicted, mut dropped) = (0, 0);
     for s in g.caches.iter().flatten() {
         let st = s.borrow().stats();
-        evicted += st.evicted;
+        evicted += st.evicted + st.variants_evicted;
         dropped += st.dropped_too_large + st.dropped_no_room;
     }
     w.stats.cache_evicted.set(evicted);

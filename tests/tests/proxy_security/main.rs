@@ -13,3 +13,4 @@ use actions_common::*;
 
 mod body_desync;
 mod cache_key;
+mod variants;
