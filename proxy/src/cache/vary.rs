@@ -23,13 +23,20 @@ struct VaryField {
     value: VaryValue,
 }
 
+/// A request's value of a field a response varies on. Absent and empty are different values
+/// (RFC 9111 4.1: "If (after any normalization that might take place) a header field is
+/// absent from a request, it can only match another request if it is also absent there"):
+/// no `Accept-Encoding` accepts any coding, an empty one only the identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum VaryValue {
-    /// Accept-Encoding: a set of [`Coding`] bits.
+    /// Accept-Encoding: a set of [`CODINGS`] bits, and [`PRESENT`] when the field was sent.
     Encodings(u8),
-    /// Any other field: its list elements in order (none when absent).
-    Elements(Box<[Box<[u8]>]>),
+    /// Any other field: its list elements in order; `None` when absent.
+    Elements(Option<Box<[Box<[u8]>]>>),
 }
+
+/// The bit of [`VaryValue::Encodings`] that says the request had the field.
+const PRESENT: u8 = 128;
 
 /// The response carried `Vary: *` (never stored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +77,15 @@ pub fn accept_encoding_set<'a>(values: impl Iterator<Item = &'a [u8]>) -> u8 {
     set
 }
 
+/// The request's Accept-Encoding as [`VaryValue::Encodings`] holds it.
+fn encodings(request: &[httparse::Header<'_>], name: &str) -> u8 {
+    let mut values = field_values(request, name).peekable();
+    match values.peek() {
+        None => 0,
+        Some(_) => PRESENT | accept_encoding_set(values),
+    }
+}
+
 fn field_values<'h, 'b: 'h>(
     headers: &'h [httparse::Header<'b>],
     name: &'h str,
@@ -99,14 +115,15 @@ impl VarySpec {
                 continue;
             }
             let value = if name == "accept-encoding" {
-                VaryValue::Encodings(accept_encoding_set(field_values(request, &name)))
+                VaryValue::Encodings(encodings(request, &name))
             } else {
-                VaryValue::Elements(
+                let present = field_values(request, &name).next().is_some();
+                VaryValue::Elements(present.then(|| {
                     field_values(request, &name)
                         .flat_map(list_elements)
                         .map(Box::from)
-                        .collect(),
-                )
+                        .collect()
+                }))
             };
             fields.push(VaryField {
                 name: name.into(),
@@ -121,12 +138,15 @@ impl VarySpec {
     /// Whether `request` selects this variant.
     pub fn matches(&self, request: &[httparse::Header<'_>]) -> bool {
         self.fields.iter().all(|f| match &f.value {
-            VaryValue::Encodings(set) => {
-                accept_encoding_set(field_values(request, &f.name)) == *set
+            VaryValue::Encodings(set) => encodings(request, &f.name) == *set,
+            VaryValue::Elements(None) => field_values(request, &f.name).next().is_none(),
+            VaryValue::Elements(Some(want)) => {
+                let mut values = field_values(request, &f.name).peekable();
+                values.peek().is_some()
+                    && values
+                        .flat_map(list_elements)
+                        .eq(want.iter().map(|e| &e[..]))
             }
-            VaryValue::Elements(want) => field_values(request, &f.name)
-                .flat_map(list_elements)
-                .eq(want.iter().map(|e| &e[..])),
         })
     }
 
@@ -138,7 +158,7 @@ impl VarySpec {
                 f.name.len()
                     + match &f.value {
                         VaryValue::Encodings(_) => 1,
-                        VaryValue::Elements(e) => e.iter().map(|e| e.len() + 16).sum(),
+                        VaryValue::Elements(e) => e.iter().flatten().map(|e| e.len() + 16).sum(),
                     }
                     + 32
             })
@@ -250,6 +270,22 @@ mod tests {
             VarySpec::new(&hs(&[("Vary", "Accept, *")]), &[]),
             Err(VaryStar)
         );
+        // RFC 9111 4.1: absent and empty are different values.
+        assert!(!spec.matches(&hs(&[("Cookie", "")])), "absent vs empty");
+        let empty = VarySpec::new(&hs(&[("Vary", "Cookie")]), &hs(&[("Cookie", "")])).unwrap();
+        assert!(empty.matches(&hs(&[("Cookie", " ")])));
+        assert!(!empty.matches(&[]), "empty vs absent");
+        // Accept-Encoding too: absent accepts any coding, empty only identity.
+        let ae = hs(&[("Vary", "Accept-Encoding")]);
+        let absent = VarySpec::new(&ae, &[]).unwrap();
+        assert!(absent.matches(&[]));
+        assert!(
+            !absent.matches(&hs(&[("Accept-Encoding", "")])),
+            "AE absent vs empty"
+        );
+        let empty = VarySpec::new(&ae, &hs(&[("Accept-Encoding", "")])).unwrap();
+        assert!(!empty.matches(&[]), "AE empty vs absent");
+        assert!(empty.matches(&hs(&[("Accept-Encoding", "identity")])));
         let none = VarySpec::new(&hs(&[("Content-Type", "text/plain")]), &[]).unwrap();
         assert_eq!(none, VarySpec::default());
         assert!(none.matches(&hs(&[("Accept-Encoding", "gzip")])));
