@@ -21,6 +21,8 @@
 //!   (one worker per group checks, every worker follows).
 //! - [`cache`]: the response cache's sans-IO core (keys, variants, freshness, the store).
 //! - [`static_files`]: routes answered from a directory (nginx's `root`).
+//! - `preconditions`: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since
+//!   (RFC 9110 13.2.2) for static files and cache hits alike.
 //! - `error`: typed failures that record whose fault they were.
 //! - `record`: one request's outcome, finished in one place; `metrics` what a worker counts
 //!   from it; `access_log` the lines it writes from it.
@@ -53,6 +55,7 @@ mod http_date;
 mod io;
 mod metrics;
 mod pool;
+mod preconditions;
 mod record;
 mod relay;
 pub mod reload;

@@ -6,6 +6,7 @@
 //! lines with CRLF, no empty line), so they are read here line by line.
 
 use crate::http_date::parse_http_date;
+use crate::preconditions::{Conditions, Outcome};
 use bytes::BytesMut;
 use shared::http::encode::write_header;
 use shared::http::framing::{is_hop_by_hop, trim_ows};
@@ -132,37 +133,19 @@ pub fn updated_fields<'a>(
     out
 }
 
-/// Whether a client's conditional GET or HEAD (`request`) is answered 304 by the stored
-/// response with validators `v` (RFC 9110 13.2.2: If-None-Match first, with the weak
-/// comparison; If-Modified-Since only without it, and only for a valid date).
-pub fn not_modified(request: &[httparse::Header<'_>], v: Validators<'_>) -> bool {
-    let field = |name: &str| {
-        request
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| trim_ows(h.value))
+/// What a client's GET or HEAD (`request`) gets from the stored response with validators
+/// `v`: its preconditions evaluated as for any representation (RFC 9110 13.2.2, see
+/// `crate::preconditions`): 412, 304, or the stored response.
+pub fn precondition(request: &[httparse::Header<'_>], v: Validators<'_>) -> Outcome {
+    let c = Conditions::of(request);
+    if !c.any() {
+        return Outcome::Proceed;
+    }
+    let current = crate::preconditions::Validators {
+        etag: v.etag,
+        last_modified: v.last_modified.and_then(parse_http_date),
     };
-    if let Some(inm) = field("if-none-match") {
-        let Some(etag) = v.etag else { return false };
-        if inm == b"*" {
-            return true;
-        }
-        let mine = opaque(etag);
-        return inm.split(|&b| b == b',').any(|t| opaque(t) == mine);
-    }
-    match (field("if-modified-since"), v.last_modified) {
-        (Some(ims), Some(lm)) => match (parse_http_date(ims), parse_http_date(lm)) {
-            (Some(ims), Some(lm)) => lm <= ims,
-            _ => false,
-        },
-        _ => false,
-    }
-}
-
-/// An entity tag without its weakness indicator (the weak comparison, RFC 9110 8.8.3.2).
-fn opaque(tag: &[u8]) -> &[u8] {
-    let t = trim_ows(tag);
-    t.strip_prefix(b"W/").unwrap_or(t)
+    crate::preconditions::evaluate(&c, &current)
 }
 
 /// The head of a 304 answering a client from a stored head: its status line replaced, and

@@ -2,9 +2,10 @@
 //! selects the stored response, and clients' conditionals answered from a stored head.
 
 use super::validate::{
-    make_conditional, not_modified, not_modified_head, selects, updated_fields, validators,
+    make_conditional, not_modified_head, precondition, selects, updated_fields, validators,
     Validators,
 };
+use crate::preconditions::Outcome::{self, Failed, NotModified, Proceed};
 use bytes::BytesMut;
 
 /// Header fields as (name, value) pairs.
@@ -121,26 +122,35 @@ fn client_conditionals_against_a_stored_response() {
     let v = validators(&s);
     let lm_only = format!("HTTP/1.1 200 OK\r\nLast-Modified: {LM}\r\n");
     let lm = validators(lm_only.as_bytes());
-    let cases: [(Fields, Validators<'_>, bool); 11] = [
-        (&[], v, false),
-        (&[("If-None-Match", "\"v1\"")], v, true),
-        (&[("If-None-Match", "W/\"v1\"")], v, true),
-        (&[("If-None-Match", "\"x\", \"v1\"")], v, true),
-        (&[("If-None-Match", "*")], v, true),
-        (&[("If-None-Match", "\"v2\"")], v, false),
+    let cases: [(Fields, Validators<'_>, Outcome); 15] = [
+        (&[], v, Proceed),
+        (&[("If-None-Match", "\"v1\"")], v, NotModified),
+        (&[("If-None-Match", "W/\"v1\"")], v, NotModified),
+        (&[("If-None-Match", "\"x\", \"v1\"")], v, NotModified),
+        (&[("If-None-Match", "*")], v, NotModified),
+        (&[("If-None-Match", "\"v2\"")], v, Proceed),
         // If-None-Match decides alone: a matching date does not count beside it.
         (
             &[("If-None-Match", "\"v2\""), ("If-Modified-Since", LM)],
             v,
-            false,
+            Proceed,
         ),
-        (&[("If-Modified-Since", LM)], v, true),
-        (&[("If-Modified-Since", AFTER)], lm, true),
-        (&[("If-Modified-Since", BEFORE)], lm, false),
-        (&[("If-Modified-Since", "yesterday")], lm, false),
+        (&[("If-Modified-Since", LM)], v, NotModified),
+        (&[("If-Modified-Since", AFTER)], lm, NotModified),
+        (&[("If-Modified-Since", BEFORE)], lm, Proceed),
+        (&[("If-Modified-Since", "yesterday")], lm, Proceed),
+        // Preconditions first (RFC 9110 13.2.2).
+        (&[("If-Match", "\"v1\"")], v, Proceed),
+        (
+            &[("If-Match", "\"v2\""), ("If-None-Match", "\"v1\"")],
+            v,
+            Failed,
+        ),
+        (&[("If-Unmodified-Since", BEFORE)], lm, Failed),
+        (&[("If-Unmodified-Since", AFTER)], lm, Proceed),
     ];
     for (fields, v, want) in cases {
-        assert_eq!(not_modified(&hs(fields), v), want, "{fields:?}");
+        assert_eq!(precondition(&hs(fields), v), want, "{fields:?}");
     }
 }
 

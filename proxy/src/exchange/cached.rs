@@ -40,6 +40,7 @@ use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming, Named, RequestInfo};
 use crate::generation::Generation;
 use crate::io::{write_all, IoFail};
+use crate::preconditions::Outcome;
 use crate::relay::FillSink;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
@@ -74,6 +75,8 @@ enum Decision {
     Hit(Hit),
     /// A hit whose validators match the client's own conditional request: 304.
     NotModified(Hit),
+    /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
+    PreconditionFailed,
     Stream {
         entry: Handle,
         head: Bytes,
@@ -143,6 +146,11 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
                 return send_not_modified(c, &req, &hit, CacheStatus::Hit).await;
+            }
+            Decision::PreconditionFailed => {
+                c.rec.cache = Some(CacheStatus::Hit);
+                c.cin.advance(req.head_len);
+                return send_precondition_failed(c, &req, CacheStatus::Hit).await;
             }
             Decision::Stream {
                 entry,
@@ -246,24 +254,34 @@ fn decide(
         } => {
             let mut s = store.borrow_mut();
             match s.lookup(key, parsed.headers, revalidate, now) {
-                Lookup::Hit(hit) if is_conditional(parsed.headers) => {
-                    match validate::not_modified(parsed.headers, validate::validators(&hit.head)) {
-                        true => Decision::NotModified(hit),
-                        false => Decision::Hit(hit),
+                Lookup::Hit(hit) => {
+                    match validate::precondition(parsed.headers, validate::validators(&hit.head)) {
+                        Outcome::Proceed => Decision::Hit(hit),
+                        Outcome::NotModified => Decision::NotModified(hit),
+                        Outcome::Failed => Decision::PreconditionFailed,
                     }
                 }
-                Lookup::Hit(hit) => Decision::Hit(hit),
                 Lookup::Stream {
                     entry,
+                    status,
                     head,
                     age,
                     len,
-                    ..
-                } => Decision::Stream {
-                    entry,
-                    head,
-                    age,
-                    len,
+                } => match validate::precondition(parsed.headers, validate::validators(&head)) {
+                    Outcome::Proceed => Decision::Stream {
+                        entry,
+                        head,
+                        age,
+                        len,
+                    },
+                    Outcome::NotModified => Decision::NotModified(Hit {
+                        status,
+                        head,
+                        body: Bytes::new(),
+                        age,
+                        file: None,
+                    }),
+                    Outcome::Failed => Decision::PreconditionFailed,
                 },
                 Lookup::Wait(fill) => {
                     // What `revalidate` finds is any complete entry of the variant.
@@ -388,12 +406,26 @@ fn next_after(keep: bool) -> Next {
     }
 }
 
-/// Whether a request has a condition a stored response may answer with 304.
-fn is_conditional(headers: &[httparse::Header<'_>]) -> bool {
-    headers.iter().any(|h| {
-        h.name.eq_ignore_ascii_case("if-none-match")
-            || h.name.eq_ignore_ascii_case("if-modified-since")
-    })
+/// 412 to a request whose If-Match or If-Unmodified-Since the stored response fails (as
+/// nginx answers from its cache); the connection stays as the request asked.
+async fn send_precondition_failed(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    status: CacheStatus,
+) -> Next {
+    let keep = req.keep_alive && (!c.w.draining() || req.pipelined);
+    c.cout.clear();
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", status.as_str().as_bytes())];
+    write_simple_response_with(&mut c.cout, Version::Http11, 412, !keep, &fields);
+    let buf = std::mem::take(&mut c.cout);
+    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
+        Ok(b) => {
+            c.rec.wrote(&b);
+            c.cout = b
+        }
+        Err(_) => return client_gone(&mut c.rec),
+    }
+    next_after(keep)
 }
 
 /// A 304 from a stored response whose validators match the client's condition (as nginx
@@ -906,9 +938,12 @@ async fn revalidated(
         let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
         return fail_with(c, e, CacheStatus::Miss).await;
     };
-    let v = validate::validators(&hit.head);
-    if validate::not_modified(request.headers, v) {
-        return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await;
+    match validate::precondition(request.headers, validate::validators(&hit.head)) {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
+        }
+        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
     }
     let len = hit.body.len() as u64;
     let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);

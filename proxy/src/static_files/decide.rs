@@ -1,14 +1,15 @@
 //! Which response a GET or HEAD of a file gets, from the file's validators and the request's
 //! conditional and range fields (RFC 9110 13 and 14), decided in one plain function.
 //!
-//! Order (RFC 9110 13.2.2): `If-None-Match` (when present, `If-Modified-Since` is ignored),
-//! then `If-Modified-Since`, then `Range` (only for GET, only when `If-Range`, if sent,
-//! still matches). Ranges: a single `bytes=` range is served as 206; several ranges get the
+//! Order (RFC 9110 13.2.2): the preconditions (`crate::preconditions`: If-Match, else
+//! If-Unmodified-Since, then If-None-Match, else If-Modified-Since), then `Range` (only for
+//! GET, only when `If-Range`, if sent, still matches). Ranges: a single `bytes=` range is served as 206; several ranges get the
 //! whole file as 200, since we send no `multipart/byteranges` (nginx does; a client must
 //! accept a 200 for any range request, RFC 9110 14.2); a range the file cannot satisfy is
 //! 416 with `Content-Range: bytes */size`; a malformed `Range` is ignored (RFC 9110 14.2).
 
 use crate::http_date::parse_http_date;
+use crate::preconditions::{self, Outcome};
 
 /// The request method as a file server sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +33,7 @@ impl Method {
 /// The request fields that make a response conditional or partial.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Conditions<'a> {
-    pub if_none_match: Option<&'a [u8]>,
-    pub if_modified_since: Option<&'a [u8]>,
+    pub preconditions: preconditions::Conditions<'a>,
     pub range: Option<&'a [u8]>,
     pub if_range: Option<&'a [u8]>,
 }
@@ -53,6 +53,8 @@ pub struct Validators<'a> {
 pub enum Reply {
     /// 304: the client's copy is current.
     NotModified,
+    /// 412: If-Match or If-Unmodified-Since failed.
+    PreconditionFailed,
     /// 200 with the whole file.
     Full,
     /// 206 with bytes `start..=end`.
@@ -62,14 +64,14 @@ pub enum Reply {
 }
 
 pub fn decide(method: Method, c: &Conditions<'_>, v: &Validators<'_>) -> Reply {
-    if let Some(inm) = c.if_none_match {
-        if etag_list_matches(inm, v.etag) {
-            return Reply::NotModified;
-        }
-    } else if let Some(ims) = c.if_modified_since.and_then(parse_http_date) {
-        if v.mtime <= ims as i64 {
-            return Reply::NotModified;
-        }
+    let current = preconditions::Validators {
+        etag: Some(v.etag),
+        last_modified: u64::try_from(v.mtime).ok(),
+    };
+    match preconditions::evaluate(&c.preconditions, &current) {
+        Outcome::Failed => return Reply::PreconditionFailed,
+        Outcome::NotModified => return Reply::NotModified,
+        Outcome::Proceed => {}
     }
     let Some(range) = c.range else {
         return Reply::Full;
@@ -82,15 +84,6 @@ pub fn decide(method: Method, c: &Conditions<'_>, v: &Validators<'_>) -> Reply {
         RangeSpec::Unsatisfiable => Reply::Unsatisfiable,
         RangeSpec::Ignore => Reply::Full,
     }
-}
-
-/// `If-None-Match: *` or a list with our tag, compared weakly (RFC 9110 13.1.2: `W/` ignored).
-fn etag_list_matches(list: &[u8], etag: &[u8]) -> bool {
-    list.split(|&b| b == b',').any(|t| {
-        let t = t.trim_ascii();
-        let t = t.strip_prefix(b"W/").unwrap_or(t);
-        t == b"*" || t == etag
-    })
 }
 
 /// `If-Range` (RFC 9110 13.1.5): the range applies only if the tag matches strongly or the

@@ -80,6 +80,8 @@ pub struct StaticQuery {
     method: Option<Method>,
     /// Path and query (origin-form); `None`: a target that names no path (`*`).
     target: Option<Span>,
+    if_match: Option<Span>,
+    if_unmodified_since: Option<Span>,
     if_none_match: Option<Span>,
     if_modified_since: Option<Span>,
     range: Option<Span>,
@@ -137,13 +139,14 @@ impl StaticQuery {
 
     fn take_fields(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
         for h in headers {
+            let eq = |n: &str| h.name.eq_ignore_ascii_case(n);
             let slot = match h.name.len() {
-                5 if h.name.eq_ignore_ascii_case("range") => &mut self.range,
-                8 if h.name.eq_ignore_ascii_case("if-range") => &mut self.if_range,
-                13 if h.name.eq_ignore_ascii_case("if-none-match") => &mut self.if_none_match,
-                17 if h.name.eq_ignore_ascii_case("if-modified-since") => {
-                    &mut self.if_modified_since
-                }
+                5 if eq("range") => &mut self.range,
+                8 if eq("if-range") => &mut self.if_range,
+                8 if eq("if-match") => &mut self.if_match,
+                13 if eq("if-none-match") => &mut self.if_none_match,
+                17 if eq("if-modified-since") => &mut self.if_modified_since,
+                19 if eq("if-unmodified-since") => &mut self.if_unmodified_since,
                 _ => continue,
             };
             // A repeated Range or If-* field: the first counts (a list field's repeats
@@ -157,8 +160,12 @@ impl StaticQuery {
     fn conditions<'b>(&self, buf: &'b [u8]) -> Conditions<'b> {
         let get = |s: Option<Span>| s.map(|s| s.get(buf));
         Conditions {
-            if_none_match: get(self.if_none_match),
-            if_modified_since: get(self.if_modified_since),
+            preconditions: crate::preconditions::Conditions {
+                if_match: get(self.if_match),
+                if_unmodified_since: get(self.if_unmodified_since),
+                if_none_match: get(self.if_none_match),
+                if_modified_since: get(self.if_modified_since),
+            },
             range: get(self.range),
             if_range: get(self.if_range),
         }

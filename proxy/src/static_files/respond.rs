@@ -42,6 +42,10 @@ pub enum Body {
 pub fn file_head(dst: &mut BytesMut, f: &File, reply: Reply, head: bool, conn: Conn) -> Body {
     let size = f.info.size;
     let (status, body) = match reply {
+        Reply::PreconditionFailed => {
+            simple(dst, 412, None, head, conn);
+            return Body::None;
+        }
         Reply::NotModified => (304, Body::None),
         Reply::Full => (
             200,

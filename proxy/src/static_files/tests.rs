@@ -147,8 +147,11 @@ fn decisions_follow_rfc_9110_order() {
     let earlier = "Sun, 06 Nov 1994 08:49:36 GMT";
     type S = Option<&'static str>;
     let c = |inm: S, ims: S, range: S, if_range: S| Conditions {
-        if_none_match: inm.map(str::as_bytes),
-        if_modified_since: ims.map(str::as_bytes),
+        preconditions: crate::preconditions::Conditions {
+            if_none_match: inm.map(str::as_bytes),
+            if_modified_since: ims.map(str::as_bytes),
+            ..Default::default()
+        },
         range: range.map(str::as_bytes),
         if_range: if_range.map(str::as_bytes),
     };
@@ -234,14 +237,17 @@ fn simple_responses_are_complete_and_say_how_the_connection_goes_on() {
 
 #[test]
 fn queries_are_taken_from_the_head_as_positions() {
-    let head = b"GET /a.txt?x HTTP/1.1\r\nHost: h\r\nrange: bytes=1-2\r\nIf-None-Match: \"e\"\r\nIf-Modified-Since: d\r\nIf-Range: r\r\nRange: ignored\r\n\r\n";
+    let head = b"GET /a.txt?x HTTP/1.1\r\nHost: h\r\nrange: bytes=1-2\r\nIf-None-Match: \"e\"\r\nIf-Modified-Since: d\r\nIf-Range: r\r\nRange: ignored\r\nIf-Match: m\r\nIf-Unmodified-Since: u\r\n\r\n";
     let q = StaticQuery::reparse(head);
     let c = q.conditions(head);
     assert_eq!(q.method, Some(Method::Get));
     assert_eq!(q.target.map(|t| t.get(head)), Some(&b"/a.txt?x"[..]));
     assert_eq!(c.range, Some(&b"bytes=1-2"[..]), "the first Range counts");
-    assert_eq!(c.if_none_match, Some(&b"\"e\""[..]));
-    assert_eq!(c.if_modified_since, Some(&b"d"[..]));
+    let p = c.preconditions;
+    assert_eq!(p.if_none_match, Some(&b"\"e\""[..]));
+    assert_eq!(p.if_modified_since, Some(&b"d"[..]));
+    assert_eq!(p.if_match, Some(&b"m"[..]));
+    assert_eq!(p.if_unmodified_since, Some(&b"u"[..]));
     assert_eq!(c.if_range, Some(&b"r"[..]));
     // The same from the codec's parsed head.
     let mut storage = [httparse::EMPTY_HEADER; 16];

@@ -13,4 +13,5 @@ use actions_common::*;
 
 mod body_desync;
 mod cache_key;
+mod preconditions;
 mod variants;

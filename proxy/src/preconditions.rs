@@ -1,0 +1,288 @@
+//! Preconditions (RFC 9110 13): what a GET or HEAD of a representation gets from its
+//! validators and the request's conditional fields, evaluated in the order of 13.2.2. One
+//! plain function for the file server and the cache's hits, so the two cannot disagree.
+//!
+//! 1. `If-Match`: none of its tags matches the ETag strongly (`*` matches any current
+//!    representation): 412.
+//! 2. Else `If-Unmodified-Since` (a valid date, and the representation has a Last-Modified):
+//!    modified after it: 412.
+//! 3. `If-None-Match`: a tag matches weakly (or `*`): 304.
+//! 4. Else `If-Modified-Since` (as in 2): not modified since: 304.
+//!
+//! A repeated field counts once, its first line (clients send each once). Entity-tag lists
+//! are read by their grammar (8.8.3: a tag is quoted and may hold a comma); a malformed list
+//! matches nothing.
+
+use crate::http_date::parse_http_date;
+
+/// The request's conditional fields (their values as received).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Conditions<'a> {
+    pub if_match: Option<&'a [u8]>,
+    pub if_unmodified_since: Option<&'a [u8]>,
+    pub if_none_match: Option<&'a [u8]>,
+    pub if_modified_since: Option<&'a [u8]>,
+}
+
+impl<'a> Conditions<'a> {
+    /// The fields of a parsed head.
+    pub fn of(headers: &[httparse::Header<'a>]) -> Conditions<'a> {
+        let mut c = Conditions::default();
+        for h in headers {
+            if let Some(slot) = c.slot(h.name) {
+                slot.get_or_insert(h.value);
+            }
+        }
+        c
+    }
+
+    /// Where the value of field `name` goes, if it is a conditional one.
+    pub fn slot(&mut self, name: &str) -> Option<&mut Option<&'a [u8]>> {
+        let eq = |n: &str| name.eq_ignore_ascii_case(n);
+        match name.len() {
+            8 if eq("if-match") => Some(&mut self.if_match),
+            13 if eq("if-none-match") => Some(&mut self.if_none_match),
+            17 if eq("if-modified-since") => Some(&mut self.if_modified_since),
+            19 if eq("if-unmodified-since") => Some(&mut self.if_unmodified_since),
+            _ => None,
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        self.if_match.is_some()
+            || self.if_unmodified_since.is_some()
+            || self.if_none_match.is_some()
+            || self.if_modified_since.is_some()
+    }
+}
+
+/// What identifies the representation: its ETag (with quotes, `W/` if weak) and its
+/// Last-Modified in seconds since the epoch.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Validators<'a> {
+    pub etag: Option<&'a [u8]>,
+    pub last_modified: Option<u64>,
+}
+
+/// The outcome for a GET or HEAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Serve the representation (a `Range` may still apply).
+    Proceed,
+    /// 304 Not Modified.
+    NotModified,
+    /// 412 Precondition Failed.
+    Failed,
+}
+
+/// Evaluate `c` against `v` for a GET or HEAD (RFC 9110 13.2.2).
+pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
+    if let Some(list) = c.if_match {
+        if !list_matches(list, v.etag, strong) {
+            return Outcome::Failed;
+        }
+    } else if let Some(date) = c.if_unmodified_since.and_then(parse_http_date) {
+        if v.last_modified.is_some_and(|lm| lm > date) {
+            return Outcome::Failed;
+        }
+    }
+    if let Some(list) = c.if_none_match {
+        if list_matches(list, v.etag, weak) {
+            return Outcome::NotModified;
+        }
+    } else if let Some(date) = c.if_modified_since.and_then(parse_http_date) {
+        if v.last_modified.is_some_and(|lm| lm <= date) {
+            return Outcome::NotModified;
+        }
+    }
+    Outcome::Proceed
+}
+
+/// Whether `list` (`*` or entity-tags) matches `etag` by `same`. `*` matches any current
+/// representation, with or without an ETag (13.1.1, 13.1.2).
+fn list_matches(list: &[u8], etag: Option<&[u8]>, same: fn(Tag, Tag) -> bool) -> bool {
+    let list = list.trim_ascii();
+    if list == b"*" {
+        return true;
+    }
+    let Some(mine) = etag.and_then(|e| Tag::parse(e.trim_ascii()).map(|(t, _)| t)) else {
+        return false;
+    };
+    let mut rest = list;
+    loop {
+        rest = rest.trim_ascii_start();
+        match rest.first() {
+            None => return false,
+            Some(b',') => rest = &rest[1..],
+            Some(_) => match Tag::parse(rest) {
+                Some((t, after)) => {
+                    if same(t, mine) {
+                        return true;
+                    }
+                    rest = after;
+                }
+                None => return false,
+            },
+        }
+    }
+}
+
+/// An entity-tag: weak or not, and its opaque part with the quotes.
+#[derive(Debug, Clone, Copy)]
+struct Tag<'a> {
+    weak: bool,
+    opaque: &'a [u8],
+}
+
+impl<'a> Tag<'a> {
+    /// The tag at the start of `s` and what follows it.
+    fn parse(s: &'a [u8]) -> Option<(Tag<'a>, &'a [u8])> {
+        let (weak, s) = match s.strip_prefix(b"W/") {
+            Some(rest) => (true, rest),
+            None => (false, s),
+        };
+        if s.first() != Some(&b'"') {
+            return None;
+        }
+        let close = s[1..].iter().position(|&b| b == b'"')? + 1;
+        Some((
+            Tag {
+                weak,
+                opaque: &s[..=close],
+            },
+            &s[close + 1..],
+        ))
+    }
+}
+
+/// 8.8.3.2: "Strong comparison: two entity tags are equivalent if both are not weak and
+/// their opaque-tags match character-by-character."
+fn strong(a: Tag, b: Tag) -> bool {
+    !a.weak && !b.weak && a.opaque == b.opaque
+}
+
+/// 8.8.3.2: "Weak comparison: two entity tags are equivalent if their opaque-tags match
+/// character-by-character, regardless of either or both being tagged as "weak"."
+fn weak(a: Tag, b: Tag) -> bool {
+    a.opaque == b.opaque
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LM: u64 = 1_700_000_000; // Tue, 14 Nov 2023 22:13:20 GMT
+    const AT: &[u8] = b"Tue, 14 Nov 2023 22:13:20 GMT";
+    const BEFORE: &[u8] = b"Tue, 14 Nov 2023 22:13:19 GMT";
+
+    fn eval(c: Conditions<'_>, etag: Option<&str>) -> Outcome {
+        let v = Validators {
+            etag: etag.map(str::as_bytes),
+            last_modified: Some(LM),
+        };
+        evaluate(&c, &v)
+    }
+
+    fn if_match(v: &str) -> Conditions<'_> {
+        Conditions {
+            if_match: Some(v.as_bytes()),
+            ..Conditions::default()
+        }
+    }
+
+    fn if_none_match(v: &str) -> Conditions<'_> {
+        Conditions {
+            if_none_match: Some(v.as_bytes()),
+            ..Conditions::default()
+        }
+    }
+
+    #[test]
+    fn the_order_and_the_comparisons_of_rfc_9110() {
+        use Outcome::*;
+        let tag = Some("\"v1\"");
+        let cases = [
+            (Conditions::default(), tag, Proceed),
+            (if_match("\"v1\""), tag, Proceed),
+            (if_match(" \"x\" ,\"v1\" "), tag, Proceed),
+            (if_match("*"), None, Proceed),
+            (if_match("\"v2\""), tag, Failed),
+            (if_match("W/\"v1\""), tag, Failed),
+            (if_match("\"v1\""), Some("W/\"v1\""), Failed),
+            (if_match("\"v1\""), None, Failed),
+            (if_match("v1"), tag, Failed),
+            // A comma inside a tag is part of it.
+            (if_match("\"a,b\""), Some("\"a,b\""), Proceed),
+            (if_none_match("\"v1\""), tag, NotModified),
+            (if_none_match("W/\"v1\""), tag, NotModified),
+            (if_none_match("\"v1\""), Some("W/\"v1\""), NotModified),
+            (if_none_match("*"), None, NotModified),
+            (if_none_match("\"x\", \"y\""), tag, Proceed),
+            (if_none_match("\"v1"), tag, Proceed),
+        ];
+        for (c, etag, want) in cases {
+            assert_eq!(eval(c, etag), want, "{c:?} against {etag:?}");
+        }
+    }
+
+    #[test]
+    fn dates_count_only_without_their_tag_field_and_when_valid() {
+        use Outcome::*;
+        let ius = |d: &'static [u8]| Conditions {
+            if_unmodified_since: Some(d),
+            ..Conditions::default()
+        };
+        let ims = |d: &'static [u8]| Conditions {
+            if_modified_since: Some(d),
+            ..Conditions::default()
+        };
+        assert_eq!(eval(ius(BEFORE), None), Failed);
+        assert_eq!(eval(ius(AT), None), Proceed);
+        assert_eq!(eval(ius(b"yesterday"), None), Proceed);
+        assert_eq!(eval(ims(AT), None), NotModified);
+        assert_eq!(eval(ims(BEFORE), None), Proceed);
+        assert_eq!(eval(ims(b"soon"), None), Proceed);
+        // Without a Last-Modified, dates decide nothing.
+        let none = Validators::default();
+        assert_eq!(evaluate(&ius(BEFORE), &none), Proceed);
+        assert_eq!(evaluate(&ims(AT), &none), Proceed);
+        // The tag fields win over the dates.
+        let both = Conditions {
+            if_match: Some(b"\"v1\""),
+            if_unmodified_since: Some(BEFORE),
+            if_none_match: Some(b"\"v2\""),
+            if_modified_since: Some(AT),
+        };
+        assert_eq!(eval(both, Some("\"v1\"")), Proceed);
+        // A failed precondition is 412 even where If-None-Match would be 304.
+        let failed = Conditions {
+            if_match: Some(b"\"v2\""),
+            if_none_match: Some(b"\"v1\""),
+            ..Conditions::default()
+        };
+        assert_eq!(eval(failed, Some("\"v1\"")), Failed);
+    }
+
+    #[test]
+    fn fields_are_read_from_a_head_first_line_first() {
+        let hs = [
+            httparse::Header {
+                name: "IF-MATCH",
+                value: b"\"a\"",
+            },
+            httparse::Header {
+                name: "If-Match",
+                value: b"\"b\"",
+            },
+            httparse::Header {
+                name: "if-unmodified-since",
+                value: AT,
+            },
+        ];
+        let c = Conditions::of(&hs);
+        assert_eq!(c.if_match, Some(&b"\"a\""[..]));
+        assert_eq!(c.if_unmodified_since, Some(AT));
+        assert!(c.any() && c.if_none_match.is_none());
+        assert!(!Conditions::of(&[]).any());
+    }
+}
