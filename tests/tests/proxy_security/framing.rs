@@ -1,0 +1,70 @@
+//! Message framing the proxy must not pass on as it came: lengths past 2^63-1 (a back end
+//! may read them as negative or wrap them), a Content-Length on a 204 or a 101, and
+//! `HTTP/1.x` minor versions above 1 (RFC 9112 2.3: processed as HTTP/1.1).
+
+use tests::raw::{Client, WAIT};
+
+/// `POST / HTTP/1.1` with `Content-Length: len` and no body sent.
+fn post_with_length(len: &str) -> Vec<u8> {
+    format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {len}\r\n\r\n").into_bytes()
+}
+
+/// Issue 22, item 13: the request's byte count was `head_len + Content-Length` unchecked, so
+/// `Content-Length: 2^64-1` overflowed (a panic that killed the worker in a debug build).
+/// Its one worker must survive it and serve the next connection.
+#[test]
+fn a_content_length_of_u64_max_does_not_kill_the_worker() {
+    let origin = tests::capturing_origin();
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &[]);
+    let mut huge = Client::connect(addr);
+    huge.send(&post_with_length("18446744073709551615"))
+        .expect("request sent");
+    let mut next = Client::connect(addr);
+    next.send(&tests::raw::get("/")).expect("request sent");
+    let r = next.response(WAIT);
+    assert!(
+        r.as_ref().is_ok_and(|r| r.status == 200),
+        "the next connection after Content-Length 2^64-1: {:?}",
+        r.map_err(|e| tests::raw::show(&e))
+    );
+    drop(huge);
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
+
+/// Issue 22, item 13, the same sum one step later: the worker's received-bytes counter adds
+/// every request's count, declared length included, so two requests that each declare
+/// 2^63-1 and are then abandoned overflowed it (with metrics on: `--admin`).
+#[test]
+fn the_received_bytes_counter_saturates_instead_of_overflowing() {
+    let origin = tests::capturing_origin();
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &["--admin", "127.0.0.1:0"]);
+    let admin = proxy.admin_addr().expect("an admin listener");
+    for i in 0..2 {
+        let mut c = Client::connect(addr);
+        c.send(&post_with_length("9223372036854775807"))
+            .expect("request sent");
+        // The head reached the origin: the request is under way. The client then leaves.
+        assert!(
+            tests::eventually(WAIT, || origin.requests() > i),
+            "request {i} never reached the origin"
+        );
+    }
+    let saturated = "proxy_received_bytes_total 18446744073709551615";
+    let mut last = String::new();
+    let seen = tests::eventually(WAIT, || {
+        let mut c = Client::connect(admin);
+        c.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+            .expect("metrics request sent");
+        last = match c.response(WAIT) {
+            Ok(r) => String::from_utf8_lossy(&r.body).into_owned(),
+            Err(e) => tests::raw::show(&e),
+        };
+        last.contains(saturated)
+    });
+    assert!(seen, "no {saturated:?} in the metrics: {last}");
+    let mut c = Client::connect(addr);
+    c.send(&tests::raw::get("/")).expect("request sent");
+    let r = c.response(WAIT).map_err(|e| tests::raw::show(&e));
+    assert_eq!(r.map(|r| r.status), Ok(200), "the worker still serves");
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
