@@ -2,7 +2,8 @@
 //! may read them as negative or wrap them), a Content-Length on a 204 or a 101, and
 //! `HTTP/1.x` minor versions above 1 (RFC 9112 2.3: processed as HTTP/1.1).
 
-use tests::raw::{Client, WAIT};
+use crate::scripted::Scripted;
+use tests::raw::{assert_generated, exchange, Client, WAIT};
 
 /// `POST / HTTP/1.1` with `Content-Length: len` and no body sent.
 fn post_with_length(len: &str) -> Vec<u8> {
@@ -28,6 +29,44 @@ fn a_content_length_of_u64_max_does_not_kill_the_worker() {
         r.map_err(|e| tests::raw::show(&e))
     );
     drop(huge);
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
+
+/// Issue 22, item 19: a request length above 2^63-1 (nginx's bound) is a 400 and never goes
+/// upstream; 2^63-1 itself is a length (here over `--max-body`: 413).
+#[test]
+fn request_lengths_above_2_pow_63_minus_1_are_400() {
+    let origin = tests::capturing_origin();
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &["--max-body", "1"]);
+    for len in [
+        "18446744073709551615",
+        "9223372036854775808",
+        "99999999999999999999",
+    ] {
+        let r = exchange(addr, &post_with_length(len), WAIT);
+        assert_generated(&r, 400, true);
+    }
+    let r = exchange(addr, &post_with_length("9223372036854775807"), WAIT);
+    assert_generated(&r, 413, true);
+    assert!(
+        origin.captured().is_empty(),
+        "the origin saw {:?}",
+        origin.captured()
+    );
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
+
+/// Issue 22, item 19: a response length above 2^63-1 is a bad response (502), never passed
+/// on for the client (or a proxy in front) to read its own way.
+#[test]
+fn a_response_length_above_2_pow_63_minus_1_is_502() {
+    let origin = Scripted::start(vec![
+        b"HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\nabc".to_vec(),
+    ]);
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &[]);
+    let r = exchange(addr, &tests::raw::get("/"), WAIT);
+    assert_generated(&r, 502, true);
+    assert_eq!(origin.heads().len(), 1, "one request upstream, not retried");
     proxy.shutdown().expect("the proxy stops cleanly");
 }
 

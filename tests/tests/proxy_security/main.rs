@@ -5,3 +5,4 @@
 mod proxy_common;
 
 mod framing;
+mod scripted;
