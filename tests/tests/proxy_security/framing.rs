@@ -107,3 +107,35 @@ fn the_received_bytes_counter_saturates_instead_of_overflowing() {
     assert_eq!(r.map(|r| r.status), Ok(200), "the worker still serves");
     proxy.shutdown().expect("the proxy stops cleanly");
 }
+
+/// Issue 22, item 20a: `HTTP/1.2` was 505; RFC 9112 2.3 has a server process a higher 1.x
+/// minor version as 1.1 (nginx does). The proxy answers in HTTP/1.1 and asks the origin in
+/// HTTP/1.1; other major versions are still 505.
+#[test]
+fn a_later_http1_minor_version_is_served_as_http11() {
+    let origin = tests::capturing_origin();
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &[]);
+    let mut c = Client::connect(addr);
+    for minor in [2, 9] {
+        let req = format!("GET /v{minor} HTTP/1.{minor}\r\nHost: t\r\n\r\n");
+        c.send(req.as_bytes()).expect("request sent");
+        let r = c.response(WAIT).map_err(|e| tests::raw::show(&e));
+        let line = r.map(|r| r.status_line);
+        assert_eq!(line.as_deref(), Ok("HTTP/1.1 200 OK"), "HTTP/1.{minor}");
+    }
+    let seen: Vec<String> = origin
+        .captured()
+        .iter()
+        .map(|r| {
+            String::from_utf8_lossy(r)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(seen, ["GET /v2 HTTP/1.1", "GET /v9 HTTP/1.1"]);
+    let r = exchange(addr, b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", WAIT);
+    assert_generated(&r, 505, true);
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
