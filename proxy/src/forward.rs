@@ -1,5 +1,7 @@
 //! Head rewriting, both ways, into reused buffers.
 //!
+//! Routing: on the target's normalised path ([`route_of`]); the target goes upstream as received.
+//!
 //! Upstream request (RFC 9110 7.6): origin-form target, HTTP/1.1, Host preserved by default,
 //! `X-Forwarded-For` appended, `X-Real-IP` and `X-Forwarded-Proto` set, hop-by-hop fields
 //! removed (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
@@ -26,11 +28,12 @@ use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
 use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::target::origin_form;
+use shared::http::target::{normalize_path, origin_form};
 use shared::http::{
     parse_final_response, parse_request, BodyKind, CodecError, RequestHead, RequestMethod,
     ResponseHead, Status, Version,
 };
+use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::IpAddr;
 
@@ -254,10 +257,7 @@ pub fn prepare_request(
             return Err(ProxyError::MethodNotSupported);
         }
         let target = origin_form(head.target);
-        let route = g
-            .router
-            .route(head.authority, target.as_bytes())
-            .ok_or(ProxyError::NoRoute)?;
+        let route = route_of(g, head.authority, target.as_bytes())?;
         let pipelined = match head.body {
             BodyKind::Empty => buf.len() > head.head_len,
             BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
@@ -315,6 +315,23 @@ pub fn prepare_request(
             }
         }
         Ok(Some(info))
+    })
+}
+
+thread_local! {
+    /// The worker's buffer for paths that need rewriting to be routed (grown once to the
+    /// longest such path, then reused: no allocation per request).
+    static PATH_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The route for `target` (origin-form) at `authority`, chosen on the normalised path
+/// (`shared::http::target::normalize_path`), as an origin will read it: `/%61dmin/`,
+/// `//admin/` and `/x/../admin/` are all `/admin/`. The target itself goes upstream as
+/// received. A path with no normal form (`/../x`, `%00`, a bad escape) is a 400.
+fn route_of(g: &Generation, authority: Option<&[u8]>, target: &[u8]) -> Result<usize, ProxyError> {
+    PATH_SCRATCH.with_borrow_mut(|scratch| {
+        let path = normalize_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
+        g.router.route(authority, path).ok_or(ProxyError::NoRoute)
     })
 }
 

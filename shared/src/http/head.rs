@@ -462,7 +462,7 @@ fn valid_pct_reg_name(host: &[u8]) -> bool {
 }
 
 /// `unreserved` (RFC 3986 2.3): ALPHA / DIGIT / "-" / "." / "_" / "~".
-static UNRESERVED: [bool; 256] = {
+pub(crate) static UNRESERVED: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {

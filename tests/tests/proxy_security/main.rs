@@ -5,4 +5,5 @@
 mod proxy_common;
 
 mod framing;
+mod routing;
 mod scripted;
