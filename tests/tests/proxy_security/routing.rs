@@ -129,3 +129,48 @@ fn targets_reach_the_origin_as_sent() {
         .collect();
     assert_eq!(lines, want);
 }
+
+/// A directory under the temp dir, removed on drop.
+struct TempDir(std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Issue 22, item 11: the static directory redirect built `Location` from the raw path, so
+/// `GET //images` answered `Location: //images/`, a protocol-relative URL (another host, to
+/// a browser). It is built from the normalised path: always exactly one leading `/`.
+#[test]
+fn directory_redirects_never_name_another_host() {
+    let dir = TempDir(
+        std::env::temp_dir().join(format!("proxy-security-{}-redirect", std::process::id())),
+    );
+    let _ = std::fs::remove_dir_all(&dir.0);
+    for d in ["images", "my dir", "evil.com"] {
+        std::fs::create_dir_all(dir.0.join(d)).expect("a directory in the root");
+    }
+    let root = dir.0.to_str().expect("a UTF-8 temporary path");
+    let (proxy, addr) = tests::start_proxy(&[], &["--static", root]);
+    let cases = [
+        ("//images", "/images/"),
+        ("///images?x=1", "/images/?x=1"),
+        ("/images", "/images/"),
+        ("/./images", "/images/"),
+        ("//./images/.", "/images/"),
+        ("/%69mages", "/images/"),
+        ("//evil.com", "/evil.com/"),
+        ("/my%20dir", "/my%20dir/"),
+    ];
+    let mut wrong = Vec::new();
+    for (target, want) in cases {
+        let r = ask(addr, target);
+        let location = r.header("location").map(str::to_string);
+        if (r.status, location.as_deref()) != (301, Some(want)) {
+            wrong.push((target, r.status, location));
+        }
+    }
+    assert!(wrong.is_empty(), "(target, status, Location): {wrong:?}");
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
