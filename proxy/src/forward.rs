@@ -5,15 +5,18 @@
 //! Upstream request (RFC 9110 7.6): origin-form target, HTTP/1.1, Host preserved by default,
 //! `X-Forwarded-For` appended, `X-Real-IP` and `X-Forwarded-Proto` set, hop-by-hop fields
 //! removed (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
-//! Transfer-Encoding, Upgrade unless upgrading to WebSocket), `Expect` removed (the proxy
+//! Transfer-Encoding, Upgrade: a WebSocket upgrade is sent as `Upgrade: websocket` alone),
+//! `HTTP2-Settings` removed always (no h2c upgrade is forwarded), `Expect` removed (the proxy
 //! answers `100-continue` itself), and the body framing written by us.
 //!
 //! Client response: interim heads skipped (`shared::http::parse_final_response`), hop-by-hop
 //! fields removed and the framing decided here: a known length is passed on; chunked and
 //! close-delimited bodies are re-framed as chunked for HTTP/1.1 clients and sent
-//! close-delimited to HTTP/1.0 clients. The head is written when it is parsed, all but its
-//! Connection field, which [`end_client_head`] adds once the exchange knows whether the
-//! client connection stays (an early answer closes it): the head is parsed once.
+//! close-delimited to HTTP/1.0 clients; a 101 is tunnelled only to a WebSocket upgrade and
+//! only when it switched to websocket alone (else 502). The head is written when it is
+//! parsed, all but its Connection field, which [`end_client_head`] adds once the exchange
+//! knows whether the client connection stays (an early answer closes it): the head is
+//! parsed once.
 //!
 //! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
 //! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
@@ -26,7 +29,7 @@ use crate::static_files::StaticQuery;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop};
+use shared::http::framing::{connection_tokens, is_hop_by_hop, trim_ows};
 use shared::http::limits::MAX_HEADERS_CAP;
 use shared::http::target::{normalize_path, origin_form};
 use shared::http::{
@@ -361,6 +364,9 @@ pub(crate) fn write_upstream_head(
             || eq(n, "host")
             || eq(n, "content-length")
             || eq(n, "expect")
+            // Only for an h2c upgrade, which is never forwarded (nor one hidden in a WebSocket
+            // upgrade's list): dropped even when Connection does not name it.
+            || eq(n, "http2-settings")
             || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
             || (opts.x_real_ip && eq(n, "x-real-ip"))
             || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
@@ -380,9 +386,12 @@ pub(crate) fn write_upstream_head(
     if opts.x_forwarded_proto {
         write_header(out, b"X-Forwarded-Proto", ip.scheme());
     }
-    if let (true, Some(u)) = (websocket, head.upgrade) {
+    if websocket {
+        // Only websocket, whatever else the client's list offered (`h2c, websocket`): a back
+        // end that picked h2c would give the client an HTTP/2 channel past routing, header
+        // rewriting and the cache.
         write_header(out, b"Connection", b"upgrade");
-        write_header(out, b"Upgrade", u);
+        write_header(out, b"Upgrade", b"websocket");
     }
     match head.body {
         BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
@@ -506,7 +515,11 @@ pub(crate) fn response_info(
             ClientFraming::Chunked
         }
         BodyKind::Chunked | BodyKind::CloseDelimited => ClientFraming::Close,
-        BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
+        BodyKind::Tunnel
+            if req.websocket && head.status == 101 && switched_to_websocket(head.headers) =>
+        {
+            ClientFraming::Tunnel
+        }
         BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
     };
     Ok(ResponseInfo {
@@ -521,6 +534,17 @@ pub(crate) fn response_info(
             && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel),
         client_version: req.version,
     })
+}
+
+/// A 101 switched to WebSocket: one Upgrade field, and it names exactly `websocket` (RFC 6455
+/// 4.2.2), the one protocol the proxy sent. A back end that answers `Upgrade: h2c` (or a list)
+/// would get a raw channel of another protocol tunnelled to the client: 502 instead.
+fn switched_to_websocket(headers: &[httparse::Header<'_>]) -> bool {
+    let mut upgrades = headers.iter().filter(|h| eq(h.name, "upgrade"));
+    match (upgrades.next(), upgrades.next()) {
+        (Some(u), None) => trim_ows(u.value).eq_ignore_ascii_case(b"websocket"),
+        _ => false,
+    }
 }
 
 /// Write the client's response head for `head` into `out` (cleared first), relayed with

@@ -129,14 +129,43 @@ fn upstream_heads() {
             "POST / HTTP/1.1\r\nContent-Length: 0\r\n(no Host)".into(),
         ),
         (
-            "a WebSocket upgrade keeps its Upgrade list and says Connection: upgrade",
+            "a WebSocket upgrade says Connection: upgrade and Upgrade: websocket",
             "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n\
-             Upgrade: websocket, h2c\r\nSec-WebSocket-Key: k\r\n\r\n"
+             Upgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n"
                 .into(),
             off.clone(),
             "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
-             Upgrade: websocket, h2c\r\n(no Host)"
+             Upgrade: websocket\r\n(no Host)"
                 .into(),
+        ),
+        // Issue 22, item 16: a back end that picks h2c from the list would give the client
+        // a raw HTTP/2 channel past routing, header rewriting and the cache.
+        (
+            "a WebSocket upgrade that also offers h2c: only websocket goes upstream",
+            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: h2c, websocket\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\
+             Sec-WebSocket-Key: k\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
+             Upgrade: websocket\r\n(no Host)"
+                .into(),
+        ),
+        (
+            "HTTP2-Settings goes even when Connection does not name it",
+            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\
+             Upgrade: WebSocket, h2c\r\nhttp2-settings: AAMAAABk\r\nSec-WebSocket-Key: k\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
+             Upgrade: websocket\r\n(no Host)"
+                .into(),
+        ),
+        (
+            "HTTP2-Settings on a plain request is dropped too",
+            "GET / HTTP/1.1\r\nHost: h\r\nHTTP2-Settings: AAMAAABk\r\nX-A: 1\r\n\r\n".into(),
+            off.clone(),
+            "GET / HTTP/1.1\r\nX-A: 1\r\n(no Host)".into(),
         ),
         (
             "an upgrade to something else is dropped",
@@ -280,6 +309,39 @@ fn client_heads() {
             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
             req(),
             bad(CodecError::InvalidStatus),
+        ),
+        // Issue 22, item 16: the tunnel opens only for the protocol the client was sent.
+        (
+            "101 to a WebSocket upgrade that switched to h2c is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 to a WebSocket upgrade naming more than websocket is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket, h2c\r\n\
+             Connection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 to a WebSocket upgrade with two Upgrade fields is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nUpgrade: h2c\r\n\
+             Connection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 to a WebSocket upgrade without Upgrade is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 with Upgrade: WebSocket (any case) is a WebSocket tunnel",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n\r\n",
+            ws,
+            ok("HTTP/1.1 101 Switching Protocols\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n\r\n"),
         ),
     ];
     for (what, wire, req, want) in table {

@@ -7,3 +7,4 @@ mod proxy_common;
 mod framing;
 mod routing;
 mod scripted;
+mod upgrade;
