@@ -550,6 +550,14 @@ fn switched_to_websocket(headers: &[httparse::Header<'_>]) -> bool {
 /// Write the client's response head for `head` into `out` (cleared first), relayed with
 /// `framing`: status line, end-to-end fields, our own framing field; no Connection field and
 /// no final CRLF (see [`end_client_head`]).
+///
+/// Content-Length is always written by us, never copied: the body's length when it has one;
+/// on a head without a body (RFC 9110 8.6) never on a 1xx or a 204 ("A server MUST NOT send
+/// a Content-Length header field in any response with a status code of 1xx or 204"), and on
+/// a 304 or an answer to HEAD only the origin's length when it is valid (it is the selected
+/// representation's, which 8.6 lets them carry; nginx passes it), as one plain number. So no
+/// malformed, conflicting or misplaced length reaches a client, or a proxy in front of it
+/// that would frame the next response by it.
 pub(crate) fn write_client_head(
     head: &ResponseHead<'_, '_>,
     framing: ClientFraming,
@@ -563,9 +571,7 @@ pub(crate) fn write_client_head(
         let n = h.name;
         let keep_upgrade = tunnel && eq(n, "upgrade");
         if !keep_upgrade
-            && (is_hop_by_hop(n)
-                || (framing != ClientFraming::Empty && eq(n, "content-length"))
-                || named.contains(n, head.headers))
+            && (is_hop_by_hop(n) || eq(n, "content-length") || named.contains(n, head.headers))
         {
             continue;
         }
@@ -573,6 +579,12 @@ pub(crate) fn write_client_head(
     }
     match head.body {
         BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
+        BodyKind::Empty => {
+            let may_have_length = head.status >= 200 && head.status != 204;
+            if let (true, Some(n)) = (may_have_length, head.content_length) {
+                write_header_u64(out, b"Content-Length", n);
+            }
+        }
         _ if framing == ClientFraming::Chunked => {
             write_header(out, b"Transfer-Encoding", b"chunked")
         }

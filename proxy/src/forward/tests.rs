@@ -290,6 +290,69 @@ fn client_heads() {
             head,
             ok("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"),
         ),
+        // Issue 22, item 18 (RFC 9110 8.6): a 204 (or 1xx) never carries Content-Length; a
+        // downstream proxy that honoured one would take the next response's bytes as body.
+        (
+            "204: its Content-Length is stripped",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-A: 1\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n"),
+        ),
+        (
+            "204: even Content-Length: 0",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 204 No Content\r\n\r\n"),
+        ),
+        (
+            "204 to HEAD: stripped as well",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+            head,
+            ok("HTTP/1.1 204 No Content\r\n\r\n"),
+        ),
+        (
+            "304: a plain length is the selected representation's and stays",
+            "HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\nContent-Length: 5\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\nContent-Length: 5\r\n\r\n"),
+        ),
+        (
+            "304: written as a plain number",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 007\r\nContent-Length: 7\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"),
+        ),
+        (
+            "304: an invalid length is dropped",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 5x\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\n\r\n"),
+        ),
+        (
+            "304: conflicting lengths are dropped",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\n\r\n"),
+        ),
+        (
+            "304: a length past 2^63-1 is dropped",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 9223372036854775808\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\n\r\n"),
+        ),
+        (
+            "HEAD: an invalid length is dropped too",
+            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            head,
+            ok("HTTP/1.1 200 OK\r\n\r\n"),
+        ),
+        (
+            "101 to a WebSocket upgrade: a Content-Length on it is stripped",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nContent-Length: 5\r\n\
+             Connection: Upgrade\r\n\r\n",
+            ws,
+            ok("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"),
+        ),
         (
             "a coding other than chunked cannot be re-framed",
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",

@@ -88,6 +88,10 @@ pub struct ResponseHead<'h, 'b> {
     /// The body is framed by Transfer-Encoding (chunked or read until close) and a coding
     /// other than chunked was named: a proxy that re-frames the body would lose it.
     pub other_coding: bool,
+    /// The Content-Length the fields declare, when it is valid (plain decimal numbers that
+    /// agree, at most 2^63-1), whatever `body` is: on a 304 or an answer to HEAD it is the
+    /// selected representation's length (RFC 9110 8.6) and frames nothing.
+    pub content_length: Option<u64>,
 }
 
 /// The HTTP/2 connection preface (RFC 9113 3.4); its first line parses as an HTTP/1 request
@@ -308,6 +312,9 @@ pub fn parse_response<'h, 'b>(
         body,
         keep_alive,
         other_coding,
+        content_length: scan
+            .content_length
+            .filter(|_| scan.content_length_error.is_none()),
     }))
 }
 

@@ -139,3 +139,76 @@ fn a_later_http1_minor_version_is_served_as_http11() {
     assert_generated(&r, 505, true);
     proxy.shutdown().expect("the proxy stops cleanly");
 }
+
+/// Issue 22, item 18: a 204 reached the client with the origin's Content-Length (RFC 9110
+/// 8.6: never on a 204); a proxy in front that honoured it would eat the next response. A
+/// 304 keeps a plain length (the selected representation's), nothing else.
+#[test]
+fn no_content_answers_carry_no_length_and_the_stream_stays_in_step() {
+    let origin = Scripted::start(vec![
+        b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n".to_vec(),
+        b"HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\nContent-Length: 5\r\n\r\n".to_vec(),
+        b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5x\r\n\r\n".to_vec(),
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec(),
+    ]);
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &[]);
+    let mut c = Client::connect(addr);
+    let mut seen = Vec::new();
+    for path in ["/a", "/b", "/c", "/d"] {
+        c.send(&tests::raw::get(path)).expect("request sent");
+        let r = c
+            .response(WAIT)
+            .unwrap_or_else(|e| panic!("{path}: {}", tests::raw::show(&e)));
+        let length = r.header("content-length").map(str::to_string);
+        seen.push((
+            r.status,
+            length,
+            String::from_utf8_lossy(&r.body).into_owned(),
+        ));
+    }
+    let want = |s: u16, l: Option<&str>, b: &str| (s, l.map(str::to_string), b.to_string());
+    assert_eq!(
+        seen,
+        [
+            want(204, None, ""),
+            want(304, Some("5"), ""),
+            want(304, None, ""),
+            want(200, Some("2"), "ok"),
+        ]
+    );
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
+
+/// Issue 22, item 18, the cache's hit path: a stored 204 is served without a length too.
+#[test]
+fn a_cached_204_carries_no_length() {
+    let origin = Scripted::start(vec![
+        b"HTTP/1.1 204 No Content\r\nCache-Control: max-age=60\r\n\r\n".to_vec(),
+    ]);
+    let (proxy, addr) = tests::start_proxy(&[origin.addr()], &["--cache", "1MiB"]);
+    let mut c = Client::connect(addr);
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        c.send(&tests::raw::get("/n")).expect("request sent");
+        let r = c
+            .response(WAIT)
+            .unwrap_or_else(|e| panic!("{}", tests::raw::show(&e)));
+        let x_cache = r.header("x-cache").map(str::to_string);
+        seen.push((
+            r.status,
+            x_cache,
+            r.header("content-length").map(str::to_string),
+        ));
+    }
+    let hit = Some("HIT".to_string());
+    assert_eq!(
+        seen,
+        [(204, Some("MISS".to_string()), None), (204, hit, None)]
+    );
+    assert_eq!(
+        origin.heads().len(),
+        1,
+        "the second answer came from the cache"
+    );
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
