@@ -6,8 +6,10 @@
 //! `X-Forwarded-For` appended, `X-Real-IP` and `X-Forwarded-Proto` set, hop-by-hop fields
 //! removed (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
 //! Transfer-Encoding, Upgrade: a WebSocket upgrade is sent as `Upgrade: websocket` alone),
-//! `HTTP2-Settings` removed always (no h2c upgrade is forwarded), `Expect` removed (the proxy
-//! answers `100-continue` itself), and the body framing written by us.
+//! `HTTP2-Settings` removed always (no h2c upgrade is forwarded), the client's
+//! `X-Forwarded-Host` and `Forwarded` removed always (nothing a client says about the path a
+//! request took is trusted), `Expect` removed (the proxy answers `100-continue` itself), and
+//! the body framing written by us.
 //!
 //! Client response: interim heads skipped (`shared::http::parse_final_response`), hop-by-hop
 //! fields removed and the framing decided here: a known length is passed on; chunked and
@@ -367,6 +369,10 @@ pub(crate) fn write_upstream_head(
             // Only for an h2c upgrade, which is never forwarded (nor one hidden in a WebSocket
             // upgrade's list): dropped even when Connection does not name it.
             || eq(n, "http2-settings")
+            // What a client says about the host it addressed or where the request passed: not
+            // trusted, never passed on (an origin would build URLs or access rules on it).
+            || eq(n, "x-forwarded-host")
+            || eq(n, "forwarded")
             || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
             || (opts.x_real_ip && eq(n, "x-real-ip"))
             || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))

@@ -91,6 +91,24 @@ fn upstream_heads() {
              X-Forwarded-Proto: https\r\n(no Host)"
                 .into(),
         ),
+        // Issue 22, item 3b: the proxy trusts nothing a client says about where a request
+        // came from or was addressed to; these two are never passed on.
+        (
+            "X-Forwarded-Host and Forwarded from the client are removed",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: admin.internal\r\n\
+             Forwarded: for=1.2.3.4;host=admin.internal;proto=https\r\nX-A: 1\r\n\
+             x-forwarded-host: b\r\nFORWARDED: for=5.6.7.8\r\n\r\n"
+                .into(),
+            opts(),
+            format!("GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n{fwd}"),
+        ),
+        (
+            "X-Forwarded-Host and Forwarded are removed with the forwarding fields off too",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: a\r\nForwarded: for=1.2.3.4\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET / HTTP/1.1\r\n(no Host)".into(),
+        ),
         (
             "Host not preserved: left to each attempt (the server's name)",
             "GET / HTTP/1.1\r\nHost: h\r\n\r\n".into(),

@@ -8,3 +8,4 @@ mod framing;
 mod routing;
 mod scripted;
 mod upgrade;
+mod upstream_fields;
