@@ -75,6 +75,7 @@ fn store(n: usize, body: usize) -> Store {
     for i in 0..n {
         let target = format!("/static/page-{i}.html?v=3");
         let key = Key {
+            https: false,
             host: b"www.example.com",
             target: target.as_bytes(),
         };
@@ -102,6 +103,7 @@ fn hit(c: &mut Criterion) {
         let mut s = store(10_000, body);
         let target = b"/static/page-4242.html?v=3";
         let key = Key {
+            https: false,
             host: b"WWW.example.com",
             target,
         };

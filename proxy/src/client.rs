@@ -227,11 +227,12 @@ async fn requests(c: &mut ClientConn) -> End {
         };
         first = false;
         c.rec.route = Some(info.route);
-        c.rec.bytes_in = info.head_len as u64
-            + match info.body {
-                shared::http::BodyKind::Length(n) => n,
-                _ => 0,
-            };
+        // Saturating: the declared length is the client's number (the codec bounds it to
+        // 2^63-1, but this sum must not trust that to stay in range).
+        c.rec.bytes_in = (info.head_len as u64).saturating_add(match info.body {
+            shared::http::BodyKind::Length(n) => n,
+            _ => 0,
+        });
         if w.access_log.is_some() {
             c.logreq.capture(&c.ip, &c.cin[..info.head_len]);
         }

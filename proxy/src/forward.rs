@@ -1,17 +1,24 @@
 //! Head rewriting, both ways, into reused buffers.
 //!
+//! Routing: on the target's normalised path ([`route_of`]); the target goes upstream as received.
+//!
 //! Upstream request (RFC 9110 7.6): origin-form target, HTTP/1.1, Host preserved by default,
 //! `X-Forwarded-For` appended, `X-Real-IP` and `X-Forwarded-Proto` set, hop-by-hop fields
 //! removed (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
-//! Transfer-Encoding, Upgrade unless upgrading to WebSocket), `Expect` removed (the proxy
-//! answers `100-continue` itself), and the body framing written by us.
+//! Transfer-Encoding, Upgrade: a WebSocket upgrade is sent as `Upgrade: websocket` alone),
+//! `HTTP2-Settings` removed always (no h2c upgrade is forwarded), the client's
+//! `X-Forwarded-Host` and `Forwarded` removed always (nothing a client says about the path a
+//! request took is trusted), `Expect` removed (the proxy answers `100-continue` itself), and
+//! the body framing written by us.
 //!
 //! Client response: interim heads skipped (`shared::http::parse_final_response`), hop-by-hop
 //! fields removed and the framing decided here: a known length is passed on; chunked and
 //! close-delimited bodies are re-framed as chunked for HTTP/1.1 clients and sent
-//! close-delimited to HTTP/1.0 clients. The head is written when it is parsed, all but its
-//! Connection field, which [`end_client_head`] adds once the exchange knows whether the
-//! client connection stays (an early answer closes it): the head is parsed once.
+//! close-delimited to HTTP/1.0 clients; a 101 is tunnelled only to a WebSocket upgrade and
+//! only when it switched to websocket alone (else 502). The head is written when it is
+//! parsed, all but its Connection field, which [`end_client_head`] adds once the exchange
+//! knows whether the client connection stays (an early answer closes it): the head is
+//! parsed once.
 //!
 //! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
 //! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
@@ -24,13 +31,14 @@ use crate::static_files::StaticQuery;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop};
+use shared::http::framing::{connection_tokens, is_hop_by_hop, trim_ows};
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::target::origin_form;
+use shared::http::target::{normalize_path, origin_form};
 use shared::http::{
     parse_final_response, parse_request, BodyKind, CodecError, RequestHead, RequestMethod,
     ResponseHead, Status, Version,
 };
+use std::cell::RefCell;
 use std::io::Write as _;
 use std::net::IpAddr;
 
@@ -254,10 +262,7 @@ pub fn prepare_request(
             return Err(ProxyError::MethodNotSupported);
         }
         let target = origin_form(head.target);
-        let route = g
-            .router
-            .route(head.authority, target.as_bytes())
-            .ok_or(ProxyError::NoRoute)?;
+        let route = route_of(g, head.authority, target.as_bytes())?;
         let pipelined = match head.body {
             BodyKind::Empty => buf.len() > head.head_len,
             BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
@@ -318,6 +323,23 @@ pub fn prepare_request(
     })
 }
 
+thread_local! {
+    /// The worker's buffer for paths that need rewriting to be routed (grown once to the
+    /// longest such path, then reused: no allocation per request).
+    static PATH_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The route for `target` (origin-form) at `authority`, chosen on the normalised path
+/// (`shared::http::target::normalize_path`), as an origin will read it: `/%61dmin/`,
+/// `//admin/` and `/x/../admin/` are all `/admin/`. The target itself goes upstream as
+/// received. A path with no normal form (`/../x`, `%00`, a bad escape) is a 400.
+fn route_of(g: &Generation, authority: Option<&[u8]>, target: &[u8]) -> Result<usize, ProxyError> {
+    PATH_SCRATCH.with_borrow_mut(|scratch| {
+        let path = normalize_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
+        g.router.route(authority, path).ok_or(ProxyError::NoRoute)
+    })
+}
+
 /// Write the upstream request head for `head` into `out` (cleared first): the request line
 /// with `target` (origin-form), the end-to-end fields, the forwarding fields `opts` asks for
 /// with the client's address `ip`, the upgrade fields when `websocket`, and our own framing.
@@ -344,6 +366,13 @@ pub(crate) fn write_upstream_head(
             || eq(n, "host")
             || eq(n, "content-length")
             || eq(n, "expect")
+            // Only for an h2c upgrade, which is never forwarded (nor one hidden in a WebSocket
+            // upgrade's list): dropped even when Connection does not name it.
+            || eq(n, "http2-settings")
+            // What a client says about the host it addressed or where the request passed: not
+            // trusted, never passed on (an origin would build URLs or access rules on it).
+            || eq(n, "x-forwarded-host")
+            || eq(n, "forwarded")
             || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
             || (opts.x_real_ip && eq(n, "x-real-ip"))
             || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
@@ -363,9 +392,12 @@ pub(crate) fn write_upstream_head(
     if opts.x_forwarded_proto {
         write_header(out, b"X-Forwarded-Proto", ip.scheme());
     }
-    if let (true, Some(u)) = (websocket, head.upgrade) {
+    if websocket {
+        // Only websocket, whatever else the client's list offered (`h2c, websocket`): a back
+        // end that picked h2c would give the client an HTTP/2 channel past routing, header
+        // rewriting and the cache.
         write_header(out, b"Connection", b"upgrade");
-        write_header(out, b"Upgrade", u);
+        write_header(out, b"Upgrade", b"websocket");
     }
     match head.body {
         BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
@@ -489,7 +521,11 @@ pub(crate) fn response_info(
             ClientFraming::Chunked
         }
         BodyKind::Chunked | BodyKind::CloseDelimited => ClientFraming::Close,
-        BodyKind::Tunnel if req.websocket && head.status == 101 => ClientFraming::Tunnel,
+        BodyKind::Tunnel
+            if req.websocket && head.status == 101 && switched_to_websocket(head.headers) =>
+        {
+            ClientFraming::Tunnel
+        }
         BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
     };
     Ok(ResponseInfo {
@@ -506,9 +542,28 @@ pub(crate) fn response_info(
     })
 }
 
+/// A 101 switched to WebSocket: one Upgrade field, and it names exactly `websocket` (RFC 6455
+/// 4.2.2), the one protocol the proxy sent. A back end that answers `Upgrade: h2c` (or a list)
+/// would get a raw channel of another protocol tunnelled to the client: 502 instead.
+fn switched_to_websocket(headers: &[httparse::Header<'_>]) -> bool {
+    let mut upgrades = headers.iter().filter(|h| eq(h.name, "upgrade"));
+    match (upgrades.next(), upgrades.next()) {
+        (Some(u), None) => trim_ows(u.value).eq_ignore_ascii_case(b"websocket"),
+        _ => false,
+    }
+}
+
 /// Write the client's response head for `head` into `out` (cleared first), relayed with
 /// `framing`: status line, end-to-end fields, our own framing field; no Connection field and
 /// no final CRLF (see [`end_client_head`]).
+///
+/// Content-Length is always written by us, never copied: the body's length when it has one;
+/// on a head without a body (RFC 9110 8.6) never on a 1xx or a 204 ("A server MUST NOT send
+/// a Content-Length header field in any response with a status code of 1xx or 204"), and on
+/// a 304 or an answer to HEAD only the origin's length when it is valid (it is the selected
+/// representation's, which 8.6 lets them carry; nginx passes it), as one plain number. So no
+/// malformed, conflicting or misplaced length reaches a client, or a proxy in front of it
+/// that would frame the next response by it.
 pub(crate) fn write_client_head(
     head: &ResponseHead<'_, '_>,
     framing: ClientFraming,
@@ -522,9 +577,7 @@ pub(crate) fn write_client_head(
         let n = h.name;
         let keep_upgrade = tunnel && eq(n, "upgrade");
         if !keep_upgrade
-            && (is_hop_by_hop(n)
-                || (framing != ClientFraming::Empty && eq(n, "content-length"))
-                || named.contains(n, head.headers))
+            && (is_hop_by_hop(n) || eq(n, "content-length") || named.contains(n, head.headers))
         {
             continue;
         }
@@ -532,6 +585,12 @@ pub(crate) fn write_client_head(
     }
     match head.body {
         BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
+        BodyKind::Empty => {
+            let may_have_length = head.status >= 200 && head.status != 204;
+            if let (true, Some(n)) = (may_have_length, head.content_length) {
+                write_header_u64(out, b"Content-Length", n);
+            }
+        }
         _ if framing == ClientFraming::Chunked => {
             write_header(out, b"Transfer-Encoding", b"chunked")
         }

@@ -164,7 +164,8 @@ impl Metrics {
         if let Some(counts) = self.requests.get_mut(row) {
             counts[class_index(status)] += 1;
         }
-        self.bytes_in += r.bytes_in;
+        // Saturating: a request's count includes the length its client declared.
+        self.bytes_in = self.bytes_in.saturating_add(r.bytes_in);
         self.bytes_out += r.bytes_out;
         if let Some(e) = r.fault {
             self.faults[fault_index(e)] += 1;
@@ -229,7 +230,7 @@ impl Metrics {
     pub fn add(&mut self, o: &Metrics) {
         add_rows(&mut self.requests, &o.requests);
         add_rows(&mut self.cache, &o.cache);
-        self.bytes_in += o.bytes_in;
+        self.bytes_in = self.bytes_in.saturating_add(o.bytes_in);
         self.bytes_out += o.bytes_out;
         add_row(&mut self.faults, &o.faults);
         self.request_time.add(&o.request_time);

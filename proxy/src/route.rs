@@ -10,14 +10,19 @@
 //!   within each set the longest path prefix wins. A set with no matching prefix falls
 //!   through to the next (as a HAProxy rule list falls through to `default_backend`); to
 //!   fence a host in, give it a route with the prefix `/`.
-//! - Prefixes are plain byte prefixes of the request target (`/api` matches `/apiary`; write
-//!   `/api/` to match a directory), compared case-sensitively, as nginx's `location` does.
+//! - Prefixes are plain byte prefixes of the request's normalised path (`/api` matches
+//!   `/apiary`; write `/api/` to match a directory), compared case-sensitively, as nginx's
+//!   `location` does. The caller normalises the path as origins do before they look it up
+//!   (`shared::http::target::normalize_path`: `%61` is `a`, dot segments resolved, slashes
+//!   merged, no query), so no other spelling of a path gets past its route; the prefixes
+//!   are normalised the same way here, once.
 //! - No match: `None`, and the caller answers 404.
 //!
 //! Lookups allocate nothing: the tables are built in [`Router::new`], hosts sorted for a
 //! binary search that lowers the case as it compares, and only read afterwards.
 
 use crate::config::Route;
+use shared::http::target::normalize_path;
 use std::cmp::Ordering;
 
 /// One path prefix and the route (index into `Config::routes`) it leads to.
@@ -52,9 +57,10 @@ impl Router {
     /// (validation rejects such duplicates anyway).
     pub fn new(routes: &[Route]) -> Router {
         let mut router = Router::default();
+        let mut scratch = Vec::new();
         for (route, r) in routes.iter().enumerate() {
             let p = Prefix {
-                prefix: r.path_prefix.as_bytes().into(),
+                prefix: normal_prefix(&r.path_prefix, &mut scratch).into(),
                 route,
             };
             let list = match &r.host {
@@ -86,7 +92,7 @@ impl Router {
 
     /// The route (index into `Config::routes`) for a request, or `None` (404). `host` is the
     /// Host header (or the authority of an absolute-form target) as received; `path` is the
-    /// request target.
+    /// request's normalised path (`normalize_path` of the origin-form target).
     pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<usize> {
         if let Some(host) = host.map(strip_port).filter(|h| !h.is_empty()) {
             let exact = find(&self.exact, host).and_then(|h| longest_prefix(&h.prefixes, path));
@@ -108,6 +114,17 @@ impl Router {
         }
         longest_prefix(&self.any_host, path)
     }
+}
+
+/// A configured prefix in the form request paths are matched in: `/%61pi//` is `/api/`.
+/// One the normaliser refuses, or with a `?` (paths have no query), is kept as written: it
+/// matches no normalised path, as it matched no request before.
+fn normal_prefix<'a>(prefix: &'a str, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+    let raw = prefix.as_bytes();
+    if raw.contains(&b'?') {
+        return raw;
+    }
+    normalize_path(raw, scratch).unwrap_or(raw)
 }
 
 /// The prefix list for `host` in `table`, added if new.
@@ -232,6 +249,23 @@ mod tests {
         assert_eq!(Router::new(&[]).route(None, b"/"), None);
         // A request target that is not origin-form does not match a `/` prefix.
         assert_eq!(r.route(None, b"*"), None);
+    }
+
+    /// Issue 22, item 5: the router compares normalised paths, so its prefixes are
+    /// normalised too; one that cannot be is kept as written and matches nothing.
+    #[test]
+    fn prefixes_are_normalised_like_paths() {
+        let r = Router::new(&[
+            route(None, "/", 0),
+            route(None, "/%61pi//", 1),
+            route(None, "/a%2fb/", 2),
+            route(None, "/x?y", 3),
+            route(None, "/../z/", 4),
+        ]);
+        assert_eq!(r.route(None, b"/api/v1"), Some(1));
+        assert_eq!(r.route(None, b"/a%2Fb/c"), Some(2));
+        assert_eq!(r.route(None, b"/x"), Some(0));
+        assert_eq!(r.route(None, b"/z/"), Some(0));
     }
 
     #[test]

@@ -327,10 +327,11 @@ fn codec_rows() -> Vec<Row> {
             format!("GET / HTTP/11.1\r\n{H}\r\n"),
             400,
         ),
+        // HTTP/1.2 to 1.9 are served as 1.1 (RFC 9112 2.3): proxy_security framing.
         (
-            "version HTTP/1.2",
-            format!("GET / HTTP/1.2\r\n{H}\r\n"),
-            505,
+            "version HTTP/1.2 with a space after it",
+            format!("GET / HTTP/1.2 \r\n{H}\r\n"),
+            400,
         ),
         (
             "version HTTP/2.0",

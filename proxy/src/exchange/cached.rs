@@ -385,7 +385,10 @@ impl<'a> Stored<'a> {
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
         write_header(out, b"X-Cache", self.status.as_str().as_bytes());
-        if self.length {
+        // RFC 9110 8.6: never on a 204 (the stored head's status line, written by
+        // `stored_head`, says which it is).
+        let no_content = self.head.get(9..12) == Some(&b"204"[..]);
+        if self.length && !no_content {
             write_header_u64(out, b"Content-Length", self.len);
         }
         if !keep {

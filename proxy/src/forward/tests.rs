@@ -91,6 +91,24 @@ fn upstream_heads() {
              X-Forwarded-Proto: https\r\n(no Host)"
                 .into(),
         ),
+        // Issue 22, item 3b: the proxy trusts nothing a client says about where a request
+        // came from or was addressed to; these two are never passed on.
+        (
+            "X-Forwarded-Host and Forwarded from the client are removed",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: admin.internal\r\n\
+             Forwarded: for=1.2.3.4;host=admin.internal;proto=https\r\nX-A: 1\r\n\
+             x-forwarded-host: b\r\nFORWARDED: for=5.6.7.8\r\n\r\n"
+                .into(),
+            opts(),
+            format!("GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n{fwd}"),
+        ),
+        (
+            "X-Forwarded-Host and Forwarded are removed with the forwarding fields off too",
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: a\r\nForwarded: for=1.2.3.4\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET / HTTP/1.1\r\n(no Host)".into(),
+        ),
         (
             "Host not preserved: left to each attempt (the server's name)",
             "GET / HTTP/1.1\r\nHost: h\r\n\r\n".into(),
@@ -129,14 +147,43 @@ fn upstream_heads() {
             "POST / HTTP/1.1\r\nContent-Length: 0\r\n(no Host)".into(),
         ),
         (
-            "a WebSocket upgrade keeps its Upgrade list and says Connection: upgrade",
+            "a WebSocket upgrade says Connection: upgrade and Upgrade: websocket",
             "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n\
-             Upgrade: websocket, h2c\r\nSec-WebSocket-Key: k\r\n\r\n"
+             Upgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n"
                 .into(),
             off.clone(),
             "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
-             Upgrade: websocket, h2c\r\n(no Host)"
+             Upgrade: websocket\r\n(no Host)"
                 .into(),
+        ),
+        // Issue 22, item 16: a back end that picks h2c from the list would give the client
+        // a raw HTTP/2 channel past routing, header rewriting and the cache.
+        (
+            "a WebSocket upgrade that also offers h2c: only websocket goes upstream",
+            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: h2c, websocket\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\
+             Sec-WebSocket-Key: k\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
+             Upgrade: websocket\r\n(no Host)"
+                .into(),
+        ),
+        (
+            "HTTP2-Settings goes even when Connection does not name it",
+            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\
+             Upgrade: WebSocket, h2c\r\nhttp2-settings: AAMAAABk\r\nSec-WebSocket-Key: k\r\n\r\n"
+                .into(),
+            off.clone(),
+            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
+             Upgrade: websocket\r\n(no Host)"
+                .into(),
+        ),
+        (
+            "HTTP2-Settings on a plain request is dropped too",
+            "GET / HTTP/1.1\r\nHost: h\r\nHTTP2-Settings: AAMAAABk\r\nX-A: 1\r\n\r\n".into(),
+            off.clone(),
+            "GET / HTTP/1.1\r\nX-A: 1\r\n(no Host)".into(),
         ),
         (
             "an upgrade to something else is dropped",
@@ -261,6 +308,69 @@ fn client_heads() {
             head,
             ok("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"),
         ),
+        // Issue 22, item 18 (RFC 9110 8.6): a 204 (or 1xx) never carries Content-Length; a
+        // downstream proxy that honoured one would take the next response's bytes as body.
+        (
+            "204: its Content-Length is stripped",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\nX-A: 1\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 204 No Content\r\nX-A: 1\r\n\r\n"),
+        ),
+        (
+            "204: even Content-Length: 0",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 204 No Content\r\n\r\n"),
+        ),
+        (
+            "204 to HEAD: stripped as well",
+            "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+            head,
+            ok("HTTP/1.1 204 No Content\r\n\r\n"),
+        ),
+        (
+            "304: a plain length is the selected representation's and stays",
+            "HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\nContent-Length: 5\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\nContent-Length: 5\r\n\r\n"),
+        ),
+        (
+            "304: written as a plain number",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 007\r\nContent-Length: 7\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\n\r\n"),
+        ),
+        (
+            "304: an invalid length is dropped",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 5x\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\n\r\n"),
+        ),
+        (
+            "304: conflicting lengths are dropped",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\n\r\n"),
+        ),
+        (
+            "304: a length past 2^63-1 is dropped",
+            "HTTP/1.1 304 Not Modified\r\nContent-Length: 9223372036854775808\r\n\r\n",
+            req(),
+            ok("HTTP/1.1 304 Not Modified\r\n\r\n"),
+        ),
+        (
+            "HEAD: an invalid length is dropped too",
+            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            head,
+            ok("HTTP/1.1 200 OK\r\n\r\n"),
+        ),
+        (
+            "101 to a WebSocket upgrade: a Content-Length on it is stripped",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nContent-Length: 5\r\n\
+             Connection: Upgrade\r\n\r\n",
+            ws,
+            ok("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n"),
+        ),
         (
             "a coding other than chunked cannot be re-framed",
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
@@ -280,6 +390,39 @@ fn client_heads() {
             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
             req(),
             bad(CodecError::InvalidStatus),
+        ),
+        // Issue 22, item 16: the tunnel opens only for the protocol the client was sent.
+        (
+            "101 to a WebSocket upgrade that switched to h2c is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 to a WebSocket upgrade naming more than websocket is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket, h2c\r\n\
+             Connection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 to a WebSocket upgrade with two Upgrade fields is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nUpgrade: h2c\r\n\
+             Connection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 to a WebSocket upgrade without Upgrade is refused",
+            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n",
+            ws,
+            bad(CodecError::InvalidStatus),
+        ),
+        (
+            "101 with Upgrade: WebSocket (any case) is a WebSocket tunnel",
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n\r\n",
+            ws,
+            ok("HTTP/1.1 101 Switching Protocols\r\nUpgrade: WebSocket\r\nConnection: upgrade\r\n\r\n"),
         ),
     ];
     for (what, wire, req, want) in table {

@@ -1,7 +1,8 @@
 //! Static files: a route that answers from a directory, as nginx's `root` does.
 //!
 //! - The whole request path is appended to the root (`/static/a.txt` under `www` is
-//!   `www/static/a.txt`); `/dir/` serves `dir/<index>`, `/dir` is a 301 to `/dir/`, a
+//!   `www/static/a.txt`); `/dir/` serves `dir/<index>`, `/dir` is a 301 to `/dir/` (the
+//!   normalised path: `//dir` too, never `//dir/`, another host to a browser), a
 //!   directory without its index is 404 (no listings).
 //! - GET and HEAD; anything else is 405 with `Allow: GET, HEAD`.
 //! - ETag (`"mtime-size"` in hex, as nginx), Last-Modified, `If-None-Match` and
@@ -38,6 +39,7 @@ use bytes::Buf;
 use cache::Found;
 use decide::{decide, Conditions, Method, Validators};
 use respond::{Body, Conn};
+use shared::http::target::normalize_path;
 use shared::http::{BodyKind, RequestHead};
 use std::cell::RefCell;
 use std::path::PathBuf;
@@ -190,6 +192,8 @@ fn origin_path(target: &[u8]) -> Option<&[u8]> {
 thread_local! {
     /// The decoded path of the request being answered (grown once, then reused).
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(256));
+    /// The normalised path of a directory redirect (grown once, then reused).
+    static LOCATION: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Answer one request from `site`. The request head is `req.head_len` bytes at the front of
@@ -282,16 +286,38 @@ fn prepare(
             Err(e) => simple(out, e.status()),
             // A directory named like the index file is not an index.
             Ok(Found::Dir) if resolved.dir => simple(out, 404),
-            Ok(Found::Dir) => {
-                let q: &[u8] = query.map_or(b"", |_| b"?");
-                let location = [path, b"/", q, query.unwrap_or(b"")];
-                respond::simple(out, 301, Some(&location), head, conn);
-                Plan {
-                    file: None,
-                    body: Body::None,
-                }
-            }
+            Ok(Found::Dir) => redirect_to_dir(out, path, query, head, conn),
             Ok(Found::File(f)) => file_plan(out, f, method, &q.conditions(buf), conn),
+        }
+    })
+}
+
+/// `path` names a directory but does not end in `/`: a 301 to it with the slash (and the
+/// query). The Location is the normalised path (`normalize_path`: slashes merged, dot
+/// segments resolved, the router's view of it), so it starts with exactly one `/`: from the
+/// raw path, `GET //images` answered `Location: //images/`, which a browser reads as the
+/// host `images`. Escapes stay escaped (`/my%20dir/`).
+fn redirect_to_dir(
+    out: &mut bytes::BytesMut,
+    path: &[u8],
+    query: Option<&[u8]>,
+    head: bool,
+    conn: Conn,
+) -> Plan {
+    LOCATION.with_borrow_mut(|scratch| {
+        // The router refused every path without a normal form before this route was chosen.
+        match normalize_path(path, scratch) {
+            Ok(dir) => {
+                let slash: &[u8] = if dir.ends_with(b"/") { b"" } else { b"/" };
+                let q: &[u8] = query.map_or(b"", |_| b"?");
+                let location = [dir, slash, q, query.unwrap_or(b"")];
+                respond::simple(out, 301, Some(&location), head, conn);
+            }
+            Err(_) => respond::simple(out, 400, None, head, conn),
+        }
+        Plan {
+            file: None,
+            body: Body::None,
         }
     })
 }

@@ -15,6 +15,12 @@
 //! Decoding happens once: `%252e` is the three characters `%2e`, a file name like any other
 //! (nginx does the same), never a dot; it can only name a file inside the root.
 //! Empty segments (`//`) and `.` segments are dropped, as nginx's `merge_slashes` does.
+//!
+//! The route was chosen on the normalised path (`shared::http::target::normalize_path`): a
+//! path that climbs above the root, a `%00` and a malformed escape are 400 before any route.
+//! This decoder still reads the raw path (the normal form keeps reserved escapes such as
+//! `%20` encoded, so a second decoding is needed anyway) and is never laxer: whatever it
+//! resolves is the file the routed path names (the test at the end of this file).
 
 /// Longest path (bytes, after decoding) we look up; longer ones are 404 (no such file can
 /// exist: Linux's PATH_MAX is 4096).
@@ -122,5 +128,67 @@ fn hex(b: u8) -> Option<u8> {
         b'a'..=b'f' => Some(b - b'a' + 10),
         b'A'..=b'F' => Some(b - b'A' + 10),
         _ => None,
+    }
+}
+
+/// Static routes resolve the raw path with the decoder above, not the router's normal form
+/// (`shared::http::target::normalize_path`, which keeps escapes of reserved characters such
+/// as `%20` encoded, so a file name still needs this decoder, and which resolves `..` where
+/// this refuses it). The two must agree on what a path names (issue 22, item 5).
+#[cfg(test)]
+mod agreement_with_the_router {
+    use super::*;
+    use shared::http::target::normalize_path;
+
+    #[test]
+    fn a_file_served_is_the_file_the_routed_path_names() {
+        let targets = [
+            "/",
+            "/a.txt",
+            "//a//b",
+            "/./a",
+            "/a/./b/",
+            "/%61.txt",
+            "/a%20b",
+            "/%7euser/x",
+            "/dir/.",
+            "/a/../b",
+            "/a/%2e%2e/b",
+            "/%2e%2e/x",
+            "/../x",
+            "/%00",
+            "/a%00b",
+            "/%zz",
+            "/%4",
+            "/a%2fb",
+            "/..%2fx",
+            "/%252e%252e/x",
+            "/%c3%a9",
+            "/a\\b",
+            "/.%2e",
+        ];
+        let (mut scratch, mut raw_rel, mut routed_rel) = (Vec::new(), Vec::new(), Vec::new());
+        for target in targets {
+            let raw = resolve(target.as_bytes(), &mut raw_rel);
+            let Ok(normal) = normalize_path(target.as_bytes(), &mut scratch) else {
+                // What the router refuses never reaches a static route; refused here too.
+                assert!(
+                    raw.is_err(),
+                    "{target}: the router refuses it, static serves it"
+                );
+                continue;
+            };
+            if raw.is_ok() {
+                let routed = resolve(normal, &mut routed_rel);
+                assert!(
+                    routed.is_ok(),
+                    "{target}: routed as {normal:?}, then refused"
+                );
+                assert_eq!(
+                    raw_rel, routed_rel,
+                    "{target}: another file than its route's"
+                );
+            }
+        }
     }
 }

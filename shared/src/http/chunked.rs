@@ -18,7 +18,7 @@
 //! like header fields and dropped, the forbidden ones (RFC 9110 6.5.1) with the rest.
 //! Line and trailer sizes are bounded by [`Limits`].
 
-use super::framing::is_tchar;
+use super::framing::{is_tchar, MAX_LENGTH};
 use super::{body::Decoded, CodecError, Limits, Status};
 
 /// State of a chunked body decoder.
@@ -166,7 +166,8 @@ impl ChunkedDecoder {
         }
         self.state = match (self.state, b) {
             (SizeStart | Size, _) if hex_value(b).is_some() => {
-                if self.remaining > u64::MAX >> 4 {
+                // Bounded like Content-Length (see `MAX_LENGTH`), leading zeros free.
+                if self.remaining > MAX_LENGTH >> 4 {
                     return Err(CodecError::ChunkSizeOverflow);
                 }
                 self.remaining = (self.remaining << 4) | hex_value(b).unwrap_or(0);

@@ -197,12 +197,13 @@ impl<'b> FieldScan<'b> {
     }
 
     /// One Content-Length field: a list of plain decimal numbers that must all agree
-    /// (RFC 9112 6.3 step 5; identical duplicates such as `5, 5` are accepted as one).
+    /// (RFC 9112 6.3 step 5; identical duplicates such as `5, 5` are accepted as one), each
+    /// at most [`MAX_LENGTH`].
     fn content_length(&mut self, value: &[u8]) {
         self.has_content_length = true;
         // Fast path: one plain number, the first Content-Length seen.
         if self.content_length.is_none() && self.content_length_error.is_none() {
-            if let Some(n) = parse_decimal(value) {
+            if let Some(n) = parse_length(value) {
                 self.content_length = Some(n);
                 return;
             }
@@ -210,7 +211,7 @@ impl<'b> FieldScan<'b> {
         let mut any = false;
         for element in value.split(|&b| b == b',').map(trim_ows) {
             any = true;
-            match parse_decimal(element) {
+            match parse_length(element) {
                 None => {
                     self.content_length_error = Some(CodecError::InvalidContentLength);
                 }
@@ -310,6 +311,16 @@ pub fn is_token(s: &[u8]) -> bool {
 /// step 1): 1xx (Informational), 204 (No Content) and 304 (Not Modified).
 pub fn status_has_no_body(status: u16) -> bool {
     (100..200).contains(&status) || status == 204 || status == 304
+}
+
+/// The largest message body length or chunk size accepted: 2^63-1, nginx's bound. A back
+/// end that reads lengths into a signed 64-bit integer sees the same number as we do; a
+/// longer one would be negative or wrapped there while we framed it as huge.
+pub const MAX_LENGTH: u64 = i64::MAX as u64;
+
+/// A Content-Length element: `1*DIGIT` no larger than [`MAX_LENGTH`].
+fn parse_length(digits: &[u8]) -> Option<u64> {
+    parse_decimal(digits).filter(|&n| n <= MAX_LENGTH)
 }
 
 /// `1*DIGIT` into a u64; `None` on anything else (sign, space, empty, overflow).

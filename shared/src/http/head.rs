@@ -3,7 +3,8 @@
 //!
 //! Rules enforced beyond httparse (RFC 9112): bare LF line endings, obs-fold, whitespace before
 //! the colon, NUL/bare CR in values, Host presence and uniqueness for HTTP/1.1 requests,
-//! absolute-form authority winning over Host, versions other than 1.0/1.1 (505) told apart
+//! absolute-form authority winning over Host, request versions `HTTP/1.2` to `HTTP/1.9` read
+//! as 1.1 (RFC 9112 2.3; httparse knows only 1.0 and 1.1), other versions (505) told apart
 //! from the HTTP/2 preface and from garbage, and the framing headers (see `framing`).
 //! Request-smuggling hardening on top: Host and authorities to a strict `host[:port]`
 //! grammar, only `http(s)` absolute-form, no fragment in a target, `head`/`connect` in the
@@ -87,6 +88,10 @@ pub struct ResponseHead<'h, 'b> {
     /// The body is framed by Transfer-Encoding (chunked or read until close) and a coding
     /// other than chunked was named: a proxy that re-frames the body would lose it.
     pub other_coding: bool,
+    /// The Content-Length the fields declare, when it is valid (plain decimal numbers that
+    /// agree, at most 2^63-1), whatever `body` is: on a 304 or an answer to HEAD it is the
+    /// selected representation's length (RFC 9110 8.6) and frames nothing.
+    pub content_length: Option<u64>,
 }
 
 /// The HTTP/2 connection preface (RFC 9113 3.4); its first line parses as an HTTP/1 request
@@ -104,8 +109,31 @@ pub fn parse_request<'h, 'b>(
     // httparse never sees more than max_head bytes, so its work is bounded too.
     let window = &buf[..buf.len().min(limits.max_head)];
     let mut req = httparse::Request::new(storage);
-    let head_len = match req.parse(window) {
-        Ok(httparse::Status::Complete(len)) => len,
+    let parsed = match req.parse(window) {
+        Ok(httparse::Status::Complete(len)) => {
+            let httparse::Request {
+                method,
+                path,
+                version,
+                headers,
+            } = req;
+            let (Some(method), Some(target), Some(minor)) = (method, path, version) else {
+                return Err(CodecError::InvalidStartLine); // httparse sets all three on Complete
+            };
+            let version = if minor == 0 {
+                Version::Http10
+            } else {
+                Version::Http11
+            };
+            Ok(httparse::Status::Complete((
+                method, target, version, &*headers, len,
+            )))
+        }
+        Err(httparse::Error::Version) => later_minor(window, req),
+        other => other.map(|_| httparse::Status::Partial),
+    };
+    let (method, target, version, headers, head_len) = match parsed {
+        Ok(httparse::Status::Complete(parts)) => parts,
         Ok(httparse::Status::Partial) => {
             if request_line_too_long(buf, limits.max_request_line) {
                 return Err(CodecError::RequestLineTooLong);
@@ -127,21 +155,6 @@ pub fn parse_request<'h, 'b>(
                 None => Ok(Status::Partial),
             };
         }
-    };
-    let httparse::Request {
-        method,
-        path,
-        version,
-        headers,
-    } = req;
-    let headers: &'h [httparse::Header<'b>] = headers;
-    let (Some(method), Some(target), Some(version)) = (method, path, version) else {
-        return Err(CodecError::InvalidStartLine); // httparse sets all three on Complete
-    };
-    let version = if version == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
     };
 
     // Start-line checks: leading empty lines must be CRLF, the line within its limit.
@@ -177,6 +190,57 @@ pub fn parse_request<'h, 'b>(
             None
         },
     }))
+}
+
+/// A request head's parts, borrowed from the buffer: method, target, version, fields and
+/// the head's length.
+type RequestParts<'h, 'b> = (&'b str, &'b str, Version, &'h [httparse::Header<'b>], usize);
+
+/// httparse stopped at the version of `req`'s request line: if it is `HTTP/1.x` with x from
+/// 2 to 9, read the head as HTTP/1.1 (RFC 9112 2.3: a server SHOULD process a higher minor
+/// version as the highest it speaks; nginx does). httparse has already checked the method
+/// and the target; the rest of the line is read here and the fields by httparse's own field
+/// parser (the same rules as in a request it parses whole). Anything else gives back the
+/// error httparse would have given, for the usual classification (so a CR in the wrong
+/// place or a bare LF is judged exactly as after `HTTP/1.1`). Cold: only such versions pay.
+#[cold]
+fn later_minor<'h, 'b>(
+    window: &'b [u8],
+    req: httparse::Request<'h, 'b>,
+) -> httparse::Result<RequestParts<'h, 'b>> {
+    let httparse::Request {
+        method: Some(method),
+        path: Some(target),
+        headers,
+        ..
+    } = req
+    else {
+        return Err(httparse::Error::Version);
+    };
+    // The version starts after the single space that ends the target.
+    let at = target.as_ptr() as usize - window.as_ptr() as usize + target.len() + 1;
+    let line_len = match window.get(at..).unwrap_or_default() {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9', end @ ..] => match end {
+            [] | [b'\r'] => return Ok(httparse::Status::Partial),
+            [b'\r', b'\n', ..] => at + 10,
+            // A bare LF: taken as a line end here, refused by the head's CRLF checks.
+            [b'\n', ..] => at + 9,
+            _ => return Err(httparse::Error::NewLine),
+        },
+        _ => return Err(httparse::Error::Version),
+    };
+    Ok(
+        match httparse::parse_headers(&window[line_len..], headers)? {
+            httparse::Status::Complete((len, fields)) => httparse::Status::Complete((
+                method,
+                target,
+                Version::Http11,
+                fields,
+                line_len + len,
+            )),
+            httparse::Status::Partial => httparse::Status::Partial,
+        },
+    )
 }
 
 /// Parse a response head to a request made with `method`. 1xx heads (other than 101) parse as
@@ -248,6 +312,9 @@ pub fn parse_response<'h, 'b>(
         body,
         keep_alive,
         other_coding,
+        content_length: scan
+            .content_length
+            .filter(|_| scan.content_length_error.is_none()),
     }))
 }
 
@@ -402,7 +469,7 @@ fn valid_pct_reg_name(host: &[u8]) -> bool {
 }
 
 /// `unreserved` (RFC 3986 2.3): ALPHA / DIGIT / "-" / "." / "_" / "~".
-static UNRESERVED: [bool; 256] = {
+pub(crate) static UNRESERVED: [bool; 256] = {
     let mut t = [false; 256];
     let mut b = 0;
     while b < 256 {
@@ -508,8 +575,9 @@ fn classify_response_error(buf: &[u8], e: httparse::Error) -> Option<CodecError>
     }
 }
 
-/// `HTTP/x.y` (or `HTTP/x`, as HTTP/2 and 3 write it) that is well formed but not 1.0/1.1 is
-/// unsupported (505); anything else is garbage (400). `field` starts at the version and
+/// `HTTP/x.y` (or `HTTP/x`, as HTTP/2 and 3 write it) that is well formed but not one this
+/// codec reads (1.0, 1.1, and in requests 1.2 to 1.9 as 1.1) is unsupported (505); anything
+/// else is garbage (400). `field` starts at the version and
 /// `is_end` tells the byte that ends it.
 fn classify_version(field: &[u8], is_end: impl Fn(u8) -> bool) -> Option<CodecError> {
     let v = match field.iter().position(|&b| is_end(b)) {

@@ -40,7 +40,8 @@ pub enum Status<T> {
     Partial,
 }
 
-/// The HTTP versions this codec speaks; anything else is `CodecError::UnsupportedVersion` (505).
+/// The HTTP versions this codec speaks. A request in `HTTP/1.2` to `HTTP/1.9` is read as
+/// `Http11` (RFC 9112 2.3); other versions are `CodecError::UnsupportedVersion` (505).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Version {
     Http10,

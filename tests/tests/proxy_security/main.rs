@@ -13,5 +13,10 @@ use actions_common::*;
 
 mod body_desync;
 mod cache_key;
+mod framing;
 mod preconditions;
+mod routing;
+mod scripted;
+mod upgrade;
+mod upstream_fields;
 mod variants;

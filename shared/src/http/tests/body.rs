@@ -267,12 +267,27 @@ fn table() -> Vec<Case> {
             Err(ChunkSizeOverflow),
             b"10000000000000000\r\n",
         ),
+        // Chunk sizes are bounded to 2^63-1 like lengths (issue 22, item 19).
         (
             Chunked,
-            b"ffffffffffffffff\r\nab",
+            b"7fffffffffffffff\r\nab",
             b"ab",
             Err(UnexpectedEof),
             b"",
+        ),
+        (
+            Chunked,
+            b"8000000000000000\r\n",
+            b"",
+            Err(ChunkSizeOverflow),
+            b"8000000000000000\r\n",
+        ),
+        (
+            Chunked,
+            b"000ffffffffffffffff\r\nab",
+            b"",
+            Err(ChunkSizeOverflow),
+            b"000ffffffffffffffff\r\nab",
         ),
         (
             Chunked,
@@ -391,8 +406,12 @@ fn chunk_line_parser() {
     assert_eq!(parse_chunk_line(b"1a;x\ny\r\n", &l), Err(BareLf));
     assert_eq!(parse_chunk_line(b"g\r\n", &l), Err(InvalidChunkSize));
     assert_eq!(
+        parse_chunk_line(b"7fffffffffffffff\r\n", &l),
+        Ok(Status::Complete((18, i64::MAX as u64)))
+    );
+    assert_eq!(
         parse_chunk_line(b"ffffffffffffffff\r\n", &l),
-        Ok(Status::Complete((18, u64::MAX)))
+        Err(ChunkSizeOverflow)
     );
     assert_eq!(
         parse_chunk_line(b"fffffffffffffffff", &l),

@@ -39,7 +39,14 @@ fn table() -> Vec<(String, Want)> {
         (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5, 5\r\n\r\n"), ok(Length(5), true, ex)),
         (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\nContent-Length: 5\r\n\r\n"), ok(Length(5), true, ex)),
         (format!("POST / HTTP/1.1\r\n{H}Content-Length: 007\r\n\r\n"), ok(Length(7), true, ex)),
-        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 18446744073709551615\r\n\r\n"), ok(Length(u64::MAX), true, ex)),
+        // Lengths are bounded to 2^63-1, as nginx bounds them: a back end that reads one into
+        // a signed 64-bit number must see the same length (issue 22, item 19).
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 9223372036854775807\r\n\r\n"), ok(Length(i64::MAX as u64), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 09223372036854775807\r\n\r\n"), ok(Length(i64::MAX as u64), true, ex)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 9223372036854775808\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 18446744073709551615\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5, 9223372036854775808\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
+        (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\nContent-Length: 18446744073709551615\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
         (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5, 6\r\n\r\n"), Want::Err(ConflictingContentLength, 400)),
         (format!("POST / HTTP/1.1\r\n{H}Content-Length: 5\r\nContent-Length: 6\r\n\r\n"), Want::Err(ConflictingContentLength, 400)),
         (format!("POST / HTTP/1.1\r\n{H}Content-Length: +5\r\n\r\n"), Want::Err(InvalidContentLength, 400)),
@@ -136,7 +143,6 @@ fn table() -> Vec<(String, Want)> {
         (format!("GET / http/1.1\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
         (format!("GET / HTTX/1.1\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
         (format!("GET / HTTP/11.1\r\n{H}\r\n"), Want::Err(InvalidVersion, 400)),
-        (format!("GET / HTTP/1.2\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
         (format!("GET / HTTP/2.0\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
         (format!("GET / HTTP/0.9\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
         (format!("GET / HTTP/3\r\n{H}\r\n"), Want::Err(UnsupportedVersion, 505)),
@@ -212,6 +218,63 @@ fn request_table() {
         }
         assert_prefixes(wire, req);
     }
+}
+
+/// RFC 9112 2.3: a server "SHOULD" process a higher minor version of HTTP/1 as 1.1, as nginx
+/// does (issue 22, item 20a). httparse reads only 1.0 and 1.1, so the codec reads the start
+/// line of the others itself; the result must be exactly the 1.1 parse of the same head.
+#[test]
+fn later_http1_minor_versions_are_read_as_http11() {
+    for minor in 2..=9 {
+        for head in [
+            format!(
+                "POST /p?q HTTP/1.{minor}\r\n{H}Content-Length: 2\r\nConnection: close\r\n\r\nab"
+            ),
+            format!("GET / HTTP/1.{minor}\r\n{H}\r\n"),
+            format!("\r\nGET http://a.example/x HTTP/1.{minor}\r\nHost: b\r\n\r\n"),
+        ] {
+            let as_11 = head.replacen(&format!("HTTP/1.{minor}"), "HTTP/1.1", 1);
+            let got = req(head.as_bytes());
+            assert!(matches!(got, Ok(Status::Complete(_))), "{head:?}: {got:?}");
+            assert_eq!(got, req(as_11.as_bytes()), "{head:?}");
+            assert_prefixes(head.as_bytes(), req);
+        }
+    }
+    // Everything else about the head is judged as for 1.1; other majors stay 505.
+    let table: &[(&str, CodecError)] = &[
+        ("GET / HTTP/1.2\r\n\r\n", MissingHost),
+        ("GET / HTTP/1.2\nHost: a\r\n\r\n", BareLf),
+        ("GET / HTTP/1.2\n\r\n", BareLf),
+        ("GET / HTTP/1.2\r\nHost: a\n\r\n", BareLf),
+        ("GET / HTTP/1.2 \r\nHost: a\r\n\r\n", InvalidVersion),
+        ("GET / HTTP/1.2x\r\nHost: a\r\n\r\n", InvalidVersion),
+        ("GET / HTTP/1.20\r\nHost: a\r\n\r\n", InvalidVersion),
+        ("GET / HTTP/1.a\r\nHost: a\r\n\r\n", InvalidVersion),
+        ("GET / HTTP/1.2\rX\r\nHost: a\r\n\r\n", InvalidStartLine),
+        ("GET / HTTP/1.2\r\nHost : a\r\n\r\n", WhitespaceBeforeColon),
+        ("GET / HTTP/1.2\r\nHost: a\r\n b\r\n\r\n", ObsFold),
+        (
+            "GET / HTTP/1.2\r\nHost: a\r\nX: \x01\r\n\r\n",
+            InvalidHeaderValue,
+        ),
+        ("GET /a#b HTTP/1.2\r\nHost: a\r\n\r\n", InvalidTarget),
+        (
+            "GET / HTTP/1.2\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ContentLengthWithTransferEncoding,
+        ),
+        ("GET / HTTP/2.0\r\nHost: a\r\n\r\n", UnsupportedVersion),
+        ("GET / HTTP/0.9\r\nHost: a\r\n\r\n", UnsupportedVersion),
+    ];
+    for &(wire, want) in table {
+        assert_eq!(req(wire.as_bytes()), Err(want), "{wire:?}");
+        assert_prefixes(wire.as_bytes(), req);
+    }
+    let max = Limits {
+        max_headers: 1,
+        ..Limits::default()
+    };
+    let two = b"GET / HTTP/1.2\r\nHost: a\r\nX: y\r\n\r\n";
+    assert_eq!(req_with(two, &max), Err(TooManyHeaders));
 }
 
 #[test]

@@ -192,6 +192,23 @@ fn table() -> Vec<(RequestMethod, &'static str, Want)> {
             "HTTP/1.1 200 OK\r\nContent-Length: -5\r\n\r\n",
             Want::Err(InvalidContentLength),
         ),
+        // Lengths past 2^63-1 are bad responses too (issue 22, item 19): nothing to pass on
+        // for the next reader to take differently.
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775807\r\n\r\n",
+            ok(200, Length(i64::MAX as u64), true),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n",
+            Want::Err(InvalidContentLength),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nContent-Length: 18446744073709551615\r\n\r\n",
+            Want::Err(InvalidContentLength),
+        ),
         // Syntax.
         (
             Other,
