@@ -3,3 +3,7 @@
 
 #[path = "../proxy_common/mod.rs"]
 mod proxy_common;
+#[path = "../reload_common/mod.rs"]
+mod reload_common;
+
+mod static_reload;
