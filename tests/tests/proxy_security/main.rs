@@ -6,4 +6,5 @@ mod proxy_common;
 #[path = "../reload_common/mod.rs"]
 mod reload_common;
 
+mod admin;
 mod static_reload;
