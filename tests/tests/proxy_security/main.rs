@@ -8,3 +8,4 @@ mod reload_common;
 
 mod admin;
 mod static_reload;
+mod tunnel_generation;
