@@ -7,5 +7,6 @@ mod proxy_common;
 mod reload_common;
 
 mod admin;
+mod pool_liveness;
 mod static_reload;
 mod tunnel_generation;
