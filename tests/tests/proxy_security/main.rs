@@ -8,5 +8,6 @@ mod reload_common;
 
 mod admin;
 mod pool_liveness;
+mod slow_upload;
 mod static_reload;
 mod tunnel_generation;
