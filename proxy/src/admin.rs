@@ -2,12 +2,15 @@
 //! `/status` (JSON, per worker and totals), `/healthz` (200 while serving, 503 while
 //! draining). Never on the public listeners.
 //!
-//! One plain thread, off the workers: it answers one connection at a time (a scrape is a few
-//! requests a second; a client that stalls is cut off after a second). A scrape asks every
-//! worker for its snapshot through the workers' inbox (`Post::ask_all`): each worker answers
-//! between two of its tasks, so the answer counts every request completed before the scrape.
-//! The listener keeps answering while the workers drain (`/healthz` says 503 then), and stops
-//! when the workers have ended.
+//! One plain thread, off the workers, with a small poll(2) loop over its connections: up to
+//! [`MAX_CONNS`] at once (a new one past that drops the oldest), each given [`CLIENT_TIMEOUT`]
+//! for its whole request and as long again for reading the answer, so no client, however
+//! slowly it sends, keeps `/healthz` from answering the next one. A request cut at its
+//! deadline after part of it came gets a 408. A scrape asks every worker for its snapshot
+//! through the workers' inbox (`Post::ask_all`, bounded by [`ASK_TIMEOUT`]: the only wait that
+//! holds the loop): each worker answers between two of its tasks, so the answer counts every
+//! request completed before the scrape. The listener keeps answering while the workers drain
+//! (`/healthz` says 503 then), and stops when the workers have ended.
 
 use crate::config::Config;
 use crate::exposition;
@@ -17,17 +20,21 @@ use shared::inbox::Post;
 use shared::shutdown::ShutdownFlag;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a scrape waits for the workers.
 const ASK_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a client gets to send its request and read the answer.
+/// How long a client gets to send its whole request, and then to read the whole answer.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The longest admin request head read.
 const MAX_HEAD: usize = 8 * 1024;
+/// Connections served at once. A scrape or a health check takes milliseconds: only slow or
+/// stalled clients grow old, and the oldest makes room for a new one.
+const MAX_CONNS: usize = 32;
 
 /// What the admin thread reads.
 pub struct AdminCtx {
@@ -100,52 +107,239 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
 }
 
 fn serve(listener: TcpListener, ctx: AdminCtx, stop: Arc<AtomicBool>) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            return;
-        }
-        let Ok(mut s) = conn else {
-            // EMFILE and the like: the proxy's workers are short too; try again shortly.
-            std::thread::sleep(Duration::from_millis(10));
+    if let Err(e) = listener.set_nonblocking(true) {
+        eprintln!("proxy: admin listener: {e}; /metrics, /status and /healthz are not served");
+        return;
+    }
+    let mut conns: Vec<Conn> = Vec::with_capacity(MAX_CONNS);
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNS + 1);
+    while !stop.load(Ordering::SeqCst) {
+        let now = Instant::now();
+        conns.retain_mut(|c| c.in_time(now));
+        fds.clear();
+        fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
+        fds.extend(
+            conns
+                .iter()
+                .map(|c| pollfd(c.stream.as_raw_fd(), c.events())),
+        );
+        let wait = conns.iter().map(|c| c.deadline).min();
+        if !poll(&mut fds, wait.map(|d| d.saturating_duration_since(now))) {
             continue;
-        };
-        let _ = s.set_read_timeout(Some(CLIENT_TIMEOUT));
-        let _ = s.set_write_timeout(Some(CLIENT_TIMEOUT));
-        let reply = match read_request(&mut s) {
-            Some(Ok((head, path))) => answer(&ctx, head, &path),
-            Some(Err(())) => Reply::text(400, "bad request\n"),
-            None => continue,
-        };
-        let _ = s.write_all(&reply.bytes());
+        }
+        // Connections first (their indices match `fds`), then the new ones.
+        let mut i = 0;
+        conns.retain_mut(|c| {
+            i += 1;
+            fds[i].revents == 0 || c.progress(&ctx) == Step::Open
+        });
+        if fds[0].revents != 0 {
+            accept_all(&listener, &mut conns);
+        }
     }
 }
 
-/// The request line's method and path; `None`: the client sent nothing usable in time.
-fn read_request(s: &mut TcpStream) -> Option<Result<(bool, String), ()>> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
+fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// Wait for an event on `fds` for at most `wait` (`None`: until one comes). `false` when
+/// nothing is to be looked at (interrupted, or failed: then after a pause, so that a
+/// persistent error does not spin).
+fn poll(fds: &mut [libc::pollfd], wait: Option<Duration>) -> bool {
+    // Rounded up: a deadline is never looked at before it passed.
+    let ms = wait.map_or(-1, |w| {
+        let ms = w.as_micros().div_ceil(1000);
+        libc::c_int::try_from(ms).unwrap_or(libc::c_int::MAX)
+    });
+    // SAFETY: `fds` is a valid, initialized array of `fds.len()` pollfd structs that poll(2)
+    // may write `revents` into for the length of the call.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+    if n < 0 {
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        return false;
+    }
+    true
+}
+
+/// Take every connection waiting on the listener; past [`MAX_CONNS`], the oldest goes.
+fn accept_all(listener: &TcpListener, conns: &mut Vec<Conn>) {
     loop {
-        let n = s.read(&mut chunk).ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf) {
-            Ok(httparse::Status::Complete(_)) => {
-                let head_only = match req.method {
-                    Some("GET") => false,
-                    Some("HEAD") => true,
-                    _ => return Some(Err(())),
-                };
-                let path = req.path.unwrap_or("/");
-                let path = path.split('?').next().unwrap_or(path).to_string();
-                return Some(Ok((head_only, path)));
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                if conns.len() >= MAX_CONNS {
+                    // Accepted in order: the first is the oldest.
+                    conns.remove(0);
+                }
+                conns.push(Conn::new(stream, Instant::now()));
             }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => {}
-            _ => return Some(Err(())),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => {
+                // EMFILE and the like: the proxy's workers are short too; try again shortly.
+                std::thread::sleep(Duration::from_millis(10));
+                return;
+            }
         }
+    }
+}
+
+/// Whether a connection stays after a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Open,
+    Done,
+}
+
+/// One admin connection: its request being read, then its answer being written.
+struct Conn {
+    stream: TcpStream,
+    /// The request bytes so far, then the answer.
+    buf: Vec<u8>,
+    /// `Some(n)`: writing the answer, `n` bytes of it written.
+    written: Option<usize>,
+    /// When the request (then the answer) must be done.
+    deadline: Instant,
+}
+
+impl Conn {
+    fn new(stream: TcpStream, now: Instant) -> Conn {
+        Conn {
+            stream,
+            buf: Vec::new(),
+            written: None,
+            deadline: now + CLIENT_TIMEOUT,
+        }
+    }
+
+    fn events(&self) -> libc::c_short {
+        match self.written {
+            None => libc::POLLIN,
+            Some(_) => libc::POLLOUT,
+        }
+    }
+
+    /// `false` once the deadline passed: a request cut after part of it came is told so (a
+    /// 408, if the socket takes it now); one that sent nothing is closed quietly.
+    fn in_time(&mut self, now: Instant) -> bool {
+        if now < self.deadline {
+            return true;
+        }
+        if self.written.is_none() && !self.buf.is_empty() {
+            let _ = self
+                .stream
+                .write(&Reply::text(408, "request timeout\n").bytes());
+        }
+        false
+    }
+
+    /// Read or write what the socket takes now.
+    fn progress(&mut self, ctx: &AdminCtx) -> Step {
+        if self.written.is_none() {
+            match self.read() {
+                Got::More => return Step::Open,
+                Got::Gone => return Step::Done,
+                Got::Head(parsed) => self.answer(ctx, parsed),
+            }
+        }
+        self.write()
+    }
+
+    fn read(&mut self) -> Got {
+        let mut chunk = [0u8; 1024];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Got::Gone,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    match parse_request(&self.buf) {
+                        Parsed::Partial => {}
+                        done => return Got::Head(done),
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Got::More,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Got::Gone,
+            }
+        }
+    }
+
+    /// The request is read: the answer replaces it, with a deadline of its own.
+    fn answer(&mut self, ctx: &AdminCtx, parsed: Parsed) {
+        let reply = match parsed {
+            Parsed::Request { head_only, path } => answer(ctx, head_only, &path),
+            Parsed::Bad | Parsed::Partial => Reply::text(400, "bad request\n"),
+        };
+        self.buf = reply.bytes();
+        self.written = Some(0);
+        self.deadline = Instant::now() + CLIENT_TIMEOUT;
+    }
+
+    fn write(&mut self) -> Step {
+        let mut at = self.written.unwrap_or(0);
+        while at < self.buf.len() {
+            match self.stream.write(&self.buf[at..]) {
+                Ok(0) => return Step::Done,
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.written = Some(at);
+                    return Step::Open;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Step::Done,
+            }
+        }
+        Step::Done
+    }
+}
+
+/// What a read of a connection found.
+enum Got {
+    /// Nothing more for now: wait.
+    More,
+    /// The client went away (or the socket failed) before its head was complete.
+    Gone,
+    Head(Parsed),
+}
+
+/// A request head, parsed from what arrived so far.
+#[derive(Debug, PartialEq, Eq)]
+enum Parsed {
+    Partial,
+    /// Not a GET or HEAD, not HTTP, or longer than [`MAX_HEAD`].
+    Bad,
+    /// The path without its query.
+    Request {
+        head_only: bool,
+        path: String,
+    },
+}
+
+fn parse_request(buf: &[u8]) -> Parsed {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(buf) {
+        Ok(httparse::Status::Complete(_)) => {
+            let head_only = match req.method {
+                Some("GET") => false,
+                Some("HEAD") => true,
+                _ => return Parsed::Bad,
+            };
+            let path = req.path.unwrap_or("/");
+            let path = path.split('?').next().unwrap_or(path).to_string();
+            Parsed::Request { head_only, path }
+        }
+        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => Parsed::Partial,
+        _ => Parsed::Bad,
     }
 }
 
@@ -171,6 +365,7 @@ impl Reply {
             200 => "OK",
             400 => "Bad Request",
             404 => "Not Found",
+            408 => "Request Timeout",
             _ => "Service Unavailable",
         };
         let mut out = format!(
@@ -241,4 +436,42 @@ fn gather_one_generation(
 pub fn gather(ctx: &AdminCtx) -> Result<Vec<WorkerSnapshot>, shared::inbox::AskError> {
     ctx.post
         .ask_all(|_, reply| WorkerMsg::Snapshot(reply), ASK_TIMEOUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_heads_are_parsed_as_they_grow() {
+        let full = b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n";
+        for end in 1..full.len() {
+            assert_eq!(parse_request(&full[..end]), Parsed::Partial, "{end}");
+        }
+        let get = |head_only, path: &str| Parsed::Request {
+            head_only,
+            path: path.into(),
+        };
+        assert_eq!(parse_request(full), get(false, "/metrics"));
+        assert_eq!(
+            parse_request(b"HEAD /healthz HTTP/1.0\r\n\r\n"),
+            get(true, "/healthz")
+        );
+        assert_eq!(parse_request(b"POST / HTTP/1.1\r\n\r\n"), Parsed::Bad);
+        assert_eq!(parse_request(b"\x16\x03\x01"), Parsed::Bad);
+        // A head that never ends is refused at the limit.
+        let mut endless = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        endless.resize(MAX_HEAD - 1, b'a');
+        assert_eq!(parse_request(&endless), Parsed::Partial);
+        endless.push(b'a');
+        assert_eq!(parse_request(&endless), Parsed::Bad);
+    }
+
+    #[test]
+    fn a_timeout_is_a_complete_408_that_closes() {
+        let r = String::from_utf8(Reply::text(408, "request timeout\n").bytes()).unwrap();
+        assert!(r.starts_with("HTTP/1.1 408 Request Timeout\r\n"), "{r}");
+        assert!(r.contains("\r\nContent-Length: 16\r\n"), "{r}");
+        assert!(r.contains("\r\nConnection: close\r\n"), "{r}");
+    }
 }

@@ -115,6 +115,10 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().body))]
     pub body_timeout: Dur,
 
+    /// Client: least average rate of a request body once the body timeout has passed (408 and the upstream connection closed below it; "0": off)
+    #[arg(long, value_name = "RATE", value_parser = body_rate, default_value_t = Rate(Timeouts::default().body_min_rate))]
+    pub body_min_rate: Rate,
+
     /// Client: longest stall of one write of a response (a client that never reads is dropped)
     #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().send))]
     pub send_timeout: Dur,
@@ -232,6 +236,20 @@ impl fmt::Display for Dur {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&format_duration(self.0))
     }
+}
+
+/// `--body-min-rate`: bytes per second.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate(pub u64);
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&crate::config::format_rate(self.0))
+    }
+}
+
+fn body_rate(s: &str) -> Result<Rate, String> {
+    crate::config::parse_rate(s).map(Rate)
 }
 
 /// `--max-body`: a size or unlimited.
@@ -453,6 +471,9 @@ impl Cli {
             if self.given(id) {
                 edits.push(Edit::Timeout(slot, value.0));
             }
+        }
+        if self.given("body_min_rate") {
+            edits.push(Edit::BodyMinRate(a.body_min_rate.0));
         }
         if let Some(MaxBody(limit)) = a.max_body {
             edits.push(Edit::MaxBody(limit));

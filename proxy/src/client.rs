@@ -154,9 +154,13 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         ..
     } = c;
     w.give_conn_bufs(ConnBufs { cin, uout, cout });
+    // A tunnel may outlive many reloads: it keeps two timeouts, not its generation (whose
+    // pools, stores and open files would stay with it).
+    let limits = crate::tunnel::Limits::of(&g.cfg.timeouts);
+    drop(g);
     match end {
         // Boxed: a WebSocket's relay state (2.7 KB) need not be part of every connection's task.
-        End::Tunnel(up) => Box::pin(crate::tunnel::run(&g.cfg.timeouts, stream, up)).await,
+        End::Tunnel(up) => Box::pin(crate::tunnel::run(limits, stream, up)).await,
         End::Finished if corked => stream.close_now_corked(),
         End::Finished => stream.close_now(),
         End::Close => {}

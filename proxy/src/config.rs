@@ -382,9 +382,17 @@ pub struct Timeouts {
     /// Client: the whole request head must arrive within this. Default 10 s.
     #[serde(deserialize_with = "de_positive_duration")]
     pub header: Duration,
-    /// Client: between two reads of a request body. Default 60 s.
+    /// Client: between two reads of a request body. Default 60 s. Also the grace before
+    /// `body_min_rate` applies.
     #[serde(deserialize_with = "de_positive_duration")]
     pub body: Duration,
+    /// Client: the least average rate of a request body, in bytes per second of waiting for
+    /// it, once `body` has passed: the time spent waiting for the client's bytes may exceed
+    /// `body` by one second per `body_min_rate` bytes received, no more (Apache's
+    /// mod_reqtimeout `body=60,MinRate=500`). Time spent writing to the upstream does not
+    /// count. 0: off. Default 500 B/s.
+    #[serde(deserialize_with = "de_rate")]
+    pub body_min_rate: u64,
     /// Client: one write may not stall longer than this (a client that never reads cannot
     /// hold an upstream connection forever). Default 60 s.
     #[serde(deserialize_with = "de_positive_duration")]
@@ -425,6 +433,7 @@ impl Default for Timeouts {
             upstream_send: Duration::from_secs(60),
             header: Duration::from_secs(10),
             body: Duration::from_secs(60),
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
             send: Duration::from_secs(60),
             idle: Duration::from_secs(75),
             shutdown: Duration::from_secs(10),
@@ -450,6 +459,44 @@ impl Default for ProxyLimits {
             max_body: None,
             max_connections: 10_000,
         }
+    }
+}
+
+/// `[timeouts] body_min_rate`, in bytes per second: Apache's default MinRate. Counted only
+/// over the time spent waiting for the client, after the body timeout's grace: a real upload
+/// on the slowest mobile link sends ten times that.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 500;
+
+/// A rate in bytes per second: a size with an optional `/s` (`"500B/s"`, `"1KiB/s"`,
+/// `"1000"`), or `"0"` (off).
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let size = t
+        .strip_suffix("/s")
+        .or_else(|| t.strip_suffix("/S"))
+        .unwrap_or(t);
+    shared::units::parse_size(size).map_err(|_| format!("invalid rate '{s}': {RATE}"))
+}
+
+/// A rate as `parse_rate` reads it back (`--help` defaults, messages).
+pub fn format_rate(bytes_per_sec: u64) -> String {
+    match bytes_per_sec {
+        0 => "0".into(),
+        n if n % (1 << 20) == 0 => format!("{}MiB/s", n >> 20),
+        n if n % 1024 == 0 => format!("{}KiB/s", n >> 10),
+        n => format!("{n}B/s"),
+    }
+}
+
+const RATE: &str = "expected a rate such as \"500B/s\", \"1KiB/s\", a number of bytes per \
+                    second, or 0 (off)";
+
+fn de_rate<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    use serde::de::Error;
+    use shared::units::serde_units::{scalar, Scalar};
+    match scalar(d, RATE)? {
+        Scalar::Int(n) => u64::try_from(n).map_err(|_| D::Error::custom(RATE)),
+        Scalar::Str(s) => parse_rate(&s).map_err(D::Error::custom),
     }
 }
 

@@ -1,5 +1,5 @@
 //! One configuration generation: the resolved config and everything a worker builds from it
-//! (router, balancers, pools, response stores).
+//! (router, balancers, pools, response stores, open-file caches).
 //!
 //! Invariants:
 //! - A request takes its worker's current generation (an `Rc`) once, when its head is parsed,
@@ -8,8 +8,8 @@
 //!   current generation again at its next request.
 //! - A reload builds a new generation and makes it current; the old one lives as long as a
 //!   request still holds it, then its own state (pools, stores no one carried over) is dropped.
-//! - Balancers, pools and stores are `Rc`s so that a new generation can carry over the ones
-//!   whose configuration did not change (see `reload.rs`).
+//! - Balancers, pools, stores and open-file caches are `Rc`s so that a new generation can
+//!   carry over the ones whose configuration did not change (see `reload.rs`).
 
 use crate::balance::Balancer;
 use crate::cache::Store;
@@ -34,6 +34,9 @@ pub struct Generation {
     /// Per group: the rustls client config of a TLS group, this worker's own (its session
     /// store is this worker's: no lock shared with another worker).
     pub upstream_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
+    /// The open-file caches of the static routes' roots: what they hold open (descriptors,
+    /// small files' bytes) goes with the generation, unless the next one serves the root too.
+    pub statics: crate::static_files::cache::Sites,
     // The TLS acceptor configs are in `cfg.listeners`: a handshake takes the current
     // generation's (see `client::serve_tls`).
 }
@@ -79,6 +82,7 @@ impl Generation {
                     t.client.config().ok().map(|(c, _)| c)
                 })
                 .collect(),
+            statics: crate::static_files::cache::Sites::new(&cfg),
             cfg,
         }
     }
@@ -105,7 +109,8 @@ impl Generation {
     ///   balancing are as they were; otherwise a new balancer in which each server that
     ///   was there before keeps its failure state;
     /// - a cached route's store, when a route with the same host and path had the same
-    ///   cache settings.
+    ///   cache settings;
+    /// - a static root's open-file cache, when `prev` served the same root.
     ///
     /// Requests still on `prev` keep using it (and its pools); what was not carried over is
     /// dropped with it.
@@ -115,6 +120,7 @@ impl Generation {
         g.carry_pools(prev, &mut carried);
         g.carry_balancers(prev);
         g.carry_caches(prev, &mut carried);
+        g.statics.carry_over(&prev.statics);
         (g, carried)
     }
 

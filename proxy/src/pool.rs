@@ -6,19 +6,29 @@
 //! - A connection idle longer than the group's `keepalive_timeout` is never handed out; a
 //!   sweeper (see `worker.rs`) also closes them so idle sockets do not linger.
 //! - A connection that served `keepalive_requests` requests is closed instead of pooled.
-//! - A connection idle for a while (`check_after`: half the idle timeout, at most 1 s) is
-//!   checked before reuse with one non-blocking peek (TLS: a non-blocking read given to the
-//!   session, see `Stream::still_open`): origins close idle connections on their
-//!   own timers (Apache after 5 s), and a request that cannot be retried (a POST, a streamed
-//!   body) must not be sent into a closed one. nginx notices the same closes through the read
-//!   event it keeps on idle connections. Connections reused sooner (every busy one) cost
-//!   nothing extra.
+//! - Every plain connection is watched while pooled, at no cost: where the worker reads through
+//!   multishot receives (io_uring), `put` makes sure the connection's receive is armed, so
+//!   whatever the origin sends while it is idle (stray bytes, such as a second response nobody
+//!   asked for, or a FIN) lands in the receive's queue, and `take` drops a connection whose
+//!   queue is not empty (`TcpStream::multishot_queued`: a look at a queue in memory, no system
+//!   call). Such bytes must never be read as the next client's response. nginx notices the
+//!   same through the read event it keeps on idle connections.
+//! - A connection idle for a while (`check_after`: half the idle timeout, at most 1 s), or one
+//!   whose receive could not be armed (the ring short of buffers), is also checked before
+//!   reuse with one non-blocking peek (TLS: a non-blocking read given to the session, see
+//!   `Stream::still_open`): origins close idle connections on their own timers (Apache after
+//!   5 s), and a request that cannot be retried (a POST, a streamed body) must not be sent
+//!   into a closed one. Without multishot receives (the epoll driver, `multishot = false`,
+//!   TLS upstreams) that peek is the only check, as before: a connection reused sooner is not
+//!   looked at.
 //! - A pooled connection the origin closed unnoticed (just now) is detected when used: the
 //!   caller retries the request on a fresh connection where that is safe (see `exchange.rs`),
 //!   never counting it as a server failure.
 
 use crate::config::UpstreamGroup;
 use shared::stream::Stream;
+use std::future::Future;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::{Duration, Instant};
 
 /// An upstream connection and how many requests it carried.
@@ -32,6 +42,9 @@ pub struct Upstream {
 struct Idle {
     up: Upstream,
     since: Instant,
+    /// No multishot receive is armed on it although it reads through one: what arrived is in
+    /// the socket, and only a peek sees it.
+    unwatched: bool,
 }
 
 /// Idle connections to one server.
@@ -67,7 +80,11 @@ impl ServerPool {
                 self.idle.clear();
                 return None;
             }
-            if age >= self.check_after && !idle.up.stream.still_open() {
+            // Costs no system call: a look at the receive's queue.
+            if stray_arrived(&idle.up.stream) {
+                continue;
+            }
+            if (age >= self.check_after || idle.unwatched) && !idle.up.stream.still_open() {
                 continue;
             }
             let mut up = idle.up;
@@ -86,13 +103,23 @@ impl ServerPool {
         // A plain connection that will be read again is read through a multishot receive
         // from now on (a TLS one is checked with a raw read, which the receive would hide
         // bytes from).
-        if !up.stream.is_tls() {
-            up.stream.multishot_recv();
+        let mut unwatched = false;
+        if !up.stream.is_tls() && up.stream.multishot_recv() {
+            match watch(&mut up.stream) {
+                Watch::Armed => {}
+                // The origin already sent more than its response, or ended: not reusable.
+                Watch::Arrived => return,
+                Watch::Unarmed => unwatched = true,
+            }
         }
         if self.idle.len() >= self.cap {
             self.idle.remove(0);
         }
-        self.idle.push(Idle { up, since: now });
+        self.idle.push(Idle {
+            up,
+            since: now,
+            unwatched,
+        });
     }
 
     /// Idle connections pooled now.
@@ -109,4 +136,54 @@ impl ServerPool {
             .count();
         self.idle.drain(..expired);
     }
+}
+
+/// Whether anything (bytes, the end of the stream, an error) arrived on an idle plain
+/// connection and waits in its multishot receive's queue. No system call: the queue is the
+/// worker's memory, filled when the worker reaped the receive's completions. (A TLS stream's
+/// TCP socket has no such receive: always false.)
+fn stray_arrived(stream: &Stream) -> bool {
+    matches!(stream, Stream::Plain(s) if s.multishot_queued())
+}
+
+/// What watching an idle connection found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Watch {
+    /// Its multishot receive is armed: what arrives from now on is queued (`stray_arrived`).
+    Armed,
+    /// Something already arrived.
+    Arrived,
+    /// No receive could be armed (the worker's buffer ring is low, or the kernel ran out of
+    /// buffers for it): what arrives stays in the socket.
+    Unarmed,
+}
+
+/// Make sure the multishot receive of `stream` (a plain connection reading through one) is
+/// armed while it sits in the pool: polled once, its readiness future arms the receive if it
+/// is not (an SQE submitted with the worker's next batch, no system call of its own; a
+/// connection's receive is armed by its first read through it and stays armed, so this is
+/// nothing more than a look once it was) and leaves a waker that does nothing (nobody waits
+/// on a pooled connection: `take` looks at the queue). Dropped unfinished, the future loses
+/// nothing (vendored monoio's `TcpStream::multishot_ready`).
+fn watch(stream: &mut Stream) -> Watch {
+    let waker = noop_waker();
+    let mut cx = Context::from_waker(&waker);
+    let ready = std::pin::pin!(stream.multishot_ready());
+    match ready.poll(&mut cx) {
+        Poll::Pending => Watch::Armed,
+        Poll::Ready(true) => Watch::Arrived,
+        Poll::Ready(false) => Watch::Unarmed,
+    }
+}
+
+/// A waker that does nothing (`Waker::noop`, stable only from Rust 1.85).
+fn noop_waker() -> Waker {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    fn clone(_: *const ()) -> RawWaker {
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    // SAFETY: the vtable's functions never touch the data pointer (null) and do nothing, so
+    // every call RawWaker's contract allows is sound, from any thread.
+    unsafe { Waker::from_raw(clone(std::ptr::null())) }
 }

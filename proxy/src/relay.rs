@@ -91,8 +91,54 @@ fn push_chunk(out: &mut BytesMut, data: &[u8], last: bool) {
     }
 }
 
+/// A request body's minimum rate (Apache's mod_reqtimeout `body=GRACE,MinRate=RATE`): the time
+/// spent waiting for the client's bytes may exceed `grace` (the body timeout) by one second per
+/// `rate` bytes received, no more. Time spent writing them to the upstream (its backpressure)
+/// is not the client's and does not count. Each read keeps its own timeout too. A body is
+/// streamed to an upstream connection opened when the head arrived: without this, one byte
+/// a little faster than the body timeout would hold that connection indefinitely.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BodyPace {
+    grace: Duration,
+    /// Bytes per second; 0: no minimum.
+    rate: u64,
+    waited: Duration,
+    received: u64,
+}
+
+impl BodyPace {
+    pub fn new(grace: Duration, rate: u64) -> BodyPace {
+        BodyPace {
+            grace,
+            rate,
+            waited: Duration::ZERO,
+            received: 0,
+        }
+    }
+
+    /// How long the next read may wait for the client: `timeout` (the per-read timeout), or
+    /// what is left of the allowance when that is less (zero: the body fell behind the rate).
+    pub fn next_wait(&self, timeout: Duration) -> Duration {
+        if self.rate == 0 {
+            return timeout;
+        }
+        let nanos = u128::from(self.received) * 1_000_000_000 / u128::from(self.rate);
+        let earned = Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+        let allowed = self.grace.saturating_add(earned);
+        allowed.saturating_sub(self.waited).min(timeout)
+    }
+
+    /// The client's bytes: `bytes` arrived after a wait of `waited`.
+    pub fn record(&mut self, waited: Duration, bytes: usize) {
+        self.waited = self.waited.saturating_add(waited);
+        self.received = self.received.saturating_add(bytes as u64);
+    }
+}
+
 /// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
-/// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks.
+/// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks. A client
+/// that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one read wait past the
+/// body timeout fails with `BodyTimeout` (408).
 pub async fn request_body<U: AsyncWriteRent>(
     cfg: &Config,
     client: &mut Stream,
@@ -106,6 +152,9 @@ pub async fn request_body<U: AsyncWriteRent>(
     let chunked = kind == BodyKind::Chunked;
     let mut dec = BodyDecoder::new(kind, &cfg.limits.codec);
     let mut total: u64 = 0;
+    let mut pace = BodyPace::new(t.body, t.body_min_rate);
+    // What came with the head counts, with no wait.
+    pace.record(Duration::ZERO, cin.len());
     loop {
         if !cin.is_empty() {
             let (consumed, a, b, done) = decode_at(&mut dec, cin, 0)
@@ -138,10 +187,18 @@ pub async fn request_body<U: AsyncWriteRent>(
             }
             // The decoder needs more than what is buffered (a split chunk-size line).
         }
+        let wait = pace.next_wait(t.body);
+        if wait.is_zero() {
+            return Err(RelayFail::Client(ProxyError::BodyTimeout));
+        }
         let buf = std::mem::take(cin);
-        match read_more(client, buf, RELAY_BUF, shared::clock::deadline(t.body)).await {
+        let started = monoio::time::Instant::now();
+        match read_more(client, buf, RELAY_BUF, started + wait).await {
             Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
-            Ok((_, buf)) => *cin = buf,
+            Ok((n, buf)) => {
+                pace.record(started.elapsed(), n);
+                *cin = buf
+            }
             Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),
             Err(IoFail::Error(_)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
         }
@@ -355,4 +412,55 @@ impl<'a> ToClient<'a> {
 
 fn client_fail(_: IoFail) -> RelayFail {
     RelayFail::Client(ProxyError::ClientGone)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BodyPace;
+    use std::time::Duration;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn a_body_behind_the_minimum_rate_runs_out_of_time_after_the_grace() {
+        // 1000 B/s after a 60 s grace, reads timed at 60 s each.
+        let per_read = 60_000 * MS;
+        let mut p = BodyPace::new(60_000 * MS, 1000);
+        assert_eq!(p.next_wait(per_read), per_read, "the grace first");
+        // A byte every 59 s: the per-read timeout never fires, the allowance does.
+        p.record(59_000 * MS, 1);
+        assert_eq!(p.next_wait(per_read), 1001 * MS);
+        p.record(1002 * MS, 1);
+        assert_eq!(p.next_wait(per_read), Duration::ZERO, "cut");
+    }
+
+    #[test]
+    fn a_body_at_the_rate_keeps_its_time_and_pauses_within_the_grace_are_free() {
+        let per_read = 300 * MS;
+        let mut p = BodyPace::new(300 * MS, 1000);
+        // 30 KB over 20 s of waiting: 1.5 times the minimum, credit grows.
+        for _ in 0..20 {
+            p.record(1000 * MS, 1500);
+            assert_eq!(p.next_wait(per_read), per_read);
+        }
+        // Then 40 KB quickly: time in hand beyond any single read's timeout.
+        p.record(10 * MS, 40_000);
+        assert_eq!(p.next_wait(per_read), per_read);
+        // Time spent on the upstream side is never recorded: only waits for the client.
+        assert_eq!(p.waited, 20_010 * MS);
+    }
+
+    #[test]
+    fn rate_zero_is_off_and_nothing_overflows() {
+        let mut p = BodyPace::new(Duration::from_secs(60), 0);
+        p.record(Duration::from_secs(1 << 40), 0);
+        assert_eq!(
+            p.next_wait(Duration::from_secs(60)),
+            Duration::from_secs(60)
+        );
+        let mut p = BodyPace::new(Duration::MAX, 1);
+        p.record(Duration::ZERO, usize::MAX);
+        p.record(Duration::ZERO, usize::MAX);
+        assert_eq!(p.next_wait(Duration::from_secs(5)), Duration::from_secs(5));
+    }
 }

@@ -15,9 +15,29 @@ use std::time::Duration;
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
-/// `t`: the timeouts of the generation the upgrade request was served on.
-pub async fn run(t: &Timeouts, client: Stream, upstream: Stream) {
-    let (idle, send) = (t.read, t.send);
+/// What a tunnel keeps of the configuration its upgrade was served on: two durations, copied,
+/// so that the generation (its pools, response stores, open files) is not held for the
+/// tunnel's life, which may span many reloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Each direction may be silent this long (the upstream read timeout).
+    pub idle: Duration,
+    /// One write may stall this long (the client send timeout).
+    pub send: Duration,
+}
+
+impl Limits {
+    pub fn of(t: &Timeouts) -> Limits {
+        Limits {
+            idle: t.read,
+            send: t.send,
+        }
+    }
+}
+
+/// Relay bytes both ways until both directions ended.
+pub async fn run(limits: Limits, client: Stream, upstream: Stream) {
+    let Limits { idle, send } = limits;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
     let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, idle, send));

@@ -704,8 +704,8 @@ async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
 }
 
 /// Close idle pooled connections past their timeout, a few times per timeout (of the current
-/// generation: a reload may shorten it). Pools only an older generation still holds are
-/// dropped with it.
+/// generation: a reload may shorten it), and expired open-file cache entries. Pools and
+/// caches only an older generation still holds are dropped with it.
 async fn sweep_pools(w: Rc<ProxyWorker>) {
     let mut stop = w.shutdown.wait();
     loop {
@@ -723,11 +723,13 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
             _ = &mut stop => return,
         }
         let now = Instant::now();
-        for group in &w.generation().pools {
+        let g = w.generation();
+        for group in &g.pools {
             for p in group {
                 p.borrow_mut().sweep(now);
             }
         }
+        g.statics.sweep(now);
     }
 }
 

@@ -368,6 +368,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--upstream-send-timeout",
         "--header-timeout",
         "--body-timeout",
+        "--body-min-rate",
         "--send-timeout",
         "--idle-timeout",
         "--shutdown-timeout",
@@ -403,7 +404,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 42, "{help}");
+    assert_eq!(entries.len(), 43, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }
@@ -412,6 +413,7 @@ fn help_mentions_every_flag_and_its_default() {
         "[default: 75s]",
         "[default: round-robin]",
         "[default: unlimited]",
+        "[default: 500B/s]",
     ] {
         assert!(help.contains(default), "{default} missing");
     }

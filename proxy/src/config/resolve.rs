@@ -69,6 +69,8 @@ pub enum Edit {
     /// `--no-multishot`.
     NoMultishot,
     Timeout(TimeoutSlot, Duration),
+    /// `--body-min-rate`, in bytes per second.
+    BodyMinRate(u64),
     MaxBody(Option<u64>),
     MaxConnections(usize),
     /// `--no-x-*`, `--no-preserve-host`.
@@ -86,6 +88,7 @@ impl Edit {
             Edit::NoPin => cfg.runtime.pin = false,
             Edit::NoMultishot => cfg.runtime.multishot = false,
             Edit::Timeout(slot, d) => *slot(&mut cfg.timeouts) = d,
+            Edit::BodyMinRate(r) => cfg.timeouts.body_min_rate = r,
             Edit::MaxBody(limit) => cfg.limits.max_body = limit,
             Edit::MaxConnections(n) => cfg.limits.max_connections = n,
             Edit::HeaderOff(slot) => *slot(&mut cfg.headers) = false,

@@ -186,6 +186,48 @@ fn values_are_read() {
     }
 }
 
+#[test]
+fn body_min_rate_is_read_as_a_rate_and_checked_with_its_key() {
+    assert_eq!(
+        from_toml("p.toml", MINIMAL).unwrap().timeouts.body_min_rate,
+        500
+    );
+    for (value, want) in [
+        ("\"1KiB/s\"", 1024),
+        ("\"500B/s\"", 500),
+        ("\"2000\"", 2000),
+        ("300", 300),
+        ("\"0\"", 0),
+        ("0", 0),
+    ] {
+        let text = format!("{MINIMAL}[timeouts]\nbody_min_rate = {value}\n");
+        let cfg = from_toml("p.toml", &text).unwrap_or_else(|e| panic!("{value}: {e}"));
+        assert_eq!(cfg.timeouts.body_min_rate, want, "{value}");
+    }
+    for bad in ["\"fast\"", "\"1KiB/h\"", "-1", "\"1.5\""] {
+        let text = format!("{MINIMAL}[timeouts]\nbody_min_rate = {bad}\n");
+        let err = from_toml("p.toml", &text).unwrap_err().to_string();
+        assert!(
+            err.starts_with("p.toml:7: key `timeouts.body_min_rate`: "),
+            "{bad}: {err}"
+        );
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+    for n in [0, 500, 1024, 3 << 20, 1500] {
+        assert_eq!(super::parse_rate(&super::format_rate(n)), Ok(n), "{n}");
+    }
+    // The flag, in quick mode; not given, the file's value (or the default) stays.
+    let quick = "--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001";
+    let c = cli(&format!("{quick} --body-min-rate 2KiB/s"))
+        .config()
+        .unwrap();
+    assert_eq!(c.timeouts.body_min_rate, 2048);
+    let c = cli(&format!("{quick} --body-min-rate 0")).config().unwrap();
+    assert_eq!(c.timeouts.body_min_rate, 0);
+    let c = cli(quick).config().unwrap();
+    assert_eq!(c.timeouts.body_min_rate, DEFAULT_BODY_MIN_RATE);
+}
+
 /// One spelling of the balance names: the file's (serde) is `--balance`'s (clap) and the
 /// summary's.
 #[test]

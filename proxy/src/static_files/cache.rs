@@ -10,11 +10,18 @@
 //!   is served on the next request, and a missing root is found again as soon as it exists.
 //! - At most [`MAX_ENTRIES`] per site; when full, expired entries go, and if none had
 //!   expired, all do (bounded, simple, and only under a flood of distinct names).
+//! - Expired entries hold descriptors (and pin files deleted since) for nothing: the worker
+//!   sweeps them out on its pool-sweeping tick, at most once per [`VALID`] per site
+//!   ([`Sites::sweep`]), so an idle site closes its files within a few seconds.
 //!
-//! The cache is thread-local: one per worker thread, never shared, never locked.
+//! The caches belong to a configuration generation ([`Sites`], in `generation.rs`): one per
+//! static root of its routes, per worker, never shared, never locked. A reload carries over
+//! the cache of every root the new generation still serves; the others go with the old
+//! generation (once no request holds it), and their descriptors with them.
 
 use super::meta::{content_type, etag, ETag};
 use super::open::{self, FileInfo, Kind, OpenError, Resolver};
+use crate::config::{Action, Config};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -65,35 +72,110 @@ struct SiteCache {
     files: HashMap<Box<[u8]>, Entry>,
     mem_bytes: usize,
     resolver: Resolver,
+    /// When expired entries were last swept out.
+    swept: Option<Instant>,
 }
 
-thread_local! {
-    static SITES: RefCell<Vec<SiteCache>> = const { RefCell::new(Vec::new()) };
+/// One generation's open-file caches on one worker: one per static root of its routes (routes
+/// that share a root share its cache).
+#[derive(Default)]
+pub struct Sites {
+    sites: Vec<Rc<RefCell<SiteCache>>>,
 }
 
-/// Look `rel` (relative to `root`, as `path::resolve` made it) up: from the cache while it is
-/// valid, else opened beneath the root. `rel` may be used as scratch and is restored.
-pub fn lookup(root: &Path, rel: &mut Vec<u8>, now: Instant) -> Result<Found, OpenError> {
-    SITES.with(|sites| {
-        let mut sites = sites.borrow_mut();
-        let i = match sites.iter().position(|s| s.root_path == root) {
-            Some(i) => i,
-            None => {
-                sites.push(SiteCache {
-                    root_path: root.to_path_buf(),
-                    root: None,
-                    files: HashMap::new(),
-                    mem_bytes: 0,
-                    resolver: Resolver::Openat2,
-                });
-                sites.len() - 1
+impl Sites {
+    /// Empty caches for the static roots of `cfg`'s routes.
+    pub fn new(cfg: &Config) -> Sites {
+        let mut sites = Sites::default();
+        for r in &cfg.routes {
+            if let Action::Static(site) = &r.action {
+                if sites.find(&site.root).is_none() {
+                    let cache = SiteCache::new(&site.root);
+                    sites.sites.push(Rc::new(RefCell::new(cache)));
+                }
             }
-        };
-        sites[i].lookup(rel, now)
-    })
+        }
+        sites
+    }
+
+    /// Take over `prev`'s cache of every root served here too (what was opened stays open);
+    /// the caches of roots no longer served stay with `prev`, and close with it. Returns how
+    /// many were taken over.
+    pub fn carry_over(&mut self, prev: &Sites) -> usize {
+        let mut kept = 0;
+        for site in &mut self.sites {
+            let root = site.borrow().root_path.clone();
+            if let Some(old) = prev.find(&root) {
+                *site = old.clone();
+                kept += 1;
+            }
+        }
+        kept
+    }
+
+    /// Static roots with a cache.
+    pub fn len(&self) -> usize {
+        self.sites.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sites.is_empty()
+    }
+
+    fn find(&self, root: &Path) -> Option<&Rc<RefCell<SiteCache>>> {
+        self.sites.iter().find(|s| s.borrow().root_path == root)
+    }
+
+    /// Look `rel` (relative to `root`, as `path::resolve` made it) up: from the cache while
+    /// it is valid, else opened beneath the root. `rel` may be used as scratch and is
+    /// restored. A root this generation does not serve (never: a request's site comes from
+    /// its generation) is looked up without a cache.
+    pub fn lookup(&self, root: &Path, rel: &mut Vec<u8>, now: Instant) -> Result<Found, OpenError> {
+        match self.find(root) {
+            Some(site) => site.borrow_mut().lookup(rel, now),
+            None => SiteCache::new(root).lookup(rel, now),
+        }
+    }
+
+    /// Close what expired: entries and root descriptors older than [`VALID`], which the next
+    /// request would open again anyway. At most once per `VALID` per site: bounded work
+    /// (at most [`MAX_ENTRIES`] entries looked at) however often it is called.
+    pub fn sweep(&self, now: Instant) {
+        for site in &self.sites {
+            site.borrow_mut().sweep(now);
+        }
+    }
 }
 
 impl SiteCache {
+    fn new(root: &Path) -> SiteCache {
+        SiteCache {
+            root_path: root.to_path_buf(),
+            root: None,
+            files: HashMap::new(),
+            mem_bytes: 0,
+            resolver: Resolver::Openat2,
+            swept: None,
+        }
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        let fresh = |t: Instant| now.saturating_duration_since(t) < VALID;
+        if self.swept.is_some_and(fresh) {
+            return;
+        }
+        self.swept = Some(now);
+        if self
+            .root
+            .as_ref()
+            .is_some_and(|(_, opened)| !fresh(*opened))
+        {
+            self.root = None;
+        }
+        self.files.retain(|_, e| fresh(e.opened));
+        self.mem_bytes = self.files.values().map(|e| mem_of(&e.found)).sum();
+    }
+
     fn lookup(&mut self, rel: &mut Vec<u8>, now: Instant) -> Result<Found, OpenError> {
         if let Some(e) = self.files.get(&rel[..]) {
             if now.saturating_duration_since(e.opened) < VALID {
@@ -166,5 +248,82 @@ fn mem_of(f: &Found) -> usize {
     match f {
         Found::File(f) => f.body.as_ref().map_or(0, Bytes::len),
         Found::Dir => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A root with one small file, under a scratch directory of its own.
+    fn root(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("static-cache-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("f.txt"), b"f").unwrap();
+        dir
+    }
+
+    fn cfg(roots: &[&Path]) -> Config {
+        let mut text = String::from("[[listen]]\naddr = \"127.0.0.1:0\"\n");
+        for (i, r) in roots.iter().enumerate() {
+            let root = r.display();
+            text += &format!("[[route]]\npath = \"/{i}/\"\nstatic = {{ root = \"{root}\" }}\n");
+        }
+        crate::config::from_toml("t.toml", &text).expect("config")
+    }
+
+    /// (entries, root fd held) of the site of `root`.
+    fn held(sites: &Sites, root: &Path) -> (usize, bool) {
+        let s = sites.find(root).expect("a cache for the root").borrow();
+        (s.files.len(), s.root.is_some())
+    }
+
+    #[test]
+    fn expired_entries_are_swept_at_most_once_per_validity() {
+        let r = root("sweep");
+        let sites = Sites::new(&cfg(&[&r, &r]));
+        assert_eq!(sites.len(), 1, "routes on one root share its cache");
+        let t0 = Instant::now();
+        let found = sites.lookup(&r, &mut b"f.txt".to_vec(), t0);
+        assert!(matches!(found, Ok(Found::File(_))), "{found:?}");
+        assert_eq!(held(&sites, &r), (1, true));
+        // Still valid: nothing goes.
+        sites.sweep(t0);
+        assert_eq!(held(&sites, &r), (1, true));
+        // Expired, but swept less than VALID ago: left for the next sweep.
+        sites.sweep(t0 + VALID / 2);
+        assert_eq!(held(&sites, &r), (1, true));
+        sites.sweep(t0 + VALID);
+        assert_eq!(
+            held(&sites, &r),
+            (0, false),
+            "expired: entry and root closed"
+        );
+        let _ = std::fs::remove_dir_all(&r);
+    }
+
+    #[test]
+    fn a_reload_keeps_the_caches_of_roots_still_served_and_no_other() {
+        let (a, b) = (root("keep-a"), root("keep-b"));
+        let old = Sites::new(&cfg(&[&a, &b]));
+        let now = Instant::now();
+        for r in [&a, &b] {
+            old.lookup(r, &mut b"f.txt".to_vec(), now).expect("found");
+        }
+        let mut new = Sites::new(&cfg(&[&b]));
+        assert_eq!(new.carry_over(&old), 1);
+        assert!(Rc::ptr_eq(new.find(&b).unwrap(), old.find(&b).unwrap()));
+        assert_eq!(held(&new, &b), (1, true), "b's open files are kept");
+        assert!(
+            new.find(&a).is_none(),
+            "a's cache stays with the old generation"
+        );
+        // Only the old generation holds a's cache: dropping it closes a's descriptors.
+        let a_cache = Rc::downgrade(old.find(&a).unwrap());
+        drop(old);
+        assert!(a_cache.upgrade().is_none());
+        let _ = std::fs::remove_dir_all(&a);
+        let _ = std::fs::remove_dir_all(&b);
     }
 }

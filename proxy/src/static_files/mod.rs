@@ -17,7 +17,8 @@
 //! - [`meta`]: Content-Type and ETag (sans-IO; HTTP dates are `crate::http_date`);
 //! - [`decide`]: 200 / 206 / 304 / 416 from the validators and conditions (sans-IO);
 //! - [`respond`]: the heads (sans-IO);
-//! - [`open`]: opening beneath the root; [`cache`]: the per-worker open-file cache;
+//! - [`open`]: opening beneath the root; [`cache`]: the open-file caches (per worker, per
+//!   generation);
 //! - [`send`]: the body, from memory, `sendfile(2)` or `pread` + write;
 //! - this file: [`StaticSite`], [`StaticQuery`] and [`serve`], the entry point.
 
@@ -253,6 +254,7 @@ fn prepare(
 ) -> Plan {
     let buf = &c.cin[..];
     let out = &mut c.cout;
+    let files = &c.g.statics;
     let method = q.method.unwrap_or(Method::Other);
     let head = method == Method::Head;
     let simple = |out: &mut _, status| {
@@ -282,7 +284,7 @@ fn prepare(
             }
             rel.extend_from_slice(site.index.as_bytes());
         }
-        match cache::lookup(&site.root, rel, now) {
+        match files.lookup(&site.root, rel, now) {
             Err(e) => simple(out, e.status()),
             // A directory named like the index file is not an index.
             Ok(Found::Dir) if resolved.dir => simple(out, 404),

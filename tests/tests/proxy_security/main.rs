@@ -5,18 +5,25 @@
 mod actions_common;
 #[path = "../proxy_common/mod.rs"]
 mod proxy_common;
+#[path = "../reload_common/mod.rs"]
+mod reload_common;
 #[path = "../tls_common/mod.rs"]
 mod tls_common;
 
 #[allow(unused_imports)]
 use actions_common::*;
 
+mod admin;
 mod body_desync;
 mod cache_key;
 mod framing;
+mod pool_liveness;
 mod preconditions;
 mod routing;
 mod scripted;
+mod slow_upload;
+mod static_reload;
+mod tunnel_generation;
 mod upgrade;
 mod upstream_fields;
 mod variants;

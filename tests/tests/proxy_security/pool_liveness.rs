@@ -1,0 +1,187 @@
+//! Item 10: a pooled upstream connection was reused without a look when it had been idle
+//! for less than `check_after` (up to 1 s): bytes its origin sent after a complete response
+//! (a stray second response) were read as the next request's answer, and a FIN made a
+//! non-idempotent request fail with 502. Now every pooled plain connection is looked at when
+//! it is taken, in its multishot receive's queue (no system call): anything there, bytes or
+//! an end, and it is closed; the request goes on a fresh connection.
+
+use crate::proxy_common::{config, Proxy};
+use shared::runtime::{drivers_here, DriverKind};
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::mpsc;
+use tests::process::READY;
+use tests::raw::{exchange, show, WAIT};
+
+/// What the origin does on its first connection once that connection's first response went
+/// out and the test says so.
+#[derive(Clone, Copy)]
+enum After {
+    /// Send a second, unasked-for response.
+    Stray,
+    /// Close the connection (a FIN, as an origin's idle timer does).
+    Fin,
+}
+
+/// Linux's TCP_FIN_WAIT2 (include/net/tcp_states.h): our FIN was acknowledged.
+const TCP_FIN_WAIT2: u8 = 5;
+
+const STRAY: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nSTRAY";
+
+/// Bytes written on `s` that its peer's kernel has not acknowledged yet (SIOCOUTQ).
+fn unacked(s: &TcpStream) -> libc::c_int {
+    let mut n: libc::c_int = 0;
+    // SAFETY: an open socket and a c_int out pointer, what TIOCOUTQ (SIOCOUTQ) writes.
+    let rc = unsafe { libc::ioctl(s.as_raw_fd(), libc::TIOCOUTQ, &mut n) };
+    assert_eq!(rc, 0, "ioctl(SIOCOUTQ)");
+    n
+}
+
+/// The TCP state of `s` (`TCP_FIN_WAIT2` once the peer acknowledged our FIN).
+fn tcp_state(s: &TcpStream) -> u8 {
+    // SAFETY: tcp_info is plain data; all zeros is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: an open socket, an out buffer of `len` bytes and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "getsockopt(TCP_INFO)");
+    info.tcpi_state
+}
+
+/// Read one request (head, and a body by Content-Length); `false` at the end of the stream.
+fn read_request(s: &mut TcpStream) -> bool {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte) {
+            Ok(1) => buf.push(byte[0]),
+            _ => return false,
+        }
+    }
+    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .map_or(0, |v| v.trim().parse::<usize>().expect("Content-Length"));
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body).is_ok()
+}
+
+/// Answer every request on connection number `n` with a body naming it.
+fn answer(s: &mut TcpStream, n: usize) -> bool {
+    let body = format!("conn{n}");
+    let resp = format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(resp.as_bytes()).is_ok()
+}
+
+/// An origin that answers every request with the number of its connection. On connection
+/// 1, after the first response, it waits for `go`, does `after`, and says `done` once the
+/// proxy's kernel has acknowledged it.
+fn origin(after: After) -> (SocketAddr, mpsc::Sender<()>, mpsc::Receiver<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let (go_tx, go) = mpsc::channel::<()>();
+    let (done, done_rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut go = Some(go);
+        for (i, s) in l.incoming().enumerate() {
+            let Ok(mut s) = s else { return };
+            let first = if i == 0 { go.take() } else { None };
+            let done = done.clone();
+            std::thread::spawn(move || {
+                if let Some(go) = first {
+                    if !(read_request(&mut s) && answer(&mut s, 1)) || go.recv().is_err() {
+                        return;
+                    }
+                    match after {
+                        After::Stray => {
+                            s.write_all(STRAY).expect("write the stray response");
+                            assert!(tests::eventually(READY, || unacked(&s) == 0));
+                        }
+                        After::Fin => {
+                            s.shutdown(Shutdown::Write).expect("shutdown");
+                            assert!(tests::eventually(READY, || tcp_state(&s) == TCP_FIN_WAIT2));
+                        }
+                    }
+                    let _ = done.send(());
+                }
+                while read_request(&mut s) && answer(&mut s, i + 1) {}
+            });
+        }
+    });
+    (addr, go_tx, done_rx)
+}
+
+/// Where multishot receives run (the no-syscall look needs one); `false`, with a note,
+/// where this machine has no io_uring with the fast flags.
+fn multishot_here() -> bool {
+    let d = drivers_here();
+    let here = d.contains(&DriverKind::UringFast);
+    if !here {
+        eprintln!("no io_uring with the fast flags here ({d:?}): nothing to check");
+    }
+    here
+}
+
+/// Send `req` (closing after its response) and return the response's status and body.
+fn ask(addr: SocketAddr, req: &[u8]) -> (u16, Vec<u8>) {
+    let reply = exchange(addr, req, WAIT);
+    let r = reply.responses();
+    let r = r
+        .first()
+        .unwrap_or_else(|| panic!("no response: {}", show(&reply)));
+    (r.status, r.body.clone())
+}
+
+/// The first request's connection is pooled, the origin does `after` on it, then `second`
+/// is asked: its answer.
+fn second_answer(after: After, second: &[u8]) -> (u16, Vec<u8>) {
+    let (addr, go, done) = origin(after);
+    let p = Proxy::start(config(&[addr]));
+    let get = b"GET /first HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    assert_eq!(ask(p.addr, get), (200, b"conn1".to_vec()));
+    go.send(()).expect("origin waiting");
+    done.recv_timeout(READY).expect("the origin did it");
+    ask(p.addr, second)
+}
+
+#[test]
+fn stray_bytes_on_a_pooled_connection_are_never_an_answer() {
+    if !multishot_here() {
+        return;
+    }
+    let get = b"GET /second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let (status, body) = second_answer(After::Stray, get);
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).into_owned()),
+        (200, "conn2".to_string()),
+        "the second request must be answered by the origin on a fresh connection"
+    );
+}
+
+#[test]
+fn a_pooled_connection_its_origin_closed_is_not_used_for_a_post() {
+    if !multishot_here() {
+        return;
+    }
+    let post = b"POST /second HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\
+                 Connection: close\r\n\r\nhello";
+    let (status, body) = second_answer(After::Fin, post);
+    assert_eq!(
+        (status, String::from_utf8_lossy(&body).into_owned()),
+        (200, "conn2".to_string()),
+        "a POST must go on a fresh connection, not into one the origin closed"
+    );
+}
