@@ -148,6 +148,33 @@ impl AsRawFd for Stream {
     }
 }
 
+/// Make socket `fd` non-blocking for good, unless `done` says it already is (the proxy
+/// keeps it per client connection): the flags are read from this very socket, never
+/// assumed from another.
+/// `sendfile(2)` takes no flags, so only the socket's mode keeps it from waiting on the
+/// worker thread for a client that stopped reading. Left on: the runtime's own I/O does not
+/// mind (io_uring still parks an operation on an O_NONBLOCK socket until it is ready, since
+/// sockets support nowait; the epoll driver's sockets are non-blocking already), and a socket
+/// switched back could meet a later `sendfile` blocking.
+pub fn ensure_nonblocking(fd: RawFd, done: &mut bool) -> io::Result<()> {
+    if *done {
+        return Ok(());
+    }
+    // SAFETY: F_GETFL on the caller's open socket; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & libc::O_NONBLOCK == 0 {
+        // SAFETY: F_SETFL on the caller's open socket; no memory is passed.
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    *done = true;
+    Ok(())
+}
+
 /// A non-blocking one-byte peek finds nothing to read (and no end of stream, no error).
 pub fn peek_silent(fd: RawFd) -> bool {
     let mut byte = 0u8;

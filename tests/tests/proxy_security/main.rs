@@ -3,3 +3,5 @@
 
 #[path = "../proxy_common/mod.rs"]
 mod proxy_common;
+
+mod freeze;
