@@ -226,7 +226,6 @@ pub fn spawn(s: Serve) -> io::Result<()> {
 }
 
 fn control_loop(s: Serve) {
-    use std::io::Write;
     let Serve {
         control,
         listener,
@@ -243,7 +242,7 @@ fn control_loop(s: Serve) {
             Ok(Some(c)) => c,
             Ok(None) => continue,
             Err(e) => {
-                let _ = writeln!(std::io::stderr(), "proxy: takeover socket: accept: {e}");
+                shared::log!("proxy: takeover socket: accept: {e}");
                 std::thread::sleep(TICK);
                 continue;
             }
@@ -251,8 +250,7 @@ fn control_loop(s: Serve) {
         match hand_over(&conn, &sockets) {
             Ok(()) => {
                 on_ready();
-                let _ = writeln!(
-                    std::io::stderr(),
+                shared::log!(
                     "proxy: takeover: {} listening sockets handed to the new process; draining",
                     sockets.len()
                 );
@@ -260,10 +258,7 @@ fn control_loop(s: Serve) {
                 return;
             }
             Err(e) => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "proxy: takeover aborted, still serving: {e}"
-                );
+                shared::log!("proxy: takeover aborted, still serving: {e}");
             }
         }
     }
@@ -307,8 +302,9 @@ fn hand_over(conn: &OwnedFd, sockets: &[(SocketAddr, std::net::TcpListener)]) ->
 }
 
 // --- Unix SOCK_SEQPACKET sockets and SCM_RIGHTS, with libc ----------------------------------
+// Public for the end-to-end tests, which play the other side of an exchange.
 
-fn seqpacket() -> io::Result<OwnedFd> {
+pub fn seqpacket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) with constant arguments; the result is checked before use.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -337,7 +333,7 @@ fn unix_addr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     Ok((addr, len as libc::socklen_t))
 }
 
-fn connect(s: &OwnedFd, path: &Path) -> io::Result<()> {
+pub fn connect(s: &OwnedFd, path: &Path) -> io::Result<()> {
     let (addr, len) = unix_addr(path)?;
     // SAFETY: `addr` is a valid sockaddr_un of `len` bytes; the descriptor is open.
     let rc = unsafe { libc::connect(s.as_raw_fd(), std::ptr::addr_of!(addr).cast(), len) };
@@ -347,7 +343,7 @@ fn connect(s: &OwnedFd, path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn bind_listen(s: &OwnedFd, path: &Path) -> io::Result<()> {
+pub fn bind_listen(s: &OwnedFd, path: &Path) -> io::Result<()> {
     let (addr, len) = unix_addr(path)?;
     // SAFETY: as in `connect`.
     let rc = unsafe { libc::bind(s.as_raw_fd(), std::ptr::addr_of!(addr).cast(), len) };
@@ -359,7 +355,7 @@ fn bind_listen(s: &OwnedFd, path: &Path) -> io::Result<()> {
 }
 
 /// Accept one connection, waiting up to `wait`; `None` if none came.
-fn accept_within(l: &OwnedFd, wait: Duration) -> io::Result<Option<OwnedFd>> {
+pub fn accept_within(l: &OwnedFd, wait: Duration) -> io::Result<Option<OwnedFd>> {
     let mut pfd = libc::pollfd {
         fd: l.as_raw_fd(),
         events: libc::POLLIN,
@@ -418,7 +414,7 @@ fn set_timeouts(s: &OwnedFd, wait: Duration) -> io::Result<()> {
 }
 
 /// One message: `data` with `fds` attached (SCM_RIGHTS).
-fn send(s: &OwnedFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+pub fn send(s: &OwnedFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let fd_bytes = std::mem::size_of_val(fds);
     // SAFETY: CMSG_SPACE only computes a size.
     let space = if fds.is_empty() {
@@ -459,7 +455,7 @@ fn send(s: &OwnedFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
 
 /// One message and the descriptors attached to it (owned from here on). An empty message:
 /// the peer closed.
-fn recv(s: &OwnedFd) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+pub fn recv(s: &OwnedFd) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut data = vec![0u8; 64 * 1024];
     // SAFETY: CMSG_SPACE only computes a size.
     let space = unsafe { libc::CMSG_SPACE((BATCH * std::mem::size_of::<RawFd>()) as u32) };

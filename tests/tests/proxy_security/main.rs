@@ -3,5 +3,9 @@
 
 #[path = "../proxy_common/mod.rs"]
 mod proxy_common;
+#[path = "../reload_common/mod.rs"]
+mod reload_common;
 
 mod freeze;
+mod stderr_closed;
+mod takeover_peer;
