@@ -8,4 +8,5 @@ mod reload_common;
 
 mod freeze;
 mod stderr_closed;
+mod takeover;
 mod takeover_peer;
