@@ -537,6 +537,7 @@ impl ProxyWorker {
             servers,
             caches,
             draining: self.shutdown.is_fired(),
+            access_log_dropped: self.access_log.as_ref().map_or(0, |l| l.borrow().dropped),
         }
     }
 

@@ -6,6 +6,7 @@ mod proxy_common;
 #[path = "../reload_common/mod.rs"]
 mod reload_common;
 
+mod access_log_fifo;
 mod freeze;
 mod stderr_closed;
 mod takeover;
