@@ -1,4 +1,5 @@
-//! `close_now` with an operation still in flight on the socket (issue 22, item 12).
+//! Stream-level socket behaviour: `close_now` with an operation still in flight (issue 22,
+//! item 12), and accepted sockets close-on-exec.
 
 use super::Stream;
 use crate::runtime::{drivers_here, run_on};
@@ -67,5 +68,27 @@ fn close_now_with_an_operation_in_flight_closes_without_panicking() {
             .expect("runtime");
             assert_eq!(outcome, Ok(()), "{driver:?}, corked: {corked}");
         }
+    }
+}
+
+/// An accepted socket is close-on-exec on every driver: one a spawned process inherited would
+/// stay open (no FIN) after the server closed it.
+#[test]
+fn accepted_sockets_are_close_on_exec() {
+    use std::os::fd::AsRawFd;
+    for driver in drivers_here() {
+        let flags = run_on(driver, 64, async {
+            let std_l = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = std_l.local_addr().unwrap();
+            std_l.set_nonblocking(true).unwrap();
+            let l = monoio::net::TcpListener::from_std(std_l).expect("listener");
+            let _peer = TcpStream::connect(addr).expect("connect");
+            let (s, _) = l.accept().await.expect("accept");
+            // SAFETY: F_GETFD on the accepted socket, open for the call.
+            unsafe { libc::fcntl(s.as_raw_fd(), libc::F_GETFD) }
+        })
+        .expect("runtime");
+        assert!(flags >= 0, "{driver:?}: F_GETFD");
+        assert_ne!(flags & libc::FD_CLOEXEC, 0, "{driver:?}: not close-on-exec");
     }
 }

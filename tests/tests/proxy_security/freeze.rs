@@ -7,9 +7,9 @@
 //! as the client kept its window closed.
 
 use crate::proxy_common::Proxy;
+use crate::reload_common::Scratch;
 use shared::origin::{Origin, OriginConfig};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tests::raw::{self, Client, End, WAIT};
 
@@ -19,27 +19,17 @@ const BIG: usize = 16 << 20;
 /// Over 8 KiB: served with `sendfile`, not from the open-file cache's memory.
 const STATIC_LEN: usize = 64 * 1024;
 
-/// A directory under the temp dir, removed on drop.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn static_root() -> Dir {
-    let dir = std::env::temp_dir().join(format!("proxy-sec-freeze-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("static")).unwrap();
-    std::fs::write(dir.join("static/f.bin"), vec![b'f'; STATIC_LEN]).unwrap();
-    Dir(dir)
+fn static_root() -> Scratch {
+    let dir = Scratch::new("sec-freeze");
+    std::fs::create_dir_all(dir.path("static")).unwrap();
+    std::fs::write(dir.path("static/f.bin"), vec![b'f'; STATIC_LEN]).unwrap();
+    dir
 }
 
 /// One worker: `/static/` from `root`, everything else through a cache (bodies of 4 KiB and
 /// more in the body file, sent with sendfile) to `origin`; a client that takes nothing for
 /// 300 ms is dropped.
-fn proxy(origin: SocketAddr, root: &Dir) -> Proxy {
+fn proxy(origin: SocketAddr, root: &Scratch) -> Proxy {
     let text = format!(
         r#"
 [[listen]]
@@ -60,7 +50,7 @@ cache = {{ max_bytes = "64MiB", max_object = "32MiB" }}
 send = "300ms"
 shutdown = "1s"
 "#,
-        root = root.0.display()
+        root = root.path("").display()
     );
     let cfg = proxy::config::from_toml("freeze.toml", &text).expect("config");
     Proxy::start(cfg)

@@ -31,6 +31,8 @@ fn a_worker_that_logs_to_a_stderr_whose_reader_is_gone_keeps_serving() {
     let bad = std::fs::File::create(dir.path("not-a-socket")).expect("file");
     let line = format!("listener {addr} {addr}");
     let path = dir.path("takeover.sock");
+    // Built (on first use) before the peer starts waiting for it.
+    let proxy_bin = tests::bin("proxy");
     let old = takeover_peer::serve(
         &path,
         vec![
@@ -38,7 +40,7 @@ fn a_worker_that_logs_to_a_stderr_whose_reader_is_gone_keeps_serving() {
             (line, OwnedFd::from(bad)),
         ],
     );
-    let mut child = Command::new(tests::bin("proxy"))
+    let mut child = Command::new(proxy_bin)
         .args([
             "--listen",
             &addr.to_string(),
