@@ -623,7 +623,7 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
         async move {
             match monoio::net::TcpListener::from_std(l) {
                 Ok(l) => serve(l, cfg, st, ctx.shutdown).await,
-                Err(e) => eprintln!("origin: worker {}: cannot use the listener: {e}", ctx.id),
+                Err(e) => shared::log!("origin: worker {}: cannot use the listener: {e}", ctx.id),
             }
         }
     });

@@ -323,7 +323,7 @@ impl Engine {
         }
         self.logged.set(self.logged.get() | bit);
         if LOGGED.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
-            eprintln!("loader: {what} (further such failures are counted, not logged)");
+            shared::log!("loader: {what} (further such failures are counted, not logged)");
         }
     }
 

@@ -15,6 +15,13 @@
 //! every worker (through the inbox): the buffer goes to the old file, new lines to the new.
 //! A write that fails drops its lines (counted in `dropped`, reported at most once per few
 //! seconds); the proxy keeps serving.
+//!
+//! The file is opened O_NONBLOCK: a worker thread never waits on it. That changes nothing for
+//! a regular file; a pipe or FIFO whose reader stops reading makes a write take what fits and
+//! then say EAGAIN: the lines that did not fit are dropped and counted like failed ones
+//! (`proxy_access_log_dropped_total`), instead of the write blocking the worker and every
+//! connection it serves. A line a write cut is finished first at the next write (a FIFO
+//! takes a write over 4 KiB in pieces), so lines never end up broken or mixed.
 
 use crate::config::{AccessLogConfig, Config, LogFormat};
 use crate::exposition::route_label;
@@ -32,9 +39,22 @@ pub const FLUSH_TICK: Duration = Duration::from_millis(500);
 /// The longest request line, Referer or User-Agent kept for the log.
 const FIELD_MAX: usize = 2048;
 
-/// Open `cfg`'s file for appending, creating it.
+/// Open `cfg`'s file for appending, creating it; non-blocking (see the module's doc). A FIFO
+/// no process reads is an error then (ENXIO), said as such, instead of an open that waits.
 pub fn open_file(cfg: &AccessLogConfig) -> std::io::Result<File> {
-    OpenOptions::new().append(true).create(true).open(&cfg.path)
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&cfg.path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENXIO) => std::io::Error::new(
+                e.kind(),
+                "a FIFO that no process has open for reading (ENXIO)",
+            ),
+            _ => e,
+        })
 }
 
 /// The parts of a request the log shows, copied from its head before the head is consumed
@@ -105,8 +125,10 @@ pub struct AccessLog {
     time_of: u64,
     clf_time: [u8; 26],
     iso_time: [u8; 25],
-    /// Lines lost to failed writes.
+    /// Lines lost: failed writes, and writes the file could not take without waiting.
     pub dropped: u64,
+    /// `buf` starts with the rest of a line a write cut (its start is in the file).
+    cut: bool,
     last_error: Option<std::io::Error>,
 }
 
@@ -126,6 +148,7 @@ impl AccessLog {
             clf_time: [b' '; 26],
             iso_time: [b' '; 25],
             dropped: 0,
+            cut: false,
             last_error,
         }
     }
@@ -142,26 +165,66 @@ impl AccessLog {
         }
     }
 
-    /// Write out what is buffered.
+    /// Write out what is buffered, without waiting: what the file does not take is dropped
+    /// (see `stopped_at`).
     pub fn flush(&mut self) {
         if self.buf.is_empty() {
             return;
         }
-        let lines = self.buf.iter().filter(|&&b| b == b'\n').count() as u64;
-        let r = match &mut self.file {
-            Some(f) => f.write_all(&self.buf),
-            None => Err(std::io::Error::other("the log file is not open")),
+        let Some(f) = &mut self.file else {
+            return self.stopped_at(0, std::io::Error::other("the log file is not open"));
         };
-        if let Err(e) = r {
-            self.dropped += lines;
-            self.last_error = Some(e);
+        let mut at = 0;
+        while at < self.buf.len() {
+            match f.write(&self.buf[at..]) {
+                Ok(0) => return self.stopped_at(at, std::io::ErrorKind::WriteZero.into()),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let full = std::io::Error::new(
+                        e.kind(),
+                        "the log takes no more for now (a pipe or FIFO whose reader is not reading)",
+                    );
+                    return self.stopped_at(at, full);
+                }
+                Err(e) => return self.stopped_at(at, e),
+            }
         }
         self.buf.clear();
+        self.cut = false;
     }
 
-    /// Flush to the current file, then open the path again (logrotate renamed the file).
+    /// A write stopped after `at` bytes of the buffer. The rest of a line it cut stays, to be
+    /// written first next time (a line is never left broken while the file takes more); the
+    /// lines after it are dropped and counted.
+    fn stopped_at(&mut self, at: usize, e: std::io::Error) {
+        let cut = match at {
+            0 => self.cut,
+            _ => self.buf[at - 1] != b'\n',
+        };
+        let keep_to = match self.buf[at..].iter().position(|&b| b == b'\n') {
+            Some(nl) if cut => at + nl + 1,
+            _ if cut => self.buf.len(),
+            _ => at,
+        };
+        let lost = self.buf[keep_to..].iter().filter(|&&b| b == b'\n').count();
+        self.dropped += lost as u64;
+        self.buf.truncate(keep_to);
+        self.buf.drain(..at);
+        self.cut = cut;
+        self.last_error = Some(e);
+    }
+
+    /// Flush to the current file, then open the path again (logrotate renamed the file). A
+    /// line the old file took only part of is dropped: its rest would start the new file
+    /// with half a line.
     pub fn reopen(&mut self) -> std::io::Result<()> {
         self.flush();
+        if self.cut {
+            self.dropped += 1;
+            self.buf.clear();
+            self.cut = false;
+        }
         let f = open_file(&self.cfg)?;
         self.file = Some(f);
         Ok(())
@@ -339,5 +402,102 @@ mod tests {
         let mut b = Vec::new();
         json_str(&mut b, Some("é".as_bytes()));
         assert_eq!(b, "\"é\"".as_bytes());
+    }
+
+    fn log_at(path: &std::path::Path) -> AccessLog {
+        let cfg = AccessLogConfig {
+            path: path.to_path_buf(),
+            format: LogFormat::Combined,
+        };
+        AccessLog::open(&cfg, 0)
+    }
+
+    #[test]
+    fn a_cut_line_is_kept_whole_and_the_lines_after_it_counted() {
+        let dir = std::env::temp_dir().join(format!("proxy-log-cut-{}", std::process::id()));
+        let mut log = log_at(&dir.join("never-opened/x.log"));
+        assert!(log.take_error().is_some(), "no such directory");
+        for (at, kept, lost) in [(0, "", 3), (4, "", 2), (5, "bb\n", 1), (11, "\n", 0)] {
+            log.buf = b"aaa\nbbb\nccc\n".to_vec();
+            (log.dropped, log.cut) = (0, false);
+            log.stopped_at(at, std::io::ErrorKind::WouldBlock.into());
+            assert_eq!(
+                (log.buf.as_slice(), log.dropped),
+                (kept.as_bytes(), lost),
+                "at {at}"
+            );
+        }
+        // A buffer that starts with the rest of a cut line keeps it even when nothing is
+        // written.
+        log.buf = b"aa\nbbb\n".to_vec();
+        (log.dropped, log.cut) = (0, true);
+        log.stopped_at(0, std::io::ErrorKind::WouldBlock.into());
+        assert_eq!(
+            (log.buf.as_slice(), log.dropped, log.cut),
+            (&b"aa\n"[..], 1, true)
+        );
+        // No file: everything buffered is dropped.
+        log.buf = b"aaa\nbbb\n".to_vec();
+        (log.dropped, log.cut) = (0, false);
+        log.flush();
+        assert_eq!((log.buf.len(), log.dropped), (0, 2));
+    }
+
+    /// A FIFO whose reader never reads: the writes stop waiting once the pipe is full, the
+    /// lines that did not fit are counted, and what reached the pipe is whole lines only.
+    #[test]
+    fn a_pipe_nobody_reads_never_blocks_a_flush() {
+        use std::io::Read;
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let dir = std::env::temp_dir().join(format!("proxy-log-fifo-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("fifo");
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo(3) and open(2) with a NUL-terminated path; the fd is checked.
+        let fd = unsafe {
+            assert_eq!(libc::mkfifo(c.as_ptr(), 0o600), 0);
+            libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_NONBLOCK)
+        };
+        assert!(fd >= 0);
+        // SAFETY: a new descriptor that nothing else owns.
+        let mut reader = unsafe { File::from_raw_fd(fd) };
+        let mut log = log_at(&path);
+        assert!(
+            log.take_error().is_none(),
+            "the FIFO opens: it has a reader"
+        );
+        let line = format!("{}\n", "x".repeat(99));
+        let lines = 5000;
+        for _ in 0..lines {
+            log.buf.extend_from_slice(line.as_bytes());
+            if log.buf.len() >= FLUSH_AT {
+                log.flush();
+            }
+        }
+        log.flush();
+        assert!(log.dropped > 0, "500 KB went into a 64 KiB pipe");
+        let e = log
+            .take_error()
+            .expect("the error is kept for the log line");
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "{e}");
+        let mut got = Vec::new();
+        let _ = reader.read_to_end(&mut got);
+        let cut = log.buf.clone();
+        let _ = std::fs::remove_dir_all(&dir);
+        // What the pipe holds and the rest of the line it cut, if any, are whole lines.
+        let mut all = got.clone();
+        all.extend_from_slice(&cut);
+        assert!(
+            all.chunks(line.len()).all(|l| l == line.as_bytes()),
+            "broken lines"
+        );
+        let whole = (all.len() / line.len()) as u64;
+        assert_eq!(
+            whole + log.dropped,
+            lines as u64,
+            "every line written or counted"
+        );
     }
 }

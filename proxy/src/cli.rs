@@ -533,12 +533,12 @@ pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Opti
     Some(match result {
         Ok(cfg) => {
             print_warnings(cfg);
-            eprintln!("proxy: configuration file {file} test is successful");
+            shared::log!("proxy: configuration file {file} test is successful");
             0
         }
         Err(e) => {
-            eprintln!("proxy: {e}");
-            eprintln!("proxy: configuration file {file} test failed");
+            shared::log!("proxy: {e}");
+            shared::log!("proxy: configuration file {file} test failed");
             2
         }
     })
@@ -546,9 +546,8 @@ pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Opti
 
 /// The configuration's warnings on stderr, as nginx prints `[warn]` lines.
 pub fn print_warnings(cfg: &Config) {
-    use std::io::Write;
     for w in crate::config::warnings(cfg) {
-        let _ = writeln!(std::io::stderr(), "proxy: warning: {w}");
+        shared::log!("proxy: warning: {w}");
     }
 }
 

@@ -55,7 +55,8 @@ pub struct ClientConn {
     pub logreq: crate::access_log::LogRequest,
     /// The last answer was written corked (`cork_last_answer`): closing must send it.
     pub corked: bool,
-    /// The socket was made O_NONBLOCK for direct syscalls (the cache's sendfile hits).
+    /// The socket was made O_NONBLOCK, for good, for direct syscalls (sendfile of cache hits
+    /// and static files: `shared::stream::ensure_nonblocking`). Never switched back.
     pub nonblocking: bool,
 }
 

@@ -88,6 +88,15 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
         "proxy_upstream_header_duration_seconds",
         &m.upstream_ttfb,
     );
+    family(
+        &mut o,
+        "proxy_access_log_dropped_total",
+        "counter",
+        "Access log lines dropped: a failed write, or a log that could not take them without \
+         waiting (a pipe or FIFO whose reader is not reading).",
+    );
+    let dropped: u64 = snaps.iter().map(|s| s.access_log_dropped).sum();
+    let _ = writeln!(o, "proxy_access_log_dropped_total {dropped}");
     family(&mut o, "proxy_workers", "gauge", "Workers that answered.");
     let _ = writeln!(o, "proxy_workers {}", snaps.len());
     o
@@ -508,6 +517,7 @@ mod tests {
             WorkerSnapshot {
                 metrics: m,
                 open,
+                access_log_dropped: 5,
                 servers: vec![vec![ServerState {
                     idle: 1,
                     busy: 0,
@@ -522,6 +532,7 @@ mod tests {
             r#"proxy_requests_total{route="/",code="2xx"} 6"#,
             r#"proxy_upstream_requests_total{group="app",server="127.0.0.1:2"} 4"#,
             r#"proxy_upstream_pool_idle{group="app",server="127.0.0.1:2"} 2"#,
+            "proxy_access_log_dropped_total 10",
             "proxy_client_connections_open 3",
             "proxy_workers 2",
         ] {

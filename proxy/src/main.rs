@@ -3,7 +3,6 @@
 
 use proxy::cli::{self, Cli, CliError};
 use shared::config::{exit_cli_error, usage_error};
-use std::io::Write;
 use std::process::exit;
 
 fn main() {
@@ -16,7 +15,7 @@ fn main() {
         Ok(cfg) => cfg,
         Err(CliError::Usage(m)) => usage_error(m),
         Err(e) => {
-            eprintln!("proxy: {e}");
+            shared::log!("proxy: {e}");
             exit(2)
         }
     };
@@ -27,7 +26,7 @@ fn main() {
     }
     let socket = cli.args.takeover_socket.as_deref();
     let running = proxy::start_for(cfg, socket, cli.args.takeover).unwrap_or_else(|e| {
-        eprintln!("proxy: {e}");
+        shared::log!("proxy: {e}");
         exit(1)
     });
     // A second signal means "stop now", without waiting for requests in flight.
@@ -38,7 +37,7 @@ fn main() {
     };
     let mut reloader = running.reloader(cli.reload_source());
     let on_reload = Box::new(move || {
-        let _ = writeln!(std::io::stderr(), "{}", reloader.reload());
+        shared::log!("{}", reloader.reload());
     });
     // SIGUSR1 reopens the access log on every worker (logrotate).
     let reopen = running.log_reopener();
@@ -46,13 +45,14 @@ fn main() {
     let installed =
         shared::shutdown::install_signal_handlers(flag, on_signal, Some(on_reload), reopen);
     if let Err(e) = installed {
-        eprintln!("proxy: cannot install the signal handler: {e}");
+        shared::log!("proxy: cannot install the signal handler: {e}");
         running.trigger_shutdown();
     }
-    // Not `eprintln!`: a stderr pipe whose reader is gone must not kill a running proxy.
-    let _ = writeln!(std::io::stderr(), "{}", running.summary());
+    // Every line through `shared::log!`: a stderr pipe whose reader is gone must not kill
+    // the proxy (`eprintln!` panics on a failed write).
+    shared::log!("{}", running.summary());
     if let Err(e) = running.join() {
-        eprintln!("proxy: {e}");
+        shared::log!("proxy: {e}");
         exit(1)
     }
 }

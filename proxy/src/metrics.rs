@@ -301,6 +301,9 @@ pub struct WorkerSnapshot {
     pub caches: Vec<Option<CacheState>>,
     /// The worker is draining (shutdown began).
     pub draining: bool,
+    /// Access log lines dropped: failed writes, or a file that could not take them without
+    /// waiting (a pipe nobody reads).
+    pub access_log_dropped: u64,
 }
 
 /// Route `r` of `old` in `new`: the route with the same label (host and path).

@@ -26,6 +26,11 @@
 //!
 //! If the new process fails before `ready` (a broken config, a crash), the old one never
 //! stopped: it goes on serving and takes the next takeover.
+//!
+//! Only the proxy's own user takes part: the socket file is created 0600, and each side
+//! checks the other's uid (SO_PEERCRED) before anything crosses. Otherwise a local user who
+//! can reach the path would take the listening sockets (and the traffic), or hand a new
+//! process sockets of their own.
 
 use shared::shutdown::ShutdownFlag;
 use std::io;
@@ -56,6 +61,57 @@ pub enum TakeoverError {
     Bind { path: String, source: io::Error },
     #[error("another proxy listens for takeovers on {0}: start this one with --takeover to take over from it, or give another --takeover-socket")]
     InUse(String),
+    #[error("takeover from {path} refused: {source}")]
+    Peer { path: String, source: PeerError },
+}
+
+/// Why the process at the other end of the takeover socket is not taken as a peer.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("cannot read its credentials (SO_PEERCRED): {0}")]
+    Credentials(io::Error),
+    #[error("the process at the other end (pid {pid}) runs as uid {uid}, not as this proxy's uid {ours}")]
+    OtherUser { pid: i32, uid: u32, ours: u32 },
+}
+
+/// The process at the other end of the Unix socket `s` must run as uid `ours`. SO_PEERCRED
+/// gives the credentials it had when it connected (an accepted connection) or listened (a
+/// connected one): the kernel's, not what the peer says.
+pub fn check_peer(s: &OwnedFd, ours: u32) -> Result<(), PeerError> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt(2) writes at most `len` bytes into `cred`, a ucred on this stack, and
+    // the new length into `len`; the descriptor is open.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            std::ptr::addr_of_mut!(cred).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(PeerError::Credentials(io::Error::last_os_error()));
+    }
+    if cred.uid != ours {
+        return Err(PeerError::OtherUser {
+            pid: cred.pid,
+            uid: cred.uid,
+            ours,
+        });
+    }
+    Ok(())
+}
+
+/// This process's effective uid: the one its files and sockets are created as.
+fn our_uid() -> u32 {
+    // SAFETY: geteuid(2) has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
 }
 
 /// A listening socket handed over, with the address it was configured as.
@@ -81,6 +137,10 @@ impl Inherited {
                 path: path.display().to_string(),
                 source,
             })?;
+        check_peer(&conn, our_uid()).map_err(|source| TakeoverError::Peer {
+            path: path.display().to_string(),
+            source,
+        })?;
         let fail = |what: String| TakeoverError::Exchange {
             path: path.display().to_string(),
             what,
@@ -226,7 +286,6 @@ pub fn spawn(s: Serve) -> io::Result<()> {
 }
 
 fn control_loop(s: Serve) {
-    use std::io::Write;
     let Serve {
         control,
         listener,
@@ -243,16 +302,19 @@ fn control_loop(s: Serve) {
             Ok(Some(c)) => c,
             Ok(None) => continue,
             Err(e) => {
-                let _ = writeln!(std::io::stderr(), "proxy: takeover socket: accept: {e}");
+                shared::log!("proxy: takeover socket: accept: {e}");
                 std::thread::sleep(TICK);
                 continue;
             }
         };
+        if let Err(e) = check_peer(&conn, our_uid()) {
+            shared::log!("proxy: takeover refused: {e}");
+            continue;
+        }
         match hand_over(&conn, &sockets) {
             Ok(()) => {
                 on_ready();
-                let _ = writeln!(
-                    std::io::stderr(),
+                shared::log!(
                     "proxy: takeover: {} listening sockets handed to the new process; draining",
                     sockets.len()
                 );
@@ -260,10 +322,7 @@ fn control_loop(s: Serve) {
                 return;
             }
             Err(e) => {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "proxy: takeover aborted, still serving: {e}"
-                );
+                shared::log!("proxy: takeover aborted, still serving: {e}");
             }
         }
     }
@@ -307,8 +366,9 @@ fn hand_over(conn: &OwnedFd, sockets: &[(SocketAddr, std::net::TcpListener)]) ->
 }
 
 // --- Unix SOCK_SEQPACKET sockets and SCM_RIGHTS, with libc ----------------------------------
+// Public for the end-to-end tests, which play the other side of an exchange.
 
-fn seqpacket() -> io::Result<OwnedFd> {
+pub fn seqpacket() -> io::Result<OwnedFd> {
     // SAFETY: socket(2) with constant arguments; the result is checked before use.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
@@ -337,7 +397,7 @@ fn unix_addr(path: &Path) -> io::Result<(libc::sockaddr_un, libc::socklen_t)> {
     Ok((addr, len as libc::socklen_t))
 }
 
-fn connect(s: &OwnedFd, path: &Path) -> io::Result<()> {
+pub fn connect(s: &OwnedFd, path: &Path) -> io::Result<()> {
     let (addr, len) = unix_addr(path)?;
     // SAFETY: `addr` is a valid sockaddr_un of `len` bytes; the descriptor is open.
     let rc = unsafe { libc::connect(s.as_raw_fd(), std::ptr::addr_of!(addr).cast(), len) };
@@ -347,19 +407,32 @@ fn connect(s: &OwnedFd, path: &Path) -> io::Result<()> {
     Ok(())
 }
 
-fn bind_listen(s: &OwnedFd, path: &Path) -> io::Result<()> {
+/// Bind `s` to `path` with a file only its owner may connect to (0600), then listen. Linux
+/// creates the file with the socket's own mode less the umask, so the socket is fchmod'ed
+/// first: the file never has wider permissions, and the process-wide umask is not touched
+/// (other threads create files meanwhile). The file is chmod'ed too before listening, for a
+/// kernel that would not take the socket's mode: no connection is possible before listen.
+pub fn bind_listen(s: &OwnedFd, path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let (addr, len) = unix_addr(path)?;
+    // SAFETY: fchmod(2) on our open descriptor; no memory is passed.
+    if unsafe { libc::fchmod(s.as_raw_fd(), 0o600) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
     // SAFETY: as in `connect`.
-    let rc = unsafe { libc::bind(s.as_raw_fd(), std::ptr::addr_of!(addr).cast(), len) };
+    if unsafe { libc::bind(s.as_raw_fd(), std::ptr::addr_of!(addr).cast(), len) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
     // SAFETY: listen(2) on our open descriptor.
-    if rc < 0 || unsafe { libc::listen(s.as_raw_fd(), 4) } < 0 {
+    if unsafe { libc::listen(s.as_raw_fd(), 4) } < 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
 }
 
 /// Accept one connection, waiting up to `wait`; `None` if none came.
-fn accept_within(l: &OwnedFd, wait: Duration) -> io::Result<Option<OwnedFd>> {
+pub fn accept_within(l: &OwnedFd, wait: Duration) -> io::Result<Option<OwnedFd>> {
     let mut pfd = libc::pollfd {
         fd: l.as_raw_fd(),
         events: libc::POLLIN,
@@ -418,7 +491,7 @@ fn set_timeouts(s: &OwnedFd, wait: Duration) -> io::Result<()> {
 }
 
 /// One message: `data` with `fds` attached (SCM_RIGHTS).
-fn send(s: &OwnedFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
+pub fn send(s: &OwnedFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
     let fd_bytes = std::mem::size_of_val(fds);
     // SAFETY: CMSG_SPACE only computes a size.
     let space = if fds.is_empty() {
@@ -459,7 +532,7 @@ fn send(s: &OwnedFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
 
 /// One message and the descriptors attached to it (owned from here on). An empty message:
 /// the peer closed.
-fn recv(s: &OwnedFd) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+pub fn recv(s: &OwnedFd) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
     let mut data = vec![0u8; 64 * 1024];
     // SAFETY: CMSG_SPACE only computes a size.
     let space = unsafe { libc::CMSG_SPACE((BATCH * std::mem::size_of::<RawFd>()) as u32) };
@@ -531,5 +604,44 @@ mod tests {
         assert!(end == END && none.is_empty());
         drop(a);
         assert_eq!(recv(&b).unwrap().0, b"");
+    }
+
+    #[test]
+    fn a_peer_of_another_uid_is_refused() {
+        let mut pair = [0; 2];
+        // SAFETY: socketpair fills two descriptors we then own.
+        let rc =
+            unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET, 0, pair.as_mut_ptr()) };
+        assert_eq!(rc, 0);
+        // SAFETY: fresh descriptors from socketpair.
+        let (a, _b) = unsafe { (OwnedFd::from_raw_fd(pair[0]), OwnedFd::from_raw_fd(pair[1])) };
+        let me = our_uid();
+        assert!(check_peer(&a, me).is_ok(), "our own uid");
+        let other = me.wrapping_add(1);
+        match check_peer(&a, other) {
+            Err(PeerError::OtherUser { pid, uid, ours }) => {
+                assert_eq!((pid as u32, uid, ours), (std::process::id(), me, other));
+            }
+            r => panic!("another uid was not refused: {r:?}"),
+        }
+        let e = check_peer(&a, other).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("uid {me}")) && e.contains(&other.to_string()),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_socket_file_is_created_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("proxy-takeover-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.sock");
+        let s = seqpacket().unwrap();
+        bind_listen(&s, &path).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(mode, 0o600, "{mode:o}");
     }
 }

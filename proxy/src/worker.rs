@@ -308,8 +308,6 @@ impl ProxyWorker {
         }
     }
 
-    /// Log an error line at most once per few seconds per worker. A stderr that cannot be
-    /// written (its reader gone) loses the line; `eprintln!` would panic the worker.
     pub fn take_iovecs(&self) -> Box<[libc::iovec; 2]> {
         self.iovecs.borrow_mut().pop().unwrap_or_else(|| {
             let empty = libc::iovec {
@@ -327,18 +325,15 @@ impl ProxyWorker {
         }
     }
 
+    /// Log an error line at most once per few seconds per worker (`shared::log!`: a stderr
+    /// that cannot be written loses the line, it never panics the worker).
     pub fn log_error(&self, what: std::fmt::Arguments<'_>) {
-        use std::io::Write;
         self.errlog.borrow_mut().log(|suppressed| {
-            let mut err = std::io::stderr().lock();
-            let _ = if suppressed > 0 {
-                writeln!(
-                    err,
-                    "proxy: {what} ({suppressed} similar errors suppressed)"
-                )
+            if suppressed > 0 {
+                shared::log!("proxy: {what} ({suppressed} similar errors suppressed)")
             } else {
-                writeln!(err, "proxy: {what}")
-            };
+                shared::log!("proxy: {what}")
+            }
         });
     }
 
@@ -542,6 +537,7 @@ impl ProxyWorker {
             servers,
             caches,
             draining: self.shutdown.is_fired(),
+            access_log_dropped: self.access_log.as_ref().map_or(0, |l| l.borrow().dropped),
         }
     }
 
@@ -632,7 +628,7 @@ pub async fn run(
     let inbox_task = match mailbox {
         Ok(m) => Some(monoio::spawn(inbox(Rc::downgrade(&w), m, drained.clone()))),
         Err(e) => {
-            eprintln!(
+            shared::log!(
                 "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",
                 ctx.id
             );
@@ -649,7 +645,7 @@ pub async fn run(
                 let tls = tls.map(|t| (i, t.built.config.clone()));
                 accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
             }
-            Err(e) => eprintln!("proxy: worker {}: cannot use listener: {e}", ctx.id),
+            Err(e) => shared::log!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }
     w.accepting.set(accepts.len());

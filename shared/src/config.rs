@@ -92,7 +92,7 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
             std::process::exit(2)
         }
         _ => {
-            eprintln!("{}", one_line_error(&e));
+            crate::log!("{}", one_line_error(&e));
             std::process::exit(2)
         }
     }
@@ -127,7 +127,7 @@ fn first_line(s: &str) -> String {
 
 /// Print a one-line usage error and exit 2 (for problems found after parsing).
 pub fn usage_error(msg: impl std::fmt::Display) -> ! {
-    eprintln!("error: {msg}");
+    crate::log!("error: {msg}");
     std::process::exit(2)
 }
 

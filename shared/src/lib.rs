@@ -17,6 +17,7 @@
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
+//! - [`log`]: lines on stderr that never panic (`shared::log!`), for everything after start.
 
 pub mod accept;
 pub mod base64;
@@ -26,6 +27,7 @@ pub mod config;
 pub mod counter;
 pub mod http;
 pub mod inbox;
+pub mod log;
 pub mod net;
 pub mod origin;
 pub mod runtime;

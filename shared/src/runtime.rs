@@ -202,7 +202,7 @@ pub fn multishot_recv(s: &mut monoio::net::TcpStream) -> bool {
     // once for this worker, and read as without it from now on.
     MULTISHOT.with(|m| m.set(false));
     let me = std::thread::current();
-    eprintln!(
+    crate::log!(
         "warning: {}: multishot receives unavailable (the kernel refused the buffer ring); \
          reading with a receive per read",
         me.name().unwrap_or("worker")
@@ -310,7 +310,7 @@ where
                 let core = core.filter(|&c| {
                     let ok = core_affinity::set_for_current(core_affinity::CoreId { id: c });
                     if !ok {
-                        eprintln!(
+                        crate::log!(
                             "warning: could not pin worker {id} to core {c}; running unpinned"
                         );
                     }

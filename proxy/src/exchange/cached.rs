@@ -512,19 +512,16 @@ async fn send_from_file(
         // TLS encrypts in user space: the body goes out from memory.
         shared::stream::Stream::Tls(_) => return send_stored(c, req, out, Some(body)).await,
     };
+    // sendfile takes no flags: only a non-blocking socket keeps it off the worker thread's
+    // back when the client stops reading. A socket that cannot be switched gets the body
+    // from memory through the runtime.
+    if shared::stream::ensure_nonblocking(fd, &mut c.nonblocking).is_err() {
+        return send_stored(c, req, out, Some(body)).await;
+    }
     let w = c.w.clone();
     let keep = out.write(&w, req, &mut c.cout);
     if !keep {
         crate::client::cork_last_answer(c);
-    }
-    if !c.nonblocking {
-        // SAFETY: fcntl on the connection's open socket. io_uring still waits for readiness
-        // on O_NONBLOCK sockets (they support nowait), so the runtime's I/O is unaffected.
-        unsafe {
-            let flags = libc::fcntl(fd, libc::F_GETFL);
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
-        }
-        c.nonblocking = true;
     }
     let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
     // SAFETY: `cout` is valid for its length.

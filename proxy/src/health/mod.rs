@@ -203,31 +203,24 @@ fn log_change(
     health: Health,
     reason: Option<&probe::ProbeFail>,
 ) {
-    use std::io::Write;
     let Some(check) = &group.health else {
         return;
     };
     let g = &group.name;
-    // A stderr that cannot be written (its reader gone) loses the line; `eprintln!` would
-    // panic the worker.
-    let mut err = std::io::stderr().lock();
-    let _ = match (health, reason) {
-        (Health::Down, Some(why)) => writeln!(
-            err,
+    match (health, reason) {
+        (Health::Down, Some(why)) => shared::log!(
             "proxy: group {g} server {server} down ({} failed checks: {why})",
             check.fall
         ),
-        (Health::Down, None) => writeln!(
-            err,
+        (Health::Down, None) => shared::log!(
             "proxy: group {g} server {server} down ({} failed checks)",
             check.fall
         ),
-        _ => writeln!(
-            err,
+        _ => shared::log!(
             "proxy: group {g} server {server} up ({} passed checks)",
             check.rise
         ),
-    };
+    }
 }
 
 /// Carry each server's state from the `old` generation to the `new` one where the server

@@ -6,9 +6,11 @@
 //!   socket, no copy through user space, the head and the first body bytes in the same
 //!   segments. Both are plain syscalls on a non-blocking socket; `EAGAIN` waits for
 //!   writability through the runtime (a poll op on io_uring, epoll's readiness otherwise).
-//!   io_uring's accepted sockets are blocking (monoio accepts without `SOCK_NONBLOCK`): for
-//!   the body the socket is switched to non-blocking and back (no other operation is in
-//!   flight on it meanwhile: a connection reads its next request only after the response).
+//!   io_uring's accepted sockets are blocking (monoio accepts without `SOCK_NONBLOCK`):
+//!   `shared::stream::ensure_nonblocking` makes the connection's socket non-blocking for good
+//!   the first time (the cache's sendfile hits share it), and `send` says `MSG_DONTWAIT`
+//!   anyway. Never switched back: a blocking `sendfile` to a client that stops reading would
+//!   hold the worker thread.
 //!   Measured for a 32 KB file, CPU per response against nginx's sendfile path (benches/
 //!   README.md): `pread` into a pooled buffer + a runtime write 1.8-2.0 (io_uring), the body
 //!   kept in memory and written with the head 1.5-1.8, `send(MSG_MORE)` + `sendfile` ~1.0.
@@ -23,8 +25,7 @@ use crate::io::write_all;
 use monoio::net::TcpStream;
 use monoio::time::timeout_at;
 use shared::stream::Stream;
-use std::cell::Cell;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
 
 /// The response could not be sent whole; the connection must close.
@@ -46,7 +47,8 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     let Stream::Plain(tcp) = &c.stream else {
         return copy_through(c, file.fd.as_fd(), start, len, limit).await;
     };
-    let _nonblocking = NonBlocking::set(tcp)?;
+    shared::stream::ensure_nonblocking(tcp.as_raw_fd(), &mut c.nonblocking)
+        .map_err(|_| SendFail)?;
     send_all(tcp, &c.cout, limit).await?;
     c.rec.wrote(&c.cout);
     sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await?;
@@ -108,55 +110,6 @@ async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail>
     }
 }
 
-thread_local! {
-    /// The file status flags of this worker's client sockets: the same for all of them (the
-    /// driver accepts them all the same way), read once per worker.
-    static SOCKET_FLAGS: Cell<Option<i32>> = const { Cell::new(None) };
-}
-
-/// Makes a blocking socket non-blocking for as long as it lives (nothing for one that is).
-struct NonBlocking {
-    /// The flags to restore.
-    restore: Option<(RawFd, i32)>,
-}
-
-impl NonBlocking {
-    fn set(s: &TcpStream) -> Result<NonBlocking, SendFail> {
-        let fd = s.as_raw_fd();
-        let flags = match SOCKET_FLAGS.with(Cell::get) {
-            Some(f) => f,
-            None => {
-                // SAFETY: F_GETFL on an open fd.
-                let f = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-                if f < 0 {
-                    return Err(SendFail);
-                }
-                SOCKET_FLAGS.with(|c| c.set(Some(f)));
-                f
-            }
-        };
-        if flags & libc::O_NONBLOCK != 0 {
-            return Ok(NonBlocking { restore: None });
-        }
-        // SAFETY: F_SETFL on an open fd.
-        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-            return Err(SendFail);
-        }
-        Ok(NonBlocking {
-            restore: Some((fd, flags)),
-        })
-    }
-}
-
-impl Drop for NonBlocking {
-    fn drop(&mut self) {
-        if let Some((fd, flags)) = self.restore {
-            // SAFETY: the stream outlives this guard (it is borrowed for the whole send).
-            unsafe { libc::fcntl(fd, libc::F_SETFL, flags) };
-        }
-    }
-}
-
 /// Wait until the socket may take more bytes, or fail after `limit`.
 async fn writable(s: &TcpStream, limit: Duration) -> Result<(), SendFail> {
     match timeout_at(shared::clock::deadline(limit), s.writable(false)).await {
@@ -187,11 +140,12 @@ fn step(n: isize) -> Step {
 }
 
 /// `send(MSG_MORE)` all of `head` on a non-blocking socket: a body follows at once.
+/// `MSG_DONTWAIT` as well: this call never waits, whatever the socket's mode.
 async fn send_all(s: &TcpStream, head: &[u8], limit: Duration) -> Result<(), SendFail> {
     let mut at = 0;
     while at < head.len() {
         let rest = &head[at..];
-        let flags = libc::MSG_MORE | libc::MSG_NOSIGNAL;
+        let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
         // SAFETY: `rest` is readable for `rest.len()` bytes; the fd is open.
         let n = unsafe { libc::send(s.as_raw_fd(), rest.as_ptr().cast(), rest.len(), flags) };
         match step(n) {
@@ -204,7 +158,7 @@ async fn send_all(s: &TcpStream, head: &[u8], limit: Duration) -> Result<(), Sen
 }
 
 /// `sendfile` until `len` bytes from `offset` are sent; the peer gets `limit` to make room
-/// each time the socket is full.
+/// each time the socket is full. The socket must be non-blocking (`ensure_nonblocking`).
 async fn sendfile_all(
     s: &TcpStream,
     file: BorrowedFd<'_>,

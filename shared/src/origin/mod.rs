@@ -213,7 +213,7 @@ impl Acceptor for OriginWorker {
     fn failed(&self, e: &io::Error) {
         self.log
             .borrow_mut()
-            .log(|n| eprintln!("origin: accept failed: {e} ({n} more suppressed)"));
+            .log(|n| crate::log!("origin: accept failed: {e} ({n} more suppressed)"));
     }
 }
 
@@ -302,7 +302,9 @@ impl Origin {
                 async move {
                     match monoio::net::TcpListener::from_std(l) {
                         Ok(l) => serve(l, cfg, st, ctx.shutdown).await,
-                        Err(e) => eprintln!("origin: worker {}: cannot use listener: {e}", ctx.id),
+                        Err(e) => {
+                            crate::log!("origin: worker {}: cannot use listener: {e}", ctx.id)
+                        }
                     }
                 }
             },
@@ -375,7 +377,7 @@ impl Origin {
         self.flag.trigger();
         if let Some(w) = self.workers.take() {
             if let Err(e) = w.join() {
-                eprintln!("origin: {e}");
+                crate::log!("origin: {e}");
             }
         }
     }

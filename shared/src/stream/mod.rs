@@ -110,9 +110,11 @@ impl Stream {
     /// Close right away with close(2), sending a TLS close_notify first if the socket takes
     /// it without waiting. Dropping a monoio stream under io_uring submits a close op and,
     /// because the op's future is dropped unfinished, an ASYNC_CANCEL that searches the io-wq
-    /// for it: two more SQEs and ~2% of the CPU of a connection-per-request client. Only for
-    /// streams with no operation in flight (`into_raw_fd` needs the last reference to the
-    /// fd, and an operation dropped before completing keeps one until it completes).
+    /// for it: two more SQEs and ~2% of the CPU of a connection-per-request client. Meant for
+    /// streams with no operation in flight: taking the fd needs the last reference to it, and
+    /// an operation dropped before completing keeps one until it completes. With one in
+    /// flight all the same, the stream is dropped the ordinary way (the fd closes when that
+    /// operation completes), never a panic.
     pub fn close_now(self) {
         self.close_now_with(false)
     }
@@ -126,18 +128,29 @@ impl Stream {
     }
 
     fn close_now_with(self, shut_write: bool) {
-        use std::os::fd::{FromRawFd, IntoRawFd, OwnedFd};
+        use std::os::fd::{FromRawFd, OwnedFd};
         let tcp = match self {
             Stream::Plain(s) => s,
             Stream::Tls(t) => t.close_notify_now(),
         };
-        let fd = tcp.into_raw_fd();
+        let fd = match tcp.try_into_raw_fd() {
+            Ok(fd) => fd,
+            Err(busy) => {
+                if shut_write {
+                    // The corked bytes leave with the FIN now, not when the fd closes.
+                    // SAFETY: shutdown(2) on the stream's open descriptor; it stays owned by
+                    // the stream, which closes it.
+                    unsafe { libc::shutdown(busy.as_raw_fd(), libc::SHUT_WR) };
+                }
+                return drop(busy);
+            }
+        };
         if shut_write {
             // SAFETY: an open descriptor, owned here.
             unsafe { libc::shutdown(fd, libc::SHUT_WR) };
         }
-        // SAFETY: `into_raw_fd` gave up monoio's ownership of the fd (and deregistered it from
-        // the epoll driver): it is open and owned by nothing else.
+        // SAFETY: `try_into_raw_fd` gave up monoio's ownership of the fd (and deregistered it
+        // from the epoll driver): it is open and owned by nothing else.
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
 }
@@ -146,6 +159,33 @@ impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         self.tcp().as_raw_fd()
     }
+}
+
+/// Make socket `fd` non-blocking for good, unless `done` says it already is (the proxy
+/// keeps it per client connection): the flags are read from this very socket, never
+/// assumed from another.
+/// `sendfile(2)` takes no flags, so only the socket's mode keeps it from waiting on the
+/// worker thread for a client that stopped reading. Left on: the runtime's own I/O does not
+/// mind (io_uring still parks an operation on an O_NONBLOCK socket until it is ready, since
+/// sockets support nowait; the epoll driver's sockets are non-blocking already), and a socket
+/// switched back could meet a later `sendfile` blocking.
+pub fn ensure_nonblocking(fd: RawFd, done: &mut bool) -> io::Result<()> {
+    if *done {
+        return Ok(());
+    }
+    // SAFETY: F_GETFL on the caller's open socket; no memory is passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if flags & libc::O_NONBLOCK == 0 {
+        // SAFETY: F_SETFL on the caller's open socket; no memory is passed.
+        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    *done = true;
+    Ok(())
 }
 
 /// A non-blocking one-byte peek finds nothing to read (and no end of stream, no error).
@@ -222,3 +262,6 @@ impl AsyncWriteRent for Stream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -13,16 +13,21 @@ mod tls_common;
 #[allow(unused_imports)]
 use actions_common::*;
 
+mod access_log_fifo;
 mod admin;
 mod body_desync;
 mod cache_key;
 mod framing;
+mod freeze;
 mod pool_liveness;
 mod preconditions;
 mod routing;
 mod scripted;
 mod slow_upload;
 mod static_reload;
+mod stderr_closed;
+mod takeover;
+mod takeover_peer;
 mod tunnel_generation;
 mod upgrade;
 mod upstream_fields;

@@ -56,11 +56,15 @@ impl Op<Accept> {
 impl OpAble for Accept {
     #[cfg(all(target_os = "linux", feature = "iouring"))]
     fn uring_op(&mut self) -> io_uring::squeue::Entry {
+        // Vendored change: SOCK_CLOEXEC, as the legacy driver's accept4 has. Without it every
+        // accepted socket leaked into any process the program spawned, which kept the
+        // connection open (no FIN) after the program closed it.
         opcode::Accept::new(
             types::Fd(self.fd.raw_fd()),
             self.addr.0.as_mut_ptr() as *mut _,
             &mut self.addr.1,
         )
+        .flags(libc::SOCK_CLOEXEC)
         .build()
     }
 

@@ -717,9 +717,17 @@ impl Drop for UringInner {
     fn drop(&mut self) {
         // no need to wait for completion, as the kernel will clean up the ring asynchronically.
         let _ = self.uring.submitter().submit();
-        // Vendored change: no buffer is picked from the ring after this, so it can be freed.
+        // Vendored change: once the group is unregistered the kernel picks no buffer from the
+        // ring, so the ring and its buffers can be freed. If unregistering fails, the kernel
+        // may still write into that memory (a receive completing meanwhile, or before the
+        // ring's asynchronous teardown): it is leaked on purpose, never freed while registered.
         if self.multi.ring.is_some() {
-            let _ = self.uring.submitter().unregister_buf_ring(multi::BGID);
+            let unregistered = self.uring.submitter().unregister_buf_ring(multi::BGID);
+            if unregistered.is_err() {
+                if let Some(ring) = self.multi.ring.take() {
+                    ring.leak();
+                }
+            }
         }
         unsafe {
             ManuallyDrop::drop(&mut self.uring);

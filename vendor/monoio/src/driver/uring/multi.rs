@@ -125,7 +125,16 @@ impl BufRing {
     }
 }
 
+impl BufRing {
+    /// Give up the ring and its buffers without freeing them: for a ring the kernel may still
+    /// use (its group could not be unregistered). About 2 MiB, once per thread at most.
+    pub(crate) fn leak(self) {
+        std::mem::forget(self);
+    }
+}
+
 impl Drop for BufRing {
+    /// Only for a ring no longer registered (or never registered): see `UringInner::drop`.
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with these layouts.
         unsafe {

@@ -332,18 +332,47 @@ impl AsWriteFd for TcpStream {
 }
 
 #[cfg(unix)]
-impl IntoRawFd for TcpStream {
-    #[inline]
-    fn into_raw_fd(mut self) -> RawFd {
-        // Vendored change: the multishot receive is canceled first (the kernel lets the
-        // socket go once that is submitted and processed: a close(2) of the fd sends the FIN
-        // then, at the thread's next submission). Arrivals not read yet are dropped: this is
-        // for closing, not for handing a stream with unread bytes on.
+impl TcpStream {
+    /// Vendored change: [`IntoRawFd::into_raw_fd`] that gives the stream back instead of
+    /// panicking when an operation still holds a reference to the fd (under io_uring, an
+    /// operation dropped unfinished keeps one until the kernel completes it): the caller
+    /// then drops the stream, and the fd is closed when that operation completes. A panic
+    /// there would abort a process built with `panic = "abort"`.
+    ///
+    /// The multishot receive, if any, is canceled first either way (the kernel lets the
+    /// socket go once that is submitted and processed: a close(2) of the fd sends the FIN
+    /// then, at the thread's next submission). Arrivals not read yet are dropped: this is
+    /// for closing, not for handing a stream with unread bytes on.
+    pub fn try_into_raw_fd(mut self) -> Result<RawFd, TcpStream> {
         #[cfg(all(target_os = "linux", feature = "iouring"))]
         drop(self.multi.take());
-        self.fd
-            .try_unwrap()
-            .expect("unexpected multiple reference to rawfd")
+        let TcpStream {
+            fd,
+            meta,
+            #[cfg(all(target_os = "linux", feature = "iouring"))]
+            multi,
+        } = self;
+        match fd.try_unwrap() {
+            Ok(raw) => Ok(raw),
+            Err(fd) => Err(TcpStream {
+                fd,
+                meta,
+                #[cfg(all(target_os = "linux", feature = "iouring"))]
+                multi,
+            }),
+        }
+    }
+}
+
+#[cfg(unix)]
+impl IntoRawFd for TcpStream {
+    #[inline]
+    fn into_raw_fd(self) -> RawFd {
+        // Vendored change: through `try_into_raw_fd` (which cancels a multishot receive).
+        match self.try_into_raw_fd() {
+            Ok(fd) => fd,
+            Err(s) => panic!("unexpected multiple reference to rawfd: {:?}", s.fd),
+        }
     }
 }
 #[cfg(unix)]
