@@ -27,15 +27,15 @@
 # rustls client keeps the tickets; 64 B). N_CLOSE (20000) bounds the handshake cases.
 #
 # Environment: ROUNDS, DURATION (per load), CONNS (64), AB_N (ab's request bound, 200000),
-# SIZES ("64 32k"; 1m, 2k, 8k exist too), MODES ("keepalive close"), TARGETS ("direct ours nginx haproxy"),
-# ORIGIN (nginx: files from disk, sendfile on; nginx-writev; builtin, one size: see
-# bench_start_origin in benches/lib.sh), LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
-# binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
-# for it, e.g. "--driver epoll"), BASE_BIN (another build of our proxy, target "base", started
-# exactly like "ours" but with BASE_ARGS instead of PROXY_ARGS when BASE_ARGS is set), target
-# "logged" (ours with --access-log to a file in the run's temporary directory;
-# benches/obs_cost.sh compares base, ours and logged), RATIO_TO (the target the ratio column
-# divides by; default nginx), OUT (raw TSV path),
+# SIZES ("64 32k"; 1m, 2k, 8k exist too), MODES ("keepalive close"), TARGETS ("direct ours
+# nginx haproxy"), ORIGIN (nginx: files from disk, sendfile on; nginx-writev; builtin, one size:
+# see bench_start_origin in benches/lib.sh), LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE
+# (1: the proxy under test), PROXY_BIN (our binary; default target/release/proxy, built here
+# unless NO_BUILD=1), PROXY_ARGS (extra flags for it, e.g. "--driver epoll"), BASE_BIN
+# (another build of our proxy, target "base", started exactly like "ours" but with BASE_ARGS
+# instead of PROXY_ARGS when BASE_ARGS is set), target "logged" (ours with --access-log to a
+# file in the run's temporary directory; benches/obs_cost.sh compares base, ours and logged),
+# RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
