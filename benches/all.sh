@@ -9,8 +9,9 @@
 # BASE_BIN or BASE_REV a new ÷ old column from the same rounds. The table goes to stdout and to
 # REPORT; the raw TSV and every script's own report and log go to the directory beside it.
 #
-#   benches/all.sh                                 # every group, ROUNDS=5 DURATION=3s (~25 min)
-#   QUICK=1 benches/all.sh                         # smoke run: ROUNDS=1 DURATION=1s (~5 min)
+#   benches/all.sh                                 # every group, ROUNDS=5 DURATION=3s (~25 min
+#                                                  # on 2 busy cores; a third more with BASE_*)
+#   QUICK=1 benches/all.sh                         # smoke run: ROUNDS=1 DURATION=1s (~3 min)
 #   ONLY="proxy return" benches/all.sh             # some groups
 #   BASE_REV=HEAD~1 benches/all.sh                 # new ÷ old for every row (the old build is made
 #                                                  # in a scratch worktree under $TMPDIR)
@@ -37,7 +38,8 @@
 # revision: both are built from it, release profile, in $TMPDIR/bench-base-SHA, reused when
 # there), SKIP_PEERS (peers left out as if not installed: nginx haproxy varnish h2load set-misc),
 # LOADER_N (requests per loader run, 200000), N_CLOSE (TLS handshakes per run, 3000), RETURN_AB_N
-# (100000, the seeds'), REPORT (default benches/results/all-DATE.md), SCRIPT_TIMEOUT (1800 s per
+# (100000, the seeds'), REPORT (default benches/results/all-DATE.md, relative to the repository
+# root; the raw results go to the directory of the same name without .md), SCRIPT_TIMEOUT (1800 s per
 # script run), NO_BUILD=1, PROXY_BIN, LOADER_BIN. Passed through to every script: PROXY_ARGS,
 # BASE_ARGS, CONNS, ORIGIN, KEEP_TMP, CARGO_TARGET_DIR.
 set -euo pipefail
