@@ -17,10 +17,12 @@
 #   PROXY_ARGS="--driver epoll" benches/cache_vs_peers.sh
 #   TARGETS="ours ours-memory" SIZES="2k 8k 32k" MODES=keepalive ROUNDS=5 benches/cache_vs_peers.sh
 #                                   # sendfile from the memfd against every body from memory
+#   BASE_BIN=/tmp/proxy-before MODES=keepalive benches/cache_vs_peers.sh   # A/B: "base" beside "ours"
 #
 # Environment: ROUNDS, DURATION, CONNS (64), SEED_N (100), SEED_C (10), SIZES ("64 32k"; 2k and
 # 8k exist too), MODES ("keepalive seed"), TARGETS ("ours nginx varnish"; `ours-memory` adds ours
-# with --cache-no-sendfile), LOAD_CORE (0: wrk/ab), SERVER_CORE (1: the server under test; the
+# with --cache-no-sendfile; `base`, added when BASE_BIN is set, is another build of our proxy
+# started like ours with BASE_ARGS, default PROXY_ARGS), ORIGIN (see benches/lib.sh), LOAD_CORE (0: wrk/ab), SERVER_CORE (1: the server under test; the
 # origin shares it, but a hit never reaches the origin), PROXY_BIN (default
 # target/release/proxy), PROXY_ARGS, NO_BUILD=1, OUT, KEEP_TMP=1.
 set -euo pipefail
@@ -36,14 +38,17 @@ SEED_N=${SEED_N:-100}
 SEED_C=${SEED_C:-10}
 SIZES=${SIZES:-"64 32k"}
 MODES=${MODES:-"keepalive seed"}
-TARGETS=${TARGETS:-"ours nginx varnish"}
+BASE_BIN=${BASE_BIN:-}
+if [ -n "$BASE_BIN" ]; then TARGETS=${TARGETS:-"ours base nginx varnish"}; else TARGETS=${TARGETS:-"ours nginx varnish"}; fi
 LOAD_CORE=${LOAD_CORE:-0}
 SERVER_CORE=${SERVER_CORE:-1}
 TARGET_DIR=${CARGO_TARGET_DIR:-target}
 PROXY_BIN=${PROXY_BIN:-$TARGET_DIR/release/proxy}
 OUT=${OUT:-target/bench-results/cache_vs_peers-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
-bench_require wrk ab curl nginx varnishd taskset envsubst ss
+bench_require wrk ab curl taskset envsubst ss
+bench_want "$TARGETS" nginx && bench_require nginx
+bench_want "$TARGETS" varnish && bench_require varnishd
 bench_init
 bench_open_out "$OUT"
 bench_start_origin "$SERVER_CORE"
@@ -76,6 +81,14 @@ for t in $TARGETS; do
             --cache 64MiB --workers 1 --no-pin ${PROXY_ARGS:-})
         BENCH_DESC[ours]="taskset -c $SERVER_CORE ${ours[*]}"
         bench_start_target ours "${PORT[ours]}" "$SERVER_CORE" "$BENCH_TMP/ours.log" "${ours[@]}"
+        ;;
+    base)
+        [ -x "$BASE_BIN" ] || bench_die "target base needs BASE_BIN (another build of our proxy): '$BASE_BIN'"
+        # shellcheck disable=SC2206 # BASE_ARGS is split into words on purpose
+        base=("$BASE_BIN" --listen "127.0.0.1:${PORT[base]}" --upstream "127.0.0.1:$ORIGIN_PORT"
+            --cache 64MiB --workers 1 --no-pin ${BASE_ARGS-${PROXY_ARGS:-}})
+        BENCH_DESC[base]="taskset -c $SERVER_CORE ${base[*]}"
+        bench_start_target base "${PORT[base]}" "$SERVER_CORE" "$BENCH_TMP/base.log" "${base[@]}"
         ;;
     ours-memory)
         # The same proxy with every body sent from memory (`writev`), none with sendfile from

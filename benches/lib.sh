@@ -365,10 +365,11 @@ bench_sbin() {
     command -v "$1" 2>/dev/null || echo "/usr/sbin/$1"
 }
 
-# bench_write_bodies: the two files every size case asks for, in $BENCH_TMP/www (/64: 64
-# bytes, /32k: 32768 bytes; BODY_LEN[path] is their length), readable by nginx's workers.
+# bench_write_bodies: the files every size case asks for, in $BENCH_TMP/www (/64: 64 bytes,
+# /32k: 32768, /1m: 1048576; /2k and /8k for thresholds; BODY_LEN[path] is their length),
+# readable by nginx's workers.
 # shellcheck disable=SC2034 # used by the scripts that source this file
-declare -A BODY_LEN=([64]=64 [32k]=32768 [2k]=2048 [8k]=8192)
+declare -A BODY_LEN=([64]=64 [32k]=32768 [2k]=2048 [8k]=8192 [1m]=1048576)
 bench_write_bodies() {
     mkdir -p "$BENCH_TMP/www"
     head -c 64 /dev/zero | tr '\0' 'a' >"$BENCH_TMP/www/64"
@@ -376,25 +377,62 @@ bench_write_bodies() {
     # In-between sizes, for thresholds (SIZES="2k 8k").
     head -c 2048 /dev/zero | tr '\0' 'c' >"$BENCH_TMP/www/2k"
     head -c 8192 /dev/zero | tr '\0' 'd' >"$BENCH_TMP/www/8k"
+    head -c 1048576 /dev/zero | tr '\0' 'e' >"$BENCH_TMP/www/1m"
     chmod -R a+rX "$BENCH_TMP/www"
     export TMP=$BENCH_TMP
 }
 
-# bench_start_origin CORE: write the bodies (bench_write_bodies), start the nginx origin
-# (benches/peers/nginx-origin.conf, one worker) pinned to CORE and wait for it.
-# Sets ORIGIN_PORT, ORIGIN_PID, NGINX and BENCH_ORIGIN_PID (which adds the origin's CPU to
-# every measured run).
+# bench_start_origin CORE: write the bodies (bench_write_bodies), start the origin pinned to CORE
+# and wait for it. Which origin is ORIGIN's choice:
+#   nginx         (the default) nginx, one worker, serving the files from disk with `sendfile
+#                 on` (benches/peers/nginx-origin.conf): the head leaves in one write and the
+#                 body in the next, so a proxy gets them in separate segments, as from the file
+#                 servers users put behind it. Measured only against an origin answering in
+#                 one write (the built-in origin), a 44% regression of that path went unseen
+#                 (issue 23).
+#   nginx-writev  the same with `sendfile off`: head and body in one writev, like an
+#                 application answering from memory (what the scripts used before).
+#   builtin       `loader origin` (the built-in origin, one worker, head and body in one
+#                 write): for a machine without nginx; it answers every path with one body, so
+#                 SIZES must be a single size.
+# Sets ORIGIN_PORT, ORIGIN_PID, NGINX, BENCH_ORIGIN_DESC and BENCH_ORIGIN_PID (which adds the
+# origin's CPU to every measured run).
 bench_start_origin() {
-    local core=$1
+    local core=$1 sendfile=on loader words
+    NGINX=$(bench_sbin nginx)
     bench_write_bodies
     ORIGIN_PORT=$(bench_free_port)
     export ORIGIN_PORT
-    bench_render "$BENCH_ROOT/benches/peers/nginx-origin.conf" "$BENCH_TMP/nginx-origin.conf" TMP ORIGIN_PORT
-    NGINX=$(bench_sbin nginx)
+    case ${ORIGIN:-nginx} in
+    nginx) ;;
+    nginx-writev) sendfile=off ;;
+    builtin)
+        read -r -a words <<<"${SIZES:-64}"
+        [ "${#words[@]}" = 1 ] ||
+            bench_die "ORIGIN=builtin answers every path with one body: give one size (SIZES=64), not '${SIZES:-}'"
+        loader=${LOADER_BIN:-${CARGO_TARGET_DIR:-target}/release/loader}
+        bench_build loader || bench_die "cargo build --release -p loader failed (the built-in origin)"
+        [ -x "$loader" ] || bench_die "$loader not found (the built-in origin)"
+        bench_start "$core" "$BENCH_TMP/origin.log" "$loader" origin --listen "127.0.0.1:$ORIGIN_PORT" \
+            --body-size "${BODY_LEN[${words[0]}]}" --workers 1 --no-pin
+        ORIGIN_PID=$BENCH_LAST_PID
+        BENCH_ORIGIN_PID=$ORIGIN_PID
+        BENCH_ORIGIN_DESC="the built-in origin (loader origin --body-size ${BODY_LEN[${words[0]}]} --workers 1) on core $core"
+        bench_wait_port "$ORIGIN_PORT" "$ORIGIN_PID" ||
+            bench_die "the built-in origin did not start: $(cat "$BENCH_TMP/origin.log" 2>/dev/null)"
+        return 0
+        ;;
+    *) bench_die "ORIGIN must be nginx, nginx-writev or builtin, not '$ORIGIN'" ;;
+    esac
+    bench_require nginx
+    ORIGIN_SENDFILE=$sendfile
+    export ORIGIN_SENDFILE
+    bench_render "$BENCH_ROOT/benches/peers/nginx-origin.conf" "$BENCH_TMP/nginx-origin.conf" TMP ORIGIN_PORT ORIGIN_SENDFILE
     bench_start "$core" "$BENCH_TMP/origin.log" "$NGINX" -e "$BENCH_TMP/origin.error.log" \
         -p "$BENCH_TMP" -c "$BENCH_TMP/nginx-origin.conf"
     ORIGIN_PID=$BENCH_LAST_PID
     BENCH_ORIGIN_PID=$ORIGIN_PID
+    BENCH_ORIGIN_DESC="nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), 1 worker, files from disk, sendfile $sendfile (benches/peers/nginx-origin.conf) on core $core"
     bench_wait_port "$ORIGIN_PORT" "$ORIGIN_PID" ||
         bench_die "the origin (nginx) did not start: $(cat "$BENCH_TMP/origin.log" "$BENCH_TMP/origin.error.log" 2>/dev/null)"
 }
@@ -420,6 +458,7 @@ declare -A BENCH_PID=() BENCH_DESC=()
 BENCH_ACTIVE=()
 BENCH_CASES=()
 BENCH_ORIGIN_PID=""
+BENCH_ORIGIN_DESC=""
 # Whose CPU the cpu columns hold: "server" (BENCH_PID's, from /proc) or "load" (the load
 # generator's own rusage: when the generators are what is compared).
 BENCH_CPU=server
@@ -679,6 +718,7 @@ bench_report_head() {
 # bench_report_targets: "#   TARGET: how it ran" for every measured target.
 bench_report_targets() {
     local t
+    [ -n "${BENCH_ORIGIN_DESC:-}" ] && echo "#   origin: $BENCH_ORIGIN_DESC"
     for t in "${BENCH_ACTIVE[@]}"; do echo "#   $t: ${BENCH_DESC[$t]}"; done
 }
 

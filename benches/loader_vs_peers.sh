@@ -15,6 +15,8 @@
 #       flags cost: loader-dist is our loader with --hdr-log FILE --shard 1/1
 #   GENERATORS="loader loader-oneshot wrk" SIZES=64 benches/loader_vs_peers.sh   # multishot
 #       receives on (loader) and off (loader-oneshot: our loader with --no-multishot)
+#   BASE_LOADER_BIN=/tmp/loader-before GENERATORS="loader base wrk" benches/loader_vs_peers.sh
+#       # A/B: "base" is another build of our loader, run the same way in the same rounds
 #
 # HTTPS (SCHEME=https): the origin is nginx (OpenSSL) over TLS 1.3 only, AES-128-GCM, X25519, an
 # ECDSA P-256 certificate made here with `openssl req -x509` (benches/peers/nginx-origin-tls.conf),
@@ -29,7 +31,7 @@
 #   SCHEME=https GENERATORS="loader wrk" TLS_VERIFY=cacert ROUNDS=5 benches/loader_vs_peers.sh
 #
 # Environment: ROUNDS, N (requests per run), CONNS (64), SIZES ("64 32k"),
-# GENERATORS ("loader wrk h2load ab"), ORIGIN_CORE (0), GEN_CORE (1), MAX_TIME (per-run time
+# GENERATORS ("loader wrk h2load ab"; "base" with BASE_LOADER_BIN), ORIGIN (see benches/lib.sh), ORIGIN_CORE (0), GEN_CORE (1), MAX_TIME (per-run time
 # bound, 60s), LOADER_BIN (default target/release/loader, built here unless NO_BUILD=1), OUT (raw
 # TSV path), KEEP_TMP=1; SCHEME (http), N_CLOSE (5000), TLS_VERIFY (insecure).
 #
@@ -61,7 +63,7 @@ case $SCHEME in
     *) bench_die "SCHEME must be http or https, not '$SCHEME'" ;;
 esac
 
-bench_require nginx taskset envsubst ss
+bench_require taskset envsubst ss
 [ "$SCHEME" = https ] && bench_require openssl
 for g in wrk h2load ab; do
     if bench_want "$GENERATORS" "$g"; then bench_require "$g"; fi
@@ -71,6 +73,7 @@ done
 # start_tls_origin CORE: nginx-origin-tls.conf with a fresh ECDSA P-256 certificate for
 # localhost and 127.0.0.1 (the `openssl req -x509` kind: a self-signed CA certificate).
 start_tls_origin() {
+    bench_require nginx
     bench_write_bodies
     mkdir -p "$BENCH_TMP/tls"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 7 \
@@ -128,6 +131,7 @@ gen_run() {
     fi
     case $g in
         loader) load_loader "$LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url" ;;
+        base) load_loader "$BASE_LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url" ;;
         loader-dist)
             LOADER_FLAGS+=(--hdr-log "$BENCH_TMP/loader.hlog" --shard 1/1)
             load_loader "$LOADER_BIN" "$GEN_CORE" "$CONNS" "$n" "$MAX_TIME" "$url"
@@ -158,6 +162,13 @@ for g in $GENERATORS; do
         BENCH_DESC[loader]="taskset -c $GEN_CORE $LOADER_BIN --threads 1 -c $CONNS -n $N -q ${LOADER_TLS[*]} URL"
         BENCH_DESC[loader-dist]="${BENCH_DESC[loader]/-q/-q --hdr-log FILE --shard 1/1}"
         BENCH_DESC[loader-oneshot]="${BENCH_DESC[loader]/-q/-q --no-multishot}"
+    fi
+    if [ "$g" = base ]; then
+        if [ ! -x "${BASE_LOADER_BIN:-}" ]; then
+            bench_log "SKIP base: BASE_LOADER_BIN (another build of our loader) is not an executable: '${BASE_LOADER_BIN:-}'"
+            continue
+        fi
+        BENCH_DESC[base]="taskset -c $GEN_CORE $BASE_LOADER_BIN --threads 1 -c $CONNS -n $N -q ${LOADER_TLS[*]} URL"
     fi
     # A short run per size checks the generator works and gives its exact count and no errors.
     ok=1
@@ -223,7 +234,6 @@ if [ "$SCHEME" = https ]; then
     echo "# each generator alone on core $GEN_CORE, 1 thread, $CONNS connections; ka: $N requests per run, close: $N_CLOSE"
     echo "# close: loader --close --no-resume, wrk -H 'Connection: close', ab without -k; h2load skipped; loader ${LOADER_TLS[*]}"
 else
-    echo "# origin: nginx $("$NGINX" -v 2>&1 | sed 's/.*nginx\///'), 1 worker, on core $ORIGIN_CORE (benches/peers/nginx-origin.conf)"
     echo "# each generator alone on core $GEN_CORE, 1 thread, $CONNS keep-alive connections, $N requests per run"
 fi
 bench_report_targets

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a reverse proxy costs, against nginx and HAProxy, in the same run.
 #
-# For each case (response size 64 B / 32 KB × keep-alive clients (wrk) / connection-per-request
-# clients (ab without -k)), every round loads, one after the other (interleaved, the order
+# For each case (response size 64 B / 32 KB (/ 1 MiB with SIZES="64 32k 1m") × keep-alive clients
+# (wrk) / connection-per-request clients (ab without -k)), every round loads, one after the other (interleaved, the order
 # rotating each round): the origin directly, our proxy with 1 worker, nginx and HAProxy in front
 # of the same origin. Per run it prints req/s, p99, and the proxy's CPU µs per request (user +
 # kernel, from /proc/PID/stat before and after the load), with the ratio to nginx in the same
@@ -27,14 +27,15 @@
 # rustls client keeps the tickets; 64 B). N_CLOSE (20000) bounds the handshake cases.
 #
 # Environment: ROUNDS, DURATION (per load), CONNS (64), AB_N (ab's request bound, 200000),
-# SIZES ("64 32k"), MODES ("keepalive close"), TARGETS ("direct ours nginx haproxy"),
-# LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE (1: the proxy under test), PROXY_BIN (our
-# binary; default target/release/proxy, built here unless NO_BUILD=1), PROXY_ARGS (extra flags
-# for it, e.g. "--driver epoll"), BASE_BIN (another build of our proxy, target "base", started
-# exactly like "ours" but with BASE_ARGS instead of PROXY_ARGS when BASE_ARGS is set), target
-# "logged" (ours with --access-log to a file in the run's temporary directory;
-# benches/obs_cost.sh compares base, ours and logged), RATIO_TO (the target the ratio column
-# divides by; default nginx), OUT (raw TSV path),
+# SIZES ("64 32k"; 1m, 2k, 8k exist too), MODES ("keepalive close"), TARGETS ("direct ours
+# nginx haproxy"), ORIGIN (nginx: files from disk, sendfile on; nginx-writev; builtin, one size:
+# see bench_start_origin in benches/lib.sh), LOAD_CORE (0: wrk/ab and the origin), PROXY_CORE
+# (1: the proxy under test), PROXY_BIN (our binary; default target/release/proxy, built here
+# unless NO_BUILD=1), PROXY_ARGS (extra flags for it, e.g. "--driver epoll"), BASE_BIN
+# (another build of our proxy, target "base", started exactly like "ours" but with BASE_ARGS
+# instead of PROXY_ARGS when BASE_ARGS is set), target "logged" (ours with --access-log to a
+# file in the run's temporary directory; benches/obs_cost.sh compares base, ours and logged),
+# RATIO_TO (the target the ratio column divides by; default nginx), OUT (raw TSV path),
 # KEEP_TMP=1 (keep configs and logs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,7 +69,8 @@ BENCH_SCHEME=$SCHEME
 RATIO_TO=${RATIO_TO:-nginx}
 OUT=${OUT:-target/bench-results/proxy_vs_peers-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 
-bench_require wrk ab nginx taskset envsubst ss
+bench_require wrk ab taskset envsubst ss
+bench_want "$TARGETS" nginx && bench_require nginx
 [ "$RATIO_TO" = nginx ] || bench_want "$TARGETS" "$RATIO_TO" || bench_die "RATIO_TO=$RATIO_TO is not in TARGETS"
 bench_want "$TARGETS" haproxy && bench_require haproxy
 [ "$(nproc)" -ge 2 ] || bench_log "warning: fewer than 2 cores; pinning cannot separate the proxy from the load"
@@ -208,7 +210,7 @@ if [ "$SCHEME" = https ]; then
 else
     bench_size_mode_load_line
 fi
-echo "# pinning: wrk/ab and the origin (nginx, 1 worker) on core $LOAD_CORE; the proxy under test on core $PROXY_CORE"
+echo "# pinning: wrk/ab and the origin on core $LOAD_CORE; the proxy under test on core $PROXY_CORE"
 bench_report_targets
 echo "# proxy µs/req = the proxy's utime+stime (all threads, /proc/PID/stat) during the load ÷ completed requests"
 echo "# vs $RATIO_TO = proxy µs/req ÷ $RATIO_TO's in the same round (paired); summary = median [min-max] over rounds"

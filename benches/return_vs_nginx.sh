@@ -55,7 +55,8 @@ FLOOR_BIN=${FLOOR_BIN:-$TARGET_DIR/release/floor}
 OUT=${OUT:-target/bench-results/return_vs_nginx-$(date -u +%Y%m%dT%H%M%SZ).tsv}
 SET_MISC=/usr/lib/nginx/modules/ngx_http_set_misc_module.so
 
-bench_require wrk ab nginx taskset envsubst ss curl
+bench_require wrk ab taskset envsubst ss curl
+bench_want "$TARGETS" nginx && bench_require nginx
 if bench_want "$TARGETS" nginx && [ ! -e "$SET_MISC" ]; then
     bench_die "nginx's set-misc module is missing ($SET_MISC): run scripts/install-peers.sh"
 fi
