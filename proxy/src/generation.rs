@@ -82,7 +82,12 @@ impl Generation {
                     t.client.config().ok().map(|(c, _)| c)
                 })
                 .collect(),
-            statics: crate::static_files::cache::Sites::new(&cfg),
+            statics: crate::static_files::cache::Sites::new(cfg.routes.iter().filter_map(|r| {
+                match &r.action {
+                    Action::Static(site) => Some(site.root.as_path()),
+                    _ => None,
+                }
+            })),
             cfg,
         }
     }

@@ -72,17 +72,8 @@ pub fn now_millis() -> Millis {
 
 /// What the cache does with one request, decided with no I/O.
 enum Decision {
-    Hit(Hit),
-    /// A hit whose validators match the client's own conditional request: 304.
-    NotModified(Hit),
-    /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
-    PreconditionFailed,
-    Stream {
-        entry: Handle,
-        head: Bytes,
-        age: u64,
-        len: u64,
-    },
+    /// The store answers (`X-Cache: HIT`).
+    Stored(FromStore),
     /// A fill of the key is under way: wait for it; if it takes too long, fetch on our
     /// own, falling back on `stale` (a stored response of the variant) if the upstream fails.
     Wait {
@@ -103,6 +94,22 @@ enum Decision {
     Purge,
     /// Only-if-cached and nothing is: 504 (RFC 9111 5.2.1.7).
     NotCached,
+}
+
+/// What the store answers with.
+enum FromStore {
+    Hit(Hit),
+    /// A hit whose validators match the client's own conditional request: 304.
+    NotModified(Hit),
+    /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
+    PreconditionFailed,
+    /// An entry filling with a declared length, streamed as it fills.
+    Stream {
+        entry: Handle,
+        head: Bytes,
+        age: u64,
+        len: u64,
+    },
 }
 
 /// A request on cached route `route`.
@@ -137,31 +144,10 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
         );
         let key = || OwnedKey::new(key_of(&c.cin, &req, https));
         match d {
-            Decision::Hit(hit) => {
+            Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
                 c.cin.advance(req.head_len);
-                return send_hit(c, &req, hit).await;
-            }
-            Decision::NotModified(hit) => {
-                c.rec.cache = Some(CacheStatus::Hit);
-                c.cin.advance(req.head_len);
-                return send_not_modified(c, &req, &hit, CacheStatus::Hit).await;
-            }
-            Decision::PreconditionFailed => {
-                c.rec.cache = Some(CacheStatus::Hit);
-                c.cin.advance(req.head_len);
-                return send_precondition_failed(c, &req, CacheStatus::Hit).await;
-            }
-            Decision::Stream {
-                entry,
-                head,
-                age,
-                len,
-            } => {
-                c.rec.cache = Some(CacheStatus::Hit);
-                c.cin.advance(req.head_len);
-                let out = Stored::new(&head, age, CacheStatus::Hit, len);
-                return stream_entry(c, &req, store, entry, out).await;
+                return from_store(c, &req, store, answer).await;
             }
             Decision::Wait { fill, stale } => {
                 if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
@@ -218,6 +204,30 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     }
 }
 
+/// Answer a request the store answers (`X-Cache: HIT`): a hit, a 304 or a 412 from a stored
+/// response, or an entry streamed as it fills.
+async fn from_store(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    store: &RefCell<Store>,
+    answer: FromStore,
+) -> Next {
+    match answer {
+        FromStore::Hit(hit) => send_hit(c, req, hit).await,
+        FromStore::NotModified(hit) => send_not_modified(c, req, &hit, CacheStatus::Hit).await,
+        FromStore::PreconditionFailed => send_precondition_failed(c, req, CacheStatus::Hit).await,
+        FromStore::Stream {
+            entry,
+            head,
+            age,
+            len,
+        } => {
+            let out = Stored::new(&head, age, CacheStatus::Hit, len);
+            stream_entry(c, req, store, entry, out).await
+        }
+    }
+}
+
 /// A declared request body over `max_body` (refused here on a cached route, so the answer
 /// carries X-Cache).
 fn body_too_large(g: &Generation, req: &RequestInfo) -> bool {
@@ -256,9 +266,9 @@ fn decide(
             match s.lookup(key, parsed.headers, revalidate, now) {
                 Lookup::Hit(hit) => {
                     match validate::precondition(parsed.headers, validate::validators(&hit.head)) {
-                        Outcome::Proceed => Decision::Hit(hit),
-                        Outcome::NotModified => Decision::NotModified(hit),
-                        Outcome::Failed => Decision::PreconditionFailed,
+                        Outcome::Proceed => Decision::Stored(FromStore::Hit(hit)),
+                        Outcome::NotModified => Decision::Stored(FromStore::NotModified(hit)),
+                        Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
                     }
                 }
                 Lookup::Stream {
@@ -268,20 +278,20 @@ fn decide(
                     age,
                     len,
                 } => match validate::precondition(parsed.headers, validate::validators(&head)) {
-                    Outcome::Proceed => Decision::Stream {
+                    Outcome::Proceed => Decision::Stored(FromStore::Stream {
                         entry,
                         head,
                         age,
                         len,
-                    },
-                    Outcome::NotModified => Decision::NotModified(Hit {
+                    }),
+                    Outcome::NotModified => Decision::Stored(FromStore::NotModified(Hit {
                         status,
                         head,
                         body: Bytes::new(),
                         age,
                         file: None,
-                    }),
-                    Outcome::Failed => Decision::PreconditionFailed,
+                    })),
+                    Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
                 },
                 Lookup::Wait(fill) => {
                     // What `revalidate` finds is any complete entry of the variant.
@@ -417,9 +427,15 @@ async fn send_precondition_failed(
     status: CacheStatus,
 ) -> Next {
     let keep = req.keep_alive && (!c.w.draining() || req.pipelined);
+    send_simple(c, 412, keep, status).await
+}
+
+/// A short answer of the proxy's own (`status` with its reason as the body), with `X-Cache:
+/// cache`; `Connection: close` unless `keep`.
+async fn send_simple(c: &mut ClientConn, status: u16, keep: bool, cache: CacheStatus) -> Next {
     c.cout.clear();
-    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", status.as_str().as_bytes())];
-    write_simple_response_with(&mut c.cout, Version::Http11, 412, !keep, &fields);
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", cache.as_str().as_bytes())];
+    write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(b) => {
@@ -1127,22 +1143,12 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
     let keep = req.keep_alive && skip.is_some() && (!w.draining() || req.pipelined);
-    c.cout.clear();
     // A purge answers from no stored response: BYPASS.
-    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", CacheStatus::Bypass.as_str().as_bytes())];
-    write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
-    let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(b) => {
-            c.rec.wrote(&b);
-            c.cout = b
-        }
-        Err(_) => return client_gone(&mut c.rec),
-    }
-    if skip.is_none() {
+    let next = send_simple(c, status, keep, CacheStatus::Bypass).await;
+    if skip.is_none() && matches!(next, Next::Finished) {
         // The body still coming is not read: let the client see the answer first.
         crate::client::linger_close(c).await;
         return Next::Close;
     }
-    next_after(keep)
+    next
 }

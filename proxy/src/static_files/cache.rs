@@ -21,7 +21,6 @@
 
 use super::meta::{content_type, etag, ETag};
 use super::open::{self, FileInfo, Kind, OpenError, Resolver};
-use crate::config::{Action, Config};
 use bytes::Bytes;
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -84,15 +83,13 @@ pub struct Sites {
 }
 
 impl Sites {
-    /// Empty caches for the static roots of `cfg`'s routes.
-    pub fn new(cfg: &Config) -> Sites {
+    /// Empty caches for the static roots `roots` (a root named twice gets one cache).
+    pub fn new<'a>(roots: impl IntoIterator<Item = &'a Path>) -> Sites {
         let mut sites = Sites::default();
-        for r in &cfg.routes {
-            if let Action::Static(site) = &r.action {
-                if sites.find(&site.root).is_none() {
-                    let cache = SiteCache::new(&site.root);
-                    sites.sites.push(Rc::new(RefCell::new(cache)));
-                }
+        for root in roots {
+            if sites.find(root).is_none() {
+                let cache = SiteCache::new(root);
+                sites.sites.push(Rc::new(RefCell::new(cache)));
             }
         }
         sites
@@ -264,15 +261,6 @@ mod tests {
         dir
     }
 
-    fn cfg(roots: &[&Path]) -> Config {
-        let mut text = String::from("[[listen]]\naddr = \"127.0.0.1:0\"\n");
-        for (i, r) in roots.iter().enumerate() {
-            let root = r.display();
-            text += &format!("[[route]]\npath = \"/{i}/\"\nstatic = {{ root = \"{root}\" }}\n");
-        }
-        crate::config::from_toml("t.toml", &text).expect("config")
-    }
-
     /// (entries, root fd held) of the site of `root`.
     fn held(sites: &Sites, root: &Path) -> (usize, bool) {
         let s = sites.find(root).expect("a cache for the root").borrow();
@@ -282,7 +270,7 @@ mod tests {
     #[test]
     fn expired_entries_are_swept_at_most_once_per_validity() {
         let r = root("sweep");
-        let sites = Sites::new(&cfg(&[&r, &r]));
+        let sites = Sites::new([&*r, &*r]);
         assert_eq!(sites.len(), 1, "routes on one root share its cache");
         let t0 = Instant::now();
         let found = sites.lookup(&r, &mut b"f.txt".to_vec(), t0);
@@ -306,12 +294,12 @@ mod tests {
     #[test]
     fn a_reload_keeps_the_caches_of_roots_still_served_and_no_other() {
         let (a, b) = (root("keep-a"), root("keep-b"));
-        let old = Sites::new(&cfg(&[&a, &b]));
+        let old = Sites::new([&*a, &*b]);
         let now = Instant::now();
         for r in [&a, &b] {
             old.lookup(r, &mut b"f.txt".to_vec(), now).expect("found");
         }
-        let mut new = Sites::new(&cfg(&[&b]));
+        let mut new = Sites::new([&*b]);
         assert_eq!(new.carry_over(&old), 1);
         assert!(Rc::ptr_eq(new.find(&b).unwrap(), old.find(&b).unwrap()));
         assert_eq!(held(&new, &b), (1, true), "b's open files are kept");
