@@ -140,6 +140,29 @@ impl Default for ClosedPort {
     }
 }
 
+/// The io_uring driver with the fast flags (kernel 6.1+), which multishot receives need, for
+/// a test of them. Where this machine lacks it the test fails, naming what is missing: such a
+/// test must never pass by checking nothing where the feature is expected. A machine known to
+/// lack it says so with `TESTS_WITHOUT_FAST_URING=1`; then `None`, with a note on stderr.
+pub fn fast_uring() -> Option<shared::runtime::DriverKind> {
+    use shared::runtime::{drivers_here, DriverKind};
+    let d = drivers_here();
+    if d.contains(&DriverKind::UringFast) {
+        return Some(DriverKind::UringFast);
+    }
+    let waived = std::env::var_os("TESTS_WITHOUT_FAST_URING").is_some_and(|v| v == "1");
+    assert!(
+        waived,
+        "this test needs io_uring with the fast flags (kernel 6.1+, io_uring not disabled by \
+         sysctl or seccomp); this machine offers {d:?}. Set TESTS_WITHOUT_FAST_URING=1 to \
+         skip it knowingly."
+    );
+    eprintln!(
+        "TESTS_WITHOUT_FAST_URING=1: no io_uring with the fast flags here ({d:?}): not tested"
+    );
+    None
+}
+
 /// Poll `cond` every 5 ms until it holds or `wait` passes; whether it held. For waiting on an
 /// effect another thread or process makes visible through a counter or the file system (the
 /// bound makes a test fail instead of hanging; it is never read as a verdict by itself).

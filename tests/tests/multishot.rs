@@ -5,7 +5,7 @@
 
 use monoio::io::AsyncReadRent;
 use monoio::net::{TcpListener, TcpStream};
-use shared::runtime::{drivers_here, run_on, DriverKind};
+use shared::runtime::{run_on, DriverKind};
 use std::io::{Read, Write};
 use std::os::fd::IntoRawFd;
 use std::sync::mpsc;
@@ -14,17 +14,7 @@ use std::time::Duration;
 const CONNS: usize = 64;
 const PER_CONN: usize = 64 * 1024;
 
-/// The io_uring driver with the fast flags, where multishot receives are used; `None` (the
-/// test then has nothing to check) where this machine has no io_uring.
-fn fast_uring() -> Option<DriverKind> {
-    let d = drivers_here();
-    if d.contains(&DriverKind::UringFast) {
-        Some(DriverKind::UringFast)
-    } else {
-        eprintln!("no io_uring with the fast flags here ({d:?}): multishot not tested");
-        None
-    }
-}
+use tests::fast_uring;
 
 /// Byte `i` of connection `conn`'s stream: a pattern that a reordered, lost or repeated
 /// chunk cannot reproduce.

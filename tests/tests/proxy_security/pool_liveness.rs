@@ -6,7 +6,6 @@
 //! an end, and it is closed; the request goes on a fresh connection.
 
 use crate::proxy_common::{config, Proxy};
-use shared::runtime::{drivers_here, DriverKind};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -124,15 +123,9 @@ fn origin(after: After) -> (SocketAddr, mpsc::Sender<()>, mpsc::Receiver<()>) {
     (addr, go_tx, done_rx)
 }
 
-/// Where multishot receives run (the no-syscall look needs one); `false`, with a note,
-/// where this machine has no io_uring with the fast flags.
+/// Where multishot receives run (the no-syscall look needs one): see `tests::fast_uring`.
 fn multishot_here() -> bool {
-    let d = drivers_here();
-    let here = d.contains(&DriverKind::UringFast);
-    if !here {
-        eprintln!("no io_uring with the fast flags here ({d:?}): nothing to check");
-    }
-    here
+    tests::fast_uring().is_some()
 }
 
 /// Send `req` (closing after its response) and return the response's status and body.
