@@ -12,6 +12,7 @@
 //!   it is still sending).
 //! - Nothing is logged per request: errors are counted.
 
+use crate::answer::AnswerCtx;
 use crate::config::Action;
 use crate::error::ProxyError;
 use crate::exchange::{self, Next};
@@ -298,7 +299,9 @@ async fn read_head(
             }
             if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();
-                if let Some(info) = prepare_request(&c.w, &c.g, &c.cin, &c.ip, &mut c.uout)? {
+                if let Some(info) =
+                    prepare_request(AnswerCtx::of(&c.w), &c.g, &c.cin, &c.ip, &mut c.uout)?
+                {
                     return Ok(Some(info));
                 }
             }

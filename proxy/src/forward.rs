@@ -23,6 +23,7 @@
 //! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
 //! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
 
+use crate::answer::AnswerCtx;
 use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
 use crate::generation::Generation;
@@ -244,7 +245,7 @@ fn eq(a: &str, b: &str) -> bool {
 /// unless `host_written`); for a `return` the whole answer in `out`. `Ok(None)`: the head is
 /// incomplete.
 pub fn prepare_request(
-    w: &ProxyWorker,
+    w: AnswerCtx<'_>,
     g: &Generation,
     buf: &[u8],
     ip: &IpText,

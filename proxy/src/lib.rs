@@ -26,12 +26,18 @@
 //! - `error`: typed failures that record whose fault they were.
 //! - `record`: one request's outcome, finished in one place; `metrics` what a worker counts
 //!   from it; `access_log` the lines it writes from it.
+//! - [`request_path`]: a head's parse, route, decision and forwarded head without I/O (for
+//!   the fuzz target `request_path` and its seed replay).
 //! - `admin`: the admin listener (`/metrics`, `/status`, `/healthz`), a thread that gathers
 //!   the workers' snapshots through the inbox; `exposition` renders them.
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
 //! `Rc`/`RefCell`, never borrowed across an `.await`); nothing is logged per request; no
 //! body is ever held whole in memory.
+
+// `proxy::` paths inside the crate too: the fuzz checks are `include!`d here and in the
+// fuzz crate alike.
+extern crate self as proxy;
 
 pub mod balance;
 pub mod cache;
@@ -59,6 +65,7 @@ mod preconditions;
 mod record;
 mod relay;
 pub mod reload;
+pub mod request_path;
 pub mod takeover;
 mod tunnel;
 mod worker;

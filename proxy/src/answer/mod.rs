@@ -169,10 +169,27 @@ fn tiny_page(status: u16) -> String {
     )
 }
 
+/// What rendering an answer needs of its worker: the generator of `{random:A-B}`, and
+/// whether the worker is draining (an answer then closes its connection).
+#[derive(Clone, Copy)]
+pub struct AnswerCtx<'a> {
+    pub rng: &'a Rng,
+    pub draining: bool,
+}
+
+impl<'a> AnswerCtx<'a> {
+    pub fn of(w: &'a ProxyWorker) -> Self {
+        AnswerCtx {
+            rng: &w.rng,
+            draining: w.draining(),
+        }
+    }
+}
+
 /// Render `r`'s answer to the parsed request `head` (origin-form `target`, from client `ip`,
 /// with `arrived` bytes after the head already read) into `out`, and say how it is sent.
 pub fn prepare(
-    w: &ProxyWorker,
+    w: AnswerCtx<'_>,
     r: &ReturnAction,
     head: &RequestHead<'_, '_>,
     target: &str,
@@ -183,7 +200,7 @@ pub fn prepare(
     let skip = body_skippable(head.body, arrived);
     // Draining: close after this answer unless requests pipelined behind it arrived.
     let pipelined = skip.is_some_and(|n| arrived > n);
-    let close = !head.keep_alive || skip.is_none() || (w.draining() && !pipelined);
+    let close = !head.keep_alive || skip.is_none() || (w.draining && !pipelined);
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let vars = Vars {
         host: head.authority.unwrap_or_default(),
@@ -198,7 +215,7 @@ pub fn prepare(
         head_only: head.request_method() == RequestMethod::Head,
     };
     out.clear();
-    r.render(vars, framing, &w.rng, &crate::http_date::now(), out);
+    r.render(vars, framing, w.rng, &crate::http_date::now(), out);
     Dispatch::Answered { skip, close }
 }
 
