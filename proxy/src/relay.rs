@@ -281,11 +281,17 @@ pub async fn response_body(
                 continue;
             }
         }
-        // Need more input. A slow body must not hold the head back.
-        out.flush_head().await?;
-        // Keep an undecoded tail (a split chunk-size line) at the front.
-        ubuf.advance(pos);
-        pos = 0;
+        // Need more input. A slow body must not hold the head back; one that already arrived
+        // (an origin that sends its head and then its body, as nginx's sendfile does) goes
+        // out with it in one write.
+        if !out.head_pending || !r.up.arrived() {
+            out.flush_head().await?;
+            // Keep an undecoded tail (a split chunk-size line) at the front.
+            ubuf.advance(pos);
+            pos = 0;
+        }
+        // Otherwise the upstream's head stays in front of what comes: the client's head is
+        // then written over it, right before the body, for one write without a copy.
         match read_more(r.up, ubuf, RELAY_BUF / 4, shared::clock::deadline(t.read)).await {
             Ok((0, buf)) => {
                 dec.finish()

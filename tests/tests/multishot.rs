@@ -353,3 +353,59 @@ fn the_epoll_driver_reads_as_before() {
     client.join().expect("client thread");
     assert_eq!(got, b"epoll");
 }
+
+/// A read takes every arrival already queued that fits in its buffer, as one recv(2) takes
+/// what the socket holds: 40 KiB that came in several ring buffers (16 KiB each) is one read
+/// into a 64 KiB buffer, not three (a proxied 32 KiB body was two reads and two writes
+/// onward). A buffer smaller than what is queued stops inside an arrival, and the next read
+/// goes on from there, every byte in order.
+#[test]
+fn a_read_takes_every_queued_arrival_that_fits() {
+    const SENT: usize = 40 * 1024;
+    let data: Vec<u8> = (0..SENT).map(|i| pattern(0, i)).collect();
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let mut client = std::net::TcpStream::connect(addr).expect("connect");
+    let (got, lens) = run_on(driver, 64, async move {
+        use std::os::fd::AsRawFd;
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(s.enable_multishot_recv());
+        let (mut got, mut lens) = (Vec::new(), Vec::new());
+        for caps in [&[64 * 1024][..], &[20 * 1024, 64 * 1024]] {
+            client.write_all(&data).expect("client write");
+            assert!(s.multishot_ready().await);
+            // The event: every byte sent sits in the receive's queue (nothing left in flight
+            // from the client's socket, nothing left in ours for the kernel to receive).
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while queue_len(client.as_raw_fd(), libc::TIOCOUTQ)
+                + queue_len(s.as_raw_fd(), libc::FIONREAD)
+                > 0
+            {
+                assert!(std::time::Instant::now() < deadline, "bytes never queued");
+                monoio::time::sleep(Duration::from_millis(1)).await;
+            }
+            for &cap in caps {
+                let (r, buf) = s.read(Vec::with_capacity(cap)).await;
+                lens.push(r.expect("read"));
+                got.extend_from_slice(&buf);
+            }
+        }
+        (got, lens)
+    })
+    .expect("runtime");
+    assert_eq!(lens, [SENT, 20 * 1024, SENT - 20 * 1024], "bytes per read");
+    let data: Vec<u8> = (0..SENT).map(|i| pattern(0, i)).collect();
+    assert!(
+        got[..SENT] == data[..] && got[SENT..] == data[..],
+        "bytes in order"
+    );
+}
+
+/// Bytes in a socket's send queue (`TIOCOUTQ`) or receive queue (`FIONREAD`).
+fn queue_len(fd: i32, request: libc::c_ulong) -> i32 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: an ioctl that writes one int, on an open socket.
+    let r = unsafe { libc::ioctl(fd, request, &mut n) };
+    assert_eq!(r, 0, "ioctl: {}", std::io::Error::last_os_error());
+    n
+}

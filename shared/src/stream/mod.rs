@@ -83,6 +83,12 @@ impl Stream {
         }
     }
 
+    /// Whether bytes (or the end) already arrived and wait unread: a plain stream read through
+    /// a multishot receive, whose queue is in memory (no system call). `false` when unknown.
+    pub fn arrived(&self) -> bool {
+        matches!(self, Stream::Plain(s) if s.multishot_queued())
+    }
+
     /// Whether `multishot_ready` can wait on this stream.
     pub fn waits_bufferless(&self) -> bool {
         matches!(self, Stream::Plain(s) if s.multishot_enabled())

@@ -521,11 +521,29 @@ impl UringInner {
             }
         };
         let upto = *offset + n;
-        *offset = if inner.multi.consume(index, upto) {
-            0
-        } else {
-            upto
-        };
+        if !inner.multi.consume(index, upto) {
+            *offset = upto;
+            return Poll::Ready(multi::Read::Done(Ok(n)));
+        }
+        *offset = 0;
+        // Vendored change: the arrivals queued behind it go into the same read while they
+        // fit, as one recv(2) takes what the socket holds: a 32 KiB body that came in 16 KiB
+        // buffers is one read (and one write onward), not two.
+        let mut n = n;
+        while n < cap {
+            let Some(bytes) = inner.multi.front_data(index) else {
+                break;
+            };
+            let k = bytes.len().min(cap - n);
+            // SAFETY: `n + k <= cap`: the rest of the caller's buffer has room; a ring buffer
+            // and a caller's buffer never overlap.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.add(n), k) };
+            n += k;
+            if !inner.multi.consume(index, k) {
+                *offset = k;
+                break;
+            }
+        }
         Poll::Ready(multi::Read::Done(Ok(n)))
     }
 

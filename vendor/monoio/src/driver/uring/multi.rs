@@ -403,6 +403,14 @@ impl Multi {
         Poll::Pending
     }
 
+    /// The bytes of `index`'s front arrival when it is data (what a read with room left after
+    /// the arrival before it takes too).
+    pub(crate) fn front_data(&self, index: usize) -> Option<&[u8]> {
+        let &(res, flags) = self.entries[index].queue.front()?;
+        let bid = cqueue::buffer_select(flags).filter(|_| res > 0)?;
+        Some(self.ring.as_ref()?.bytes(bid, res as usize))
+    }
+
     /// The front arrival of `index` is read up to `upto` bytes: drop it (and recycle its
     /// buffer) when it is read whole. Returns whether it was.
     pub(crate) fn consume(&mut self, index: usize, upto: usize) -> bool {
