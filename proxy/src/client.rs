@@ -203,6 +203,18 @@ pub fn cork_last_answer(c: &mut ClientConn) {
 }
 
 impl ClientConn {
+    /// Write all of `cout` (an answer or a head built there) within the send timeout, noting
+    /// it in the request's record; `Err`: the client is gone or too slow.
+    pub async fn send_cout(&mut self) -> Result<(), IoFail> {
+        let buf = std::mem::take(&mut self.cout);
+        let buf = write_all(&mut self.stream, buf, self.g.cfg.timeouts.send)
+            .await
+            .map_err(|e| e.fail)?;
+        self.rec.wrote(&buf);
+        self.cout = buf;
+        Ok(())
+    }
+
     /// Move to the worker's current generation if a reload replaced ours (no reference count
     /// touched when it did not). Only between requests: the one in flight keeps its own.
     fn take_current_generation(&mut self) {
@@ -411,15 +423,9 @@ pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[
     let Some(status) = e.status() else { return };
     c.cout.clear();
     write_simple_response_with(&mut c.cout, Version::Http11, status, true, fields);
-    let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(buf) => {
-            c.rec.wrote(&buf);
-            c.cout = buf
-        }
-        Err(_) => return,
+    if c.send_cout().await.is_ok() {
+        linger_close(c).await;
     }
-    linger_close(c).await;
 }
 
 /// Half-close, then read and discard what the client still sends for a moment, so closing

@@ -39,7 +39,7 @@ use crate::config::Action;
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming, Named, RequestInfo};
 use crate::generation::Generation;
-use crate::io::{write_all, IoFail};
+use crate::io::IoFail;
 use crate::preconditions::Outcome;
 use crate::relay::FillSink;
 use crate::worker::ProxyWorker;
@@ -436,13 +436,8 @@ async fn send_simple(c: &mut ClientConn, status: u16, keep: bool, cache: CacheSt
     c.cout.clear();
     let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", cache.as_str().as_bytes())];
     write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
-    let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(b) => {
-            c.rec.wrote(&b);
-            c.cout = b
-        }
-        Err(_) => return client_gone(&mut c.rec),
+    if c.send_cout().await.is_err() {
+        return client_gone(&mut c.rec);
     }
     next_after(keep)
 }
@@ -493,20 +488,19 @@ async fn send_stored(
         }
         other => other,
     };
-    let send = c.g.cfg.timeouts.send;
     if !keep {
         crate::client::cork_last_answer(c);
     }
-    let buf = std::mem::take(&mut c.cout);
-    let written = match separate {
-        None => write_all(&mut c.stream, buf, send).await.ok().inspect(|b| {
-            c.rec.wrote(b);
-        }),
-        Some(body) => write_head_and_body(c, &w, buf, body, send).await,
+    let sent = match separate {
+        None => c.send_cout().await.is_ok(),
+        Some(body) => {
+            let (buf, send) = (std::mem::take(&mut c.cout), c.g.cfg.timeouts.send);
+            let written = write_head_and_body(c, &w, buf, body, send).await;
+            written.map(|b| c.cout = b).is_some()
+        }
     };
-    match written {
-        Some(b) => c.cout = b,
-        None => return client_gone(&mut c.rec),
+    if !sent {
+        return client_gone(&mut c.rec);
     }
     next_after(keep)
 }
@@ -681,13 +675,8 @@ async fn stream_entry(
     let w = c.w.clone();
     let len = out.len;
     let keep = out.write(&w, req, &mut c.cout);
-    let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(b) => {
-            c.rec.wrote(&b);
-            c.cout = b
-        }
-        Err(_) => return client_gone(&mut c.rec),
+    if c.send_cout().await.is_err() {
+        return client_gone(&mut c.rec);
     }
     if req.method == RequestMethod::Head {
         return next_after(keep);

@@ -37,12 +37,12 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     let limit = c.g.cfg.timeouts.send;
     let (file, start, len) = match (plan.file, plan.body) {
         (Some(f), Body::Bytes { start, len }) if len > 0 => (f, start, len),
-        _ => return write_head(c, limit).await,
+        _ => return write_head(c).await,
     };
     if let Some(mem) = &file.body {
         c.cout
             .extend_from_slice(&mem[start as usize..(start + len) as usize]);
-        return write_head(c, limit).await;
+        return write_head(c).await;
     }
     let Stream::Plain(tcp) = &c.stream else {
         return copy_through(c, file.fd.as_fd(), start, len, limit).await;
@@ -98,16 +98,8 @@ async fn copy_through(
     Ok(())
 }
 
-async fn write_head(c: &mut ClientConn, limit: Duration) -> Result<(), SendFail> {
-    let buf = std::mem::take(&mut c.cout);
-    match write_all(&mut c.stream, buf, limit).await {
-        Ok(buf) => {
-            c.rec.wrote(&buf);
-            c.cout = buf;
-            Ok(())
-        }
-        Err(_) => Err(SendFail),
-    }
+async fn write_head(c: &mut ClientConn) -> Result<(), SendFail> {
+    c.send_cout().await.map_err(|_| SendFail)
 }
 
 /// Wait until the socket may take more bytes, or fail after `limit`.

@@ -123,17 +123,7 @@ fn a_later_http1_minor_version_is_served_as_http11() {
         let line = r.map(|r| r.status_line);
         assert_eq!(line.as_deref(), Ok("HTTP/1.1 200 OK"), "HTTP/1.{minor}");
     }
-    let seen: Vec<String> = origin
-        .captured()
-        .iter()
-        .map(|r| {
-            String::from_utf8_lossy(r)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .collect();
+    let seen: Vec<String> = crate::request_lines(&origin);
     assert_eq!(seen, ["GET /v2 HTTP/1.1", "GET /v9 HTTP/1.1"]);
     let r = exchange(addr, b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", WAIT);
     assert_generated(&r, 505, true);

@@ -32,3 +32,18 @@ mod tunnel_generation;
 mod upgrade;
 mod upstream_fields;
 mod variants;
+
+/// The request line of every request `origin` captured, in order.
+pub fn request_lines(origin: &shared::origin::Origin) -> Vec<String> {
+    origin
+        .captured()
+        .iter()
+        .map(|r| {
+            String::from_utf8_lossy(r)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect()
+}

@@ -112,17 +112,7 @@ fn targets_reach_the_origin_as_sent() {
         let r = ask(p.addr, target);
         assert_eq!(r.status, 200, "{target}");
     }
-    let lines: Vec<String> = origin
-        .captured()
-        .iter()
-        .map(|r| {
-            String::from_utf8_lossy(r)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .to_string()
-        })
-        .collect();
+    let lines: Vec<String> = crate::request_lines(&origin);
     let want: Vec<String> = targets
         .iter()
         .map(|t| format!("GET {t} HTTP/1.1"))
