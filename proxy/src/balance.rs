@@ -363,6 +363,7 @@ mod tests {
             keepalive: 0,
             keepalive_timeout: Duration::from_secs(30),
             keepalive_requests: 100,
+            keepalive_check: Duration::from_secs(1),
             health: None,
             tls: None,
         }

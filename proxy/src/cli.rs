@@ -406,6 +406,7 @@ impl Cli {
             keepalive: a.keepalive,
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),
+            keepalive_check: crate::config::DEFAULT_KEEPALIVE_CHECK,
             health: a.health_check.clone().map(|path| {
                 unspanned(crate::config::health::HealthCheck {
                     path,

@@ -298,6 +298,9 @@ pub struct UpstreamGroup {
     pub keepalive_timeout: Duration,
     /// Requests per upstream connection before it is retired. Default 1000 (nginx's default).
     pub keepalive_requests: u64,
+    /// A pooled connection idle this long (or half `keepalive_timeout`, if shorter) is
+    /// checked before reuse. Default 1 s.
+    pub keepalive_check: Duration,
     /// Active health checks; `None`: off (only the passive max_fails/fail_timeout apply).
     pub health: Option<health::HealthCheck>,
     /// HTTPS to the servers. `None`: plain HTTP.
@@ -504,5 +507,6 @@ pub const DEFAULT_BACKLOG: u32 = 4096;
 pub const DEFAULT_KEEPALIVE: usize = 64;
 pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_KEEPALIVE_REQUESTS: u64 = 1000;
+pub const DEFAULT_KEEPALIVE_CHECK: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_FAILS: u32 = 1;
 pub const DEFAULT_FAIL_TIMEOUT: Duration = Duration::from_secs(10);

@@ -219,6 +219,7 @@ struct PoolKey {
     keepalive: usize,
     timeout: std::time::Duration,
     requests: u64,
+    check: std::time::Duration,
 }
 
 impl PoolKey {
@@ -227,6 +228,7 @@ impl PoolKey {
             keepalive: g.keepalive,
             timeout: g.keepalive_timeout,
             requests: g.keepalive_requests,
+            check: g.keepalive_check,
         }
     }
 }

@@ -13,7 +13,8 @@
 //!   queue is not empty (`TcpStream::multishot_queued`: a look at a queue in memory, no system
 //!   call). Such bytes must never be read as the next client's response. nginx notices the
 //!   same through the read event it keeps on idle connections.
-//! - A connection idle for a while (`check_after`: half the idle timeout, at most 1 s), or one
+//! - A connection idle for a while (`check_after`: half the idle timeout, at most the group's
+//!   `keepalive_check`, 1 s by default), or one
 //!   whose receive could not be armed (the ring short of buffers), is also checked before
 //!   reuse with one non-blocking peek (TLS: a non-blocking read given to the session, see
 //!   `Stream::still_open`): origins close idle connections on their own timers (Apache after
@@ -57,16 +58,13 @@ pub struct ServerPool {
     max_requests: u64,
 }
 
-/// The longest a pooled connection is reused without checking that the origin kept it open.
-const CHECK_AFTER_MAX: Duration = Duration::from_secs(1);
-
 impl ServerPool {
     pub fn new(group: &UpstreamGroup) -> Self {
         ServerPool {
             idle: Vec::with_capacity(group.keepalive.min(1024)),
             cap: group.keepalive,
             timeout: group.keepalive_timeout,
-            check_after: (group.keepalive_timeout / 2).min(CHECK_AFTER_MAX),
+            check_after: (group.keepalive_timeout / 2).min(group.keepalive_check),
             max_requests: group.keepalive_requests.max(1),
         }
     }

@@ -408,6 +408,7 @@ impl Resolver<'_> {
                 keepalive: g.keepalive,
                 keepalive_timeout: g.keepalive_timeout,
                 keepalive_requests: g.keepalive_requests.get(),
+                keepalive_check: g.keepalive_check,
                 health: g.health.as_ref().map(|h| h.get_ref().clone()),
                 tls,
             });

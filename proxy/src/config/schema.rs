@@ -10,7 +10,8 @@
 
 use crate::config::{
     Balance, HeaderOptions, Timeouts, DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE,
-    DEFAULT_KEEPALIVE_REQUESTS, DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_FAILS,
+    DEFAULT_KEEPALIVE_CHECK, DEFAULT_KEEPALIVE_REQUESTS, DEFAULT_KEEPALIVE_TIMEOUT,
+    DEFAULT_MAX_FAILS,
 };
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
@@ -147,6 +148,11 @@ pub struct GroupEntry {
     pub keepalive_timeout: Duration,
     #[serde(default = "default_keepalive_requests")]
     pub keepalive_requests: NonZeroU64,
+    #[serde(
+        default = "default_keepalive_check",
+        deserialize_with = "de_positive_duration"
+    )]
+    pub keepalive_check: Duration,
     /// Active health checks (issue 12); off unless given.
     #[serde(default)]
     pub health: Option<Spanned<super::health::HealthCheck>>,
@@ -334,6 +340,9 @@ fn default_keepalive() -> usize {
 }
 fn default_keepalive_timeout() -> Duration {
     DEFAULT_KEEPALIVE_TIMEOUT
+}
+fn default_keepalive_check() -> Duration {
+    DEFAULT_KEEPALIVE_CHECK
 }
 fn default_keepalive_requests() -> NonZeroU64 {
     NonZeroU64::new(DEFAULT_KEEPALIVE_REQUESTS).unwrap_or(NonZeroU64::MIN)

@@ -126,6 +126,7 @@ fn example_values_are_the_defaults() {
             g.keepalive,
             g.keepalive_timeout,
             g.keepalive_requests,
+            g.keepalive_check,
         )
     };
     assert_eq!(knobs(e), knobs(m));

@@ -20,6 +20,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
         keepalive: 0,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 100,
+        keepalive_check: Duration::from_secs(1),
         health: checked.then(HealthCheck::default),
         tls: None,
     }

@@ -67,6 +67,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
         keepalive: 64,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 1000,
+        keepalive_check: proxy::config::DEFAULT_KEEPALIVE_CHECK,
         health: None,
         tls: None,
     }
