@@ -5,14 +5,26 @@
 //! binaries: [`bin`] builds them once per test process with a nested `cargo build` (cargo does
 //! not hold its build lock while tests run) and returns the path.
 //!
-//! Each helper exists once, here (the test files' `proxy_common` and `strict_common` modules
-//! are thin layers over these):
+//! Each helper exists once, here or in a module of this library:
 //! - [`process`]: a spawned binary (stderr drained into a channel, signals, exit within a
 //!   limit, killed on drop) and [`process::ProxyProcess`], the proxy and its summary.
 //! - [`raw`]: the raw-socket client, its independent response parser, the one classifier of
 //!   how a read ended ([`raw::read_once`]) and the strict checks over it (`assert_closed`, ...).
 //! - [`proxy_config`]/[`start_proxy`]: an in-process proxy from its command-line flags;
 //!   [`capturing_origin`]; [`ClosedPort`]; [`eventually`], the one polling wait.
+//! - [`inproc`]: a proxy from a `Config` built in code, and a client that reads responses with
+//!   the shared codec; [`toml_proxy`]: a proxy from config text; [`strict`]: readiness waits
+//!   and counters for the tests of promised behaviours.
+//! - [`reload`]: config files that change under a running `proxy`, and the loader's runs.
+//! - [`tls`]: certificates (a CA and its leaves) and a blocking TLS client; [`tls_server`]: a
+//!   blocking HTTPS server of its own for the loader's tests.
+
+pub mod inproc;
+pub mod reload;
+pub mod strict;
+pub mod tls;
+pub mod tls_server;
+pub mod toml_proxy;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -75,6 +87,23 @@ pub fn start_proxy(
     let running = proxy::start(proxy_config(ups, extra)).expect("proxy starts");
     let addr = running.listen_addrs()[0];
     (running, addr)
+}
+
+/// A fresh, empty folder of its own under the system temp dir for one test's files: `tag`,
+/// the process and a counter in its name, so no two calls share one (tests of a binary run in
+/// one process, at the same time).
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let d = std::env::temp_dir().join(format!("tests-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("a temp dir");
+    d
+}
+
+/// A started origin (the built-in scriptable one) with its default settings.
+pub fn origin() -> shared::origin::Origin {
+    shared::origin::Origin::start(shared::origin::OriginConfig::default()).expect("origin starts")
 }
 
 /// A started origin (the built-in scriptable one) that records every raw request it
@@ -161,6 +190,15 @@ pub fn fast_uring() -> Option<shared::runtime::DriverKind> {
         "TESTS_WITHOUT_FAST_URING=1: no io_uring with the fast flags here ({d:?}): not tested"
     );
     None
+}
+
+/// Every driver this machine has (`shared::runtime::drivers_here`), for a test that runs on
+/// each: io_uring with the fast flags is required, as in [`fast_uring`] (the test fails where
+/// it is missing unless `TESTS_WITHOUT_FAST_URING=1` says so), so such a test never passes
+/// having tried epoll alone.
+pub fn drivers() -> Vec<shared::runtime::DriverKind> {
+    fast_uring();
+    shared::runtime::drivers_here()
 }
 
 /// Poll `cond` every 5 ms until it holds or `wait` passes; whether it held. For waiting on an

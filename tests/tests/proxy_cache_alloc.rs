@@ -52,8 +52,7 @@ fn requests(s: &mut TcpStream, buf: &mut [u8; 16384], n: usize) {
 
 #[test]
 fn hits_allocate_nothing_per_request() {
-    let origin = shared::origin::Origin::start(shared::origin::OriginConfig::default())
-        .expect("origin starts");
+    let origin = tests::origin();
     let p = proxy::start(tests::proxy_config(&[origin.addr()], &["--cache", "1MiB"]))
         .expect("proxy starts");
     let mut s = TcpStream::connect(p.listen_addrs()[0]).expect("connect");

@@ -3,13 +3,13 @@
 //! pipe's 64 KiB were full: every connection of that worker stalled. Lines that cannot be
 //! written are dropped and counted (`proxy_access_log_dropped_total`).
 
-use crate::proxy_common::Proxy;
-use crate::reload_common::Scratch;
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use tests::inproc::Proxy;
 use tests::raw::{self, Client, WAIT};
+use tests::reload::Scratch;
 
 /// Far more lines than the pipe holds (64 KiB, a line is about 80 bytes here).
 const REQUESTS: usize = 4000;

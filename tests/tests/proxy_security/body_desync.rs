@@ -68,7 +68,7 @@ fn smuggled_reached(origin: &Origin) -> bool {
 #[test]
 fn actions_that_answer_themselves_never_read_a_body_as_the_next_request() {
     let origin = tests::capturing_origin();
-    let dir = crate::temp_dir("body-desync");
+    let dir = tests::temp_dir("body-desync");
     let p = setup(&dir, &origin);
     // Prime the cache: the PURGE and the hit below find an entry.
     let mut c = Client::connect(p.addr);

@@ -3,10 +3,10 @@
 //! them (`X-Forwarded-Proto` per listener, `Host` with its port): a response fetched for one
 //! must never be served for another.
 
-use crate::tls_common::{client_config, temp_dir, Ca, TlsClient};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use tests::raw::{Client, Response};
+use tests::tls::{client_config, Ca, TlsClient};
 
 /// An origin that answers every request with what it was asked through: `proto=<X-Forwarded-
 /// Proto> host=<Host>`, fresh for a minute (as an application that builds absolute URLs or
@@ -70,7 +70,7 @@ fn get(addr: SocketAddr, host: &str) -> Response {
 
 #[test]
 fn a_response_is_never_served_to_another_scheme_or_port() {
-    let dir = temp_dir("cache-key");
+    let dir = tests::temp_dir("cache-key");
     let ca = Ca::new();
     let (cert, key) = ca.leaf_files(&dir, "site", &["site"]);
     let origin = echo_origin();

@@ -6,12 +6,11 @@
 //! such) blocking again: the next hit's `sendfile` then blocked the worker thread for as long
 //! as the client kept its window closed.
 
-use crate::proxy_common::Proxy;
-use crate::reload_common::Scratch;
-use shared::origin::{Origin, OriginConfig};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
+use tests::inproc::Proxy;
 use tests::raw::{self, Client, End, WAIT};
+use tests::reload::Scratch;
 
 /// Larger than the proxy's socket send buffer can grow to (tcp_wmem's 4 MiB) plus the
 /// client's receive buffer: a `sendfile` of it on a blocking socket waits for the client.
@@ -104,7 +103,7 @@ fn small_window_client(addr: SocketAddr) -> Client {
 
 #[test]
 fn a_client_that_stops_reading_does_not_freeze_its_worker() {
-    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let o = tests::origin();
     let root = static_root();
     let p = proxy(o.addr(), &root);
     let (big, small) = (format!("/big?size={BIG}"), "/small?size=8KiB");

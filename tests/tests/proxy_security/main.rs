@@ -1,17 +1,7 @@
 //! The security review's defects (issue 22), one module per concern, in one test binary:
 //! each test drives a real proxy over raw sockets on 127.0.0.1 and failed before its fix.
 
-#[path = "../actions_common/mod.rs"]
-mod actions_common;
-#[path = "../proxy_common/mod.rs"]
-mod proxy_common;
-#[path = "../reload_common/mod.rs"]
-mod reload_common;
-#[path = "../tls_common/mod.rs"]
-mod tls_common;
-
-#[allow(unused_imports)]
-use actions_common::*;
+use tests::toml_proxy::*;
 
 mod access_log_fifo;
 mod admin;

@@ -1,15 +1,16 @@
 //! Item 10: a pooled upstream connection was reused without a look when it had been idle
-//! for less than `check_after` (up to 1 s): bytes its origin sent after a complete response
-//! (a stray second response) were read as the next request's answer, and a FIN made a
+//! for less than `check_after` (up to the group's `keepalive_check`, 1 s by default): bytes
+//! its origin sent after a complete response (a stray second response) were read as the next
+//! request's answer, and a FIN made a
 //! non-idempotent request fail with 502. Now every pooled plain connection is looked at when
 //! it is taken, in its multishot receive's queue (no system call): anything there, bytes or
 //! an end, and it is closed; the request goes on a fresh connection.
 
-use crate::proxy_common::{config, Proxy};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::mpsc;
+use tests::inproc::{config, Proxy};
 use tests::process::READY;
 use tests::raw::{exchange, show, WAIT};
 

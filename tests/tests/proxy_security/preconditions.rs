@@ -48,7 +48,7 @@ fn cases(etag: &str) -> Vec<(String, u16)> {
 
 #[test]
 fn static_files_answer_412_when_a_precondition_fails() {
-    let dir = crate::temp_dir("preconditions");
+    let dir = tests::temp_dir("preconditions");
     let file = dir.join("f.txt");
     std::fs::write(&file, "file body\n").unwrap();
     // Last-Modified: LM exactly.

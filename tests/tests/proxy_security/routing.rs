@@ -2,7 +2,7 @@
 //! for every spelling of `/admin/` an origin would normalise to it, while the target goes
 //! upstream exactly as the client sent it. And the static directory redirect (item 11).
 
-use crate::proxy_common::Proxy;
+use tests::inproc::Proxy;
 use tests::raw::{assert_generated, exchange, Client, Response, WAIT};
 
 /// `/admin/` answered 403 by the proxy, everything else proxied to `origin`.

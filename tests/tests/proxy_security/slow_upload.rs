@@ -5,12 +5,11 @@
 //! (`[timeouts] body_min_rate`, 500 B/s by default): a trickle is cut with 408 and its
 //! upstream connection closed; a client that sends at a real rate, with pauses, is not.
 
-use crate::proxy_common::{config, Proxy};
-use shared::origin::{Origin, OriginConfig};
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+use tests::inproc::{config, Proxy};
 use tests::raw::{parse_response, show, Client, End, Parse, WAIT};
 
 /// The body timeout of these tests: the grace before the minimum rate applies.
@@ -100,7 +99,7 @@ fn a_trickled_body_is_cut_with_408_and_its_upstream_connection_closed() {
 
 #[test]
 fn a_body_sent_at_a_real_rate_with_short_pauses_is_not_cut() {
-    let origin = Origin::start(OriginConfig::default()).expect("origin");
+    let origin = tests::origin();
     let p = proxy(origin.addr());
     let (chunk, chunks) = (4096, 10);
     let mut c = Client::connect(p.addr);

@@ -2,11 +2,11 @@
 //! old root's descriptor and those of the files it served open on each worker (and pinned
 //! deleted files) for the life of the process. A generation's site caches now go with it.
 
-use crate::reload_common::{write_config, Scratch};
 use std::path::Path;
 use std::time::Duration;
 use tests::process::{ProxyProcess, READY};
 use tests::raw::{exchange, show, WAIT};
+use tests::reload::{write_config, Scratch};
 
 const RELOADS: usize = 20;
 const FILES: [&str; 3] = ["a.txt", "b.txt", "c.txt"];

@@ -2,12 +2,11 @@
 //! with EPIPE) keeps serving when a worker logs. `eprintln!` panics on a failed write, and
 //! the release profile turns a panic into an abort.
 
-use crate::reload_common::Scratch;
 use crate::takeover_peer;
-use shared::origin::{Origin, OriginConfig};
 use std::os::fd::OwnedFd;
 use std::process::{Child, Command, Stdio};
 use tests::raw::{self, Client, WAIT};
+use tests::reload::Scratch;
 
 /// A spawned proxy, killed on drop.
 struct Spawned(Child);
@@ -24,7 +23,7 @@ impl Drop for Spawned {
 /// that line to the gone stderr and serves on the good socket.
 #[test]
 fn a_worker_that_logs_to_a_stderr_whose_reader_is_gone_keeps_serving() {
-    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let o = tests::origin();
     let dir = Scratch::new("sec-stderr");
     let good = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = good.local_addr().unwrap();

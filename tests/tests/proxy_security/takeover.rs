@@ -7,9 +7,8 @@
 //! plays its part as the environment says); that needs root, so those tests say so and pass
 //! without it (the credential check itself is also unit-tested in `proxy::takeover`).
 
-use crate::reload_common::Scratch;
 use crate::takeover_peer;
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use std::io::BufRead;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
@@ -17,6 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use tests::process::{Process, ProxyProcess, READY};
+use tests::reload::Scratch;
 
 /// The unprivileged user the child runs as.
 const OTHER_UID: u32 = 65534;
@@ -75,7 +75,7 @@ fn verdict(out: &std::process::Output) -> String {
 
 #[test]
 fn the_takeover_socket_file_is_created_0600() {
-    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let o = tests::origin();
     let dir = Scratch::new("sec-takeover-mode");
     let socket = dir.path("takeover.sock");
     let _p = spawn_proxy(&o, &socket);
@@ -100,7 +100,7 @@ fn a_process_of_another_user_cannot_take_the_sockets() {
         eprintln!("skipped: needs root to run a child as uid {OTHER_UID}");
         return;
     }
-    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let o = tests::origin();
     let dir = Scratch::new("sec-takeover-other");
     let socket = dir.path("takeover.sock");
     let mut p = spawn_proxy(&o, &socket);
@@ -119,7 +119,7 @@ fn a_process_of_another_user_cannot_take_the_sockets() {
     );
     let line = p.wait_line("takeover refused", READY);
     assert!(line.contains(&format!("uid {OTHER_UID}")), "{line}");
-    let mut c = crate::proxy_common::Client::connect(p.addr);
+    let mut c = tests::inproc::Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200, "the proxy stopped serving");
     assert!(p.exit_within(std::time::Duration::ZERO).is_none());
 }
@@ -132,7 +132,7 @@ fn a_new_process_refuses_the_sockets_of_another_user() {
         eprintln!("skipped: needs root to run a child as uid {OTHER_UID}");
         return;
     }
-    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let o = tests::origin();
     let dir = Scratch::new("sec-takeover-foreign");
     // The child creates its socket here.
     std::fs::set_permissions(dir.path(""), std::fs::Permissions::from_mode(0o777)).unwrap();

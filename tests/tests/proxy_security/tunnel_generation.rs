@@ -6,13 +6,13 @@
 //! Observed through the old generation's pool: each generation's upstream keeps one idle
 //! pooled connection; once the generation is freed, that connection closes at the origin.
 
-use crate::reload_common::{config_text, write_config, Scratch};
 use proxy::reload::{Outcome, Source};
-use shared::origin::{Origin, OriginConfig};
+use shared::origin::Origin;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use tests::process::READY;
 use tests::raw::{exchange, show, Client, WAIT};
+use tests::reload::{config_text, write_config, Scratch};
 
 const RELOADS: usize = 3;
 
@@ -50,9 +50,7 @@ fn echo(c: &mut Client, msg: &[u8]) {
 
 #[test]
 fn tunnels_open_across_reloads_do_not_keep_their_generation() {
-    let origins: Vec<Origin> = (0..=RELOADS)
-        .map(|_| Origin::start(OriginConfig::default()).expect("origin"))
-        .collect();
+    let origins: Vec<Origin> = (0..=RELOADS).map(|_| tests::origin()).collect();
     let dir = Scratch::new("sec-tunnel-generation");
     let file = dir.path("proxy.toml");
     write_config(&file, &text(&origins[0]));

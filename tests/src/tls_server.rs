@@ -1,0 +1,200 @@
+//! Helpers for the loader's HTTPS tests: rcgen certificates written to PEM files, and a small
+//! blocking rustls HTTPS server (a thread per connection) that counts connections, requests
+//! and its own full and resumed handshakes.
+//!
+//! Why a server of its own: the scriptable origin (`shared::origin`) learns TLS with the
+//! proxy side of the TLS issue, on another branch; this one is enough to test the client and
+//! is independent of the loader's code (rustls's blocking `StreamOwned`, not monoio).
+
+use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{HandshakeKind, ServerConfig, ServerConnection, StreamOwned};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A certificate and its key.
+pub struct Issued {
+    pub cert: rcgen::Certificate,
+    pub key: KeyPair,
+}
+
+impl Issued {
+    pub fn der(&self) -> CertificateDer<'static> {
+        self.cert.der().clone()
+    }
+}
+
+pub struct Spec<'a> {
+    pub names: &'a [&'a str],
+    /// basicConstraints CA:TRUE (a CA, or the `openssl req -x509` kind of server certificate).
+    pub ca: bool,
+    pub expired: bool,
+}
+
+fn params(spec: &Spec<'_>) -> CertificateParams {
+    let names: Vec<String> = spec.names.iter().map(|s| s.to_string()).collect();
+    let mut p = CertificateParams::new(names.clone()).unwrap();
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, names[0].clone());
+    if spec.ca {
+        p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    }
+    if spec.expired {
+        p.not_before = rcgen::date_time_ymd(2001, 1, 1);
+        p.not_after = rcgen::date_time_ymd(2002, 1, 1);
+    }
+    p
+}
+
+/// ECDSA P-256, self-signed.
+pub fn self_signed(spec: Spec<'_>) -> Issued {
+    let key = KeyPair::generate().unwrap();
+    let cert = params(&spec).self_signed(&key).unwrap();
+    Issued { cert, key }
+}
+
+/// ECDSA P-256, signed by `ca`.
+pub fn signed_by(ca: &Issued, spec: Spec<'_>) -> Issued {
+    let key = KeyPair::generate().unwrap();
+    let cert = params(&spec).signed_by(&key, &ca.cert, &ca.key).unwrap();
+    Issued { cert, key }
+}
+
+/// Write `certs` as one PEM file in a fresh temporary directory; returns its path.
+pub fn pem_file(name: &str, certs: &[&Issued]) -> PathBuf {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "loader-tls-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    let pem: String = certs.iter().map(|c| c.cert.pem()).collect();
+    std::fs::write(&path, pem).unwrap();
+    path
+}
+
+/// What the server saw.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub full: AtomicU64,
+    pub resumed: AtomicU64,
+    /// Connections that ended before their handshake completed.
+    pub failed_handshakes: AtomicU64,
+}
+
+impl ServerStats {
+    pub fn get(&self) -> (u64, u64, u64, u64) {
+        let g = |a: &AtomicU64| a.load(Ordering::SeqCst);
+        (
+            g(&self.connections),
+            g(&self.requests),
+            g(&self.full),
+            g(&self.resumed),
+        )
+    }
+}
+
+/// A blocking HTTPS server on 127.0.0.1:0 answering every request with a 5-byte body,
+/// keep-alive unless the request says `Connection: close`. Threads end with the process.
+pub struct TlsServer {
+    pub addr: SocketAddr,
+    pub stats: Arc<ServerStats>,
+}
+
+impl TlsServer {
+    pub fn start(cert: &Issued) -> TlsServer {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der()], key)
+            .unwrap();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let cfg = Arc::new(cfg);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stats = Arc::new(ServerStats::default());
+        let st = stats.clone();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                let Ok(tcp) = tcp else { continue };
+                st.connections.fetch_add(1, Ordering::SeqCst);
+                let (cfg, st) = (cfg.clone(), st.clone());
+                std::thread::spawn(move || serve(cfg, tcp, &st));
+            }
+        });
+        TlsServer { addr, stats }
+    }
+
+    pub fn url(&self, host: &str, path: &str) -> String {
+        format!("https://{host}:{}{path}", self.addr.port())
+    }
+}
+
+const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+const RESPONSE_CLOSE: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+
+fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats) {
+    let conn = ServerConnection::new(cfg).unwrap();
+    let mut tls = StreamOwned::new(conn, tcp);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut counted = false;
+    loop {
+        // An error (a reset, a failed handshake) ends the connection like EOF.
+        let n = tls.read(&mut chunk).unwrap_or_default();
+        if !counted && !tls.conn.is_handshaking() {
+            counted = true;
+            match tls.conn.handshake_kind() {
+                Some(HandshakeKind::Resumed) => st.resumed.fetch_add(1, Ordering::SeqCst),
+                _ => st.full.fetch_add(1, Ordering::SeqCst),
+            };
+        }
+        if n == 0 {
+            if !counted {
+                st.failed_handshakes.fetch_add(1, Ordering::SeqCst);
+            }
+            return;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+            buf.drain(..end + 4);
+            st.requests.fetch_add(1, Ordering::SeqCst);
+            if head.contains("connection: close") {
+                let _ = tls.write_all(RESPONSE_CLOSE);
+                tls.conn.send_close_notify();
+                let _ = tls.flush();
+                return;
+            }
+            if tls.write_all(RESPONSE).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// A server that accepts TCP connections and never says a word (a stalled handshake).
+/// Holds every connection until the process ends.
+pub fn silent_server() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for tcp in listener.incoming().flatten() {
+            held.push(tcp);
+        }
+    });
+    addr
+}

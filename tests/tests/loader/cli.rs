@@ -1,0 +1,370 @@
+//! The loader through its binary: the report on stdout (and nothing else there), `--json` and
+//! `--plot` files, exit statuses (0 completed, 1 nothing succeeded, 2 usage), one-line usage
+//! errors, and `loader compare` with `--watch-pid`.
+
+use shared::origin::{Origin, OriginConfig};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use tests::process::Process;
+
+/// Run the loader binary with `args`; killed (and the test failed) after 60 s.
+fn loader(args: &[&str]) -> Output {
+    let mut child = Process::spawn(
+        Command::new(tests::bin("loader"))
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
+    // Drain stdout on a thread (stderr has its own) so a chatty child never blocks on a pipe.
+    let mut out = child.take_stdout().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
+    });
+    let (status, stderr) = child.finish(Duration::from_secs(60));
+    Output {
+        status,
+        stdout: t_out.join().unwrap().unwrap(),
+        stderr: stderr.into_bytes(),
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("loader-cli-{}-{name}", std::process::id()))
+}
+
+/// One worker, unpinned: the machine is shared with the origin running in this process.
+const SMALL: &[&str] = &["--threads", "1", "--no-pin"];
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = SMALL.to_vec();
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn report_on_stdout_counts_exactly_what_the_origin_served() {
+    let origin = tests::origin();
+    let url = origin.url("/page");
+    let out = loader(&args(&["-n", "200", "-c", "4", &url]));
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("\nComplete requests:      200\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nFailed requests:        0\n"), "{stdout}");
+    assert!(
+        stdout.contains("\nDocument Path:          /page\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\nDocument Length:        64 bytes\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nConcurrency Level:      4\n"), "{stdout}");
+    assert!(stdout.contains("  code 200 -- 200\n"), "{stdout}");
+    // stdout carries the report only: it starts with ab's first line.
+    assert!(stdout.starts_with("Server Software:"), "{stdout}");
+    assert!(!text(&out.stderr).contains("Complete requests"));
+    assert_eq!(origin.requests(), 200);
+}
+
+#[test]
+fn json_and_plot_files() {
+    let origin = tests::origin();
+    let url = origin.url("/");
+    let json_path = temp_path("run.json");
+    let svg_path = temp_path("run.svg");
+    let out = loader(&args(&[
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "-q",
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        svg_path.to_str().unwrap(),
+        &url,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    for key in [
+        "schema",
+        "context",
+        "complete_requests",
+        "failed_requests",
+        "requests_per_second",
+        "connection_times_ms",
+        "percentiles_ms",
+        "percentile_spectrum",
+        "histograms",
+        "socket_errors",
+        "totals",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}");
+    }
+    assert_eq!(v["complete_requests"], 100);
+    assert_eq!(v["totals"]["status"]["200"], 100);
+    assert!(v["context"]["sysctls"].get("net.core.somaxconn").is_some());
+    let total = loader::json::decode_histogram(v["histograms"]["total"].as_str().unwrap()).unwrap();
+    assert_eq!(total.len(), 100);
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polyline").count(), 1);
+    let _ = std::fs::remove_file(json_path);
+    let _ = std::fs::remove_file(svg_path);
+    assert_eq!(origin.requests(), 100);
+}
+
+#[test]
+fn nothing_listening_exits_1_with_every_attempt_counted() {
+    // Bound and not listening for the whole test: connects are refused.
+    let closed = tests::ClosedPort::new();
+    let port = closed.port();
+    let url = format!("http://127.0.0.1:{port}/");
+    let out = loader(&args(&["-n", "20", "-c", "2", "-q", &url]));
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout:\n{stdout}\nstderr:\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("\nComplete requests:      0\n"), "{stdout}");
+    assert!(
+        stdout.contains("\nFailed requests:        20\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("(Connect: 20, Receive: 0, Length: 0, Exceptions: 0)"),
+        "{stdout}"
+    );
+    // The report counts; stderr says why, once.
+    let stderr = text(&out.stderr);
+    let why: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains(&format!("connect to 127.0.0.1:{port} failed: ")))
+        .collect();
+    assert_eq!(why.len(), 1, "{stderr}");
+    assert!(why[0].contains("refused"), "{stderr}");
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line_naming_the_problem() {
+    for (flags, names) in [
+        (&["-c", "0", "http://127.0.0.1:1/"][..], "connections"),
+        (&["-d", "3x", "http://127.0.0.1:1/"][..], "3x"),
+        (
+            &["--no-such-flag", "http://127.0.0.1:1/"][..],
+            "--no-such-flag",
+        ),
+        (
+            &["--cacert", "/nonexistent/ca.pem", "https://127.0.0.1:1/"][..],
+            "CA file /nonexistent/ca.pem",
+        ),
+        (&["-n", "10"][..], "required"),
+        (&["compare", "http://127.0.0.1:1/"][..], "<URL_B>"),
+        (
+            &["--body", "/nonexistent/body", "http://127.0.0.1:1/"][..],
+            "--body /nonexistent/body",
+        ),
+    ] {
+        let out = loader(flags);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "{flags:?}: stdout {:?}",
+            text(&out.stdout)
+        );
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].contains(names), "{flags:?}: {stderr}");
+    }
+}
+
+#[test]
+fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
+    let a = tests::origin();
+    let b = tests::origin();
+    let (url_a, url_b) = (a.url("/"), b.url("/"));
+    // The origins run in this process: watch it.
+    let pid = std::process::id().to_string();
+    let json_path = temp_path("compare.json");
+    let svg_path = temp_path("compare.svg");
+    let mut argv = vec!["compare", url_a.as_str(), url_b.as_str()];
+    argv.extend(args(&[
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--rounds",
+        "3",
+        "--watch-pid",
+        &pid,
+        "--json",
+        json_path.to_str().unwrap(),
+        "--plot",
+        svg_path.to_str().unwrap(),
+    ]));
+    let out = loader(&argv);
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(stdout.starts_with("Compared over 3 rounds"), "{stdout}");
+    for row in [
+        "Time taken for tests (s)",
+        "Requests per second",
+        "Time per request (ms, mean)",
+        "p99 (ms)",
+        "Transfer rate (Kbytes/sec)",
+        "Performance (req/s vs A)",
+        &format!("CPU pid {pid} user (us/req)"),
+        &format!("CPU pid {pid} kernel (us/req)"),
+    ] {
+        assert!(
+            stdout.lines().any(|l| l.starts_with(row)),
+            "no row {row:?}:\n{stdout}"
+        );
+    }
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("Complete requests (sum)")
+                && l.split_whitespace().skip(3).eq(["300", "300"])),
+        "{stdout}"
+    );
+    // The rounds alternate, logged on stderr.
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("round "))
+        .map(|l| l.split(':').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        order,
+        ["1/3 A", "1/3 B", "2/3 A", "2/3 B", "3/3 A", "3/3 B"],
+        "{stderr}"
+    );
+    assert_eq!((a.requests(), b.requests()), (300, 300));
+
+    // --json: both sides, every round, the merged histograms; --plot: one curve per side.
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(v["schema"], "loader-compare/1");
+    for side in ["a", "b"] {
+        assert_eq!(v[side]["rounds"].as_array().unwrap().len(), 3);
+        assert_eq!(v[side]["merged"]["complete_requests"], 300);
+        let h =
+            loader::json::decode_histogram(v[side]["merged"]["histogram_total"].as_str().unwrap())
+                .unwrap();
+        assert_eq!(h.len(), 300);
+        assert!(
+            v[side]["figures"]["requests_per_second"]["median"]
+                .as_f64()
+                .unwrap()
+                > 0.0
+        );
+    }
+    assert!(v["b"]["figures"]["performance_vs_a_percent"].is_object());
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert_eq!(svg.matches("<polyline").count(), 2);
+    let _ = std::fs::remove_file(json_path);
+    let _ = std::fs::remove_file(svg_path);
+
+    // A pid that does not exist is a usage error.
+    let out = loader(&[
+        "compare",
+        &url_a,
+        &url_b,
+        "-n",
+        "1",
+        "--watch-pid",
+        "4294967295",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("--watch-pid"));
+}
+
+/// `--body` writes Content-Length itself: one given with -H is sent once when it agrees and
+/// is a usage error when it does not; `-T` without a body and `--spin` without `--rate` are
+/// usage errors too.
+#[test]
+fn body_headers_are_checked_and_content_length_sent_once() {
+    let body = temp_path("body.txt");
+    std::fs::write(&body, b"hello").unwrap();
+    let b = body.to_str().unwrap();
+    for (flags, names) in [
+        (
+            &[
+                "--body",
+                b,
+                "-H",
+                "Content-Length: 6",
+                "http://127.0.0.1:1/",
+            ][..],
+            "Content-Length: 6",
+        ),
+        (
+            &["-H", "content-length: 3", "http://127.0.0.1:1/"][..],
+            "content-length: 3",
+        ),
+        (&["-T", "text/plain", "http://127.0.0.1:1/"][..], "--body"),
+        (&["--spin", "http://127.0.0.1:1/"][..], "--rate"),
+    ] {
+        let out = loader(flags);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].contains(names), "{flags:?}: {stderr}");
+    }
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let url = o.url("/");
+    let out = loader(&args(&[
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "-q",
+        "--body",
+        b,
+        "-H",
+        "Content-Length: 5",
+        "-T",
+        "text/plain",
+        &url,
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let got = o.captured();
+    assert_eq!(got.len(), 2);
+    for req in got {
+        let req = text(&req).to_ascii_lowercase();
+        assert_eq!(req.matches("content-length:").count(), 1, "{req}");
+        assert!(req.contains("content-length: 5\r\n"), "{req}");
+        assert!(req.contains("content-type: text/plain\r\n"), "{req}");
+        assert!(req.ends_with("\r\n\r\nhello"), "{req}");
+    }
+    assert_eq!(o.body_bytes(), 10);
+    let _ = std::fs::remove_file(body);
+}

@@ -1,0 +1,159 @@
+//! The loader binary over HTTPS: a certificate that does not verify is one line on stderr
+//! (the reason, once) and exit status 1; the handshake figures in `--json`, added exactly by
+//! `loader merge` over shards.
+
+use serde_json::Value;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use tests::process::Process;
+use tests::tls_server::{pem_file, self_signed, Spec, TlsServer};
+
+fn loader(args: &[&str]) -> Output {
+    let mut child = Process::spawn(
+        Command::new(tests::bin("loader"))
+            .args(["--threads", "1", "--no-pin", "-q"])
+            .args(args)
+            .stdout(Stdio::piped()),
+    );
+    let mut out = child.take_stdout().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
+    });
+    let (status, stderr) = child.finish(Duration::from_secs(60));
+    Output {
+        status,
+        stdout: t_out.join().unwrap().unwrap(),
+        stderr: stderr.into_bytes(),
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn server() -> (TlsServer, std::path::PathBuf) {
+    let cert = self_signed(Spec {
+        names: &["localhost"],
+        ca: true,
+        expired: false,
+    });
+    (TlsServer::start(&cert), pem_file("server.pem", &[&cert]))
+}
+
+#[test]
+fn an_unverified_certificate_is_one_line_and_exit_1() {
+    let (server, _) = server();
+    let other = self_signed(Spec {
+        names: &["Other CA"],
+        ca: true,
+        expired: false,
+    });
+    let other_pem = pem_file("other.pem", &[&other]);
+    let url = server.url("localhost", "/");
+    let ca = other_pem.to_str().unwrap();
+    let out = loader(&["-n", "6", "-c", "2", "--cacert", ca, &url]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("(Connect: 6, Receive: 0, Length: 0, Exceptions: 0)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("TLS handshakes: 0 full, 0 resumed"),
+        "{stdout}"
+    );
+    let why: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("TLS handshake with localhost"))
+        .collect();
+    assert_eq!(why.len(), 1, "{stderr}");
+    assert!(why[0].contains("certificate"), "{stderr}");
+    assert_eq!(server.stats.get().1, 0, "a request got through");
+}
+
+#[test]
+fn insecure_is_warned_about() {
+    let (server, _) = server();
+    let url = server.url("localhost", "/");
+    let out = loader(&["-n", "2", "-c", "1", "--insecure", &url]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("warning: --insecure: server certificates are not verified"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn handshake_figures_in_json_and_merged_over_shards() {
+    let (server, pem) = server();
+    let url = server.url("localhost", "/");
+    let dir = pem.parent().unwrap().to_owned();
+    let mut files = Vec::new();
+    for shard in ["1/2", "2/2"] {
+        let f = dir.join(format!("shard{}.json", &shard[..1]));
+        let out = loader(&[
+            "-n",
+            "10",
+            "-c",
+            "1",
+            "--close",
+            "--shard",
+            shard,
+            "--cacert",
+            pem.to_str().unwrap(),
+            "--json",
+            f.to_str().unwrap(),
+            &url,
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v = json(&f);
+        // Each shard: 5 connections, one full handshake and four resumed.
+        assert_eq!(v["tls"]["full_handshakes"], 1, "{}", v["tls"]);
+        assert_eq!(v["tls"]["resumed_handshakes"], 4, "{}", v["tls"]);
+        assert!(v["tls"]["msecs_handshake"]["mean"].as_f64().unwrap() > 0.0);
+        assert!(v["msecs_connect"]["mean"].is_number());
+        files.push(f);
+    }
+    let merged = dir.join("merged.json");
+    let mut args = vec!["merge", "--json", merged.to_str().unwrap()];
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let out = Command::new(tests::bin("loader"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("TLS handshakes: 2 full, 8 resumed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("msecs/tls-handshake: "), "{stdout}");
+    let m = json(&merged);
+    assert_eq!(m["tls"]["full_handshakes"], 2);
+    assert!(
+        m["tls"]["protocol"]
+            .as_str()
+            .unwrap()
+            .starts_with("TLSv1.3, "),
+        "{}",
+        m["tls"]
+    );
+    assert_eq!(m["tls"]["resumed_handshakes"], 8);
+    assert_eq!(m["connections_opened"], 10);
+    // The handshake histogram is merged exactly: ten entries, one per connection.
+    let shard_max = files
+        .iter()
+        .map(|f| json(f)["tls"]["msecs_handshake"]["max"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(
+        m["tls"]["msecs_handshake"]["max"].as_f64().unwrap(),
+        shard_max
+    );
+    assert_eq!(server.stats.get(), (10, 10, 2, 8));
+}

@@ -1,0 +1,22 @@
+//! The proxy's request path end to end, in-process over real sockets on 127.0.0.1: framing on
+//! the wire, smuggling, route actions (return, static files), streaming, upgrades, 100-continue,
+//! early answers, failures and retries, the upstream pool, drain and the connection cap. One
+//! module per concern.
+
+mod basic;
+mod config;
+mod conn_cap;
+mod drain;
+mod early;
+mod expect_continue;
+mod failures;
+mod pool;
+mod rejected_body;
+mod return_action;
+mod routes;
+mod smuggling;
+mod static_files;
+mod stream;
+mod upstream_framing;
+mod wire;
+mod ws;

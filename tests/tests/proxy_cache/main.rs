@@ -1,0 +1,8 @@
+//! The response cache end to end: hits and misses, the body file (memfd), revalidation,
+//! `X-Cache`. One module per concern; `cache_proxy` holds their helpers.
+
+mod cache;
+mod cache_proxy;
+mod memfd;
+mod revalidate;
+mod xcache;

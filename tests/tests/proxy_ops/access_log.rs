@@ -1,0 +1,207 @@
+//! The access log: the exact lines of known requests in nginx's combined format and in JSON
+//! (2 workers, lines flushed at shutdown), and SIGUSR1 reopening the file after a rename
+//! (the `proxy` binary, as logrotate drives it).
+
+use shared::origin::{Origin, OriginConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use tests::process::ProxyProcess;
+use tests::raw::{self, End, WAIT};
+
+/// A directory of its own for one test's log files, removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        let d = std::env::temp_dir().join(format!("proxy-access-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config_text(origin: SocketAddr, log: &Path, format: &str, workers: usize) -> String {
+    format!(
+        r#"access_log = {{ path = "{}", format = "{format}" }}
+
+[[listen]]
+addr = "127.0.0.1:0"
+
+[runtime]
+workers = {workers}
+pin = false
+
+[upstream.app]
+servers = ["{origin}"]
+
+[[route]]
+path = "/ret"
+return = {{ status = 404, body = "no" }}
+
+[[route]]
+path = "/"
+upstream = "app"
+"#,
+        log.display()
+    )
+}
+
+/// One request on a connection of its own, read until the proxy closes: the response's
+/// (status, bytes received, body bytes).
+fn one(addr: SocketAddr, req: &[u8]) -> (u16, usize, usize) {
+    let r = raw::exchange(addr, req, WAIT);
+    assert_eq!(r.end, End::Closed, "{}", raw::show(&r));
+    let resp = r.responses().into_iter().next().expect("a response");
+    (resp.status, r.bytes.len(), resp.body.len())
+}
+
+const PROXIED: &[u8] = b"GET /a?q=1 HTTP/1.1\r\nHost: t\r\nReferer: http://ref/\r\nUser-Agent: agent/1 \"x\"\r\nConnection: close\r\n\r\n";
+const ANSWERED: &[u8] = b"HEAD /ret HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+const BAD: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\nno colon here\r\n\r\n";
+
+/// Run the three requests through a proxy logging in `format`; the log's lines (after the
+/// shutdown flushed them) and what the client saw of each request, in order.
+fn run(format: &str) -> (Vec<String>, Vec<(u16, usize, usize)>) {
+    let dir = TempDir::new(format);
+    let log = dir.0.join("access.log");
+    let origin = Origin::start(OriginConfig {
+        body_size: 100,
+        ..OriginConfig::default()
+    })
+    .expect("origin");
+    let cfg = proxy::config::from_toml("log.toml", &config_text(origin.addr(), &log, format, 2))
+        .expect("config");
+    let p = proxy::start(cfg).expect("proxy starts");
+    let addr = p.listen_addrs()[0];
+    let seen: Vec<_> = [PROXIED, ANSWERED, BAD]
+        .iter()
+        .map(|r| one(addr, r))
+        .collect();
+    p.shutdown().expect("shutdown");
+    let text = std::fs::read_to_string(&log).expect("the log exists");
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    // Two workers write in their own order: sort by the request line.
+    lines.sort_by_key(|l| order(l));
+    (lines, seen)
+}
+
+fn order(l: &str) -> usize {
+    if l.contains("/a?q=1") {
+        0
+    } else if l.contains("/ret") {
+        1
+    } else {
+        2
+    }
+}
+
+#[test]
+fn combined_lines_are_nginx_s() {
+    let (lines, seen) = run("combined");
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert_eq!(seen[0].0, 200);
+    assert_eq!(seen[1].0, 404);
+    assert_eq!(seen[2].0, 400);
+    let want = [
+        format!(
+            r#""GET /a?q=1 HTTP/1.1" 200 {} "http://ref/" "agent/1 \x22x\x22""#,
+            seen[0].2
+        ),
+        r#""HEAD /ret HTTP/1.1" 404 0 "-" "-""#.to_string(),
+        format!(r#""GET / HTTP/1.1" 400 {} "-" "-""#, seen[2].2),
+    ];
+    for (line, want) in lines.iter().zip(want) {
+        // 127.0.0.1 - - [30/Nov/2026:19:46:20 +0000] "..." ...
+        let (front, rest) = line.split_once("] ").expect("a time field");
+        let (who, time) = front.split_once(" [").expect("a time field");
+        assert_eq!(who, "127.0.0.1 - -", "{line}");
+        assert_eq!(time.len(), 26, "{line}");
+        assert_eq!(&time[2..3], "/", "{line}");
+        assert!(time.ends_with(" +0000"), "{line}");
+        assert_eq!(rest, want);
+    }
+    assert_eq!(seen[0].2, 100);
+}
+
+#[test]
+fn json_lines_carry_the_record() {
+    let (lines, seen) = run("json");
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    let v: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let proxied = &v[0];
+    assert_eq!(proxied["request"], "GET /a?q=1 HTTP/1.1");
+    assert_eq!(proxied["status"], 200);
+    assert_eq!(proxied["remote_addr"], "127.0.0.1");
+    assert_eq!(proxied["request_length"], PROXIED.len());
+    assert_eq!(proxied["bytes_sent"], seen[0].1);
+    assert_eq!(proxied["body_bytes_sent"], 100);
+    assert_eq!(proxied["route"], "/");
+    assert!(proxied["upstream_addr"]
+        .as_str()
+        .is_some_and(|a| a.starts_with("127.0.0.1:")));
+    let (ttfb, total, req) = (
+        proxied["upstream_header_time"].as_f64().unwrap(),
+        proxied["upstream_response_time"].as_f64().unwrap(),
+        proxied["request_time"].as_f64().unwrap(),
+    );
+    assert!(ttfb <= total && total <= req, "{proxied}");
+    assert_eq!(proxied["cache"], serde_json::Value::Null);
+    assert_eq!(proxied["fault"], serde_json::Value::Null);
+    assert_eq!(proxied["referer"], "http://ref/");
+    assert_eq!(proxied["user_agent"], "agent/1 \"x\"");
+    let answered = &v[1];
+    assert_eq!(answered["status"], 404);
+    assert_eq!(answered["route"], "/ret");
+    assert_eq!(answered["bytes_sent"], seen[1].1);
+    assert_eq!(answered["body_bytes_sent"], 0);
+    assert_eq!(answered["upstream_addr"], serde_json::Value::Null);
+    let bad = &v[2];
+    assert_eq!(bad["status"], 400);
+    assert_eq!(bad["route"], serde_json::Value::Null);
+    assert_eq!(bad["fault"], "bad_request");
+    assert_eq!(bad["bytes_sent"], seen[2].1);
+}
+
+#[test]
+fn sigusr1_reopens_the_log_after_a_rename() {
+    let dir = TempDir::new("reopen");
+    let log = dir.0.join("access.log");
+    let rotated = dir.0.join("access.log.1");
+    let origin = tests::origin();
+    let file = dir.0.join("p.toml");
+    std::fs::write(&file, config_text(origin.addr(), &log, "combined", 1)).unwrap();
+    let p = ProxyProcess::start(ProxyProcess::command().arg("--config").arg(&file));
+    let get = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").into_bytes()
+    };
+    assert_eq!(one(p.addr, &get("/before")).0, 200);
+    // The line reaches the file on the flush tick.
+    assert!(tests::eventually(WAIT, || std::fs::read_to_string(&log)
+        .is_ok_and(|t| t.contains("/before"))));
+    std::fs::rename(&log, &rotated).unwrap();
+    p.signal(libc::SIGUSR1);
+    // The worker reopened the path: the new file exists.
+    assert!(
+        tests::eventually(WAIT, || log.exists()),
+        "SIGUSR1 did not reopen the log"
+    );
+    assert_eq!(one(p.addr, &get("/after")).0, 200);
+    p.signal(libc::SIGTERM);
+    let (status, _) = p.process.finish(WAIT);
+    assert!(status.success(), "{status:?}");
+    let old = std::fs::read_to_string(&rotated).unwrap();
+    let new = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(old.lines().count(), 1, "{old}");
+    assert!(old.contains("\"GET /before HTTP/1.1\" 200"), "{old}");
+    assert_eq!(new.lines().count(), 1, "{new}");
+    assert!(new.contains("\"GET /after HTTP/1.1\" 200"), "{new}");
+}

@@ -1,0 +1,15 @@
+//! Operating the proxy: health (passive and active checks), reload, takeover, metrics, the
+//! access log and the process itself (signals, exit codes, limits). One module per concern;
+//! `health_origin` holds the health checks' origins.
+
+mod access_log;
+mod health;
+mod health_check;
+mod health_check_log;
+mod health_origin;
+mod health_reload;
+mod metrics;
+mod process;
+mod reload;
+mod reload_metrics;
+mod takeover;

@@ -1,0 +1,340 @@
+//! The admin listener with 2 workers: `/metrics` counts a known set of requests exactly (each
+//! request once, summed over the workers), `/status` has the same totals per worker and in
+//! all, `/healthz` says 200 while serving and 503 while draining, when `/metrics` still
+//! answers. The admin endpoints are never on the public listener.
+
+use shared::origin::{Origin, OriginConfig};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tests::raw::{self, End, WAIT};
+
+fn config(origin: SocketAddr, extra: &str) -> proxy::config::Config {
+    let text = format!(
+        r#"
+[[listen]]
+addr = "127.0.0.1:0"
+
+[admin]
+addr = "127.0.0.1:0"
+
+[runtime]
+workers = 2
+pin = false
+
+[timeouts]
+shutdown = "3s"
+
+[upstream.app]
+servers = ["{origin}"]
+
+[[route]]
+path = "/ret"
+return = {{ status = 404, body = "no" }}
+
+[[route]]
+path = "/"
+upstream = "app"
+{extra}
+"#
+    );
+    proxy::config::from_toml("metrics.toml", &text).expect("config")
+}
+
+/// GET `path` from the admin listener: (status, body).
+fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n");
+    let r = raw::exchange(addr, req.as_bytes(), WAIT);
+    assert_eq!(r.end, End::Closed, "admin {path}: {}", raw::show(&r));
+    let resp = r.responses().into_iter().next().expect("a response");
+    (
+        resp.status,
+        String::from_utf8_lossy(&resp.body).into_owned(),
+    )
+}
+
+/// The samples of a scrape: `name{labels}` -> value.
+fn samples(text: &str) -> HashMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').expect("sample line");
+            (k.to_string(), v.parse().expect("sample value"))
+        })
+        .collect()
+}
+
+fn scrape(admin: SocketAddr) -> HashMap<String, f64> {
+    let (status, body) = admin_get(admin, "/metrics");
+    assert_eq!(status, 200, "{body}");
+    samples(&body)
+}
+
+/// Send `req` on a connection of its own and read until the proxy closes it: what the client
+/// received, in bytes.
+fn one(addr: SocketAddr, req: &[u8], status: u16) -> usize {
+    let r = raw::exchange(addr, req, WAIT);
+    assert_eq!(r.end, End::Closed, "{}", raw::show(&r));
+    let resps = r.responses();
+    assert_eq!(resps.len(), 1, "{}", raw::show(&r));
+    assert_eq!(resps[0].status, status, "{}", raw::show(&r));
+    r.bytes.len()
+}
+
+#[test]
+fn metrics_and_status_count_each_request_once() {
+    let origin = Origin::start(OriginConfig {
+        body_size: 100,
+        ..OriginConfig::default()
+    })
+    .expect("origin");
+    let p = proxy::start(config(origin.addr(), "")).expect("proxy starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin address"));
+    assert_ne!(addr, admin);
+    let proxied = b"GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let answered = b"GET /ret HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let (mut sent, mut received) = (0, 0);
+    // Connections of their own: the kernel spreads them over both workers.
+    for _ in 0..5 {
+        received += one(addr, proxied, 200);
+        sent += proxied.len();
+    }
+    for _ in 0..3 {
+        received += one(addr, answered, 404);
+        sent += answered.len();
+    }
+    // Not HTTP: refused before routing (its bytes are not a request's).
+    received += one(addr, b"\x16\x03\x01 garbage\r\n\r\n", 400);
+    // The bad request's record is finished once the proxy's lingering close sees the client
+    // go: wait for that count, then every other count must be exact.
+    let total = |m: &HashMap<String, f64>| m["proxy_request_duration_seconds_count"];
+    let mut m = scrape(admin);
+    assert!(
+        tests::eventually(WAIT, || {
+            m = scrape(admin);
+            total(&m) == 9.0
+        }),
+        "requests counted: {}",
+        total(&m)
+    );
+    let server = origin.addr().to_string();
+    let want = [
+        (
+            r#"proxy_requests_total{route="/",code="2xx"}"#.to_string(),
+            5.0,
+        ),
+        (r#"proxy_requests_total{route="/",code="5xx"}"#.into(), 0.0),
+        (
+            r#"proxy_requests_total{route="/ret",code="4xx"}"#.into(),
+            3.0,
+        ),
+        (
+            r#"proxy_requests_total{route="(none)",code="4xx"}"#.into(),
+            1.0,
+        ),
+        (
+            r#"proxy_request_faults_total{kind="bad_request"}"#.into(),
+            1.0,
+        ),
+        ("proxy_sent_bytes_total".into(), received as f64),
+        ("proxy_received_bytes_total".into(), sent as f64),
+        ("proxy_client_connections_accepted_total".into(), 9.0),
+        ("proxy_client_connections_open".into(), 0.0),
+        (
+            format!(r#"proxy_upstream_requests_total{{group="app",server="{server}"}}"#),
+            5.0,
+        ),
+        (
+            format!(
+                r#"proxy_upstream_responses_total{{group="app",server="{server}",code="2xx"}}"#
+            ),
+            5.0,
+        ),
+        (
+            format!(r#"proxy_upstream_up{{group="app",server="{server}"}}"#),
+            1.0,
+        ),
+        ("proxy_upstream_header_duration_seconds_count".into(), 5.0),
+        (
+            r#"proxy_request_duration_seconds_bucket{le="+Inf"}"#.into(),
+            9.0,
+        ),
+        ("proxy_workers".into(), 2.0),
+    ];
+    for (k, v) in want {
+        assert_eq!(m.get(&k), Some(&v), "{k}");
+    }
+    // Both workers took connections (the test means "summed over workers"), and /status
+    // agrees with /metrics per worker and in all.
+    let (status, body) = admin_get(admin, "/status");
+    assert_eq!(status, 200, "{body}");
+    let s: serde_json::Value = serde_json::from_str(&body).expect("status is JSON");
+    assert_eq!(s["state"], "serving");
+    assert_eq!(s["total"]["requests"], 9);
+    assert_eq!(s["total"]["responses"]["2xx"], 5);
+    assert_eq!(s["total"]["responses"]["4xx"], 4);
+    assert_eq!(s["total"]["bytes_out"], received as u64);
+    let workers = s["workers"].as_array().expect("workers");
+    assert_eq!(workers.len(), 2);
+    let per: Vec<u64> = workers
+        .iter()
+        .map(|w| w["requests"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per.iter().sum::<u64>(), 9, "{per:?}");
+    assert_eq!(s["upstreams"][0]["requests"], 5);
+    // The public listener does not serve the admin paths: /metrics there is proxied.
+    let on_public = raw::exchange(
+        addr,
+        b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        WAIT,
+    );
+    assert!(!on_public.text().contains("proxy_requests_total"));
+    assert_eq!(admin_get(admin, "/nothing").0, 404);
+    p.shutdown().expect("shutdown");
+}
+
+#[test]
+fn healthz_says_503_while_draining_and_metrics_still_answer() {
+    // The origin never answers: the request stays in flight and the drain lasts until the
+    // shutdown timeout.
+    let origin = Origin::start(OriginConfig {
+        hang: true,
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .expect("origin");
+    let p = proxy::start(config(origin.addr(), "")).expect("proxy starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
+    assert_eq!(admin_get(admin, "/healthz"), (200, "ok\n".into()));
+    let mut held = raw::Client::connect(addr);
+    held.send(&raw::get("/held")).unwrap();
+    assert!(
+        tests::eventually(WAIT, || origin.captured().len() == 1),
+        "the request never reached the origin"
+    );
+    p.trigger_shutdown();
+    assert_eq!(admin_get(admin, "/healthz"), (503, "draining\n".into()));
+    let m = scrape(admin);
+    assert_eq!(m["proxy_client_connections_open"], 1.0);
+    let (status, body) = admin_get(admin, "/status");
+    assert_eq!(status, 200);
+    assert!(body.contains(r#""state":"draining""#), "{body}");
+    drop(held);
+    p.join().expect("join");
+    // The admin listener is gone with the workers.
+    assert!(std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn failed_attempts_are_counted_by_server_and_kind() {
+    let origin = tests::origin();
+    let dead = tests::ClosedPort::new();
+    // The refusing server first: round-robin tries it first, then the live one.
+    let extra = format!(
+        "\n[upstream.two]\nservers = [\"{}\", \"{}\"]\n\n[[route]]\npath = \"/two\"\nupstream = \"two\"\n",
+        dead.addr(),
+        origin.addr()
+    );
+    let p = proxy::start(config(origin.addr(), &extra)).expect("proxy starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
+    one(
+        addr,
+        b"GET /two HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        200,
+    );
+    let m = scrape(admin);
+    let (d, o) = (dead.addr(), origin.addr());
+    let want = [
+        (
+            format!(
+                r#"proxy_upstream_failures_total{{group="two",server="{d}",kind="upstream_refused"}}"#
+            ),
+            1.0,
+        ),
+        (
+            format!(r#"proxy_upstream_connects_total{{group="two",server="{d}"}}"#),
+            1.0,
+        ),
+        (
+            format!(r#"proxy_upstream_requests_total{{group="two",server="{d}"}}"#),
+            0.0,
+        ),
+        (
+            format!(r#"proxy_upstream_requests_total{{group="two",server="{o}"}}"#),
+            1.0,
+        ),
+        (
+            format!(
+                r#"proxy_upstream_failures_total{{group="two",server="{o}",kind="upstream_refused"}}"#
+            ),
+            0.0,
+        ),
+        (r#"proxy_upstream_retries_total{group="two"}"#.into(), 1.0),
+        (r#"proxy_upstream_retries_total{group="app"}"#.into(), 0.0),
+        // Marked failed (max_fails 1) on the worker that tried it.
+        (
+            format!(r#"proxy_upstream_up{{group="two",server="{d}"}}"#),
+            0.0,
+        ),
+        (
+            format!(r#"proxy_upstream_up{{group="two",server="{o}"}}"#),
+            1.0,
+        ),
+        (
+            r#"proxy_requests_total{route="/two",code="2xx"}"#.into(),
+            1.0,
+        ),
+        (
+            r#"proxy_request_faults_total{kind="upstream_refused"}"#.into(),
+            0.0,
+        ),
+    ];
+    for (k, v) in want {
+        assert_eq!(m.get(&k), Some(&v), "{k}");
+    }
+    p.shutdown().expect("shutdown");
+}
+
+#[test]
+fn active_health_state_is_shown() {
+    let origin = tests::origin();
+    let dead = tests::ClosedPort::new();
+    let extra = format!(
+        "\n[upstream.checked]\nservers = [\"{}\", \"{}\"]\nhealth = {{ path = \"/healthz\", interval = \"500ms\", timeout = \"500ms\", rise = 1, fall = 1, expect = \"2xx\" }}\n",
+        dead.addr(),
+        origin.addr()
+    );
+    let p = proxy::start(config(origin.addr(), &extra)).expect("proxy starts");
+    let admin = p.admin_addr().unwrap();
+    let (d, o) = (dead.addr(), origin.addr());
+    let key = |server, state| {
+        format!(r#"proxy_upstream_health{{group="checked",server="{server}",state="{state}"}}"#)
+    };
+    let mut m = scrape(admin);
+    assert!(
+        tests::eventually(WAIT, || {
+            m = scrape(admin);
+            m.get(&key(d, "down")) == Some(&1.0) && m.get(&key(o, "up")) == Some(&1.0)
+        }),
+        "health never settled: {:?}",
+        m.iter()
+            .filter(|(k, _)| k.starts_with("proxy_upstream_health"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(m[&key(d, "up")], 0.0);
+    // A group without checks.
+    let app = format!(
+        r#"proxy_upstream_health{{group="app",server="{}",state="unchecked"}}"#,
+        origin.addr()
+    );
+    assert_eq!(m[&app], 1.0);
+    let (_, body) = admin_get(admin, "/status");
+    let s: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let ups = s["upstreams"].as_array().unwrap();
+    let dead_entry = ups
+        .iter()
+        .find(|u| u["server"] == d.to_string())
+        .expect("the dead server in /status");
+    assert_eq!(dead_entry["health"], "down");
+    p.shutdown().expect("shutdown");
+}

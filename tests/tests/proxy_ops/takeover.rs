@@ -1,0 +1,200 @@
+//! Binary takeover: a new `proxy` started with `--takeover` takes the listening sockets of the
+//! one serving `--takeover-socket` (SCM_RIGHTS), the old one drains and exits 0. Under
+//! continuous load (our loader at a fixed rate, keep-alive) nothing is refused and no request
+//! fails; the port-in-use check lets the new process start on the port in use (and bind more
+//! sockets into the group for more workers); the takeover socket passes to the new process,
+//! so it can be taken over in turn; mistakes are one clear line.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use tests::inproc::Client;
+use tests::process::{Process, ProxyProcess, READY};
+use tests::reload::{assert_no_failure, loader_report, start_loader, Scratch};
+
+fn spawn(
+    listen: &str,
+    upstream: SocketAddr,
+    workers: u32,
+    socket: &Path,
+    take: bool,
+) -> ProxyProcess {
+    let mut cmd = ProxyProcess::command();
+    cmd.args(["--listen", listen, "--no-pin", "--shutdown-timeout", "1s"])
+        .args(["--workers", &workers.to_string()])
+        .arg("--upstream")
+        .arg(upstream.to_string())
+        .arg("--takeover-socket")
+        .arg(socket);
+    if take {
+        cmd.arg("--takeover");
+    }
+    ProxyProcess::start(&mut cmd)
+}
+
+#[test]
+fn a_takeover_under_load_refuses_nothing_and_fails_nothing() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-load");
+    let socket = dir.path("takeover.sock");
+    let mut old = spawn("127.0.0.1:0", o.addr(), 2, &socket, false);
+    assert!(old.summary.contains("takeover socket"), "{}", old.summary);
+    let json = dir.path("load.json");
+    let loader = start_loader(&format!("http://{}/", old.addr), 400, 8, "4s", &json);
+    assert!(tests::eventually(READY, || o.requests() >= 50), "no load");
+
+    // The new one, on the port in use (the port-in-use check must let it) with more
+    // workers than the old one has sockets.
+    let port = format!("127.0.0.1:{}", old.addr.port());
+    let mut new = spawn(&port, o.addr(), 3, &socket, true);
+    assert_eq!(new.addr, old.addr);
+    assert!(new.summary.contains("taken over"), "{}", new.summary);
+    old.wait_line("handed to the new process; draining", READY);
+    let status = old
+        .exit_within(READY)
+        .expect("the old proxy exits after draining");
+    assert!(status.success(), "{status:?}");
+    let served_before = o.requests();
+
+    let report = loader_report(loader, &json);
+    assert_no_failure(&report, 400);
+    // The load went on through the new process after the old one was gone.
+    assert!(
+        o.requests() > served_before + 50,
+        "{} then {}",
+        served_before,
+        o.requests()
+    );
+    assert!(
+        new.exit_within(Duration::ZERO).is_none(),
+        "the new proxy exited"
+    );
+    assert_eq!(Client::connect(new.addr).get("/").status, 200);
+}
+
+#[test]
+fn a_kept_alive_connection_is_closed_after_its_next_response_and_the_socket_passes_on() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-chain");
+    let socket = dir.path("takeover.sock");
+    let mut first = spawn("127.0.0.1:0", o.addr(), 1, &socket, false);
+    let mut c = Client::connect(first.addr);
+    assert_eq!(c.get("/").status, 200);
+
+    let mut second = spawn("127.0.0.1:0", o.addr(), 1, &socket, true);
+    first.wait_line("handed to the new process", READY);
+    // The old process still serves the kept-alive connection once, and closes it.
+    c.send(&tests::raw::get("/last"));
+    let r = c
+        .try_response(shared::http::RequestMethod::Other)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}; origin requests {}; first: {:?}; second: {:?}",
+                o.requests(),
+                first.arrived(),
+                second.arrived()
+            )
+        });
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"), "{:?}", r.headers);
+    assert!(first.exit_within(READY).expect("first exits").success());
+    let mut c2 = Client::connect(second.addr);
+    c2.send(&tests::raw::get("/"));
+    let r = c2
+        .try_response(shared::http::RequestMethod::Other)
+        .unwrap_or_else(|e| {
+            let ss = Command::new("ss").args(["-tanp"]).output().unwrap();
+            let ss = String::from_utf8_lossy(&ss.stdout).into_owned();
+            let port = second.addr.port().to_string();
+            let lines: Vec<&str> = ss.lines().filter(|l| l.contains(&port)).collect();
+            panic!(
+                "{e}; second: {:?}; ss:\n{}",
+                second.arrived(),
+                lines.join("\n")
+            )
+        });
+    assert_eq!(r.status, 200);
+
+    // The takeover socket is the second one's now: a third takes over from it.
+    let third = spawn("127.0.0.1:0", o.addr(), 1, &socket, true);
+    assert_eq!(third.addr, second.addr);
+    second.wait_line("handed to the new process", READY);
+    assert!(second.exit_within(READY).expect("second exits").success());
+    assert_eq!(Client::connect(third.addr).get("/").status, 200);
+}
+
+#[test]
+fn takeover_mistakes_are_one_line_and_a_non_zero_exit() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-mistakes");
+    let socket = dir.path("takeover.sock");
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(tests::bin("proxy"));
+        cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"])
+            .arg("--upstream")
+            .arg(o.addr().to_string())
+            .args(args);
+        let (status, err) = Process::spawn(&mut cmd).finish(READY);
+        (status.code(), err)
+    };
+    let path = socket.to_str().unwrap();
+
+    // Nobody serves the socket.
+    let (code, err) = run(&["--takeover-socket", path, "--takeover"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot take over from {path}")),
+        "{err}"
+    );
+
+    // --takeover needs the socket.
+    let (code, err) = run(&["--takeover"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--takeover-socket"), "{err}");
+
+    // A second proxy on a socket another one serves, without --takeover.
+    let _running = spawn("127.0.0.1:0", o.addr(), 1, &socket, false);
+    let (code, err) = run(&["--takeover-socket", path]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("another proxy listens for takeovers"), "{err}");
+}
+
+#[test]
+fn a_new_process_that_fails_before_it_is_ready_leaves_the_old_one_serving() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-fails");
+    let socket = dir.path("takeover.sock");
+    let mut old = spawn("127.0.0.1:0", o.addr(), 1, &socket, false);
+    let mut c = Client::connect(old.addr);
+    assert_eq!(c.get("/").status, 200);
+    // The new one takes the sockets, then cannot bind its second listener (an address of
+    // TEST-NET-1, on no interface here).
+    let nowhere = "192.0.2.1:8080";
+    let mut cmd = Command::new(tests::bin("proxy"));
+    cmd.args(["--listen", "127.0.0.1:0", "--listen", nowhere])
+        .args([
+            "--workers",
+            "1",
+            "--no-pin",
+            "--upstream",
+            &o.addr().to_string(),
+        ])
+        .arg("--takeover-socket")
+        .arg(&socket)
+        .arg("--takeover");
+    let (status, err) = Process::spawn(&mut cmd).finish(READY);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("cannot listen on {nowhere}")),
+        "{err}"
+    );
+    let line = old.wait_line("takeover aborted, still serving", READY);
+    assert!(line.contains("went away before it was ready"), "{line}");
+    // Nothing changed for the old one's clients, and it can still be taken over.
+    assert_eq!(c.get("/").status, 200);
+    assert_eq!(Client::connect(old.addr).get("/").status, 200);
+    let new = spawn("127.0.0.1:0", o.addr(), 1, &socket, true);
+    old.wait_line("handed to the new process", READY);
+    assert_eq!(Client::connect(new.addr).get("/").status, 200);
+}

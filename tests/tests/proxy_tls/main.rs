@@ -1,0 +1,8 @@
+//! HTTPS on both sides of the proxy: TLS listeners and their config, certificate reload, TLS
+//! upstreams and their health checks. One module per concern.
+
+mod config;
+mod health_check;
+mod reload;
+mod tls;
+mod upstream;

@@ -1,0 +1,306 @@
+//! HTTPS listeners: TLS termination in front of a plain origin, on every driver this machine
+//! has. Certificates are made by the tests (rcgen); the client is rustls.
+
+use proxy::config::{Config, ListenerTls};
+use shared::runtime::{DriverChoice, DriverKind};
+use shared::tls::server::{server_config, CertFiles, ServerTlsSpec, SniCert};
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+use tests::inproc::{config, Proxy};
+use tests::tls::{client_config, Ca, TlsClient};
+
+fn choice(d: DriverKind) -> DriverChoice {
+    match d {
+        DriverKind::Epoll => DriverChoice::Epoll,
+        _ => DriverChoice::IoUring,
+    }
+}
+
+fn tls_of(spec: ServerTlsSpec) -> ListenerTls {
+    let built = server_config(&spec).expect("server config");
+    ListenerTls { spec, built }
+}
+
+fn files(cert: &Path, key: &Path) -> CertFiles {
+    CertFiles {
+        cert: cert.to_path_buf(),
+        key: key.to_path_buf(),
+    }
+}
+
+/// A one-worker HTTPS proxy in front of `origin` on driver `d`, serving `spec`.
+fn https_proxy(origin: std::net::SocketAddr, d: DriverKind, spec: ServerTlsSpec) -> Proxy {
+    let mut cfg: Config = config(&[origin]);
+    cfg.runtime.driver = choice(d);
+    cfg.listeners[0].tls = Some(tls_of(spec));
+    Proxy::start(cfg)
+}
+
+fn single(dir: &Path, ca: &Ca) -> ServerTlsSpec {
+    let (c, k) = ca.leaf_files(dir, "default", &["localhost"]);
+    ServerTlsSpec {
+        default: files(&c, &k),
+        sni: Vec::new(),
+    }
+}
+
+fn counters(p: &Proxy) -> (u64, u64, u64, u64) {
+    let s = &p.running().stats()[0];
+    (
+        s.tls_handshakes.get(),
+        s.tls_resumed.get(),
+        s.tls_failed.get(),
+        s.tls_plain_http.get(),
+    )
+}
+
+#[test]
+fn terminates_tls_in_front_of_a_plain_origin() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("terminate");
+    for d in tests::drivers() {
+        let p = https_proxy(o.addr(), d, single(&dir, &ca));
+        for only12 in [false, true] {
+            let cfg = client_config(&ca.der(), only12);
+            let mut c = TlsClient::connect(p.addr, &cfg, "localhost").expect("handshake");
+            assert_eq!(c.s.conn.alpn_protocol(), Some(&b"http/1.1"[..]), "{d}");
+            let want = if only12 { "TLSv1_2" } else { "TLSv1_3" };
+            let v = format!("{:?}", c.s.conn.protocol_version().unwrap());
+            assert_eq!(v, want, "{d}");
+            // AES-128-GCM, the server's preference, though the client lists AES-256 first.
+            let suite = format!("{:?}", c.s.conn.negotiated_cipher_suite().unwrap().suite());
+            let want = if only12 {
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"
+            } else {
+                "TLS13_AES_128_GCM_SHA256"
+            };
+            assert_eq!(suite, want, "{d}");
+            // Keep-alive: several requests on one connection, bodies small and large.
+            for size in [0usize, 64, 100_000] {
+                let r = c.get(&format!("/?size={size}"));
+                assert_eq!(r.status, 200, "{d}");
+                assert!(r.complete, "{d}");
+                assert_eq!(r.body.len(), size, "{d}");
+            }
+        }
+        let req = String::from_utf8_lossy(o.captured().last().unwrap()).into_owned();
+        assert!(req.contains("X-Forwarded-Proto: https\r\n"), "{d}: {req}");
+        let (hs, _, failed, _) = counters(&p);
+        assert_eq!((hs, failed), (2, 0), "{d}");
+        p.stop();
+    }
+}
+
+#[test]
+fn sni_picks_the_certificate_and_unknown_names_get_the_default() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("sni");
+    let (dc, dk) = ca.leaf_files(&dir, "default", &["default.test"]);
+    let (ac, ak) = ca.leaf_files(&dir, "a", &["a.test"]);
+    let (wc, wk) = ca.leaf_files(&dir, "w", &["*.w.test"]);
+    let spec = ServerTlsSpec {
+        default: files(&dc, &dk),
+        sni: vec![
+            SniCert {
+                names: vec!["a.test".into()],
+                files: files(&ac, &ak),
+            },
+            SniCert {
+                names: vec!["*.w.test".into()],
+                files: files(&wc, &wk),
+            },
+        ],
+    };
+    let pem_der = |p: &Path| {
+        use rustls::pki_types::pem::PemObject;
+        rustls::pki_types::CertificateDer::from_pem_file(p).unwrap()
+    };
+    for d in tests::drivers() {
+        let p = https_proxy(o.addr(), d, spec.clone());
+        let cfg = client_config(&ca.der(), false);
+        for (sni, cert) in [("a.test", &ac), ("x.w.test", &wc), ("default.test", &dc)] {
+            let mut c = TlsClient::connect(p.addr, &cfg, sni).expect("handshake");
+            assert_eq!(c.server_cert(), pem_der(cert), "{d}: {sni}");
+            assert_eq!(c.get("/").status, 200, "{d}: {sni}");
+        }
+        // A name no entry has: the default certificate, which the client rejects for that name.
+        let e = TlsClient::connect(p.addr, &cfg, "other.test")
+            .err()
+            .expect("rejected");
+        assert!(e.contains("not valid for name"), "{d}: {e}");
+        p.stop();
+    }
+}
+
+#[test]
+fn sessions_resume_and_are_counted() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("resume");
+    for d in tests::drivers() {
+        let p = https_proxy(o.addr(), d, single(&dir, &ca));
+        for only12 in [false, true] {
+            // One client config: its session store carries the ticket (or the 1.2 session).
+            let cfg = client_config(&ca.der(), only12);
+            let mut first = TlsClient::connect(p.addr, &cfg, "localhost").unwrap();
+            assert!(!first.resumed());
+            // TLS 1.3 tickets arrive after the handshake: a response proves they were read.
+            assert_eq!(first.get("/").status, 200);
+            for i in 0..3 {
+                let mut c = TlsClient::connect(p.addr, &cfg, "localhost").unwrap();
+                assert!(
+                    c.resumed(),
+                    "{d}: tls1.2 only {only12}: connection {i} resumed"
+                );
+                assert_eq!(c.get("/").status, 200);
+            }
+        }
+        let (hs, resumed, failed, _) = counters(&p);
+        assert_eq!((hs, resumed, failed), (8, 6, 0), "{d}");
+        p.stop();
+    }
+}
+
+#[test]
+fn plain_http_to_the_tls_port_gets_400_and_a_close() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("plain");
+    for d in tests::drivers() {
+        let p = https_proxy(o.addr(), d, single(&dir, &ca));
+        let r = tests::raw::exchange(
+            p.addr,
+            b"GET / HTTP/1.1\r\nHost: t\r\n\r\n",
+            tests::raw::WAIT,
+        );
+        let text = String::from_utf8_lossy(&r.bytes).into_owned();
+        assert!(text.starts_with("HTTP/1.1 400 "), "{d}: {text}");
+        assert!(
+            text.ends_with("The plain HTTP request was sent to HTTPS port\r\n"),
+            "{d}: {text}"
+        );
+        assert_ne!(r.end, tests::raw::End::TimedOut, "{d}: closed");
+        // Other clients are not disturbed.
+        let cfg = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cfg, "localhost").unwrap();
+        assert_eq!(c.get("/").status, 200, "{d}");
+        let (hs, _, failed, plain) = counters(&p);
+        assert_eq!((hs, failed, plain), (1, 1, 1), "{d}");
+        p.stop();
+    }
+}
+
+#[test]
+fn a_stalled_handshake_is_closed_at_the_header_timeout() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("stall");
+    for d in tests::drivers() {
+        let mut cfg: Config = config(&[o.addr()]);
+        cfg.runtime.driver = choice(d);
+        cfg.timeouts.header = Duration::from_millis(300);
+        cfg.listeners[0].tls = Some(tls_of(single(&dir, &ca)));
+        let p = Proxy::start(cfg);
+        // The first bytes of a ClientHello record header, then nothing.
+        let mut s = std::net::TcpStream::connect(p.addr).unwrap();
+        s.write_all(&[0x16, 0x03, 0x01]).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 64];
+        let t = std::time::Instant::now();
+        match s.read(&mut buf) {
+            Ok(0) => {}
+            Ok(n) => panic!("{d}: unexpected {n} bytes"),
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{d}: {e}"),
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(9),
+            "{d}: closed by the proxy"
+        );
+        assert!(
+            tests::eventually(Duration::from_secs(5), || counters(&p).2 == 1),
+            "{d}: counted as failed"
+        );
+        p.stop();
+    }
+}
+
+#[test]
+fn websocket_over_tls() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("ws");
+    for d in tests::drivers() {
+        let p = https_proxy(o.addr(), d, single(&dir, &ca));
+        let cfg = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cfg, "localhost").unwrap();
+        c.send(
+            b"GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+        );
+        // The 101 has no body: read its head alone.
+        let mut head = c.take_buffered();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let mut tmp = [0u8; 4096];
+            let n = c.s.read(&mut tmp).unwrap();
+            assert!(n > 0, "{d}");
+            head.extend_from_slice(&tmp[..n]);
+        }
+        let end = head.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        assert!(head.starts_with(b"HTTP/1.1 101 "), "{d}");
+        assert_eq!(end, head.len(), "{d}: nothing after the 101 yet");
+        for msg in [&b"hello"[..], &vec![7u8; 200_000][..]] {
+            c.s.write_all(msg).unwrap();
+            let mut got = vec![0u8; msg.len()];
+            c.s.read_exact(&mut got).unwrap();
+            assert_eq!(got, msg, "{d}");
+        }
+        // The client ends its side: the tunnel ends and the proxy closes (close_notify).
+        c.s.conn.send_close_notify();
+        c.s.flush().unwrap();
+        let rest = c.read_to_end();
+        assert!(rest.is_empty(), "{d}");
+        p.stop();
+    }
+}
+
+#[test]
+fn static_files_over_tls() {
+    let ca = Ca::new();
+    let dir = tests::temp_dir("static");
+    let www = dir.join("www");
+    std::fs::create_dir_all(&www).unwrap();
+    // Larger than the relay buffer and the in-memory file limit: read and sent in pieces.
+    let big: Vec<u8> = (0..700_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::write(www.join("big.bin"), &big).unwrap();
+    std::fs::write(www.join("small.txt"), b"small\n").unwrap();
+    ca.leaf_files(&dir, "site", &["localhost"]);
+    let toml = dir.join("s.toml");
+    std::fs::write(
+        &toml,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"site.crt\"\nkey = \"site.key\"\n\n\
+         [[route]]\nstatic = { root = \"www\" }\n",
+    )
+    .unwrap();
+    for d in tests::drivers() {
+        let mut cfg = proxy::config::load(&toml).unwrap();
+        cfg.runtime.workers = 1;
+        cfg.runtime.pin = false;
+        cfg.runtime.driver = choice(d);
+        let p = Proxy::start(cfg);
+        let cc = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        let r = c.get("/big.bin");
+        assert_eq!(r.status, 200, "{d}");
+        assert!(r.body == big, "{d}: the whole file, byte for byte");
+        let r = c.get("/small.txt");
+        assert_eq!(r.body, b"small\n", "{d}");
+        c.send(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=100000-100009\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 206, "{d}");
+        assert_eq!(r.body, &big[100_000..100_010], "{d}");
+        p.stop();
+    }
+}
