@@ -201,6 +201,11 @@ pub fn drivers() -> Vec<shared::runtime::DriverKind> {
     shared::runtime::drivers_here()
 }
 
+/// Bytes a program wrote, as text (invalid UTF-8 replaced), for assertions and messages.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
 /// Poll `cond` every 5 ms until it holds or `wait` passes; whether it held. For waiting on an
 /// effect another thread or process makes visible through a counter or the file system (the
 /// bound makes a test fail instead of hanging; it is never read as a verdict by itself).
@@ -377,6 +382,26 @@ pub mod process {
                         self.seen.join("\n")
                     ),
                 }
+            }
+        }
+
+        /// [`Process::finish`] for a command whose stdout is piped: stdout is drained on a
+        /// thread meanwhile (a chatty child never blocks on a full pipe), and comes back whole
+        /// with the status and stderr.
+        pub fn output(mut self, limit: Duration) -> std::process::Output {
+            let mut out = self.take_stdout().expect("stdout piped");
+            let reader = std::thread::spawn(move || {
+                let mut v = Vec::new();
+                std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
+            });
+            let (status, stderr) = self.finish(limit);
+            std::process::Output {
+                status,
+                stdout: reader
+                    .join()
+                    .expect("stdout reader")
+                    .expect("reading stdout"),
+                stderr: stderr.into_bytes(),
             }
         }
 

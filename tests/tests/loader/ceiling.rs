@@ -30,17 +30,12 @@ fn spawn(args: &[&str]) -> Process {
     )
 }
 
-fn finish(mut child: Process) -> Run {
-    let mut out = child.take_stdout().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
-    });
-    let (status, stderr) = child.finish(Duration::from_secs(120));
+fn finish(child: Process) -> Run {
+    let out = child.output(Duration::from_secs(120));
     Run {
-        status,
-        stdout: String::from_utf8_lossy(&t_out.join().unwrap().unwrap()).into_owned(),
-        stderr,
+        status: out.status,
+        stdout: tests::text(&out.stdout),
+        stderr: tests::text(&out.stderr),
     }
 }
 

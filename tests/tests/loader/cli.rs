@@ -10,27 +10,12 @@ use tests::process::Process;
 
 /// Run the loader binary with `args`; killed (and the test failed) after 60 s.
 fn loader(args: &[&str]) -> Output {
-    let mut child = Process::spawn(
+    Process::spawn(
         Command::new(tests::bin("loader"))
             .args(args)
             .stdout(Stdio::piped()),
-    );
-    // Drain stdout on a thread (stderr has its own) so a chatty child never blocks on a pipe.
-    let mut out = child.take_stdout().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
-    });
-    let (status, stderr) = child.finish(Duration::from_secs(60));
-    Output {
-        status,
-        stdout: t_out.join().unwrap().unwrap(),
-        stderr: stderr.into_bytes(),
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    )
+    .output(Duration::from_secs(60))
 }
 
 fn temp_path(name: &str) -> PathBuf {
@@ -51,12 +36,12 @@ fn report_on_stdout_counts_exactly_what_the_origin_served() {
     let origin = tests::origin();
     let url = origin.url("/page");
     let out = loader(&args(&["-n", "200", "-c", "4", &url]));
-    let stdout = text(&out.stdout);
+    let stdout = tests::text(&out.stdout);
     assert_eq!(
         out.status.code(),
         Some(0),
         "stdout:\n{stdout}\nstderr:\n{}",
-        text(&out.stderr)
+        tests::text(&out.stderr)
     );
     assert!(
         stdout.contains("\nComplete requests:      200\n"),
@@ -75,7 +60,7 @@ fn report_on_stdout_counts_exactly_what_the_origin_served() {
     assert!(stdout.contains("  code 200 -- 200\n"), "{stdout}");
     // stdout carries the report only: it starts with ab's first line.
     assert!(stdout.starts_with("Server Software:"), "{stdout}");
-    assert!(!text(&out.stderr).contains("Complete requests"));
+    assert!(!tests::text(&out.stderr).contains("Complete requests"));
     assert_eq!(origin.requests(), 200);
 }
 
@@ -97,7 +82,7 @@ fn json_and_plot_files() {
         svg_path.to_str().unwrap(),
         &url,
     ]));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
     for key in [
@@ -135,12 +120,12 @@ fn nothing_listening_exits_1_with_every_attempt_counted() {
     let port = closed.port();
     let url = format!("http://127.0.0.1:{port}/");
     let out = loader(&args(&["-n", "20", "-c", "2", "-q", &url]));
-    let stdout = text(&out.stdout);
+    let stdout = tests::text(&out.stdout);
     assert_eq!(
         out.status.code(),
         Some(1),
         "stdout:\n{stdout}\nstderr:\n{}",
-        text(&out.stderr)
+        tests::text(&out.stderr)
     );
     assert!(stdout.contains("\nComplete requests:      0\n"), "{stdout}");
     assert!(
@@ -152,7 +137,7 @@ fn nothing_listening_exits_1_with_every_attempt_counted() {
         "{stdout}"
     );
     // The report counts; stderr says why, once.
-    let stderr = text(&out.stderr);
+    let stderr = tests::text(&out.stderr);
     let why: Vec<&str> = stderr
         .lines()
         .filter(|l| l.contains(&format!("connect to 127.0.0.1:{port} failed: ")))
@@ -182,12 +167,12 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
         ),
     ] {
         let out = loader(flags);
-        let stderr = text(&out.stderr);
+        let stderr = tests::text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(
             out.stdout.is_empty(),
             "{flags:?}: stdout {:?}",
-            text(&out.stdout)
+            tests::text(&out.stdout)
         );
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
@@ -220,8 +205,8 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
         svg_path.to_str().unwrap(),
     ]));
     let out = loader(&argv);
-    let stdout = text(&out.stdout);
-    let stderr = text(&out.stderr);
+    let stdout = tests::text(&out.stdout);
+    let stderr = tests::text(&out.stderr);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -297,8 +282,8 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
         "--watch-pid",
         "4294967295",
     ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("--watch-pid"));
+    assert_eq!(out.status.code(), Some(2), "{}", tests::text(&out.stderr));
+    assert!(tests::text(&out.stderr).contains("--watch-pid"));
 }
 
 /// `--body` writes Content-Length itself: one given with -H is sent once when it agrees and
@@ -328,7 +313,7 @@ fn body_headers_are_checked_and_content_length_sent_once() {
         (&["--spin", "http://127.0.0.1:1/"][..], "--rate"),
     ] {
         let out = loader(flags);
-        let stderr = text(&out.stderr);
+        let stderr = tests::text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
         assert!(out.stdout.is_empty(), "{flags:?}");
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -355,11 +340,11 @@ fn body_headers_are_checked_and_content_length_sent_once() {
         "text/plain",
         &url,
     ]));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
     let got = o.captured();
     assert_eq!(got.len(), 2);
     for req in got {
-        let req = text(&req).to_ascii_lowercase();
+        let req = tests::text(&req).to_ascii_lowercase();
         assert_eq!(req.matches("content-length:").count(), 1, "{req}");
         assert!(req.contains("content-length: 5\r\n"), "{req}");
         assert!(req.contains("content-type: text/plain\r\n"), "{req}");

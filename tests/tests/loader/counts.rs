@@ -8,6 +8,7 @@
 //! arrived. Nothing asserts speed: a slow origin (200 ms a response) makes requests in flight
 //! at the deadline certain, whatever the machine's load.
 
+use crate::run;
 use loader::stats::RunResult;
 use loader::RunOptions;
 use shared::origin::{Origin, OriginConfig};
@@ -22,18 +23,11 @@ fn origin_with_delay(delay: Duration) -> Origin {
     .expect("origin starts")
 }
 
+/// The binary's options with a 10 s timeout.
 fn opts(urls: &[String], connections: usize) -> RunOptions {
-    let mut o = RunOptions::for_urls(urls).expect("valid URLs");
-    o.connections = connections;
-    o.runtime.workers = 1;
-    o.runtime.pin = false;
-    o.quiet = true;
+    let mut o = crate::opts(urls, connections);
     o.timeout = Duration::from_secs(10);
     o
-}
-
-fn run(o: &RunOptions) -> RunResult {
-    loader::run(o, ShutdownFlag::new()).expect("run starts")
 }
 
 /// Every attempt ended once; with an origin that answers everything, every request it

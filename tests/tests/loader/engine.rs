@@ -2,26 +2,12 @@
 //! counts what it served and the loader's figures must agree exactly. Time-based tests use
 //! sub-second settings and generous bounds; nothing here asserts speed.
 
+use crate::{opts, run};
 use loader::stats::RunResult;
-use loader::RunOptions;
 use shared::shutdown::ShutdownFlag;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
-
-fn opts(urls: &[String], connections: usize) -> RunOptions {
-    let mut o = RunOptions::for_urls(urls).expect("valid URLs");
-    o.connections = connections;
-    o.runtime.workers = 1;
-    o.runtime.pin = false;
-    o.quiet = true;
-    o.timeout = Duration::from_secs(5);
-    o
-}
-
-fn run(o: &RunOptions) -> RunResult {
-    loader::run(o, ShutdownFlag::new()).expect("run starts")
-}
 
 /// Every attempt ended exactly once.
 fn assert_accounted(r: &RunResult) {

@@ -2,10 +2,10 @@
 //! scriptable origin's own record of what it parsed (capture mode). `-n` is exact whatever
 //! fails; `--rate` latency runs from the intended send time.
 
+use crate::run;
 use loader::stats::RunResult;
 use loader::RunOptions;
 use shared::origin::Origin;
-use shared::shutdown::ShutdownFlag;
 use std::time::Duration;
 
 /// Three answered URLs, then one whose request the origin reads and answers by closing the
@@ -16,19 +16,11 @@ fn urls(o: &Origin) -> Vec<String> {
 }
 
 fn opts(urls: &[String], connections: usize, n: u64) -> RunOptions {
-    let mut o = RunOptions::for_urls(urls).expect("valid URLs");
-    o.connections = connections;
+    let mut o = crate::opts(urls, connections);
     o.requests = Some(n);
-    o.runtime.workers = 1;
-    o.runtime.pin = false;
-    o.quiet = true;
     // Nothing here waits on a timeout: one would be a failure of its own kind.
     o.timeout = Duration::from_secs(30);
     o
-}
-
-fn run(o: &RunOptions) -> RunResult {
-    loader::run(o, ShutdownFlag::new()).expect("run starts")
 }
 
 /// (answered, dropped) requests the origin parsed, from its capture.

@@ -4,6 +4,7 @@
 //! handshake ending as a connect timeout; on io_uring and on epoll. Against the built-in origin
 //! over TLS, and a small rustls server of the tests' own (`loader_tls_common`).
 
+use crate::run;
 use loader::stats::RunResult;
 use loader::RunOptions;
 use shared::runtime::DriverChoice;
@@ -28,10 +29,6 @@ fn opts(url: &str, trust: Trust, driver: DriverChoice) -> RunOptions {
         resumption: true,
     };
     o
-}
-
-fn run(o: &RunOptions) -> RunResult {
-    loader::run(o, ShutdownFlag::new()).expect("run starts")
 }
 
 fn ca_file(path: &Path) -> Trust {

@@ -9,27 +9,13 @@ use tests::process::Process;
 use tests::tls_server::{pem_file, self_signed, Spec, TlsServer};
 
 fn loader(args: &[&str]) -> Output {
-    let mut child = Process::spawn(
+    Process::spawn(
         Command::new(tests::bin("loader"))
             .args(["--threads", "1", "--no-pin", "-q"])
             .args(args)
             .stdout(Stdio::piped()),
-    );
-    let mut out = child.take_stdout().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        std::io::Read::read_to_end(&mut out, &mut v).map(|_| v)
-    });
-    let (status, stderr) = child.finish(Duration::from_secs(60));
-    Output {
-        status,
-        stdout: t_out.join().unwrap().unwrap(),
-        stderr: stderr.into_bytes(),
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    )
+    .output(Duration::from_secs(60))
 }
 
 fn server() -> (TlsServer, std::path::PathBuf) {
@@ -53,7 +39,7 @@ fn an_unverified_certificate_is_one_line_and_exit_1() {
     let url = server.url("localhost", "/");
     let ca = other_pem.to_str().unwrap();
     let out = loader(&["-n", "6", "-c", "2", "--cacert", ca, &url]);
-    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("(Connect: 6, Receive: 0, Length: 0, Exceptions: 0)"),
@@ -77,11 +63,12 @@ fn insecure_is_warned_about() {
     let (server, _) = server();
     let url = server.url("localhost", "/");
     let out = loader(&["-n", "2", "-c", "1", "--insecure", &url]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("warning: --insecure: server certificates are not verified"),
+        tests::text(&out.stderr)
+            .contains("warning: --insecure: server certificates are not verified"),
         "{}",
-        text(&out.stderr)
+        tests::text(&out.stderr)
     );
 }
 
@@ -111,7 +98,7 @@ fn handshake_figures_in_json_and_merged_over_shards() {
             f.to_str().unwrap(),
             &url,
         ]);
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
         let v = json(&f);
         // Each shard: 5 connections, one full handshake and four resumed.
         assert_eq!(v["tls"]["full_handshakes"], 1, "{}", v["tls"]);
@@ -127,8 +114,12 @@ fn handshake_figures_in_json_and_merged_over_shards() {
         .args(&args)
         .output()
         .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    let stdout = tests::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        tests::text(&out.stderr)
+    );
     assert!(
         stdout.contains("TLS handshakes: 2 full, 8 resumed"),
         "{stdout}"

@@ -117,10 +117,6 @@ impl Drop for Fake {
     }
 }
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
 /// What a plan line says about `key`: the words after the key, whitespace collapsed.
 fn plan_line(stdout: &str, key: &str) -> String {
     let line = stdout
@@ -135,7 +131,7 @@ fn plan_line(stdout: &str, key: &str) -> String {
 
 /// Exit status 2 (or `code`) and exactly one line on stderr, an error containing `needle`.
 fn assert_one_line_error(out: &Output, code: i32, needle: &str) {
-    let stderr = text(&out.stderr);
+    let stderr = tests::text(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "not one line: {stderr}");
@@ -154,8 +150,8 @@ fn dry_run_prints_each_change_and_writes_nothing() {
     let before = fake.snapshot();
     // A dry run only reads: any user may run it.
     let out = fake.run(1000, DRY_RUN, &["high-throughput", "busy-poll"]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let stdout = tests::text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", tests::text(&out.stderr));
     for (key, says) in [
         ("net.core.somaxconn", "4096 -> 65535"),
         ("net.ipv4.ip_local_port_range", "32768 60999 -> 10240 65535"),
@@ -199,12 +195,12 @@ fn apply_then_revert_restores_every_value_exactly() {
 
     // Layered, as tune-experiment.sh does it: A, then B over it.
     let out = fake.run(0, APPLY, &["baseline"]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", tests::text(&out.stderr));
     assert_eq!(fake.read("net.core.rmem_max"), "212992\n");
     assert_eq!(fake.read("net.ipv4.tcp_rmem"), "4096 131072 6291456\n");
     let out = fake.run(0, APPLY, &["high-throughput", "busy-poll"]);
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let stdout = tests::text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", tests::text(&out.stderr));
     assert_eq!(
         plan_line(&stdout, "net.core.rmem_max"),
         "212992 -> 16777216"
@@ -229,7 +225,7 @@ fn apply_then_revert_restores_every_value_exactly() {
 
     // One revert goes back to before the first apply, byte for byte (tabs included).
     let out = fake.run(0, REVERT, &[]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", tests::text(&out.stderr));
     assert_eq!(fake.snapshot(), before);
     assert!(
         !fake.state().join("saved").exists(),
@@ -251,7 +247,7 @@ fn a_write_the_kernel_refuses_fails_the_apply_and_revert_keeps_the_saved_values(
     std::os::unix::fs::symlink("/proc/sys/kernel/osrelease", &somaxconn).unwrap();
 
     let out = fake.run(0, APPLY, &["high-throughput"]);
-    let stderr = text(&out.stderr);
+    let stderr = tests::text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("error: net.core.somaxconn: cannot write '65535'"),
@@ -263,11 +259,11 @@ fn a_write_the_kernel_refuses_fails_the_apply_and_revert_keeps_the_saved_values(
 
     // Restoring the refused one fails too: the saved values stay for another try.
     let out = fake.run(0, REVERT, &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{}", tests::text(&out.stderr));
     assert!(
-        text(&out.stderr).contains("values kept in"),
+        tests::text(&out.stderr).contains("values kept in"),
         "{}",
-        text(&out.stderr)
+        tests::text(&out.stderr)
     );
     assert!(fake.state().join("saved").is_file());
 
@@ -275,12 +271,12 @@ fn a_write_the_kernel_refuses_fails_the_apply_and_revert_keeps_the_saved_values(
     std::fs::remove_file(&somaxconn).unwrap();
     std::fs::write(&somaxconn, "4096\n").unwrap();
     let out = fake.run(0, REVERT, &[]);
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", tests::text(&out.stderr));
     let mut after = fake.snapshot();
     // somaxconn gets back what the link read when the apply saved it: the kernel's release.
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
     assert_eq!(
-        text(&after.remove(&somaxconn).unwrap()).trim(),
+        tests::text(&after.remove(&somaxconn).unwrap()).trim(),
         release.trim()
     );
     let mut before = before;
@@ -417,7 +413,7 @@ fn compare_json(path: &Path) -> Value {
         .arg(path)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(out.status.success(), "{}", tests::text(&out.stderr));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -438,12 +434,12 @@ fn the_table_compares_two_runs_and_marks_the_sysctls_that_differ() {
         TUNE,
         &["--table", a, b, "baseline", "high-throughput"],
     );
-    let stdout = text(&out.stdout);
+    let stdout = tests::text(&out.stdout);
     if Command::new("jq").arg("--version").output().is_err() {
         assert_one_line_error(&out, 1, "jq is needed for the table");
         return;
     }
-    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    assert!(out.status.success(), "{stdout}{}", tests::text(&out.stderr));
     let row = |name: &str| -> Vec<String> {
         let line = stdout
             .lines()
