@@ -79,6 +79,24 @@ pub fn pem_file(name: &str, certs: &[&Issued]) -> PathBuf {
     path
 }
 
+/// A test CA's PEM file (in a fresh folder) and a leaf for `localhost` signed by it.
+pub fn ca_and_leaf() -> (PathBuf, Issued) {
+    let ca = self_signed(Spec {
+        names: &["Test CA"],
+        ca: true,
+        expired: false,
+    });
+    let leaf = signed_by(
+        &ca,
+        Spec {
+            names: &["localhost"],
+            ca: false,
+            expired: false,
+        },
+    );
+    (pem_file("ca.pem", &[&ca]), leaf)
+}
+
 /// What the server saw.
 #[derive(Debug, Default)]
 pub struct ServerStats {

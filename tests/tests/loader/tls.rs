@@ -35,22 +35,10 @@ fn ca_file(path: &Path) -> Trust {
     Trust::CaFile(path.to_owned())
 }
 
-/// A CA, a server certificate for localhost signed by it, the CA's PEM file, the server.
+/// A CA's PEM file, and a server with a certificate for localhost signed by it.
 fn ca_and_server() -> (std::path::PathBuf, TlsServer) {
-    let ca = self_signed(Spec {
-        names: &["Loader Test CA"],
-        ca: true,
-        expired: false,
-    });
-    let leaf = signed_by(
-        &ca,
-        Spec {
-            names: &["localhost"],
-            ca: false,
-            expired: false,
-        },
-    );
-    (pem_file("ca.pem", &[&ca]), TlsServer::start(&leaf))
+    let (ca, leaf) = tests::tls_server::ca_and_leaf();
+    (ca, TlsServer::start(&leaf))
 }
 
 #[test]

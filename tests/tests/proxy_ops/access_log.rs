@@ -4,27 +4,10 @@
 
 use shared::origin::{Origin, OriginConfig};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tests::process::ProxyProcess;
 use tests::raw::{self, End, WAIT};
-
-/// A directory of its own for one test's log files, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("proxy-access-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use tests::reload::Scratch;
 
 fn config_text(origin: SocketAddr, log: &Path, format: &str, workers: usize) -> String {
     format!(
@@ -68,8 +51,8 @@ const BAD: &[u8] = b"GET / HTTP/1.1\r\nHost: t\r\nno colon here\r\n\r\n";
 /// Run the three requests through a proxy logging in `format`; the log's lines (after the
 /// shutdown flushed them) and what the client saw of each request, in order.
 fn run(format: &str) -> (Vec<String>, Vec<(u16, usize, usize)>) {
-    let dir = TempDir::new(format);
-    let log = dir.0.join("access.log");
+    let dir = Scratch::new(format);
+    let log = dir.path("access.log");
     let origin = Origin::start(OriginConfig {
         body_size: 100,
         ..OriginConfig::default()
@@ -173,11 +156,11 @@ fn json_lines_carry_the_record() {
 
 #[test]
 fn sigusr1_reopens_the_log_after_a_rename() {
-    let dir = TempDir::new("reopen");
-    let log = dir.0.join("access.log");
-    let rotated = dir.0.join("access.log.1");
+    let dir = Scratch::new("reopen");
+    let log = dir.path("access.log");
+    let rotated = dir.path("access.log.1");
     let origin = tests::origin();
-    let file = dir.0.join("p.toml");
+    let file = dir.path("p.toml");
     std::fs::write(&file, config_text(origin.addr(), &log, "combined", 1)).unwrap();
     let p = ProxyProcess::start(ProxyProcess::command().arg("--config").arg(&file));
     let get = |path: &str| {

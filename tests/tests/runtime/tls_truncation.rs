@@ -13,11 +13,11 @@ use shared::shutdown::ShutdownFlag;
 use shared::tls::{ClientTlsOptions, Trust};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tests::inproc::Proxy;
-use tests::tls_server::{pem_file, self_signed, signed_by, Issued, Spec};
+use tests::tls_server::Issued;
 
 const BODY_LEN: usize = 1000;
 
@@ -26,24 +26,6 @@ fn choice(d: DriverKind) -> DriverChoice {
         DriverKind::Epoll => DriverChoice::Epoll,
         _ => DriverChoice::IoUring,
     }
-}
-
-/// A CA's PEM file and a leaf for localhost signed by it.
-fn ca_and_leaf() -> (PathBuf, Issued) {
-    let ca = self_signed(Spec {
-        names: &["Truncation Test CA"],
-        ca: true,
-        expired: false,
-    });
-    let leaf = signed_by(
-        &ca,
-        Spec {
-            names: &["localhost"],
-            ca: false,
-            expired: false,
-        },
-    );
-    (pem_file("ca.pem", &[&ca]), leaf)
 }
 
 /// An HTTPS server on 127.0.0.1:0 answering each connection's request with a 200 whose
@@ -133,7 +115,7 @@ fn loader_run(ca: &Path, port: u16, d: DriverKind, n: u64) -> loader::stats::Run
 
 #[test]
 fn proxy_does_not_end_a_cut_close_delimited_response() {
-    let (ca, leaf) = ca_and_leaf();
+    let (ca, leaf) = tests::tls_server::ca_and_leaf();
     let cut = close_delimited_server(&leaf, false).port();
     let clean = close_delimited_server(&leaf, true).port();
     let body = "x".repeat(BODY_LEN);
@@ -171,7 +153,7 @@ fn proxy_does_not_end_a_cut_close_delimited_response() {
 
 #[test]
 fn loader_counts_a_cut_close_delimited_response_as_a_read_error() {
-    let (ca, leaf) = ca_and_leaf();
+    let (ca, leaf) = tests::tls_server::ca_and_leaf();
     let cut = close_delimited_server(&leaf, false).port();
     let clean = close_delimited_server(&leaf, true).port();
     for d in tests::drivers() {
@@ -235,7 +217,7 @@ fn a_tls_client_gone_between_requests_without_close_notify_ends_quietly() {
 #[test]
 fn an_http10_tls_client_sees_the_cut_as_a_tls_truncation() {
     use tests::tls::{client_config, Ca, TlsClient};
-    let (ca_pem, leaf) = ca_and_leaf();
+    let (ca_pem, leaf) = tests::tls_server::ca_and_leaf();
     let cut = close_delimited_server(&leaf, false).port();
     let clean = close_delimited_server(&leaf, true).port();
     let ca = Ca::new();
