@@ -637,6 +637,29 @@ fn variants_are_stored_apart() {
     assert_eq!(s.bytes(), 0);
 }
 
+/// The route's ttl is the lifetime of a response that gives none: a hit until the entry's
+/// age reaches it, stale from that millisecond (the end-to-end tests wait for that moment on
+/// a real clock; here it is a number).
+#[test]
+fn an_entry_is_a_hit_for_the_routes_ttl_and_stale_from_then() {
+    let c = CacheEntry {
+        ttl: Duration::from_millis(1500),
+        ..cfg()
+    };
+    // Fetched at T - 500, answered at T: its age is 500 ms at T (the table above).
+    let fresh = storable(&[], 200, &[], Some(3), at(), &c).expect("storable");
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).expect("room");
+    assert!(s.fill_head(h, 200, head(), fresh, Some(3)));
+    assert_eq!(s.append(h, b"abc"), Append::Kept);
+    assert!(s.finish(h));
+    assert_eq!(&hit_body(s.lookup(KEY, &[], false, T + 999))[..], b"abc");
+    assert!(
+        matches!(s.lookup(KEY, &[], false, T + 1_000), Lookup::Stale(_)),
+        "stale once its age (500 ms + 1 s) reaches the ttl"
+    );
+}
+
 #[test]
 fn stale_entries_are_refetched_kept_for_errors_and_replaced() {
     let mut s = Store::new(1 << 20, 1 << 16);
