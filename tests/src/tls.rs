@@ -70,6 +70,12 @@ impl Ca {
     }
 }
 
+impl Default for Ca {
+    fn default() -> Self {
+        Ca::new()
+    }
+}
+
 pub fn write_pair(dir: &Path, stem: &str, cert: &str, key: &str) -> (PathBuf, PathBuf) {
     let (cp, kp) = (
         dir.join(format!("{stem}.crt")),
