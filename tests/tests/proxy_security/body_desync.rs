@@ -11,7 +11,7 @@ const SMUGGLED: &str = "GET /secret HTTP/1.1\r\nHost: t\r\n\r\n";
 
 /// A proxy with a cached route (PURGE allowed from loopback), a `return`, a static route and
 /// a proxied default, all in front of one capturing origin.
-fn setup(files: &std::path::Path, origin: &Origin) -> crate::Running {
+fn setup(files: &std::path::Path, origin: &Origin) -> tests::inproc::Proxy {
     std::fs::create_dir_all(files.join("files")).unwrap();
     std::fs::write(files.join("files/a.txt"), "static file\n").unwrap();
     crate::start(&format!(

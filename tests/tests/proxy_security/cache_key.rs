@@ -81,7 +81,7 @@ fn a_response_is_never_served_to_another_scheme_or_port() {
         cert.display(),
         key.display()
     ));
-    let addrs = p.proxy.as_ref().unwrap().listen_addrs();
+    let addrs = p.running().listen_addrs();
     let (plain, tls) = (addrs[0], addrs[1]);
 
     // Plain HTTP first: stored as http.
