@@ -203,6 +203,25 @@ pub fn drivers() -> Vec<shared::runtime::DriverKind> {
     shared::runtime::drivers_here()
 }
 
+/// The setting that asks for driver `d` (io_uring is chosen with or without the fast flags,
+/// as the machine has them).
+pub fn driver_choice(d: shared::runtime::DriverKind) -> shared::runtime::DriverChoice {
+    use shared::runtime::{DriverChoice, DriverKind};
+    match d {
+        DriverKind::Epoll => DriverChoice::Epoll,
+        DriverKind::Uring | DriverKind::UringFast => DriverChoice::IoUring,
+    }
+}
+
+/// The proxy's `--driver` value that asks for `d`.
+pub fn driver_flag(d: shared::runtime::DriverKind) -> &'static str {
+    use shared::runtime::DriverKind;
+    match d {
+        DriverKind::Epoll => "epoll",
+        DriverKind::Uring | DriverKind::UringFast => "io-uring",
+    }
+}
+
 /// Bytes a program wrote, as text (invalid UTF-8 replaced), for assertions and messages.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

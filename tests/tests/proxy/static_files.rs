@@ -54,13 +54,6 @@ fn tree(name: &str) -> Tree {
     Tree { dir }
 }
 
-fn driver_flag(d: DriverKind) -> &'static str {
-    match d {
-        DriverKind::Epoll => "epoll",
-        DriverKind::Uring | DriverKind::UringFast => "io-uring",
-    }
-}
-
 /// A one-worker proxy on driver `d` serving `root` (`--static`, as a user starts it).
 struct Server {
     running: Option<proxy::Running>,
@@ -79,7 +72,7 @@ fn serve(root: &Path, d: Option<DriverKind>) -> Server {
     let root = root.to_str().expect("a UTF-8 temporary path");
     let mut args = vec!["--static", root];
     if let Some(d) = d {
-        args.extend(["--driver", driver_flag(d)]);
+        args.extend(["--driver", tests::driver_flag(d)]);
     }
     let (running, addr) = tests::start_proxy(&[], &args);
     Server {

@@ -2,20 +2,13 @@
 //! has. Certificates are made by the tests (rcgen); the client is rustls.
 
 use proxy::config::{Config, ListenerTls};
-use shared::runtime::{DriverChoice, DriverKind};
+use shared::runtime::DriverKind;
 use shared::tls::server::{server_config, CertFiles, ServerTlsSpec, SniCert};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::Duration;
 use tests::inproc::{config, Proxy};
 use tests::tls::{client_config, Ca, TlsClient};
-
-fn choice(d: DriverKind) -> DriverChoice {
-    match d {
-        DriverKind::Epoll => DriverChoice::Epoll,
-        _ => DriverChoice::IoUring,
-    }
-}
 
 fn tls_of(spec: ServerTlsSpec) -> ListenerTls {
     let built = server_config(&spec).expect("server config");
@@ -32,7 +25,7 @@ fn files(cert: &Path, key: &Path) -> CertFiles {
 /// A one-worker HTTPS proxy in front of `origin` on driver `d`, serving `spec`.
 fn https_proxy(origin: std::net::SocketAddr, d: DriverKind, spec: ServerTlsSpec) -> Proxy {
     let mut cfg: Config = config(&[origin]);
-    cfg.runtime.driver = choice(d);
+    cfg.runtime.driver = tests::driver_choice(d);
     cfg.listeners[0].tls = Some(tls_of(spec));
     Proxy::start(cfg)
 }
@@ -200,7 +193,7 @@ fn a_stalled_handshake_is_closed_at_the_header_timeout() {
     let dir = tests::temp_dir("stall");
     for d in tests::drivers() {
         let mut cfg: Config = config(&[o.addr()]);
-        cfg.runtime.driver = choice(d);
+        cfg.runtime.driver = tests::driver_choice(d);
         cfg.timeouts.header = Duration::from_millis(300);
         cfg.listeners[0].tls = Some(tls_of(single(&dir, &ca)));
         let p = Proxy::start(cfg);
@@ -288,7 +281,7 @@ fn static_files_over_tls() {
         let mut cfg = proxy::config::load(&toml).unwrap();
         cfg.runtime.workers = 1;
         cfg.runtime.pin = false;
-        cfg.runtime.driver = choice(d);
+        cfg.runtime.driver = tests::driver_choice(d);
         let p = Proxy::start(cfg);
         let cc = client_config(&ca.der(), false);
         let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();

@@ -3,18 +3,11 @@
 
 use proxy::config::Config;
 use shared::origin::{Origin, OriginConfig};
-use shared::runtime::{DriverChoice, DriverKind};
+use shared::runtime::DriverKind;
 use shared::tls::server::{server_config, CertFiles, ServerTlsSpec};
 use std::path::Path;
 use tests::inproc::{config, Proxy};
 use tests::tls::Ca;
-
-fn choice(d: DriverKind) -> DriverChoice {
-    match d {
-        DriverKind::Epoll => DriverChoice::Epoll,
-        _ => DriverChoice::IoUring,
-    }
-}
 
 /// An HTTPS origin serving a leaf of `ca` for `names`.
 fn tls_origin(ca: &Ca, dir: &Path, names: &[&str]) -> Origin {
@@ -51,7 +44,7 @@ fn proxy_from_file(dir: &Path, d: DriverKind, servers: &str, tls_table: &str) ->
     let mut cfg = proxy::config::load(&path).expect("config loads");
     cfg.runtime.workers = 1;
     cfg.runtime.pin = false;
-    cfg.runtime.driver = choice(d);
+    cfg.runtime.driver = tests::driver_choice(d);
     cfg
 }
 
@@ -65,7 +58,7 @@ fn proxies_to_a_tls_origin_pooled_and_resumed() {
     for d in tests::drivers() {
         // Pooled: one TLS connection for many requests, SNI and verification by host name.
         let mut cfg = config(&[o.addr()]);
-        cfg.runtime.driver = choice(d);
+        cfg.runtime.driver = tests::driver_choice(d);
         let file = proxy_from_file(
             &dir,
             d,

@@ -9,13 +9,6 @@ use std::net::SocketAddr;
 use tests::raw::{Client, Framing, WAIT};
 use tests::strict::{assert_closed, proxy, response};
 
-fn driver_flag(d: DriverKind) -> &'static str {
-    match d {
-        DriverKind::Epoll => "epoll",
-        DriverKind::Uring | DriverKind::UringFast => "io-uring",
-    }
-}
-
 /// Start a one-worker proxy on driver `d` in front of `origin`, run `check` against it, and
 /// stop it. io_uring with the fast flags runs twice: with multishot receives (the default)
 /// and with `--no-multishot`.
@@ -26,7 +19,7 @@ fn on_each_driver(origin: &Origin, extra: &[&str], check: impl Fn(DriverKind, So
             _ => &[false],
         };
         for &on in multishot {
-            let mut args = vec!["--driver", driver_flag(d)];
+            let mut args = vec!["--driver", tests::driver_flag(d)];
             if !on {
                 args.push("--no-multishot");
             }

@@ -8,7 +8,7 @@
 
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
-use shared::runtime::{DriverChoice, DriverKind};
+use shared::runtime::DriverKind;
 use shared::shutdown::ShutdownFlag;
 use shared::tls::{ClientTlsOptions, Trust};
 use std::io::{Read, Write};
@@ -20,13 +20,6 @@ use tests::inproc::Proxy;
 use tests::tls_server::Issued;
 
 const BODY_LEN: usize = 1000;
-
-fn choice(d: DriverKind) -> DriverChoice {
-    match d {
-        DriverKind::Epoll => DriverChoice::Epoll,
-        _ => DriverChoice::IoUring,
-    }
-}
 
 /// An HTTPS server on 127.0.0.1:0 answering each connection's request with a 200 whose
 /// `BODY_LEN`-byte body is close-delimited, then closing TCP: after a close_notify when
@@ -92,7 +85,7 @@ fn proxy_config_to(ca: &Path, port: u16, d: DriverKind) -> proxy::config::Config
     let mut cfg = proxy::config::load(&path).expect("config loads");
     cfg.runtime.workers = 1;
     cfg.runtime.pin = false;
-    cfg.runtime.driver = choice(d);
+    cfg.runtime.driver = tests::driver_choice(d);
     cfg
 }
 
@@ -103,7 +96,7 @@ fn loader_run(ca: &Path, port: u16, d: DriverKind, n: u64) -> loader::stats::Run
     o.requests = Some(n);
     o.runtime.workers = 1;
     o.runtime.pin = false;
-    o.runtime.driver = choice(d);
+    o.runtime.driver = tests::driver_choice(d);
     o.quiet = true;
     o.timeout = Duration::from_secs(10);
     o.tls = ClientTlsOptions {
@@ -187,7 +180,7 @@ fn a_tls_client_gone_between_requests_without_close_notify_ends_quietly() {
     let built = shared::tls::server::server_config(&spec).expect("server config");
     for d in tests::drivers() {
         let mut cfg = tests::inproc::config(&[o.addr()]);
-        cfg.runtime.driver = choice(d);
+        cfg.runtime.driver = tests::driver_choice(d);
         cfg.listeners[0].tls = Some(proxy::config::ListenerTls {
             spec: spec.clone(),
             built: built.clone(),
