@@ -204,7 +204,7 @@ impl Client {
     /// Assert that the server closed the connection (EOF or a reset) with nothing more sent.
     /// A read timeout fails: the connection is still open.
     pub fn assert_closed(&mut self) {
-        crate::raw::assert_closed_within(&mut self.raw, READ_WAIT, "proxy_common::Client");
+        crate::raw::assert_closed_within(&mut self.raw, READ_WAIT, "inproc::Client");
     }
 
     /// One response; `Err` describes what went wrong (EOF mid-message included). Interim

@@ -2,7 +2,7 @@
 //! certificates that do not verify (expired, wrong name, unknown issuer) rejected unless
 //! `--insecure`, curl's `--cacert` rule for a self-signed server certificate, a stalled
 //! handshake ending as a connect timeout; on io_uring and on epoll. Against the built-in origin
-//! over TLS, and a small rustls server of the tests' own (`loader_tls_common`).
+//! over TLS, and a small rustls server of the tests' own (`tests::tls_server`).
 
 use crate::run;
 use loader::stats::RunResult;

@@ -6,12 +6,12 @@
 //!
 //! Excluded rows, and why:
 //! - `PRI * HTTP/2.0` (the HTTP/2 preface): the proxy may answer 400 or just close; that
-//!   choice is tested in `proxy_wire.rs` (`http2_preface`).
+//!   choice is tested in `wire.rs` (`http2_preface`).
 //! - The limit rows (414, 431) live in `request_limits` with tiny limits; the proxy's own
-//!   limits are tested with real sizes in `proxy_wire.rs`.
+//!   limits are tested with real sizes in `wire.rs`.
 //! - Accepted rows (e.g. lower-case `get`, which the codec treats as an extension method,
 //!   and `Content-Length: 5, 5`) are not rejections; the odd framings that are accepted are
-//!   checked for their canonical upstream form in `proxy_rejected_body.rs`.
+//!   checked for their canonical upstream form in `rejected_body.rs`.
 
 use std::net::SocketAddr;
 use tests::raw::{assert_generated, exchange, WAIT};

@@ -1,5 +1,6 @@
 //! Bodies streamed through the proxy in-process: large uploads and downloads in every framing,
-//! byte-exact. (The resident-memory bound is checked on a spawned process in proxy_process.rs.)
+//! byte-exact. (The resident-memory bound is checked on a spawned process, in the
+//! `proxy_ops` binary's `process` module.)
 
 use shared::origin::{expected_body, Origin, OriginConfig};
 use std::io::Write;
