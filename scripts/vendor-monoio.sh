@@ -62,7 +62,8 @@ check)
         die "vendor/monoio differs from monoio 0.2.4 + vendor/patches/monoio (diff above):" \
             "make the edit a numbered patch, or run scripts/vendor-monoio.sh rebuild"
     fi
-    echo "vendor/monoio = monoio 0.2.4 + $(ls "$PATCHES"/[0-9]*.patch | wc -l) patches"
+    applied=("$PATCHES"/[0-9][0-9][0-9][0-9]-*.patch)
+    echo "vendor/monoio = monoio 0.2.4 + ${#applied[@]} patches"
     ;;
 rebuild)
     build_into "$scratch"
