@@ -193,7 +193,9 @@ mod tests {
             use std::os::fd::AsRawFd;
             // SAFETY: F_GETFL on an fd `stream` owns.
             let flags = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_GETFL) };
-            self.nonblocking.borrow_mut().push(flags & libc::O_NONBLOCK != 0);
+            self.nonblocking
+                .borrow_mut()
+                .push(flags & libc::O_NONBLOCK != 0);
             self.writers.borrow_mut().push(monoio::spawn(async move {
                 let mut stream = stream;
                 let (r, _) = stream.write_all(b"ok").await;
@@ -242,10 +244,15 @@ mod tests {
             .expect("runtime");
             // As the driver's own accept sets them up: epoll needs non-blocking sockets,
             // io_uring's accept gives blocking ones (it polls for them).
-            assert_eq!(nonblocking, vec![driver == DriverKind::Epoll; 8], "{driver}");
+            assert_eq!(
+                nonblocking,
+                vec![driver == DriverKind::Epoll; 8],
+                "{driver}"
+            );
             for mut c in clients {
                 use std::io::Read;
-                c.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+                c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                    .unwrap();
                 let mut got = [0u8; 2];
                 c.read_exact(&mut got)
                     .unwrap_or_else(|e| panic!("{driver}: no greeting: {e}"));
