@@ -548,7 +548,7 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
     }
     let mut progress = crate::progress::Progress::new(crate::progress::enabled(opts.quiet));
     let result =
-        crate::worker::run_with_progress(&opts, stop, |elapsed, live| progress.tick(elapsed, live));
+        crate::run::run_with_progress(&opts, stop, |elapsed, live| progress.tick(elapsed, live));
     progress.finish();
     let result = match result {
         Ok(r) => r,

@@ -24,7 +24,7 @@
 //! `Cell` checked before polling `drive` (one timer per worker, in the monitor, checks every
 //! slot's deadline a few times per timeout period).
 
-use crate::engine::{Engine, Fail};
+use crate::worker::{Engine, Fail};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use shared::http::response::{ReadStep, ResponseReader, READER_MAX_HEADERS};

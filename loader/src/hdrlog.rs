@@ -29,7 +29,7 @@
 //! request); the writer adds the workers' copies and writes a line when every worker has
 //! reported that interval (or has ended before it).
 
-use crate::engine::Engine;
+use crate::worker::Engine;
 use crate::LoadError;
 use hdrhistogram::Histogram;
 use std::cell::{Cell, RefCell};

@@ -4,9 +4,9 @@
 //! # Layout
 //! - [`cli`]: the command line (clap) and the validated [`RunOptions`] it becomes.
 //! - [`plan`]: URLs ([`Target`]), the request bytes encoded once per worker, the send schedule.
-//! - [`worker`]: [`run`]: spawns the pinned workers, splits connections and `-n` among them,
-//!   warm-up, deadline, merge.
-//! - [`engine`]: one worker's state shared by its connections: tickets, counting, connecting.
+//! - [`run`]: the whole run, [`run()`]: spawns the pinned workers, splits connections and `-n`
+//!   among them, warm-up, deadline, merge.
+//! - [`worker`]: one worker's state shared by its connections: tickets, counting, connecting.
 //! - [`conn`]: one connection's request loop (keep-alive, `--close`, `--pipeline`, `--rate`).
 //! - [`tls`]: `https://`: the handshake over `shared::stream`, full or resumed.
 //! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
@@ -24,7 +24,6 @@ pub mod ceiling;
 pub mod cli;
 pub mod compare;
 pub mod conn;
-pub mod engine;
 pub mod hdrlog;
 pub mod json;
 pub mod merge;
@@ -33,6 +32,7 @@ pub mod plot;
 pub mod procstat;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod shard;
 pub mod srcaddr;
 pub mod stats;
@@ -42,8 +42,8 @@ pub mod worker;
 
 pub use cli::RunOptions;
 pub use plan::Target;
+pub use run::run;
 pub use stats::RunResult;
-pub use worker::run;
 
 /// Why a run could not start (a bad URL, an unreadable file, a runtime that would not start).
 /// Failed requests are not errors: they are counted in the result.
