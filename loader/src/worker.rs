@@ -1,9 +1,9 @@
-//! One worker's engine state, shared by its connection slots: the tickets (`-n` exactly,
-//! round-robin over the URLs), what is counted per attempt, and where to connect.
+//! One worker (one thread, one runtime): the engine state its connection slots share, the
+//! tickets (`-n` exactly, round-robin over the URLs), what is counted per attempt ([`Entry`],
+//! [`Fail`]), and where to connect. The whole run, all workers, is `run`.
 //!
 //! Invariant: single-threaded (Cell/RefCell); nothing here allocates per request.
 
-use crate::conn::{self, micros, Entry, Response};
 use crate::plan::Request;
 use crate::srcaddr::{self, Rotation};
 use crate::stats::{record, LiveCounters, Measurements};
@@ -11,12 +11,39 @@ use crate::tls::{server_name, HandshakeKind, WorkerTls};
 use crate::RunOptions;
 use rustls::pki_types::ServerName;
 use shared::http::head::RequestMethod;
-use shared::http::Limits;
+use shared::http::response::READER_MAX_HEADERS;
+use shared::http::{Limits, Response};
 use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Read buffer per connection (wrk uses 8 KiB; a bigger one halves the reads of a 32 KiB page).
+pub const READ_BUF: usize = 16 * 1024;
+/// Read buffer per connection when a worker has more than [`MANY_CONNECTIONS`]: memory stays
+/// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
+pub const SMALL_READ_BUF: usize = 4 * 1024;
+pub const MANY_CONNECTIONS: usize = 1024;
+/// Header fields a response may have (the shared reader's stack storage).
+pub const MAX_RESPONSE_HEADERS: usize = READER_MAX_HEADERS;
+
+/// One attempt, from its ticket to its outcome.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    /// Index of its URL.
+    pub url: usize,
+    /// Counted in the figures (false during --warmup).
+    pub measured: bool,
+    /// Where latency is measured from: the scheduled send time with --rate, else `start`.
+    pub intended: Instant,
+    /// When the attempt actually started (before its connect, if it opened one).
+    pub start: Instant,
+    /// When its bytes were handed to the socket (after the connect): ab's "Waiting" starts here.
+    pub sent: Instant,
+    /// It opened its connection: ab's "Connect" time is charged to it.
+    pub opened: bool,
+}
 
 /// How an attempt ended without a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,7 +137,7 @@ pub struct Engine {
     stopped: Cell<bool>,
     measuring: Cell<bool>,
     rate: bool,
-    /// `--spin`: wait for send times by polling the clock (see [`conn::pause_until`]).
+    /// `--spin`: wait for send times by polling the clock (see [`crate::pace::pause_until`]).
     pub spin: bool,
     accept_variable_length: bool,
     /// First body length per URL, cached from the plan's shared value.
@@ -152,10 +179,10 @@ impl Engine {
         }
         Engine {
             max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
-            read_buf: if n_slots > conn::MANY_CONNECTIONS {
-                conn::SMALL_READ_BUF
+            read_buf: if n_slots > MANY_CONNECTIONS {
+                SMALL_READ_BUF
             } else {
-                conn::READ_BUF
+                READ_BUF
             },
             methods: plan.iter().map(|r| r.method).collect(),
             requests,
@@ -163,7 +190,7 @@ impl Engine {
             close: opts.close,
             timeout: opts.timeout,
             limits: Limits {
-                max_headers: conn::MAX_RESPONSE_HEADERS,
+                max_headers: MAX_RESPONSE_HEADERS,
                 ..Limits::default()
             },
             spread: plan
@@ -433,6 +460,12 @@ impl Engine {
             self.measuring.set(true);
         }
     }
+}
+
+/// A duration in whole microseconds, saturating (the unit of every histogram).
+#[inline]
+pub fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
 }
 
 #[cfg(test)]

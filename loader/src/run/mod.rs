@@ -1,5 +1,5 @@
-//! The engine's entry point: [`run`] spawns the pinned workers, splits connections and `-n`
-//! among them, ends the run (deadline, quota or Ctrl-C), and merges what they measured.
+//! The whole run: [`run`] spawns the pinned workers (each a `worker`), splits connections and
+//! `-n` among them, ends the run (deadline, quota or Ctrl-C), and merges what they measured.
 //!
 //! Exactness of `-n`: each worker gets a fixed quota up front (the shares of its connections)
 //! and takes tickets from a local counter, so N attempts are made, no more, with no shared
@@ -19,13 +19,13 @@
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
 //! after it; the figures start from zero when it ends and `-n` counts from there.
 
+mod sum;
+
 use crate::conn::{self, Cut, Guarded, Slot};
+use crate::pace;
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr;
-use crate::stats::{
-    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, TlsCounts,
-    UrlResult, UrlStats,
-};
+use crate::stats::{Drain, LiveCounters, Measurements, RunResult};
 use crate::tls::WorkerTls;
 use crate::worker::{Engine, Fail, Tickets};
 use crate::{LoadError, RunOptions};
@@ -38,6 +38,7 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
+use sum::{merge, sum_workers, RunFacts};
 
 /// One worker's part of the run: its connections and its share of `-n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -277,145 +278,6 @@ fn describe_load(opts: &RunOptions) -> String {
     }
 }
 
-/// What the workers measured, summed.
-#[derive(Debug)]
-struct Summed {
-    /// Indexed like the plan.
-    urls: Vec<UrlStats>,
-    hist: Histograms,
-    connections_opened: u64,
-    tls: TlsCounts,
-    /// Which source addresses any worker used.
-    sources_used: Vec<bool>,
-    /// When the last worker ended (not before the measurement started).
-    ended: Instant,
-    /// The workers' drains: in flight summed, the longest time.
-    drain: Option<Drain>,
-}
-
-/// Add up the workers' figures (histograms merged after the threads joined, as wrk2 does).
-fn sum_workers(
-    done: &[WorkerDone],
-    n_urls: usize,
-    n_sources: usize,
-    measure_start: Instant,
-) -> Summed {
-    let mut s = Summed {
-        urls: vec![UrlStats::default(); n_urls],
-        hist: Histograms::default(),
-        connections_opened: 0,
-        tls: TlsCounts::default(),
-        sources_used: vec![false; n_sources],
-        ended: measure_start,
-        drain: None,
-    };
-    for d in done {
-        for (acc, u) in s.urls.iter_mut().zip(&d.stats.urls) {
-            acc.add(u);
-        }
-        if let Some(dd) = d.drain {
-            let acc = s.drain.get_or_insert_with(Drain::default);
-            acc.in_flight += dd.in_flight;
-            acc.took = acc.took.max(dd.took);
-        }
-        s.hist.add(&d.stats.hist);
-        s.connections_opened += d.stats.connections_opened;
-        s.tls.add(&d.stats.tls);
-        for (a, &b) in s.sources_used.iter_mut().zip(&d.stats.sources_used) {
-            *a |= b;
-        }
-        s.ended = s.ended.max(d.ended);
-    }
-    s
-}
-
-/// What the result says about the run itself, besides the figures.
-struct RunFacts {
-    measure_start: Instant,
-    /// Wall-clock start of the measurement (after the warm-up).
-    started: SystemTime,
-    driver: DriverKind,
-    workers: usize,
-    pinning: String,
-    interrupted: bool,
-}
-
-/// The run's result: the summed figures per URL and in total, with what was asked for.
-fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -> RunResult {
-    let Summed {
-        urls,
-        mut hist,
-        connections_opened,
-        tls,
-        sources_used,
-        ended,
-        drain,
-    } = summed;
-    if opts.rate.is_none() {
-        hist.uncorrected = hist.total.clone();
-    }
-    let elapsed = ended.saturating_duration_since(facts.measure_start);
-    let mut totals = Counts::default();
-    let url_results: Vec<UrlResult> = plan
-        .iter()
-        .zip(urls)
-        .map(|(r, u)| {
-            totals.add(&u.counts);
-            url_result(r, u)
-        })
-        .collect();
-    RunResult {
-        started: facts.started,
-        ended: facts.started + elapsed,
-        elapsed,
-        drain,
-        warmup: opts.warmup,
-        interrupted: facts.interrupted,
-        concurrency: opts.connections,
-        pipeline: opts.pipeline,
-        keep_alive: !opts.close,
-        http10: opts.http10,
-        method: opts.method.clone(),
-        mode: match opts.rate {
-            Some(target) => LoadMode::Rate { target },
-            None => LoadMode::ClosedLoop,
-        },
-        workers: facts.workers,
-        driver: facts.driver,
-        pinning: facts.pinning,
-        server_software: url_results.iter().find_map(|u| u.server_software.clone()),
-        urls: url_results,
-        totals,
-        hist,
-        connections_opened,
-        tls: opts.urls.iter().any(|u| u.tls).then_some(tls),
-        tls_protocol: plan.iter().find_map(|r| r.tls_session.get().cloned()),
-        source_addresses: sources_used.iter().filter(|&&b| b).count(),
-        accept_variable_length: opts.accept_variable_length,
-        sends_body: opts.body.is_some(),
-        spin: opts.spin,
-        shard: opts.shard,
-    }
-}
-
-/// One URL's line of the result.
-fn url_result(r: &Request, u: UrlStats) -> UrlResult {
-    let hist = u.histogram();
-    let mut counts = u.counts;
-    counts.status.sort_unstable();
-    UrlResult {
-        url: r.target.url.clone(),
-        host: r.target.host.clone(),
-        port: r.target.port,
-        path: r.target.path.clone(),
-        document_length: r.document_length.get().copied(),
-        server_software: r.server.get().cloned(),
-        hist,
-        counts,
-        latency: u.latency,
-    }
-}
-
 /// A worker thread's run: its engine, the end and warm-up watchers, one task per
 /// connection slot and the timeout monitor; the figures go back on `tx` when all end.
 async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
@@ -442,14 +304,14 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     );
     let end = Shutdown::new();
     if w.spin {
-        monoio::spawn(conn::spin_ticker());
+        monoio::spawn(pace::spin_ticker());
     }
     if opts.warmup.is_some() {
         let (w, end) = (w.clone(), end.clone());
         let at = common.measure_start;
         monoio::spawn(async move {
             monoio::select! {
-                _ = conn::pause_until(at, w.spin) => w.start_measuring(),
+                _ = pace::pause_until(at, w.spin) => w.start_measuring(),
                 _ = end.wait() => {},
             }
         });
@@ -550,7 +412,7 @@ fn watch_end(
                 s.cut(Cut::End);
             }
         }
-        conn::pause_until(now + timeout, w.spin).await;
+        pace::pause_until(now + timeout, w.spin).await;
         end.fire();
     });
     stopped
@@ -569,7 +431,7 @@ async fn spin_until_end(deadline: Option<Instant>, flag: &ShutdownFlag) -> bool 
             return false;
         }
         let next = deadline.map_or(now + CHECK, |d| d.min(now + CHECK));
-        conn::pause_until(next, true).await;
+        pace::pause_until(next, true).await;
     }
 }
 
@@ -586,7 +448,7 @@ fn spawn_slots(
     // timer's resolution is a millisecond).
     let spread_ms = if n <= 64 { 0 } else { n.div_ceil(64).min(10) };
     let rate_per_conn = opts.rate.map(|r| r / opts.connections as f64);
-    let now_shard = now + crate::shard::schedule_offset(opts);
+    let now_shard = now + crate::shard::schedule_offset(opts.shard);
     let mut handles = Vec::with_capacity(n);
     let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
@@ -609,7 +471,7 @@ fn spawn_slots(
 async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
     if !delay.is_zero() {
         monoio::select! {
-            _ = conn::pause_until(Instant::now() + delay, w.spin) => {},
+            _ = pace::pause_until(Instant::now() + delay, w.spin) => {},
             _ = end.wait() => return,
         }
         slot.now.set(Instant::now());
