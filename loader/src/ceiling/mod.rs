@@ -86,7 +86,7 @@ pub fn run_ceiling(args: &SearchOptions, sides: &[RunOptions], stop: Arc<Shutdow
     let mut code = report::exit_code(&outcome);
     if let Some(path) = &sides[0].json {
         let driver = outcome.steps.first().map(|s| s.result.driver.to_string());
-        let doc = report::document(&outcome, &crate::sysinfo::SysInfo::collect(driver));
+        let doc = report::search_doc(&outcome, &crate::sysinfo::SysInfo::collect(driver));
         if let Err(e) = crate::json::write(path, &doc) {
             eprintln!("error: --json {}: {e}", path.display());
             code = code.max(1);
