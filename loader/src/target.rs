@@ -16,7 +16,7 @@ pub struct Target {
     pub port: u16,
     /// Path and query, never empty (`/` by default); the fragment is dropped.
     pub path: String,
-    /// The address connected to: the first of `addrs` until [`settle_addresses`] picks the
+    /// The address connected to: the first of `addrs` until [`crate::plan::settle_addresses`] picks the
     /// first that accepts.
     pub addr: SocketAddr,
     /// Every address of `host`, in the order to try them (`shared::net::resolve`, the address
