@@ -1,5 +1,5 @@
 //! What a run is asked to do, as plain validated data ([`RunOptions`]): built by the command
-//! line (`cli`) or by a program, read by everything below it. No clap here.
+//! line (`cli`) or by a program, and read by the run and the commands built on it. No clap.
 
 use crate::target::Target;
 use crate::LoadError;
