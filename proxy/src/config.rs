@@ -23,7 +23,7 @@ pub mod schema;
 
 mod resolve;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use resolve::{resolve, Edit, Error, HeaderSlot, Overrides, TimeoutSlot};
 

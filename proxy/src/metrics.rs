@@ -308,8 +308,8 @@ pub struct WorkerSnapshot {
 
 /// Route `r` of `old` in `new`: the route with the same label (host and path).
 pub fn same_route(old: &Config, new: &Config, r: usize) -> Option<usize> {
-    let label = crate::exposition::route_label(old, Some(r));
-    (0..new.routes.len()).find(|&i| crate::exposition::route_label(new, Some(i)) == label)
+    let label = route_label(old, Some(r));
+    (0..new.routes.len()).find(|&i| route_label(new, Some(i)) == label)
 }
 
 /// Group `g` of `old` in `new`, by name.
@@ -327,6 +327,15 @@ pub fn same_server(old: &Config, new: &Config, g: usize, s: usize) -> Option<(us
         .iter()
         .position(|x| x.name == *name)?;
     Some((ng, ns))
+}
+
+/// The label of route `i` (`None`: requests refused before routing): its host, if any, and
+/// its path prefix.
+pub fn route_label(cfg: &Config, i: Option<usize>) -> String {
+    match i.and_then(|i| cfg.routes.get(i)) {
+        None => "(none)".to_string(),
+        Some(r) => format!("{}{}", r.host.as_deref().unwrap_or(""), r.path_prefix),
+    }
 }
 
 #[cfg(test)]

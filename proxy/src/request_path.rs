@@ -7,8 +7,8 @@
 use crate::answer::{AnswerCtx, Rng};
 use crate::config::Config;
 use crate::error::ProxyError;
-use crate::forward::{prepare_request, Dispatch, IpText};
 use crate::generation::Generation;
+use crate::request::{prepare_request, Dispatch, IpText};
 use bytes::BytesMut;
 use shared::http::BodyKind;
 use std::net::IpAddr;

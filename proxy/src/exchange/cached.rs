@@ -27,21 +27,23 @@
 
 use super::outcome::Answered;
 use super::response_head::Head;
-use super::{answer, relay_response, start_tunnel, Next};
+use super::{answer, relay_response, start_tunnel};
 use crate::cache::validate;
 use crate::cache::{
     self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, OwnedKey, Read,
     RequestClass, Store,
 };
-use crate::client::{respond_error_with, ClientConn};
 use crate::config::cache::CacheEntry;
 use crate::config::Action;
+use crate::conn::Next;
+use crate::conn::{cork_last_answer, linger_close, respond_error_with, ClientConn};
 use crate::error::ProxyError;
-use crate::forward::{end_client_head, ClientFraming, Named, RequestInfo};
+use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::Generation;
 use crate::io::IoFail;
 use crate::preconditions::Outcome;
 use crate::relay::FillSink;
+use crate::request::{Named, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
@@ -489,7 +491,7 @@ async fn send_stored(
         other => other,
     };
     if !keep {
-        crate::client::cork_last_answer(c);
+        cork_last_answer(c);
     }
     let sent = match separate {
         None => c.send_cout().await.is_ok(),
@@ -531,7 +533,7 @@ async fn send_from_file(
     let w = c.w.clone();
     let keep = out.write(&w, req, &mut c.cout);
     if !keep {
-        crate::client::cork_last_answer(c);
+        cork_last_answer(c);
     }
     let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
     // SAFETY: `cout` is valid for its length.
@@ -1136,7 +1138,7 @@ async fn purge(c: &mut ClientConn, req: &RequestInfo, cfg: &CacheEntry, key: &Ow
     let next = send_simple(c, status, keep, CacheStatus::Bypass).await;
     if skip.is_none() && matches!(next, Next::Finished) {
         // The body still coming is not read: let the client see the answer first.
-        crate::client::linger_close(c).await;
+        linger_close(c).await;
         return Next::Close;
     }
     next
