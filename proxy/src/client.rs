@@ -14,14 +14,13 @@
 
 use crate::answer::AnswerCtx;
 use crate::config::Action;
-use crate::conn::{respond_error, send_answer, ClientConn, Next};
+use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
 use crate::io::{read_more, IoFail};
 use crate::request::{prepare_request, worth_parsing, Dispatch, IpText, RequestInfo};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
-use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
 use rustls::HandshakeKind;
@@ -87,16 +86,7 @@ async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
     if !matches!(sent, Ok((Ok(_), _))) {
         return;
     }
-    let _ = tcp.shutdown().await;
-    let until = shared::clock::deadline(Duration::from_millis(500));
-    let mut buf = BytesMut::with_capacity(4096);
-    for _ in 0..256 {
-        buf.clear();
-        match read_more(&mut tcp, buf, 4096, until).await {
-            Ok((n, b)) if n > 0 => buf = b,
-            _ => return,
-        }
-    }
+    linger(&mut tcp, BytesMut::with_capacity(4096)).await
 }
 
 async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guard: ConnGuard) {

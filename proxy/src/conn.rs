@@ -10,7 +10,7 @@ use crate::io::{read_more, write_all, IoFail};
 use crate::request::{IpText, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
-use monoio::io::AsyncWriteRent;
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use shared::http::encode::write_simple_response_with;
 use shared::http::Version;
 use shared::stream::Stream;
@@ -117,13 +117,19 @@ pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[
 /// Half-close, then read and discard what the client still sends for a moment, so closing
 /// with unread data does not reset the connection before the client read our response.
 pub async fn linger_close(c: &mut ClientConn) {
-    let _ = c.stream.shutdown().await;
+    let buf = std::mem::take(&mut c.cin);
+    linger(&mut c.stream, buf).await
+}
+
+/// [`linger_close`] on any stream (a TLS port's plain-HTTP client too), reading into `buf`:
+/// at most 1 MiB, for at most 500 ms.
+pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, mut buf: BytesMut) {
+    let _ = s.shutdown().await;
     let until = shared::clock::deadline(Duration::from_millis(500));
     let mut drained = 0usize;
-    let mut buf = std::mem::take(&mut c.cin);
     while drained < 1 << 20 {
         buf.clear();
-        match read_more(&mut c.stream, buf, 4096, until).await {
+        match read_more(s, buf, 4096, until).await {
             Ok((n, b)) if n > 0 => {
                 drained += n;
                 buf = b;

@@ -306,6 +306,18 @@ pub struct WorkerSnapshot {
     pub access_log_dropped: u64,
 }
 
+/// A request of `old` in flight across a reload, counted under the same names in `new` (the
+/// generation the metrics are keyed on now): its route and server there, if they stay.
+pub fn same_record(old: &Config, new: &Config, rec: &Record) -> Record {
+    let mut r = *rec;
+    r.route = rec.route.and_then(|i| same_route(old, new, i));
+    r.upstream = rec.upstream.and_then(|u| {
+        let (group, server) = same_server(old, new, u.group, u.server)?;
+        Some(crate::record::Served { group, server })
+    });
+    r
+}
+
 /// Route `r` of `old` in `new`: the route with the same label (host and path).
 pub fn same_route(old: &Config, new: &Config, r: usize) -> Option<usize> {
     let label = route_label(old, Some(r));

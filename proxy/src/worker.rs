@@ -301,14 +301,9 @@ impl ProxyWorker {
         if !self.counting {
             return;
         }
-        let at = {
-            let current = self.generation.borrow();
-            if Arc::ptr_eq(&gen.cfg, &current.cfg) {
-                Some((g, s))
-            } else {
-                crate::metrics::same_server(&gen.cfg, &current.cfg, g, s)
-            }
-        };
+        let at = self.keyed_now(&gen.cfg, (g, s), |old, new, (g, s)| {
+            crate::metrics::same_server(old, new, g, s)
+        });
         if let Some((g, s)) = at {
             if let Some(m) = self.metrics.borrow_mut().server(g, s) {
                 f(m);
@@ -321,15 +316,7 @@ impl ProxyWorker {
         if !self.counting {
             return;
         }
-        let at = {
-            let current = self.generation.borrow();
-            if Arc::ptr_eq(&gen.cfg, &current.cfg) {
-                Some(g)
-            } else {
-                crate::metrics::same_group(&gen.cfg, &current.cfg, g)
-            }
-        };
-        if let Some(g) = at {
+        if let Some(g) = self.keyed_now(&gen.cfg, g, crate::metrics::same_group) {
             if let Some(n) = self.metrics.borrow_mut().retries.get_mut(g) {
                 *n += 1;
             }
@@ -393,18 +380,25 @@ impl ProxyWorker {
         if std::ptr::eq(cfg, &*current.cfg) {
             self.metrics.borrow_mut().record(rec, now);
         } else {
-            // A request in flight across a reload: counted under the same names in the
-            // generation the metrics are keyed on now.
-            let mut r = *rec;
-            r.route = rec
-                .route
-                .and_then(|i| crate::metrics::same_route(cfg, &current.cfg, i));
-            r.upstream = rec.upstream.and_then(|u| {
-                let (group, server) =
-                    crate::metrics::same_server(cfg, &current.cfg, u.group, u.server)?;
-                Some(crate::record::Served { group, server })
-            });
+            let r = crate::metrics::same_record(cfg, &current.cfg, rec);
             self.metrics.borrow_mut().record(&r, now);
+        }
+    }
+
+    /// Indices `at` into `cfg` (a request's generation's config) in the config the metrics
+    /// are keyed on now: the same when no reload came in between (no reference count
+    /// touched), else what `same` finds under the same names (`None`: gone).
+    fn keyed_now<T>(
+        &self,
+        cfg: &Config,
+        at: T,
+        same: impl FnOnce(&Config, &Config, T) -> Option<T>,
+    ) -> Option<T> {
+        let current = self.generation.borrow();
+        if std::ptr::eq(cfg, &*current.cfg) {
+            Some(at)
+        } else {
+            same(cfg, &current.cfg, at)
         }
     }
 

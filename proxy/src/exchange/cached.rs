@@ -43,7 +43,7 @@ use crate::generation::Generation;
 use crate::io::IoFail;
 use crate::preconditions::Outcome;
 use crate::relay::FillSink;
-use crate::request::{Named, RequestInfo};
+use crate::request::{body_too_large, Named, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
@@ -126,7 +126,8 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     else {
         return super::run(c, req, group).await;
     };
-    if body_too_large(&g, &req) {
+    // Refused here on a cached route, so the answer carries X-Cache.
+    if body_too_large(req.body, g.cfg.limits.max_body) {
         c.rec.cache = Some(CacheStatus::Bypass);
         return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
     }
@@ -230,15 +231,6 @@ async fn from_store(
     }
 }
 
-/// A declared request body over `max_body` (refused here on a cached route, so the answer
-/// carries X-Cache).
-fn body_too_large(g: &Generation, req: &RequestInfo) -> bool {
-    match (req.body, g.cfg.limits.max_body) {
-        (BodyKind::Length(n), Some(max)) => n > max,
-        _ => false,
-    }
-}
-
 /// The cache's decision for the request whose head is `head`.
 fn decide(
     head: &[u8],
@@ -330,22 +322,13 @@ fn decide(
 
 /// The cache key of the request whose head is in `cin`, from a client on a connection
 /// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form
-/// (an absolute-form target's path and query), as the origin gets them.
+/// as the request layer read it (`RequestInfo::target`; `/` when empty), as the origin gets
+/// them.
 fn key_of<'a>(cin: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
     let host = req.authority.map_or(&[][..], |a| a.get(cin));
-    let target = req.target.get(cin);
-    let target = match target.first() {
-        Some(b'/') | None => target,
-        Some(_) => {
-            let after = target
-                .windows(3)
-                .position(|w| w == b"://")
-                .map_or(0, |i| i + 3);
-            let rest = &target[after..];
-            rest.iter()
-                .position(|&b| b == b'/' || b == b'?')
-                .map_or(&b"/"[..], |i| &rest[i..])
-        }
+    let target = match req.target.get(cin) {
+        b"" => b"/",
+        t => t,
     };
     Key::new(https, host, target)
 }

@@ -24,7 +24,7 @@ use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_request_line};
 use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::target::{normalize_path, origin_form};
+use shared::http::target::{normalize_path, origin_bytes, origin_form};
 use shared::http::{
     parse_request, BodyKind, CodecError, Limits, RequestHead, RequestMethod, Status, Version,
 };
@@ -61,8 +61,9 @@ pub struct RequestInfo {
     pub route: usize,
     /// What the route's action does with the request, decided once.
     pub dispatch: Dispatch,
-    /// The request target as received, in the client buffer (valid until the exchange
-    /// consumes the head): for a cache key.
+    /// The target's path and query (`shared::http::target::origin_bytes`: empty for an
+    /// absolute-form target without a path, or one that names no path), in the client buffer
+    /// (valid until the exchange consumes the head): for a cache key.
     pub target: Span,
     /// The authority (absolute-form target, else Host), in the client buffer likewise.
     pub authority: Option<Span>,
@@ -252,6 +253,7 @@ pub fn prepare_request(
         }
         let target = origin_form(head.target);
         let route = route_of(g, head.authority, target.as_bytes())?;
+        let t = head.target.as_bytes();
         let pipelined = match head.body {
             BodyKind::Empty => buf.len() > head.head_len,
             BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
@@ -277,16 +279,15 @@ pub fn prepare_request(
                 skip: None,
                 close: true,
             },
-            target: Span::of(buf, head.target.as_bytes()),
+            // A target naming no path (`*`): its empty start, still in `buf`.
+            target: Span::of(buf, origin_bytes(t).unwrap_or(&t[..0])),
             authority: head.authority.map(|a| Span::of(buf, a)),
         };
         match &g.cfg.routes[route].action {
             Action::Proxy { group, cache } => {
-                if let (BodyKind::Length(n), Some(max)) = (head.body, g.cfg.limits.max_body) {
-                    // A cached route answers it itself, with its X-Cache field.
-                    if n > max && cache.is_none() {
-                        return Err(ProxyError::BodyTooLarge);
-                    }
+                // A cached route answers it itself, with its X-Cache field.
+                if cache.is_none() && body_too_large(head.body, g.cfg.limits.max_body) {
+                    return Err(ProxyError::BodyTooLarge);
                 }
                 info.websocket = head.is_websocket_upgrade();
                 info.host_written =
@@ -314,6 +315,15 @@ pub fn prepare_request(
         }
         Ok(Some(info))
     })
+}
+
+/// A declared request body over `max_body` (`limits.max_body`): a 413 before any byte of it
+/// is read.
+pub fn body_too_large(body: BodyKind, max_body: Option<u64>) -> bool {
+    match (body, max_body) {
+        (BodyKind::Length(n), Some(max)) => n > max,
+        _ => false,
+    }
 }
 
 thread_local! {

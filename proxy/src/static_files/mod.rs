@@ -35,6 +35,7 @@ mod tests;
 
 use crate::io::offset_in;
 use decide::{Conditions, Method};
+use shared::http::target::origin_bytes;
 use shared::http::RequestHead;
 use std::path::PathBuf;
 
@@ -87,7 +88,7 @@ impl StaticQuery {
     pub fn from_head(head: &RequestHead<'_, '_>, buf: &[u8]) -> StaticQuery {
         let mut q = StaticQuery {
             method: Some(Method::from_bytes(head.method.as_bytes())),
-            target: origin_path(head.target.as_bytes()).map(|t| Span::of(buf, t)),
+            target: origin_bytes(head.target.as_bytes()).map(|t| Span::of(buf, t)),
             ..StaticQuery::default()
         };
         q.take_fields(head.headers, buf);
@@ -123,7 +124,7 @@ impl StaticQuery {
             method: req.method.map(|m| Method::from_bytes(m.as_bytes())),
             target: req
                 .path
-                .and_then(|t| origin_path(t.as_bytes()))
+                .and_then(|t| origin_bytes(t.as_bytes()))
                 .map(|t| Span::of(head, t)),
             ..StaticQuery::default()
         };
@@ -164,19 +165,4 @@ impl StaticQuery {
             if_range: get(self.if_range),
         }
     }
-}
-
-/// The path-and-query part of a target: origin-form as it is, absolute-form after its
-/// authority (empty when it has no path: the root).
-fn origin_path(target: &[u8]) -> Option<&[u8]> {
-    if target.starts_with(b"/") {
-        return Some(target);
-    }
-    let at = target.windows(3).position(|w| w == b"://")? + 3;
-    let rest = &target[at..];
-    let end = rest
-        .iter()
-        .position(|&b| b == b'/' || b == b'?')
-        .unwrap_or(rest.len());
-    Some(&rest[end..])
 }

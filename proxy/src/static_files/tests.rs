@@ -5,8 +5,9 @@ use super::meta::{content_type, etag, DEFAULT_TYPE};
 use super::open::{open_beneath, open_root, stat, Kind, OpenError, Resolver};
 use super::path::{resolve, split_query, PathError, Resolved, MAX_PATH};
 use super::respond::{self, Conn};
-use super::{origin_path, StaticQuery};
+use super::StaticQuery;
 use bytes::BytesMut;
+use shared::http::target::origin_bytes as origin_path;
 use shared::http::Version;
 use std::os::fd::AsFd;
 
