@@ -18,7 +18,7 @@ use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
 use crate::io::{read_more, IoFail};
-use crate::request::{prepare_request, worth_parsing, Dispatch, IpText, RequestInfo};
+use crate::request::{prepare_request, worth_parsing, Dispatch, HeadFields, IpText, RequestInfo};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
 use monoio::net::TcpStream;
@@ -106,6 +106,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         logreq: Default::default(),
         corked: false,
         nonblocking: false,
+        fields: HeadFields::default(),
     };
     let end = requests(&mut c).await;
     let ClientConn {
@@ -237,9 +238,14 @@ async fn read_head(
             }
             if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();
-                if let Some(info) =
-                    prepare_request(answer_ctx(&c.w), &c.g, &c.cin, &c.ip, &mut c.uout)?
-                {
+                if let Some(info) = prepare_request(
+                    answer_ctx(&c.w),
+                    &c.g,
+                    &c.cin,
+                    &c.ip,
+                    &mut c.uout,
+                    &mut c.fields,
+                )? {
                     return Ok(Some(info));
                 }
             }

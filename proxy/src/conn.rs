@@ -7,7 +7,7 @@
 use crate::error::ProxyError;
 use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
-use crate::request::{IpText, RequestInfo};
+use crate::request::{HeadFields, IpText, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
@@ -52,6 +52,8 @@ pub struct ClientConn {
     /// The socket was made O_NONBLOCK, for good, for direct syscalls (sendfile of cache hits
     /// and static files: `shared::stream::ensure_nonblocking`). Never switched back.
     pub nonblocking: bool,
+    /// A cached route's request head, as its one parse found it (`request::HeadFields`).
+    pub fields: HeadFields,
 }
 
 /// Hold what is written next on the client socket back until it is closed (TCP_CORK): the

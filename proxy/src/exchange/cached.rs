@@ -1,8 +1,9 @@
 //! A request on a cached route: the I/O around the cache's sans-IO core (`crate::cache`).
 //!
-//! - The time is read once per request; the request head is parsed again here (the routing
-//!   parse is gone by now), into stack storage: the decision ([`decide`]) takes the head, the
-//!   route's settings and the worker's store, and no borrow of the store outlives it.
+//! - The time is read once per request; the request head is not parsed again: its fields are
+//!   read where the one parse found them (`request::HeadFields`, on the connection). The
+//!   decision ([`decide`]) takes them, the route's settings and the worker's store, and no
+//!   borrow of the store outlives it.
 //! - Hit: the stored head (no hop-by-hop fields, no framing, no Age or X-Cache) with `Age`,
 //!   `X-Cache: HIT` and `Content-Length`, then the body (head only for HEAD): from memory, or
 //!   with sendfile from the worker's body file for bodies of 4 KiB and more
@@ -57,8 +58,6 @@ use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
 
-/// Header slots for parsing a request head again here; a head with more fields bypasses.
-const MAX_FIELDS: usize = 100;
 /// Bodies up to this size are copied behind the head and sent with one write; larger ones
 /// go out with the head in one `writev`, straight from the stored `Bytes` (no copy).
 /// (Small enough that the connection's head buffer stays within the size the worker keeps
@@ -137,14 +136,10 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     loop {
         // The key is read from the client buffer for the decision (no copy on a hit), and
         // copied only for what outlives the head: a fetch, a purge.
-        let d = decide(
-            &c.cin[..req.head_len],
-            &req,
-            cfg,
-            store,
-            key_of(&c.cin, &req, https),
-            now,
-        );
+        let d = c.fields.with(&c.cin[..req.head_len], |method, fields| {
+            let key = key_of(&c.cin, &req, https);
+            decide((method, fields), &req, cfg, store, key, now)
+        });
         let key = || OwnedKey::new(key_of(&c.cin, &req, https));
         match d {
             Decision::Stored(answer) => {
@@ -231,22 +226,17 @@ async fn from_store(
     }
 }
 
-/// The cache's decision for the request whose head is `head`.
+/// The cache's decision for the request whose method and fields are `head` (as its one parse
+/// found them: `request::HeadFields`).
 fn decide(
-    head: &[u8],
+    (method, fields): (&str, &[httparse::Header<'_>]),
     req: &RequestInfo,
     cfg: &CacheEntry,
     store: &RefCell<Store>,
     key: Key<'_>,
     now: Millis,
 ) -> Decision {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut parsed = httparse::Request::new(&mut fields);
-    let (Ok(httparse::Status::Complete(_)), Some(method)) = (parsed.parse(head), parsed.method)
-    else {
-        return Decision::Forward { invalidate: false };
-    };
-    let class = classify(method, parsed.headers, cfg);
+    let class = classify(method, fields, cfg);
     let has_body = !matches!(req.body, BodyKind::Empty | BodyKind::Length(0));
     match class {
         RequestClass::Lookup { .. } if has_body || req.websocket => {
@@ -257,9 +247,9 @@ fn decide(
             only_if_cached,
         } => {
             let mut s = store.borrow_mut();
-            match s.lookup(key, parsed.headers, revalidate, now) {
+            match s.lookup(key, fields, revalidate, now) {
                 Lookup::Hit(hit) => {
-                    match validate::precondition(parsed.headers, validate::validators(&hit.head)) {
+                    match validate::precondition(fields, validate::validators(&hit.head)) {
                         Outcome::Proceed => Decision::Stored(FromStore::Hit(hit)),
                         Outcome::NotModified => Decision::Stored(FromStore::NotModified(hit)),
                         Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
@@ -271,7 +261,7 @@ fn decide(
                     head,
                     age,
                     len,
-                } => match validate::precondition(parsed.headers, validate::validators(&head)) {
+                } => match validate::precondition(fields, validate::validators(&head)) {
                     Outcome::Proceed => Decision::Stored(FromStore::Stream {
                         entry,
                         head,
@@ -289,7 +279,7 @@ fn decide(
                 },
                 Lookup::Wait(fill) => {
                     // What `revalidate` finds is any complete entry of the variant.
-                    let stale = match s.lookup(key, parsed.headers, true, now) {
+                    let stale = match s.lookup(key, fields, true, now) {
                         Lookup::Stale(h) => Some(h),
                         _ => None,
                     };
@@ -798,7 +788,9 @@ async fn fetch(
     let fill = match (f.fill, &req_head) {
         (Some((store, h, _)), Some(rh)) => {
             let resp_head = &a.head.ub[..a.head.resp.head_len];
-            let kept = fill_head(rh, resp_head, &w, &g, &f);
+            let kept = c
+                .fields
+                .with(rh, |_, request| fill_head(request, resp_head, &w, &g, &f));
             Some(FillSink {
                 store,
                 handle: kept.then_some(h),
@@ -890,9 +882,6 @@ async fn revalidated(
         head: Head { resp, ub },
         ..
     } = a;
-    let mut req_fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut request = httparse::Request::new(&mut req_fields);
-    let _ = request.parse(req_head);
     let g = c.g.clone();
     let limits = &g.cfg.limits.codec;
     let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
@@ -902,7 +891,8 @@ async fn revalidated(
         RequestMethod::Other,
         limits,
     );
-    let hit = match parsed {
+    // The stored response refreshed, and the client's own preconditions against it.
+    let answer = c.fields.with(req_head, |_, request| match parsed {
         Ok(Status::Complete(h))
             if validate::selects(validate::validators(&stored.head).etag, h.headers) =>
         {
@@ -910,13 +900,15 @@ async fn revalidated(
                 store,
                 entry: *entry,
                 cfg,
-                request: request.headers,
+                request,
                 request_time: f.request_time,
             };
-            Some(refresh(&to, stored, h.headers))
+            let hit = refresh(&to, stored, h.headers);
+            let pre = validate::precondition(request, validate::validators(&hit.head));
+            Some((hit, pre))
         }
         _ => None,
-    };
+    });
     // A 304 has no body: the upstream connection is clean unless more bytes followed it.
     if resp.upstream_keep_alive && ub.len() == resp.head_len {
         g.pools[group][server]
@@ -924,11 +916,11 @@ async fn revalidated(
             .put(up, std::time::Instant::now());
     }
     w.give_buf(ub);
-    let Some(hit) = hit else {
+    let Some((hit, pre)) = answer else {
         let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
         return fail_with(c, e, CacheStatus::Miss).await;
     };
-    match validate::precondition(request.headers, validate::validators(&hit.head)) {
+    match pre {
         Outcome::Proceed => {}
         Outcome::NotModified => {
             return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
@@ -1000,7 +992,7 @@ fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_>]) -> Hit 
 /// Decide whether the answer is stored and, if so, give the entry its head. `false`: the
 /// fill was abandoned.
 fn fill_head(
-    req_head: &[u8],
+    request: &[httparse::Header<'_>],
     resp_head: &[u8],
     w: &ProxyWorker,
     g: &Generation,
@@ -1009,9 +1001,6 @@ fn fill_head(
     let Some((store, h, cfg)) = f.fill else {
         return false;
     };
-    let mut req_fields = [httparse::EMPTY_HEADER; MAX_FIELDS];
-    let mut parsed = httparse::Request::new(&mut req_fields);
-    let _ = parsed.parse(req_head);
     let limits = &g.cfg.limits.codec;
     let mut resp_fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
     let Ok(Status::Complete(resp)) =
@@ -1029,7 +1018,7 @@ fn fill_head(
         request_time: f.request_time,
         response_time: now_millis(),
     };
-    match cache::storable(parsed.headers, resp.status, resp.headers, declared, at, cfg) {
+    match cache::storable(request, resp.status, resp.headers, declared, at, cfg) {
         Ok(st) => {
             let head = stored_head(resp.status, resp.reason, resp.headers);
             let kept = store

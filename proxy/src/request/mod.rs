@@ -85,7 +85,7 @@ pub enum Dispatch {
 }
 
 /// Where a part of the request head lies in the client buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Span {
     pub start: u32,
     pub len: u32,
@@ -105,6 +105,52 @@ impl Span {
         let start = self.start as usize;
         buf.get(start..start + self.len as usize)
             .unwrap_or_default()
+    }
+}
+
+/// Where a cached route's request head lies in the buffer it was parsed from, recorded by the
+/// one parse ([`prepare_request`]): its method and every field. The cache reads fields by
+/// name (Cache-Control, the preconditions, and whatever a stored response's `Vary` names,
+/// at lookup and again when the response is stored) without parsing the head again. The
+/// vector is the connection's, reused: it stops allocating once it held the longest head.
+#[derive(Debug, Default)]
+pub struct HeadFields {
+    method: Span,
+    fields: Vec<(Span, Span)>,
+}
+
+impl HeadFields {
+    fn record(&mut self, head: &RequestHead<'_, '_>, buf: &[u8]) {
+        self.method = Span::of(buf, head.method.as_bytes());
+        self.fields.clear();
+        self.fields.extend(
+            head.headers
+                .iter()
+                .map(|h| (Span::of(buf, h.name.as_bytes()), Span::of(buf, h.value))),
+        );
+    }
+
+    /// Run `f` with the method and the fields, as slices of `buf` (the buffer the head was
+    /// parsed from, or a copy of its head): storage for the field list on the stack up to
+    /// the common limits, as the parse had.
+    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
+        let text = |s: Span| std::str::from_utf8(s.get(buf)).unwrap_or_default();
+        let method = text(self.method);
+        let n = self.fields.len();
+        let field = |&(name, value): &(Span, Span)| httparse::Header {
+            name: text(name),
+            value: value.get(buf),
+        };
+        if n <= INLINE_HEADERS {
+            let mut storage = [httparse::EMPTY_HEADER; INLINE_HEADERS];
+            for (slot, s) in storage.iter_mut().zip(&self.fields) {
+                *slot = field(s);
+            }
+            f(method, &storage[..n])
+        } else {
+            let storage: Vec<httparse::Header<'_>> = self.fields.iter().map(field).collect();
+            f(method, &storage)
+        }
     }
 }
 
@@ -231,14 +277,15 @@ pub(crate) fn eq(a: &str, b: &str) -> bool {
 
 /// Parse a request head from `buf`, route it, and prepare what its action sends: for a
 /// proxied request the upstream head in `out` (without the final CRLF, and without Host
-/// unless `host_written`); for a `return` the whole answer in `out`. `Ok(None)`: the head is
-/// incomplete.
+/// unless `host_written`), and for a cached one its fields' positions in `fields` too; for a
+/// `return` the whole answer in `out`. `Ok(None)`: the head is incomplete.
 pub fn prepare_request(
     w: AnswerCtx<'_>,
     g: &Generation,
     buf: &[u8],
     ip: &IpText,
     out: &mut BytesMut,
+    fields: &mut HeadFields,
 ) -> Result<Option<RequestInfo>, ProxyError> {
     let limits = &g.cfg.limits.codec;
     with_headers(limits.max_headers, |storage| {
@@ -294,10 +341,13 @@ pub fn prepare_request(
                     write_upstream_head(&head, &target, info.websocket, &g.cfg.headers, ip, out);
                 info.dispatch = match cache {
                     None => Dispatch::Proxy { group: *group },
-                    Some(_) => Dispatch::Cached {
-                        route,
-                        group: *group,
-                    },
+                    Some(_) => {
+                        fields.record(&head, buf);
+                        Dispatch::Cached {
+                            route,
+                            group: *group,
+                        }
+                    }
                 };
             }
             Action::Return(r) => {

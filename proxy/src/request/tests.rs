@@ -209,3 +209,41 @@ fn ip_text() {
         b"10.0.0.1"
     );
 }
+
+/// A cached route's fields, read back where the one parse found them: the same method,
+/// names and values, in order, for a short head and for one past the inline storage.
+#[test]
+fn head_fields_read_back_as_parsed() {
+    for n in [0, 3, 150] {
+        let mut wire = String::from("PURGE /p HTTP/1.1\r\nHost: h\r\n");
+        for i in 0..n {
+            wire.push_str(&format!("X-F{i}: v{i}\r\n"));
+        }
+        wire.push_str("\r\n");
+        let limits = Limits {
+            max_headers: 200,
+            ..Limits::default()
+        };
+        let mut storage = vec![httparse::EMPTY_HEADER; 200];
+        let head = match parse_request(wire.as_bytes(), &mut storage, &limits) {
+            Ok(Status::Complete(h)) => h,
+            other => panic!("{n}: {other:?}"),
+        };
+        let mut fields = HeadFields::default();
+        fields.record(&head, wire.as_bytes());
+        let want: Vec<(String, Vec<u8>)> = head
+            .headers
+            .iter()
+            .map(|h| (h.name.to_string(), h.value.to_vec()))
+            .collect();
+        let got = fields.with(wire.as_bytes(), |method, headers| {
+            assert_eq!(method, "PURGE");
+            headers
+                .iter()
+                .map(|h| (h.name.to_string(), h.value.to_vec()))
+                .collect::<Vec<_>>()
+        });
+        assert_eq!(got, want, "{n}");
+        assert_eq!(got.len(), n + 1);
+    }
+}
