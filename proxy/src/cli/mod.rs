@@ -552,6 +552,4 @@ pub fn print_warnings(cfg: &Config) {
 }
 
 #[cfg(test)]
-mod config_tests;
-#[cfg(test)]
 mod tests;

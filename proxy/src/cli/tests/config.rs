@@ -1,7 +1,7 @@
 //! Quick mode and overrides against the config file they stand for (the config's own tests,
 //! `config/tests.rs`, need no flags).
 
-use super::Cli;
+use crate::cli::Cli;
 use crate::config::tests::MINIMAL;
 use crate::config::*;
 use shared::runtime::DriverChoice;

@@ -2,6 +2,8 @@
 
 use super::*;
 
+mod config;
+
 fn cfg(args: &str) -> Result<Config, String> {
     config_from_args(std::iter::once("proxy").chain(args.split_whitespace()))
 }
