@@ -40,6 +40,9 @@ pub enum ClientFraming {
 /// A parsed upstream response head, reduced to what the relay needs.
 #[derive(Debug, Clone, Copy)]
 pub struct ResponseInfo {
+    /// The final status (a 304 ends a revalidation; an answer to an unsafe method that is
+    /// not an error invalidates a cached key).
+    pub status: u16,
     /// Bytes of the read buffer the head took (skipped 1xx heads included).
     pub head_len: usize,
     pub body: BodyKind,
@@ -121,6 +124,7 @@ pub(crate) fn response_info(
         BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
     };
     Ok(ResponseInfo {
+        status: head.status,
         head_len: head.head_len,
         body: head.body,
         framing,

@@ -79,9 +79,8 @@ pub(super) async fn fetch(
     let req_head =
         (f.fill.is_some() || f.validates.is_some()).then(|| c.cin[..req.head_len].to_vec());
     let answered = answer(c, &w, &g, &fetch_req, group).await;
-    let limits = &g.cfg.limits.codec;
-    let not_modified = f.validates.is_some()
-        && matches!(&answered, Ok(a) if answer_status(limits, &a.head.ub) == 304);
+    let not_modified =
+        f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
     // A validation counts as a miss unless the origin answers 304.
     if f.validates.is_some() {
         c.rec.cache = Some(match not_modified {
@@ -118,8 +117,7 @@ pub(super) async fn fetch(
         }
         _ => None,
     };
-    let limits = &g.cfg.limits.codec;
-    if f.invalidate && crate::cache::policy::invalidates(answer_status(limits, &a.head.ub)) {
+    if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         crate::worker::invalidate_everywhere(&w, key);
     }
     write_header(&mut c.cout, b"X-Cache", f.status.as_str().as_bytes());
@@ -364,15 +362,6 @@ pub(super) fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<
         write_header(&mut out, n.as_bytes(), h.value);
     }
     out.freeze()
-}
-
-/// The status of the answer whose head begins `ub` (0 if it cannot be read).
-pub(super) fn answer_status(limits: &Limits, ub: &[u8]) -> u16 {
-    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    match parse_final_response(ub, &mut fields, RequestMethod::Other, limits) {
-        Ok(Status::Complete(h)) => h.status,
-        _ => 0,
-    }
 }
 
 /// Whether the client head being built already has an Age field (passed on from upstream).
