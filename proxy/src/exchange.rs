@@ -22,7 +22,8 @@
 //! - this file: the attempts and what follows an answer (relay, pool, tunnel);
 //! - [`outcome`]: what one attempt came to, and whose fault a failure was;
 //! - [`response_head`]: reading the upstream's response head;
-//! - [`upload`]: a streamed request body, sent while the response head is read.
+//! - [`upload`]: a streamed request body, sent while the response head is read;
+//! - [`cached`]: the same exchange through a route's response cache.
 
 pub mod cached;
 mod outcome;
