@@ -184,7 +184,8 @@ pub struct Args {
 
     /// A response cache of SIZE per worker in front of the --upstream servers (ttl 10m for
     /// responses without their own freshness) [default: no cache]
-    #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream")]
+    #[arg(long, value_name = "SIZE", value_parser = cache_size, requires = "upstream",
+          conflicts_with_all = ["config", "check_config"])]
     pub cache: Option<u64>,
 
     /// Serve /metrics (Prometheus), /status (JSON) and /healthz on ADDR, never on the public
@@ -208,18 +209,19 @@ pub struct Args {
         long,
         value_name = "FILE",
         requires = "upstream",
-        conflicts_with = "upstream_insecure"
+        conflicts_with_all = ["upstream_insecure", "config", "check_config"]
     )]
     pub upstream_ca: Option<PathBuf>,
 
     /// Do not verify the --upstream servers' certificates (a lab's self-signed origin; warned
     /// about at start); servers without a scheme are then https:// [default: verified]
-    #[arg(long, requires = "upstream")]
+    #[arg(long, requires = "upstream", conflicts_with_all = ["config", "check_config"])]
     pub upstream_insecure: bool,
 
     /// Active health checks on the --upstream servers: GET PATH every 2s (timeout 1s), out
     /// after 3 failed in a row, back after 2 passed; 2xx and 3xx pass [default: no active checks]
-    #[arg(long, value_name = "PATH", value_parser = health_path, requires = "upstream")]
+    #[arg(long, value_name = "PATH", value_parser = health_path, requires = "upstream",
+          conflicts_with_all = ["config", "check_config"])]
     pub health_check: Option<String>,
 
     /// With --cache: send every cached body from memory, none with sendfile(2) from the

@@ -217,3 +217,25 @@ fn quick_health_check_is_the_file_it_stands_for() {
         assert!(Cli::parse_from(args).is_err(), "{bad}");
     }
 }
+
+/// The quick-mode flags about the --upstream servers mean nothing beside a file (whose
+/// upstreams have their own keys): refused, not silently ignored.
+#[test]
+fn upstream_flags_are_refused_beside_a_config_file() {
+    for flag in [
+        "--cache 1MiB",
+        "--health-check /h",
+        "--upstream-insecure",
+        "--upstream-ca ca.pem",
+    ] {
+        for file in ["--config p.toml", "--check-config p.toml"] {
+            let args = format!("{file} {flag}");
+            let argv = std::iter::once("proxy").chain(args.split_whitespace());
+            let e = Cli::parse_from(argv)
+                .map(|_| ())
+                .expect_err(&args)
+                .to_string();
+            assert!(e.contains("cannot be used with"), "{args}: {e}");
+        }
+    }
+}
