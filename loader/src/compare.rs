@@ -14,15 +14,17 @@
 //! /proc counts in clock ticks (10 ms at 100 Hz), so short rounds give coarse figures: a round
 //! should last a few seconds for a precise CPU line.
 
-use crate::cli::CompareArgs;
+use crate::figures::Derived;
+use crate::json::{self, PercentilesMs, RunDoc, SpectrumPoint};
 use crate::procstat::{self, CpuTimes};
-use crate::report::Derived;
 use crate::stats::{new_histogram, RunResult};
 use crate::sysinfo::SysInfo;
-use crate::{json, plot, LoadError, RunOptions};
+use crate::{plot, LoadError, RunOptions};
 use hdrhistogram::Histogram;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use shared::shutdown::ShutdownFlag;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -75,7 +77,7 @@ pub struct Comparison {
 }
 
 /// Median and spread of one figure over the rounds.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Spread {
     pub median: f64,
     pub min: f64,
@@ -103,8 +105,13 @@ impl Spread {
         })
     }
 
-    fn to_json(self) -> Value {
-        json!({ "median": fin(self.median), "min": fin(self.min), "max": fin(self.max) })
+    /// NaN and infinities as 0, so the document stays valid JSON.
+    fn finite(self) -> Spread {
+        Spread {
+            median: fin(self.median),
+            min: fin(self.min),
+            max: fin(self.max),
+        }
     }
 }
 
@@ -317,70 +324,134 @@ pub fn render(c: &Comparison) -> String {
     s
 }
 
+/// One round of a side in the `--json` document: the run's document and the CPU times.
+#[derive(Serialize)]
+struct RoundDoc {
+    #[serde(flatten)]
+    run: RunDoc,
+    watched_cpu: Vec<WatchedCpuDoc>,
+    loader_cpu: CpuDoc,
+}
+
+#[derive(Serialize)]
+struct WatchedCpuDoc {
+    pid: u32,
+    #[serde(flatten)]
+    cpu: CpuDoc,
+}
+
+/// CPU µs (`null`: could not be read).
+#[derive(Serialize)]
+struct CpuDoc {
+    user_us: Option<u64>,
+    system_us: Option<u64>,
+}
+
+impl CpuDoc {
+    fn of(t: Option<CpuTimes>) -> CpuDoc {
+        CpuDoc {
+            user_us: t.map(|t| t.user.as_micros() as u64),
+            system_us: t.map(|t| t.system.as_micros() as u64),
+        }
+    }
+}
+
+/// All rounds of a side together.
+#[derive(Serialize)]
+struct MergedRoundsDoc {
+    complete_requests: u64,
+    percentiles_ms: PercentilesMs,
+    percentile_spectrum: Vec<SpectrumPoint>,
+    histogram_total: String,
+}
+
+#[derive(Serialize)]
+struct SideDoc {
+    url: String,
+    /// The table's figures by key: median and spread over the rounds.
+    figures: BTreeMap<String, Spread>,
+    rounds: Vec<RoundDoc>,
+    merged: MergedRoundsDoc,
+}
+
+/// The `--json` document of a comparison.
+#[derive(Serialize)]
+struct CompareDoc {
+    schema: &'static str,
+    rounds_planned: usize,
+    interrupted: bool,
+    load: String,
+    watch_pids: Vec<u32>,
+    a: SideDoc,
+    b: SideDoc,
+    context: Value,
+}
+
+fn side_doc(c: &Comparison, side: &Side, is_b: bool, cpu: Vec<(String, Vec<f64>)>) -> SideDoc {
+    let merged = side.merged_histogram();
+    let mut figures = BTreeMap::new();
+    for f in FIGURES {
+        if let Some(sp) = Spread::of(&per_round(side, f.of)) {
+            figures.insert(f.key.to_string(), sp.finite());
+        }
+    }
+    if is_b {
+        if let Some(sp) = Spread::of(&relative_performance(c)) {
+            figures.insert("performance_vs_a_percent".into(), sp.finite());
+        }
+    }
+    for (key, v) in cpu {
+        if let Some(sp) = Spread::of(&v) {
+            figures.insert(key, sp.finite());
+        }
+    }
+    let rounds = side
+        .rounds
+        .iter()
+        .map(|r| RoundDoc {
+            run: RunDoc::of(&r.result),
+            watched_cpu: c
+                .watch_pids
+                .iter()
+                .zip(&r.watched)
+                .map(|(&pid, &t)| WatchedCpuDoc {
+                    pid,
+                    cpu: CpuDoc::of(t),
+                })
+                .collect(),
+            loader_cpu: CpuDoc::of(r.loader_cpu),
+        })
+        .collect();
+    SideDoc {
+        url: side.url.clone(),
+        figures,
+        rounds,
+        merged: MergedRoundsDoc {
+            complete_requests: side.completed(),
+            percentiles_ms: json::percentiles_ms(&merged),
+            percentile_spectrum: json::spectrum(&merged),
+            histogram_total: json::encode_histogram(&merged),
+        },
+    }
+}
+
 /// The `--json` document of a comparison: both sides' rounds (every figure), their merged
 /// histograms, the table's figures and the machine's context.
 pub fn document(c: &Comparison, sys: &SysInfo) -> Value {
-    let side = |side: &Side, other: Option<&Side>| {
-        let merged = side.merged_histogram();
-        let mut figures = serde_json::Map::new();
-        for f in FIGURES {
-            if let Some(sp) = Spread::of(&per_round(side, f.of)) {
-                figures.insert(f.key.into(), sp.to_json());
-            }
-        }
-        if other.is_some() {
-            if let Some(sp) = Spread::of(&relative_performance(c)) {
-                figures.insert("performance_vs_a_percent".into(), sp.to_json());
-            }
-        }
-        json!({
-            "url": side.url,
-            "figures": figures,
-            "rounds": side.rounds.iter().map(|r| {
-                let mut v = json::run_value(&r.result);
-                if let Value::Object(m) = &mut v {
-                    m.insert("watched_cpu".into(), Value::Array(c.watch_pids.iter().zip(&r.watched).map(|(pid, t)| json!({
-                        "pid": pid,
-                        "user_us": t.map(|t| t.user.as_micros() as u64),
-                        "system_us": t.map(|t| t.system.as_micros() as u64),
-                    })).collect()));
-                    m.insert("loader_cpu".into(), json!({
-                        "user_us": r.loader_cpu.map(|t| t.user.as_micros() as u64),
-                        "system_us": r.loader_cpu.map(|t| t.system.as_micros() as u64),
-                    }));
-                }
-                v
-            }).collect::<Vec<_>>(),
-            "merged": {
-                "complete_requests": side.completed(),
-                "percentiles_ms": json::percentiles_ms(&merged),
-                "percentile_spectrum": json::spectrum(&merged),
-                "histogram_total": json::encode_histogram(&merged),
-            },
-        })
-    };
-    let mut a = side(&c.a, None);
-    let mut b = side(&c.b, Some(&c.a));
-    for (label, key, va, vb) in cpu_lines(c) {
-        let _ = label;
-        for (doc, v) in [(&mut a, va), (&mut b, vb)] {
-            if let (Some(sp), Some(f)) = (
-                Spread::of(&v),
-                doc.get_mut("figures").and_then(Value::as_object_mut),
-            ) {
-                f.insert(key.clone(), sp.to_json());
-            }
-        }
+    let (mut cpu_a, mut cpu_b) = (Vec::new(), Vec::new());
+    for (_, key, va, vb) in cpu_lines(c) {
+        cpu_a.push((key.clone(), va));
+        cpu_b.push((key, vb));
     }
-    json!({
-        "schema": SCHEMA,
-        "rounds_planned": c.rounds_planned,
-        "interrupted": c.interrupted,
-        "load": c.load,
-        "watch_pids": c.watch_pids,
-        "a": a,
-        "b": b,
-        "context": serde_json::to_value(sys).unwrap_or(Value::Null),
+    json::to_value(&CompareDoc {
+        schema: SCHEMA,
+        rounds_planned: c.rounds_planned,
+        interrupted: c.interrupted,
+        load: c.load.clone(),
+        watch_pids: c.watch_pids.clone(),
+        a: side_doc(c, &c.a, false, cpu_a),
+        b: side_doc(c, &c.b, true, cpu_b),
+        context: json::to_value(sys),
     })
 }
 
@@ -482,37 +553,29 @@ pub fn run_rounds(
     Ok(c)
 }
 
-/// `loader compare`: validate, run, print the table on stdout, write `--json`/`--plot`.
+/// A comparison to run: A's and B's options (the same flags, one URL each; `--json`,
+/// `--plot` and `-q` are A's), the rounds and the watched processes.
+#[derive(Debug, Clone)]
+pub struct ComparePlan {
+    pub a: RunOptions,
+    pub b: RunOptions,
+    pub rounds: usize,
+    pub watch_pids: Vec<u32>,
+}
+
+/// `loader compare`: run, print the table on stdout, write `--json`/`--plot`.
 /// Returns the exit status: 0, 1 when a side completed no request, 2 for usage errors.
-pub fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
+pub fn run_compare(plan: &ComparePlan, stop: Arc<ShutdownFlag>) -> i32 {
     let usage = |e: &dyn std::fmt::Display| {
         eprintln!("error: {e}");
         2
     };
-    if let Err(e) = args.load.dist.only_for_runs() {
-        return usage(&e);
-    }
-    let opts_a = match args.load.to_options(std::slice::from_ref(&args.url_a)) {
-        Ok(o) => o,
-        Err(e) => return usage(&e),
-    };
-    let opts_b = match args.load.to_options(std::slice::from_ref(&args.url_b)) {
-        Ok(o) => o,
-        Err(e) => return usage(&e),
-    };
-    for &pid in &args.watch_pid {
-        if let Err(e) = procstat::cpu_times(pid) {
-            return usage(&format_args!(
-                "--watch-pid {pid}: cannot read /proc/{pid}/stat: {e}"
-            ));
-        }
-    }
-    let quiet = args.load.quiet;
+    let quiet = plan.a.quiet;
     let c = match run_rounds(
-        &opts_a,
-        &opts_b,
-        args.rounds as usize,
-        &args.watch_pid,
+        &plan.a,
+        &plan.b,
+        plan.rounds,
+        &plan.watch_pids,
         stop,
         |line| {
             if !quiet {
@@ -535,14 +598,14 @@ pub fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
         0
     };
     let driver = c.a.rounds.first().map(|r| r.result.driver.to_string());
-    if let Some(path) = &args.load.json {
+    if let Some(path) = &plan.a.json {
         let doc = document(&c, &SysInfo::collect(driver));
         if let Err(e) = json::write(path, &doc) {
             eprintln!("error: --json {}: {e}", path.display());
             code = code.max(1);
         }
     }
-    if let Some(path) = &args.load.plot {
+    if let Some(path) = &plan.a.plot {
         let (ha, hb) = plot_series(&c);
         let title = format!(
             "Latency by percentile: A vs B, {} rounds each",

@@ -24,11 +24,12 @@
 //! `Cell` checked before polling `drive` (one timer per worker, in the monitor, checks every
 //! slot's deadline a few times per timeout period).
 
-use crate::engine::{Engine, Fail};
+use crate::pace::pause_until;
+use crate::worker::{micros, Engine, Entry, Fail};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use shared::http::response::{ReadStep, ResponseReader, READER_MAX_HEADERS};
-pub use shared::http::Response;
+use shared::http::response::{ReadStep, ResponseReader};
+use shared::http::Response;
 use shared::stream::Stream;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -40,32 +41,6 @@ use std::time::{Duration, Instant};
 
 /// The granularity of monoio's timer wheel.
 const TIMER_TICK: Duration = Duration::from_millis(1);
-
-/// Read buffer per connection (wrk uses 8 KiB; a bigger one halves the reads of a 32 KiB page).
-pub const READ_BUF: usize = 16 * 1024;
-/// Read buffer per connection when a worker has more than [`MANY_CONNECTIONS`]: memory stays
-/// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
-pub const SMALL_READ_BUF: usize = 4 * 1024;
-pub const MANY_CONNECTIONS: usize = 1024;
-/// Header fields a response may have (the shared reader's stack storage).
-pub const MAX_RESPONSE_HEADERS: usize = READER_MAX_HEADERS;
-
-/// One attempt, from its ticket to its outcome.
-#[derive(Debug, Clone, Copy)]
-pub struct Entry {
-    /// Index of its URL.
-    pub url: usize,
-    /// Counted in the figures (false during --warmup).
-    pub measured: bool,
-    /// Where latency is measured from: the scheduled send time with --rate, else `start`.
-    pub intended: Instant,
-    /// When the attempt actually started (before its connect, if it opened one).
-    pub start: Instant,
-    /// When its bytes were handed to the socket (after the connect): ab's "Waiting" starts here.
-    pub sent: Instant,
-    /// It opened its connection: ab's "Connect" time is charged to it.
-    pub opened: bool,
-}
 
 /// State of one slot that outlives any one `drive` (dropped on timeout or at the end).
 pub struct Slot {
@@ -196,75 +171,6 @@ pub async fn monitor(
                 s.cut(Cut::Timeout);
             }
         }
-    }
-}
-
-/// Wait until `at`: on monoio's timer, or with `spin` (`--spin`) by polling the clock on
-/// every turn of the runtime, never sleeping.
-///
-/// Why all or nothing: monoio runs its timers only when the thread parks, and a spinning task
-/// keeps it from parking, so while one task spins no timer of the worker fires. With `--spin`
-/// every wait of the worker (send times, the monitor, the end of the run) is therefore a spin,
-/// and the worker's thread is busy for the whole run, whatever the rate. The worker must run
-/// [`spin_ticker`].
-pub async fn pause_until(at: Instant, spin: bool) {
-    if spin {
-        SpinUntil(at).await
-    } else {
-        monoio::time::sleep_until(at.into()).await
-    }
-}
-
-/// Ready once the clock passes the instant; until then it is polled again on every turn of
-/// the runtime, behind the other ready tasks, through the worker's [`spin_ticker`].
-///
-/// Why not wake itself: monoio puts a task woken while it runs at the *front* of its queue,
-/// so a self-waking task runs again at once and starves every other task (connects and reads
-/// never complete). A task woken from another task goes to the back. So a spinner leaves its
-/// waker in a per-thread list and wakes the ticker; the ticker wakes the spinners; each hop
-/// passes through the back of the queue, behind the I/O that became ready meanwhile.
-struct SpinUntil(Instant);
-
-thread_local! {
-    /// Spinners waiting for the ticker (capacity kept: no allocation once grown).
-    static SPINNERS: RefCell<Vec<Waker>> = const { RefCell::new(Vec::new()) };
-    /// The ticker, when it is waiting for spinners.
-    static TICKER: RefCell<Option<Waker>> = const { RefCell::new(None) };
-}
-
-impl Future for SpinUntil {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.0 {
-            return Poll::Ready(());
-        }
-        SPINNERS.with(|s| s.borrow_mut().push(cx.waker().clone()));
-        if let Some(t) = TICKER.with(|t| t.borrow_mut().take()) {
-            t.wake();
-        }
-        Poll::Pending
-    }
-}
-
-/// The `--spin` worker's ticker (spawned once per worker; never ends): wakes the spinners.
-pub async fn spin_ticker() {
-    SpinTicker.await
-}
-
-struct SpinTicker;
-
-impl Future for SpinTicker {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        TICKER.with(|t| *t.borrow_mut() = Some(cx.waker().clone()));
-        SPINNERS.with(|s| {
-            for w in s.borrow_mut().drain(..) {
-                w.wake();
-            }
-        });
-        Poll::Pending
     }
 }
 
@@ -746,9 +652,4 @@ impl Received {
             }
         }
     }
-}
-
-#[inline]
-pub fn micros(d: Duration) -> u64 {
-    d.as_micros().min(u128::from(u64::MAX)) as u64
 }

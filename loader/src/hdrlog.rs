@@ -29,24 +29,18 @@
 //! request); the writer adds the workers' copies and writes a line when every worker has
 //! reported that interval (or has ended before it).
 
-use crate::engine::Engine;
+use crate::worker::Engine;
 use crate::LoadError;
 use hdrhistogram::Histogram;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// `--hdr-log FILE` and `--hdr-log-interval`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HdrLogOptions {
-    pub path: PathBuf,
-    pub interval: Duration,
-}
+pub use crate::options::HdrLogOptions;
 
 /// The legend line HdrHistogram's writers put before the intervals.
 pub const LEGEND: &str =
@@ -166,7 +160,7 @@ pub fn interval_line(start: Duration, length: Duration, h: &Histogram<u64>) -> S
         start.as_secs_f64(),
         length.as_secs_f64(),
         h.max() as f64 / 1000.0,
-        crate::json::encode_histogram(h)
+        crate::histcodec::encode_histogram(h)
     )
 }
 
@@ -262,7 +256,7 @@ impl WorkerSink {
             let k = self.next.get();
             let at = self.boundary(k);
             // With --spin no timer of the worker fires: the wait spins too.
-            crate::conn::pause_until(at, w.spin).await;
+            crate::pace::pause_until(at, w.spin).await;
             if self.tx.borrow().is_none() {
                 return;
             }
@@ -349,7 +343,7 @@ mod tests {
         );
         let counts: Vec<u64> = lines
             .iter()
-            .map(|l| crate::json::decode_histogram(l[3]).unwrap().len())
+            .map(|l| crate::histcodec::decode_histogram(l[3]).unwrap().len())
             .collect();
         assert_eq!(counts, [3, 2, 1]);
     }

@@ -2,48 +2,55 @@
 //! bottleneck, with ab's, wrk's and http_load's figures in one report.
 //!
 //! # Layout
-//! - [`cli`]: the command line (clap) and the validated [`RunOptions`] it becomes.
-//! - [`plan`]: URLs ([`Target`]), the request bytes encoded once per worker, the send schedule.
-//! - [`worker`]: [`run`]: spawns the pinned workers, splits connections and `-n` among them,
-//!   warm-up, deadline, merge.
-//! - [`engine`]: one worker's state shared by its connections: tickets, counting, connecting.
-//! - [`conn`]: one connection's request loop (keep-alive, `--close`, `--pipeline`, `--rate`).
-//! - [`tls`]: `https://`: the handshake over `shared::stream`, full or resumed.
-//! - [`srcaddr`]: spreading `--close` connects over 127.0.0.0/8 source addresses.
-//! - [`stats`]: per-worker figures and the merged [`RunResult`].
-//! - [`report`], [`json`], [`plot`]: the ab-style text report, `--json`, `--plot` SVG.
-//! - [`ceiling`]: `loader ceiling URL [URL_B]`, the search for the highest rate within a
-//!   latency objective.
-//! - [`compare`]: `loader compare URL_A URL_B`, interleaved rounds; [`procstat`]: /proc CPU times
-//!   for `--watch-pid`; [`sysinfo`]: the run's context; [`progress`]: the live line.
-//! - [`shard`]: `--shard I/N` (this generator's exact part of `-n` and `--rate`) and
-//!   `--start-at`; [`hdrlog`]: `--hdr-log`, HdrHistogram interval logs; [`merge`]:
-//!   `loader merge`, shards' results added exactly into one report.
+//! Layers that only look down (`python3 shared/tools/modcycles.py loader/src` finds no
+//! circle), from the bottom:
+//! - plain data and leaves: [`target`] (URLs, [`Target`]), [`shard`] (`--shard I/N` and
+//!   `--start-at`), [`options`] (the validated [`RunOptions`], no clap), [`tls`], [`srcaddr`]
+//!   (spreading `--close` connects over 127.0.0.0/8), [`pace`] (waiting on the timer or
+//!   spinning), [`histcodec`], [`procstat`], [`sysinfo`];
+//! - what a run measured: [`stats`] (per-worker figures, the merged [`RunResult`]) and
+//!   [`figures`] (ab's derived figures);
+//! - the run: [`plan`] (request bytes, send schedule), [`worker`] (one worker's state shared
+//!   by its connections: tickets, counting, connecting), [`conn`] (one connection's request
+//!   loop), [`hdrlog`] (`--hdr-log` interval logs), [`run`](mod@run) (all workers: [`run()`] spawns
+//!   them, splits connections and `-n`, warm-up, deadline, merge), [`progress`] (the live
+//!   line);
+//! - output: [`report`] (the ab-style text), [`json`] (the `--json` document's serde types,
+//!   written and read back), [`plot`] (`--plot` SVG);
+//! - commands built on runs: [`merge`] (`loader merge`, shards added exactly), [`compare`]
+//!   (`loader compare URL_A URL_B`, interleaved rounds), [`ceiling`] (`loader ceiling`, the
+//!   highest rate within a latency objective);
+//! - [`cli`] at the top: clap types, validation into the plain options, dispatch.
 
 pub mod ceiling;
 pub mod cli;
 pub mod compare;
 pub mod conn;
-pub mod engine;
+pub mod figures;
 pub mod hdrlog;
+pub mod histcodec;
 pub mod json;
 pub mod merge;
+pub mod options;
+pub mod pace;
 pub mod plan;
 pub mod plot;
 pub mod procstat;
 pub mod progress;
 pub mod report;
+pub mod run;
 pub mod shard;
 pub mod srcaddr;
 pub mod stats;
 pub mod sysinfo;
+pub mod target;
 pub mod tls;
 pub mod worker;
 
-pub use cli::RunOptions;
-pub use plan::Target;
+pub use options::RunOptions;
+pub use run::run;
 pub use stats::RunResult;
-pub use worker::run;
+pub use target::Target;
 
 /// Why a run could not start (a bad URL, an unreadable file, a runtime that would not start).
 /// Failed requests are not errors: they are counted in the result.

@@ -19,43 +19,18 @@
 //! - `--json` writes the merged run as a run document (`loader-run/1`, so merged results can
 //!   be merged again) with a `"merged"` object: the files, the per-run rows, the warnings.
 
-use crate::json::decode_histogram;
+use crate::json::{read_run, RunDoc, RunRow};
 use crate::report::render;
-use crate::shard::{Shard, ShardRun};
-use crate::stats::{
-    new_url_histogram, Counts, Drain, Failures, Histograms, LatencySummary, LoadMode, RunResult,
-    TlsCounts, UrlResult,
-};
+use crate::shard::Shard;
+use crate::stats::{Counts, Drain, Histograms, LoadMode, RunResult, TlsCounts};
 use serde_json::{json, Map, Value};
 use shared::runtime::DriverKind;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-/// `loader merge FILE... [--json FILE]`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct MergeArgs {
-    /// `--json` results of the runs to merge
-    #[arg(value_name = "FILE", required = true)]
-    pub files: Vec<PathBuf>,
-    /// Write the merged figures as JSON to FILE
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-}
 
 /// Starts further apart than this are warned about.
 pub const START_SPREAD_WARN: Duration = Duration::from_secs(1);
-
-/// The `"shard"` object of a run document.
-pub fn shard_value(s: &ShardRun) -> Value {
-    json!({
-        "index": s.shard.index,
-        "count": s.shard.count,
-        "requests_total": s.requests_total,
-        "rate_total": s.rate_total,
-        "duration_s": s.duration.map(|d| d.as_secs_f64()),
-    })
-}
 
 /// One run read back from its document.
 #[derive(Debug, Clone)]
@@ -67,256 +42,39 @@ pub struct Part {
     pub options: Map<String, Value>,
 }
 
-fn u(v: &Value, key: &str) -> u64 {
-    v.get(key).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn time_of(v: &Value, key: &str) -> Result<SystemTime, String> {
-    let secs = v
-        .get(key)
-        .and_then(Value::as_f64)
-        .ok_or_else(|| format!("no '{key}'"))?;
-    Duration::try_from_secs_f64(secs)
-        .map(|d| UNIX_EPOCH + d)
-        .map_err(|_| format!("invalid '{key}'"))
-}
-
-/// Counts from a document's `"totals"` or a URL's `"counts"` (absent keys read as 0).
-pub fn parse_counts(v: &Value) -> Counts {
-    let f = v.get("failures").cloned().unwrap_or(Value::Null);
-    let mut status: Vec<(u16, u64)> = v
-        .get("status")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, n)| Some((k.parse().ok()?, n.as_u64()?)))
-                .collect()
-        })
-        .unwrap_or_default();
-    status.sort_unstable();
-    Counts {
-        attempts: u(v, "attempts"),
-        completed: u(v, "completed"),
-        failures: Failures {
-            connect: u(&f, "connect"),
-            read: u(&f, "read"),
-            write: u(&f, "write"),
-            timeout: u(&f, "timeout"),
-            parse: u(&f, "parse"),
-            length: u(&f, "length"),
-            unanswered: u(&f, "unanswered"),
-        },
-        non_2xx: u(v, "non_2xx"),
-        keep_alive: u(v, "keep_alive"),
-        bytes_received: u(v, "bytes_received"),
-        body_bytes: u(v, "body_bytes"),
-        bytes_sent: u(v, "bytes_sent"),
-        status,
-    }
-}
-
-fn parse_histograms(v: &Value) -> Result<Histograms, String> {
-    let mut h = Histograms::default();
-    for (key, slot) in [
-        ("total", &mut h.total),
-        ("uncorrected", &mut h.uncorrected),
-        ("connect", &mut h.connect),
-        ("processing", &mut h.processing),
-        ("waiting", &mut h.waiting),
-        ("connect_per_connection", &mut h.connect_per_connection),
-        ("tls_handshake", &mut h.tls_handshake),
-        ("send_lateness", &mut h.send_lateness),
-    ] {
-        let Some(s) = v.get(key).and_then(Value::as_str) else {
-            if key == "tls_handshake" {
-                continue; // written by versions that had no TLS: no handshake
-            }
-            return Err(format!("no histogram '{key}'"));
-        };
-        let decoded = decode_histogram(s).map_err(|e| format!("histogram '{key}': {e}"))?;
-        slot.add(&decoded)
-            .map_err(|e| format!("histogram '{key}': {e:?}"))?;
-    }
-    Ok(h)
-}
-
-fn parse_url(v: &Value) -> Result<UrlResult, String> {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let lat = v.get("latency_us").cloned().unwrap_or(Value::Null);
-    let count = u(&lat, "count");
-    let encoded = v
-        .get("histogram")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("URL {}: no 'histogram'", s("url")))?;
-    let decoded =
-        decode_histogram(encoded).map_err(|e| format!("URL {}: histogram: {e}", s("url")))?;
-    // Into the per-URL precision, whatever the document's: the merged one adds them exactly.
-    let mut hist = new_url_histogram();
-    hist.add(&decoded)
-        .map_err(|e| format!("URL {}: histogram: {e:?}", s("url")))?;
-    Ok(UrlResult {
-        url: s("url"),
-        host: s("host"),
-        port: u(v, "port") as u16,
-        path: s("path"),
-        document_length: v.get("document_length").and_then(Value::as_u64),
-        server_software: v
-            .get("server_software")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        counts: parse_counts(v.get("counts").unwrap_or(&Value::Null)),
-        latency: LatencySummary {
-            count,
-            sum_us: u(&lat, "sum"),
-            min_us: if count == 0 { u64::MAX } else { u(&lat, "min") },
-            max_us: u(&lat, "max"),
-        },
-        hist,
-    })
-}
-
-/// A document's `"drain"` (null for a run that -n ended).
-fn parse_drain(v: &Value) -> Option<Drain> {
-    Some(Drain {
-        in_flight: v.get("in_flight_at_stop")?.as_u64()?,
-        took: Duration::try_from_secs_f64(v.get("drain_s")?.as_f64()?).ok()?,
-    })
-}
-
-fn parse_driver(s: &str) -> DriverKind {
-    [DriverKind::UringFast, DriverKind::Uring, DriverKind::Epoll]
-        .into_iter()
-        .find(|d| d.to_string() == s)
-        .unwrap_or(DriverKind::Epoll)
-}
-
-fn parse_shard(v: &Value) -> Option<ShardRun> {
-    let shard = Shard {
-        index: u32::try_from(u(v, "index")).ok()?,
-        count: u32::try_from(u(v, "count")).ok()?,
-    };
-    if shard.index == 0 || shard.index > shard.count {
-        return None;
-    }
-    Some(ShardRun {
-        shard,
-        requests_total: v.get("requests_total").and_then(Value::as_u64),
-        rate_total: v.get("rate_total").and_then(Value::as_f64),
-        duration: v
-            .get("duration_s")
-            .and_then(Value::as_f64)
-            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
-    })
-}
-
 /// A run read back from its `--json` document.
 pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
-    if v.get("schema").and_then(Value::as_str) != Some(crate::json::SCHEMA) {
-        return Err(format!(
-            "not a loader --json result (no \"schema\": \"{}\")",
-            crate::json::SCHEMA
-        ));
-    }
-    let o = v.get("options").and_then(Value::as_object).cloned();
-    let o = o.ok_or("no 'options'")?;
-    let ob = |k: &str| o.get(k).and_then(Value::as_bool).unwrap_or(false);
-    let ou = |k: &str| o.get(k).and_then(Value::as_u64).unwrap_or(0) as usize;
-    let started = time_of(v, "started_unix")?;
-    let ended = time_of(v, "ended_unix")?.max(started);
-    let mode = match v.pointer("/rate/target").and_then(Value::as_f64) {
-        Some(target) => LoadMode::Rate { target },
-        None => LoadMode::ClosedLoop,
-    };
-    let result = RunResult {
-        started,
-        ended,
-        elapsed: ended.duration_since(started).unwrap_or_default(),
-        drain: v.get("drain").and_then(parse_drain),
-        warmup: v
-            .get("warmup_s")
-            .and_then(Value::as_f64)
-            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
-        interrupted: v.get("interrupted").and_then(Value::as_bool) == Some(true),
-        concurrency: ou("connections"),
-        pipeline: ou("pipeline").max(1),
-        keep_alive: ob("keep_alive"),
-        http10: ob("http10"),
-        method: o
-            .get("method")
-            .and_then(Value::as_str)
-            .unwrap_or("GET")
-            .into(),
-        mode,
-        workers: ou("workers"),
-        driver: parse_driver(o.get("driver").and_then(Value::as_str).unwrap_or("")),
-        pinning: o
-            .get("pinning")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .into(),
-        urls: v
-            .get("urls")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().map(parse_url).collect::<Result<_, _>>())
-            .transpose()?
-            .unwrap_or_default(),
-        totals: parse_counts(v.get("totals").ok_or("no 'totals'")?),
-        hist: parse_histograms(v.get("histograms").ok_or("no 'histograms'")?)?,
-        connections_opened: u(v, "connections_opened"),
-        tls: v.get("tls").filter(|t| t.is_object()).map(|t| TlsCounts {
-            full: u(t, "full_handshakes"),
-            resumed: u(t, "resumed_handshakes"),
-        }),
-        tls_protocol: v
-            .pointer("/tls/protocol")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        source_addresses: u(v, "source_addresses") as usize,
-        server_software: v
-            .get("server_software")
-            .and_then(Value::as_str)
-            .map(str::to_string),
-        accept_variable_length: ob("accept_variable_length"),
-        sends_body: v.get("sends_body").and_then(Value::as_bool) == Some(true),
-        spin: v.pointer("/rate/spin").and_then(Value::as_bool) == Some(true),
-        shard: v.get("shard").and_then(parse_shard),
-    };
+    let doc = read_run(v)?;
     Ok(Part {
         name: name.to_string(),
-        options: comparable_options(v, &o),
-        result,
+        result: doc.to_result()?,
+        options: comparable_options(&doc),
     })
 }
 
 /// What must be the same in every shard of one load: the options (less the machine's own:
-/// workers, driver, pinning), the URLs, the warm-up, the shard count and the totals.
-fn comparable_options(v: &Value, o: &Map<String, Value>) -> Map<String, Value> {
-    let mut m: Map<String, Value> = o
-        .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "workers" | "driver" | "pinning"))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let urls: Vec<Value> = v
-        .get("urls")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|u| u.get("url").cloned()).collect())
-        .unwrap_or_default();
-    m.insert("urls".into(), Value::Array(urls));
-    m.insert(
-        "warmup_s".into(),
-        v.get("warmup_s").cloned().unwrap_or(Value::Null),
-    );
+/// workers, driver, pinning), the URLs, the warm-up, the shard count and the totals. Kept as
+/// JSON values, so that a warning shows each as the document has it.
+fn comparable_options(doc: &RunDoc) -> Map<String, Value> {
+    let mut m = match crate::json::to_value(&doc.options) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    for k in ["workers", "driver", "pinning"] {
+        m.remove(k);
+    }
+    let urls: Vec<&str> = doc.urls.iter().map(|u| u.url.as_str()).collect();
+    m.insert("urls".into(), json!(urls));
+    m.insert("warmup_s".into(), json!(doc.warmup_s));
     m.insert(
         "spin".into(),
-        json!(v.pointer("/rate/spin").and_then(Value::as_bool) == Some(true)),
+        json!(doc.rate.as_ref().is_some_and(|r| r.spin)),
     );
-    if let Some(s) = v.get("shard").filter(|s| !s.is_null()) {
-        for k in ["count", "requests_total", "rate_total", "duration_s"] {
-            m.insert(
-                format!("shard {k}"),
-                s.get(k).cloned().unwrap_or(Value::Null),
-            );
-        }
+    if let Some(s) = &doc.shard {
+        m.insert("shard count".into(), json!(s.count));
+        m.insert("shard requests_total".into(), json!(s.requests_total));
+        m.insert("shard rate_total".into(), json!(s.rate_total));
+        m.insert("shard duration_s".into(), json!(s.duration_s));
     }
     m
 }
@@ -377,7 +135,7 @@ pub fn merge(parts: &[Part]) -> RunResult {
                 Some(x) => {
                     x.counts.add(&url.counts);
                     x.latency.add(&url.latency);
-                    // Same bounds and precision (see parse_url): add cannot fail.
+                    // Same bounds and precision (see `UrlDoc::to_result`): add cannot fail.
                     let _ = x.hist.add(&url.hist);
                     x.document_length = x.document_length.or(url.document_length);
                     x.server_software = x.server_software.take().or(url.server_software.clone());
@@ -496,35 +254,46 @@ fn shard_warnings(parts: &[Part]) -> Vec<String> {
 }
 
 /// One row per run: where it sits in the merged span and its own figures.
-pub fn shard_rows(parts: &[Part], merged: &RunResult) -> Vec<Value> {
+pub fn shard_rows(parts: &[Part], merged: &RunResult) -> Vec<RunRow> {
     parts
         .iter()
         .map(|p| {
             let r = &p.result;
             let offset = r.started.duration_since(merged.started).unwrap_or_default();
-            json!({
-                "file": p.name,
-                "shard": r.shard.map(|s| format!("{}/{}", s.shard.index, s.shard.count)),
-                "start_offset_s": offset.as_secs_f64(),
-                "time_taken_s": r.elapsed.as_secs_f64(),
-                "complete_requests": r.totals.completed,
-                "failed_requests": r.totals.failures.ab_failed(),
-                "requests_per_second": r.rate(),
-                "p50_ms": r.hist.total.value_at_quantile(0.5) as f64 / 1000.0,
-                "p99_ms": r.hist.total.value_at_quantile(0.99) as f64 / 1000.0,
-                "unanswered": r.totals.failures.unanswered,
-                "in_flight_at_stop": r.drain.map(|d| d.in_flight),
-                "drain_s": r.drain.map(|d| d.took.as_secs_f64()),
-                "send_lateness_p99_ms": r.target_rate().map(|_| {
-                    r.hist.send_lateness.value_at_quantile(0.99) as f64 / 1000.0
-                }),
-            })
+            RunRow {
+                file: p.name.clone(),
+                shard: r
+                    .shard
+                    .map(|s| format!("{}/{}", s.shard.index, s.shard.count)),
+                start_offset_s: offset.as_secs_f64(),
+                time_taken_s: r.elapsed.as_secs_f64(),
+                complete_requests: r.totals.completed,
+                failed_requests: r.totals.failures.ab_failed(),
+                requests_per_second: r.rate(),
+                p50_ms: r.hist.total.value_at_quantile(0.5) as f64 / 1000.0,
+                p99_ms: r.hist.total.value_at_quantile(0.99) as f64 / 1000.0,
+                unanswered: r.totals.failures.unanswered,
+                in_flight_at_stop: r.drain.map(|d| d.in_flight),
+                drain_s: r.drain.map(|d| d.took.as_secs_f64()),
+                send_lateness_p99_ms: r
+                    .target_rate()
+                    .map(|_| r.hist.send_lateness.value_at_quantile(0.99) as f64 / 1000.0),
+            }
         })
         .collect()
 }
 
+/// A finite figure for the table (what a JSON `null` of a NaN read as).
+fn fin(v: f64) -> f64 {
+    if v.is_finite() {
+        v
+    } else {
+        0.0
+    }
+}
+
 /// The per-run table and the warnings, after the merged report.
-pub fn render_rows(rows: &[Value], warnings: &[String]) -> String {
+pub fn render_rows(rows: &[RunRow], warnings: &[String]) -> String {
     let mut s = String::from("Per-shard breakdown:\n");
     let _ = writeln!(
         s,
@@ -532,19 +301,18 @@ pub fn render_rows(rows: &[Value], warnings: &[String]) -> String {
         "Shard", "Start s", "Time s", "Complete", "Failed", "Req/s", "p50 ms", "p99 ms"
     );
     for r in rows {
-        let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
         let _ = writeln!(
             s,
             "  {:>7} {:>9.3} {:>9.3} {:>10} {:>7} {:>10.2} {:>9.3} {:>9.3}  {}",
-            r["shard"].as_str().unwrap_or("-"),
-            f("start_offset_s"),
-            f("time_taken_s"),
-            r["complete_requests"].as_u64().unwrap_or(0),
-            r["failed_requests"].as_u64().unwrap_or(0),
-            f("requests_per_second"),
-            f("p50_ms"),
-            f("p99_ms"),
-            r["file"].as_str().unwrap_or("")
+            r.shard.as_deref().unwrap_or("-"),
+            fin(r.start_offset_s),
+            fin(r.time_taken_s),
+            r.complete_requests,
+            r.failed_requests,
+            fin(r.requests_per_second),
+            fin(r.p50_ms),
+            fin(r.p99_ms),
+            r.file
         );
     }
     for w in warnings {
@@ -554,8 +322,8 @@ pub fn render_rows(rows: &[Value], warnings: &[String]) -> String {
 }
 
 /// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input.
-pub fn run_merge(args: &MergeArgs) -> i32 {
-    let parts = match read_parts(&args.files) {
+pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
+    let parts = match read_parts(files) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -574,17 +342,15 @@ pub fn run_merge(args: &MergeArgs) -> i32 {
         eprintln!("error: writing the report: {e}");
         return 1;
     }
-    if let Some(path) = &args.json {
-        let mut v = crate::json::run_value(&merged);
-        if let Value::Object(m) = &mut v {
-            m.insert("schema".into(), json!(crate::json::SCHEMA));
-            m.insert(
-                "merged".into(),
-                json!({ "files": parts.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
-                        "runs": rows, "warnings": warns }),
-            );
-        }
-        if let Err(e) = crate::json::write(path, &v) {
+    if let Some(path) = json {
+        let mut doc = RunDoc::of(&merged);
+        doc.schema = Some(crate::json::SCHEMA.into());
+        doc.merged = Some(crate::json::MergedDoc {
+            files: parts.iter().map(|p| p.name.clone()).collect(),
+            runs: rows,
+            warnings: warns,
+        });
+        if let Err(e) = crate::json::write(path, &doc) {
             eprintln!("error: --json {}: {e}", path.display());
             return 1;
         }
@@ -599,7 +365,8 @@ pub fn run_merge(args: &MergeArgs) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::record;
+    use crate::shard::ShardRun;
+    use crate::stats::{new_url_histogram, record, LatencySummary, UrlResult};
 
     /// A run of `n` requests of `latency_us` each, `c` connections, started at `start_s`.
     fn run(
@@ -816,5 +583,23 @@ mod tests {
             e.contains("URL http://127.0.0.1:1/a: no 'histogram'"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_document_reads_back_as_it_was_written() {
+        for v in [
+            run(Some((2, 3)), 4, 1000, 2, 300, 100),
+            timed(300, 1_000, 50, (3, 40, 1), true),
+        ] {
+            let back = crate::json::read_run(&v).unwrap();
+            assert_eq!(crate::json::to_value(&back), v);
+            let again = crate::json::run_value(&back.to_result().unwrap());
+            let mut again_v = again.clone();
+            again_v["schema"] = json!(crate::json::SCHEMA);
+            assert_eq!(
+                again_v, v,
+                "written, read and written again: the same document"
+            );
+        }
     }
 }

@@ -16,105 +16,14 @@
 //!
 //! A pure function of [`RunResult`]: no I/O, no clock, so it is tested on synthetic results.
 
+use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, PERCENTILES};
 use crate::stats::{LoadMode, RunResult, URL_HIST_SIGFIG};
 use hdrhistogram::Histogram;
 use std::fmt::Write as _;
 
-/// ab's percentiles, extended with 99.9 and 99.99; the longest request follows.
-pub const PERCENTILES: &[f64] = &[50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 99.99];
-
 /// Microseconds to milliseconds.
 fn ms(us: f64) -> f64 {
     us / 1000.0
-}
-
-/// `50%`, `99.9%`, `99.99%`.
-pub fn percent_label(p: f64) -> String {
-    if p.fract() == 0.0 {
-        format!("{p:.0}%")
-    } else {
-        let s = format!("{p:.4}");
-        format!("{}%", s.trim_end_matches('0'))
-    }
-}
-
-/// One row of ab's "Connection Times (ms)" table: min, mean, sd, median, max in ms.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct TimeRow {
-    pub min: f64,
-    pub mean: f64,
-    pub sd: f64,
-    pub median: f64,
-    pub max: f64,
-}
-
-impl TimeRow {
-    pub fn of(h: &Histogram<u64>) -> TimeRow {
-        if h.is_empty() {
-            return TimeRow {
-                min: 0.0,
-                mean: 0.0,
-                sd: 0.0,
-                median: 0.0,
-                max: 0.0,
-            };
-        }
-        TimeRow {
-            min: ms(h.min() as f64),
-            mean: ms(h.mean()),
-            sd: ms(h.stdev()),
-            median: ms(h.value_at_quantile(0.5) as f64),
-            max: ms(h.max() as f64),
-        }
-    }
-}
-
-/// ab's derived figures, computed once for the text and the JSON.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Derived {
-    /// Requests in flight at once: connections × pipeline depth (ab's concurrency).
-    pub concurrency: usize,
-    pub requests_per_second: f64,
-    /// ab: concurrency × time taken / complete requests, in ms.
-    pub time_per_request_ms: f64,
-    /// ab: time taken / complete requests, in ms.
-    pub time_per_request_all_ms: f64,
-    /// ab: bytes received / 1024 / time taken.
-    pub transfer_rate_kbytes: f64,
-    /// ab with a request body: bytes sent (request heads and bodies) / 1024 / time taken.
-    pub sent_rate_kbytes: f64,
-}
-
-impl Derived {
-    pub fn of(r: &RunResult) -> Derived {
-        let secs = r.elapsed.as_secs_f64();
-        let done = r.totals.completed as f64;
-        let concurrency = r.concurrency * r.pipeline.max(1);
-        let (rps, tpr, tpr_all, kb, sent) = if secs > 0.0 && done > 0.0 {
-            (
-                done / secs,
-                concurrency as f64 * secs * 1000.0 / done,
-                secs * 1000.0 / done,
-                r.totals.bytes_received as f64 / 1024.0 / secs,
-                r.totals.bytes_sent as f64 / 1024.0 / secs,
-            )
-        } else {
-            (0.0, 0.0, 0.0, 0.0, 0.0)
-        };
-        Derived {
-            concurrency,
-            requests_per_second: rps,
-            time_per_request_ms: tpr,
-            time_per_request_all_ms: tpr_all,
-            transfer_rate_kbytes: kb,
-            sent_rate_kbytes: sent,
-        }
-    }
-}
-
-/// The achieved rate in `--rate` mode: completed responses per second (as `rate_reached` counts).
-pub fn achieved_rate(r: &RunResult) -> f64 {
-    r.rate()
 }
 
 /// The human report.
@@ -560,46 +469,4 @@ pub fn summary_line(r: &RunResult) -> String {
 /// Whether the run was open-loop.
 pub fn is_rate_mode(r: &RunResult) -> bool {
     matches!(r.mode, LoadMode::Rate { .. })
-}
-
-/// What the load command does with a finished run: the report on stdout, then `--json` and `--plot`.
-/// (The one function here that does I/O.) Errors name the flag and the file.
-pub fn output(r: &RunResult, opts: &crate::RunOptions) -> Result<(), String> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(render(r).as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(|e| format!("writing the report: {e}"))?;
-    if let Some(path) = &opts.json {
-        let sys = crate::sysinfo::SysInfo::collect(Some(r.driver.to_string()));
-        crate::json::write(path, &crate::json::document(r, &sys))
-            .map_err(|e| format!("--json {}: {e}", path.display()))?;
-    }
-    if let Some(path) = &opts.plot {
-        let title = match r.urls.as_slice() {
-            [one] => format!("Latency by percentile: {}", one.url),
-            many => format!("Latency by percentile: {} URLs", many.len()),
-        };
-        let mut series = vec![crate::plot::Series {
-            label: format!(
-                "-c {}{}",
-                r.concurrency,
-                if r.keep_alive { "" } else { ", --close" }
-            ),
-            hist: &r.hist.total,
-        }];
-        if is_rate_mode(r) {
-            series[0].label = format!(
-                "{}, corrected (from the intended send time)",
-                series[0].label
-            );
-            series.push(crate::plot::Series {
-                label: "uncorrected (from actual send time)".into(),
-                hist: &r.hist.uncorrected,
-            });
-        }
-        crate::plot::write(path, &title, &series)
-            .map_err(|e| format!("--plot {}: {e}", path.display()))?;
-    }
-    Ok(())
 }

@@ -10,8 +10,7 @@
 //! - `--shard auto/N` reads I from `JOB_COMPLETION_INDEX` + 1 (a Kubernetes Indexed Job
 //!   numbers its pods from 0) and fails, naming the variable, without it.
 
-use crate::cli::DistArgs;
-use crate::{LoadError, RunOptions};
+use crate::LoadError;
 use shared::shutdown::ShutdownFlag;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -38,59 +37,11 @@ pub struct ShardRun {
     pub duration: Option<Duration>,
 }
 
-impl DistArgs {
-    /// Apply `--shard`, `--start-at` and `--hdr-log` to options built from the other flags
-    /// (`-n` and `--rate` become this shard's part). `env` reads the environment.
-    pub fn apply(
-        &self,
-        o: &mut RunOptions,
-        env: impl Fn(&str) -> Option<String>,
-    ) -> Result<(), LoadError> {
-        if let Some(spec) = self.shard {
-            let shard = spec.resolve(env)?;
-            o.shard = Some(ShardRun {
-                shard,
-                requests_total: o.requests,
-                rate_total: o.rate,
-                duration: o.duration,
-            });
-            if let Some(n) = o.requests {
-                o.requests = Some(shard.requests(n)?);
-            }
-            if let Some(r) = o.rate {
-                o.rate = Some(shard.rate(r)?);
-            }
-        }
-        o.start_at = self.start_at;
-        o.hdr_log = self
-            .hdr_log
-            .as_ref()
-            .map(|path| crate::hdrlog::HdrLogOptions {
-                path: path.clone(),
-                interval: self.hdr_log_interval,
-            });
-        Ok(())
-    }
-}
-
-impl DistArgs {
-    /// `loader compare` runs rounds on one machine: sharding, a start time and an interval
-    /// log (rewritten every round) have no meaning there.
-    pub fn only_for_runs(&self) -> Result<(), LoadError> {
-        if self.shard.is_some() || self.start_at.is_some() || self.hdr_log.is_some() {
-            return Err(LoadError::Invalid(
-                "--shard, --start-at and --hdr-log apply to a plain run, not to compare".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
 /// With `--rate` and `--shard I/N`: shard I's sends start (I-1)/R after shard 1's (R the
 /// total rate), so that the shards' sends interleave as one generator's would (wrk2 offsets
 /// its connections by 1/R the same way) instead of N arriving at once.
-pub fn schedule_offset(opts: &RunOptions) -> Duration {
-    match opts.shard {
+pub fn schedule_offset(shard: Option<ShardRun>) -> Duration {
+    match shard {
         Some(ShardRun {
             shard,
             rate_total: Some(total),
@@ -102,9 +53,13 @@ pub fn schedule_offset(opts: &RunOptions) -> Duration {
 
 /// Wait for `--start-at` before a run; `Some(exit code)` when the run must not happen
 /// (Ctrl-C while waiting).
-pub fn wait_for_start(opts: &RunOptions, stop: &ShutdownFlag) -> Option<i32> {
-    let at = opts.start_at?;
-    if !opts.quiet {
+pub fn wait_for_start(
+    start_at: Option<SystemTime>,
+    quiet: bool,
+    stop: &ShutdownFlag,
+) -> Option<i32> {
+    let at = start_at?;
+    if !quiet {
         if let Ok(left) = at.duration_since(SystemTime::now()) {
             eprintln!(
                 "loader: waiting {} for --start-at",
@@ -459,65 +414,6 @@ mod tests {
         ] {
             assert!(parse_start_at(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn shard_flags_apply_to_the_options() {
-        use clap::Parser;
-        let parse = |args: &[&str], env: Option<&'static str>| {
-            let cli = crate::cli::Cli::try_parse_from(
-                ["loader"]
-                    .iter()
-                    .chain(args)
-                    .chain(&["http://127.0.0.1:1/"]),
-            )
-            .unwrap();
-            let mut o = RunOptions::for_urls(&cli.urls).unwrap();
-            o.requests = cli.load.requests;
-            o.rate = cli.load.rate;
-            cli.load
-                .dist
-                .apply(&mut o, |k| {
-                    env.filter(|_| k == INDEX_ENV).map(str::to_string)
-                })
-                .map(|()| o)
-        };
-        let o = parse(
-            &["-n", "10", "--rate", "400", "--shard", "auto/4"],
-            Some("3"),
-        )
-        .unwrap();
-        assert_eq!((o.requests, o.rate), (Some(2), Some(100.0)));
-        let run = o.shard.unwrap();
-        assert_eq!(run.shard, Shard { index: 4, count: 4 });
-        assert_eq!(
-            (run.requests_total, run.rate_total),
-            (Some(10), Some(400.0))
-        );
-        // Shard 4 of 4 at 400 req/s in total sends 3/400 s after shard 1.
-        assert_eq!(schedule_offset(&o), Duration::from_secs_f64(3.0 / 400.0));
-        let o = parse(&["--shard", "1/4", "--rate", "400"], None).unwrap();
-        assert_eq!(schedule_offset(&o), Duration::ZERO);
-        let o = parse(&["--hdr-log", "x.hlog", "--start-at", "1767225600"], None).unwrap();
-        assert_eq!(o.hdr_log.unwrap().interval, Duration::from_secs(1));
-        assert_eq!(
-            o.start_at,
-            Some(UNIX_EPOCH + Duration::from_secs(1_767_225_600))
-        );
-        assert!(parse(&["--shard", "auto/4"], None).is_err());
-        let c = crate::cli::Cli::try_parse_from([
-            "loader",
-            "compare",
-            "http://127.0.0.1:1/",
-            "http://127.0.0.1:2/",
-            "--shard",
-            "1/2",
-        ])
-        .unwrap();
-        let Some(crate::cli::Command::Compare(c)) = c.command else {
-            panic!("compare")
-        };
-        assert!(c.load.dist.only_for_runs().is_err());
     }
 
     #[test]

@@ -1,771 +1,516 @@
-//! The engine's entry point: [`run`] spawns the pinned workers, splits connections and `-n`
-//! among them, ends the run (deadline, quota or Ctrl-C), and merges what they measured.
+//! One worker (one thread, one runtime): the engine state its connection slots share, the
+//! tickets (`-n` exactly, round-robin over the URLs), what is counted per attempt ([`Entry`],
+//! [`Fail`]), and where to connect. The whole run, all workers, is `run`.
 //!
-//! Exactness of `-n`: each worker gets a fixed quota up front (the shares of its connections)
-//! and takes tickets from a local counter, so N attempts are made, no more, with no shared
-//! counter. The k-th attempt of a worker goes to URL `(base + k) % urls`, `base` being the
-//! attempts of the workers before it: together the workers walk one round-robin sequence, so
-//! every URL gets its exact share.
-//!
-//! `-d`: at the deadline no new attempt starts, and the attempts in flight are drained: each
-//! worker waits up to `--timeout` for their answers (less when nothing is left in flight),
-//! counts and records them like any other, and counts what is still unanswered then as failed
-//! ("unanswered at end"). wrk abandons them instead, which drops exactly the requests that
-//! waited longest (the tail goes missing) and leaves its counts below the server's. Ctrl-C
-//! stops the same way (a second Ctrl-C exits at once). The load period, which the rates are
-//! computed over, ends at the stop; the drain is reported apart. A `-n` run lets every
-//! attempt finish (or time out).
-//!
-//! `--warmup`: attempts started during the warm-up are never counted, even when they complete
-//! after it; the figures start from zero when it ends and `-n` counts from there.
+//! Invariant: single-threaded (Cell/RefCell); nothing here allocates per request.
 
-use crate::conn::{self, Cut, Guarded, Slot};
-use crate::engine::{Engine, Fail, Tickets};
-use crate::plan::{build_requests, split, Request, Schedule};
-use crate::srcaddr;
-use crate::stats::{
-    Counts, Drain, Histograms, LiveCounters, LoadMode, Measurements, RunResult, TlsCounts,
-    UrlResult, UrlStats,
-};
-use crate::tls::WorkerTls;
-use crate::{LoadError, RunOptions};
-use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
-use shared::shutdown::{Shutdown, ShutdownFlag};
-use shared::tls::ClientTls;
-use std::cell::Cell;
-use std::net::IpAddr;
-use std::ops::Range;
-use std::rc::Rc;
-use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant, SystemTime};
+use crate::plan::Request;
+use crate::srcaddr::{self, Rotation};
+use crate::stats::{record, LiveCounters, Measurements};
+use crate::tls::{server_name, HandshakeKind, WorkerTls};
+use crate::RunOptions;
+use rustls::pki_types::ServerName;
+use shared::http::head::RequestMethod;
+use shared::http::response::READER_MAX_HEADERS;
+use shared::http::{Limits, Response};
+use std::cell::{Cell, RefCell};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// One worker's part of the run: its connections and its share of `-n`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Share {
-    /// Global indices of this worker's connections.
-    slots: Range<usize>,
-    /// Measured attempts it makes (`-n`); `None`: until the run ends.
-    quota: Option<u64>,
-    /// The quotas of the workers before it: where its walk over the URLs starts.
-    base: u64,
-}
+/// Read buffer per connection (wrk uses 8 KiB; a bigger one halves the reads of a 32 KiB page).
+pub const READ_BUF: usize = 16 * 1024;
+/// Read buffer per connection when a worker has more than [`MANY_CONNECTIONS`]: memory stays
+/// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
+pub const SMALL_READ_BUF: usize = 4 * 1024;
+pub const MANY_CONNECTIONS: usize = 1024;
+/// Header fields a response may have (the shared reader's stack storage).
+pub const MAX_RESPONSE_HEADERS: usize = READER_MAX_HEADERS;
 
-/// Connections split among `workers`, then `-n` split per connection and summed per worker,
-/// so every connection does its even part and the workers' quotas add up to `requests`.
-fn shares(connections: usize, workers: usize, requests: Option<u64>) -> Vec<Share> {
-    let per_conn = requests.map(|n| split(n, connections));
-    let mut out = Vec::with_capacity(workers);
-    let (mut first, mut base) = (0usize, 0u64);
-    for c in split(connections as u64, workers) {
-        let slots = first..first + c as usize;
-        let quota = per_conn
-            .as_ref()
-            .map(|q| q[slots.clone()].iter().sum::<u64>());
-        first = slots.end;
-        out.push(Share { slots, quota, base });
-        base += quota.unwrap_or(0);
-    }
-    out
-}
-
-/// What the main thread hands each worker.
-struct WorkerPlan {
-    share: Share,
-    /// `https://`: the worker's own TLS client (own session store).
-    tls: Option<WorkerTls>,
-    live: Arc<LiveCounters>,
-    tx: mpsc::Sender<WorkerDone>,
-    common: Arc<Common>,
-}
-
-/// Read-only, the same for all workers.
-struct Common {
-    opts: RunOptions,
-    plan: Arc<Vec<Request>>,
-    measure_start: Instant,
-    deadline: Option<Instant>,
-    sources: Vec<IpAddr>,
-    /// Ctrl-C, read directly by a `--spin` worker (whose timers, and so the runtime's own
-    /// watch of this flag, never fire).
-    stop: Arc<ShutdownFlag>,
-    /// `--hdr-log`: where each worker's interval histograms go.
-    hdr: Option<crate::hdrlog::Sink>,
-}
-
-struct WorkerDone {
-    stats: Measurements,
-    /// The end of the load period: the stop, or the last response of a `-n` run.
-    ended: Instant,
-    /// The drain after a stop.
-    drain: Option<Drain>,
-}
-
-/// Run the load described by `opts` (blocking). `stop` ends it early (Ctrl-C): the result
-/// then covers what was done.
-pub fn run(opts: &RunOptions, stop: Arc<ShutdownFlag>) -> Result<RunResult, LoadError> {
-    run_with_progress(opts, stop, |_, _| {})
-}
-
-/// [`run`], calling `tick(elapsed, live)` on this thread about once a second while the
-/// workers run, with one [`LiveCounters`] per worker (for the live progress line). `elapsed`
-/// counts from the start of the load (warm-up included).
-pub fn run_with_progress(
-    opts: &RunOptions,
-    stop: Arc<ShutdownFlag>,
-    tick: impl FnMut(Duration, &[Arc<LiveCounters>]),
-) -> Result<RunResult, LoadError> {
-    opts.validate()?;
-    let nofile = shared::net::raise_nofile_limit();
-    let n_workers = opts.runtime.workers.min(opts.connections).max(1);
-    let mut cfg = opts.runtime.clone();
-    cfg.workers = n_workers;
-    if opts.spin {
-        // io_uring's fast setup posts completions when the thread enters the kernel to wait
-        // for them, which a spinning thread never does: its connects would never complete.
-        // epoll is polled (without waiting) on every turn of the runtime.
-        cfg.driver = shared::runtime::DriverChoice::Epoll;
-    }
-    let driver = select_driver(&cfg)?;
-    let mut reqs = build_requests(opts);
-    crate::plan::settle_addresses(&mut reqs);
-    let plan = Arc::new(reqs);
-    let sources = if opts.close {
-        plan.iter()
-            .map(|r| srcaddr::source_addresses(r.target.addr, opts.source_addresses))
-            .find(|s| !s.is_empty())
-            .unwrap_or_default()
-    } else {
-        Vec::new()
-    };
-    let t_start = Instant::now();
-    let warmup = opts.warmup.unwrap_or_default();
-    let measure_start = t_start + warmup;
-    let started = SystemTime::now() + warmup;
-    let hdr = opts
-        .hdr_log
-        .as_ref()
-        .map(|h| crate::hdrlog::HdrLog::start(h, n_workers, measure_start, started))
-        .transpose()?;
-    let common = Arc::new(Common {
-        opts: opts.clone(),
-        plan: plan.clone(),
-        measure_start,
-        deadline: opts.deadline().map(|d| measure_start + d),
-        sources,
-        stop: stop.clone(),
-        hdr: hdr.as_ref().map(|h| h.sink()),
-    });
-    let (tx, rx) = mpsc::channel();
-    let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
-    let mut tls = worker_tls(opts, n_workers)?.into_iter();
-    let items: Vec<WorkerPlan> = shares(opts.connections, n_workers, opts.requests)
-        .into_iter()
-        .zip(&lives)
-        .map(|(share, live)| WorkerPlan {
-            share,
-            tls: tls.next().flatten(),
-            live: live.clone(),
-            tx: tx.clone(),
-            common: common.clone(),
-        })
-        .collect();
-    drop(tx);
-    let workers = spawn_workers(&cfg, driver, stop.clone(), "loader", items, run_worker)?;
-    let pinning = workers.describe_pinning();
-    announce(opts, &pinning, driver, nofile);
-    let done = collect(&rx, n_workers, t_start, &lives, tick);
-    workers.join()?;
-    let facts = RunFacts {
-        measure_start,
-        started,
-        driver,
-        workers: n_workers,
-        pinning,
-        interrupted: stop.is_set(),
-    };
-    let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
-    drop(common);
-    if let (Some(h), Some(o)) = (hdr, &opts.hdr_log) {
-        // A log that could not be written in full does not cost the run's report.
-        if let Err(e) = h.finish(&o.path) {
-            eprintln!("loader: error: {e}: the interval log is incomplete");
-        }
-    }
-    Ok(merge(opts, &plan, summed, facts))
-}
-
-/// `https://` in the run: the trust roots loaded once (a bad `--cacert` stops the run here),
-/// then one TLS client per worker. `None` for each worker when every URL is `http://`.
-fn worker_tls(opts: &RunOptions, n_workers: usize) -> Result<Vec<Option<WorkerTls>>, LoadError> {
-    if !opts.urls.iter().any(|u| u.tls) {
-        return Ok((0..n_workers).map(|_| None).collect());
-    }
-    let tls = ClientTls::new(&opts.tls)?;
-    (0..n_workers)
-        .map(|_| Ok(Some(WorkerTls::new(&tls)?)))
-        .collect()
-}
-
-/// The start-up line, and a warning when `-c` is near the open-files limit.
-fn announce(opts: &RunOptions, pinning: &str, driver: DriverKind, nofile: u64) {
-    if !opts.quiet {
-        eprintln!(
-            "loader: {pinning}, driver {driver}, open files {nofile}; {} connections, {}",
-            opts.connections,
-            describe_load(opts)
-        );
-    }
-    if opts.tls.trust == shared::tls::Trust::Insecure && opts.urls.iter().any(|u| u.tls) {
-        eprintln!("loader: warning: --insecure: server certificates are not verified");
-    }
-    // Every connection is a descriptor; a few more are the runtime's own.
-    if nofile > 0 && opts.connections as u64 + 64 > nofile {
-        eprintln!(
-            "loader: warning: -c {} is close to or above the open-files limit {nofile}: \
-             connects beyond it fail (counted as connect failures); raise `ulimit -Hn`",
-            opts.connections
-        );
-    }
-}
-
-/// Wait for the workers' results, calling `tick` about once a second meanwhile.
-fn collect(
-    rx: &mpsc::Receiver<WorkerDone>,
-    n_workers: usize,
-    t_start: Instant,
-    lives: &[Arc<LiveCounters>],
-    mut tick: impl FnMut(Duration, &[Arc<LiveCounters>]),
-) -> Vec<WorkerDone> {
-    let mut done: Vec<WorkerDone> = Vec::with_capacity(n_workers);
-    let mut next_tick = t_start + Duration::from_secs(1);
-    while done.len() < n_workers {
-        let wait = next_tick
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(200));
-        match rx.recv_timeout(wait) {
-            Ok(d) => done.push(d),
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
-        }
-        if Instant::now() >= next_tick {
-            tick(t_start.elapsed(), lives);
-            next_tick += Duration::from_secs(1);
-        }
-    }
-    done
-}
-
-/// "-n 1000 to http://...", "10s at 200 req/s to 3 URLs" (for the start-up line).
-fn describe_load(opts: &RunOptions) -> String {
-    let mut what = Vec::new();
-    if let Some(n) = opts.requests {
-        what.push(format!("{n} requests"));
-    }
-    if let Some(d) = opts.deadline() {
-        what.push(shared::units::format_duration(d));
-    }
-    let mut s = what.join(" or ");
-    if let Some(r) = opts.rate {
-        s += &format!(" at {r} req/s");
-    }
-    if let Some(w) = opts.warmup {
-        s += &format!(" after {} of warm-up", shared::units::format_duration(w));
-    }
-    match opts.urls.as_slice() {
-        [one] => s + &format!(" to {}", one.url),
-        many => s + &format!(" to {} URLs", many.len()),
-    }
-}
-
-/// What the workers measured, summed.
-#[derive(Debug)]
-struct Summed {
-    /// Indexed like the plan.
-    urls: Vec<UrlStats>,
-    hist: Histograms,
-    connections_opened: u64,
-    tls: TlsCounts,
-    /// Which source addresses any worker used.
-    sources_used: Vec<bool>,
-    /// When the last worker ended (not before the measurement started).
-    ended: Instant,
-    /// The workers' drains: in flight summed, the longest time.
-    drain: Option<Drain>,
-}
-
-/// Add up the workers' figures (histograms merged after the threads joined, as wrk2 does).
-fn sum_workers(
-    done: &[WorkerDone],
-    n_urls: usize,
-    n_sources: usize,
-    measure_start: Instant,
-) -> Summed {
-    let mut s = Summed {
-        urls: vec![UrlStats::default(); n_urls],
-        hist: Histograms::default(),
-        connections_opened: 0,
-        tls: TlsCounts::default(),
-        sources_used: vec![false; n_sources],
-        ended: measure_start,
-        drain: None,
-    };
-    for d in done {
-        for (acc, u) in s.urls.iter_mut().zip(&d.stats.urls) {
-            acc.add(u);
-        }
-        if let Some(dd) = d.drain {
-            let acc = s.drain.get_or_insert_with(Drain::default);
-            acc.in_flight += dd.in_flight;
-            acc.took = acc.took.max(dd.took);
-        }
-        s.hist.add(&d.stats.hist);
-        s.connections_opened += d.stats.connections_opened;
-        s.tls.add(&d.stats.tls);
-        for (a, &b) in s.sources_used.iter_mut().zip(&d.stats.sources_used) {
-            *a |= b;
-        }
-        s.ended = s.ended.max(d.ended);
-    }
-    s
-}
-
-/// What the result says about the run itself, besides the figures.
-struct RunFacts {
-    measure_start: Instant,
-    /// Wall-clock start of the measurement (after the warm-up).
-    started: SystemTime,
-    driver: DriverKind,
-    workers: usize,
-    pinning: String,
-    interrupted: bool,
-}
-
-/// The run's result: the summed figures per URL and in total, with what was asked for.
-fn merge(opts: &RunOptions, plan: &[Request], summed: Summed, facts: RunFacts) -> RunResult {
-    let Summed {
-        urls,
-        mut hist,
-        connections_opened,
-        tls,
-        sources_used,
-        ended,
-        drain,
-    } = summed;
-    if opts.rate.is_none() {
-        hist.uncorrected = hist.total.clone();
-    }
-    let elapsed = ended.saturating_duration_since(facts.measure_start);
-    let mut totals = Counts::default();
-    let url_results: Vec<UrlResult> = plan
-        .iter()
-        .zip(urls)
-        .map(|(r, u)| {
-            totals.add(&u.counts);
-            url_result(r, u)
-        })
-        .collect();
-    RunResult {
-        started: facts.started,
-        ended: facts.started + elapsed,
-        elapsed,
-        drain,
-        warmup: opts.warmup,
-        interrupted: facts.interrupted,
-        concurrency: opts.connections,
-        pipeline: opts.pipeline,
-        keep_alive: !opts.close,
-        http10: opts.http10,
-        method: opts.method.clone(),
-        mode: match opts.rate {
-            Some(target) => LoadMode::Rate { target },
-            None => LoadMode::ClosedLoop,
-        },
-        workers: facts.workers,
-        driver: facts.driver,
-        pinning: facts.pinning,
-        server_software: url_results.iter().find_map(|u| u.server_software.clone()),
-        urls: url_results,
-        totals,
-        hist,
-        connections_opened,
-        tls: opts.urls.iter().any(|u| u.tls).then_some(tls),
-        tls_protocol: plan.iter().find_map(|r| r.tls_session.get().cloned()),
-        source_addresses: sources_used.iter().filter(|&&b| b).count(),
-        accept_variable_length: opts.accept_variable_length,
-        sends_body: opts.body.is_some(),
-        spin: opts.spin,
-        shard: opts.shard,
-    }
-}
-
-/// One URL's line of the result.
-fn url_result(r: &Request, u: UrlStats) -> UrlResult {
-    let hist = u.histogram();
-    let mut counts = u.counts;
-    counts.status.sort_unstable();
-    UrlResult {
-        url: r.target.url.clone(),
-        host: r.target.host.clone(),
-        port: r.target.port,
-        path: r.target.path.clone(),
-        document_length: r.document_length.get().copied(),
-        server_software: r.server.get().cloned(),
-        hist,
-        counts,
-        latency: u.latency,
-    }
-}
-
-/// A worker thread's run: its engine, the end and warm-up watchers, one task per
-/// connection slot and the timeout monitor; the figures go back on `tx` when all end.
-async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
-    let WorkerPlan {
-        share,
-        tls,
-        live,
-        tx,
-        common,
-    } = item;
-    let opts = &common.opts;
-    let tickets = Tickets::new(share.quota, share.base, common.plan.len());
-    let w = Rc::new(
-        Engine::new(
-            opts,
-            common.plan.clone(),
-            common.sources.clone(),
-            share.slots.len(),
-            tickets,
-            live,
-            ctx.id,
-        )
-        .with_tls(tls),
-    );
-    let end = Shutdown::new();
-    if w.spin {
-        monoio::spawn(conn::spin_ticker());
-    }
-    if opts.warmup.is_some() {
-        let (w, end) = (w.clone(), end.clone());
-        let at = common.measure_start;
-        monoio::spawn(async move {
-            monoio::select! {
-                _ = conn::pause_until(at, w.spin) => w.start_measuring(),
-                _ = end.wait() => {},
-            }
-        });
-    }
-    let hdr = common.hdr.as_ref().map(|s| s.for_worker(ctx.id));
-    if let Some(h) = &hdr {
-        monoio::spawn(h.clone().tick(w.clone()));
-    }
-    let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
-    let all = Rc::new(all);
-    let stopped = watch_end(&w, &end, &ctx, &common, all.clone());
-    monoio::spawn(conn::monitor(
-        all,
-        end.clone(),
-        conn::monitor_tick(opts.timeout),
-        w.spin,
-    ));
-    for h in handles {
-        h.await;
-    }
-    let now = Instant::now();
-    let (ended, drain) = match stopped.get() {
-        Some(stop) => (
-            stop.at,
-            Some(Drain {
-                in_flight: stop.in_flight,
-                took: now.saturating_duration_since(stop.at),
-            }),
-        ),
-        None => (now, None),
-    };
-    // After the drain: the last interval holds the drained responses too, so the log's
-    // intervals add up to the run's complete requests.
-    if let Some(h) = &hdr {
-        h.last(&w);
-    }
-    let stats = w.take_measurements();
-    let _ = tx.send(WorkerDone {
-        stats,
-        ended,
-        drain,
-    });
-}
-
-/// When and how a worker stopped sending.
+/// One attempt, from its ticket to its outcome.
 #[derive(Debug, Clone, Copy)]
-struct Stopped {
-    /// The deadline (when it ended the run; the timer fires a little after it) or Ctrl-C.
-    at: Instant,
-    /// Measured attempts in flight then.
-    in_flight: u64,
+pub struct Entry {
+    /// Index of its URL.
+    pub url: usize,
+    /// Counted in the figures (false during --warmup).
+    pub measured: bool,
+    /// Where latency is measured from: the scheduled send time with --rate, else `start`.
+    pub intended: Instant,
+    /// When the attempt actually started (before its connect, if it opened one).
+    pub start: Instant,
+    /// When its bytes were handed to the socket (after the connect): ab's "Waiting" starts here.
+    pub sent: Instant,
+    /// It opened its connection: ab's "Connect" time is charged to it.
+    pub opened: bool,
 }
 
-/// The end of the run: the deadline or Ctrl-C stops the tickets, counts what is in flight
-/// and cuts the slots with nothing in flight (waiting for a send time); `--timeout` later
-/// (the drain) fires `end`, which cuts the rest. The cell says when it stopped.
-fn watch_end(
-    w: &Rc<Engine>,
-    end: &Shutdown,
-    ctx: &WorkerCtx,
-    common: &Common,
-    slots: Rc<Vec<Rc<Slot>>>,
-) -> Rc<Cell<Option<Stopped>>> {
-    let stopped = Rc::new(Cell::new(None));
-    let (w, end, sd, cell) = (
-        w.clone(),
-        end.clone(),
-        ctx.shutdown.clone(),
-        stopped.clone(),
-    );
-    let (deadline, flag) = (common.deadline, common.stop.clone());
-    let timeout = common.opts.timeout;
-    monoio::spawn(async move {
-        let by_deadline = if w.spin {
-            spin_until_end(deadline, &flag).await
+/// How an attempt ended without a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fail {
+    Connect,
+    Read,
+    Write,
+    Timeout,
+    Parse,
+    /// In flight when the run stopped (deadline or Ctrl-C) and still unanswered when the
+    /// drain ended.
+    Unanswered,
+}
+
+impl Fail {
+    /// A distinct bit per kind (for [`Engine::log_first`]).
+    fn bit(self) -> u8 {
+        1 << (self as u8)
+    }
+}
+
+/// The right to make one attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket {
+    /// Index of its URL.
+    pub url: usize,
+    /// Counted in the figures (false during --warmup).
+    pub measured: bool,
+}
+
+/// A worker's tickets: its share of `-n` and its place in the round-robin over the URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tickets {
+    /// Measured attempts this worker may make (`-n`); `None`: until the run ends.
+    quota: Option<u64>,
+    /// Measured attempts of the workers before this one: where its walk over the URLs starts.
+    base: u64,
+    n_urls: u64,
+    issued: u64,
+    warm_issued: u64,
+}
+
+impl Tickets {
+    pub fn new(quota: Option<u64>, base: u64, n_urls: usize) -> Tickets {
+        Tickets {
+            quota,
+            base,
+            n_urls: n_urls.max(1) as u64,
+            issued: 0,
+            warm_issued: 0,
+        }
+    }
+
+    /// The next ticket: measured ones up to the quota, warm-up ones without limit (they are
+    /// never counted).
+    pub fn take(&mut self, measuring: bool) -> Option<Ticket> {
+        let count = if measuring {
+            if self.quota.is_some_and(|q| self.issued >= q) {
+                return None;
+            }
+            &mut self.issued
         } else {
-            match deadline {
-                Some(d) => monoio::select! {
-                    _ = monoio::time::sleep_until(d.into()) => true,
-                    _ = sd.wait() => false,
-                },
-                None => {
-                    sd.wait().await;
-                    false
+            &mut self.warm_issued
+        };
+        let url = ((self.base + *count) % self.n_urls) as usize;
+        *count += 1;
+        Some(Ticket {
+            url,
+            measured: measuring,
+        })
+    }
+}
+
+/// One worker's engine state, shared by its connection slots (single thread: Cell/RefCell).
+pub struct Engine {
+    /// Request bytes per URL: this worker's own copy.
+    pub requests: Vec<Vec<u8>>,
+    pub methods: Vec<RequestMethod>,
+    pub max_request_len: usize,
+    /// Read buffer size per connection.
+    pub read_buf: usize,
+    /// Requests in flight per connection.
+    pub depth: usize,
+    pub close: bool,
+    pub timeout: Duration,
+    pub limits: Limits,
+    plan: Arc<Vec<Request>>,
+    stats: RefCell<Measurements>,
+    live: Arc<LiveCounters>,
+    tickets: Cell<Tickets>,
+    stopped: Cell<bool>,
+    measuring: Cell<bool>,
+    rate: bool,
+    /// `--spin`: wait for send times by polling the clock (see [`crate::pace::pause_until`]).
+    pub spin: bool,
+    accept_variable_length: bool,
+    /// First body length per URL, cached from the plan's shared value.
+    doc_len: Vec<Cell<Option<u64>>>,
+    server_seen: Vec<Cell<bool>>,
+    sources: Vec<IpAddr>,
+    /// Per URL: connects are spread over `sources`.
+    spread: Vec<bool>,
+    rotation: RefCell<Rotation>,
+    /// Failure kinds (bits of [`Fail::bit`]) whose first occurrence this worker has logged.
+    logged: Cell<u8>,
+    /// `https://`: this worker's TLS client (set by [`Engine::with_tls`]).
+    pub tls: Option<WorkerTls>,
+    /// Per URL: the TLS server name (`None` for `http://`).
+    names: Vec<Option<ServerName<'static>>>,
+}
+
+impl Engine {
+    /// A worker's engine for `n_slots` connections, its own copy of the request bytes.
+    pub fn new(
+        opts: &RunOptions,
+        plan: Arc<Vec<Request>>,
+        sources: Vec<IpAddr>,
+        n_slots: usize,
+        tickets: Tickets,
+        live: Arc<LiveCounters>,
+        worker_id: usize,
+    ) -> Engine {
+        let n_urls = plan.len();
+        let requests: Vec<Vec<u8>> = plan.iter().map(|r| r.bytes.to_vec()).collect();
+        // Checked by `RunOptions::validate`: a name that does not parse is never connected to.
+        let names = plan
+            .iter()
+            .map(|r| r.target.tls.then(|| server_name(&r.target.host).ok())?)
+            .collect();
+        let mut stats = Measurements::new(n_urls, sources.len());
+        if opts.hdr_log.is_some() {
+            stats.interval = Some(crate::stats::new_histogram());
+        }
+        Engine {
+            max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
+            read_buf: if n_slots > MANY_CONNECTIONS {
+                SMALL_READ_BUF
+            } else {
+                READ_BUF
+            },
+            methods: plan.iter().map(|r| r.method).collect(),
+            requests,
+            depth: opts.pipeline,
+            close: opts.close,
+            timeout: opts.timeout,
+            limits: Limits {
+                max_headers: MAX_RESPONSE_HEADERS,
+                ..Limits::default()
+            },
+            spread: plan
+                .iter()
+                .map(|r| !srcaddr::source_addresses(r.target.addr, 1).is_empty())
+                .collect(),
+            plan,
+            stats: RefCell::new(stats),
+            live,
+            tickets: Cell::new(tickets),
+            stopped: Cell::new(false),
+            measuring: Cell::new(opts.warmup.is_none()),
+            rate: opts.rate.is_some(),
+            spin: opts.spin,
+            accept_variable_length: opts.accept_variable_length,
+            doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
+            server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
+            rotation: RefCell::new(Rotation::new(sources.len(), worker_id)),
+            names,
+            sources,
+            logged: Cell::new(0),
+            tls: None,
+        }
+    }
+
+    /// The worker's TLS client, for `https://` URLs.
+    pub fn with_tls(mut self, tls: Option<WorkerTls>) -> Engine {
+        self.tls = tls;
+        self
+    }
+
+    /// The TLS client and server name for `url`; `None` for `http://`.
+    pub fn tls_for(&self, url: usize) -> Option<(&WorkerTls, ServerName<'static>)> {
+        let name = self.names[url].as_ref()?;
+        Some((self.tls.as_ref()?, name.clone()))
+    }
+
+    /// Whether a connection opened for URL `a` serves URL `b`: same address and scheme, and
+    /// for TLS the same server name (the certificate was checked for it).
+    #[inline]
+    pub fn same_connection(&self, a: usize, b: usize) -> bool {
+        a == b
+            || (self.plan[a].target.addr == self.plan[b].target.addr
+                && self.names[a] == self.names[b])
+    }
+
+    #[inline]
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.get()
+    }
+
+    /// The next attempt, or None when the quota is spent or the run is ending.
+    #[inline]
+    pub fn take_ticket(&self) -> Option<Ticket> {
+        if self.stopped.get() {
+            return None;
+        }
+        let mut tickets = self.tickets.get();
+        let ticket = tickets.take(self.measuring.get())?;
+        self.tickets.set(tickets);
+        if ticket.measured {
+            self.stats.borrow_mut().urls[ticket.url].counts.attempts += 1;
+        }
+        Some(ticket)
+    }
+
+    /// Count an attempt that ended without a response.
+    pub fn fail(&self, e: &Entry, why: Fail) {
+        self.live.errors.incr();
+        if !e.measured {
+            return;
+        }
+        let mut st = self.stats.borrow_mut();
+        let c = &mut st.urls[e.url].counts;
+        match why {
+            Fail::Connect => c.failures.connect += 1,
+            Fail::Read => c.failures.read += 1,
+            Fail::Write => c.failures.write += 1,
+            Fail::Timeout => c.failures.timeout += 1,
+            Fail::Parse => c.failures.parse += 1,
+            Fail::Unanswered => c.failures.unanswered += 1,
+        }
+    }
+
+    /// Count a complete response. `t_first`: arrival of its first byte; `t_done`: of its last.
+    #[inline]
+    pub fn complete(
+        &self,
+        e: &Entry,
+        resp: &Response,
+        connect_us: u64,
+        t_first: Instant,
+        t_done: Instant,
+    ) {
+        self.live.completed.incr();
+        let doc = match self.doc_len[e.url].get() {
+            Some(d) => d,
+            None => {
+                let d = *self.plan[e.url]
+                    .document_length
+                    .get_or_init(|| resp.body_len);
+                self.doc_len[e.url].set(Some(d));
+                d
+            }
+        };
+        if !e.measured {
+            return;
+        }
+        let total_us = micros(t_done.saturating_duration_since(e.intended));
+        let mut st = self.stats.borrow_mut();
+        let st = &mut *st;
+        record(&mut st.hist.total, total_us);
+        if let Some(h) = &mut st.interval {
+            record(h, total_us);
+        }
+        if self.rate {
+            record(
+                &mut st.hist.uncorrected,
+                micros(t_done.saturating_duration_since(e.start)),
+            );
+        }
+        record(&mut st.hist.connect, connect_us);
+        record(&mut st.hist.processing, total_us.saturating_sub(connect_us));
+        record(
+            &mut st.hist.waiting,
+            micros(t_first.saturating_duration_since(e.sent)),
+        );
+        let u = &mut st.urls[e.url];
+        u.record(total_us);
+        let c = &mut u.counts;
+        c.completed += 1;
+        c.count_status(resp.status);
+        if !(200..300).contains(&resp.status) {
+            c.non_2xx += 1;
+        }
+        // ab's "Keep-Alive requests": responses after which the connection stayed open for
+        // the next request (the first response on each connection included), not reuses.
+        if resp.keep_alive && !self.close {
+            c.keep_alive += 1;
+        }
+        c.bytes_received += resp.wire_len;
+        c.body_bytes += resp.body_len;
+        if doc != resp.body_len && !self.accept_variable_length {
+            c.failures.length += 1;
+        }
+    }
+
+    /// Say on stderr why the first failure of this kind happened (the report only counts
+    /// them: "Connect: 1422" does not tell "refused" from "too many open files"). Once per
+    /// kind per process: a worker-local bit first, then a process-wide one (an atomic
+    /// touched only on a worker's first failure of a kind, never on the request path).
+    pub fn log_first(&self, why: Fail, what: std::fmt::Arguments<'_>) {
+        static LOGGED: AtomicU8 = AtomicU8::new(0);
+        let bit = why.bit();
+        if self.logged.get() & bit != 0 {
+            return;
+        }
+        self.logged.set(self.logged.get() | bit);
+        if LOGGED.fetch_or(bit, Ordering::Relaxed) & bit == 0 {
+            shared::log!("loader: {what} (further such failures are counted, not logged)");
+        }
+    }
+
+    /// A connection was opened: its TCP connect took `connect_us`, then its TLS handshake
+    /// (`https://`) `handshake_us`.
+    pub fn connected(&self, connect_us: u64, tls: Option<(u64, HandshakeKind)>) {
+        if self.measuring.get() {
+            let mut st = self.stats.borrow_mut();
+            st.connections_opened += 1;
+            record(&mut st.hist.connect_per_connection, connect_us);
+            if let Some((handshake_us, kind)) = tls {
+                record(&mut st.hist.tls_handshake, handshake_us);
+                match kind {
+                    HandshakeKind::Full => st.tls.full += 1,
+                    HandshakeKind::Resumed => st.tls.resumed += 1,
                 }
             }
-        };
-        let now = Instant::now();
-        let at = match deadline {
-            Some(d) if by_deadline => now.min(d),
-            _ => now,
-        };
-        w.stop();
-        let in_flight = slots.iter().map(|s| s.measured_in_flight()).sum();
-        cell.set(Some(Stopped { at, in_flight }));
-        for s in slots.iter() {
-            if s.inflight.borrow().is_empty() {
-                s.cut(Cut::End);
-            }
         }
-        conn::pause_until(now + timeout, w.spin).await;
-        end.fire();
-    });
-    stopped
+    }
+
+    /// A measured send that waited for its intended time went out `late_us` after it.
+    #[inline]
+    pub fn sent_late(&self, late_us: u64) {
+        record(&mut self.stats.borrow_mut().hist.send_lateness, late_us);
+    }
+
+    /// The request of `e` was written.
+    #[inline]
+    pub fn sent(&self, e: &Entry) {
+        if e.measured {
+            let n = self.requests[e.url].len() as u64;
+            self.stats.borrow_mut().urls[e.url].counts.bytes_sent += n;
+        }
+    }
+
+    /// Remember the first Server header seen for `url` (only the first response is looked at).
+    pub fn note_server(&self, url: usize, headers: &[httparse::Header<'_>]) {
+        if self.server_seen[url].replace(true) {
+            return;
+        }
+        let slot = &self.plan[url].server;
+        if slot.get().is_some() {
+            return;
+        }
+        if let Some(h) = headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("server"))
+        {
+            let _ = slot.set(String::from_utf8_lossy(h.value).into_owned());
+        }
+    }
+
+    /// Remember the first TLS session's description for `url` (once per worker and URL).
+    pub fn note_tls(&self, url: usize, stream: &shared::stream::Stream) {
+        let slot = &self.plan[url].tls_session;
+        if slot.get().is_some() {
+            return;
+        }
+        if let shared::stream::Stream::Tls(t) = stream {
+            let _ = slot.set(crate::tls::describe(t.session()));
+        }
+    }
+
+    /// The host of `url` (for messages).
+    pub fn host(&self, url: usize) -> &str {
+        &self.plan[url].target.host
+    }
+
+    /// Where to connect for `url`, and from which source address.
+    pub fn connect_target(&self, url: usize) -> (SocketAddr, Option<IpAddr>) {
+        let dst = self.plan[url].target.addr;
+        if !self.spread[url] {
+            return (dst, None);
+        }
+        let Some(i) = self.rotation.borrow_mut().next_index() else {
+            return (dst, None);
+        };
+        if self.measuring.get() {
+            self.stats.borrow_mut().sources_used[i] = true;
+        }
+        (dst, Some(self.sources[i]))
+    }
+
+    /// The run is ending: no ticket is given out any more.
+    pub fn stop(&self) {
+        self.stopped.set(true);
+    }
+
+    /// `--hdr-log`: the current interval's histogram, the recording going on in a fresh one.
+    pub fn take_interval(&self) -> Option<hdrhistogram::Histogram<u64>> {
+        let mut st = self.stats.borrow_mut();
+        let h = st.interval.as_mut()?;
+        let copy = h.clone();
+        h.reset();
+        Some(copy)
+    }
+
+    /// What this worker measured, handed back when it ends.
+    pub fn take_measurements(&self) -> Measurements {
+        std::mem::take(&mut *self.stats.borrow_mut())
+    }
+
+    /// The end of --warmup: the figures start from zero.
+    pub fn start_measuring(&self) {
+        if !self.stopped.get() {
+            self.stats.borrow_mut().reset();
+            self.measuring.set(true);
+        }
+    }
 }
 
-/// [`watch_end`]'s wait with `--spin`: the deadline by the clock, Ctrl-C by its flag (checked
-/// every few milliseconds). Returns whether the deadline came first.
-async fn spin_until_end(deadline: Option<Instant>, flag: &ShutdownFlag) -> bool {
-    const CHECK: Duration = Duration::from_millis(5);
-    loop {
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            return true;
-        }
-        if flag.is_set() {
-            return false;
-        }
-        let next = deadline.map_or(now + CHECK, |d| d.min(now + CHECK));
-        conn::pause_until(next, true).await;
-    }
-}
-
-/// One task per connection slot, first connects staggered.
-fn spawn_slots(
-    w: &Rc<Engine>,
-    end: &Shutdown,
-    opts: &RunOptions,
-    slots: Range<usize>,
-) -> (Vec<monoio::task::JoinHandle<()>>, Vec<Rc<Slot>>) {
-    let now = Instant::now();
-    let n = slots.len();
-    // Stagger the first connects: up to 64 at once, more spread over up to 10 ms (the
-    // timer's resolution is a millisecond).
-    let spread_ms = if n <= 64 { 0 } else { n.div_ceil(64).min(10) };
-    let rate_per_conn = opts.rate.map(|r| r / opts.connections as f64);
-    let now_shard = now + crate::shard::schedule_offset(opts);
-    let mut handles = Vec::with_capacity(n);
-    let mut all = Vec::with_capacity(n);
-    for (i, g) in slots.enumerate() {
-        let schedule = opts.rate.zip(rate_per_conn).map(|(r, per)| {
-            // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
-            Schedule::new(now_shard + Duration::from_secs_f64(g as f64 / r), per)
-        });
-        let delay = if opts.rate.is_some() {
-            Duration::ZERO
-        } else {
-            Duration::from_millis((i * spread_ms / n) as u64)
-        };
-        let slot = Rc::new(Slot::new(g, opts.pipeline, now, schedule));
-        all.push(slot.clone());
-        handles.push(monoio::spawn(run_slot(w.clone(), end.clone(), slot, delay)));
-    }
-    (handles, all)
-}
-
-async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration) {
-    if !delay.is_zero() {
-        monoio::select! {
-            _ = conn::pause_until(Instant::now() + delay, w.spin) => {},
-            _ = end.wait() => return,
-        }
-        slot.now.set(Instant::now());
-    }
-    loop {
-        if w.is_stopped() && slot.inflight.borrow().is_empty() {
-            return; // stopped while it waited to start or after a timeout: nothing to drain
-        }
-        let drive = conn::drive(&w, &slot);
-        let drive = std::pin::pin!(drive);
-        let cut = Guarded {
-            fut: drive,
-            slot: &slot,
-        }
-        .await;
-        match cut {
-            None => return,
-            Some(Cut::Timeout) => {
-                // The connection was dropped with `drive`; the next attempt opens a new one.
-                let why = if slot.connecting.get() {
-                    Fail::Connect
-                } else {
-                    Fail::Timeout
-                };
-                slot.fail_all(&w, why);
-                slot.cut.set(None);
-                slot.now.set(Instant::now());
-            }
-            Some(Cut::End) => {
-                slot.fail_all(&w, Fail::Unanswered);
-                return;
-            }
-        }
-    }
+/// A duration in whole microseconds, saturating (the unit of every histogram).
+#[inline]
+pub fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u128::from(u64::MAX)) as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::record;
-    use crate::Target;
+
+    fn walk(t: &mut Tickets, measuring: bool, n: usize) -> Vec<Option<usize>> {
+        (0..n).map(|_| t.take(measuring).map(|t| t.url)).collect()
+    }
 
     #[test]
-    fn shares_split_connections_and_requests_exactly() {
-        let got = shares(10, 3, Some(100));
-        let want = [(0..4, 40, 0), (4..7, 30, 40), (7..10, 30, 70)];
-        let want: Vec<Share> = want
-            .into_iter()
-            .map(|(slots, q, base)| Share {
-                slots,
-                quota: Some(q),
-                base,
-            })
-            .collect();
-        assert_eq!(got, want);
-        // 7 requests over 3 connections: 3, 2, 2; worker 0 has two connections.
-        let got = shares(3, 2, Some(7));
+    fn tickets_stop_at_the_quota_and_walk_the_urls_from_the_base() {
+        let mut t = Tickets::new(Some(4), 5, 3);
         assert_eq!(
-            (got[0].quota, got[1].quota, got[1].base),
-            (Some(5), Some(2), 5)
+            walk(&mut t, true, 6),
+            [Some(2), Some(0), Some(1), Some(2), None, None]
         );
-        // Without -n: no quota, every walk starts at 0.
-        assert!(shares(4, 2, None)
-            .iter()
-            .all(|s| s.quota.is_none() && s.base == 0));
-        for (c, w, n) in [(1, 1, 0), (5, 2, 1), (7, 3, 1000), (64, 2, 63), (3, 3, 2)] {
-            let s = shares(c, w, Some(n));
-            assert_eq!(
-                s.iter().map(|s| s.quota.unwrap()).sum::<u64>(),
-                n,
-                "{c} {w} {n}"
-            );
-            assert_eq!(s.iter().map(|s| s.slots.len()).sum::<usize>(), c);
-            for pair in s.windows(2) {
-                assert_eq!(pair[0].slots.end, pair[1].slots.start);
-                assert_eq!(pair[0].base + pair[0].quota.unwrap(), pair[1].base);
+        // Warm-up tickets are never limited and never counted against the quota.
+        let mut t = Tickets::new(Some(1), 0, 2);
+        assert_eq!(walk(&mut t, false, 3), [Some(0), Some(1), Some(0)]);
+        assert!(t.take(false).is_some_and(|t| !t.measured));
+        assert_eq!(
+            t.take(true),
+            Some(Ticket {
+                url: 0,
+                measured: true
+            })
+        );
+        assert_eq!(t.take(true), None);
+        // Without a quota: until the run ends.
+        let mut t = Tickets::new(None, 0, 1);
+        assert!(walk(&mut t, true, 1000).iter().all(|u| *u == Some(0)));
+        assert_eq!(Tickets::new(Some(0), 0, 1).take(true), None);
+    }
+
+    #[test]
+    fn the_workers_walks_make_one_round_robin() {
+        // Two workers, quotas 3 and 4, bases 0 and 3, over 3 URLs: each URL gets its share.
+        let mut per_url = [0u32; 3];
+        for (quota, base) in [(3, 0), (4, 3)] {
+            let mut t = Tickets::new(Some(quota), base, 3);
+            while let Some(ticket) = t.take(true) {
+                per_url[ticket.url] += 1;
             }
         }
-    }
-
-    fn measured(url: usize, status: u16, latency_us: u64, source: Option<usize>) -> Measurements {
-        let mut m = Measurements::new(2, 3);
-        let c = &mut m.urls[url].counts;
-        c.attempts += 1;
-        c.completed += 1;
-        c.count_status(status);
-        m.urls[url].record(latency_us);
-        record(&mut m.hist.total, latency_us);
-        m.connections_opened = 1;
-        if let Some(i) = source {
-            m.sources_used[i] = true;
-        }
-        m
-    }
-
-    #[test]
-    fn workers_figures_add_up() {
-        let t0 = Instant::now();
-        let done = vec![
-            WorkerDone {
-                stats: measured(0, 404, 100, Some(0)),
-                ended: t0 + Duration::from_millis(5),
-                drain: Some(Drain {
-                    in_flight: 2,
-                    took: Duration::from_millis(3),
-                }),
-            },
-            WorkerDone {
-                stats: measured(0, 200, 300, Some(2)),
-                ended: t0 + Duration::from_millis(9),
-                drain: Some(Drain {
-                    in_flight: 1,
-                    took: Duration::from_millis(7),
-                }),
-            },
-        ];
-        let s = sum_workers(&done, 2, 3, t0);
-        assert_eq!(s.urls[0].counts.completed, 2);
-        assert_eq!(s.urls[1].counts.completed, 0);
-        assert_eq!(
-            (s.urls[0].latency.min_us, s.urls[0].latency.max_us),
-            (100, 300)
-        );
-        assert_eq!(s.hist.total.len(), 2);
-        assert_eq!(s.connections_opened, 2);
-        assert_eq!(s.sources_used, vec![true, false, true]);
-        assert_eq!(s.ended, t0 + Duration::from_millis(9));
-        // In flight summed, the longest drain.
-        let want = Drain {
-            in_flight: 3,
-            took: Duration::from_millis(7),
-        };
-        assert_eq!(s.drain, Some(want));
-        assert_eq!(s.urls[0].histogram().len(), 2);
-        // No worker: the run ends where the measurement started.
-        assert_eq!(sum_workers(&[], 2, 0, t0).ended, t0);
-
-        let urls = ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"];
-        let targets = urls.iter().map(|u| Target::parse(u).unwrap()).collect();
-        let opts = RunOptions::new(targets);
-        let plan = build_requests(&opts);
-        let facts = RunFacts {
-            measure_start: t0,
-            started: SystemTime::UNIX_EPOCH,
-            driver: DriverKind::Epoll,
-            workers: 2,
-            pinning: String::new(),
-            interrupted: false,
-        };
-        let r = merge(&opts, &plan, s, facts);
-        assert_eq!(r.elapsed, Duration::from_millis(9));
-        assert_eq!(r.totals.completed, 2);
-        assert_eq!(r.urls[0].counts.status, vec![(200, 1), (404, 1)]);
-        assert_eq!(r.urls[1].path, "/b");
-        assert_eq!(r.source_addresses, 2);
-        // Closed loop: the uncorrected histogram is the corrected one.
-        assert_eq!(r.hist.uncorrected.len(), 2);
+        assert_eq!(per_url, [3, 2, 2]);
     }
 }

@@ -61,6 +61,15 @@ pub enum Health {
     Down,
 }
 
+/// One server's new state, as the checking worker tells the others.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthChange {
+    pub group: String,
+    /// The server's name as written in the group's `servers`.
+    pub server: String,
+    pub health: Health,
+}
+
 impl Health {
     /// For logs and metrics: "unchecked", "up", "down".
     pub fn name(self) -> &'static str {

@@ -14,52 +14,23 @@
 
 use crate::answer::AnswerCtx;
 use crate::config::Action;
+use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
-use crate::exchange::{self, Next};
-use crate::forward::{prepare_request, Dispatch, IpText, RequestInfo};
-use crate::generation::Generation;
-use crate::io::{read_more, write_all, IoFail};
+use crate::exchange;
+use crate::io::{read_more, IoFail};
+use crate::request::{prepare_request, worth_parsing, Dispatch, HeadFields, IpText, RequestInfo};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
-use monoio::io::AsyncWriteRent;
 use monoio::net::TcpStream;
 use monoio::time::Instant;
 use rustls::HandshakeKind;
 use rustls::ServerConfig;
-use shared::http::encode::write_simple_response_with;
-use shared::http::{Limits, Version};
 use shared::shutdown::Wait;
 use shared::stream::{accept, AcceptFail, Stream};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A client connection's state; its buffers live as long as the connection and are reused
-/// by every request on it.
-pub struct ClientConn {
-    pub w: Rc<ProxyWorker>,
-    /// The generation of the request being served (of the last one between requests): taken
-    /// from the worker when a head is parsed, used until the exchange ends.
-    pub g: Rc<Generation>,
-    pub stream: Stream,
-    pub ip: IpText,
-    /// Bytes read from the client and not yet consumed.
-    pub cin: BytesMut,
-    /// The upstream request head being built.
-    pub uout: BytesMut,
-    /// The client response head being built (and chunk framing).
-    pub cout: BytesMut,
-    /// The current request's outcome, finished once when it ends (`finish`).
-    pub rec: crate::record::Record,
-    /// What the access log shows of the current request (filled only when a log is on).
-    pub logreq: crate::access_log::LogRequest,
-    /// The last answer was written corked (`cork_last_answer`): closing must send it.
-    pub corked: bool,
-    /// The socket was made O_NONBLOCK, for good, for direct syscalls (sendfile of cache hits
-    /// and static files: `shared::stream::ensure_nonblocking`). Never switched back.
-    pub nonblocking: bool,
-}
 
 pub async fn serve(w: Rc<ProxyWorker>, stream: TcpStream, peer: SocketAddr, guard: ConnGuard) {
     serve_stream(w, Stream::from(stream), peer, guard).await
@@ -115,16 +86,7 @@ async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
     if !matches!(sent, Ok((Ok(_), _))) {
         return;
     }
-    let _ = tcp.shutdown().await;
-    let until = shared::clock::deadline(Duration::from_millis(500));
-    let mut buf = BytesMut::with_capacity(4096);
-    for _ in 0..256 {
-        buf.clear();
-        match read_more(&mut tcp, buf, 4096, until).await {
-            Ok((n, b)) if n > 0 => buf = b,
-            _ => return,
-        }
-    }
+    linger(&mut tcp, BytesMut::with_capacity(4096)).await
 }
 
 async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guard: ConnGuard) {
@@ -144,6 +106,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         logreq: Default::default(),
         corked: false,
         nonblocking: false,
+        fields: HeadFields::default(),
     };
     let end = requests(&mut c).await;
     let ClientConn {
@@ -180,50 +143,6 @@ enum End {
     Tunnel(Stream),
 }
 
-/// Hold what is written next on the client socket back until it is closed (TCP_CORK): the
-/// kernel then sends the last answer's tail and the FIN in one segment instead of two (a
-/// connection-per-request client's CPU per request: about -10 % for a `return`). Only for
-/// an answer written whole, right before `Next::Finished` (`Stream::close_now_corked`
-/// then sends it with the FIN): never for a response streamed from an upstream, whose pieces must not wait.
-pub fn cork_last_answer(c: &mut ClientConn) {
-    use std::os::fd::AsRawFd;
-    c.corked = true;
-    let stream = &c.stream;
-    let on: libc::c_int = 1;
-    // SAFETY: a valid fd and a c_int option value of the right size.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_CORK,
-            &on as *const libc::c_int as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-}
-
-impl ClientConn {
-    /// Write all of `cout` (an answer or a head built there) within the send timeout, noting
-    /// it in the request's record; `Err`: the client is gone or too slow.
-    pub async fn send_cout(&mut self) -> Result<(), IoFail> {
-        let buf = std::mem::take(&mut self.cout);
-        let buf = write_all(&mut self.stream, buf, self.g.cfg.timeouts.send)
-            .await
-            .map_err(|e| e.fail)?;
-        self.rec.wrote(&buf);
-        self.cout = buf;
-        Ok(())
-    }
-
-    /// Move to the worker's current generation if a reload replaced ours (no reference count
-    /// touched when it did not). Only between requests: the one in flight keeps its own.
-    fn take_current_generation(&mut self) {
-        if !self.w.is_current(&self.g) {
-            self.g = self.w.generation();
-        }
-    }
-}
-
 /// Serve requests until the connection is done.
 async fn requests(c: &mut ClientConn) -> End {
     let w = c.w.clone();
@@ -257,9 +176,9 @@ async fn requests(c: &mut ClientConn) -> End {
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
             Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
-            Dispatch::Answered { skip, close } => crate::answer::send(c, &info, skip, close).await,
+            Dispatch::Answered { skip, close } => send_answer(c, &info, skip, close).await,
             Dispatch::Static { route, query } => match &c.g.clone().cfg.routes[route].action {
-                Action::Static(site) => crate::static_files::serve(c, site, &info, &query).await,
+                Action::Static(site) => crate::static_serve::serve(c, site, &info, &query).await,
                 // Dispatch::Static is made for static routes only.
                 _ => Next::Close,
             },
@@ -278,6 +197,14 @@ async fn requests(c: &mut ClientConn) -> End {
             Next::Finished => return End::Finished,
             Next::Tunnel(up) => return End::Tunnel(up),
         }
+    }
+}
+
+/// What rendering a `return` takes from the worker.
+fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
+    AnswerCtx {
+        rng: &w.rng,
+        draining: w.draining(),
     }
 }
 
@@ -311,9 +238,14 @@ async fn read_head(
             }
             if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();
-                if let Some(info) =
-                    prepare_request(AnswerCtx::of(&c.w), &c.g, &c.cin, &c.ip, &mut c.uout)?
-                {
+                if let Some(info) = prepare_request(
+                    answer_ctx(&c.w),
+                    &c.g,
+                    &c.cin,
+                    &c.ip,
+                    &mut c.uout,
+                    &mut c.fields,
+                )? {
                     return Ok(Some(info));
                 }
             }
@@ -390,61 +322,6 @@ async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waite
         (c.cin, c.uout, c.cout) = (bufs.cin, bufs.uout, bufs.cout);
     }
     waited
-}
-
-/// Whether `buf`, of which the first `parsed` bytes were parsed as an incomplete head, is
-/// worth parsing again: only when the new bytes may end the head (an empty line; a bare-LF
-/// one too, for the codec to reject) or cross a limit. A head trickling in a few bytes per
-/// read is then parsed a few times, not once per read (quadratic work a slow client could
-/// make the proxy do: a 60 KB head sent 4 bytes at a time cost seconds of CPU). The first
-/// bytes are always parsed, so garbage (a TLS handshake, a bad method) is refused at once.
-pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool {
-    if parsed == 0 || buf.len() >= limits.max_head {
-        return true;
-    }
-    if parsed < limits.max_request_line && buf.len() >= limits.max_request_line {
-        return true;
-    }
-    // "\n\r\n" or "\n\n", possibly straddling the old end.
-    let from = parsed.saturating_sub(2);
-    buf[from..]
-        .windows(2)
-        .any(|w| w[0] == b'\n' && (w[1] == b'\n' || w[1] == b'\r'))
-}
-
-/// Answer with the error's status (if one still makes sense) and close gracefully.
-pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
-    respond_error_with(c, e, &[]).await
-}
-
-/// [`respond_error`] with `fields` added to the answer's head.
-pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[u8], &[u8])]) {
-    c.rec.failed(e);
-    let Some(status) = e.status() else { return };
-    c.cout.clear();
-    write_simple_response_with(&mut c.cout, Version::Http11, status, true, fields);
-    if c.send_cout().await.is_ok() {
-        linger_close(c).await;
-    }
-}
-
-/// Half-close, then read and discard what the client still sends for a moment, so closing
-/// with unread data does not reset the connection before the client read our response.
-pub async fn linger_close(c: &mut ClientConn) {
-    let _ = c.stream.shutdown().await;
-    let until = shared::clock::deadline(Duration::from_millis(500));
-    let mut drained = 0usize;
-    let mut buf = std::mem::take(&mut c.cin);
-    while drained < 1 << 20 {
-        buf.clear();
-        match read_more(&mut c.stream, buf, 4096, until).await {
-            Ok((n, b)) if n > 0 => {
-                drained += n;
-                buf = b;
-            }
-            _ => return,
-        }
-    }
 }
 
 #[cfg(test)]

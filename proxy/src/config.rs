@@ -23,7 +23,7 @@ pub mod schema;
 
 mod resolve;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use resolve::{resolve, Edit, Error, HeaderSlot, Overrides, TimeoutSlot};
 
@@ -343,7 +343,7 @@ pub struct Route {
 }
 
 /// What a route does with the requests it matches; the client loop matches on it once per
-/// request (through `forward::Dispatch`).
+/// request (through `request::Dispatch`).
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Forward to the upstream group at this index of `Config::groups`, through a response

@@ -22,7 +22,8 @@
 //! - this file: the attempts and what follows an answer (relay, pool, tunnel);
 //! - [`outcome`]: what one attempt came to, and whose fault a failure was;
 //! - [`response_head`]: reading the upstream's response head;
-//! - [`upload`]: a streamed request body, sent while the response head is read.
+//! - [`upload`]: a streamed request body, sent while the response head is read;
+//! - [`cached`]: the same exchange through a route's response cache.
 
 pub mod cached;
 mod outcome;
@@ -30,14 +31,15 @@ mod response_head;
 mod upload;
 
 use crate::balance::Balancer;
-use crate::client::{linger_close, respond_error, ClientConn};
 use crate::config::Server;
+use crate::conn::{linger_close, respond_error, ClientConn, Next};
 use crate::error::ProxyError;
-use crate::forward::{end_client_head, ClientFraming, RequestInfo};
+use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::Generation;
 use crate::io::{write_all, write_range, WriteFail};
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
+use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use outcome::{no_head, Answered, Attempt, Blame};
@@ -54,17 +56,6 @@ use upload::{stream_request, Streamed};
 /// Request bodies up to this size that arrived with the head are sent with it in one write
 /// (and can be sent again on a retry).
 const INLINE_BODY_MAX: usize = 64 * 1024;
-
-/// What the client connection does next.
-pub enum Next {
-    KeepAlive,
-    Close,
-    /// The response is complete and the connection closes: every I/O on the client socket
-    /// completed (none was dropped in flight), so its fd can be closed directly.
-    Finished,
-    /// A WebSocket upgrade succeeded: relay bytes with this upstream connection.
-    Tunnel(Stream),
-}
 
 /// Counts a request in flight on a server for least-conn / random2, for as long as it lives.
 pub(super) struct InFlight<'a> {

@@ -12,22 +12,13 @@
 
 use crate::config::{Action, Config};
 use crate::metrics::{
-    CacheState, Histogram, Metrics, ServerCounts, ServerState, WorkerSnapshot, BUCKETS_US,
-    CACHE_STATUSES, CLASSES, FAULT_KINDS,
+    route_label, CacheState, Histogram, Metrics, ServerCounts, ServerState, WorkerSnapshot,
+    BUCKETS_US, CACHE_STATUSES, CLASSES, FAULT_KINDS,
 };
 use std::fmt::Write;
 
 /// A family read off each value of type `T`: name, type, help, the value.
 type Family<T> = (&'static str, &'static str, &'static str, fn(&T) -> u64);
-
-/// The label of route `i` (`None`: requests refused before routing): its host, if any, and
-/// its path prefix.
-pub fn route_label(cfg: &Config, i: Option<usize>) -> String {
-    match i.and_then(|i| cfg.routes.get(i)) {
-        None => "(none)".to_string(),
-        Some(r) => format!("{}{}", r.host.as_deref().unwrap_or(""), r.path_prefix),
-    }
-}
 
 /// A label value escaped as the text format wants (backslash, double quote, newline).
 fn esc(v: &str) -> String {

@@ -1,15 +1,5 @@
-//! Head rewriting, both ways, into reused buffers.
-//!
-//! Routing: on the target's normalised path ([`route_of`]); the target goes upstream as received.
-//!
-//! Upstream request (RFC 9110 7.6): origin-form target, HTTP/1.1, Host preserved by default,
-//! `X-Forwarded-For` appended, `X-Real-IP` and `X-Forwarded-Proto` set, hop-by-hop fields
-//! removed (Connection and every field it names, Keep-Alive, Proxy-Connection, TE, Trailer,
-//! Transfer-Encoding, Upgrade: a WebSocket upgrade is sent as `Upgrade: websocket` alone),
-//! `HTTP2-Settings` removed always (no h2c upgrade is forwarded), the client's
-//! `X-Forwarded-Host` and `Forwarded` removed always (nothing a client says about the path a
-//! request took is trusted), `Expect` removed (the proxy answers `100-continue` itself), and
-//! the body framing written by us.
+//! The upstream's response head rewritten for the client, into a reused buffer (the request
+//! side is `crate::request`).
 //!
 //! Client response: interim heads skipped (`shared::http::parse_final_response`), hop-by-hop
 //! fields removed and the framing decided here: a known length is passed on; chunked and
@@ -20,415 +10,17 @@
 //! knows whether the client connection stays (an early answer closes it): the head is
 //! parsed once.
 //!
-//! The rewriting itself (`write_upstream_head`, `response_info`, `write_client_head`) takes
-//! plain inputs, a parsed head and options, and is tested by tables in `forward/tests.rs`.
+//! The rewriting itself (`response_info`, `write_client_head`) takes plain inputs, a parsed
+//! head and options, and is tested by tables in `forward/tests.rs`.
 
-use crate::answer::AnswerCtx;
-use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
-use crate::generation::Generation;
-use crate::io::offset_in;
-use crate::static_files::StaticQuery;
-use crate::worker::ProxyWorker;
+use crate::request::{eq, with_headers, Named, RequestInfo};
 use bytes::BytesMut;
-use shared::http::encode::{write_header, write_header_u64, write_request_line, write_status_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop, trim_ows};
-use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::target::{normalize_path, origin_form};
-use shared::http::{
-    parse_final_response, parse_request, BodyKind, CodecError, RequestHead, RequestMethod,
-    ResponseHead, Status, Version,
-};
-use std::cell::RefCell;
-use std::io::Write as _;
-use std::net::IpAddr;
-
-/// Header slots tried first: enough for nearly every real head, and cheap to initialise
-/// (a head with more fields is parsed again with all `max_headers` slots).
-const FIRST_HEADERS: usize = 32;
-/// Header storage kept on the stack for the common limits; larger limits use the heap.
-const INLINE_HEADERS: usize = 128;
-
-/// What the exchange needs to know about a parsed request once its bytes are released.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestInfo {
-    pub method: RequestMethod,
-    /// GET, HEAD, PUT, DELETE, OPTIONS, TRACE: safe to send twice (RFC 9110 9.2.2).
-    pub idempotent: bool,
-    pub version: Version,
-    pub body: BodyKind,
-    pub keep_alive: bool,
-    pub expect_continue: bool,
-    pub websocket: bool,
-    pub head_len: usize,
-    /// The upstream head (in the caller's buffer) already has its Host field; otherwise
-    /// the server's name is written per attempt.
-    pub host_written: bool,
-    /// Bytes of a next (pipelined) request had already arrived behind this one, body
-    /// included, when its head was parsed: a graceful shutdown still serves them, so this
-    /// response keeps the connection open.
-    pub pipelined: bool,
-    /// The route (index into `Config::routes`).
-    pub route: usize,
-    /// What the route's action does with the request, decided once.
-    pub dispatch: Dispatch,
-    /// The request target as received, in the client buffer (valid until the exchange
-    /// consumes the head): for a cache key.
-    pub target: Span,
-    /// The authority (absolute-form target, else Host), in the client buffer likewise.
-    pub authority: Option<Span>,
-}
-
-/// What a routed request leads to: one match per request in the client loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dispatch {
-    /// Forward to this upstream group (the upstream head is in the connection's `uout`).
-    Proxy { group: usize },
-    /// Forward through the response cache of the route at this index of `Config::routes`.
-    Cached { route: usize, group: usize },
-    /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
-    /// it has not arrived whole and the connection closes); `close`: the answer said so.
-    Answered { skip: Option<usize>, close: bool },
-    /// Serve a file for the route at this index of `Config::routes`; `query` holds what
-    /// the file server needs of the head (positions in the client buffer).
-    Static { route: usize, query: StaticQuery },
-}
-
-/// Where a part of the request head lies in the client buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
-    pub start: u32,
-    pub len: u32,
-}
-
-impl Span {
-    /// `part` must be a sub-slice of `whole` (head parts are: heads are at most `max_head`).
-    fn of(whole: &[u8], part: &[u8]) -> Span {
-        Span {
-            start: offset_in(whole, part) as u32,
-            len: part.len() as u32,
-        }
-    }
-
-    /// The bytes in `buf` (the buffer the head was parsed from, not yet advanced).
-    #[allow(dead_code)] // likewise
-    pub fn get(self, buf: &[u8]) -> &[u8] {
-        let start = self.start as usize;
-        buf.get(start..start + self.len as usize)
-            .unwrap_or_default()
-    }
-}
-
-/// The client's address as text, formatted once per connection, and the scheme it spoke
-/// (the forwarded fields say both).
-pub struct IpText {
-    buf: [u8; 48],
-    len: usize,
-    ip: IpAddr,
-    https: bool,
-}
-
-impl IpText {
-    pub fn new(ip: IpAddr) -> Self {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        let mut buf = [0u8; 48];
-        let mut cur = std::io::Cursor::new(&mut buf[..]);
-        let _ = write!(cur, "{ip}");
-        let len = cur.position() as usize;
-        IpText {
-            buf,
-            len,
-            ip,
-            https: false,
-        }
-    }
-
-    /// The client connection is TLS: `X-Forwarded-Proto: https`.
-    pub fn set_https(&mut self, https: bool) {
-        self.https = https;
-    }
-
-    /// `http` or `https`, for `X-Forwarded-Proto`.
-    pub fn scheme(&self) -> &'static [u8] {
-        if self.https {
-            b"https"
-        } else {
-            b"http"
-        }
-    }
-
-    /// The address (an IPv4-mapped IPv6 address as IPv4).
-    pub fn ip(&self) -> IpAddr {
-        self.ip
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-/// Run a parse with header storage: first with a few slots, then, only if the head has more
-/// fields than that, with all `max` slots.
-fn with_headers<'b, T>(
-    max: usize,
-    mut parse: impl FnMut(&mut [httparse::Header<'b>]) -> Result<T, ProxyError>,
-) -> Result<T, ProxyError> {
-    let max = max.clamp(1, MAX_HEADERS_CAP);
-    let first = max.min(FIRST_HEADERS);
-    let mut few: [httparse::Header<'b>; FIRST_HEADERS] = [httparse::EMPTY_HEADER; FIRST_HEADERS];
-    match parse(&mut few[..first]) {
-        Err(ProxyError::Request(CodecError::TooManyHeaders))
-        | Err(ProxyError::BadResponse(CodecError::TooManyHeaders))
-            if max > first => {}
-        done => return done,
-    }
-    if max <= INLINE_HEADERS {
-        let mut storage: [httparse::Header<'b>; INLINE_HEADERS] =
-            [httparse::EMPTY_HEADER; INLINE_HEADERS];
-        parse(&mut storage[..max])
-    } else {
-        let mut storage: Vec<httparse::Header<'b>> = vec![httparse::EMPTY_HEADER; max];
-        parse(&mut storage)
-    }
-}
-
-/// Names listed in Connection fields, collected once per message (a few at most in practice).
-pub(crate) struct Named<'b> {
-    inline: [&'b [u8]; 8],
-    n: usize,
-    overflow: bool,
-}
-
-impl<'b> Named<'b> {
-    pub(crate) fn collect(headers: &[httparse::Header<'b>]) -> Self {
-        let mut s = Named {
-            inline: [&[][..]; 8],
-            n: 0,
-            overflow: false,
-        };
-        for t in connection_tokens(headers) {
-            // These name no end-to-end field we would otherwise forward.
-            if t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive") {
-                continue;
-            }
-            if s.n < s.inline.len() {
-                s.inline[s.n] = t;
-                s.n += 1;
-            } else {
-                s.overflow = true;
-            }
-        }
-        s
-    }
-
-    pub(crate) fn contains(&self, name: &str, headers: &[httparse::Header<'b>]) -> bool {
-        let name = name.as_bytes();
-        if self.inline[..self.n]
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(name))
-        {
-            return true;
-        }
-        self.overflow && connection_tokens(headers).any(|t| t.eq_ignore_ascii_case(name))
-    }
-}
-
-fn eq(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.eq_ignore_ascii_case(b)
-}
-
-/// Parse a request head from `buf`, route it, and prepare what its action sends: for a
-/// proxied request the upstream head in `out` (without the final CRLF, and without Host
-/// unless `host_written`); for a `return` the whole answer in `out`. `Ok(None)`: the head is
-/// incomplete.
-pub fn prepare_request(
-    w: AnswerCtx<'_>,
-    g: &Generation,
-    buf: &[u8],
-    ip: &IpText,
-    out: &mut BytesMut,
-) -> Result<Option<RequestInfo>, ProxyError> {
-    let limits = &g.cfg.limits.codec;
-    with_headers(limits.max_headers, |storage| {
-        let head = match parse_request(buf, storage, limits) {
-            Ok(Status::Complete(h)) => h,
-            Ok(Status::Partial) => return Ok(None),
-            Err(e) => return Err(ProxyError::Request(e)),
-        };
-        let method = head.request_method();
-        if method == RequestMethod::Connect {
-            return Err(ProxyError::MethodNotSupported);
-        }
-        let target = origin_form(head.target);
-        let route = route_of(g, head.authority, target.as_bytes())?;
-        let pipelined = match head.body {
-            BodyKind::Empty => buf.len() > head.head_len,
-            BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
-            // A streamed body: what follows it is not known yet.
-            _ => false,
-        };
-        let mut info = RequestInfo {
-            method,
-            idempotent: matches!(
-                head.method,
-                "GET" | "HEAD" | "PUT" | "DELETE" | "OPTIONS" | "TRACE"
-            ),
-            version: head.version,
-            body: head.body,
-            keep_alive: head.keep_alive,
-            expect_continue: head.expect_continue,
-            websocket: false,
-            head_len: head.head_len,
-            host_written: false,
-            pipelined,
-            route,
-            dispatch: Dispatch::Answered {
-                skip: None,
-                close: true,
-            },
-            target: Span::of(buf, head.target.as_bytes()),
-            authority: head.authority.map(|a| Span::of(buf, a)),
-        };
-        match &g.cfg.routes[route].action {
-            Action::Proxy { group, cache } => {
-                if let (BodyKind::Length(n), Some(max)) = (head.body, g.cfg.limits.max_body) {
-                    // A cached route answers it itself, with its X-Cache field.
-                    if n > max && cache.is_none() {
-                        return Err(ProxyError::BodyTooLarge);
-                    }
-                }
-                info.websocket = head.is_websocket_upgrade();
-                info.host_written =
-                    write_upstream_head(&head, &target, info.websocket, &g.cfg.headers, ip, out);
-                info.dispatch = match cache {
-                    None => Dispatch::Proxy { group: *group },
-                    Some(_) => Dispatch::Cached {
-                        route,
-                        group: *group,
-                    },
-                };
-            }
-            Action::Return(r) => {
-                let arrived = buf.len() - head.head_len;
-                info.dispatch = crate::answer::prepare(w, r, &head, &target, ip, arrived, out);
-            }
-            Action::Static(_) => {
-                let query = StaticQuery::from_head(&head, buf);
-                info.dispatch = Dispatch::Static { route, query };
-            }
-        }
-        Ok(Some(info))
-    })
-}
-
-thread_local! {
-    /// The worker's buffer for paths that need rewriting to be routed (grown once to the
-    /// longest such path, then reused: no allocation per request).
-    static PATH_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// The route for `target` (origin-form) at `authority`, chosen on the normalised path
-/// (`shared::http::target::normalize_path`), as an origin will read it: `/%61dmin/`,
-/// `//admin/` and `/x/../admin/` are all `/admin/`. The target itself goes upstream as
-/// received. A path with no normal form (`/../x`, `%00`, a bad escape) is a 400.
-fn route_of(g: &Generation, authority: Option<&[u8]>, target: &[u8]) -> Result<usize, ProxyError> {
-    PATH_SCRATCH.with_borrow_mut(|scratch| {
-        let path = normalize_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
-        g.router.route(authority, path).ok_or(ProxyError::NoRoute)
-    })
-}
-
-/// Write the upstream request head for `head` into `out` (cleared first): the request line
-/// with `target` (origin-form), the end-to-end fields, the forwarding fields `opts` asks for
-/// with the client's address `ip`, the upgrade fields when `websocket`, and our own framing.
-/// Without the final CRLF; returns whether Host was written (else it is written per attempt).
-pub(crate) fn write_upstream_head(
-    head: &RequestHead<'_, '_>,
-    target: &str,
-    websocket: bool,
-    opts: &HeaderOptions,
-    ip: &IpText,
-    out: &mut BytesMut,
-) -> bool {
-    out.clear();
-    write_request_line(out, head.method, target, Version::Http11);
-    let host_written = opts.preserve_host && head.authority.is_some();
-    if let (true, Some(a)) = (host_written, head.authority) {
-        write_header(out, b"Host", a);
-    }
-    let named = Named::collect(head.headers);
-    let mut xff_seen = false;
-    for h in head.headers {
-        let n = h.name;
-        if is_hop_by_hop(n)
-            || eq(n, "host")
-            || eq(n, "content-length")
-            || eq(n, "expect")
-            // Only for an h2c upgrade, which is never forwarded (nor one hidden in a WebSocket
-            // upgrade's list): dropped even when Connection does not name it.
-            || eq(n, "http2-settings")
-            // What a client says about the host it addressed or where the request passed: not
-            // trusted, never passed on (an origin would build URLs or access rules on it).
-            || eq(n, "x-forwarded-host")
-            || eq(n, "forwarded")
-            || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
-            || (opts.x_real_ip && eq(n, "x-real-ip"))
-            || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
-            || named.contains(n, head.headers)
-        {
-            xff_seen |= eq(n, "x-forwarded-for");
-            continue;
-        }
-        write_header(out, n.as_bytes(), h.value);
-    }
-    if opts.x_forwarded_for {
-        write_forwarded_for(out, xff_seen.then_some(head.headers), ip);
-    }
-    if opts.x_real_ip {
-        write_header(out, b"X-Real-IP", ip.as_bytes());
-    }
-    if opts.x_forwarded_proto {
-        write_header(out, b"X-Forwarded-Proto", ip.scheme());
-    }
-    if websocket {
-        // Only websocket, whatever else the client's list offered (`h2c, websocket`): a back
-        // end that picked h2c would give the client an HTTP/2 channel past routing, header
-        // rewriting and the cache.
-        write_header(out, b"Connection", b"upgrade");
-        write_header(out, b"Upgrade", b"websocket");
-    }
-    match head.body {
-        BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
-        BodyKind::Chunked => write_header(out, b"Transfer-Encoding", b"chunked"),
-        _ if matches!(head.method, "POST" | "PUT" | "PATCH") => {
-            write_header(out, b"Content-Length", b"0")
-        }
-        _ => {}
-    }
-    host_written
-}
-
-/// `X-Forwarded-For`: the client's own list (every such field, in order, empty ones
-/// dropped) with the client's address appended, in one field.
-fn write_forwarded_for(out: &mut BytesMut, received: Option<&[httparse::Header<'_>]>, ip: &IpText) {
-    out.extend_from_slice(b"X-Forwarded-For: ");
-    for h in received
-        .unwrap_or_default()
-        .iter()
-        .filter(|h| eq(h.name, "x-forwarded-for"))
-    {
-        let v = h.value.trim_ascii();
-        if !v.is_empty() {
-            out.extend_from_slice(v);
-            out.extend_from_slice(b", ");
-        }
-    }
-    out.extend_from_slice(ip.as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
+use shared::http::encode::{write_header, write_header_u64, write_status_line};
+use shared::http::framing::{is_hop_by_hop, trim_ows};
+#[cfg(test)]
+use shared::http::RequestMethod;
+use shared::http::{parse_final_response, BodyKind, CodecError, ResponseHead, Status, Version};
 
 /// How the response body reaches the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -448,6 +40,9 @@ pub enum ClientFraming {
 /// A parsed upstream response head, reduced to what the relay needs.
 #[derive(Debug, Clone, Copy)]
 pub struct ResponseInfo {
+    /// The final status (a 304 ends a revalidation; an answer to an unsafe method that is
+    /// not an error invalidates a cached key).
+    pub status: u16,
     /// Bytes of the read buffer the head took (skipped 1xx heads included).
     pub head_len: usize,
     pub body: BodyKind,
@@ -483,13 +78,12 @@ impl ResponseInfo {
 /// writes those once the exchange knows whether the client connection stays.
 /// `Ok(None)`: incomplete.
 pub fn prepare_response(
-    w: &ProxyWorker,
+    shutting_down: bool,
     limits: &shared::http::Limits,
     buf: &[u8],
     req: &RequestInfo,
     out: &mut BytesMut,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
-    let shutting_down = w.draining();
     with_headers(limits.max_headers, |storage| {
         let head = match parse_final_response(buf, storage, req.method, limits) {
             Ok(Status::Complete(h)) => h,
@@ -530,6 +124,7 @@ pub(crate) fn response_info(
         BodyKind::Tunnel => return Err(ProxyError::BadResponse(CodecError::InvalidStatus)),
     };
     Ok(ResponseInfo {
+        status: head.status,
         head_len: head.head_len,
         body: head.body,
         framing,

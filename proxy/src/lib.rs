@@ -1,35 +1,28 @@
 //! The reverse proxy: thread-per-core, io_uring, HTTP/1.1 on both sides.
 //!
 //! # Layout
+//! Modules only look down: each uses the ones listed before it (`docs/ARCHITECTURE.md`).
+//! - `error`, `io`, `http_date`, `host`, `preconditions`: leaves.
+//! - `answer`: the `return` action built at start and rendered per request (sans-IO);
+//!   [`static_files`]: what a static route asks of a file, and opening it beneath the root.
 //! - [`config`]: the immutable [`config::Config`], its file layer ([`config::schema`]) and the
-//!   one step that resolves and checks it; [`cli`]: the flags, quick mode and overrides.
-//! - [`start`] / [`Running`]: bind the listeners, start the workers, stop them.
-//! - `worker`: one worker's state (balancers, pools, buffers, response stores, counters), its
-//!   inbox task (purges from other workers, `shared::inbox`) and its life.
-//! - `accept`: the accept loop (back-off on EMFILE, connection limit, shutdown).
-//! - `client`: one client connection: heads, keep-alive, pipelining, error responses, and
-//!   the one match on the route's action per request.
-//! - `exchange`: one proxied request: server choice, retries, response head, pooling;
-//!   `exchange::cached` the same through a route's response cache (hits, fills, collapsing,
-//!   stale-if-error, invalidation, PURGE).
-//! - `answer`: the `return` action, a response rendered from templates parsed at start.
-//! - `forward`: head rewriting both ways (hop-by-hop, X-Forwarded-*, framing).
-//! - `relay`: bodies streamed both ways with bounded buffers.
-//! - `tunnel`: WebSocket byte relay after a 101.
-//! - `pool`: per-worker keep-alive pools of upstream connections.
-//! - [`route`], [`balance`]: routing and load balancing; [`health`]: active health checks
-//!   (one worker per group checks, every worker follows).
-//! - [`cache`]: the response cache's sans-IO core (keys, variants, freshness, the store).
-//! - [`static_files`]: routes answered from a directory (nginx's `root`).
-//! - `preconditions`: If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since
-//!   (RFC 9110 13.2.2) for static files and cache hits alike.
-//! - `error`: typed failures that record whose fault they were.
-//! - `record`: one request's outcome, finished in one place; `metrics` what a worker counts
-//!   from it; `access_log` the lines it writes from it.
-//! - [`request_path`]: a head's parse, route, decision and forwarded head without I/O (for
-//!   the fuzz target `request_path` and its seed replay).
-//! - `admin`: the admin listener (`/metrics`, `/status`, `/healthz`), a thread that gathers
-//!   the workers' snapshots through the inbox; `exposition` renders them.
+//!   one step that resolves and checks it.
+//! - [`route`], [`balance`], `pool`, [`cache`] (the response cache's sans-IO core):
+//!   per-worker tables built from the config; `generation` holds one config's set of them.
+//! - `record`: one request's outcome; `metrics` what a worker counts from it, `exposition`
+//!   the text a scrape gets.
+//! - `request`: the one parse of a request head, its route, and the one decision of its
+//!   action (`request::Dispatch`); `forward`: the response head rewritten for the client.
+//! - `access_log`; `worker`: one worker's state (generation, buffers, counters, inbox
+//!   messages).
+//! - `relay`: bodies streamed both ways; `tunnel`: WebSocket bytes after a 101.
+//! - `conn`: a client connection as the actions use it (`conn::Next`, error answers).
+//! - The actions: `exchange` (a proxied request; `exchange::cached` through the response
+//!   cache), `static_serve` (files), `conn::send_answer` (a `return`).
+//! - `client`: the connection loop: read a head, one match on the decision, repeat.
+//! - `accept`, [`health`] (active checks), [`reload`], `admin`, `lifecycle` (a worker's
+//!   tasks), [`cli`], [`takeover`], and this file: [`start`] / [`Running`].
+//! - [`request_path`]: the request path without I/O (for the fuzz target and its seeds).
 //!
 //! Invariants: nothing is shared between workers on the request path (per-worker state in
 //! `Rc`/`RefCell`, never borrowed across an `.await`); nothing is logged per request; no
@@ -45,26 +38,31 @@ pub mod cli;
 pub mod config;
 pub mod route;
 pub mod static_files;
+mod static_serve;
 
 mod accept;
 mod access_log;
 mod admin;
 mod answer;
 mod client;
+mod conn;
 mod error;
 mod exchange;
 mod exposition;
 mod forward;
 mod generation;
 pub mod health;
+mod host;
 mod http_date;
 mod io;
+mod lifecycle;
 mod metrics;
 mod pool;
 mod preconditions;
 mod record;
 mod relay;
 pub mod reload;
+mod request;
 pub mod request_path;
 pub mod takeover;
 mod tunnel;
@@ -195,7 +193,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             flag.clone(),
             "proxy",
             items,
-            move |ctx, (ls, st)| worker::run(ctx, cfg.clone(), ls, st, post.clone()),
+            move |ctx, (ls, st)| lifecycle::run(ctx, cfg.clone(), ls, st, post.clone()),
         )?
     };
     let admin = match admin_listener {

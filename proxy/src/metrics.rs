@@ -306,10 +306,22 @@ pub struct WorkerSnapshot {
     pub access_log_dropped: u64,
 }
 
+/// A request of `old` in flight across a reload, counted under the same names in `new` (the
+/// generation the metrics are keyed on now): its route and server there, if they stay.
+pub fn same_record(old: &Config, new: &Config, rec: &Record) -> Record {
+    let mut r = *rec;
+    r.route = rec.route.and_then(|i| same_route(old, new, i));
+    r.upstream = rec.upstream.and_then(|u| {
+        let (group, server) = same_server(old, new, u.group, u.server)?;
+        Some(crate::record::Served { group, server })
+    });
+    r
+}
+
 /// Route `r` of `old` in `new`: the route with the same label (host and path).
 pub fn same_route(old: &Config, new: &Config, r: usize) -> Option<usize> {
-    let label = crate::exposition::route_label(old, Some(r));
-    (0..new.routes.len()).find(|&i| crate::exposition::route_label(new, Some(i)) == label)
+    let label = route_label(old, Some(r));
+    (0..new.routes.len()).find(|&i| route_label(new, Some(i)) == label)
 }
 
 /// Group `g` of `old` in `new`, by name.
@@ -327,6 +339,15 @@ pub fn same_server(old: &Config, new: &Config, g: usize, s: usize) -> Option<(us
         .iter()
         .position(|x| x.name == *name)?;
     Some((ng, ns))
+}
+
+/// The label of route `i` (`None`: requests refused before routing): its host, if any, and
+/// its path prefix.
+pub fn route_label(cfg: &Config, i: Option<usize>) -> String {
+    match i.and_then(|i| cfg.routes.get(i)) {
+        None => "(none)".to_string(),
+        Some(r) => format!("{}{}", r.host.as_deref().unwrap_or(""), r.path_prefix),
+    }
 }
 
 #[cfg(test)]

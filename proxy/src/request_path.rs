@@ -7,8 +7,8 @@
 use crate::answer::{AnswerCtx, Rng};
 use crate::config::Config;
 use crate::error::ProxyError;
-use crate::forward::{prepare_request, Dispatch, IpText};
 use crate::generation::Generation;
+use crate::request::{prepare_request, Dispatch, HeadFields, IpText};
 use bytes::BytesMut;
 use shared::http::BodyKind;
 use std::net::IpAddr;
@@ -69,7 +69,15 @@ impl RequestPath {
             draining: false,
         };
         let mut out = BytesMut::new();
-        let Some(info) = prepare_request(ctx, &self.gen, buf, &ip, &mut out)? else {
+        let Some(info) = prepare_request(
+            ctx,
+            &self.gen,
+            buf,
+            &ip,
+            &mut out,
+            &mut HeadFields::default(),
+        )?
+        else {
             return Ok(None);
         };
         let action = match info.dispatch {

@@ -22,6 +22,7 @@
 //! binary search that lowers the case as it compares, and only read afterwards.
 
 use crate::config::Route;
+use crate::host::strip_port;
 use shared::http::target::normalize_path;
 use std::cmp::Ordering;
 
@@ -163,22 +164,6 @@ fn longest_prefix(prefixes: &[Prefix], path: &[u8]) -> Option<usize> {
         .iter()
         .find(|p| path.starts_with(&p.prefix))
         .map(|p| p.route)
-}
-
-/// `example.com:8080` → `example.com`, `[::1]:80` → `[::1]`, `example.com.` → `example.com`.
-pub(crate) fn strip_port(host: &[u8]) -> &[u8] {
-    let host = if host.first() == Some(&b'[') {
-        match host.iter().position(|&b| b == b']') {
-            Some(end) => &host[..=end],
-            None => host,
-        }
-    } else {
-        match host.iter().position(|&b| b == b':') {
-            Some(colon) => &host[..colon],
-            None => host,
-        }
-    };
-    host.strip_suffix(b".").unwrap_or(host)
 }
 
 fn normalize_host(host: &[u8]) -> Vec<u8> {

@@ -9,7 +9,6 @@ use crate::generation::Generation;
 use bytes::BytesMut;
 use shared::counter::Counter;
 use shared::net::RateLimitedLog;
-use shared::runtime::WorkerCtx;
 use shared::shutdown::Shutdown;
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
@@ -87,7 +86,7 @@ pub enum WorkerMsg {
     ReopenLog,
     /// A server's state by active health checks changed (the checking worker tells the
     /// others, `crate::health`).
-    Health(crate::health::HealthChange),
+    Health(crate::balance::HealthChange),
     /// A new process took the listening sockets over (`takeover.rs`): stop accepting and
     /// drain; answered once this worker is draining.
     HandOver(shared::inbox::Reply<()>),
@@ -112,7 +111,7 @@ pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> u
     n
 }
 
-fn invalidate_here(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> usize {
+pub(crate) fn invalidate_here(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> usize {
     w.generation()
         .caches
         .iter()
@@ -121,54 +120,8 @@ fn invalidate_here(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> usize {
         .sum()
 }
 
-/// The worker's inbox task: messages from other workers, until the inbox closes, the worker is
-/// gone or shutdown fires. It holds the worker weakly (a task must not keep the worker's state
-/// alive), and it ends at shutdown so that `run` can wait for it: a read still pending on the
-/// inbox's socket when the worker's runtime is dropped left that worker thread hanging (the
-/// listeners of a draining proxy stayed open in 3 of 10 runs of tests/proxy_drain.rs under
-/// load).
-async fn inbox(
-    w: std::rc::Weak<ProxyWorker>,
-    mut inbox: shared::inbox::Inbox<WorkerMsg>,
-    shutdown: Shutdown,
-) {
-    let mut stop = shutdown.wait();
-    loop {
-        let msg = monoio::select! {
-            m = inbox.recv() => m,
-            _ = &mut stop => return,
-        };
-        let (Some(msg), Some(w)) = (msg, w.upgrade()) else {
-            return;
-        };
-        match msg {
-            WorkerMsg::Purge(key) => {
-                invalidate_here(&w, &key);
-                w.stats.cache_purges_received.incr();
-            }
-            WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
-            WorkerMsg::ReopenLog => w.reopen_log(),
-            WorkerMsg::Health(change) => crate::health::apply(&w, &change),
-            WorkerMsg::HandOver(reply) => {
-                w.handover.fire();
-                reply.send(());
-            }
-            WorkerMsg::Reload { number, cfg, reply } => {
-                let prev = w.generation();
-                let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
-                crate::health::carry_over(&prev, &next);
-                w.metrics.borrow_mut().rekey(&prev.cfg, &next.cfg);
-                *w.generation.borrow_mut() = Rc::new(next);
-                // The previous generation's checks end at their next tick.
-                crate::health::start(&w);
-                reply.send(carried);
-            }
-        }
-    }
-}
-
 /// Makes random2 differ between workers (and stay the same across a worker's generations).
-fn worker_seed(id: usize) -> u64 {
+pub(crate) fn worker_seed(id: usize) -> u64 {
     0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1)
 }
 
@@ -187,7 +140,7 @@ pub struct ProxyWorker {
     pub accepting: Cell<usize>,
     pub stats: Arc<ProxyCounters>,
     /// The active health checks this worker runs (`crate::health::start`).
-    pub health: crate::health::Checks,
+    pub health: HealthTasks,
     pub errlog: RefCell<RateLimitedLog>,
     /// What requests came to (fed once per request from its record, `client::requests`),
     /// when `counting`.
@@ -242,7 +195,7 @@ impl ProxyWorker {
             handover: Shutdown::new(),
             accepting: Cell::new(0),
             stats,
-            health: crate::health::Checks::default(),
+            health: HealthTasks::default(),
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
 
@@ -348,14 +301,9 @@ impl ProxyWorker {
         if !self.counting {
             return;
         }
-        let at = {
-            let current = self.generation.borrow();
-            if Arc::ptr_eq(&gen.cfg, &current.cfg) {
-                Some((g, s))
-            } else {
-                crate::metrics::same_server(&gen.cfg, &current.cfg, g, s)
-            }
-        };
+        let at = self.keyed_now(&gen.cfg, (g, s), |old, new, (g, s)| {
+            crate::metrics::same_server(old, new, g, s)
+        });
         if let Some((g, s)) = at {
             if let Some(m) = self.metrics.borrow_mut().server(g, s) {
                 f(m);
@@ -368,15 +316,7 @@ impl ProxyWorker {
         if !self.counting {
             return;
         }
-        let at = {
-            let current = self.generation.borrow();
-            if Arc::ptr_eq(&gen.cfg, &current.cfg) {
-                Some(g)
-            } else {
-                crate::metrics::same_group(&gen.cfg, &current.cfg, g)
-            }
-        };
-        if let Some(g) = at {
+        if let Some(g) = self.keyed_now(&gen.cfg, g, crate::metrics::same_group) {
             if let Some(n) = self.metrics.borrow_mut().retries.get_mut(g) {
                 *n += 1;
             }
@@ -440,22 +380,29 @@ impl ProxyWorker {
         if std::ptr::eq(cfg, &*current.cfg) {
             self.metrics.borrow_mut().record(rec, now);
         } else {
-            // A request in flight across a reload: counted under the same names in the
-            // generation the metrics are keyed on now.
-            let mut r = *rec;
-            r.route = rec
-                .route
-                .and_then(|i| crate::metrics::same_route(cfg, &current.cfg, i));
-            r.upstream = rec.upstream.and_then(|u| {
-                let (group, server) =
-                    crate::metrics::same_server(cfg, &current.cfg, u.group, u.server)?;
-                Some(crate::record::Served { group, server })
-            });
+            let r = crate::metrics::same_record(cfg, &current.cfg, rec);
             self.metrics.borrow_mut().record(&r, now);
         }
     }
 
-    fn flush_log(&self) {
+    /// Indices `at` into `cfg` (a request's generation's config) in the config the metrics
+    /// are keyed on now: the same when no reload came in between (no reference count
+    /// touched), else what `same` finds under the same names (`None`: gone).
+    fn keyed_now<T>(
+        &self,
+        cfg: &Config,
+        at: T,
+        same: impl FnOnce(&Config, &Config, T) -> Option<T>,
+    ) -> Option<T> {
+        let current = self.generation.borrow();
+        if std::ptr::eq(cfg, &*current.cfg) {
+            Some(at)
+        } else {
+            same(cfg, &current.cfg, at)
+        }
+    }
+
+    pub(crate) fn flush_log(&self) {
         if let Some(log) = &self.access_log {
             let mut log = log.borrow_mut();
             log.flush();
@@ -466,7 +413,7 @@ impl ProxyWorker {
         }
     }
 
-    fn reopen_log(&self) {
+    pub(crate) fn reopen_log(&self) {
         if let Some(log) = &self.access_log {
             if let Err(e) = log.borrow_mut().reopen() {
                 self.log_error(format_args!("access log: {e}"));
@@ -546,6 +493,11 @@ impl ProxyWorker {
         self.generation.borrow().clone()
     }
 
+    /// Make `next` the current generation (a reload): requests in flight keep theirs.
+    pub(crate) fn set_generation(&self, next: Generation) {
+        *self.generation.borrow_mut() = Rc::new(next);
+    }
+
     /// Whether `g` is the current generation (no reference count touched).
     pub fn is_current(&self, g: &Rc<Generation>) -> bool {
         Rc::ptr_eq(g, &self.generation.borrow())
@@ -591,6 +543,15 @@ impl ProxyWorker {
     }
 }
 
+/// A worker's running check tasks (those of its current generation, and one task that waits
+/// for the previous generation's to end). The worker awaits them all before it ends: a check
+/// left pending on a socket when the runtime is dropped could hold the worker thread (as the
+/// inbox's read did).
+#[derive(Default)]
+pub struct HealthTasks {
+    pub(crate) tasks: RefCell<Vec<monoio::task::JoinHandle<()>>>,
+}
+
 /// Counts one client connection; dropping it frees the slot and wakes a waiting accept loop.
 pub struct ConnGuard(Rc<ProxyWorker>);
 
@@ -602,143 +563,6 @@ impl Drop for ConnGuard {
         for waker in waiters {
             waker.wake();
         }
-    }
-}
-
-/// Run one worker: accept on its listeners until shutdown, then let in-flight connections
-/// finish up to the shutdown deadline.
-pub async fn run(
-    ctx: WorkerCtx,
-    cfg: Arc<Config>,
-    listeners: Vec<(usize, std::net::TcpListener)>,
-    stats: Arc<ProxyCounters>,
-    post: shared::inbox::Post<WorkerMsg>,
-) {
-    let mailbox = post.inbox(ctx.id);
-    let w = Rc::new(ProxyWorker::with_post(
-        ctx.id,
-        cfg.clone(),
-        ctx.shutdown.clone(),
-        stats,
-        Some(post),
-    ));
-    // The inbox outlives shutdown until the drain ends: a scrape during the drain is
-    // answered.
-    let drained = Shutdown::new();
-    let inbox_task = match mailbox {
-        Ok(m) => Some(monoio::spawn(inbox(Rc::downgrade(&w), m, drained.clone()))),
-        Err(e) => {
-            shared::log!(
-                "proxy: worker {}: no inbox (purges from other workers will not reach it): {e}",
-                ctx.id
-            );
-            None
-        }
-    };
-    let mut accepts = Vec::with_capacity(listeners.len());
-    // Each with its index in `cfg.listeners` (after a takeover from a process with more
-    // workers, a worker may have several sockets of one listener).
-    for (i, l) in listeners {
-        match monoio::net::TcpListener::from_std(l) {
-            Ok(l) => {
-                let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
-                let tls = tls.map(|t| (i, t.built.config.clone()));
-                accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
-            }
-            Err(e) => shared::log!("proxy: worker {}: cannot use listener: {e}", ctx.id),
-        }
-    }
-    w.accepting.set(accepts.len());
-    monoio::spawn(sweep_pools(w.clone()));
-    if w.access_log.is_some() {
-        monoio::spawn(flush_log_tick(w.clone()));
-    }
-    crate::health::start(&w);
-    let handed_over = monoio::select! {
-        _ = ctx.shutdown.wait() => false,
-        _ = w.handover.wait() => true,
-    };
-    if handed_over {
-        drain_handed_over(&w, &ctx.shutdown).await;
-    }
-    for a in accepts {
-        a.await;
-    }
-    crate::health::stopped(&w).await;
-    // The accepts the loops dropped were cancelled: let the driver submit the cancels and
-    // reap them before the ring goes. A pending accept left to the kernel's (asynchronous)
-    // ring teardown can still take a connection after the process exited, and that
-    // connection is lost; after a handover the socket lives on in the new process, so that
-    // would be a client's connection.
-    monoio::time::sleep(Duration::from_millis(2)).await;
-    // Idle keep-alive connections close on their own when shutdown fires; the ones with a
-    // request in flight get until the deadline.
-    let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
-    while w.active() > 0 && Instant::now() < deadline {
-        monoio::time::sleep(Duration::from_millis(5)).await;
-    }
-    w.flush_log();
-    drained.fire();
-    if let Some(t) = inbox_task {
-        t.await;
-    }
-}
-
-/// After a handover: wait until the accept loops ended (each after its accept in flight) and
-/// every connection closed after its next response, or the shutdown timeout passed, or the
-/// process is stopped; then fire the worker's shutdown, which closes what is left (idle
-/// connections that sent nothing since, accepts still pending).
-async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
-    let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
-    while (w.accepting.get() > 0 || w.active() > 0)
-        && Instant::now() < deadline
-        && !shutdown.is_fired()
-    {
-        monoio::time::sleep(Duration::from_millis(5)).await;
-    }
-    shutdown.fire();
-}
-
-/// Close idle pooled connections past their timeout, a few times per timeout (of the current
-/// generation: a reload may shorten it), and expired open-file cache entries. Pools and
-/// caches only an older generation still holds are dropped with it.
-async fn sweep_pools(w: Rc<ProxyWorker>) {
-    let mut stop = w.shutdown.wait();
-    loop {
-        let shortest = w
-            .generation()
-            .cfg
-            .groups
-            .iter()
-            .map(|g| g.keepalive_timeout)
-            .min()
-            .unwrap_or(Duration::from_secs(30));
-        let tick = (shortest / 4).clamp(Duration::from_millis(5), Duration::from_secs(1));
-        monoio::select! {
-            _ = monoio::time::sleep(tick) => {}
-            _ = &mut stop => return,
-        }
-        let now = Instant::now();
-        let g = w.generation();
-        for group in &g.pools {
-            for p in group {
-                p.borrow_mut().sweep(now);
-            }
-        }
-        g.statics.sweep(now);
-    }
-}
-
-/// Flush the access log's buffer on a coarse tick, so a quiet proxy's lines reach the file
-/// within a second (a busy one flushes by size).
-async fn flush_log_tick(w: Rc<ProxyWorker>) {
-    let mut stop = w.shutdown.wait();
-    loop {
-        monoio::select! {
-            _ = monoio::time::sleep(crate::access_log::FLUSH_TICK) => {}
-            _ = &mut stop => return,
-        }
-        w.flush_log();
     }
 }
 

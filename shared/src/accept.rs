@@ -72,7 +72,10 @@ pub async fn run_until_handover<A: Acceptor>(
             _ = &mut stop => return,
         };
         match accepted {
-            Ok((stream, peer)) => owner.accepted(stream, peer),
+            Ok((stream, peer)) => {
+                owner.accepted(stream, peer);
+                take_waiting(listener, handover, owner);
+            }
             Err(e) => {
                 owner.failed(&e);
                 monoio::select! {
@@ -83,6 +86,69 @@ pub async fn run_until_handover<A: Acceptor>(
             }
         }
     }
+}
+
+/// Connections an accept that completed takes from the backlog besides its own, without
+/// waiting (HAProxy's `tune.maxaccept` default).
+const ACCEPT_BATCH: usize = 64;
+
+/// Hand the owner the connections already waiting in `listener`'s backlog, up to
+/// `ACCEPT_BATCH`, with accept4(2) on the non-blocking listener: no wait, no submission.
+///
+/// Why: each accept through the driver completes on a pass of the event loop, and a pass
+/// serves every busy connection first. With one connection per pass, a crowd that connects
+/// at once (a thousand keep-alive clients) is accepted over a thousand passes, each longer
+/// than the one before, and the last clients wait seconds for their first answer while the
+/// first ones are served hundreds of times.
+fn take_waiting<A: Acceptor>(listener: &TcpListener, handover: &Shutdown, owner: &Rc<A>) {
+    for _ in 1..ACCEPT_BATCH {
+        if !owner.has_slot() || handover.is_fired() {
+            return;
+        }
+        match accept_now(listener) {
+            Ok(Some((stream, peer))) => owner.accepted(stream, peer),
+            Ok(None) => return,
+            // The next pass's accept through the driver meets it again and backs off.
+            Err(_) => return,
+        }
+    }
+}
+
+/// One connection from `listener`'s backlog if one waits (`None` at EAGAIN), set up as the
+/// driver's own accept sets it up: blocking under io_uring (which polls for it), non-blocking
+/// under epoll; close-on-exec either way.
+fn accept_now(listener: &TcpListener) -> io::Result<Option<(TcpStream, SocketAddr)>> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    let mut flags = libc::SOCK_CLOEXEC;
+    if crate::runtime::current_driver() == Some(crate::runtime::DriverKind::Epoll) {
+        flags |= libc::SOCK_NONBLOCK;
+    }
+    // SAFETY: zeroed storage is a valid sockaddr_storage; accept4 writes at most `len` bytes.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: the listener's fd is open while `listener` lives; storage and len are ours.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            &mut storage as *mut _ as *mut libc::sockaddr,
+            &mut len,
+            flags,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock => Ok(None),
+            _ => Err(e),
+        };
+    }
+    // SAFETY: accept4 returned a new descriptor that nothing else owns.
+    let std_stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    // SAFETY: accept4 filled `storage` with an address of `len` bytes.
+    let peer = unsafe { socket2::SockAddr::new(storage, len) }
+        .as_socket()
+        .ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
+    Ok(Some((TcpStream::from_std(std_stream)?, peer)))
 }
 
 #[cfg(test)]
@@ -108,6 +174,90 @@ mod tests {
 
         fn failed(&self, e: &io::Error) {
             panic!("accept failed: {e}");
+        }
+    }
+
+    /// Answers each connection with "ok" from its own task; stops the loop after `want`.
+    struct Greeter {
+        writers: RefCell<Vec<monoio::task::JoinHandle<()>>>,
+        /// Whether each accepted socket is in non-blocking mode.
+        nonblocking: RefCell<Vec<bool>>,
+        served: std::cell::Cell<usize>,
+        want: usize,
+        shutdown: Shutdown,
+    }
+
+    impl Acceptor for Greeter {
+        fn accepted(self: &Rc<Self>, stream: TcpStream, _peer: SocketAddr) {
+            use monoio::io::AsyncWriteRentExt;
+            use std::os::fd::AsRawFd;
+            // SAFETY: F_GETFL on an fd `stream` owns.
+            let flags = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_GETFL) };
+            self.nonblocking
+                .borrow_mut()
+                .push(flags & libc::O_NONBLOCK != 0);
+            self.writers.borrow_mut().push(monoio::spawn(async move {
+                let mut stream = stream;
+                let (r, _) = stream.write_all(b"ok").await;
+                r.expect("write to an accepted connection");
+            }));
+            self.served.set(self.served.get() + 1);
+            if self.served.get() == self.want {
+                self.shutdown.fire();
+            }
+        }
+
+        fn failed(&self, e: &io::Error) {
+            panic!("accept failed: {e}");
+        }
+    }
+
+    /// Connections that waited in the backlog are taken in one pass (accept4 besides the
+    /// driver's accept) and set up for the driver: each is written to from its own task.
+    #[test]
+    fn connections_waiting_in_the_backlog_are_taken_and_work() {
+        for driver in drivers_here() {
+            let std_listener = crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 64)
+                .expect("listener");
+            let addr = std_listener.local_addr().unwrap();
+            let clients: Vec<_> = (0..8)
+                .map(|_| std::net::TcpStream::connect(addr).expect("connect"))
+                .collect();
+            let nonblocking = run_on(driver, 64, async move {
+                let listener = TcpListener::from_std(std_listener).expect("monoio listener");
+                let shutdown = Shutdown::new();
+                let owner = Rc::new(Greeter {
+                    writers: RefCell::new(Vec::new()),
+                    nonblocking: RefCell::new(Vec::new()),
+                    served: std::cell::Cell::new(0),
+                    want: 8,
+                    shutdown: shutdown.clone(),
+                });
+                run(&listener, &shutdown, &owner).await;
+                let writers = std::mem::take(&mut *owner.writers.borrow_mut());
+                for w in writers {
+                    w.await;
+                }
+                let nonblocking = owner.nonblocking.borrow().clone();
+                nonblocking
+            })
+            .expect("runtime");
+            // As the driver's own accept sets them up: epoll needs non-blocking sockets,
+            // io_uring's accept gives blocking ones (it polls for them).
+            assert_eq!(
+                nonblocking,
+                vec![driver == DriverKind::Epoll; 8],
+                "{driver}"
+            );
+            for mut c in clients {
+                use std::io::Read;
+                c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                    .unwrap();
+                let mut got = [0u8; 2];
+                c.read_exact(&mut got)
+                    .unwrap_or_else(|e| panic!("{driver}: no greeting: {e}"));
+                assert_eq!(&got, b"ok", "{driver}");
+            }
         }
     }
 

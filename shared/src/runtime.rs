@@ -168,6 +168,13 @@ fn choose_driver(
 thread_local! {
     /// This worker reads sockets through multishot receives (set once, at its start).
     static MULTISHOT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The driver of the runtime `run_on` runs on this thread.
+    static DRIVER: std::cell::Cell<Option<DriverKind>> = const { std::cell::Cell::new(None) };
+}
+
+/// The driver of this thread's runtime (`None` outside `run_on`).
+pub fn current_driver() -> Option<DriverKind> {
+    DRIVER.with(|d| d.get())
 }
 
 /// Whether workers of `cfg` on `driver` read through multishot receives: io_uring with the
@@ -341,6 +348,7 @@ where
 
 /// Build a runtime with the given driver (and a timer) on this thread and run `fut` on it.
 pub fn run_on<Fut: Future>(driver: DriverKind, entries: u32, fut: Fut) -> io::Result<Fut::Output> {
+    DRIVER.with(|d| d.set(Some(driver)));
     match driver {
         DriverKind::UringFast | DriverKind::Uring => {
             let flags = if driver == DriverKind::UringFast {

@@ -4,7 +4,8 @@ use super::run::{Outcome, Step, Stopped};
 use super::search::End;
 use crate::json;
 use crate::sysinfo::SysInfo;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use std::fmt::Write as _;
 
 /// The value of the `"schema"` key of a ceiling document.
@@ -258,69 +259,160 @@ pub fn exit_code(o: &Outcome) -> i32 {
     }
 }
 
-fn step_value(o: &Outcome, s: &Step) -> Value {
+/// The objective in the `--json` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ObjectiveDoc {
+    pub percentile: f64,
+    pub limit_ms: f64,
+    pub max_errors: u64,
+}
+
+/// One URL's search in the `--json` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CeilingDoc {
+    pub url: String,
+    pub from: f64,
+    pub probe_rate: Option<f64>,
+    pub ceiling: Option<f64>,
+    pub lowest_failure: Option<f64>,
+    /// How the search ended ("converged", ...), `null` while it had not.
+    pub end: Option<String>,
+    pub generator_limited: bool,
+}
+
+/// CPU µs of the loader during a step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuDoc {
+    pub user_us: u64,
+    pub system_us: u64,
+}
+
+/// A watched process's CPU during a step (`null`: it could not be read).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WatchedCpuDoc {
+    pub pid: u32,
+    pub user_us: Option<u64>,
+    pub system_us: Option<u64>,
+    pub us_per_request: Option<f64>,
+}
+
+/// One step in the `--json` document: its figures, verdict and the whole run's document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepDoc {
+    pub url: String,
+    /// "A" or "B" with two URLs, "" with one.
+    pub side: String,
+    pub offered: f64,
+    pub achieved: f64,
+    pub objective_latency_ms: f64,
+    pub errors: u64,
+    pub send_lateness_p99_ms: f64,
+    pub verdict: String,
+    pub generator_limited: bool,
+    pub rerun: bool,
+    pub loader_cpu_percent: Option<f64>,
+    pub loader_cpu: Option<CpuDoc>,
+    pub wall_s: f64,
+    pub watched_cpu: Vec<WatchedCpuDoc>,
+    /// Every figure of the step's run, its histograms included.
+    pub run: json::RunDoc,
+}
+
+/// The `--json` document of a search (`"schema": "loader-ceiling/1"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchDoc {
+    pub schema: String,
+    pub objective: ObjectiveDoc,
+    pub precision: f64,
+    pub upper: Option<f64>,
+    pub load: String,
+    pub elapsed_s: f64,
+    /// "max-time" or "interrupted"; `null` when the search ran to its end.
+    pub stopped: Option<String>,
+    pub watch_pids: Vec<u32>,
+    pub urls: Vec<CeilingDoc>,
+    pub b_percent_of_a: Option<f64>,
+    pub steps: Vec<StepDoc>,
+    pub exit_code: i32,
+    /// The machine's context ([`SysInfo`]); not read back.
+    pub context: Value,
+}
+
+fn step_doc(o: &Outcome, s: &Step) -> StepDoc {
     let f = &s.figures;
-    json!({
-        "url": o.ceilings[s.side].url,
-        "side": side_name(o, s.side),
-        "offered": f.offered,
-        "achieved": f.achieved,
-        "objective_latency_ms": f.latency_us as f64 / 1000.0,
-        "errors": f.errors,
-        "send_lateness_p99_ms": f.lateness_p99_us as f64 / 1000.0,
-        "verdict": format!("{:?}", s.verdict).to_lowercase(),
-        "generator_limited": s.generator_limited,
-        "rerun": s.rerun,
-        "loader_cpu_percent": s.loader_cpu_percent(),
-        "loader_cpu": s.loader_cpu.map(|t| json!({
-            "user_us": t.user.as_micros() as u64,
-            "system_us": t.system.as_micros() as u64,
-        })),
-        "wall_s": s.wall.as_secs_f64(),
-        "watched_cpu": o.watch_pids.iter().enumerate().map(|(i, pid)| {
-            let t = s.watched.get(i).copied().flatten();
-            json!({
-                "pid": pid,
-                "user_us": t.map(|t| t.user.as_micros() as u64),
-                "system_us": t.map(|t| t.system.as_micros() as u64),
-                "us_per_request": s.watched_us_per_request(i),
+    StepDoc {
+        url: o.ceilings[s.side].url.clone(),
+        side: side_name(o, s.side).into(),
+        offered: f.offered,
+        achieved: f.achieved,
+        objective_latency_ms: f.latency_us as f64 / 1000.0,
+        errors: f.errors,
+        send_lateness_p99_ms: f.lateness_p99_us as f64 / 1000.0,
+        verdict: format!("{:?}", s.verdict).to_lowercase(),
+        generator_limited: s.generator_limited,
+        rerun: s.rerun,
+        loader_cpu_percent: s.loader_cpu_percent(),
+        loader_cpu: s.loader_cpu.map(|t| CpuDoc {
+            user_us: t.user.as_micros() as u64,
+            system_us: t.system.as_micros() as u64,
+        }),
+        wall_s: s.wall.as_secs_f64(),
+        watched_cpu: o
+            .watch_pids
+            .iter()
+            .enumerate()
+            .map(|(i, &pid)| {
+                let t = s.watched.get(i).copied().flatten();
+                WatchedCpuDoc {
+                    pid,
+                    user_us: t.map(|t| t.user.as_micros() as u64),
+                    system_us: t.map(|t| t.system.as_micros() as u64),
+                    us_per_request: s.watched_us_per_request(i),
+                }
             })
-        }).collect::<Vec<_>>(),
-        // Every figure of the step's run, its histograms included.
-        "run": json::run_value(&s.result),
-    })
+            .collect(),
+        run: json::RunDoc::of(&s.result),
+    }
 }
 
 /// The `--json` document: the objective, every step with its histograms, each URL's ceiling.
-pub fn document(o: &Outcome, sys: &SysInfo) -> Value {
-    json!({
-        "schema": SCHEMA,
-        "objective": {
-            "percentile": o.objective.quantile * 100.0,
-            "limit_ms": o.objective.limit_us as f64 / 1000.0,
-            "max_errors": o.max_errors,
+pub fn search_doc(o: &Outcome, sys: &SysInfo) -> SearchDoc {
+    SearchDoc {
+        schema: SCHEMA.into(),
+        objective: ObjectiveDoc {
+            percentile: o.objective.quantile * 100.0,
+            limit_ms: o.objective.limit_us as f64 / 1000.0,
+            max_errors: o.max_errors,
         },
-        "precision": o.precision,
-        "upper": o.upper,
-        "load": o.load,
-        "elapsed_s": o.elapsed.as_secs_f64(),
-        "stopped": o.stopped.map(|s| match s {
-            Stopped::MaxTime => "max-time",
-            Stopped::Interrupted => "interrupted",
+        precision: o.precision,
+        upper: o.upper,
+        load: o.load.clone(),
+        elapsed_s: o.elapsed.as_secs_f64(),
+        stopped: o.stopped.map(|s| {
+            match s {
+                Stopped::MaxTime => "max-time",
+                Stopped::Interrupted => "interrupted",
+            }
+            .into()
         }),
-        "watch_pids": o.watch_pids,
-        "urls": o.ceilings.iter().enumerate().map(|(i, c)| json!({
-            "url": c.url,
-            "from": c.from,
-            "probe_rate": c.probe_rate,
-            "ceiling": c.rate(),
-            "lowest_failure": c.search.lowest_failure(),
-            "end": c.end().map(|e| format!("{e:?}").to_lowercase()),
-            "generator_limited": o.generator_limited(i),
-        })).collect::<Vec<_>>(),
-        "b_percent_of_a": b_of_a(o),
-        "steps": o.steps.iter().map(|s| step_value(o, s)).collect::<Vec<_>>(),
-        "exit_code": exit_code(o),
-        "context": serde_json::to_value(sys).unwrap_or(Value::Null),
-    })
+        watch_pids: o.watch_pids.clone(),
+        urls: o
+            .ceilings
+            .iter()
+            .enumerate()
+            .map(|(i, c)| CeilingDoc {
+                url: c.url.clone(),
+                from: c.from,
+                probe_rate: c.probe_rate,
+                ceiling: c.rate(),
+                lowest_failure: c.search.lowest_failure(),
+                end: c.end().map(|e| format!("{e:?}").to_lowercase()),
+                generator_limited: o.generator_limited(i),
+            })
+            .collect(),
+        b_percent_of_a: b_of_a(o),
+        steps: o.steps.iter().map(|s| step_doc(o, s)).collect(),
+        exit_code: exit_code(o),
+        context: json::to_value(sys),
+    }
 }

@@ -1,7 +1,7 @@
 //! Running the search: the probe, the steps (A B A B in lockstep), `--max-time` and Ctrl-C.
 
 use super::search::{self, End, Objective, Plan, Search, StepFigures, Verdict};
-use super::{CeilingArgs, DEFAULT_STEP, DEFAULT_WARMUP, PROBE};
+use super::{SearchOptions, DEFAULT_STEP, DEFAULT_WARMUP, PROBE};
 use crate::procstat::{self, CpuTimes};
 use crate::{LoadError, RunOptions, RunResult};
 use shared::shutdown::ShutdownFlag;
@@ -176,12 +176,12 @@ fn run_step(
     opts: &RunOptions,
     side: usize,
     rate: f64,
-    args: &CeilingArgs,
+    args: &SearchOptions,
     obj: &Objective,
     stop: &Arc<ShutdownFlag>,
 ) -> Result<Option<Step>, LoadError> {
     let before: Vec<_> = args
-        .watch_pid
+        .watch_pids
         .iter()
         .map(|&p| procstat::cpu_times(p).ok())
         .collect();
@@ -194,7 +194,7 @@ fn run_step(
         return Ok(None);
     }
     let watched = args
-        .watch_pid
+        .watch_pids
         .iter()
         .zip(before)
         .map(|(&p, b)| Some(procstat::cpu_times(p).ok()?.since(&b?)))
@@ -259,17 +259,15 @@ fn describe(o: &RunOptions, d: Duration, warmup: Duration) -> String {
 
 /// Run the search for every side (one `RunOptions` per URL). `log` gets one line per step.
 pub fn run_search(
-    args: &CeilingArgs,
+    args: &SearchOptions,
     sides: &[RunOptions],
     stop: Arc<ShutdownFlag>,
     mut log: impl FnMut(&str),
 ) -> Result<Outcome, LoadError> {
     let start = Instant::now();
-    let obj = args
-        .objective()
-        .ok_or_else(|| LoadError::Invalid("give one objective: --p99, --p999 or --p50".into()))?;
-    let d = args.load.duration.unwrap_or(DEFAULT_STEP);
-    let warmup = args.load.warmup.unwrap_or(DEFAULT_WARMUP.min(d / 2));
+    let obj = args.objective;
+    let d = args.step.unwrap_or(DEFAULT_STEP);
+    let warmup = args.warmup.unwrap_or(DEFAULT_WARMUP.min(d / 2));
     let mut out = Outcome {
         objective: obj,
         max_errors: args.max_errors,
@@ -277,7 +275,7 @@ pub fn run_search(
         upper: args.upper,
         ceilings: Vec::new(),
         steps: Vec::new(),
-        watch_pids: args.watch_pid.clone(),
+        watch_pids: args.watch_pids.clone(),
         stopped: None,
         load: describe(&sides[0], d, warmup),
         elapsed: Duration::ZERO,

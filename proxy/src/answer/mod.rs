@@ -20,12 +20,7 @@ pub mod template;
 
 pub use rng::Rng;
 
-use crate::client::{linger_close, ClientConn};
-use crate::exchange::Next;
-use crate::forward::{Dispatch, IpText, RequestInfo};
-use crate::io::write_all;
-use crate::worker::ProxyWorker;
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
 use shared::http::encode::{end_head, reason_phrase, write_header, write_header_u64};
 use shared::http::{BodyKind, RequestHead, RequestMethod, Version};
 use template::{Context, Template, Vars};
@@ -177,26 +172,26 @@ pub struct AnswerCtx<'a> {
     pub draining: bool,
 }
 
-impl<'a> AnswerCtx<'a> {
-    pub fn of(w: &'a ProxyWorker) -> Self {
-        AnswerCtx {
-            rng: &w.rng,
-            draining: w.draining(),
-        }
-    }
+/// How a rendered answer is sent: `skip`, the request body to drop (`None`: it has not
+/// arrived whole and the connection closes); `close`, the answer said so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sending {
+    pub skip: Option<usize>,
+    pub close: bool,
 }
 
-/// Render `r`'s answer to the parsed request `head` (origin-form `target`, from client `ip`,
-/// with `arrived` bytes after the head already read) into `out`, and say how it is sent.
+/// Render `r`'s answer to the parsed request `head` (origin-form `target`, from the client
+/// address `ip` as text, with `arrived` bytes after the head already read) into `out`, and
+/// say how it is sent.
 pub fn prepare(
     w: AnswerCtx<'_>,
     r: &ReturnAction,
     head: &RequestHead<'_, '_>,
     target: &str,
-    ip: &IpText,
+    ip: &[u8],
     arrived: usize,
     out: &mut BytesMut,
-) -> Dispatch {
+) -> Sending {
     let skip = body_skippable(head.body, arrived);
     // Draining: close after this answer unless requests pipelined behind it arrived.
     let pipelined = skip.is_some_and(|n| arrived > n);
@@ -206,7 +201,7 @@ pub fn prepare(
         host: head.authority.unwrap_or_default(),
         path: path.as_bytes(),
         query: query.as_bytes(),
-        remote_addr: ip.as_bytes(),
+        remote_addr: ip,
         randoms: &[],
     };
     let framing = Framing {
@@ -216,7 +211,7 @@ pub fn prepare(
     };
     out.clear();
     r.render(vars, framing, w.rng, &crate::http_date::now(), out);
-    Dispatch::Answered { skip, close }
+    Sending { skip, close }
 }
 
 /// The request body an answer can skip so the connection stays usable: none, or a body
@@ -226,35 +221,6 @@ pub fn body_skippable(body: BodyKind, arrived: usize) -> Option<usize> {
         BodyKind::Empty => Some(0),
         BodyKind::Length(n) if n <= arrived as u64 => Some(n as usize),
         _ => None,
-    }
-}
-
-/// Send the answer rendered into `c.uout` for `req`; `skip` is the request body to drop
-/// from `cin` (`None`: it did not arrive whole, the connection closes after the answer).
-pub async fn send(c: &mut ClientConn, req: &RequestInfo, skip: Option<usize>, close: bool) -> Next {
-    c.cin.advance(req.head_len + skip.unwrap_or(0));
-    let buf = std::mem::take(&mut c.uout);
-    if close && skip.is_some() {
-        crate::client::cork_last_answer(c);
-    }
-    match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
-        Ok(buf) => {
-            c.rec.wrote(&buf);
-            c.uout = buf
-        }
-        Err(_) => {
-            c.rec.failed(crate::error::ProxyError::ClientGone);
-            return Next::Close;
-        }
-    }
-    if skip.is_none() {
-        // The body still coming is not read: let the client see the answer first.
-        linger_close(c).await;
-        Next::Close
-    } else if close {
-        Next::Finished
-    } else {
-        Next::KeepAlive
     }
 }
 

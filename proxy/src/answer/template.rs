@@ -231,7 +231,7 @@ fn parse_range(range: &str) -> Result<Piece, String> {
 
 /// The host name of a Host value: no port, no trailing dot (`[::1]:80` -> `[::1]`).
 fn host_name(host: &[u8]) -> &[u8] {
-    crate::route::strip_port(host)
+    crate::host::strip_port(host)
 }
 
 fn decimal_len(mut n: u64) -> usize {

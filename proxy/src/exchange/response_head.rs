@@ -1,10 +1,11 @@
 //! Reading the upstream's response head: the final head (interim ones skipped) parsed into
 //! the client's head as it arrives, re-parsed only when the bytes may have completed it.
 
-use crate::client::worth_parsing;
 use crate::error::ProxyError;
-use crate::forward::{prepare_response, RequestInfo, ResponseInfo};
+use crate::forward::{prepare_response, ResponseInfo};
 use crate::io::{read_more, read_some, IoFail};
+use crate::request::worth_parsing;
+use crate::request::RequestInfo;
 use crate::worker::{ProxyWorker, RELAY_BUF};
 use bytes::BytesMut;
 use monoio::io::AsyncReadRent;
@@ -72,7 +73,7 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         if !worth_parsing(&ub, parsed, to.limits) {
             continue;
         }
-        match prepare_response(w, to.limits, &ub, to.req, to.out) {
+        match prepare_response(w.draining(), to.limits, &ub, to.req, to.out) {
             Ok(Some(resp)) => return Ok(Head { resp, ub }),
             Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),

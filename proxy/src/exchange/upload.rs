@@ -3,11 +3,11 @@
 
 use super::outcome::{body_failed, no_head, Attempt};
 use super::response_head::{read_response_head, Head, HeadFail, HeadRead};
-use crate::client::ClientConn;
+use crate::conn::ClientConn;
 use crate::error::ProxyError;
-use crate::forward::RequestInfo;
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
+use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use monoio::io::Splitable;

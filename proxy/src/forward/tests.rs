@@ -1,201 +1,8 @@
-//! Head rewriting on plain inputs: tables of the client's (or the upstream's) head and the
-//! exact head the other side gets.
+//! Response heads rewritten on plain inputs: tables of the upstream's head and the exact head
+//! the client gets.
 
 use super::*;
 use shared::http::Limits;
-
-/// The client's address in every case.
-const IP: &str = "10.0.0.9";
-
-fn opts() -> HeaderOptions {
-    HeaderOptions::default()
-}
-
-/// The upstream head written for the request `wire`, with `(Host written?)` when it was.
-fn upstream(wire: &str, opts: &HeaderOptions) -> String {
-    let mut storage = [httparse::EMPTY_HEADER; 32];
-    let head = match parse_request(wire.as_bytes(), &mut storage, &Limits::default()) {
-        Ok(Status::Complete(h)) => h,
-        other => panic!("{wire:?}: {other:?}"),
-    };
-    let target = origin_form(head.target);
-    let websocket = head.is_websocket_upgrade();
-    let mut out = BytesMut::from(&b"left over"[..]);
-    let ip = IpText::new(IP.parse().unwrap());
-    let host = write_upstream_head(&head, &target, websocket, opts, &ip, &mut out);
-    let text = String::from_utf8(out.to_vec()).unwrap();
-    if host {
-        text
-    } else {
-        format!("{text}(no Host)")
-    }
-}
-
-#[test]
-fn upstream_heads() {
-    let off = HeaderOptions {
-        preserve_host: false,
-        x_forwarded_for: false,
-        x_real_ip: false,
-        x_forwarded_proto: false,
-    };
-    let fwd = "X-Forwarded-For: 10.0.0.9\r\nX-Real-IP: 10.0.0.9\r\nX-Forwarded-Proto: http\r\n";
-    let table: Vec<(&str, String, HeaderOptions, String)> = vec![
-        (
-            "the plainest request",
-            "GET /a?b HTTP/1.1\r\nHost: example.com\r\n\r\n".into(),
-            opts(),
-            format!("GET /a?b HTTP/1.1\r\nHost: example.com\r\n{fwd}"),
-        ),
-        (
-            "hop-by-hop fields removed (RFC 9110 7.6.1), end-to-end ones kept in order",
-            "GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
-             Proxy-Connection: keep-alive\r\nTE: trailers\r\nTrailer: X-T\r\nUpgrade: h2c\r\n\
-             Accept: */*\r\nX-B: 2\r\n\r\n"
-                .into(),
-            opts(),
-            format!("GET / HTTP/1.1\r\nHost: h\r\nAccept: */*\r\nX-B: 2\r\n{fwd}"),
-        ),
-        (
-            "fields named in Connection removed, in any case, across Connection fields",
-            "GET / HTTP/1.1\r\nHost: h\r\nConnection: X-Secret, close\r\nConnection: x-other\r\n\
-             x-secret: 1\r\nX-OTHER: 2\r\nX-Kept: 3\r\n\r\n"
-                .into(),
-            opts(),
-            format!("GET / HTTP/1.1\r\nHost: h\r\nX-Kept: 3\r\n{fwd}"),
-        ),
-        (
-            "X-Forwarded-For: every received list, in order, empty ones dropped, then the client",
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For:\r\n\
-             x-forwarded-for:  2.2.2.2, 3.3.3.3 \r\n\r\n"
-                .into(),
-            opts(),
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, 10.0.0.9\r\n\
-             X-Real-IP: 10.0.0.9\r\nX-Forwarded-Proto: http\r\n"
-                .into(),
-        ),
-        (
-            "X-Real-IP and X-Forwarded-Proto from the client are replaced",
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Real-IP: 6.6.6.6\r\nX-Forwarded-Proto: https\r\n\r\n"
-                .into(),
-            opts(),
-            format!("GET / HTTP/1.1\r\nHost: h\r\n{fwd}"),
-        ),
-        (
-            "forwarding fields off: the client's pass through untouched, none added",
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\nX-Real-IP: 6.6.6.6\r\n\
-             X-Forwarded-Proto: https\r\n\r\n"
-                .into(),
-            off.clone(),
-            "GET / HTTP/1.1\r\nX-Forwarded-For: 1.1.1.1\r\nX-Real-IP: 6.6.6.6\r\n\
-             X-Forwarded-Proto: https\r\n(no Host)"
-                .into(),
-        ),
-        // Issue 22, item 3b: the proxy trusts nothing a client says about where a request
-        // came from or was addressed to; these two are never passed on.
-        (
-            "X-Forwarded-Host and Forwarded from the client are removed",
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: admin.internal\r\n\
-             Forwarded: for=1.2.3.4;host=admin.internal;proto=https\r\nX-A: 1\r\n\
-             x-forwarded-host: b\r\nFORWARDED: for=5.6.7.8\r\n\r\n"
-                .into(),
-            opts(),
-            format!("GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n{fwd}"),
-        ),
-        (
-            "X-Forwarded-Host and Forwarded are removed with the forwarding fields off too",
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Host: a\r\nForwarded: for=1.2.3.4\r\n\r\n"
-                .into(),
-            off.clone(),
-            "GET / HTTP/1.1\r\n(no Host)".into(),
-        ),
-        (
-            "Host not preserved: left to each attempt (the server's name)",
-            "GET / HTTP/1.1\r\nHost: h\r\n\r\n".into(),
-            off.clone(),
-            "GET / HTTP/1.1\r\n(no Host)".into(),
-        ),
-        (
-            "an absolute-form target: origin-form upstream, its authority is the Host",
-            "GET http://abs.example:8080/p?q HTTP/1.1\r\nHost: other\r\n\r\n".into(),
-            opts(),
-            format!("GET /p?q HTTP/1.1\r\nHost: abs.example:8080\r\n{fwd}"),
-        ),
-        (
-            "HTTP/1.0 without Host: HTTP/1.1 upstream, Host per attempt",
-            "GET / HTTP/1.0\r\n\r\n".into(),
-            opts(),
-            format!("GET / HTTP/1.1\r\n{fwd}(no Host)"),
-        ),
-        (
-            "our own framing: Content-Length rewritten, Expect answered by the proxy",
-            "PUT /u HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\nExpect: 100-continue\r\n\r\n"
-                .into(),
-            opts(),
-            format!("PUT /u HTTP/1.1\r\nHost: h\r\n{fwd}Content-Length: 7\r\n"),
-        ),
-        (
-            "a chunked body stays chunked (Transfer-Encoding is hop-by-hop, written by us)",
-            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
-            off.clone(),
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n(no Host)".into(),
-        ),
-        (
-            "a POST without a body gets Content-Length: 0",
-            "POST / HTTP/1.1\r\nHost: h\r\n\r\n".into(),
-            off.clone(),
-            "POST / HTTP/1.1\r\nContent-Length: 0\r\n(no Host)".into(),
-        ),
-        (
-            "a WebSocket upgrade says Connection: upgrade and Upgrade: websocket",
-            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n\
-             Upgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n"
-                .into(),
-            off.clone(),
-            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
-             Upgrade: websocket\r\n(no Host)"
-                .into(),
-        ),
-        // Issue 22, item 16: a back end that picks h2c from the list would give the client
-        // a raw HTTP/2 channel past routing, header rewriting and the cache.
-        (
-            "a WebSocket upgrade that also offers h2c: only websocket goes upstream",
-            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
-             Upgrade: h2c, websocket\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\
-             Sec-WebSocket-Key: k\r\n\r\n"
-                .into(),
-            off.clone(),
-            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
-             Upgrade: websocket\r\n(no Host)"
-                .into(),
-        ),
-        (
-            "HTTP2-Settings goes even when Connection does not name it",
-            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n\
-             Upgrade: WebSocket, h2c\r\nhttp2-settings: AAMAAABk\r\nSec-WebSocket-Key: k\r\n\r\n"
-                .into(),
-            off.clone(),
-            "GET /ws HTTP/1.1\r\nSec-WebSocket-Key: k\r\nConnection: upgrade\r\n\
-             Upgrade: websocket\r\n(no Host)"
-                .into(),
-        ),
-        (
-            "HTTP2-Settings on a plain request is dropped too",
-            "GET / HTTP/1.1\r\nHost: h\r\nHTTP2-Settings: AAMAAABk\r\nX-A: 1\r\n\r\n".into(),
-            off.clone(),
-            "GET / HTTP/1.1\r\nX-A: 1\r\n(no Host)".into(),
-        ),
-        (
-            "an upgrade to something else is dropped",
-            "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n".into(),
-            off,
-            "GET / HTTP/1.1\r\n(no Host)".into(),
-        ),
-    ];
-    for (what, wire, opts, want) in table {
-        assert_eq!(upstream(&wire, &opts), want, "{what}");
-    }
-}
 
 /// A request as the exchange knows it: a keep-alive HTTP/1.1 GET unless changed.
 fn req() -> RequestInfo {
@@ -211,8 +18,8 @@ fn req() -> RequestInfo {
         host_written: true,
         pipelined: false,
         route: 0,
-        dispatch: crate::forward::Dispatch::Proxy { group: 0 },
-        target: crate::forward::Span { start: 0, len: 0 },
+        dispatch: crate::request::Dispatch::Proxy { group: 0 },
+        target: crate::request::Span { start: 0, len: 0 },
         authority: None,
     }
 }
@@ -465,18 +272,5 @@ fn client_connections_close_on_shutdown_and_after_early_answers() {
     assert_eq!(
         tunnel.answered_early().map(|_| ()),
         Err(ProxyError::BadResponse(CodecError::InvalidStatus))
-    );
-}
-
-#[test]
-fn ip_text() {
-    assert_eq!(
-        IpText::new("127.0.0.1".parse().unwrap()).as_bytes(),
-        b"127.0.0.1"
-    );
-    assert_eq!(IpText::new("::1".parse().unwrap()).as_bytes(), b"::1");
-    assert_eq!(
-        IpText::new("::ffff:10.0.0.1".parse().unwrap()).as_bytes(),
-        b"10.0.0.1"
     );
 }

@@ -31,38 +31,20 @@
 pub mod probe;
 pub mod track;
 
+pub use crate::balance::HealthChange;
 use crate::balance::{Balancer, Health};
 use crate::config::UpstreamGroup;
 use crate::generation::Generation;
 use crate::worker::{ProxyWorker, WorkerMsg};
-use monoio::task::JoinHandle;
 use probe::Probe;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use track::Tracker;
 
-/// One server's new state, as the checking worker tells the others.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HealthChange {
-    pub group: String,
-    /// The server's name as written in the group's `servers`.
-    pub server: String,
-    pub health: Health,
-}
-
 /// The worker that checks group `group` when there are `workers` workers.
 pub fn checker_of(group: usize, workers: usize) -> usize {
     group % workers.max(1)
-}
-
-/// A worker's running check tasks (those of its current generation, and one task that waits
-/// for the previous generation's to end). The worker awaits them all before it ends: a check
-/// left pending on a socket when the runtime is dropped could hold the worker thread (as the
-/// inbox's read did).
-#[derive(Default)]
-pub struct Checks {
-    tasks: RefCell<Vec<JoinHandle<()>>>,
 }
 
 /// Start the checks of the groups this worker checks in its current generation: one task per

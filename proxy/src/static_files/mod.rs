@@ -19,8 +19,10 @@
 //! - [`respond`]: the heads (sans-IO);
 //! - [`open`]: opening beneath the root; [`cache`]: the open-file caches (per worker, per
 //!   generation);
-//! - [`send`]: the body, from memory, `sendfile(2)` or `pread` + write;
-//! - this file: [`StaticSite`], [`StaticQuery`] and [`serve`], the entry point.
+//! - this file: [`StaticSite`] and [`StaticQuery`] (what a request asks of a file).
+//!
+//! The I/O of answering (the entry point `serve`, and the body sent from memory,
+//! `sendfile(2)` or `pread` + write) is `crate::static_serve`.
 
 pub mod cache;
 pub mod decide;
@@ -28,24 +30,14 @@ pub mod meta;
 pub mod open;
 pub mod path;
 pub mod respond;
-mod send;
 #[cfg(test)]
 mod tests;
 
-use crate::client::{linger_close, ClientConn};
-use crate::exchange::Next;
-use crate::forward::RequestInfo;
 use crate::io::offset_in;
-use bytes::Buf;
-use cache::Found;
-use decide::{decide, Conditions, Method, Validators};
-use respond::{Body, Conn};
-use shared::http::target::normalize_path;
-use shared::http::{BodyKind, RequestHead};
-use std::cell::RefCell;
+use decide::{Conditions, Method};
+use shared::http::target::origin_bytes;
+use shared::http::RequestHead;
 use std::path::PathBuf;
-use std::rc::Rc;
-use std::time::Instant;
 
 /// A static route's settings, resolved: `root` is absolute.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +49,7 @@ pub struct StaticSite {
 
 /// Where a part of the request head lies in the client's read buffer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Span {
+pub(crate) struct Span {
     start: u32,
     len: u32,
 }
@@ -70,7 +62,7 @@ impl Span {
         }
     }
 
-    fn get(self, buf: &[u8]) -> &[u8] {
+    pub(crate) fn get(self, buf: &[u8]) -> &[u8] {
         &buf[self.start as usize..(self.start + self.len) as usize]
     }
 }
@@ -80,9 +72,9 @@ impl Span {
 /// until [`serve`] consumes the head).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StaticQuery {
-    method: Option<Method>,
+    pub(crate) method: Option<Method>,
     /// Path and query (origin-form); `None`: a target that names no path (`*`).
-    target: Option<Span>,
+    pub(crate) target: Option<Span>,
     if_match: Option<Span>,
     if_unmodified_since: Option<Span>,
     if_none_match: Option<Span>,
@@ -96,7 +88,7 @@ impl StaticQuery {
     pub fn from_head(head: &RequestHead<'_, '_>, buf: &[u8]) -> StaticQuery {
         let mut q = StaticQuery {
             method: Some(Method::from_bytes(head.method.as_bytes())),
-            target: origin_path(head.target.as_bytes()).map(|t| Span::of(buf, t)),
+            target: origin_bytes(head.target.as_bytes()).map(|t| Span::of(buf, t)),
             ..StaticQuery::default()
         };
         q.take_fields(head.headers, buf);
@@ -132,7 +124,7 @@ impl StaticQuery {
             method: req.method.map(|m| Method::from_bytes(m.as_bytes())),
             target: req
                 .path
-                .and_then(|t| origin_path(t.as_bytes()))
+                .and_then(|t| origin_bytes(t.as_bytes()))
                 .map(|t| Span::of(head, t)),
             ..StaticQuery::default()
         };
@@ -160,7 +152,7 @@ impl StaticQuery {
         }
     }
 
-    fn conditions<'b>(&self, buf: &'b [u8]) -> Conditions<'b> {
+    pub(crate) fn conditions<'b>(&self, buf: &'b [u8]) -> Conditions<'b> {
         let get = |s: Option<Span>| s.map(|s| s.get(buf));
         Conditions {
             preconditions: crate::preconditions::Conditions {
@@ -172,174 +164,5 @@ impl StaticQuery {
             range: get(self.range),
             if_range: get(self.if_range),
         }
-    }
-}
-
-/// The path-and-query part of a target: origin-form as it is, absolute-form after its
-/// authority (empty when it has no path: the root).
-fn origin_path(target: &[u8]) -> Option<&[u8]> {
-    if target.starts_with(b"/") {
-        return Some(target);
-    }
-    let at = target.windows(3).position(|w| w == b"://")? + 3;
-    let rest = &target[at..];
-    let end = rest
-        .iter()
-        .position(|&b| b == b'/' || b == b'?')
-        .unwrap_or(rest.len());
-    Some(&rest[end..])
-}
-
-thread_local! {
-    /// The decoded path of the request being answered (grown once, then reused).
-    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(256));
-    /// The normalised path of a directory redirect (grown once, then reused).
-    static LOCATION: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Answer one request from `site`. The request head is `req.head_len` bytes at the front of
-/// `c.cin`, and `q` was taken from it; both are consumed here. Writes the whole response
-/// and says whether the connection goes on.
-///
-/// A request body (rare on GET) is skipped when it arrived whole with the head; otherwise
-/// the connection closes after the response (the body is not read).
-pub async fn serve(
-    c: &mut ClientConn,
-    site: &StaticSite,
-    req: &RequestInfo,
-    q: &StaticQuery,
-) -> Next {
-    let w = c.w.clone();
-    let after_head = c.cin.len() - req.head_len;
-    let body_len = match req.body {
-        BodyKind::Empty => Some(0),
-        BodyKind::Length(n) if n <= after_head as u64 => Some(n as usize),
-        _ => None,
-    };
-    let conn = Conn {
-        version: req.version,
-        keep_alive: req.keep_alive && body_len.is_some() && (!w.draining() || req.pipelined),
-    };
-    c.cout.clear();
-    let plan = prepare(c, site, q, conn, std::time::Instant::now());
-    c.cin.advance(req.head_len + body_len.unwrap_or(0));
-    if !conn.keep_alive && body_len.is_some() {
-        crate::client::cork_last_answer(c);
-    }
-    let sent = send::response(c, plan).await;
-    match (sent, conn.keep_alive) {
-        (Err(_), _) => Next::Close,
-        (Ok(()), true) => Next::KeepAlive,
-        (Ok(()), false) if body_len.is_none() => {
-            linger_close(c).await;
-            Next::Close
-        }
-        (Ok(()), false) => Next::Finished,
-    }
-}
-
-/// A response decided: its head is in `cout`, and the body to follow.
-pub(crate) struct Plan {
-    file: Option<Rc<cache::File>>,
-    body: Body,
-}
-
-/// Decide the response and write its head (and a small body) into `c.cout`.
-fn prepare(
-    c: &mut ClientConn,
-    site: &StaticSite,
-    q: &StaticQuery,
-    conn: Conn,
-    now: Instant,
-) -> Plan {
-    let buf = &c.cin[..];
-    let out = &mut c.cout;
-    let files = &c.g.statics;
-    let method = q.method.unwrap_or(Method::Other);
-    let head = method == Method::Head;
-    let simple = |out: &mut _, status| {
-        respond::simple(out, status, None, head, conn);
-        Plan {
-            file: None,
-            body: Body::None,
-        }
-    };
-    if method == Method::Other {
-        return simple(out, 405);
-    }
-    let Some(target) = q.target.map(|t| t.get(buf)) else {
-        return simple(out, 400);
-    };
-    let (path, query) = path::split_query(target);
-    let path = if path.is_empty() { &b"/"[..] } else { path };
-    SCRATCH.with(|scratch| {
-        let rel = &mut *scratch.borrow_mut();
-        let resolved = match path::resolve(path, rel) {
-            Ok(r) => r,
-            Err(e) => return simple(out, e.status()),
-        };
-        if resolved.dir {
-            if !rel.is_empty() {
-                rel.push(b'/');
-            }
-            rel.extend_from_slice(site.index.as_bytes());
-        }
-        match files.lookup(&site.root, rel, now) {
-            Err(e) => simple(out, e.status()),
-            // A directory named like the index file is not an index.
-            Ok(Found::Dir) if resolved.dir => simple(out, 404),
-            Ok(Found::Dir) => redirect_to_dir(out, path, query, head, conn),
-            Ok(Found::File(f)) => file_plan(out, f, method, &q.conditions(buf), conn),
-        }
-    })
-}
-
-/// `path` names a directory but does not end in `/`: a 301 to it with the slash (and the
-/// query). The Location is the normalised path (`normalize_path`: slashes merged, dot
-/// segments resolved, the router's view of it), so it starts with exactly one `/`: from the
-/// raw path, `GET //images` answered `Location: //images/`, which a browser reads as the
-/// host `images`. Escapes stay escaped (`/my%20dir/`).
-fn redirect_to_dir(
-    out: &mut bytes::BytesMut,
-    path: &[u8],
-    query: Option<&[u8]>,
-    head: bool,
-    conn: Conn,
-) -> Plan {
-    LOCATION.with_borrow_mut(|scratch| {
-        // The router refused every path without a normal form before this route was chosen.
-        match normalize_path(path, scratch) {
-            Ok(dir) => {
-                let slash: &[u8] = if dir.ends_with(b"/") { b"" } else { b"/" };
-                let q: &[u8] = query.map_or(b"", |_| b"?");
-                let location = [dir, slash, q, query.unwrap_or(b"")];
-                respond::simple(out, 301, Some(&location), head, conn);
-            }
-            Err(_) => respond::simple(out, 400, None, head, conn),
-        }
-        Plan {
-            file: None,
-            body: Body::None,
-        }
-    })
-}
-
-fn file_plan(
-    out: &mut bytes::BytesMut,
-    f: Rc<cache::File>,
-    method: Method,
-    cond: &Conditions<'_>,
-    conn: Conn,
-) -> Plan {
-    let v = Validators {
-        size: f.info.size,
-        mtime: f.info.mtime,
-        etag: f.etag.as_bytes(),
-    };
-    let reply = decide(method, cond, &v);
-    let body = respond::file_head(out, &f, reply, method == Method::Head, conn);
-    Plan {
-        file: Some(f),
-        body,
     }
 }

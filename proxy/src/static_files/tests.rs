@@ -5,8 +5,9 @@ use super::meta::{content_type, etag, DEFAULT_TYPE};
 use super::open::{open_beneath, open_root, stat, Kind, OpenError, Resolver};
 use super::path::{resolve, split_query, PathError, Resolved, MAX_PATH};
 use super::respond::{self, Conn};
-use super::{origin_path, StaticQuery};
+use super::StaticQuery;
 use bytes::BytesMut;
+use shared::http::target::origin_bytes;
 use shared::http::Version;
 use std::os::fd::AsFd;
 
@@ -65,11 +66,11 @@ fn paths_resolve_under_the_root_or_are_refused() {
 fn targets_split_into_path_and_query() {
     assert_eq!(split_query(b"/a?b=1"), (&b"/a"[..], Some(&b"b=1"[..])));
     assert_eq!(split_query(b"/a"), (&b"/a"[..], None));
-    assert_eq!(origin_path(b"/x?y"), Some(&b"/x?y"[..]));
-    assert_eq!(origin_path(b"http://h:80/p?q"), Some(&b"/p?q"[..]));
-    assert_eq!(origin_path(b"http://h?q"), Some(&b"?q"[..]));
-    assert_eq!(origin_path(b"http://h"), Some(&b""[..]));
-    assert_eq!(origin_path(b"*"), None);
+    assert_eq!(origin_bytes(b"/x?y"), Some(&b"/x?y"[..]));
+    assert_eq!(origin_bytes(b"http://h:80/p?q"), Some(&b"/p?q"[..]));
+    assert_eq!(origin_bytes(b"http://h?q"), Some(&b"?q"[..]));
+    assert_eq!(origin_bytes(b"http://h"), Some(&b""[..]));
+    assert_eq!(origin_bytes(b"*"), None);
 }
 
 #[test]

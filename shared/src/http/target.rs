@@ -21,14 +21,39 @@ pub fn split_absolute(target: &str) -> Option<(&str, Cow<'_, str>)> {
     })
 }
 
-/// The origin-form of a request target, for routing and for the upstream request line:
-/// origin-form and `*` as they are, absolute-form reduced (see [`split_absolute`]).
-pub fn origin_form(target: &str) -> Cow<'_, str> {
-    if target.starts_with('/') || target == "*" {
-        return Cow::Borrowed(target);
+/// The path and query of a request target, borrowed from it: an origin-form target as it
+/// is, an absolute-form one after its authority (empty when its path is empty: the root,
+/// which [`origin_form`] writes `/`). `None` for a target that names no path (`*`). The one
+/// reading of a target's origin-form: routing, the cache key and static files all take it.
+pub fn origin_bytes(target: &[u8]) -> Option<&[u8]> {
+    if target.starts_with(b"/") {
+        return Some(target);
     }
-    match split_absolute(target) {
-        Some((_, path)) => path,
+    let at = target.windows(3).position(|w| w == b"://")? + 3;
+    let rest = &target[at..];
+    let end = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(rest.len());
+    Some(&rest[end..])
+}
+
+/// The origin-form of a request target, for routing and for the upstream request line:
+/// origin-form and `*` as they are, absolute-form reduced ([`origin_bytes`], with `/` for an
+/// empty path).
+pub fn origin_form(target: &str) -> Cow<'_, str> {
+    match origin_bytes(target.as_bytes()) {
+        Some(path) if path.first() == Some(&b'/') => {
+            let from = target.len() - path.len();
+            Cow::Borrowed(&target[from..])
+        }
+        // "http://host?q": the path is empty, so "/" and the query (RFC 9112 3.2.1, 3.3).
+        // Rare enough (absolute-form is for proxies) that allocating here is fine.
+        Some(path) if !path.is_empty() => {
+            let from = target.len() - path.len();
+            Cow::Owned(format!("/{}", &target[from..]))
+        }
+        Some(_) => Cow::Borrowed("/"),
         None => Cow::Borrowed(target),
     }
 }
@@ -184,6 +209,13 @@ mod tests {
         assert_eq!(origin_form("http://h?q"), "/?q");
         assert_eq!(origin_form("http://h:8080?a=1/2"), "/?a=1/2");
         assert_eq!(origin_form("h:80"), "h:80");
+        // The bytes every reader of a target's origin-form takes it from.
+        let o = |t: &'static str| origin_bytes(t.as_bytes());
+        assert_eq!(o("/a?b"), Some(&b"/a?b"[..]));
+        assert_eq!(o("http://h:80/p?q"), Some(&b"/p?q"[..]));
+        assert_eq!(o("http://h?q"), Some(&b"?q"[..]));
+        assert_eq!(o("http://h"), Some(&b""[..]));
+        assert_eq!((o("*"), o("h:80")), (None, None));
     }
 
     /// Issue 22, item 5: every spelling an origin would normalise to the same path is that

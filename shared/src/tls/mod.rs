@@ -1,4 +1,4 @@
-//! TLS configuration shared by the proxy and the loader (rustls 0.23 with the ring provider).
+//! TLS configuration shared by the proxy and the loader (rustls 0.23 with the aws-lc-rs provider).
 //! The handshakes and the stream are in `crate::stream`.
 //!
 //! - [`server`]: a listener's side: PEM chains and keys, SNI, TLS 1.2/1.3, ALPN, resumption.
@@ -8,8 +8,8 @@
 //! - [`validity`]: a certificate's notBefore/notAfter read from its DER, for the `--cacert` rule
 //!   (webpki does not expose them).
 //!
-//! Crypto provider: ring, given explicitly to every config builder (no process-wide default to
-//! install, and aws-lc-rs would need cmake and a C compiler at build time).
+//! Crypto provider: aws-lc-rs, given explicitly to every config builder (no process-wide
+//! default to install). Its handshakes cost less than ring's; it builds with a C compiler.
 
 pub mod client;
 pub mod server;

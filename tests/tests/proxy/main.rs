@@ -1,7 +1,7 @@
 //! The proxy's request path end to end, in-process over real sockets on 127.0.0.1: framing on
 //! the wire, smuggling, route actions (return, static files), streaming, upgrades, 100-continue,
-//! early answers, failures and retries, the upstream pool, drain and the connection cap. One
-//! module per concern.
+//! early answers, failures and retries, the upstream pool, drain, the connection cap and fair
+//! service to a crowd of clients. One module per concern.
 
 mod basic;
 mod config;
@@ -10,6 +10,7 @@ mod drain;
 mod early;
 mod expect_continue;
 mod failures;
+mod fairness;
 mod pool;
 mod rejected_body;
 mod return_action;

@@ -1,8 +1,10 @@
 //! The runtime under the proxy: the io_uring and epoll drivers, multishot receives, TLS streams
-//! cut short, and the kernel settings script. One module per concern.
+//! cut short, the vendored monoio (the release plus its patches), and the kernel settings
+//! script. One module per concern.
 
 mod driver;
 mod multishot;
 mod proxy_drivers;
 mod scripts_sysctl;
 mod tls_truncation;
+mod vendor_monoio;

@@ -438,3 +438,61 @@ fn queue_len(fd: i32, request: libc::c_ulong) -> i32 {
     assert_eq!(r, 0, "ioctl: {}", std::io::Error::last_os_error());
     n
 }
+
+/// Many connections with a small request each waiting share the ring's buffers: the kernel
+/// packs arrivals one after the other into a buffer (incremental consumption, kernel 6.12+),
+/// so 600 of them (more than the ring's 128 buffers) neither run it dry nor make it low, and
+/// each reader gets its own bytes. With whole buffers, the 97th arrival made the ring low.
+#[test]
+fn small_arrivals_of_many_connections_share_ring_buffers() {
+    const MANY: usize = 600;
+    const SMALL: usize = 100;
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let client = std::thread::spawn(move || {
+        (0..MANY)
+            .map(|c| {
+                let mut s = std::net::TcpStream::connect(addr).expect("connect");
+                let data: Vec<u8> = (0..SMALL).map(|i| pattern(c, i)).collect();
+                s.write_all(&data).expect("write");
+                s
+            })
+            .collect::<Vec<_>>()
+    });
+    let (got, refused, stats) = run_on(driver, 1024, async move {
+        let l = serve(l);
+        let mut held = Vec::new();
+        let mut refused = 0;
+        for _ in 0..MANY {
+            let (mut s, _) = l.accept().await.expect("accept");
+            assert!(s.enable_multishot_recv(), "multishot refused on io_uring");
+            // Arms the receive and waits until its arrival is queued, reading nothing.
+            if !s.multishot_ready().await {
+                refused += 1;
+            }
+            held.push(s);
+        }
+        let stats = monoio::net::tcp::multishot_stats();
+        let mut got = Vec::new();
+        for mut s in held {
+            let (r, buf) = s.read(Vec::with_capacity(4 * SMALL)).await;
+            r.expect("read");
+            got.push(buf);
+        }
+        (got, refused, stats)
+    })
+    .expect("runtime");
+    drop(client.join().expect("client thread"));
+    assert!(
+        stats.incremental,
+        "the kernel refused an incrementally consumed buffer ring (IOU_PBUF_RING_INC, \
+         kernel 6.12+): {stats:?}"
+    );
+    assert_eq!(refused, 0, "waits refused for a low ring: {stats:?}");
+    assert_eq!((stats.starved, stats.plain), (0, 0), "{stats:?}");
+    // Accept order is connection order here (one client connecting in turn).
+    for (c, got) in got.iter().enumerate() {
+        let want: Vec<u8> = (0..SMALL).map(|i| pattern(c, i)).collect();
+        assert_eq!(got, &want, "connection {c}'s bytes");
+    }
+}

@@ -62,6 +62,14 @@ pub(crate) struct CompletionMeta {
 }
 
 pub(crate) trait OpAble {
+    /// The operation's result is a new fd (accept, open): closed by the driver when the
+    /// operation was dropped and its result is never claimed (upstream #318).
+    #[cfg(all(target_os = "linux", feature = "iouring"))]
+    const RET_IS_FD: bool = false;
+    /// No cancel is pushed when the operation is dropped unfinished: a close that a cancel
+    /// stopped would leak its fd (upstream #318).
+    #[cfg(all(target_os = "linux", feature = "iouring"))]
+    const SKIP_CANCEL: bool = false;
     #[cfg(all(target_os = "linux", feature = "iouring"))]
     fn uring_op(&mut self) -> io_uring::squeue::Entry;
 

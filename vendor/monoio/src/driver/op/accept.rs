@@ -55,6 +55,9 @@ impl Op<Accept> {
 
 impl OpAble for Accept {
     #[cfg(all(target_os = "linux", feature = "iouring"))]
+    const RET_IS_FD: bool = true;
+
+    #[cfg(all(target_os = "linux", feature = "iouring"))]
     fn uring_op(&mut self) -> io_uring::squeue::Entry {
         // Vendored change: SOCK_CLOEXEC, as the legacy driver's accept4 has. Without it every
         // accepted socket leaked into any process the program spawned, which kept the

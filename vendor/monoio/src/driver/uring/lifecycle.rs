@@ -8,7 +8,7 @@ use std::{
 
 use crate::{driver::op::CompletionMeta, utils::slab::Ref};
 
-pub(crate) enum Lifecycle {
+enum Lifecycle {
     /// The operation has been submitted to uring and is currently in-flight
     Submitted,
 
@@ -24,9 +24,45 @@ pub(crate) enum Lifecycle {
     Completed(io::Result<u32>, u32),
 }
 
-impl<'a> Ref<'a, Lifecycle> {
+/// An operation's lifecycle, and what its result is (upstream #318).
+pub(crate) struct MaybeFdLifecycle {
+    /// The result is a new fd, closed here when nobody claims it.
+    is_fd: bool,
+    /// No cancel when the operation is dropped unfinished.
+    skip_cancel: bool,
+    lifecycle: Lifecycle,
+}
+
+impl MaybeFdLifecycle {
+    #[inline]
+    pub(crate) const fn new(is_fd: bool, skip_cancel: bool) -> Self {
+        Self {
+            is_fd,
+            skip_cancel,
+            lifecycle: Lifecycle::Submitted,
+        }
+    }
+}
+
+/// The fd an operation returned to nobody: its future was dropped and the cancel came too late
+/// (or the result was never polled). Left open, an accepted connection would get no FIN.
+#[inline]
+fn close_unclaimed(is_fd: bool, result: &io::Result<u32>) {
+    if let (true, Ok(fd)) = (is_fd, result) {
+        // SAFETY: the kernel gave this fd to the operation, and nobody took it from there.
+        unsafe { libc::close(*fd as libc::c_int) };
+    }
+}
+
+impl<'a> Ref<'a, MaybeFdLifecycle> {
+    #[inline]
+    pub(crate) fn skip_cancel(&self) -> bool {
+        self.skip_cancel
+    }
+
     pub(crate) fn complete(mut self, result: io::Result<u32>, flags: u32) {
-        let ref_mut = &mut *self;
+        let is_fd = self.is_fd;
+        let ref_mut = &mut self.lifecycle;
         match ref_mut {
             Lifecycle::Submitted => {
                 *ref_mut = Lifecycle::Completed(result, flags);
@@ -41,6 +77,7 @@ impl<'a> Ref<'a, Lifecycle> {
                 }
             }
             Lifecycle::Ignored(..) => {
+                close_unclaimed(is_fd, &result);
                 self.remove();
             }
             Lifecycle::Completed(..) => unsafe { std::hint::unreachable_unchecked() },
@@ -49,7 +86,7 @@ impl<'a> Ref<'a, Lifecycle> {
 
     #[allow(clippy::needless_pass_by_ref_mut)]
     pub(crate) fn poll_op(mut self, cx: &mut Context<'_>) -> Poll<CompletionMeta> {
-        let ref_mut = &mut *self;
+        let ref_mut = &mut self.lifecycle;
         match ref_mut {
             Lifecycle::Submitted => {
                 *ref_mut = Lifecycle::Waiting(cx.waker().clone());
@@ -64,7 +101,7 @@ impl<'a> Ref<'a, Lifecycle> {
             _ => {}
         }
 
-        match self.remove() {
+        match self.remove().lifecycle {
             Lifecycle::Completed(result, flags) => Poll::Ready(CompletionMeta { result, flags }),
             _ => unsafe { std::hint::unreachable_unchecked() },
         }
@@ -72,7 +109,8 @@ impl<'a> Ref<'a, Lifecycle> {
 
     // return if the op must has been finished
     pub(crate) fn drop_op<T: 'static>(mut self, data: &mut Option<T>) -> bool {
-        let ref_mut = &mut *self;
+        let is_fd = self.is_fd;
+        let ref_mut = &mut self.lifecycle;
         match ref_mut {
             Lifecycle::Submitted | Lifecycle::Waiting(_) => {
                 if let Some(data) = data.take() {
@@ -83,7 +121,8 @@ impl<'a> Ref<'a, Lifecycle> {
                 };
                 return false;
             }
-            Lifecycle::Completed(..) => {
+            Lifecycle::Completed(result, _) => {
+                close_unclaimed(is_fd, result);
                 self.remove();
             }
             Lifecycle::Ignored(..) => unsafe { std::hint::unreachable_unchecked() },

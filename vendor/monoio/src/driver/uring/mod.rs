@@ -11,7 +11,7 @@ use std::{
 };
 
 use io_uring::{cqueue, opcode, types::Timespec, IoUring};
-use lifecycle::Lifecycle;
+use lifecycle::MaybeFdLifecycle;
 
 use super::{
     op::{CompletionMeta, Op, OpAble},
@@ -92,7 +92,7 @@ pub(crate) struct UringInner {
 // When dropping the driver, all in-flight operations must have completed. This
 // type wraps the slab and ensures that, on drop, the slab is empty.
 struct Ops {
-    slab: Slab<Lifecycle>,
+    slab: Slab<MaybeFdLifecycle>,
 }
 
 impl IoUringDriver {
@@ -571,10 +571,10 @@ impl UringInner {
         }
     }
 
-    fn new_op<T>(data: T, inner: &mut UringInner, driver: Inner) -> Op<T> {
+    fn new_op<T: OpAble>(data: T, inner: &mut UringInner, driver: Inner) -> Op<T> {
         Op {
             driver,
-            index: inner.ops.insert(),
+            index: inner.ops.insert(T::RET_IS_FD, T::SKIP_CANCEL),
             data: Some(data),
         }
     }
@@ -666,9 +666,10 @@ impl UringInner {
             return;
         }
         if let Some(lifecycle) = inner.ops.slab.get(index) {
+            let _skip_cancel = lifecycle.skip_cancel();
             let _must_finished = lifecycle.drop_op(data);
             #[cfg(feature = "async-cancel")]
-            if !_must_finished {
+            if !_must_finished && !_skip_cancel {
                 unsafe {
                     let cancel = opcode::AsyncCancel::new(index as u64)
                         .build()
@@ -759,8 +760,9 @@ impl Ops {
     }
 
     // Insert a new operation
-    pub(crate) fn insert(&mut self) -> usize {
-        self.slab.insert(Lifecycle::Submitted)
+    #[inline]
+    pub(crate) fn insert(&mut self, is_fd: bool, skip_cancel: bool) -> usize {
+        self.slab.insert(MaybeFdLifecycle::new(is_fd, skip_cancel))
     }
 
     fn complete(&mut self, index: usize, result: io::Result<u32>, flags: u32) {

@@ -38,14 +38,48 @@ pub(crate) const BGID: u16 = 0x6d6f;
 const QUEUE_CAP: usize = 4;
 /// Free buffers the ring must have for a receive to be armed.
 const ARM_MIN: u16 = RING_ENTRIES / 4;
+/// `IORING_REGISTER_PBUF_RING`, and its flag for incremental consumption (kernel 6.12+).
+const IORING_REGISTER_PBUF_RING: libc::c_uint = 22;
+const IOU_PBUF_RING_INC: u16 = 2;
+/// In a completion of an incrementally consumed ring: the kernel goes on filling this buffer.
+const IORING_CQE_F_BUF_MORE: u32 = 1 << 4;
+
+/// `struct io_uring_buf_reg`.
+#[repr(C)]
+struct BufReg {
+    ring_addr: u64,
+    ring_entries: u32,
+    bgid: u16,
+    flags: u16,
+    resv: [u64; 3],
+}
+
+/// What became of one buffer of an incrementally consumed ring since it was provided.
+#[derive(Clone, Copy)]
+struct Slices {
+    /// Bytes the kernel has put in it (the next arrival starts there).
+    filled: u32,
+    /// Arrivals in it not read whole yet.
+    unread: u16,
+    /// The kernel may put more in it (no completion without `IORING_CQE_F_BUF_MORE` yet).
+    kernel: bool,
+}
 
 /// The thread's ring of provided buffers.
+///
+/// Where the kernel consumes them incrementally (6.12+), arrivals are packed one after the
+/// other into the buffer at the ring's head: a 60-byte request takes 60 bytes of a buffer,
+/// not a whole 16 KiB one, so thousands of connections with a request each waiting share a
+/// few buffers instead of running the ring dry at 128. A buffer goes back to the kernel once
+/// the kernel has filled it and every arrival in it has been read.
 pub(crate) struct BufRing {
     ring: *mut types::BufRingEntry,
     bufs: *mut u8,
     tail: u16,
     /// Buffers the kernel may pick (given to it and not yet come back in a completion).
     free: u16,
+    /// Per buffer, where the kernel consumes them incrementally; empty otherwise.
+    slices: Box<[Slices]>,
 }
 
 impl BufRing {
@@ -76,18 +110,96 @@ impl BufRing {
             bufs,
             tail: 0,
             free: 0,
+            slices: Box::new([]),
         };
-        // SAFETY: the ring is page aligned, RING_ENTRIES long and lives until unregistered.
-        unsafe {
-            uring
-                .submitter()
-                .register_buf_ring(ring as u64, RING_ENTRIES, BGID)?;
+        match Self::register(uring, ring as u64, IOU_PBUF_RING_INC) {
+            Ok(()) => {
+                me.slices = vec![
+                    Slices {
+                        filled: 0,
+                        unread: 0,
+                        kernel: true,
+                    };
+                    RING_ENTRIES as usize
+                ]
+                .into_boxed_slice()
+            }
+            // Before 6.12: whole buffers.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                Self::register(uring, ring as u64, 0)?
+            }
+            Err(e) => return Err(e),
         }
         for bid in 0..RING_ENTRIES {
             me.push(bid);
         }
         me.publish();
         Ok(me)
+    }
+
+    /// Register the ring `ring_addr` as group `BGID` with `flags` (io-uring 0.6 has no flags).
+    fn register(uring: &io_uring::IoUring, ring_addr: u64, flags: u16) -> io::Result<()> {
+        use std::os::unix::io::AsRawFd;
+        let reg = BufReg {
+            ring_addr,
+            ring_entries: RING_ENTRIES as u32,
+            bgid: BGID,
+            flags,
+            resv: [0; 3],
+        };
+        // SAFETY: `reg` describes a page-aligned ring of RING_ENTRIES entries that lives until
+        // unregistered (see `UringInner::drop`); the kernel copies `reg` itself.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_register,
+                uring.as_raw_fd(),
+                IORING_REGISTER_PBUF_RING,
+                &reg as *const BufReg,
+                1,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Whether the kernel packs arrivals into buffers (incremental consumption).
+    pub(crate) fn incremental(&self) -> bool {
+        !self.slices.is_empty()
+    }
+
+    /// A completion brought `len` > 0 bytes in buffer `bid`: where in it they start.
+    fn arrived(&mut self, bid: u16, len: u32, flags: u32) -> u32 {
+        let Some(s) = self.slices.get_mut(bid as usize) else {
+            self.free = self.free.saturating_sub(1);
+            return 0;
+        };
+        let at = s.filled;
+        s.filled += len;
+        s.unread += 1;
+        if flags & IORING_CQE_F_BUF_MORE == 0 {
+            s.kernel = false;
+            self.free = self.free.saturating_sub(1);
+        }
+        at
+    }
+
+    /// An arrival in buffer `bid` was read whole (or dropped): give the buffer back to the
+    /// kernel once nothing in it is left to read and the kernel has finished filling it.
+    pub(crate) fn release(&mut self, bid: u16) {
+        if let Some(s) = self.slices.get_mut(bid as usize) {
+            s.unread = s.unread.saturating_sub(1);
+            if s.unread > 0 || s.kernel {
+                return;
+            }
+            *s = Slices {
+                filled: 0,
+                unread: 0,
+                kernel: true,
+            };
+        }
+        self.recycle(bid);
     }
 
     fn push(&mut self, bid: u16) {
@@ -108,7 +220,7 @@ impl BufRing {
     }
 
     /// Give buffer `bid` back to the kernel.
-    pub(crate) fn recycle(&mut self, bid: u16) {
+    fn recycle(&mut self, bid: u16) {
         self.push(bid);
         self.publish();
     }
@@ -118,10 +230,11 @@ impl BufRing {
         unsafe { self.bufs.add(bid as usize * BUF_SIZE) }
     }
 
-    /// The first `len` bytes of buffer `bid`.
-    pub(crate) fn bytes(&self, bid: u16, len: usize) -> &[u8] {
-        // SAFETY: the kernel wrote `len` <= BUF_SIZE bytes there and gave the buffer to us.
-        unsafe { std::slice::from_raw_parts(self.buf_ptr(bid), len.min(BUF_SIZE)) }
+    /// The `len` bytes of buffer `bid` from `at` on.
+    pub(crate) fn bytes(&self, bid: u16, at: u32, len: usize) -> &[u8] {
+        let at = (at as usize).min(BUF_SIZE);
+        // SAFETY: the kernel wrote `len` bytes there (at + len <= BUF_SIZE) and gave them to us.
+        unsafe { std::slice::from_raw_parts(self.buf_ptr(bid).add(at), len.min(BUF_SIZE - at)) }
     }
 }
 
@@ -147,8 +260,8 @@ impl Drop for BufRing {
 /// One socket's multishot receive.
 #[derive(Default)]
 pub(crate) struct Entry {
-    /// Arrivals not read yet: (result, cqe flags). A result > 0 holds a ring buffer.
-    queue: VecDeque<(i32, u32)>,
+    /// Arrivals not read yet. A result > 0 holds bytes in a ring buffer.
+    queue: VecDeque<Arrival>,
     waker: Option<Waker>,
     /// A receive is in the kernel (its last completion, without F_MORE, not seen yet).
     armed: bool,
@@ -158,6 +271,22 @@ pub(crate) struct Entry {
     starved: bool,
     /// The reader is gone: recycle what arrives and free the entry at the last completion.
     dropped: bool,
+}
+
+/// A completion of a socket's receive, kept until read.
+#[derive(Clone, Copy)]
+struct Arrival {
+    res: i32,
+    flags: u32,
+    /// Where in its buffer the bytes start (0 unless the ring is consumed incrementally).
+    at: u32,
+}
+
+impl Arrival {
+    /// The ring buffer holding this arrival's bytes, if it has any.
+    fn buffer(&self) -> Option<u16> {
+        cqueue::buffer_select(self.flags).filter(|_| self.res > 0)
+    }
 }
 
 /// What a read finds.
@@ -190,6 +319,8 @@ pub struct MultishotStats {
     pub plain: u64,
     /// Arrivals (completions with data).
     pub arrivals: u64,
+    /// The kernel packs arrivals into the ring's buffers (incremental consumption, 6.12+).
+    pub incremental: bool,
 }
 
 /// The thread's multishot receives and their buffer ring.
@@ -213,6 +344,7 @@ impl Multi {
                 starved: 0,
                 plain: 0,
                 arrivals: 0,
+                incremental: false,
             },
             ring: None,
             unavailable: false,
@@ -229,7 +361,10 @@ impl Multi {
                 return None;
             }
             match BufRing::new(uring) {
-                Ok(r) => self.ring = Some(r),
+                Ok(r) => {
+                    self.stats.incremental = r.incremental();
+                    self.ring = Some(r)
+                }
                 Err(_) => {
                     self.unavailable = true;
                     return None;
@@ -259,9 +394,9 @@ impl Multi {
     pub(crate) fn close(&mut self, index: usize) -> bool {
         let ring = self.ring.as_mut().expect("ring of an open entry");
         let e = &mut self.entries[index];
-        for (res, flags) in e.queue.drain(..) {
-            if let (true, Some(bid)) = (res > 0, cqueue::buffer_select(flags)) {
-                ring.recycle(bid);
+        for a in e.queue.drain(..) {
+            if let Some(bid) = a.buffer() {
+                ring.release(bid);
             }
         }
         if e.armed {
@@ -278,8 +413,16 @@ impl Multi {
     pub(crate) fn complete(&mut self, index: usize, res: i32, flags: u32) {
         let more = cqueue::more(flags);
         let ring = self.ring.as_mut().expect("ring of an open entry");
-        if cqueue::buffer_select(flags).is_some() {
-            ring.free = ring.free.saturating_sub(1);
+        let mut arrival = Arrival { res, flags, at: 0 };
+        match (arrival.buffer(), cqueue::buffer_select(flags)) {
+            (Some(bid), _) => arrival.at = ring.arrived(bid, res as u32, flags),
+            // A buffer picked for no bytes: whole buffers are ours to give back; an
+            // incrementally consumed one was not consumed (the kernel goes on filling it).
+            (None, Some(bid)) if !ring.incremental() => {
+                ring.free = ring.free.saturating_sub(1);
+                ring.release(bid)
+            }
+            _ => {}
         }
         let e = &mut self.entries[index];
         if !more {
@@ -287,8 +430,8 @@ impl Multi {
             e.canceling = false;
         }
         if e.dropped {
-            if let (true, Some(bid)) = (res > 0, cqueue::buffer_select(flags)) {
-                ring.recycle(bid);
+            if let Some(bid) = arrival.buffer() {
+                ring.release(bid);
             }
             if !more {
                 self.free_entry(index);
@@ -298,7 +441,7 @@ impl Multi {
         match res {
             r if r >= 0 => {
                 self.stats.arrivals += (r > 0) as u64;
-                e.queue.push_back((res, flags))
+                e.queue.push_back(arrival)
             }
             r if r == -libc::ENOBUFS => {
                 self.stats.starved += 1;
@@ -306,7 +449,7 @@ impl Multi {
             }
             // Our own cancel (the reader fell behind): armed again when it catches up.
             r if r == -libc::ECANCELED => {}
-            _ => e.queue.push_back((res, flags)),
+            _ => e.queue.push_back(arrival),
         }
         if more && e.queue.len() >= QUEUE_CAP && !e.canceling {
             self.stats.capped += 1;
@@ -350,11 +493,11 @@ impl Multi {
         arm: &mut bool,
     ) -> Poll<Next<'_>> {
         let e = &mut self.entries[index];
-        if let Some(&(res, flags)) = e.queue.front() {
-            return Poll::Ready(match (res, cqueue::buffer_select(flags)) {
-                (r, Some(bid)) if r > 0 => {
+        if let Some(&a) = e.queue.front() {
+            return Poll::Ready(match (a.res, a.buffer()) {
+                (r, Some(bid)) => {
                     let ring = self.ring.as_ref().expect("ring of an open entry");
-                    Next::Data(&ring.bytes(bid, r as usize)[offset..])
+                    Next::Data(&ring.bytes(bid, a.at, r as usize)[offset..])
                 }
                 (0, _) => Next::Eof,
                 (r, _) if r < 0 => Next::Err(io::Error::from_raw_os_error(-r)),
@@ -406,27 +549,27 @@ impl Multi {
     /// The bytes of `index`'s front arrival when it is data (what a read with room left after
     /// the arrival before it takes too).
     pub(crate) fn front_data(&self, index: usize) -> Option<&[u8]> {
-        let &(res, flags) = self.entries[index].queue.front()?;
-        let bid = cqueue::buffer_select(flags).filter(|_| res > 0)?;
-        Some(self.ring.as_ref()?.bytes(bid, res as usize))
+        let a = *self.entries[index].queue.front()?;
+        let bid = a.buffer()?;
+        Some(self.ring.as_ref()?.bytes(bid, a.at, a.res as usize))
     }
 
     /// The front arrival of `index` is read up to `upto` bytes: drop it (and recycle its
     /// buffer) when it is read whole. Returns whether it was.
     pub(crate) fn consume(&mut self, index: usize, upto: usize) -> bool {
         let e = &mut self.entries[index];
-        let Some(&(res, flags)) = e.queue.front() else {
+        let Some(&a) = e.queue.front() else {
             return true;
         };
-        if res > 0 && upto < res as usize {
+        if a.res > 0 && upto < a.res as usize {
             return false;
         }
         e.queue.pop_front();
-        if let (true, Some(bid)) = (res > 0, cqueue::buffer_select(flags)) {
+        if let Some(bid) = a.buffer() {
             self.ring
                 .as_mut()
                 .expect("ring of an open entry")
-                .recycle(bid);
+                .release(bid);
         }
         true
     }

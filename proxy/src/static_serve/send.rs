@@ -18,10 +18,10 @@
 //!   connection is closed mid-body (the client sees a short body, never a complete-looking
 //!   wrong one).
 
-use super::respond::Body;
 use super::Plan;
-use crate::client::ClientConn;
+use crate::conn::ClientConn;
 use crate::io::write_all;
+use crate::static_files::respond::Body;
 use monoio::net::TcpStream;
 use monoio::time::timeout_at;
 use shared::stream::Stream;

@@ -1,0 +1,311 @@
+//! The command line's parsing and validation, tested without running anything.
+
+use super::*;
+
+fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("loader").chain(args.iter().copied()))
+}
+
+#[test]
+fn plain_run_flags() {
+    let c = parse(&[
+        "-c",
+        "8",
+        "-n",
+        "100",
+        "--threads",
+        "2",
+        "-H",
+        "X-A: b",
+        "-k",
+        "http://127.0.0.1:1/x",
+    ])
+    .unwrap();
+    assert!(c.command.is_none());
+    let o = c.load.to_options(&c.urls).unwrap();
+    assert_eq!(
+        (o.connections, o.requests, o.runtime.workers),
+        (8, Some(100), 2)
+    );
+    assert_eq!(o.headers, vec![("X-A".to_string(), "b".to_string())]);
+    assert_eq!(o.deadline(), None);
+    assert_eq!(o.method, "GET");
+    let c = parse(&["-i", "http://127.0.0.1:1/"]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    assert_eq!(
+        (o.method.as_str(), o.deadline()),
+        ("HEAD", Some(DEFAULT_DURATION))
+    );
+}
+
+#[test]
+fn subcommands_parse() {
+    let c = parse(&[
+        "origin",
+        "--listen",
+        "127.0.0.1:0",
+        "--delay",
+        "5",
+        "--workers",
+        "1",
+    ])
+    .unwrap();
+    match c.command {
+        Some(Command::Origin(o)) => {
+            assert_eq!(o.delay, Some(Duration::from_millis(5)));
+            assert_eq!(o.body_size, 32 * 1024);
+        }
+        other => panic!("{other:?}"),
+    }
+    let c = parse(&[
+        "compare",
+        "http://127.0.0.1:1/",
+        "http://127.0.0.1:2/",
+        "-n",
+        "10",
+        "--watch-pid",
+        "1",
+        "--watch-pid",
+        "2",
+    ])
+    .unwrap();
+    match c.command {
+        Some(Command::Compare(cmp)) => {
+            assert_eq!(cmp.rounds, 3);
+            assert_eq!(cmp.watch_pid, vec![1, 2]);
+            assert_eq!(cmp.load.requests, Some(10));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bad_input_is_refused() {
+    assert!(parse(&[]).is_err());
+    assert!(parse(&["-c", "0", "http://x/"]).is_err());
+    assert!(parse(&["-d", "0s", "http://x/"]).is_err());
+    assert!(parse(&["--rate", "-1", "http://x/"]).is_err());
+    assert!(parse(&["--close", "-k", "http://x/"]).is_err());
+    let c = parse(&["https://127.0.0.1/"]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    assert_eq!((o.urls[0].port, o.tls.resumption), (443, true));
+    assert_eq!(o.tls.trust, shared::tls::Trust::System);
+    let c = parse(&["--cacert", "/x.pem", "--no-resume", "https://127.0.0.1/"]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    assert_eq!(o.tls.trust, shared::tls::Trust::CaFile("/x.pem".into()));
+    assert!(!o.tls.resumption);
+    let c = parse(&["--cacert", "/x.pem", "--insecure", "https://127.0.0.1/"]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    assert_eq!(o.tls.trust, shared::tls::Trust::Insecure);
+    let c = parse(&["-H", "NoColon", "http://127.0.0.1:1/"]).unwrap();
+    assert!(c.load.to_options(&c.urls).is_err());
+    let c = parse(&["--close", "--pipeline", "4", "http://127.0.0.1:1/"]).unwrap();
+    assert!(c.load.to_options(&c.urls).is_err());
+}
+
+#[test]
+fn body_file_content_type_and_repeated_headers() {
+    let path = std::env::temp_dir().join(format!("loader-body-{}", std::process::id()));
+    std::fs::write(&path, b"a=1&b=2").unwrap();
+    let file = path.display().to_string();
+    let c = parse(&[
+        "--body",
+        &file,
+        "-T",
+        "application/x-www-form-urlencoded",
+        "-H",
+        "X-One: 1",
+        "-H",
+        "X-Two:2",
+        "http://127.0.0.1:1/",
+    ])
+    .unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(o.body.as_deref(), Some(&b"a=1&b=2"[..]));
+    assert_eq!(o.method, "POST", "a body makes it a POST, as ab -p does");
+    assert_eq!(
+        o.content_type.as_deref(),
+        Some("application/x-www-form-urlencoded")
+    );
+    assert_eq!(
+        o.headers,
+        [("X-One".into(), "1".into()), ("X-Two".into(), "2".into())]
+    );
+    let c = parse(&["-m", "PUT", "--body", "/dev/null", "http://127.0.0.1:1/"]).unwrap();
+    assert_eq!(c.load.to_options(&c.urls).unwrap().method, "PUT");
+}
+
+#[test]
+fn file_errors_name_the_flag_the_file_and_the_line() {
+    let err = |args: &[&str]| {
+        let c = parse(args).unwrap();
+        c.load.to_options(&c.urls).unwrap_err().to_string()
+    };
+    let e = err(&["--body", "/nonexistent/body", "http://127.0.0.1:1/"]);
+    assert!(e.starts_with("--body /nonexistent/body: "), "{e}");
+    let e = err(&["--urls", "/nonexistent/urls"]);
+    assert!(e.starts_with("--urls /nonexistent/urls: "), "{e}");
+
+    let path = std::env::temp_dir().join(format!("loader-urls-{}", std::process::id()));
+    let file = path.display().to_string();
+    std::fs::write(
+        &path,
+        "# two good, one bad\nhttp://127.0.0.1:1/a\n\nftp://x/\n",
+    )
+    .unwrap();
+    let e = err(&["--urls", &file]);
+    assert!(
+        e.starts_with(&format!("--urls {file}:4: invalid URL 'ftp://x/'")),
+        "{e}"
+    );
+    std::fs::write(
+        &path,
+        "http://127.0.0.1:1/a\n# c\nhttp://127.0.0.1:2/b?x=1\n",
+    )
+    .unwrap();
+    let c = parse(&["--urls", &file, "-n", "4"]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    let paths: Vec<&str> = o.urls.iter().map(|u| u.path.as_str()).collect();
+    assert_eq!(paths, ["/a", "/b?x=1"]);
+    std::fs::write(&path, "# nothing\n").unwrap();
+    let e = err(&["--urls", &file]);
+    assert!(e.ends_with("no URL in the file"), "{e}");
+    let _ = std::fs::remove_file(&path);
+}
+
+mod shard_flags {
+    use super::super::*;
+    use crate::shard::{schedule_offset, Shard, INDEX_ENV};
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn shard_flags_apply_to_the_options() {
+        use clap::Parser;
+        let parse = |args: &[&str], env: Option<&'static str>| {
+            let cli = Cli::try_parse_from(
+                ["loader"]
+                    .iter()
+                    .chain(args)
+                    .chain(&["http://127.0.0.1:1/"]),
+            )
+            .unwrap();
+            let mut o = RunOptions::for_urls(&cli.urls).unwrap();
+            o.requests = cli.load.requests;
+            o.rate = cli.load.rate;
+            cli.load
+                .dist
+                .apply(&mut o, |k| {
+                    env.filter(|_| k == INDEX_ENV).map(str::to_string)
+                })
+                .map(|()| o)
+        };
+        let o = parse(
+            &["-n", "10", "--rate", "400", "--shard", "auto/4"],
+            Some("3"),
+        )
+        .unwrap();
+        assert_eq!((o.requests, o.rate), (Some(2), Some(100.0)));
+        let run = o.shard.unwrap();
+        assert_eq!(run.shard, Shard { index: 4, count: 4 });
+        assert_eq!(
+            (run.requests_total, run.rate_total),
+            (Some(10), Some(400.0))
+        );
+        // Shard 4 of 4 at 400 req/s in total sends 3/400 s after shard 1.
+        assert_eq!(
+            schedule_offset(o.shard),
+            Duration::from_secs_f64(3.0 / 400.0)
+        );
+        let o = parse(&["--shard", "1/4", "--rate", "400"], None).unwrap();
+        assert_eq!(schedule_offset(o.shard), Duration::ZERO);
+        let o = parse(&["--hdr-log", "x.hlog", "--start-at", "1767225600"], None).unwrap();
+        assert_eq!(o.hdr_log.unwrap().interval, Duration::from_secs(1));
+        assert_eq!(
+            o.start_at,
+            Some(UNIX_EPOCH + Duration::from_secs(1_767_225_600))
+        );
+        assert!(parse(&["--shard", "auto/4"], None).is_err());
+        let c = Cli::try_parse_from([
+            "loader",
+            "compare",
+            "http://127.0.0.1:1/",
+            "http://127.0.0.1:2/",
+            "--shard",
+            "1/2",
+        ])
+        .unwrap();
+        let Some(Command::Compare(c)) = c.command else {
+            panic!("compare")
+        };
+        assert!(c.load.dist.only_for_runs().is_err());
+    }
+}
+
+mod ceiling_flags {
+    use super::super::*;
+    use crate::ceiling::Objective;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(
+            ["loader", "ceiling"]
+                .into_iter()
+                .chain(args.iter().copied()),
+        )
+    }
+
+    fn ceiling(args: &[&str]) -> CeilingArgs {
+        match parse(args).unwrap().command {
+            Some(Command::Ceiling(c)) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags() {
+        let c = ceiling(&[
+            "--p99",
+            "10ms",
+            "http://127.0.0.1:1/",
+            "http://127.0.0.1:2/",
+        ]);
+        assert_eq!(c.url_b.as_deref(), Some("http://127.0.0.1:2/"));
+        assert_eq!(
+            c.objective(),
+            Some(Objective {
+                quantile: 0.99,
+                limit_us: 10_000
+            })
+        );
+        assert_eq!(c.precision, 0.02);
+        assert_eq!(c.max_time, Duration::from_secs(300));
+        assert!(c.validate().is_ok());
+        let c = ceiling(&[
+            "--p999",
+            "1s",
+            "--precision",
+            "5",
+            "--spin",
+            "http://127.0.0.1:1/",
+        ]);
+        assert!(c.load.spin, "--spin is passed through to the steps");
+        assert_eq!(c.objective().unwrap().quantile, 0.999);
+        assert_eq!(c.precision, 0.05);
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(parse(&["http://127.0.0.1:1/"]).is_err(), "no objective");
+        assert!(parse(&["--p99", "0ms", "http://127.0.0.1:1/"]).is_err());
+        assert!(parse(&["--p99", "1ms", "--precision", "0", "http://x/"]).is_err());
+        assert!(parse(&["--p99", "1ms", "--precision", "100%", "http://x/"]).is_err());
+        let e = |a: &[&str]| ceiling(a).validate().unwrap_err();
+        assert!(parse(&["--p99", "1ms", "--p50", "1ms", "http://x/"]).is_err());
+        assert!(e(&["--p99", "1ms", "--rate", "10", "http://x/"]).starts_with("--rate"));
+        assert!(e(&["--p99", "1ms", "-n", "10", "http://x/"]).starts_with("-n"));
+        assert!(
+            e(&["--p99", "1ms", "--from", "10", "--upper", "5", "http://x/"]).contains("above")
+        );
+    }
+}

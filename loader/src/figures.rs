@@ -1,0 +1,103 @@
+//! ab's derived figures of a run (requests per second, time per request, transfer rates, the
+//! connection-times rows and the percentile list), computed once from a [`RunResult`] for the
+//! text report, the JSON document and `compare`.
+
+use crate::stats::RunResult;
+use hdrhistogram::Histogram;
+
+/// ab's percentiles, extended with 99.9 and 99.99; the longest request follows.
+pub const PERCENTILES: &[f64] = &[50.0, 66.0, 75.0, 80.0, 90.0, 95.0, 98.0, 99.0, 99.9, 99.99];
+
+/// Microseconds to milliseconds.
+fn ms(us: f64) -> f64 {
+    us / 1000.0
+}
+
+/// `50%`, `99.9%`, `99.99%`.
+pub fn percent_label(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{p:.0}%")
+    } else {
+        let s = format!("{p:.4}");
+        format!("{}%", s.trim_end_matches('0'))
+    }
+}
+
+/// One row of ab's "Connection Times (ms)" table: min, mean, sd, median, max in ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TimeRow {
+    pub min: f64,
+    pub mean: f64,
+    pub sd: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl TimeRow {
+    pub fn of(h: &Histogram<u64>) -> TimeRow {
+        if h.is_empty() {
+            return TimeRow {
+                min: 0.0,
+                mean: 0.0,
+                sd: 0.0,
+                median: 0.0,
+                max: 0.0,
+            };
+        }
+        TimeRow {
+            min: ms(h.min() as f64),
+            mean: ms(h.mean()),
+            sd: ms(h.stdev()),
+            median: ms(h.value_at_quantile(0.5) as f64),
+            max: ms(h.max() as f64),
+        }
+    }
+}
+
+/// ab's derived figures, computed once for the text and the JSON.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Derived {
+    /// Requests in flight at once: connections × pipeline depth (ab's concurrency).
+    pub concurrency: usize,
+    pub requests_per_second: f64,
+    /// ab: concurrency × time taken / complete requests, in ms.
+    pub time_per_request_ms: f64,
+    /// ab: time taken / complete requests, in ms.
+    pub time_per_request_all_ms: f64,
+    /// ab: bytes received / 1024 / time taken.
+    pub transfer_rate_kbytes: f64,
+    /// ab with a request body: bytes sent (request heads and bodies) / 1024 / time taken.
+    pub sent_rate_kbytes: f64,
+}
+
+impl Derived {
+    pub fn of(r: &RunResult) -> Derived {
+        let secs = r.elapsed.as_secs_f64();
+        let done = r.totals.completed as f64;
+        let concurrency = r.concurrency * r.pipeline.max(1);
+        let (rps, tpr, tpr_all, kb, sent) = if secs > 0.0 && done > 0.0 {
+            (
+                done / secs,
+                concurrency as f64 * secs * 1000.0 / done,
+                secs * 1000.0 / done,
+                r.totals.bytes_received as f64 / 1024.0 / secs,
+                r.totals.bytes_sent as f64 / 1024.0 / secs,
+            )
+        } else {
+            (0.0, 0.0, 0.0, 0.0, 0.0)
+        };
+        Derived {
+            concurrency,
+            requests_per_second: rps,
+            time_per_request_ms: tpr,
+            time_per_request_all_ms: tpr_all,
+            transfer_rate_kbytes: kb,
+            sent_rate_kbytes: sent,
+        }
+    }
+}
+
+/// The achieved rate in `--rate` mode: completed responses per second (as `rate_reached` counts).
+pub fn achieved_rate(r: &RunResult) -> f64 {
+    r.rate()
+}

@@ -1,0 +1,444 @@
+//! `--json FILE`: the run document, as one set of serde types ([`RunDoc`] and its parts)
+//! that the run writes and `loader merge` reads back: every figure of the report, the full
+//! percentile spectrum, the histograms encoded so results can be merged exactly later, and the
+//! run's context ([`SysInfo`]).
+//!
+//! Histograms are HdrHistogram's "V2 + DEFLATE" encoding in base64 (see `histcodec`), values
+//! in microseconds. [`decode_histogram`] reads them back; adding decoded histograms gives the
+//! exact merged distribution, which stored percentiles cannot.
+//!
+//! `"shard"` (with `--shard`: index, count and the totals split) and the URLs' exact
+//! `"latency_us"` let `loader merge` add runs exactly (see `merge`).
+//!
+//! The document is versioned by `"schema"`; keys are only ever added, so a reader takes a
+//! missing key as its default (the few it cannot do without are required). Documents are
+//! written through `serde_json::Value`, whose objects keep their keys sorted.
+
+mod parts;
+
+pub use parts::*;
+
+use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, PERCENTILES};
+pub use crate::histcodec::{decode_histogram, encode_histogram};
+use crate::stats::{Drain, LoadMode, RunResult, TlsCounts};
+use crate::sysinfo::SysInfo;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shared::runtime::DriverKind;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The value of the `"schema"` key of a run document.
+pub const SCHEMA: &str = "loader-run/1";
+
+/// Ticks per half distance of the percentile spectrum (HdrHistogram's `outputPercentileDistribution`
+/// default: 5).
+const SPECTRUM_TICKS: u32 = 5;
+
+fn ms(us: f64) -> f64 {
+    us / 1000.0
+}
+
+/// A finite f64 (NaN and infinities become 0 so the document stays valid JSON).
+fn num(v: f64) -> f64 {
+    if v.is_finite() {
+        v
+    } else {
+        0.0
+    }
+}
+
+/// Percentiles in ms keyed "50", "99.9", "100".
+pub type PercentilesMs = BTreeMap<String, f64>;
+
+/// ab's percentiles (and 100) in ms, keyed "50", "99.9", "100".
+pub fn percentiles_ms(h: &Histogram<u64>) -> PercentilesMs {
+    let mut m = PercentilesMs::new();
+    for &p in PERCENTILES {
+        let key = percent_label(p).trim_end_matches('%').to_string();
+        m.insert(key, num(ms(h.value_at_percentile(p) as f64)));
+    }
+    m.insert("100".into(), num(ms(h.max() as f64)));
+    m
+}
+
+/// One step of the percentile spectrum.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SpectrumPoint {
+    /// 0..100.
+    pub percentile: f64,
+    /// The highest value at that percentile.
+    pub value_ms: f64,
+    /// Requests since the previous entry.
+    pub count: u64,
+}
+
+/// The full percentile spectrum (HdrHistogram's percentile distribution).
+pub fn spectrum(h: &Histogram<u64>) -> Vec<SpectrumPoint> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    h.iter_quantiles(SPECTRUM_TICKS)
+        .map(|v| SpectrumPoint {
+            percentile: num(v.quantile_iterated_to() * 100.0),
+            value_ms: num(ms(h.highest_equivalent(v.value_iterated_to()) as f64)),
+            count: v.count_since_last_iteration(),
+        })
+        .collect()
+}
+
+fn time_row(h: &Histogram<u64>) -> TimeRow {
+    let r = TimeRow::of(h);
+    TimeRow {
+        min: num(r.min),
+        mean: num(r.mean),
+        sd: num(r.sd),
+        median: num(r.median),
+        max: num(r.max),
+    }
+}
+
+/// http_load's min/mean/max lines, in ms (`null` when nothing was measured).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MinMeanMax {
+    pub mean: f64,
+    pub max: f64,
+    pub min: f64,
+}
+
+fn min_mean_max(h: &Histogram<u64>) -> Option<MinMeanMax> {
+    (!h.is_empty()).then(|| MinMeanMax {
+        mean: num(ms(h.mean())),
+        max: num(ms(h.max() as f64)),
+        min: num(ms(h.min() as f64)),
+    })
+}
+
+/// A run document. Required when read back: `options`, the times, `totals` and
+/// `histograms` (and `"schema"`, checked first: see [`check_schema`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDoc {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
+    pub started_unix: f64,
+    pub ended_unix: f64,
+    #[serde(default)]
+    pub interrupted: bool,
+    pub warmup_s: Option<f64>,
+    pub options: OptionsDoc,
+    pub server_software: Option<String>,
+    pub server_hostname: Option<String>,
+    pub server_port: Option<u16>,
+    pub document_path: Option<String>,
+    pub document_length: Option<u64>,
+    #[serde(default)]
+    pub concurrency_level: usize,
+    #[serde(default)]
+    pub time_taken_s: f64,
+    /// The end of a timed run: requests in flight at the stop, and the drain after it.
+    pub drain: Option<DrainDoc>,
+    #[serde(default)]
+    pub complete_requests: u64,
+    #[serde(default)]
+    pub failed_requests: u64,
+    pub totals: CountsDoc,
+    #[serde(default)]
+    pub requests_per_second: f64,
+    #[serde(default)]
+    pub time_per_request_ms: f64,
+    #[serde(default)]
+    pub time_per_request_all_ms: f64,
+    #[serde(default)]
+    pub transfer_rate_kbytes_per_sec: f64,
+    /// ab's "Total body sent" (request heads and bodies), with or without a body.
+    #[serde(default)]
+    pub total_sent_bytes: u64,
+    #[serde(default)]
+    pub transfer_rate_sent_kbytes_per_sec: f64,
+    #[serde(default)]
+    pub connection_times_ms: ConnectionTimesDoc,
+    #[serde(default)]
+    pub percentiles_ms: PercentilesMs,
+    #[serde(default)]
+    pub percentile_spectrum: Vec<SpectrumPoint>,
+    /// http_load's msecs/connect, split in two: the TCP connect, then the TLS handshake.
+    pub msecs_connect: Option<MinMeanMax>,
+    pub tls: Option<TlsDoc>,
+    pub msecs_first_response: Option<MinMeanMax>,
+    #[serde(default)]
+    pub bad_byte_counts: u64,
+    #[serde(default)]
+    pub socket_errors: SocketErrorsDoc,
+    pub rate: Option<RateDoc>,
+    #[serde(default)]
+    pub connections_opened: u64,
+    #[serde(default)]
+    pub source_addresses: usize,
+    #[serde(default)]
+    pub urls: Vec<UrlDoc>,
+    pub histograms: HistogramsDoc,
+    #[serde(default)]
+    pub sends_body: bool,
+    pub shard: Option<ShardDoc>,
+    /// The machine's context ([`SysInfo`]), written by a run with `--json`; not read back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
+    /// `loader merge --json`: the files, the per-run rows, the warnings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<MergedDoc>,
+}
+
+fn unix_secs(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+fn rate_doc(r: &RunResult, target: f64) -> RateDoc {
+    RateDoc {
+        target: num(target),
+        achieved: num(achieved_rate(r)),
+        reached: r.rate_reached(),
+        uncorrected_percentiles_ms: percentiles_ms(&r.hist.uncorrected),
+        uncorrected_spectrum: spectrum(&r.hist.uncorrected),
+        spin: r.spin,
+        send_lateness_count: r.hist.send_lateness.len(),
+        send_lateness_percentiles_ms: percentiles_ms(&r.hist.send_lateness),
+        sent_late_warning_ms: r.late_sender().map(|us| num(ms(us as f64))),
+    }
+}
+
+impl RunDoc {
+    /// Every figure of one run (no schema, no machine context: see [`document`]).
+    pub fn of(r: &RunResult) -> RunDoc {
+        let d = Derived::of(r);
+        let first = r.urls.first();
+        let t = &r.totals;
+        let f = &t.failures;
+        RunDoc {
+            schema: None,
+            started_unix: num(unix_secs(r.started)),
+            ended_unix: num(unix_secs(r.ended)),
+            interrupted: r.interrupted,
+            warmup_s: r.warmup.map(|w| w.as_secs_f64()),
+            options: OptionsDoc {
+                connections: r.concurrency,
+                pipeline: r.pipeline,
+                keep_alive: r.keep_alive,
+                http10: r.http10,
+                method: r.method.clone(),
+                mode: match r.mode {
+                    LoadMode::ClosedLoop => "closed-loop",
+                    LoadMode::Rate { .. } => "rate",
+                }
+                .into(),
+                workers: r.workers,
+                driver: r.driver.to_string(),
+                pinning: r.pinning.clone(),
+                accept_variable_length: r.accept_variable_length,
+            },
+            server_software: r.server_software.clone(),
+            server_hostname: first.map(|u| u.host.clone()),
+            server_port: first.map(|u| u.port),
+            document_path: first.map(|u| u.path.clone()),
+            document_length: (!r.accept_variable_length)
+                .then(|| r.document_length())
+                .flatten(),
+            concurrency_level: d.concurrency,
+            time_taken_s: num(r.elapsed.as_secs_f64()),
+            drain: r.drain.map(|d| DrainDoc {
+                in_flight_at_stop: d.in_flight,
+                drain_s: num(d.took.as_secs_f64()),
+                unanswered: f.unanswered,
+            }),
+            complete_requests: t.completed,
+            failed_requests: f.ab_failed(),
+            totals: CountsDoc::of(t),
+            requests_per_second: num(d.requests_per_second),
+            time_per_request_ms: num(d.time_per_request_ms),
+            time_per_request_all_ms: num(d.time_per_request_all_ms),
+            transfer_rate_kbytes_per_sec: num(d.transfer_rate_kbytes),
+            total_sent_bytes: t.bytes_sent,
+            transfer_rate_sent_kbytes_per_sec: num(d.sent_rate_kbytes),
+            connection_times_ms: ConnectionTimesDoc {
+                connect: time_row(&r.hist.connect),
+                processing: time_row(&r.hist.processing),
+                waiting: time_row(&r.hist.waiting),
+                total: time_row(&r.hist.total),
+            },
+            percentiles_ms: percentiles_ms(&r.hist.total),
+            percentile_spectrum: spectrum(&r.hist.total),
+            msecs_connect: min_mean_max(&r.hist.connect_per_connection),
+            tls: r.tls.map(|t| TlsDoc {
+                full_handshakes: t.full,
+                resumed_handshakes: t.resumed,
+                protocol: r.tls_protocol.clone(),
+                msecs_handshake: min_mean_max(&r.hist.tls_handshake),
+            }),
+            msecs_first_response: min_mean_max(&r.hist.waiting),
+            bad_byte_counts: r.bad_byte_counts(),
+            socket_errors: SocketErrorsDoc {
+                connect: f.connect,
+                read: f.receive(),
+                write: f.write,
+                timeout: f.timeout,
+            },
+            rate: r.target_rate().map(|target| rate_doc(r, target)),
+            connections_opened: r.connections_opened,
+            source_addresses: r.source_addresses,
+            urls: r.urls.iter().map(UrlDoc::of).collect(),
+            histograms: HistogramsDoc::of(&r.hist),
+            sends_body: r.sends_body,
+            shard: r.shard.as_ref().map(ShardDoc::of),
+            context: None,
+            merged: None,
+        }
+    }
+
+    /// The run this document describes, for `loader merge`: the figures that are derived
+    /// (rates, percentiles, ab's breakdown) are computed again from the counts and
+    /// histograms.
+    pub fn to_result(&self) -> Result<RunResult, String> {
+        let started = time_of(self.started_unix, "started_unix")?;
+        let ended = time_of(self.ended_unix, "ended_unix")?.max(started);
+        let o = &self.options;
+        Ok(RunResult {
+            started,
+            ended,
+            elapsed: ended.duration_since(started).unwrap_or_default(),
+            drain: self.drain.as_ref().and_then(|d| {
+                Some(Drain {
+                    in_flight: d.in_flight_at_stop,
+                    took: Duration::try_from_secs_f64(d.drain_s).ok()?,
+                })
+            }),
+            warmup: self
+                .warmup_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            interrupted: self.interrupted,
+            concurrency: o.connections,
+            pipeline: o.pipeline.max(1),
+            keep_alive: o.keep_alive,
+            http10: o.http10,
+            method: if o.method.is_empty() {
+                "GET".into()
+            } else {
+                o.method.clone()
+            },
+            mode: match &self.rate {
+                Some(r) => LoadMode::Rate { target: r.target },
+                None => LoadMode::ClosedLoop,
+            },
+            workers: o.workers,
+            driver: parse_driver(&o.driver),
+            pinning: o.pinning.clone(),
+            urls: self
+                .urls
+                .iter()
+                .map(UrlDoc::to_result)
+                .collect::<Result<_, _>>()?,
+            totals: self.totals.to_counts(),
+            hist: self.histograms.to_histograms()?,
+            connections_opened: self.connections_opened,
+            tls: self.tls.as_ref().map(|t| TlsCounts {
+                full: t.full_handshakes,
+                resumed: t.resumed_handshakes,
+            }),
+            tls_protocol: self.tls.as_ref().and_then(|t| t.protocol.clone()),
+            source_addresses: self.source_addresses,
+            server_software: self.server_software.clone(),
+            accept_variable_length: o.accept_variable_length,
+            sends_body: self.sends_body,
+            spin: self.rate.as_ref().is_some_and(|r| r.spin),
+            shard: self.shard.as_ref().and_then(ShardDoc::to_shard_run),
+        })
+    }
+}
+
+fn time_of(secs: f64, key: &str) -> Result<SystemTime, String> {
+    Duration::try_from_secs_f64(secs)
+        .map(|d| UNIX_EPOCH + d)
+        .map_err(|_| format!("invalid '{key}'"))
+}
+
+fn parse_driver(s: &str) -> DriverKind {
+    [DriverKind::UringFast, DriverKind::Uring, DriverKind::Epoll]
+        .into_iter()
+        .find(|d| d.to_string() == s)
+        .unwrap_or(DriverKind::Epoll)
+}
+
+/// Only the `"schema"` of a document, read before the rest so that any other JSON is
+/// refused as what it is.
+#[derive(Deserialize)]
+struct SchemaOnly {
+    schema: Option<String>,
+}
+
+/// `Ok` when `v` is a run document (`"schema": "loader-run/1"`).
+pub fn check_schema(v: &Value) -> Result<(), String> {
+    let s = SchemaOnly::deserialize(v).map(|s| s.schema).unwrap_or(None);
+    if s.as_deref() != Some(SCHEMA) {
+        return Err(format!(
+            "not a loader --json result (no \"schema\": \"{SCHEMA}\")"
+        ));
+    }
+    Ok(())
+}
+
+/// Read a run document (the schema first, then every field typed).
+pub fn read_run(v: &Value) -> Result<RunDoc, String> {
+    check_schema(v)?;
+    RunDoc::deserialize(v).map_err(|e| e.to_string())
+}
+
+/// Every figure of one run as JSON (no machine context: see [`document`]).
+pub fn run_value(r: &RunResult) -> Value {
+    to_value(&RunDoc::of(r))
+}
+
+/// The `--json` document of a run: the figures and the machine's context.
+pub fn document(r: &RunResult, sys: &SysInfo) -> Value {
+    let mut doc = RunDoc::of(r);
+    doc.schema = Some(SCHEMA.into());
+    doc.context = Some(to_value(sys));
+    to_value(&doc)
+}
+
+/// A document as a JSON value (`null` for the impossible: our types always serialize).
+pub fn to_value<T: Serialize + ?Sized>(doc: &T) -> Value {
+    serde_json::to_value(doc).unwrap_or(Value::Null)
+}
+
+/// Write a document to `path`, pretty-printed, keys sorted.
+pub fn write<T: Serialize + ?Sized>(path: &std::path::Path, doc: &T) -> std::io::Result<()> {
+    let v = serde_json::to_value(doc).map_err(std::io::Error::other)?;
+    let mut text = serde_json::to_string_pretty(&v).map_err(std::io::Error::other)?;
+    text.push('\n');
+    std::fs::write(path, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn spectrum_ends_at_100() {
+        let mut h = crate::stats::new_histogram();
+        for v in 1..=1000 {
+            h.record(v).unwrap();
+        }
+        let s = to_value(&spectrum(&h));
+        let last = s.as_array().unwrap().last().unwrap();
+        assert_eq!(last["percentile"], json!(100.0));
+        assert_eq!(last["value_ms"], json!(1.0));
+        let total: u64 = s
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 1000);
+    }
+}

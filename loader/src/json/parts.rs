@@ -1,0 +1,417 @@
+//! The parts of a run document: counts, URLs, histograms, options, the drain, TLS, the
+//! rate, the shard and `loader merge`'s rows; each with its conversion from the run's figures
+//! and, where `loader merge` needs it, back.
+
+use super::{ms, num, percentiles_ms, MinMeanMax, PercentilesMs, SpectrumPoint};
+use crate::figures::TimeRow;
+use crate::histcodec::{decode_histogram, encode_histogram};
+use crate::shard::{Shard, ShardRun};
+use crate::stats::{new_url_histogram, Counts, Failures, Histograms, LatencySummary, UrlResult};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// ab's failure breakdown and the counts it is made of.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FailuresDoc {
+    pub connect: u64,
+    pub receive: u64,
+    pub length: u64,
+    pub exceptions: u64,
+    pub read: u64,
+    pub parse: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub unanswered: u64,
+}
+
+/// A run's `"totals"` or a URL's `"counts"`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CountsDoc {
+    pub attempts: u64,
+    pub completed: u64,
+    /// ab's "Failed requests" (`failures` gives its breakdown).
+    pub failed: u64,
+    pub failures: FailuresDoc,
+    pub write_errors: u64,
+    pub non_2xx: u64,
+    pub keep_alive: u64,
+    pub bytes_received: u64,
+    pub body_bytes: u64,
+    pub bytes_sent: u64,
+    pub unanswered: u64,
+    /// The old name of `unanswered`: requests in flight at the end are drained, never dropped.
+    pub abandoned: u64,
+    /// Completed responses per status code.
+    pub status: BTreeMap<String, u64>,
+}
+
+impl CountsDoc {
+    pub fn of(c: &Counts) -> CountsDoc {
+        let f = &c.failures;
+        CountsDoc {
+            attempts: c.attempts,
+            completed: c.completed,
+            failed: f.ab_failed(),
+            failures: FailuresDoc {
+                connect: f.connect,
+                receive: f.receive(),
+                length: f.length,
+                exceptions: f.exceptions(),
+                read: f.read,
+                parse: f.parse,
+                write: f.write,
+                timeout: f.timeout,
+                unanswered: f.unanswered,
+            },
+            write_errors: f.write,
+            non_2xx: c.non_2xx,
+            keep_alive: c.keep_alive,
+            bytes_received: c.bytes_received,
+            body_bytes: c.body_bytes,
+            bytes_sent: c.bytes_sent,
+            unanswered: f.unanswered,
+            abandoned: f.unanswered,
+            status: c
+                .status_map()
+                .into_iter()
+                .map(|(code, n)| (code.to_string(), n))
+                .collect(),
+        }
+    }
+
+    /// The counts back (the derived figures are computed again from them).
+    pub fn to_counts(&self) -> Counts {
+        let f = &self.failures;
+        let mut status: Vec<(u16, u64)> = self
+            .status
+            .iter()
+            .filter_map(|(k, &n)| Some((k.parse().ok()?, n)))
+            .collect();
+        status.sort_unstable();
+        Counts {
+            attempts: self.attempts,
+            completed: self.completed,
+            failures: Failures {
+                connect: f.connect,
+                read: f.read,
+                write: f.write,
+                timeout: f.timeout,
+                parse: f.parse,
+                length: f.length,
+                unanswered: f.unanswered,
+            },
+            non_2xx: self.non_2xx,
+            keep_alive: self.keep_alive,
+            bytes_received: self.bytes_received,
+            body_bytes: self.body_bytes,
+            bytes_sent: self.bytes_sent,
+            status,
+        }
+    }
+}
+
+/// A URL's latency summary in ms.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LatencyMsDoc {
+    pub count: u64,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// A URL's exact latency summary in µs, for `loader merge`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LatencyUsDoc {
+    pub count: u64,
+    pub sum: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+/// One URL of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct UrlDoc {
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    pub path: String,
+    pub document_length: Option<u64>,
+    pub server_software: Option<String>,
+    pub counts: CountsDoc,
+    pub latency_ms: LatencyMsDoc,
+    pub percentiles_ms: PercentilesMs,
+    /// Required when read back: the URL's exact distribution.
+    pub histogram: Option<String>,
+    pub latency_us: LatencyUsDoc,
+}
+
+impl UrlDoc {
+    pub fn of(u: &UrlResult) -> UrlDoc {
+        let l = &u.latency;
+        UrlDoc {
+            url: u.url.clone(),
+            host: u.host.clone(),
+            port: u.port,
+            path: u.path.clone(),
+            document_length: u.document_length,
+            server_software: u.server_software.clone(),
+            counts: CountsDoc::of(&u.counts),
+            latency_ms: LatencyMsDoc {
+                count: l.count,
+                mean: num(ms(l.mean_us())),
+                min: num(ms(l.min() as f64)),
+                max: num(ms(l.max_us as f64)),
+            },
+            percentiles_ms: percentiles_ms(&u.hist),
+            histogram: Some(encode_histogram(&u.hist)),
+            latency_us: LatencyUsDoc {
+                count: l.count,
+                sum: l.sum_us,
+                min: l.min(),
+                max: l.max_us,
+            },
+        }
+    }
+
+    /// The URL's figures back, its histogram in the per-URL precision whatever the
+    /// document's (the merged one adds them exactly).
+    pub fn to_result(&self) -> Result<UrlResult, String> {
+        let url = &self.url;
+        let encoded = self
+            .histogram
+            .as_deref()
+            .ok_or_else(|| format!("URL {url}: no 'histogram'"))?;
+        let decoded =
+            decode_histogram(encoded).map_err(|e| format!("URL {url}: histogram: {e}"))?;
+        let mut hist = new_url_histogram();
+        hist.add(&decoded)
+            .map_err(|e| format!("URL {url}: histogram: {e:?}"))?;
+        let l = &self.latency_us;
+        Ok(UrlResult {
+            url: url.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            path: self.path.clone(),
+            document_length: self.document_length,
+            server_software: self.server_software.clone(),
+            counts: self.counts.to_counts(),
+            latency: LatencySummary {
+                count: l.count,
+                sum_us: l.sum,
+                min_us: if l.count == 0 { u64::MAX } else { l.min },
+                max_us: l.max,
+            },
+            hist,
+        })
+    }
+}
+
+/// The run's histograms, encoded (every one is required when read back, but `tls_handshake`,
+/// which versions without TLS did not write).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HistogramsDoc {
+    pub encoding: String,
+    pub unit: String,
+    pub total: Option<String>,
+    pub uncorrected: Option<String>,
+    pub connect: Option<String>,
+    pub processing: Option<String>,
+    pub waiting: Option<String>,
+    pub connect_per_connection: Option<String>,
+    pub tls_handshake: Option<String>,
+    pub send_lateness: Option<String>,
+}
+
+impl HistogramsDoc {
+    pub fn of(h: &Histograms) -> HistogramsDoc {
+        let e = |h| Some(encode_histogram(h));
+        HistogramsDoc {
+            encoding: "HdrHistogram V2+DEFLATE, base64".into(),
+            unit: "us".into(),
+            total: e(&h.total),
+            uncorrected: e(&h.uncorrected),
+            connect: e(&h.connect),
+            processing: e(&h.processing),
+            waiting: e(&h.waiting),
+            connect_per_connection: e(&h.connect_per_connection),
+            tls_handshake: e(&h.tls_handshake),
+            send_lateness: e(&h.send_lateness),
+        }
+    }
+
+    pub fn to_histograms(&self) -> Result<Histograms, String> {
+        let mut h = Histograms::default();
+        for (key, encoded, slot) in [
+            ("total", &self.total, &mut h.total),
+            ("uncorrected", &self.uncorrected, &mut h.uncorrected),
+            ("connect", &self.connect, &mut h.connect),
+            ("processing", &self.processing, &mut h.processing),
+            ("waiting", &self.waiting, &mut h.waiting),
+            (
+                "connect_per_connection",
+                &self.connect_per_connection,
+                &mut h.connect_per_connection,
+            ),
+            ("tls_handshake", &self.tls_handshake, &mut h.tls_handshake),
+            ("send_lateness", &self.send_lateness, &mut h.send_lateness),
+        ] {
+            let Some(s) = encoded else {
+                if key == "tls_handshake" {
+                    continue; // written by versions that had no TLS: no handshake
+                }
+                return Err(format!("no histogram '{key}'"));
+            };
+            let decoded = decode_histogram(s).map_err(|e| format!("histogram '{key}': {e}"))?;
+            slot.add(&decoded)
+                .map_err(|e| format!("histogram '{key}': {e:?}"))?;
+        }
+        Ok(h)
+    }
+}
+
+/// What the run was asked to do, and on what (`loader merge` compares these between runs).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OptionsDoc {
+    pub connections: usize,
+    pub pipeline: usize,
+    pub keep_alive: bool,
+    pub http10: bool,
+    pub method: String,
+    /// "closed-loop" or "rate".
+    pub mode: String,
+    pub workers: usize,
+    pub driver: String,
+    pub pinning: String,
+    pub accept_variable_length: bool,
+}
+
+/// The end of a timed run (null for a run that -n ended).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DrainDoc {
+    pub in_flight_at_stop: u64,
+    pub drain_s: f64,
+    pub unanswered: u64,
+}
+
+/// ab's "Connection Times (ms)".
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConnectionTimesDoc {
+    pub connect: TimeRow,
+    pub processing: TimeRow,
+    pub waiting: TimeRow,
+    pub total: TimeRow,
+}
+
+/// `https://`: the handshakes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TlsDoc {
+    pub full_handshakes: u64,
+    pub resumed_handshakes: u64,
+    pub protocol: Option<String>,
+    pub msecs_handshake: Option<MinMeanMax>,
+}
+
+/// wrk's socket errors.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SocketErrorsDoc {
+    pub connect: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+}
+
+/// `--rate`: the target, what was achieved, the uncorrected figures and the send lateness.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RateDoc {
+    pub target: f64,
+    pub achieved: f64,
+    pub reached: Option<bool>,
+    pub uncorrected_percentiles_ms: PercentilesMs,
+    pub uncorrected_spectrum: Vec<SpectrumPoint>,
+    pub spin: bool,
+    pub send_lateness_count: u64,
+    pub send_lateness_percentiles_ms: PercentilesMs,
+    pub sent_late_warning_ms: Option<f64>,
+}
+
+/// `--shard`: this run's place and the totals it took its part of.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ShardDoc {
+    pub index: u32,
+    pub count: u32,
+    pub requests_total: Option<u64>,
+    pub rate_total: Option<f64>,
+    pub duration_s: Option<f64>,
+}
+
+impl ShardDoc {
+    pub fn of(s: &ShardRun) -> ShardDoc {
+        ShardDoc {
+            index: s.shard.index,
+            count: s.shard.count,
+            requests_total: s.requests_total,
+            rate_total: s.rate_total,
+            duration_s: s.duration.map(|d| d.as_secs_f64()),
+        }
+    }
+
+    /// `None` for an index outside 1..=count.
+    pub fn to_shard_run(&self) -> Option<ShardRun> {
+        if self.index == 0 || self.index > self.count {
+            return None;
+        }
+        Some(ShardRun {
+            shard: Shard {
+                index: self.index,
+                count: self.count,
+            },
+            requests_total: self.requests_total,
+            rate_total: self.rate_total,
+            duration: self
+                .duration_s
+                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+        })
+    }
+}
+
+/// One run of `loader merge`'s per-run table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub file: String,
+    /// "I/N", or null for a run without `--shard`.
+    pub shard: Option<String>,
+    pub start_offset_s: f64,
+    pub time_taken_s: f64,
+    pub complete_requests: u64,
+    pub failed_requests: u64,
+    pub requests_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub unanswered: u64,
+    pub in_flight_at_stop: Option<u64>,
+    pub drain_s: Option<f64>,
+    pub send_lateness_p99_ms: Option<f64>,
+}
+
+/// `loader merge --json`: what was merged.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MergedDoc {
+    pub files: Vec<String>,
+    pub runs: Vec<RunRow>,
+    pub warnings: Vec<String>,
+}

@@ -1,0 +1,219 @@
+//! What a run is asked to do, as plain validated data ([`RunOptions`]): built by the command
+//! line (`cli`) or by a program, and read by the run and the commands built on it. No clap.
+
+use crate::target::Target;
+use crate::LoadError;
+use bytes::Bytes;
+use shared::runtime::RuntimeConfig;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Run time when neither `-n` nor `-d` is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// Everything a run needs, validated. Immutable once built; workers share it read-only.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// At least one; used round-robin per connection (request k of a connection goes to URL
+    /// `(connection + k) % urls.len()`, so every URL gets its exact share of `-n`).
+    pub urls: Vec<Target>,
+    /// `-c`.
+    pub connections: usize,
+    /// `-n`: exact attempts.
+    pub requests: Option<u64>,
+    /// `-d`. When both are None the run lasts [`DEFAULT_DURATION`]; see `deadline()`.
+    pub duration: Option<Duration>,
+    pub runtime: RuntimeConfig,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    pub method: String,
+    /// Extra headers, in order (a Host, Connection, User-Agent or Accept here replaces ours).
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Bytes>,
+    pub content_type: Option<String>,
+    /// A new connection for every request, sending `Connection: close`.
+    pub close: bool,
+    pub http10: bool,
+    /// Requests in flight per connection (1: no pipelining). Responses come back in order;
+    /// when the server closes the connection (`Connection: close`, EOF) the requests still
+    /// queued behind the last response are counted as read failures. With `--rate`, requests
+    /// that fall due while the pipe is not empty are sent after the next response.
+    pub pipeline: usize,
+    /// Open loop at this total rate (req/s).
+    pub rate: Option<f64>,
+    /// `--spin` (with `rate`): wait for each send time by polling the clock, never sleeping.
+    pub spin: bool,
+    pub warmup: Option<Duration>,
+    pub quiet: bool,
+    /// `-l`: no length failures.
+    pub accept_variable_length: bool,
+    pub json: Option<PathBuf>,
+    pub plot: Option<PathBuf>,
+    /// With --close to a loopback target: spread connects over this many source addresses
+    /// (127.0.0.1 ..); 0 leaves the source to the kernel.
+    pub source_addresses: usize,
+    /// `--shard`: this run's place among N and the totals it took its part of.
+    pub shard: Option<crate::shard::ShardRun>,
+    /// `--start-at`: the wall-clock time the load starts (waited for before the run).
+    pub start_at: Option<std::time::SystemTime>,
+    /// `--hdr-log`: where interval histograms go, and the interval.
+    pub hdr_log: Option<HdrLogOptions>,
+    /// `https://`: `--cacert` or `--insecure`, and resumption (off with `--no-resume`).
+    pub tls: shared::tls::ClientTlsOptions,
+}
+
+/// Source addresses used for `--close` against loopback.
+pub const DEFAULT_SOURCE_ADDRESSES: usize = 64;
+
+impl RunOptions {
+    /// Defaults for a run against `urls` (as the CLI would with no flags), for tests and
+    /// programmatic use. One worker, unpinned.
+    pub fn new(urls: Vec<Target>) -> RunOptions {
+        RunOptions {
+            urls,
+            connections: 50,
+            requests: None,
+            duration: None,
+            runtime: RuntimeConfig {
+                workers: 1,
+                pin: false,
+                ..RuntimeConfig::default()
+            },
+            timeout: Duration::from_secs(30),
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: None,
+            content_type: None,
+            close: false,
+            http10: false,
+            pipeline: 1,
+            rate: None,
+            spin: false,
+            warmup: None,
+            quiet: true,
+            accept_variable_length: false,
+            json: None,
+            plot: None,
+            source_addresses: DEFAULT_SOURCE_ADDRESSES,
+            shard: None,
+            start_at: None,
+            hdr_log: None,
+            tls: shared::tls::ClientTlsOptions::default(),
+        }
+    }
+
+    /// Parse the URL(s) and build defaults: `RunOptions::for_urls(&["http://127.0.0.1:8080/"])`.
+    pub fn for_urls<S: AsRef<str>>(urls: &[S]) -> Result<RunOptions, LoadError> {
+        let targets = urls
+            .iter()
+            .map(|u| Target::parse(u.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RunOptions::new(targets))
+    }
+
+    /// How long to issue requests: `-d`, or the default when neither `-n` nor `-d` is given.
+    pub fn deadline(&self) -> Option<Duration> {
+        match (self.duration, self.requests) {
+            (Some(d), _) => Some(d),
+            (None, None) => Some(DEFAULT_DURATION),
+            (None, Some(_)) => None,
+        }
+    }
+
+    /// Check the combination (called by `run`, so programmatic callers get it too).
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let invalid = |m: &str| Err(LoadError::Invalid(m.to_string()));
+        if self.urls.is_empty() {
+            return invalid("no URL given");
+        }
+        if self.connections == 0 {
+            return invalid("-c must be at least 1");
+        }
+        if self.requests == Some(0) {
+            return invalid("-n must be at least 1");
+        }
+        if self.pipeline == 0 {
+            return invalid("--pipeline must be at least 1");
+        }
+        if self.close && self.pipeline > 1 {
+            return invalid("--pipeline needs keep-alive: it cannot be used with --close");
+        }
+        if self.pipeline > 1 && self.urls.iter().any(|u| u.addr != self.urls[0].addr) {
+            return invalid("--pipeline needs every URL on the same server (host and port)");
+        }
+        if self.runtime.workers == 0 {
+            return invalid("--workers must be at least 1");
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return invalid("--rate must be more than 0");
+            }
+        }
+        if self.spin && self.rate.is_none() {
+            return invalid("--spin paces sends: it needs --rate");
+        }
+        for u in self.urls.iter().filter(|u| u.tls) {
+            crate::tls::server_name(&u.host).map_err(LoadError::Invalid)?;
+        }
+        self.validate_body_headers()?;
+        if !valid_token(&self.method) {
+            return Err(LoadError::Invalid(format!(
+                "invalid method '{}': expected a token such as GET or POST",
+                self.method
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl RunOptions {
+    /// `-T` and a `Content-Length` given with `-H` against the body: the loader writes
+    /// Content-Length itself (once) from the body; one given by hand must agree with it.
+    fn validate_body_headers(&self) -> Result<(), LoadError> {
+        let len = self.body.as_ref().map_or(0, |b| b.len() as u64);
+        for (name, value) in &self.headers {
+            if !name.eq_ignore_ascii_case("content-length") {
+                continue;
+            }
+            if value.parse::<u64>().ok() != Some(len) {
+                return Err(LoadError::Invalid(format!(
+                    "-H '{name}: {value}' disagrees with the body, which is {len} bytes{}",
+                    if self.body.is_some() {
+                        " (--body sets Content-Length itself: leave it out)"
+                    } else {
+                        " (no --body)"
+                    }
+                )));
+            }
+        }
+        if self.content_type.is_some() && self.body.is_none() {
+            return Err(LoadError::Invalid(
+                "-T/--content-type needs --body (it is the body's type); to send the header \
+                 without a body use -H 'Content-Type: ...'"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn valid_token(s: &str) -> bool {
+    shared::http::framing::is_token(s.as_bytes())
+}
+
+/// Parse `Name: value`; the name must be a token, the value free of CR, LF and NUL.
+pub fn parse_header(h: &str) -> Result<(String, String), LoadError> {
+    let bad = || LoadError::Invalid(format!("invalid header '{h}': expected 'Name: value'"));
+    let (name, value) = h.split_once(':').ok_or_else(bad)?;
+    if !valid_token(name) || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(bad());
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// `--hdr-log FILE` and `--hdr-log-interval`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HdrLogOptions {
+    pub path: PathBuf,
+    pub interval: Duration,
+}

@@ -1,0 +1,218 @@
+//! An entry's fill: begun on a miss (later lookups wait for it), its head (waiters of its
+//! variant may stream), its body appended, finished (it replaces the older entry of its
+//! variant) or abandoned.
+
+use super::*;
+
+impl Store {
+    /// Start filling `key` (after a `Miss` or `Stale`): later lookups wait for it. `None`:
+    /// no room even for an empty entry; forward without storing.
+    pub fn begin_fill(&mut self, key: Key<'_>) -> Option<Handle> {
+        let size = ENTRY_OVERHEAD + (key.host.len() + key.target.len()) as u64;
+        if !self.make_room(size, NIL) {
+            return None;
+        }
+        let hash = self.hash(key);
+        self.cap_variants(hash, key);
+        let chain = self.index.get(&hash).copied().unwrap_or(NIL);
+        let entry = Entry {
+            hash,
+            key: OwnedKey::new(key),
+            chain,
+            prev: NIL,
+            next: NIL,
+            used: 0,
+            size,
+            state: State::AwaitingHead,
+            change_waiters: Vec::new(),
+            data_waiters: Vec::new(),
+        };
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(Slot::default());
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[i as usize].entry = Some(entry);
+        self.index.insert(hash, i);
+        self.link_front(i);
+        self.bytes += size;
+        self.entries += 1;
+        Some(self.handle(i))
+    }
+
+    /// Make room for one more entry of `key` under `max_variants`: its least recently used
+    /// entry goes (its waiters, if it was a fill, look up again). Without the bound a
+    /// response that varies on a field clients choose freely (`Vary: User-Agent`) would put
+    /// every client's variant on one chain, which every lookup of the key walks.
+    pub(super) fn cap_variants(&mut self, hash: u64, key: Key<'_>) {
+        let (mut count, mut oldest) = (0, NIL);
+        let mut i = self.index.get(&hash).copied().unwrap_or(NIL);
+        while i != NIL {
+            let e = self.at(i);
+            if e.is(hash, key) {
+                count += 1;
+                if oldest == NIL || e.used < self.at(oldest).used {
+                    oldest = i;
+                }
+            }
+            i = e.chain;
+        }
+        if count >= self.max_variants {
+            self.stats.variants_evicted += 1;
+            self.remove(oldest);
+        }
+    }
+
+    /// The fill's response head arrived and is storable: waiters of its variant may stream.
+    /// `declared` is its Content-Length, if the framing gives one. `false`: the fill is gone
+    /// (invalidated or evicted meanwhile, or no room for the head).
+    pub fn fill_head(
+        &mut self,
+        h: Handle,
+        status: u16,
+        head: Bytes,
+        storable: Storable,
+        declared: Option<u64>,
+    ) -> bool {
+        let Some(e) = self.entry(h) else { return false };
+        if !matches!(e.state, State::AwaitingHead) {
+            return false;
+        }
+        if declared.is_some_and(|n| n > self.max_object) {
+            self.stats.dropped_too_large += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        let add = (head.len() + storable.vary.size()) as u64;
+        if !self.make_room(add, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        self.bytes += add;
+        drop(head.clone()); // promoted once, as the body is in `finish`
+        let e = self.at_mut(h.slot);
+        e.size += add;
+        e.state = State::Filling {
+            meta: Meta {
+                status,
+                head,
+                storable,
+                declared,
+            },
+            chunks: Vec::new(),
+            len: 0,
+        };
+        e.wake(false);
+        true
+    }
+
+    /// The fill will not be stored (not storable, upstream failed): remove it; waiters look
+    /// up again and, finding nothing, make their own requests.
+    pub fn abandon(&mut self, h: Handle) {
+        if self.entry(h).is_some() {
+            self.remove(h.slot);
+        }
+    }
+
+    /// Copy body bytes into a filling entry.
+    pub fn append(&mut self, h: Handle, data: &[u8]) -> Append {
+        let Some(State::Filling { len, .. }) = self.entry(h).map(|e| &e.state) else {
+            return Append::Dropped;
+        };
+        if *len + data.len() as u64 > self.max_object {
+            self.stats.dropped_too_large += 1;
+            self.remove(h.slot);
+            return Append::Dropped;
+        }
+        if data.is_empty() {
+            return Append::Kept;
+        }
+        if !self.make_room(data.len() as u64, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return Append::Dropped;
+        }
+        self.bytes += data.len() as u64;
+        let e = self.at_mut(h.slot);
+        e.size += data.len() as u64;
+        if let State::Filling { chunks, len, .. } = &mut e.state {
+            chunks.push(Bytes::copy_from_slice(data));
+            *len += data.len() as u64;
+        }
+        e.wake(true);
+        Append::Kept
+    }
+
+    /// The body is complete: the entry serves hits, and replaces older entries of its key and
+    /// variant. `false`: the fill was gone, or its length differs from the declared one.
+    pub fn finish(&mut self, h: Handle) -> bool {
+        let Some(e) = self.entry_mut(h) else {
+            return false;
+        };
+        if !matches!(e.state, State::Filling { .. }) {
+            return false;
+        }
+        let State::Filling { chunks, len, meta } =
+            std::mem::replace(&mut e.state, State::AwaitingHead)
+        else {
+            unreachable!("checked above");
+        };
+        if meta.declared.is_some_and(|d| d != len) {
+            self.remove(h.slot);
+            return false;
+        }
+        let body = match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.into_iter().next().unwrap_or_default(),
+            _ => {
+                let mut b = BytesMut::with_capacity(len as usize);
+                for c in &chunks {
+                    b.extend_from_slice(c);
+                }
+                b.freeze()
+            }
+        };
+        // Larger bodies move to the body file (sent with sendfile; the entry keeps a mapping).
+        let (body, file) = match &mut self.file {
+            Some(f) if body.len() >= FILE_BODY_MIN => match f.put(&body) {
+                Some((mapped, range)) => (mapped, Some(range)),
+                None => (body, None),
+            },
+            _ => (body, None),
+        };
+        // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
+        // clone here, once, so that hits never allocate.
+        drop(body.clone());
+        let e = self.at_mut(h.slot);
+        e.state = State::Complete { meta, body, file };
+        e.wake(false);
+        self.replace_older(h.slot);
+        true
+    }
+
+    /// Remove the complete entries of the same key and variant as `i` (what it replaces).
+    pub(super) fn replace_older(&mut self, i: u32) {
+        let hash = self.at(i).hash;
+        let mut j = self.index.get(&hash).copied().unwrap_or(NIL);
+        while j != NIL {
+            let next = self.at(j).chain;
+            if j != i {
+                let (a, b) = (self.at(i), self.at(j));
+                let older = a.same_key(b)
+                    && match (&a.state, &b.state) {
+                        (State::Complete { meta: m1, .. }, State::Complete { meta: m2, .. }) => {
+                            m1.storable.vary == m2.storable.vary
+                        }
+                        _ => false,
+                    };
+                if older {
+                    self.remove(j);
+                }
+            }
+            j = next;
+        }
+    }
+}

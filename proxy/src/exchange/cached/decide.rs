@@ -1,0 +1,130 @@
+//! What the cache does with one request, decided with no I/O: from the request's fields
+//! (as its one parse found them), the route's settings and the worker's store.
+
+use super::*;
+
+/// What the cache does with one request, decided with no I/O.
+pub(super) enum Decision {
+    /// The store answers (`X-Cache: HIT`).
+    Stored(FromStore),
+    /// A fill of the key is under way: wait for it; if it takes too long, fetch on our
+    /// own, falling back on `stale` (a stored response of the variant) if the upstream fails.
+    Wait {
+        fill: Handle,
+        stale: Option<Handle>,
+    },
+    /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`;
+    /// conditionally when `validates` holds a stored response with a validator.
+    Fetch {
+        fill: Option<Handle>,
+        stale: Option<Handle>,
+        validates: Option<(Handle, Hit)>,
+    },
+    /// Forward without the cache; `invalidate`: a non-error answer removes the key.
+    Forward {
+        invalidate: bool,
+    },
+    Purge,
+    /// Only-if-cached and nothing is: 504 (RFC 9111 5.2.1.7).
+    NotCached,
+}
+
+/// What the store answers with.
+pub(super) enum FromStore {
+    Hit(Hit),
+    /// A hit whose validators match the client's own conditional request: 304.
+    NotModified(Hit),
+    /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
+    PreconditionFailed,
+    /// An entry filling with a declared length, streamed as it fills.
+    Stream {
+        entry: Handle,
+        head: Bytes,
+        age: u64,
+        len: u64,
+    },
+}
+
+/// The cache's decision for the request whose method and fields are `head` (as its one parse
+/// found them: `request::HeadFields`).
+pub(super) fn decide(
+    (method, fields): (&str, &[httparse::Header<'_>]),
+    req: &RequestInfo,
+    cfg: &CacheEntry,
+    store: &RefCell<Store>,
+    key: Key<'_>,
+    now: Millis,
+) -> Decision {
+    let class = classify(method, fields, cfg);
+    let has_body = !matches!(req.body, BodyKind::Empty | BodyKind::Length(0));
+    match class {
+        RequestClass::Lookup { .. } if has_body || req.websocket => {
+            Decision::Forward { invalidate: false }
+        }
+        RequestClass::Lookup {
+            revalidate,
+            only_if_cached,
+        } => {
+            let mut s = store.borrow_mut();
+            match s.lookup(key, fields, revalidate, now) {
+                Lookup::Hit(hit) => {
+                    match validate::precondition(fields, validate::validators(&hit.head)) {
+                        Outcome::Proceed => Decision::Stored(FromStore::Hit(hit)),
+                        Outcome::NotModified => Decision::Stored(FromStore::NotModified(hit)),
+                        Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
+                    }
+                }
+                Lookup::Stream {
+                    entry,
+                    status,
+                    head,
+                    age,
+                    len,
+                } => match validate::precondition(fields, validate::validators(&head)) {
+                    Outcome::Proceed => Decision::Stored(FromStore::Stream {
+                        entry,
+                        head,
+                        age,
+                        len,
+                    }),
+                    Outcome::NotModified => Decision::Stored(FromStore::NotModified(Hit {
+                        status,
+                        head,
+                        body: Bytes::new(),
+                        age,
+                        file: None,
+                    })),
+                    Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
+                },
+                Lookup::Wait(fill) => {
+                    // What `revalidate` finds is any complete entry of the variant.
+                    let stale = match s.lookup(key, fields, true, now) {
+                        Lookup::Stale(h) => Some(h),
+                        _ => None,
+                    };
+                    Decision::Wait { fill, stale }
+                }
+                _ if only_if_cached => Decision::NotCached,
+                Lookup::Stale(h) => {
+                    let stored = s.stored(h, now);
+                    let validates = stored
+                        .filter(|hit| validate::validators(&hit.head).any())
+                        .map(|hit| (h, hit));
+                    Decision::Fetch {
+                        fill: s.begin_fill(key),
+                        stale: Some(h),
+                        validates,
+                    }
+                }
+                Lookup::Miss => Decision::Fetch {
+                    fill: s.begin_fill(key),
+                    stale: None,
+                    validates: None,
+                },
+            }
+        }
+        RequestClass::Bypass(_) => Decision::Forward { invalidate: false },
+        RequestClass::Invalidate => Decision::Forward { invalidate: true },
+        RequestClass::Purge => Decision::Purge,
+    }
+}

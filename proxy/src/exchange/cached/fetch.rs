@@ -1,0 +1,380 @@
+//! A fetch from the upstream through the cache: filling an entry (a storable answer's head
+//! and body), revalidating a stored one (a 304 refreshes it), invalidating a key, or falling
+//! back on a stale entry when the upstream fails.
+
+use super::*;
+
+/// How a fetch from the upstream relates to the cache.
+pub(super) struct Fetch<'s> {
+    pub(super) status: CacheStatus,
+    /// The entry to fill (a storable answer fills it; otherwise it is abandoned).
+    pub(super) fill: Option<(&'s RefCell<Store>, Handle, &'s CacheEntry)>,
+    /// The route's store and settings, when the request looked the key up.
+    pub(super) cache: Option<(&'s RefCell<Store>, &'s CacheEntry)>,
+    /// A stale entry to serve when the upstream fails (with `cache`).
+    pub(super) stale: Option<Handle>,
+    /// The stored entry (and its response) a conditional request validates (with `cache`).
+    pub(super) validates: Option<(Handle, Hit)>,
+    /// A non-error answer invalidates the key everywhere.
+    pub(super) invalidate: bool,
+    pub(super) request_time: Millis,
+}
+
+impl Fetch<'_> {
+    pub(super) fn plain(status: CacheStatus) -> Self {
+        Fetch {
+            status,
+            fill: None,
+            cache: None,
+            stale: None,
+            validates: None,
+            invalidate: false,
+            request_time: 0,
+        }
+    }
+}
+
+/// [`fetch`] in an allocation of its own. Its state (an upstream exchange, a fill, a
+/// revalidation) is most of a cached route's: inline, every client connection's task would
+/// carry those 6-7 KB, idle or serving hits, for a cost a miss pays once (one allocation
+/// beside an upstream exchange).
+pub(super) fn fetch_apart<'a>(
+    c: &'a mut ClientConn,
+    req: &'a RequestInfo,
+    group: usize,
+    key: &'a OwnedKey,
+    f: Fetch<'a>,
+) -> std::pin::Pin<Box<impl std::future::Future<Output = Next> + 'a>> {
+    Box::pin(fetch(c, req, group, key, f))
+}
+
+/// Forward the request, with `X-Cache` on the answer; fill, invalidate or fall back on a
+/// stale entry as `f` says.
+pub(super) async fn fetch(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: usize,
+    key: &OwnedKey,
+    f: Fetch<'_>,
+) -> Next {
+    let w = c.w.clone();
+    let g = c.g.clone();
+    // The record's cache status (a validation's is decided by its answer, below).
+    c.rec.cache = Some(f.status);
+    let head_only = req.method == RequestMethod::Head;
+    // A HEAD miss fills the entry with a GET.
+    let fetch_req = if head_only && f.fill.is_some() {
+        to_get(&mut c.uout);
+        RequestInfo {
+            method: RequestMethod::Other,
+            ..*req
+        }
+    } else {
+        *req
+    };
+    if let Some((_, stored)) = &f.validates {
+        validate::make_conditional(&mut c.uout, validate::validators(&stored.head));
+    }
+    // The request headers storing decides on (Authorization, Vary), kept past the exchange.
+    let req_head =
+        (f.fill.is_some() || f.validates.is_some()).then(|| c.cin[..req.head_len].to_vec());
+    let answered = answer(c, &w, &g, &fetch_req, group).await;
+    let not_modified =
+        f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
+    // A validation counts as a miss unless the origin answers 304.
+    if f.validates.is_some() {
+        c.rec.cache = Some(match not_modified {
+            true => CacheStatus::Revalidated,
+            false => CacheStatus::Miss,
+        });
+    }
+    let a = match answered {
+        Ok(a) => a,
+        Err(e) => {
+            if let Some((store, h, _)) = f.fill {
+                store.borrow_mut().abandon(h);
+            }
+            return upstream_failed(c, req, &f, e).await;
+        }
+    };
+    if let (true, Some(rh)) = (not_modified, &req_head) {
+        if let Some((store, h, _)) = f.fill {
+            store.borrow_mut().abandon(h);
+        }
+        return revalidated(c, req, group, a, &f, rh).await;
+    }
+    let fill = match (f.fill, &req_head) {
+        (Some((store, h, _)), Some(rh)) => {
+            let resp_head = &a.head.ub[..a.head.resp.head_len];
+            let kept = c
+                .fields
+                .with(rh, |_, request| fill_head(request, resp_head, &w, &g, &f));
+            Some(FillSink {
+                store,
+                handle: kept.then_some(h),
+                head_only,
+            })
+        }
+        _ => None,
+    };
+    if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
+        crate::worker::invalidate_everywhere(&w, key);
+    }
+    write_header(&mut c.cout, b"X-Cache", f.status.as_str().as_bytes());
+    if !has_age(&c.cout) {
+        write_header(&mut c.cout, b"Age", b"0");
+    }
+    end_client_head(&mut c.cout, &a.head.resp);
+    if a.head.resp.framing == ClientFraming::Tunnel {
+        return start_tunnel(c, a.up, a.head).await;
+    }
+    let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
+    let (next, filled) = relay_response(c, a, group, fill).await;
+    if let Some((store, h)) = started {
+        {
+            let mut s = store.borrow_mut();
+            let done = filled.is_some_and(|h| s.finish(h));
+            if !done {
+                s.abandon(h);
+            }
+        }
+        sync_stats(&w, &g);
+    }
+    next
+}
+
+/// The upstream gave no answer: a stale entry within `stale_if_error`, else the error.
+pub(super) async fn upstream_failed(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    f: &Fetch<'_>,
+    e: Option<ProxyError>,
+) -> Next {
+    // The stale entry serves whether or not a fill could be started.
+    if let (Some(h), Some((store, cfg))) = (f.stale, f.cache) {
+        let hit =
+            store
+                .borrow_mut()
+                .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
+        if let Some(hit) = hit {
+            c.rec.cache = Some(CacheStatus::Stale);
+            let len = hit.body.len() as u64;
+            let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
+            return send_stored(c, req, out, Some(hit.body)).await;
+        }
+    }
+    match e {
+        Some(e) => fail_with(c, e, f.status).await,
+        None => Next::Close,
+    }
+}
+
+/// The origin answered our conditional request 304: the stored entry's head and freshness
+/// are updated from it (RFC 9111 4.3.4) and the client gets the stored response (`X-Cache:
+/// REVALIDATED`), or a 304 if its own request was conditional and the stored response
+/// matches it. A 304 whose strong ETag is not the stored one updates nothing (4.3.4): 502.
+pub(super) async fn revalidated(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: usize,
+    a: Answered<'_>,
+    f: &Fetch<'_>,
+    req_head: &[u8],
+) -> Next {
+    let w = c.w.clone();
+    let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
+        return Next::Close;
+    };
+    let Answered {
+        server,
+        up,
+        head: Head { resp, ub },
+        ..
+    } = a;
+    let g = c.g.clone();
+    let limits = &g.cfg.limits.codec;
+    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    let parsed = parse_final_response(
+        &ub[..resp.head_len],
+        &mut fields,
+        RequestMethod::Other,
+        limits,
+    );
+    // The stored response refreshed, and the client's own preconditions against it.
+    let answer = c.fields.with(req_head, |_, request| match parsed {
+        Ok(Status::Complete(h))
+            if validate::selects(validate::validators(&stored.head).etag, h.headers) =>
+        {
+            let to = Refresh {
+                store,
+                entry: *entry,
+                cfg,
+                request,
+                request_time: f.request_time,
+            };
+            let hit = refresh(&to, stored, h.headers);
+            let pre = validate::precondition(request, validate::validators(&hit.head));
+            Some((hit, pre))
+        }
+        _ => None,
+    });
+    // A 304 has no body: the upstream connection is clean unless more bytes followed it.
+    if resp.upstream_keep_alive && ub.len() == resp.head_len {
+        g.pools[group][server]
+            .borrow_mut()
+            .put(up, std::time::Instant::now());
+    }
+    w.give_buf(ub);
+    let Some((hit, pre)) = answer else {
+        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
+        return fail_with(c, e, CacheStatus::Miss).await;
+    };
+    match pre {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
+        }
+        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
+    }
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// The entry a 304 refreshes, and what storing decides with.
+pub(super) struct Refresh<'a> {
+    store: &'a RefCell<Store>,
+    entry: Handle,
+    cfg: &'a CacheEntry,
+    request: &'a [httparse::Header<'a>],
+    request_time: Millis,
+}
+
+/// Update the stored response `stored` with the fields of a 304 (`new`): the response to
+/// serve, and the entry refreshed (or removed, if the updated head is no longer storable).
+pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_>]) -> Hit {
+    let merged = validate::updated_fields(&stored.head, new);
+    let fields: Vec<httparse::Header<'_>> = merged
+        .iter()
+        .filter_map(|&(n, value)| {
+            let name = std::str::from_utf8(n).ok()?;
+            Some(httparse::Header { name, value })
+        })
+        .collect();
+    let line = stored
+        .head
+        .split(|&b| b == b'\r')
+        .next()
+        .unwrap_or_default();
+    // "HTTP/1.1 200 OK": the reason is what follows the status code.
+    let reason = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
+    let reason = std::str::from_utf8(reason).unwrap_or_default();
+    let head = stored_head(stored.status, reason, &fields);
+    let at = Fetched {
+        request_time: to.request_time,
+        response_time: now_millis(),
+    };
+    let len = Some(stored.body.len() as u64);
+    let age = match cache::storable(to.request, stored.status, &fields, len, at, to.cfg) {
+        Ok(st) => {
+            let age = st.freshness.age_secs(at.response_time);
+            if !to.store.borrow_mut().refresh(to.entry, head.clone(), st) {
+                to.store.borrow_mut().abandon(to.entry);
+            }
+            age
+        }
+        Err(_) => {
+            to.store.borrow_mut().abandon(to.entry);
+            cache::fetched_age(&fields, at)
+        }
+    };
+    // Served from memory: the entry's file range may be gone with the entry.
+    Hit {
+        status: stored.status,
+        head,
+        body: stored.body.clone(),
+        age,
+        file: None,
+    }
+}
+
+/// Decide whether the answer is stored and, if so, give the entry its head. `false`: the
+/// fill was abandoned.
+pub(super) fn fill_head(
+    request: &[httparse::Header<'_>],
+    resp_head: &[u8],
+    w: &ProxyWorker,
+    g: &Generation,
+    f: &Fetch<'_>,
+) -> bool {
+    let Some((store, h, cfg)) = f.fill else {
+        return false;
+    };
+    let limits = &g.cfg.limits.codec;
+    let mut resp_fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
+    let Ok(Status::Complete(resp)) =
+        parse_final_response(resp_head, &mut resp_fields, RequestMethod::Other, limits)
+    else {
+        store.borrow_mut().abandon(h);
+        return false;
+    };
+    let declared = match resp.body {
+        BodyKind::Length(n) => Some(n),
+        BodyKind::Empty => Some(0),
+        _ => None,
+    };
+    let at = Fetched {
+        request_time: f.request_time,
+        response_time: now_millis(),
+    };
+    match cache::storable(request, resp.status, resp.headers, declared, at, cfg) {
+        Ok(st) => {
+            let head = stored_head(resp.status, resp.reason, resp.headers);
+            let kept = store
+                .borrow_mut()
+                .fill_head(h, resp.status, head, st, declared);
+            sync_stats(w, g);
+            kept
+        }
+        Err(_) => {
+            store.borrow_mut().abandon(h);
+            false
+        }
+    }
+}
+
+/// The head kept with an entry: status line and end-to-end fields, without hop-by-hop
+/// fields, framing, Age or X-Cache (a hit writes its own).
+pub(super) fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<'_>]) -> Bytes {
+    let mut out = BytesMut::with_capacity(256);
+    write_status_line(&mut out, Version::Http11, status, reason);
+    let named = Named::collect(fields);
+    for h in fields {
+        let n = h.name;
+        if is_hop_by_hop(n)
+            || n.eq_ignore_ascii_case("content-length")
+            || n.eq_ignore_ascii_case("age")
+            || n.eq_ignore_ascii_case("x-cache")
+            || named.contains(n, fields)
+        {
+            continue;
+        }
+        write_header(&mut out, n.as_bytes(), h.value);
+    }
+    out.freeze()
+}
+
+/// Whether the client head being built already has an Age field (passed on from upstream).
+pub(super) fn has_age(head: &[u8]) -> bool {
+    head.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nage:"))
+}
+
+/// Turn the upstream request line `HEAD ...` in `uout` into `GET ...`.
+pub(super) fn to_get(uout: &mut BytesMut) {
+    if uout.starts_with(b"HEAD ") {
+        let rest = uout.split_off(5);
+        uout.clear();
+        uout.extend_from_slice(b"GET ");
+        uout.unsplit(rest);
+    }
+}

@@ -1,0 +1,50 @@
+//! A request collapsed on a fill that declared its length: the entry streamed to the client
+//! as its bytes arrive.
+
+use super::*;
+
+/// Stream an entry that is filling (its length declared) as its bytes arrive.
+pub(super) async fn stream_entry(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    store: &RefCell<Store>,
+    h: Handle,
+    out: Stored<'_>,
+) -> Next {
+    let w = c.w.clone();
+    let len = out.len;
+    let keep = out.write(&w, req, &mut c.cout);
+    if c.send_cout().await.is_err() {
+        return client_gone(&mut c.rec);
+    }
+    if req.method == RequestMethod::Head {
+        return next_after(keep);
+    }
+    let mut offset = 0u64;
+    while offset < len {
+        let read = store.borrow_mut().read(h, offset);
+        match read {
+            Read::Data(b) => {
+                let n = b.len() as u64;
+                offset += n;
+                if write_bytes(c, b, c.g.cfg.timeouts.send).await.is_err() {
+                    return client_gone(&mut c.rec);
+                }
+                c.rec.wrote_body(n);
+            }
+            Read::Pending => {
+                if !wait_change(store, h, c.g.cfg.timeouts.read).await {
+                    c.rec.failed(ProxyError::UpstreamTimeout);
+                    return Next::Close;
+                }
+            }
+            // The fill failed midway (the upstream broke off): so does this copy of it,
+            // visibly short of its Content-Length.
+            Read::End | Read::Dropped => {
+                c.rec.failed(ProxyError::UpstreamClosed);
+                return Next::Close;
+            }
+        }
+    }
+    next_after(keep)
+}

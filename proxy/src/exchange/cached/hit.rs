@@ -1,0 +1,305 @@
+//! Answers from the store: a hit (from memory, or its body with `sendfile(2)` from the
+//! worker's body file), a 304 or a 412 from a stored response, the proxy's short answers; the
+//! head written whole with `Age`, `X-Cache` and the length.
+
+use super::*;
+
+/// Bodies up to this size are copied behind the head and sent with one write; larger ones
+/// go out with the head in one `writev`, straight from the stored `Bytes` (no copy).
+/// (Small enough that the connection's head buffer stays within the size the worker keeps
+/// for reuse.)
+pub(super) const COPY_BODY_MAX: usize = 1024;
+/// The head of a response served from the store.
+pub(super) struct Stored<'a> {
+    pub(super) head: &'a [u8],
+    pub(super) age: u64,
+    pub(super) status: CacheStatus,
+    pub(super) len: u64,
+    /// Whether Content-Length is sent (not on a 304).
+    pub(super) length: bool,
+}
+
+impl<'a> Stored<'a> {
+    pub(super) fn new(head: &'a [u8], age: u64, status: CacheStatus, len: u64) -> Self {
+        Stored {
+            head,
+            age,
+            status,
+            len,
+            length: true,
+        }
+    }
+
+    /// The whole client head into `out`: stored fields, Age, X-Cache, Content-Length,
+    /// Connection as the client needs it, the empty line. Returns whether the connection
+    /// stays.
+    pub(super) fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
+        let keep = req.keep_alive && (!w.draining() || req.pipelined);
+        out.clear();
+        out.extend_from_slice(self.head);
+        write_header_u64(out, b"Age", self.age);
+        write_header(out, b"X-Cache", self.status.as_str().as_bytes());
+        // RFC 9110 8.6: never on a 204 (the stored head's status line, written by
+        // `stored_head`, says which it is).
+        let no_content = self.head.get(9..12) == Some(&b"204"[..]);
+        if self.length && !no_content {
+            write_header_u64(out, b"Content-Length", self.len);
+        }
+        if !keep {
+            write_header(out, b"Connection", b"close");
+        } else if req.version == Version::Http10 {
+            write_header(out, b"Connection", b"keep-alive");
+        }
+        out.extend_from_slice(b"\r\n");
+        keep
+    }
+}
+
+/// 412 to a request whose If-Match or If-Unmodified-Since the stored response fails (as
+/// nginx answers from its cache); the connection stays as the request asked.
+pub(super) async fn send_precondition_failed(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    status: CacheStatus,
+) -> Next {
+    let keep = req.keep_alive && (!c.w.draining() || req.pipelined);
+    send_simple(c, 412, keep, status).await
+}
+
+/// A short answer of the proxy's own (`status` with its reason as the body), with `X-Cache:
+/// cache`; `Connection: close` unless `keep`.
+pub(super) async fn send_simple(
+    c: &mut ClientConn,
+    status: u16,
+    keep: bool,
+    cache: CacheStatus,
+) -> Next {
+    c.cout.clear();
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", cache.as_str().as_bytes())];
+    write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
+    if c.send_cout().await.is_err() {
+        return client_gone(&mut c.rec);
+    }
+    next_after(keep)
+}
+
+/// A 304 from a stored response whose validators match the client's condition (as nginx
+/// answers conditional requests from its cache).
+pub(super) async fn send_not_modified(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    hit: &Hit,
+    status: CacheStatus,
+) -> Next {
+    let head = validate::not_modified_head(&hit.head);
+    let mut out = Stored::new(&head, hit.age, status, 0);
+    out.length = false;
+    send_stored(c, req, out, None).await
+}
+
+/// A fresh stored response (`X-Cache: HIT`), from the body file when it has a copy there.
+pub(super) async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+    // sendfile writes the socket itself: never under TLS (the memory path encrypts).
+    match (
+        hit.file,
+        req.method == RequestMethod::Head || c.stream.is_tls(),
+    ) {
+        (Some(file), false) => send_from_file(c, req, out, hit.body, file).await,
+        _ => send_stored(c, req, out, Some(hit.body)).await,
+    }
+}
+
+/// Send a stored response: the head, then `body` (none for HEAD).
+pub(super) async fn send_stored(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    out: Stored<'_>,
+    body: Option<Bytes>,
+) -> Next {
+    let w = c.w.clone();
+    let keep = out.write(&w, req, &mut c.cout);
+    let head_only = req.method == RequestMethod::Head;
+    let body = body.filter(|b| !head_only && !b.is_empty());
+    let separate = match body {
+        Some(b) if b.len() <= COPY_BODY_MAX => {
+            c.cout.extend_from_slice(&b);
+            None
+        }
+        other => other,
+    };
+    if !keep {
+        cork_last_answer(c);
+    }
+    let sent = match separate {
+        None => c.send_cout().await.is_ok(),
+        Some(body) => {
+            let (buf, send) = (std::mem::take(&mut c.cout), c.g.cfg.timeouts.send);
+            let written = write_head_and_body(c, &w, buf, body, send).await;
+            written.map(|b| c.cout = b).is_some()
+        }
+    };
+    if !sent {
+        return client_gone(&mut c.rec);
+    }
+    next_after(keep)
+}
+
+/// Send a stored response whose body is in the worker's body file: the head with
+/// `send(MSG_MORE)`, the body with `sendfile(2)`, both direct non-blocking syscalls; whatever
+/// the socket did not take goes out from `body` (the file's mapping) the usual way. `body`
+/// keeps the file range alive (its pages are punched out only when its last `Bytes` goes).
+pub(super) async fn send_from_file(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    out: Stored<'_>,
+    body: Bytes,
+    file: crate::cache::memfd::FileRange,
+) -> Next {
+    use std::os::fd::AsRawFd;
+    let fd = match &c.stream {
+        shared::stream::Stream::Plain(s) => s.as_raw_fd(),
+        // TLS encrypts in user space: the body goes out from memory.
+        shared::stream::Stream::Tls(_) => return send_stored(c, req, out, Some(body)).await,
+    };
+    // sendfile takes no flags: only a non-blocking socket keeps it off the worker thread's
+    // back when the client stops reading. A socket that cannot be switched gets the body
+    // from memory through the runtime.
+    if shared::stream::ensure_nonblocking(fd, &mut c.nonblocking).is_err() {
+        return send_stored(c, req, out, Some(body)).await;
+    }
+    let w = c.w.clone();
+    let keep = out.write(&w, req, &mut c.cout);
+    if !keep {
+        cork_last_answer(c);
+    }
+    let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+    // SAFETY: `cout` is valid for its length.
+    let n = unsafe { libc::send(fd, c.cout.as_ptr().cast(), c.cout.len(), flags) };
+    let head = match sent(n) {
+        Some(n) => n,
+        None => return client_gone(&mut c.rec),
+    };
+    c.rec.wrote(&c.cout[..head]);
+    let send = c.g.cfg.timeouts.send;
+    if head < c.cout.len() {
+        let mut buf = std::mem::take(&mut c.cout);
+        buf.advance(head);
+        match write_head_and_body(c, &w, buf, body, send).await {
+            Some(b) => c.cout = b,
+            None => return client_gone(&mut c.rec),
+        }
+        return next_after(keep);
+    }
+    let mut offset = file.offset as libc::off_t;
+    // SAFETY: both fds are open (the body file lives as long as the worker's store).
+    let n = unsafe { libc::sendfile(fd, file.fd, &mut offset, body.len()) };
+    let done = match sent(n) {
+        Some(n) => n,
+        None => return client_gone(&mut c.rec),
+    };
+    if done < body.len() && write_bytes(c, body.slice(done..), send).await.is_err() {
+        return client_gone(&mut c.rec);
+    }
+    c.rec.wrote_body(body.len() as u64);
+    next_after(keep)
+}
+
+/// What a non-blocking send took: `n` bytes, none if the socket is full, `None` on error.
+pub(super) fn sent(n: isize) -> Option<usize> {
+    if n >= 0 {
+        return Some(n as usize);
+    }
+    let e = std::io::Error::last_os_error().kind();
+    (e == std::io::ErrorKind::WouldBlock || e == std::io::ErrorKind::Interrupted).then_some(0)
+}
+
+/// A response head and a stored body, for one `writev`: the iovec pair lives on the heap (in a
+/// box the worker reuses), so its address holds while the runtime owns the value.
+pub(super) struct HeadAndBody {
+    iov: Box<[libc::iovec; 2]>,
+    head: BytesMut,
+    body: Bytes,
+}
+
+impl HeadAndBody {
+    /// Point the iovecs at what is left after `done` bytes.
+    fn skip(&mut self, done: usize) {
+        let (h, b) = (&self.head[..], &self.body[..]);
+        let (first, second) = if done < h.len() {
+            (&h[done..], b)
+        } else {
+            (&b[done - h.len()..], &b[b.len()..])
+        };
+        self.iov[0] = libc::iovec {
+            iov_base: first.as_ptr() as *mut libc::c_void,
+            iov_len: first.len(),
+        };
+        self.iov[1] = libc::iovec {
+            iov_base: second.as_ptr() as *mut libc::c_void,
+            iov_len: second.len(),
+        };
+    }
+}
+
+// SAFETY: the iovecs point into `head` and `body`, heap buffers owned by the value and not
+// changed while the runtime holds it; the iovec array itself is boxed, so moving the value
+// does not move it.
+unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
+    fn read_iovec_ptr(&self) -> *const libc::iovec {
+        self.iov.as_ptr()
+    }
+    fn read_iovec_len(&self) -> usize {
+        2
+    }
+}
+
+/// Write `head` then `body` with `writev` (as many calls as partial writes need) within
+/// `limit`. The head buffer back, or `None`: the client is gone or too slow.
+pub(super) async fn write_head_and_body(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    head: BytesMut,
+    body: Bytes,
+    limit: Duration,
+) -> Option<BytesMut> {
+    use monoio::io::AsyncWriteRent;
+    let total = head.len() + body.len();
+    let mut v = HeadAndBody {
+        iov: w.take_iovecs(),
+        head,
+        body,
+    };
+    let deadline = shared::clock::deadline(limit);
+    let mut done = 0;
+    while done < total {
+        v.skip(done);
+        let (r, back) = monoio::time::timeout_at(deadline, c.stream.writev(v))
+            .await
+            .ok()?;
+        v = back;
+        match r {
+            Ok(n) if n > 0 => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            _ => return None,
+        }
+    }
+    w.give_iovecs(v.iov);
+    c.rec.wrote(&v.head);
+    c.rec.wrote_body(v.body.len() as u64);
+    Some(v.head)
+}
+
+/// Write all of `b` (stored body bytes, shared with the store: no copy).
+pub(super) async fn write_bytes(
+    c: &mut ClientConn,
+    b: Bytes,
+    limit: Duration,
+) -> Result<(), IoFail> {
+    match monoio::time::timeout(limit, c.stream.write_all(b)).await {
+        Err(_) => Err(IoFail::Timeout),
+        Ok((Ok(_), _)) => Ok(()),
+        Ok((Err(e), _)) => Err(IoFail::Error(e.kind())),
+    }
+}

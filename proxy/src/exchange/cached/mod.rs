@@ -1,0 +1,267 @@
+//! A request on a cached route: the I/O around the cache's sans-IO core (`crate::cache`).
+//!
+//! - The time is read once per request; the request head is not parsed again: its fields are
+//!   read where the one parse found them (`request::HeadFields`, on the connection). The
+//!   decision ([`decide`]) takes them, the route's settings and the worker's store, and no
+//!   borrow of the store outlives it.
+//! - Hit: the stored head (no hop-by-hop fields, no framing, no Age or X-Cache) with `Age`,
+//!   `X-Cache: HIT` and `Content-Length`, then the body (head only for HEAD): from memory, or
+//!   with sendfile from the worker's body file for bodies of 4 KiB and more
+//!   (`cache::memfd`). A client's own If-None-Match / If-Modified-Since that the stored
+//!   validators match gets a 304.
+//! - Validation: a `no-cache` request, or a stale entry, with an ETag or Last-Modified is
+//!   fetched with a conditional request ([`validate`]); a 304 refreshes the entry (RFC 9111
+//!   4.3.4) and serves it (`X-Cache: REVALIDATED`), a 200 replaces it (MISS).
+//! - Stream: a request collapsed on a fill that declared its length streams the entry as it
+//!   fills. Wait: a fill without a head (or without a length) is under way; wait for it to
+//!   change and decide again.
+//! - Miss/Stale: `begin_fill`, fetch upstream (with GET for a HEAD, as nginx does), and copy
+//!   the body into the entry while it streams to the client; on upstream error or timeout a
+//!   stale entry within `stale_if_error` is served (`X-Cache: STALE`), else 502/504.
+//! - Unsafe methods with a non-error answer invalidate the key here and on every other worker
+//!   (through the workers' inbox); `PURGE` from `purge_from` does the same at once: 200 when
+//!   this worker had the key, 404 when it did not (the other workers are told either way);
+//!   from elsewhere 403 (ngx_cache_purge's answer to a client outside `purge_allowed`).
+//! - The proxy's own answers carry X-Cache too ([`fail_with`]): MISS after a lookup (a failed
+//!   fill, only-if-cached with nothing stored), BYPASS when the cache was not used (unsafe
+//!   methods, credentials, a body over `max_body`, PURGE answers).
+//!
+//! # Layout
+//! - this file: [`run`], the entry point (the decision, then its one action), and what the
+//!   parts share;
+//! - `decide`: the decision, sans-IO; `hit`: answers from the store; `filling`: a filling
+//!   entry streamed; `fetch`: a fetch that fills, revalidates, invalidates or falls back on a
+//!   stale entry; `purge`: PURGE.
+
+use super::outcome::Answered;
+use super::response_head::Head;
+use super::{answer, relay_response, start_tunnel};
+use crate::cache::validate;
+use crate::cache::{
+    self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, OwnedKey, Read,
+    RequestClass, Store,
+};
+use crate::config::cache::CacheEntry;
+use crate::config::Action;
+use crate::conn::Next;
+use crate::conn::{cork_last_answer, linger_close, respond_error_with, ClientConn};
+use crate::error::ProxyError;
+use crate::forward::{end_client_head, ClientFraming};
+use crate::generation::Generation;
+use crate::io::IoFail;
+use crate::preconditions::Outcome;
+use crate::relay::FillSink;
+use crate::request::{body_too_large, Named, RequestInfo};
+use crate::worker::ProxyWorker;
+use bytes::{Buf, Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use shared::http::encode::{
+    write_header, write_header_u64, write_simple_response_with, write_status_line,
+};
+use shared::http::framing::is_hop_by_hop;
+use shared::http::{parse_final_response, BodyKind, RequestMethod, Status, Version};
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::task::Poll;
+use std::time::Duration;
+
+mod decide;
+mod fetch;
+mod filling;
+mod hit;
+mod purge;
+
+use decide::{decide, Decision, FromStore};
+use fetch::{fetch_apart, Fetch};
+use filling::stream_entry;
+use hit::{
+    send_hit, send_not_modified, send_precondition_failed, send_simple, send_stored, write_bytes,
+    Stored,
+};
+use purge::purge;
+
+/// How many times a request waits for a fill of its key before fetching on its own.
+const MAX_WAITS: usize = 8;
+
+/// The time every cache decision of a request is made at.
+pub fn now_millis() -> Millis {
+    shared::clock::coarse_unix().as_millis() as Millis
+}
+
+/// A request on cached route `route`.
+pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
+    let g = c.g.clone();
+    let (
+        Action::Proxy {
+            cache: Some(cfg), ..
+        },
+        Some(store),
+    ) = (&g.cfg.routes[route].action, g.caches[route].as_deref())
+    else {
+        return super::run(c, req, group).await;
+    };
+    // Refused here on a cached route, so the answer carries X-Cache.
+    if body_too_large(req.body, g.cfg.limits.max_body) {
+        c.rec.cache = Some(CacheStatus::Bypass);
+        return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
+    }
+    let mut waits = 0;
+    let mut now = now_millis();
+    let https = c.stream.is_tls();
+    loop {
+        // The key is read from the client buffer for the decision (no copy on a hit), and
+        // copied only for what outlives the head: a fetch, a purge.
+        let d = c.fields.with(&c.cin[..req.head_len], |method, fields| {
+            let key = key_of(&c.cin, &req, https);
+            decide((method, fields), &req, cfg, store, key, now)
+        });
+        let key = || OwnedKey::new(key_of(&c.cin, &req, https));
+        match d {
+            Decision::Stored(answer) => {
+                c.rec.cache = Some(CacheStatus::Hit);
+                c.cin.advance(req.head_len);
+                return from_store(c, &req, store, answer).await;
+            }
+            Decision::Wait { fill, stale } => {
+                if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
+                    waits += 1;
+                    now = now_millis();
+                    continue;
+                }
+                // The fill takes too long: fetch on our own, without storing (a stale
+                // entry still serves if the upstream fails).
+                c.rec.cache = Some(CacheStatus::Miss);
+                let f = Fetch {
+                    cache: Some((store, cfg.as_ref())),
+                    stale,
+                    ..Fetch::plain(CacheStatus::Miss)
+                };
+                let key = key();
+                return fetch_apart(c, &req, group, &key, f).await;
+            }
+            Decision::Fetch {
+                fill,
+                stale,
+                validates,
+            } => {
+                let f = Fetch {
+                    status: CacheStatus::Miss,
+                    fill: fill.map(|h| (store, h, cfg.as_ref())),
+                    cache: Some((store, cfg.as_ref())),
+                    stale,
+                    validates,
+                    invalidate: false,
+                    request_time: now,
+                };
+                let key = key();
+                return fetch_apart(c, &req, group, &key, f).await;
+            }
+            Decision::Forward { invalidate } => {
+                c.rec.cache = Some(CacheStatus::Bypass);
+                let f = Fetch {
+                    invalidate,
+                    ..Fetch::plain(CacheStatus::Bypass)
+                };
+                let key = key();
+                return fetch_apart(c, &req, group, &key, f).await;
+            }
+            Decision::Purge => {
+                let key = key();
+                return purge(c, &req, cfg, &key).await;
+            }
+            Decision::NotCached => {
+                c.cin.advance(req.head_len);
+                return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
+            }
+        }
+    }
+}
+
+/// Answer a request the store answers (`X-Cache: HIT`): a hit, a 304 or a 412 from a stored
+/// response, or an entry streamed as it fills.
+async fn from_store(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    store: &RefCell<Store>,
+    answer: FromStore,
+) -> Next {
+    match answer {
+        FromStore::Hit(hit) => send_hit(c, req, hit).await,
+        FromStore::NotModified(hit) => send_not_modified(c, req, &hit, CacheStatus::Hit).await,
+        FromStore::PreconditionFailed => send_precondition_failed(c, req, CacheStatus::Hit).await,
+        FromStore::Stream {
+            entry,
+            head,
+            age,
+            len,
+        } => {
+            let out = Stored::new(&head, age, CacheStatus::Hit, len);
+            stream_entry(c, req, store, entry, out).await
+        }
+    }
+}
+
+/// The cache key of the request whose head is in `cin`, from a client on a connection
+/// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form
+/// as the request layer read it (`RequestInfo::target`; `/` when empty), as the origin gets
+/// them.
+fn key_of<'a>(cin: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
+    let host = req.authority.map_or(&[][..], |a| a.get(cin));
+    let target = match req.target.get(cin) {
+        b"" => b"/",
+        t => t,
+    };
+    Key::new(https, host, target)
+}
+
+/// Wait until entry `h` changes (or `limit` passes: `false`).
+async fn wait_change(store: &RefCell<Store>, h: Handle, limit: Duration) -> bool {
+    let mut subscribed = false;
+    let changed = poll_fn(|cx| {
+        if subscribed {
+            return Poll::Ready(());
+        }
+        subscribed = true;
+        if store.borrow_mut().subscribe(h, cx.waker()) {
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    });
+    monoio::time::timeout(limit, changed).await.is_ok()
+}
+
+fn next_after(keep: bool) -> Next {
+    if keep {
+        Next::KeepAlive
+    } else {
+        Next::Finished
+    }
+}
+
+fn client_gone(rec: &mut crate::record::Record) -> Next {
+    rec.failed(ProxyError::ClientGone);
+    Next::Close
+}
+
+/// The proxy's own error answer on a cached route, with its `X-Cache` field: MISS for a
+/// lookup that found nothing to serve (a failed fill, as nginx's `$upstream_cache_status`
+/// says), BYPASS for a request that did not use the cache.
+async fn fail_with(c: &mut ClientConn, e: ProxyError, status: CacheStatus) -> Next {
+    respond_error_with(c, e, &[(b"X-Cache", status.as_str().as_bytes())]).await;
+    Next::Close
+}
+
+/// The store's eviction and drop counts, mirrored into the worker's counters.
+/// (Summed over the stores of generation `g`, one per cached route; called on the miss path
+/// only, with no store borrowed.)
+fn sync_stats(w: &ProxyWorker, g: &Generation) {
+    let (mut evicted, mut dropped) = (0, 0);
+    for s in g.caches.iter().flatten() {
+        let st = s.borrow().stats();
+        evicted += st.evicted + st.variants_evicted;
+        dropped += st.dropped_too_large + st.dropped_no_room;
+    }
+    w.stats.cache_evicted.set(evicted);
+    w.stats.cache_dropped.set(dropped);
+}

@@ -1,0 +1,31 @@
+//! `PURGE`: a key removed here and on every other worker.
+
+use super::*;
+
+/// `PURGE`: from `purge_from`, remove the key here and on every other worker.
+/// A body sent with it is skipped when it arrived whole (so the connection stays usable);
+/// one still on its way is never read: the answer closes the connection, as `return` does.
+pub(super) async fn purge(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    cfg: &CacheEntry,
+    key: &OwnedKey,
+) -> Next {
+    let w = c.w.clone();
+    let skip = crate::answer::body_skippable(req.body, c.cin.len() - req.head_len);
+    c.cin.advance(req.head_len + skip.unwrap_or(0));
+    if !cfg.may_purge(c.ip.ip()) {
+        return fail_with(c, ProxyError::Forbidden, CacheStatus::Bypass).await;
+    }
+    let removed = crate::worker::invalidate_everywhere(&w, key);
+    let status = if removed > 0 { 200 } else { 404 };
+    let keep = req.keep_alive && skip.is_some() && (!w.draining() || req.pipelined);
+    // A purge answers from no stored response: BYPASS.
+    let next = send_simple(c, status, keep, CacheStatus::Bypass).await;
+    if skip.is_none() && matches!(next, Next::Finished) {
+        // The body still coming is not read: let the client see the answer first.
+        linger_close(c).await;
+        return Next::Close;
+    }
+    next
+}
