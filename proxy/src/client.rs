@@ -13,7 +13,6 @@
 //! - Nothing is logged per request: errors are counted.
 
 use crate::answer::AnswerCtx;
-use crate::config::Action;
 use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
@@ -175,13 +174,12 @@ async fn requests(c: &mut ClientConn) -> End {
         }
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
-            Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
+            Dispatch::Cached { cache, group } => exchange::cached::run(c, info, cache, group).await,
             Dispatch::Answered { skip, close } => send_answer(c, &info, skip, close).await,
-            Dispatch::Static { route, query } => match &c.g.clone().cfg.routes[route].action {
-                Action::Static(site) => crate::static_serve::serve(c, site, &info, &query).await,
-                // Dispatch::Static is made for static routes only.
-                _ => Next::Close,
-            },
+            Dispatch::Static { site, query } => {
+                let g = c.g.clone();
+                crate::static_serve::serve(c, g.site(site), &info, &query).await
+            }
         };
         finish(c);
         match next {

@@ -17,7 +17,7 @@
 use crate::answer::AnswerCtx;
 use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
-use crate::generation::Generation;
+use crate::generation::{CacheId, Generation, SiteId};
 use crate::io::offset_in;
 use crate::static_files::StaticQuery;
 use bytes::BytesMut;
@@ -74,14 +74,15 @@ pub struct RequestInfo {
 pub enum Dispatch {
     /// Forward to this upstream group (the upstream head is in the connection's `uout`).
     Proxy { group: usize },
-    /// Forward through the response cache of the route at this index of `Config::routes`.
-    Cached { route: usize, group: usize },
+    /// Forward through the response cache of a cached route (its settings and store:
+    /// `Generation::cached`).
+    Cached { cache: CacheId, group: usize },
     /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
     /// it has not arrived whole and the connection closes); `close`: the answer said so.
     Answered { skip: Option<usize>, close: bool },
-    /// Serve a file for the route at this index of `Config::routes`; `query` holds what
-    /// the file server needs of the head (positions in the client buffer).
-    Static { route: usize, query: StaticQuery },
+    /// Serve a file from a static site (`Generation::site`); `query` holds what the file
+    /// server needs of the head (positions in the client buffer).
+    Static { site: SiteId, query: StaticQuery },
 }
 
 /// Where a part of the request head lies in the client buffer.
@@ -344,7 +345,7 @@ pub fn prepare_request(
                     Some(_) => {
                         fields.record(&head, buf);
                         Dispatch::Cached {
-                            route,
+                            cache: g.cache_id(route),
                             group: *group,
                         }
                     }
@@ -360,7 +361,8 @@ pub fn prepare_request(
             }
             Action::Static(_) => {
                 let query = StaticQuery::from_head(&head, buf);
-                info.dispatch = Dispatch::Static { route, query };
+                let site = g.site_id(route);
+                info.dispatch = Dispatch::Static { site, query };
             }
         }
         Ok(Some(info))

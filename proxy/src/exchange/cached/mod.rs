@@ -42,12 +42,11 @@ use crate::cache::{
     RequestClass, Store,
 };
 use crate::config::cache::CacheEntry;
-use crate::config::Action;
 use crate::conn::Next;
 use crate::conn::{cork_last_answer, linger_close, respond_error_with, ClientConn};
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming};
-use crate::generation::Generation;
+use crate::generation::{CacheId, CachedRoute, Generation};
 use crate::io::IoFail;
 use crate::preconditions::Outcome;
 use crate::relay::FillSink;
@@ -88,18 +87,11 @@ pub fn now_millis() -> Millis {
     shared::clock::coarse_unix().as_millis() as Millis
 }
 
-/// A request on cached route `route`.
-pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
+/// A request on the cached route `cache` (of the connection's generation).
+pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: usize) -> Next {
     let g = c.g.clone();
-    let (
-        Action::Proxy {
-            cache: Some(cfg), ..
-        },
-        Some(store),
-    ) = (&g.cfg.routes[route].action, g.caches[route].as_deref())
-    else {
-        return super::run(c, req, group).await;
-    };
+    let CachedRoute { cfg, store } = g.cached(cache);
+    let store: &RefCell<Store> = store;
     // Refused here on a cached route, so the answer carries X-Cache.
     if body_too_large(req.body, g.cfg.limits.max_body) {
         c.rec.cache = Some(CacheStatus::Bypass);
