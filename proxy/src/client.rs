@@ -106,6 +106,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         corked: false,
         nonblocking: false,
         fields: HeadFields::default(),
+        response_fields: Default::default(),
     };
     let end = requests(&mut c).await;
     let ClientConn {

@@ -54,6 +54,8 @@ pub struct ClientConn {
     pub nonblocking: bool,
     /// A cached route's request head, as its one parse found it (`request::HeadFields`).
     pub fields: HeadFields,
+    /// A cache fetch's response head, as its one parse found it (`forward::ResponseFields`).
+    pub response_fields: crate::forward::ResponseFields,
 }
 
 /// Hold what is written next on the client socket back until it is closed (TCP_CORK): the

@@ -328,6 +328,7 @@ async fn attempt<'g>(
         let to = HeadRead {
             req: plan.req,
             out: &mut c.cout,
+            fields: &mut c.response_fields,
             limits: &cfg.limits.codec,
             read_timeout: Some(cfg.timeouts.read),
         };

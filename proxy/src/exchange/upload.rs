@@ -110,6 +110,7 @@ async fn stream_body(
         let to = HeadRead {
             req,
             out: &mut c.cout,
+            fields: &mut c.response_fields,
             limits: &g.cfg.limits.codec,
             read_timeout: None,
         };

@@ -94,7 +94,7 @@ pub struct Span {
 
 impl Span {
     /// `part` must be a sub-slice of `whole` (head parts are: heads are at most `max_head`).
-    fn of(whole: &[u8], part: &[u8]) -> Span {
+    pub(crate) fn of(whole: &[u8], part: &[u8]) -> Span {
         Span {
             start: offset_in(whole, part) as u32,
             len: part.len() as u32,
@@ -109,49 +109,64 @@ impl Span {
     }
 }
 
-/// Where a cached route's request head lies in the buffer it was parsed from, recorded by the
-/// one parse ([`prepare_request`]): its method and every field. The cache reads fields by
-/// name (Cache-Control, the preconditions, and whatever a stored response's `Vary` names,
-/// at lookup and again when the response is stored) without parsing the head again. The
-/// vector is the connection's, reused: it stops allocating once it held the longest head.
+/// Where a head's fields lie in the buffer it was parsed from, recorded by its one parse: read
+/// again by name without parsing the head again. The vector is the connection's, reused: it
+/// stops allocating once it held the longest head.
 #[derive(Debug, Default)]
-pub struct HeadFields {
-    method: Span,
-    fields: Vec<(Span, Span)>,
-}
+pub struct FieldSpans(Vec<(Span, Span)>);
 
-impl HeadFields {
-    fn record(&mut self, head: &RequestHead<'_, '_>, buf: &[u8]) {
-        self.method = Span::of(buf, head.method.as_bytes());
-        self.fields.clear();
-        self.fields.extend(
-            head.headers
+impl FieldSpans {
+    pub(crate) fn record(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
+        self.0.clear();
+        self.0.extend(
+            headers
                 .iter()
                 .map(|h| (Span::of(buf, h.name.as_bytes()), Span::of(buf, h.value))),
         );
     }
 
-    /// Run `f` with the method and the fields, as slices of `buf` (the buffer the head was
-    /// parsed from, or a copy of its head): storage for the field list on the stack up to
-    /// the common limits, as the parse had.
-    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
-        let text = |s: Span| std::str::from_utf8(s.get(buf)).unwrap_or_default();
-        let method = text(self.method);
-        let n = self.fields.len();
+    /// Run `f` with the fields, as slices of `buf` (the buffer the head was parsed from, or
+    /// a copy of its head): storage for the field list on the stack up to the common limits,
+    /// as the parse had.
+    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> T) -> T {
+        let n = self.0.len();
         let field = |&(name, value): &(Span, Span)| httparse::Header {
-            name: text(name),
+            name: std::str::from_utf8(name.get(buf)).unwrap_or_default(),
             value: value.get(buf),
         };
         if n <= INLINE_HEADERS {
             let mut storage = [httparse::EMPTY_HEADER; INLINE_HEADERS];
-            for (slot, s) in storage.iter_mut().zip(&self.fields) {
+            for (slot, s) in storage.iter_mut().zip(&self.0) {
                 *slot = field(s);
             }
-            f(method, &storage[..n])
+            f(&storage[..n])
         } else {
-            let storage: Vec<httparse::Header<'_>> = self.fields.iter().map(field).collect();
-            f(method, &storage)
+            let storage: Vec<httparse::Header<'_>> = self.0.iter().map(field).collect();
+            f(&storage)
         }
+    }
+}
+
+/// Where a cached route's request head lies in the buffer it was parsed from, recorded by the
+/// one parse ([`prepare_request`]): its method and every field. The cache reads fields by
+/// name (Cache-Control, the preconditions, and whatever a stored response's `Vary` names,
+/// at lookup and again when the response is stored) without parsing the head again.
+#[derive(Debug, Default)]
+pub struct HeadFields {
+    method: Span,
+    fields: FieldSpans,
+}
+
+impl HeadFields {
+    fn record(&mut self, head: &RequestHead<'_, '_>, buf: &[u8]) {
+        self.method = Span::of(buf, head.method.as_bytes());
+        self.fields.record(head.headers, buf);
+    }
+
+    /// Run `f` with the method and the fields, as slices of `buf` (see [`FieldSpans::with`]).
+    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
+        let method = std::str::from_utf8(self.method.get(buf)).unwrap_or_default();
+        self.fields.with(buf, |fields| f(method, fields))
     }
 }
 

@@ -58,7 +58,7 @@ use shared::http::encode::{
     write_header, write_header_u64, write_simple_response_with, write_status_line,
 };
 use shared::http::framing::is_hop_by_hop;
-use shared::http::{parse_final_response, BodyKind, RequestMethod, Status, Version};
+use shared::http::{BodyKind, RequestMethod, Version};
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::task::Poll;
