@@ -90,7 +90,7 @@ async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
 
 async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guard: ConnGuard) {
     let _guard = guard;
-    let bufs = w.take_conn_bufs();
+    let bufs = w.buffers.take_conn_bufs();
     let mut ip = IpText::new(peer.ip());
     ip.set_https(stream.is_tls());
     let mut c = ClientConn {
@@ -118,7 +118,7 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         corked,
         ..
     } = c;
-    w.give_conn_bufs(ConnBufs { cin, uout, cout });
+    w.buffers.give_conn_bufs(ConnBufs { cin, uout, cout });
     // A tunnel may outlive many reloads: it keeps two timeouts, not its generation (whose
     // pools, stores and open files would stay with it).
     let limits = crate::tunnel::Limits::of(&g.cfg.timeouts);
@@ -146,7 +146,7 @@ enum End {
 /// Serve requests until the connection is done.
 async fn requests(c: &mut ClientConn) -> End {
     let w = c.w.clone();
-    let mut stop = w.shutdown.wait();
+    let mut stop = w.life.shutdown.wait();
     let mut first = true;
     let mut first_answer = true;
     loop {
@@ -154,7 +154,7 @@ async fn requests(c: &mut ClientConn) -> End {
             Ok(Some(info)) => info,
             Ok(None) => return End::Close,
             Err(e) => {
-                if w.access_log.is_some() {
+                if w.obs.access_log.is_some() {
                     c.logreq.capture(&c.ip, &c.cin);
                 }
                 respond_error(c, e).await;
@@ -170,7 +170,7 @@ async fn requests(c: &mut ClientConn) -> End {
             shared::http::BodyKind::Length(n) => n,
             _ => 0,
         });
-        if w.access_log.is_some() {
+        if w.obs.access_log.is_some() {
             c.logreq.capture(&c.ip, &c.cin[..info.head_len]);
         }
         let next = match info.dispatch {
@@ -203,7 +203,7 @@ async fn requests(c: &mut ClientConn) -> End {
 fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
     AnswerCtx {
         rng: &w.rng,
-        draining: w.draining(),
+        draining: w.life.draining(),
     }
 }
 
@@ -228,12 +228,12 @@ async fn read_head(
         if !c.cin.is_empty() {
             if parsed == 0 {
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
-                c.rec = if c.w.timing {
+                c.rec = if c.w.obs.timing {
                     crate::record::Record::new(shared::clock::loop_now())
                 } else {
                     crate::record::Record::default()
                 };
-                c.rec.measure_head = c.w.access_log.is_some();
+                c.rec.measure_head = c.w.obs.access_log.is_some();
             }
             if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();
@@ -302,7 +302,7 @@ async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waite
     if c.stream.tcp().multishot_queued() {
         return Waited::Arrived;
     }
-    c.w.give_conn_bufs(ConnBufs {
+    c.w.buffers.give_conn_bufs(ConnBufs {
         cin: std::mem::take(&mut c.cin),
         uout: std::mem::take(&mut c.uout),
         cout: std::mem::take(&mut c.cout),
@@ -317,7 +317,7 @@ async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waite
         _ = &mut *stop => Waited::Stopped,
     };
     if matches!(waited, Waited::Arrived | Waited::Unable) {
-        let bufs = c.w.take_conn_bufs();
+        let bufs = c.w.buffers.take_conn_bufs();
         (c.cin, c.uout, c.cout) = (bufs.cin, bufs.uout, bufs.cout);
     }
     waited

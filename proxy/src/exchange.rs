@@ -108,11 +108,13 @@ async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstr
             reused: false,
         }),
         Ok(Err(e)) => {
-            w.log_error(format_args!("upstream {}: connect: {e}", server.name));
+            w.obs
+                .log_error(format_args!("upstream {}: connect: {e}", server.name));
             Err(connect_error(&e))
         }
         Err(_) => {
-            w.log_error(format_args!("upstream {}: connect timed out", server.name));
+            w.obs
+                .log_error(format_args!("upstream {}: connect timed out", server.name));
             Err(ProxyError::ConnectTimeout)
         }
     }
@@ -266,7 +268,7 @@ async fn attempts<'g>(
         }
     };
     if let Some(b) = spare {
-        w.give_buf(b);
+        w.buffers.give_buf(b);
     }
     end
 }
@@ -282,7 +284,7 @@ async fn attempt<'g>(
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
-    let started = w.timing.then(shared::clock::loop_now);
+    let started = w.obs.timing.then(shared::clock::loop_now);
     let pooled = plan.g.pools[g][s]
         .borrow_mut()
         .take(std::time::Instant::now());
@@ -322,7 +324,7 @@ async fn attempt<'g>(
     }
     w.count_server(plan.g, (g, s), |m| m.requests += 1);
     up.requests += 1;
-    let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
+    let mut ub = spare.take().unwrap_or_else(|| w.buffers.take_buf());
     ub.clear();
     let (up, head, early) = if plan.inline.is_some() {
         let to = HeadRead {
@@ -434,7 +436,7 @@ async fn relay_response(
     };
     let relayed = relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await;
     // Only the access log shows it: no clock read per request without one.
-    if w.access_log.is_some() {
+    if w.obs.access_log.is_some() {
         let now = shared::clock::loop_now();
         c.rec.upstream_time = c
             .rec
@@ -443,7 +445,7 @@ async fn relay_response(
     }
     match relayed {
         Ok(done) => {
-            w.give_buf(done.buf);
+            w.buffers.give_buf(done.buf);
             let filled = done.filled;
             if resp.upstream_keep_alive && done.clean {
                 c.g.pools[group][server]
@@ -479,7 +481,7 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next 
     let t = c.g.cfg.timeouts.clone();
     let Head { resp, ub } = head;
     c.cout.extend_from_slice(&ub[resp.head_len..]);
-    c.w.give_buf(ub);
+    c.w.buffers.give_buf(ub);
     let buf = std::mem::take(&mut c.cout);
     match write_all(&mut c.stream, buf, t.send).await {
         Ok(b) => c.rec.wrote(&b),

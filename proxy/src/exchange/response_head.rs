@@ -75,7 +75,7 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         if !worth_parsing(&ub, parsed, to.limits) {
             continue;
         }
-        match prepare_response(w.draining(), to.limits, &ub, to.req, to.out, to.fields) {
+        match prepare_response(w.life.draining(), to.limits, &ub, to.req, to.out, to.fields) {
             Ok(Some(resp)) => return Ok(Head { resp, ub }),
             Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),

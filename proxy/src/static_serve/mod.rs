@@ -48,7 +48,7 @@ pub async fn serve(
     };
     let conn = Conn {
         version: req.version,
-        keep_alive: req.keep_alive && body_len.is_some() && (!w.draining() || req.pipelined),
+        keep_alive: req.keep_alive && body_len.is_some() && (!w.life.draining() || req.pipelined),
     };
     c.cout.clear();
     let plan = prepare(c, site, q, conn, std::time::Instant::now());

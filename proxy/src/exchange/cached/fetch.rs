@@ -223,7 +223,7 @@ pub(super) async fn revalidated(
             .borrow_mut()
             .put(up, std::time::Instant::now());
     }
-    w.give_buf(ub);
+    w.buffers.give_buf(ub);
     let Some((hit, pre)) = answer else {
         let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
         return fail_with(c, e, CacheStatus::Miss).await;

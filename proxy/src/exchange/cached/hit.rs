@@ -34,7 +34,7 @@ impl<'a> Stored<'a> {
     /// Connection as the client needs it, the empty line. Returns whether the connection
     /// stays.
     pub(super) fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
-        let keep = req.keep_alive && (!w.draining() || req.pipelined);
+        let keep = req.keep_alive && (!w.life.draining() || req.pipelined);
         out.clear();
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
@@ -62,7 +62,7 @@ pub(super) async fn send_precondition_failed(
     req: &RequestInfo,
     status: CacheStatus,
 ) -> Next {
-    let keep = req.keep_alive && (!c.w.draining() || req.pipelined);
+    let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
     send_simple(c, 412, keep, status).await
 }
 
@@ -267,7 +267,7 @@ pub(super) async fn write_head_and_body(
     use monoio::io::AsyncWriteRent;
     let total = head.len() + body.len();
     let mut v = HeadAndBody {
-        iov: w.take_iovecs(),
+        iov: w.buffers.take_iovecs(),
         head,
         body,
     };
@@ -285,7 +285,7 @@ pub(super) async fn write_head_and_body(
             _ => return None,
         }
     }
-    w.give_iovecs(v.iov);
+    w.buffers.give_iovecs(v.iov);
     c.rec.wrote(&v.head);
     c.rec.wrote_body(v.body.len() as u64);
     Some(v.head)

@@ -19,7 +19,7 @@ pub(super) async fn purge(
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
-    let keep = req.keep_alive && skip.is_some() && (!w.draining() || req.pipelined);
+    let keep = req.keep_alive && skip.is_some() && (!w.life.draining() || req.pipelined);
     // A purge answers from no stored response: BYPASS.
     let next = send_simple(c, status, keep, CacheStatus::Bypass).await;
     if skip.is_none() && matches!(next, Next::Finished) {
