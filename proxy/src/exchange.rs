@@ -136,7 +136,7 @@ struct Plan<'r> {
     req: &'r RequestInfo,
     /// The upstream group.
     group: usize,
-    /// Bytes of `uout` taken by the upstream head before the per-attempt Host field and the
+    /// Bytes of `to_upstream` taken by the upstream head before the per-attempt Host field and the
     /// final CRLF.
     head_len: usize,
     /// The body came with the head and is sent with it (and again on a retry): its length.
@@ -169,14 +169,14 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
             return Next::Close;
         }
     };
-    end_client_head(&mut c.cout, &a.head.resp);
+    end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
     }
     relay_response(c, a, group, None).await.0
 }
 
-/// The upstream's answer to `req` (whose head is at the front of `cin`): attempts until a
+/// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
 /// server answers. `Err`: none did; the error to answer with, or `None` to close.
 async fn answer<'g>(
     c: &mut ClientConn,
@@ -185,10 +185,10 @@ async fn answer<'g>(
     req: &'g RequestInfo,
     group: usize,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
-    c.cin.advance(req.head_len);
+    c.from_client.advance(req.head_len);
     let inline = match req.body {
         BodyKind::Empty => Some(0),
-        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.cin.len() => {
+        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.from_client.len() => {
             Some(n as usize)
         }
         _ => None,
@@ -197,7 +197,7 @@ async fn answer<'g>(
         g,
         req,
         group,
-        head_len: c.uout.len(),
+        head_len: c.to_upstream.len(),
         inline,
     };
     let mut a = match attempts(c, w, &plan).await {
@@ -206,7 +206,7 @@ async fn answer<'g>(
         Err(Unanswered::Close) => return Err(None),
     };
     if let Some(n) = inline {
-        c.cin.advance(n);
+        c.from_client.advance(n);
     }
     if a.early {
         a.head.resp = a.head.resp.answered_early().map_err(Some)?;
@@ -329,7 +329,7 @@ async fn attempt<'g>(
     let (up, head, early) = if plan.inline.is_some() {
         let to = HeadRead {
             req: plan.req,
-            out: &mut c.cout,
+            out: &mut c.to_client,
             fields: &mut c.response_fields,
             limits: &cfg.limits.codec,
             read_timeout: Some(cfg.timeouts.read),
@@ -380,23 +380,23 @@ async fn send_head(
     server: &Server,
     up: &mut Upstream,
 ) -> Result<(), Attempt<'static>> {
-    c.uout.truncate(plan.head_len);
+    c.to_upstream.truncate(plan.head_len);
     if !plan.req.host_written {
-        write_header(&mut c.uout, b"Host", server.name.as_bytes());
+        write_header(&mut c.to_upstream, b"Host", server.name.as_bytes());
     }
-    end_head(&mut c.uout);
+    end_head(&mut c.to_upstream);
     if let Some(n) = plan.inline {
-        c.uout.extend_from_slice(&c.cin[..n]);
+        c.to_upstream.extend_from_slice(&c.from_client[..n]);
     }
-    let buf = std::mem::take(&mut c.uout);
+    let buf = std::mem::take(&mut c.to_upstream);
     match write_all(&mut up.stream, buf, plan.g.cfg.timeouts.upstream_send).await {
         Ok(b) => {
-            c.uout = b;
+            c.to_upstream = b;
             Ok(())
         }
         // Nothing was delivered: safe to send again, whatever the method.
         Err(WriteFail { buf: Some(b), .. }) => {
-            c.uout = b;
+            c.to_upstream = b;
             Err(Attempt::Retry {
                 error: ProxyError::UpstreamIo,
                 blame: Blame::unless_stale(up.reused),
@@ -428,7 +428,7 @@ async fn relay_response(
     let relay = relay::ResponseRelay {
         client: &mut c.stream,
         up: &mut up.stream,
-        head: &mut c.cout,
+        head: &mut c.to_client,
         kind: resp.body,
         framing: resp.framing,
         fill,
@@ -480,15 +480,15 @@ async fn relay_response(
 async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
     let t = c.g.cfg.timeouts.clone();
     let Head { resp, ub } = head;
-    c.cout.extend_from_slice(&ub[resp.head_len..]);
+    c.to_client.extend_from_slice(&ub[resp.head_len..]);
     c.w.buffers.give_buf(ub);
-    let buf = std::mem::take(&mut c.cout);
+    let buf = std::mem::take(&mut c.to_client);
     match write_all(&mut c.stream, buf, t.send).await {
         Ok(b) => c.rec.wrote(&b),
         Err(_) => return Next::Close,
     }
-    if !c.cin.is_empty() {
-        let buf = std::mem::take(&mut c.cin);
+    if !c.from_client.is_empty() {
+        let buf = std::mem::take(&mut c.from_client);
         let len = buf.len();
         if write_range(&mut up.stream, buf, 0, len, t.upstream_send)
             .await

@@ -72,12 +72,12 @@ pub struct RequestInfo {
 /// What a routed request leads to: one match per request in the client loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
-    /// Forward to this upstream group (the upstream head is in the connection's `uout`).
+    /// Forward to this upstream group (the upstream head is in the connection's `to_upstream`).
     Proxy { group: usize },
     /// Forward through the response cache of a cached route (its settings and store:
     /// `Generation::cached`).
     Cached { cache: CacheId, group: usize },
-    /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
+    /// A `return`: the whole answer is in `to_upstream`. `skip`: the request body to drop (`None`:
     /// it has not arrived whole and the connection closes); `close`: the answer said so.
     Answered { skip: Option<usize>, close: bool },
     /// Serve a file from a static site (`Generation::site`); `query` holds what the file

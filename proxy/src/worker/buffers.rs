@@ -20,9 +20,9 @@ const CONN_POOL_MAX: usize = 4096;
 /// A client connection's own buffers: what it read, and the two heads it builds.
 #[derive(Default)]
 pub struct ConnBufs {
-    pub cin: BytesMut,
-    pub uout: BytesMut,
-    pub cout: BytesMut,
+    pub from_client: BytesMut,
+    pub to_upstream: BytesMut,
+    pub to_client: BytesMut,
 }
 
 /// The worker's pools of reusable buffers.
@@ -59,16 +59,19 @@ impl BufferPools {
     /// Buffers for a new client connection.
     pub fn take_conn_bufs(&self) -> ConnBufs {
         self.conn.borrow_mut().pop().unwrap_or_else(|| ConnBufs {
-            cin: BytesMut::with_capacity(CLIENT_BUF),
-            uout: BytesMut::with_capacity(HEAD_BUF),
-            cout: BytesMut::with_capacity(HEAD_BUF),
+            from_client: BytesMut::with_capacity(CLIENT_BUF),
+            to_upstream: BytesMut::with_capacity(HEAD_BUF),
+            to_client: BytesMut::with_capacity(HEAD_BUF),
         })
     }
 
     /// Give a finished connection's buffers back, unless one grew large (an upload or a
     /// re-chunked body): those are freed so idle memory stays small.
     pub fn give_conn_bufs(&self, mut b: ConnBufs) {
-        if b.cin.capacity() == 0 && b.uout.capacity() == 0 && b.cout.capacity() == 0 {
+        if b.from_client.capacity() == 0
+            && b.to_upstream.capacity() == 0
+            && b.to_client.capacity() == 0
+        {
             // A connection that ended waiting between requests: its set is in the pool.
             return;
         }
@@ -77,9 +80,9 @@ impl BufferPools {
             x.reserve(size);
             x.capacity() <= 2 * size && x.capacity() >= size
         };
-        if small(&mut b.cin, CLIENT_BUF)
-            && small(&mut b.uout, HEAD_BUF)
-            && small(&mut b.cout, HEAD_BUF)
+        if small(&mut b.from_client, CLIENT_BUF)
+            && small(&mut b.to_upstream, HEAD_BUF)
+            && small(&mut b.to_client, HEAD_BUF)
         {
             let mut pool = self.conn.borrow_mut();
             if pool.len() < CONN_POOL_MAX {

@@ -64,7 +64,7 @@ pub(super) async fn fetch(
     let head_only = req.method == RequestMethod::Head;
     // A HEAD miss fills the entry with a GET.
     let fetch_req = if head_only && f.fill.is_some() {
-        to_get(&mut c.uout);
+        to_get(&mut c.to_upstream);
         RequestInfo {
             method: RequestMethod::Other,
             ..*req
@@ -73,11 +73,11 @@ pub(super) async fn fetch(
         *req
     };
     if let Some((_, stored)) = &f.validates {
-        validate::make_conditional(&mut c.uout, validate::validators(&stored.head));
+        validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
     // The request headers storing decides on (Authorization, Vary), kept past the exchange.
     let stores = f.fill.is_some() || f.validates.is_some();
-    let req_head = stores.then(|| c.cin[..req.head_len].to_vec());
+    let req_head = stores.then(|| c.from_client[..req.head_len].to_vec());
     // Storing and refreshing read the response's fields where its one parse found them.
     c.response_fields.want(stores);
     let answered = answer(c, &w, &g, &fetch_req, group).await;
@@ -126,11 +126,11 @@ pub(super) async fn fetch(
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         crate::worker::invalidate_everywhere(&w, key);
     }
-    write_header(&mut c.cout, b"X-Cache", f.status.as_str().as_bytes());
-    if !has_age(&c.cout) {
-        write_header(&mut c.cout, b"Age", b"0");
+    write_header(&mut c.to_client, b"X-Cache", f.status.as_str().as_bytes());
+    if !has_age(&c.to_client) {
+        write_header(&mut c.to_client, b"Age", b"0");
     }
-    end_client_head(&mut c.cout, &a.head.resp);
+    end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
     }
@@ -369,12 +369,12 @@ pub(super) fn has_age(head: &[u8]) -> bool {
     head.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nage:"))
 }
 
-/// Turn the upstream request line `HEAD ...` in `uout` into `GET ...`.
-pub(super) fn to_get(uout: &mut BytesMut) {
-    if uout.starts_with(b"HEAD ") {
-        let rest = uout.split_off(5);
-        uout.clear();
-        uout.extend_from_slice(b"GET ");
-        uout.unsplit(rest);
+/// Turn the upstream request line `HEAD ...` in `to_upstream` into `GET ...`.
+pub(super) fn to_get(to_upstream: &mut BytesMut) {
+    if to_upstream.starts_with(b"HEAD ") {
+        let rest = to_upstream.split_off(5);
+        to_upstream.clear();
+        to_upstream.extend_from_slice(b"GET ");
+        to_upstream.unsplit(rest);
     }
 }

@@ -103,15 +103,17 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: us
     loop {
         // The key is read from the client buffer for the decision (no copy on a hit), and
         // copied only for what outlives the head: a fetch, a purge.
-        let d = c.fields.with(&c.cin[..req.head_len], |method, fields| {
-            let key = key_of(&c.cin, &req, https);
-            decide((method, fields), &req, cfg, store, key, now)
-        });
-        let key = || OwnedKey::new(key_of(&c.cin, &req, https));
+        let d = c
+            .fields
+            .with(&c.from_client[..req.head_len], |method, fields| {
+                let key = key_of(&c.from_client, &req, https);
+                decide((method, fields), &req, cfg, store, key, now)
+            });
+        let key = || OwnedKey::new(key_of(&c.from_client, &req, https));
         match d {
             Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
-                c.cin.advance(req.head_len);
+                c.from_client.advance(req.head_len);
                 return from_store(c, &req, store, answer).await;
             }
             Decision::Wait { fill, stale } => {
@@ -162,7 +164,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: us
                 return purge(c, &req, cfg, &key).await;
             }
             Decision::NotCached => {
-                c.cin.advance(req.head_len);
+                c.from_client.advance(req.head_len);
                 return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
             }
         }
@@ -193,13 +195,13 @@ async fn from_store(
     }
 }
 
-/// The cache key of the request whose head is in `cin`, from a client on a connection
+/// The cache key of the request whose head is in `from_client`, from a client on a connection
 /// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form
 /// as the request layer read it (`RequestInfo::target`; `/` when empty), as the origin gets
 /// them.
-fn key_of<'a>(cin: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
-    let host = req.authority.map_or(&[][..], |a| a.get(cin));
-    let target = match req.target.get(cin) {
+fn key_of<'a>(from_client: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
+    let host = req.authority.map_or(&[][..], |a| a.get(from_client));
+    let target = match req.target.get(from_client) {
         b"" => b"/",
         t => t,
     };

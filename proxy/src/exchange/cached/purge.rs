@@ -12,8 +12,8 @@ pub(super) async fn purge(
     key: &OwnedKey,
 ) -> Next {
     let w = c.w.clone();
-    let skip = crate::answer::body_skippable(req.body, c.cin.len() - req.head_len);
-    c.cin.advance(req.head_len + skip.unwrap_or(0));
+    let skip = crate::answer::body_skippable(req.body, c.from_client.len() - req.head_len);
+    c.from_client.advance(req.head_len + skip.unwrap_or(0));
     if !cfg.may_purge(c.ip.ip()) {
         return fail_with(c, ProxyError::Forbidden, CacheStatus::Bypass).await;
     }
