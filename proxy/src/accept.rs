@@ -23,8 +23,8 @@ pub async fn run(
     listener: TcpListener,
     tls: Option<(usize, Arc<ServerConfig>)>,
 ) {
-    let shutdown = w.shutdown.clone();
-    let handover = w.handover.clone();
+    let shutdown = w.life.shutdown.clone();
+    let handover = w.life.handover.clone();
     let accepting = w.clone();
     match tls {
         None => shared::accept::run_until_handover(&listener, &shutdown, &handover, &w).await,
@@ -33,9 +33,8 @@ pub async fn run(
             shared::accept::run_until_handover(&listener, &shutdown, &handover, &owner).await
         }
     }
-    accepting
-        .accepting
-        .set(accepting.accepting.get().saturating_sub(1));
+    let count = &accepting.life.accepting;
+    count.set(count.get().saturating_sub(1));
 }
 
 /// An HTTPS listener's side of the accept loop: its index in the config's listeners (the
@@ -84,6 +83,6 @@ impl Acceptor for ProxyWorker {
 
     fn failed(&self, e: &std::io::Error) {
         self.stats.accept_errors.incr();
-        self.log_error(format_args!("accept: {e}"));
+        self.obs.log_error(format_args!("accept: {e}"));
     }
 }

@@ -5,15 +5,14 @@
 //!   timeout (408 if part of it came, a quiet close if nothing did); between requests the idle
 //!   timeout applies, and shutdown closes the connection there, never in the middle of a
 //!   request.
-//! - Pipelined requests are answered in order: bytes after one request stay in `cin` and are
-//!   parsed after its response.
+//! - Pipelined requests are answered in order: bytes after one request stay in `from_client`
+//!   and are parsed after its response.
 //! - Every error the proxy answers itself is a complete response with a length and
 //!   `Connection: close`, followed by a lingering close (the client gets to read it even when
 //!   it is still sending).
 //! - Nothing is logged per request: errors are counted.
 
 use crate::answer::AnswerCtx;
-use crate::config::Action;
 use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
@@ -91,7 +90,7 @@ async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
 
 async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guard: ConnGuard) {
     let _guard = guard;
-    let bufs = w.take_conn_bufs();
+    let bufs = w.buffers.take_conn_bufs();
     let mut ip = IpText::new(peer.ip());
     ip.set_https(stream.is_tls());
     let mut c = ClientConn {
@@ -99,26 +98,31 @@ async fn serve_stream(w: Rc<ProxyWorker>, stream: Stream, peer: SocketAddr, guar
         g: w.generation(),
         stream,
         ip,
-        cin: bufs.cin,
-        uout: bufs.uout,
-        cout: bufs.cout,
+        from_client: bufs.from_client,
+        to_upstream: bufs.to_upstream,
+        to_client: bufs.to_client,
         rec: crate::record::Record::default(),
         logreq: Default::default(),
         corked: false,
         nonblocking: false,
         fields: HeadFields::default(),
+        response_fields: Default::default(),
     };
     let end = requests(&mut c).await;
     let ClientConn {
         stream,
         g,
-        cin,
-        uout,
-        cout,
+        from_client,
+        to_upstream,
+        to_client,
         corked,
         ..
     } = c;
-    w.give_conn_bufs(ConnBufs { cin, uout, cout });
+    w.buffers.give_conn_bufs(ConnBufs {
+        from_client,
+        to_upstream,
+        to_client,
+    });
     // A tunnel may outlive many reloads: it keeps two timeouts, not its generation (whose
     // pools, stores and open files would stay with it).
     let limits = crate::tunnel::Limits::of(&g.cfg.timeouts);
@@ -146,7 +150,7 @@ enum End {
 /// Serve requests until the connection is done.
 async fn requests(c: &mut ClientConn) -> End {
     let w = c.w.clone();
-    let mut stop = w.shutdown.wait();
+    let mut stop = w.life.shutdown.wait();
     let mut first = true;
     let mut first_answer = true;
     loop {
@@ -154,8 +158,8 @@ async fn requests(c: &mut ClientConn) -> End {
             Ok(Some(info)) => info,
             Ok(None) => return End::Close,
             Err(e) => {
-                if w.access_log.is_some() {
-                    c.logreq.capture(&c.ip, &c.cin);
+                if w.obs.access_log.is_some() {
+                    c.logreq.capture(&c.ip, &c.from_client);
                 }
                 respond_error(c, e).await;
                 finish(c);
@@ -170,18 +174,17 @@ async fn requests(c: &mut ClientConn) -> End {
             shared::http::BodyKind::Length(n) => n,
             _ => 0,
         });
-        if w.access_log.is_some() {
-            c.logreq.capture(&c.ip, &c.cin[..info.head_len]);
+        if w.obs.access_log.is_some() {
+            c.logreq.capture(&c.ip, &c.from_client[..info.head_len]);
         }
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
-            Dispatch::Cached { route, group } => exchange::cached::run(c, info, route, group).await,
+            Dispatch::Cached { cache, group } => exchange::cached::run(c, info, cache, group).await,
             Dispatch::Answered { skip, close } => send_answer(c, &info, skip, close).await,
-            Dispatch::Static { route, query } => match &c.g.clone().cfg.routes[route].action {
-                Action::Static(site) => crate::static_serve::serve(c, site, &info, &query).await,
-                // Dispatch::Static is made for static routes only.
-                _ => Next::Close,
-            },
+            Dispatch::Static { site, query } => {
+                let g = c.g.clone();
+                crate::static_serve::serve(c, g.site(site), &info, &query).await
+            }
         };
         finish(c);
         match next {
@@ -204,7 +207,7 @@ async fn requests(c: &mut ClientConn) -> End {
 fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
     AnswerCtx {
         rng: &w.rng,
-        draining: w.draining(),
+        draining: w.life.draining(),
     }
 }
 
@@ -213,7 +216,7 @@ fn finish(c: &mut ClientConn) {
     c.w.finish(&c.g.cfg, &c.rec, &c.logreq);
 }
 
-/// Read until a whole request head is in `cin`. `Ok(None)`: the connection ends quietly
+/// Read until a whole request head is in `from_client`. `Ok(None)`: the connection ends quietly
 /// (closed by the client, idle timeout, or shutdown while idle).
 async fn read_head(
     c: &mut ClientConn,
@@ -223,38 +226,38 @@ async fn read_head(
     c.take_current_generation();
     let (header, idle_timeout) = (c.g.cfg.timeouts.header, c.g.cfg.timeouts.idle);
     let mut deadline = first.then(|| shared::clock::deadline(header));
-    // Bytes of `cin` already parsed as an incomplete head.
+    // Bytes of `from_client` already parsed as an incomplete head.
     let mut parsed = 0;
     loop {
-        if !c.cin.is_empty() {
+        if !c.from_client.is_empty() {
             if parsed == 0 {
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
-                c.rec = if c.w.timing {
+                c.rec = if c.w.obs.timing {
                     crate::record::Record::new(shared::clock::loop_now())
                 } else {
                     crate::record::Record::default()
                 };
-                c.rec.measure_head = c.w.access_log.is_some();
+                c.rec.measure_head = c.w.obs.access_log.is_some();
             }
-            if worth_parsing(&c.cin, parsed, &c.g.cfg.limits.codec) {
+            if worth_parsing(&c.from_client, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();
                 if let Some(info) = prepare_request(
                     answer_ctx(&c.w),
                     &c.g,
-                    &c.cin,
+                    &c.from_client,
                     &c.ip,
-                    &mut c.uout,
+                    &mut c.to_upstream,
                     &mut c.fields,
                 )? {
                     return Ok(Some(info));
                 }
             }
-            parsed = c.cin.len();
+            parsed = c.from_client.len();
             if deadline.is_none() {
                 deadline = Some(shared::clock::deadline(header));
             }
         }
-        let idle = c.cin.is_empty();
+        let idle = c.from_client.is_empty();
         let until = deadline.unwrap_or_else(|| shared::clock::deadline(idle_timeout));
         if idle && c.stream.waits_bufferless() {
             match idle_wait(c, stop, until).await {
@@ -263,7 +266,7 @@ async fn read_head(
                 Waited::TimedOut | Waited::Stopped => return Ok(None),
             }
         }
-        let buf = std::mem::take(&mut c.cin);
+        let buf = std::mem::take(&mut c.from_client);
         let read = read_more(&mut c.stream, buf, 4096, until);
         let r = if idle {
             monoio::select! {
@@ -275,7 +278,7 @@ async fn read_head(
         };
         match r {
             Ok((0, _)) => return Ok(None),
-            Ok((_, buf)) => c.cin = buf,
+            Ok((_, buf)) => c.from_client = buf,
             // Nothing of a request arrived: close quietly (as nginx does), no 408.
             Err(IoFail::Timeout) if idle => return Ok(None),
             Err(IoFail::Timeout) => return Err(ProxyError::HeaderTimeout),
@@ -303,10 +306,10 @@ async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waite
     if c.stream.tcp().multishot_queued() {
         return Waited::Arrived;
     }
-    c.w.give_conn_bufs(ConnBufs {
-        cin: std::mem::take(&mut c.cin),
-        uout: std::mem::take(&mut c.uout),
-        cout: std::mem::take(&mut c.cout),
+    c.w.buffers.give_conn_bufs(ConnBufs {
+        from_client: std::mem::take(&mut c.from_client),
+        to_upstream: std::mem::take(&mut c.to_upstream),
+        to_client: std::mem::take(&mut c.to_client),
     });
     let ready = monoio::time::timeout_at(until, c.stream.multishot_ready());
     let waited = monoio::select! {
@@ -318,8 +321,9 @@ async fn idle_wait(c: &mut ClientConn, stop: &mut Wait, until: Instant) -> Waite
         _ = &mut *stop => Waited::Stopped,
     };
     if matches!(waited, Waited::Arrived | Waited::Unable) {
-        let bufs = c.w.take_conn_bufs();
-        (c.cin, c.uout, c.cout) = (bufs.cin, bufs.uout, bufs.cout);
+        let bufs = c.w.buffers.take_conn_bufs();
+        (c.from_client, c.to_upstream, c.to_client) =
+            (bufs.from_client, bufs.to_upstream, bufs.to_client);
     }
     waited
 }

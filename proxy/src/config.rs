@@ -32,6 +32,7 @@ use shared::http::Limits;
 use shared::units::serde_units::{de_duration, de_positive_duration};
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Read, parse, resolve and check a config file, with no command-line overrides.
@@ -350,12 +351,12 @@ pub enum Action {
     /// cache when `cache` is set.
     Proxy {
         group: usize,
-        cache: Option<Box<cache::CacheEntry>>,
+        cache: Option<Arc<cache::CacheEntry>>,
     },
     /// Answer with a response the proxy writes itself (nginx's `return`).
     Return(crate::answer::ReturnAction),
     /// Serve files from a directory (nginx's `root`).
-    Static(crate::static_files::StaticSite),
+    Static(Arc<crate::static_files::StaticSite>),
 }
 
 impl Action {

@@ -38,11 +38,11 @@ pub struct ClientConn {
     pub stream: Stream,
     pub ip: IpText,
     /// Bytes read from the client and not yet consumed.
-    pub cin: BytesMut,
+    pub from_client: BytesMut,
     /// The upstream request head being built.
-    pub uout: BytesMut,
+    pub to_upstream: BytesMut,
     /// The client response head being built (and chunk framing).
-    pub cout: BytesMut,
+    pub to_client: BytesMut,
     /// The current request's outcome, finished once when it ends (`finish`).
     pub rec: crate::record::Record,
     /// What the access log shows of the current request (filled only when a log is on).
@@ -54,6 +54,8 @@ pub struct ClientConn {
     pub nonblocking: bool,
     /// A cached route's request head, as its one parse found it (`request::HeadFields`).
     pub fields: HeadFields,
+    /// A cache fetch's response head, as its one parse found it (`forward::ResponseFields`).
+    pub response_fields: crate::forward::ResponseFields,
 }
 
 /// Hold what is written next on the client socket back until it is closed (TCP_CORK): the
@@ -79,15 +81,15 @@ pub fn cork_last_answer(c: &mut ClientConn) {
 }
 
 impl ClientConn {
-    /// Write all of `cout` (an answer or a head built there) within the send timeout, noting
+    /// Write all of `to_client` (an answer or a head built there) within the send timeout, noting
     /// it in the request's record; `Err`: the client is gone or too slow.
     pub async fn send_cout(&mut self) -> Result<(), IoFail> {
-        let buf = std::mem::take(&mut self.cout);
+        let buf = std::mem::take(&mut self.to_client);
         let buf = write_all(&mut self.stream, buf, self.g.cfg.timeouts.send)
             .await
             .map_err(|e| e.fail)?;
         self.rec.wrote(&buf);
-        self.cout = buf;
+        self.to_client = buf;
         Ok(())
     }
 
@@ -109,8 +111,8 @@ pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
 pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[u8], &[u8])]) {
     c.rec.failed(e);
     let Some(status) = e.status() else { return };
-    c.cout.clear();
-    write_simple_response_with(&mut c.cout, Version::Http11, status, true, fields);
+    c.to_client.clear();
+    write_simple_response_with(&mut c.to_client, Version::Http11, status, true, fields);
     if c.send_cout().await.is_ok() {
         linger_close(c).await;
     }
@@ -119,7 +121,7 @@ pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[
 /// Half-close, then read and discard what the client still sends for a moment, so closing
 /// with unread data does not reset the connection before the client read our response.
 pub async fn linger_close(c: &mut ClientConn) {
-    let buf = std::mem::take(&mut c.cin);
+    let buf = std::mem::take(&mut c.from_client);
     linger(&mut c.stream, buf).await
 }
 
@@ -141,23 +143,24 @@ pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, mut buf: Bytes
     }
 }
 
-/// The `return` action's I/O: send the answer `request` rendered into `c.uout` for `req`; `skip` is the request body to drop
-/// from `cin` (`None`: it did not arrive whole, the connection closes after the answer).
+/// The `return` action's I/O: send the answer `request` rendered into `c.to_upstream` for
+/// `req`; `skip` is the request body to drop from `from_client` (`None`: it did not arrive
+/// whole, the connection closes after the answer).
 pub async fn send_answer(
     c: &mut ClientConn,
     req: &RequestInfo,
     skip: Option<usize>,
     close: bool,
 ) -> Next {
-    c.cin.advance(req.head_len + skip.unwrap_or(0));
-    let buf = std::mem::take(&mut c.uout);
+    c.from_client.advance(req.head_len + skip.unwrap_or(0));
+    let buf = std::mem::take(&mut c.to_upstream);
     if close && skip.is_some() {
         cork_last_answer(c);
     }
     match write_all(&mut c.stream, buf, c.g.cfg.timeouts.send).await {
         Ok(buf) => {
             c.rec.wrote(&buf);
-            c.uout = buf
+            c.to_upstream = buf
         }
         Err(_) => {
             c.rec.failed(ProxyError::ClientGone);

@@ -108,11 +108,13 @@ async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstr
             reused: false,
         }),
         Ok(Err(e)) => {
-            w.log_error(format_args!("upstream {}: connect: {e}", server.name));
+            w.obs
+                .log_error(format_args!("upstream {}: connect: {e}", server.name));
             Err(connect_error(&e))
         }
         Err(_) => {
-            w.log_error(format_args!("upstream {}: connect timed out", server.name));
+            w.obs
+                .log_error(format_args!("upstream {}: connect timed out", server.name));
             Err(ProxyError::ConnectTimeout)
         }
     }
@@ -134,7 +136,7 @@ struct Plan<'r> {
     req: &'r RequestInfo,
     /// The upstream group.
     group: usize,
-    /// Bytes of `uout` taken by the upstream head before the per-attempt Host field and the
+    /// Bytes of `to_upstream` taken by the upstream head before the per-attempt Host field and the
     /// final CRLF.
     head_len: usize,
     /// The body came with the head and is sent with it (and again on a retry): its length.
@@ -167,14 +169,14 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
             return Next::Close;
         }
     };
-    end_client_head(&mut c.cout, &a.head.resp);
+    end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
     }
     relay_response(c, a, group, None).await.0
 }
 
-/// The upstream's answer to `req` (whose head is at the front of `cin`): attempts until a
+/// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
 /// server answers. `Err`: none did; the error to answer with, or `None` to close.
 async fn answer<'g>(
     c: &mut ClientConn,
@@ -183,10 +185,10 @@ async fn answer<'g>(
     req: &'g RequestInfo,
     group: usize,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
-    c.cin.advance(req.head_len);
+    c.from_client.advance(req.head_len);
     let inline = match req.body {
         BodyKind::Empty => Some(0),
-        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.cin.len() => {
+        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.from_client.len() => {
             Some(n as usize)
         }
         _ => None,
@@ -195,7 +197,7 @@ async fn answer<'g>(
         g,
         req,
         group,
-        head_len: c.uout.len(),
+        head_len: c.to_upstream.len(),
         inline,
     };
     let mut a = match attempts(c, w, &plan).await {
@@ -204,7 +206,7 @@ async fn answer<'g>(
         Err(Unanswered::Close) => return Err(None),
     };
     if let Some(n) = inline {
-        c.cin.advance(n);
+        c.from_client.advance(n);
     }
     if a.early {
         a.head.resp = a.head.resp.answered_early().map_err(Some)?;
@@ -266,7 +268,7 @@ async fn attempts<'g>(
         }
     };
     if let Some(b) = spare {
-        w.give_buf(b);
+        w.buffers.give_buf(b);
     }
     end
 }
@@ -282,7 +284,7 @@ async fn attempt<'g>(
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
-    let started = w.timing.then(shared::clock::loop_now);
+    let started = w.obs.timing.then(shared::clock::loop_now);
     let pooled = plan.g.pools[g][s]
         .borrow_mut()
         .take(std::time::Instant::now());
@@ -322,12 +324,13 @@ async fn attempt<'g>(
     }
     w.count_server(plan.g, (g, s), |m| m.requests += 1);
     up.requests += 1;
-    let mut ub = spare.take().unwrap_or_else(|| w.take_buf());
+    let mut ub = spare.take().unwrap_or_else(|| w.buffers.take_buf());
     ub.clear();
     let (up, head, early) = if plan.inline.is_some() {
         let to = HeadRead {
             req: plan.req,
-            out: &mut c.cout,
+            out: &mut c.to_client,
+            fields: &mut c.response_fields,
             limits: &cfg.limits.codec,
             read_timeout: Some(cfg.timeouts.read),
         };
@@ -377,23 +380,23 @@ async fn send_head(
     server: &Server,
     up: &mut Upstream,
 ) -> Result<(), Attempt<'static>> {
-    c.uout.truncate(plan.head_len);
+    c.to_upstream.truncate(plan.head_len);
     if !plan.req.host_written {
-        write_header(&mut c.uout, b"Host", server.name.as_bytes());
+        write_header(&mut c.to_upstream, b"Host", server.name.as_bytes());
     }
-    end_head(&mut c.uout);
+    end_head(&mut c.to_upstream);
     if let Some(n) = plan.inline {
-        c.uout.extend_from_slice(&c.cin[..n]);
+        c.to_upstream.extend_from_slice(&c.from_client[..n]);
     }
-    let buf = std::mem::take(&mut c.uout);
+    let buf = std::mem::take(&mut c.to_upstream);
     match write_all(&mut up.stream, buf, plan.g.cfg.timeouts.upstream_send).await {
         Ok(b) => {
-            c.uout = b;
+            c.to_upstream = b;
             Ok(())
         }
         // Nothing was delivered: safe to send again, whatever the method.
         Err(WriteFail { buf: Some(b), .. }) => {
-            c.uout = b;
+            c.to_upstream = b;
             Err(Attempt::Retry {
                 error: ProxyError::UpstreamIo,
                 blame: Blame::unless_stale(up.reused),
@@ -425,7 +428,7 @@ async fn relay_response(
     let relay = relay::ResponseRelay {
         client: &mut c.stream,
         up: &mut up.stream,
-        head: &mut c.cout,
+        head: &mut c.to_client,
         kind: resp.body,
         framing: resp.framing,
         fill,
@@ -433,7 +436,7 @@ async fn relay_response(
     };
     let relayed = relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await;
     // Only the access log shows it: no clock read per request without one.
-    if w.access_log.is_some() {
+    if w.obs.access_log.is_some() {
         let now = shared::clock::loop_now();
         c.rec.upstream_time = c
             .rec
@@ -442,7 +445,7 @@ async fn relay_response(
     }
     match relayed {
         Ok(done) => {
-            w.give_buf(done.buf);
+            w.buffers.give_buf(done.buf);
             let filled = done.filled;
             if resp.upstream_keep_alive && done.clean {
                 c.g.pools[group][server]
@@ -477,15 +480,15 @@ async fn relay_response(
 async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
     let t = c.g.cfg.timeouts.clone();
     let Head { resp, ub } = head;
-    c.cout.extend_from_slice(&ub[resp.head_len..]);
-    c.w.give_buf(ub);
-    let buf = std::mem::take(&mut c.cout);
+    c.to_client.extend_from_slice(&ub[resp.head_len..]);
+    c.w.buffers.give_buf(ub);
+    let buf = std::mem::take(&mut c.to_client);
     match write_all(&mut c.stream, buf, t.send).await {
         Ok(b) => c.rec.wrote(&b),
         Err(_) => return Next::Close,
     }
-    if !c.cin.is_empty() {
-        let buf = std::mem::take(&mut c.cin);
+    if !c.from_client.is_empty() {
+        let buf = std::mem::take(&mut c.from_client);
         let len = buf.len();
         if write_range(&mut up.stream, buf, 0, len, t.upstream_send)
             .await

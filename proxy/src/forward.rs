@@ -14,7 +14,7 @@
 //! head and options, and is tested by tables in `forward/tests.rs`.
 
 use crate::error::ProxyError;
-use crate::request::{eq, with_headers, Named, RequestInfo};
+use crate::request::{eq, with_headers, FieldSpans, Named, RequestInfo, Span};
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_status_line};
 use shared::http::framing::{is_hop_by_hop, trim_ows};
@@ -72,17 +72,52 @@ impl ResponseInfo {
     }
 }
 
+/// Where a final response head's reason and fields lie in the upstream buffer, recorded by
+/// its one parse ([`prepare_response`]) when a cache fetch asks for them ([`Self::want`]):
+/// storing a response and refreshing an entry with a 304 read them there, without parsing
+/// the head again. The connection's, reused (no allocation once it held the longest head);
+/// other exchanges record nothing.
+#[derive(Debug, Default)]
+pub struct ResponseFields {
+    wanted: bool,
+    reason: Span,
+    fields: FieldSpans,
+}
+
+impl ResponseFields {
+    /// Record the next final head parsed (`true`, set before a cache fetch's exchange), or
+    /// not (`false`, set after it).
+    pub fn want(&mut self, on: bool) {
+        self.wanted = on;
+    }
+
+    fn record(&mut self, head: &ResponseHead<'_, '_>, buf: &[u8]) {
+        if self.wanted {
+            self.reason = Span::of(buf, head.reason.as_bytes());
+            self.fields.record(head.headers, buf);
+        }
+    }
+
+    /// Run `f` with the reason and the fields of the head last recorded, as slices of `buf`
+    /// (the upstream buffer that head was parsed from).
+    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
+        let reason = std::str::from_utf8(self.reason.get(buf)).unwrap_or_default();
+        self.fields.with(buf, |fields| f(reason, fields))
+    }
+}
+
 /// Parse the upstream's final response head in `buf` (after any interim heads: the proxy
 /// answered Expect itself, and 103 Early Hints are dropped as nginx does) and write the
 /// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
-/// writes those once the exchange knows whether the client connection stays.
-/// `Ok(None)`: incomplete.
+/// writes those once the exchange knows whether the client connection stays. The head's
+/// fields go to `fields` when it wants them. `Ok(None)`: incomplete.
 pub fn prepare_response(
     shutting_down: bool,
     limits: &shared::http::Limits,
     buf: &[u8],
     req: &RequestInfo,
     out: &mut BytesMut,
+    fields: &mut ResponseFields,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     with_headers(limits.max_headers, |storage| {
         let head = match parse_final_response(buf, storage, req.method, limits) {
@@ -92,6 +127,7 @@ pub fn prepare_response(
         };
         let info = response_info(&head, req, shutting_down)?;
         write_client_head(&head, info.framing, out);
+        fields.record(&head, buf);
         Ok(Some(info))
     })
 }

@@ -13,9 +13,11 @@
 
 use crate::balance::Balancer;
 use crate::cache::Store;
+use crate::config::cache::CacheEntry;
 use crate::config::{Action, Config};
 use crate::pool::ServerPool;
 use crate::route::Router;
+use crate::static_files::StaticSite;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -31,6 +33,12 @@ pub struct Generation {
     pub pools: Vec<Vec<Rc<RefCell<ServerPool>>>>,
     /// Per route (index into `cfg.routes`): the response store of a cached route.
     pub caches: Vec<Option<Rc<RefCell<Store>>>>,
+    /// The cached routes, in route order: what `Dispatch::Cached` names by [`CacheId`].
+    cached: Vec<CachedRoute>,
+    /// The static routes' sites, in route order: what `Dispatch::Static` names by [`SiteId`].
+    sites: Vec<Arc<StaticSite>>,
+    /// Per route: its position in `cached` or `sites` (0 for the other routes, never read).
+    slot: Vec<u32>,
     /// Per group: the rustls client config of a TLS group, this worker's own (its session
     /// store is this worker's: no lock shared with another worker).
     pub upstream_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
@@ -45,7 +53,7 @@ impl Generation {
     /// A generation built from scratch: empty pools and stores, fresh balancers. `seed` makes
     /// random2 differ between workers.
     pub fn new(number: u64, cfg: Arc<Config>, seed: u64) -> Self {
-        Generation {
+        let mut g = Generation {
             number,
             router: Router::new(&cfg.routes),
             balancers: cfg
@@ -88,10 +96,81 @@ impl Generation {
                     _ => None,
                 }
             })),
+            cached: Vec::new(),
+            sites: Vec::new(),
+            slot: Vec::new(),
             cfg,
+        };
+        g.index_actions();
+        g
+    }
+
+    /// Build the tables the dispatch of a cached or static route indexes (once per
+    /// generation, after its stores are final): each route's action is matched here, not per
+    /// request.
+    fn index_actions(&mut self) {
+        self.cached.clear();
+        self.sites.clear();
+        self.slot.clear();
+        for (r, route) in self.cfg.routes.iter().enumerate() {
+            let slot = match (&route.action, &self.caches[r]) {
+                (
+                    Action::Proxy {
+                        cache: Some(cfg), ..
+                    },
+                    Some(store),
+                ) => {
+                    self.cached.push(CachedRoute {
+                        cfg: cfg.clone(),
+                        store: store.clone(),
+                    });
+                    self.cached.len() - 1
+                }
+                (Action::Static(site), _) => {
+                    self.sites.push(site.clone());
+                    self.sites.len() - 1
+                }
+                _ => 0,
+            };
+            self.slot.push(slot as u32);
         }
     }
+
+    /// The [`CacheId`] of route `route`, a cached route.
+    pub fn cache_id(&self, route: usize) -> CacheId {
+        CacheId(self.slot[route])
+    }
+
+    /// The [`SiteId`] of route `route`, a static route.
+    pub fn site_id(&self, route: usize) -> SiteId {
+        SiteId(self.slot[route])
+    }
+
+    /// A cached route's settings and store.
+    pub fn cached(&self, id: CacheId) -> &CachedRoute {
+        &self.cached[id.0 as usize]
+    }
+
+    /// A static route's site.
+    pub fn site(&self, id: SiteId) -> &StaticSite {
+        &self.sites[id.0 as usize]
+    }
 }
+
+/// A cached route of a generation: its settings and its response store.
+pub struct CachedRoute {
+    pub cfg: Arc<CacheEntry>,
+    pub store: Rc<RefCell<Store>>,
+}
+
+/// A cached route's position in its generation's table ([`Generation::cached`]): made by
+/// the request's one dispatch, valid in the generation the request holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheId(u32);
+
+/// A static route's position in its generation's table ([`Generation::site`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SiteId(u32);
 
 /// What a new generation took over from the one before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -126,6 +205,8 @@ impl Generation {
         g.carry_balancers(prev);
         g.carry_caches(prev, &mut carried);
         g.statics.carry_over(&prev.statics);
+        // The carried stores replace the new ones in the dispatch's table too.
+        g.index_actions();
         (g, carried)
     }
 
@@ -261,6 +342,9 @@ mod tests {
         assert!(Rc::ptr_eq(&g1.balancers[0], &g2.balancers[0]));
         let (s1, s2) = (g1.caches[0].as_ref(), g2.caches[0].as_ref());
         assert!(Rc::ptr_eq(s1.unwrap(), s2.unwrap()));
+        // The dispatch's table holds the carried store, not the one built before the carry.
+        let table = &g2.cached(g2.cache_id(0)).store;
+        assert!(Rc::ptr_eq(s1.unwrap(), table));
         let all = Carried {
             pools_kept: 2,
             pools: 2,

@@ -37,17 +37,17 @@ async fn inbox(
                 w.stats.cache_purges_received.incr();
             }
             WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
-            WorkerMsg::ReopenLog => w.reopen_log(),
+            WorkerMsg::ReopenLog => w.obs.reopen_log(),
             WorkerMsg::Health(change) => crate::health::apply(&w, &change),
             WorkerMsg::HandOver(reply) => {
-                w.handover.fire();
+                w.life.handover.fire();
                 reply.send(());
             }
             WorkerMsg::Reload { number, cfg, reply } => {
                 let prev = w.generation();
                 let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
                 crate::health::carry_over(&prev, &next);
-                w.metrics.borrow_mut().rekey(&prev.cfg, &next.cfg);
+                w.obs.metrics.borrow_mut().rekey(&prev.cfg, &next.cfg);
                 w.set_generation(next);
                 // The previous generation's checks end at their next tick.
                 crate::health::start(&w);
@@ -100,15 +100,15 @@ pub async fn run(
             Err(e) => shared::log!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }
     }
-    w.accepting.set(accepts.len());
+    w.life.accepting.set(accepts.len());
     monoio::spawn(sweep_pools(w.clone()));
-    if w.access_log.is_some() {
+    if w.obs.access_log.is_some() {
         monoio::spawn(flush_log_tick(w.clone()));
     }
     crate::health::start(&w);
     let handed_over = monoio::select! {
         _ = ctx.shutdown.wait() => false,
-        _ = w.handover.wait() => true,
+        _ = w.life.handover.wait() => true,
     };
     if handed_over {
         drain_handed_over(&w, &ctx.shutdown).await;
@@ -129,7 +129,7 @@ pub async fn run(
     while w.active() > 0 && Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
-    w.flush_log();
+    w.obs.flush_log();
     drained.fire();
     if let Some(t) = inbox_task {
         t.await;
@@ -142,7 +142,7 @@ pub async fn run(
 /// connections that sent nothing since, accepts still pending).
 async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
     let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
-    while (w.accepting.get() > 0 || w.active() > 0)
+    while (w.life.accepting.get() > 0 || w.active() > 0)
         && Instant::now() < deadline
         && !shutdown.is_fired()
     {
@@ -155,7 +155,7 @@ async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
 /// generation: a reload may shorten it), and expired open-file cache entries. Pools and
 /// caches only an older generation still holds are dropped with it.
 async fn sweep_pools(w: Rc<ProxyWorker>) {
-    let mut stop = w.shutdown.wait();
+    let mut stop = w.life.shutdown.wait();
     loop {
         let shortest = w
             .generation()
@@ -184,12 +184,12 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
 /// Flush the access log's buffer on a coarse tick, so a quiet proxy's lines reach the file
 /// within a second (a busy one flushes by size).
 async fn flush_log_tick(w: Rc<ProxyWorker>) {
-    let mut stop = w.shutdown.wait();
+    let mut stop = w.life.shutdown.wait();
     loop {
         monoio::select! {
             _ = monoio::time::sleep(crate::access_log::FLUSH_TICK) => {}
             _ = &mut stop => return,
         }
-        w.flush_log();
+        w.obs.flush_log();
     }
 }

@@ -135,15 +135,15 @@ impl BodyPace {
     }
 }
 
-/// Stream a request body from the client (`cin` holds what already arrived) to the upstream.
-/// Bytes after the body stay in `cin` (a pipelined request). `scratch` frames chunks. A client
-/// that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one read wait past the
-/// body timeout fails with `BodyTimeout` (408).
+/// Stream a request body from the client (`from_client` holds what already arrived) to the
+/// upstream. Bytes after the body stay in `from_client` (a pipelined request). `scratch` frames
+/// chunks. A client that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one
+/// read wait past the body timeout fails with `BodyTimeout` (408).
 pub async fn request_body<U: AsyncWriteRent>(
     cfg: &Config,
     client: &mut Stream,
     up: &mut U,
-    cin: &mut BytesMut,
+    from_client: &mut BytesMut,
     scratch: &mut BytesMut,
     kind: BodyKind,
 ) -> Result<(), RelayFail> {
@@ -154,10 +154,10 @@ pub async fn request_body<U: AsyncWriteRent>(
     let mut total: u64 = 0;
     let mut pace = BodyPace::new(t.body, t.body_min_rate);
     // What came with the head counts, with no wait.
-    pace.record(Duration::ZERO, cin.len());
+    pace.record(Duration::ZERO, from_client.len());
     loop {
-        if !cin.is_empty() {
-            let (consumed, a, b, done) = decode_at(&mut dec, cin, 0)
+        if !from_client.is_empty() {
+            let (consumed, a, b, done) = decode_at(&mut dec, from_client, 0)
                 .map_err(|e| RelayFail::Client(ProxyError::Request(e)))?;
             total += (b - a) as u64;
             if max.is_some_and(|m| total > m) {
@@ -165,7 +165,7 @@ pub async fn request_body<U: AsyncWriteRent>(
             }
             if chunked {
                 scratch.clear();
-                push_chunk(scratch, &cin[a..b], done);
+                push_chunk(scratch, &from_client[a..b], done);
                 if !scratch.is_empty() {
                     let buf = std::mem::take(scratch);
                     *scratch = write_all(up, buf, t.upstream_send)
@@ -173,12 +173,12 @@ pub async fn request_body<U: AsyncWriteRent>(
                         .map_err(|e| upstream_fail(e.fail))?;
                 }
             } else if b > a {
-                let buf = std::mem::take(cin);
-                *cin = write_range(up, buf, a, b, t.upstream_send)
+                let buf = std::mem::take(from_client);
+                *from_client = write_range(up, buf, a, b, t.upstream_send)
                     .await
                     .map_err(|e| upstream_fail(e.fail))?;
             }
-            cin.advance(consumed);
+            from_client.advance(consumed);
             if done {
                 return Ok(());
             }
@@ -191,13 +191,13 @@ pub async fn request_body<U: AsyncWriteRent>(
         if wait.is_zero() {
             return Err(RelayFail::Client(ProxyError::BodyTimeout));
         }
-        let buf = std::mem::take(cin);
+        let buf = std::mem::take(from_client);
         let started = monoio::time::Instant::now();
         match read_more(client, buf, RELAY_BUF, started + wait).await {
             Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
             Ok((n, buf)) => {
                 pace.record(started.elapsed(), n);
-                *cin = buf
+                *from_client = buf
             }
             Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),
             Err(IoFail::Error(_)) => return Err(RelayFail::Client(ProxyError::ClientGone)),

@@ -6,36 +6,20 @@
 
 use crate::config::Config;
 use crate::generation::Generation;
-use bytes::BytesMut;
 use shared::counter::Counter;
-use shared::net::RateLimitedLog;
 use shared::shutdown::Shutdown;
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Size of the buffers that carry response bodies (and request bodies being streamed).
-pub const RELAY_BUF: usize = 64 * 1024;
-/// Initial size of a client connection's read buffer (grows up to the head limit when needed).
-pub const CLIENT_BUF: usize = 8 * 1024;
-/// Relay buffers kept for reuse per worker.
-const BUF_POOL_MAX: usize = 1024;
-/// Initial size of a connection's head-building buffers.
-pub const HEAD_BUF: usize = 1024;
-/// Connection buffer sets kept for reuse per worker (a connection per request must not pay
-/// three allocations).
-const CONN_POOL_MAX: usize = 4096;
+mod buffers;
+mod observe;
+mod slots;
 
-/// A client connection's own buffers: what it read, and the two heads it builds.
-#[derive(Default)]
-pub struct ConnBufs {
-    pub cin: BytesMut,
-    pub uout: BytesMut,
-    pub cout: BytesMut,
-}
+pub use buffers::{BufferPools, ConnBufs, RELAY_BUF};
+pub use observe::Observability;
+use slots::ConnSlots;
 
 /// Per-worker counters, readable from other threads. Aligned so two workers' counters never
 /// share a cache line (separate allocations alone can sit side by side). The per-request ones
@@ -132,38 +116,18 @@ pub struct ProxyWorker {
     /// The current config generation (config, router, balancers, pools, stores): see
     /// `generation.rs`. Requests take it with `generation()`.
     generation: RefCell<Rc<Generation>>,
-    pub shutdown: Shutdown,
-    /// Fires when a new process took the listeners over: accept loops end (after the accept
-    /// in flight), connections close after their next response.
-    pub handover: Shutdown,
-    /// Accept loops still running.
-    pub accepting: Cell<usize>,
+    /// Shutdown, handover, accept loops and check tasks: how the worker's life ends.
+    pub life: Lifecycle,
     pub stats: Arc<ProxyCounters>,
-    /// The active health checks this worker runs (`crate::health::start`).
-    pub health: HealthTasks,
-    pub errlog: RefCell<RateLimitedLog>,
-    /// What requests came to (fed once per request from its record, `client::requests`),
-    /// when `counting`.
-    pub metrics: RefCell<crate::metrics::Metrics>,
-    /// Metrics are kept: an admin listener reads them. Fixed at start (a reload does not add
-    /// or remove the admin listener): without one nothing is counted, and no request pays
-    /// for it.
-    pub counting: bool,
-    /// Requests are timed (their record's start, duration and upstream times, from the event
-    /// loop's time: `shared::clock::loop_now`): for the metrics or the access log.
-    pub timing: bool,
-    /// The access log, when configured.
-    pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
+    /// The error log, the metrics and the access log, and whether requests feed them.
+    pub obs: Observability,
     /// `{random:A-B}` in `return` templates.
     pub rng: crate::answer::Rng,
-    bufs: RefCell<Vec<BytesMut>>,
-    conn_bufs: RefCell<Vec<ConnBufs>>,
-    /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
-    /// nothing).
-    #[allow(clippy::vec_box)] // each pair is handed to the runtime: its address must not move
-    iovecs: RefCell<Vec<Box<[libc::iovec; 2]>>>,
-    active: Cell<usize>,
-    slot_waiters: RefCell<Vec<Waker>>,
+    /// Buffers kept for reuse: relay buffers, client connections' sets, iovec pairs.
+    pub buffers: BufferPools,
+    /// Client connections open, under the connection limit, and accept loops waiting for one
+    /// to close.
+    slots: ConnSlots,
 }
 
 impl ProxyWorker {
@@ -179,115 +143,22 @@ impl ProxyWorker {
         post: Option<shared::inbox::Post<WorkerMsg>>,
     ) -> Self {
         let seed = worker_seed(id);
-        let counting = cfg.admin.is_some();
         ProxyWorker {
-            counting,
-            timing: counting || cfg.access_log.is_some(),
+            obs: Observability::new(&cfg, id),
             id,
             post,
-            metrics: RefCell::new(crate::metrics::Metrics::new(&cfg)),
-            access_log: cfg
-                .access_log
-                .as_ref()
-                .map(|l| RefCell::new(crate::access_log::AccessLog::open(l, id))),
             generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
-            shutdown,
-            handover: Shutdown::new(),
-            accepting: Cell::new(0),
+            life: Lifecycle {
+                shutdown,
+                handover: Shutdown::new(),
+                accepting: Cell::new(0),
+                health: HealthTasks::default(),
+            },
             stats,
-            health: HealthTasks::default(),
-            errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             rng: crate::answer::Rng::from_entropy(id as u64),
-
-            bufs: RefCell::new(Vec::new()),
-            conn_bufs: RefCell::new(Vec::new()),
-            iovecs: RefCell::new(Vec::new()),
-            active: Cell::new(0),
-            slot_waiters: RefCell::new(Vec::new()),
+            buffers: BufferPools::default(),
+            slots: ConnSlots::default(),
         }
-    }
-
-    /// A relay buffer with at least `RELAY_BUF` bytes of room.
-    pub fn take_buf(&self) -> BytesMut {
-        self.bufs
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| BytesMut::with_capacity(RELAY_BUF))
-    }
-
-    /// Give a relay buffer back for reuse.
-    pub fn give_buf(&self, mut b: BytesMut) {
-        b.clear();
-        // Reclaims the consumed front in place (no allocation for a buffer we own alone).
-        b.reserve(RELAY_BUF);
-        let mut bufs = self.bufs.borrow_mut();
-        if bufs.len() < BUF_POOL_MAX {
-            bufs.push(b);
-        }
-    }
-
-    /// Buffers for a new client connection.
-    pub fn take_conn_bufs(&self) -> ConnBufs {
-        self.conn_bufs
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| ConnBufs {
-                cin: BytesMut::with_capacity(CLIENT_BUF),
-                uout: BytesMut::with_capacity(HEAD_BUF),
-                cout: BytesMut::with_capacity(HEAD_BUF),
-            })
-    }
-
-    /// Give a finished connection's buffers back, unless one grew large (an upload or a
-    /// re-chunked body): those are freed so idle memory stays small.
-    pub fn give_conn_bufs(&self, mut b: ConnBufs) {
-        if b.cin.capacity() == 0 && b.uout.capacity() == 0 && b.cout.capacity() == 0 {
-            // A connection that ended waiting between requests: its set is in the pool.
-            return;
-        }
-        let small = |x: &mut BytesMut, size: usize| {
-            x.clear();
-            x.reserve(size);
-            x.capacity() <= 2 * size && x.capacity() >= size
-        };
-        if small(&mut b.cin, CLIENT_BUF)
-            && small(&mut b.uout, HEAD_BUF)
-            && small(&mut b.cout, HEAD_BUF)
-        {
-            let mut pool = self.conn_bufs.borrow_mut();
-            if pool.len() < CONN_POOL_MAX {
-                pool.push(b);
-            }
-        }
-    }
-
-    pub fn take_iovecs(&self) -> Box<[libc::iovec; 2]> {
-        self.iovecs.borrow_mut().pop().unwrap_or_else(|| {
-            let empty = libc::iovec {
-                iov_base: std::ptr::null_mut(),
-                iov_len: 0,
-            };
-            Box::new([empty; 2])
-        })
-    }
-
-    pub fn give_iovecs(&self, iov: Box<[libc::iovec; 2]>) {
-        let mut pool = self.iovecs.borrow_mut();
-        if pool.len() < CONN_POOL_MAX {
-            pool.push(iov);
-        }
-    }
-
-    /// Log an error line at most once per few seconds per worker (`shared::log!`: a stderr
-    /// that cannot be written loses the line, it never panics the worker).
-    pub fn log_error(&self, what: std::fmt::Arguments<'_>) {
-        self.errlog.borrow_mut().log(|suppressed| {
-            if suppressed > 0 {
-                shared::log!("proxy: {what} ({suppressed} similar errors suppressed)")
-            } else {
-                shared::log!("proxy: {what}")
-            }
-        });
     }
 
     /// The counts of server `s` of group `g` of `gen` (a request's generation): the same
@@ -298,14 +169,14 @@ impl ProxyWorker {
         (g, s): (usize, usize),
         f: impl FnOnce(&mut crate::metrics::ServerCounts),
     ) {
-        if !self.counting {
+        if !self.obs.counting {
             return;
         }
         let at = self.keyed_now(&gen.cfg, (g, s), |old, new, (g, s)| {
             crate::metrics::same_server(old, new, g, s)
         });
         if let Some((g, s)) = at {
-            if let Some(m) = self.metrics.borrow_mut().server(g, s) {
+            if let Some(m) = self.obs.metrics.borrow_mut().server(g, s) {
                 f(m);
             }
         }
@@ -313,11 +184,11 @@ impl ProxyWorker {
 
     /// One more attempt for a request of group `g` of `gen` (see `count_server`).
     pub fn count_retry(&self, gen: &Generation, g: usize) {
-        if !self.counting {
+        if !self.obs.counting {
             return;
         }
         if let Some(g) = self.keyed_now(&gen.cfg, g, crate::metrics::same_group) {
-            if let Some(n) = self.metrics.borrow_mut().retries.get_mut(g) {
+            if let Some(n) = self.obs.metrics.borrow_mut().retries.get_mut(g) {
                 *n += 1;
             }
         }
@@ -331,21 +202,14 @@ impl ProxyWorker {
         line: &crate::access_log::LogRequest,
     ) {
         self.tally(rec);
-        if !self.timing {
+        if !self.obs.timing {
             return;
         }
         let now = shared::clock::loop_now();
-        if self.counting {
+        if self.obs.counting {
             self.count(cfg, rec, now);
         }
-        if let Some(log) = &self.access_log {
-            let mut log = log.borrow_mut();
-            log.write(cfg, rec, line, now);
-            if let Some(e) = log.take_error() {
-                drop(log);
-                self.log_error(format_args!("access log: lines lost: {e}"));
-            }
-        }
+        self.obs.write_log(cfg, rec, line, now);
     }
 
     /// The worker's running totals (`stats`, read by `Running::stats`), from the record: no
@@ -378,10 +242,10 @@ impl ProxyWorker {
         // Borrowed, not cloned: no reference count touched per request.
         let current = self.generation.borrow();
         if std::ptr::eq(cfg, &*current.cfg) {
-            self.metrics.borrow_mut().record(rec, now);
+            self.obs.metrics.borrow_mut().record(rec, now);
         } else {
             let r = crate::metrics::same_record(cfg, &current.cfg, rec);
-            self.metrics.borrow_mut().record(&r, now);
+            self.obs.metrics.borrow_mut().record(&r, now);
         }
     }
 
@@ -399,25 +263,6 @@ impl ProxyWorker {
             Some(at)
         } else {
             same(cfg, &current.cfg, at)
-        }
-    }
-
-    pub(crate) fn flush_log(&self) {
-        if let Some(log) = &self.access_log {
-            let mut log = log.borrow_mut();
-            log.flush();
-            if let Some(e) = log.take_error() {
-                drop(log);
-                self.log_error(format_args!("access log: lines lost: {e}"));
-            }
-        }
-    }
-
-    pub(crate) fn reopen_log(&self) {
-        if let Some(log) = &self.access_log {
-            if let Err(e) = log.borrow_mut().reopen() {
-                self.log_error(format_args!("access log: {e}"));
-            }
         }
     }
 
@@ -464,7 +309,7 @@ impl ProxyWorker {
             worker: self.id,
             generation: g.number,
             cfg: Some(g.cfg.clone()),
-            metrics: self.metrics.borrow().clone(),
+            metrics: self.obs.metrics.borrow().clone(),
             open: self.active() as u64,
             accepted: self.stats.connections.get(),
             accept_errors: self.stats.accept_errors.get(),
@@ -483,8 +328,12 @@ impl ProxyWorker {
             },
             servers,
             caches,
-            draining: self.shutdown.is_fired(),
-            access_log_dropped: self.access_log.as_ref().map_or(0, |l| l.borrow().dropped),
+            draining: self.life.shutdown.is_fired(),
+            access_log_dropped: self
+                .obs
+                .access_log
+                .as_ref()
+                .map_or(0, |l| l.borrow().dropped),
         }
     }
 
@@ -508,38 +357,41 @@ impl ProxyWorker {
         self.generation.borrow().cfg.limits.max_connections.max(1)
     }
 
-    /// Shutting down or handed over: responses close their connection (unless pipelined
-    /// requests already wait behind them).
-    pub fn draining(&self) -> bool {
-        self.shutdown.is_fired() || self.handover.is_fired()
-    }
-
     pub fn active(&self) -> usize {
-        self.active.get()
+        self.slots.active()
     }
 
     /// Count a client connection in; the guard counts it out when dropped.
     pub fn enter(self: &Rc<Self>) -> ConnGuard {
-        self.active.set(self.active.get() + 1);
+        self.slots.enter();
         self.stats.connections.incr();
         ConnGuard(self.clone())
     }
 
     /// Completes once the worker is below its connection limit.
     pub async fn slot_free(&self) {
-        let max = self.max_connections();
-        poll_fn(|cx| {
-            if self.active.get() < max {
-                Poll::Ready(())
-            } else {
-                let mut w = self.slot_waiters.borrow_mut();
-                if !w.iter().any(|x| x.will_wake(cx.waker())) {
-                    w.push(cx.waker().clone());
-                }
-                Poll::Pending
-            }
-        })
-        .await
+        self.slots.below(self.max_connections()).await
+    }
+}
+
+/// How a worker's life ends: a shutdown (drain, then stop), or a handover to a new process.
+pub struct Lifecycle {
+    /// Fires when the proxy stops: accept loops end, connections drain.
+    pub shutdown: Shutdown,
+    /// Fires when a new process took the listeners over: accept loops end (after the accept
+    /// in flight), connections close after their next response.
+    pub handover: Shutdown,
+    /// Accept loops still running.
+    pub accepting: Cell<usize>,
+    /// The active health checks this worker runs (`crate::health::start`).
+    pub health: HealthTasks,
+}
+
+impl Lifecycle {
+    /// Shutting down or handed over: responses close their connection (unless pipelined
+    /// requests already wait behind them).
+    pub fn draining(&self) -> bool {
+        self.shutdown.is_fired() || self.handover.is_fired()
     }
 }
 
@@ -557,12 +409,7 @@ pub struct ConnGuard(Rc<ProxyWorker>);
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        let w = &self.0;
-        w.active.set(w.active.get().saturating_sub(1));
-        let waiters: Vec<Waker> = std::mem::take(&mut *w.slot_waiters.borrow_mut());
-        for waker in waiters {
-            waker.wake();
-        }
+        self.0.slots.leave();
     }
 }
 
@@ -584,7 +431,7 @@ mod tests {
     fn totals_come_from_the_record_and_metrics_only_with_an_admin_listener() {
         for (extra, admin) in [("", false), ("[admin]\naddr = \"127.0.0.1:9901\"\n", true)] {
             let w = worker(extra);
-            assert_eq!((w.counting, w.timing), (admin, admin));
+            assert_eq!((w.obs.counting, w.obs.timing), (admin, admin));
             let cfg = w.generation().cfg.clone();
             let mut rec = Record::new(std::time::Instant::now());
             rec.route = Some(0);
@@ -600,7 +447,7 @@ mod tests {
             assert_eq!(s.requests.get(), 1, "{extra}");
             assert_eq!((s.upstream_errors.get(), s.client_errors.get()), (1, 1));
             assert_eq!((s.cache_stale.get(), s.cache_hits.get()), (1, 0));
-            let m = w.metrics.borrow();
+            let m = w.obs.metrics.borrow();
             let counted: u64 = m.requests.iter().flatten().sum();
             assert_eq!(counted, if admin { 2 } else { 0 }, "{extra}");
             if admin {

@@ -25,6 +25,7 @@ use shared::tls::{ClientTls, ClientTlsOptions, Trust};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use toml::Spanned;
 
@@ -523,7 +524,7 @@ impl Resolver<'_> {
             let action = match (&r.upstream, &r.return_, &r.static_) {
                 (Some(u), None, None) => self.proxy_action(i, u, r.cache.as_ref(), groups)?,
                 (None, Some(ret), None) => self.return_action(i, ret)?,
-                (None, None, Some(st)) => Action::Static(self.static_site(st)),
+                (None, None, Some(st)) => Action::Static(Arc::new(self.static_site(st))),
                 _ => {
                     let m = "a route needs exactly one of `upstream`, `return` and `static`";
                     return Err(self.error(whole(), m.into()));
@@ -558,7 +559,7 @@ impl Resolver<'_> {
                 ));
             }
         }
-        let cache = cache.map(|c| Box::new(c.get_ref().clone()));
+        let cache = cache.map(|c| Arc::new(c.get_ref().clone()));
         match groups.iter().position(|g| g.name == *name) {
             Some(group) => Ok(Action::Proxy { group, cache }),
             None => {

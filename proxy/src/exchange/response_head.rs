@@ -2,7 +2,7 @@
 //! the client's head as it arrives, re-parsed only when the bytes may have completed it.
 
 use crate::error::ProxyError;
-use crate::forward::{prepare_response, ResponseInfo};
+use crate::forward::{prepare_response, ResponseFields, ResponseInfo};
 use crate::io::{read_more, read_some, IoFail};
 use crate::request::worth_parsing;
 use crate::request::RequestInfo;
@@ -36,6 +36,8 @@ pub(super) struct HeadRead<'a> {
     pub(super) req: &'a RequestInfo,
     /// The client's head is written here.
     pub(super) out: &'a mut BytesMut,
+    /// The final head's fields are recorded here when a cache fetch wants them.
+    pub(super) fields: &'a mut ResponseFields,
     /// The codec limits of the request's generation.
     pub(super) limits: &'a Limits,
     /// The longest wait for each read; `None` when the caller bounds the wait.
@@ -73,7 +75,7 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         if !worth_parsing(&ub, parsed, to.limits) {
             continue;
         }
-        match prepare_response(w.draining(), to.limits, &ub, to.req, to.out) {
+        match prepare_response(w.life.draining(), to.limits, &ub, to.req, to.out, to.fields) {
             Ok(Some(resp)) => return Ok(Head { resp, ub }),
             Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),

@@ -29,7 +29,7 @@ pub(super) async fn stream_request(
     up: Upstream,
     ub: BytesMut,
 ) -> Result<Streamed, Attempt<'static>> {
-    if req.expect_continue && c.cin.is_empty() {
+    if req.expect_continue && c.from_client.is_empty() {
         let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
         let r = monoio::time::timeout(c.g.cfg.timeouts.send, async {
             use monoio::io::AsyncWriteRentExt;
@@ -98,18 +98,20 @@ async fn stream_body(
     let read_timeout = g.cfg.timeouts.read;
     let (mut ur, mut uw) = stream.into_split();
     let outcome = {
-        // `uout` (the request head, already sent) frames chunks; `cout` gets the response head.
+        // `to_upstream` (the request head, already sent) frames chunks; `to_client` gets the
+        // response head.
         let relay = std::pin::pin!(relay::request_body(
             &g.cfg,
             &mut c.stream,
             &mut uw,
-            &mut c.cin,
-            &mut c.uout,
+            &mut c.from_client,
+            &mut c.to_upstream,
             req.body,
         ));
         let to = HeadRead {
             req,
-            out: &mut c.cout,
+            out: &mut c.to_client,
+            fields: &mut c.response_fields,
             limits: &g.cfg.limits.codec,
             read_timeout: None,
         };

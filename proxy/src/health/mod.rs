@@ -54,7 +54,7 @@ pub fn checker_of(group: usize, workers: usize) -> usize {
 pub fn start(w: &Rc<ProxyWorker>) {
     let gen = w.generation();
     let workers = w.post.as_ref().map_or(1, |p| p.workers());
-    let previous = std::mem::take(&mut *w.health.tasks.borrow_mut());
+    let previous = std::mem::take(&mut *w.life.health.tasks.borrow_mut());
     let mut tasks = Vec::new();
     if !previous.is_empty() {
         tasks.push(monoio::spawn(async move {
@@ -71,12 +71,12 @@ pub fn start(w: &Rc<ProxyWorker>) {
             tasks.push(monoio::spawn(check_server(w.clone(), gen.clone(), g, s)));
         }
     }
-    *w.health.tasks.borrow_mut() = tasks;
+    *w.life.health.tasks.borrow_mut() = tasks;
 }
 
 /// Wait for every check task to end (after shutdown fired).
 pub async fn stopped(w: &ProxyWorker) {
-    let tasks = std::mem::take(&mut *w.health.tasks.borrow_mut());
+    let tasks = std::mem::take(&mut *w.life.health.tasks.borrow_mut());
     for t in tasks {
         t.await;
     }
@@ -98,7 +98,7 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usiz
     };
     let start = gen.balancers[g].borrow().health(s);
     let mut track = Tracker::new(start, check.rise, check.fall);
-    let mut stop = w.shutdown.wait();
+    let mut stop = w.life.shutdown.wait();
     let mut due = Instant::now() + first_offset(check.interval, s, group.servers.len());
     monoio::select! {
         _ = monoio::time::sleep_until(due.into()) => {}

@@ -17,7 +17,7 @@
 use crate::answer::AnswerCtx;
 use crate::config::{Action, HeaderOptions};
 use crate::error::ProxyError;
-use crate::generation::Generation;
+use crate::generation::{CacheId, Generation, SiteId};
 use crate::io::offset_in;
 use crate::static_files::StaticQuery;
 use bytes::BytesMut;
@@ -72,16 +72,17 @@ pub struct RequestInfo {
 /// What a routed request leads to: one match per request in the client loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
-    /// Forward to this upstream group (the upstream head is in the connection's `uout`).
+    /// Forward to this upstream group (the upstream head is in the connection's `to_upstream`).
     Proxy { group: usize },
-    /// Forward through the response cache of the route at this index of `Config::routes`.
-    Cached { route: usize, group: usize },
-    /// A `return`: the whole answer is in `uout`. `skip`: the request body to drop (`None`:
+    /// Forward through the response cache of a cached route (its settings and store:
+    /// `Generation::cached`).
+    Cached { cache: CacheId, group: usize },
+    /// A `return`: the whole answer is in `to_upstream`. `skip`: the request body to drop (`None`:
     /// it has not arrived whole and the connection closes); `close`: the answer said so.
     Answered { skip: Option<usize>, close: bool },
-    /// Serve a file for the route at this index of `Config::routes`; `query` holds what
-    /// the file server needs of the head (positions in the client buffer).
-    Static { route: usize, query: StaticQuery },
+    /// Serve a file from a static site (`Generation::site`); `query` holds what the file
+    /// server needs of the head (positions in the client buffer).
+    Static { site: SiteId, query: StaticQuery },
 }
 
 /// Where a part of the request head lies in the client buffer.
@@ -93,7 +94,7 @@ pub struct Span {
 
 impl Span {
     /// `part` must be a sub-slice of `whole` (head parts are: heads are at most `max_head`).
-    fn of(whole: &[u8], part: &[u8]) -> Span {
+    pub(crate) fn of(whole: &[u8], part: &[u8]) -> Span {
         Span {
             start: offset_in(whole, part) as u32,
             len: part.len() as u32,
@@ -108,49 +109,64 @@ impl Span {
     }
 }
 
-/// Where a cached route's request head lies in the buffer it was parsed from, recorded by the
-/// one parse ([`prepare_request`]): its method and every field. The cache reads fields by
-/// name (Cache-Control, the preconditions, and whatever a stored response's `Vary` names,
-/// at lookup and again when the response is stored) without parsing the head again. The
-/// vector is the connection's, reused: it stops allocating once it held the longest head.
+/// Where a head's fields lie in the buffer it was parsed from, recorded by its one parse: read
+/// again by name without parsing the head again. The vector is the connection's, reused: it
+/// stops allocating once it held the longest head.
 #[derive(Debug, Default)]
-pub struct HeadFields {
-    method: Span,
-    fields: Vec<(Span, Span)>,
-}
+pub struct FieldSpans(Vec<(Span, Span)>);
 
-impl HeadFields {
-    fn record(&mut self, head: &RequestHead<'_, '_>, buf: &[u8]) {
-        self.method = Span::of(buf, head.method.as_bytes());
-        self.fields.clear();
-        self.fields.extend(
-            head.headers
+impl FieldSpans {
+    pub(crate) fn record(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
+        self.0.clear();
+        self.0.extend(
+            headers
                 .iter()
                 .map(|h| (Span::of(buf, h.name.as_bytes()), Span::of(buf, h.value))),
         );
     }
 
-    /// Run `f` with the method and the fields, as slices of `buf` (the buffer the head was
-    /// parsed from, or a copy of its head): storage for the field list on the stack up to
-    /// the common limits, as the parse had.
-    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
-        let text = |s: Span| std::str::from_utf8(s.get(buf)).unwrap_or_default();
-        let method = text(self.method);
-        let n = self.fields.len();
+    /// Run `f` with the fields, as slices of `buf` (the buffer the head was parsed from, or
+    /// a copy of its head): storage for the field list on the stack up to the common limits,
+    /// as the parse had.
+    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&[httparse::Header<'_>]) -> T) -> T {
+        let n = self.0.len();
         let field = |&(name, value): &(Span, Span)| httparse::Header {
-            name: text(name),
+            name: std::str::from_utf8(name.get(buf)).unwrap_or_default(),
             value: value.get(buf),
         };
         if n <= INLINE_HEADERS {
             let mut storage = [httparse::EMPTY_HEADER; INLINE_HEADERS];
-            for (slot, s) in storage.iter_mut().zip(&self.fields) {
+            for (slot, s) in storage.iter_mut().zip(&self.0) {
                 *slot = field(s);
             }
-            f(method, &storage[..n])
+            f(&storage[..n])
         } else {
-            let storage: Vec<httparse::Header<'_>> = self.fields.iter().map(field).collect();
-            f(method, &storage)
+            let storage: Vec<httparse::Header<'_>> = self.0.iter().map(field).collect();
+            f(&storage)
         }
+    }
+}
+
+/// Where a cached route's request head lies in the buffer it was parsed from, recorded by the
+/// one parse ([`prepare_request`]): its method and every field. The cache reads fields by
+/// name (Cache-Control, the preconditions, and whatever a stored response's `Vary` names,
+/// at lookup and again when the response is stored) without parsing the head again.
+#[derive(Debug, Default)]
+pub struct HeadFields {
+    method: Span,
+    fields: FieldSpans,
+}
+
+impl HeadFields {
+    fn record(&mut self, head: &RequestHead<'_, '_>, buf: &[u8]) {
+        self.method = Span::of(buf, head.method.as_bytes());
+        self.fields.record(head.headers, buf);
+    }
+
+    /// Run `f` with the method and the fields, as slices of `buf` (see [`FieldSpans::with`]).
+    pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
+        let method = std::str::from_utf8(self.method.get(buf)).unwrap_or_default();
+        self.fields.with(buf, |fields| f(method, fields))
     }
 }
 
@@ -344,7 +360,7 @@ pub fn prepare_request(
                     Some(_) => {
                         fields.record(&head, buf);
                         Dispatch::Cached {
-                            route,
+                            cache: g.cache_id(route),
                             group: *group,
                         }
                     }
@@ -360,7 +376,8 @@ pub fn prepare_request(
             }
             Action::Static(_) => {
                 let query = StaticQuery::from_head(&head, buf);
-                info.dispatch = Dispatch::Static { route, query };
+                let site = g.site_id(route);
+                info.dispatch = Dispatch::Static { site, query };
             }
         }
         Ok(Some(info))

@@ -28,7 +28,7 @@ thread_local! {
 }
 
 /// Answer one request from `site`. The request head is `req.head_len` bytes at the front of
-/// `c.cin`, and `q` was taken from it; both are consumed here. Writes the whole response
+/// `c.from_client`, and `q` was taken from it; both are consumed here. Writes the whole response
 /// and says whether the connection goes on.
 ///
 /// A request body (rare on GET) is skipped when it arrived whole with the head; otherwise
@@ -40,7 +40,7 @@ pub async fn serve(
     q: &StaticQuery,
 ) -> Next {
     let w = c.w.clone();
-    let after_head = c.cin.len() - req.head_len;
+    let after_head = c.from_client.len() - req.head_len;
     let body_len = match req.body {
         BodyKind::Empty => Some(0),
         BodyKind::Length(n) if n <= after_head as u64 => Some(n as usize),
@@ -48,11 +48,11 @@ pub async fn serve(
     };
     let conn = Conn {
         version: req.version,
-        keep_alive: req.keep_alive && body_len.is_some() && (!w.draining() || req.pipelined),
+        keep_alive: req.keep_alive && body_len.is_some() && (!w.life.draining() || req.pipelined),
     };
-    c.cout.clear();
+    c.to_client.clear();
     let plan = prepare(c, site, q, conn, std::time::Instant::now());
-    c.cin.advance(req.head_len + body_len.unwrap_or(0));
+    c.from_client.advance(req.head_len + body_len.unwrap_or(0));
     if !conn.keep_alive && body_len.is_some() {
         cork_last_answer(c);
     }
@@ -68,13 +68,13 @@ pub async fn serve(
     }
 }
 
-/// A response decided: its head is in `cout`, and the body to follow.
+/// A response decided: its head is in `to_client`, and the body to follow.
 pub(crate) struct Plan {
     file: Option<Rc<cache::File>>,
     body: Body,
 }
 
-/// Decide the response and write its head (and a small body) into `c.cout`.
+/// Decide the response and write its head (and a small body) into `c.to_client`.
 fn prepare(
     c: &mut ClientConn,
     site: &StaticSite,
@@ -82,8 +82,8 @@ fn prepare(
     conn: Conn,
     now: Instant,
 ) -> Plan {
-    let buf = &c.cin[..];
-    let out = &mut c.cout;
+    let buf = &c.from_client[..];
+    let out = &mut c.to_client;
     let files = &c.g.statics;
     let method = q.method.unwrap_or(Method::Other);
     let head = method == Method::Head;

@@ -1,4 +1,4 @@
-//! The I/O edge: the head in `cout`, then the body.
+//! The I/O edge: the head in `to_client`, then the body.
 //!
 //! - A file kept in memory (small ones, see `cache`) is appended to the head: one write
 //!   through the runtime.
@@ -32,7 +32,7 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct SendFail;
 
-/// Write the head in `c.cout` and the body `plan` names.
+/// Write the head in `c.to_client` and the body `plan` names.
 pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     let limit = c.g.cfg.timeouts.send;
     let (file, start, len) = match (plan.file, plan.body) {
@@ -40,7 +40,7 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
         _ => return write_head(c).await,
     };
     if let Some(mem) = &file.body {
-        c.cout
+        c.to_client
             .extend_from_slice(&mem[start as usize..(start + len) as usize]);
         return write_head(c).await;
     }
@@ -49,8 +49,8 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     };
     shared::stream::ensure_nonblocking(tcp.as_raw_fd(), &mut c.nonblocking)
         .map_err(|_| SendFail)?;
-    send_all(tcp, &c.cout, limit).await?;
-    c.rec.wrote(&c.cout);
+    send_all(tcp, &c.to_client, limit).await?;
+    c.rec.wrote(&c.to_client);
     sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await?;
     c.rec.wrote_body(len);
     Ok(())
@@ -65,7 +65,7 @@ async fn copy_through(
     len: u64,
     limit: Duration,
 ) -> Result<(), SendFail> {
-    let mut buf = std::mem::take(&mut c.cout);
+    let mut buf = std::mem::take(&mut c.to_client);
     let (mut off, end) = (start, start + len);
     while off < end {
         let have = buf.len();
@@ -94,7 +94,7 @@ async fn copy_through(
         c.rec.wrote(&buf);
         buf.clear();
     }
-    c.cout = buf;
+    c.to_client = buf;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ pub fn proxy(
     args.extend_from_slice(extra);
     let mut cfg = tests::proxy_config(ups, &args);
     match &mut cfg.routes[0].action {
-        Action::Proxy { cache: Some(c), .. } => edit(c),
+        Action::Proxy { cache: Some(c), .. } => edit(std::sync::Arc::make_mut(c)),
         other => panic!("--cache made no cached route: {other:?}"),
     }
     let running = proxy::start(cfg).expect("proxy starts");

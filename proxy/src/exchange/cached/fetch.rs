@@ -64,7 +64,7 @@ pub(super) async fn fetch(
     let head_only = req.method == RequestMethod::Head;
     // A HEAD miss fills the entry with a GET.
     let fetch_req = if head_only && f.fill.is_some() {
-        to_get(&mut c.uout);
+        to_get(&mut c.to_upstream);
         RequestInfo {
             method: RequestMethod::Other,
             ..*req
@@ -73,12 +73,15 @@ pub(super) async fn fetch(
         *req
     };
     if let Some((_, stored)) = &f.validates {
-        validate::make_conditional(&mut c.uout, validate::validators(&stored.head));
+        validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
     // The request headers storing decides on (Authorization, Vary), kept past the exchange.
-    let req_head =
-        (f.fill.is_some() || f.validates.is_some()).then(|| c.cin[..req.head_len].to_vec());
+    let stores = f.fill.is_some() || f.validates.is_some();
+    let req_head = stores.then(|| c.from_client[..req.head_len].to_vec());
+    // Storing and refreshing read the response's fields where its one parse found them.
+    c.response_fields.want(stores);
     let answered = answer(c, &w, &g, &fetch_req, group).await;
+    c.response_fields.want(false);
     let not_modified =
         f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
     // A validation counts as a miss unless the origin answers 304.
@@ -105,10 +108,13 @@ pub(super) async fn fetch(
     }
     let fill = match (f.fill, &req_head) {
         (Some((store, h, _)), Some(rh)) => {
-            let resp_head = &a.head.ub[..a.head.resp.head_len];
-            let kept = c
-                .fields
-                .with(rh, |_, request| fill_head(request, resp_head, &w, &g, &f));
+            let resp = Response {
+                info: &a.head.resp,
+                ub: &a.head.ub,
+            };
+            let kept = c.fields.with(rh, |_, request| {
+                fill_head(request, &resp, &c.response_fields, &w, &g, &f)
+            });
             Some(FillSink {
                 store,
                 handle: kept.then_some(h),
@@ -120,11 +126,11 @@ pub(super) async fn fetch(
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         crate::worker::invalidate_everywhere(&w, key);
     }
-    write_header(&mut c.cout, b"X-Cache", f.status.as_str().as_bytes());
-    if !has_age(&c.cout) {
-        write_header(&mut c.cout, b"Age", b"0");
+    write_header(&mut c.to_client, b"X-Cache", f.status.as_str().as_bytes());
+    if !has_age(&c.to_client) {
+        write_header(&mut c.to_client, b"Age", b"0");
     }
-    end_client_head(&mut c.cout, &a.head.resp);
+    end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
     }
@@ -192,19 +198,13 @@ pub(super) async fn revalidated(
         ..
     } = a;
     let g = c.g.clone();
-    let limits = &g.cfg.limits.codec;
-    let mut fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let parsed = parse_final_response(
-        &ub[..resp.head_len],
-        &mut fields,
-        RequestMethod::Other,
-        limits,
-    );
     // The stored response refreshed, and the client's own preconditions against it.
-    let answer = c.fields.with(req_head, |_, request| match parsed {
-        Ok(Status::Complete(h))
-            if validate::selects(validate::validators(&stored.head).etag, h.headers) =>
-        {
+    let response = &c.response_fields;
+    let answer = c.fields.with(req_head, |_, request| {
+        response.with(&ub, |_, new| {
+            if !validate::selects(validate::validators(&stored.head).etag, new) {
+                return None;
+            }
             let to = Refresh {
                 store,
                 entry: *entry,
@@ -212,11 +212,10 @@ pub(super) async fn revalidated(
                 request,
                 request_time: f.request_time,
             };
-            let hit = refresh(&to, stored, h.headers);
+            let hit = refresh(&to, stored, new);
             let pre = validate::precondition(request, validate::validators(&hit.head));
             Some((hit, pre))
-        }
-        _ => None,
+        })
     });
     // A 304 has no body: the upstream connection is clean unless more bytes followed it.
     if resp.upstream_keep_alive && ub.len() == resp.head_len {
@@ -224,7 +223,7 @@ pub(super) async fn revalidated(
             .borrow_mut()
             .put(up, std::time::Instant::now());
     }
-    w.give_buf(ub);
+    w.buffers.give_buf(ub);
     let Some((hit, pre)) = answer else {
         let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
         return fail_with(c, e, CacheStatus::Miss).await;
@@ -298,11 +297,19 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
     }
 }
 
+/// An upstream's final response head: what its one parse made of it (`info`), and the buffer
+/// it was parsed from (`ub`), in which the connection's `ResponseFields` locate its fields.
+pub(super) struct Response<'a> {
+    info: &'a crate::forward::ResponseInfo,
+    ub: &'a [u8],
+}
+
 /// Decide whether the answer is stored and, if so, give the entry its head. `false`: the
 /// fill was abandoned.
 pub(super) fn fill_head(
     request: &[httparse::Header<'_>],
-    resp_head: &[u8],
+    resp: &Response<'_>,
+    fields: &crate::forward::ResponseFields,
     w: &ProxyWorker,
     g: &Generation,
     f: &Fetch<'_>,
@@ -310,15 +317,8 @@ pub(super) fn fill_head(
     let Some((store, h, cfg)) = f.fill else {
         return false;
     };
-    let limits = &g.cfg.limits.codec;
-    let mut resp_fields = vec![httparse::EMPTY_HEADER; limits.max_headers];
-    let Ok(Status::Complete(resp)) =
-        parse_final_response(resp_head, &mut resp_fields, RequestMethod::Other, limits)
-    else {
-        store.borrow_mut().abandon(h);
-        return false;
-    };
-    let declared = match resp.body {
+    let status = resp.info.status;
+    let declared = match resp.info.body {
         BodyKind::Length(n) => Some(n),
         BodyKind::Empty => Some(0),
         _ => None,
@@ -327,20 +327,20 @@ pub(super) fn fill_head(
         request_time: f.request_time,
         response_time: now_millis(),
     };
-    match cache::storable(request, resp.status, resp.headers, declared, at, cfg) {
-        Ok(st) => {
-            let head = stored_head(resp.status, resp.reason, resp.headers);
-            let kept = store
-                .borrow_mut()
-                .fill_head(h, resp.status, head, st, declared);
-            sync_stats(w, g);
-            kept
+    fields.with(resp.ub, |reason, headers| {
+        match cache::storable(request, status, headers, declared, at, cfg) {
+            Ok(st) => {
+                let head = stored_head(status, reason, headers);
+                let kept = store.borrow_mut().fill_head(h, status, head, st, declared);
+                sync_stats(w, g);
+                kept
+            }
+            Err(_) => {
+                store.borrow_mut().abandon(h);
+                false
+            }
         }
-        Err(_) => {
-            store.borrow_mut().abandon(h);
-            false
-        }
-    }
+    })
 }
 
 /// The head kept with an entry: status line and end-to-end fields, without hop-by-hop
@@ -369,12 +369,12 @@ pub(super) fn has_age(head: &[u8]) -> bool {
     head.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nage:"))
 }
 
-/// Turn the upstream request line `HEAD ...` in `uout` into `GET ...`.
-pub(super) fn to_get(uout: &mut BytesMut) {
-    if uout.starts_with(b"HEAD ") {
-        let rest = uout.split_off(5);
-        uout.clear();
-        uout.extend_from_slice(b"GET ");
-        uout.unsplit(rest);
+/// Turn the upstream request line `HEAD ...` in `to_upstream` into `GET ...`.
+pub(super) fn to_get(to_upstream: &mut BytesMut) {
+    if to_upstream.starts_with(b"HEAD ") {
+        let rest = to_upstream.split_off(5);
+        to_upstream.clear();
+        to_upstream.extend_from_slice(b"GET ");
+        to_upstream.unsplit(rest);
     }
 }

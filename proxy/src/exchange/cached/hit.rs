@@ -34,7 +34,7 @@ impl<'a> Stored<'a> {
     /// Connection as the client needs it, the empty line. Returns whether the connection
     /// stays.
     pub(super) fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
-        let keep = req.keep_alive && (!w.draining() || req.pipelined);
+        let keep = req.keep_alive && (!w.life.draining() || req.pipelined);
         out.clear();
         out.extend_from_slice(self.head);
         write_header_u64(out, b"Age", self.age);
@@ -62,7 +62,7 @@ pub(super) async fn send_precondition_failed(
     req: &RequestInfo,
     status: CacheStatus,
 ) -> Next {
-    let keep = req.keep_alive && (!c.w.draining() || req.pipelined);
+    let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
     send_simple(c, 412, keep, status).await
 }
 
@@ -74,9 +74,9 @@ pub(super) async fn send_simple(
     keep: bool,
     cache: CacheStatus,
 ) -> Next {
-    c.cout.clear();
+    c.to_client.clear();
     let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", cache.as_str().as_bytes())];
-    write_simple_response_with(&mut c.cout, Version::Http11, status, !keep, &fields);
+    write_simple_response_with(&mut c.to_client, Version::Http11, status, !keep, &fields);
     if c.send_cout().await.is_err() {
         return client_gone(&mut c.rec);
     }
@@ -119,12 +119,12 @@ pub(super) async fn send_stored(
     body: Option<Bytes>,
 ) -> Next {
     let w = c.w.clone();
-    let keep = out.write(&w, req, &mut c.cout);
+    let keep = out.write(&w, req, &mut c.to_client);
     let head_only = req.method == RequestMethod::Head;
     let body = body.filter(|b| !head_only && !b.is_empty());
     let separate = match body {
         Some(b) if b.len() <= COPY_BODY_MAX => {
-            c.cout.extend_from_slice(&b);
+            c.to_client.extend_from_slice(&b);
             None
         }
         other => other,
@@ -135,9 +135,9 @@ pub(super) async fn send_stored(
     let sent = match separate {
         None => c.send_cout().await.is_ok(),
         Some(body) => {
-            let (buf, send) = (std::mem::take(&mut c.cout), c.g.cfg.timeouts.send);
+            let (buf, send) = (std::mem::take(&mut c.to_client), c.g.cfg.timeouts.send);
             let written = write_head_and_body(c, &w, buf, body, send).await;
-            written.map(|b| c.cout = b).is_some()
+            written.map(|b| c.to_client = b).is_some()
         }
     };
     if !sent {
@@ -170,24 +170,24 @@ pub(super) async fn send_from_file(
         return send_stored(c, req, out, Some(body)).await;
     }
     let w = c.w.clone();
-    let keep = out.write(&w, req, &mut c.cout);
+    let keep = out.write(&w, req, &mut c.to_client);
     if !keep {
         cork_last_answer(c);
     }
     let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-    // SAFETY: `cout` is valid for its length.
-    let n = unsafe { libc::send(fd, c.cout.as_ptr().cast(), c.cout.len(), flags) };
+    // SAFETY: `to_client` is valid for its length.
+    let n = unsafe { libc::send(fd, c.to_client.as_ptr().cast(), c.to_client.len(), flags) };
     let head = match sent(n) {
         Some(n) => n,
         None => return client_gone(&mut c.rec),
     };
-    c.rec.wrote(&c.cout[..head]);
+    c.rec.wrote(&c.to_client[..head]);
     let send = c.g.cfg.timeouts.send;
-    if head < c.cout.len() {
-        let mut buf = std::mem::take(&mut c.cout);
+    if head < c.to_client.len() {
+        let mut buf = std::mem::take(&mut c.to_client);
         buf.advance(head);
         match write_head_and_body(c, &w, buf, body, send).await {
-            Some(b) => c.cout = b,
+            Some(b) => c.to_client = b,
             None => return client_gone(&mut c.rec),
         }
         return next_after(keep);
@@ -267,7 +267,7 @@ pub(super) async fn write_head_and_body(
     use monoio::io::AsyncWriteRent;
     let total = head.len() + body.len();
     let mut v = HeadAndBody {
-        iov: w.take_iovecs(),
+        iov: w.buffers.take_iovecs(),
         head,
         body,
     };
@@ -285,7 +285,7 @@ pub(super) async fn write_head_and_body(
             _ => return None,
         }
     }
-    w.give_iovecs(v.iov);
+    w.buffers.give_iovecs(v.iov);
     c.rec.wrote(&v.head);
     c.rec.wrote_body(v.body.len() as u64);
     Some(v.head)

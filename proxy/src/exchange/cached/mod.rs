@@ -42,12 +42,11 @@ use crate::cache::{
     RequestClass, Store,
 };
 use crate::config::cache::CacheEntry;
-use crate::config::Action;
 use crate::conn::Next;
 use crate::conn::{cork_last_answer, linger_close, respond_error_with, ClientConn};
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming};
-use crate::generation::Generation;
+use crate::generation::{CacheId, CachedRoute, Generation};
 use crate::io::IoFail;
 use crate::preconditions::Outcome;
 use crate::relay::FillSink;
@@ -59,7 +58,7 @@ use shared::http::encode::{
     write_header, write_header_u64, write_simple_response_with, write_status_line,
 };
 use shared::http::framing::is_hop_by_hop;
-use shared::http::{parse_final_response, BodyKind, RequestMethod, Status, Version};
+use shared::http::{BodyKind, RequestMethod, Version};
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::task::Poll;
@@ -88,18 +87,11 @@ pub fn now_millis() -> Millis {
     shared::clock::coarse_unix().as_millis() as Millis
 }
 
-/// A request on cached route `route`.
-pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usize) -> Next {
+/// A request on the cached route `cache` (of the connection's generation).
+pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: usize) -> Next {
     let g = c.g.clone();
-    let (
-        Action::Proxy {
-            cache: Some(cfg), ..
-        },
-        Some(store),
-    ) = (&g.cfg.routes[route].action, g.caches[route].as_deref())
-    else {
-        return super::run(c, req, group).await;
-    };
+    let CachedRoute { cfg, store } = g.cached(cache);
+    let store: &RefCell<Store> = store;
     // Refused here on a cached route, so the answer carries X-Cache.
     if body_too_large(req.body, g.cfg.limits.max_body) {
         c.rec.cache = Some(CacheStatus::Bypass);
@@ -111,15 +103,17 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
     loop {
         // The key is read from the client buffer for the decision (no copy on a hit), and
         // copied only for what outlives the head: a fetch, a purge.
-        let d = c.fields.with(&c.cin[..req.head_len], |method, fields| {
-            let key = key_of(&c.cin, &req, https);
-            decide((method, fields), &req, cfg, store, key, now)
-        });
-        let key = || OwnedKey::new(key_of(&c.cin, &req, https));
+        let d = c
+            .fields
+            .with(&c.from_client[..req.head_len], |method, fields| {
+                let key = key_of(&c.from_client, &req, https);
+                decide((method, fields), &req, cfg, store, key, now)
+            });
+        let key = || OwnedKey::new(key_of(&c.from_client, &req, https));
         match d {
             Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
-                c.cin.advance(req.head_len);
+                c.from_client.advance(req.head_len);
                 return from_store(c, &req, store, answer).await;
             }
             Decision::Wait { fill, stale } => {
@@ -170,7 +164,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, route: usize, group: usiz
                 return purge(c, &req, cfg, &key).await;
             }
             Decision::NotCached => {
-                c.cin.advance(req.head_len);
+                c.from_client.advance(req.head_len);
                 return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
             }
         }
@@ -201,13 +195,13 @@ async fn from_store(
     }
 }
 
-/// The cache key of the request whose head is in `cin`, from a client on a connection
+/// The cache key of the request whose head is in `from_client`, from a client on a connection
 /// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form
 /// as the request layer read it (`RequestInfo::target`; `/` when empty), as the origin gets
 /// them.
-fn key_of<'a>(cin: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
-    let host = req.authority.map_or(&[][..], |a| a.get(cin));
-    let target = match req.target.get(cin) {
+fn key_of<'a>(from_client: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
+    let host = req.authority.map_or(&[][..], |a| a.get(from_client));
+    let target = match req.target.get(from_client) {
         b"" => b"/",
         t => t,
     };
