@@ -136,7 +136,7 @@ pub struct LoadArgs {
     #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// With --rate: busy-poll the clock until each intended send time instead of sleeping
-    /// (exact pacing for a full core per worker; see the README). Checked against --rate in
+    /// (exact pacing for a full core per worker; see docs/LOADER.md). Checked against --rate in
     /// `RunOptions::validate`, not by clap: `loader ceiling` takes it without --rate.
     #[arg(long)]
     pub spin: bool,

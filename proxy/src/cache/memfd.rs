@@ -1,7 +1,7 @@
 //! Stored bodies in a per-worker memfd (issue 10's measurement: sendfile from the page cache
 //! beat `writev` from memory for bodies over [`FILE_BODY_MIN`], memory won below it; see
-//! README "Response cache hits"). A hit of such a body is sent with sendfile(2), no copy
-//! through user space, as nginx serves its cache files.
+//! docs/CONFIGURATION.md, the response cache). A hit of such a body is sent with sendfile(2),
+//! no copy through user space, as nginx serves its cache files.
 //!
 //! Each body is written once at a page-aligned offset, then mapped read-only: the entry's
 //! `Bytes` is that mapping, so the page cache holds the only copy (streaming readers, stale

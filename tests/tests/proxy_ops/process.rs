@@ -156,7 +156,7 @@ fn hundred_megabytes_both_ways_in_bounded_memory() {
         "proxy memory after 100 MB each way: peak {hwm} KiB, now {rss} KiB ({code} KiB of it \
          the binary's pages)"
     );
-    // The README's claim: a long transfer stays under 10 MB resident. The binary's own
+    // docs/OPERATIONS.md's claim: a long transfer stays under 10 MB resident. The binary's own
     // pages are not what a transfer costs: a debug build of the proxy (rustls and ring
     // linked in) maps ~9 MB of them at start, a release build ~4 MB.
     assert!(
