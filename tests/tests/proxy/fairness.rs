@@ -9,17 +9,20 @@
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use shared::origin::{Origin, OriginConfig};
+use shared::shutdown::Shutdown;
 use tests::raw::{parse_response, Parse};
 
 /// The clients' start line: all connect, then all send their first request at once.
-#[derive(Default)]
 struct Start {
+    /// Connects finished (or failed); the last one fires `ready`.
     connected: Cell<usize>,
-    at: Cell<Option<Instant>>,
+    conns: usize,
+    ready: Shutdown,
+    go: Shutdown,
 }
 
 /// When one client got its first and its last answer.
@@ -53,13 +56,14 @@ async fn answer(s: &mut monoio::net::TcpStream, buf: &mut Vec<u8>, n: usize) -> 
 
 /// One client: connect, wait for the start, then `requests` requests one after the other.
 async fn client(addr: SocketAddr, start: Rc<Start>, requests: usize) -> Result<Served, String> {
-    let mut s = monoio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
+    let connected = monoio::net::TcpStream::connect(addr).await;
+    // Counted failed too: the start must not wait for a client that is gone.
     start.connected.set(start.connected.get() + 1);
-    while start.at.get().is_none() {
-        monoio::time::sleep(Duration::from_millis(1)).await;
+    if start.connected.get() == start.conns {
+        start.ready.fire();
     }
+    let mut s = connected.map_err(|e| format!("connect: {e}"))?;
+    start.go.wait().await;
     let req: &'static [u8] = b"GET /f HTTP/1.1\r\nHost: f\r\n\r\n";
     let mut buf = Vec::with_capacity(4096);
     let mut first = None;
@@ -80,15 +84,18 @@ async fn client(addr: SocketAddr, start: Rc<Start>, requests: usize) -> Result<S
 fn run_clients(addr: SocketAddr, conns: usize, requests: usize) -> (Instant, Vec<Served>) {
     let driver = tests::fast_uring().unwrap_or(shared::runtime::DriverKind::Epoll);
     shared::runtime::run_on(driver, 4096, async move {
-        let start = Rc::new(Start::default());
+        let start = Rc::new(Start {
+            connected: Cell::new(0),
+            conns,
+            ready: Shutdown::new(),
+            go: Shutdown::new(),
+        });
         let tasks: Vec<_> = (0..conns)
             .map(|_| monoio::spawn(client(addr, start.clone(), requests)))
             .collect();
-        while start.connected.get() < conns {
-            monoio::time::sleep(Duration::from_millis(1)).await;
-        }
+        start.ready.wait().await;
         let at = Instant::now();
-        start.at.set(Some(at));
+        start.go.fire();
         let mut out = Vec::with_capacity(conns);
         for t in tasks {
             out.push(t.await.unwrap_or_else(|e| panic!("a client failed: {e}")));
