@@ -49,6 +49,9 @@ pub fn from_toml(file: &str, text: &str) -> Result<Config, Error> {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub runtime: shared::runtime::RuntimeConfig,
+    /// `[runtime] splice`: large plain response bodies go from socket to socket with splice(2)
+    /// (`splice.rs`).
+    pub splice: bool,
     pub listeners: Vec<Listener>,
     pub groups: Vec<UpstreamGroup>,
     /// Routes in file order; matching picks the longest path prefix among those whose host

@@ -106,6 +106,8 @@ async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstr
             stream,
             requests: 0,
             reused: false,
+            splices: false,
+            nonblocking: false,
         }),
         Ok(Err(e)) => {
             w.obs
@@ -333,6 +335,7 @@ async fn attempt<'g>(
             fields: &mut c.response_fields,
             limits: &cfg.limits.codec,
             read_timeout: Some(cfg.timeouts.read),
+            at_most: head_read(&up),
         };
         match read_response_head(w, &mut up.stream, ub, to).await {
             Ok(head) => (up, head, false),
@@ -370,6 +373,15 @@ async fn counted_connect(
 ) -> Result<Upstream, ProxyError> {
     w.count_server(gen, server, |m| m.connects += 1);
     connect(w, to, limit).await
+}
+
+/// The most a response head read takes on `up`: little where its body is to be spliced.
+fn head_read(up: &Upstream) -> usize {
+    if up.splices {
+        crate::splice::HEAD_READ
+    } else {
+        usize::MAX
+    }
 }
 
 /// Send the request head (with a body that came with it) in one write; `Err`: what the
@@ -431,6 +443,11 @@ async fn relay_response(
         head: &mut c.to_client,
         kind: resp.body,
         framing: resp.framing,
+        splice: (fill.is_none() && c.g.cfg.splice).then_some(relay::SpliceWith {
+            pipes: &w.buffers.pipes,
+            client_nonblocking: &mut c.nonblocking,
+            up_nonblocking: &mut up.nonblocking,
+        }),
         fill,
         rec: &mut c.rec,
     };
@@ -447,6 +464,14 @@ async fn relay_response(
         Ok(done) => {
             w.buffers.give_buf(done.buf);
             let filled = done.filled;
+            // A connection that carries large bodies stays read one-shot, so that the next
+            // one can be spliced too (a multishot receive, once armed, stays).
+            up.splices = c.g.cfg.splice
+                && crate::splice::worth_it(resp.body)
+                && !up.stream.waits_bufferless();
+            if done.spliced {
+                w.stats.spliced.incr();
+            }
             if resp.upstream_keep_alive && done.clean {
                 c.g.pools[group][server]
                     .borrow_mut()

@@ -63,6 +63,14 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
     }
     family(
         &mut o,
+        "proxy_spliced_responses_total",
+        "counter",
+        "Response bodies moved from the upstream's socket to the client's with splice(2).",
+    );
+    let spliced: u64 = snaps.iter().map(|s| s.spliced).sum();
+    let _ = writeln!(o, "proxy_spliced_responses_total {spliced}");
+    family(
+        &mut o,
         "proxy_request_duration_seconds",
         "histogram",
         "Client request duration, from its first byte to the end of the response.",

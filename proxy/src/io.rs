@@ -28,7 +28,18 @@ pub async fn read_more<S: AsyncReadRent>(
     min_spare: usize,
     deadline: Instant,
 ) -> Result<(usize, BytesMut), IoFail> {
-    match timeout_at(deadline, read_some(s, buf, min_spare)).await {
+    read_more_max(s, buf, min_spare, usize::MAX, deadline).await
+}
+
+/// `read_more` taking at most `max` bytes.
+pub async fn read_more_max<S: AsyncReadRent>(
+    s: &mut S,
+    buf: BytesMut,
+    min_spare: usize,
+    max: usize,
+    deadline: Instant,
+) -> Result<(usize, BytesMut), IoFail> {
+    match timeout_at(deadline, read_some_max(s, buf, min_spare, max)).await {
         Err(_) => Err(IoFail::Timeout),
         Ok(r) => r,
     }
@@ -37,15 +48,25 @@ pub async fn read_more<S: AsyncReadRent>(
 /// `read_more` without a deadline: for a read that something else bounds.
 pub async fn read_some<S: AsyncReadRent>(
     s: &mut S,
+    buf: BytesMut,
+    min_spare: usize,
+) -> Result<(usize, BytesMut), IoFail> {
+    read_some_max(s, buf, min_spare, usize::MAX).await
+}
+
+/// `read_some` taking at most `max` bytes.
+pub async fn read_some_max<S: AsyncReadRent>(
+    s: &mut S,
     mut buf: BytesMut,
     min_spare: usize,
+    max: usize,
 ) -> Result<(usize, BytesMut), IoFail> {
     if buf.capacity() - buf.len() < min_spare {
         // Reclaims the already-consumed front of the buffer before allocating.
         buf.reserve(min_spare);
     }
     let len = buf.len();
-    let cap = buf.capacity();
+    let cap = buf.capacity().min(len.saturating_add(max));
     match s.read(buf.slice_mut(len..cap)).await {
         (Ok(n), slice) => Ok((n, slice.into_inner())),
         (Err(e), _) => Err(IoFail::Error(e.kind())),

@@ -295,6 +295,8 @@ pub struct WorkerSnapshot {
     pub accept_errors: u64,
     /// TLS client handshakes: full, resumed, failed, and plain HTTP on a TLS listener.
     pub tls: [u64; 4],
+    /// Response bodies spliced from socket to socket (`splice.rs`).
+    pub spliced: u64,
     /// Per group, per server.
     pub servers: Vec<Vec<ServerState>>,
     /// Per route (`None`: not cached).

@@ -38,6 +38,11 @@ pub struct Upstream {
     pub requests: u64,
     /// Taken from the pool (so a failure before the response may just mean it went stale).
     pub reused: bool,
+    /// Its last response body was spliced (`splice.rs`): it stays out of multishot receives,
+    /// which would take the next body into the buffer ring, and its next head is read small.
+    pub splices: bool,
+    /// Its socket was made non-blocking (for splice: `shared::stream::ensure_nonblocking`).
+    pub nonblocking: bool,
 }
 
 struct Idle {
@@ -101,8 +106,9 @@ impl ServerPool {
         // A plain connection that will be read again is read through a multishot receive
         // from now on (a TLS one is checked with a raw read, which the receive would hide
         // bytes from).
-        let mut unwatched = false;
-        if !up.stream.is_tls() && up.stream.multishot_recv() {
+        // A connection that splices is read one-shot: only a peek sees what arrived.
+        let mut unwatched = up.splices;
+        if !up.splices && !up.stream.is_tls() && up.stream.multishot_recv() {
             match watch(&mut up.stream) {
                 Watch::Armed => {}
                 // The origin already sent more than its response, or ended: not reusable.

@@ -213,6 +213,15 @@ pub struct Relayed {
     pub clean: bool,
     /// The cache entry the body filled, if it was not dropped on the way.
     pub filled: Option<crate::cache::Handle>,
+    /// The body went through a pipe (`splice.rs`), not the buffer.
+    pub spliced: bool,
+}
+
+/// What splicing a body needs: the worker's pipes and both sockets' non-blocking marks.
+pub struct SpliceWith<'a> {
+    pub pipes: &'a crate::splice::Pipes,
+    pub client_nonblocking: &'a mut bool,
+    pub up_nonblocking: &'a mut bool,
 }
 
 /// A response on its way to the client.
@@ -230,13 +239,15 @@ pub struct ResponseRelay<'a> {
     pub fill: Option<FillSink<'a>>,
     /// What was written to the client is noted here.
     pub rec: &'a mut crate::record::Record,
+    /// Where a large body may be spliced (`None`: splicing is off).
+    pub splice: Option<SpliceWith<'a>>,
 }
 
 /// Send the client's response head and the response body to the client. The body starts at
 /// `ubuf[pos..]` (after the upstream's head) and continues on the upstream connection.
 pub async fn response_body(
     cfg: &Config,
-    r: ResponseRelay<'_>,
+    mut r: ResponseRelay<'_>,
     mut ubuf: BytesMut,
     mut pos: usize,
 ) -> Result<Relayed, RelayFail> {
@@ -258,9 +269,21 @@ pub async fn response_body(
             buf: ubuf,
             clean,
             filled,
+            spliced: false,
         });
     }
     let mut dec = BodyDecoder::new(r.kind, &cfg.limits.codec);
+    let buffered = (ubuf.len() - pos) as u64;
+    if let (Some(sp), Some(len)) = (&mut r.splice, spliceable(&dec, &out, r.up, buffered)) {
+        splice_rest(sp, &mut out, r.up, (&mut ubuf, pos), len, t).await?;
+        ubuf.clear();
+        return Ok(Relayed {
+            buf: ubuf,
+            clean: true,
+            filled: None,
+            spliced: true,
+        });
+    }
     loop {
         if pos < ubuf.len() {
             let (consumed, a, b, done) = decode_at(&mut dec, &ubuf, pos)
@@ -275,6 +298,7 @@ pub async fn response_body(
                     buf: ubuf,
                     clean,
                     filled,
+                    spliced: false,
                 });
             }
             if consumed > 0 && pos < ubuf.len() {
@@ -307,12 +331,71 @@ pub async fn response_body(
                     buf,
                     clean: false,
                     filled,
+                    spliced: false,
                 });
             }
             Ok((_, buf)) => ubuf = buf,
             Err(f) => return Err(upstream_fail(f)),
         }
     }
+}
+
+/// The body bytes to splice when the response is to be spliced: a plain Content-Length body
+/// with at least `SPLICE_MIN` bytes beyond the `buffered` ones read with the head, both
+/// connections plain TCP, the upstream read one-shot, nothing to fill or re-frame.
+fn spliceable(dec: &BodyDecoder, out: &ToClient<'_>, up: &Stream, buffered: u64) -> Option<u64> {
+    let len = dec.length_remaining()?.checked_sub(buffered)?;
+    let plain = matches!((&*out.client, up), (Stream::Plain(_), Stream::Plain(_)));
+    let ok = len >= crate::splice::SPLICE_MIN
+        && plain
+        && !out.chunked
+        && out.fill.is_none()
+        && !up.waits_bufferless();
+    ok.then_some(len)
+}
+
+/// Send the head and the body bytes read with it (`ubuf[pos..]`) with MSG_MORE, then splice
+/// the body's last `len` bytes: the client gets them in the same segments. `Ok` once all of it
+/// reached the client's socket.
+async fn splice_rest(
+    sp: &mut SpliceWith<'_>,
+    out: &mut ToClient<'_>,
+    up: &Stream,
+    (ubuf, pos): (&mut BytesMut, usize),
+    len: u64,
+    t: &crate::config::Timeouts,
+) -> Result<(), RelayFail> {
+    use shared::stream::ensure_nonblocking;
+    use std::os::fd::AsRawFd;
+    let (client, up) = (out.client.tcp(), up.tcp());
+    let gone = RelayFail::Client(ProxyError::ClientGone);
+    ensure_nonblocking(client.as_raw_fd(), sp.client_nonblocking).map_err(|_| gone)?;
+    ensure_nonblocking(up.as_raw_fd(), sp.up_nonblocking)
+        .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamIo))?;
+    let hl = out.head.len();
+    let first: &[u8] = if hl <= pos {
+        // Over the upstream's head, already parsed: no copy of the body bytes.
+        ubuf[pos - hl..pos].copy_from_slice(out.head);
+        &ubuf[pos - hl..]
+    } else {
+        out.head.extend_from_slice(&ubuf[pos..]);
+        out.head
+    };
+    crate::direct::send_more(client, first, t.send)
+        .await
+        .map_err(|_| gone)?;
+    out.rec.wrote(first);
+    out.head_pending = false;
+    let mut sent = 0;
+    let r = crate::splice::body(sp.pipes, up, client, len, (t.read, t.send), &mut sent).await;
+    out.rec.wrote_body(sent);
+    use crate::splice::SpliceFail as F;
+    r.map_err(|f| match f {
+        F::UpstreamClosed => RelayFail::Upstream(ProxyError::UpstreamClosed),
+        F::UpstreamIo => RelayFail::Upstream(ProxyError::UpstreamIo),
+        F::UpstreamTimeout => RelayFail::Upstream(ProxyError::UpstreamTimeout),
+        F::Client => gone,
+    })
 }
 
 /// The client side of a response relay: the head goes out with the first payload bytes (or

@@ -57,6 +57,8 @@ pub struct ProxyCounters {
     /// timeout), or the client spoke plain HTTP (also counted in `tls_plain_http`).
     pub tls_failed: Counter,
     pub tls_plain_http: Counter,
+    /// Response bodies moved with splice(2) (`splice.rs`).
+    pub spliced: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -326,6 +328,7 @@ impl ProxyWorker {
                     plain,
                 ]
             },
+            spliced: self.stats.spliced.get(),
             servers,
             caches,
             draining: self.life.shutdown.is_fired(),

@@ -23,6 +23,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
             entries: 256,
             multishot: true,
         },
+        splice: true,
         listeners: vec![Listener {
             addr: "127.0.0.1:0".parse().unwrap(),
             backlog: 128,

@@ -90,6 +90,10 @@ pub struct Args {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 
+    /// Relay large plain response bodies through the relay buffer, never with splice(2) from socket to socket [default: splice Content-Length bodies of 16 KiB and more]
+    #[arg(long)]
+    pub no_splice: bool,
+
     /// Load balancing across the upstream servers
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = Balance::RoundRobin,
           conflicts_with_all = ["config", "check_config"])]
@@ -457,6 +461,9 @@ impl Cli {
         }
         if a.runtime.no_multishot {
             edits.push(Edit::NoMultishot);
+        }
+        if a.no_splice {
+            edits.push(Edit::NoSplice);
         }
         let timeouts: [(&str, Dur, TimeoutSlot); 8] = [
             ("connect_timeout", a.connect_timeout, |t| &mut t.connect),

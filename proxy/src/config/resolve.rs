@@ -69,6 +69,8 @@ pub enum Edit {
     NoPin,
     /// `--no-multishot`.
     NoMultishot,
+    /// `--no-splice`.
+    NoSplice,
     Timeout(TimeoutSlot, Duration),
     /// `--body-min-rate`, in bytes per second.
     BodyMinRate(u64),
@@ -88,6 +90,7 @@ impl Edit {
             Edit::Driver(d) => cfg.runtime.driver = d,
             Edit::NoPin => cfg.runtime.pin = false,
             Edit::NoMultishot => cfg.runtime.multishot = false,
+            Edit::NoSplice => cfg.splice = false,
             Edit::Timeout(slot, d) => *slot(&mut cfg.timeouts) = d,
             Edit::BodyMinRate(r) => cfg.timeouts.body_min_rate = r,
             Edit::MaxBody(limit) => cfg.limits.max_body = limit,
@@ -106,6 +109,7 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
     let routes = r.routes(&groups)?;
     let mut cfg = Config {
         runtime: runtime_config(&file.runtime),
+        splice: file.runtime.splice,
         listeners,
         groups,
         routes,

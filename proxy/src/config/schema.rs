@@ -316,6 +316,8 @@ pub struct RuntimeEntry {
     pub driver: DriverChoice,
     pub pin: bool,
     pub multishot: bool,
+    /// Large plain response bodies spliced from socket to socket (`splice.rs`).
+    pub splice: bool,
 }
 
 impl Default for RuntimeEntry {
@@ -325,6 +327,7 @@ impl Default for RuntimeEntry {
             driver: DriverChoice::Auto,
             pin: true,
             multishot: true,
+            splice: true,
         }
     }
 }

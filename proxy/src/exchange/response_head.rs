@@ -3,7 +3,7 @@
 
 use crate::error::ProxyError;
 use crate::forward::{prepare_response, ResponseFields, ResponseInfo};
-use crate::io::{read_more, read_some, IoFail};
+use crate::io::{read_more_max, read_some_max, IoFail};
 use crate::request::worth_parsing;
 use crate::request::RequestInfo;
 use crate::worker::{ProxyWorker, RELAY_BUF};
@@ -42,6 +42,8 @@ pub(super) struct HeadRead<'a> {
     pub(super) limits: &'a Limits,
     /// The longest wait for each read; `None` when the caller bounds the wait.
     pub(super) read_timeout: Option<Duration>,
+    /// The most one read takes (`splice::HEAD_READ` where the body is to be spliced).
+    pub(super) at_most: usize,
 }
 
 /// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).
@@ -57,8 +59,11 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
     loop {
         let had = ub.len();
         let read = match to.read_timeout {
-            Some(t) => read_more(up, ub, RELAY_BUF / 4, shared::clock::deadline(t)).await,
-            None => read_some(up, ub, RELAY_BUF / 4).await,
+            Some(t) => {
+                let until = shared::clock::deadline(t);
+                read_more_max(up, ub, RELAY_BUF / 4, to.at_most, until).await
+            }
+            None => read_some_max(up, ub, RELAY_BUF / 4, to.at_most).await,
         };
         match read {
             Ok((0, b)) if had == 0 => return Err(HeadFail::Nothing(Some(b))),

@@ -93,6 +93,8 @@ async fn stream_body(
         stream,
         requests,
         reused,
+        splices,
+        nonblocking,
     } = up;
     let g = &c.g;
     let read_timeout = g.cfg.timeouts.read;
@@ -114,6 +116,7 @@ async fn stream_body(
             fields: &mut c.response_fields,
             limits: &g.cfg.limits.codec,
             read_timeout: None,
+            at_most: usize::MAX,
         };
         let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
         let bounded = |head| async move {
@@ -152,6 +155,8 @@ async fn stream_body(
         stream,
         requests,
         reused,
+        splices,
+        nonblocking,
     });
     (up, outcome)
 }

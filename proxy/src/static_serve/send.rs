@@ -20,10 +20,10 @@
 
 use super::Plan;
 use crate::conn::ClientConn;
+use crate::direct::{send_more, step, writable, Step};
 use crate::io::write_all;
 use crate::static_files::respond::Body;
 use monoio::net::TcpStream;
-use monoio::time::timeout_at;
 use shared::stream::Stream;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
@@ -49,7 +49,9 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     };
     shared::stream::ensure_nonblocking(tcp.as_raw_fd(), &mut c.nonblocking)
         .map_err(|_| SendFail)?;
-    send_all(tcp, &c.to_client, limit).await?;
+    send_more(tcp, &c.to_client, limit)
+        .await
+        .map_err(|_| SendFail)?;
     c.rec.wrote(&c.to_client);
     sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await?;
     c.rec.wrote_body(len);
@@ -102,53 +104,6 @@ async fn write_head(c: &mut ClientConn) -> Result<(), SendFail> {
     c.send_cout().await.map_err(|_| SendFail)
 }
 
-/// Wait until the socket may take more bytes, or fail after `limit`.
-async fn writable(s: &TcpStream, limit: Duration) -> Result<(), SendFail> {
-    match timeout_at(shared::clock::deadline(limit), s.writable(false)).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(SendFail),
-    }
-}
-
-/// What a syscall that may say `EAGAIN` did.
-enum Step {
-    Sent(usize),
-    Full,
-    Failed,
-}
-
-fn step(n: isize) -> Step {
-    if n > 0 {
-        return Step::Sent(n as usize);
-    }
-    if n == 0 {
-        return Step::Failed;
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EAGAIN) => Step::Full,
-        Some(libc::EINTR) => Step::Sent(0),
-        _ => Step::Failed,
-    }
-}
-
-/// `send(MSG_MORE)` all of `head` on a non-blocking socket: a body follows at once.
-/// `MSG_DONTWAIT` as well: this call never waits, whatever the socket's mode.
-async fn send_all(s: &TcpStream, head: &[u8], limit: Duration) -> Result<(), SendFail> {
-    let mut at = 0;
-    while at < head.len() {
-        let rest = &head[at..];
-        let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        // SAFETY: `rest` is readable for `rest.len()` bytes; the fd is open.
-        let n = unsafe { libc::send(s.as_raw_fd(), rest.as_ptr().cast(), rest.len(), flags) };
-        match step(n) {
-            Step::Sent(n) => at += n,
-            Step::Full => writable(s, limit).await?,
-            Step::Failed => return Err(SendFail),
-        }
-    }
-    Ok(())
-}
-
 /// `sendfile` until `len` bytes from `offset` are sent; the peer gets `limit` to make room
 /// each time the socket is full. The socket must be non-blocking (`ensure_nonblocking`).
 async fn sendfile_all(
@@ -166,8 +121,8 @@ async fn sendfile_all(
         let n = unsafe { libc::sendfile(s.as_raw_fd(), file.as_raw_fd(), &mut off, chunk) };
         // 0: the file ended early (it shrank).
         match step(n) {
-            Step::Sent(n) => left -= n as u64,
-            Step::Full => writable(s, limit).await?,
+            Step::Moved(n) => left -= n as u64,
+            Step::Again => writable(s, limit).await.map_err(|_| SendFail)?,
             Step::Failed => return Err(SendFail),
         }
     }

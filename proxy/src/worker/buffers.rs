@@ -34,6 +34,8 @@ pub struct BufferPools {
     /// nothing).
     #[allow(clippy::vec_box)] // each pair is handed to the runtime: its address must not move
     iovecs: RefCell<Vec<Box<[libc::iovec; 2]>>>,
+    /// Pipes for spliced bodies.
+    pub pipes: crate::splice::Pipes,
 }
 
 impl BufferPools {

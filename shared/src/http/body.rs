@@ -90,6 +90,14 @@ impl BodyDecoder {
         }
     }
 
+    /// The bytes a Content-Length body still expects; `None` for any other framing.
+    pub fn length_remaining(&self) -> Option<u64> {
+        match self.state {
+            State::Length { remaining } => Some(remaining),
+            _ => None,
+        }
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.state, State::Done)
     }

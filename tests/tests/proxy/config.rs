@@ -393,6 +393,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--takeover-socket",
         "--takeover",
         "--no-multishot",
+        "--no-splice",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -400,7 +401,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 43, "{help}");
+    assert_eq!(entries.len(), 44, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -16,6 +16,7 @@ mod rejected_body;
 mod return_action;
 mod routes;
 mod smuggling;
+mod splice;
 mod static_files;
 mod stream;
 mod upstream_framing;

@@ -1,0 +1,74 @@
+//! System calls made straight on a connection's non-blocking socket (`send(MSG_MORE)`,
+//! `sendfile`, `splice`), waiting through the runtime when the socket says `EAGAIN`: a poll op
+//! on io_uring, epoll's readiness otherwise. Used where the runtime has no operation for the
+//! job (sendfile) or where one would go through a worker thread (io_uring's splice always
+//! does). The socket must be non-blocking (`shared::stream::ensure_nonblocking`): a blocking
+//! one would hold the worker thread.
+
+use monoio::net::TcpStream;
+use monoio::time::timeout_at;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// The socket failed, or its peer did not make room (or send) within the time allowed.
+#[derive(Debug)]
+pub struct Stuck;
+
+/// Wait until the socket may take more bytes, or fail after `limit`.
+pub async fn writable(s: &TcpStream, limit: Duration) -> Result<(), Stuck> {
+    match timeout_at(shared::clock::deadline(limit), s.writable(false)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Stuck),
+    }
+}
+
+/// Wait until the socket has bytes (or its end) to read, or fail after `limit`.
+pub async fn readable(s: &TcpStream, limit: Duration) -> Result<(), Stuck> {
+    match timeout_at(shared::clock::deadline(limit), s.readable(false)).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(Stuck),
+    }
+}
+
+/// What a system call that may say `EAGAIN` did.
+pub enum Step {
+    /// Moved this many bytes (0 after `EINTR`: try again).
+    Moved(usize),
+    /// `EAGAIN`: wait for the socket.
+    Again,
+    /// 0 (the end, or nothing to move) or an error.
+    Failed,
+}
+
+/// Classify a system call's return value (and `errno`).
+pub fn step(n: isize) -> Step {
+    if n > 0 {
+        return Step::Moved(n as usize);
+    }
+    if n == 0 {
+        return Step::Failed;
+    }
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => Step::Again,
+        Some(libc::EINTR) => Step::Moved(0),
+        _ => Step::Failed,
+    }
+}
+
+/// `send(MSG_MORE)` all of `head` on a non-blocking socket: a body follows at once, in the
+/// same segments. `MSG_DONTWAIT` as well: this call never waits, whatever the socket's mode.
+pub async fn send_more(s: &TcpStream, head: &[u8], limit: Duration) -> Result<(), Stuck> {
+    let mut at = 0;
+    while at < head.len() {
+        let rest = &head[at..];
+        let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+        // SAFETY: `rest` is readable for `rest.len()` bytes; the fd is open.
+        let n = unsafe { libc::send(s.as_raw_fd(), rest.as_ptr().cast(), rest.len(), flags) };
+        match step(n) {
+            Step::Moved(n) => at += n,
+            Step::Again => writable(s, limit).await?,
+            Step::Failed => return Err(Stuck),
+        }
+    }
+    Ok(())
+}
