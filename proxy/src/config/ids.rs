@@ -70,6 +70,26 @@ id!(
 
 /// A vector indexed by one kind of id only. Iteration is in id order; `enumerate` pairs
 /// each value with its id.
+///
+/// ```
+/// use proxy::config::{GroupId, Table};
+/// let t: Table<GroupId, u8> = Table::from(vec![7]);
+/// assert_eq!(t[GroupId::new(0)], 7);
+/// ```
+///
+/// Another kind of id, or a bare position, does not compile:
+///
+/// ```compile_fail
+/// use proxy::config::{GroupId, RouteId, Table};
+/// let t: Table<GroupId, u8> = Table::from(vec![7]);
+/// let _ = t[RouteId::new(0)];
+/// ```
+///
+/// ```compile_fail
+/// use proxy::config::{GroupId, Table};
+/// let t: Table<GroupId, u8> = Table::from(vec![7]);
+/// let _ = t[0];
+/// ```
 pub struct Table<I, T> {
     items: Vec<T>,
     _id: PhantomData<fn(I) -> I>,
