@@ -408,7 +408,7 @@ fn answer(ctx: &AdminCtx, head_only: bool, path: &str) -> Reply {
 /// config (its names label the series). A scrape that lands while a reload reaches the
 /// workers one by one asks again; if the workers still disagree after 100 ms (one stuck in a
 /// long task), only those on the newest generation are shown: counts keyed on another
-/// config's indices must not be read with this one's names.
+/// config's ids must not be read with this one's names.
 fn gather_one_generation(
     ctx: &AdminCtx,
 ) -> Result<(Arc<Config>, Vec<WorkerSnapshot>), shared::inbox::AskError> {

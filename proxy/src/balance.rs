@@ -22,7 +22,7 @@
 //! servers that are not down, as above. A server coming `Up` has its passive mark cleared:
 //! `rise` passed checks are fresher news than the failure that marked it.
 
-use crate::config::{Balance, UpstreamGroup};
+use crate::config::{Balance, ServerId, Table, UpstreamGroup};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, Copy)]
@@ -81,11 +81,11 @@ impl Health {
     }
 }
 
-/// One worker's balancer for one group. Server indices are positions in `group.servers`.
+/// One worker's balancer for one group. Its servers are those of `group.servers`, by the same [`ServerId`].
 #[derive(Debug, Clone)]
 pub struct Balancer {
     balance: Balance,
-    servers: Vec<ServerState>,
+    servers: Table<ServerId, ServerState>,
     /// xorshift64* state; never zero.
     rng: u64,
 }
@@ -97,21 +97,17 @@ impl Balancer {
             Some(_) => Health::Up,
             None => Health::Unchecked,
         };
-        let servers = group
-            .servers
-            .iter()
-            .map(|s| ServerState {
-                weight: i64::from(s.weight.max(1)),
-                current: 0,
-                active: 0,
-                max_fails: s.max_fails,
-                fail_timeout: s.fail_timeout,
-                fails: 0,
-                window_start: None,
-                down_until: None,
-                health,
-            })
-            .collect();
+        let servers = group.servers.map(|s| ServerState {
+            weight: i64::from(s.weight.max(1)),
+            current: 0,
+            active: 0,
+            max_fails: s.max_fails,
+            fail_timeout: s.fail_timeout,
+            fails: 0,
+            window_start: None,
+            down_until: None,
+            health,
+        });
         Balancer {
             balance: group.balance,
             servers,
@@ -123,7 +119,7 @@ impl Balancer {
     /// A server not in `tried` and not down by active checks, preferring those not marked
     /// failed; if every such one is failed, pick among them anyway (as nginx does). `None`
     /// when none is left: all tried, or down.
-    pub fn pick(&mut self, tried: &[usize], now: Instant) -> Option<usize> {
+    pub fn pick(&mut self, tried: &[ServerId], now: Instant) -> Option<ServerId> {
         let mut filter = Filter {
             tried,
             now,
@@ -131,7 +127,6 @@ impl Balancer {
         };
         filter.skip_down = self
             .servers
-            .iter()
             .enumerate()
             .any(|(i, s)| filter.ok(i, s) && !s.is_down(now));
         match self.balance {
@@ -146,21 +141,21 @@ impl Balancer {
     }
 
     /// A request to `server` started.
-    pub fn started(&mut self, server: usize) {
+    pub fn started(&mut self, server: ServerId) {
         if let Some(s) = self.servers.get_mut(server) {
             s.active += 1;
         }
     }
 
     /// A request to `server` finished (whatever its outcome).
-    pub fn finished(&mut self, server: usize) {
+    pub fn finished(&mut self, server: ServerId) {
         if let Some(s) = self.servers.get_mut(server) {
             s.active = s.active.saturating_sub(1);
         }
     }
 
     /// Connecting to `server` failed, or it closed or timed out before answering.
-    pub fn failed(&mut self, server: usize, now: Instant) {
+    pub fn failed(&mut self, server: ServerId, now: Instant) {
         let Some(s) = self.servers.get_mut(server) else {
             return;
         };
@@ -182,7 +177,7 @@ impl Balancer {
     }
 
     /// `server` answered: its failure count starts over.
-    pub fn succeeded(&mut self, server: usize) {
+    pub fn succeeded(&mut self, server: ServerId) {
         if let Some(s) = self.servers.get_mut(server) {
             s.fails = 0;
             s.window_start = None;
@@ -191,14 +186,14 @@ impl Balancer {
     }
 
     /// What the active checks say about `server` (`Unchecked` for an index out of range).
-    pub fn health(&self, server: usize) -> Health {
+    pub fn health(&self, server: ServerId) -> Health {
         self.servers
             .get(server)
             .map_or(Health::Unchecked, |s| s.health)
     }
 
     /// The active checks' verdict on `server`. Coming up clears its passive mark.
-    pub fn set_health(&mut self, server: usize, health: Health) {
+    pub fn set_health(&mut self, server: ServerId, health: Health) {
         let Some(s) = self.servers.get_mut(server) else {
             return;
         };
@@ -213,7 +208,7 @@ impl Balancer {
     /// A reload's carry-over: `server` takes the failure state (count, window, marked failed)
     /// and the active checks' verdict of `from`'s `from_server`, the same address in the
     /// previous generation.
-    pub fn adopt_failures(&mut self, server: usize, from: &Balancer, from_server: usize) {
+    pub fn adopt_failures(&mut self, server: ServerId, from: &Balancer, from_server: ServerId) {
         if let (Some(s), Some(f)) = (self.servers.get_mut(server), from.servers.get(from_server)) {
             s.fails = f.fails;
             s.window_start = f.window_start;
@@ -223,19 +218,18 @@ impl Balancer {
     }
 
     /// Whether `server` is currently marked failed (passively).
-    pub fn is_down(&self, server: usize, now: Instant) -> bool {
+    pub fn is_down(&self, server: ServerId, now: Instant) -> bool {
         self.servers.get(server).is_some_and(|s| s.is_down(now))
     }
 
     /// Active requests on `server` (this worker).
-    pub fn active(&self, server: usize) -> u64 {
+    pub fn active(&self, server: ServerId) -> u64 {
         self.servers.get(server).map_or(0, |s| s.active)
     }
 
-    fn least_loaded(&self, filter: &Filter) -> Option<usize> {
+    fn least_loaded(&self, filter: &Filter) -> Option<ServerId> {
         // `min_by` keeps the first of equal minima.
         self.servers
-            .iter()
             .enumerate()
             .filter(|&(i, s)| filter.ok(i, s))
             .min_by(|a, b| load_cmp(a.1, b.1))
@@ -243,10 +237,10 @@ impl Balancer {
     }
 
     /// nginx's smooth weighted round-robin over the servers `ok` accepts.
-    fn smooth_rr(&mut self, ok: impl Fn(usize, &ServerState) -> bool) -> Option<usize> {
+    fn smooth_rr(&mut self, ok: impl Fn(ServerId, &ServerState) -> bool) -> Option<ServerId> {
         let mut total = 0i64;
-        let mut best: Option<(usize, i64)> = None;
-        for (i, s) in self.servers.iter_mut().enumerate() {
+        let mut best: Option<(ServerId, i64)> = None;
+        for (i, s) in self.servers.enumerate_mut() {
             if !ok(i, s) {
                 continue;
             }
@@ -265,10 +259,9 @@ impl Balancer {
         Some(b)
     }
 
-    fn random2(&mut self, filter: &Filter) -> Option<usize> {
+    fn random2(&mut self, filter: &Filter) -> Option<ServerId> {
         let total: u64 = self
             .servers
-            .iter()
             .enumerate()
             .filter(|&(i, s)| filter.ok(i, s))
             .map(|(_, s)| s.weight as u64)
@@ -292,10 +285,10 @@ impl Balancer {
     }
 
     /// A candidate drawn with probability weight / `total` (`total`: the candidates' sum).
-    fn weighted_draw(&mut self, filter: &Filter, skip: Option<usize>, total: u64) -> usize {
+    fn weighted_draw(&mut self, filter: &Filter, skip: Option<ServerId>, total: u64) -> ServerId {
         let mut r = self.next_random() % total;
-        let mut last = 0;
-        for (i, s) in self.servers.iter().enumerate() {
+        let mut last = ServerId::new(0);
+        for (i, s) in self.servers.enumerate() {
             if !filter.ok(i, s) || Some(i) == skip {
                 continue;
             }
@@ -323,13 +316,13 @@ impl Balancer {
 /// Which servers a pick may choose: untried ones not down by active checks, and of those only
 /// the ones not marked failed unless every such one is failed.
 struct Filter<'a> {
-    tried: &'a [usize],
+    tried: &'a [ServerId],
     now: Instant,
     skip_down: bool,
 }
 
 impl Filter<'_> {
-    fn ok(&self, i: usize, s: &ServerState) -> bool {
+    fn ok(&self, i: ServerId, s: &ServerState) -> bool {
         if s.health == Health::Down || self.tried.contains(&i) {
             return false;
         }
@@ -378,8 +371,18 @@ mod tests {
         }
     }
 
+    fn sid(i: usize) -> ServerId {
+        ServerId::new(i)
+    }
+
+    /// `Balancer::pick` with the tried servers and the pick as positions.
+    fn pick(b: &mut Balancer, tried: &[usize], now: Instant) -> Option<usize> {
+        let tried: Vec<ServerId> = tried.iter().copied().map(sid).collect();
+        b.pick(&tried, now).map(ServerId::index)
+    }
+
     fn picks(b: &mut Balancer, n: usize, now: Instant) -> Vec<usize> {
-        (0..n).map(|_| b.pick(&[], now).unwrap()).collect()
+        (0..n).map(|_| pick(b, &[], now).unwrap()).collect()
     }
 
     fn counts(seq: &[usize], servers: usize) -> Vec<usize> {
@@ -414,33 +417,33 @@ mod tests {
         for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
             let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 7);
             for _ in 0..50 {
-                assert_eq!(b.pick(&[0, 2], now), Some(1), "{balance:?}");
-                let p = b.pick(&[1], now).unwrap();
+                assert_eq!(pick(&mut b, &[0, 2], now), Some(1), "{balance:?}");
+                let p = pick(&mut b, &[1], now).unwrap();
                 assert!(p == 0 || p == 2, "{balance:?}");
             }
-            assert_eq!(b.pick(&[0, 1, 2], now), None, "{balance:?}");
-            assert_eq!(b.pick(&[2, 1, 0], now), None, "{balance:?}");
+            assert_eq!(pick(&mut b, &[0, 1, 2], now), None, "{balance:?}");
+            assert_eq!(pick(&mut b, &[2, 1, 0], now), None, "{balance:?}");
         }
         let mut empty = Balancer::new(&group(Balance::RoundRobin, &[]), 0);
-        assert_eq!(empty.pick(&[], now), None);
+        assert_eq!(pick(&mut empty, &[], now), None);
     }
 
     #[test]
     fn least_conn_follows_active_counts() {
         let now = Instant::now();
         let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0);
-        b.started(0);
-        b.started(0);
-        b.started(1);
+        b.started(sid(0));
+        b.started(sid(0));
+        b.started(sid(1));
         // 2, 1, 0 active: server 2.
-        assert_eq!(b.pick(&[], now), Some(2));
-        b.started(2);
-        b.started(2);
+        assert_eq!(pick(&mut b, &[], now), Some(2));
+        b.started(sid(2));
+        b.started(sid(2));
         // 2, 1, 2: server 1.
-        assert_eq!(b.pick(&[], now), Some(1));
-        b.finished(0);
-        b.finished(0);
-        assert_eq!(b.pick(&[], now), Some(0));
+        assert_eq!(pick(&mut b, &[], now), Some(1));
+        b.finished(sid(0));
+        b.finished(sid(0));
+        assert_eq!(pick(&mut b, &[], now), Some(0));
         // Ties are shared round-robin.
         let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0);
         assert_eq!(picks(&mut b, 6, now), [0, 1, 2, 0, 1, 2]);
@@ -451,19 +454,19 @@ mod tests {
         // Weighted: 4 active on weight 4 is as loaded as 1 active on weight 1.
         let mut b = Balancer::new(&group(Balance::LeastConn, &[4, 1]), 0);
         for _ in 0..4 {
-            b.started(0);
+            b.started(sid(0));
         }
-        b.started(1);
+        b.started(sid(1));
         assert_eq!(
-            b.pick(&[], now),
+            pick(&mut b, &[], now),
             Some(0),
             "tie broken by smooth round-robin"
         );
-        b.started(0);
-        assert_eq!(b.pick(&[], now), Some(1));
-        b.finished(1);
-        b.finished(1); // saturates at zero
-        assert_eq!(b.active(1), 0);
+        b.started(sid(0));
+        assert_eq!(pick(&mut b, &[], now), Some(1));
+        b.finished(sid(1));
+        b.finished(sid(1)); // saturates at zero
+        assert_eq!(b.active(sid(1)), 0);
     }
 
     #[test]
@@ -472,10 +475,10 @@ mod tests {
         let now = Instant::now();
         let mut b = Balancer::new(&group(Balance::LeastConn, &[3, 1]), 0);
         for _ in 0..400 {
-            let s = b.pick(&[], now).unwrap();
-            b.started(s);
+            let s = pick(&mut b, &[], now).unwrap();
+            b.started(sid(s));
         }
-        assert_eq!((b.active(0), b.active(1)), (300, 100));
+        assert_eq!((b.active(sid(0)), b.active(sid(1))), (300, 100));
     }
 
     #[test]
@@ -488,18 +491,22 @@ mod tests {
         assert!((29_000..31_000).contains(&c[0]), "{c:?}");
         // With load, the less loaded of the two wins.
         let mut b = Balancer::new(&group(Balance::Random2, &[1, 1]), 1);
-        b.started(0);
+        b.started(sid(0));
         for _ in 0..20 {
-            assert_eq!(b.pick(&[], now), Some(1));
+            assert_eq!(pick(&mut b, &[], now), Some(1));
         }
         // Requests that never finish stay balanced.
         let mut b = Balancer::new(&group(Balance::Random2, &[1, 1, 1, 1]), 3);
         for _ in 0..4000 {
-            let s = b.pick(&[], now).unwrap();
-            b.started(s);
+            let s = pick(&mut b, &[], now).unwrap();
+            b.started(sid(s));
         }
         for i in 0..4 {
-            assert!((900..1100).contains(&b.active(i)), "{i}: {}", b.active(i));
+            assert!(
+                (900..1100).contains(&b.active(sid(i))),
+                "{i}: {}",
+                b.active(sid(i))
+            );
         }
         // Different seeds, different sequences.
         let mut x = Balancer::new(&group(Balance::Random2, &[1; 8]), 1);
@@ -512,25 +519,25 @@ mod tests {
         let t0 = Instant::now();
         for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
             let mut b = Balancer::new(&group(balance, &[1, 1]), 5);
-            b.failed(0, t0);
-            assert!(b.is_down(0, t0));
+            b.failed(sid(0), t0);
+            assert!(b.is_down(sid(0), t0));
             for _ in 0..20 {
                 assert_eq!(
-                    b.pick(&[], t0 + Duration::from_secs(9)),
+                    pick(&mut b, &[], t0 + Duration::from_secs(9)),
                     Some(1),
                     "{balance:?}"
                 );
             }
             // After fail_timeout it is tried again ...
             let later = t0 + Duration::from_secs(10);
-            assert!(!b.is_down(0, later));
-            let seq: Vec<_> = (0..20).map(|_| b.pick(&[], later).unwrap()).collect();
+            assert!(!b.is_down(sid(0), later));
+            let seq: Vec<_> = (0..20).map(|_| pick(&mut b, &[], later).unwrap()).collect();
             assert!(seq.contains(&0), "{balance:?} {seq:?}");
             // ... and a success clears it.
-            b.failed(0, later);
-            assert!(b.is_down(0, later));
-            b.succeeded(0);
-            assert!(!b.is_down(0, later));
+            b.failed(sid(0), later);
+            assert!(b.is_down(sid(0), later));
+            b.succeeded(sid(0));
+            assert!(!b.is_down(sid(0), later));
         }
     }
 
@@ -538,31 +545,31 @@ mod tests {
     fn max_fails_counts_within_the_window() {
         let t0 = Instant::now();
         let mut g = group(Balance::RoundRobin, &[1, 1]);
-        g.servers[0].max_fails = 3;
-        g.servers[1].max_fails = 0;
+        g.servers[sid(0)].max_fails = 3;
+        g.servers[sid(1)].max_fails = 0;
         let mut b = Balancer::new(&g, 0);
-        b.failed(0, t0);
-        b.failed(0, t0 + Duration::from_secs(1));
-        assert!(!b.is_down(0, t0 + Duration::from_secs(1)));
+        b.failed(sid(0), t0);
+        b.failed(sid(0), t0 + Duration::from_secs(1));
+        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(1)));
         // The window (fail_timeout, 10 s) ran out: counting starts over.
-        b.failed(0, t0 + Duration::from_secs(11));
-        assert!(!b.is_down(0, t0 + Duration::from_secs(11)));
-        b.failed(0, t0 + Duration::from_secs(12));
-        b.failed(0, t0 + Duration::from_secs(13));
-        assert!(b.is_down(0, t0 + Duration::from_secs(13)));
-        assert!(b.is_down(0, t0 + Duration::from_secs(22)));
-        assert!(!b.is_down(0, t0 + Duration::from_secs(23)));
+        b.failed(sid(0), t0 + Duration::from_secs(11));
+        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(11)));
+        b.failed(sid(0), t0 + Duration::from_secs(12));
+        b.failed(sid(0), t0 + Duration::from_secs(13));
+        assert!(b.is_down(sid(0), t0 + Duration::from_secs(13)));
+        assert!(b.is_down(sid(0), t0 + Duration::from_secs(22)));
+        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(23)));
         // max_fails = 0: never marked.
         for _ in 0..100 {
-            b.failed(1, t0);
+            b.failed(sid(1), t0);
         }
-        assert!(!b.is_down(1, t0));
+        assert!(!b.is_down(sid(1), t0));
         // A success resets the count.
-        b.failed(0, t0 + Duration::from_secs(30));
-        b.failed(0, t0 + Duration::from_secs(30));
-        b.succeeded(0);
-        b.failed(0, t0 + Duration::from_secs(31));
-        assert!(!b.is_down(0, t0 + Duration::from_secs(31)));
+        b.failed(sid(0), t0 + Duration::from_secs(30));
+        b.failed(sid(0), t0 + Duration::from_secs(30));
+        b.succeeded(sid(0));
+        b.failed(sid(0), t0 + Duration::from_secs(31));
+        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(31)));
     }
 
     #[test]
@@ -571,24 +578,24 @@ mod tests {
         for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
             let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 9);
             for i in 0..3 {
-                b.failed(i, t0);
+                b.failed(sid(i), t0);
             }
-            let seq: Vec<_> = (0..30).map(|_| b.pick(&[], t0).unwrap()).collect();
+            let seq: Vec<_> = (0..30).map(|_| pick(&mut b, &[], t0).unwrap()).collect();
             assert_eq!(
                 counts(&seq, 3).iter().filter(|&&c| c > 0).count(),
                 3,
                 "{balance:?}"
             );
             // A failed untried server still beats nothing; all tried is None.
-            assert_eq!(b.pick(&[0, 1], t0), Some(2), "{balance:?}");
-            assert_eq!(b.pick(&[0, 1, 2], t0), None, "{balance:?}");
+            assert_eq!(pick(&mut b, &[0, 1], t0), Some(2), "{balance:?}");
+            assert_eq!(pick(&mut b, &[0, 1, 2], t0), None, "{balance:?}");
             // One healthy one left among the untried: only it.
-            b.succeeded(1);
+            b.succeeded(sid(1));
             for _ in 0..10 {
-                assert_eq!(b.pick(&[], t0), Some(1), "{balance:?}");
+                assert_eq!(pick(&mut b, &[], t0), Some(1), "{balance:?}");
             }
             // The healthy one was tried: the failed ones are tried anyway.
-            let p = b.pick(&[1], t0).unwrap();
+            let p = pick(&mut b, &[1], t0).unwrap();
             assert!(p == 0 || p == 2, "{balance:?}");
         }
     }
@@ -603,13 +610,19 @@ mod tests {
     #[test]
     fn health_follows_the_group() {
         let b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0);
-        assert_eq!(b.health(0), Health::Unchecked);
+        assert_eq!(b.health(sid(0)), Health::Unchecked);
         let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1]), 0);
-        assert_eq!((b.health(0), b.health(1)), (Health::Up, Health::Up));
-        assert_eq!(b.health(7), Health::Unchecked);
-        b.set_health(1, Health::Down);
-        assert_eq!((b.health(0), b.health(1)), (Health::Up, Health::Down));
-        b.set_health(9, Health::Down); // out of range: nothing
+        assert_eq!(
+            (b.health(sid(0)), b.health(sid(1))),
+            (Health::Up, Health::Up)
+        );
+        assert_eq!(b.health(sid(7)), Health::Unchecked);
+        b.set_health(sid(1), Health::Down);
+        assert_eq!(
+            (b.health(sid(0)), b.health(sid(1))),
+            (Health::Up, Health::Down)
+        );
+        b.set_health(sid(9), Health::Down); // out of range: nothing
     }
 
     #[test]
@@ -617,7 +630,7 @@ mod tests {
         let t0 = Instant::now();
         for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
             let mut b = Balancer::new(&checked_group(balance, &[1, 5, 1]), 3);
-            b.set_health(1, Health::Down);
+            b.set_health(sid(1), Health::Down);
             let seq = picks(&mut b, 60, t0);
             assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
             assert!(
@@ -625,21 +638,21 @@ mod tests {
                 "{balance:?}"
             );
             // Down beats "every other one is failed": the failed one is tried, never the down.
-            b.failed(0, t0);
-            b.failed(2, t0);
+            b.failed(sid(0), t0);
+            b.failed(sid(2), t0);
             let seq = picks(&mut b, 30, t0);
             assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
             // Every server down: no live upstream.
-            b.set_health(0, Health::Down);
-            b.set_health(2, Health::Down);
-            assert_eq!(b.pick(&[], t0), None, "{balance:?}");
+            b.set_health(sid(0), Health::Down);
+            b.set_health(sid(2), Health::Down);
+            assert_eq!(pick(&mut b, &[], t0), None, "{balance:?}");
             // One back: only it, its passive mark cleared by coming up.
-            b.set_health(2, Health::Up);
-            assert!(!b.is_down(2, t0), "{balance:?}");
+            b.set_health(sid(2), Health::Up);
+            assert!(!b.is_down(sid(2), t0), "{balance:?}");
             for _ in 0..10 {
-                assert_eq!(b.pick(&[], t0), Some(2), "{balance:?}");
+                assert_eq!(pick(&mut b, &[], t0), Some(2), "{balance:?}");
             }
-            assert_eq!(b.pick(&[2], t0), None, "{balance:?}");
+            assert_eq!(pick(&mut b, &[2], t0), None, "{balance:?}");
         }
     }
 
@@ -647,15 +660,19 @@ mod tests {
     fn passive_marks_apply_among_the_live() {
         let t0 = Instant::now();
         let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1, 1]), 0);
-        b.set_health(0, Health::Down);
-        b.failed(1, t0);
+        b.set_health(sid(0), Health::Down);
+        b.failed(sid(1), t0);
         // Up by checks, failed passively: skipped while another live one is fine.
         for _ in 0..10 {
-            assert_eq!(b.pick(&[], t0), Some(2));
+            assert_eq!(pick(&mut b, &[], t0), Some(2));
         }
         // Staying up (no transition) leaves the passive mark alone.
-        b.set_health(1, Health::Up);
-        assert!(b.is_down(1, t0));
-        assert_eq!(b.pick(&[2], t0), Some(1), "failed but live beats nothing");
+        b.set_health(sid(1), Health::Up);
+        assert!(b.is_down(sid(1), t0));
+        assert_eq!(
+            pick(&mut b, &[2], t0),
+            Some(1),
+            "failed but live beats nothing"
+        );
     }
 }

@@ -6,7 +6,7 @@
 //!   value. Values that need nothing else are checked as they are read, with file, line and key.
 //! - [`resolve()`]: one pure step from a file-layer value and the command-line [`Overrides`] to a
 //!   [`Config`]: host names resolved (`shared::net::resolve`, the one address rule), groups
-//!   named by routes turned into indices, checks across keys. A reload calls it again with the
+//!   named by routes turned into ids (`ids::GroupId`), checks across keys. A reload calls it again with the
 //!   same overrides.
 //!
 //! Sections that need no resolving (`[timeouts]`, `[headers]`) are read straight into their
@@ -19,12 +19,14 @@
 
 pub mod cache;
 pub mod health;
+pub mod ids;
 pub mod schema;
 
 mod resolve;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub use ids::{GroupId, RouteId, ServerId, Table};
 pub use resolve::{resolve, Edit, Error, HeaderSlot, Overrides, TimeoutSlot};
 
 use serde::Deserialize;
@@ -53,10 +55,10 @@ pub struct Config {
     /// (`splice.rs`).
     pub splice: bool,
     pub listeners: Vec<Listener>,
-    pub groups: Vec<UpstreamGroup>,
+    pub groups: Table<GroupId, UpstreamGroup>,
     /// Routes in file order; matching picks the longest path prefix among those whose host
     /// matches (exact host, then wildcards from the most specific, then `host = None`).
-    pub routes: Vec<Route>,
+    pub routes: Table<RouteId, Route>,
     pub timeouts: Timeouts,
     pub headers: HeaderOptions,
     pub limits: ProxyLimits,
@@ -174,10 +176,11 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     }
     for r in &cfg.routes {
         if let Action::Proxy { group, .. } = r.action {
-            if group >= cfg.groups.len() {
+            if cfg.groups.get(group).is_none() {
                 return Err(format!(
-                    "route {} names group #{group} which does not exist",
-                    r.path_prefix
+                    "route {} names group #{} which does not exist",
+                    r.path_prefix,
+                    group.index()
                 ));
             }
         }
@@ -294,7 +297,7 @@ impl Balance {
 #[derive(Debug, Clone)]
 pub struct UpstreamGroup {
     pub name: String,
-    pub servers: Vec<Server>,
+    pub servers: Table<ServerId, Server>,
     pub balance: Balance,
     /// Idle keep-alive connections kept per worker per server. Default 64. 0 disables reuse.
     pub keepalive: usize,
@@ -316,8 +319,8 @@ pub struct UpstreamGroup {
 #[derive(Debug, Clone)]
 pub struct UpstreamTls {
     pub client: shared::tls::ClientTls,
-    /// Per server (index into `servers`).
-    pub names: Vec<rustls::pki_types::ServerName<'static>>,
+    /// Per server.
+    pub names: Table<ServerId, rustls::pki_types::ServerName<'static>>,
     /// `insecure = true`: certificates not verified.
     pub insecure: bool,
 }
@@ -350,10 +353,9 @@ pub struct Route {
 /// request (through `request::Dispatch`).
 #[derive(Debug, Clone)]
 pub enum Action {
-    /// Forward to the upstream group at this index of `Config::groups`, through a response
-    /// cache when `cache` is set.
+    /// Forward to this upstream group, through a response cache when `cache` is set.
     Proxy {
-        group: usize,
+        group: GroupId,
         cache: Option<Arc<cache::CacheEntry>>,
     },
     /// Answer with a response the proxy writes itself (nginx's `return`).
@@ -364,7 +366,7 @@ pub enum Action {
 
 impl Action {
     /// The group of a proxying route.
-    pub fn group(&self) -> Option<usize> {
+    pub fn group(&self) -> Option<GroupId> {
         match self {
             Action::Proxy { group, .. } => Some(*group),
             _ => None,

@@ -31,7 +31,7 @@ mod response_head;
 mod upload;
 
 use crate::balance::Balancer;
-use crate::config::Server;
+use crate::config::{GroupId, Server, ServerId};
 use crate::conn::{linger_close, respond_error, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming};
@@ -60,11 +60,11 @@ const INLINE_BODY_MAX: usize = 64 * 1024;
 /// Counts a request in flight on a server for least-conn / random2, for as long as it lives.
 pub(super) struct InFlight<'a> {
     balancer: &'a RefCell<Balancer>,
-    server: usize,
+    server: ServerId,
 }
 
 impl<'a> InFlight<'a> {
-    fn new(balancer: &'a RefCell<Balancer>, server: usize) -> Self {
+    fn new(balancer: &'a RefCell<Balancer>, server: ServerId) -> Self {
         balancer.borrow_mut().started(server);
         InFlight { balancer, server }
     }
@@ -137,7 +137,7 @@ struct Plan<'r> {
     g: &'r Generation,
     req: &'r RequestInfo,
     /// The upstream group.
-    group: usize,
+    group: GroupId,
     /// Bytes of `to_upstream` taken by the upstream head before the per-attempt Host field and the
     /// final CRLF.
     head_len: usize,
@@ -160,7 +160,7 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 }
 
 /// One exchange: attempts until a server answers, then its response relayed.
-pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
+pub async fn run(c: &mut ClientConn, req: RequestInfo, group: GroupId) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
     let a = match answer(c, &w, &g, &req, group).await {
@@ -185,7 +185,7 @@ async fn answer<'g>(
     w: &ProxyWorker,
     g: &'g Generation,
     req: &'g RequestInfo,
-    group: usize,
+    group: GroupId,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
     c.from_client.advance(req.head_len);
     let inline = match req.body {
@@ -229,8 +229,8 @@ async fn attempts<'g>(
 ) -> Result<Answered<'g>, Unanswered> {
     let g = plan.group;
     let group = &plan.g.cfg.groups[g];
-    let balancer = &plan.g.balancers[g];
-    let mut tried: Vec<usize> = Vec::new();
+    let balancer = plan.g.balancer(g);
+    let mut tried: Vec<ServerId> = Vec::new();
     // A first pick that finds nothing: every server is down by health checks.
     let mut last = ProxyError::NoLiveUpstream;
     let mut budget = 2 * group.servers.len() + group.keepalive.min(64) + 2;
@@ -280,17 +280,19 @@ async fn attempt<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
     plan: &Plan<'g>,
-    s: usize,
+    s: ServerId,
     spare: &mut Option<BytesMut>,
 ) -> Attempt<'g> {
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
     let started = w.obs.timing.then(shared::clock::loop_now);
-    let pooled = plan.g.pools[g][s]
+    let pooled = plan
+        .g
+        .pool(g, s)
         .borrow_mut()
         .take(std::time::Instant::now());
-    let tls = match (&cfg.groups[g].tls, &plan.g.upstream_tls[g]) {
+    let tls = match (&cfg.groups[g].tls, plan.g.upstream_tls(g)) {
         (None, _) => None,
         (Some(t), Some(client)) => Some((client, &t.names[s])),
         // `resolve` checked that a client config can be made: never here.
@@ -320,7 +322,7 @@ async fn attempt<'g>(
             }
         },
     };
-    let in_flight = InFlight::new(&plan.g.balancers[g], s);
+    let in_flight = InFlight::new(plan.g.balancer(g), s);
     if let Err(unsent) = send_head(c, plan, server, &mut up).await {
         return unsent;
     }
@@ -369,7 +371,7 @@ async fn counted_connect(
     gen: &crate::generation::Generation,
     to: Dest<'_>,
     limit: Duration,
-    server: (usize, usize),
+    server: (GroupId, ServerId),
 ) -> Result<Upstream, ProxyError> {
     w.count_server(gen, server, |m| m.connects += 1);
     connect(w, to, limit).await
@@ -426,7 +428,7 @@ async fn send_head(
 async fn relay_response(
     c: &mut ClientConn,
     a: Answered<'_>,
-    group: usize,
+    group: GroupId,
     fill: Option<relay::FillSink<'_>>,
 ) -> (Next, Option<crate::cache::Handle>) {
     let w = c.w.clone();
@@ -473,7 +475,7 @@ async fn relay_response(
                 w.stats.spliced.incr();
             }
             if resp.upstream_keep_alive && done.clean {
-                c.g.pools[group][server]
+                c.g.pool(group, server)
                     .borrow_mut()
                     .put(up, std::time::Instant::now());
             }

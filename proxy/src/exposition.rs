@@ -10,7 +10,7 @@
 //! Every series is a sum over the workers (no per-worker series beside a total); `/status`
 //! has both.
 
-use crate::config::{Action, Config};
+use crate::config::{Config, GroupId, RouteId, ServerId};
 use crate::metrics::{
     route_label, CacheState, Histogram, Metrics, ServerCounts, ServerState, WorkerSnapshot,
     BUCKETS_US, CACHE_STATUSES, CLASSES, FAULT_KINDS,
@@ -108,11 +108,11 @@ fn requests(o: &mut String, cfg: &Config, m: &Metrics) {
         "counter",
         "Requests by route and status class (499: no response sent).",
     );
-    for (row, counts) in m.requests.iter().enumerate() {
-        let route = esc(&route_label(cfg, row.checked_sub(1)));
-        if row == 0 && counts.iter().all(|&n| n == 0) {
-            continue;
-        }
+    // Requests refused before routing first, and only once there is one.
+    let unrouted = Some((None, &m.unrouted)).filter(|(_, c)| c.iter().any(|&n| n > 0));
+    let rows = m.requests.enumerate().map(|(r, c)| (Some(r), c));
+    for (route, counts) in unrouted.into_iter().chain(rows) {
+        let route = esc(&route_label(cfg, route));
         for (class, n) in CLASSES.iter().zip(counts) {
             let _ = writeln!(
                 o,
@@ -175,10 +175,10 @@ fn connections(o: &mut String, snaps: &[WorkerSnapshot]) {
 }
 
 /// Labels `group="..",server=".."` of every server, in config order.
-fn servers(cfg: &Config) -> Vec<(usize, usize, String)> {
+fn servers(cfg: &Config) -> Vec<(GroupId, ServerId, String)> {
     let mut v = Vec::new();
-    for (g, group) in cfg.groups.iter().enumerate() {
-        for (s, server) in group.servers.iter().enumerate() {
+    for (g, group) in cfg.groups.enumerate() {
+        for (s, server) in group.servers.enumerate() {
             let l = format!(
                 "group=\"{}\",server=\"{}\"",
                 esc(&group.name),
@@ -192,7 +192,7 @@ fn servers(cfg: &Config) -> Vec<(usize, usize, String)> {
 
 fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
     let all = servers(cfg);
-    let counts = |g: usize, s: usize| &m.servers[g][s];
+    let counts = |g: GroupId, s: ServerId| &m.servers[g][s];
     let simple: [Family<ServerCounts>; 2] = [
         (
             "proxy_upstream_requests_total",
@@ -249,7 +249,7 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
         "counter",
         "Attempts after the first for a request.",
     );
-    for (g, group) in cfg.groups.iter().enumerate() {
+    for (g, group) in cfg.groups.enumerate() {
         let n = m.retries[g];
         let _ = writeln!(
             o,
@@ -262,8 +262,9 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
 
 /// What each server is like now, from every worker's state: pools, requests in flight,
 /// passive and active health.
-fn server_gauges(o: &mut String, all: &[(usize, usize, String)], snaps: &[WorkerSnapshot]) {
-    let state = |g: usize, s: usize| snaps.iter().filter_map(move |w| w.servers.get(g)?.get(s));
+fn server_gauges(o: &mut String, all: &[(GroupId, ServerId, String)], snaps: &[WorkerSnapshot]) {
+    let state =
+        |g: GroupId, s: ServerId| snaps.iter().filter_map(move |w| w.servers.get(g)?.get(s));
     let gauges: [Family<ServerState>; 3] = [
         (
             "proxy_upstream_pool_idle",
@@ -312,11 +313,15 @@ fn server_gauges(o: &mut String, all: &[(usize, usize, String)], snaps: &[Worker
 }
 
 fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
-    let cached: Vec<usize> = cfg
+    let cached: Vec<RouteId> = cfg
         .routes
-        .iter()
         .enumerate()
-        .filter(|(_, r)| matches!(r.action, Action::Proxy { cache: Some(_), .. }))
+        .filter(|(_, r)| {
+            matches!(
+                r.action,
+                crate::config::Action::Proxy { cache: Some(_), .. }
+            )
+        })
         .map(|(i, _)| i)
         .collect();
     if cached.is_empty() {
@@ -395,16 +400,16 @@ fn histogram(o: &mut String, name: &str, h: &Histogram) {
 pub fn status(cfg: &Config, snaps: &[WorkerSnapshot], draining: bool) -> String {
     use serde_json::{json, Value};
     let summary = |m: &Metrics, open: u64, accepted: u64| {
-        let by_class = |rows: &[[u64; 5]]| {
+        let by_class = |m: &Metrics| {
             let mut c = [0u64; 5];
-            for r in rows {
+            for r in m.requests.iter().chain([&m.unrouted]) {
                 for (a, b) in c.iter_mut().zip(r) {
                     *a += b;
                 }
             }
             c
         };
-        let c = by_class(&m.requests);
+        let c = by_class(m);
         let classes: serde_json::Map<String, Value> = CLASSES
             .iter()
             .zip(c)
@@ -435,12 +440,10 @@ pub fn status(cfg: &Config, snaps: &[WorkerSnapshot], draining: bool) -> String 
     );
     let routes: Vec<Value> = m
         .requests
-        .iter()
         .enumerate()
-        .skip(1)
-        .map(|(row, c)| {
+        .map(|(route, c)| {
             json!({
-                "route": route_label(cfg, Some(row - 1)),
+                "route": route_label(cfg, Some(route)),
                 "requests": c.iter().sum::<u64>(),
             })
         })
@@ -511,18 +514,21 @@ mod tests {
         .unwrap();
         let snap = |open| {
             let mut m = Metrics::new(&cfg);
-            m.requests[1][1] = 3;
-            m.servers[0][0].requests = 2;
+            let (r, g, s) = (RouteId::new(0), GroupId::new(0), ServerId::new(0));
+            m.requests[r][1] = 3;
+            m.servers[g][s].requests = 2;
             WorkerSnapshot {
                 metrics: m,
                 open,
                 access_log_dropped: 5,
-                servers: vec![vec![ServerState {
-                    idle: 1,
-                    busy: 0,
-                    up: true,
-                    health: "unchecked",
-                }]],
+                servers: crate::config::Table::from(vec![crate::config::Table::from(vec![
+                    ServerState {
+                        idle: 1,
+                        busy: 0,
+                        up: true,
+                        health: "unchecked",
+                    },
+                ])]),
                 ..WorkerSnapshot::default()
             }
         };

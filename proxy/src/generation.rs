@@ -3,18 +3,24 @@
 //!
 //! Invariants:
 //! - A request takes its worker's current generation (an `Rc`) once, when its head is parsed,
-//!   and uses only that one until its exchange ends: group, server and route indices are
-//!   positions in *its* config, valid across every await. A kept-alive connection takes the
+//!   and uses only that one until its exchange ends: the group, server and route ids it holds
+//!   (`config::ids`) are positions in *its* config, valid across every await. A kept-alive connection takes the
 //!   current generation again at its next request.
 //! - A reload builds a new generation and makes it current; the old one lives as long as a
 //!   request still holds it, then its own state (pools, stores no one carried over) is dropped.
 //! - Balancers, pools, stores and open-file caches are `Rc`s so that a new generation can
 //!   carry over the ones whose configuration did not change (see `reload.rs`).
+//! - Each table is indexed by its own kind of id: balancers by `GroupId`, pools by `GroupId`
+//!   and `ServerId` ([`Generation::pool`]), cached routes by [`CacheId`], sites by [`SiteId`].
+//!   The cached routes' table is the only one holding the response stores: the dispatch
+//!   reaches a store by `CacheId`, and purges, the store counts and the metrics walk the
+//!   same table (each entry names its route).
 
 use crate::balance::Balancer;
 use crate::cache::Store;
 use crate::config::cache::CacheEntry;
-use crate::config::{Action, Config};
+use crate::config::ids::Id;
+use crate::config::{Action, Config, GroupId, RouteId, ServerId, Table};
 use crate::pool::ServerPool;
 use crate::route::Router;
 use crate::static_files::StaticSite;
@@ -27,21 +33,20 @@ pub struct Generation {
     pub number: u64,
     pub cfg: Arc<Config>,
     pub router: Router,
-    /// One balancer per group (index into `cfg.groups`).
-    pub balancers: Vec<Rc<RefCell<Balancer>>>,
+    /// Per group: its balancer.
+    balancers: Table<GroupId, Rc<RefCell<Balancer>>>,
     /// Per group, per server: idle keep-alive connections.
-    pub pools: Vec<Vec<Rc<RefCell<ServerPool>>>>,
-    /// Per route (index into `cfg.routes`): the response store of a cached route.
-    pub caches: Vec<Option<Rc<RefCell<Store>>>>,
-    /// The cached routes, in route order: what `Dispatch::Cached` names by [`CacheId`].
-    cached: Vec<CachedRoute>,
+    pools: Table<GroupId, Table<ServerId, Rc<RefCell<ServerPool>>>>,
+    /// The cached routes, in route order: each one's settings and response store, named by
+    /// `Dispatch::Cached` ([`CacheId`]) and found by the metrics and purges through its route.
+    cached: Table<CacheId, CachedRoute>,
     /// The static routes' sites, in route order: what `Dispatch::Static` names by [`SiteId`].
-    sites: Vec<Arc<StaticSite>>,
+    sites: Table<SiteId, Arc<StaticSite>>,
     /// Per route: its position in `cached` or `sites` (0 for the other routes, never read).
-    slot: Vec<u32>,
+    slot: Table<RouteId, usize>,
     /// Per group: the rustls client config of a TLS group, this worker's own (its session
     /// store is this worker's: no lock shared with another worker).
-    pub upstream_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
+    upstream_tls: Table<GroupId, Option<Arc<rustls::ClientConfig>>>,
     /// The open-file caches of the static routes' roots: what they hold open (descriptors,
     /// small files' bytes) goes with the generation, unless the next one serves the root too.
     pub statics: crate::static_files::cache::Sites,
@@ -53,112 +58,110 @@ impl Generation {
     /// A generation built from scratch: empty pools and stores, fresh balancers. `seed` makes
     /// random2 differ between workers.
     pub fn new(number: u64, cfg: Arc<Config>, seed: u64) -> Self {
-        let mut g = Generation {
+        let mut cached: Table<CacheId, CachedRoute> = Table::new();
+        let mut sites: Table<SiteId, Arc<StaticSite>> = Table::new();
+        let mut slot: Table<RouteId, usize> = Table::new();
+        // Each route's action is matched here, once per generation, not per request.
+        for (route, r) in cfg.routes.enumerate() {
+            let at = match &r.action {
+                Action::Proxy { cache: Some(c), .. } => cached
+                    .push(CachedRoute {
+                        route,
+                        cfg: c.clone(),
+                        store: Rc::new(RefCell::new(Store::for_route(c))),
+                    })
+                    .index(),
+                Action::Static(site) => sites.push(site.clone()).index(),
+                _ => 0,
+            };
+            slot.push(at);
+        }
+        Generation {
             number,
             router: Router::new(&cfg.routes),
             balancers: cfg
                 .groups
-                .iter()
-                .map(|g| Rc::new(RefCell::new(Balancer::new(g, seed))))
-                .collect(),
+                .map(|g| Rc::new(RefCell::new(Balancer::new(g, seed)))),
             pools: cfg
                 .groups
-                .iter()
-                .map(|g| {
-                    g.servers
-                        .iter()
-                        .map(|_| Rc::new(RefCell::new(ServerPool::new(g))))
-                        .collect()
-                })
-                .collect(),
-            caches: cfg
-                .routes
-                .iter()
-                .map(|r| match &r.action {
-                    Action::Proxy { cache: Some(c), .. } => {
-                        Some(Rc::new(RefCell::new(Store::for_route(c))))
-                    }
-                    _ => None,
-                })
-                .collect(),
-            upstream_tls: cfg
-                .groups
-                .iter()
-                .map(|g| {
-                    let t = g.tls.as_ref()?;
-                    // Built once at resolve already (`resolve` checked it builds).
-                    t.client.config().ok().map(|(c, _)| c)
-                })
-                .collect(),
+                .map(|g| g.servers.map(|_| Rc::new(RefCell::new(ServerPool::new(g))))),
+            upstream_tls: cfg.groups.map(|g| {
+                let t = g.tls.as_ref()?;
+                // Built once at resolve already (`resolve` checked it builds).
+                t.client.config().ok().map(|(c, _)| c)
+            }),
             statics: crate::static_files::cache::Sites::new(cfg.routes.iter().filter_map(|r| {
                 match &r.action {
                     Action::Static(site) => Some(site.root.as_path()),
                     _ => None,
                 }
             })),
-            cached: Vec::new(),
-            sites: Vec::new(),
-            slot: Vec::new(),
+            cached,
+            sites,
+            slot,
             cfg,
-        };
-        g.index_actions();
-        g
-    }
-
-    /// Build the tables the dispatch of a cached or static route indexes (once per
-    /// generation, after its stores are final): each route's action is matched here, not per
-    /// request.
-    fn index_actions(&mut self) {
-        self.cached.clear();
-        self.sites.clear();
-        self.slot.clear();
-        for (r, route) in self.cfg.routes.iter().enumerate() {
-            let slot = match (&route.action, &self.caches[r]) {
-                (
-                    Action::Proxy {
-                        cache: Some(cfg), ..
-                    },
-                    Some(store),
-                ) => {
-                    self.cached.push(CachedRoute {
-                        cfg: cfg.clone(),
-                        store: store.clone(),
-                    });
-                    self.cached.len() - 1
-                }
-                (Action::Static(site), _) => {
-                    self.sites.push(site.clone());
-                    self.sites.len() - 1
-                }
-                _ => 0,
-            };
-            self.slot.push(slot as u32);
         }
     }
 
     /// The [`CacheId`] of route `route`, a cached route.
-    pub fn cache_id(&self, route: usize) -> CacheId {
+    pub fn cache_id(&self, route: RouteId) -> CacheId {
         CacheId(self.slot[route])
     }
 
     /// The [`SiteId`] of route `route`, a static route.
-    pub fn site_id(&self, route: usize) -> SiteId {
+    pub fn site_id(&self, route: RouteId) -> SiteId {
         SiteId(self.slot[route])
     }
 
     /// A cached route's settings and store.
     pub fn cached(&self, id: CacheId) -> &CachedRoute {
-        &self.cached[id.0 as usize]
+        &self.cached[id]
+    }
+
+    /// Every cached route (for metrics), in route order.
+    pub fn cached_routes(&self) -> impl Iterator<Item = &CachedRoute> {
+        self.cached.iter()
+    }
+
+    /// Every response store (for purges and the store counts).
+    pub fn stores(&self) -> impl Iterator<Item = &Rc<RefCell<Store>>> {
+        self.cached.iter().map(|c| &c.store)
     }
 
     /// A static route's site.
     pub fn site(&self, id: SiteId) -> &StaticSite {
-        &self.sites[id.0 as usize]
+        &self.sites[id]
+    }
+
+    /// Group `g`'s balancer.
+    pub fn balancer(&self, g: GroupId) -> &Rc<RefCell<Balancer>> {
+        &self.balancers[g]
+    }
+
+    /// Every group's balancer.
+    pub fn balancers(&self) -> &Table<GroupId, Rc<RefCell<Balancer>>> {
+        &self.balancers
+    }
+
+    /// The idle connections to server `s` of group `g`.
+    pub fn pool(&self, g: GroupId, s: ServerId) -> &Rc<RefCell<ServerPool>> {
+        &self.pools[g][s]
+    }
+
+    /// Group `g`'s server pools.
+    pub fn pools(&self, g: GroupId) -> &Table<ServerId, Rc<RefCell<ServerPool>>> {
+        &self.pools[g]
+    }
+
+    /// Group `g`'s rustls client config (a TLS group's; `None` for plain HTTP).
+    pub fn upstream_tls(&self, g: GroupId) -> Option<&Arc<rustls::ClientConfig>> {
+        self.upstream_tls[g].as_ref()
     }
 }
 
-/// A cached route of a generation: its settings and its response store.
+/// A cached route of a generation: its route, settings and response store.
 pub struct CachedRoute {
+    pub route: RouteId,
     pub cfg: Arc<CacheEntry>,
     pub store: Rc<RefCell<Store>>,
 }
@@ -166,11 +169,29 @@ pub struct CachedRoute {
 /// A cached route's position in its generation's table ([`Generation::cached`]): made by
 /// the request's one dispatch, valid in the generation the request holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheId(u32);
+pub struct CacheId(usize);
 
 /// A static route's position in its generation's table ([`Generation::site`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SiteId(u32);
+pub struct SiteId(usize);
+
+impl Id for CacheId {
+    fn from_index(i: usize) -> Self {
+        CacheId(i)
+    }
+    fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl Id for SiteId {
+    fn from_index(i: usize) -> Self {
+        SiteId(i)
+    }
+    fn index(self) -> usize {
+        self.0
+    }
+}
 
 /// What a new generation took over from the one before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -205,26 +226,24 @@ impl Generation {
         g.carry_balancers(prev);
         g.carry_caches(prev, &mut carried);
         g.statics.carry_over(&prev.statics);
-        // The carried stores replace the new ones in the dispatch's table too.
-        g.index_actions();
         (g, carried)
     }
 
     fn carry_pools(&mut self, prev: &Generation, carried: &mut Carried) {
         // Old pools, each taken once.
         let mut old: Vec<Option<OldPool<'_>>> = Vec::new();
-        for (gi, group) in prev.cfg.groups.iter().enumerate() {
-            for (si, server) in group.servers.iter().enumerate() {
+        for (gi, group) in prev.cfg.groups.enumerate() {
+            for (si, server) in group.servers.enumerate() {
                 old.push(Some(OldPool {
                     addrs: &server.addrs,
                     key: PoolKey::of(group),
-                    pool: &prev.pools[gi][si],
+                    pool: prev.pool(gi, si),
                 }));
             }
         }
-        for (gi, group) in self.cfg.groups.iter().enumerate() {
+        for (gi, group) in self.cfg.groups.enumerate() {
             let key = PoolKey::of(group);
-            for (si, server) in group.servers.iter().enumerate() {
+            for (si, server) in group.servers.enumerate() {
                 carried.pools += 1;
                 let same = |o: &OldPool<'_>| o.addrs == server.addrs.as_slice() && o.key == key;
                 let found = old.iter_mut().find(|o| o.as_ref().is_some_and(same));
@@ -238,8 +257,8 @@ impl Generation {
     }
 
     fn carry_balancers(&mut self, prev: &Generation) {
-        for (gi, group) in self.cfg.groups.iter().enumerate() {
-            let same = prev.cfg.groups.iter().position(|o| {
+        for (gi, group) in self.cfg.groups.enumerate() {
+            let same = prev.cfg.groups.position(|o| {
                 o.name == group.name && o.servers == group.servers && o.balance == group.balance
             });
             if let Some(oi) = same {
@@ -247,9 +266,9 @@ impl Generation {
                 continue;
             }
             let mut b = self.balancers[gi].borrow_mut();
-            for (si, server) in group.servers.iter().enumerate() {
-                let before = prev.cfg.groups.iter().enumerate().find_map(|(oi, o)| {
-                    let sj = o.servers.iter().position(|s| s.addrs == server.addrs)?;
+            for (si, server) in group.servers.enumerate() {
+                let before = prev.cfg.groups.enumerate().find_map(|(oi, o)| {
+                    let sj = o.servers.position(|s| s.addrs == server.addrs)?;
                     Some((oi, sj))
                 });
                 if let Some((oi, sj)) = before {
@@ -259,28 +278,21 @@ impl Generation {
         }
     }
 
+    /// A cached route takes the store of the route of `prev` with the same host, path and
+    /// cache settings; the dispatch's table is the one the store is replaced in, so nothing
+    /// else needs rebuilding.
     fn carry_caches(&mut self, prev: &Generation, carried: &mut Carried) {
-        for (ri, route) in self.cfg.routes.iter().enumerate() {
-            let Action::Proxy { cache: Some(c), .. } = &route.action else {
-                continue;
-            };
+        let (routes, old_routes) = (&self.cfg.routes, &prev.cfg.routes);
+        for c in self.cached.iter_mut() {
             carried.caches += 1;
-            let before = prev
-                .cfg
-                .routes
-                .iter()
-                .enumerate()
-                .find_map(|(oi, o)| match &o.action {
-                    Action::Proxy {
-                        cache: Some(oc), ..
-                    } if o.host == route.host && o.path_prefix == route.path_prefix && oc == c => {
-                        prev.caches[oi].clone()
-                    }
-                    _ => None,
-                });
-            if let Some(store) = before {
+            let route = &routes[c.route];
+            let before = prev.cached.iter().find(|o| {
+                let or = &old_routes[o.route];
+                or.host == route.host && or.path_prefix == route.path_prefix && o.cfg == c.cfg
+            });
+            if let Some(o) = before {
                 carried.caches_kept += 1;
-                self.caches[ri] = Some(store);
+                c.store = o.store.clone();
             }
         }
     }
@@ -319,6 +331,10 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
+    const G: GroupId = GroupId::new(0);
+    const S0: ServerId = ServerId::new(0);
+    const S1: ServerId = ServerId::new(1);
+
     fn cfg(servers: &str, balance: &str, cache_ttl: &str) -> Arc<Config> {
         let text = format!(
             "[[listen]]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [{servers}]\n\
@@ -332,19 +348,18 @@ mod tests {
     fn what_stays_is_carried_over_and_what_changed_is_new() {
         let a = "\"127.0.0.1:9001\", \"127.0.0.1:9002\"";
         let g1 = Generation::new(1, cfg(a, "round-robin", "1m"), 7);
-        g1.balancers[0].borrow_mut().failed(1, Instant::now());
-        assert!(g1.balancers[0].borrow().is_down(1, Instant::now()));
+        g1.balancer(G).borrow_mut().failed(S1, Instant::now());
+        assert!(g1.balancer(G).borrow().is_down(S1, Instant::now()));
 
         // Same servers, balancing and cache: everything is the same object.
         let (g2, c) = Generation::next(&g1, 2, cfg(a, "round-robin", "1m"), 7);
-        assert!(Rc::ptr_eq(&g1.pools[0][0], &g2.pools[0][0]));
-        assert!(Rc::ptr_eq(&g1.pools[0][1], &g2.pools[0][1]));
-        assert!(Rc::ptr_eq(&g1.balancers[0], &g2.balancers[0]));
-        let (s1, s2) = (g1.caches[0].as_ref(), g2.caches[0].as_ref());
-        assert!(Rc::ptr_eq(s1.unwrap(), s2.unwrap()));
-        // The dispatch's table holds the carried store, not the one built before the carry.
-        let table = &g2.cached(g2.cache_id(0)).store;
-        assert!(Rc::ptr_eq(s1.unwrap(), table));
+        assert!(Rc::ptr_eq(g1.pool(G, S0), g2.pool(G, S0)));
+        assert!(Rc::ptr_eq(g1.pool(G, S1), g2.pool(G, S1)));
+        assert!(Rc::ptr_eq(g1.balancer(G), g2.balancer(G)));
+        // The dispatch's table holds the carried store, not a new one.
+        let store = |g: &Generation| g.cached(g.cache_id(RouteId::new(0))).store.clone();
+        assert!(Rc::ptr_eq(&store(&g1), &store(&g2)));
+        assert_eq!(g2.stores().count(), 1);
         let all = Carried {
             pools_kept: 2,
             pools: 2,
@@ -357,12 +372,12 @@ mod tests {
         // 9002 stays (now first), 9001 goes, 9003 comes; another cache ttl.
         let b = "\"127.0.0.1:9002\", \"127.0.0.1:9003\"";
         let (g3, c) = Generation::next(&g2, 3, cfg(b, "round-robin", "2m"), 7);
-        assert!(Rc::ptr_eq(&g2.pools[0][1], &g3.pools[0][0]), "9002's pool");
-        assert!(!Rc::ptr_eq(&g2.pools[0][0], &g3.pools[0][1]), "9003 is new");
-        assert!(!Rc::ptr_eq(&g2.balancers[0], &g3.balancers[0]));
+        assert!(Rc::ptr_eq(g2.pool(G, S1), g3.pool(G, S0)), "9002's pool");
+        assert!(!Rc::ptr_eq(g2.pool(G, S0), g3.pool(G, S1)), "9003 is new");
+        assert!(!Rc::ptr_eq(g2.balancer(G), g3.balancer(G)));
         // 9002 was marked failed: still is, at its new index; 9003 is not.
-        let bal = g3.balancers[0].borrow();
-        assert!(bal.is_down(0, Instant::now()) && !bal.is_down(1, Instant::now()));
+        let bal = g3.balancer(G).borrow();
+        assert!(bal.is_down(S0, Instant::now()) && !bal.is_down(S1, Instant::now()));
         assert_eq!(
             (c.pools_kept, c.pools, c.caches_kept, c.caches),
             (1, 2, 0, 1)
@@ -370,7 +385,7 @@ mod tests {
 
         // Another balancing method: a new balancer, pools kept.
         let (g4, c) = Generation::next(&g3, 4, cfg(b, "least-conn", "2m"), 7);
-        assert!(!Rc::ptr_eq(&g3.balancers[0], &g4.balancers[0]));
+        assert!(!Rc::ptr_eq(g3.balancer(G), g4.balancer(G)));
         assert_eq!((c.pools_kept, c.caches_kept), (2, 1));
         assert_eq!(g4.number, 4);
     }

@@ -428,7 +428,7 @@ fn summary(
         shared::runtime::describe_recv(&cfg.runtime, driver),
         listen.join(" ")
     );
-    for g in &cfg.groups {
+    for (gi, g) in cfg.groups.enumerate() {
         let servers: Vec<String> = g
             .servers
             .iter()
@@ -452,8 +452,7 @@ fn summary(
             shared::units::format_duration(g.keepalive_timeout),
         );
         if let Some(h) = &g.health {
-            let gi = cfg.groups.iter().position(|x| x.name == g.name);
-            let by = health::checker_of(gi.unwrap_or(0), cfg.runtime.workers.max(1));
+            let by = health::checker_of(gi, cfg.runtime.workers.max(1));
             let _ = writeln!(s, "    {}, checked by worker {by}", h.describe());
         }
     }

@@ -172,8 +172,8 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
         }
         let now = Instant::now();
         let g = w.generation();
-        for group in &g.pools {
-            for p in group {
+        for group in g.cfg.groups.ids() {
+            for p in g.pools(group) {
                 p.borrow_mut().sweep(now);
             }
         }

@@ -5,7 +5,7 @@
 //!
 //! Rendering (Prometheus text, `/status` JSON) is in `admin`; this file is what is counted.
 
-use crate::config::Config;
+use crate::config::{Config, GroupId, RouteId, ServerId, Table};
 use crate::error::ProxyError;
 use crate::record::Record;
 use std::time::{Duration, Instant};
@@ -122,12 +122,14 @@ pub struct ServerCounts {
     pub failures: [u64; FAULT_KINDS.len()],
 }
 
-/// What one worker counted since it started.
+/// What one worker counted since it started. Its tables are laid out like the config it is
+/// keyed on (`ProxyWorker::keyed_now`): per route, per group, per server of a group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Metrics {
-    /// Per route (row 0: requests refused before routing; route `i` is row `i + 1`), per
-    /// status class.
-    pub requests: Vec<[u64; 5]>,
+    /// Requests refused before routing (bad head, no route), per status class.
+    pub unrouted: [u64; 5],
+    /// Per route, per status class.
+    pub requests: Table<RouteId, [u64; 5]>,
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// Requests that ended in a failure, by kind.
@@ -135,24 +137,22 @@ pub struct Metrics {
     pub request_time: Histogram,
     pub upstream_ttfb: Histogram,
     /// Per group, per server.
-    pub servers: Vec<Vec<ServerCounts>>,
+    pub servers: Table<GroupId, Table<ServerId, ServerCounts>>,
     /// Per group: attempts after the first for a request.
-    pub retries: Vec<u64>,
+    pub retries: Table<GroupId, u64>,
     /// Per route, per cache status.
-    pub cache: Vec<[u64; 5]>,
+    pub cache: Table<RouteId, [u64; 5]>,
 }
 
 impl Metrics {
     pub fn new(cfg: &Config) -> Metrics {
         Metrics {
-            requests: vec![[0; 5]; cfg.routes.len() + 1],
+            requests: cfg.routes.map(|_| [0; 5]),
             servers: cfg
                 .groups
-                .iter()
-                .map(|g| vec![ServerCounts::default(); g.servers.len()])
-                .collect(),
-            retries: vec![0; cfg.groups.len()],
-            cache: vec![[0; 5]; cfg.routes.len()],
+                .map(|g| g.servers.map(|_| ServerCounts::default())),
+            retries: cfg.groups.map(|_| 0),
+            cache: cfg.routes.map(|_| [0; 5]),
             ..Metrics::default()
         }
     }
@@ -160,8 +160,11 @@ impl Metrics {
     /// Count one finished request.
     pub fn record(&mut self, r: &Record, now: Instant) {
         let status = r.final_status();
-        let row = r.route.map_or(0, |i| i + 1);
-        if let Some(counts) = self.requests.get_mut(row) {
+        let counts = match r.route {
+            None => Some(&mut self.unrouted),
+            Some(route) => self.requests.get_mut(route),
+        };
+        if let Some(counts) = counts {
             counts[class_index(status)] += 1;
         }
         // Saturating: a request's count includes the length its client declared.
@@ -186,8 +189,8 @@ impl Metrics {
         }
     }
 
-    /// After a reload: the counts keyed by `old`'s indices move to `new`'s, by name (routes
-    /// by their label, servers by group and server name). What the new config no longer has
+    /// After a reload: the counts keyed by `old`'s ids move to `new`'s, by name (routes by
+    /// their label, servers by group and server name). What the new config no longer has
     /// ends here: its series stop at the reload, as a removed target's do in Prometheus.
     pub fn rekey(&mut self, old: &Config, new: &Config) {
         let mut next = Metrics::new(new);
@@ -196,25 +199,25 @@ impl Metrics {
         next.faults = self.faults;
         next.request_time = std::mem::take(&mut self.request_time);
         next.upstream_ttfb = std::mem::take(&mut self.upstream_ttfb);
-        next.requests[0] = self.requests.first().copied().unwrap_or_default();
-        for (r, counts) in self.requests.iter().enumerate().skip(1) {
-            if let Some(nr) = same_route(old, new, r - 1) {
-                add_row(&mut next.requests[nr + 1], counts);
+        next.unrouted = self.unrouted;
+        for (r, counts) in self.requests.enumerate() {
+            if let Some(nr) = same_route(old, new, r) {
+                add_row(&mut next.requests[nr], counts);
             }
         }
-        for (r, counts) in self.cache.iter().enumerate() {
+        for (r, counts) in self.cache.enumerate() {
             if let Some(nr) = same_route(old, new, r) {
                 add_row(&mut next.cache[nr], counts);
             }
         }
-        for (g, servers) in self.servers.iter().enumerate() {
-            for (s, c) in servers.iter().enumerate() {
+        for (g, servers) in self.servers.enumerate() {
+            for (s, c) in servers.enumerate() {
                 if let Some((ng, ns)) = same_server(old, new, g, s) {
                     next.servers[ng][ns] = c.clone();
                 }
             }
         }
-        for (g, n) in self.retries.iter().enumerate() {
+        for (g, n) in self.retries.enumerate() {
             if let Some(ng) = same_group(old, new, g) {
                 next.retries[ng] += n;
             }
@@ -222,12 +225,13 @@ impl Metrics {
         *self = next;
     }
 
-    pub fn server(&mut self, group: usize, server: usize) -> Option<&mut ServerCounts> {
+    pub fn server(&mut self, group: GroupId, server: ServerId) -> Option<&mut ServerCounts> {
         self.servers.get_mut(group)?.get_mut(server)
     }
 
     /// Add another worker's counts (same config: same shape).
     pub fn add(&mut self, o: &Metrics) {
+        add_row(&mut self.unrouted, &o.unrouted);
         add_rows(&mut self.requests, &o.requests);
         add_rows(&mut self.cache, &o.cache);
         self.bytes_in = self.bytes_in.saturating_add(o.bytes_in);
@@ -243,7 +247,9 @@ impl Metrics {
                 add_row(&mut s.failures, &os.failures);
             }
         }
-        add_row(&mut self.retries, &o.retries);
+        for (x, y) in self.retries.iter_mut().zip(o.retries.iter()) {
+            *x += y;
+        }
     }
 }
 
@@ -253,7 +259,7 @@ fn add_row(a: &mut [u64], b: &[u64]) {
     }
 }
 
-fn add_rows<const N: usize>(a: &mut [[u64; N]], b: &[[u64; N]]) {
+fn add_rows<const N: usize>(a: &mut Table<RouteId, [u64; N]>, b: &Table<RouteId, [u64; N]>) {
     for (x, y) in a.iter_mut().zip(b) {
         add_row(x, y);
     }
@@ -298,9 +304,9 @@ pub struct WorkerSnapshot {
     /// Response bodies spliced from socket to socket (`splice.rs`).
     pub spliced: u64,
     /// Per group, per server.
-    pub servers: Vec<Vec<ServerState>>,
+    pub servers: Table<GroupId, Table<ServerId, ServerState>>,
     /// Per route (`None`: not cached).
-    pub caches: Vec<Option<CacheState>>,
+    pub caches: Table<RouteId, Option<CacheState>>,
     /// The worker is draining (shutdown began).
     pub draining: bool,
     /// Access log lines dropped: failed writes, or a file that could not take them without
@@ -321,31 +327,35 @@ pub fn same_record(old: &Config, new: &Config, rec: &Record) -> Record {
 }
 
 /// Route `r` of `old` in `new`: the route with the same label (host and path).
-pub fn same_route(old: &Config, new: &Config, r: usize) -> Option<usize> {
+pub fn same_route(old: &Config, new: &Config, r: RouteId) -> Option<RouteId> {
     let label = route_label(old, Some(r));
-    (0..new.routes.len()).find(|&i| route_label(new, Some(i)) == label)
+    new.routes
+        .ids()
+        .find(|&i| route_label(new, Some(i)) == label)
 }
 
 /// Group `g` of `old` in `new`, by name.
-pub fn same_group(old: &Config, new: &Config, g: usize) -> Option<usize> {
+pub fn same_group(old: &Config, new: &Config, g: GroupId) -> Option<GroupId> {
     let name = &old.groups.get(g)?.name;
-    new.groups.iter().position(|x| x.name == *name)
+    new.groups.position(|x| x.name == *name)
 }
 
 /// Server `s` of group `g` of `old` in `new`, by group and server name.
-pub fn same_server(old: &Config, new: &Config, g: usize, s: usize) -> Option<(usize, usize)> {
+pub fn same_server(
+    old: &Config,
+    new: &Config,
+    g: GroupId,
+    s: ServerId,
+) -> Option<(GroupId, ServerId)> {
     let name = &old.groups.get(g)?.servers.get(s)?.name;
     let ng = same_group(old, new, g)?;
-    let ns = new.groups[ng]
-        .servers
-        .iter()
-        .position(|x| x.name == *name)?;
+    let ns = new.groups[ng].servers.position(|x| x.name == *name)?;
     Some((ng, ns))
 }
 
 /// The label of route `i` (`None`: requests refused before routing): its host, if any, and
 /// its path prefix.
-pub fn route_label(cfg: &Config, i: Option<usize>) -> String {
+pub fn route_label(cfg: &Config, i: Option<RouteId>) -> String {
     match i.and_then(|i| cfg.routes.get(i)) {
         None => "(none)".to_string(),
         Some(r) => format!("{}{}", r.host.as_deref().unwrap_or(""), r.path_prefix),

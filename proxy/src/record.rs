@@ -14,17 +14,18 @@
 //!   request.
 
 use crate::cache::CacheStatus;
+use crate::config::{GroupId, RouteId, ServerId};
 use crate::error::ProxyError;
 use std::time::{Duration, Instant};
 
 /// nginx's status for a request whose client closed before a response was sent.
 pub const NO_RESPONSE: u16 = 499;
 
-/// The upstream server that answered (indices into `Config::groups` and its servers).
+/// The upstream server that answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Served {
-    pub group: usize,
-    pub server: usize,
+    pub group: GroupId,
+    pub server: ServerId,
 }
 
 /// One request's outcome.
@@ -33,9 +34,8 @@ pub struct Record {
     /// When the request's first byte was seen (or its head parsed, when pipelined); `None`
     /// only in the placeholder a connection starts with (no clock read per connection).
     pub start: Option<Instant>,
-    /// The route (index into `Config::routes`); `None`: the request was refused before
-    /// routing (bad head, no route).
-    pub route: Option<usize>,
+    /// The route; `None`: the request was refused before routing (bad head, no route).
+    pub route: Option<RouteId>,
     /// The response status (0 until the head is written).
     pub status: u16,
     /// Bytes of the response head.

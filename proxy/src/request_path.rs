@@ -30,7 +30,7 @@ pub struct Decided {
     /// Bytes of the input the head took.
     pub head_len: usize,
     pub body: BodyKind,
-    pub route: usize,
+    pub route: crate::config::RouteId,
     pub action: Prepared,
 }
 

@@ -21,16 +21,16 @@
 //! Lookups allocate nothing: the tables are built in [`Router::new`], hosts sorted for a
 //! binary search that lowers the case as it compares, and only read afterwards.
 
-use crate::config::Route;
+use crate::config::{Route, RouteId, Table};
 use crate::host::strip_port;
 use shared::http::target::normalize_path;
 use std::cmp::Ordering;
 
-/// One path prefix and the route (index into `Config::routes`) it leads to.
+/// One path prefix and the route it leads to.
 #[derive(Debug, Clone)]
 struct Prefix {
     prefix: Box<[u8]>,
-    route: usize,
+    route: RouteId,
 }
 
 /// The routes of one host name (or one wildcard suffix), longest prefix first.
@@ -56,10 +56,10 @@ pub struct Router {
 impl Router {
     /// Build the tables. Among routes with the same host and prefix the first one wins
     /// (validation rejects such duplicates anyway).
-    pub fn new(routes: &[Route]) -> Router {
+    pub fn new(routes: &Table<RouteId, Route>) -> Router {
         let mut router = Router::default();
         let mut scratch = Vec::new();
-        for (route, r) in routes.iter().enumerate() {
+        for (route, r) in routes.enumerate() {
             let p = Prefix {
                 prefix: normal_prefix(&r.path_prefix, &mut scratch).into(),
                 route,
@@ -91,10 +91,10 @@ impl Router {
         router
     }
 
-    /// The route (index into `Config::routes`) for a request, or `None` (404). `host` is the
+    /// The route for a request, or `None` (404). `host` is the
     /// Host header (or the authority of an absolute-form target) as received; `path` is the
     /// request's normalised path (`normalize_path` of the origin-form target).
-    pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<usize> {
+    pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<RouteId> {
         if let Some(host) = host.map(strip_port).filter(|h| !h.is_empty()) {
             let exact = find(&self.exact, host).and_then(|h| longest_prefix(&h.prefixes, path));
             if exact.is_some() {
@@ -159,7 +159,7 @@ fn cmp_lowered(lower: &[u8], other: &[u8]) -> Ordering {
         .cmp(other.iter().map(u8::to_ascii_lowercase))
 }
 
-fn longest_prefix(prefixes: &[Prefix], path: &[u8]) -> Option<usize> {
+fn longest_prefix(prefixes: &[Prefix], path: &[u8]) -> Option<RouteId> {
     prefixes
         .iter()
         .find(|p| path.starts_with(&p.prefix))
@@ -179,19 +179,22 @@ mod tests {
         Route {
             host: host.map(str::to_string),
             path_prefix: prefix.to_string(),
-            action: crate::config::Action::Proxy { group, cache: None },
+            action: crate::config::Action::Proxy {
+                group: crate::config::GroupId::new(group),
+                cache: None,
+            },
         }
     }
 
     fn router() -> Router {
-        Router::new(&[
+        Router::new(&Table::from(vec![
             route(None, "/", 0),
             route(None, "/api/", 1),
             route(None, "/api/v2/", 2),
             route(Some("example.com"), "/", 3),
             route(Some("Static.Example.com"), "/img/", 4),
             route(Some("[::1]"), "/", 5),
-        ])
+        ]))
     }
 
     #[test]
@@ -218,7 +221,8 @@ mod tests {
         ];
         for &(host, path, want) in cases {
             assert_eq!(
-                r.route(host.map(str::as_bytes), path.as_bytes()),
+                r.route(host.map(str::as_bytes), path.as_bytes())
+                    .map(RouteId::index),
                 want,
                 "{host:?} {path}"
             );
@@ -227,41 +231,54 @@ mod tests {
 
     #[test]
     fn no_match_is_none() {
-        let r = Router::new(&[route(None, "/api/", 0), route(Some("example.com"), "/", 1)]);
-        assert_eq!(r.route(None, b"/"), None);
-        assert_eq!(r.route(Some(b"other.org"), b"/static"), None);
-        assert_eq!(r.route(Some(b"example.com"), b"/static"), Some(1));
-        assert_eq!(Router::new(&[]).route(None, b"/"), None);
+        let r = Router::new(&Table::from(vec![
+            route(None, "/api/", 0),
+            route(Some("example.com"), "/", 1),
+        ]));
+        assert_eq!(r.route(None, b"/").map(RouteId::index), None);
+        assert_eq!(
+            r.route(Some(b"other.org"), b"/static").map(RouteId::index),
+            None
+        );
+        assert_eq!(
+            r.route(Some(b"example.com"), b"/static")
+                .map(RouteId::index),
+            Some(1)
+        );
+        assert_eq!(Router::new(&Table::new()).route(None, b"/"), None);
         // A request target that is not origin-form does not match a `/` prefix.
-        assert_eq!(r.route(None, b"*"), None);
+        assert_eq!(r.route(None, b"*").map(RouteId::index), None);
     }
 
     /// Issue 22, item 5: the router compares normalised paths, so its prefixes are
     /// normalised too; one that cannot be is kept as written and matches nothing.
     #[test]
     fn prefixes_are_normalised_like_paths() {
-        let r = Router::new(&[
+        let r = Router::new(&Table::from(vec![
             route(None, "/", 0),
             route(None, "/%61pi//", 1),
             route(None, "/a%2fb/", 2),
             route(None, "/x?y", 3),
             route(None, "/../z/", 4),
-        ]);
-        assert_eq!(r.route(None, b"/api/v1"), Some(1));
-        assert_eq!(r.route(None, b"/a%2Fb/c"), Some(2));
-        assert_eq!(r.route(None, b"/x"), Some(0));
-        assert_eq!(r.route(None, b"/z/"), Some(0));
+        ]));
+        assert_eq!(r.route(None, b"/api/v1").map(RouteId::index), Some(1));
+        assert_eq!(r.route(None, b"/a%2Fb/c").map(RouteId::index), Some(2));
+        assert_eq!(r.route(None, b"/x").map(RouteId::index), Some(0));
+        assert_eq!(r.route(None, b"/z/").map(RouteId::index), Some(0));
     }
 
     #[test]
     fn equal_prefixes_keep_file_order() {
-        let r = Router::new(&[route(None, "/a", 0), route(None, "/a", 1)]);
-        assert_eq!(r.route(None, b"/a"), Some(0));
+        let r = Router::new(&Table::from(vec![
+            route(None, "/a", 0),
+            route(None, "/a", 1),
+        ]));
+        assert_eq!(r.route(None, b"/a").map(RouteId::index), Some(0));
     }
 
     #[test]
     fn wildcards_match_subdomains_most_specific_first() {
-        let r = Router::new(&[
+        let r = Router::new(&Table::from(vec![
             route(None, "/", 0),
             route(Some("*.example.com"), "/", 1),
             route(Some("*.b.example.com"), "/b/", 2),
@@ -270,7 +287,7 @@ mod tests {
             route(Some("*.example.com"), "/api/", 5),
             route(Some("*.b.example.com"), "/img/", 6),
             route(Some("y.example.com"), "/only/", 7),
-        ]);
+        ]));
         let cases: &[(&str, &str, usize)] = &[
             ("example.com", "/", 3),
             ("a.example.com", "/", 1),
@@ -297,7 +314,7 @@ mod tests {
         for &(host, path, want) in cases {
             assert_eq!(
                 r.route(Some(host.as_bytes()), path.as_bytes()),
-                Some(want),
+                Some(RouteId::new(want)),
                 "{host} {path}"
             );
         }
@@ -305,15 +322,22 @@ mod tests {
 
     #[test]
     fn many_exact_hosts_are_found_by_search() {
-        let mut routes: Vec<Route> = (0..200)
+        let mut routes: Table<RouteId, Route> = (0..200)
             .map(|i| route(Some(&format!("h{i:03}.example.org")), "/", i))
             .collect();
         routes.push(route(None, "/", 200));
         let r = Router::new(&routes);
         for i in 0..200 {
             let host = format!("H{i:03}.Example.ORG");
-            assert_eq!(r.route(Some(host.as_bytes()), b"/"), Some(i), "{host}");
+            assert_eq!(
+                r.route(Some(host.as_bytes()), b"/"),
+                Some(RouteId::new(i)),
+                "{host}"
+            );
         }
-        assert_eq!(r.route(Some(b"h200.example.org"), b"/"), Some(200));
+        assert_eq!(
+            r.route(Some(b"h200.example.org"), b"/").map(RouteId::index),
+            Some(200)
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! `borrow_mut()` below is a statement-long call). Counters are single-writer `Counter`s that
 //! other threads may read.
 
-use crate::config::Config;
+use crate::config::{Config, GroupId, RouteId, ServerId, Table};
 use crate::generation::Generation;
 use shared::counter::Counter;
 use shared::shutdown::Shutdown;
@@ -99,9 +99,7 @@ pub fn invalidate_everywhere(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> u
 
 pub(crate) fn invalidate_here(w: &ProxyWorker, key: &crate::cache::OwnedKey) -> usize {
     w.generation()
-        .caches
-        .iter()
-        .flatten()
+        .stores()
         .map(|s| s.borrow_mut().invalidate(key.key()))
         .sum()
 }
@@ -168,7 +166,7 @@ impl ProxyWorker {
     pub fn count_server(
         &self,
         gen: &Generation,
-        (g, s): (usize, usize),
+        (g, s): (GroupId, ServerId),
         f: impl FnOnce(&mut crate::metrics::ServerCounts),
     ) {
         if !self.obs.counting {
@@ -185,7 +183,7 @@ impl ProxyWorker {
     }
 
     /// One more attempt for a request of group `g` of `gen` (see `count_server`).
-    pub fn count_retry(&self, gen: &Generation, g: usize) {
+    pub fn count_retry(&self, gen: &Generation, g: GroupId) {
         if !self.obs.counting {
             return;
         }
@@ -251,7 +249,7 @@ impl ProxyWorker {
         }
     }
 
-    /// Indices `at` into `cfg` (a request's generation's config) in the config the metrics
+    /// Ids `at` in `cfg` (a request's generation's config) in the config the metrics
     /// are keyed on now: the same when no reload came in between (no reference count
     /// touched), else what `same` finds under the same names (`None`: gone).
     fn keyed_now<T>(
@@ -274,13 +272,11 @@ impl ProxyWorker {
         let now = Instant::now();
         let g = self.generation();
         let servers = g
-            .pools
-            .iter()
-            .zip(&g.balancers)
-            .map(|(pools, b)| {
+            .balancers()
+            .enumerate()
+            .map(|(group, b)| {
                 let b = b.borrow();
-                pools
-                    .iter()
+                g.pools(group)
                     .enumerate()
                     .map(|(s, p)| ServerState {
                         idle: p.borrow().idle() as u64,
@@ -291,22 +287,17 @@ impl ProxyWorker {
                     .collect()
             })
             .collect();
-        let caches = g
-            .caches
-            .iter()
-            .map(|c| {
-                c.as_ref().map(|s| {
-                    let s = s.borrow();
-                    let st = s.stats();
-                    CacheState {
-                        entries: s.len() as u64,
-                        bytes: s.bytes(),
-                        evicted: st.evicted,
-                        dropped: st.dropped_too_large + st.dropped_no_room,
-                    }
-                })
-            })
-            .collect();
+        let mut caches: Table<RouteId, Option<CacheState>> = g.cfg.routes.map(|_| None);
+        for c in g.cached_routes() {
+            let s = c.store.borrow();
+            let st = s.stats();
+            caches[c.route] = Some(CacheState {
+                entries: s.len() as u64,
+                bytes: s.bytes(),
+                evicted: st.evicted,
+                dropped: st.dropped_too_large + st.dropped_no_room,
+            });
+        }
         crate::metrics::WorkerSnapshot {
             worker: self.id,
             generation: g.number,
@@ -437,7 +428,7 @@ mod tests {
             assert_eq!((w.obs.counting, w.obs.timing), (admin, admin));
             let cfg = w.generation().cfg.clone();
             let mut rec = Record::new(std::time::Instant::now());
-            rec.route = Some(0);
+            rec.route = Some(RouteId::new(0));
             rec.cache = Some(crate::cache::CacheStatus::Stale);
             rec.wrote(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
             rec.failed(ProxyError::UpstreamIo);
@@ -451,11 +442,11 @@ mod tests {
             assert_eq!((s.upstream_errors.get(), s.client_errors.get()), (1, 1));
             assert_eq!((s.cache_stale.get(), s.cache_hits.get()), (1, 0));
             let m = w.obs.metrics.borrow();
-            let counted: u64 = m.requests.iter().flatten().sum();
+            let counted: u64 = m.requests.iter().chain([&m.unrouted]).flatten().sum();
             assert_eq!(counted, if admin { 2 } else { 0 }, "{extra}");
             if admin {
-                assert_eq!(m.requests[1][4], 1, "route 0, 5xx");
-                assert_eq!(m.requests[0][3], 1, "refused before routing: 499 is 4xx");
+                assert_eq!(m.requests[RouteId::new(0)][4], 1, "route 0, 5xx");
+                assert_eq!(m.unrouted[3], 1, "refused before routing: 499 is 4xx");
             }
         }
     }

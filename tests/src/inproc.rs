@@ -5,8 +5,8 @@
 
 use crate::raw::End;
 use proxy::config::{
-    Action, Balance, Config, HeaderOptions, Listener, ProxyLimits, Route, Server, Timeouts,
-    UpstreamGroup,
+    Action, Balance, Config, GroupId, HeaderOptions, Listener, ProxyLimits, Route, Server,
+    Timeouts, UpstreamGroup,
 };
 use shared::http::{parse_final_response, BodyDecoder, BodyKind, RequestMethod, Status};
 use shared::runtime::{DriverChoice, RuntimeConfig};
@@ -29,15 +29,16 @@ pub fn config(origins: &[SocketAddr]) -> Config {
             backlog: 128,
             tls: None,
         }],
-        groups: vec![group("default", origins)],
+        groups: vec![group("default", origins)].into(),
         routes: vec![Route {
             host: None,
             path_prefix: "/".into(),
             action: Action::Proxy {
-                group: 0,
+                group: GroupId::new(0),
                 cache: None,
             },
-        }],
+        }]
+        .into(),
         timeouts: Timeouts {
             shutdown: Duration::from_secs(2),
             ..Timeouts::default()

@@ -11,8 +11,8 @@ use super::schema::{
     StaticEntry,
 };
 use super::{
-    validate, Action, Config, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route, Server,
-    Timeouts, UpstreamGroup, UpstreamTls, DEFAULT_BACKLOG,
+    validate, Action, Config, GroupId, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route,
+    RouteId, Server, ServerId, Table, Timeouts, UpstreamGroup, UpstreamTls, DEFAULT_BACKLOG,
 };
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
@@ -208,7 +208,7 @@ impl Resolver<'_> {
         &self,
         name: &str,
         g: &GroupEntry,
-        servers: &[Server],
+        servers: &Table<ServerId, Server>,
         span: Range<usize>,
     ) -> Result<Option<UpstreamTls>, Error> {
         let schemes: Vec<Option<bool>> = g
@@ -249,7 +249,7 @@ impl Resolver<'_> {
             .config()
             .map_err(|m| self.error(at("tls"), m.to_string()))?;
         let sni = e.and_then(|t| t.sni.as_deref());
-        let mut names = Vec::with_capacity(servers.len());
+        let mut names = Table::new();
         for s in servers {
             let host = match sni {
                 Some(n) => n.to_string(),
@@ -382,8 +382,8 @@ impl Resolver<'_> {
     }
 
     /// The groups; none is fine when no route proxies (`routes` says what is missing).
-    fn groups(&self) -> Result<Vec<UpstreamGroup>, Error> {
-        let mut out = Vec::with_capacity(self.file.upstream.len());
+    fn groups(&self) -> Result<Table<GroupId, UpstreamGroup>, Error> {
+        let mut out = Table::new();
         for (name, g) in &self.file.upstream {
             let span = g.span();
             let g = g.get_ref();
@@ -428,8 +428,8 @@ impl Resolver<'_> {
         group: &str,
         entries: &[Spanned<ServerEntry>],
         tls: bool,
-    ) -> Result<Vec<Server>, Error> {
-        let mut out: Vec<Server> = Vec::with_capacity(entries.len());
+    ) -> Result<Table<ServerId, Server>, Error> {
+        let mut out: Table<ServerId, Server> = Table::new();
         for (i, e) in entries.iter().enumerate() {
             let s = e.get_ref();
             let at = || match self.file.origin {
@@ -463,7 +463,10 @@ impl Resolver<'_> {
         Ok(out)
     }
 
-    fn routes(&self, groups: &[UpstreamGroup]) -> Result<Vec<Route>, Error> {
+    fn routes(
+        &self,
+        groups: &Table<GroupId, UpstreamGroup>,
+    ) -> Result<Table<RouteId, Route>, Error> {
         let entries = &self.file.route;
         if entries.is_empty() {
             // One group and no routes: everything goes to it.
@@ -473,11 +476,11 @@ impl Resolver<'_> {
                         host: None,
                         path_prefix: "/".into(),
                         action: Action::Proxy {
-                            group: 0,
+                            group: GroupId::new(0),
                             cache: None,
                         },
                     };
-                    return Ok(vec![route]);
+                    return Ok(Table::from(vec![route]));
                 }
                 0 => {
                     "no upstream group: add [upstream.NAME] with servers = [\"HOST:PORT\"] \
@@ -495,7 +498,7 @@ impl Resolver<'_> {
             };
             return Err(self.error(At::Missing(key), m.into()));
         }
-        let mut out: Vec<Route> = Vec::with_capacity(entries.len());
+        let mut out: Table<RouteId, Route> = Table::new();
         for (i, e) in entries.iter().enumerate() {
             let r = e.get_ref();
             let whole = || At::Value {
@@ -548,7 +551,7 @@ impl Resolver<'_> {
         i: usize,
         wanted: &Spanned<String>,
         cache: Option<&Spanned<CacheEntry>>,
-        groups: &[UpstreamGroup],
+        groups: &Table<GroupId, UpstreamGroup>,
     ) -> Result<Action, Error> {
         let name = wanted.get_ref();
         if let Some(c) = cache {
@@ -564,7 +567,7 @@ impl Resolver<'_> {
             }
         }
         let cache = cache.map(|c| Arc::new(c.get_ref().clone()));
-        match groups.iter().position(|g| g.name == *name) {
+        match groups.position(|g| g.name == *name) {
             Some(group) => Ok(Action::Proxy { group, cache }),
             None => {
                 let names: Vec<&str> = groups.iter().map(|g| g.name.as_str()).collect();

@@ -64,20 +64,26 @@ fn example_parses_with_every_key() {
         ["api.example.com", "*.api.example.com"]
     );
     assert_eq!(cfg.groups.len(), 3);
-    let secure = cfg.groups[1].tls.as_ref().expect("group `secure` is TLS");
+    let secure = cfg.groups[GroupId::new(1)]
+        .tls
+        .as_ref()
+        .expect("group `secure` is TLS");
     assert_eq!(
-        format!("{:?}", secure.names[0]),
+        format!("{:?}", secure.names[ServerId::new(0)]),
         "DnsName(\"api.internal\")"
     );
     assert!(!secure.insecure);
-    let app = &cfg.groups[0];
+    let app = &cfg.groups[GroupId::new(0)];
     assert_eq!(app.name, "app");
     assert_eq!(app.servers.len(), 3);
-    assert_eq!(app.servers[0].weight, 2);
-    assert_eq!(app.servers[2].name, "127.0.0.1:9003");
-    assert_eq!(app.servers[2].addrs, ["127.0.0.1:9003".parse().unwrap()]);
-    assert_eq!(app.servers[2].weight, 1);
-    assert_eq!(cfg.groups[2].balance, Balance::LeastConn);
+    assert_eq!(app.servers[ServerId::new(0)].weight, 2);
+    assert_eq!(app.servers[ServerId::new(2)].name, "127.0.0.1:9003");
+    assert_eq!(
+        app.servers[ServerId::new(2)].addrs,
+        ["127.0.0.1:9003".parse().unwrap()]
+    );
+    assert_eq!(app.servers[ServerId::new(2)].weight, 1);
+    assert_eq!(cfg.groups[GroupId::new(2)].balance, Balance::LeastConn);
     let h = app
         .health
         .as_ref()
@@ -89,20 +95,32 @@ fn example_parses_with_every_key() {
     );
     assert_eq!((h.rise, h.fall), (2, 3));
     assert_eq!(h.expect, health::Expect::Status(200));
-    assert!(cfg.groups[1..].iter().all(|g| g.health.is_none()));
+    assert!(cfg.groups.iter().skip(1).all(|g| g.health.is_none()));
     assert_eq!(cfg.routes.len(), 6);
-    assert_eq!(cfg.routes[0].host.as_deref(), Some("static.example.com"));
-    assert_eq!(cfg.routes[0].action.group(), Some(2));
-    assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
-    assert!(matches!(&cfg.routes[2].action, Action::Return(r) if r.status() == 302));
-    assert!(matches!(&cfg.routes[3].action, Action::Return(r) if r.status() == 200));
-    let Action::Static(site) = &cfg.routes[4].action else {
-        panic!("{:?}", cfg.routes[4])
+    assert_eq!(
+        cfg.routes[RouteId::new(0)].host.as_deref(),
+        Some("static.example.com")
+    );
+    assert_eq!(
+        cfg.routes[RouteId::new(0)].action.group(),
+        Some(GroupId::new(2))
+    );
+    assert_eq!(
+        cfg.routes[RouteId::new(1)].host.as_deref(),
+        Some("*.example.com")
+    );
+    assert!(matches!(&cfg.routes[RouteId::new(2)].action, Action::Return(r) if r.status() == 302));
+    assert!(matches!(&cfg.routes[RouteId::new(3)].action, Action::Return(r) if r.status() == 200));
+    let Action::Static(site) = &cfg.routes[RouteId::new(4)].action else {
+        panic!("{:?}", cfg.routes[RouteId::new(4)])
     };
     // Relative to the file's folder.
     assert_eq!(site.root, dir.join("www"));
     assert_eq!(site.index, "index.html");
-    assert_eq!(cfg.routes[5].action.group(), Some(0));
+    assert_eq!(
+        cfg.routes[RouteId::new(5)].action.group(),
+        Some(GroupId::new(0))
+    );
     // The example's root does not exist here: a warning, not an error.
     assert_eq!(warnings(&cfg).len(), 1, "{:?}", warnings(&cfg));
     assert_eq!(cfg.limits.max_body, None);
@@ -120,7 +138,7 @@ fn example_values_are_the_defaults() {
     assert_eq!(format!("{:?}", ex.limits), format!("{:?}", min.limits));
     assert_eq!(format!("{:?}", ex.runtime), format!("{:?}", min.runtime));
     assert_eq!(ex.listeners[0].backlog, min.listeners[0].backlog);
-    let (e, m) = (&ex.groups[0], &min.groups[0]);
+    let (e, m) = (&ex.groups[GroupId::new(0)], &min.groups[GroupId::new(0)]);
     let knobs = |g: &UpstreamGroup| {
         (
             g.balance,
@@ -131,7 +149,7 @@ fn example_values_are_the_defaults() {
         )
     };
     assert_eq!(knobs(e), knobs(m));
-    let (e, m) = (&e.servers[0], &m.servers[0]);
+    let (e, m) = (&e.servers[ServerId::new(0)], &m.servers[ServerId::new(0)]);
     assert_eq!((e.max_fails, e.fail_timeout), (m.max_fails, m.fail_timeout));
 }
 
@@ -140,9 +158,12 @@ fn minimal_file_gets_defaults_and_a_default_route() {
     let cfg = from_toml("p.toml", MINIMAL).unwrap();
     assert_eq!(cfg.listeners[0].backlog, DEFAULT_BACKLOG);
     assert_eq!(cfg.routes.len(), 1);
-    assert_eq!(cfg.routes[0].path_prefix, "/");
-    assert_eq!(cfg.routes[0].action.group(), Some(0));
-    let s = &cfg.groups[0].servers[0];
+    assert_eq!(cfg.routes[RouteId::new(0)].path_prefix, "/");
+    assert_eq!(
+        cfg.routes[RouteId::new(0)].action.group(),
+        Some(GroupId::new(0))
+    );
+    let s = &cfg.groups[GroupId::new(0)].servers[ServerId::new(0)];
     assert_eq!(
         (s.weight, s.max_fails, s.fail_timeout),
         (1, DEFAULT_MAX_FAILS, DEFAULT_FAIL_TIMEOUT)
@@ -195,7 +216,10 @@ fn balance_names_are_spelled_once() {
     use clap::ValueEnum;
     for b in Balance::value_variants() {
         let text = format!("{MINIMAL}balance = \"{}\"\n", b.name());
-        assert_eq!(from_toml("p.toml", &text).unwrap().groups[0].balance, *b);
+        assert_eq!(
+            from_toml("p.toml", &text).unwrap().groups[GroupId::new(0)].balance,
+            *b
+        );
         assert_eq!(Balance::from_str(&b.name(), false), Ok(*b));
     }
     assert_eq!(Balance::LeastConn.name(), "least-conn");
@@ -216,10 +240,13 @@ fn routes_take_exactly_one_action() {
     let cfg = from_toml("/etc/p/p.toml", &ok).unwrap();
     // No group is needed when no route proxies.
     assert!(cfg.groups.is_empty());
-    assert!(matches!(&cfg.routes[0].action, Action::Return(r) if r.status() == 302));
-    assert_eq!(cfg.routes[1].host.as_deref(), Some("*.example.com"));
-    let Action::Static(site) = &cfg.routes[1].action else {
-        panic!("{:?}", cfg.routes[1])
+    assert!(matches!(&cfg.routes[RouteId::new(0)].action, Action::Return(r) if r.status() == 302));
+    assert_eq!(
+        cfg.routes[RouteId::new(1)].host.as_deref(),
+        Some("*.example.com")
+    );
+    let Action::Static(site) = &cfg.routes[RouteId::new(1)].action else {
+        panic!("{:?}", cfg.routes[RouteId::new(1)])
     };
     assert_eq!(
         (site.root.to_str(), site.index.as_str()),
@@ -228,7 +255,7 @@ fn routes_take_exactly_one_action() {
     // A relative root is relative to the file's folder.
     let rel = ok.replace("/srv/www", "www");
     let cfg = from_toml("/etc/p/p.toml", &rel).unwrap();
-    let Action::Static(site) = &cfg.routes[1].action else {
+    let Action::Static(site) = &cfg.routes[RouteId::new(1)].action else {
         panic!()
     };
     assert_eq!(site.root.to_str(), Some("/etc/p/www"));
@@ -303,10 +330,10 @@ fn route_action_errors_name_the_line_and_key() {
 #[test]
 fn cache_settings_are_read_checked_and_named() {
     let cfg = example();
-    let Action::Proxy { cache: Some(c), .. } = &cfg.routes[1].action else {
+    let Action::Proxy { cache: Some(c), .. } = &cfg.routes[RouteId::new(1)].action else {
         panic!(
             "the example's second route has a cache: {:?}",
-            cfg.routes[1]
+            cfg.routes[RouteId::new(1)]
         )
     };
     assert_eq!(c.ttl, std::time::Duration::from_secs(60));
@@ -343,7 +370,7 @@ fn cache_settings_are_read_checked_and_named() {
 fn health_settings_are_read_checked_and_named() {
     let group = "[upstream.app]\nservers = [\"127.0.0.1:9001\"]\n";
     let text = format!("{LISTEN}{group}health = {{ path = \"/ping\", expect = \"2xx\" }}\n");
-    let h = from_toml("p.toml", &text).unwrap().groups[0]
+    let h = from_toml("p.toml", &text).unwrap().groups[GroupId::new(0)]
         .health
         .clone()
         .unwrap();
@@ -351,7 +378,7 @@ fn health_settings_are_read_checked_and_named() {
     assert_eq!(h.expect, health::Expect::Class(2));
     assert_eq!((h.rise, h.fall, h.interval), (2, 3, Duration::from_secs(2)));
     let text = format!("{LISTEN}{group}health = {{}}\n");
-    let h = from_toml("p.toml", &text).unwrap().groups[0]
+    let h = from_toml("p.toml", &text).unwrap().groups[GroupId::new(0)]
         .health
         .clone()
         .unwrap();

@@ -30,7 +30,7 @@ impl Blame {
 
 /// A server's answer: its final response head, and what the relay needs with it.
 pub(super) struct Answered<'w> {
-    pub(super) server: usize,
+    pub(super) server: crate::config::ServerId,
     pub(super) up: Upstream,
     pub(super) head: Head,
     /// The upstream answered before it had the whole request body.

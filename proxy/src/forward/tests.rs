@@ -17,8 +17,10 @@ fn req() -> RequestInfo {
         head_len: 0,
         host_written: true,
         pipelined: false,
-        route: 0,
-        dispatch: crate::request::Dispatch::Proxy { group: 0 },
+        route: crate::config::RouteId::new(0),
+        dispatch: crate::request::Dispatch::Proxy {
+            group: crate::config::GroupId::new(0),
+        },
         target: crate::request::Span { start: 0, len: 0 },
         authority: None,
     }

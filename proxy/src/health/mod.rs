@@ -33,7 +33,7 @@ pub mod track;
 
 pub use crate::balance::HealthChange;
 use crate::balance::{Balancer, Health};
-use crate::config::UpstreamGroup;
+use crate::config::{GroupId, ServerId, Table, UpstreamGroup};
 use crate::generation::Generation;
 use crate::worker::{ProxyWorker, WorkerMsg};
 use probe::Probe;
@@ -43,8 +43,8 @@ use std::time::{Duration, Instant};
 use track::Tracker;
 
 /// The worker that checks group `group` when there are `workers` workers.
-pub fn checker_of(group: usize, workers: usize) -> usize {
-    group % workers.max(1)
+pub fn checker_of(group: GroupId, workers: usize) -> usize {
+    group.index() % workers.max(1)
 }
 
 /// Start the checks of the groups this worker checks in its current generation: one task per
@@ -63,11 +63,11 @@ pub fn start(w: &Rc<ProxyWorker>) {
             }
         }));
     }
-    for (g, group) in gen.cfg.groups.iter().enumerate() {
+    for (g, group) in gen.cfg.groups.enumerate() {
         if group.health.is_none() || checker_of(g, workers) != w.id {
             continue;
         }
-        for s in 0..group.servers.len() {
+        for s in group.servers.ids() {
             tasks.push(monoio::spawn(check_server(w.clone(), gen.clone(), g, s)));
         }
     }
@@ -85,21 +85,21 @@ pub async fn stopped(w: &ProxyWorker) {
 /// Check server `s` of group `g` of `gen` every interval until shutdown or until `gen` is no
 /// longer the worker's current generation. The servers' first checks are spread over the
 /// first interval (HAProxy spreads them too), so a large group is not probed in one burst.
-async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: usize, s: usize) {
+async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: GroupId, s: ServerId) {
     let group = &gen.cfg.groups[g];
     let server = &group.servers[s];
     let Some(check) = &group.health else {
         return;
     };
     let request = probe::request(check, server);
-    let tls: probe::TlsTo = match (&group.tls, &gen.upstream_tls[g]) {
+    let tls: probe::TlsTo = match (&group.tls, gen.upstream_tls(g)) {
         (Some(t), Some(client)) => Some((client.clone(), t.names[s].clone())),
         _ => None,
     };
-    let start = gen.balancers[g].borrow().health(s);
+    let start = gen.balancer(g).borrow().health(s);
     let mut track = Tracker::new(start, check.rise, check.fall);
     let mut stop = w.life.shutdown.wait();
-    let mut due = Instant::now() + first_offset(check.interval, s, group.servers.len());
+    let mut due = Instant::now() + first_offset(check.interval, s.index(), group.servers.len());
     monoio::select! {
         _ = monoio::time::sleep_until(due.into()) => {}
         _ = &mut stop => return,
@@ -165,17 +165,16 @@ fn announce(w: &ProxyWorker, change: HealthChange) {
 /// longer in the config is ignored) and count it.
 pub fn apply(w: &ProxyWorker, change: &HealthChange) {
     let gen = w.generation();
-    let Some(g) = gen.cfg.groups.iter().position(|g| g.name == change.group) else {
+    let Some(g) = gen.cfg.groups.position(|g| g.name == change.group) else {
         return;
     };
     let Some(s) = gen.cfg.groups[g]
         .servers
-        .iter()
         .position(|s| s.name == change.server)
     else {
         return;
     };
-    gen.balancers[g].borrow_mut().set_health(s, change.health);
+    gen.balancer(g).borrow_mut().set_health(s, change.health);
     w.stats.health_changes.incr();
 }
 
@@ -211,20 +210,20 @@ fn log_change(
 pub fn carry_over(old: &Generation, new: &Generation) {
     carry_between(
         &old.cfg.groups,
-        &old.balancers,
+        old.balancers(),
         &new.cfg.groups,
-        &new.balancers,
+        new.balancers(),
     );
 }
 
 fn carry_between(
-    old_groups: &[UpstreamGroup],
-    old: &[Rc<RefCell<Balancer>>],
-    new_groups: &[UpstreamGroup],
-    new: &[Rc<RefCell<Balancer>>],
+    old_groups: &Table<GroupId, UpstreamGroup>,
+    old: &Table<GroupId, Rc<RefCell<Balancer>>>,
+    new_groups: &Table<GroupId, UpstreamGroup>,
+    new: &Table<GroupId, Rc<RefCell<Balancer>>>,
 ) {
-    for (ng, group) in new_groups.iter().enumerate() {
-        let Some(og) = old_groups.iter().position(|o| o.name == group.name) else {
+    for (ng, group) in new_groups.enumerate() {
+        let Some(og) = old_groups.position(|o| o.name == group.name) else {
             continue;
         };
         if group.health.is_none()
@@ -233,11 +232,8 @@ fn carry_between(
         {
             continue;
         }
-        for (ns, server) in group.servers.iter().enumerate() {
-            let found = old_groups[og]
-                .servers
-                .iter()
-                .position(|o| o.name == server.name);
+        for (ns, server) in group.servers.enumerate() {
+            let found = old_groups[og].servers.position(|o| o.name == server.name);
             if let Some(os) = found {
                 let health = old[og].borrow().health(os);
                 new[ng].borrow_mut().set_health(ns, health);

@@ -26,35 +26,40 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
     }
 }
 
-fn balancers(groups: &[UpstreamGroup]) -> Vec<Rc<RefCell<Balancer>>> {
-    groups
-        .iter()
-        .map(|g| Rc::new(RefCell::new(Balancer::new(g, 0))))
-        .collect()
+fn balancers(groups: &Table<GroupId, UpstreamGroup>) -> Table<GroupId, Rc<RefCell<Balancer>>> {
+    groups.map(|g| Rc::new(RefCell::new(Balancer::new(g, 0))))
+}
+
+fn g(i: usize) -> GroupId {
+    GroupId::new(i)
+}
+
+fn s(i: usize) -> ServerId {
+    ServerId::new(i)
 }
 
 #[test]
 fn reload_carries_state_of_servers_that_stay() {
-    let old_groups = [
+    let old_groups = Table::from(vec![
         group("a", &["x:80", "y:80", "z:80"], true),
         group("b", &["p:80"], true),
         group("c", &["q:80"], true),
-    ];
+    ]);
     let old = balancers(&old_groups);
-    old[0].borrow_mut().set_health(1, Health::Down);
-    old[0].borrow_mut().set_health(2, Health::Down);
-    old[1].borrow_mut().set_health(0, Health::Down);
-    old[2].borrow_mut().set_health(0, Health::Down);
+    old[g(0)].borrow_mut().set_health(s(1), Health::Down);
+    old[g(0)].borrow_mut().set_health(s(2), Health::Down);
+    old[g(1)].borrow_mut().set_health(s(0), Health::Down);
+    old[g(2)].borrow_mut().set_health(s(0), Health::Down);
     // Group a: z dropped, y moved to the front, w added. Group b: checks turned off.
     // Group c: gone. Group d: new.
-    let new_groups = [
+    let new_groups = Table::from(vec![
         group("d", &["q:80"], true),
         group("a", &["y:80", "w:80", "x:80"], true),
         group("b", &["p:80"], false),
-    ];
+    ]);
     let new = balancers(&new_groups);
     carry_between(&old_groups, &old, &new_groups, &new);
-    let h = |g: usize, s: usize| new[g].borrow().health(s);
+    let h = |gi: usize, si: usize| new[g(gi)].borrow().health(s(si));
     assert_eq!(h(0, 0), Health::Up, "a new group starts up");
     assert_eq!(
         (h(1, 0), h(1, 1), h(1, 2)),
@@ -65,21 +70,21 @@ fn reload_carries_state_of_servers_that_stay() {
 
 #[test]
 fn a_balancer_taken_over_is_left_alone() {
-    let groups = [group("a", &["x:80", "y:80"], true)];
+    let groups = Table::from(vec![group("a", &["x:80", "y:80"], true)]);
     let kept = balancers(&groups);
-    kept[0].borrow_mut().set_health(1, Health::Down);
+    kept[g(0)].borrow_mut().set_health(s(1), Health::Down);
     carry_between(&groups, &kept, &groups, &kept.clone());
-    assert_eq!(kept[0].borrow().health(1), Health::Down);
+    assert_eq!(kept[g(0)].borrow().health(s(1)), Health::Down);
 }
 
 #[test]
 fn groups_spread_over_workers() {
     assert_eq!(
-        (0..5).map(|g| checker_of(g, 2)).collect::<Vec<_>>(),
+        (0..5).map(|i| checker_of(g(i), 2)).collect::<Vec<_>>(),
         [0, 1, 0, 1, 0]
     );
-    assert_eq!(checker_of(3, 1), 0);
-    assert_eq!(checker_of(3, 0), 0);
+    assert_eq!(checker_of(g(3), 1), 0);
+    assert_eq!(checker_of(g(3), 0), 0);
 }
 
 #[test]

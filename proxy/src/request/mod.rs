@@ -15,7 +15,7 @@
 //! goes upstream as received.
 
 use crate::answer::AnswerCtx;
-use crate::config::{Action, HeaderOptions};
+use crate::config::{Action, GroupId, HeaderOptions, RouteId};
 use crate::error::ProxyError;
 use crate::generation::{CacheId, Generation, SiteId};
 use crate::io::offset_in;
@@ -57,8 +57,8 @@ pub struct RequestInfo {
     /// included, when its head was parsed: a graceful shutdown still serves them, so this
     /// response keeps the connection open.
     pub pipelined: bool,
-    /// The route (index into `Config::routes`).
-    pub route: usize,
+    /// The route, in the request's generation.
+    pub route: RouteId,
     /// What the route's action does with the request, decided once.
     pub dispatch: Dispatch,
     /// The target's path and query (`shared::http::target::origin_bytes`: empty for an
@@ -73,10 +73,10 @@ pub struct RequestInfo {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
     /// Forward to this upstream group (the upstream head is in the connection's `to_upstream`).
-    Proxy { group: usize },
+    Proxy { group: GroupId },
     /// Forward through the response cache of a cached route (its settings and store:
     /// `Generation::cached`).
-    Cached { cache: CacheId, group: usize },
+    Cached { cache: CacheId, group: GroupId },
     /// A `return`: the whole answer is in `to_upstream`. `skip`: the request body to drop (`None`:
     /// it has not arrived whole and the connection closes); `close`: the answer said so.
     Answered { skip: Option<usize>, close: bool },
@@ -403,7 +403,11 @@ thread_local! {
 /// (`shared::http::target::normalize_path`), as an origin will read it: `/%61dmin/`,
 /// `//admin/` and `/x/../admin/` are all `/admin/`. The target itself goes upstream as
 /// received. A path with no normal form (`/../x`, `%00`, a bad escape) is a 400.
-fn route_of(g: &Generation, authority: Option<&[u8]>, target: &[u8]) -> Result<usize, ProxyError> {
+fn route_of(
+    g: &Generation,
+    authority: Option<&[u8]>,
+    target: &[u8],
+) -> Result<RouteId, ProxyError> {
     PATH_SCRATCH.with_borrow_mut(|scratch| {
         let path = normalize_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
         g.router.route(authority, path).ok_or(ProxyError::NoRoute)

@@ -95,43 +95,6 @@ impl StaticQuery {
         q
     }
 
-    /// Take the fields from a request head the codec already accepted, parsing it again
-    /// (for a caller that did not keep the parsed head: the test-only whole-site mode).
-    pub fn reparse(head: &[u8]) -> StaticQuery {
-        let mut few = [httparse::EMPTY_HEADER; 64];
-        match Self::reparse_with(head, &mut few) {
-            Some(q) => q,
-            None => {
-                let cap = shared::http::limits::MAX_HEADERS_CAP;
-                let mut all = vec![httparse::EMPTY_HEADER; cap];
-                Self::reparse_with(head, &mut all).unwrap_or_default()
-            }
-        }
-    }
-
-    /// `None`: more fields than `storage` holds.
-    fn reparse_with<'b>(
-        head: &'b [u8],
-        storage: &mut [httparse::Header<'b>],
-    ) -> Option<StaticQuery> {
-        let mut req = httparse::Request::new(storage);
-        match req.parse(head) {
-            Ok(httparse::Status::Complete(_)) => {}
-            Err(httparse::Error::TooManyHeaders) => return None,
-            _ => return Some(StaticQuery::default()),
-        }
-        let mut q = StaticQuery {
-            method: req.method.map(|m| Method::from_bytes(m.as_bytes())),
-            target: req
-                .path
-                .and_then(|t| origin_bytes(t.as_bytes()))
-                .map(|t| Span::of(head, t)),
-            ..StaticQuery::default()
-        };
-        q.take_fields(req.headers, head);
-        Some(q)
-    }
-
     fn take_fields(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
         for h in headers {
             let eq = |n: &str| h.name.eq_ignore_ascii_case(n);

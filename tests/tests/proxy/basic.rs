@@ -149,7 +149,7 @@ fn round_robin_splits_evenly() {
 fn least_conn_avoids_the_server_with_a_request_in_flight() {
     let (a, b) = (tests::origin(), tests::origin());
     let mut cfg = config(&[a.addr(), b.addr()]);
-    cfg.groups[0].balance = Balance::LeastConn;
+    cfg.groups[proxy::config::GroupId::new(0)].balance = Balance::LeastConn;
     // The held request is ended by the shutdown when the test is over.
     cfg.timeouts.shutdown = Duration::from_millis(100);
     let p = Proxy::start(cfg);
@@ -180,7 +180,7 @@ fn least_conn_avoids_the_server_with_a_request_in_flight() {
 fn random2_uses_both_servers() {
     let (a, b) = (tests::origin(), tests::origin());
     let mut cfg = config(&[a.addr(), b.addr()]);
-    cfg.groups[0].balance = Balance::Random2;
+    cfg.groups[proxy::config::GroupId::new(0)].balance = Balance::Random2;
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     for _ in 0..200 {
@@ -379,7 +379,7 @@ fn head_request_keeps_content_length() {
 fn no_route_gives_404() {
     let o = tests::origin();
     let mut cfg = config(&[o.addr()]);
-    cfg.routes[0].path_prefix = "/api/".into();
+    cfg.routes[proxy::config::RouteId::new(0)].path_prefix = "/api/".into();
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     let r = c.get("/other");

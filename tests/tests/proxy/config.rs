@@ -61,7 +61,9 @@ fn example_parses_and_validates_in_process() {
     proxy::config::validate(&cfg).expect("the example validates");
     assert_eq!(cfg.groups.len(), 3);
     assert_eq!(cfg.routes.len(), 6);
-    assert!(cfg.listeners[2].tls.is_some() && cfg.groups[1].tls.is_some());
+    assert!(
+        cfg.listeners[2].tls.is_some() && cfg.groups[proxy::config::GroupId::new(1)].tls.is_some()
+    );
     // Every key of the schema appears in the example: each section's keys are all present.
     let text = std::fs::read_to_string(example()).unwrap();
     for key in [
@@ -512,7 +514,9 @@ fn upstream_host_names_reach_an_ipv4_origin() {
     );
     let file = proxy::config::from_toml("names.toml", &text).expect("file");
     for (n, cfg) in [quick, file].into_iter().enumerate() {
-        let addrs = &cfg.groups[0].servers[0].addrs;
+        let addrs = &cfg.groups[proxy::config::GroupId::new(0)].servers
+            [proxy::config::ServerId::new(0)]
+        .addrs;
         assert_eq!(addrs[0], o.addr(), "IPv4 first: {addrs:?}");
         let p = Proxy::start(cfg);
         let mut c = p.connect();

@@ -348,10 +348,11 @@ fn no_matching_route_is_404() {
         host: None,
         path_prefix: "/api/".into(),
         action: proxy::config::Action::Proxy {
-            group: 0,
+            group: proxy::config::GroupId::new(0),
             cache: None,
         },
-    }];
+    }]
+    .into();
     let p = proxy::start(cfg).unwrap();
     let addr = p.listen_addrs()[0];
     let (r, _, mut c) = request(addr, &get("/other"));

@@ -1,6 +1,7 @@
 //! Upstream keep-alive pools and connection limits: reuse, retirement after N requests, idle
 //! timeout, stale pooled connections retried, and the per-worker client connection limit.
 
+use proxy::config::GroupId;
 use shared::origin::{Origin, OriginConfig};
 use std::time::Duration;
 use tests::inproc::{config, Proxy};
@@ -46,7 +47,7 @@ impl Restarting {
 fn connections_retire_after_keepalive_requests() {
     let o = origin_on("127.0.0.1:0".parse().unwrap());
     let mut cfg = config(&[o.addr()]);
-    cfg.groups[0].keepalive_requests = 10;
+    cfg.groups[GroupId::new(0)].keepalive_requests = 10;
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     for _ in 0..100 {
@@ -59,7 +60,7 @@ fn connections_retire_after_keepalive_requests() {
 fn keepalive_zero_disables_pooling() {
     let o = origin_on("127.0.0.1:0".parse().unwrap());
     let mut cfg = config(&[o.addr()]);
-    cfg.groups[0].keepalive = 0;
+    cfg.groups[GroupId::new(0)].keepalive = 0;
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     for _ in 0..5 {
@@ -72,7 +73,7 @@ fn keepalive_zero_disables_pooling() {
 fn idle_pooled_connections_are_closed_after_the_timeout() {
     let o = origin_on("127.0.0.1:0".parse().unwrap());
     let mut cfg = config(&[o.addr()]);
-    cfg.groups[0].keepalive_timeout = Duration::from_millis(100);
+    cfg.groups[GroupId::new(0)].keepalive_timeout = Duration::from_millis(100);
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     assert_eq!(c.get("/").status, 200);
@@ -174,8 +175,8 @@ fn post_after_the_origin_closed_an_idle_pooled_connection_succeeds() {
     let mut cfg = config(&[a.addr()]);
     // `check_after` is half of this, capped at `keepalive_check`; the timeout itself stays
     // far away.
-    cfg.groups[0].keepalive_timeout = Duration::from_secs(30);
-    cfg.groups[0].keepalive_check = CHECK;
+    cfg.groups[GroupId::new(0)].keepalive_timeout = Duration::from_secs(30);
+    cfg.groups[GroupId::new(0)].keepalive_check = CHECK;
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     assert_eq!(c.get("/").status, 200);
@@ -242,8 +243,8 @@ fn bytes_sent_on_an_idle_pooled_connection_keep_it_from_reuse() {
         drop(first);
     });
     let mut cfg = config(&[addr]);
-    cfg.groups[0].keepalive_timeout = Duration::from_secs(30);
-    cfg.groups[0].keepalive_check = CHECK;
+    cfg.groups[GroupId::new(0)].keepalive_timeout = Duration::from_secs(30);
+    cfg.groups[GroupId::new(0)].keepalive_check = CHECK;
     let p = Proxy::start(cfg);
     let mut c = p.connect();
     let r = c.get("/one");

@@ -16,7 +16,7 @@ pub fn proxy(
     let mut args = vec!["--cache", "1MiB"];
     args.extend_from_slice(extra);
     let mut cfg = tests::proxy_config(ups, &args);
-    match &mut cfg.routes[0].action {
+    match &mut cfg.routes[proxy::config::RouteId::new(0)].action {
         Action::Proxy { cache: Some(c), .. } => edit(std::sync::Arc::make_mut(c)),
         other => panic!("--cache made no cached route: {other:?}"),
     }

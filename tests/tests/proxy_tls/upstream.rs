@@ -1,7 +1,7 @@
 //! HTTPS upstreams: the proxy as a TLS client of a TLS origin (the built-in origin with a
 //! certificate made here), its connections pooled and its sessions resumed, on every driver.
 
-use proxy::config::Config;
+use proxy::config::{Config, GroupId, ServerId};
 use shared::origin::{Origin, OriginConfig};
 use shared::runtime::DriverKind;
 use shared::tls::server::{server_config, CertFiles, ServerTlsSpec};
@@ -66,7 +66,7 @@ fn proxies_to_a_tls_origin_pooled_and_resumed() {
             "tls = { ca = \"ca.pem\" }",
         );
         cfg.groups = file.groups.clone();
-        cfg.groups[0].keepalive = 64;
+        cfg.groups[GroupId::new(0)].keepalive = 64;
         let (hs0, _) = tls_counts(&o);
         let p = Proxy::start(cfg);
         let mut c = p.connect();
@@ -161,8 +161,14 @@ fn group_tls_errors_and_warnings() {
     assert!(w.iter().any(|w| w.contains("not verified")), "{w:?}");
     // https:// alone: port 443, the system's roots.
     let cfg = load("\"https://127.0.0.1\"", "").unwrap();
-    assert_eq!(cfg.groups[0].servers[0].addrs[0].port(), 443);
-    assert_eq!(cfg.groups[0].servers[0].name, "127.0.0.1");
+    assert_eq!(
+        cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].addrs[0].port(),
+        443
+    );
+    assert_eq!(
+        cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].name,
+        "127.0.0.1"
+    );
 }
 
 #[test]
@@ -181,9 +187,9 @@ fn an_idle_pooled_tls_connection_is_checked_and_reused() {
         );
         // Checked before reuse once idle 50 ms (the group's `keepalive_check`, 1 s by
         // default); the 10 s timeout leaves a loaded machine plenty of margin.
-        cfg.groups[0].keepalive = 8;
-        cfg.groups[0].keepalive_timeout = std::time::Duration::from_secs(10);
-        cfg.groups[0].keepalive_check = std::time::Duration::from_millis(50);
+        cfg.groups[GroupId::new(0)].keepalive = 8;
+        cfg.groups[GroupId::new(0)].keepalive_timeout = std::time::Duration::from_secs(10);
+        cfg.groups[GroupId::new(0)].keepalive_check = std::time::Duration::from_millis(50);
         let (hs0, _) = tls_counts(&o);
         let p = Proxy::start(cfg);
         let mut c = p.connect();
@@ -231,7 +237,7 @@ fn quick_mode_flags_verify_or_skip_verifying_upstream_certificates() {
         args.extend(&flags);
         let cfg = proxy::cli::config_from_args(&args).expect("config");
         assert_eq!(
-            cfg.groups[0].tls.as_ref().map(|t| t.insecure),
+            cfg.groups[GroupId::new(0)].tls.as_ref().map(|t| t.insecure),
             Some(flags == ["--upstream-insecure"])
         );
         let p = Proxy::start(cfg);

@@ -115,16 +115,20 @@ fn validate_catches_configs_built_in_code() {
         .config()
         .unwrap();
     validate(&c).unwrap();
-    c.groups[0].servers[0].weight = 0;
+    c.groups[GroupId::new(0)].servers[ServerId::new(0)].weight = 0;
     assert!(validate(&c).unwrap_err().contains("weight 0"));
-    c.groups[0].servers[0].weight = 1;
-    c.groups[0].servers[0].addrs.clear();
+    c.groups[GroupId::new(0)].servers[ServerId::new(0)].weight = 1;
+    c.groups[GroupId::new(0)].servers[ServerId::new(0)]
+        .addrs
+        .clear();
     assert!(validate(&c).unwrap_err().contains("no address"));
-    c.groups[0].servers[0].addrs = vec!["127.0.0.1:0".parse().unwrap()];
+    c.groups[GroupId::new(0)].servers[ServerId::new(0)].addrs =
+        vec!["127.0.0.1:0".parse().unwrap()];
     assert!(validate(&c).unwrap_err().contains("port 0"));
-    c.groups[0].servers[0].addrs = vec!["127.0.0.1:2".parse().unwrap()];
-    c.routes[0].action = Action::Proxy {
-        group: 3,
+    c.groups[GroupId::new(0)].servers[ServerId::new(0)].addrs =
+        vec!["127.0.0.1:2".parse().unwrap()];
+    c.routes[RouteId::new(0)].action = Action::Proxy {
+        group: GroupId::new(3),
         cache: None,
     };
     assert!(validate(&c).unwrap_err().contains("does not exist"));
@@ -141,9 +145,9 @@ fn quick_static_mode_serves_a_directory() {
         .unwrap();
     assert!(c.groups.is_empty());
     assert_eq!(c.routes.len(), 1);
-    assert_eq!(c.routes[0].path_prefix, "/");
-    let Action::Static(site) = &c.routes[0].action else {
-        panic!("{:?}", c.routes[0])
+    assert_eq!(c.routes[RouteId::new(0)].path_prefix, "/");
+    let Action::Static(site) = &c.routes[RouteId::new(0)].action else {
+        panic!("{:?}", c.routes[RouteId::new(0)])
     };
     assert_eq!(site.root.to_str(), Some("/srv/files"));
     let w = warnings(&c);
@@ -157,7 +161,7 @@ fn quick_static_mode_serves_a_directory() {
     let rel = cli("--listen 127.0.0.1:0 --static sub/dir")
         .config()
         .unwrap();
-    let Action::Static(site) = &rel.routes[0].action else {
+    let Action::Static(site) = &rel.routes[RouteId::new(0)].action else {
         panic!()
     };
     assert_eq!(site.root, std::env::current_dir().unwrap().join("sub/dir"));
@@ -208,10 +212,15 @@ fn quick_health_check_is_the_file_it_stands_for() {
     )
     .unwrap();
     let q = quick.config().unwrap();
-    assert_eq!(q.groups[0].health, file.groups[0].health);
-    assert!(q.groups[0].health.is_some());
+    assert_eq!(
+        q.groups[GroupId::new(0)].health,
+        file.groups[GroupId::new(0)].health
+    );
+    assert!(q.groups[GroupId::new(0)].health.is_some());
     let none = cli("--listen 127.0.0.1:8080 --upstream 127.0.0.1:9001");
-    assert!(none.config().unwrap().groups[0].health.is_none());
+    assert!(none.config().unwrap().groups[GroupId::new(0)]
+        .health
+        .is_none());
     for bad in ["healthz", "/a b"] {
         let args = ["proxy", "--upstream", "127.0.0.1:2", "--health-check", bad];
         assert!(Cli::parse_from(args).is_err(), "{bad}");

@@ -1,6 +1,7 @@
 //! Flags: quick mode, overrides, and what is refused.
 
 use super::*;
+use crate::config::{GroupId, RouteId, ServerId};
 
 mod config;
 
@@ -20,25 +21,25 @@ fn quick_mode() {
     assert_eq!(c.listeners[0].addr, "127.0.0.1:8080".parse().unwrap());
     assert_eq!(c.listeners[0].backlog, DEFAULT_BACKLOG);
     assert_eq!(c.groups.len(), 1);
-    let g = &c.groups[0];
+    let g = &c.groups[GroupId::new(0)];
     assert_eq!(g.name, "default");
     assert_eq!(g.balance, Balance::LeastConn);
     assert_eq!(g.keepalive, 8);
     let addrs: Vec<String> = g.servers.iter().map(|s| s.addrs[0].to_string()).collect();
     assert_eq!(addrs[..2], ["127.0.0.1:9001", "[::1]:9002"]);
     // localhost: every address, IPv4 first (the address rule).
-    let local = &g.servers[2].addrs;
+    let local = &g.servers[ServerId::new(2)].addrs;
     assert!(local
         .iter()
         .all(|a| a.port() == 9003 && a.ip().is_loopback()));
     assert_eq!(*local, shared::net::connect_order(local.clone()));
-    assert_eq!(g.servers[2].name, "localhost:9003");
+    assert_eq!(g.servers[ServerId::new(2)].name, "localhost:9003");
     assert_eq!(c.routes.len(), 1);
     assert_eq!(
         (
-            c.routes[0].host.as_deref(),
-            c.routes[0].path_prefix.as_str(),
-            c.routes[0].action.group().unwrap()
+            c.routes[RouteId::new(0)].host.as_deref(),
+            c.routes[RouteId::new(0)].path_prefix.as_str(),
+            c.routes[RouteId::new(0)].action.group().unwrap().index()
         ),
         (None, "/", 0)
     );
@@ -53,10 +54,13 @@ fn quick_mode() {
     let c = cfg("--listen 8080 --upstream 10.0.0.1 --upstream [::1] --max-body unlimited").unwrap();
     assert_eq!(c.listeners[0].addr, "0.0.0.0:8080".parse().unwrap());
     assert_eq!(
-        c.groups[0].servers[0].addrs,
+        c.groups[GroupId::new(0)].servers[ServerId::new(0)].addrs,
         ["10.0.0.1:80".parse().unwrap()]
     );
-    assert_eq!(c.groups[0].servers[1].addrs, ["[::1]:80".parse().unwrap()]);
+    assert_eq!(
+        c.groups[GroupId::new(0)].servers[ServerId::new(1)].addrs,
+        ["[::1]:80".parse().unwrap()]
+    );
     assert_eq!(c.limits.max_body, None);
 }
 

@@ -41,7 +41,7 @@ impl Fetch<'_> {
 pub(super) fn fetch_apart<'a>(
     c: &'a mut ClientConn,
     req: &'a RequestInfo,
-    group: usize,
+    group: crate::config::GroupId,
     key: &'a OwnedKey,
     f: Fetch<'a>,
 ) -> std::pin::Pin<Box<impl std::future::Future<Output = Next> + 'a>> {
@@ -53,7 +53,7 @@ pub(super) fn fetch_apart<'a>(
 pub(super) async fn fetch(
     c: &mut ClientConn,
     req: &RequestInfo,
-    group: usize,
+    group: crate::config::GroupId,
     key: &OwnedKey,
     f: Fetch<'_>,
 ) -> Next {
@@ -182,7 +182,7 @@ pub(super) async fn upstream_failed(
 pub(super) async fn revalidated(
     c: &mut ClientConn,
     req: &RequestInfo,
-    group: usize,
+    group: crate::config::GroupId,
     a: Answered<'_>,
     f: &Fetch<'_>,
     req_head: &[u8],
@@ -219,7 +219,7 @@ pub(super) async fn revalidated(
     });
     // A 304 has no body: the upstream connection is clean unless more bytes followed it.
     if resp.upstream_keep_alive && ub.len() == resp.head_len {
-        g.pools[group][server]
+        g.pool(group, server)
             .borrow_mut()
             .put(up, std::time::Instant::now());
     }

@@ -88,9 +88,14 @@ pub fn now_millis() -> Millis {
 }
 
 /// A request on the cached route `cache` (of the connection's generation).
-pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: usize) -> Next {
+pub async fn run(
+    c: &mut ClientConn,
+    req: RequestInfo,
+    cache: CacheId,
+    group: crate::config::GroupId,
+) -> Next {
     let g = c.g.clone();
-    let CachedRoute { cfg, store } = g.cached(cache);
+    let CachedRoute { cfg, store, .. } = g.cached(cache);
     let store: &RefCell<Store> = store;
     // Refused here on a cached route, so the answer carries X-Cache.
     if body_too_large(req.body, g.cfg.limits.max_body) {
@@ -251,7 +256,7 @@ async fn fail_with(c: &mut ClientConn, e: ProxyError, status: CacheStatus) -> Ne
 /// only, with no store borrowed.)
 fn sync_stats(w: &ProxyWorker, g: &Generation) {
     let (mut evicted, mut dropped) = (0, 0);
-    for s in g.caches.iter().flatten() {
+    for s in g.stores() {
         let st = s.borrow().stats();
         evicted += st.evicted + st.variants_evicted;
         dropped += st.dropped_too_large + st.dropped_no_room;
