@@ -59,6 +59,7 @@ mod lifecycle;
 mod metrics;
 mod pool;
 mod preconditions;
+mod preflight;
 mod record;
 mod relay;
 pub mod reload;
@@ -172,7 +173,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         })?;
     }
     let admin_listener = match cfg.admin {
-        Some(addr) => Some(admin_listener(addr)?),
+        Some(addr) => Some(admin_listener(addr, sockets.inherited.is_some())?),
         None => None,
     };
     let stats: Vec<Arc<ProxyCounters>> =
@@ -300,8 +301,17 @@ fn listener_group(
 }
 
 /// The admin listener's socket, bound on this thread (so a bind error stops the start).
-fn admin_listener(addr: SocketAddr) -> Result<std::net::TcpListener, StartError> {
+/// SO_REUSEPORT, as the listeners have, so that `--check-config` of the running config
+/// (`shared::net::probe_bind`) and a takeover (`taking_over`: the old process still holds it
+/// until it exits) can bind beside it; a second copy started by mistake is still refused.
+fn admin_listener(
+    addr: SocketAddr,
+    taking_over: bool,
+) -> Result<std::net::TcpListener, StartError> {
     let bind_err = |source| StartError::Bind { addr, source };
+    if !taking_over && addr.port() != 0 {
+        shared::net::ensure_not_listened_on(addr).map_err(bind_err)?;
+    }
     let s = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -309,6 +319,7 @@ fn admin_listener(addr: SocketAddr) -> Result<std::net::TcpListener, StartError>
     )
     .map_err(bind_err)?;
     s.set_reuse_address(true).map_err(bind_err)?;
+    s.set_reuse_port(true).map_err(bind_err)?;
     s.bind(&addr.into()).map_err(bind_err)?;
     s.listen(64).map_err(bind_err)?;
     Ok(s.into())

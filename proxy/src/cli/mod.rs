@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
     pub config: Option<PathBuf>,
 
-    /// Check a configuration file and exit: 0 if valid, else 2 and the error with its file, line and key [default: none]
+    /// Check a configuration file and exit: 0 if valid and a start could open what it names (listeners, admin address, access log, TLS files), else 2 and the error (a file error with its file, line and key) [default: none]
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
 
@@ -79,8 +79,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit) [default: none]
-    #[arg(long, value_name = "PATH", conflicts_with = "check_config")]
+    /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit); with --check-config, its directory is checked [default: none]
+    #[arg(long, value_name = "PATH")]
     pub takeover_socket: Option<PathBuf>,
 
     /// Take the listening sockets over from the proxy at --takeover-socket (no connection refused), which then drains and exits [default: bind them]
@@ -533,7 +533,14 @@ where
 /// verdict as `nginx -t` does, and return the exit code. `None`: not a check, go on.
 pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Option<i32> {
     let file = cli.check_file()?.display().to_string();
-    Some(match result {
+    // What a start would open, opened too: a config that passes starts (`preflight`).
+    let socket = cli.args.takeover_socket.as_deref();
+    let opened = result.as_ref().map_err(|e| e.to_string()).and_then(|cfg| {
+        crate::preflight::check(cfg, socket)
+            .map(|()| cfg)
+            .map_err(|e| e.to_string())
+    });
+    Some(match opened {
         Ok(cfg) => {
             print_warnings(cfg);
             shared::log!("proxy: configuration file {file} test is successful");
