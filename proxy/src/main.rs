@@ -6,14 +6,19 @@ use shared::config::{exit_cli_error, usage_error};
 use std::process::exit;
 
 fn main() {
-    let cli = Cli::parse_from(std::env::args_os()).unwrap_or_else(|e| exit_cli_error(e));
+    let cli = Cli::parse_from(std::env::args_os()).unwrap_or_else(|e| exit_cli_error("proxy", e));
+    if let Some(shell) = cli.args.completions {
+        use clap::CommandFactory;
+        shared::config::print_completions(shell, cli::Args::command());
+        return;
+    }
     let cfg = cli.config();
     if let Some(code) = cli::check_config_report(&cli, &cfg) {
         exit(code);
     }
     let cfg = match cfg {
         Ok(cfg) => cfg,
-        Err(CliError::Usage(m)) => usage_error(m),
+        Err(CliError::Usage(m)) => usage_error("proxy", m),
         Err(e) => {
             shared::log!("proxy: {e}");
             exit(2)

@@ -87,6 +87,10 @@ pub struct Args {
     #[arg(long, requires = "takeover_socket")]
     pub takeover: bool,
 
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit [default: none]
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    pub completions: Option<clap_complete::Shell>,
+
     #[command(flatten)]
     pub runtime: RuntimeArgs,
 

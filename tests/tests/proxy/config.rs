@@ -372,6 +372,9 @@ fn bad_flags_exit_2_with_one_line_naming_them() {
         for w in *words {
             assert!(err.contains(w), "{args:?}: want {w:?} in {err:?}");
         }
+        // One style for a flag's error and a file's: `proxy: message` (no clap `error:`).
+        assert!(err.starts_with("proxy: "), "{args:?}: {err}");
+        assert!(!err.contains("error: "), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
@@ -425,6 +428,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--takeover-socket",
         "--takeover",
         "--no-multishot",
+        "--completions",
         "--version",
     ] {
         assert!(help.contains(flag), "{flag} missing from --help");
@@ -432,7 +436,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 43, "{help}");
+    assert_eq!(entries.len(), 44, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }
@@ -552,4 +556,16 @@ fn upstream_host_names_reach_an_ipv4_origin() {
         assert_eq!(o.requests(), n as u64 + 1);
         p.stop();
     }
+}
+
+/// docs/man/proxy.1 is what the clap definitions make (`UPDATE_MAN=1` rewrites it).
+#[test]
+fn man_page_is_current() {
+    use clap::CommandFactory;
+    tests::manual::check_man_page(proxy::cli::Args::command());
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish() {
+    tests::manual::check_completions("proxy", &["check-config", "takeover-socket", "workers"]);
 }
