@@ -431,9 +431,10 @@ fn summary(
     let listen: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     let _ = writeln!(
         s,
-        "proxy {}: {}, driver {driver}{}, listening on {}",
+        "proxy {}: {} ({}), driver {driver}{}, listening on {}",
         env!("CARGO_PKG_VERSION"),
         workers.describe_pinning(),
+        workers.pin_why,
         shared::runtime::describe_recv(&cfg.runtime, driver),
         listen.join(" ")
     );

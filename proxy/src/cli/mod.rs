@@ -48,7 +48,7 @@ Every key of the file is explained in proxy.example.toml.";
 #[derive(Debug, Parser)]
 #[command(name = "proxy", version, about = ABOUT, after_help = AFTER_HELP,
           // The shared flag's help has no default to show; say it here.
-          mut_arg("no_pin", |a| a.help("Do not pin workers to cores [default: each worker pinned to its own core]")),
+          mut_arg("no_pin", |a| a.help("Do not pin workers to cores: --pin off [default: --pin auto]")),
           mut_arg("no_multishot", |a| a.help("Read connections (clients from their second request, pooled plain upstreams) with a receive submitted per read, not one multishot receive each into the worker's buffer ring [default: multishot where the driver is io_uring with its fast flags]")))]
 pub struct Args {
     /// Address to accept clients on, IP:PORT or a port (repeatable) [default: none]
@@ -458,6 +458,9 @@ impl Cli {
         }
         if a.runtime.no_pin {
             edits.push(Edit::NoPin);
+        }
+        if self.given("pin") {
+            edits.push(Edit::Pin(a.runtime.pin));
         }
         if a.runtime.no_multishot {
             edits.push(Edit::NoMultishot);

@@ -393,6 +393,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--workers",
         "--driver",
         "--no-pin",
+        "--pin",
         "--balance",
         "--connect-timeout",
         "--read-timeout",
@@ -436,7 +437,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 44, "{help}");
+    assert_eq!(entries.len(), 45, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }
@@ -567,5 +568,5 @@ fn man_page_is_current() {
 
 #[test]
 fn completions_for_bash_zsh_and_fish() {
-    tests::manual::check_completions("proxy", &["check-config", "takeover-socket", "workers"]);
+    tests::manual::check_completions("proxy", &["check-config", "takeover-socket", "pin"]);
 }

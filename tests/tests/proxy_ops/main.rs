@@ -10,6 +10,7 @@ mod health_check_log;
 mod health_origin;
 mod health_reload;
 mod metrics;
+mod pinning;
 mod process;
 mod reload;
 mod reload_metrics;
