@@ -41,6 +41,8 @@ pub struct AdminCtx {
     pub cfg: Arc<Config>,
     pub post: Post<WorkerMsg>,
     pub flag: Arc<ShutdownFlag>,
+    /// The reloads' outcome, for `/metrics`.
+    pub reload: Arc<crate::process_metrics::ReloadState>,
 }
 
 /// The running admin listener.
@@ -391,7 +393,11 @@ fn answer(ctx: &AdminCtx, head_only: bool, path: &str) -> Reply {
             Err(e) => Reply::text(503, &format!("{e}\n")),
             Ok((cfg, snaps)) if path == "/metrics" => Reply {
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
-                ..Reply::text(200, &exposition::prometheus(&cfg, &snaps))
+                ..Reply::text(200, &{
+                    let mut text = exposition::prometheus(&cfg, &snaps);
+                    crate::process_metrics::render(&mut text, &ctx.reload);
+                    text
+                })
             },
             Ok((cfg, snaps)) => Reply {
                 content_type: "application/json",

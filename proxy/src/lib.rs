@@ -60,6 +60,7 @@ mod metrics;
 mod pool;
 mod preconditions;
 mod preflight;
+mod process_metrics;
 mod record;
 mod relay;
 pub mod reload;
@@ -113,6 +114,8 @@ pub struct Running {
     admin: Option<admin::Admin>,
     /// The config the workers started with (generation 1).
     cfg: Arc<config::Config>,
+    /// What the reloads came to (`/metrics`); written by the `Reloader`.
+    reload_state: Arc<process_metrics::ReloadState>,
     /// Copies of every worker's listening socket (with its configured address), kept when a
     /// takeover socket will be served: what a takeover hands over.
     copies: Vec<(SocketAddr, std::net::TcpListener)>,
@@ -197,12 +200,14 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             move |ctx, (ls, st)| lifecycle::run(ctx, cfg.clone(), ls, st, post.clone()),
         )?
     };
+    let reload_state = Arc::new(process_metrics::ReloadState::started());
     let admin = match admin_listener {
         Some(l) => {
             let ctx = admin::AdminCtx {
                 cfg: cfg.clone(),
                 post: post.clone(),
                 flag: flag.clone(),
+                reload: reload_state.clone(),
             };
             // Like the workers, the admin thread must not take a signal meant for `main`'s
             // signal thread (a SIGTERM or SIGHUP it took would kill the process).
@@ -236,6 +241,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         post,
         admin,
         cfg,
+        reload_state,
         copies,
     })
 }
@@ -344,7 +350,9 @@ impl Running {
     /// What SIGHUP runs (on the signal thread): reads `source` again and hands the result to
     /// the workers.
     pub fn reloader(&self, source: reload::Source) -> reload::Reloader {
-        reload::Reloader::new(source, self.cfg.clone(), self.post.clone())
+        let mut r = reload::Reloader::new(source, self.cfg.clone(), self.post.clone());
+        r.report_to(self.reload_state.clone());
+        r
     }
 
     /// Listen for takeovers on `path` (a thread of its own): a new process that asks gets
