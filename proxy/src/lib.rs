@@ -57,6 +57,7 @@ mod http_date;
 mod io;
 mod lifecycle;
 mod metrics;
+pub mod notify;
 mod pool;
 mod preconditions;
 mod preflight;
