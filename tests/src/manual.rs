@@ -1,7 +1,8 @@
 //! The man pages (`docs/man/*.1`) are made from the clap definitions, the one source of the
 //! flags: [`check_man_page`] fails when a page is stale and, with `UPDATE_MAN=1`, writes it.
 //! The shell completions (`--completions SHELL`) come from the same definitions at run time:
-//! [`check_completions`] runs the binary for each shell.
+//! [`check_completions`] runs the binary for each shell. [`assert_hardened_pod`]: what every
+//! pod of scripts/k8s/ must have.
 
 use std::path::{Path, PathBuf};
 
@@ -65,5 +66,42 @@ pub fn check_completions(bin: &str, flags: &[&str]) {
         {
             assert!(o.status.success(), "{bin} {shell} -n: {o:?}");
         }
+    }
+}
+
+/// A pod spec (YAML as JSON values) as scripts/k8s/ ships them: runs as non-root with
+/// RuntimeDefault seccomp, each container with a read-only root, no privilege escalation, every
+/// capability dropped, and Guaranteed QoS (requests equal to limits for CPU and memory, whole
+/// CPUs, so the static CPU manager can give exclusive cores).
+pub fn assert_hardened_pod(name: &str, pod: &serde_json::Value) {
+    let sc = &pod["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true, "{name}: runAsNonRoot");
+    assert_eq!(
+        sc["seccompProfile"]["type"], "RuntimeDefault",
+        "{name}: seccomp"
+    );
+    let containers = pod["containers"].as_array().expect("containers");
+    for c in containers {
+        let csc = &c["securityContext"];
+        assert_eq!(
+            csc["readOnlyRootFilesystem"], true,
+            "{name}: read-only root"
+        );
+        assert_eq!(csc["allowPrivilegeEscalation"], false, "{name}: escalation");
+        assert_eq!(
+            csc["capabilities"]["drop"],
+            serde_json::json!(["ALL"]),
+            "{name}: caps"
+        );
+        let r = &c["resources"];
+        for what in ["cpu", "memory"] {
+            assert!(r["limits"][what].is_string(), "{name}: no {what} limit");
+            assert_eq!(
+                r["requests"][what], r["limits"][what],
+                "{name}: {what} requests != limits"
+            );
+        }
+        let cpu = r["limits"]["cpu"].as_str().unwrap();
+        assert!(cpu.parse::<u32>().is_ok(), "{name}: whole CPUs, not {cpu}");
     }
 }

@@ -9,6 +9,7 @@ mod health_check;
 mod health_check_log;
 mod health_origin;
 mod health_reload;
+mod k8s;
 mod metrics;
 mod notify;
 mod pinning;

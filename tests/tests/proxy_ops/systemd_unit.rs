@@ -52,7 +52,10 @@ fn the_unit_notifies_has_its_directories_and_reloads_with_sighup() {
         rotate.contains("--signal=SIGUSR1 proxy.service"),
         "{rotate}"
     );
-    assert!(!rotate.lines().any(|l| l.trim() == "copytruncate"), "{rotate}");
+    assert!(
+        !rotate.lines().any(|l| l.trim() == "copytruncate"),
+        "{rotate}"
+    );
 }
 
 #[test]
