@@ -18,6 +18,7 @@ fn workers(n: usize, driver: DriverChoice) -> (Post<Msg>, Workers) {
     let cfg = RuntimeConfig {
         workers: n,
         pin: false,
+        pin_forced: false,
         driver,
         entries: 256,
         multishot: true,
@@ -72,6 +73,7 @@ fn baseline(n: usize, driver: DriverChoice) -> u64 {
     let cfg = RuntimeConfig {
         workers: n,
         pin: false,
+        pin_forced: false,
         driver,
         entries: 256,
         multishot: true,

@@ -567,7 +567,7 @@ pub struct ComparePlan {
 /// Returns the exit status: 0, 1 when a side completed no request, 2 for usage errors.
 pub fn run_compare(plan: &ComparePlan, stop: Arc<ShutdownFlag>) -> i32 {
     let usage = |e: &dyn std::fmt::Display| {
-        eprintln!("error: {e}");
+        eprintln!("loader: {e}");
         2
     };
     let quiet = plan.a.quiet;
@@ -586,7 +586,7 @@ pub fn run_compare(plan: &ComparePlan, stop: Arc<ShutdownFlag>) -> i32 {
         Ok(c) => c,
         // A runtime that would not start is not a usage error.
         Err(e @ LoadError::Runtime(_)) => {
-            eprintln!("error: {e}");
+            eprintln!("loader: {e}");
             return 1;
         }
         Err(e) => return usage(&e),
@@ -601,7 +601,7 @@ pub fn run_compare(plan: &ComparePlan, stop: Arc<ShutdownFlag>) -> i32 {
     if let Some(path) = &plan.a.json {
         let doc = document(&c, &SysInfo::collect(driver));
         if let Err(e) = json::write(path, &doc) {
-            eprintln!("error: --json {}: {e}", path.display());
+            eprintln!("loader: --json {}: {e}", path.display());
             code = code.max(1);
         }
     }
@@ -622,7 +622,7 @@ pub fn run_compare(plan: &ComparePlan, stop: Arc<ShutdownFlag>) -> i32 {
             },
         ];
         if let Err(e) = plot::write(path, &title, &series) {
-            eprintln!("error: --plot {}: {e}", path.display());
+            eprintln!("loader: --plot {}: {e}", path.display());
             code = code.max(1);
         }
     }

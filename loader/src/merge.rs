@@ -326,7 +326,7 @@ pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
     let parts = match read_parts(files) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("loader: {e}");
             return 2;
         }
     };
@@ -339,7 +339,7 @@ pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
     let text = render(&merged) + "\n" + &render_rows(&rows, &warns);
     use std::io::Write;
     if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
-        eprintln!("error: writing the report: {e}");
+        eprintln!("loader: writing the report: {e}");
         return 1;
     }
     if let Some(path) = json {
@@ -351,7 +351,7 @@ pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
             warnings: warns,
         });
         if let Err(e) = crate::json::write(path, &doc) {
-            eprintln!("error: --json {}: {e}", path.display());
+            eprintln!("loader: --json {}: {e}", path.display());
             return 1;
         }
     }

@@ -41,12 +41,18 @@ pub struct AdminCtx {
     pub cfg: Arc<Config>,
     pub post: Post<WorkerMsg>,
     pub flag: Arc<ShutdownFlag>,
+    /// The reloads' outcome, for `/metrics`.
+    pub reload: Arc<crate::process_metrics::ReloadState>,
 }
 
 /// The running admin listener.
 pub struct Admin {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    /// Written to wake the thread's poll for the stop. Not a connection to `addr`: that
+    /// address is SO_REUSEPORT, and while a takeover's other process listens on it too, a
+    /// connection there may reach the other process instead.
+    wake: std::os::unix::net::UnixStream,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -56,12 +62,14 @@ impl Admin {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
+        let (wake, woken) = std::os::unix::net::UnixStream::pair()?;
         let thread = std::thread::Builder::new()
             .name("admin".into())
-            .spawn(move || serve(listener, ctx, s))?;
+            .spawn(move || serve(listener, ctx, s, woken))?;
         Ok(Admin {
             addr,
             stop,
+            wake,
             thread: Some(thread),
         })
     }
@@ -77,8 +85,8 @@ impl Admin {
 
     fn stop_now(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept; a refused connect means it is gone already.
-        let _ = TcpStream::connect_timeout(&wake_addr(self.addr), Duration::from_secs(1));
+        // Wake the poll; a failed write means the thread is gone already.
+        let _ = std::io::Write::write(&mut &self.wake, &[1]);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -93,20 +101,12 @@ impl Drop for Admin {
     }
 }
 
-/// Where to connect to reach a listener bound to `addr` (a wildcard address is reached on
-/// loopback).
-fn wake_addr(addr: SocketAddr) -> SocketAddr {
-    let mut a = addr;
-    if a.ip().is_unspecified() {
-        a.set_ip(match a {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
-    }
-    a
-}
-
-fn serve(listener: TcpListener, ctx: AdminCtx, stop: Arc<AtomicBool>) {
+fn serve(
+    listener: TcpListener,
+    ctx: AdminCtx,
+    stop: Arc<AtomicBool>,
+    woken: std::os::unix::net::UnixStream,
+) {
     if let Err(e) = listener.set_nonblocking(true) {
         eprintln!("proxy: admin listener: {e}; /metrics, /status and /healthz are not served");
         return;
@@ -118,6 +118,7 @@ fn serve(listener: TcpListener, ctx: AdminCtx, stop: Arc<AtomicBool>) {
         conns.retain_mut(|c| c.in_time(now));
         fds.clear();
         fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
+        fds.push(pollfd(woken.as_raw_fd(), libc::POLLIN));
         fds.extend(
             conns
                 .iter()
@@ -127,8 +128,9 @@ fn serve(listener: TcpListener, ctx: AdminCtx, stop: Arc<AtomicBool>) {
         if !poll(&mut fds, wait.map(|d| d.saturating_duration_since(now))) {
             continue;
         }
-        // Connections first (their indices match `fds`), then the new ones.
-        let mut i = 0;
+        // Connections first (their indices match `fds`, after the listener and the wake
+        // socket), then the new ones.
+        let mut i = 1;
         conns.retain_mut(|c| {
             i += 1;
             fds[i].revents == 0 || c.progress(&ctx) == Step::Open
@@ -391,7 +393,11 @@ fn answer(ctx: &AdminCtx, head_only: bool, path: &str) -> Reply {
             Err(e) => Reply::text(503, &format!("{e}\n")),
             Ok((cfg, snaps)) if path == "/metrics" => Reply {
                 content_type: "text/plain; version=0.0.4; charset=utf-8",
-                ..Reply::text(200, &exposition::prometheus(&cfg, &snaps))
+                ..Reply::text(200, &{
+                    let mut text = exposition::prometheus(&cfg, &snaps);
+                    crate::process_metrics::render(&mut text, &ctx.reload);
+                    text
+                })
             },
             Ok((cfg, snaps)) => Reply {
                 content_type: "application/json",

@@ -10,7 +10,7 @@
 //! Every series is a sum over the workers (no per-worker series beside a total); `/status`
 //! has both.
 
-use crate::config::{Config, GroupId, RouteId, ServerId};
+use crate::config::{Action, Config, GroupId, RouteId, ServerId};
 use crate::metrics::{
     route_label, CacheState, Histogram, Metrics, ServerCounts, ServerState, WorkerSnapshot,
     BUCKETS_US, CACHE_STATUSES, CLASSES, FAULT_KINDS,
@@ -73,9 +73,10 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
         &mut o,
         "proxy_request_duration_seconds",
         "histogram",
-        "Client request duration, from its first byte to the end of the response.",
+        "Client request duration, from its first byte to the end of the response, by route \
+         and its upstream group (empty: a return, static files, or no route).",
     );
-    histogram(&mut o, "proxy_request_duration_seconds", &m.request_time);
+    request_times(&mut o, cfg, &m);
     family(
         &mut o,
         "proxy_upstream_header_duration_seconds",
@@ -143,6 +144,25 @@ fn requests(o: &mut String, cfg: &Config, m: &Metrics) {
         "Response bytes sent to clients.",
     );
     let _ = writeln!(o, "proxy_sent_bytes_total {}", m.bytes_out);
+}
+
+/// One histogram per route (and one for requests refused before routing, once there is
+/// one), labelled with the route and the group it proxies to.
+fn request_times(o: &mut String, cfg: &Config, m: &Metrics) {
+    let unrouted = Some((None, &m.unrouted_time)).filter(|(_, h)| h.count() > 0);
+    let rows = m.request_time.enumerate().map(|(r, h)| (Some(r), h));
+    for (route, h) in unrouted.into_iter().chain(rows) {
+        let group = match route.and_then(|r| cfg.routes.get(r)).map(|r| &r.action) {
+            Some(Action::Proxy { group, .. }) => cfg.groups.get(*group).map_or("", |g| &g.name),
+            _ => "",
+        };
+        let labels = format!(
+            "route=\"{}\",group=\"{}\",",
+            esc(&route_label(cfg, route)),
+            esc(group)
+        );
+        histogram_with(o, "proxy_request_duration_seconds", &labels, h);
+    }
 }
 
 fn connections(o: &mut String, snaps: &[WorkerSnapshot]) {
@@ -384,16 +404,27 @@ fn seconds(us: u64) -> String {
 }
 
 fn histogram(o: &mut String, name: &str, h: &Histogram) {
+    histogram_with(o, name, "", h);
+}
+
+/// `labels`: `k="v",` pairs put before `le` (empty: none).
+fn histogram_with(o: &mut String, name: &str, labels: &str, h: &Histogram) {
     let mut cum = 0;
     for (i, n) in h.counts.iter().enumerate() {
         cum += n;
         let le = BUCKETS_US
             .get(i)
             .map_or_else(|| "+Inf".to_string(), |&b| seconds(b));
-        let _ = writeln!(o, "{name}_bucket{{le=\"{le}\"}} {cum}");
+        let _ = writeln!(o, "{name}_bucket{{{labels}le=\"{le}\"}} {cum}");
     }
-    let _ = writeln!(o, "{name}_sum {}", seconds(h.sum_us));
-    let _ = writeln!(o, "{name}_count {cum}");
+    let set = labels.trim_end_matches(',');
+    let set = if set.is_empty() {
+        String::new()
+    } else {
+        format!("{{{set}}}")
+    };
+    let _ = writeln!(o, "{name}_sum{set} {}", seconds(h.sum_us));
+    let _ = writeln!(o, "{name}_count{set} {cum}");
 }
 
 /// `/status`: per worker and totals, as JSON.
@@ -495,13 +526,27 @@ mod tests {
         let mut o = String::new();
         histogram(&mut o, "x", &h);
         let lines: Vec<&str> = o.lines().collect();
-        assert_eq!(lines[0], r#"x_bucket{le="0.0005"} 1"#);
-        assert_eq!(lines[1], r#"x_bucket{le="0.001"} 1"#);
-        assert_eq!(lines[2], r#"x_bucket{le="0.0025"} 2"#);
-        assert_eq!(lines[13], r#"x_bucket{le="10"} 2"#);
-        assert_eq!(lines[14], r#"x_bucket{le="+Inf"} 3"#);
-        assert_eq!(lines[15], "x_sum 20.0023");
-        assert_eq!(lines[16], "x_count 3");
+        assert_eq!(lines[0], r#"x_bucket{le="0.00005"} 0"#);
+        assert_eq!(lines[2], r#"x_bucket{le="0.00025"} 0"#);
+        assert_eq!(lines[3], r#"x_bucket{le="0.0005"} 1"#);
+        assert_eq!(lines[4], r#"x_bucket{le="0.001"} 1"#);
+        assert_eq!(lines[5], r#"x_bucket{le="0.0025"} 2"#);
+        assert_eq!(lines[16], r#"x_bucket{le="10"} 2"#);
+        assert_eq!(lines[17], r#"x_bucket{le="+Inf"} 3"#);
+        assert_eq!(lines[18], "x_sum 20.0023");
+        assert_eq!(lines[19], "x_count 3");
+        let mut o = String::new();
+        histogram_with(&mut o, "x", "route=\"/\",group=\"app\",", &h);
+        assert!(
+            o.starts_with("x_bucket{route=\"/\",group=\"app\",le=\"0.00005\"} 0\n"),
+            "{o}"
+        );
+        assert!(
+            o.ends_with(
+                "x_sum{route=\"/\",group=\"app\"} 20.0023\nx_count{route=\"/\",group=\"app\"} 3\n"
+            ),
+            "{o}"
+        );
         assert_eq!(esc("a\"b\\c\nd"), r#"a\"b\\c\nd"#);
     }
 

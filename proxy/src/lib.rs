@@ -58,8 +58,11 @@ mod http_date;
 mod io;
 mod lifecycle;
 mod metrics;
+pub mod notify;
 mod pool;
 mod preconditions;
+mod preflight;
+mod process_metrics;
 mod record;
 mod relay;
 pub mod reload;
@@ -114,6 +117,8 @@ pub struct Running {
     admin: Option<admin::Admin>,
     /// The config the workers started with (generation 1).
     cfg: Arc<config::Config>,
+    /// What the reloads came to (`/metrics`); written by the `Reloader`.
+    reload_state: Arc<process_metrics::ReloadState>,
     /// Copies of every worker's listening socket (with its configured address), kept when a
     /// takeover socket will be served: what a takeover hands over.
     copies: Vec<(SocketAddr, std::net::TcpListener)>,
@@ -174,7 +179,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         })?;
     }
     let admin_listener = match cfg.admin {
-        Some(addr) => Some(admin_listener(addr)?),
+        Some(addr) => Some(admin_listener(addr, sockets.inherited.is_some())?),
         None => None,
     };
     let stats: Vec<Arc<ProxyCounters>> =
@@ -198,12 +203,14 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             move |ctx, (ls, st)| lifecycle::run(ctx, cfg.clone(), ls, st, post.clone()),
         )?
     };
+    let reload_state = Arc::new(process_metrics::ReloadState::started());
     let admin = match admin_listener {
         Some(l) => {
             let ctx = admin::AdminCtx {
                 cfg: cfg.clone(),
                 post: post.clone(),
                 flag: flag.clone(),
+                reload: reload_state.clone(),
             };
             // Like the workers, the admin thread must not take a signal meant for `main`'s
             // signal thread (a SIGTERM or SIGHUP it took would kill the process).
@@ -237,6 +244,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         post,
         admin,
         cfg,
+        reload_state,
         copies,
     })
 }
@@ -302,8 +310,17 @@ fn listener_group(
 }
 
 /// The admin listener's socket, bound on this thread (so a bind error stops the start).
-fn admin_listener(addr: SocketAddr) -> Result<std::net::TcpListener, StartError> {
+/// SO_REUSEPORT, as the listeners have, so that `--check-config` of the running config
+/// (`shared::net::probe_bind`) and a takeover (`taking_over`: the old process still holds it
+/// until it exits) can bind beside it; a second copy started by mistake is still refused.
+fn admin_listener(
+    addr: SocketAddr,
+    taking_over: bool,
+) -> Result<std::net::TcpListener, StartError> {
     let bind_err = |source| StartError::Bind { addr, source };
+    if !taking_over && addr.port() != 0 {
+        shared::net::ensure_not_listened_on(addr).map_err(bind_err)?;
+    }
     let s = socket2::Socket::new(
         socket2::Domain::for_address(addr),
         socket2::Type::STREAM,
@@ -311,6 +328,7 @@ fn admin_listener(addr: SocketAddr) -> Result<std::net::TcpListener, StartError>
     )
     .map_err(bind_err)?;
     s.set_reuse_address(true).map_err(bind_err)?;
+    s.set_reuse_port(true).map_err(bind_err)?;
     s.bind(&addr.into()).map_err(bind_err)?;
     s.listen(64).map_err(bind_err)?;
     Ok(s.into())
@@ -335,7 +353,9 @@ impl Running {
     /// What SIGHUP runs (on the signal thread): reads `source` again and hands the result to
     /// the workers.
     pub fn reloader(&self, source: reload::Source) -> reload::Reloader {
-        reload::Reloader::new(source, self.cfg.clone(), self.post.clone())
+        let mut r = reload::Reloader::new(source, self.cfg.clone(), self.post.clone());
+        r.report_to(self.reload_state.clone());
+        r
     }
 
     /// Listen for takeovers on `path` (a thread of its own): a new process that asks gets
@@ -422,9 +442,10 @@ fn summary(
     let listen: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
     let _ = writeln!(
         s,
-        "proxy {}: {}, driver {driver}{}, listening on {}",
+        "proxy {}: {} ({}), driver {driver}{}, listening on {}",
         env!("CARGO_PKG_VERSION"),
         workers.describe_pinning(),
+        workers.pin_why,
         shared::runtime::describe_recv(&cfg.runtime, driver),
         listen.join(" ")
     );

@@ -6,20 +6,31 @@ use shared::config::{exit_cli_error, usage_error};
 use std::process::exit;
 
 fn main() {
-    let cli = Cli::parse_from(std::env::args_os()).unwrap_or_else(|e| exit_cli_error(e));
+    let cli = Cli::parse_from(std::env::args_os()).unwrap_or_else(|e| exit_cli_error("proxy", e));
+    if let Some(shell) = cli.args.completions {
+        use clap::CommandFactory;
+        shared::config::print_completions(shell, cli::Args::command());
+        return;
+    }
     let cfg = cli.config();
     if let Some(code) = cli::check_config_report(&cli, &cfg) {
         exit(code);
     }
     let cfg = match cfg {
         Ok(cfg) => cfg,
-        Err(CliError::Usage(m)) => usage_error(m),
+        Err(CliError::Usage(m)) => usage_error("proxy", m),
         Err(e) => {
             shared::log!("proxy: {e}");
             exit(2)
         }
     };
     cli::print_warnings(&cfg);
+    // systemd's Type=notify (READY=1, RELOADING=1, STOPPING=1); nothing without $NOTIFY_SOCKET.
+    let notifier = proxy::notify::Notifier::from_env().unwrap_or_else(|e| {
+        shared::log!("proxy: {e}");
+        exit(1)
+    });
+    let notifier = std::sync::Arc::new(notifier);
     // SIGHUP's default action kills: blocked from here on (the signal thread takes it).
     if let Ok(mask) = shared::shutdown::SignalMask::block_stop_and_reload_signals() {
         mask.keep();
@@ -30,14 +41,20 @@ fn main() {
         exit(1)
     });
     // A second signal means "stop now", without waiting for requests in flight.
-    let on_signal = |n: usize| {
+    let stopping = notifier.clone();
+    let on_signal = move |n: usize| {
         if n > 1 {
             exit(1)
         }
+        tell(stopping.send("STOPPING=1"));
     };
     let mut reloader = running.reloader(cli.reload_source());
+    let reloading = notifier.clone();
     let on_reload = Box::new(move || {
+        tell(reloading.reloading());
         shared::log!("{}", reloader.reload());
+        // A rejected file leaves the running config: ready again either way.
+        tell(reloading.send("READY=1"));
     });
     // SIGUSR1 reopens the access log on every worker (logrotate).
     let reopen = running.log_reopener();
@@ -51,8 +68,20 @@ fn main() {
     // Every line through `shared::log!`: a stderr pipe whose reader is gone must not kill
     // the proxy (`eprintln!` panics on a failed write).
     shared::log!("{}", running.summary());
+    tell(notifier.send("READY=1"));
     if let Err(e) = running.join() {
         shared::log!("proxy: {e}");
         exit(1)
+    }
+}
+
+/// A notification systemd could not be sent: logged, the proxy goes on (systemd's own timeout
+/// then says the unit never got ready).
+fn tell(sent: std::io::Result<()>) {
+    if let Err(e) = sent {
+        shared::log!(
+            "proxy: cannot notify systemd (${}): {e}",
+            proxy::notify::NOTIFY_SOCKET
+        );
     }
 }

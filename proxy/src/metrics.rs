@@ -10,11 +10,12 @@ use crate::error::ProxyError;
 use crate::record::Record;
 use std::time::{Duration, Instant};
 
-/// Upper bounds of the latency histograms' buckets, in microseconds (then +Inf). Fixed: the
-/// same for every worker and every scrape, so they add up.
-pub const BUCKETS_US: [u64; 14] = [
-    500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000,
-    2_500_000, 5_000_000, 10_000_000,
+/// Upper bounds of the latency histograms' buckets, in microseconds (then +Inf), 50 µs to
+/// 10 s: most of this proxy's answers take well under a millisecond, so the low end is where
+/// the buckets are needed. Fixed: the same for every worker and every scrape, so they add up.
+pub const BUCKETS_US: [u64; 17] = [
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 500_000,
+    1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
 
 /// A latency histogram with fixed buckets: counts per bucket (not cumulative; the last is
@@ -134,7 +135,10 @@ pub struct Metrics {
     pub bytes_out: u64,
     /// Requests that ended in a failure, by kind.
     pub faults: [u64; FAULT_KINDS.len()],
-    pub request_time: Histogram,
+    /// Durations of the requests refused before routing.
+    pub unrouted_time: Histogram,
+    /// Per route (bounded by the config: one histogram per route).
+    pub request_time: Table<RouteId, Histogram>,
     pub upstream_ttfb: Histogram,
     /// Per group, per server.
     pub servers: Table<GroupId, Table<ServerId, ServerCounts>>,
@@ -148,6 +152,7 @@ impl Metrics {
     pub fn new(cfg: &Config) -> Metrics {
         Metrics {
             requests: cfg.routes.map(|_| [0; 5]),
+            request_time: cfg.routes.map(|_| Histogram::default()),
             servers: cfg
                 .groups
                 .map(|g| g.servers.map(|_| ServerCounts::default())),
@@ -173,7 +178,13 @@ impl Metrics {
         if let Some(e) = r.fault {
             self.faults[fault_index(e)] += 1;
         }
-        self.request_time.observe(r.duration(now));
+        let time = match r.route {
+            None => Some(&mut self.unrouted_time),
+            Some(route) => self.request_time.get_mut(route),
+        };
+        if let Some(h) = time {
+            h.observe(r.duration(now));
+        }
         if let Some(t) = r.upstream_ttfb {
             self.upstream_ttfb.observe(t);
         }
@@ -197,12 +208,17 @@ impl Metrics {
         next.bytes_in = self.bytes_in;
         next.bytes_out = self.bytes_out;
         next.faults = self.faults;
-        next.request_time = std::mem::take(&mut self.request_time);
         next.upstream_ttfb = std::mem::take(&mut self.upstream_ttfb);
         next.unrouted = self.unrouted;
         for (r, counts) in self.requests.enumerate() {
             if let Some(nr) = same_route(old, new, r) {
                 add_row(&mut next.requests[nr], counts);
+            }
+        }
+        next.unrouted_time = std::mem::take(&mut self.unrouted_time);
+        for (r, h) in self.request_time.enumerate() {
+            if let Some(nr) = same_route(old, new, r) {
+                next.request_time[nr].add(h);
             }
         }
         for (r, counts) in self.cache.enumerate() {
@@ -237,7 +253,10 @@ impl Metrics {
         self.bytes_in = self.bytes_in.saturating_add(o.bytes_in);
         self.bytes_out += o.bytes_out;
         add_row(&mut self.faults, &o.faults);
-        self.request_time.add(&o.request_time);
+        self.unrouted_time.add(&o.unrouted_time);
+        for (a, b) in self.request_time.iter_mut().zip(o.request_time.iter()) {
+            a.add(b);
+        }
         self.upstream_ttfb.add(&o.upstream_ttfb);
         for (g, og) in self.servers.iter_mut().zip(o.servers.iter()) {
             for (s, os) in g.iter_mut().zip(og.iter()) {
@@ -369,11 +388,11 @@ mod tests {
     #[test]
     fn histogram_buckets_hold_their_upper_bound() {
         let mut h = Histogram::default();
-        h.observe(Duration::from_micros(500));
-        h.observe(Duration::from_micros(501));
+        h.observe(Duration::from_micros(50));
+        h.observe(Duration::from_micros(51));
         h.observe(Duration::from_secs(60));
-        assert_eq!((h.counts[0], h.counts[1], h.counts[14]), (1, 1, 1));
-        assert_eq!((h.count(), h.sum_us), (3, 60_001_001));
+        assert_eq!((h.counts[0], h.counts[1], h.counts[17]), (1, 1, 1));
+        assert_eq!((h.count(), h.sum_us), (3, 60_000_101));
     }
 
     #[test]

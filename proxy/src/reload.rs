@@ -39,6 +39,8 @@ pub struct Reloader {
     current: Arc<Config>,
     number: u64,
     post: Post<WorkerMsg>,
+    /// Told each outcome, for `/metrics` (`Running::reloader` sets it).
+    state: Option<Arc<crate::process_metrics::ReloadState>>,
 }
 
 /// What one SIGHUP came to; `Display` is its log line.
@@ -75,7 +77,13 @@ impl Reloader {
             current,
             number: 1,
             post,
+            state: None,
         }
+    }
+
+    /// Tell `state` what each reload came to.
+    pub fn report_to(&mut self, state: Arc<crate::process_metrics::ReloadState>) {
+        self.state = Some(state);
     }
 
     /// The number of the generation running now.
@@ -95,10 +103,13 @@ impl Reloader {
         let new = match loaded {
             Ok(cfg) => cfg,
             Err(error) => {
+                if let Some(s) = &self.state {
+                    s.rejected();
+                }
                 return Outcome::Rejected {
                     running: self.number,
                     error,
-                }
+                };
             }
         };
         let (cfg, changes, not_applied) = compare(&self.current, new);
@@ -117,6 +128,9 @@ impl Reloader {
             Err(e) => (Carried::default(), 0, Some(e)),
         };
         self.number = number;
+        if let Some(s) = &self.state {
+            s.applied(number);
+        }
         let source = cfg.source.clone();
         self.current = cfg;
         Outcome::Applied(Applied {

@@ -25,7 +25,7 @@ print_plan "changed"
 failed=0
 for key in "${KEYS[@]}"; do
     if [ "${ACTION[$key]}" = set ]; then
-        write_value "$key" "${WANT[$key]}" || failed=$((failed + 1))
+        write_value "$key" "${TARGET[$key]}" || failed=$((failed + 1))
     fi
 done
 if [ "$failed" -gt 0 ]; then

@@ -55,12 +55,13 @@ profile_file() {
 }
 
 # Parse profiles, later ones overriding earlier ones key by key, into KEYS (in first-seen
-# order), OP[key] ("=" or ">=") and WANT[key].
+# order), OP[key] ("=" or ">=") and WANT[key], and ON_PURPOSE[key]: the reason of an entry
+# marked `key = value ! reason`, which is set as it is even where that lowers the value.
 declare -a KEYS=()
-declare -A OP=() WANT=()
+declare -A OP=() WANT=() ON_PURPOSE=()
 load_profiles() {
     [ $# -gt 0 ] || die 2 "no profile given (profiles: $(profile_names))"
-    local p file line n key op value
+    local p file line n key op value reason
     # KEY = VALUE or KEY >= VALUE, spaces allowed around each part.
     local syntax='^[[:space:]]*([A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+)[[:space:]]*(>?=)[[:space:]]*(.*[^[:space:]])[[:space:]]*$'
     for p in "$@"; do
@@ -74,6 +75,15 @@ load_profiles() {
                 die 2 "$file:$n: expected 'key = value' or 'key >= number', got: $line"
             fi
             key=${BASH_REMATCH[1]} op=${BASH_REMATCH[3]} value=${BASH_REMATCH[4]}
+            unset "ON_PURPOSE[$key]"
+            if [[ $value == *'!'* ]]; then
+                reason=$(norm "${value#*!}")
+                value=$(norm "${value%%!*}")
+                if [ "$op" != "=" ] || [ -z "$reason" ] || [ -z "$value" ]; then
+                    die 2 "$file:$n: a value set on purpose is 'key = value ! reason', got: $line"
+                fi
+                ON_PURPOSE[$key]=$reason
+            fi
             if [[ $op == ">=" || $key == rlimit.* ]] && [[ ! $value =~ ^[0-9]{1,18}$ ]]; then
                 die 2 "$file:$n: $key needs a whole number, got: $value"
             fi
@@ -116,8 +126,25 @@ num_ge() {
     fi
 }
 
-# Decide, for every key, ACTION[key] (set, same, atleast, skip, rlimit) and CUR[key].
-declare -A ACTION=() CUR=()
+# raised CUR WANT: WANT's numbers where they are above CUR's, field by field (a tuning
+# profile raises what it tunes, it never lowers a value already above: a host tuned past the
+# profile keeps its tuning); fails when the two are not whole numbers field for field.
+raised() {
+    local -a cur want out=()
+    read -ra cur <<<"$1"
+    read -ra want <<<"$2"
+    [ ${#cur[@]} -eq ${#want[@]} ] || return 1
+    local i
+    for i in "${!want[@]}"; do
+        [[ ${cur[$i]} =~ ^[0-9]+$ && ${want[$i]} =~ ^[0-9]+$ ]] || return 1
+        if num_ge "${cur[$i]}" "${want[$i]}"; then out+=("${cur[$i]}"); else out+=("${want[$i]}"); fi
+    done
+    echo "${out[*]}"
+}
+
+# Decide, for every key, ACTION[key] (set, same, atleast, above, skip, rlimit), CUR[key] and
+# TARGET[key] (what `set` writes: WANT, or WANT raised past CUR field by field).
+declare -A ACTION=() CUR=() TARGET=()
 make_plan() {
     local key path cur
     for key in "${KEYS[@]}"; do
@@ -131,10 +158,20 @@ make_plan() {
             continue
         fi
         CUR[$key]=$cur
+        TARGET[$key]=${WANT[$key]}
+        local up
         if [ "${OP[$key]}" = ">=" ] && num_ge "$(norm "$cur")" "${WANT[$key]}"; then
             ACTION[$key]="atleast"
         elif [ "${OP[$key]}" = "=" ] && [ "$(norm "$cur")" = "$(norm "${WANT[$key]}")" ]; then
             ACTION[$key]="same"
+        elif [ "${OP[$key]}" = "=" ] && [ -z "${ON_PURPOSE[$key]+x}" ] &&
+            up=$(raised "$(norm "$cur")" "$(norm "${WANT[$key]}")"); then
+            if [ "$up" = "$(norm "$cur")" ]; then
+                ACTION[$key]="above"
+            else
+                ACTION[$key]="set"
+                TARGET[$key]=$up
+            fi
         else
             ACTION[$key]="set"
         fi
@@ -147,8 +184,17 @@ print_plan() {
     for key in "${KEYS[@]}"; do
         case ${ACTION[$key]} in
         set)
-            line="$(norm "${CUR[$key]}") -> $(norm "${WANT[$key]}")"
+            line="$(norm "${CUR[$key]}") -> $(norm "${TARGET[$key]}")"
+            if [ -n "${ON_PURPOSE[$key]+x}" ]; then
+                line+=" (set on purpose: ${ON_PURPOSE[$key]})"
+            elif [ "$(norm "${TARGET[$key]}")" != "$(norm "${WANT[$key]}")" ]; then
+                line+=" (fields already above ${WANT[$key]} kept)"
+            fi
             changed=$((changed + 1))
+            ;;
+        above)
+            line="$(norm "${CUR[$key]}") (unchanged: already above $(norm "${WANT[$key]}"))"
+            same=$((same + 1))
             ;;
         same)
             line="$(norm "${CUR[$key]}") (unchanged)"

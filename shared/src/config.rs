@@ -75,12 +75,24 @@ where
 {
     match C::try_parse_from(args) {
         Ok(c) => c,
-        Err(e) => exit_cli_error(e),
+        Err(e) => exit_cli_error(C::command().get_name(), e),
     }
 }
 
-/// Print a clap error as one line (or help/version in full) and exit.
-pub fn exit_cli_error(e: clap::Error) -> ! {
+/// `--completions SHELL`: the shell's completion script for `cmd` (its flags, values and
+/// subcommands, as clap knows them) on stdout.
+pub fn print_completions(shell: clap_complete::Shell, mut cmd: clap::Command) {
+    let name = cmd.get_name().to_string();
+    // Into memory first: clap_complete panics on a failed write (`| head` closing the pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, name, &mut script);
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), &script);
+}
+
+/// Print a clap error as one line (or help/version in full) and exit. Every error line of
+/// both binaries has one style, `NAME: message` (as `nginx:` and `ls:` do): a command-line
+/// error as a config error or a failed start (`proxy: cannot listen on ...`).
+pub fn exit_cli_error(name: &str, e: clap::Error) -> ! {
     use clap::error::ErrorKind;
     match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
@@ -92,7 +104,7 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
             std::process::exit(2)
         }
         _ => {
-            crate::log!("{}", one_line_error(&e));
+            crate::log!("{name}: {}", one_line_error(&e));
             std::process::exit(2)
         }
     }
@@ -103,8 +115,13 @@ pub fn exit_cli_error(e: clap::Error) -> ! {
 /// following required arguments were not provided:\n  <URL>`); an invalid value is followed
 /// by "[possible values: ...]". Either way the one line still says what is wrong and what is
 /// right.
+/// Without clap's own `error: ` in front: the caller puts the binary's name there.
 pub fn one_line_error(e: &clap::Error) -> String {
-    first_line(&e.render().to_string())
+    let line = first_line(&e.render().to_string());
+    match line.strip_prefix("error: ") {
+        Some(rest) => rest.to_string(),
+        None => line,
+    }
 }
 
 fn first_line(s: &str) -> String {
@@ -125,9 +142,9 @@ fn first_line(s: &str) -> String {
     }
 }
 
-/// Print a one-line usage error and exit 2 (for problems found after parsing).
-pub fn usage_error(msg: impl std::fmt::Display) -> ! {
-    crate::log!("error: {msg}");
+/// Print a one-line usage error, `NAME: msg`, and exit 2 (for problems found after parsing).
+pub fn usage_error(name: &str, msg: impl std::fmt::Display) -> ! {
+    crate::log!("{name}: {msg}");
     std::process::exit(2)
 }
 
@@ -193,16 +210,13 @@ mod tests {
         use clap::Parser;
         let e =
             TwoArgs::try_parse_from(std::iter::once("t").chain(args.iter().copied())).unwrap_err();
-        first_line(&e.render().to_string())
+        one_line_error(&e)
     }
 
     #[test]
     fn cli_errors_are_one_line_naming_the_problem() {
         let e = cli_error(&["x"]);
-        assert_eq!(
-            e,
-            "error: the following required arguments were not provided: <B>"
-        );
+        assert_eq!(e, "the following required arguments were not provided: <B>");
         let e = cli_error(&[]);
         assert!(e.ends_with("not provided: <A>, <B>"), "{e}");
         let e = cli_error(&["x", "y", "--n", "z"]);

@@ -30,6 +30,7 @@ pub mod inbox;
 pub mod log;
 pub mod net;
 pub mod origin;
+pub mod pinning;
 pub mod runtime;
 pub mod shutdown;
 pub mod stream;

@@ -130,7 +130,7 @@ pub fn reuseport_group(
 /// it until the ring's teardown (asynchronous in the kernel, a few milliseconds) cancels it.
 /// So a conflict is retried for up to `LISTENER_TEARDOWN`, and a restart right after a stop
 /// (or an origin restarted by a test) still binds.
-fn ensure_not_listened_on(addr: SocketAddr) -> io::Result<()> {
+pub fn ensure_not_listened_on(addr: SocketAddr) -> io::Result<()> {
     const LISTENER_TEARDOWN: Duration = Duration::from_secs(1);
     let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     probe.set_reuse_address(true)?;
@@ -142,16 +142,41 @@ fn ensure_not_listened_on(addr: SocketAddr) -> io::Result<()> {
         match probe.bind(&addr.into()) {
             Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
                 if start.elapsed() >= LISTENER_TEARDOWN {
-                    return Err(io::Error::new(
-                        io::ErrorKind::AddrInUse,
-                        "address already in use (is another copy running?)",
-                    ));
+                    return Err(addr_in_use());
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
             // Other bind errors (EADDRNOTAVAIL, EACCES) are the real bind's to report.
             _ => return Ok(()),
         }
+    }
+}
+
+fn addr_in_use() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "address already in use (is another copy running?)",
+    )
+}
+
+/// Whether this process could bind a listener of its own to `addr` (`--check-config`): a
+/// probe with SO_REUSEADDR and SO_REUSEPORT is bound and closed at once, never listening.
+/// SO_REUSEPORT lets it bind beside listeners of this user's that have it too (the same
+/// proxy already running, as when `systemctl reload` checks first: its listeners are
+/// SO_REUSEPORT groups), while a socket of another program (no SO_REUSEPORT) or of another
+/// user holds the address against it: `AddrInUse`, with the start's message. Other bind
+/// errors (EACCES below port 1024 without the capability, EADDRNOTAVAIL for an address not
+/// on this host) are the start's too. A probe that never listens joins no group.
+pub fn probe_bind(addr: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    probe.set_reuse_address(true)?;
+    probe.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    match probe.bind(&addr.into()) {
+        Err(e) if e.kind() == io::ErrorKind::AddrInUse => Err(addr_in_use()),
+        r => r,
     }
 }
 

@@ -4,6 +4,8 @@
 //! (monoio's own FusionDriver fallback returns an error when the flags are refused, and
 //! io_uring is often disabled in containers and by seccomp, so the fallback is ours.)
 
+pub use crate::pinning::PinMode;
+use crate::pinning::{decide, CpuBudget};
 use crate::shutdown::{Shutdown, ShutdownFlag};
 use std::fmt;
 use std::future::Future;
@@ -53,7 +55,11 @@ pub struct RuntimeArgs {
     /// I/O driver: auto tries io_uring (fast flags, then plain), then epoll
     #[arg(long, value_enum, default_value_t = DriverChoice::Auto)]
     pub driver: DriverChoice,
-    /// Do not pin workers to cores
+    /// Pin worker i to the i-th CPU of the CPU set: auto pins only when the set holds a CPU
+    /// per worker and no cgroup CPU quota is below the worker count
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = PinMode::Auto, conflicts_with = "no_pin")]
+    pub pin: PinMode,
+    /// Do not pin workers to cores (--pin off)
     #[arg(long)]
     pub no_pin: bool,
     /// Read sockets with a receive submitted per read, not one multishot receive per
@@ -66,7 +72,13 @@ pub struct RuntimeArgs {
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     pub workers: usize,
+    /// Pinning allowed (`false`: `--pin off`); whether it happens is [`pin_mode`]'s decision
+    /// at start (`pinning::decide`).
+    ///
+    /// [`pin_mode`]: RuntimeConfig::pin_mode
     pub pin: bool,
+    /// `--pin on`: pin whatever the CPU set and the quota (with `pin`).
+    pub pin_forced: bool,
     pub driver: DriverChoice,
     /// io_uring submission queue size.
     pub entries: u32,
@@ -76,9 +88,11 @@ pub struct RuntimeConfig {
 
 impl RuntimeConfig {
     pub fn from_args(args: &RuntimeArgs) -> Self {
+        let mode = if args.no_pin { PinMode::Off } else { args.pin };
         RuntimeConfig {
             workers: args.workers.map(usize::from).unwrap_or_else(available_cpus),
-            pin: !args.no_pin,
+            pin: mode != PinMode::Off,
+            pin_forced: mode == PinMode::On,
             driver: args.driver,
             entries: 4096,
             multishot: !args.no_multishot,
@@ -91,15 +105,41 @@ impl Default for RuntimeConfig {
         RuntimeConfig::from_args(&RuntimeArgs {
             workers: None,
             driver: DriverChoice::Auto,
+            pin: PinMode::Auto,
             no_pin: false,
             no_multishot: false,
         })
     }
 }
 
-/// The number of CPUs this process may run on (its affinity mask, as taskset sets it).
+impl RuntimeConfig {
+    /// `pin` and `pin_forced` as the mode they were given as.
+    pub fn pin_mode(&self) -> PinMode {
+        match (self.pin, self.pin_forced) {
+            (false, _) => PinMode::Off,
+            (true, true) => PinMode::On,
+            (true, false) => PinMode::Auto,
+        }
+    }
+
+    /// Set from a mode (`--pin`, a file's `pin`).
+    pub fn set_pin_mode(&mut self, mode: PinMode) {
+        self.pin = mode != PinMode::Off;
+        self.pin_forced = mode == PinMode::On;
+    }
+}
+
+/// The default worker count: the CPUs this process may run on (its affinity mask, as taskset
+/// sets it), at most its cgroup CPU quota rounded down, at least 1 (`pinning::CpuBudget`).
 pub fn available_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    cpu_budget().default_workers()
+}
+
+/// This process's CPU set and quota, read once (at start, by the first caller: the thread
+/// that parses the configuration, never a worker).
+pub fn cpu_budget() -> CpuBudget {
+    static BUDGET: std::sync::OnceLock<CpuBudget> = std::sync::OnceLock::new();
+    *BUDGET.get_or_init(CpuBudget::read)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -250,6 +290,8 @@ pub struct Workers {
     pub driver: DriverKind,
     /// Which core each worker was pinned to (`None`: unpinned).
     pub cores: Vec<Option<usize>>,
+    /// Why they are pinned or not (`pinning::decide`): "pin auto: ...".
+    pub pin_why: String,
     handles: Vec<JoinHandle<Result<(), RuntimeError>>>,
 }
 
@@ -296,7 +338,8 @@ where
     Fut: Future<Output = ()> + 'static,
 {
     let f = Arc::new(f);
-    let cores: Vec<Option<usize>> = if cfg.pin {
+    let decision = decide(cfg.pin_mode(), &cpu_budget(), per_worker.len());
+    let cores: Vec<Option<usize>> = if decision.pin {
         let ids = core_affinity::get_core_ids().unwrap_or_default();
         (0..per_worker.len())
             .map(|i| (!ids.is_empty()).then(|| ids[i % ids.len()].id))
@@ -342,6 +385,7 @@ where
     Ok(Workers {
         driver,
         cores,
+        pin_why: decision.why,
         handles,
     })
 }
@@ -466,6 +510,7 @@ mod tests {
             let cfg = RuntimeConfig {
                 workers: 2,
                 pin: true,
+                pin_forced: false,
                 driver: DriverChoice::Auto,
                 entries: 256,
                 multishot: true,
@@ -513,6 +558,7 @@ mod tests {
     #[test]
     fn pinning_is_described_in_words() {
         let w = |cores: Vec<Option<usize>>| Workers {
+            pin_why: String::new(),
             driver: DriverKind::Epoll,
             cores,
             handles: Vec::new(),

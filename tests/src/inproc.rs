@@ -19,6 +19,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         runtime: RuntimeConfig {
             workers: 1,
             pin: false,
+            pin_forced: false,
             driver: DriverChoice::Auto,
             entries: 256,
             multishot: true,

@@ -16,10 +16,12 @@
 //!   the shared codec; [`toml_proxy`]: a proxy from config text; [`strict`]: readiness waits
 //!   and counters for the tests of promised behaviours.
 //! - [`reload`]: config files that change under a running `proxy`, and the loader's runs.
+//! - [`manual`]: the man pages (stale or not) and the shell completions of both binaries.
 //! - [`tls`]: certificates (a CA and its leaves) and a blocking TLS client; [`tls_server`]: a
 //!   blocking HTTPS server of its own for the loader's tests.
 
 pub mod inproc;
+pub mod manual;
 pub mod process;
 pub mod raw;
 pub mod reload;

@@ -78,7 +78,7 @@ pub fn run_ceiling(args: &SearchOptions, sides: &[RunOptions], stop: Arc<Shutdow
     }) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("loader: {e}");
             return 1;
         }
     };
@@ -88,13 +88,13 @@ pub fn run_ceiling(args: &SearchOptions, sides: &[RunOptions], stop: Arc<Shutdow
         let driver = outcome.steps.first().map(|s| s.result.driver.to_string());
         let doc = report::search_doc(&outcome, &crate::sysinfo::SysInfo::collect(driver));
         if let Err(e) = crate::json::write(path, &doc) {
-            eprintln!("error: --json {}: {e}", path.display());
+            eprintln!("loader: --json {}: {e}", path.display());
             code = code.max(1);
         }
     }
     if let Some(path) = &sides[0].plot {
         if let Err(e) = std::fs::write(path, chart::render(&outcome)) {
-            eprintln!("error: --plot {}: {e}", path.display());
+            eprintln!("loader: --plot {}: {e}", path.display());
             code = code.max(1);
         }
     }

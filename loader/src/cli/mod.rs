@@ -44,6 +44,9 @@ pub struct Cli {
     pub urls: Vec<String>,
     #[command(flatten)]
     pub load: LoadArgs,
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    pub completions: Option<clap_complete::Shell>,
 }
 
 // Parsed once; the size difference between the variants does not matter.

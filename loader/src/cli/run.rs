@@ -22,7 +22,7 @@ pub fn run_command(cli: Cli) -> i32 {
             std::process::exit(130);
         }
     }) {
-        eprintln!("warning: cannot install the signal handler: {e}");
+        eprintln!("loader: warning: cannot install the signal handler: {e}");
     }
     match cli.command {
         Some(Command::Origin(args)) => run_origin(&args, stop),
@@ -37,7 +37,7 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let opts = match args.to_options(urls) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("loader: {e}");
             return e.exit_code();
         }
     };
@@ -51,7 +51,7 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let result = match result {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("loader: {e}");
             return match e {
                 LoadError::Runtime(_) => 1,
                 _ => e.exit_code(),
@@ -59,7 +59,7 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
         }
     };
     if let Err(e) = output(&result, &opts) {
-        eprintln!("error: {e}");
+        eprintln!("loader: {e}");
         return 1;
     }
     if result.nothing_succeeded() {
@@ -114,7 +114,7 @@ fn output(r: &RunResult, opts: &RunOptions) -> Result<(), String> {
 /// `loader compare`: the flags checked and turned into A's and B's options, then the rounds.
 fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let usage = |e: &dyn std::fmt::Display| {
-        eprintln!("error: {e}");
+        eprintln!("loader: {e}");
         2
     };
     if let Err(e) = args.load.dist.only_for_runs() {
@@ -156,7 +156,7 @@ fn check_watched(pids: &[u32]) -> Result<(), String> {
 /// URL, then the search.
 fn run_ceiling(args: &CeilingArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let usage = |e: &dyn std::fmt::Display| {
-        eprintln!("error: {e}");
+        eprintln!("loader: {e}");
         2
     };
     let search = match args.search_options() {
@@ -188,7 +188,7 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
     let nofile = shared::net::raise_nofile_limit();
     let rt = RuntimeConfig::from_args(&args.runtime);
     let fail = |e: &dyn std::fmt::Display| {
-        eprintln!("error: {e}");
+        eprintln!("loader: {e}");
         1
     };
     let driver = match select_driver(&rt) {
@@ -212,7 +212,9 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
             };
             match shared::tls::server::server_config(&spec) {
                 Ok(t) => {
-                    t.warnings.iter().for_each(|w| eprintln!("warning: {w}"));
+                    t.warnings
+                        .iter()
+                        .for_each(|w| eprintln!("loader: warning: {w}"));
                     Some(t.config)
                 }
                 Err(e) => return fail(&e),

@@ -173,7 +173,7 @@ pub fn run_with_progress(
     drop(tx);
     let workers = spawn_workers(&cfg, driver, stop.clone(), "loader", items, run_worker)?;
     let pinning = workers.describe_pinning();
-    announce(opts, &pinning, driver, nofile);
+    announce(opts, (&pinning, &workers.pin_why), driver, nofile);
     let done = collect(&rx, n_workers, t_start, &lives, tick);
     workers.join()?;
     let facts = RunFacts {
@@ -208,10 +208,11 @@ fn worker_tls(opts: &RunOptions, n_workers: usize) -> Result<Vec<Option<WorkerTl
 }
 
 /// The start-up line, and a warning when `-c` is near the open-files limit.
-fn announce(opts: &RunOptions, pinning: &str, driver: DriverKind, nofile: u64) {
+fn announce(opts: &RunOptions, pinning: (&str, &str), driver: DriverKind, nofile: u64) {
     if !opts.quiet {
+        let (pinning, why) = pinning;
         eprintln!(
-            "loader: {pinning}, driver {driver}, open files {nofile}; {} connections, {}",
+            "loader: {pinning}, driver {driver}, open files {nofile}; {} connections, {}; {why}",
             opts.connections,
             describe_load(opts)
         );

@@ -48,7 +48,7 @@ Every key of the file is explained in proxy.example.toml.";
 #[derive(Debug, Parser)]
 #[command(name = "proxy", version, about = ABOUT, after_help = AFTER_HELP,
           // The shared flag's help has no default to show; say it here.
-          mut_arg("no_pin", |a| a.help("Do not pin workers to cores [default: each worker pinned to its own core]")),
+          mut_arg("no_pin", |a| a.help("Do not pin workers to cores: --pin off [default: --pin auto]")),
           mut_arg("no_multishot", |a| a.help("Read connections (clients from their second request, pooled plain upstreams) with a receive submitted per read, not one multishot receive each into the worker's buffer ring [default: multishot where the driver is io_uring with its fast flags]")))]
 pub struct Args {
     /// Address to accept clients on, IP:PORT or a port (repeatable) [default: none]
@@ -67,7 +67,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "check_config")]
     pub config: Option<PathBuf>,
 
-    /// Check a configuration file and exit: 0 if valid, else 2 and the error with its file, line and key [default: none]
+    /// Check a configuration file and exit: 0 if valid and a start could open what it names (listeners, admin address, access log, TLS files), else 2 and the error (a file error with its file, line and key) [default: none]
     #[arg(long, value_name = "FILE")]
     pub check_config: Option<PathBuf>,
 
@@ -79,13 +79,17 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
-    /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit) [default: none]
-    #[arg(long, value_name = "PATH", conflicts_with = "check_config")]
+    /// Listen on this Unix socket for a new proxy taking over the listening sockets (then drain and exit); with --check-config, its directory is checked [default: none]
+    #[arg(long, value_name = "PATH")]
     pub takeover_socket: Option<PathBuf>,
 
     /// Take the listening sockets over from the proxy at --takeover-socket (no connection refused), which then drains and exits [default: bind them]
     #[arg(long, requires = "takeover_socket")]
     pub takeover: bool,
+
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit [default: none]
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    pub completions: Option<clap_complete::Shell>,
 
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -459,6 +463,9 @@ impl Cli {
         if a.runtime.no_pin {
             edits.push(Edit::NoPin);
         }
+        if self.given("pin") {
+            edits.push(Edit::Pin(a.runtime.pin));
+        }
         if a.runtime.no_multishot {
             edits.push(Edit::NoMultishot);
         }
@@ -540,7 +547,14 @@ where
 /// verdict as `nginx -t` does, and return the exit code. `None`: not a check, go on.
 pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Option<i32> {
     let file = cli.check_file()?.display().to_string();
-    Some(match result {
+    // What a start would open, opened too: a config that passes starts (`preflight`).
+    let socket = cli.args.takeover_socket.as_deref();
+    let opened = result.as_ref().map_err(|e| e.to_string()).and_then(|cfg| {
+        crate::preflight::check(cfg, socket)
+            .map(|()| cfg)
+            .map_err(|e| e.to_string())
+    });
+    Some(match opened {
         Ok(cfg) => {
             print_warnings(cfg);
             shared::log!("proxy: configuration file {file} test is successful");

@@ -67,6 +67,8 @@ pub enum Edit {
     Workers(usize),
     Driver(DriverChoice),
     NoPin,
+    /// `--pin auto|on|off`.
+    Pin(shared::runtime::PinMode),
     /// `--no-multishot`.
     NoMultishot,
     /// `--no-splice`.
@@ -89,6 +91,7 @@ impl Edit {
             Edit::Workers(n) => cfg.runtime.workers = n,
             Edit::Driver(d) => cfg.runtime.driver = d,
             Edit::NoPin => cfg.runtime.pin = false,
+            Edit::Pin(mode) => cfg.runtime.set_pin_mode(mode),
             Edit::NoMultishot => cfg.runtime.multishot = false,
             Edit::NoSplice => cfg.splice = false,
             Edit::Timeout(slot, d) => *slot(&mut cfg.timeouts) = d,
@@ -131,15 +134,16 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
 }
 
 fn runtime_config(r: &RuntimeEntry) -> RuntimeConfig {
-    RuntimeConfig {
+    let mut rt = RuntimeConfig {
         workers: r
             .workers
             .map_or_else(available_cpus, |n| usize::from(n.get())),
-        pin: r.pin,
         driver: r.driver,
         multishot: r.multishot,
         ..RuntimeConfig::default()
-    }
+    };
+    rt.set_pin_mode(r.pin);
+    rt
 }
 
 fn proxy_limits(l: &LimitsEntry) -> ProxyLimits {

@@ -17,7 +17,7 @@ use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
 use shared::config::ConfigError;
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::runtime::DriverChoice;
+use shared::runtime::{DriverChoice, PinMode};
 use shared::units::serde_units::{de_positive_duration, scalar, size_of, Scalar, SIZE};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -314,7 +314,9 @@ pub struct RuntimeEntry {
     pub workers: Option<NonZeroU16>,
     #[serde(deserialize_with = "de_driver")]
     pub driver: DriverChoice,
-    pub pin: bool,
+    /// "auto", "on", "off"; true and false (on and off) as before there was `auto`.
+    #[serde(deserialize_with = "de_pin")]
+    pub pin: PinMode,
     pub multishot: bool,
     /// Large plain response bodies spliced from socket to socket (`splice.rs`).
     pub splice: bool,
@@ -325,7 +327,7 @@ impl Default for RuntimeEntry {
         RuntimeEntry {
             workers: None,
             driver: DriverChoice::Auto,
-            pin: true,
+            pin: PinMode::Auto,
             multishot: true,
             splice: true,
         }
@@ -513,6 +515,24 @@ fn de_driver<'de, D: Deserializer<'de>>(d: D) -> Result<DriverChoice, D::Error> 
         D::Error::custom(format!(
             "unknown variant `{s}`, expected one of {}",
             names.join(", ")
+        ))
+    })
+}
+
+fn de_pin<'de, D: Deserializer<'de>>(d: D) -> Result<PinMode, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Pin {
+        Bool(bool),
+        Name(String),
+    }
+    let s = match Pin::deserialize(d)? {
+        Pin::Bool(b) => b.to_string(),
+        Pin::Name(s) => s,
+    };
+    PinMode::parse(&s).ok_or_else(|| {
+        D::Error::custom(format!(
+            "unknown value `{s}`, expected `auto`, `on` or `off` (or true / false)"
         ))
     })
 }

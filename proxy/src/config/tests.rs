@@ -406,3 +406,29 @@ fn health_settings_are_read_checked_and_named() {
         assert!(e.starts_with("p.toml:"), "{line}: {e}");
     }
 }
+
+#[test]
+fn pin_is_auto_on_or_off_and_true_false_stay_accepted() {
+    use shared::runtime::PinMode;
+    assert_eq!(
+        from_toml("p.toml", MINIMAL).unwrap().runtime.pin_mode(),
+        PinMode::Auto
+    );
+    for (value, want) in [
+        ("\"auto\"", PinMode::Auto),
+        ("\"on\"", PinMode::On),
+        ("\"off\"", PinMode::Off),
+        ("true", PinMode::On),
+        ("false", PinMode::Off),
+    ] {
+        let cfg = from_toml("p.toml", &format!("{MINIMAL}[runtime]\npin = {value}\n")).unwrap();
+        assert_eq!(cfg.runtime.pin_mode(), want, "pin = {value}");
+    }
+    let err = from_toml("p.toml", &format!("{MINIMAL}[runtime]\npin = \"always\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("runtime.pin") && err.contains("`auto`, `on` or `off`"),
+        "{err}"
+    );
+}

@@ -30,6 +30,7 @@ fn cfg(n: usize) -> RuntimeConfig {
     RuntimeConfig {
         workers: n,
         pin: false,
+        pin_forced: false,
         driver: DriverChoice::Auto,
         entries: 256,
         multishot: true,

@@ -282,6 +282,7 @@ impl Origin {
         let rt = RuntimeConfig {
             workers: n,
             pin: false,
+            pin_forced: false,
             driver: DriverChoice::Auto,
             entries: 256,
             multishot: true,

@@ -366,7 +366,7 @@ fn usage_errors_exit_2_with_one_line() {
     ] {
         let r = ceiling(args);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {}", r.stderr);
-        assert!(r.stderr.contains("error"), "{args:?}: {}", r.stderr);
+        assert!(r.stderr.starts_with("loader: "), "{args:?}: {}", r.stderr);
         assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
     }
 }

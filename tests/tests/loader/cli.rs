@@ -177,6 +177,9 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
         assert!(lines[0].contains(names), "{flags:?}: {stderr}");
+        // One style for every error of both binaries: `NAME: message`.
+        assert!(lines[0].starts_with("loader: "), "{flags:?}: {stderr}");
+        assert!(!lines[0].contains("error: "), "{flags:?}: {stderr}");
     }
 }
 
@@ -352,4 +355,16 @@ fn body_headers_are_checked_and_content_length_sent_once() {
     }
     assert_eq!(o.body_bytes(), 10);
     let _ = std::fs::remove_file(body);
+}
+
+/// docs/man/loader.1 is what the clap definitions make (`UPDATE_MAN=1` rewrites it).
+#[test]
+fn man_page_is_current() {
+    use clap::CommandFactory;
+    tests::manual::check_man_page(loader::cli::Cli::command());
+}
+
+#[test]
+fn completions_for_bash_zsh_and_fish() {
+    tests::manual::check_completions("loader", &["connections", "compare", "merge"]);
 }

@@ -3,13 +3,18 @@
 //! `health_origin` holds the health checks' origins.
 
 mod access_log;
+mod check_start;
 mod health;
 mod health_check;
 mod health_check_log;
 mod health_origin;
 mod health_reload;
+mod k8s;
 mod metrics;
+mod notify;
+mod pinning;
 mod process;
 mod reload;
 mod reload_metrics;
+mod systemd_unit;
 mod takeover;

@@ -107,7 +107,12 @@ fn metrics_and_status_count_each_request_once() {
     received += one(addr, b"\x16\x03\x01 garbage\r\n\r\n", 400);
     // The bad request's record is finished once the proxy's lingering close sees the client
     // go: wait for that count, then every other count must be exact.
-    let total = |m: &HashMap<String, f64>| m["proxy_request_duration_seconds_count"];
+    let total = |m: &HashMap<String, f64>| -> f64 {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("proxy_request_duration_seconds_count"))
+            .map(|(_, v)| v)
+            .sum()
+    };
     let mut m = scrape(admin);
     assert!(
         tests::eventually(WAIT, || {
@@ -155,15 +160,45 @@ fn metrics_and_status_count_each_request_once() {
             1.0,
         ),
         ("proxy_upstream_header_duration_seconds_count".into(), 5.0),
+        // Per route, with its group (none for a `return` or before routing).
         (
-            r#"proxy_request_duration_seconds_bucket{le="+Inf"}"#.into(),
-            9.0,
+            r#"proxy_request_duration_seconds_bucket{route="/",group="app",le="+Inf"}"#.into(),
+            5.0,
         ),
+        (
+            r#"proxy_request_duration_seconds_count{route="/ret",group=""}"#.into(),
+            3.0,
+        ),
+        (
+            r#"proxy_request_duration_seconds_count{route="(none)",group=""}"#.into(),
+            1.0,
+        ),
+        ("proxy_config_generation".into(), 1.0),
+        ("proxy_config_last_reload_successful".into(), 1.0),
         ("proxy_workers".into(), 2.0),
     ];
     for (k, v) in want {
         assert_eq!(m.get(&k), Some(&v), "{k}");
     }
+    // The process series every exporter has, read at the scrape.
+    for (k, least) in [
+        ("process_cpu_seconds_total", 0.0),
+        ("process_resident_memory_bytes", 1e6),
+        ("process_open_fds", 5.0),
+        ("process_start_time_seconds", 1.7e9),
+        ("proxy_config_last_reload_success_timestamp_seconds", 1.7e9),
+    ] {
+        assert!(m.get(k).is_some_and(|v| *v >= least), "{k}: {:?}", m.get(k));
+    }
+    let build = m
+        .keys()
+        .find(|k| k.starts_with("proxy_build_info{"))
+        .expect("build info");
+    assert!(
+        build.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))),
+        "{build}"
+    );
+    assert!(build.contains("commit=\""), "{build}");
     // Both workers took connections (the test means "summed over workers"), and /status
     // agrees with /metrics per worker and in all.
     let (status, body) = admin_get(admin, "/status");
@@ -292,6 +327,25 @@ fn failed_attempts_are_counted_by_server_and_kind() {
     for (k, v) in want {
         assert_eq!(m.get(&k), Some(&v), "{k}");
     }
+    // The process series every exporter has, read at the scrape.
+    for (k, least) in [
+        ("process_cpu_seconds_total", 0.0),
+        ("process_resident_memory_bytes", 1e6),
+        ("process_open_fds", 5.0),
+        ("process_start_time_seconds", 1.7e9),
+        ("proxy_config_last_reload_success_timestamp_seconds", 1.7e9),
+    ] {
+        assert!(m.get(k).is_some_and(|v| *v >= least), "{k}: {:?}", m.get(k));
+    }
+    let build = m
+        .keys()
+        .find(|k| k.starts_with("proxy_build_info{"))
+        .expect("build info");
+    assert!(
+        build.contains(&format!("version=\"{}\"", env!("CARGO_PKG_VERSION"))),
+        "{build}"
+    );
+    assert!(build.contains("commit=\""), "{build}");
     p.shutdown().expect("shutdown");
 }
 

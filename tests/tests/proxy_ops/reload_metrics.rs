@@ -105,6 +105,17 @@ fn counts_keep_their_names_across_a_reload_that_reorders_routes_and_servers() {
     assert_eq!(requests(&m, "/a"), 4.0, "{m:?}");
     assert_eq!(requests(&m, "/b"), 2.0, "{m:?}");
     assert_eq!(requests(&m, "/c"), 1.0, "{m:?}");
+    // The duration histograms follow their route too.
+    let times = |m: &HashMap<String, f64>, route: &str| {
+        let key =
+            format!("proxy_request_duration_seconds_count{{route=\"{route}\",group=\"app\"}}");
+        m.get(&key).copied().unwrap_or(0.0)
+    };
+    assert_eq!(
+        (times(&m, "/a"), times(&m, "/b"), times(&m, "/c")),
+        (4.0, 2.0, 1.0)
+    );
+    assert_eq!(m.get("proxy_config_generation"), Some(&2.0));
     let (on_a, on_b) = (a.requests() as f64, b.requests() as f64);
     assert_eq!(on_a + on_b, 7.0);
     assert_eq!(server_requests(&m, a.addr()), on_a, "{m:?}");
@@ -119,6 +130,21 @@ fn counts_keep_their_names_across_a_reload_that_reorders_routes_and_servers() {
     let m = scrape(admin);
     assert_eq!(requests(&m, "/a"), 5.0, "{m:?}");
     assert!(!m.keys().any(|k| k.contains("route=\"/b\"")), "{m:?}");
+    assert_eq!(m.get("proxy_config_generation"), Some(&3.0));
+    assert_eq!(m.get("proxy_config_last_reload_successful"), Some(&1.0));
+    let loaded = m["proxy_config_last_reload_success_timestamp_seconds"];
+
+    // A broken file: rejected, generation 3 goes on, and the scrape says so.
+    write(&file, "[[listen]\n");
+    let outcome = reloader.reload();
+    assert!(matches!(outcome, Outcome::Rejected { .. }), "{outcome}");
+    let m = scrape(admin);
+    assert_eq!(m.get("proxy_config_generation"), Some(&3.0));
+    assert_eq!(m.get("proxy_config_last_reload_successful"), Some(&0.0));
+    assert_eq!(
+        m["proxy_config_last_reload_success_timestamp_seconds"],
+        loaded
+    );
     p.shutdown().expect("clean shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }

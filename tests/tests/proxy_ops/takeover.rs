@@ -198,3 +198,52 @@ fn a_new_process_that_fails_before_it_is_ready_leaves_the_old_one_serving() {
     old.wait_line("handed to the new process", READY);
     assert_eq!(Client::connect(new.addr).get("/").status, 200);
 }
+
+/// The admin address passes to the new process too: it binds its admin listener beside the
+/// old one's (both SO_REUSEPORT) instead of failing on the address in use, and answers there
+/// once the old one is gone.
+#[test]
+fn a_takeover_keeps_the_admin_address() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-admin");
+    let socket = dir.path("takeover.sock");
+    let admin = tests::ClosedPort::new();
+    let start = |take: bool| {
+        let mut cmd = ProxyProcess::command();
+        cmd.args(["--listen", "127.0.0.1:0", "--no-pin", "--workers", "1"])
+            .args([
+                "--shutdown-timeout",
+                "1s",
+                "--upstream",
+                &o.addr().to_string(),
+            ])
+            .args(["--admin", &admin.addr().to_string()])
+            .arg("--takeover-socket")
+            .arg(&socket);
+        if take {
+            cmd.arg("--takeover");
+        }
+        ProxyProcess::start(&mut cmd)
+    };
+    let mut old = start(false);
+    let new = start(true);
+    old.wait_line("handed to the new process", READY);
+    let exited = old.exit_within(READY);
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "{exited:?} {:?}",
+        old.arrived()
+    );
+    let r = tests::raw::exchange(
+        admin.addr(),
+        b"GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n",
+        tests::raw::WAIT,
+    );
+    assert_eq!(
+        r.responses().first().map(|x| x.status),
+        Some(200),
+        "{}",
+        tests::raw::show(&r)
+    );
+    assert!(new.summary.contains("taken over"), "{}", new.summary);
+}

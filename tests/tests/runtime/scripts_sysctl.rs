@@ -154,10 +154,18 @@ fn dry_run_prints_each_change_and_writes_nothing() {
     assert!(out.status.success(), "{stdout}{}", tests::text(&out.stderr));
     for (key, says) in [
         ("net.core.somaxconn", "4096 -> 65535"),
-        ("net.ipv4.ip_local_port_range", "32768 60999 -> 10240 65535"),
+        (
+            "net.ipv4.ip_local_port_range",
+            "32768 60999 -> 10240 65535 (set on purpose: a wider range: its lower bound goes down)",
+        ),
+        // A value already above the profile's stays: a tuning profile only raises.
         (
             "net.ipv4.tcp_rmem",
-            "4096 131072 33554432 -> 4096 131072 16777216",
+            "4096 131072 33554432 (unchanged: already above 4096 131072 16777216)",
+        ),
+        (
+            "net.ipv4.tcp_wmem",
+            "4096 16384 4194304 -> 4096 65536 16777216",
         ),
         ("net.core.rmem_default", "212992 (unchanged)"),
         ("fs.nr_open", "1048576 -> 2097152"),
@@ -181,11 +189,48 @@ fn dry_run_prints_each_change_and_writes_nothing() {
     );
     assert_eq!(
         stdout.lines().last(),
-        Some("13 would change, 3 unchanged, 1 skipped"),
+        Some("12 would change, 4 unchanged, 1 skipped"),
         "{stdout}"
     );
     assert_eq!(fake.snapshot(), before, "a dry run wrote");
     assert!(!fake.state().exists(), "a dry run saved state");
+}
+
+#[test]
+fn a_profile_raises_field_by_field_and_lowers_only_what_it_marks_with_a_reason() {
+    let fake = Fake::new("raise-only");
+    std::fs::write(fake.path("net.ipv4.tcp_wmem"), "4096\t16384\t33554432\n").unwrap();
+    let profile = fake.dir.join("p.conf");
+    std::fs::write(
+        &profile,
+        "net.ipv4.tcp_wmem = 4096 65536 16777216\n\
+         net.core.somaxconn = 1024\n\
+         net.ipv4.tcp_fin_timeout = 15 ! shorter FIN_WAIT_2\n",
+    )
+    .unwrap();
+    let p = profile.to_str().unwrap();
+    let out = fake.run(1000, DRY_RUN, &[p]);
+    let stdout = tests::text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", tests::text(&out.stderr));
+    for (key, says) in [
+        (
+            "net.ipv4.tcp_wmem",
+            "4096 16384 33554432 -> 4096 65536 33554432 (fields already above 4096 65536 16777216 kept)",
+        ),
+        ("net.core.somaxconn", "4096 (unchanged: already above 1024)"),
+        ("net.ipv4.tcp_fin_timeout", "60 -> 15 (set on purpose: shorter FIN_WAIT_2)"),
+    ] {
+        assert_eq!(plan_line(&stdout, key), says, "{stdout}");
+    }
+    let out = fake.run(0, APPLY, &[p]);
+    assert!(out.status.success(), "{}", tests::text(&out.stderr));
+    assert_eq!(fake.read("net.ipv4.tcp_wmem"), "4096 65536 33554432\n");
+    assert_eq!(fake.read("net.core.somaxconn"), "4096\n");
+    assert_eq!(fake.read("net.ipv4.tcp_fin_timeout"), "15\n");
+    // A mark without its reason is refused.
+    std::fs::write(&profile, "net.ipv4.tcp_fin_timeout = 15 !\n").unwrap();
+    let out = fake.run(1000, DRY_RUN, &[p]);
+    assert_one_line_error(&out, 2, "a value set on purpose is 'key = value ! reason'");
 }
 
 #[test]

@@ -215,3 +215,24 @@ fn file_errors_name_the_file() {
     );
     std::fs::remove_file(path).unwrap();
 }
+
+#[test]
+fn pin_flag_overrides_the_file_and_no_pin_is_off() {
+    use shared::runtime::PinMode;
+    assert_eq!(
+        cfg("--listen 127.0.0.1:0 --upstream 127.0.0.1:1")
+            .unwrap()
+            .runtime
+            .pin_mode(),
+        PinMode::Auto
+    );
+    let on = cfg("--listen 127.0.0.1:0 --upstream 127.0.0.1:1 --pin on").unwrap();
+    assert_eq!(on.runtime.pin_mode(), PinMode::On);
+    let off = cfg("--listen 127.0.0.1:0 --upstream 127.0.0.1:1 --no-pin").unwrap();
+    assert_eq!(off.runtime.pin_mode(), PinMode::Off);
+    let both = config_from_args(["proxy", "--pin", "on", "--no-pin"]).unwrap_err();
+    assert!(
+        both.contains("--no-pin") && both.contains("--pin"),
+        "{both}"
+    );
+}
