@@ -28,8 +28,9 @@ pub enum Next {
     Tunnel(Stream),
 }
 
-/// A client connection's state; its buffers live as long as the connection and are reused
-/// by every request on it.
+/// A client connection's state while it serves requests (in its request frame,
+/// `client::active`): its buffers come from the worker's pool when its bytes arrive and go
+/// back when it goes idle, reused by every request in between.
 pub struct ClientConn {
     pub w: Rc<ProxyWorker>,
     /// The generation of the request being served (of the last one between requests): taken

@@ -16,6 +16,9 @@
 //! A streamed request body is sent while the response head is read (`stream_body`): an
 //! upstream that answers before taking the whole body (a 413, a 401) has its answer relayed,
 //! as nginx does, and the client connection closes after it (the rest of the body is unread).
+//!
+//! A client that goes away while the response head is awaited abandons the request (499, as
+//! nginx): the upstream connection is closed, never pooled (`client_watch`).
 
 //!
 //! # Layout
@@ -23,9 +26,11 @@
 //! - [`outcome`]: what one attempt came to, and whose fault a failure was;
 //! - [`response_head`]: reading the upstream's response head;
 //! - [`upload`]: a streamed request body, sent while the response head is read;
-//! - [`cached`]: the same exchange through a route's response cache.
+//! - [`cached`]: the same exchange through a route's response cache;
+//! - [`client_watch`]: noticing a client that left while its request waits.
 
 pub mod cached;
+mod client_watch;
 mod outcome;
 mod response_head;
 mod upload;
@@ -339,7 +344,15 @@ async fn attempt<'g>(
             read_timeout: Some(cfg.timeouts.read),
             at_most: head_read(&up),
         };
-        match read_response_head(w, &mut up.stream, ub, to).await {
+        // The whole request is sent: a client that goes away now abandons it (499), and
+        // dropping `up` closes the upstream connection (never pooled half-answered).
+        let head = monoio::select! {
+            // An answer that came wins over the client's end (it is sent, or found gone).
+            biased;
+            h = read_response_head(w, &mut up.stream, ub, to) => h,
+            _ = client_watch::client_gone(&c.stream) => return Attempt::Abort,
+        };
+        match head {
             Ok(head) => (up, head, false),
             Err(mut f) => {
                 if let HeadFail::Nothing(b) = &mut f {

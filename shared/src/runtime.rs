@@ -233,6 +233,16 @@ pub fn describe_recv(cfg: &RuntimeConfig, driver: DriverKind) -> &'static str {
     }
 }
 
+/// Let `s` wait for its next bytes holding no buffer, with a single receive into the
+/// worker's buffer ring per wait (`TcpStream::enable_ready_recv`), if this worker reads
+/// through multishot receives (see `multishot_on`): a new connection waits for its first
+/// request that way. Its reads are plain receives, and nothing stays armed, so a connection
+/// that carries one request costs nothing more. `multishot_recv` later makes it a multishot
+/// receive.
+pub fn ready_recv(s: &mut monoio::net::TcpStream) -> bool {
+    MULTISHOT.with(|m| m.get()) && s.enable_ready_recv()
+}
+
 /// Read `s` through one multishot receive from now on, if this worker does (see
 /// `multishot_on`). A connection whose every read is awaited in turn gains: no submission, no
 /// failed first attempt and no poll armed per read, and an idle connection holds no buffer.

@@ -61,6 +61,8 @@ pub(super) async fn stream_request(
             early: true,
         }),
         BodyOutcome::Failed(f) => Err(body_failed(f)),
+        // Dropping `up` closes the upstream connection: the request is abandoned (499).
+        BodyOutcome::ClientGone => Err(Attempt::Abort),
     }
 }
 
@@ -71,6 +73,8 @@ enum BodyOutcome {
     /// The upstream answered before it had the whole body (a 413, a 401...).
     Early(Head),
     Failed(RelayFail),
+    /// The body was sent, and the client went away while the response head was awaited.
+    ClientGone,
 }
 
 /// Stream the request body to the upstream while reading its response head, as nginx does:
@@ -100,16 +104,7 @@ async fn stream_body(
     let read_timeout = g.cfg.timeouts.read;
     let (mut ur, mut uw) = stream.into_split();
     let outcome = {
-        // `to_upstream` (the request head, already sent) frames chunks; `to_client` gets the
-        // response head.
-        let relay = std::pin::pin!(relay::request_body(
-            &g.cfg,
-            &mut c.stream,
-            &mut uw,
-            &mut c.from_client,
-            &mut c.to_upstream,
-            req.body,
-        ));
+        // `to_client` gets the response head.
         let to = HeadRead {
             req,
             out: &mut c.to_client,
@@ -125,14 +120,31 @@ async fn stream_body(
                 Err(_) => Err(HeadFail::Timeout),
             }
         };
-        let first = monoio::select! {
-            // The body finishing wins a tie: then the response is not "early".
-            biased;
-            r = relay => Ok(r),
-            h = &mut head => Err(h),
+        let first = {
+            // `to_upstream` (the request head, already sent) frames chunks. In a block of its
+            // own: once the body is sent, the client's stream is free to be watched.
+            let relay = std::pin::pin!(relay::request_body(
+                &g.cfg,
+                &mut c.stream,
+                &mut uw,
+                &mut c.from_client,
+                &mut c.to_upstream,
+                req.body,
+            ));
+            monoio::select! {
+                // The body finishing wins a tie: then the response is not "early".
+                biased;
+                r = relay => Ok(r),
+                h = &mut head => Err(h),
+            }
         };
         match first {
-            Ok(Ok(())) => BodyOutcome::Sent(bounded(head).await),
+            // The whole request is sent: a client that goes away now abandons it (499).
+            Ok(Ok(())) => monoio::select! {
+                biased;
+                h = bounded(head) => BodyOutcome::Sent(h),
+                _ = super::client_watch::client_gone(&c.stream) => BodyOutcome::ClientGone,
+            },
             // A write failed (the upstream closed or reset): it may have answered first.
             Ok(Err(RelayFail::Upstream(e))) if e != ProxyError::UpstreamTimeout => {
                 match bounded(head).await {

@@ -1,9 +1,14 @@
 //! A worker's buffers kept for reuse: a connection or a response that ends gives its
 //! buffers back, and the next one takes them (no allocation per connection or per request
-//! once the pools are warm).
+//! once the pools are warm). The same goes for the frames client connections serve requests
+//! in (`pooled`): an idle connection holds neither.
 
 use bytes::BytesMut;
+use std::any::Any;
 use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 /// Size of the buffers that carry response bodies (and request bodies being streamed).
 pub const RELAY_BUF: usize = 64 * 1024;
@@ -16,13 +21,21 @@ const HEAD_BUF: usize = 1024;
 /// Connection buffer sets kept for reuse per worker (a connection per request must not pay
 /// three allocations).
 const CONN_POOL_MAX: usize = 4096;
+/// Request frames kept for reuse per worker: as many as connections served requests at once.
+const FRAME_POOL_MAX: usize = 4096;
 
-/// A client connection's own buffers: what it read, and the two heads it builds.
+/// What a client connection uses only while it serves requests, taken when its bytes arrive
+/// and given back when it goes idle: what it read, the two heads it builds, and what a
+/// request's access log line, its cache lookup and a cache fetch keep of the heads (their
+/// vectors keep their room from request to request, connection to connection).
 #[derive(Default)]
 pub struct ConnBufs {
     pub from_client: BytesMut,
     pub to_upstream: BytesMut,
     pub to_client: BytesMut,
+    pub logreq: crate::access_log::LogRequest,
+    pub fields: crate::request::HeadFields,
+    pub response_fields: crate::forward::ResponseFields,
 }
 
 /// The worker's pools of reusable buffers.
@@ -30,6 +43,8 @@ pub struct ConnBufs {
 pub struct BufferPools {
     relay: RefCell<Vec<BytesMut>>,
     conn: RefCell<Vec<ConnBufs>>,
+    /// Allocations of finished request frames (`pooled`), each an `Option<F>` left `None`.
+    frames: RefCell<Vec<Box<dyn Any>>>,
     /// Boxed iovec pairs for cache hits written with one `writev` (reused: a hit allocates
     /// nothing).
     #[allow(clippy::vec_box)] // each pair is handed to the runtime: its address must not move
@@ -58,25 +73,19 @@ impl BufferPools {
         }
     }
 
-    /// Buffers for a new client connection.
+    /// Buffers for a client connection whose bytes arrived.
     pub fn take_conn_bufs(&self) -> ConnBufs {
         self.conn.borrow_mut().pop().unwrap_or_else(|| ConnBufs {
             from_client: BytesMut::with_capacity(CLIENT_BUF),
             to_upstream: BytesMut::with_capacity(HEAD_BUF),
             to_client: BytesMut::with_capacity(HEAD_BUF),
+            ..ConnBufs::default()
         })
     }
 
-    /// Give a finished connection's buffers back, unless one grew large (an upload or a
-    /// re-chunked body): those are freed so idle memory stays small.
+    /// Give a connection's buffers back (it went idle or closed), unless one grew large (an
+    /// upload or a re-chunked body): those are freed so idle memory stays small.
     pub fn give_conn_bufs(&self, mut b: ConnBufs) {
-        if b.from_client.capacity() == 0
-            && b.to_upstream.capacity() == 0
-            && b.to_client.capacity() == 0
-        {
-            // A connection that ended waiting between requests: its set is in the pool.
-            return;
-        }
         let small = |x: &mut BytesMut, size: usize| {
             x.clear();
             x.reserve(size);
@@ -90,6 +99,25 @@ impl BufferPools {
             if pool.len() < CONN_POOL_MAX {
                 pool.push(b);
             }
+        }
+    }
+
+    /// Run the future `make` builds in a frame of this pool: the allocation of a frame that
+    /// finished (a `make` of the same type) when there is one, a new one otherwise. A client
+    /// connection serves its requests in one, so that its idle state is a small task without
+    /// its requests' large one, and a keep-alive request costs no allocation.
+    pub fn pooled<F: Future + 'static>(&self, make: impl FnOnce() -> F) -> Pooled<'_, F> {
+        let reused = self.frames.borrow_mut().pop();
+        let frame = match reused.map(|b| b.downcast::<Option<F>>()) {
+            Some(Ok(mut b)) => {
+                *b = Some(make());
+                b
+            }
+            _ => Box::new(Some(make())),
+        };
+        Pooled {
+            pool: self,
+            frame: Some(Box::into_pin(frame)),
         }
     }
 
@@ -107,6 +135,41 @@ impl BufferPools {
         let mut pool = self.iovecs.borrow_mut();
         if pool.len() < CONN_POOL_MAX {
             pool.push(iov);
+        }
+    }
+}
+
+/// A future running in a frame of a worker's pool (`BufferPools::pooled`); the frame goes back
+/// to the pool when it is dropped.
+pub struct Pooled<'a, F: Future + 'static> {
+    pool: &'a BufferPools,
+    frame: Option<Pin<Box<Option<F>>>>,
+}
+
+impl<F: Future + 'static> Future for Pooled<'_, F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        match self.frame.as_mut().and_then(|f| f.as_mut().as_pin_mut()) {
+            Some(f) => f.poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl<F: Future + 'static> Drop for Pooled<'_, F> {
+    fn drop(&mut self) {
+        let Some(mut frame) = self.frame.take() else {
+            return;
+        };
+        // The future is dropped in place, where it was pinned.
+        frame.set(None);
+        let mut frames = self.pool.frames.borrow_mut();
+        if frames.len() < FRAME_POOL_MAX {
+            // SAFETY: the frame holds `None`: nothing pinned lives in it any more, so its
+            // allocation may move out of the `Pin` and hold another future later.
+            let frame = unsafe { Pin::into_inner_unchecked(frame) };
+            frames.push(frame);
         }
     }
 }

@@ -73,6 +73,27 @@ impl Stream {
         }
     }
 
+    /// Let a plain stream wait for its next bytes holding no buffer, with a single receive
+    /// per wait, where this worker does (`runtime::ready_recv`): a connection's first
+    /// request. `false` for TLS (its next bytes may already wait in rustls).
+    pub fn ready_recv(&mut self) -> bool {
+        match self {
+            Stream::Plain(s) => crate::runtime::ready_recv(s),
+            Stream::Tls(_) => false,
+        }
+    }
+
+    /// Resolves `true` once the peer's end of the stream (a FIN) or an error came through the
+    /// receive armed on a plain stream (behind bytes not read yet: pipelined requests are not
+    /// an end), `false` at once when none is armed (`TcpStream::multishot_ended`): no system
+    /// call, nothing armed.
+    pub async fn peer_ended(&self) -> bool {
+        match self {
+            Stream::Plain(s) => s.multishot_ended().await,
+            Stream::Tls(_) => false,
+        }
+    }
+
     /// Wait, holding no buffer, until a read would complete at once: a plain stream read
     /// through a multishot receive (`TcpStream::multishot_ready`). `false` at once for any
     /// other (a TLS stream's next bytes may already wait in rustls): wait by reading then.

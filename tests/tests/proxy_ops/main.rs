@@ -4,6 +4,7 @@
 
 mod access_log;
 mod check_start;
+mod client_abort;
 mod health;
 mod health_check;
 mod health_check_log;

@@ -436,9 +436,9 @@ impl UringInner {
     }
 
     /// Vendored change: a multishot receive state for a socket (None: not available here).
-    pub(crate) fn multi_open(this: &Rc<UnsafeCell<UringInner>>) -> Option<usize> {
+    pub(crate) fn multi_open(this: &Rc<UnsafeCell<UringInner>>, once: bool) -> Option<usize> {
         let inner = unsafe { &mut *this.get() };
-        inner.multi.open(&inner.uring)
+        inner.multi.open(&inner.uring, once)
     }
 
     /// Vendored change: what this thread's multishot receives went through.
@@ -467,7 +467,7 @@ impl UringInner {
         let mut arm = false;
         match inner.multi.poll_ready(index, cx, &mut arm) {
             Poll::Pending => {
-                if arm && !inner.push_sqe(&multi::recv_sqe(fd, index)) {
+                if arm && !inner.push_sqe(&multi::recv_sqe(fd, index, inner.multi.once(index))) {
                     inner.multi.disarm(index, false);
                     return Poll::Ready(false);
                 }
@@ -497,7 +497,7 @@ impl UringInner {
         let mut arm = false;
         let n = match inner.multi.poll_next(index, *offset, cx, &mut arm) {
             Poll::Pending => {
-                if arm && !inner.push_sqe(&multi::recv_sqe(fd, index)) {
+                if arm && !inner.push_sqe(&multi::recv_sqe(fd, index, inner.multi.once(index))) {
                     inner.multi.disarm(index, true);
                     return Poll::Ready(multi::Read::Plain);
                 }

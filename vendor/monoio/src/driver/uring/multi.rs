@@ -271,6 +271,10 @@ pub(crate) struct Entry {
     starved: bool,
     /// The reader is gone: recycle what arrives and free the entry at the last completion.
     dropped: bool,
+    /// Waits only: each wait (`poll_ready`) arms a single receive into the ring, and a read
+    /// with nothing queued is a plain one-shot receive into the reader's buffer (a socket
+    /// that may never wait twice: nothing stays armed, so nothing is canceled at its close).
+    once: bool,
 }
 
 /// A completion of a socket's receive, kept until read.
@@ -354,8 +358,9 @@ impl Multi {
         }
     }
 
-    /// A new receive state for a socket, `None` if this ring cannot have one.
-    pub(crate) fn open(&mut self, uring: &io_uring::IoUring) -> Option<usize> {
+    /// A new receive state for a socket, `None` if this ring cannot have one. `once`: it
+    /// waits only (see `Entry::once`).
+    pub(crate) fn open(&mut self, uring: &io_uring::IoUring, once: bool) -> Option<usize> {
         if self.ring.is_none() {
             if self.unavailable {
                 return None;
@@ -371,17 +376,54 @@ impl Multi {
                 }
             }
         }
-        Some(match self.free.pop() {
+        let index = match self.free.pop() {
             Some(i) => i,
             None => {
                 self.entries.push(Entry::default());
                 self.entries.len() - 1
             }
-        })
+        };
+        self.entries[index].once = once;
+        Some(index)
+    }
+
+    /// Entry `index` receives through a multishot receive from now on (its next arm).
+    pub(crate) fn set_multishot(&mut self, index: usize) {
+        self.entries[index].once = false;
+    }
+
+    /// Whether entry `index` waits only (see `Entry::once`).
+    pub(crate) fn once(&self, index: usize) -> bool {
+        self.entries[index].once
+    }
+
+    /// Whether the end of the stream (or an error) waits in `index`'s queue, behind whatever
+    /// bytes arrived before it; Pending while its receive is armed and nothing of the kind
+    /// came; `Ready(false)` when no receive is armed (nothing can arrive to tell).
+    pub(crate) fn poll_ended(&mut self, index: usize, cx: &mut Context<'_>) -> Poll<bool> {
+        let e = &mut self.entries[index];
+        if e.queue.iter().any(|a| a.res <= 0) {
+            return Poll::Ready(true);
+        }
+        if !e.armed || e.canceling {
+            return Poll::Ready(false);
+        }
+        match &e.waker {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            _ => e.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     fn free_entry(&mut self, index: usize) {
-        self.entries[index] = Entry::default();
+        // The queue keeps its allocation for the next socket: a connection costs no
+        // allocation here once the table is warm.
+        let mut queue = std::mem::take(&mut self.entries[index].queue);
+        queue.clear();
+        self.entries[index] = Entry {
+            queue,
+            ..Entry::default()
+        };
         self.free.push(index);
     }
 
@@ -505,6 +547,10 @@ impl Multi {
             });
         }
         if !e.armed {
+            if e.once {
+                // Reads go to the socket; only a wait uses the ring.
+                return Poll::Ready(Next::Plain);
+            }
             let low = self.ring.as_ref().is_none_or(|r| r.free < ARM_MIN);
             if std::mem::take(&mut e.starved) || low {
                 self.stats.plain += 1;
@@ -575,11 +621,19 @@ impl Multi {
     }
 }
 
-/// The submission that arms entry `index` on `fd`.
-pub(crate) fn recv_sqe(fd: RawFd, index: usize) -> squeue::Entry {
-    opcode::RecvMulti::new(types::Fd(fd), BGID)
-        .build()
-        .user_data(MULTI_TAG | index as u64)
+/// The submission that arms entry `index` on `fd`: a multishot receive, or for an entry that
+/// waits only (`once`) a single receive into a buffer of the ring (length 0: as much as the
+/// buffer the kernel picks holds).
+pub(crate) fn recv_sqe(fd: RawFd, index: usize, once: bool) -> squeue::Entry {
+    let sqe = if once {
+        opcode::Recv::new(types::Fd(fd), std::ptr::null_mut(), 0)
+            .buf_group(BGID)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT)
+    } else {
+        opcode::RecvMulti::new(types::Fd(fd), BGID).build()
+    };
+    sqe.user_data(MULTI_TAG | index as u64)
 }
 
 /// A cancel of entry `index`'s receive (its completion is ignored).
@@ -611,14 +665,15 @@ pub(crate) struct MultiRecv {
 
 impl MultiRecv {
     /// A multishot receive state on the current thread's io_uring driver; `None` under the
-    /// legacy driver or where the buffer ring cannot be set up.
-    pub(crate) fn open() -> Option<MultiRecv> {
+    /// legacy driver or where the buffer ring cannot be set up. `once`: it waits only
+    /// (`Entry::once`) until `set_multishot`.
+    pub(crate) fn open(once: bool) -> Option<MultiRecv> {
         if !crate::driver::CURRENT.is_set() {
             return None;
         }
         crate::driver::CURRENT.with(|inner| match inner {
             crate::driver::Inner::Uring(this) => {
-                super::UringInner::multi_open(this).map(|index| MultiRecv {
+                super::UringInner::multi_open(this, once).map(|index| MultiRecv {
                     driver: this.clone(),
                     index,
                     offset: 0,
@@ -702,6 +757,32 @@ impl MultiRecv {
         // SAFETY: the driver is this thread's; no borrow of it is held across this call.
         let inner = unsafe { &*self.driver.get() };
         inner.multi.queued(self.index)
+    }
+
+    /// Receive through a multishot receive from now on (a state opened `once`).
+    pub(crate) fn set_multishot(&mut self) {
+        // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+        let inner = unsafe { &mut *self.driver.get() };
+        inner.multi.set_multishot(self.index)
+    }
+
+    /// Whether the state waits only (opened `once`, not switched).
+    pub(crate) fn once(&self) -> bool {
+        // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+        let inner = unsafe { &*self.driver.get() };
+        inner.multi.once(self.index)
+    }
+
+    /// Resolves `true` once the end of the stream or an error arrived (behind any bytes),
+    /// `false` at once when no receive is armed to tell (see `Multi::poll_ended`). Arms
+    /// nothing and takes nothing.
+    pub(crate) async fn ended(&self) -> bool {
+        std::future::poll_fn(|cx| {
+            // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+            let inner = unsafe { &mut *self.driver.get() };
+            inner.multi.poll_ended(self.index, cx)
+        })
+        .await
     }
 }
 

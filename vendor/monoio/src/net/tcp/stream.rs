@@ -102,13 +102,48 @@ impl TcpStream {
     /// where the kernel has no buffer rings). A read dropped unfinished loses nothing then.
     pub fn enable_multishot_recv(&mut self) -> bool {
         #[cfg(all(target_os = "linux", feature = "iouring"))]
+        match self.multi.as_mut() {
+            None => {
+                self.multi = crate::driver::MultiRecv::open(false);
+                return self.multi.is_some();
+            }
+            Some(m) => {
+                m.set_multishot();
+                return true;
+            }
+        }
+        #[cfg(not(all(target_os = "linux", feature = "iouring")))]
+        false
+    }
+
+    /// Vendored change: let `multishot_ready` wait on this stream, holding no buffer, with a
+    /// single receive into the thread's buffer ring armed per wait (nothing stays armed, so
+    /// a stream closed after one message costs no cancel); reads with nothing waiting are
+    /// plain receives into the reader's buffer, as without it. `enable_multishot_recv` later
+    /// turns it into a multishot receive. Returns whether it is on (as
+    /// `enable_multishot_recv`).
+    pub fn enable_ready_recv(&mut self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
         if self.multi.is_none() {
-            self.multi = crate::driver::MultiRecv::open();
+            self.multi = crate::driver::MultiRecv::open(true);
             return self.multi.is_some();
         }
         #[cfg(all(target_os = "linux", feature = "iouring"))]
         return true;
         #[cfg(not(all(target_os = "linux", feature = "iouring")))]
+        false
+    }
+
+    /// Vendored change: resolves `true` once the end of the stream (a FIN) or an error came
+    /// through the stream's receive, behind any bytes not read yet; `false` at once when no
+    /// receive is armed that could tell (none enabled, a single one completed, or one ended).
+    /// Arms nothing, takes nothing, costs no system call: a watch on a client while its
+    /// request waits.
+    pub async fn multishot_ended(&self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        if let Some(m) = self.multi.as_ref() {
+            return m.ended().await;
+        }
         false
     }
 

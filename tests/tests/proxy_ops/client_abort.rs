@@ -1,0 +1,213 @@
+//! A client that goes away while its request waits for a stalled origin (nginx's 499): the
+//! proxy notices while waiting (a FIN, even a half-close after the whole request, or a reset),
+//! closes the upstream connection (the origin sees it close; nothing goes back to the pool),
+//! and counts and logs the request as 499. Bytes the client pipelines meanwhile are not a
+//! disconnect: both requests are answered. Each case on the connection's first request (read
+//! with a plain receive, watched after a short delay) and on a keep-alive one (read through
+//! a multishot receive, watched from the start, where the driver has them).
+
+use shared::origin::{Origin, OriginConfig};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use tests::raw::{self, Client, End, WAIT};
+use tests::reload::Scratch;
+
+fn config(origin: SocketAddr, log: &Path) -> proxy::config::Config {
+    let text = format!(
+        r#"access_log = {{ path = "{}", format = "combined" }}
+
+[[listen]]
+addr = "127.0.0.1:0"
+
+[admin]
+addr = "127.0.0.1:0"
+
+[runtime]
+workers = 1
+pin = false
+
+[upstream.app]
+servers = ["{origin}"]
+
+[[route]]
+path = "/"
+upstream = "app"
+"#,
+        log.display()
+    );
+    proxy::config::from_toml("abort.toml", &text).expect("config")
+}
+
+fn scrape(admin: SocketAddr) -> HashMap<String, f64> {
+    let r = raw::exchange(admin, b"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", WAIT);
+    assert_eq!(r.end, End::Closed, "{}", raw::show(&r));
+    let resp = r.responses().into_iter().next().expect("a response");
+    String::from_utf8_lossy(&resp.body)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').expect("sample line");
+            (k.to_string(), v.parse().expect("sample value"))
+        })
+        .collect()
+}
+
+fn sample(m: &HashMap<String, f64>, key: &str) -> f64 {
+    m.get(key).copied().unwrap_or(0.0)
+}
+
+/// How the client leaves.
+#[derive(Clone, Copy, Debug)]
+enum Leave {
+    /// shutdown(SHUT_WR): a half-close after the whole request (nginx: an abort).
+    HalfClose,
+    /// close(2) with SO_LINGER 0: a reset.
+    Reset,
+}
+
+fn leave(c: Client, how: Leave) {
+    match how {
+        Leave::HalfClose => {
+            c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+            // Kept open (reading) until the proxy closed: the proxy noticed the FIN alone.
+            let mut c = c;
+            raw::assert_closed_within(&mut c, WAIT, "the aborted client");
+        }
+        Leave::Reset => {
+            let s: socket2::Socket = c.stream.into();
+            s.set_linger(Some(std::time::Duration::ZERO)).unwrap();
+            drop(s);
+        }
+    }
+}
+
+const STALLED: &[u8] = b"GET /slow?hang=1 HTTP/1.1\r\nHost: t\r\n\r\n";
+/// A request whose body is streamed to the origin (chunked), then waits.
+const STALLED_UPLOAD: &[u8] = b"POST /slow?hang=1 HTTP/1.1\r\nHost: t\r\n\
+    Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+
+/// `keep_alive`: one request answered on the connection first.
+fn aborted_while_waiting(keep_alive: bool, how: Leave) {
+    aborted_with(keep_alive, how, STALLED)
+}
+
+/// The client sends `stalled` (a request the origin never answers), then leaves.
+fn aborted_with(keep_alive: bool, how: Leave, stalled: &[u8]) {
+    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let dir = Scratch::new("abort");
+    let log = dir.path("access.log");
+    let p = proxy::start(config(o.addr(), &log)).expect("proxy");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    let what = format!("keep_alive {keep_alive}, {how:?}");
+    let mut c = Client::connect(addr);
+    if keep_alive {
+        c.send(b"GET /?size=10 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(raw::response(&mut c, &what).status, 200, "{what}");
+    }
+    let before = o.requests();
+    c.send(stalled).unwrap();
+    assert!(
+        tests::eventually(WAIT, || o.requests() == before + 1),
+        "{what}: the request never reached the origin"
+    );
+    assert_eq!(o.open_connections(), 1, "{what}");
+    // The request line as the access log shows it.
+    let head = String::from_utf8_lossy(stalled);
+    let line = head.split(" HTTP/1.1").next().unwrap().to_string();
+    leave(c, how);
+    // The upstream request is abandoned: its connection closed, not pooled.
+    assert!(
+        tests::eventually(WAIT, || o.open_connections() == 0),
+        "{what}: the origin's connection stayed open"
+    );
+    let m = scrape(admin);
+    assert_eq!(
+        sample(&m, r#"proxy_request_faults_total{kind="client_gone"}"#),
+        1.0,
+        "{what}: {m:?}"
+    );
+    assert_eq!(
+        sample(&m, r#"proxy_requests_total{route="/",code="4xx"}"#),
+        1.0,
+        "{what}: {m:?}"
+    );
+    assert!(
+        tests::eventually(WAIT, || std::fs::read_to_string(&log).is_ok_and(|t| t
+            .lines()
+            .any(|l| l.contains(&line) && l.contains("\" 499 ")))),
+        "{what}: no 499 line: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    // The proxy goes on serving, and the abandoned connection was not reused.
+    let mut n = Client::connect(addr);
+    n.send(b"GET /?size=10 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(raw::response(&mut n, &what).status, 200, "{what}");
+}
+
+#[test]
+fn first_request_half_closed_while_waiting_is_499() {
+    aborted_while_waiting(false, Leave::HalfClose);
+}
+
+#[test]
+fn first_request_reset_while_waiting_is_499() {
+    aborted_while_waiting(false, Leave::Reset);
+}
+
+#[test]
+fn keep_alive_request_half_closed_while_waiting_is_499() {
+    aborted_while_waiting(true, Leave::HalfClose);
+}
+
+#[test]
+fn keep_alive_request_reset_while_waiting_is_499() {
+    aborted_while_waiting(true, Leave::Reset);
+}
+
+#[test]
+fn streamed_body_request_half_closed_while_waiting_is_499() {
+    aborted_with(false, Leave::HalfClose, STALLED_UPLOAD);
+    aborted_with(true, Leave::Reset, STALLED_UPLOAD);
+}
+
+/// A second request sent while the first waits (past the watch's delay) is not a disconnect:
+/// both are answered, in order.
+fn pipelined_while_waiting(keep_alive: bool) {
+    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let dir = Scratch::new("pipelined");
+    let p = proxy::start(config(o.addr(), &dir.path("access.log"))).expect("proxy");
+    let addr = p.listen_addrs()[0];
+    let what = format!("keep_alive {keep_alive}");
+    let mut c = Client::connect(addr);
+    if keep_alive {
+        c.send(b"GET /?size=10 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert_eq!(raw::response(&mut c, &what).status, 200, "{what}");
+    }
+    let before = o.requests();
+    c.send(b"GET /?size=5&delay=300ms HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert!(
+        tests::eventually(WAIT, || o.requests() == before + 1),
+        "{what}: the request never reached the origin"
+    );
+    c.send(b"GET /?size=7 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    let (a, b) = (raw::response(&mut c, &what), raw::response(&mut c, &what));
+    assert_eq!((a.status, a.body.len()), (200, 5), "{what}");
+    assert_eq!((b.status, b.body.len()), (200, 7), "{what}");
+    raw::assert_open_and_silent(&mut c, std::time::Duration::from_millis(50), &what);
+    let _ = TcpStream::connect(addr);
+}
+
+#[test]
+fn first_request_with_bytes_pipelined_while_waiting_is_answered() {
+    pipelined_while_waiting(false);
+}
+
+#[test]
+fn keep_alive_request_with_bytes_pipelined_while_waiting_is_answered() {
+    pipelined_while_waiting(true);
+}
