@@ -35,9 +35,11 @@ pub struct RunOptions {
     pub close: bool,
     pub http10: bool,
     /// Requests in flight per connection (1: no pipelining). Responses come back in order;
-    /// when the server closes the connection (`Connection: close`, EOF) the requests still
-    /// queued behind the last response are counted as read failures. With `--rate`, requests
-    /// that fall due while the pipe is not empty are sent after the next response.
+    /// when the server closes the connection cleanly (`Connection: close`, or EOF before any
+    /// byte of the next answer on a connection that answered before) the requests still
+    /// queued behind the last response are sent again on a new connection (RFC 9112 9.3.2);
+    /// an EOF or reset in the middle of an answer fails them as read failures. With `--rate`,
+    /// requests that fall due while the pipe is not empty are sent after the next response.
     pub pipeline: usize,
     /// Open loop at this total rate (req/s).
     pub rate: Option<f64>,

@@ -22,6 +22,9 @@ pub struct Request {
     pub bytes: Bytes,
     /// What response framing depends on.
     pub method: RequestMethod,
+    /// The method is idempotent (RFC 9110 9.2.2: GET, HEAD, PUT, DELETE, OPTIONS, TRACE): a
+    /// request the server closed on before any byte of its answer is sent again.
+    pub idempotent: bool,
     /// The first response's body length, set once by whichever worker sees it first (ab's
     /// "Document Length"; later responses of another length are length failures).
     pub document_length: OnceLock<u64>,
@@ -97,12 +100,15 @@ pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
     } else {
         RequestMethod::Other
     };
+    let idempotent =
+        ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(&opts.method.as_str());
     opts.urls
         .iter()
         .map(|t| Request {
             target: t.clone(),
             bytes: encode_request(opts, t),
             method,
+            idempotent,
             document_length: OnceLock::new(),
             server: OnceLock::new(),
             tls_session: OnceLock::new(),
@@ -277,6 +283,7 @@ mod tests {
             },
             bytes: Bytes::new(),
             method: RequestMethod::Other,
+            idempotent: true,
             document_length: OnceLock::new(),
             server: OnceLock::new(),
             tls_session: OnceLock::new(),

@@ -127,6 +127,28 @@ fn totals(s: &mut String, r: &RunResult) {
         let _ = writeln!(s, "   (Unanswered at end: {})", f.unanswered);
     }
     let _ = writeln!(s, "Write errors:           {}", f.write);
+    if t.completed == 0 && t.attempts > 0 {
+        // ab's "Failed requests" leaves write errors out: say plainly that nothing worked.
+        let _ = writeln!(
+            s,
+            "   (no request completed: {} attempts, {} failed: connect {}, receive {}, \
+             write {}, timeout {}, unanswered {})",
+            t.attempts,
+            f.not_completed(),
+            f.connect,
+            f.receive(),
+            f.write,
+            f.timeout,
+            f.unanswered
+        );
+    }
+    if t.retried > 0 {
+        // RFC 9112 9.3.2: the server closed before taking them; sent again, not attempts.
+        let _ = writeln!(s, "Retried requests:       {}", t.retried);
+    }
+    if t.protocol_errors > 0 {
+        let _ = writeln!(s, "Protocol errors:        {}", t.protocol_errors);
+    }
     let _ = writeln!(s, "Non-2xx responses:      {}", t.non_2xx);
     let _ = writeln!(s, "Keep-Alive requests:    {}", t.keep_alive);
     let _ = writeln!(s, "Total transferred:      {} bytes", t.bytes_received);

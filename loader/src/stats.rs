@@ -120,6 +120,13 @@ pub struct Counts {
     pub body_bytes: u64,
     /// Request bytes written.
     pub bytes_sent: u64,
+    /// Requests sent again on a new connection because the server closed before taking them
+    /// (RFC 9112 9.3.2): after a response saying `Connection: close`, or a reused connection
+    /// closed before any byte of the answer. Not attempts of their own.
+    pub retried: u64,
+    /// Bytes after a complete response that no request asked for (a 204 or 304 with a body,
+    /// an extra response): the connection is closed and this counts it.
+    pub protocol_errors: u64,
     /// Completed responses per status code; small (usually one entry), searched linearly.
     pub status: Vec<(u16, u64)>,
 }
@@ -145,6 +152,8 @@ impl Counts {
         self.bytes_received += o.bytes_received;
         self.body_bytes += o.body_bytes;
         self.bytes_sent += o.bytes_sent;
+        self.retried += o.retried;
+        self.protocol_errors += o.protocol_errors;
         for &(s, n) in &o.status {
             match self.status.iter_mut().find(|e| e.0 == s) {
                 Some(e) => e.1 += n,

@@ -122,6 +122,9 @@ pub struct Engine {
     /// Request bytes per URL: this worker's own copy.
     pub requests: Vec<Vec<u8>>,
     pub methods: Vec<RequestMethod>,
+    /// Per URL: its method is idempotent (RFC 9110 9.2.2), so a request the server closed
+    /// on before answering may be sent again.
+    pub idempotent: Vec<bool>,
     pub max_request_len: usize,
     /// Read buffer size per connection.
     pub read_buf: usize,
@@ -185,6 +188,7 @@ impl Engine {
                 READ_BUF
             },
             methods: plan.iter().map(|r| r.method).collect(),
+            idempotent: plan.iter().map(|r| r.idempotent).collect(),
             requests,
             depth: opts.pipeline,
             close: opts.close,
@@ -273,6 +277,33 @@ impl Engine {
             Fail::Parse => c.failures.parse += 1,
             Fail::Unanswered => c.failures.unanswered += 1,
         }
+    }
+
+    /// `e` is sent again on a new connection: the server closed before taking it.
+    pub fn retried(&self, e: &Entry) {
+        if e.measured {
+            self.stats.borrow_mut().urls[e.url].counts.retried += 1;
+        }
+    }
+
+    /// Bytes after a complete response that no request of `url`'s connection asked for.
+    pub fn protocol_error(&self, url: usize) {
+        if self.measuring.get() {
+            self.stats.borrow_mut().urls[url].counts.protocol_errors += 1;
+        }
+    }
+
+    /// `n` bytes read on a connection that no completed response counted (a failed one's,
+    /// bytes nobody asked for): they were transferred all the same.
+    pub fn received_unanswered(&self, url: usize, n: u64, measured: bool) {
+        if measured {
+            self.stats.borrow_mut().urls[url].counts.bytes_received += n;
+        }
+    }
+
+    /// Whether attempts started now are counted (false during --warmup).
+    pub fn measuring(&self) -> bool {
+        self.measuring.get()
     }
 
     /// Count a complete response. `t_first`: arrival of its first byte; `t_done`: of its last.

@@ -8,6 +8,7 @@ mod counts;
 mod dist;
 mod engine;
 mod failures;
+mod hostile;
 mod process;
 mod report;
 mod tls;
