@@ -64,6 +64,9 @@ pub struct RunOptions {
     pub tls: shared::tls::ClientTlsOptions,
 }
 
+/// The shortest `--hdr-log-interval`.
+pub const MIN_HDR_LOG_INTERVAL: Duration = Duration::from_millis(1);
+
 /// Source addresses used for `--close` against loopback.
 pub const DEFAULT_SOURCE_ADDRESSES: usize = 64;
 
@@ -138,7 +141,10 @@ impl RunOptions {
             return invalid("--pipeline must be at least 1");
         }
         if self.close && self.pipeline > 1 {
-            return invalid("--pipeline needs keep-alive: it cannot be used with --close");
+            return invalid(
+                "--pipeline needs keep-alive: it cannot be used with --close or \
+                 -H 'Connection: close'",
+            );
         }
         if self.pipeline > 1 && self.urls.iter().any(|u| u.addr != self.urls[0].addr) {
             return invalid("--pipeline needs every URL on the same server (host and port)");
@@ -153,6 +159,13 @@ impl RunOptions {
         }
         if self.spin && self.rate.is_none() {
             return invalid("--spin paces sends: it needs --rate");
+        }
+        if self
+            .hdr_log
+            .as_ref()
+            .is_some_and(|h| h.interval < MIN_HDR_LOG_INTERVAL)
+        {
+            return invalid("--hdr-log-interval must be at least 1ms");
         }
         for u in self.urls.iter().filter(|u| u.tls) {
             crate::tls::server_name(&u.host).map_err(LoadError::Invalid)?;
@@ -174,6 +187,14 @@ impl RunOptions {
     fn validate_body_headers(&self) -> Result<(), LoadError> {
         let len = self.body.as_ref().map_or(0, |b| b.len() as u64);
         for (name, value) in &self.headers {
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                // With a raw body after it, the request would carry both framings (the
+                // request smuggling shape); without one, the server would wait for chunks.
+                return Err(LoadError::Invalid(format!(
+                    "-H '{name}: {value}': the loader frames the body itself (Content-Length \
+                     from --body); Transfer-Encoding cannot be given"
+                )));
+            }
             if !name.eq_ignore_ascii_case("content-length") {
                 continue;
             }
@@ -196,6 +217,16 @@ impl RunOptions {
             ));
         }
         Ok(())
+    }
+}
+
+impl RunOptions {
+    /// A `Connection` header given with `-H` names the `close` option.
+    pub fn asks_to_close(&self) -> bool {
+        self.headers.iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case("connection")
+                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
+        })
     }
 }
 

@@ -25,7 +25,8 @@ pub const READ_BUF: usize = 16 * 1024;
 /// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
 pub const SMALL_READ_BUF: usize = 4 * 1024;
 pub const MANY_CONNECTIONS: usize = 1024;
-/// Header fields a response may have (the shared reader's stack storage).
+/// Header fields a response may have: the codec's documented limit (the shared reader's
+/// stack storage).
 pub const MAX_RESPONSE_HEADERS: usize = READER_MAX_HEADERS;
 
 /// One attempt, from its ticket to its outcome.

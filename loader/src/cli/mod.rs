@@ -167,8 +167,8 @@ pub struct DistArgs {
     /// Write interval latency histograms to FILE in HdrHistogram's interval log format (µs)
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
-    /// Length of one --hdr-log interval
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+    /// Length of one --hdr-log interval (at least 1ms)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_hdr_interval)]
     pub hdr_log_interval: Duration,
 }
 
@@ -347,6 +347,16 @@ pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--hdr-log-interval`: at least [`crate::options::MIN_HDR_LOG_INTERVAL`] (a writer of
+/// microsecond intervals falls behind for ever).
+fn parse_hdr_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_positive_duration(s)?;
+    if d < crate::options::MIN_HDR_LOG_INTERVAL {
+        return Err("must be at least 1ms".into());
+    }
+    Ok(d)
+}
+
 pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
@@ -421,6 +431,9 @@ impl LoadArgs {
         o.json = self.json.clone();
         o.plot = self.plot.clone();
         o.tls = self.tls_options();
+        // `-H "Connection: close"`: the server is asked to close after each response, so
+        // the connection is never reused, whatever the server does.
+        o.close |= o.asks_to_close();
         self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
         o.validate()?;
         Ok(o)

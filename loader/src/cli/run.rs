@@ -41,6 +41,14 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
             return e.exit_code();
         }
     };
+    for (flag, path) in [("--json", &opts.json), ("--plot", &opts.plot)] {
+        if let Some(path) = path {
+            if let Err(e) = check_writable(path) {
+                eprintln!("error: {flag} {}: {e}", path.display());
+                return 2;
+            }
+        }
+    }
     if let Some(code) = crate::shard::wait_for_start(opts.start_at, opts.quiet, &stop) {
         return code;
     }
@@ -67,6 +75,21 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
     } else {
         0
     }
+}
+
+/// A file the run will write after the load: open it for writing now (without truncating
+/// it; a file the check created is removed again), so a path that cannot be written fails
+/// before the load instead of after it.
+fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
 }
 
 /// What the load command does with a finished run: the report on stdout, then `--json` and `--plot`.
@@ -256,7 +279,12 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
                 .map(|r| format!(", at most {r} req/s per worker (the rest queue)"))
                 .unwrap_or_default()
     );
-    println!("http://{addr}/");
+    let scheme = if args.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    println!("{scheme}://{addr}/");
     use std::io::Write;
     let _ = std::io::stdout().flush();
     match workers.join() {

@@ -124,9 +124,16 @@ impl Received {
                 }
                 Err(err) => {
                     let dst = open.dst;
+                    // A TLS record (handshake or alert, version 3.x) where HTTP was expected.
+                    let tls = matches!(self.buf[self.pos..], [0x15 | 0x16, 0x03, ..]);
+                    let hint = if tls {
+                        " (the server speaks TLS: use an https:// URL)"
+                    } else {
+                        ""
+                    };
                     w.log_first(
                         Fail::Parse,
-                        format_args!("malformed response from {dst}: {err}"),
+                        format_args!("malformed response from {dst}: {err}{hint}"),
                     );
                     return Err(ConnEnd::Malformed);
                 }

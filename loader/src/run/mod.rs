@@ -216,8 +216,15 @@ fn announce(opts: &RunOptions, pinning: &str, driver: DriverKind, nofile: u64) {
             describe_load(opts)
         );
     }
-    if opts.tls.trust == shared::tls::Trust::Insecure && opts.urls.iter().any(|u| u.tls) {
+    let any_tls = opts.urls.iter().any(|u| u.tls);
+    if opts.tls.trust == shared::tls::Trust::Insecure && any_tls {
         eprintln!("loader: warning: --insecure: server certificates are not verified");
+    }
+    if opts.tls.trust != shared::tls::Trust::System && !any_tls {
+        eprintln!(
+            "loader: warning: --cacert and --insecure apply to https:// URLs, and every URL \
+             here is http:// (a TLS server is reached with https://)"
+        );
     }
     // Every connection is a descriptor; a few more are the runtime's own.
     if nofile > 0 && opts.connections as u64 + 64 > nofile {

@@ -236,3 +236,231 @@ fn bytes_of_failed_responses_are_transferred_bytes() {
     let text = loader::report::render(&r);
     assert!(text.contains("no request completed"), "{text}");
 }
+
+/// The loader binary with one worker, unpinned, quiet; killed (and failed) after 60 s.
+fn loader_bin(args: &[&str]) -> std::process::Output {
+    tests::process::Process::spawn(
+        std::process::Command::new(tests::bin("loader"))
+            .args(["--threads", "1", "--no-pin", "-q"])
+            .args(args)
+            .stdout(std::process::Stdio::piped()),
+    )
+    .output(Duration::from_secs(60))
+}
+
+/// A usage error: exit 2, one line on stderr naming `needle`, nothing on stdout.
+fn assert_usage(out: &std::process::Output, needle: &str) {
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(stderr.contains(needle), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+}
+
+/// An interval log of microsecond intervals never ends (and writes megabytes of empty
+/// intervals a second): below 1 ms is a usage error.
+#[test]
+fn an_hdr_log_interval_below_a_millisecond_is_refused() {
+    let origin = tests::origin();
+    let dir = tests::temp_dir("hostile-hdr");
+    let log = dir.join("l.hlog");
+    let url = origin.url("/");
+    for bad in ["1us", "999us"] {
+        let out = loader_bin(&[
+            "-n",
+            "10",
+            "--hdr-log",
+            log.to_str().unwrap(),
+            "--hdr-log-interval",
+            bad,
+            &url,
+        ]);
+        assert_usage(&out, "--hdr-log-interval");
+    }
+    assert_eq!(origin.requests(), 0);
+    let out = loader_bin(&[
+        "-n",
+        "10",
+        "--hdr-log",
+        log.to_str().unwrap(),
+        "--hdr-log-interval",
+        "1ms",
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
+}
+
+/// `-H "Transfer-Encoding: chunked"` with a raw `--body` would send both framings (the
+/// request smuggling shape): refused, as a disagreeing Content-Length is.
+#[test]
+fn transfer_encoding_with_a_body_is_refused() {
+    let origin = tests::origin();
+    let dir = tests::temp_dir("hostile-te");
+    let body = dir.join("b");
+    std::fs::write(&body, b"hello").unwrap();
+    let url = origin.url("/");
+    let out = loader_bin(&[
+        "-n",
+        "1",
+        "-H",
+        "Transfer-Encoding: chunked",
+        "--body",
+        body.to_str().unwrap(),
+        &url,
+    ]);
+    assert_usage(&out, "Transfer-Encoding");
+    assert_eq!(origin.requests(), 0);
+}
+
+/// `-H "Connection: close"` asks the server to close after each response; a server that keeps
+/// the connection open anyway is not reused: one connection per request, as with --close.
+#[test]
+fn a_connection_close_header_means_a_connection_per_request() {
+    let server = Scripted::start(|_, _| Act::Answer(ok("ok")));
+    let out = loader_bin(&["-n", "5", "-c", "1", "-H", "Connection: close", &server.url]);
+    let stdout = tests::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("\nComplete requests:      5\n"), "{stdout}");
+    assert_eq!(server.connections.load(Ordering::SeqCst), 5);
+    assert_eq!(server.logged(), 5);
+}
+
+/// `--json` and `--plot` to paths that cannot be written are usage errors before the load,
+/// not exit 1 after it.
+#[test]
+fn json_and_plot_paths_are_checked_before_the_load() {
+    let origin = tests::origin();
+    let url = origin.url("/");
+    for flag in ["--json", "--plot"] {
+        let out = loader_bin(&["-n", "5", flag, "/nonexistent-dir/x/out", &url]);
+        assert_usage(&out, flag);
+    }
+    assert_eq!(origin.requests(), 0);
+}
+
+/// Many Set-Cookie lines: a response with 90 header fields is read (the codec's documented
+/// limit is 100; ab has none).
+#[test]
+fn a_response_with_many_header_fields_is_read() {
+    let mut head = String::from("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n");
+    for i in 0..90 {
+        head += &format!("Set-Cookie: c{i}=v{i}; Path=/\r\n");
+    }
+    let answer = format!("{head}\r\nok").into_bytes();
+    let server = Scripted::start(move |_, _| Act::Answer(answer.clone()));
+    let mut o = opts(std::slice::from_ref(&server.url), 1);
+    o.requests = Some(3);
+    let r = run(&o);
+    let t = &r.totals;
+    assert_eq!((t.completed, t.failures.total()), (3, 0), "{t:?}");
+}
+
+/// A raw UTF-8 path is sent percent-encoded (RFC 3986), as curl and browsers send it.
+#[test]
+fn a_raw_utf8_path_is_percent_encoded() {
+    let heads = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = heads.clone();
+    let server = Scripted::start(move |_, head| {
+        seen.lock().unwrap().push(head.to_vec());
+        Act::Answer(ok("ok"))
+    });
+    let url = format!("{}caf\u{e9}/\u{1f600}?q=\u{e9}", server.url);
+    let mut o = opts(&[url], 1);
+    o.requests = Some(1);
+    let r = run(&o);
+    assert_eq!(r.totals.completed, 1);
+    let head = tests::text(&heads.lock().unwrap()[0]);
+    assert!(
+        head.starts_with("GET /caf%C3%A9/%F0%9F%98%80?q=%C3%A9 HTTP/1.1\r\n"),
+        "{head}"
+    );
+}
+
+/// `loader merge` given the same shard twice would sum it twice: refused, exit 2.
+#[test]
+fn merge_refuses_a_repeated_shard() {
+    let origin = tests::origin();
+    let dir = tests::temp_dir("hostile-merge");
+    let a = dir.join("a.json");
+    let url = origin.url("/");
+    let out = loader_bin(&[
+        "-n",
+        "4",
+        "--shard",
+        "1/2",
+        "--json",
+        a.to_str().unwrap(),
+        &url,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
+    let merge = |files: &[&std::path::Path]| {
+        tests::process::Process::spawn(
+            std::process::Command::new(tests::bin("loader"))
+                .arg("merge")
+                .args(files)
+                .stdout(std::process::Stdio::piped()),
+        )
+        .output(Duration::from_secs(60))
+    };
+    let out = merge(&[&a, &a]);
+    assert_usage(&out, "1/2");
+}
+
+/// `loader origin --tls-cert` serves HTTPS and says so.
+#[test]
+fn the_origin_with_a_certificate_prints_an_https_url() {
+    let dir = tests::temp_dir("hostile-origin-tls");
+    let ca = tests::tls::Ca::new();
+    let (cert, key) = ca.leaf_files(&dir, "o", &["localhost"]);
+    let mut p = tests::process::Process::spawn(
+        std::process::Command::new(tests::bin("loader"))
+            .args([
+                "origin",
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--no-pin",
+            ])
+            .arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key)
+            .stdout(std::process::Stdio::piped()),
+    );
+    let mut line = String::new();
+    let mut out = std::io::BufReader::new(p.take_stdout().expect("stdout piped"));
+    std::io::BufRead::read_line(&mut out, &mut line).expect("the origin's URL");
+    assert!(line.starts_with("https://127.0.0.1:"), "{line}");
+}
+
+/// `--cacert` names a trust root for https:// URLs: given with only http:// URLs (here a TLS
+/// server addressed as http://), the loader says so instead of failing without a word.
+#[test]
+fn cacert_with_an_http_url_to_a_tls_server_is_said() {
+    use tests::tls_server::{pem_file, self_signed, Spec, TlsServer};
+    let cert = self_signed(Spec {
+        names: &["localhost"],
+        ca: true,
+        expired: false,
+    });
+    let server = TlsServer::start(&cert);
+    let pem = pem_file("hostile-ca.pem", &[&cert]);
+    let url = server
+        .url("localhost", "/")
+        .replacen("https://", "http://", 1);
+    let out = loader_bin(&[
+        "-n",
+        "2",
+        "--timeout",
+        "2s",
+        "--cacert",
+        pem.to_str().unwrap(),
+        &url,
+    ]);
+    let stderr = tests::text(&out.stderr);
+    assert!(
+        stderr.contains("--cacert") && stderr.contains("https://"),
+        "{stderr}"
+    );
+}
