@@ -183,6 +183,12 @@ impl Schedule {
         due
     }
 
+    /// Every later due time `by` later: the measured run started that much after the
+    /// warm-up's planned end (its stragglers), and the schedule follows it.
+    pub fn shift(&mut self, by: Duration) {
+        self.start += by;
+    }
+
     /// The due time of the next request without advancing.
     #[inline]
     pub fn peek(&self) -> Instant {

@@ -369,7 +369,13 @@ fn what_was_sent(s: &mut String, r: &RunResult) {
             "a connection per request (--close)"
         }
     );
-    let _ = writeln!(s, "Connections opened:     {}", r.connections_opened);
+    let kept = if r.warmup.is_some() && r.keep_alive {
+        // Keep-alive connections opened in the warm-up carry on into the measured run.
+        " (besides the warm-up's, kept open)"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "Connections opened:     {}{kept}", r.connections_opened);
     if !r.keep_alive {
         if r.source_addresses > 0 {
             let _ = writeln!(

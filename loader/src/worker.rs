@@ -140,6 +140,8 @@ pub struct Engine {
     tickets: Cell<Tickets>,
     stopped: Cell<bool>,
     measuring: Cell<bool>,
+    /// `--warmup`: the warm-up's requests still in flight, and whether its time is over.
+    warm: WarmUp,
     rate: bool,
     /// `--spin`: wait for send times by polling the clock (see [`crate::pace::pause_until`]).
     pub spin: bool,
@@ -208,6 +210,7 @@ impl Engine {
             tickets: Cell::new(tickets),
             stopped: Cell::new(false),
             measuring: Cell::new(opts.warmup.is_none()),
+            warm: WarmUp::default(),
             rate: opts.rate.is_some(),
             spin: opts.spin,
             accept_variable_length: opts.accept_variable_length,
@@ -258,6 +261,8 @@ impl Engine {
         self.tickets.set(tickets);
         if ticket.measured {
             self.stats.borrow_mut().urls[ticket.url].counts.attempts += 1;
+        } else {
+            self.warm.in_flight.set(self.warm.in_flight.get() + 1);
         }
         Some(ticket)
     }
@@ -266,6 +271,7 @@ impl Engine {
     pub fn fail(&self, e: &Entry, why: Fail) {
         self.live.errors.incr();
         if !e.measured {
+            self.warm_done();
             return;
         }
         let mut st = self.stats.borrow_mut();
@@ -329,6 +335,7 @@ impl Engine {
             }
         };
         if !e.measured {
+            self.warm_done();
             return;
         }
         let total_us = micros(t_done.saturating_duration_since(e.intended));
@@ -466,9 +473,11 @@ impl Engine {
         (dst, Some(self.sources[i]))
     }
 
-    /// The run is ending: no ticket is given out any more.
+    /// The run is ending: no ticket is given out any more (and nothing waits for the
+    /// warm-up's end).
     pub fn stop(&self) {
         self.stopped.set(true);
+        self.warm.measuring_started.fire();
     }
 
     /// `--hdr-log`: the current interval's histogram, the recording going on in a fresh one.
@@ -485,13 +494,71 @@ impl Engine {
         std::mem::take(&mut *self.stats.borrow_mut())
     }
 
-    /// The end of --warmup: the figures start from zero.
-    pub fn start_measuring(&self) {
+    /// The warm-up's time is over (it was planned to end at `planned`): no warm-up request
+    /// starts any more, and the measured run starts when the last one in flight has ended
+    /// (at once when none is), so their wait is not charged to it.
+    pub fn end_warmup(&self, planned: Instant) {
+        self.warm.planned_end.set(Some(planned));
+        self.warm.settling.set(true);
+        if self.warm.in_flight.get() == 0 {
+            self.start_measuring();
+        }
+    }
+
+    /// Between the warm-up's time and the end of its last request: no ticket is taken.
+    #[inline]
+    pub fn settling(&self) -> bool {
+        self.warm.settling.get()
+    }
+
+    /// Completes when the measured run has started (or the run stopped).
+    pub fn measuring_started(&self) -> shared::shutdown::Wait {
+        self.warm.measuring_started.wait()
+    }
+
+    /// How much later than planned the measured run started (the warm-up's stragglers).
+    pub fn warmup_overrun(&self) -> Duration {
+        match (self.warm.planned_end.get(), self.warm.started.get()) {
+            (Some(p), Some(s)) => s.saturating_duration_since(p),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// When the measured run started after a warm-up (`None` without one, or not yet).
+    pub fn measure_started_at(&self) -> Option<Instant> {
+        self.warm.started.get()
+    }
+
+    /// A warm-up request ended.
+    fn warm_done(&self) {
+        let left = self.warm.in_flight.get().saturating_sub(1);
+        self.warm.in_flight.set(left);
+        if left == 0 && self.warm.settling.get() {
+            self.start_measuring();
+        }
+    }
+
+    /// The measured run starts: the figures from zero.
+    fn start_measuring(&self) {
+        self.warm.settling.set(false);
         if !self.stopped.get() {
             self.stats.borrow_mut().reset();
             self.measuring.set(true);
+            self.warm.started.set(Some(Instant::now()));
         }
+        self.warm.measuring_started.fire();
     }
+}
+
+/// `--warmup`'s end, per worker: the measured run starts when the warm-up's requests in
+/// flight at the end of its time have ended.
+#[derive(Default)]
+struct WarmUp {
+    in_flight: Cell<u64>,
+    settling: Cell<bool>,
+    planned_end: Cell<Option<Instant>>,
+    started: Cell<Option<Instant>>,
+    measuring_started: shared::shutdown::Shutdown,
 }
 
 /// A duration in whole microseconds, saturating (the unit of every histogram).

@@ -60,6 +60,8 @@ pub struct Slot {
     pub connecting: Cell<bool>,
     /// Next send times (--rate).
     pub schedule: Cell<Option<crate::plan::Schedule>>,
+    /// `--warmup`: the schedule has not yet been moved to the measured run's actual start.
+    pub warm_schedule: Cell<bool>,
     /// The last time taken: the start of the next closed-loop request.
     pub now: Cell<Instant>,
     /// Set by the monitor to cut `drive` short.
@@ -95,6 +97,7 @@ impl Slot {
             deadline: Cell::new(None),
             connecting: Cell::new(false),
             schedule: Cell::new(schedule),
+            warm_schedule: Cell::new(false),
             now: Cell::new(now),
             cut: Cell::new(None),
             unaccounted: Cell::new(0),
@@ -328,11 +331,25 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
         if w.is_stopped() {
             break; // the run is ending: no wait for a send time that will not come
         }
+        if w.settling() {
+            // The warm-up's time is over and its last requests are in flight somewhere: the
+            // measured run starts when they end.
+            if queued + batch > 0 {
+                break;
+            }
+            w.measuring_started().await;
+            slot.now.set(Instant::now());
+            continue;
+        }
         let mut now = slot.now.get();
         let mut intended = now;
         // With --rate, how late a send that waited for its time went out.
         let mut late = None;
         if let Some(mut sched) = slot.schedule.get() {
+            if slot.warm_schedule.get() && w.measuring() {
+                slot.warm_schedule.set(false);
+                sched.shift(w.warmup_overrun());
+            }
             let due = sched.peek();
             if due > now {
                 if queued + batch > 0 {
@@ -344,6 +361,9 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
             }
             if w.is_stopped() {
                 break;
+            }
+            if w.settling() {
+                continue; // the warm-up ended while this slot waited for its send time
             }
             // Latency runs from the scheduled time when the send is late (coordinated
             // omission corrected), from the actual send when it is early.

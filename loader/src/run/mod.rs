@@ -17,7 +17,10 @@
 //! attempt finish (or time out).
 //!
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
-//! after it; the figures start from zero when it ends and `-n` counts from there.
+//! after it. When its time is over no warm-up attempt starts, and each worker's measured run
+//! starts when its last warm-up attempt has ended (a slow server's stragglers are not charged
+//! to it): the figures start from zero then, `-n` counts from there, `-d` and the `--rate`
+//! schedule run from there. The run's start is the earliest worker's.
 
 mod sum;
 
@@ -95,6 +98,9 @@ struct Common {
 
 struct WorkerDone {
     stats: Measurements,
+    /// When its measured run started: the warm-up's planned end, or later when warm-up
+    /// requests were still in flight then.
+    measure_start: Instant,
     /// The end of the load period: the stop, or the last response of a `-n` run.
     ended: Instant,
     /// The drain after a stop.
@@ -183,6 +189,17 @@ pub fn run_with_progress(
         workers: n_workers,
         pinning,
         interrupted: stop.is_set(),
+    };
+    // The warm-up's stragglers moved the measured run's start: the earliest worker's.
+    let measure_start = done
+        .iter()
+        .map(|d| d.measure_start)
+        .min()
+        .unwrap_or(measure_start);
+    let facts = RunFacts {
+        started: facts.started + measure_start.saturating_duration_since(facts.measure_start),
+        measure_start,
+        ..facts
     };
     let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
     drop(common);
@@ -318,7 +335,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         let at = common.measure_start;
         monoio::spawn(async move {
             monoio::select! {
-                _ = pace::pause_until(at, w.spin) => w.start_measuring(),
+                _ = pace::pause_until(at, w.spin) => w.end_warmup(at),
                 _ = end.wait() => {},
             }
         });
@@ -358,6 +375,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let stats = w.take_measurements();
     let _ = tx.send(WorkerDone {
         stats,
+        measure_start: w.measure_started_at().unwrap_or(common.measure_start),
         ended,
         drain,
     });
@@ -391,7 +409,17 @@ fn watch_end(
     );
     let (deadline, flag) = (common.deadline, common.stop.clone());
     let timeout = common.opts.timeout;
+    let warmup = common.opts.warmup.is_some();
     monoio::spawn(async move {
+        // After a warm-up, `-d` counts from the measured run's actual start.
+        let deadline = if warmup {
+            monoio::select! {
+                _ = w.measuring_started() => deadline.map(|d| d + w.warmup_overrun()),
+                _ = sd.wait() => deadline,
+            }
+        } else {
+            deadline
+        };
         let by_deadline = if w.spin {
             spin_until_end(deadline, &flag).await
         } else {
@@ -469,6 +497,7 @@ fn spawn_slots(
             Duration::from_millis((i * spread_ms / n) as u64)
         };
         let slot = Rc::new(Slot::new(g, opts.pipeline, now, schedule));
+        slot.warm_schedule.set(opts.warmup.is_some());
         all.push(slot.clone());
         handles.push(monoio::spawn(run_slot(w.clone(), end.clone(), slot, delay)));
     }
@@ -580,6 +609,7 @@ mod tests {
         let done = vec![
             WorkerDone {
                 stats: measured(0, 404, 100, Some(0)),
+                measure_start: t0,
                 ended: t0 + Duration::from_millis(5),
                 drain: Some(Drain {
                     in_flight: 2,
@@ -588,6 +618,7 @@ mod tests {
             },
             WorkerDone {
                 stats: measured(0, 200, 300, Some(2)),
+                measure_start: t0,
                 ended: t0 + Duration::from_millis(9),
                 drain: Some(Drain {
                     in_flight: 1,
