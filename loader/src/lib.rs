@@ -16,7 +16,8 @@
 //!   them, splits connections and `-n`, warm-up, deadline, merge), [`progress`] (the live
 //!   line);
 //! - output: [`report`] (the ab-style text), [`json`] (the `--json` document's serde types,
-//!   written and read back), [`plot`] (`--plot` SVG);
+//!   written and read back), [`plot`] (`--plot` SVG), [`peer_formats`] (ab's `-e` and `-g`
+//!   files, wrk's `--latency` block);
 //! - commands built on runs: [`merge`] (`loader merge`, shards added exactly), [`compare`]
 //!   (`loader compare URL_A URL_B`, interleaved rounds), [`ceiling`] (`loader ceiling`, the
 //!   highest rate within a latency objective);
@@ -33,6 +34,7 @@ pub mod json;
 pub mod merge;
 pub mod options;
 pub mod pace;
+pub mod peer_formats;
 pub mod plan;
 pub mod plot;
 pub mod procstat;

@@ -437,6 +437,7 @@ mod tests {
             elapsed: Duration::from_secs(secs),
             drain: None,
             warmup: None,
+            requests: Vec::new(),
             interrupted: false,
             concurrency: c,
             pipeline: 1,

@@ -62,6 +62,9 @@ pub struct RunOptions {
     pub hdr_log: Option<HdrLogOptions>,
     /// `https://`: `--cacert` or `--insecure`, and resumption (off with `--no-resume`).
     pub tls: shared::tls::ClientTlsOptions,
+    /// ab's `-g`: keep up to this many completed requests' times per worker (reserved
+    /// before the run).
+    pub record_requests: Option<usize>,
 }
 
 /// The shortest `--hdr-log-interval`.
@@ -104,6 +107,7 @@ impl RunOptions {
             start_at: None,
             hdr_log: None,
             tls: shared::tls::ClientTlsOptions::default(),
+            record_requests: None,
         }
     }
 

@@ -345,6 +345,22 @@ pub struct Measurements {
     pub sources_used: Vec<bool>,
     /// `--hdr-log`: the total latencies of the current interval (see `hdrlog`).
     pub interval: Option<Histogram<u64>>,
+    /// ab's `-g`: every completed request's times, in storage reserved before the run (never
+    /// grown on the request path: when it is full, later requests are not kept).
+    pub requests: Option<Vec<RequestTimes>>,
+}
+
+/// ab's `-g`: one completed request's times (ab's starttime, ctime, ttime and wait).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestTimes {
+    /// When it started, in whole seconds since the Unix epoch.
+    pub start_unix_s: u64,
+    /// Connect time charged to it (0 on a connection kept from an earlier request).
+    pub connect_us: u64,
+    /// Its latency.
+    pub total_us: u64,
+    /// From its bytes sent to the first byte of its answer.
+    pub wait_us: u64,
 }
 
 impl Measurements {
@@ -356,6 +372,7 @@ impl Measurements {
             tls: TlsCounts::default(),
             sources_used: vec![false; n_sources],
             interval: None,
+            requests: None,
         }
     }
 
@@ -374,6 +391,9 @@ impl Measurements {
         self.sources_used.iter_mut().for_each(|b| *b = false);
         if let Some(h) = &mut self.interval {
             h.reset();
+        }
+        if let Some(v) = &mut self.requests {
+            v.clear();
         }
     }
 }
@@ -458,6 +478,8 @@ pub struct RunResult {
     pub drain: Option<Drain>,
     /// Warm-up load run before measuring (not in any figure).
     pub warmup: Option<Duration>,
+    /// ab's `-g`: the completed requests' times (empty unless asked for).
+    pub requests: Vec<RequestTimes>,
     /// The run was cut short by Ctrl-C.
     pub interrupted: bool,
     /// `-c`: connections (ab's "Concurrency Level").

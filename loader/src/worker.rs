@@ -6,7 +6,7 @@
 
 use crate::plan::Request;
 use crate::srcaddr::{self, Rotation};
-use crate::stats::{record, LiveCounters, Measurements};
+use crate::stats::{record, LiveCounters, Measurements, RequestTimes};
 use crate::tls::{server_name, HandshakeKind, WorkerTls};
 use crate::RunOptions;
 use rustls::pki_types::ServerName;
@@ -159,6 +159,8 @@ pub struct Engine {
     pub tls: Option<WorkerTls>,
     /// Per URL: the TLS server name (`None` for `http://`).
     names: Vec<Option<ServerName<'static>>>,
+    /// An instant and the wall-clock time then: ab's `-g` start times without a clock read.
+    wall_anchor: (Instant, std::time::SystemTime),
 }
 
 impl Engine {
@@ -183,6 +185,7 @@ impl Engine {
         if opts.hdr_log.is_some() {
             stats.interval = Some(crate::stats::new_histogram());
         }
+        stats.requests = opts.record_requests.map(Vec::with_capacity);
         Engine {
             max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
             read_buf: if n_slots > MANY_CONNECTIONS {
@@ -221,6 +224,7 @@ impl Engine {
             sources,
             logged: Cell::new(0),
             tls: None,
+            wall_anchor: (Instant::now(), std::time::SystemTime::now()),
         }
     }
 
@@ -353,10 +357,13 @@ impl Engine {
         }
         record(&mut st.hist.connect, connect_us);
         record(&mut st.hist.processing, total_us.saturating_sub(connect_us));
-        record(
-            &mut st.hist.waiting,
-            micros(t_first.saturating_duration_since(e.sent)),
-        );
+        let wait_us = micros(t_first.saturating_duration_since(e.sent));
+        record(&mut st.hist.waiting, wait_us);
+        if let Some(v) = &mut st.requests {
+            if v.len() < v.capacity() {
+                v.push(self.times_of(e, connect_us, total_us, wait_us));
+            }
+        }
         let u = &mut st.urls[e.url];
         u.record(total_us);
         let c = &mut u.counts;
@@ -374,6 +381,24 @@ impl Engine {
         c.body_bytes += resp.body_len;
         if doc != resp.body_len && !self.accept_variable_length {
             c.failures.length += 1;
+        }
+    }
+
+    /// ab's `-g` row of a completed request.
+    fn times_of(&self, e: &Entry, connect_us: u64, total_us: u64, wait_us: u64) -> RequestTimes {
+        let (i0, s0) = self.wall_anchor;
+        let wall = match e.start.checked_duration_since(i0) {
+            Some(d) => s0 + d,
+            None => s0 - i0.saturating_duration_since(e.start),
+        };
+        let start_unix_s = wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        RequestTimes {
+            start_unix_s,
+            connect_us,
+            total_us,
+            wait_us,
         }
     }
 

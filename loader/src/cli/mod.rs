@@ -8,9 +8,12 @@
 //! `loader ceiling` are described with their modules. Flags follow ab and wrk
 //! (`-c -n -d -k -H -T -i -l -q`), durations and sizes as in the proxy (`500ms`, `32KiB`).
 
+mod compat;
 mod run;
 #[cfg(test)]
 mod tests;
+
+pub use compat::{CompatArgs, CompatOutput};
 
 pub use crate::options::{parse_header, RunOptions, DEFAULT_DURATION};
 pub use run::run_command;
@@ -44,6 +47,9 @@ pub struct Cli {
     pub urls: Vec<String>,
     #[command(flatten)]
     pub load: LoadArgs,
+    /// wrk's, wrk2's and ab's flags that are not ours under the same name.
+    #[command(flatten)]
+    pub compat: CompatArgs,
 }
 
 // Parsed once; the size difference between the variants does not matter.
@@ -132,12 +138,14 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub pipeline: u32,
-    /// Open loop at this total rate (req/s), latency measured from the intended send time
-    #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
+    /// Open loop at this total rate (req/s; 2k = 2000), latency measured from the intended
+    /// send time (wrk2's -R)
+    #[arg(short = 'R', long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
     /// With --rate: busy-poll the clock until each intended send time instead of sleeping
-    /// (exact pacing for a full core per worker; see docs/LOADER.md). Checked against --rate in
-    /// `RunOptions::validate`, not by clap: `loader ceiling` takes it without --rate.
+    /// (exact pacing for a full core per worker; see docs/LOADER.md)
+    // Checked against --rate in `RunOptions::validate`, not by clap: `loader ceiling` takes it
+    // without --rate.
     #[arg(long)]
     pub spin: bool,
     /// Accept variable document lengths (no length failures)
@@ -358,7 +366,15 @@ fn parse_hdr_interval(s: &str) -> Result<Duration, String> {
 }
 
 pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
+    // wrk2 reads `-R 2k` as 2000.
+    let (num, scale) = match s.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1e3),
+        None => match s.strip_suffix('M') {
+            Some(n) => (n, 1e6),
+            None => (s, 1.0),
+        },
+    };
+    match num.parse::<f64>().map(|r| r * scale) {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err(format!(
             "invalid rate '{s}': expected requests per second, more than 0"

@@ -9,6 +9,7 @@ mod dist;
 mod engine;
 mod failures;
 mod hostile;
+mod peers;
 mod process;
 mod report;
 mod tls;
