@@ -12,7 +12,7 @@
 //!   [`figures`] (ab's derived figures);
 //! - the run: [`plan`] (request bytes, send schedule), [`worker`] (one worker's state shared
 //!   by its connections: tickets, counting, connecting), [`conn`] (one connection's request
-//!   loop), [`hdrlog`] (`--hdr-log` interval logs), [`run`](mod@run) (all workers: [`run()`] spawns
+//!   loop), [`hdrlog`] (`--hdr-log` interval logs), [`series`] (`--series`, a line per second), [`run`](mod@run) (all workers: [`run()`] spawns
 //!   them, splits connections and `-n`, warm-up, deadline, merge), [`progress`] (the live
 //!   line);
 //! - output: [`report`] (the ab-style text), [`json`] (the `--json` document's serde types,
@@ -41,6 +41,7 @@ pub mod procstat;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod series;
 pub mod shard;
 pub mod srcaddr;
 pub mod stats;

@@ -65,6 +65,8 @@ pub struct RunOptions {
     /// ab's `-g`: keep up to this many completed requests' times per worker (reserved
     /// before the run).
     pub record_requests: Option<usize>,
+    /// `--series FILE`: a line per second (CSV, or JSON lines when it ends in `.jsonl`).
+    pub series: Option<PathBuf>,
 }
 
 /// The shortest `--hdr-log-interval`.
@@ -108,6 +110,7 @@ impl RunOptions {
             hdr_log: None,
             tls: shared::tls::ClientTlsOptions::default(),
             record_requests: None,
+            series: None,
         }
     }
 

@@ -348,6 +348,53 @@ pub struct Measurements {
     /// ab's `-g`: every completed request's times, in storage reserved before the run (never
     /// grown on the request path: when it is full, later requests are not kept).
     pub requests: Option<Vec<RequestTimes>>,
+    /// `--series`: the current second's counts (see `series`).
+    pub second: Option<SecondCounts>,
+}
+
+/// `--series`: what one worker did in one second (attempts started, answers and failures by
+/// the time they ended), added up across workers by the series writer.
+#[derive(Debug, Clone)]
+pub struct SecondCounts {
+    /// Attempts started (tickets taken).
+    pub sent: u64,
+    pub completed: u64,
+    pub failures: Failures,
+    /// Total latency of the completed ones (µs).
+    pub latency: Histogram<u64>,
+    /// Send lateness of the sends that waited for their time (µs).
+    pub lateness: Histogram<u64>,
+}
+
+impl Default for SecondCounts {
+    fn default() -> Self {
+        SecondCounts {
+            sent: 0,
+            completed: 0,
+            failures: Failures::default(),
+            latency: new_histogram(),
+            lateness: new_histogram(),
+        }
+    }
+}
+
+impl SecondCounts {
+    pub fn reset(&mut self) {
+        self.sent = 0;
+        self.completed = 0;
+        self.failures = Failures::default();
+        self.latency.reset();
+        self.lateness.reset();
+    }
+
+    pub fn add(&mut self, o: &SecondCounts) {
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.failures.add(&o.failures);
+        // Same bounds everywhere: adding cannot fail.
+        let _ = self.latency.add(&o.latency);
+        let _ = self.lateness.add(&o.lateness);
+    }
 }
 
 /// ab's `-g`: one completed request's times (ab's starttime, ctime, ttime and wait).
@@ -373,6 +420,7 @@ impl Measurements {
             sources_used: vec![false; n_sources],
             interval: None,
             requests: None,
+            second: None,
         }
     }
 
@@ -394,6 +442,9 @@ impl Measurements {
         }
         if let Some(v) = &mut self.requests {
             v.clear();
+        }
+        if let Some(s) = &mut self.second {
+            s.reset();
         }
     }
 }

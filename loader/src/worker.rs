@@ -60,6 +60,19 @@ pub enum Fail {
 }
 
 impl Fail {
+    /// Count one failure of this kind in `f`.
+    #[inline]
+    fn count(self, f: &mut crate::stats::Failures) {
+        match self {
+            Fail::Connect => f.connect += 1,
+            Fail::Read => f.read += 1,
+            Fail::Write => f.write += 1,
+            Fail::Timeout => f.timeout += 1,
+            Fail::Parse => f.parse += 1,
+            Fail::Unanswered => f.unanswered += 1,
+        }
+    }
+
     /// A distinct bit per kind (for [`Engine::log_first`]).
     fn bit(self) -> u8 {
         1 << (self as u8)
@@ -186,6 +199,9 @@ impl Engine {
             stats.interval = Some(crate::stats::new_histogram());
         }
         stats.requests = opts.record_requests.map(Vec::with_capacity);
+        if opts.series.is_some() {
+            stats.second = Some(crate::stats::SecondCounts::default());
+        }
         Engine {
             max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
             read_buf: if n_slots > MANY_CONNECTIONS {
@@ -264,7 +280,11 @@ impl Engine {
         let ticket = tickets.take(self.measuring.get())?;
         self.tickets.set(tickets);
         if ticket.measured {
-            self.stats.borrow_mut().urls[ticket.url].counts.attempts += 1;
+            let mut st = self.stats.borrow_mut();
+            st.urls[ticket.url].counts.attempts += 1;
+            if let Some(s) = &mut st.second {
+                s.sent += 1;
+            }
         } else {
             self.warm.in_flight.set(self.warm.in_flight.get() + 1);
         }
@@ -279,14 +299,10 @@ impl Engine {
             return;
         }
         let mut st = self.stats.borrow_mut();
-        let c = &mut st.urls[e.url].counts;
-        match why {
-            Fail::Connect => c.failures.connect += 1,
-            Fail::Read => c.failures.read += 1,
-            Fail::Write => c.failures.write += 1,
-            Fail::Timeout => c.failures.timeout += 1,
-            Fail::Parse => c.failures.parse += 1,
-            Fail::Unanswered => c.failures.unanswered += 1,
+        let st = &mut *st;
+        why.count(&mut st.urls[e.url].counts.failures);
+        if let Some(s) = &mut st.second {
+            why.count(&mut s.failures);
         }
     }
 
@@ -364,6 +380,13 @@ impl Engine {
                 v.push(self.times_of(e, connect_us, total_us, wait_us));
             }
         }
+        if let Some(s) = &mut st.second {
+            s.completed += 1;
+            record(&mut s.latency, total_us);
+            if doc != resp.body_len && !self.accept_variable_length {
+                s.failures.length += 1;
+            }
+        }
         let u = &mut st.urls[e.url];
         u.record(total_us);
         let c = &mut u.counts;
@@ -438,7 +461,11 @@ impl Engine {
     /// A measured send that waited for its intended time went out `late_us` after it.
     #[inline]
     pub fn sent_late(&self, late_us: u64) {
-        record(&mut self.stats.borrow_mut().hist.send_lateness, late_us);
+        let mut st = self.stats.borrow_mut();
+        record(&mut st.hist.send_lateness, late_us);
+        if let Some(s) = &mut st.second {
+            record(&mut s.lateness, late_us);
+        }
     }
 
     /// The request of `e` was written.
@@ -511,6 +538,15 @@ impl Engine {
         let h = st.interval.as_mut()?;
         let copy = h.clone();
         h.reset();
+        Some(copy)
+    }
+
+    /// `--series`: the current second's counts, the counting going on from zero.
+    pub fn take_second(&self) -> Option<crate::stats::SecondCounts> {
+        let mut st = self.stats.borrow_mut();
+        let s = st.second.as_mut()?;
+        let copy = s.clone();
+        s.reset();
         Some(copy)
     }
 

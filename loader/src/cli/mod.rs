@@ -175,6 +175,10 @@ pub struct DistArgs {
     /// Write interval latency histograms to FILE in HdrHistogram's interval log format (µs)
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
+    /// Write the run second by second to FILE: CSV, or JSON lines when it ends in .jsonl
+    /// (counts, rate, p50/p90/p99 and the send lateness p99 of each second)
+    #[arg(long, value_name = "FILE")]
+    pub series: Option<PathBuf>,
     /// Length of one --hdr-log interval (at least 1ms)
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_hdr_interval)]
     pub hdr_log_interval: Duration,
@@ -321,6 +325,9 @@ impl CeilingArgs {
         }
         if self.load.url_file.is_some() {
             return Err("--urls: give the URL(s) searched on the command line".into());
+        }
+        if self.load.dist.series.is_some() {
+            return Err("--series applies to a plain run (every step is in --json)".into());
         }
         Ok(())
     }
@@ -496,6 +503,7 @@ impl DistArgs {
             }
         }
         o.start_at = self.start_at;
+        o.series = self.series.clone();
         o.hdr_log = self.hdr_log.as_ref().map(|path| HdrLogOptions {
             path: path.clone(),
             interval: self.hdr_log_interval,
@@ -508,9 +516,15 @@ impl DistArgs {
     /// `loader compare` runs rounds on one machine: sharding, a start time and an interval
     /// log (rewritten every round) have no meaning there.
     pub fn only_for_runs(&self) -> Result<(), LoadError> {
-        if self.shard.is_some() || self.start_at.is_some() || self.hdr_log.is_some() {
+        if self.shard.is_some()
+            || self.start_at.is_some()
+            || self.hdr_log.is_some()
+            || self.series.is_some()
+        {
             return Err(LoadError::Invalid(
-                "--shard, --start-at and --hdr-log apply to a plain run, not to compare".into(),
+                "--shard, --start-at, --hdr-log and --series apply to a plain run, not to \
+                 compare"
+                    .into(),
             ));
         }
         Ok(())

@@ -94,6 +94,8 @@ struct Common {
     stop: Arc<ShutdownFlag>,
     /// `--hdr-log`: where each worker's interval histograms go.
     hdr: Option<crate::hdrlog::Sink>,
+    /// `--series`: where each worker's seconds go.
+    series: Option<crate::series::Sink>,
 }
 
 struct WorkerDone {
@@ -153,6 +155,11 @@ pub fn run_with_progress(
         .as_ref()
         .map(|h| crate::hdrlog::HdrLog::start(h, n_workers, measure_start, started))
         .transpose()?;
+    let series = opts
+        .series
+        .as_ref()
+        .map(|p| crate::series::Series::start(p, n_workers, measure_start))
+        .transpose()?;
     let common = Arc::new(Common {
         opts: opts.clone(),
         plan: plan.clone(),
@@ -161,6 +168,7 @@ pub fn run_with_progress(
         sources,
         stop: stop.clone(),
         hdr: hdr.as_ref().map(|h| h.sink()),
+        series: series.as_ref().map(|s| s.sink()),
     });
     let (tx, rx) = mpsc::channel();
     let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
@@ -207,6 +215,11 @@ pub fn run_with_progress(
         // A log that could not be written in full does not cost the run's report.
         if let Err(e) = h.finish(&o.path) {
             eprintln!("loader: error: {e}: the interval log is incomplete");
+        }
+    }
+    if let (Some(s), Some(path)) = (series, &opts.series) {
+        if let Err(e) = s.finish(path) {
+            eprintln!("loader: error: {e}: the series is incomplete");
         }
     }
     Ok(merge(opts, &plan, summed, facts))
@@ -344,6 +357,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     if let Some(h) = &hdr {
         monoio::spawn(h.clone().tick(w.clone()));
     }
+    let series = common.series.as_ref().map(|s| s.for_worker(ctx.id));
+    if let Some(s) = &series {
+        monoio::spawn(s.clone().tick(w.clone()));
+    }
     let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
     let all = Rc::new(all);
     let stopped = watch_end(&w, &end, &ctx, &common, all.clone());
@@ -371,6 +388,9 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     // intervals add up to the run's complete requests.
     if let Some(h) = &hdr {
         h.last(&w);
+    }
+    if let Some(s) = &series {
+        s.last(&w);
     }
     let stats = w.take_measurements();
     let _ = tx.send(WorkerDone {

@@ -12,6 +12,7 @@ mod hostile;
 mod peers;
 mod process;
 mod report;
+mod series;
 mod tls;
 mod tls_process;
 
