@@ -67,6 +67,9 @@ pub struct RunOptions {
     pub record_requests: Option<usize>,
     /// `--series FILE`: a line per second (CSV, or JSON lines when it ends in `.jsonl`).
     pub series: Option<PathBuf>,
+    /// `--stages`: (length, target rate) per stage; the open-loop rate ramps linearly from 0
+    /// through the targets. `rate` is then the stages' mean and `duration` their sum.
+    pub stages: Option<Vec<(Duration, f64)>>,
 }
 
 /// The shortest `--hdr-log-interval`.
@@ -111,6 +114,7 @@ impl RunOptions {
             tls: shared::tls::ClientTlsOptions::default(),
             record_requests: None,
             series: None,
+            stages: None,
         }
     }
 

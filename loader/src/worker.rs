@@ -158,6 +158,8 @@ pub struct Engine {
     rate: bool,
     /// `--spin`: wait for send times by polling the clock (see [`crate::pace::pause_until`]).
     pub spin: bool,
+    /// `--stages`: the ramp every connection's schedule follows (this shard's share of it).
+    pub ramp: Option<crate::plan::Ramp>,
     accept_variable_length: bool,
     /// First body length per URL, cached from the plan's shared value.
     doc_len: Vec<Cell<Option<u64>>>,
@@ -232,6 +234,14 @@ impl Engine {
             warm: WarmUp::default(),
             rate: opts.rate.is_some(),
             spin: opts.spin,
+            ramp: opts.stages.as_ref().map(|s| {
+                // A shard ramps through its part of every target, as its --rate is its part.
+                let share = match (opts.shard.and_then(|s| s.rate_total), opts.rate) {
+                    (Some(total), Some(part)) if total > 0.0 => part / total,
+                    _ => 1.0,
+                };
+                crate::plan::Ramp::new(s, share)
+            }),
             accept_variable_length: opts.accept_variable_length,
             doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
             server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),

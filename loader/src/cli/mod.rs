@@ -142,6 +142,11 @@ pub struct LoadArgs {
     /// send time (wrk2's -R)
     #[arg(short = 'R', long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
+    /// Open loop ramping linearly from 0 through each stage's target rate (k6's stages):
+    /// 30s:1000,60s:5000,30s:0; the run lasts their sum
+    #[arg(long, value_name = "LENGTH:RATE,...", value_parser = parse_stages,
+          conflicts_with_all = ["rate", "duration"])]
+    pub stages: Option<StageList>,
     /// With --rate: busy-poll the clock until each intended send time instead of sleeping
     /// (exact pacing for a full core per worker; see docs/LOADER.md)
     // Checked against --rate in `RunOptions::validate`, not by clap: `loader ceiling` takes it
@@ -326,6 +331,9 @@ impl CeilingArgs {
         if self.load.url_file.is_some() {
             return Err("--urls: give the URL(s) searched on the command line".into());
         }
+        if self.load.stages.is_some() {
+            return Err("--stages: the search chooses the rates (use --from and --upper)".into());
+        }
         if self.load.dist.series.is_some() {
             return Err("--series applies to a plain run (every step is in --json)".into());
         }
@@ -389,6 +397,29 @@ pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--stages`: (length, target rate) per stage, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageList(pub Vec<(Duration, f64)>);
+
+/// `--stages 30s:1000,60s:5000,30s:0`: (length, target rate) per stage.
+fn parse_stages(s: &str) -> Result<StageList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let bad = || format!("invalid stage '{part}': expected LENGTH:RATE such as 30s:1000");
+        let (d, r) = part.split_once(':').ok_or_else(bad)?;
+        let d = parse_positive_duration(d.trim()).map_err(|e| format!("{}: {e}", bad()))?;
+        let r: f64 = r.trim().parse().map_err(|_| bad())?;
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(bad());
+        }
+        out.push((d, r));
+    }
+    if out.iter().all(|&(_, r)| r == 0.0) {
+        return Err("every stage's rate is 0: nothing would be sent".into());
+    }
+    Ok(StageList(out))
+}
+
 /// `--delay`: a bare number is milliseconds; `1s`, `250us` are read as durations.
 fn parse_delay(s: &str) -> Result<Duration, String> {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
@@ -447,6 +478,13 @@ impl LoadArgs {
         o.http10 = self.http10;
         o.pipeline = self.pipeline as usize;
         o.rate = self.rate;
+        if let Some(StageList(stages)) = &self.stages {
+            let ramp = crate::plan::Ramp::new(stages, 1.0);
+            let secs = ramp.length().as_secs_f64();
+            o.duration = Some(ramp.length());
+            o.rate = Some(ramp.requests() / secs);
+            o.stages = Some(stages.clone());
+        }
         o.spin = self.spin;
         o.warmup = self.warmup;
         o.quiet = self.quiet;

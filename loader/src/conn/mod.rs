@@ -350,7 +350,7 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
                 slot.warm_schedule.set(false);
                 sched.shift(w.warmup_overrun());
             }
-            let due = sched.peek();
+            let due = sched.peek_on(w.ramp.as_ref());
             if due > now {
                 if queued + batch > 0 {
                     break; // send it after reading what is in flight
@@ -367,7 +367,7 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
             }
             // Latency runs from the scheduled time when the send is late (coordinated
             // omission corrected), from the actual send when it is early.
-            intended = sched.next_due().min(now);
+            intended = sched.next_due_on(w.ramp.as_ref()).min(now);
             slot.schedule.set(Some(sched));
         }
         let Some(ticket) = w.take_ticket() else {

@@ -508,6 +508,10 @@ fn spawn_slots(
     let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
         let schedule = opts.rate.zip(rate_per_conn).map(|(r, per)| {
+            if opts.stages.is_some() {
+                // The ramp's requests dealt out round-robin over the connections.
+                return Schedule::ramped(now_shard, g as u64, opts.connections as u64);
+            }
             // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
             Schedule::new(now_shard + Duration::from_secs_f64(g as f64 / r), per)
         });

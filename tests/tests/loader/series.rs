@@ -66,3 +66,78 @@ fn seconds_add_up_to_the_report() {
         );
     }
 }
+
+/// The options a command line gives, as the binary builds them.
+fn cli_options(args: &[&str]) -> loader::RunOptions {
+    use clap::Parser;
+    let argv = std::iter::once("loader").chain(args.iter().copied());
+    let c = loader::cli::Cli::try_parse_from(argv).expect("parses");
+    let mut o = c.load.to_options(&c.urls).expect("valid");
+    o.runtime.pin = false;
+    o.quiet = true;
+    o
+}
+
+/// `--stages 400ms:250,400ms:250,400ms:0`: 0 -> 250 req/s, 250, 250 -> 0: 50 + 100 + 50
+/// requests due in 1.2 s, open loop. The server's arrival times show the ramp (the middle
+/// third busiest), the counts are the origin's, and the series has the ramp's seconds.
+#[test]
+fn stages_ramp_the_rate() {
+    let arrivals = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = arrivals.clone();
+    let server = crate::hostile::Scripted::start(move |_, _| {
+        seen.lock().unwrap().push(std::time::Instant::now());
+        crate::hostile::Act::Answer(crate::hostile::ok("ok"))
+    });
+    let dir = tests::temp_dir("stages");
+    let series = dir.join("s.csv");
+    let o = cli_options(&[
+        "--threads",
+        "1",
+        "-c",
+        "4",
+        "--stages",
+        "400ms:250,400ms:250,400ms:0",
+        "--series",
+        series.to_str().unwrap(),
+        &server.url,
+    ]);
+    assert_eq!(o.duration, Some(Duration::from_millis(1200)));
+    let r = run(&o);
+    let t = &r.totals;
+    assert_eq!(t.completed, server.logged(), "{t:?}");
+    assert_eq!(t.failures.total(), 0, "{t:?}");
+    // A send due just before the end may miss it on a busy machine; none beyond the ramp.
+    assert!((190..=200).contains(&t.attempts), "{t:?}");
+    let times = arrivals.lock().unwrap().clone();
+    let first = times[0];
+    let third = |i: u32| {
+        let (from, to) = (
+            Duration::from_millis(400) * i,
+            Duration::from_millis(400) * (i + 1),
+        );
+        times
+            .iter()
+            .filter(|t| (from..to).contains(&t.duration_since(first)))
+            .count()
+    };
+    let (a, b, c) = (third(0), third(1), third(2));
+    assert!(b > a && b > c, "arrivals per 400 ms: {a} {b} {c}");
+    let lines = read_series(&series);
+    assert_eq!(sum(&lines, "sent"), t.attempts);
+    assert_eq!(sum(&lines, "completed"), t.completed);
+    // Each shard ramps through its part of every target.
+    let o = cli_options(&[
+        "--threads",
+        "1",
+        "-c",
+        "2",
+        "--stages",
+        "400ms:250,400ms:250,400ms:0",
+        "--shard",
+        "1/2",
+        &server.url,
+    ]);
+    let r = run(&o);
+    assert!((95..=100).contains(&r.totals.attempts), "{:?}", r.totals);
+}
