@@ -4,13 +4,15 @@
 //! # Layout
 //! Layers that only look down (`python3 shared/tools/modcycles.py loader/src` finds no
 //! circle), from the bottom:
-//! - plain data and leaves: [`target`] (URLs, [`Target`]), [`shard`] (`--shard I/N` and
+//! - plain data and leaves: [`target`] (URLs, [`Target`]), [`targets`] (`--targets`,
+//!   vegeta's request files), [`shard`] (`--shard I/N` and
 //!   `--start-at`), [`options`] (the validated [`RunOptions`], no clap), [`tls`], [`srcaddr`]
 //!   (spreading `--close` connects over 127.0.0.0/8), [`pace`] (waiting on the timer or
 //!   spinning), [`histcodec`], [`procstat`], [`sysinfo`];
 //! - what a run measured: [`stats`] (per-worker figures, the merged [`RunResult`]) and
 //!   [`figures`] (ab's derived figures);
-//! - the run: [`plan`] (request bytes, send schedule), [`worker`] (one worker's state shared
+//! - the run: [`plan`] (request bytes, send schedule), [`tickets`] (a worker's share of `-n`
+//!   and its walk over the URLs), [`worker`] (one worker's state shared
 //!   by its connections: tickets, counting, connecting), [`conn`] (one connection's request
 //!   loop), [`hdrlog`] (`--hdr-log` interval logs), [`series`] (`--series`, a line per second), [`run`](mod@run) (all workers: [`run()`] spawns
 //!   them, splits connections and `-n`, warm-up, deadline, merge), [`progress`] (the live
@@ -47,6 +49,8 @@ pub mod srcaddr;
 pub mod stats;
 pub mod sysinfo;
 pub mod target;
+pub mod targets;
+pub mod tickets;
 pub mod tls;
 pub mod worker;
 

@@ -70,6 +70,10 @@ pub struct RunOptions {
     /// `--stages`: (length, target rate) per stage; the open-loop rate ramps linearly from 0
     /// through the targets. `rate` is then the stages' mean and `duration` their sum.
     pub stages: Option<Vec<(Duration, f64)>>,
+    /// `--targets`: each URL's own method, headers and body (parallel to `urls`).
+    pub per_url: Option<Vec<crate::targets::RequestSpec>>,
+    /// `--targets-order`: round-robin (exact shares) or random.
+    pub targets_order: crate::targets::TargetsOrder,
 }
 
 /// The shortest `--hdr-log-interval`.
@@ -115,6 +119,8 @@ impl RunOptions {
             record_requests: None,
             series: None,
             stages: None,
+            per_url: None,
+            targets_order: crate::targets::TargetsOrder::RoundRobin,
         }
     }
 

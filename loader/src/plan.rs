@@ -5,6 +5,7 @@
 //! [`Schedule::peek`] (integer arithmetic).
 
 use crate::target::Target;
+use crate::targets::RequestSpec;
 use crate::RunOptions;
 use bytes::{Bytes, BytesMut};
 use shared::http::encode::{end_head, write_header, write_header_u64, write_request_line};
@@ -37,16 +38,26 @@ pub struct Request {
 
 /// Encode the request for `target` with the options' method, headers and body.
 pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
+    encode_with(opts, target, None)
+}
+
+/// [`encode_request`], with a `--targets` request's own method, headers (after `-H`'s) and
+/// body (instead of `--body`'s).
+pub fn encode_with(opts: &RunOptions, target: &Target, spec: Option<&RequestSpec>) -> Bytes {
     let version = if opts.http10 {
         Version::Http10
     } else {
         Version::Http11
     };
-    let mut b = BytesMut::with_capacity(256 + opts.body.as_ref().map_or(0, |b| b.len()));
-    write_request_line(&mut b, &opts.method, &target.path, version);
+    let method = spec.map_or(opts.method.as_str(), |s| s.method.as_str());
+    let body = spec.and_then(|s| s.body.as_ref()).or(opts.body.as_ref());
+    let extra: &[(String, String)] = spec.map_or(&[], |s| &s.headers);
+    let mut b = BytesMut::with_capacity(256 + body.map_or(0, |b| b.len()));
+    write_request_line(&mut b, method, &target.path, version);
     let has = |name: &str| {
         opts.headers
             .iter()
+            .chain(extra)
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
     };
     if !has("host") {
@@ -68,7 +79,7 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
             write_header(&mut b, b"Connection", b"keep-alive");
         }
     }
-    if let Some(body) = &opts.body {
+    if let Some(body) = body {
         if !has("content-type") {
             let ct = opts
                 .content_type
@@ -81,11 +92,11 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
             write_header_u64(&mut b, b"Content-Length", body.len() as u64);
         }
     }
-    for (n, v) in &opts.headers {
+    for (n, v) in opts.headers.iter().chain(extra) {
         write_header(&mut b, n.as_bytes(), v.as_bytes());
     }
     end_head(&mut b);
-    if let Some(body) = &opts.body {
+    if let Some(body) = body {
         b.extend_from_slice(body);
     }
     b.freeze()
@@ -93,20 +104,25 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
 
 /// The request of every URL, shared read-only by all workers.
 pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
-    let method = if opts.method.eq_ignore_ascii_case("HEAD") {
-        RequestMethod::Head
-    } else if opts.method.eq_ignore_ascii_case("CONNECT") {
-        RequestMethod::Connect
-    } else {
-        RequestMethod::Other
-    };
-    let idempotent =
-        ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(&opts.method.as_str());
     opts.urls
         .iter()
-        .map(|t| Request {
+        .enumerate()
+        .map(|(i, t)| {
+            let spec = opts.per_url.as_ref().and_then(|s| s.get(i));
+            let name = spec.map_or(opts.method.as_str(), |s| s.method.as_str());
+            let method = if name.eq_ignore_ascii_case("HEAD") {
+                RequestMethod::Head
+            } else if name.eq_ignore_ascii_case("CONNECT") {
+                RequestMethod::Connect
+            } else {
+                RequestMethod::Other
+            };
+            let idempotent = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(&name);
+            (t, spec, method, idempotent)
+        })
+        .map(|(t, spec, method, idempotent)| Request {
             target: t.clone(),
-            bytes: encode_request(opts, t),
+            bytes: encode_with(opts, t, spec),
             method,
             idempotent,
             document_length: OnceLock::new(),

@@ -7,6 +7,7 @@
 use crate::plan::Request;
 use crate::srcaddr::{self, Rotation};
 use crate::stats::{record, LiveCounters, Measurements, RequestTimes};
+pub use crate::tickets::{Ticket, Tickets};
 use crate::tls::{server_name, HandshakeKind, WorkerTls};
 use crate::RunOptions;
 use rustls::pki_types::ServerName;
@@ -76,58 +77,6 @@ impl Fail {
     /// A distinct bit per kind (for [`Engine::log_first`]).
     fn bit(self) -> u8 {
         1 << (self as u8)
-    }
-}
-
-/// The right to make one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket {
-    /// Index of its URL.
-    pub url: usize,
-    /// Counted in the figures (false during --warmup).
-    pub measured: bool,
-}
-
-/// A worker's tickets: its share of `-n` and its place in the round-robin over the URLs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tickets {
-    /// Measured attempts this worker may make (`-n`); `None`: until the run ends.
-    quota: Option<u64>,
-    /// Measured attempts of the workers before this one: where its walk over the URLs starts.
-    base: u64,
-    n_urls: u64,
-    issued: u64,
-    warm_issued: u64,
-}
-
-impl Tickets {
-    pub fn new(quota: Option<u64>, base: u64, n_urls: usize) -> Tickets {
-        Tickets {
-            quota,
-            base,
-            n_urls: n_urls.max(1) as u64,
-            issued: 0,
-            warm_issued: 0,
-        }
-    }
-
-    /// The next ticket: measured ones up to the quota, warm-up ones without limit (they are
-    /// never counted).
-    pub fn take(&mut self, measuring: bool) -> Option<Ticket> {
-        let count = if measuring {
-            if self.quota.is_some_and(|q| self.issued >= q) {
-                return None;
-            }
-            &mut self.issued
-        } else {
-            &mut self.warm_issued
-        };
-        let url = ((self.base + *count) % self.n_urls) as usize;
-        *count += 1;
-        Some(Ticket {
-            url,
-            measured: measuring,
-        })
     }
 }
 
@@ -636,51 +585,4 @@ struct WarmUp {
 #[inline]
 pub fn micros(d: Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn walk(t: &mut Tickets, measuring: bool, n: usize) -> Vec<Option<usize>> {
-        (0..n).map(|_| t.take(measuring).map(|t| t.url)).collect()
-    }
-
-    #[test]
-    fn tickets_stop_at_the_quota_and_walk_the_urls_from_the_base() {
-        let mut t = Tickets::new(Some(4), 5, 3);
-        assert_eq!(
-            walk(&mut t, true, 6),
-            [Some(2), Some(0), Some(1), Some(2), None, None]
-        );
-        // Warm-up tickets are never limited and never counted against the quota.
-        let mut t = Tickets::new(Some(1), 0, 2);
-        assert_eq!(walk(&mut t, false, 3), [Some(0), Some(1), Some(0)]);
-        assert!(t.take(false).is_some_and(|t| !t.measured));
-        assert_eq!(
-            t.take(true),
-            Some(Ticket {
-                url: 0,
-                measured: true
-            })
-        );
-        assert_eq!(t.take(true), None);
-        // Without a quota: until the run ends.
-        let mut t = Tickets::new(None, 0, 1);
-        assert!(walk(&mut t, true, 1000).iter().all(|u| *u == Some(0)));
-        assert_eq!(Tickets::new(Some(0), 0, 1).take(true), None);
-    }
-
-    #[test]
-    fn the_workers_walks_make_one_round_robin() {
-        // Two workers, quotas 3 and 4, bases 0 and 3, over 3 URLs: each URL gets its share.
-        let mut per_url = [0u32; 3];
-        for (quota, base) in [(3, 0), (4, 3)] {
-            let mut t = Tickets::new(Some(quota), base, 3);
-            while let Some(ticket) = t.take(true) {
-                per_url[ticket.url] += 1;
-            }
-        }
-        assert_eq!(per_url, [3, 2, 2]);
-    }
 }

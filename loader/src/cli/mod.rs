@@ -43,7 +43,7 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     /// URL(s) to load, used round-robin (http:// or https://)
-    #[arg(value_name = "URL", required_unless_present = "url_file")]
+    #[arg(value_name = "URL", required_unless_present_any = ["url_file", "targets"])]
     pub urls: Vec<String>,
     #[command(flatten)]
     pub load: LoadArgs,
@@ -108,6 +108,14 @@ pub struct LoadArgs {
     /// File with one URL a line, used round-robin (with a per-URL breakdown)
     #[arg(long = "urls", value_name = "FILE")]
     pub url_file: Option<PathBuf>,
+    /// File of requests in vegeta's HTTP format (METHOD URL, header lines, @BODY-FILE, a
+    /// blank line between requests)
+    #[arg(long, value_name = "FILE", conflicts_with = "url_file")]
+    pub targets: Option<PathBuf>,
+    /// How --targets (or several URLs) are taken: in order, over and over (exact shares of
+    /// -n), or at random
+    #[arg(long, value_name = "ORDER", value_enum, default_value_t = crate::targets::TargetsOrder::RoundRobin)]
+    pub targets_order: crate::targets::TargetsOrder,
     /// Load run first and not counted in the figures
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
@@ -448,7 +456,27 @@ impl LoadArgs {
             }
             all.extend(from_file);
         }
+        let mut specs = None;
+        if let Some(f) = &self.targets {
+            if !all.is_empty() {
+                return Err(LoadError::Invalid(
+                    "--targets: give the requests in the file, not on the command line".into(),
+                ));
+            }
+            let read = crate::targets::read_targets_file(f)?;
+            if read.is_empty() {
+                return Err(LoadError::Invalid(format!(
+                    "--targets {}: no request in the file",
+                    f.display()
+                )));
+            }
+            let (targets, s): (Vec<_>, Vec<_>) = read.into_iter().unzip();
+            all = targets;
+            specs = Some(s);
+        }
         let mut o = RunOptions::new(all);
+        o.per_url = specs;
+        o.targets_order = self.targets_order;
         o.connections = self.connections as usize;
         o.requests = self.requests;
         o.duration = self.duration;

@@ -326,7 +326,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         common,
     } = item;
     let opts = &common.opts;
-    let tickets = Tickets::new(share.quota, share.base, common.plan.len());
+    let mut tickets = Tickets::new(share.quota, share.base, common.plan.len());
+    if opts.targets_order == crate::targets::TargetsOrder::Random {
+        tickets = tickets.random(ctx.id as u64 + 1);
+    }
     let w = Rc::new(
         Engine::new(
             opts,

@@ -1,5 +1,6 @@
-//! `--series FILE`: a line per second whose counts add up to the report's totals exactly,
-//! over workers, failures and the drain of a timed run.
+//! Load shaped over time and over requests: `--series FILE` (a line per second whose counts
+//! add up to the report's totals exactly, over workers, failures and the drain of a timed
+//! run), `--stages` (a ramping open-loop rate) and `--targets` (vegeta's request files).
 
 use crate::{opts, run};
 use std::collections::HashMap;
@@ -140,4 +141,66 @@ fn stages_ramp_the_rate() {
     ]);
     let r = run(&o);
     assert!((95..=100).contains(&r.totals.attempts), "{:?}", r.totals);
+}
+
+/// `--targets` in vegeta's HTTP format: each request with its own method, headers and body,
+/// taken round-robin (exact shares of -n) or at random; the origin's count is the report's.
+#[test]
+fn targets_file_requests_round_robin_and_random() {
+    let o = tests::capturing_origin();
+    let dir = tests::temp_dir("targets");
+    let body = dir.join("thing.json");
+    std::fs::write(&body, br#"{"thing":1}"#).unwrap();
+    let file = dir.join("targets.txt");
+    let text = format!(
+        "GET {}\nX-Account-ID: 8675309\n\nPOST {}\nContent-Type: application/json\n@{}\n\n\
+         # the last one\nDELETE {}\n",
+        o.url("/dragon?item=ball"),
+        o.url("/things"),
+        body.display(),
+        o.url("/remove")
+    );
+    std::fs::write(&file, text).unwrap();
+    let f = file.to_str().unwrap();
+    let opt = cli_options(&["--threads", "1", "-n", "30", "-c", "3", "--targets", f]);
+    let r = run(&opt);
+    assert_eq!(
+        (r.totals.completed, r.totals.failures.total()),
+        (30, 0),
+        "{:?}",
+        r.totals
+    );
+    let got = o.captured();
+    let count = |p: &[u8]| got.iter().filter(|r| r.starts_with(p)).count();
+    assert_eq!(count(b"GET /dragon?item=ball "), 10);
+    assert_eq!(count(b"POST /things "), 10);
+    assert_eq!(count(b"DELETE /remove "), 10);
+    let get = got.iter().find(|r| r.starts_with(b"GET")).unwrap();
+    assert!(tests::text(get).contains("\r\nX-Account-ID: 8675309\r\n"));
+    let post = tests::text(got.iter().find(|r| r.starts_with(b"POST")).unwrap());
+    assert!(
+        post.contains("\r\nContent-Type: application/json\r\n"),
+        "{post}"
+    );
+    assert!(post.contains("\r\nContent-Length: 11\r\n"), "{post}");
+    // At random: every request is taken, the shares add up to -n.
+    let before = o.requests();
+    let opt = cli_options(&[
+        "--threads",
+        "1",
+        "-n",
+        "90",
+        "-c",
+        "3",
+        "--targets",
+        f,
+        "--targets-order",
+        "random",
+    ]);
+    let r = run(&opt);
+    assert_eq!(r.totals.completed, 90);
+    assert_eq!(o.requests() - before, 90);
+    let shares: Vec<u64> = r.urls.iter().map(|u| u.counts.attempts).collect();
+    assert_eq!(shares.iter().sum::<u64>(), 90);
+    assert!(shares.iter().all(|&n| n > 0), "{shares:?}");
 }
