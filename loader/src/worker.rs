@@ -107,7 +107,7 @@ pub struct Engine {
     rate: bool,
     /// `--spin`: wait for send times by polling the clock (see [`crate::pace::pause_until`]).
     pub spin: bool,
-    /// `--stages`: the ramp every connection's schedule follows (this shard's share of it).
+    /// `--stages`: the ramp every connection's schedule follows.
     pub ramp: Option<crate::plan::Ramp>,
     accept_variable_length: bool,
     /// First body length per URL, cached from the plan's shared value.
@@ -183,14 +183,8 @@ impl Engine {
             warm: WarmUp::default(),
             rate: opts.rate.is_some(),
             spin: opts.spin,
-            ramp: opts.stages.as_ref().map(|s| {
-                // A shard ramps through its part of every target, as its --rate is its part.
-                let share = match (opts.shard.and_then(|s| s.rate_total), opts.rate) {
-                    (Some(total), Some(part)) if total > 0.0 => part / total,
-                    _ => 1.0,
-                };
-                crate::plan::Ramp::new(s, share)
-            }),
+            // The whole ramp: a shard sends its own requests of it (see `run::spawn_slots`).
+            ramp: opts.stages.as_ref().map(|s| crate::plan::Ramp::new(s, 1.0)),
             accept_variable_length: opts.accept_variable_length,
             doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
             server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),

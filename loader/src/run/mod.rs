@@ -512,8 +512,13 @@ fn spawn_slots(
     for (i, g) in slots.enumerate() {
         let schedule = opts.rate.zip(rate_per_conn).map(|(r, per)| {
             if opts.stages.is_some() {
-                // The ramp's requests dealt out round-robin over the connections.
-                return Schedule::ramped(now_shard, g as u64, opts.connections as u64);
+                // The ramp's requests dealt out round-robin over the shards, then over each
+                // shard's connections: together the shards send exactly the whole ramp.
+                let (i, n) = opts.shard.map_or((0, 1), |s| {
+                    (u64::from(s.shard.index - 1), u64::from(s.shard.count))
+                });
+                let c = opts.connections as u64;
+                return Schedule::ramped(now, i + n * g as u64, n * c);
             }
             // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
             Schedule::new(now_shard + Duration::from_secs_f64(g as f64 / r), per)

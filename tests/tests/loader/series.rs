@@ -127,7 +127,7 @@ fn stages_ramp_the_rate() {
     let lines = read_series(&series);
     assert_eq!(sum(&lines, "sent"), t.attempts);
     assert_eq!(sum(&lines, "completed"), t.completed);
-    // Each shard ramps through its part of every target.
+    // Each shard sends its own half of the ramp's requests: 100 each, 200 together.
     let o = cli_options(&[
         "--threads",
         "1",
@@ -141,6 +141,20 @@ fn stages_ramp_the_rate() {
     ]);
     let r = run(&o);
     assert!((95..=100).contains(&r.totals.attempts), "{:?}", r.totals);
+    let o2 = cli_options(&[
+        "--threads",
+        "1",
+        "-c",
+        "2",
+        "--stages",
+        "400ms:250,400ms:250,400ms:0",
+        "--shard",
+        "2/2",
+        &server.url,
+    ]);
+    let r2 = run(&o2);
+    let both = r.totals.attempts + r2.totals.attempts;
+    assert!((190..=200).contains(&both), "{both}");
 }
 
 /// `--targets` in vegeta's HTTP format: each request with its own method, headers and body,
