@@ -4,19 +4,22 @@
 //! # Layout
 //! Layers that only look down (`python3 shared/tools/modcycles.py loader/src` finds no
 //! circle), from the bottom:
-//! - plain data and leaves: [`target`] (URLs, [`Target`]), [`shard`] (`--shard I/N` and
+//! - plain data and leaves: [`target`] (URLs, [`Target`]), [`targets`] (`--targets`,
+//!   vegeta's request files), [`shard`] (`--shard I/N` and
 //!   `--start-at`), [`options`] (the validated [`RunOptions`], no clap), [`tls`], [`srcaddr`]
 //!   (spreading `--close` connects over 127.0.0.0/8), [`pace`] (waiting on the timer or
 //!   spinning), [`histcodec`], [`procstat`], [`sysinfo`];
 //! - what a run measured: [`stats`] (per-worker figures, the merged [`RunResult`]) and
 //!   [`figures`] (ab's derived figures);
-//! - the run: [`plan`] (request bytes, send schedule), [`worker`] (one worker's state shared
+//! - the run: [`plan`] (request bytes, send schedule), [`tickets`] (a worker's share of `-n`
+//!   and its walk over the URLs), [`worker`] (one worker's state shared
 //!   by its connections: tickets, counting, connecting), [`conn`] (one connection's request
-//!   loop), [`hdrlog`] (`--hdr-log` interval logs), [`run`](mod@run) (all workers: [`run()`] spawns
+//!   loop), [`hdrlog`] (`--hdr-log` interval logs), [`series`] (`--series`, a line per second), [`run`](mod@run) (all workers: [`run()`] spawns
 //!   them, splits connections and `-n`, warm-up, deadline, merge), [`progress`] (the live
 //!   line);
 //! - output: [`report`] (the ab-style text), [`json`] (the `--json` document's serde types,
-//!   written and read back), [`plot`] (`--plot` SVG);
+//!   written and read back), [`plot`] (`--plot` SVG), [`peer_formats`] (ab's `-e` and `-g`
+//!   files, wrk's `--latency` block);
 //! - commands built on runs: [`merge`] (`loader merge`, shards added exactly), [`compare`]
 //!   (`loader compare URL_A URL_B`, interleaved rounds), [`ceiling`] (`loader ceiling`, the
 //!   highest rate within a latency objective);
@@ -33,17 +36,21 @@ pub mod json;
 pub mod merge;
 pub mod options;
 pub mod pace;
+pub mod peer_formats;
 pub mod plan;
 pub mod plot;
 pub mod procstat;
 pub mod progress;
 pub mod report;
 pub mod run;
+pub mod series;
 pub mod shard;
 pub mod srcaddr;
 pub mod stats;
 pub mod sysinfo;
 pub mod target;
+pub mod targets;
+pub mod tickets;
 pub mod tls;
 pub mod worker;
 

@@ -15,7 +15,7 @@
 //! - the report is [`crate::report::render`] of the merged [`RunResult`]: the same lines as a
 //!   single run's, then one row per run and the warnings: shards started more than a second
 //!   apart or ran for different times (unsynchronised clocks, no `--start-at`), options that
-//!   differ, shards missing or given twice;
+//!   differ, shards missing (a shard given twice is refused: `repeated_shard`);
 //! - `--json` writes the merged run as a run document (`loader-run/1`, so merged results can
 //!   be merged again) with a `"merged"` object: the files, the per-run rows, the warnings.
 
@@ -321,7 +321,28 @@ pub fn render_rows(rows: &[RunRow], warnings: &[String]) -> String {
     s
 }
 
-/// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input.
+/// A shard given twice (the same file, or two runs of one shard): merged, it would be counted
+/// twice. The message names the shard and the files.
+pub fn repeated_shard(parts: &[Part]) -> Option<String> {
+    for (i, a) in parts.iter().enumerate() {
+        let Some(sa) = a.result.shard.map(|s| s.shard) else {
+            continue;
+        };
+        if let Some(b) = parts[i + 1..]
+            .iter()
+            .find(|b| b.result.shard.is_some_and(|s| s.shard == sa))
+        {
+            return Some(format!(
+                "shard {}/{} is given twice ({} and {}): it would be counted twice",
+                sa.index, sa.count, a.name, b.name
+            ));
+        }
+    }
+    None
+}
+
+/// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input or a shard
+/// given twice.
 pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
     let parts = match read_parts(files) {
         Ok(p) => p,
@@ -330,6 +351,10 @@ pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
             return 2;
         }
     };
+    if let Some(e) = repeated_shard(&parts) {
+        eprintln!("loader: {e}");
+        return 2;
+    }
     let merged = merge(&parts);
     let warns = warnings(&parts);
     let rows = shard_rows(&parts, &merged);
@@ -412,6 +437,7 @@ mod tests {
             elapsed: Duration::from_secs(secs),
             drain: None,
             warmup: None,
+            requests: Vec::new(),
             interrupted: false,
             concurrency: c,
             pipeline: 1,

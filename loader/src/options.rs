@@ -35,9 +35,11 @@ pub struct RunOptions {
     pub close: bool,
     pub http10: bool,
     /// Requests in flight per connection (1: no pipelining). Responses come back in order;
-    /// when the server closes the connection (`Connection: close`, EOF) the requests still
-    /// queued behind the last response are counted as read failures. With `--rate`, requests
-    /// that fall due while the pipe is not empty are sent after the next response.
+    /// when the server closes the connection cleanly (`Connection: close`, or EOF before any
+    /// byte of the next answer on a connection that answered before) the requests still
+    /// queued behind the last response are sent again on a new connection (RFC 9112 9.3.2);
+    /// an EOF or reset in the middle of an answer fails them as read failures. With `--rate`,
+    /// requests that fall due while the pipe is not empty are sent after the next response.
     pub pipeline: usize,
     /// Open loop at this total rate (req/s).
     pub rate: Option<f64>,
@@ -60,7 +62,22 @@ pub struct RunOptions {
     pub hdr_log: Option<HdrLogOptions>,
     /// `https://`: `--cacert` or `--insecure`, and resumption (off with `--no-resume`).
     pub tls: shared::tls::ClientTlsOptions,
+    /// ab's `-g`: keep up to this many completed requests' times per worker (reserved
+    /// before the run).
+    pub record_requests: Option<usize>,
+    /// `--series FILE`: a line per second (CSV, or JSON lines when it ends in `.jsonl`).
+    pub series: Option<PathBuf>,
+    /// `--stages`: (length, target rate) per stage; the open-loop rate ramps linearly from 0
+    /// through the targets. `rate` is then the stages' mean and `duration` their sum.
+    pub stages: Option<Vec<(Duration, f64)>>,
+    /// `--targets`: each URL's own method, headers and body (parallel to `urls`).
+    pub per_url: Option<Vec<crate::targets::RequestSpec>>,
+    /// `--targets-order`: round-robin (exact shares) or random.
+    pub targets_order: crate::targets::TargetsOrder,
 }
+
+/// The shortest `--hdr-log-interval`.
+pub const MIN_HDR_LOG_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Source addresses used for `--close` against loopback.
 pub const DEFAULT_SOURCE_ADDRESSES: usize = 64;
@@ -99,6 +116,11 @@ impl RunOptions {
             start_at: None,
             hdr_log: None,
             tls: shared::tls::ClientTlsOptions::default(),
+            record_requests: None,
+            series: None,
+            stages: None,
+            per_url: None,
+            targets_order: crate::targets::TargetsOrder::RoundRobin,
         }
     }
 
@@ -136,7 +158,10 @@ impl RunOptions {
             return invalid("--pipeline must be at least 1");
         }
         if self.close && self.pipeline > 1 {
-            return invalid("--pipeline needs keep-alive: it cannot be used with --close");
+            return invalid(
+                "--pipeline needs keep-alive: it cannot be used with --close or \
+                 -H 'Connection: close'",
+            );
         }
         if self.pipeline > 1 && self.urls.iter().any(|u| u.addr != self.urls[0].addr) {
             return invalid("--pipeline needs every URL on the same server (host and port)");
@@ -151,6 +176,13 @@ impl RunOptions {
         }
         if self.spin && self.rate.is_none() {
             return invalid("--spin paces sends: it needs --rate");
+        }
+        if self
+            .hdr_log
+            .as_ref()
+            .is_some_and(|h| h.interval < MIN_HDR_LOG_INTERVAL)
+        {
+            return invalid("--hdr-log-interval must be at least 1ms");
         }
         for u in self.urls.iter().filter(|u| u.tls) {
             crate::tls::server_name(&u.host).map_err(LoadError::Invalid)?;
@@ -172,6 +204,14 @@ impl RunOptions {
     fn validate_body_headers(&self) -> Result<(), LoadError> {
         let len = self.body.as_ref().map_or(0, |b| b.len() as u64);
         for (name, value) in &self.headers {
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                // With a raw body after it, the request would carry both framings (the
+                // request smuggling shape); without one, the server would wait for chunks.
+                return Err(LoadError::Invalid(format!(
+                    "-H '{name}: {value}': the loader frames the body itself (Content-Length \
+                     from --body); Transfer-Encoding cannot be given"
+                )));
+            }
             if !name.eq_ignore_ascii_case("content-length") {
                 continue;
             }
@@ -194,6 +234,16 @@ impl RunOptions {
             ));
         }
         Ok(())
+    }
+}
+
+impl RunOptions {
+    /// A `Connection` header given with `-H` names the `close` option.
+    pub fn asks_to_close(&self) -> bool {
+        self.headers.iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case("connection")
+                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
+        })
     }
 }
 

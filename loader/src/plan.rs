@@ -5,6 +5,7 @@
 //! [`Schedule::peek`] (integer arithmetic).
 
 use crate::target::Target;
+use crate::targets::RequestSpec;
 use crate::RunOptions;
 use bytes::{Bytes, BytesMut};
 use shared::http::encode::{end_head, write_header, write_header_u64, write_request_line};
@@ -22,6 +23,9 @@ pub struct Request {
     pub bytes: Bytes,
     /// What response framing depends on.
     pub method: RequestMethod,
+    /// The method is idempotent (RFC 9110 9.2.2: GET, HEAD, PUT, DELETE, OPTIONS, TRACE): a
+    /// request the server closed on before any byte of its answer is sent again.
+    pub idempotent: bool,
     /// The first response's body length, set once by whichever worker sees it first (ab's
     /// "Document Length"; later responses of another length are length failures).
     pub document_length: OnceLock<u64>,
@@ -34,16 +38,26 @@ pub struct Request {
 
 /// Encode the request for `target` with the options' method, headers and body.
 pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
+    encode_with(opts, target, None)
+}
+
+/// [`encode_request`], with a `--targets` request's own method, headers (after `-H`'s) and
+/// body (instead of `--body`'s).
+pub fn encode_with(opts: &RunOptions, target: &Target, spec: Option<&RequestSpec>) -> Bytes {
     let version = if opts.http10 {
         Version::Http10
     } else {
         Version::Http11
     };
-    let mut b = BytesMut::with_capacity(256 + opts.body.as_ref().map_or(0, |b| b.len()));
-    write_request_line(&mut b, &opts.method, &target.path, version);
+    let method = spec.map_or(opts.method.as_str(), |s| s.method.as_str());
+    let body = spec.and_then(|s| s.body.as_ref()).or(opts.body.as_ref());
+    let extra: &[(String, String)] = spec.map_or(&[], |s| &s.headers);
+    let mut b = BytesMut::with_capacity(256 + body.map_or(0, |b| b.len()));
+    write_request_line(&mut b, method, &target.path, version);
     let has = |name: &str| {
         opts.headers
             .iter()
+            .chain(extra)
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
     };
     if !has("host") {
@@ -65,7 +79,7 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
             write_header(&mut b, b"Connection", b"keep-alive");
         }
     }
-    if let Some(body) = &opts.body {
+    if let Some(body) = body {
         if !has("content-type") {
             let ct = opts
                 .content_type
@@ -78,11 +92,11 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
             write_header_u64(&mut b, b"Content-Length", body.len() as u64);
         }
     }
-    for (n, v) in &opts.headers {
+    for (n, v) in opts.headers.iter().chain(extra) {
         write_header(&mut b, n.as_bytes(), v.as_bytes());
     }
     end_head(&mut b);
-    if let Some(body) = &opts.body {
+    if let Some(body) = body {
         b.extend_from_slice(body);
     }
     b.freeze()
@@ -90,19 +104,27 @@ pub fn encode_request(opts: &RunOptions, target: &Target) -> Bytes {
 
 /// The request of every URL, shared read-only by all workers.
 pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
-    let method = if opts.method.eq_ignore_ascii_case("HEAD") {
-        RequestMethod::Head
-    } else if opts.method.eq_ignore_ascii_case("CONNECT") {
-        RequestMethod::Connect
-    } else {
-        RequestMethod::Other
-    };
     opts.urls
         .iter()
-        .map(|t| Request {
+        .enumerate()
+        .map(|(i, t)| {
+            let spec = opts.per_url.as_ref().and_then(|s| s.get(i));
+            let name = spec.map_or(opts.method.as_str(), |s| s.method.as_str());
+            let method = if name.eq_ignore_ascii_case("HEAD") {
+                RequestMethod::Head
+            } else if name.eq_ignore_ascii_case("CONNECT") {
+                RequestMethod::Connect
+            } else {
+                RequestMethod::Other
+            };
+            let idempotent = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"].contains(&name);
+            (t, spec, method, idempotent)
+        })
+        .map(|(t, spec, method, idempotent)| Request {
             target: t.clone(),
-            bytes: encode_request(opts, t),
+            bytes: encode_with(opts, t, spec),
             method,
+            idempotent,
             document_length: OnceLock::new(),
             server: OnceLock::new(),
             tls_session: OnceLock::new(),
@@ -151,11 +173,18 @@ pub fn split(total: u64, parts: usize) -> Vec<u64> {
 /// wrk2's schedule for one connection of an open-loop run: the k-th request is due at
 /// `start + k * interval`. Latency is measured from the due time, so a stall that delays sends
 /// shows up in the figures (coordinated omission corrected).
+///
+/// With `--stages` the rate ramps: the run's n-th request is due when the ramp's cumulative
+/// count reaches n ([`Ramp::time_of`]); connection `first` of `stride` sends the requests
+/// `first, first + stride, ...` of the run (with a constant rate that is the same schedule).
 #[derive(Debug, Clone, Copy)]
 pub struct Schedule {
     start: Instant,
     interval_ns: u64,
     sent: u64,
+    /// `--stages`: this connection's first request of the run, and the connections.
+    first: u64,
+    stride: u64,
 }
 
 impl Schedule {
@@ -166,7 +195,37 @@ impl Schedule {
             start,
             interval_ns,
             sent: 0,
+            first: 0,
+            stride: 0,
         }
+    }
+
+    /// `--stages`: connection `first` of `stride`, the ramp starting at `start`.
+    pub fn ramped(start: Instant, first: u64, stride: u64) -> Schedule {
+        Schedule {
+            start,
+            interval_ns: 0,
+            sent: 0,
+            first,
+            stride: stride.max(1),
+        }
+    }
+
+    /// The due time of the next request without advancing, on `ramp` when the run has one.
+    #[inline]
+    pub fn peek_on(&self, ramp: Option<&Ramp>) -> Instant {
+        match ramp {
+            Some(r) => self.start + r.time_of(self.first + self.stride * self.sent),
+            None => self.peek(),
+        }
+    }
+
+    /// [`Schedule::peek_on`], advancing the schedule.
+    #[inline]
+    pub fn next_due_on(&mut self, ramp: Option<&Ramp>) -> Instant {
+        let due = self.peek_on(ramp);
+        self.sent += 1;
+        due
     }
 
     /// The due time of the next request; advances the schedule.
@@ -177,6 +236,12 @@ impl Schedule {
         due
     }
 
+    /// Every later due time `by` later: the measured run started that much after the
+    /// warm-up's planned end (its stragglers), and the schedule follows it.
+    pub fn shift(&mut self, by: Duration) {
+        self.start += by;
+    }
+
     /// The due time of the next request without advancing.
     #[inline]
     pub fn peek(&self) -> Instant {
@@ -184,10 +249,104 @@ impl Schedule {
     }
 }
 
+/// `--stages`: the open-loop rate, ramping linearly from 0 through each stage's target (k6's
+/// ramping arrival rate), precomputed so that a due time is a few multiplications and a
+/// square root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ramp {
+    /// Per stage: its start (s), length (s), starting rate, ending rate, and the requests due
+    /// before it.
+    stages: Vec<(f64, f64, f64, f64, f64)>,
+    /// Every request of the ramp (its cumulative count at the end).
+    total: f64,
+    /// The ramp's length.
+    length: Duration,
+}
+
+impl Ramp {
+    /// Stages as `(length, target rate)`, scaled by `share` (a shard's part).
+    pub fn new(stages: &[(Duration, f64)], share: f64) -> Ramp {
+        let (mut t, mut n, mut from) = (0.0, 0.0, 0.0);
+        let mut out = Vec::with_capacity(stages.len());
+        for &(d, target) in stages {
+            let (len, to) = (d.as_secs_f64(), target * share);
+            out.push((t, len, from, to, n));
+            t += len;
+            n += (from + to) / 2.0 * len;
+            from = to;
+        }
+        Ramp {
+            stages: out,
+            total: n,
+            length: Duration::from_secs_f64(t),
+        }
+    }
+
+    /// When the ramp's cumulative count reaches `k` (from its start); past its end (never
+    /// sent: the run stops there) when the ramp has fewer requests.
+    pub fn time_of(&self, k: u64) -> Duration {
+        let k = k as f64;
+        if k >= self.total {
+            return self.length + Duration::from_secs(3600);
+        }
+        for &(start, len, r0, r1, before) in &self.stages {
+            let here = (r0 + r1) / 2.0 * len;
+            if k < before + here {
+                // n = r0 τ + a τ², a = (r1 - r0) / 2 len; the stable form of the root.
+                let n = k - before;
+                let a = (r1 - r0) / (2.0 * len);
+                let disc = (r0 * r0 + 4.0 * a * n).max(0.0);
+                let denom = r0 + disc.sqrt();
+                let tau = if denom > 0.0 { 2.0 * n / denom } else { 0.0 };
+                return Duration::from_secs_f64(start + tau.clamp(0.0, len));
+            }
+        }
+        self.length
+    }
+
+    /// The ramp's length: the run's duration.
+    pub fn length(&self) -> Duration {
+        self.length
+    }
+
+    /// Its requests, for the report's mean rate.
+    pub fn requests(&self) -> f64 {
+        self.total
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::LoadError;
+
+    #[test]
+    fn a_ramp_sends_its_area_at_its_rates() {
+        let s = Duration::from_secs;
+        // 0 -> 100 req/s over 10 s, 100 for 10 s, 100 -> 0 over 10 s: 500 + 1000 + 500.
+        let r = Ramp::new(&[(s(10), 100.0), (s(10), 100.0), (s(10), 0.0)], 1.0);
+        assert_eq!(r.requests(), 2000.0);
+        assert_eq!(r.length(), s(30));
+        let t = |k| r.time_of(k).as_secs_f64();
+        // The first half: N(t) = 5 t^2, so the 500th request is due at 10 s, the 125th at 5 s.
+        assert!((t(125) - 5.0).abs() < 1e-9, "{}", t(125));
+        assert!((t(500) - 10.0).abs() < 1e-9);
+        // The flat stage: 100 req/s.
+        assert!((t(600) - 11.0).abs() < 1e-9);
+        // The way down mirrors the way up.
+        assert!((t(1875) - 25.0).abs() < 1e-9, "{}", t(1875));
+        assert!(t(2000) > 30.0);
+        // Due times never go back.
+        assert!((0..2000).all(|k| t(k) <= t(k + 1)));
+        // A constant rate is wrk2's schedule; a shard's share scales it.
+        let c = Ramp::new(&[(s(2), 50.0), (s(8), 50.0)], 0.5);
+        // 0 -> 25 req/s over 2 s: N(t) = 6.25 t^2, the second request (n = 1) at 0.4 s.
+        assert!((c.time_of(1).as_secs_f64() - 0.4).abs() < 1e-9);
+        let mut sched = Schedule::ramped(Instant::now(), 1, 4);
+        let first = sched.next_due_on(Some(&r));
+        assert_eq!(first, sched.start + r.time_of(1));
+        assert_eq!(sched.peek_on(Some(&r)), sched.start + r.time_of(5));
+    }
 
     #[test]
     fn urls_parse() {
@@ -277,6 +436,7 @@ mod tests {
             },
             bytes: Bytes::new(),
             method: RequestMethod::Other,
+            idempotent: true,
             document_length: OnceLock::new(),
             server: OnceLock::new(),
             tls_session: OnceLock::new(),

@@ -127,6 +127,28 @@ fn totals(s: &mut String, r: &RunResult) {
         let _ = writeln!(s, "   (Unanswered at end: {})", f.unanswered);
     }
     let _ = writeln!(s, "Write errors:           {}", f.write);
+    if t.completed == 0 && t.attempts > 0 {
+        // ab's "Failed requests" leaves write errors out: say plainly that nothing worked.
+        let _ = writeln!(
+            s,
+            "   (no request completed: {} attempts, {} failed: connect {}, receive {}, \
+             write {}, timeout {}, unanswered {})",
+            t.attempts,
+            f.not_completed(),
+            f.connect,
+            f.receive(),
+            f.write,
+            f.timeout,
+            f.unanswered
+        );
+    }
+    if t.retried > 0 {
+        // RFC 9112 9.3.2: the server closed before taking them; sent again, not attempts.
+        let _ = writeln!(s, "Retried requests:       {}", t.retried);
+    }
+    if t.protocol_errors > 0 {
+        let _ = writeln!(s, "Protocol errors:        {}", t.protocol_errors);
+    }
     let _ = writeln!(s, "Non-2xx responses:      {}", t.non_2xx);
     let _ = writeln!(s, "Keep-Alive requests:    {}", t.keep_alive);
     let _ = writeln!(s, "Total transferred:      {} bytes", t.bytes_received);
@@ -347,7 +369,13 @@ fn what_was_sent(s: &mut String, r: &RunResult) {
             "a connection per request (--close)"
         }
     );
-    let _ = writeln!(s, "Connections opened:     {}", r.connections_opened);
+    let kept = if r.warmup.is_some() && r.keep_alive {
+        // Keep-alive connections opened in the warm-up carry on into the measured run.
+        " (besides the warm-up's, kept open)"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "Connections opened:     {}{kept}", r.connections_opened);
     if !r.keep_alive {
         if r.source_addresses > 0 {
             let _ = writeln!(

@@ -61,10 +61,7 @@ pub fn wait_for_start(
     let at = start_at?;
     if !quiet {
         if let Ok(left) = at.duration_since(SystemTime::now()) {
-            eprintln!(
-                "loader: waiting {} for --start-at",
-                shared::units::format_duration(left)
-            );
+            eprintln!("loader: waiting {} for --start-at", readable(left));
         }
     }
     match wait_until(at, || stop.is_set()) {
@@ -76,7 +73,7 @@ pub fn wait_for_start(
             eprintln!(
                 "loader: warning: --start-at was {} ago: starting now, not aligned with the \
                  other shards",
-                shared::units::format_duration(late)
+                readable(late)
             );
             None
         }
@@ -268,6 +265,18 @@ fn days_in_month(year: i64, month: i64) -> i64 {
     }
 }
 
+/// A wait or a lateness as people read it: `1.5s`, `4m 10s`, `3h 20m`, `2d 5h` (to the
+/// tenth of a second below a minute, then two units).
+pub fn readable(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{:.1}s", d.as_secs_f64()),
+        60..=3599 => format!("{}m {}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h {}m", s / 3600, s % 3600 / 60),
+        _ => format!("{}d {}h", s / 86_400, s % 86_400 / 3600),
+    }
+}
+
 /// How waiting for `--start-at` ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StartWait {
@@ -305,6 +314,17 @@ pub fn wait_until(at: SystemTime, stopped: impl Fn() -> bool) -> StartWait {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_and_lateness_read_in_people_units() {
+        let s = Duration::from_secs;
+        assert_eq!(readable(Duration::from_micros(1_234_567)), "1.2s");
+        assert_eq!(readable(s(250)), "4m 10s");
+        assert_eq!(readable(s(3 * 3600 + 20 * 60 + 7)), "3h 20m");
+        assert_eq!(readable(s(2 * 86_400 + 5 * 3600 + 99)), "2d 5h");
+        // What the warning printed before: microseconds.
+        assert!(!readable(Duration::from_micros(3_600_000_123)).contains("us"));
+    }
 
     #[test]
     fn parts_add_up_and_the_remainder_goes_to_the_first_shards() {

@@ -120,6 +120,13 @@ pub struct Counts {
     pub body_bytes: u64,
     /// Request bytes written.
     pub bytes_sent: u64,
+    /// Requests sent again on a new connection because the server closed before taking them
+    /// (RFC 9112 9.3.2): after a response saying `Connection: close`, or a reused connection
+    /// closed before any byte of the answer. Not attempts of their own.
+    pub retried: u64,
+    /// Bytes after a complete response that no request asked for (a 204 or 304 with a body,
+    /// an extra response): the connection is closed and this counts it.
+    pub protocol_errors: u64,
     /// Completed responses per status code; small (usually one entry), searched linearly.
     pub status: Vec<(u16, u64)>,
 }
@@ -145,6 +152,8 @@ impl Counts {
         self.bytes_received += o.bytes_received;
         self.body_bytes += o.body_bytes;
         self.bytes_sent += o.bytes_sent;
+        self.retried += o.retried;
+        self.protocol_errors += o.protocol_errors;
         for &(s, n) in &o.status {
             match self.status.iter_mut().find(|e| e.0 == s) {
                 Some(e) => e.1 += n,
@@ -336,6 +345,69 @@ pub struct Measurements {
     pub sources_used: Vec<bool>,
     /// `--hdr-log`: the total latencies of the current interval (see `hdrlog`).
     pub interval: Option<Histogram<u64>>,
+    /// ab's `-g`: every completed request's times, in storage reserved before the run (never
+    /// grown on the request path: when it is full, later requests are not kept).
+    pub requests: Option<Vec<RequestTimes>>,
+    /// `--series`: the current second's counts (see `series`).
+    pub second: Option<SecondCounts>,
+}
+
+/// `--series`: what one worker did in one second (attempts started, answers and failures by
+/// the time they ended), added up across workers by the series writer.
+#[derive(Debug, Clone)]
+pub struct SecondCounts {
+    /// Attempts started (tickets taken).
+    pub sent: u64,
+    pub completed: u64,
+    pub failures: Failures,
+    /// Total latency of the completed ones (µs).
+    pub latency: Histogram<u64>,
+    /// Send lateness of the sends that waited for their time (µs).
+    pub lateness: Histogram<u64>,
+}
+
+impl Default for SecondCounts {
+    fn default() -> Self {
+        SecondCounts {
+            sent: 0,
+            completed: 0,
+            failures: Failures::default(),
+            latency: new_histogram(),
+            lateness: new_histogram(),
+        }
+    }
+}
+
+impl SecondCounts {
+    pub fn reset(&mut self) {
+        self.sent = 0;
+        self.completed = 0;
+        self.failures = Failures::default();
+        self.latency.reset();
+        self.lateness.reset();
+    }
+
+    pub fn add(&mut self, o: &SecondCounts) {
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.failures.add(&o.failures);
+        // Same bounds everywhere: adding cannot fail.
+        let _ = self.latency.add(&o.latency);
+        let _ = self.lateness.add(&o.lateness);
+    }
+}
+
+/// ab's `-g`: one completed request's times (ab's starttime, ctime, ttime and wait).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestTimes {
+    /// When it started, in whole seconds since the Unix epoch.
+    pub start_unix_s: u64,
+    /// Connect time charged to it (0 on a connection kept from an earlier request).
+    pub connect_us: u64,
+    /// Its latency.
+    pub total_us: u64,
+    /// From its bytes sent to the first byte of its answer.
+    pub wait_us: u64,
 }
 
 impl Measurements {
@@ -347,6 +419,8 @@ impl Measurements {
             tls: TlsCounts::default(),
             sources_used: vec![false; n_sources],
             interval: None,
+            requests: None,
+            second: None,
         }
     }
 
@@ -365,6 +439,12 @@ impl Measurements {
         self.sources_used.iter_mut().for_each(|b| *b = false);
         if let Some(h) = &mut self.interval {
             h.reset();
+        }
+        if let Some(v) = &mut self.requests {
+            v.clear();
+        }
+        if let Some(s) = &mut self.second {
+            s.reset();
         }
     }
 }
@@ -449,6 +529,8 @@ pub struct RunResult {
     pub drain: Option<Drain>,
     /// Warm-up load run before measuring (not in any figure).
     pub warmup: Option<Duration>,
+    /// ab's `-g`: the completed requests' times (empty unless asked for).
+    pub requests: Vec<RequestTimes>,
     /// The run was cut short by Ctrl-C.
     pub interrupted: bool,
     /// `-c`: connections (ab's "Concurrency Level").

@@ -41,7 +41,7 @@ impl Target {
         let Some((authority, path)) = split_absolute(without_fragment) else {
             return Err(bad("expected http[s]://host[:port]/path"));
         };
-        let path = path.into_owned();
+        let path = percent_encode_non_ascii(&path);
         if authority.contains('@') {
             return Err(bad("user info in URLs is not supported"));
         }
@@ -108,6 +108,23 @@ impl Target {
             80
         }
     }
+}
+
+/// A path typed with raw UTF-8 (`/café`) as it goes on the wire: every byte above 0x7f
+/// percent-encoded (RFC 3986 2.1, as curl and browsers send it); ASCII is left as given.
+fn percent_encode_non_ascii(path: &str) -> String {
+    if path.is_ascii() {
+        return path.to_string();
+    }
+    let mut out = String::with_capacity(path.len() * 2);
+    for b in path.bytes() {
+        if b.is_ascii() {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// `shared::net::resolve` with the loader's error.

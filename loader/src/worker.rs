@@ -6,7 +6,8 @@
 
 use crate::plan::Request;
 use crate::srcaddr::{self, Rotation};
-use crate::stats::{record, LiveCounters, Measurements};
+use crate::stats::{record, LiveCounters, Measurements, RequestTimes};
+pub use crate::tickets::{Ticket, Tickets};
 use crate::tls::{server_name, HandshakeKind, WorkerTls};
 use crate::RunOptions;
 use rustls::pki_types::ServerName;
@@ -25,7 +26,8 @@ pub const READ_BUF: usize = 16 * 1024;
 /// bounded (10k connections × 4 KiB = 40 MiB); a longer head grows its buffer.
 pub const SMALL_READ_BUF: usize = 4 * 1024;
 pub const MANY_CONNECTIONS: usize = 1024;
-/// Header fields a response may have (the shared reader's stack storage).
+/// Header fields a response may have: the codec's documented limit (the shared reader's
+/// stack storage).
 pub const MAX_RESPONSE_HEADERS: usize = READER_MAX_HEADERS;
 
 /// One attempt, from its ticket to its outcome.
@@ -59,61 +61,22 @@ pub enum Fail {
 }
 
 impl Fail {
-    /// A distinct bit per kind (for [`Engine::log_first`]).
-    fn bit(self) -> u8 {
-        1 << (self as u8)
-    }
-}
-
-/// The right to make one attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ticket {
-    /// Index of its URL.
-    pub url: usize,
-    /// Counted in the figures (false during --warmup).
-    pub measured: bool,
-}
-
-/// A worker's tickets: its share of `-n` and its place in the round-robin over the URLs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tickets {
-    /// Measured attempts this worker may make (`-n`); `None`: until the run ends.
-    quota: Option<u64>,
-    /// Measured attempts of the workers before this one: where its walk over the URLs starts.
-    base: u64,
-    n_urls: u64,
-    issued: u64,
-    warm_issued: u64,
-}
-
-impl Tickets {
-    pub fn new(quota: Option<u64>, base: u64, n_urls: usize) -> Tickets {
-        Tickets {
-            quota,
-            base,
-            n_urls: n_urls.max(1) as u64,
-            issued: 0,
-            warm_issued: 0,
+    /// Count one failure of this kind in `f`.
+    #[inline]
+    fn count(self, f: &mut crate::stats::Failures) {
+        match self {
+            Fail::Connect => f.connect += 1,
+            Fail::Read => f.read += 1,
+            Fail::Write => f.write += 1,
+            Fail::Timeout => f.timeout += 1,
+            Fail::Parse => f.parse += 1,
+            Fail::Unanswered => f.unanswered += 1,
         }
     }
 
-    /// The next ticket: measured ones up to the quota, warm-up ones without limit (they are
-    /// never counted).
-    pub fn take(&mut self, measuring: bool) -> Option<Ticket> {
-        let count = if measuring {
-            if self.quota.is_some_and(|q| self.issued >= q) {
-                return None;
-            }
-            &mut self.issued
-        } else {
-            &mut self.warm_issued
-        };
-        let url = ((self.base + *count) % self.n_urls) as usize;
-        *count += 1;
-        Some(Ticket {
-            url,
-            measured: measuring,
-        })
+    /// A distinct bit per kind (for [`Engine::log_first`]).
+    fn bit(self) -> u8 {
+        1 << (self as u8)
     }
 }
 
@@ -122,6 +85,9 @@ pub struct Engine {
     /// Request bytes per URL: this worker's own copy.
     pub requests: Vec<Vec<u8>>,
     pub methods: Vec<RequestMethod>,
+    /// Per URL: its method is idempotent (RFC 9110 9.2.2), so a request the server closed
+    /// on before answering may be sent again.
+    pub idempotent: Vec<bool>,
     pub max_request_len: usize,
     /// Read buffer size per connection.
     pub read_buf: usize,
@@ -136,9 +102,13 @@ pub struct Engine {
     tickets: Cell<Tickets>,
     stopped: Cell<bool>,
     measuring: Cell<bool>,
+    /// `--warmup`: the warm-up's requests still in flight, and whether its time is over.
+    warm: WarmUp,
     rate: bool,
     /// `--spin`: wait for send times by polling the clock (see [`crate::pace::pause_until`]).
     pub spin: bool,
+    /// `--stages`: the ramp every connection's schedule follows.
+    pub ramp: Option<crate::plan::Ramp>,
     accept_variable_length: bool,
     /// First body length per URL, cached from the plan's shared value.
     doc_len: Vec<Cell<Option<u64>>>,
@@ -153,6 +123,8 @@ pub struct Engine {
     pub tls: Option<WorkerTls>,
     /// Per URL: the TLS server name (`None` for `http://`).
     names: Vec<Option<ServerName<'static>>>,
+    /// An instant and the wall-clock time then: ab's `-g` start times without a clock read.
+    wall_anchor: (Instant, std::time::SystemTime),
 }
 
 impl Engine {
@@ -177,6 +149,10 @@ impl Engine {
         if opts.hdr_log.is_some() {
             stats.interval = Some(crate::stats::new_histogram());
         }
+        stats.requests = opts.record_requests.map(Vec::with_capacity);
+        if opts.series.is_some() {
+            stats.second = Some(crate::stats::SecondCounts::default());
+        }
         Engine {
             max_request_len: requests.iter().map(Vec::len).max().unwrap_or(0),
             read_buf: if n_slots > MANY_CONNECTIONS {
@@ -185,6 +161,7 @@ impl Engine {
                 READ_BUF
             },
             methods: plan.iter().map(|r| r.method).collect(),
+            idempotent: plan.iter().map(|r| r.idempotent).collect(),
             requests,
             depth: opts.pipeline,
             close: opts.close,
@@ -203,8 +180,11 @@ impl Engine {
             tickets: Cell::new(tickets),
             stopped: Cell::new(false),
             measuring: Cell::new(opts.warmup.is_none()),
+            warm: WarmUp::default(),
             rate: opts.rate.is_some(),
             spin: opts.spin,
+            // The whole ramp: a shard sends its own requests of it (see `run::spawn_slots`).
+            ramp: opts.stages.as_ref().map(|s| crate::plan::Ramp::new(s, 1.0)),
             accept_variable_length: opts.accept_variable_length,
             doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
             server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
@@ -213,6 +193,7 @@ impl Engine {
             sources,
             logged: Cell::new(0),
             tls: None,
+            wall_anchor: (Instant::now(), std::time::SystemTime::now()),
         }
     }
 
@@ -252,7 +233,13 @@ impl Engine {
         let ticket = tickets.take(self.measuring.get())?;
         self.tickets.set(tickets);
         if ticket.measured {
-            self.stats.borrow_mut().urls[ticket.url].counts.attempts += 1;
+            let mut st = self.stats.borrow_mut();
+            st.urls[ticket.url].counts.attempts += 1;
+            if let Some(s) = &mut st.second {
+                s.sent += 1;
+            }
+        } else {
+            self.warm.in_flight.set(self.warm.in_flight.get() + 1);
         }
         Some(ticket)
     }
@@ -261,18 +248,42 @@ impl Engine {
     pub fn fail(&self, e: &Entry, why: Fail) {
         self.live.errors.incr();
         if !e.measured {
+            self.warm_done();
             return;
         }
         let mut st = self.stats.borrow_mut();
-        let c = &mut st.urls[e.url].counts;
-        match why {
-            Fail::Connect => c.failures.connect += 1,
-            Fail::Read => c.failures.read += 1,
-            Fail::Write => c.failures.write += 1,
-            Fail::Timeout => c.failures.timeout += 1,
-            Fail::Parse => c.failures.parse += 1,
-            Fail::Unanswered => c.failures.unanswered += 1,
+        let st = &mut *st;
+        why.count(&mut st.urls[e.url].counts.failures);
+        if let Some(s) = &mut st.second {
+            why.count(&mut s.failures);
         }
+    }
+
+    /// `e` is sent again on a new connection: the server closed before taking it.
+    pub fn retried(&self, e: &Entry) {
+        if e.measured {
+            self.stats.borrow_mut().urls[e.url].counts.retried += 1;
+        }
+    }
+
+    /// Bytes after a complete response that no request of `url`'s connection asked for.
+    pub fn protocol_error(&self, url: usize) {
+        if self.measuring.get() {
+            self.stats.borrow_mut().urls[url].counts.protocol_errors += 1;
+        }
+    }
+
+    /// `n` bytes read on a connection that no completed response counted (a failed one's,
+    /// bytes nobody asked for): they were transferred all the same.
+    pub fn received_unanswered(&self, url: usize, n: u64, measured: bool) {
+        if measured {
+            self.stats.borrow_mut().urls[url].counts.bytes_received += n;
+        }
+    }
+
+    /// Whether attempts started now are counted (false during --warmup).
+    pub fn measuring(&self) -> bool {
+        self.measuring.get()
     }
 
     /// Count a complete response. `t_first`: arrival of its first byte; `t_done`: of its last.
@@ -297,6 +308,7 @@ impl Engine {
             }
         };
         if !e.measured {
+            self.warm_done();
             return;
         }
         let total_us = micros(t_done.saturating_duration_since(e.intended));
@@ -314,10 +326,20 @@ impl Engine {
         }
         record(&mut st.hist.connect, connect_us);
         record(&mut st.hist.processing, total_us.saturating_sub(connect_us));
-        record(
-            &mut st.hist.waiting,
-            micros(t_first.saturating_duration_since(e.sent)),
-        );
+        let wait_us = micros(t_first.saturating_duration_since(e.sent));
+        record(&mut st.hist.waiting, wait_us);
+        if let Some(v) = &mut st.requests {
+            if v.len() < v.capacity() {
+                v.push(self.times_of(e, connect_us, total_us, wait_us));
+            }
+        }
+        if let Some(s) = &mut st.second {
+            s.completed += 1;
+            record(&mut s.latency, total_us);
+            if doc != resp.body_len && !self.accept_variable_length {
+                s.failures.length += 1;
+            }
+        }
         let u = &mut st.urls[e.url];
         u.record(total_us);
         let c = &mut u.counts;
@@ -335,6 +357,24 @@ impl Engine {
         c.body_bytes += resp.body_len;
         if doc != resp.body_len && !self.accept_variable_length {
             c.failures.length += 1;
+        }
+    }
+
+    /// ab's `-g` row of a completed request.
+    fn times_of(&self, e: &Entry, connect_us: u64, total_us: u64, wait_us: u64) -> RequestTimes {
+        let (i0, s0) = self.wall_anchor;
+        let wall = match e.start.checked_duration_since(i0) {
+            Some(d) => s0 + d,
+            None => s0 - i0.saturating_duration_since(e.start),
+        };
+        let start_unix_s = wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        RequestTimes {
+            start_unix_s,
+            connect_us,
+            total_us,
+            wait_us,
         }
     }
 
@@ -374,7 +414,11 @@ impl Engine {
     /// A measured send that waited for its intended time went out `late_us` after it.
     #[inline]
     pub fn sent_late(&self, late_us: u64) {
-        record(&mut self.stats.borrow_mut().hist.send_lateness, late_us);
+        let mut st = self.stats.borrow_mut();
+        record(&mut st.hist.send_lateness, late_us);
+        if let Some(s) = &mut st.second {
+            record(&mut s.lateness, late_us);
+        }
     }
 
     /// The request of `e` was written.
@@ -434,9 +478,11 @@ impl Engine {
         (dst, Some(self.sources[i]))
     }
 
-    /// The run is ending: no ticket is given out any more.
+    /// The run is ending: no ticket is given out any more (and nothing waits for the
+    /// warm-up's end).
     pub fn stop(&self) {
         self.stopped.set(true);
+        self.warm.measuring_started.fire();
     }
 
     /// `--hdr-log`: the current interval's histogram, the recording going on in a fresh one.
@@ -448,69 +494,89 @@ impl Engine {
         Some(copy)
     }
 
+    /// `--series`: the current second's counts, the counting going on from zero.
+    pub fn take_second(&self) -> Option<crate::stats::SecondCounts> {
+        let mut st = self.stats.borrow_mut();
+        let s = st.second.as_mut()?;
+        let copy = s.clone();
+        s.reset();
+        Some(copy)
+    }
+
     /// What this worker measured, handed back when it ends.
     pub fn take_measurements(&self) -> Measurements {
         std::mem::take(&mut *self.stats.borrow_mut())
     }
 
-    /// The end of --warmup: the figures start from zero.
-    pub fn start_measuring(&self) {
+    /// The warm-up's time is over (it was planned to end at `planned`): no warm-up request
+    /// starts any more, and the measured run starts when the last one in flight has ended
+    /// (at once when none is), so their wait is not charged to it.
+    pub fn end_warmup(&self, planned: Instant) {
+        self.warm.planned_end.set(Some(planned));
+        self.warm.settling.set(true);
+        if self.warm.in_flight.get() == 0 {
+            self.start_measuring();
+        }
+    }
+
+    /// Between the warm-up's time and the end of its last request: no ticket is taken.
+    #[inline]
+    pub fn settling(&self) -> bool {
+        self.warm.settling.get()
+    }
+
+    /// Completes when the measured run has started (or the run stopped).
+    pub fn measuring_started(&self) -> shared::shutdown::Wait {
+        self.warm.measuring_started.wait()
+    }
+
+    /// How much later than planned the measured run started (the warm-up's stragglers).
+    pub fn warmup_overrun(&self) -> Duration {
+        match (self.warm.planned_end.get(), self.warm.started.get()) {
+            (Some(p), Some(s)) => s.saturating_duration_since(p),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// When the measured run started after a warm-up (`None` without one, or not yet).
+    pub fn measure_started_at(&self) -> Option<Instant> {
+        self.warm.started.get()
+    }
+
+    /// A warm-up request ended.
+    fn warm_done(&self) {
+        let left = self.warm.in_flight.get().saturating_sub(1);
+        self.warm.in_flight.set(left);
+        if left == 0 && self.warm.settling.get() {
+            self.start_measuring();
+        }
+    }
+
+    /// The measured run starts: the figures from zero.
+    fn start_measuring(&self) {
+        self.warm.settling.set(false);
         if !self.stopped.get() {
             self.stats.borrow_mut().reset();
             self.measuring.set(true);
+            self.warm.started.set(Some(Instant::now()));
         }
+        self.warm.measuring_started.fire();
     }
+}
+
+/// `--warmup`'s end, per worker: the measured run starts when the warm-up's requests in
+/// flight at the end of its time have ended.
+#[derive(Default)]
+struct WarmUp {
+    in_flight: Cell<u64>,
+    settling: Cell<bool>,
+    planned_end: Cell<Option<Instant>>,
+    started: Cell<Option<Instant>>,
+    measuring_started: shared::shutdown::Shutdown,
 }
 
 /// A duration in whole microseconds, saturating (the unit of every histogram).
 #[inline]
 pub fn micros(d: Duration) -> u64 {
     d.as_micros().min(u128::from(u64::MAX)) as u64
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn walk(t: &mut Tickets, measuring: bool, n: usize) -> Vec<Option<usize>> {
-        (0..n).map(|_| t.take(measuring).map(|t| t.url)).collect()
-    }
-
-    #[test]
-    fn tickets_stop_at_the_quota_and_walk_the_urls_from_the_base() {
-        let mut t = Tickets::new(Some(4), 5, 3);
-        assert_eq!(
-            walk(&mut t, true, 6),
-            [Some(2), Some(0), Some(1), Some(2), None, None]
-        );
-        // Warm-up tickets are never limited and never counted against the quota.
-        let mut t = Tickets::new(Some(1), 0, 2);
-        assert_eq!(walk(&mut t, false, 3), [Some(0), Some(1), Some(0)]);
-        assert!(t.take(false).is_some_and(|t| !t.measured));
-        assert_eq!(
-            t.take(true),
-            Some(Ticket {
-                url: 0,
-                measured: true
-            })
-        );
-        assert_eq!(t.take(true), None);
-        // Without a quota: until the run ends.
-        let mut t = Tickets::new(None, 0, 1);
-        assert!(walk(&mut t, true, 1000).iter().all(|u| *u == Some(0)));
-        assert_eq!(Tickets::new(Some(0), 0, 1).take(true), None);
-    }
-
-    #[test]
-    fn the_workers_walks_make_one_round_robin() {
-        // Two workers, quotas 3 and 4, bases 0 and 3, over 3 URLs: each URL gets its share.
-        let mut per_url = [0u32; 3];
-        for (quota, base) in [(3, 0), (4, 3)] {
-            let mut t = Tickets::new(Some(quota), base, 3);
-            while let Some(ticket) = t.take(true) {
-                per_url[ticket.url] += 1;
-            }
-        }
-        assert_eq!(per_url, [3, 2, 2]);
-    }
 }

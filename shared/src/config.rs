@@ -125,6 +125,16 @@ pub fn one_line_error(e: &clap::Error) -> String {
 }
 
 fn first_line(s: &str) -> String {
+    let line = first_line_alone(s);
+    // clap's "tip: a similar argument exists: '--threads'" (after an empty line) says what
+    // was meant: keep it on the one line.
+    match s.lines().map(str::trim).find(|l| l.starts_with("tip:")) {
+        Some(tip) => format!("{line} ({tip})"),
+        None => line,
+    }
+}
+
+fn first_line_alone(s: &str) -> String {
     let mut lines = s.lines().skip_while(|l| l.trim().is_empty());
     let Some(first) = lines.next().map(str::trim_end) else {
         return s.trim_end().to_string();
@@ -223,6 +233,12 @@ mod tests {
         assert!(
             !e.contains('\n') && e.contains("'z'") && e.contains("--n"),
             "{e}"
+        );
+        // clap's suggestion stays on the line.
+        let e = cli_error(&["x", "y", "--nn", "1"]);
+        assert_eq!(
+            e,
+            "error: unexpected argument '--nn' found (tip: a similar argument exists: '--n')"
         );
     }
 }

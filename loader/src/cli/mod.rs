@@ -8,9 +8,12 @@
 //! `loader ceiling` are described with their modules. Flags follow ab and wrk
 //! (`-c -n -d -k -H -T -i -l -q`), durations and sizes as in the proxy (`500ms`, `32KiB`).
 
+mod compat;
 mod run;
 #[cfg(test)]
 mod tests;
+
+pub use compat::{CompatArgs, CompatOutput};
 
 pub use crate::options::{parse_header, RunOptions, DEFAULT_DURATION};
 pub use run::run_command;
@@ -40,13 +43,16 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     /// URL(s) to load, used round-robin (http:// or https://)
-    #[arg(value_name = "URL", required_unless_present = "url_file")]
+    #[arg(value_name = "URL", required_unless_present_any = ["url_file", "targets"])]
     pub urls: Vec<String>,
     #[command(flatten)]
     pub load: LoadArgs,
     /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit
     #[arg(long, value_name = "SHELL", exclusive = true)]
     pub completions: Option<clap_complete::Shell>,
+    /// wrk's, wrk2's and ab's flags that are not ours under the same name.
+    #[command(flatten)]
+    pub compat: CompatArgs,
 }
 
 // Parsed once; the size difference between the variants does not matter.
@@ -105,6 +111,14 @@ pub struct LoadArgs {
     /// File with one URL a line, used round-robin (with a per-URL breakdown)
     #[arg(long = "urls", value_name = "FILE")]
     pub url_file: Option<PathBuf>,
+    /// File of requests in vegeta's HTTP format (METHOD URL, header lines, @BODY-FILE, a
+    /// blank line between requests)
+    #[arg(long, value_name = "FILE", conflicts_with = "url_file")]
+    pub targets: Option<PathBuf>,
+    /// How --targets (or several URLs) are taken: in order, over and over (exact shares of
+    /// -n), or at random
+    #[arg(long, value_name = "ORDER", value_enum, default_value_t = crate::targets::TargetsOrder::RoundRobin)]
+    pub targets_order: crate::targets::TargetsOrder,
     /// Load run first and not counted in the figures
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
@@ -135,12 +149,19 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub pipeline: u32,
-    /// Open loop at this total rate (req/s), latency measured from the intended send time
-    #[arg(long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
+    /// Open loop at this total rate (req/s; 2k = 2000), latency measured from the intended
+    /// send time (wrk2's -R)
+    #[arg(short = 'R', long, value_name = "REQ_PER_SEC", value_parser = parse_rate)]
     pub rate: Option<f64>,
+    /// Open loop ramping linearly from 0 through each stage's target rate (k6's stages):
+    /// 30s:1000,60s:5000,30s:0; the run lasts their sum
+    #[arg(long, value_name = "LENGTH:RATE,...", value_parser = parse_stages,
+          conflicts_with_all = ["rate", "duration"])]
+    pub stages: Option<StageList>,
     /// With --rate: busy-poll the clock until each intended send time instead of sleeping
-    /// (exact pacing for a full core per worker; see docs/LOADER.md). Checked against --rate in
-    /// `RunOptions::validate`, not by clap: `loader ceiling` takes it without --rate.
+    /// (exact pacing for a full core per worker; see docs/LOADER.md)
+    // Checked against --rate in `RunOptions::validate`, not by clap: `loader ceiling` takes it
+    // without --rate.
     #[arg(long)]
     pub spin: bool,
     /// Accept variable document lengths (no length failures)
@@ -170,8 +191,12 @@ pub struct DistArgs {
     /// Write interval latency histograms to FILE in HdrHistogram's interval log format (µs)
     #[arg(long, value_name = "FILE")]
     pub hdr_log: Option<PathBuf>,
-    /// Length of one --hdr-log interval
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_positive_duration)]
+    /// Write the run second by second to FILE: CSV, or JSON lines when it ends in .jsonl
+    /// (counts, rate, p50/p90/p99 and the send lateness p99 of each second)
+    #[arg(long, value_name = "FILE")]
+    pub series: Option<PathBuf>,
+    /// Length of one --hdr-log interval (at least 1ms)
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_hdr_interval)]
     pub hdr_log_interval: Duration,
 }
 
@@ -317,6 +342,12 @@ impl CeilingArgs {
         if self.load.url_file.is_some() {
             return Err("--urls: give the URL(s) searched on the command line".into());
         }
+        if self.load.stages.is_some() {
+            return Err("--stages: the search chooses the rates (use --from and --upper)".into());
+        }
+        if self.load.dist.series.is_some() {
+            return Err("--series applies to a plain run (every step is in --json)".into());
+        }
         Ok(())
     }
 }
@@ -350,13 +381,54 @@ pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// `--hdr-log-interval`: at least [`crate::options::MIN_HDR_LOG_INTERVAL`] (a writer of
+/// microsecond intervals falls behind for ever).
+fn parse_hdr_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_positive_duration(s)?;
+    if d < crate::options::MIN_HDR_LOG_INTERVAL {
+        return Err("must be at least 1ms".into());
+    }
+    Ok(d)
+}
+
 pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
+    // wrk2 reads `-R 2k` as 2000.
+    let (num, scale) = match s.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1e3),
+        None => match s.strip_suffix('M') {
+            Some(n) => (n, 1e6),
+            None => (s, 1.0),
+        },
+    };
+    match num.parse::<f64>().map(|r| r * scale) {
         Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
         _ => Err(format!(
             "invalid rate '{s}': expected requests per second, more than 0"
         )),
     }
+}
+
+/// `--stages`: (length, target rate) per stage, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageList(pub Vec<(Duration, f64)>);
+
+/// `--stages 30s:1000,60s:5000,30s:0`: (length, target rate) per stage.
+fn parse_stages(s: &str) -> Result<StageList, String> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let bad = || format!("invalid stage '{part}': expected LENGTH:RATE such as 30s:1000");
+        let (d, r) = part.split_once(':').ok_or_else(bad)?;
+        let d = parse_positive_duration(d.trim()).map_err(|e| format!("{}: {e}", bad()))?;
+        let r: f64 = r.trim().parse().map_err(|_| bad())?;
+        if !(r.is_finite() && r >= 0.0) {
+            return Err(bad());
+        }
+        out.push((d, r));
+    }
+    if out.iter().all(|&(_, r)| r == 0.0) {
+        return Err("every stage's rate is 0: nothing would be sent".into());
+    }
+    Ok(StageList(out))
 }
 
 /// `--delay`: a bare number is milliseconds; `1s`, `250us` are read as durations.
@@ -387,7 +459,27 @@ impl LoadArgs {
             }
             all.extend(from_file);
         }
+        let mut specs = None;
+        if let Some(f) = &self.targets {
+            if !all.is_empty() {
+                return Err(LoadError::Invalid(
+                    "--targets: give the requests in the file, not on the command line".into(),
+                ));
+            }
+            let read = crate::targets::read_targets_file(f)?;
+            if read.is_empty() {
+                return Err(LoadError::Invalid(format!(
+                    "--targets {}: no request in the file",
+                    f.display()
+                )));
+            }
+            let (targets, s): (Vec<_>, Vec<_>) = read.into_iter().unzip();
+            all = targets;
+            specs = Some(s);
+        }
         let mut o = RunOptions::new(all);
+        o.per_url = specs;
+        o.targets_order = self.targets_order;
         o.connections = self.connections as usize;
         o.requests = self.requests;
         o.duration = self.duration;
@@ -417,6 +509,13 @@ impl LoadArgs {
         o.http10 = self.http10;
         o.pipeline = self.pipeline as usize;
         o.rate = self.rate;
+        if let Some(StageList(stages)) = &self.stages {
+            let ramp = crate::plan::Ramp::new(stages, 1.0);
+            let secs = ramp.length().as_secs_f64();
+            o.duration = Some(ramp.length());
+            o.rate = Some(ramp.requests() / secs);
+            o.stages = Some(stages.clone());
+        }
         o.spin = self.spin;
         o.warmup = self.warmup;
         o.quiet = self.quiet;
@@ -424,6 +523,9 @@ impl LoadArgs {
         o.json = self.json.clone();
         o.plot = self.plot.clone();
         o.tls = self.tls_options();
+        // `-H "Connection: close"`: the server is asked to close after each response, so
+        // the connection is never reused, whatever the server does.
+        o.close |= o.asks_to_close();
         self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
         o.validate()?;
         Ok(o)
@@ -470,6 +572,7 @@ impl DistArgs {
             }
         }
         o.start_at = self.start_at;
+        o.series = self.series.clone();
         o.hdr_log = self.hdr_log.as_ref().map(|path| HdrLogOptions {
             path: path.clone(),
             interval: self.hdr_log_interval,
@@ -482,9 +585,15 @@ impl DistArgs {
     /// `loader compare` runs rounds on one machine: sharding, a start time and an interval
     /// log (rewritten every round) have no meaning there.
     pub fn only_for_runs(&self) -> Result<(), LoadError> {
-        if self.shard.is_some() || self.start_at.is_some() || self.hdr_log.is_some() {
+        if self.shard.is_some()
+            || self.start_at.is_some()
+            || self.hdr_log.is_some()
+            || self.series.is_some()
+        {
             return Err(LoadError::Invalid(
-                "--shard, --start-at and --hdr-log apply to a plain run, not to compare".into(),
+                "--shard, --start-at, --hdr-log and --series apply to a plain run, not to \
+                 compare"
+                    .into(),
             ));
         }
         Ok(())

@@ -1,7 +1,9 @@
 //! The runners behind the command line: each validates its arguments into plain options
 //! (usage errors exit 2), runs, and writes what the flags ask for.
 
-use super::{CeilingArgs, Cli, Command, CompareArgs, LoadArgs, OriginArgs};
+use super::{
+    CeilingArgs, Cli, Command, CompareArgs, CompatArgs, CompatOutput, LoadArgs, OriginArgs,
+};
 use crate::compare::ComparePlan;
 use crate::stats::RunResult;
 use crate::{LoadError, RunOptions};
@@ -29,18 +31,52 @@ pub fn run_command(cli: Cli) -> i32 {
         Some(Command::Compare(args)) => run_compare(&args, stop),
         Some(Command::Merge(args)) => crate::merge::run_merge(&args.files, args.json.as_deref()),
         Some(Command::Ceiling(args)) => run_ceiling(&args, stop),
-        None => run_load(&cli.urls, &cli.load, stop),
+        None => run_load(&cli.urls, &cli.load, &cli.compat, stop),
     }
 }
 
-fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
-    let opts = match args.to_options(urls) {
+/// The flags (wrk's, wrk2's and ab's turned into ours) as the run's options and what the
+/// output must hold besides the report.
+fn load_options(
+    urls: &[String],
+    args: &LoadArgs,
+    compat: &CompatArgs,
+) -> Result<(RunOptions, CompatOutput), crate::LoadError> {
+    let mut args = args.clone();
+    let extra = compat.apply(&mut args)?;
+    let mut opts = args.to_options(urls)?;
+    if extra.gnuplot.is_some() {
+        // As many as the run makes, up to a bound on the memory they take (32 B each).
+        let n = opts
+            .requests
+            .unwrap_or(super::compat::AB_TIME_LIMIT_REQUESTS);
+        opts.record_requests = Some(n.min(1_000_000) as usize);
+    }
+    Ok((opts, extra))
+}
+
+fn run_load(urls: &[String], args: &LoadArgs, compat: &CompatArgs, stop: Arc<ShutdownFlag>) -> i32 {
+    let (opts, extra) = match load_options(urls, args, compat) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("loader: {e}");
             return e.exit_code();
         }
     };
+    let files = [
+        ("--json", &opts.json),
+        ("--plot", &opts.plot),
+        ("-e", &extra.csv),
+        ("-g", &extra.gnuplot),
+    ];
+    for (flag, path) in files {
+        if let Some(path) = path {
+            if let Err(e) = check_writable(path) {
+                eprintln!("loader: {flag} {}: {e}", path.display());
+                return 2;
+            }
+        }
+    }
     if let Some(code) = crate::shard::wait_for_start(opts.start_at, opts.quiet, &stop) {
         return code;
     }
@@ -58,7 +94,7 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
             };
         }
     };
-    if let Err(e) = output(&result, &opts) {
+    if let Err(e) = output(&result, &opts).and_then(|()| peer_output(&result, &extra)) {
         eprintln!("loader: {e}");
         return 1;
     }
@@ -67,6 +103,42 @@ fn run_load(urls: &[String], args: &LoadArgs, stop: Arc<ShutdownFlag>) -> i32 {
     } else {
         0
     }
+}
+
+/// A file the run will write after the load: open it for writing now (without truncating
+/// it; a file the check created is removed again), so a path that cannot be written fails
+/// before the load instead of after it.
+fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
+    let existed = path.exists();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(path)?;
+    if !existed {
+        let _ = std::fs::remove_file(path);
+    }
+    Ok(())
+}
+
+/// wrk's `--latency` block on stdout after the report; ab's `-e` and `-g` files.
+fn peer_output(r: &RunResult, extra: &CompatOutput) -> Result<(), String> {
+    use crate::peer_formats::{gnuplot_tsv, percentiles_csv, wrk_latency};
+    if extra.latency {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        out.write_all(wrk_latency(&r.hist.total).as_bytes())
+            .and_then(|_| out.flush())
+            .map_err(|e| format!("writing the report: {e}"))?;
+    }
+    if let Some(path) = &extra.csv {
+        std::fs::write(path, percentiles_csv(&r.hist.total))
+            .map_err(|e| format!("-e {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &extra.gnuplot {
+        std::fs::write(path, gnuplot_tsv(&r.requests))
+            .map_err(|e| format!("-g {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// What the load command does with a finished run: the report on stdout, then `--json` and `--plot`.
@@ -258,7 +330,12 @@ fn run_origin(args: &OriginArgs, stop: Arc<ShutdownFlag>) -> i32 {
                 .map(|r| format!(", at most {r} req/s per worker (the rest queue)"))
                 .unwrap_or_default()
     );
-    println!("http://{addr}/");
+    let scheme = if args.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    println!("{scheme}://{addr}/");
     use std::io::Write;
     let _ = std::io::stdout().flush();
     match workers.join() {

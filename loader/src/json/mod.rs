@@ -315,6 +315,7 @@ impl RunDoc {
             warmup: self
                 .warmup_s
                 .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            requests: Vec::new(),
             interrupted: self.interrupted,
             concurrency: o.connections,
             pipeline: o.pipeline.max(1),

@@ -41,6 +41,10 @@ pub struct CountsDoc {
     pub bytes_received: u64,
     pub body_bytes: u64,
     pub bytes_sent: u64,
+    /// Requests sent again on a new connection (the server closed before taking them).
+    pub retried: u64,
+    /// Bytes after a complete response that no request asked for (connections closed).
+    pub protocol_errors: u64,
     pub unanswered: u64,
     /// The old name of `unanswered`: requests in flight at the end are drained, never dropped.
     pub abandoned: u64,
@@ -72,6 +76,8 @@ impl CountsDoc {
             bytes_received: c.bytes_received,
             body_bytes: c.body_bytes,
             bytes_sent: c.bytes_sent,
+            retried: c.retried,
+            protocol_errors: c.protocol_errors,
             unanswered: f.unanswered,
             abandoned: f.unanswered,
             status: c
@@ -108,6 +114,8 @@ impl CountsDoc {
             bytes_received: self.bytes_received,
             body_bytes: self.body_bytes,
             bytes_sent: self.bytes_sent,
+            retried: self.retried,
+            protocol_errors: self.protocol_errors,
             status,
         }
     }

@@ -17,7 +17,10 @@
 //! attempt finish (or time out).
 //!
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
-//! after it; the figures start from zero when it ends and `-n` counts from there.
+//! after it. When its time is over no warm-up attempt starts, and each worker's measured run
+//! starts when its last warm-up attempt has ended (a slow server's stragglers are not charged
+//! to it): the figures start from zero then, `-n` counts from there, `-d` and the `--rate`
+//! schedule run from there. The run's start is the earliest worker's.
 
 mod sum;
 
@@ -91,10 +94,15 @@ struct Common {
     stop: Arc<ShutdownFlag>,
     /// `--hdr-log`: where each worker's interval histograms go.
     hdr: Option<crate::hdrlog::Sink>,
+    /// `--series`: where each worker's seconds go.
+    series: Option<crate::series::Sink>,
 }
 
 struct WorkerDone {
     stats: Measurements,
+    /// When its measured run started: the warm-up's planned end, or later when warm-up
+    /// requests were still in flight then.
+    measure_start: Instant,
     /// The end of the load period: the stop, or the last response of a `-n` run.
     ended: Instant,
     /// The drain after a stop.
@@ -147,6 +155,11 @@ pub fn run_with_progress(
         .as_ref()
         .map(|h| crate::hdrlog::HdrLog::start(h, n_workers, measure_start, started))
         .transpose()?;
+    let series = opts
+        .series
+        .as_ref()
+        .map(|p| crate::series::Series::start(p, n_workers, measure_start))
+        .transpose()?;
     let common = Arc::new(Common {
         opts: opts.clone(),
         plan: plan.clone(),
@@ -155,6 +168,7 @@ pub fn run_with_progress(
         sources,
         stop: stop.clone(),
         hdr: hdr.as_ref().map(|h| h.sink()),
+        series: series.as_ref().map(|s| s.sink()),
     });
     let (tx, rx) = mpsc::channel();
     let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
@@ -184,12 +198,28 @@ pub fn run_with_progress(
         pinning,
         interrupted: stop.is_set(),
     };
+    // The warm-up's stragglers moved the measured run's start: the earliest worker's.
+    let measure_start = done
+        .iter()
+        .map(|d| d.measure_start)
+        .min()
+        .unwrap_or(measure_start);
+    let facts = RunFacts {
+        started: facts.started + measure_start.saturating_duration_since(facts.measure_start),
+        measure_start,
+        ..facts
+    };
     let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
     drop(common);
     if let (Some(h), Some(o)) = (hdr, &opts.hdr_log) {
         // A log that could not be written in full does not cost the run's report.
         if let Err(e) = h.finish(&o.path) {
             eprintln!("loader: error: {e}: the interval log is incomplete");
+        }
+    }
+    if let (Some(s), Some(path)) = (series, &opts.series) {
+        if let Err(e) = s.finish(path) {
+            eprintln!("loader: error: {e}: the series is incomplete");
         }
     }
     Ok(merge(opts, &plan, summed, facts))
@@ -217,8 +247,15 @@ fn announce(opts: &RunOptions, pinning: (&str, &str), driver: DriverKind, nofile
             describe_load(opts)
         );
     }
-    if opts.tls.trust == shared::tls::Trust::Insecure && opts.urls.iter().any(|u| u.tls) {
+    let any_tls = opts.urls.iter().any(|u| u.tls);
+    if opts.tls.trust == shared::tls::Trust::Insecure && any_tls {
         eprintln!("loader: warning: --insecure: server certificates are not verified");
+    }
+    if opts.tls.trust != shared::tls::Trust::System && !any_tls {
+        eprintln!(
+            "loader: warning: --cacert and --insecure apply to https:// URLs, and every URL \
+             here is http:// (a TLS server is reached with https://)"
+        );
     }
     // Every connection is a descriptor; a few more are the runtime's own.
     if nofile > 0 && opts.connections as u64 + 64 > nofile {
@@ -290,7 +327,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         common,
     } = item;
     let opts = &common.opts;
-    let tickets = Tickets::new(share.quota, share.base, common.plan.len());
+    let mut tickets = Tickets::new(share.quota, share.base, common.plan.len());
+    if opts.targets_order == crate::targets::TargetsOrder::Random {
+        tickets = tickets.random(ctx.id as u64 + 1);
+    }
     let w = Rc::new(
         Engine::new(
             opts,
@@ -312,7 +352,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         let at = common.measure_start;
         monoio::spawn(async move {
             monoio::select! {
-                _ = pace::pause_until(at, w.spin) => w.start_measuring(),
+                _ = pace::pause_until(at, w.spin) => w.end_warmup(at),
                 _ = end.wait() => {},
             }
         });
@@ -320,6 +360,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let hdr = common.hdr.as_ref().map(|s| s.for_worker(ctx.id));
     if let Some(h) = &hdr {
         monoio::spawn(h.clone().tick(w.clone()));
+    }
+    let series = common.series.as_ref().map(|s| s.for_worker(ctx.id));
+    if let Some(s) = &series {
+        monoio::spawn(s.clone().tick(w.clone()));
     }
     let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
     let all = Rc::new(all);
@@ -349,9 +393,13 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     if let Some(h) = &hdr {
         h.last(&w);
     }
+    if let Some(s) = &series {
+        s.last(&w);
+    }
     let stats = w.take_measurements();
     let _ = tx.send(WorkerDone {
         stats,
+        measure_start: w.measure_started_at().unwrap_or(common.measure_start),
         ended,
         drain,
     });
@@ -385,7 +433,17 @@ fn watch_end(
     );
     let (deadline, flag) = (common.deadline, common.stop.clone());
     let timeout = common.opts.timeout;
+    let warmup = common.opts.warmup.is_some();
     monoio::spawn(async move {
+        // After a warm-up, `-d` counts from the measured run's actual start.
+        let deadline = if warmup {
+            monoio::select! {
+                _ = w.measuring_started() => deadline.map(|d| d + w.warmup_overrun()),
+                _ = sd.wait() => deadline,
+            }
+        } else {
+            deadline
+        };
         let by_deadline = if w.spin {
             spin_until_end(deadline, &flag).await
         } else {
@@ -454,6 +512,15 @@ fn spawn_slots(
     let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
         let schedule = opts.rate.zip(rate_per_conn).map(|(r, per)| {
+            if opts.stages.is_some() {
+                // The ramp's requests dealt out round-robin over the shards, then over each
+                // shard's connections: together the shards send exactly the whole ramp.
+                let (i, n) = opts.shard.map_or((0, 1), |s| {
+                    (u64::from(s.shard.index - 1), u64::from(s.shard.count))
+                });
+                let c = opts.connections as u64;
+                return Schedule::ramped(now, i + n * g as u64, n * c);
+            }
             // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
             Schedule::new(now_shard + Duration::from_secs_f64(g as f64 / r), per)
         });
@@ -463,6 +530,7 @@ fn spawn_slots(
             Duration::from_millis((i * spread_ms / n) as u64)
         };
         let slot = Rc::new(Slot::new(g, opts.pipeline, now, schedule));
+        slot.warm_schedule.set(opts.warmup.is_some());
         all.push(slot.clone());
         handles.push(monoio::spawn(run_slot(w.clone(), end.clone(), slot, delay)));
     }
@@ -574,6 +642,7 @@ mod tests {
         let done = vec![
             WorkerDone {
                 stats: measured(0, 404, 100, Some(0)),
+                measure_start: t0,
                 ended: t0 + Duration::from_millis(5),
                 drain: Some(Drain {
                     in_flight: 2,
@@ -582,6 +651,7 @@ mod tests {
             },
             WorkerDone {
                 stats: measured(0, 200, 300, Some(2)),
+                measure_start: t0,
                 ended: t0 + Duration::from_millis(9),
                 drain: Some(Drain {
                     in_flight: 1,

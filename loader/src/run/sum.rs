@@ -24,6 +24,8 @@ pub(super) struct Summed {
     pub(super) ended: Instant,
     /// The workers' drains: in flight summed, the longest time.
     pub(super) drain: Option<Drain>,
+    /// ab's `-g`: every worker's kept request times.
+    pub(super) requests: Vec<crate::stats::RequestTimes>,
 }
 
 /// Add up the workers' figures (histograms merged after the threads joined, as wrk2 does).
@@ -41,6 +43,7 @@ pub(super) fn sum_workers(
         sources_used: vec![false; n_sources],
         ended: measure_start,
         drain: None,
+        requests: Vec::new(),
     };
     for d in done {
         for (acc, u) in s.urls.iter_mut().zip(&d.stats.urls) {
@@ -58,6 +61,9 @@ pub(super) fn sum_workers(
             *a |= b;
         }
         s.ended = s.ended.max(d.ended);
+        if let Some(r) = &d.stats.requests {
+            s.requests.extend_from_slice(r);
+        }
     }
     s
 }
@@ -88,6 +94,7 @@ pub(super) fn merge(
         sources_used,
         ended,
         drain,
+        requests,
     } = summed;
     if opts.rate.is_none() {
         hist.uncorrected = hist.total.clone();
@@ -108,6 +115,7 @@ pub(super) fn merge(
         elapsed,
         drain,
         warmup: opts.warmup,
+        requests,
         interrupted: facts.interrupted,
         concurrency: opts.connections,
         pipeline: opts.pipeline,

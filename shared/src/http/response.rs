@@ -19,8 +19,10 @@ use super::{
 };
 
 /// Header fields a response read by [`ResponseReader`] may have (it keeps its storage on
-/// the stack); `limits.max_headers` lowers this, never raises it.
-pub const READER_MAX_HEADERS: usize = 64;
+/// the stack): the codec's documented default, `Limits::default().max_headers` (a response
+/// with many Set-Cookie lines passes; checked by a test). `limits.max_headers` lowers this,
+/// never raises it.
+pub const READER_MAX_HEADERS: usize = 100;
 
 /// An interim response: 1xx, except 101 (Switching Protocols), which is final.
 pub fn is_interim(status: u16) -> bool {

@@ -155,18 +155,22 @@ fn local_shards_merge_to_the_origins_count_and_the_exact_percentiles() {
     };
     assert_eq!(p99(&text), p99(&report));
 
-    // The same shard twice and two missing: said, and counted as given.
+    // The same shard twice: refused (it would be counted twice), exit 2.
     let dup = Command::new(tests::bin("loader"))
         .arg("merge")
         .args([out.join("shard-0.json"), out.join("shard-0.json")])
         .output()
         .unwrap();
-    let text = ok(&dup, "merge of a shard twice");
-    assert_eq!(line_value(&text, "Complete requests:"), "2002");
-    assert!(
-        text.contains("WARNING: shards given more than once: 1/3"),
-        "{text}"
-    );
+    assert_eq!(dup.status.code(), Some(2));
+    assert!(tests::text(&dup.stderr).contains("shard 1/3 is given twice"));
+    // Two missing: said, and the one given counted.
+    let one = Command::new(tests::bin("loader"))
+        .arg("merge")
+        .arg(out.join("shard-0.json"))
+        .output()
+        .unwrap();
+    let text = ok(&one, "merge of one shard of three");
+    assert_eq!(line_value(&text, "Complete requests:"), "1001");
     assert!(text.contains("WARNING: shards missing: 2/3, 3/3"), "{text}");
     let _ = std::fs::remove_dir_all(&out);
 }

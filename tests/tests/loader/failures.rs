@@ -70,7 +70,10 @@ fn close_mode_fails_exactly_the_dropped_requests() {
 }
 
 /// Open loop, keep-alive, one request in flight per connection: a dropped connection fails
-/// the one request it carried; the next attempt reconnects.
+/// the one request it carried; the next attempt reconnects. A drop on a reused connection
+/// closes it before any byte of the answer, which is what a keep-alive timeout looks like
+/// from the client: the GET is sent once more on a new connection (RFC 9112 9.3.2), and fails
+/// there. So the origin, which read it both times, logs the retries too.
 #[test]
 fn rate_mode_fails_exactly_the_dropped_requests() {
     let o = tests::capturing_origin();
@@ -79,13 +82,14 @@ fn rate_mode_fails_exactly_the_dropped_requests() {
     let r = run(&opt);
     assert_n_exact(&r, 40);
     assert_eq!((r.totals.completed, r.totals.failures.read), (30, 10));
-    assert_eq!(parsed(&o), (30, 10));
+    assert!(r.totals.retried <= 10, "{:?}", r.totals);
+    assert_eq!(parsed(&o), (30, 10 + r.totals.retried));
     assert_eq!(o.connections(), r.connections_opened);
     assert_eq!(r.hist.total.len(), 30);
 }
 
 /// Pipelined: a dropped connection also fails the requests queued behind the drop, which
-/// the origin never parsed. Which requests share a connection with a drop depends on timing;
+/// the origin never parsed (or, on a connection that answered before, sends them again). Which requests share a connection with a drop depends on timing;
 /// what may not: every request the origin answered completed, every other one failed, and a
 /// dead connection took at most its pipeline's worth with it.
 fn pipelined(rate: Option<f64>) {
@@ -101,7 +105,12 @@ fn pipelined(rate: Option<f64>) {
     assert_eq!(t.completed, oks, "{t:?}");
     let failed = t.failures.not_completed();
     assert_eq!(failed, 40 - oks, "{t:?}");
-    assert!(drops >= 1 && failed >= drops, "{drops} drops, {t:?}");
+    // Each drop the origin parsed failed its request, or was a reused connection's, closed
+    // before any byte of the answer, and was sent again (RFC 9112 9.3.2).
+    assert!(
+        drops >= 1 && failed + t.retried >= drops,
+        "{drops} drops, {t:?}"
+    );
     assert!(failed <= drops * depth as u64, "{drops} drops, {t:?}");
     assert_eq!(o.connections(), r.connections_opened);
 }

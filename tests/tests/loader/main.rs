@@ -8,8 +8,11 @@ mod counts;
 mod dist;
 mod engine;
 mod failures;
+mod hostile;
+mod peers;
 mod process;
 mod report;
+mod series;
 mod tls;
 mod tls_process;
 

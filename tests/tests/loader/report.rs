@@ -61,6 +61,7 @@ fn synthetic() -> RunResult {
         elapsed: Duration::from_secs(2),
         drain: None,
         warmup: None,
+        requests: Vec::new(),
         interrupted: false,
         concurrency: 4,
         pipeline: 1,

@@ -4,6 +4,14 @@
 
 use super::*;
 use crate::http::response::{is_interim, parse_final_response, ReadStep, Response, ResponseReader};
+
+#[test]
+fn the_reader_takes_the_codecs_documented_number_of_fields() {
+    assert_eq!(
+        crate::http::response::READER_MAX_HEADERS,
+        crate::http::Limits::default().max_headers
+    );
+}
 use BodyKind::*;
 use CodecError::*;
 use RequestMethod::{Connect, Head, Other};

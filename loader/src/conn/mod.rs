@@ -17,6 +17,12 @@
 //! `ConnEnd` value, and `Slot::fail_queued` counts what is still queued from it, in one
 //! place. Responses are read with the shared [`ResponseReader`].
 //!
+//! A connection the server ends cleanly before taking every request sent on it (a response
+//! saying `Connection: close` with requests pipelined behind it; a reused keep-alive connection
+//! closed before any byte of the answer) leaves those requests queued: they are sent again on a
+//! new connection (RFC 9112 9.3.2; the second case only for idempotent methods, 9.3.1) and
+//! counted as retried, not failed, so Complete plus the failures equal the server's log.
+//!
 //! Per request in steady state (keep-alive): no allocation (the read and write buffers and
 //! the queue are reused; the request bytes are copied into the write buffer), one
 //! `Instant::now()` after each read (the next request's start is the previous response's
@@ -24,12 +30,13 @@
 //! `Cell` checked before polling `drive` (one timer per worker, in the monitor, checks every
 //! slot's deadline a few times per timeout period).
 
+mod receive;
+
 use crate::pace::pause_until;
 use crate::worker::{micros, Engine, Entry, Fail};
 
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
-use shared::http::response::{ReadStep, ResponseReader};
-use shared::http::Response;
+use monoio::io::AsyncWriteRentExt;
+use receive::Received;
 use shared::stream::Stream;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -53,10 +60,16 @@ pub struct Slot {
     pub connecting: Cell<bool>,
     /// Next send times (--rate).
     pub schedule: Cell<Option<crate::plan::Schedule>>,
+    /// `--warmup`: the schedule has not yet been moved to the measured run's actual start.
+    pub warm_schedule: Cell<bool>,
     /// The last time taken: the start of the next closed-loop request.
     pub now: Cell<Instant>,
     /// Set by the monitor to cut `drive` short.
     pub cut: Cell<Option<Cut>>,
+    /// Bytes read on the current connection that no completed response has accounted for
+    /// yet: at the connection's end they go to Total transferred (a failed response's bytes,
+    /// bytes nobody asked for).
+    unaccounted: Cell<u64>,
     /// The slot task's waker, for the monitor.
     waker: RefCell<Option<Waker>>,
 }
@@ -84,8 +97,10 @@ impl Slot {
             deadline: Cell::new(None),
             connecting: Cell::new(false),
             schedule: Cell::new(schedule),
+            warm_schedule: Cell::new(false),
             now: Cell::new(now),
             cut: Cell::new(None),
+            unaccounted: Cell::new(0),
             waker: RefCell::new(None),
         }
     }
@@ -112,12 +127,26 @@ impl Slot {
 
     /// Pop every in-flight attempt and count it as `why`.
     pub fn fail_all(&self, w: &Engine, why: Fail) {
+        self.account_bytes(w, None);
         let mut q = self.inflight.borrow_mut();
         while let Some(e) = q.pop_front() {
             w.fail(&e, why);
         }
         self.deadline.set(None);
         self.connecting.set(false);
+    }
+
+    /// The connection ends: the bytes read on it that no completed response counted go to
+    /// the front attempt's URL (the response that failed), else to `url` (the connection's).
+    fn account_bytes(&self, w: &Engine, url: Option<usize>) {
+        let n = self.unaccounted.replace(0);
+        if n == 0 {
+            return;
+        }
+        let front = self.inflight.borrow().front().map(|e| (e.url, e.measured));
+        if let Some((url, measured)) = front.or(url.map(|u| (u, w.measuring()))) {
+            w.received_unanswered(url, n, measured);
+        }
     }
 }
 
@@ -189,10 +218,12 @@ struct Open {
     /// Connect time, TLS handshake included, charged to the first response (ab's "Connect",
     /// which ab measures the same way).
     connect_us: u64,
+    /// Responses completed on it: a connection that answered before is a reused one.
+    answered: u64,
 }
 
 /// Why a connection ends, which decides how the attempts still queued on it are counted
-/// (in one place: `Slot::fail_queued`).
+/// or sent again (in one place: `Slot::fail_queued`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ConnEnd {
     /// The connect failed: every queued attempt is a connect failure.
@@ -203,18 +234,40 @@ enum ConnEnd {
     WriteFailed { batch: usize, malformed: bool },
     /// The front response was malformed: a parse failure; the rest lose their connection.
     Malformed,
-    /// EOF, a read error, a response that closes the connection (or `--close`), or bytes
-    /// nobody asked for: what is still queued will not be answered.
+    /// EOF or a read error in the middle of an answer, or before any answer on a new
+    /// connection: what is still queued will not be answered.
     Closed,
+    /// The last response closed the connection (`Connection: close`, HTTP/1.0, a
+    /// close-delimited body, or `--close`): the server takes no request after it (RFC 9112
+    /// 9.6), so what is queued is sent again on a new connection.
+    Announced,
+    /// A reused connection closed (EOF, reset, or a failed write) before any byte of the
+    /// front's answer, as a keep-alive timeout racing the next request does: the idempotent
+    /// requests queued are sent again (RFC 9112 9.3.1), the others fail.
+    Unanswered,
+    /// Bytes after a complete response that no request asked for: a protocol error.
+    Stray,
 }
 
 impl Slot {
-    /// Pop every in-flight attempt and count it as `end` says.
+    /// Pop every in-flight attempt and count it as `end` says, or keep it, in order, to be
+    /// sent again on a new connection.
     fn fail_queued(&self, w: &Engine, end: ConnEnd) {
         let mut q = self.inflight.borrow_mut();
         let n = q.len();
-        let mut i = 0;
-        while let Some(e) = q.pop_front() {
+        for i in 0..n {
+            let Some(mut e) = q.pop_front() else { break };
+            let retry = match end {
+                ConnEnd::Announced => true,
+                ConnEnd::Unanswered => w.idempotent[e.url],
+                _ => false,
+            };
+            if retry {
+                e.opened = false;
+                w.retried(&e);
+                q.push_back(e);
+                continue;
+            }
             let why = match end {
                 ConnEnd::ConnectFailed => Fail::Connect,
                 ConnEnd::WriteFailed {
@@ -229,10 +282,11 @@ impl Slot {
                 _ => Fail::Read,
             };
             w.fail(&e, why);
-            i += 1;
+        }
+        if q.is_empty() {
+            self.deadline.set(None);
         }
         drop(q);
-        self.deadline.set(None);
         self.connecting.set(false);
     }
 }
@@ -277,12 +331,26 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
         if w.is_stopped() {
             break; // the run is ending: no wait for a send time that will not come
         }
+        if w.settling() {
+            // The warm-up's time is over and its last requests are in flight somewhere: the
+            // measured run starts when they end.
+            if queued + batch > 0 {
+                break;
+            }
+            w.measuring_started().await;
+            slot.now.set(Instant::now());
+            continue;
+        }
         let mut now = slot.now.get();
         let mut intended = now;
         // With --rate, how late a send that waited for its time went out.
         let mut late = None;
         if let Some(mut sched) = slot.schedule.get() {
-            let due = sched.peek();
+            if slot.warm_schedule.get() && w.measuring() {
+                slot.warm_schedule.set(false);
+                sched.shift(w.warmup_overrun());
+            }
+            let due = sched.peek_on(w.ramp.as_ref());
             if due > now {
                 if queued + batch > 0 {
                     break; // send it after reading what is in flight
@@ -294,9 +362,12 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
             if w.is_stopped() {
                 break;
             }
+            if w.settling() {
+                continue; // the warm-up ended while this slot waited for its send time
+            }
             // Latency runs from the scheduled time when the send is late (coordinated
             // omission corrected), from the actual send when it is early.
-            intended = sched.next_due().min(now);
+            intended = sched.next_due_on(w.ramp.as_ref()).min(now);
             slot.schedule.set(Some(sched));
         }
         let Some(ticket) = w.take_ticket() else {
@@ -418,6 +489,7 @@ impl Session<'_> {
             url,
             dst,
             connect_us: micros(t2.saturating_duration_since(t0)),
+            answered: 0,
         });
         self.rx.reset();
         Ok(q.len())
@@ -433,14 +505,33 @@ impl Session<'_> {
                 .await
                 .is_err()
         {
-            let malformed = self.rx.read_older(self.w, self.slot, open, batch).await;
-            return Err(ConnEnd::WriteFailed { batch, malformed });
+            let end = self
+                .rx
+                .read_after_failed_write(self.w, self.slot, open)
+                .await;
+            return Err(match end {
+                ConnEnd::Announced | ConnEnd::Unanswered => end,
+                ConnEnd::Malformed => ConnEnd::WriteFailed {
+                    batch,
+                    malformed: true,
+                },
+                _ => ConnEnd::WriteFailed {
+                    batch,
+                    malformed: false,
+                },
+            });
         }
         self.rx.read_responses(self.w, self.slot, open).await
     }
 
-    /// The connection ends: count what is queued, close the connection, drop what was read.
+    /// The connection ends: count what is queued (or keep it to send again), close the
+    /// connection, drop what was read.
     fn end(&mut self, end: ConnEnd) {
+        let url = self.conn.as_ref().map(|o| o.url);
+        if end == ConnEnd::Stray {
+            self.w.protocol_error(url.unwrap_or(0));
+        }
+        self.slot.account_bytes(self.w, url);
         self.slot.fail_queued(self.w, end);
         self.close();
         self.rx.reset();
@@ -476,180 +567,4 @@ async fn write_batch(
     let (res, buf) = open.stream.write_all(buf).await;
     *wbuf = buf;
     res.map(|_| ())
-}
-
-/// The read side of a connection: bytes read and not yet consumed, the response being read,
-/// and the times ab's "Waiting" is measured with.
-struct Received {
-    buf: Vec<u8>,
-    /// Start of the unconsumed bytes.
-    pos: usize,
-    reader: ResponseReader,
-    /// Arrival time of the oldest unconsumed byte in `buf`: ab's "Waiting" ends there.
-    t_data: Instant,
-    /// Arrival of the first byte of the response being read.
-    t_first: Instant,
-}
-
-impl Received {
-    fn new(capacity: usize, now: Instant) -> Received {
-        Received {
-            buf: Vec::with_capacity(capacity),
-            pos: 0,
-            reader: ResponseReader::new(),
-            t_data: now,
-            t_first: now,
-        }
-    }
-
-    /// A new connection: nothing read.
-    fn reset(&mut self) {
-        self.pos = 0;
-        self.buf.clear();
-        self.reader = ResponseReader::new();
-    }
-
-    /// Step 4: read until at least one response is complete, then take every complete one.
-    /// `Ok` leaves the connection open for the next round.
-    async fn read_responses(
-        &mut self,
-        w: &Engine,
-        slot: &Slot,
-        open: &mut Open,
-    ) -> Result<(), ConnEnd> {
-        let mut done_any = false;
-        loop {
-            done_any |= self.take_responses(w, slot, open)?;
-            if self.pos == self.buf.len() {
-                self.pos = 0;
-                self.buf.clear();
-            }
-            if (done_any && self.pos == 0) || slot.inflight.borrow().is_empty() {
-                return Ok(());
-            }
-            if done_any && w.depth > 1 {
-                return Ok(()); // refill the pipe with what was freed
-            }
-            self.read_more(w, slot, open).await?;
-        }
-    }
-
-    /// A write of the last `batch` requests failed: the connection is dead, but answers to
-    /// the older ones may have arrived before it died (a server that answers and resets with
-    /// requests unread). Read them until those are answered or the connection ends; what
-    /// is still queued then is counted by `fail_queued`. A server that goes silent instead is
-    /// cut by the slot's timeout, as any read is. Returns whether the read ended on a
-    /// malformed answer (the front attempt's).
-    async fn read_older(&mut self, w: &Engine, slot: &Slot, open: &mut Open, batch: usize) -> bool {
-        while slot.inflight.borrow().len() > batch {
-            if let Err(end) = self.read_responses(w, slot, open).await {
-                return end == ConnEnd::Malformed;
-            }
-        }
-        false
-    }
-
-    /// Count every complete response in the buffer. Returns whether there was one.
-    fn take_responses(&mut self, w: &Engine, slot: &Slot, open: &Open) -> Result<bool, ConnEnd> {
-        let mut done_any = false;
-        while self.pos < self.buf.len() {
-            let Some(front) = slot.inflight.borrow().front().copied() else {
-                // Bytes nobody asked for: the server is broken; drop the connection.
-                return Err(ConnEnd::Closed);
-            };
-            if !self.reader.started() {
-                self.t_first = self.t_data; // this response's first byte is at `pos`
-            }
-            let note = |h: &[httparse::Header<'_>]| w.note_server(front.url, h);
-            let method = w.methods[front.url];
-            match self
-                .reader
-                .advance(&self.buf[self.pos..], method, &w.limits, note)
-            {
-                Ok(ReadStep::More(used)) => {
-                    self.pos += used;
-                    break;
-                }
-                Ok(ReadStep::Done(used, resp)) => {
-                    self.pos += used;
-                    self.complete_front(w, slot, open, &resp, slot.now.get());
-                    done_any = true;
-                    if !resp.keep_alive || w.close {
-                        return Err(ConnEnd::Closed);
-                    }
-                }
-                Err(err) => {
-                    let dst = open.dst;
-                    w.log_first(
-                        Fail::Parse,
-                        format_args!("malformed response from {dst}: {err}"),
-                    );
-                    return Err(ConnEnd::Malformed);
-                }
-            }
-        }
-        Ok(done_any)
-    }
-
-    /// Pop the front attempt and count its response, which ended at `t_done`.
-    fn complete_front(
-        &self,
-        w: &Engine,
-        slot: &Slot,
-        open: &Open,
-        resp: &Response,
-        t_done: Instant,
-    ) {
-        let e = slot.inflight.borrow_mut().pop_front();
-        if let Some(e) = e {
-            let connect_us = if e.opened { open.connect_us } else { 0 };
-            w.complete(&e, resp, connect_us, self.t_first, t_done);
-        }
-        slot.rearm(w.timeout);
-    }
-
-    /// One read into the buffer, after making room. At EOF a close-delimited body ends and
-    /// is counted; then (or on a read error) the connection is `Closed`.
-    async fn read_more(&mut self, w: &Engine, slot: &Slot, open: &mut Open) -> Result<(), ConnEnd> {
-        self.make_room();
-        let was_empty = self.buf.is_empty();
-        let (len, cap) = (self.buf.len(), self.buf.capacity());
-        let buf = std::mem::take(&mut self.buf);
-        let (res, slice) = open
-            .stream
-            .read(monoio::buf::IoBufMut::slice_mut(buf, len..cap))
-            .await;
-        self.buf = slice.into_inner();
-        let t = Instant::now();
-        slot.now.set(t);
-        if was_empty {
-            self.t_data = t;
-        }
-        match res {
-            Ok(0) => {
-                let unfinished = self.reader.started() || self.pos < self.buf.len();
-                if unfinished && !slot.inflight.borrow().is_empty() {
-                    if let Ok(resp) = self.reader.eof() {
-                        self.complete_front(w, slot, open, &resp, t);
-                    }
-                }
-                Err(ConnEnd::Closed)
-            }
-            Ok(_) => Ok(()),
-            Err(_) => Err(ConnEnd::Closed),
-        }
-    }
-
-    /// Room for a read: move a partial message to the front, or grow for a long head.
-    fn make_room(&mut self) {
-        if self.buf.len() == self.buf.capacity() {
-            if self.pos > 0 {
-                self.buf.copy_within(self.pos.., 0);
-                self.buf.truncate(self.buf.len() - self.pos);
-                self.pos = 0;
-            } else {
-                self.buf.reserve(self.buf.capacity());
-            }
-        }
-    }
 }

@@ -1,0 +1,206 @@
+//! The flags of wrk, wrk2 and ab that ours do not already spell the same way, so that their
+//! command lines run unchanged (the table is in docs/LOADER.md). `-c -n -d -k -H -T -i -l -m
+//! -q --timeout -R` are ours already; this adds the rest and turns it into our flags.
+//!
+//! Two letters mean different things in two tools: `-t` (wrk: threads; ab: a time limit in
+//! seconds) and `-s` (wrk: a Lua script; ab: the response timeout in seconds). The rule:
+//! **with `-d` they are wrk's, without `-d` they are ab's.** Every wrk command line in its
+//! README and wrk2's has `-d` (its run length); ab has no `-d`.
+
+use super::LoadArgs;
+use crate::LoadError;
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// ab's `-t` without `-n`: "This implies a -n 50000 internally" (ab's man page).
+pub const AB_TIME_LIMIT_REQUESTS: u64 = 50_000;
+
+/// wrk's, wrk2's and ab's flags that are not ours under the same name.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CompatArgs {
+    /// wrk: threads, when -d is given; ab: time limit in seconds, when it is not (with no
+    /// -n, at most 50000 requests, as ab)
+    #[arg(short = 't', value_name = "N|SECONDS")]
+    pub t: Option<String>,
+    /// ab: seconds to wait for each response (as --timeout; without -d). wrk's -s SCRIPT is
+    /// refused: Lua scripts are not supported
+    #[arg(short = 's', value_name = "SECONDS")]
+    pub s: Option<String>,
+    /// wrk: print wrk's latency distribution (50, 75, 90, 99%) after the report
+    #[arg(long)]
+    pub latency: bool,
+    /// ab: POST this file (as --body FILE); the type with -T
+    #[arg(short = 'p', value_name = "FILE", conflicts_with_all = ["body", "put_file"])]
+    pub post_file: Option<PathBuf>,
+    /// ab: PUT this file; the type with -T
+    #[arg(short = 'u', value_name = "FILE", conflicts_with = "body")]
+    pub put_file: Option<PathBuf>,
+    /// ab: a "Cookie: NAME=VALUE" header (repeatable)
+    #[arg(short = 'C', value_name = "NAME=VALUE")]
+    pub cookies: Vec<String>,
+    /// ab: Basic authentication, "Authorization: Basic base64(USER:PASSWORD)"
+    #[arg(short = 'A', value_name = "USER:PASSWORD")]
+    pub auth: Option<String>,
+    /// ab: write the time (ms) within which 0..100% of the requests were served, as CSV
+    #[arg(short = 'e', value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// ab: write every request's times as gnuplot TSV (the first 1000000 per worker)
+    #[arg(short = 'g', value_name = "FILE")]
+    pub gnuplot: Option<PathBuf>,
+}
+
+/// What the compatible flags ask of the output, beside the run itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CompatOutput {
+    /// wrk's `--latency` block.
+    pub latency: bool,
+    /// ab's `-e`.
+    pub csv: Option<PathBuf>,
+    /// ab's `-g`.
+    pub gnuplot: Option<PathBuf>,
+}
+
+impl CompatArgs {
+    /// Turn the compatible flags into ours on `load` (a copy of the parsed flags), and say
+    /// what they ask of the output. Errors name the flag.
+    pub fn apply(&self, load: &mut LoadArgs) -> Result<CompatOutput, LoadError> {
+        let invalid = |m: String| Err(LoadError::Invalid(m));
+        let wrk = load.duration.is_some();
+        if let Some(t) = &self.t {
+            if wrk {
+                let n = t.parse::<u16>().ok().filter(|n| (1..=1024).contains(n));
+                let Some(n) = n else {
+                    return invalid(format!("-t {t}: wrk's thread count, 1 to 1024 (with -d)"));
+                };
+                if load.runtime.workers.is_some_and(|w| w != n) {
+                    return invalid(format!("-t {t} disagrees with --threads/--workers"));
+                }
+                load.runtime.workers = Some(n);
+            } else {
+                let Some(limit) = positive_seconds(t) else {
+                    return invalid(format!(
+                        "-t {t}: ab's time limit in seconds (without -d; with -d, -t is wrk's \
+                         thread count)"
+                    ));
+                };
+                load.duration = Some(limit);
+                load.requests.get_or_insert(AB_TIME_LIMIT_REQUESTS);
+            }
+        }
+        if let Some(s) = &self.s {
+            match positive_seconds(s) {
+                Some(timeout) if !wrk => load.timeout = timeout,
+                _ => {
+                    return invalid(format!(
+                        "-s {s}: wrk's Lua scripts are not supported; use -H for headers, -m \
+                         and --body (or -p/-u) for the method and body, --urls for several URLs \
+                         (-s SECONDS is ab's response timeout, without -d)"
+                    ))
+                }
+            }
+        }
+        self.apply_request(load)?;
+        Ok(CompatOutput {
+            latency: self.latency,
+            csv: self.csv.clone(),
+            gnuplot: self.gnuplot.clone(),
+        })
+    }
+
+    /// ab's `-p`, `-u`, `-C` and `-A`: the body and method, and headers.
+    fn apply_request(&self, load: &mut LoadArgs) -> Result<(), LoadError> {
+        if let Some(f) = &self.post_file {
+            load.body = Some(f.clone());
+            load.method.get_or_insert_with(|| "POST".into());
+        }
+        if let Some(f) = &self.put_file {
+            load.body = Some(f.clone());
+            load.method.get_or_insert_with(|| "PUT".into());
+        }
+        for c in &self.cookies {
+            load.headers.push(format!("Cookie: {c}"));
+        }
+        if let Some(a) = &self.auth {
+            if !a.contains(':') {
+                return Err(LoadError::Invalid(format!(
+                    "-A {a}: expected USER:PASSWORD"
+                )));
+            }
+            let b64 = shared::base64::encode(a.as_bytes());
+            load.headers.push(format!("Authorization: Basic {b64}"));
+        }
+        Ok(())
+    }
+}
+
+/// ab's seconds: a positive number (`5`, `0.5`).
+fn positive_seconds(s: &str) -> Option<Duration> {
+    let v: f64 = s.parse().ok()?;
+    (v.is_finite() && v > 0.0 && v < 1e9).then(|| Duration::from_secs_f64(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::Parser;
+
+    fn applied(args: &[&str]) -> Result<(LoadArgs, CompatOutput), LoadError> {
+        let argv = std::iter::once("loader").chain(args.iter().copied());
+        let cli = Cli::try_parse_from(argv).expect("parses");
+        let mut load = cli.load.clone();
+        let out = cli.compat.apply(&mut load)?;
+        Ok((load, out))
+    }
+
+    #[test]
+    fn t_and_s_follow_the_rule_wrk_with_d_ab_without() {
+        let (l, _) = applied(&["-t4", "-c64", "-d10s", "--latency", "http://h/"]).unwrap();
+        assert_eq!(l.runtime.workers, Some(4));
+        assert_eq!(l.duration, Some(Duration::from_secs(10)));
+        let (l, _) = applied(&["-t", "30", "-c", "10", "http://h/"]).unwrap();
+        assert_eq!(l.runtime.workers, None);
+        assert_eq!(l.duration, Some(Duration::from_secs(30)));
+        assert_eq!(l.requests, Some(AB_TIME_LIMIT_REQUESTS));
+        let (l, _) = applied(&["-n", "100", "-t", "5", "-s", "2", "http://h/"]).unwrap();
+        assert_eq!(l.requests, Some(100));
+        assert_eq!(l.timeout, Duration::from_secs(2));
+        let e = applied(&["-d", "1s", "-s", "x.lua", "http://h/"]).unwrap_err();
+        assert!(
+            e.to_string().contains("Lua scripts are not supported"),
+            "{e}"
+        );
+        assert!(applied(&["-s", "x.lua", "http://h/"]).is_err());
+        assert!(applied(&["-d", "1s", "-t", "0", "http://h/"]).is_err());
+        assert!(applied(&["-t", "4", "--threads", "2", "-d", "1", "http://h/"]).is_err());
+    }
+
+    #[test]
+    fn ab_request_flags_become_ours() {
+        let (l, _) = applied(&["-p", "b.json", "-T", "application/json", "http://h/"]).unwrap();
+        assert_eq!(l.body, Some(PathBuf::from("b.json")));
+        assert_eq!(l.method.as_deref(), Some("POST"));
+        let (l, _) = applied(&[
+            "-u",
+            "b",
+            "-C",
+            "a=1",
+            "-C",
+            "b=2",
+            "-A",
+            "u:p",
+            "http://h/",
+        ])
+        .unwrap();
+        assert_eq!(l.method.as_deref(), Some("PUT"));
+        assert_eq!(
+            l.headers,
+            ["Cookie: a=1", "Cookie: b=2", "Authorization: Basic dTpw"]
+        );
+        let (_, o) = applied(&["-e", "p.csv", "-g", "g.tsv", "http://h/"]).unwrap();
+        assert_eq!(o.csv, Some(PathBuf::from("p.csv")));
+        assert_eq!(o.gnuplot, Some(PathBuf::from("g.tsv")));
+        assert!(applied(&["-A", "nocolon", "http://h/"]).is_err());
+    }
+}

@@ -1,0 +1,226 @@
+//! The read side of a connection ([`Received`]): responses read with the shared codec,
+//! counted as they complete, and how the connection ended when it did ([`ConnEnd`]).
+
+use super::{ConnEnd, Open, Slot};
+use crate::worker::{Engine, Fail};
+use monoio::io::AsyncReadRent;
+use shared::http::response::{ReadStep, ResponseReader};
+use shared::http::Response;
+use std::time::Instant;
+
+/// The read side of a connection: bytes read and not yet consumed, the response being read,
+/// and the times ab's "Waiting" is measured with.
+pub(super) struct Received {
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes.
+    pos: usize,
+    reader: ResponseReader,
+    /// Arrival time of the oldest unconsumed byte in `buf`: ab's "Waiting" ends there.
+    t_data: Instant,
+    /// Arrival of the first byte of the response being read.
+    t_first: Instant,
+}
+
+impl Received {
+    pub(super) fn new(capacity: usize, now: Instant) -> Received {
+        Received {
+            buf: Vec::with_capacity(capacity),
+            pos: 0,
+            reader: ResponseReader::new(),
+            t_data: now,
+            t_first: now,
+        }
+    }
+
+    /// A new connection: nothing read.
+    pub(super) fn reset(&mut self) {
+        self.pos = 0;
+        self.buf.clear();
+        self.reader = ResponseReader::new();
+    }
+
+    /// Step 4: read until at least one response is complete, then take every complete one.
+    /// `Ok` leaves the connection open for the next round.
+    pub(super) async fn read_responses(
+        &mut self,
+        w: &Engine,
+        slot: &Slot,
+        open: &mut Open,
+    ) -> Result<(), ConnEnd> {
+        let mut done_any = false;
+        loop {
+            done_any |= self.take_responses(w, slot, open)?;
+            if self.pos == self.buf.len() {
+                self.pos = 0;
+                self.buf.clear();
+            }
+            if (done_any && self.pos == 0) || slot.inflight.borrow().is_empty() {
+                return Ok(());
+            }
+            if done_any && w.depth > 1 {
+                return Ok(()); // refill the pipe with what was freed
+            }
+            self.read_more(w, slot, open).await?;
+        }
+    }
+
+    /// A write failed: the connection is dead, but answers may have arrived before it died
+    /// (a server that answers a large upload with 413 and closes without reading it; one that
+    /// answers pipelined requests and resets with more unread). Read them until every queued
+    /// request is answered or the connection ends, and say how it ended (`Closed` when every
+    /// queued request was answered). A server that goes silent instead is cut by the slot's
+    /// timeout, as any read is.
+    pub(super) async fn read_after_failed_write(
+        &mut self,
+        w: &Engine,
+        slot: &Slot,
+        open: &mut Open,
+    ) -> ConnEnd {
+        while !slot.inflight.borrow().is_empty() {
+            if let Err(end) = self.read_responses(w, slot, open).await {
+                return end;
+            }
+        }
+        ConnEnd::Closed
+    }
+
+    /// Count every complete response in the buffer. Returns whether there was one.
+    fn take_responses(
+        &mut self,
+        w: &Engine,
+        slot: &Slot,
+        open: &mut Open,
+    ) -> Result<bool, ConnEnd> {
+        let mut done_any = false;
+        while self.pos < self.buf.len() {
+            let Some(front) = slot.inflight.borrow().front().copied() else {
+                // Bytes nobody asked for: the server is broken; drop the connection.
+                return Err(ConnEnd::Stray);
+            };
+            if !self.reader.started() {
+                self.t_first = self.t_data; // this response's first byte is at `pos`
+            }
+            let note = |h: &[httparse::Header<'_>]| w.note_server(front.url, h);
+            let method = w.methods[front.url];
+            match self
+                .reader
+                .advance(&self.buf[self.pos..], method, &w.limits, note)
+            {
+                Ok(ReadStep::More(used)) => {
+                    self.pos += used;
+                    break;
+                }
+                Ok(ReadStep::Done(used, resp)) => {
+                    self.pos += used;
+                    self.complete_front(w, slot, open, &resp, slot.now.get());
+                    done_any = true;
+                    if !resp.keep_alive || w.close {
+                        if self.pos < self.buf.len() {
+                            // Bytes after the last response the connection carries.
+                            w.protocol_error(open.url);
+                        }
+                        return Err(ConnEnd::Announced);
+                    }
+                }
+                Err(err) => {
+                    let dst = open.dst;
+                    // A TLS record (handshake or alert, version 3.x) where HTTP was expected.
+                    let tls = matches!(self.buf[self.pos..], [0x15 | 0x16, 0x03, ..]);
+                    let hint = if tls {
+                        " (the server speaks TLS: use an https:// URL)"
+                    } else {
+                        ""
+                    };
+                    w.log_first(
+                        Fail::Parse,
+                        format_args!("malformed response from {dst}: {err}{hint}"),
+                    );
+                    return Err(ConnEnd::Malformed);
+                }
+            }
+        }
+        Ok(done_any)
+    }
+
+    /// Pop the front attempt and count its response, which ended at `t_done`.
+    fn complete_front(
+        &self,
+        w: &Engine,
+        slot: &Slot,
+        open: &mut Open,
+        resp: &Response,
+        t_done: Instant,
+    ) {
+        let e = slot.inflight.borrow_mut().pop_front();
+        let left = slot.unaccounted.get().saturating_sub(resp.wire_len);
+        slot.unaccounted.set(left);
+        open.answered += 1;
+        if let Some(e) = e {
+            let connect_us = if e.opened { open.connect_us } else { 0 };
+            w.complete(&e, resp, connect_us, self.t_first, t_done);
+        }
+        slot.rearm(w.timeout);
+    }
+
+    /// One read into the buffer, after making room. At EOF a close-delimited body ends and
+    /// is counted (the connection was `Announced` closed by it); otherwise EOF or a read error
+    /// ends the connection as [`Received::cut_short`] says.
+    async fn read_more(&mut self, w: &Engine, slot: &Slot, open: &mut Open) -> Result<(), ConnEnd> {
+        self.make_room();
+        let was_empty = self.buf.is_empty();
+        let (len, cap) = (self.buf.len(), self.buf.capacity());
+        let buf = std::mem::take(&mut self.buf);
+        let (res, slice) = open
+            .stream
+            .read(monoio::buf::IoBufMut::slice_mut(buf, len..cap))
+            .await;
+        self.buf = slice.into_inner();
+        let t = Instant::now();
+        slot.now.set(t);
+        if was_empty {
+            self.t_data = t;
+        }
+        match res {
+            Ok(0) => {
+                let unfinished = self.reader.started() || self.pos < self.buf.len();
+                if unfinished && !slot.inflight.borrow().is_empty() {
+                    if let Ok(resp) = self.reader.eof() {
+                        self.complete_front(w, slot, open, &resp, t);
+                        return Err(ConnEnd::Announced);
+                    }
+                }
+                Err(self.cut_short(open))
+            }
+            Ok(n) => {
+                slot.unaccounted.set(slot.unaccounted.get() + n as u64);
+                Ok(())
+            }
+            Err(_) => Err(self.cut_short(open)),
+        }
+    }
+
+    /// The connection ended (EOF or an error) with requests queued: before any byte of the
+    /// front's answer on a connection that answered before, the requests were never taken
+    /// (`Unanswered`); otherwise they failed with it (`Closed`).
+    fn cut_short(&self, open: &Open) -> ConnEnd {
+        let untouched = !self.reader.started() && self.pos == self.buf.len();
+        if untouched && open.answered > 0 {
+            ConnEnd::Unanswered
+        } else {
+            ConnEnd::Closed
+        }
+    }
+
+    /// Room for a read: move a partial message to the front, or grow for a long head.
+    fn make_room(&mut self) {
+        if self.buf.len() == self.buf.capacity() {
+            if self.pos > 0 {
+                self.buf.copy_within(self.pos.., 0);
+                self.buf.truncate(self.buf.len() - self.pos);
+                self.pos = 0;
+            } else {
+                self.buf.reserve(self.buf.capacity());
+            }
+        }
+    }
+}

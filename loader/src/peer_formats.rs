@@ -1,0 +1,148 @@
+//! Output in the formats of the tools whose command lines the loader takes: ab's `-e`
+//! percentile CSV and `-g` gnuplot TSV, and wrk's `--latency` block. Text only; the command
+//! line writes it.
+
+use crate::stats::RequestTimes;
+use hdrhistogram::Histogram;
+use std::fmt::Write;
+
+/// ab's `-e`: `Percentage served,Time in ms`, then `P,T` for P from 0 to 100 (`%d,%.3f`):
+/// 0 is the fastest request, 100 the slowest, P between the time within which P% were served.
+pub fn percentiles_csv(total_us: &Histogram<u64>) -> String {
+    let mut s = String::from("Percentage served,Time in ms\n");
+    for p in 0..=100u32 {
+        let us = match p {
+            _ if total_us.is_empty() => 0,
+            0 => total_us.min(),
+            100 => total_us.max(),
+            _ => total_us.value_at_quantile(f64::from(p) / 100.0),
+        };
+        let _ = writeln!(s, "{p},{:.3}", us as f64 / 1000.0);
+    }
+    s
+}
+
+/// ab's `-g`: `starttime seconds ctime dtime ttime wait` (tab-separated), a row per request,
+/// sorted by total time as ab sorts them; times in whole milliseconds (ab rounds), the start as
+/// ctime(3) prints it (in UTC here; ab prints local time) and in Unix seconds.
+pub fn gnuplot_tsv(requests: &[RequestTimes]) -> String {
+    let mut rows: Vec<&RequestTimes> = requests.iter().collect();
+    rows.sort_by_key(|r| r.total_us);
+    let mut s = String::from("starttime\tseconds\tctime\tdtime\tttime\twait\n");
+    let ms = |us: u64| (us + 500) / 1000;
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{}\t{}\t{}\t{}\t{}\t{}",
+            ctime(r.start_unix_s),
+            r.start_unix_s,
+            ms(r.connect_us),
+            ms(r.total_us.saturating_sub(r.connect_us)),
+            ms(r.total_us),
+            ms(r.wait_us)
+        );
+    }
+    s
+}
+
+/// `Wed Dec 02 02:36:29 2026` (apr_ctime's form), UTC.
+fn ctime(unix_s: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = (unix_s / 86_400) as i64;
+    let (y, m, d) = shared::civil::civil_from_days(days);
+    let secs = unix_s % 86_400;
+    format!(
+        "{} {} {d:02} {:02}:{:02}:{:02} {y}",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// wrk's `--latency` block: `  Latency Distribution`, then 50, 75, 90 and 99% as wrk prints
+/// them (`%7.0f%%` and the value in us, ms or s with two decimals, right-aligned).
+pub fn wrk_latency(total_us: &Histogram<u64>) -> String {
+    let mut s = String::from("  Latency Distribution\n");
+    for p in [50.0, 75.0, 90.0, 99.0] {
+        let us = if total_us.is_empty() {
+            0
+        } else {
+            total_us.value_at_quantile(p / 100.0)
+        };
+        let _ = writeln!(s, "{p:7.0}%{}", wrk_units(us as f64));
+    }
+    s
+}
+
+/// wrk's `print_units(n, format_time_us, 10)`: the value with two decimals in the largest
+/// unit below it, right-aligned in 10 columns minus the spaces a one-letter unit leaves.
+fn wrk_units(us: f64) -> String {
+    let (v, unit) = if us < 1000.0 {
+        (us, "us")
+    } else if us < 1_000_000.0 {
+        (us / 1000.0, "ms")
+    } else {
+        (us / 1_000_000.0, "s")
+    };
+    let text = format!("{v:.2}{unit}");
+    let pad = 2 - unit.len();
+    format!("{text:>width$}{}", " ".repeat(pad), width = 10 - pad)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(values_us: &[u64]) -> Histogram<u64> {
+        let mut h = crate::stats::new_histogram();
+        for &v in values_us {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn ab_csv_has_101_rows_from_fastest_to_slowest() {
+        let csv = percentiles_csv(&hist(&[164, 200, 257, 1000, 8751]));
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 102);
+        assert_eq!(lines[0], "Percentage served,Time in ms");
+        assert_eq!(lines[1], "0,0.164");
+        assert_eq!(lines[101], "100,8.751");
+        assert_eq!(lines[51], "50,0.257");
+    }
+
+    #[test]
+    fn ab_tsv_rows_sorted_by_total_time() {
+        let r = |total_us, connect_us| RequestTimes {
+            start_unix_s: 1_796_178_989,
+            connect_us,
+            total_us,
+            wait_us: 400,
+        };
+        let tsv = gnuplot_tsv(&[r(9_200, 0), r(7_400, 7_000), r(300, 0)]);
+        assert_eq!(
+            tsv,
+            "starttime\tseconds\tctime\tdtime\tttime\twait\n\
+             Wed Dec 02 02:36:29 2026\t1796178989\t0\t0\t0\t0\n\
+             Wed Dec 02 02:36:29 2026\t1796178989\t7\t0\t7\t0\n\
+             Wed Dec 02 02:36:29 2026\t1796178989\t0\t9\t9\t0\n"
+        );
+        assert_eq!(ctime(0), "Thu Jan 01 00:00:00 1970");
+    }
+
+    #[test]
+    fn wrk_latency_block_as_wrk_prints_it() {
+        let block = wrk_latency(&hist(&[635, 712, 800, 1_000, 2_500_000]));
+        let lines: Vec<&str> = block.lines().collect();
+        assert_eq!(lines[0], "  Latency Distribution");
+        assert_eq!(lines[1], "     50%  800.00us");
+        assert_eq!(lines[3], "     90%    2.50s ");
+        assert_eq!(wrk_units(1_500.0), "    1.50ms");
+    }
+}
