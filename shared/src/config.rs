@@ -238,7 +238,7 @@ mod tests {
         let e = cli_error(&["x", "y", "--nn", "1"]);
         assert_eq!(
             e,
-            "error: unexpected argument '--nn' found (tip: a similar argument exists: '--n')"
+            "unexpected argument '--nn' found (tip: a similar argument exists: '--n')"
         );
     }
 }
