@@ -23,6 +23,7 @@ pub mod inproc;
 pub mod process;
 pub mod raw;
 pub mod reload;
+pub mod scrape;
 pub mod strict;
 pub mod tls;
 pub mod tls_server;
