@@ -3,6 +3,7 @@
 //! `health_origin` holds the health checks' origins.
 
 mod access_log;
+mod crowds;
 mod health;
 mod health_check;
 mod health_check_log;
