@@ -4,6 +4,7 @@
 
 mod access_log;
 mod crowds;
+mod exhaustion;
 mod health;
 mod health_check;
 mod health_check_log;
