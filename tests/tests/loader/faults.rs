@@ -146,7 +146,7 @@ fn serve(mut s: TcpStream, fault: Fault, release: &Mutex<mpsc::Receiver<()>>, n:
             }
             Fault::ChangingLength => {
                 let i = n.fetch_add(1, Ordering::SeqCst);
-                let r: &[u8] = if i % 2 == 0 {
+                let r: &[u8] = if i.is_multiple_of(2) {
                     b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
                 } else {
                     b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok!"

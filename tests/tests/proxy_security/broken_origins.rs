@@ -276,7 +276,7 @@ fn assert_cut_off(c: &mut Client, what: &str) {
 
 fn check_client(c: &mut Client, expect: Expect, i: usize, what: &str) {
     let expect = match expect {
-        Expect::KillMix if i % 2 == 0 => Expect::Status(502),
+        Expect::KillMix if i.is_multiple_of(2) => Expect::Status(502),
         Expect::KillMix => Expect::CutOff,
         e => e,
     };
