@@ -18,6 +18,10 @@ pub fn check(data: &[u8]) {
     if text.contains("/dev/") || text.contains("/proc/") || text.contains("/sys/") {
         return;
     }
+    // A server given by name is looked up (DNS): the network's time, not the loader's code.
+    if names_a_host(text) {
+        return;
+    }
     let Err(e) = proxy::config::from_toml("fuzz.toml", text) else {
         return;
     };
@@ -44,4 +48,20 @@ pub fn check(data: &[u8]) {
         }
         proxy::config::Error::Usage(m) => panic!("a file's text gave a usage error: {m}"),
     }
+}
+
+// Whether a server of the file is a name rather than an IP literal.
+fn names_a_host(text: &str) -> bool {
+    let Ok(file) = proxy::config::schema::parse("fuzz.toml", text) else {
+        return false;
+    };
+    file.upstream.values().any(|g| {
+        g.get_ref().servers.iter().any(|s| {
+            let addr = s.get_ref().addr.as_str();
+            let addr = addr.split_once("://").map_or(addr, |(_, rest)| rest);
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host.parse::<std::net::IpAddr>().is_err()
+        })
+    })
 }
