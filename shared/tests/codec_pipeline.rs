@@ -121,7 +121,10 @@ fn desync_obfuscations_are_rejected() {
     use CodecError::*;
     let cases: &[(&str, CodecError)] = &[
         // Chunked not final: 400 first (RFC 9112 6.3 step 4), whatever else is wrong.
-        ("Transfer-Encoding: xchunked\r\n", TransferEncodingNotChunked),
+        (
+            "Transfer-Encoding: xchunked\r\n",
+            TransferEncodingNotChunked,
+        ),
         ("Transfer-Encoding : chunked\r\n", WhitespaceBeforeColon),
         (
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n",
