@@ -42,6 +42,8 @@ struct Want {
 
 const N: u64 = 6;
 const TIMEOUT: Duration = Duration::from_millis(300);
+/// The timeout of the rows that must not meet it.
+const LONG: Duration = Duration::from_secs(10);
 
 struct Origin {
     addr: SocketAddr,
@@ -165,7 +167,10 @@ fn row(fault: Fault, connections: usize, want: Want) {
     let url = format!("http://{}/x", o.addr);
     let mut opt = crate::opts(&[url], connections);
     opt.requests = Some(N);
-    opt.timeout = TIMEOUT;
+    // Only a stall meets the short timeout; every other fault must come first however
+    // loaded the machine (a reset after the peer read is seen through /proc).
+    let stalls = want.timeout > 0;
+    opt.timeout = if stalls { TIMEOUT } else { LONG };
     let t = Instant::now();
     let r = run(&opt);
     let took = t.elapsed();
@@ -187,7 +192,7 @@ fn row(fault: Fault, connections: usize, want: Want) {
     // On time: the timed-out requests of a connection come one after another, each after
     // one --timeout; nothing else waits (with a generous margin for a loaded machine).
     let per_conn = want.timeout.div_ceil(connections as u64) as u32;
-    let bound = TIMEOUT * per_conn + Duration::from_secs(3);
+    let bound = TIMEOUT * per_conn + Duration::from_secs(8);
     assert!(
         took < bound,
         "{fault:?}: the run took {took:?} (bound {bound:?})"
