@@ -57,7 +57,8 @@ impl Acceptor for TlsListener {
     fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
         let guard = self.w.enter();
         let (w, tls) = (self.w.clone(), self.tls.clone());
-        monoio::spawn(crate::client::serve_tls(w, stream, peer, guard, tls));
+        let serve = crate::client::serve_tls(w, stream, peer, guard, tls);
+        monoio::spawn(self.w.contained(serve));
     }
 
     fn failed(&self, e: &std::io::Error) {
@@ -78,11 +79,30 @@ impl Acceptor for ProxyWorker {
         // TCP_NODELAY is inherited from the listener (see `shared::net::nodelay_listener`): no setsockopt
         // per connection.
         let guard = self.enter();
-        monoio::spawn(crate::client::serve(self.clone(), stream, peer, guard));
+        let serve = crate::client::serve(self.clone(), stream, peer, guard);
+        monoio::spawn(self.contained(serve));
     }
 
     fn failed(&self, e: &std::io::Error) {
         self.stats.accept_errors.incr();
         self.obs.log_error(format_args!("accept: {e}"));
+    }
+}
+
+impl ProxyWorker {
+    /// A connection's task whose panic ends that connection alone (docs/ARCHITECTURE.md,
+    /// "Panics"): counted and logged (rate-limited), the worker runs on. Its `ConnGuard` and
+    /// buffers are dropped with the task, so the slot and the count of open connections are
+    /// given back.
+    fn contained(
+        self: &Rc<Self>,
+        serve: impl std::future::Future<Output = ()>,
+    ) -> impl std::future::Future<Output = ()> {
+        let w = self.clone();
+        shared::contain::Contained::new(serve, move |what: &str| {
+            w.stats.panics.incr();
+            w.obs
+                .log_error(format_args!("a connection's handling panicked: {what}"));
+        })
     }
 }

@@ -192,6 +192,13 @@ fn connections(o: &mut String, snaps: &[WorkerSnapshot]) {
         "accept(2) failures (out of descriptors, ...).",
     );
     let _ = writeln!(o, "proxy_accept_errors_total {}", sum(|s| s.accept_errors));
+    family(
+        o,
+        "proxy_connection_panics_total",
+        "counter",
+        "Client connections ended by a panic in their handling (caught; the worker runs on).",
+    );
+    let _ = writeln!(o, "proxy_connection_panics_total {}", sum(|s| s.panics));
 }
 
 /// Labels `group="..",server=".."` of every server, in config order.

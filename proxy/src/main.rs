@@ -6,6 +6,9 @@ use shared::config::{exit_cli_error, usage_error};
 use std::process::exit;
 
 fn main() {
+    // Release builds unwind so that a connection's panic ends that connection alone
+    // (docs/ARCHITECTURE.md, "Panics"); any other panic still ends the process at once.
+    shared::contain::abort_outside_contained();
     let cli = Cli::parse_from(std::env::args_os()).unwrap_or_else(|e| exit_cli_error("proxy", e));
     if let Some(shell) = cli.args.completions {
         use clap::CommandFactory;

@@ -318,6 +318,8 @@ pub struct WorkerSnapshot {
     pub open: u64,
     pub accepted: u64,
     pub accept_errors: u64,
+    /// Connection tasks ended by a panic.
+    pub panics: u64,
     /// TLS client handshakes: full, resumed, failed, and plain HTTP on a TLS listener.
     pub tls: [u64; 4],
     /// Response bodies spliced from socket to socket (`splice.rs`).

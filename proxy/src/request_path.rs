@@ -147,3 +147,58 @@ mod replay {
         );
     }
 }
+
+/// Replays of the loader's and the route/template layer's fuzz targets on their committed
+/// seeds (and every prefix of each), as `replay` does for the request path.
+#[cfg(test)]
+mod replay_seeds {
+    fn replay(target: &str, check: fn(&[u8])) -> usize {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/seeds")
+            .join(target);
+        let mut seeds: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        seeds.sort();
+        assert!(
+            seeds.len() >= 10,
+            "{}: {} seeds",
+            dir.display(),
+            seeds.len()
+        );
+        for seed in &seeds {
+            let data = std::fs::read(seed).unwrap();
+            // Every prefix of the small seeds; of a large one (the example config), every
+            // line's end.
+            let ends: Vec<usize> = if data.len() <= 400 {
+                (0..=data.len()).collect()
+            } else {
+                let lines = data.iter().enumerate().filter(|(_, &b)| b == b'\n');
+                lines.map(|(i, _)| i + 1).chain([data.len()]).collect()
+            };
+            for end in ends {
+                let r = std::panic::catch_unwind(|| check(&data[..end]));
+                assert!(r.is_ok(), "{target}: {} cut at {end}", seed.display());
+            }
+        }
+        seeds.len()
+    }
+
+    mod config {
+        include!("../../fuzz/checks/config.rs");
+    }
+    mod route_template {
+        include!("../../fuzz/checks/route_template.rs");
+    }
+
+    #[test]
+    fn config_seeds_hold_the_invariants() {
+        replay("config", config::check);
+    }
+
+    #[test]
+    fn route_template_seeds_hold_the_invariants() {
+        replay("route_template", route_template::check);
+    }
+}

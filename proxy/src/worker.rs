@@ -32,6 +32,9 @@ pub struct ProxyCounters {
     pub requests: Counter,
     pub upstream_connects: Counter,
     pub accept_errors: Counter,
+    /// Connection tasks ended by a panic (caught: the worker and its other connections
+    /// run on; `shared::contain`).
+    pub panics: Counter,
     pub upstream_errors: Counter,
     pub client_errors: Counter,
     /// Responses of cached routes, by `X-Cache` (collapsed requests that streamed a filling
@@ -306,6 +309,7 @@ impl ProxyWorker {
             open: self.active() as u64,
             accepted: self.stats.connections.get(),
             accept_errors: self.stats.accept_errors.get(),
+            panics: self.stats.panics.get(),
             tls: {
                 let st = &self.stats;
                 let (all, resumed) = (st.tls_handshakes.get(), st.tls_resumed.get());

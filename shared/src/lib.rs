@@ -24,6 +24,7 @@ pub mod base64;
 pub mod civil;
 pub mod clock;
 pub mod config;
+pub mod contain;
 pub mod counter;
 pub mod http;
 pub mod inbox;

@@ -120,11 +120,15 @@ fn error_answer_is_well_formed() {
 fn desync_obfuscations_are_rejected() {
     use CodecError::*;
     let cases: &[(&str, CodecError)] = &[
-        ("Transfer-Encoding: xchunked\r\n", UnknownTransferCoding),
+        // Chunked not final: 400 first (RFC 9112 6.3 step 4), whatever else is wrong.
+        (
+            "Transfer-Encoding: xchunked\r\n",
+            TransferEncodingNotChunked,
+        ),
         ("Transfer-Encoding : chunked\r\n", WhitespaceBeforeColon),
         (
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n",
-            UnknownTransferCoding,
+            TransferEncodingNotChunked,
         ),
         (
             "Transfer-Encoding:\tchunked\r\n",

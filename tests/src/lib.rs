@@ -25,6 +25,7 @@ pub mod manual;
 pub mod process;
 pub mod raw;
 pub mod reload;
+pub mod scrape;
 pub mod strict;
 pub mod tls;
 pub mod tls_server;

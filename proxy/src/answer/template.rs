@@ -84,6 +84,12 @@ impl Template {
         let b = text.as_bytes();
         let mut i = 0;
         while i < b.len() {
+            // Only a `{` (ASCII, so a character boundary) may start a variable: `i` steps
+            // over bytes, and slicing the text inside a character would panic.
+            if b[i] != b'{' {
+                i += 1;
+                continue;
+            }
             let Some((piece, len)) = variable_at(&text[i..])? else {
                 i += 1;
                 continue;

@@ -347,8 +347,16 @@ pub(crate) fn request_body_kind(
         if scan.te.malformed {
             return Err(CodecError::InvalidTransferEncoding);
         }
+        // 6.3 step 4: "If a Transfer-Encoding header field is present in a request and the
+        // chunked transfer coding is not the final encoding, [...] the server MUST respond
+        // with the 400". 7.1: chunked MUST NOT be applied more than once. First: this MUST
+        // wins over 6.1's SHOULD below (`chunked, x` is 400, as nginx answers it).
+        if !scan.te.last_is_chunked || scan.te.chunked_count != 1 {
+            return Err(CodecError::TransferEncodingNotChunked);
+        }
         // 6.1: "A server that receives a request message with a transfer coding it does not
-        // understand SHOULD respond with 501 (Not Implemented)."
+        // understand SHOULD respond with 501 (Not Implemented)." Only a coding under a final
+        // chunked gets here (`x, chunked`).
         if scan.te.unknown {
             return Err(CodecError::UnknownTransferCoding);
         }
@@ -361,12 +369,6 @@ pub(crate) fn request_body_kind(
         // 6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing.
         if version == Version::Http10 {
             return Err(CodecError::TransferEncodingHttp10);
-        }
-        // 6.3 step 4: "If a Transfer-Encoding header field is present in a request and the
-        // chunked transfer coding is not the final encoding, [...] the server MUST respond
-        // with the 400". 7.1: chunked MUST NOT be applied more than once.
-        if !scan.te.last_is_chunked || scan.te.chunked_count != 1 {
-            return Err(CodecError::TransferEncodingNotChunked);
         }
         // `gzip, chunked`: BodyKind has no room for the codings under chunked, so a
         // consumer would pass the body on decoded from chunked but still gzip-coded, with

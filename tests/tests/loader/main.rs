@@ -8,6 +8,7 @@ mod counts;
 mod dist;
 mod engine;
 mod failures;
+mod faults;
 mod hostile;
 mod peers;
 mod process;

@@ -6,6 +6,7 @@
 mod basic;
 mod config;
 mod conn_cap;
+mod differential;
 mod drain;
 mod early;
 mod expect_continue;

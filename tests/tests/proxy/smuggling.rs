@@ -57,10 +57,11 @@ fn codec_rows() -> Vec<Row> {
             post("Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"),
             501,
         ),
+        // Chunked not final: 400 (6.3 step 4's MUST), before any unknown coding's 501.
         (
             "TE chunked, identity",
             post("Transfer-Encoding: chunked, identity\r\n"),
-            501,
+            400,
         ),
         (
             "TE chunked;q=1",
@@ -121,8 +122,8 @@ fn codec_rows() -> Vec<Row> {
             post("Transfer-Encoding: foo, chunked\r\n"),
             501,
         ),
-        ("TE identity", post("Transfer-Encoding: identity\r\n"), 501),
-        ("TE xchunked", post("Transfer-Encoding: xchunked\r\n"), 501),
+        ("TE identity", post("Transfer-Encoding: identity\r\n"), 400),
+        ("TE xchunked", post("Transfer-Encoding: xchunked\r\n"), 400),
         (
             "TE in HTTP/1.0",
             r("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
@@ -462,7 +463,7 @@ fn desync_rows() -> Vec<Row> {
         (
             "desync: TE xchunked",
             "Transfer-Encoding: xchunked\r\n",
-            501,
+            400,
         ),
         (
             "desync: TE space before colon",
@@ -472,7 +473,7 @@ fn desync_rows() -> Vec<Row> {
         (
             "desync: TE chunked then TE x",
             "Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n",
-            501,
+            400,
         ),
         (
             "desync: TE after a tab",

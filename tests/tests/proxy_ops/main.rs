@@ -5,6 +5,8 @@
 mod access_log;
 mod check_start;
 mod client_abort;
+mod crowds;
+mod exhaustion;
 mod health;
 mod health_check;
 mod health_check_log;

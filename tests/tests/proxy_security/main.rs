@@ -6,6 +6,7 @@ use tests::toml_proxy::*;
 mod access_log_fifo;
 mod admin;
 mod body_desync;
+mod broken_origins;
 mod cache_key;
 mod framing;
 mod freeze;
