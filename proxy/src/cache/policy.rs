@@ -20,7 +20,9 @@ pub enum RequestClass {
     },
     /// Forwarded without touching the cache (`X-Cache: BYPASS`).
     Bypass(Bypass),
-    /// POST, PUT, DELETE, PATCH: forwarded; a non-error answer invalidates the key (4.4).
+    /// A method not known to be safe (RFC 9110 9.2.1: POST, PUT, DELETE, PATCH, and any
+    /// extension method such as `M-SEARCH`): forwarded; a non-error answer invalidates the key
+    /// (RFC 9111 4.4).
     Invalidate,
     /// `PURGE`: remove the key on every worker (when the client is in `purge_from`).
     Purge,
@@ -29,7 +31,8 @@ pub enum RequestClass {
 /// Why a request bypassed the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bypass {
-    /// A method that is neither cacheable nor invalidating (OPTIONS, CONNECT, unknown).
+    /// A safe method the cache does not serve (OPTIONS, TRACE): neither looked up nor
+    /// invalidating.
     Method,
     /// `Authorization` or `Cookie` on a route without `allow_credentials`.
     Credentials,
@@ -42,9 +45,11 @@ pub enum Bypass {
 pub fn classify(method: &str, headers: &[httparse::Header<'_>], cfg: &CacheEntry) -> RequestClass {
     match method {
         "GET" | "HEAD" => {}
-        "POST" | "PUT" | "DELETE" | "PATCH" => return RequestClass::Invalidate,
         "PURGE" => return RequestClass::Purge,
-        _ => return RequestClass::Bypass(Bypass::Method),
+        // RFC 9110 9.2.1: GET, HEAD, OPTIONS and TRACE are the safe methods; every other one,
+        // an extension method included, may change the resource.
+        "OPTIONS" | "TRACE" => return RequestClass::Bypass(Bypass::Method),
+        _ => return RequestClass::Invalidate,
     }
     let credentials = headers.iter().any(|h| {
         h.name.eq_ignore_ascii_case("authorization") || h.name.eq_ignore_ascii_case("cookie")
@@ -161,16 +166,30 @@ fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
                 .get_or_insert(crate::http_date::parse_http_date(h.value));
         } else if is("date") {
             s.date = s.date.or(crate::http_date::parse_http_date(h.value));
-        } else if is("age") {
-            s.age = s.age.or(std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(|v| v.min(DELTA_MAX)));
+        } else if is("age") && s.age.is_none() {
+            s.age = age_value(h.value);
         } else if is("set-cookie") {
             s.set_cookie = true;
         }
     }
     s
+}
+
+/// An `Age` field line's value: its first element (a line `7200, 0` is a list some caches
+/// send; 5.1 asks for one value, and the first one of the first line is the one kept, as for
+/// any singleton field a recipient finds repeated), delta-seconds saturating at 2^31. `None`:
+/// not a number (the field is ignored).
+fn age_value(v: &[u8]) -> Option<u64> {
+    let first = v.split(|&b| b == b',').next().unwrap_or_default();
+    let first = shared::http::framing::trim_ows(first);
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(first.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10)
+            .saturating_add(u64::from(d - b'0'))
+            .min(DELTA_MAX)
+    }))
 }
 
 /// Decide whether the response to a GET (or the GET that fills for a HEAD) is stored, and
