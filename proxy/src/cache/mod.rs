@@ -30,6 +30,8 @@ pub mod vary;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod rfc_tests;
+#[cfg(test)]
 mod validate_tests;
 
 pub use policy::{

@@ -270,7 +270,9 @@ fn lifetime(s: &ResponseScan, status: u16, at: Fetched, cfg: &CacheEntry) -> Opt
         let date = s.date.unwrap_or(at.response_time / 1000);
         return Some(secs(expires.unwrap_or(0).saturating_sub(date)));
     }
-    matches!(status, 200 | 301 | 404).then(|| cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64)
+    // `ttl = "0s"`: no default freshness (nginx's proxy_cache without proxy_cache_valid).
+    let ttl = cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64;
+    (ttl > 0 && matches!(status, 200 | 301 | 404)).then_some(ttl)
 }
 
 /// 4.2.3: "apparent_age = max(0, response_time - date_value);

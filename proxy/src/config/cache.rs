@@ -12,7 +12,7 @@
 
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
-use shared::units::serde_units::{de_duration, de_positive_duration, scalar, size_of, SIZE};
+use shared::units::serde_units::{de_duration, scalar, size_of, SIZE};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -28,8 +28,9 @@ pub const DEFAULT_MAX_VARIANTS: usize = 16;
 #[serde(deny_unknown_fields)]
 pub struct CacheEntry {
     /// Freshness of 200, 301 and 404 responses that carry none of their own (nginx's
-    /// `proxy_cache_valid`).
-    #[serde(default = "default_ttl", deserialize_with = "de_positive_duration")]
+    /// `proxy_cache_valid`). Zero: no default freshness, only what the response says
+    /// (nginx's `proxy_cache` without `proxy_cache_valid`).
+    #[serde(default = "default_ttl", deserialize_with = "de_duration")]
     pub ttl: Duration,
     /// The byte bound of each worker's store (LRU beyond it).
     #[serde(default = "default_max_bytes", deserialize_with = "de_positive_size")]
@@ -259,15 +260,12 @@ mod tests {
         assert!(c.allow_credentials);
         let one = parse(r#"{ purge_from = "192.168.0.0/16" }"#).unwrap();
         assert_eq!(one.purge_from[0].prefix, 16);
+        assert_eq!(parse(r#"{ ttl = "0s" }"#).unwrap().ttl, Duration::ZERO);
     }
 
     #[test]
     fn bad_values_name_their_key() {
         let cases = [
-            (
-                r#"{ ttl = "0s" }"#,
-                "key `cache.ttl`: must be greater than zero",
-            ),
             (
                 r#"{ ttl = "3x" }"#,
                 "key `cache.ttl`: invalid duration '3x'",

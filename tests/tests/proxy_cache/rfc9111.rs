@@ -155,3 +155,17 @@ fn any_method_not_known_to_be_safe_invalidates() {
     }
     // (An error answer invalidates nothing: `policy::invalidates` is unit-tested.)
 }
+
+#[test]
+fn ttl_zero_stores_only_what_the_response_makes_fresh() {
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |c| c.ttl = std::time::Duration::ZERO);
+    let steps = [
+        step("GET", "/plain", "", (200, "MISS", 1)),
+        step("GET", "/plain", "", (200, "MISS", 2)),
+        step("GET", P, "", (200, "MISS", 3)),
+        step("GET", P, "", (200, "HIT", 3)),
+    ];
+    run("ttl = 0s", addr, &o, &steps);
+    p.shutdown().unwrap();
+}
