@@ -24,13 +24,14 @@ pub mod directives;
 pub mod memfd;
 pub mod policy;
 pub mod store;
+pub mod targeted;
 pub mod validate;
 pub mod vary;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod rfc_tests;
+#[cfg(test)]
+mod tests;
 #[cfg(test)]
 mod validate_tests;
 

@@ -153,7 +153,18 @@ struct ResponseScan {
     set_cookie: bool,
 }
 
-fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
+/// One pass over a response's fields. With a valid targeted field (RFC 9213, `targeted`
+/// names them in order) its directives replace Cache-Control's, and Expires is ignored.
+fn scan(headers: &[httparse::Header<'_>], targeted: &[String]) -> ResponseScan {
+    let mut s = scan_fields(headers);
+    if let Some(cc) = super::targeted::directives(headers, targeted) {
+        s.cc = cc;
+        s.expires = None;
+    }
+    s
+}
+
+fn scan_fields(headers: &[httparse::Header<'_>]) -> ResponseScan {
     let mut s = ResponseScan::default();
     for h in headers {
         let is = |n: &str| h.name.eq_ignore_ascii_case(n);
@@ -207,7 +218,7 @@ pub fn storable(
     if status < 200 || status == 206 || status == 304 {
         return Err(NotStored::Status);
     }
-    let s = scan(response);
+    let s = scan(response, &cfg.targeted);
     // 3: "the no-store cache directive is not present in the response" (5.2.2.5), "if the
     // cache is shared: the private response directive is either not present or allows a
     // shared cache to store a modified response" (read here as not present).
@@ -253,7 +264,7 @@ pub fn storable(
 /// age, so a response that passed through other caches is not made to look younger. A hit
 /// sends [`Freshness::age_secs`] at the time it is served instead.
 pub fn fetched_age(response: &[httparse::Header<'_>], at: Fetched) -> u64 {
-    (initial_age(&scan(response), at) / 1000).min(DELTA_MAX)
+    (initial_age(&scan_fields(response), at) / 1000).min(DELTA_MAX)
 }
 
 /// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise

@@ -60,6 +60,11 @@ pub struct CacheEntry {
         deserialize_with = "de_positive_count"
     )]
     pub max_variants: usize,
+    /// Targeted cache-control fields (RFC 9213) this cache obeys, first valid one wins: it
+    /// replaces Cache-Control and Expires for storing and freshness, and none of these
+    /// fields is sent on to clients. Default `["CDN-Cache-Control"]`; `[]`: none.
+    #[serde(default = "default_targeted", deserialize_with = "de_field_names")]
+    pub targeted: Vec<String>,
 }
 
 impl Default for CacheEntry {
@@ -73,6 +78,7 @@ impl Default for CacheEntry {
             allow_credentials: false,
             sendfile: true,
             max_variants: DEFAULT_MAX_VARIANTS,
+            targeted: default_targeted(),
         }
     }
 }
@@ -163,6 +169,29 @@ fn bits(ip: IpAddr) -> u128 {
     }
 }
 
+fn default_targeted() -> Vec<String> {
+    vec!["CDN-Cache-Control".to_string()]
+}
+
+/// Field names (RFC 9110 5.1: tokens); `Cache-Control` itself is not a targeted field.
+fn de_field_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    for n in &names {
+        let token = !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(D::Error::custom(format!("`{n}` is not a field name")));
+        }
+        if n.eq_ignore_ascii_case("cache-control") {
+            return Err(D::Error::custom(
+                "`Cache-Control` is not a targeted field (it is always read, as the fallback)",
+            ));
+        }
+    }
+    Ok(names)
+}
+
 fn default_sendfile() -> bool {
     true
 }
@@ -248,10 +277,11 @@ mod tests {
         let c = parse(concat!(
             r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
             r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true, "#,
-            r#"max_variants = 4 }"#
+            r#"max_variants = 4, targeted = ["Proxy-Cache-Control", "CDN-Cache-Control"] }"#
         ))
         .unwrap();
         assert_eq!(c.max_variants, 4);
+        assert_eq!(c.targeted, ["Proxy-Cache-Control", "CDN-Cache-Control"]);
         assert_eq!(c.ttl, Duration::from_secs(60));
         assert_eq!(c.max_bytes, 8 << 20);
         assert_eq!(c.max_object, 4096);
@@ -293,6 +323,14 @@ mod tests {
             ),
             (r#"{ purge_from = 7 }"#, "expected an address or CIDR block"),
             (r#"{ size = "1MiB" }"#, "unknown field `size`"),
+            (
+                r#"{ targeted = ["CDN Cache"] }"#,
+                "key `cache.targeted`: `CDN Cache` is not a field name",
+            ),
+            (
+                r#"{ targeted = ["cache-control"] }"#,
+                "is not a targeted field",
+            ),
             (
                 r#"{ max_variants = 0 }"#,
                 "key `cache.max_variants`: must be at least 1",

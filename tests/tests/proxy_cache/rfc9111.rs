@@ -169,3 +169,93 @@ fn ttl_zero_stores_only_what_the_response_makes_fresh() {
     run("ttl = 0s", addr, &o, &steps);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn targeted_cache_control_decides_for_this_cache_and_is_not_forwarded() {
+    // RFC 9213: CDN-Cache-Control (the default `targeted` list) beats Cache-Control and
+    // Expires; invalid, it is ignored as a whole.
+    const CDN_LONG: &str =
+        "/t1?header=CDN-Cache-Control:max-age%3D3600&header=Cache-Control:no-store";
+    const CDN_NO_STORE: &str =
+        "/t2?header=CDN-Cache-Control:no-store&header=Cache-Control:max-age%3D3600";
+    const CDN_ZERO: &str =
+        "/t3?header=CDN-Cache-Control:max-age%3D0&header=Cache-Control:max-age%3D3600";
+    const CDN_INVALID: &str =
+        "/t4?header=CDN-Cache-Control:max-age%3D%2210000%22&header=Cache-Control:no-store";
+    const CDN_PRIVATE: &str =
+        "/t5?header=CDN-Cache-Control:private&header=Cache-Control:max-age%3D3600";
+    let cases: [(&str, &[Step]); 5] = [
+        (
+            "CDN-Cache-Control: max-age=3600 over Cache-Control: no-store",
+            &[
+                step("GET", CDN_LONG, "", (200, "MISS", 1)),
+                step("GET", CDN_LONG, "", (200, "HIT", 1)),
+            ],
+        ),
+        (
+            "CDN-Cache-Control: no-store over Cache-Control: max-age",
+            &[
+                step("GET", CDN_NO_STORE, "", (200, "MISS", 1)),
+                step("GET", CDN_NO_STORE, "", (200, "MISS", 2)),
+            ],
+        ),
+        (
+            "CDN-Cache-Control: max-age=0",
+            &[
+                step("GET", CDN_ZERO, "", (200, "MISS", 1)),
+                step("GET", CDN_ZERO, "", (200, "MISS", 2)),
+            ],
+        ),
+        (
+            "an invalid CDN-Cache-Control is ignored",
+            &[
+                step("GET", CDN_INVALID, "", (200, "MISS", 1)),
+                step("GET", CDN_INVALID, "", (200, "MISS", 2)),
+            ],
+        ),
+        (
+            "CDN-Cache-Control: private",
+            &[
+                step("GET", CDN_PRIVATE, "", (200, "MISS", 1)),
+                step("GET", CDN_PRIVATE, "", (200, "MISS", 2)),
+            ],
+        ),
+    ];
+    for (case, steps) in cases {
+        let o = tests::origin();
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        for r in run(case, addr, &o, steps) {
+            assert_eq!(r.header("cdn-cache-control"), None, "{case}: not forwarded");
+            assert!(
+                r.header("cache-control").is_some(),
+                "{case}: Cache-Control is"
+            );
+        }
+        p.shutdown().unwrap();
+    }
+    // `targeted = []`: CDN-Cache-Control means nothing to this cache and is passed on.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |c| c.targeted.clear());
+    let steps = [
+        step("GET", CDN_LONG, "", (200, "MISS", 1)),
+        step("GET", CDN_LONG, "", (200, "MISS", 2)),
+    ];
+    for r in run("targeted = []", addr, &o, &steps) {
+        assert_eq!(r.header("cdn-cache-control"), Some("max-age=3600"));
+    }
+    // A list of another name: that one is obeyed.
+    let o = tests::origin();
+    let (p2, addr) = proxy(&[o.addr()], &[], |c| {
+        c.targeted = vec!["Proxy-Cache-Control".into()]
+    });
+    let path = "/t6?header=Proxy-Cache-Control:max-age%3D3600";
+    let steps = [
+        step("GET", path, "", (200, "MISS", 1)),
+        step("GET", path, "", (200, "HIT", 1)),
+    ];
+    for r in run("targeted = [Proxy-Cache-Control]", addr, &o, &steps) {
+        assert_eq!(r.header("proxy-cache-control"), None);
+    }
+    p.shutdown().unwrap();
+    p2.shutdown().unwrap();
+}

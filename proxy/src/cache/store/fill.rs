@@ -98,6 +98,7 @@ impl Store {
         e.state = State::Filling {
             meta: Meta {
                 status,
+                served: served_len(&head),
                 head,
                 storable,
                 declared,

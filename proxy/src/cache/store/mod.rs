@@ -122,7 +122,11 @@ pub struct StoreStats {
 #[derive(Debug)]
 struct Meta {
     status: u16,
+    /// The stored head: the fields sent to clients, then, after an empty line, the fields
+    /// only this cache reads (targeted cache control, RFC 9213), kept for a 304's update.
     head: Bytes,
+    /// Bytes of `head` sent to clients (see [`served_len`]).
+    served: usize,
     storable: Storable,
     /// The body length the head declared, if any.
     declared: Option<u64>,
@@ -210,6 +214,14 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = v;
     }
+}
+
+/// Bytes of a stored head sent to clients: up to the empty line that starts the fields only
+/// the cache reads, or all of it.
+pub fn served_len(head: &[u8]) -> usize {
+    head.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |i| i + 2)
 }
 
 /// One worker's response store.
@@ -381,7 +393,7 @@ impl Store {
                         if f.is_fresh(now) {
                             let hit = Hit {
                                 status: meta.status,
-                                head: meta.head.clone(),
+                                head: meta.head.slice(..meta.served),
                                 body: body.clone(),
                                 age: f.age_secs(now),
                                 file: *file,
@@ -406,7 +418,7 @@ impl Store {
             return Lookup::Stream {
                 entry: self.handle(stream),
                 status: meta.status,
-                head: meta.head.clone(),
+                head: meta.head.slice(..meta.served),
                 age: meta.storable.freshness.age_secs(now),
                 len: meta.declared.unwrap_or(0),
             };
@@ -442,7 +454,8 @@ impl Store {
         Lookup::Miss
     }
 
-    /// A complete entry as a response, fresh or not (the one a validation is about).
+    /// A complete entry as a response, fresh or not (the one a validation is about), with
+    /// its whole stored head (the fields only the cache reads included: a 304 updates them).
     pub fn stored(&self, h: Handle, now: Millis) -> Option<Hit> {
         let State::Complete { meta, body, file } = &self.entry(h)?.state else {
             return None;
@@ -474,6 +487,7 @@ impl Store {
         let e = self.at_mut(h.slot);
         e.size = e.size + new - old;
         if let State::Complete { meta, .. } = &mut e.state {
+            meta.served = served_len(&head);
             meta.head = head;
             meta.storable = storable;
         }
@@ -541,7 +555,7 @@ impl Store {
         let f = &meta.storable.freshness;
         f.usable_on_error(now, stale_if_error).then(|| Hit {
             status: meta.status,
-            head: meta.head.clone(),
+            head: meta.head.slice(..meta.served),
             body: body.clone(),
             age: f.age_secs(now),
             file: *file,

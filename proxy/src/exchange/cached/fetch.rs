@@ -18,11 +18,15 @@ pub(super) struct Fetch<'s> {
     /// A non-error answer invalidates the key everywhere.
     pub(super) invalidate: bool,
     pub(super) request_time: Millis,
+    /// The route's targeted cache-control fields, never sent on to the client.
+    pub(super) targeted: &'s [String],
 }
 
-impl Fetch<'_> {
-    pub(super) fn plain(status: CacheStatus) -> Self {
+impl<'s> Fetch<'s> {
+    /// A fetch that only forwards (with `X-Cache: status`) on the route of `cfg`.
+    pub(super) fn plain(status: CacheStatus, cfg: &'s CacheEntry) -> Self {
         Fetch {
+            targeted: &cfg.targeted,
             status,
             fill: None,
             cache: None,
@@ -125,6 +129,9 @@ pub(super) async fn fetch(
     };
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         crate::worker::invalidate_everywhere(&w, key);
+    }
+    if !f.targeted.is_empty() {
+        drop_fields(&mut c.to_client, f.targeted);
     }
     write_header(&mut c.to_client, b"X-Cache", f.status.as_str().as_bytes());
     if !has_age(&c.to_client) {
@@ -268,7 +275,7 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
     // "HTTP/1.1 200 OK": the reason is what follows the status code.
     let reason = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
     let reason = std::str::from_utf8(reason).unwrap_or_default();
-    let head = stored_head(stored.status, reason, &fields);
+    let head = stored_head(stored.status, reason, &fields, &to.cfg.targeted);
     let at = Fetched {
         request_time: to.request_time,
         response_time: now_millis(),
@@ -330,7 +337,7 @@ pub(super) fn fill_head(
     fields.with(resp.ub, |reason, headers| {
         match cache::storable(request, status, headers, declared, at, cfg) {
             Ok(st) => {
-                let head = stored_head(status, reason, headers);
+                let head = stored_head(status, reason, headers, &cfg.targeted);
                 let kept = store.borrow_mut().fill_head(h, status, head, st, declared);
                 sync_stats(w, g);
                 kept
@@ -344,11 +351,20 @@ pub(super) fn fill_head(
 }
 
 /// The head kept with an entry: status line and end-to-end fields, without hop-by-hop
-/// fields, framing, Age or X-Cache (a hit writes its own).
-pub(super) fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<'_>]) -> Bytes {
+/// fields, framing, Age or X-Cache (a hit writes its own), nor the `targeted` fields (RFC
+/// 9213: for this cache only), which follow the others after an empty line, kept for a 304's
+/// update (`Store` serves the head up to it).
+pub(super) fn stored_head(
+    status: u16,
+    reason: &str,
+    fields: &[httparse::Header<'_>],
+    targeted: &[String],
+) -> Bytes {
     let mut out = BytesMut::with_capacity(256);
     write_status_line(&mut out, Version::Http11, status, reason);
     let named = Named::collect(fields);
+    let is_targeted = |n: &str| targeted.iter().any(|t| t.eq_ignore_ascii_case(n));
+    let mut hidden = false;
     for h in fields {
         let n = h.name;
         if is_hop_by_hop(n)
@@ -359,9 +375,45 @@ pub(super) fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<
         {
             continue;
         }
+        if is_targeted(n) {
+            hidden = true;
+            continue;
+        }
         write_header(&mut out, n.as_bytes(), h.value);
     }
+    if hidden {
+        out.extend_from_slice(b"\r\n");
+        for h in fields.iter().filter(|h| is_targeted(h.name)) {
+            write_header(&mut out, h.name.as_bytes(), h.value);
+        }
+    }
     out.freeze()
+}
+
+/// Remove the fields named in `names` from a client head being built (status line and
+/// field lines, no empty line yet): targeted cache control is for this cache only.
+pub(super) fn drop_fields(head: &mut BytesMut, names: &[String]) {
+    let mut at = match head.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => i + 2,
+        None => return,
+    };
+    while at < head.len() {
+        let end = head[at..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(head.len(), |i| at + i + 2);
+        let line = &head[at..end];
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if names
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+        {
+            head.copy_within(end.., at);
+            head.truncate(head.len() - (end - at));
+        } else {
+            at = end;
+        }
+    }
 }
 
 /// Whether the client head being built already has an Age field (passed on from upstream).

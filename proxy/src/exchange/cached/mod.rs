@@ -128,7 +128,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: us
                 let f = Fetch {
                     cache: Some((store, cfg.as_ref())),
                     stale,
-                    ..Fetch::plain(CacheStatus::Miss)
+                    ..Fetch::plain(CacheStatus::Miss, cfg)
                 };
                 let key = key();
                 return fetch_apart(c, &req, group, &key, f).await;
@@ -146,6 +146,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: us
                     validates,
                     invalidate: false,
                     request_time: now,
+                    targeted: &cfg.targeted,
                 };
                 let key = key();
                 return fetch_apart(c, &req, group, &key, f).await;
@@ -154,7 +155,7 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: us
                 c.rec.cache = Some(CacheStatus::Bypass);
                 let f = Fetch {
                     invalidate,
-                    ..Fetch::plain(CacheStatus::Bypass)
+                    ..Fetch::plain(CacheStatus::Bypass, cfg)
                 };
                 let key = key();
                 return fetch_apart(c, &req, group, &key, f).await;
