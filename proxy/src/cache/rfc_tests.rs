@@ -11,6 +11,7 @@ use std::time::Duration;
 const T: Millis = 1_700_000_000_000;
 
 type Fields = &'static [(&'static str, &'static str)];
+type Stored = Result<Millis, NotStored>;
 
 fn hs(list: &[(&'static str, &'static str)]) -> Vec<httparse::Header<'static>> {
     list.iter()
@@ -61,7 +62,7 @@ fn a_valid_targeted_field_replaces_cache_control_and_expires() {
         ..cdn.clone()
     };
     const FUTURE: &str = "Tue, 14 Nov 2023 23:13:20 GMT";
-    let cases: [(Fields, Result<Millis, NotStored>, Result<Millis, NotStored>); 9] = [
+    let cases: [(Fields, Stored, Stored); 9] = [
         (
             &[
                 ("CDN-Cache-Control", "max-age=3600"),
