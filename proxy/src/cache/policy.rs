@@ -107,6 +107,12 @@ pub struct Freshness {
     pub lifetime: Millis,
     /// A directive forbids serving it stale (see [`ResponseDirectives::forbids_stale`]).
     pub forbids_stale: bool,
+    /// RFC 5861 3, from the response: how long past its lifetime it may be served while a
+    /// revalidation runs (0: not at all).
+    pub stale_while_revalidate: Millis,
+    /// RFC 5861 4, from the response: how long past its lifetime it may be served when the
+    /// origin fails; `None`: the response says nothing (the route's setting decides).
+    pub stale_if_error: Option<Millis>,
 }
 
 impl Freshness {
@@ -127,12 +133,27 @@ impl Freshness {
         (self.current_age(now) / 1000).min(DELTA_MAX)
     }
 
-    /// Whether it may be served, stale, when the origin fails: within `stale_if_error` past
-    /// its lifetime (RFC 5861 4), unless a directive forbids stale use (4.2.4).
+    /// Whether it may be served, stale, when the origin fails: within the route's
+    /// `stale_if_error` past its lifetime, or if the route sets none (0) within the response's
+    /// own `stale-if-error` (RFC 5861 4; as nginx, the configured value comes first), unless a
+    /// directive forbids stale use (4.2.4).
     pub fn usable_on_error(&self, now: Millis, stale_if_error: Millis) -> bool {
-        stale_if_error > 0
+        let window = match stale_if_error {
+            0 => self.stale_if_error.unwrap_or(0),
+            route => route,
+        };
+        window > 0
             && !self.forbids_stale
-            && self.current_age(now) <= self.lifetime.saturating_add(stale_if_error)
+            && self.current_age(now) <= self.lifetime.saturating_add(window)
+    }
+
+    /// Whether, stale, it may be served at once while one revalidation runs (RFC 5861 3:
+    /// within `stale-while-revalidate` past its lifetime), unless a directive forbids stale
+    /// use (4.2.4).
+    pub fn usable_while_revalidating(&self, now: Millis) -> bool {
+        self.stale_while_revalidate > 0
+            && !self.forbids_stale
+            && self.current_age(now) <= self.lifetime.saturating_add(self.stale_while_revalidate)
     }
 }
 
@@ -254,6 +275,12 @@ pub fn storable(
             corrected_initial_age: initial_age(&s, at),
             lifetime,
             forbids_stale: s.cc.forbids_stale(),
+            stale_while_revalidate: s
+                .cc
+                .stale_while_revalidate
+                .unwrap_or(0)
+                .saturating_mul(1000),
+            stale_if_error: s.cc.stale_if_error.map(|n| n.saturating_mul(1000)),
         },
         vary,
     })

@@ -159,3 +159,95 @@ fn the_served_part_of_a_stored_head_ends_at_its_empty_line() {
         .collect();
     assert_eq!(names, [&b"A"[..], b"CDN-Cache-Control"]);
 }
+
+/// A store entry for `KEY`, fetched at T, with the response fields `resp`.
+fn stored_with(resp: Fields) -> (super::Store, super::Key<'static>) {
+    use super::store::{Append, Store};
+    const KEY: super::Key<'static> = super::Key {
+        https: false,
+        host: b"example.com",
+        target: b"/swr",
+    };
+    let st = storable(&[], 200, &hs(resp), Some(3), at(), &CacheEntry::default()).unwrap();
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    let head = bytes::Bytes::from_static(b"HTTP/1.1 200 OK\r\n");
+    assert!(s.fill_head(h, 200, head, st, Some(3)));
+    assert_eq!(s.append(h, b"abc"), Append::Kept);
+    assert!(s.finish(h));
+    (s, KEY)
+}
+
+#[test]
+fn stale_while_revalidate_serves_within_its_window_with_one_revalidation() {
+    use super::store::Lookup;
+    // Fresh for 10 s, then 5 s of stale-while-revalidate.
+    let (mut s, key) = stored_with(&[("Cache-Control", "max-age=10, stale-while-revalidate=5")]);
+    assert!(matches!(
+        s.lookup(key, &[], false, T + 9_999),
+        Lookup::Hit(_)
+    ));
+    let Lookup::Revalidate {
+        hit,
+        entry,
+        revalidating: false,
+    } = s.lookup(key, &[], false, T + 10_000)
+    else {
+        panic!("stale within the window: served, and revalidated by this request")
+    };
+    assert_eq!((&hit.body[..], hit.age), (&b"abc"[..], 10));
+    // The revalidation's fill is under way: the others are served, and start none.
+    let fill = s.begin_fill(key).unwrap();
+    for now in [T + 10_001, T + 15_000] {
+        assert!(matches!(
+            s.lookup(key, &[], false, now),
+            Lookup::Revalidate { entry: e, revalidating: true, .. } if e == entry
+        ));
+    }
+    // Past the window: not served; the request waits for the fill like any other.
+    assert!(matches!(s.lookup(key, &[], false, T + 15_001), Lookup::Wait(f) if f == fill));
+    s.abandon(fill);
+    assert!(matches!(
+        s.lookup(key, &[], false, T + 15_001),
+        Lookup::Stale(_)
+    ));
+    // A directive that forbids stale use forbids it here too (4.2.4).
+    let forbidden: [Fields; 3] = [
+        &[(
+            "Cache-Control",
+            "max-age=10, stale-while-revalidate=5, must-revalidate",
+        )],
+        &[("Cache-Control", "s-maxage=10, stale-while-revalidate=5")],
+        &[("Cache-Control", "max-age=10, stale-while-revalidate=bogus")],
+    ];
+    for resp in forbidden {
+        let (mut s, key) = stored_with(resp);
+        let l = s.lookup(key, &[], false, T + 10_000);
+        assert!(matches!(l, Lookup::Stale(_)), "{resp:?}");
+    }
+}
+
+#[test]
+fn stale_if_error_from_the_response_when_the_route_sets_none() {
+    use super::store::Lookup;
+    let (mut s, key) = stored_with(&[("Cache-Control", "max-age=10, stale-if-error=5")]);
+    let Lookup::Stale(h) = s.lookup(key, &[], false, T + 10_000) else {
+        panic!("stale")
+    };
+    assert!(
+        s.stale_hit(h, T + 15_000, 0).is_some(),
+        "the response's 5 s"
+    );
+    assert!(s.stale_hit(h, T + 15_001, 0).is_none());
+    // The route's setting comes first (as nginx's proxy_cache_use_stale does).
+    assert!(s.stale_hit(h, T + 15_001, 60_000).is_some());
+    assert!(s.stale_hit(h, T + 10_500, 100).is_none());
+    let (mut s, key) = stored_with(&[("Cache-Control", "max-age=10")]);
+    let Lookup::Stale(h) = s.lookup(key, &[], false, T + 10_000) else {
+        panic!("stale")
+    };
+    assert!(
+        s.stale_hit(h, T + 10_000, 0).is_none(),
+        "neither says anything"
+    );
+}

@@ -331,6 +331,8 @@ fn freshness_age_and_stale_if_error() {
         corrected_initial_age: 2_500,
         lifetime: 10_000,
         forbids_stale: false,
+        stale_while_revalidate: 0,
+        stale_if_error: None,
     };
     assert_eq!(f.current_age(T), 2_500);
     assert_eq!(f.age_secs(T), 2);
@@ -371,6 +373,8 @@ fn fresh(lifetime: Millis) -> Storable {
             corrected_initial_age: 0,
             lifetime,
             forbids_stale: false,
+            stale_while_revalidate: 0,
+            stale_if_error: None,
         },
         vary: VarySpec::default(),
     }

@@ -259,3 +259,125 @@ fn targeted_cache_control_decides_for_this_cache_and_is_not_forwarded() {
     p.shutdown().unwrap();
     p2.shutdown().unwrap();
 }
+
+/// Ask for `path` every 10 ms until the answer is not `X-Cache: skip` (an event: the entry's
+/// age passed a bound); the answers seen on the way and the first other one.
+fn until_not(addr: SocketAddr, path: &str, skip: &[&str]) -> (Vec<Response>, Response) {
+    let deadline = std::time::Instant::now() + tests::raw::WAIT;
+    let mut seen = Vec::new();
+    loop {
+        let r = request(addr, "GET", path, "");
+        if !skip.contains(&x_cache(&r)) {
+            return (seen, r);
+        }
+        seen.push(r);
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path}: still {skip:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn stale_while_revalidate_answers_at_once_and_revalidates_once() {
+    // RFC 5861 3. The revalidation is held by the origin for 1 s: the requests that come
+    // meanwhile are answered STALE and start no other.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    // max-age=2: the answer is 1 s old when it arrives (its delay, RFC 9111 4.2.3).
+    let path = "/swr?delay=1s&header=Cache-Control:max-age%3D2,%20stale-while-revalidate%3D60";
+    run("fill", addr, &o, &[step("GET", path, "", (200, "MISS", 1))]);
+    let (_, r) = until_not(addr, path, &["HIT"]);
+    assert_eq!((r.status, x_cache(&r)), (200, "STALE"));
+    assert!(r.is_pattern(64), "the stored body");
+    assert!(r
+        .header("age")
+        .is_some_and(|a| a.parse::<u64>().unwrap() >= 1));
+    // The revalidation reached the origin after the answer.
+    assert!(tests::eventually(tests::raw::WAIT, || o.requests() == 2));
+    for i in 0..3 {
+        let r = request(addr, "GET", path, "");
+        assert_eq!(
+            (r.status, x_cache(&r)),
+            (200, "STALE"),
+            "while revalidating, {i}"
+        );
+    }
+    // The revalidation stored a fresh response: a hit, and no other origin request.
+    let (stale, r) = until_not(addr, path, &["STALE"]);
+    assert_eq!(
+        (r.status, x_cache(&r), o.requests()),
+        (200, "HIT", 2),
+        "{} stale",
+        stale.len()
+    );
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn stale_while_revalidate_ends_with_its_window() {
+    // max-age=1, stale-while-revalidate=1, and the origin gone after the fill: STALE while
+    // the age is within 2 s (each revalidation fails), then the origin's failure (502, MISS).
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let path = "/swr?header=Cache-Control:max-age%3D1,%20stale-while-revalidate%3D1";
+    run("fill", addr, &o, &[step("GET", path, "", (200, "MISS", 1))]);
+    o.stop();
+    let (_, first) = until_not(addr, path, &["HIT"]);
+    assert_eq!((first.status, x_cache(&first)), (200, "STALE"));
+    let (_, after) = until_not(addr, path, &["STALE"]);
+    assert_eq!((after.status, x_cache(&after)), (502, "MISS"));
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn stale_if_error_from_the_response() {
+    // RFC 5861 4, the route's stale_if_error left at 0: the response's own serves, on a
+    // failed connection and on a 5xx answer alike.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let sie = "/sie?header=Cache-Control:max-age%3D1,%20stale-if-error%3D60";
+    let plain = "/plain?header=Cache-Control:max-age%3D1";
+    run(
+        "fill",
+        addr,
+        &o,
+        &[
+            step("GET", sie, "", (200, "MISS", 1)),
+            step("GET", plain, "", (200, "MISS", 2)),
+        ],
+    );
+    o.stop();
+    let (_, r) = until_not(addr, sie, &["HIT"]);
+    assert_eq!((r.status, x_cache(&r)), (200, "STALE"));
+    assert!(r.is_pattern(64));
+    let (_, r) = until_not(addr, plain, &["HIT"]);
+    assert_eq!(
+        (r.status, x_cache(&r)),
+        (502, "MISS"),
+        "no stale-if-error: the failure"
+    );
+    p.shutdown().unwrap();
+
+    let switch = shared::origin::switch::StatusSwitch::new("/e", 200);
+    let o = Origin::start(shared::origin::OriginConfig {
+        switch: Some(switch.clone()),
+        ..shared::origin::OriginConfig::default()
+    })
+    .unwrap();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let sie = "/e?header=Cache-Control:max-age%3D1,%20stale-if-error%3D60";
+    run("fill", addr, &o, &[step("GET", sie, "", (200, "MISS", 1))]);
+    switch.set(503);
+    let (_, r) = until_not(addr, sie, &["HIT"]);
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "STALE", 2));
+    switch.set(404);
+    let r = request(addr, "GET", sie, "");
+    assert_eq!(
+        (r.status, x_cache(&r), o.requests()),
+        (404, "MISS", 3),
+        "not an error: passed on"
+    );
+    p.shutdown().unwrap();
+}

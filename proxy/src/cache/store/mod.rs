@@ -80,6 +80,14 @@ pub enum Lookup {
     },
     /// A fill for this key is under way: [`Store::subscribe`], and look up again when woken.
     Wait(Handle),
+    /// Stale, but within its `stale-while-revalidate` (RFC 5861 3): serve `hit` at once
+    /// (`X-Cache: STALE`); unless `revalidating` (a fill of the key is under way already, the
+    /// one revalidation), revalidate `entry` after it ([`Store::begin_fill`]).
+    Revalidate {
+        hit: Hit,
+        entry: Handle,
+        revalidating: bool,
+    },
     /// Stored but stale: fetch (and [`Store::begin_fill`]); on upstream error or timeout try
     /// [`Store::stale_hit`] on this handle (`X-Cache: STALE`).
     Stale(Handle),
@@ -374,7 +382,7 @@ impl Store {
         if revalidate {
             return self.to_validate(first, hash, key, request);
         }
-        let (mut stream, mut wait, mut stale) = (NIL, NIL, NIL);
+        let (mut stream, mut wait, mut stale, mut swr) = (NIL, NIL, NIL, NIL);
         let mut i = first;
         while i != NIL {
             let e = self.at(i);
@@ -404,11 +412,17 @@ impl Store {
                         if stale == NIL {
                             stale = i;
                         }
+                        if swr == NIL && f.usable_while_revalidating(now) {
+                            swr = i;
+                        }
                     }
                     _ => {}
                 }
             }
             i = e.chain;
+        }
+        if swr != NIL {
+            return self.while_revalidating(swr, stream != NIL || wait != NIL, now);
         }
         if stream != NIL {
             self.touch(stream);
@@ -430,6 +444,26 @@ impl Store {
             return Lookup::Stale(self.handle(stale));
         }
         Lookup::Miss
+    }
+
+    /// Complete entry `i`, stale within its stale-while-revalidate, served at `now`.
+    fn while_revalidating(&mut self, i: u32, revalidating: bool, now: Millis) -> Lookup {
+        let State::Complete { meta, body, file } = &self.at(i).state else {
+            unreachable!("chosen as complete by lookup");
+        };
+        let hit = Hit {
+            status: meta.status,
+            head: meta.head.slice(..meta.served),
+            body: body.clone(),
+            age: meta.storable.freshness.age_secs(now),
+            file: *file,
+        };
+        self.touch(i);
+        Lookup::Revalidate {
+            hit,
+            entry: self.handle(i),
+            revalidating,
+        }
     }
 
     /// The most recently used complete entry of `key` and the request's variant, from chain

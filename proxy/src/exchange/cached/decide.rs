@@ -27,6 +27,22 @@ pub(super) enum Decision {
     Purge,
     /// Only-if-cached and nothing is: 504 (RFC 9111 5.2.1.7).
     NotCached,
+    /// A stale entry within its `stale-while-revalidate` (RFC 5861 3) answers at once
+    /// (`X-Cache: STALE`); `refresh`: this request then revalidates it (no other fill of the
+    /// key is under way).
+    StaleWhileRevalidate {
+        answer: FromStore,
+        refresh: Option<Refill>,
+    },
+}
+
+/// The one revalidation of a stale entry served while it runs: the fill that replaces it,
+/// and the stored response (with a validator) a conditional request validates.
+pub(super) struct Refill {
+    /// The stale entry served.
+    pub(super) entry: Handle,
+    pub(super) fill: Handle,
+    pub(super) validates: Option<(Handle, Hit)>,
 }
 
 /// What the store answers with.
@@ -96,6 +112,30 @@ pub(super) fn decide(
                     })),
                     Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
                 },
+                Lookup::Revalidate {
+                    hit,
+                    entry,
+                    revalidating,
+                } => {
+                    let refresh = match revalidating {
+                        true => None,
+                        false => s.begin_fill(key).map(|fill| Refill {
+                            entry,
+                            fill,
+                            validates: s
+                                .stored(entry, now)
+                                .filter(|hit| validate::validators(&hit.head).any())
+                                .map(|hit| (entry, hit)),
+                        }),
+                    };
+                    let answer =
+                        match validate::precondition(fields, validate::validators(&hit.head)) {
+                            Outcome::Proceed => FromStore::Hit(hit),
+                            Outcome::NotModified => FromStore::NotModified(hit),
+                            Outcome::Failed => FromStore::PreconditionFailed,
+                        };
+                    Decision::StaleWhileRevalidate { answer, refresh }
+                }
                 Lookup::Wait(fill) => {
                     // What `revalidate` finds is any complete entry of the variant.
                     let stale = match s.lookup(key, fields, true, now) {

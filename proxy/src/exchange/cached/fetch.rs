@@ -104,6 +104,17 @@ pub(super) async fn fetch(
             return upstream_failed(c, req, &f, e).await;
         }
     };
+    if f.stale.is_some() && is_error_status(a.head.resp.status) {
+        // The origin answered with an error: a stale entry within stale-if-error serves
+        // instead (the error's body is not read: its upstream connection is not reused).
+        if let Some(hit) = stale_for_error(&f) {
+            if let Some((store, h, _)) = f.fill {
+                store.borrow_mut().abandon(h);
+            }
+            w.buffers.give_buf(a.head.ub);
+            return send_stale(c, req, hit).await;
+        }
+    }
     if let (true, Some(rh)) = (not_modified, &req_head) {
         if let Some((store, h, _)) = f.fill {
             store.borrow_mut().abandon(h);
@@ -123,6 +134,7 @@ pub(super) async fn fetch(
                 store,
                 handle: kept.then_some(h),
                 head_only,
+                silent: false,
             })
         }
         _ => None,
@@ -144,16 +156,27 @@ pub(super) async fn fetch(
     let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
     let (next, filled) = relay_response(c, a, group, fill).await;
     if let Some((store, h)) = started {
-        {
-            let mut s = store.borrow_mut();
-            let done = filled.is_some_and(|h| s.finish(h));
-            if !done {
-                s.abandon(h);
-            }
-        }
-        sync_stats(&w, &g);
+        finish_fill(store, h, filled, &w, &g);
     }
     next
+}
+
+/// End fill `h` after its relay: complete if the body filled it (`filled`), else abandoned.
+pub(super) fn finish_fill(
+    store: &RefCell<Store>,
+    h: Handle,
+    filled: Option<Handle>,
+    w: &ProxyWorker,
+    g: &Generation,
+) {
+    {
+        let mut s = store.borrow_mut();
+        let done = filled.is_some_and(|h| s.finish(h));
+        if !done {
+            s.abandon(h);
+        }
+    }
+    sync_stats(w, g);
 }
 
 /// The upstream gave no answer: a stale entry within `stale_if_error`, else the error.
@@ -164,22 +187,43 @@ pub(super) async fn upstream_failed(
     e: Option<ProxyError>,
 ) -> Next {
     // The stale entry serves whether or not a fill could be started.
-    if let (Some(h), Some((store, cfg))) = (f.stale, f.cache) {
-        let hit =
-            store
-                .borrow_mut()
-                .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
-        if let Some(hit) = hit {
-            c.rec.cache = Some(CacheStatus::Stale);
-            let len = hit.body.len() as u64;
-            let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
-            return send_stored(c, req, out, Some(hit.body)).await;
-        }
+    if let Some(next) = serve_stale(c, req, f).await {
+        return next;
     }
     match e {
         Some(e) => fail_with(c, e, f.status).await,
         None => Next::Close,
     }
+}
+
+/// Serve the stale entry of `f` (`X-Cache: STALE`) if it may be served on an error now.
+/// `None`: there is none.
+async fn serve_stale(c: &mut ClientConn, req: &RequestInfo, f: &Fetch<'_>) -> Option<Next> {
+    let hit = stale_for_error(f)?;
+    Some(send_stale(c, req, hit).await)
+}
+
+/// The stale entry of `f`, if it may be served on an error now (RFC 5861 4: within the
+/// route's `stale_if_error`, else the response's `stale-if-error`).
+fn stale_for_error(f: &Fetch<'_>) -> Option<Hit> {
+    let (Some(h), Some((store, cfg))) = (f.stale, f.cache) else {
+        return None;
+    };
+    let route = cfg.stale_if_error.as_millis() as Millis;
+    store.borrow_mut().stale_hit(h, now_millis(), route)
+}
+
+async fn send_stale(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+    c.rec.cache = Some(CacheStatus::Stale);
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// RFC 5861 4: "an error is any situation that would result in a 500, 502, 503, or 504 HTTP
+/// response status code being returned".
+fn is_error_status(status: u16) -> bool {
+    matches!(status, 500 | 502 | 503 | 504)
 }
 
 /// The origin answered our conditional request 304: the stored entry's head and freshness
@@ -194,9 +238,35 @@ pub(super) async fn revalidated(
     f: &Fetch<'_>,
     req_head: &[u8],
 ) -> Next {
-    let w = c.w.clone();
+    let Some((hit, pre)) = apply_304(c, group, a, f, req_head) else {
+        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
+        return fail_with(c, e, CacheStatus::Miss).await;
+    };
+    match pre {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
+        }
+        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
+    }
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// A 304 to the conditional request of `f` (its upstream answer `a`): the stored entry
+/// refreshed from it (RFC 9111 4.3.4), the upstream connection pooled when clean. The stored
+/// response to serve, and the client's own preconditions against it; `None`: the 304's strong
+/// ETag is not the stored one, it updates nothing.
+pub(super) fn apply_304(
+    c: &mut ClientConn,
+    group: usize,
+    a: Answered<'_>,
+    f: &Fetch<'_>,
+    req_head: &[u8],
+) -> Option<(Hit, Outcome)> {
     let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
-        return Next::Close;
+        return None;
     };
     let Answered {
         server,
@@ -205,7 +275,6 @@ pub(super) async fn revalidated(
         ..
     } = a;
     let g = c.g.clone();
-    // The stored response refreshed, and the client's own preconditions against it.
     let response = &c.response_fields;
     let answer = c.fields.with(req_head, |_, request| {
         response.with(&ub, |_, new| {
@@ -230,21 +299,8 @@ pub(super) async fn revalidated(
             .borrow_mut()
             .put(up, std::time::Instant::now());
     }
-    w.buffers.give_buf(ub);
-    let Some((hit, pre)) = answer else {
-        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
-        return fail_with(c, e, CacheStatus::Miss).await;
-    };
-    match pre {
-        Outcome::Proceed => {}
-        Outcome::NotModified => {
-            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
-        }
-        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
-    }
-    let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
-    send_stored(c, req, out, Some(hit.body)).await
+    c.w.buffers.give_buf(ub);
+    answer
 }
 
 /// The entry a 304 refreshes, and what storing decides with.
@@ -294,10 +350,12 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
             cache::fetched_age(&fields, at)
         }
     };
-    // Served from memory: the entry's file range may be gone with the entry.
+    // Served from memory: the entry's file range may be gone with the entry. The fields only
+    // the cache reads stay behind.
+    let served = crate::cache::store::served_len(&head);
     Hit {
         status: stored.status,
-        head,
+        head: head.slice(..served),
         body: stored.body.clone(),
         age,
         file: None,
@@ -307,8 +365,8 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
 /// An upstream's final response head: what its one parse made of it (`info`), and the buffer
 /// it was parsed from (`ub`), in which the connection's `ResponseFields` locate its fields.
 pub(super) struct Response<'a> {
-    info: &'a crate::forward::ResponseInfo,
-    ub: &'a [u8],
+    pub(super) info: &'a crate::forward::ResponseInfo,
+    pub(super) ub: &'a [u8],
 }
 
 /// Decide whether the answer is stored and, if so, give the entry its head. `false`: the

@@ -97,10 +97,16 @@ pub(super) async fn send_not_modified(
     send_stored(c, req, out, None).await
 }
 
-/// A fresh stored response (`X-Cache: HIT`), from the body file when it has a copy there.
-pub(super) async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+/// A stored response (`X-Cache: HIT`, or STALE while it revalidates), from the body file
+/// when it has a copy there.
+pub(super) async fn send_hit(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    hit: Hit,
+    status: CacheStatus,
+) -> Next {
     let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+    let out = Stored::new(&hit.head, hit.age, status, len);
     // sendfile writes the socket itself: never under TLS (the memory path encrypts).
     match (
         hit.file,

@@ -64,12 +64,14 @@ use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
 
+mod background;
 mod decide;
 mod fetch;
 mod filling;
 mod hit;
 mod purge;
 
+use background::revalidate_apart;
 use decide::{decide, Decision, FromStore};
 use fetch::{fetch_apart, Fetch};
 use filling::stream_entry;
@@ -114,7 +116,26 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, cache: CacheId, group: us
             Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
                 c.from_client.advance(req.head_len);
-                return from_store(c, &req, store, answer).await;
+                return from_store(c, &req, store, answer, CacheStatus::Hit).await;
+            }
+            Decision::StaleWhileRevalidate { answer, refresh } => {
+                c.rec.cache = Some(CacheStatus::Stale);
+                let next = from_store(c, &req, store, answer, CacheStatus::Stale).await;
+                let Some(r) = refresh else {
+                    c.from_client.advance(req.head_len);
+                    return next;
+                };
+                let f = Fetch {
+                    status: CacheStatus::Stale,
+                    fill: Some((store, r.fill, cfg.as_ref())),
+                    cache: Some((store, cfg.as_ref())),
+                    stale: Some(r.entry),
+                    validates: r.validates,
+                    invalidate: false,
+                    request_time: now_millis(),
+                    targeted: &cfg.targeted,
+                };
+                return revalidate_apart(c, &req, group, f, next).await;
             }
             Decision::Wait { fill, stale } => {
                 if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
@@ -179,18 +200,19 @@ async fn from_store(
     req: &RequestInfo,
     store: &RefCell<Store>,
     answer: FromStore,
+    status: CacheStatus,
 ) -> Next {
     match answer {
-        FromStore::Hit(hit) => send_hit(c, req, hit).await,
-        FromStore::NotModified(hit) => send_not_modified(c, req, &hit, CacheStatus::Hit).await,
-        FromStore::PreconditionFailed => send_precondition_failed(c, req, CacheStatus::Hit).await,
+        FromStore::Hit(hit) => send_hit(c, req, hit, status).await,
+        FromStore::NotModified(hit) => send_not_modified(c, req, &hit, status).await,
+        FromStore::PreconditionFailed => send_precondition_failed(c, req, status).await,
         FromStore::Stream {
             entry,
             head,
             age,
             len,
         } => {
-            let out = Stored::new(&head, age, CacheStatus::Hit, len);
+            let out = Stored::new(&head, age, status, len);
             stream_entry(c, req, store, entry, out).await
         }
     }
