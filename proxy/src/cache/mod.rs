@@ -23,6 +23,7 @@
 pub mod directives;
 pub mod memfd;
 pub mod policy;
+pub mod ranges;
 pub mod store;
 pub mod targeted;
 pub mod validate;

@@ -381,3 +381,105 @@ fn stale_if_error_from_the_response() {
     );
     p.shutdown().unwrap();
 }
+
+#[test]
+fn ranges_are_answered_from_a_stored_complete_response() {
+    // RFC 9111 3.4 and RFC 9110 14: one range -> 206 from the store; several -> the whole
+    // 200; none of its bytes -> 416 with `Content-Range: bytes */length`; an If-Range the
+    // stored response fails -> the whole 200. Small (memory) and large (body file) bodies.
+    for size in [100usize, 10_000] {
+        let o = tests::origin();
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let path: &'static str = Box::leak(
+            format!("/r?size={size}&header=Cache-Control:max-age%3D3600&header=ETag:%22v1%22")
+                .into_boxed_str(),
+        );
+        let whole = shared::origin::expected_body(size);
+        let last = size - 1;
+        let cases: Vec<(String, u16, Option<String>, std::ops::Range<usize>)> = vec![
+            (
+                "bytes=0-9".into(),
+                206,
+                Some(format!("bytes 0-9/{size}")),
+                0..10,
+            ),
+            (
+                format!("bytes={}-", size - 5),
+                206,
+                Some(format!("bytes {}-{last}/{size}", size - 5)),
+                size - 5..size,
+            ),
+            (
+                "bytes=-3".into(),
+                206,
+                Some(format!("bytes {}-{last}/{size}", size - 3)),
+                size - 3..size,
+            ),
+            ("bytes=0-1, 4-5".into(), 200, None, 0..size),
+            (
+                format!("bytes={size}-"),
+                416,
+                Some(format!("bytes */{size}")),
+                0..0,
+            ),
+            ("bytes=5-2".into(), 200, None, 0..size),
+        ];
+        run("fill", addr, &o, &[step("GET", path, "", (200, "MISS", 1))]);
+        for (range, status, content_range, bytes) in cases {
+            let r = request(addr, "GET", path, &format!("Range: {range}\r\n"));
+            assert_eq!(
+                (r.status, x_cache(&r), o.requests()),
+                (status, "HIT", 1),
+                "{size}: {range}"
+            );
+            assert_eq!(
+                r.header("content-range"),
+                content_range.as_deref(),
+                "{size}: {range}"
+            );
+            if status != 416 {
+                assert_eq!(r.body, whole[bytes.clone()], "{size}: {range}");
+                assert_eq!(r.header("content-length"), Some(&*bytes.len().to_string()));
+                assert_eq!(r.header("etag"), Some("\"v1\""), "the stored fields");
+            }
+        }
+        let if_range = [("\"v1\"", 206), ("\"v2\"", 200), ("W/\"v1\"", 200)];
+        for (tag, status) in if_range {
+            let r = request(
+                addr,
+                "GET",
+                path,
+                &format!("Range: bytes=0-9\r\nIf-Range: {tag}\r\n"),
+            );
+            assert_eq!(
+                (r.status, x_cache(&r), o.requests()),
+                (status, "HIT", 1),
+                "If-Range {tag}"
+            );
+        }
+        // HEAD: the whole head.
+        let r = request(addr, "HEAD", path, "Range: bytes=0-9\r\n");
+        assert_eq!(
+            (r.status, r.header("content-length")),
+            (200, Some(&*size.to_string()))
+        );
+        p.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn a_206_from_the_origin_passes_through_unstored() {
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let path = "/part?status=206&size=5&header=Content-Range:bytes%200-4/100&header=Cache-Control:max-age%3D3600";
+    let steps = [
+        step("GET", path, "Range: bytes=0-4\r\n", (206, "MISS", 1)),
+        step("GET", path, "Range: bytes=0-4\r\n", (206, "MISS", 2)),
+        step("GET", path, "", (206, "MISS", 3)),
+    ];
+    for r in run("206 from the origin", addr, &o, &steps) {
+        assert_eq!(r.header("content-range"), Some("bytes 0-4/100"));
+        assert!(r.is_pattern(5));
+    }
+    p.shutdown().unwrap();
+}

@@ -2,6 +2,7 @@
 //! (as its one parse found them), the route's settings and the worker's store.
 
 use super::*;
+use crate::cache::ranges::{from_stored, FromStored};
 
 /// What the cache does with one request, decided with no I/O.
 pub(super) enum Decision {
@@ -52,6 +53,16 @@ pub(super) enum FromStore {
     NotModified(Hit),
     /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
     PreconditionFailed,
+    /// 206: bytes `start..=end` of a complete stored response (a single `Range`).
+    Partial {
+        hit: Hit,
+        start: u64,
+        end: u64,
+    },
+    /// 416: the `Range` asks for no byte of the stored body (`len` bytes).
+    Unsatisfiable {
+        len: u64,
+    },
     /// An entry filling with a declared length, streamed as it fills.
     Stream {
         entry: Handle,
@@ -83,13 +94,7 @@ pub(super) fn decide(
         } => {
             let mut s = store.borrow_mut();
             match s.lookup(key, fields, revalidate, now) {
-                Lookup::Hit(hit) => {
-                    match validate::precondition(fields, validate::validators(&hit.head)) {
-                        Outcome::Proceed => Decision::Stored(FromStore::Hit(hit)),
-                        Outcome::NotModified => Decision::Stored(FromStore::NotModified(hit)),
-                        Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
-                    }
-                }
+                Lookup::Hit(hit) => Decision::Stored(answer(fields, method, hit)),
                 Lookup::Stream {
                     entry,
                     status,
@@ -128,13 +133,10 @@ pub(super) fn decide(
                                 .map(|hit| (entry, hit)),
                         }),
                     };
-                    let answer =
-                        match validate::precondition(fields, validate::validators(&hit.head)) {
-                            Outcome::Proceed => FromStore::Hit(hit),
-                            Outcome::NotModified => FromStore::NotModified(hit),
-                            Outcome::Failed => FromStore::PreconditionFailed,
-                        };
-                    Decision::StaleWhileRevalidate { answer, refresh }
+                    Decision::StaleWhileRevalidate {
+                        answer: answer(fields, method, hit),
+                        refresh,
+                    }
                 }
                 Lookup::Wait(fill) => {
                     // What `revalidate` finds is any complete entry of the variant.
@@ -166,5 +168,18 @@ pub(super) fn decide(
         RequestClass::Bypass(_) => Decision::Forward { invalidate: false },
         RequestClass::Invalidate => Decision::Forward { invalidate: true },
         RequestClass::Purge => Decision::Purge,
+    }
+}
+
+/// What the request (`method`, `fields`) gets from the complete stored response `hit`: its
+/// preconditions, then its range (`cache::ranges`).
+fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) -> FromStore {
+    let len = hit.body.len() as u64;
+    match from_stored(fields, &hit.head, len, method == "GET") {
+        FromStored::Full => FromStore::Hit(hit),
+        FromStored::NotModified => FromStore::NotModified(hit),
+        FromStored::PreconditionFailed => FromStore::PreconditionFailed,
+        FromStored::Partial { start, end } => FromStore::Partial { hit, start, end },
+        FromStored::Unsatisfiable => FromStore::Unsatisfiable { len },
     }
 }

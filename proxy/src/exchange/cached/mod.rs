@@ -76,8 +76,8 @@ use decide::{decide, Decision, FromStore};
 use fetch::{fetch_apart, Fetch};
 use filling::stream_entry;
 use hit::{
-    send_hit, send_not_modified, send_precondition_failed, send_simple, send_stored, write_bytes,
-    Stored,
+    send_hit, send_not_modified, send_partial, send_precondition_failed, send_simple, send_stored,
+    send_unsatisfiable, write_bytes, Stored,
 };
 use purge::purge;
 
@@ -206,6 +206,10 @@ async fn from_store(
         FromStore::Hit(hit) => send_hit(c, req, hit, status).await,
         FromStore::NotModified(hit) => send_not_modified(c, req, &hit, status).await,
         FromStore::PreconditionFailed => send_precondition_failed(c, req, status).await,
+        FromStore::Partial { hit, start, end } => {
+            send_partial(c, req, hit, (start, end), status).await
+        }
+        FromStore::Unsatisfiable { len } => send_unsatisfiable(c, req, len, status).await,
         FromStore::Stream {
             entry,
             head,
