@@ -142,6 +142,9 @@ struct Plan<'r> {
     /// The body came with the head and is sent with it (and again on a retry): its length.
     /// `None`: the body is streamed.
     inline: Option<usize>,
+    /// Interim responses (103 Early Hints) go to the client: an HTTP/1.1 client that is
+    /// answered with this exchange's response (not a revalidation after a stored answer).
+    interim: bool,
 }
 
 /// How the exchange ends when no server answered.
@@ -161,7 +164,7 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
-    let a = match answer(c, &w, &g, &req, group).await {
+    let a = match answer(c, &w, &g, &req, group, true).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
         Err(None) => {
@@ -177,13 +180,15 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
 }
 
 /// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
-/// server answers. `Err`: none did; the error to answer with, or `None` to close.
+/// server answers. `Err`: none did; the error to answer with, or `None` to close. `interim`:
+/// the client is answered with it (it gets interim responses if it speaks HTTP/1.1).
 async fn answer<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
     g: &'g Generation,
     req: &'g RequestInfo,
     group: usize,
+    interim: bool,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
     c.from_client.advance(req.head_len);
     let inline = match req.body {
@@ -199,6 +204,7 @@ async fn answer<'g>(
         group,
         head_len: c.to_upstream.len(),
         inline,
+        interim: interim && req.version == shared::http::Version::Http11,
     };
     let mut a = match attempts(c, w, &plan).await {
         Ok(a) => a,
@@ -333,6 +339,8 @@ async fn attempt<'g>(
             fields: &mut c.response_fields,
             limits: &cfg.limits.codec,
             read_timeout: Some(cfg.timeouts.read),
+            interim: plan.interim.then_some(Some(&mut c.stream)),
+            send_timeout: cfg.timeouts.send,
         };
         match read_response_head(w, &mut up.stream, ub, to).await {
             Ok(head) => (up, head, false),
@@ -344,7 +352,7 @@ async fn attempt<'g>(
             }
         }
     } else {
-        match stream_request(c, w, plan.req, up, ub).await {
+        match stream_request(c, w, (plan.req, plan.interim), up, ub).await {
             Ok(Streamed { up, head, early }) => (up, head, early),
             Err(f) => return f,
         }

@@ -483,3 +483,25 @@ fn a_206_from_the_origin_passes_through_unstored() {
     }
     p.shutdown().unwrap();
 }
+
+#[test]
+fn interim_responses_reach_the_client_of_a_miss_and_are_never_stored() {
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let path = "/i?interim=103&header=Cache-Control:max-age%3D3600";
+    let mut c = tests::raw::Client::connect(addr);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: cache.test\r\n\r\n").as_bytes())
+        .unwrap();
+    let early = tests::raw::response(&mut c, "the 103");
+    assert_eq!(
+        (early.status, early.header("link")),
+        (103, Some("</hint.css>; rel=preload"))
+    );
+    let r = tests::raw::response(&mut c, "the final response");
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
+    assert_eq!(r.header("link"), None, "the 103's fields are its own");
+    // The hit has neither the 103 nor its fields.
+    let hit = run("hit", addr, &o, &[step("GET", path, "", (200, "HIT", 1))]);
+    assert_eq!(hit[0].header("link"), None);
+    p.shutdown().unwrap();
+}

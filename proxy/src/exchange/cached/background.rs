@@ -64,7 +64,7 @@ async fn revalidate(
     // The record (and the access log line) is the client's answer's: what the revalidation
     // does upstream is not noted there.
     let rec = c.rec;
-    let answered = answer(c, &w, &g, &fetch_req, group).await;
+    let answered = answer(c, &w, &g, &fetch_req, group, false).await;
     c.rec = rec;
     c.response_fields.want(false);
     let Ok(a) = answered else {

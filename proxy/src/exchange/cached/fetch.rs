@@ -84,7 +84,7 @@ pub(super) async fn fetch(
     let req_head = stores.then(|| c.from_client[..req.head_len].to_vec());
     // Storing and refreshing read the response's fields where its one parse found them.
     c.response_fields.want(stores);
-    let answered = answer(c, &w, &g, &fetch_req, group).await;
+    let answered = answer(c, &w, &g, &fetch_req, group, true).await;
     c.response_fields.want(false);
     let not_modified =
         f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
