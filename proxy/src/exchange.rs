@@ -164,7 +164,7 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
-    let a = match answer(c, &w, &g, &req, group, true).await {
+    let a = match answer(c, &w, &g, &req, group, PLAIN).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
         Err(None) => {
@@ -179,18 +179,39 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: usize) -> Next {
     relay_response(c, a, group, None).await.0
 }
 
+/// What an exchange's answer is to the client.
+#[derive(Debug, Clone, Copy)]
+struct Serving {
+    /// The client is answered with it: it gets interim responses if it speaks HTTP/1.1 (a
+    /// revalidation after an answer from the store is not).
+    interim: bool,
+    /// The request head stays at the front of `from_client` (a cache fetch reads its fields
+    /// after the answer, then consumes it): only for a request without a body.
+    keep_head: bool,
+}
+
+/// A plain exchange: the client gets the answer, the head is consumed at once.
+const PLAIN: Serving = Serving {
+    interim: true,
+    keep_head: false,
+};
+
 /// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
-/// server answers. `Err`: none did; the error to answer with, or `None` to close. `interim`:
-/// the client is answered with it (it gets interim responses if it speaks HTTP/1.1).
+/// server answers. `Err`: none did; the error to answer with, or `None` to close.
 async fn answer<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
     g: &'g Generation,
     req: &'g RequestInfo,
     group: usize,
-    interim: bool,
+    how: Serving,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
-    c.from_client.advance(req.head_len);
+    let interim = how.interim;
+    // A kept head is followed by no body: `inline` below is then 0 wherever the head is.
+    debug_assert!(!how.keep_head || matches!(req.body, BodyKind::Empty | BodyKind::Length(0)));
+    if !how.keep_head {
+        c.from_client.advance(req.head_len);
+    }
     let inline = match req.body {
         BodyKind::Empty => Some(0),
         BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.from_client.len() => {

@@ -27,11 +27,11 @@ mod lru;
 
 pub use key::{Key, OwnedKey};
 
-use super::memfd::{BodyFile, FileRange, FILE_BODY_MIN};
+use super::memfd::{BodyFile, FileRange};
 use super::policy::Storable;
 use super::vary::VarySpec;
 use super::Millis;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};

@@ -6,10 +6,10 @@
 //! replaces it (read whole from the upstream, sent nowhere), and a failure leaves it as it
 //! was: the next request within the window starts another.
 
-use super::fetch::{apply_304, fill_head, finish_fill, to_get, Fetch, Response};
-use super::{answer, relay_response, Next};
+use super::super::{answer, relay_response, Serving};
+use super::fetch::{apply_304, consume_head, fill_head, finish_fill, to_get, Fetch, Response};
 use crate::cache::validate;
-use crate::conn::ClientConn;
+use crate::conn::{ClientConn, Next};
 use crate::relay::FillSink;
 use crate::request::RequestInfo;
 use bytes::Buf;
@@ -59,31 +59,38 @@ async fn revalidate(
     if let Some((_, stored)) = &f.validates {
         validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
-    let req_head = c.from_client[..req.head_len].to_vec();
     c.response_fields.want(true);
     // The record (and the access log line) is the client's answer's: what the revalidation
-    // does upstream is not noted there.
+    // does upstream is not noted there. The head stays for storing to read (a GET or HEAD
+    // that came without a body).
     let rec = c.rec;
-    let answered = answer(c, &w, &g, &fetch_req, group, false).await;
+    let how = Serving {
+        interim: false,
+        keep_head: true,
+    };
+    let answered = answer(c, &w, &g, &fetch_req, group, how).await;
     c.rec = rec;
     c.response_fields.want(false);
     let Ok(a) = answered else {
+        consume_head(c, req, true);
         store.borrow_mut().abandon(fill);
         return then;
     };
     if f.validates.is_some() && a.head.resp.status == 304 {
         store.borrow_mut().abandon(fill);
         // A 304 whose ETag selects nothing leaves the entry as it was.
-        let _ = apply_304(c, group, a, &f, &req_head);
+        let _ = apply_304(c, group, a, &f, req.head_len);
+        consume_head(c, req, true);
         return then;
     }
     let resp = Response {
         info: &a.head.resp,
         ub: &a.head.ub,
     };
-    let kept = c.fields.with(&req_head, |_, request| {
+    let kept = c.fields.with(&c.from_client[..req.head_len], |_, request| {
         fill_head(request, &resp, &c.response_fields, &w, &g, &f)
     });
+    consume_head(c, req, true);
     // A full answer that is not stored supersedes the stale entry all the same (RFC 9111
     // 4.3.3), unless it is an error (RFC 5861 4 lets the stale one stand).
     if let (false, Some(stale)) = (kept, f.stale) {

@@ -1,8 +1,15 @@
 //! What the cache does with one request, decided with no I/O: from the request's fields
 //! (as its one parse found them), the route's settings and the worker's store.
 
-use super::*;
 use crate::cache::ranges::{from_stored, FromStored};
+use crate::cache::validate;
+use crate::cache::{classify, Handle, Hit, Key, Lookup, Millis, RequestClass, Store};
+use crate::config::cache::CacheEntry;
+use crate::preconditions::Outcome;
+use crate::request::RequestInfo;
+use bytes::Bytes;
+use shared::http::BodyKind;
+use std::cell::RefCell;
 
 /// What the cache does with one request, decided with no I/O.
 pub(super) enum Decision {

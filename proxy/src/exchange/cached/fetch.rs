@@ -2,7 +2,26 @@
 //! and body), revalidating a stored one (a 304 refreshes it), invalidating a key, or falling
 //! back on a stale entry when the upstream fails.
 
-use super::*;
+use super::super::outcome::Answered;
+use super::super::response_head::Head;
+use super::super::{answer, relay_response, start_tunnel, Serving};
+use super::hit::{send_not_modified, send_precondition_failed, send_stored, Stored};
+use super::{fail_with, now_millis, sync_stats};
+use crate::cache::{self, validate, CacheStatus, Fetched, Handle, Hit, Millis, OwnedKey, Store};
+use crate::config::cache::CacheEntry;
+use crate::conn::{ClientConn, Next};
+use crate::error::ProxyError;
+use crate::forward::{end_client_head, ClientFraming};
+use crate::generation::Generation;
+use crate::preconditions::Outcome;
+use crate::relay::FillSink;
+use crate::request::{Named, RequestInfo};
+use crate::worker::ProxyWorker;
+use bytes::{Buf, Bytes, BytesMut};
+use shared::http::encode::{write_header, write_status_line};
+use shared::http::framing::is_hop_by_hop;
+use shared::http::{BodyKind, RequestMethod, Version};
+use std::cell::RefCell;
 
 /// How a fetch from the upstream relates to the cache.
 pub(super) struct Fetch<'s> {
@@ -79,12 +98,16 @@ pub(super) async fn fetch(
     if let Some((_, stored)) = &f.validates {
         validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
-    // The request headers storing decides on (Authorization, Vary), kept past the exchange.
+    // Storing decides on the request's fields (Authorization, Vary): its head stays at the
+    // front of `from_client` until the answer is stored (such a request has no body).
     let stores = f.fill.is_some() || f.validates.is_some();
-    let req_head = stores.then(|| c.from_client[..req.head_len].to_vec());
     // Storing and refreshing read the response's fields where its one parse found them.
     c.response_fields.want(stores);
-    let answered = answer(c, &w, &g, &fetch_req, group, true).await;
+    let how = Serving {
+        interim: true,
+        keep_head: stores,
+    };
+    let answered = answer(c, &w, &g, &fetch_req, group, how).await;
     c.response_fields.want(false);
     let not_modified =
         f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
@@ -98,6 +121,7 @@ pub(super) async fn fetch(
     let a = match answered {
         Ok(a) => a,
         Err(e) => {
+            consume_head(c, req, stores);
             if let Some((store, h, _)) = f.fill {
                 store.borrow_mut().abandon(h);
             }
@@ -111,34 +135,33 @@ pub(super) async fn fetch(
             if let Some((store, h, _)) = f.fill {
                 store.borrow_mut().abandon(h);
             }
+            consume_head(c, req, stores);
             w.buffers.give_buf(a.head.ub);
             return send_stale(c, req, hit).await;
         }
     }
-    if let (true, Some(rh)) = (not_modified, &req_head) {
+    if not_modified {
         if let Some((store, h, _)) = f.fill {
             store.borrow_mut().abandon(h);
         }
-        return revalidated(c, req, group, a, &f, rh).await;
+        return revalidated(c, req, group, a, &f).await;
     }
-    let fill = match (f.fill, &req_head) {
-        (Some((store, h, _)), Some(rh)) => {
-            let resp = Response {
-                info: &a.head.resp,
-                ub: &a.head.ub,
-            };
-            let kept = c.fields.with(rh, |_, request| {
-                fill_head(request, &resp, &c.response_fields, &w, &g, &f)
-            });
-            Some(FillSink {
-                store,
-                handle: kept.then_some(h),
-                head_only,
-                silent: false,
-            })
+    let fill = f.fill.map(|(store, h, _)| {
+        let resp = Response {
+            info: &a.head.resp,
+            ub: &a.head.ub,
+        };
+        let kept = c.fields.with(&c.from_client[..req.head_len], |_, request| {
+            fill_head(request, &resp, &c.response_fields, &w, &g, &f)
+        });
+        FillSink {
+            store,
+            handle: kept.then_some(h),
+            head_only,
+            silent: false,
         }
-        _ => None,
-    };
+    });
+    consume_head(c, req, stores);
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         crate::worker::invalidate_everywhere(&w, key);
     }
@@ -159,6 +182,14 @@ pub(super) async fn fetch(
         finish_fill(store, h, filled, &w, &g);
     }
     next
+}
+
+/// Consume the request head a fetch kept at the front of `from_client` (`kept`), once the
+/// answer no longer needs its fields.
+pub(super) fn consume_head(c: &mut ClientConn, req: &RequestInfo, kept: bool) {
+    if kept {
+        c.from_client.advance(req.head_len);
+    }
 }
 
 /// End fill `h` after its relay: complete if the body filled it (`filled`), else abandoned.
@@ -236,9 +267,10 @@ pub(super) async fn revalidated(
     group: usize,
     a: Answered<'_>,
     f: &Fetch<'_>,
-    req_head: &[u8],
 ) -> Next {
-    let Some((hit, pre)) = apply_304(c, group, a, f, req_head) else {
+    let applied = apply_304(c, group, a, f, req.head_len);
+    consume_head(c, req, true);
+    let Some((hit, pre)) = applied else {
         let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
         return fail_with(c, e, CacheStatus::Miss).await;
     };
@@ -257,14 +289,16 @@ pub(super) async fn revalidated(
 /// A 304 to the conditional request of `f` (its upstream answer `a`): the stored entry
 /// refreshed from it (RFC 9111 4.3.4), the upstream connection pooled when clean. The stored
 /// response to serve, and the client's own preconditions against it; `None`: the 304's strong
-/// ETag is not the stored one, it updates nothing.
+/// ETag is not the stored one, it updates nothing. The request's head (`head_len` bytes) is
+/// still at the front of `from_client`.
 pub(super) fn apply_304(
     c: &mut ClientConn,
     group: usize,
     a: Answered<'_>,
     f: &Fetch<'_>,
-    req_head: &[u8],
+    head_len: usize,
 ) -> Option<(Hit, Outcome)> {
+    let req_head = &c.from_client[..head_len];
     let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
         return None;
     };

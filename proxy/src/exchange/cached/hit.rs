@@ -2,7 +2,17 @@
 //! worker's body file), a 304 or a 412 from a stored response, the proxy's short answers; the
 //! head written whole with `Age`, `X-Cache` and the length.
 
-use super::*;
+use super::{client_gone, next_after};
+use crate::cache::{validate, CacheStatus, Hit};
+use crate::conn::{cork_last_answer, ClientConn, Next};
+use crate::io::IoFail;
+use crate::request::RequestInfo;
+use crate::worker::ProxyWorker;
+use bytes::{Buf, Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use shared::http::encode::{write_header, write_header_u64, write_simple_response_with};
+use shared::http::{RequestMethod, Version};
+use std::time::Duration;
 
 /// Bodies up to this size are copied behind the head and sent with one write; larger ones
 /// go out with the head in one `writev`, straight from the stored `Bytes` (no copy).

@@ -33,32 +33,13 @@
 //!   entry streamed; `fetch`: a fetch that fills, revalidates, invalidates or falls back on a
 //!   stale entry; `purge`: PURGE.
 
-use super::outcome::Answered;
-use super::response_head::Head;
-use super::{answer, relay_response, start_tunnel};
-use crate::cache::validate;
-use crate::cache::{
-    self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, OwnedKey, Read,
-    RequestClass, Store,
-};
-use crate::config::cache::CacheEntry;
-use crate::conn::Next;
-use crate::conn::{cork_last_answer, linger_close, respond_error_with, ClientConn};
+use crate::cache::{CacheStatus, Handle, Key, Millis, OwnedKey, Store};
+use crate::conn::{respond_error_with, ClientConn, Next};
 use crate::error::ProxyError;
-use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::{CacheId, CachedRoute, Generation};
-use crate::io::IoFail;
-use crate::preconditions::Outcome;
-use crate::relay::FillSink;
-use crate::request::{body_too_large, Named, RequestInfo};
+use crate::request::{body_too_large, RequestInfo};
 use crate::worker::ProxyWorker;
-use bytes::{Buf, Bytes, BytesMut};
-use monoio::io::AsyncWriteRentExt;
-use shared::http::encode::{
-    write_header, write_header_u64, write_simple_response_with, write_status_line,
-};
-use shared::http::framing::is_hop_by_hop;
-use shared::http::{BodyKind, RequestMethod, Version};
+use bytes::Buf;
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::task::Poll;
@@ -76,8 +57,7 @@ use decide::{decide, Decision, FromStore};
 use fetch::{fetch_apart, Fetch};
 use filling::stream_entry;
 use hit::{
-    send_hit, send_not_modified, send_partial, send_precondition_failed, send_simple, send_stored,
-    send_unsatisfiable, write_bytes, Stored,
+    send_hit, send_not_modified, send_partial, send_precondition_failed, send_unsatisfiable, Stored,
 };
 use purge::purge;
 
