@@ -252,8 +252,9 @@ pub fn storable(
     if s.cc.no_cache {
         return Err(NotStored::NoCache);
     }
-    // 7.3 warns that Set-Cookie answers are per user; nginx and Varnish do not cache them.
-    if s.set_cookie {
+    // 7.3 warns that Set-Cookie answers are per user; nginx and Varnish do not cache them
+    // (a deliberate difference from 3, which allows it; `store_set_cookie` opts in).
+    if s.set_cookie && !cfg.store_set_cookie {
         return Err(NotStored::SetCookie);
     }
     // 3.5: "A shared cache MUST NOT use a cached response to a request with an Authorization

@@ -251,3 +251,14 @@ fn stale_if_error_from_the_response_when_the_route_sets_none() {
         "neither says anything"
     );
 }
+
+#[test]
+fn set_cookie_is_stored_only_when_the_route_says_so() {
+    let resp: Fields = &[("Set-Cookie", "a=1"), ("Cache-Control", "max-age=5")];
+    assert_eq!(lifetime(&CacheEntry::default(), 200, resp), Err(NotStored::SetCookie));
+    let opted = CacheEntry {
+        store_set_cookie: true,
+        ..CacheEntry::default()
+    };
+    assert_eq!(lifetime(&opted, 200, resp), Ok(5_000));
+}

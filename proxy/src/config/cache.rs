@@ -65,6 +65,10 @@ pub struct CacheEntry {
     /// fields is sent on to clients. Default `["CDN-Cache-Control"]`; `[]`: none.
     #[serde(default = "default_targeted", deserialize_with = "de_field_names")]
     pub targeted: Vec<String>,
+    /// Store responses that carry Set-Cookie (and serve the cookie to every client that hits
+    /// them). Default false: they are passed on unstored, as nginx and Varnish do.
+    #[serde(default)]
+    pub store_set_cookie: bool,
 }
 
 impl Default for CacheEntry {
@@ -79,6 +83,7 @@ impl Default for CacheEntry {
             sendfile: true,
             max_variants: DEFAULT_MAX_VARIANTS,
             targeted: default_targeted(),
+            store_set_cookie: false,
         }
     }
 }
@@ -277,11 +282,13 @@ mod tests {
         let c = parse(concat!(
             r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
             r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true, "#,
-            r#"max_variants = 4, targeted = ["Proxy-Cache-Control", "CDN-Cache-Control"] }"#
+            r#"max_variants = 4, targeted = ["Proxy-Cache-Control", "CDN-Cache-Control"], "#,
+            r#"store_set_cookie = true }"#
         ))
         .unwrap();
         assert_eq!(c.max_variants, 4);
         assert_eq!(c.targeted, ["Proxy-Cache-Control", "CDN-Cache-Control"]);
+        assert!(c.store_set_cookie);
         assert_eq!(c.ttl, Duration::from_secs(60));
         assert_eq!(c.max_bytes, 8 << 20);
         assert_eq!(c.max_object, 4096);
