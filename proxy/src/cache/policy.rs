@@ -171,6 +171,7 @@ struct ResponseScan {
     expires: Option<Option<u64>>,
     date: Option<u64>,
     age: Option<u64>,
+    last_modified: Option<u64>,
     set_cookie: bool,
 }
 
@@ -200,6 +201,10 @@ fn scan_fields(headers: &[httparse::Header<'_>]) -> ResponseScan {
             s.date = s.date.or(crate::http_date::parse_http_date(h.value));
         } else if is("age") && s.age.is_none() {
             s.age = age_value(h.value);
+        } else if is("last-modified") {
+            s.last_modified = s
+                .last_modified
+                .or(crate::http_date::parse_http_date(h.value));
         } else if is("set-cookie") {
             s.set_cookie = true;
         }
@@ -295,23 +300,43 @@ pub fn fetched_age(response: &[httparse::Header<'_>], at: Fetched) -> u64 {
     (initial_age(&scan_fields(response), at) / 1000).min(DELTA_MAX)
 }
 
-/// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise
-/// the route's ttl for 200, 301 and 404 (nginx's `proxy_cache_valid` default statuses, and
-/// all three are heuristically cacheable, RFC 9110 15.1).
+/// A heuristic lifetime without `ttl` to cap it (`ttl = "0s"`): a day, past which RFC 7234
+/// 4.2.2 asked for a warning.
+const HEURISTIC_MAX: Millis = 24 * 3600 * 1000;
+
+/// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise a
+/// heuristic (4.2.2): with Last-Modified, 10% of the time since it for a heuristically
+/// cacheable status (RFC 9110 15.1) or a `public` response, capped by the route's ttl; without
+/// it, the route's ttl for 200, 301 and 404 (nginx's `proxy_cache_valid` default statuses).
 fn lifetime(s: &ResponseScan, status: u16, at: Fetched, cfg: &CacheEntry) -> Option<Millis> {
     let secs = |n: u64| n.saturating_mul(1000);
     if let Some(n) = s.cc.s_maxage.or(s.cc.max_age) {
         return Some(secs(n));
     }
+    let date = s.date.unwrap_or(at.response_time / 1000);
     if let Some(expires) = s.expires {
         // "If the Expires header field is present, use its value minus the value of the Date
         // header field (using the time the message was received if it is not present)".
-        let date = s.date.unwrap_or(at.response_time / 1000);
         return Some(secs(expires.unwrap_or(0).saturating_sub(date)));
     }
     // `ttl = "0s"`: no default freshness (nginx's proxy_cache without proxy_cache_valid).
     let ttl = cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64;
+    let heuristic = heuristically_cacheable(status) || s.cc.public;
+    if let (true, Some(lm)) = (heuristic, s.last_modified.filter(|&lm| lm < date)) {
+        // 4.2.2: "a typical setting of this fraction might be 10%".
+        let tenth = secs(date - lm) / 10;
+        return Some(tenth.min(if ttl > 0 { ttl } else { HEURISTIC_MAX }));
+    }
     (ttl > 0 && matches!(status, 200 | 301 | 404)).then_some(ttl)
+}
+
+/// RFC 9110 15.1: the status codes "defined as heuristically cacheable" (206 aside: partial
+/// content is not stored).
+fn heuristically_cacheable(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
 }
 
 /// 4.2.3: "apparent_age = max(0, response_time - date_value);

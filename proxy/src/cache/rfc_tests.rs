@@ -255,10 +255,82 @@ fn stale_if_error_from_the_response_when_the_route_sets_none() {
 #[test]
 fn set_cookie_is_stored_only_when_the_route_says_so() {
     let resp: Fields = &[("Set-Cookie", "a=1"), ("Cache-Control", "max-age=5")];
-    assert_eq!(lifetime(&CacheEntry::default(), 200, resp), Err(NotStored::SetCookie));
+    assert_eq!(
+        lifetime(&CacheEntry::default(), 200, resp),
+        Err(NotStored::SetCookie)
+    );
     let opted = CacheEntry {
         store_set_cookie: true,
         ..CacheEntry::default()
     };
     assert_eq!(lifetime(&opted, 200, resp), Ok(5_000));
+}
+
+#[test]
+fn heuristic_freshness_is_a_tenth_of_the_time_since_last_modified_capped_by_ttl() {
+    // Date T; Last-Modified 10 000 s before it: 1 000 s of heuristic freshness.
+    const DATE: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
+    const LM: &str = "Tue, 14 Nov 2023 19:26:40 GMT";
+    const LM_OLD: &str = "Tue, 14 Nov 2000 22:13:20 GMT";
+    let route = |secs| CacheEntry {
+        ttl: Duration::from_secs(secs),
+        ..CacheEntry::default()
+    };
+    let lm: Fields = &[("Date", DATE), ("Last-Modified", LM)];
+    let cases: [(u64, u16, Fields, Stored); 10] = [
+        (3_600, 200, lm, Ok(1_000_000)),
+        (600, 200, lm, Ok(600_000)),
+        // ttl 0: only the heuristic, capped at a day.
+        (0, 200, lm, Ok(1_000_000)),
+        (
+            0,
+            200,
+            &[("Date", DATE), ("Last-Modified", LM_OLD)],
+            Ok(86_400_000),
+        ),
+        // Other heuristically cacheable statuses get it too; others do not, unless public.
+        (3_600, 410, lm, Ok(1_000_000)),
+        (3_600, 302, lm, Err(NotStored::NoFreshness)),
+        (
+            3_600,
+            302,
+            &[
+                ("Date", DATE),
+                ("Last-Modified", LM),
+                ("Cache-Control", "public"),
+            ],
+            Ok(1_000_000),
+        ),
+        // Explicit freshness wins.
+        (
+            3_600,
+            200,
+            &[
+                ("Date", DATE),
+                ("Last-Modified", LM),
+                ("Cache-Control", "max-age=5"),
+            ],
+            Ok(5_000),
+        ),
+        // A Last-Modified after Date: no heuristic, the route's ttl for 200.
+        (
+            3_600,
+            200,
+            &[("Date", LM), ("Last-Modified", DATE)],
+            Ok(3_600_000),
+        ),
+        (
+            0,
+            200,
+            &[("Date", LM), ("Last-Modified", DATE)],
+            Err(NotStored::NoFreshness),
+        ),
+    ];
+    for (ttl, status, resp, want) in cases {
+        assert_eq!(
+            lifetime(&route(ttl), status, resp),
+            want,
+            "ttl {ttl}: {status} {resp:?}"
+        );
+    }
 }

@@ -505,3 +505,26 @@ fn interim_responses_reach_the_client_of_a_miss_and_are_never_stored() {
     assert_eq!(hit[0].header("link"), None);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn heuristic_freshness_from_last_modified() {
+    // RFC 9111 4.2.2, ttl = "0s" so that only the heuristic can make these fresh.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |c| c.ttl = std::time::Duration::ZERO);
+    let old = "/lm?header=Last-Modified:Tue,%2014%20Nov%202000%2022:13:20%20GMT";
+    let gone = "/gone?status=410&header=Last-Modified:Tue,%2014%20Nov%202000%2022:13:20%20GMT";
+    let moved = "/tmp?status=302&header=Last-Modified:Tue,%2014%20Nov%202000%2022:13:20%20GMT";
+    let steps = [
+        step("GET", old, "", (200, "MISS", 1)),
+        step("GET", old, "", (200, "HIT", 1)),
+        step("GET", gone, "", (410, "MISS", 2)),
+        step("GET", gone, "", (410, "HIT", 2)),
+        // 302 is not heuristically cacheable.
+        step("GET", moved, "", (302, "MISS", 3)),
+        step("GET", moved, "", (302, "MISS", 4)),
+        step("GET", "/none", "", (200, "MISS", 5)),
+        step("GET", "/none", "", (200, "MISS", 6)),
+    ];
+    run("heuristic", addr, &o, &steps);
+    p.shutdown().unwrap();
+}
