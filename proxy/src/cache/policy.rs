@@ -82,7 +82,7 @@ pub enum NotStored {
     NoFreshness,
     NoStore,
     Private,
-    /// `no-cache`: every use needs validation, which costs what a miss costs.
+    /// `no-cache` without a validator: every use would need a whole new response.
     NoCache,
     SetCookie,
     /// 3.5: a request with Authorization, and none of public, s-maxage, must-revalidate.
@@ -172,6 +172,7 @@ struct ResponseScan {
     date: Option<u64>,
     age: Option<u64>,
     last_modified: Option<u64>,
+    etag: bool,
     set_cookie: bool,
 }
 
@@ -201,6 +202,8 @@ fn scan_fields(headers: &[httparse::Header<'_>]) -> ResponseScan {
             s.date = s.date.or(crate::http_date::parse_http_date(h.value));
         } else if is("age") && s.age.is_none() {
             s.age = age_value(h.value);
+        } else if is("etag") {
+            s.etag = true;
         } else if is("last-modified") {
             s.last_modified = s
                 .last_modified
@@ -254,7 +257,11 @@ pub fn storable(
     if s.cc.private {
         return Err(NotStored::Private);
     }
-    if s.cc.no_cache {
+    // 5.2.2.4: no-cache "MUST NOT be used to satisfy any other request without forwarding it
+    // for validation": stored with no freshness when it has a validator (each use is then a
+    // conditional request, a 304 costs no body), not stored without one.
+    let validator = s.etag || s.last_modified.is_some();
+    if s.cc.no_cache && !validator {
         return Err(NotStored::NoCache);
     }
     // 7.3 warns that Set-Cookie answers are per user; nginx and Varnish do not cache them
@@ -274,7 +281,10 @@ pub fn storable(
         return Err(NotStored::TooLarge);
     }
     let vary = VarySpec::new(response, request).map_err(|VaryStar| NotStored::VaryStar)?;
-    let lifetime = lifetime(&s, status, at, cfg).ok_or(NotStored::NoFreshness)?;
+    let lifetime = match s.cc.no_cache {
+        true => 0,
+        false => lifetime(&s, status, at, cfg).ok_or(NotStored::NoFreshness)?,
+    };
     Ok(Storable {
         freshness: Freshness {
             response_time: at.response_time,

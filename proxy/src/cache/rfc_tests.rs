@@ -334,3 +334,30 @@ fn heuristic_freshness_is_a_tenth_of_the_time_since_last_modified_capped_by_ttl(
         );
     }
 }
+
+#[test]
+fn no_cache_is_stored_with_a_validator_and_never_fresh() {
+    let cfg = CacheEntry::default();
+    let cases: [(Fields, Stored); 4] = [
+        (&[("Cache-Control", "no-cache")], Err(NotStored::NoCache)),
+        (&[("Cache-Control", "no-cache"), ("ETag", "\"a\"")], Ok(0)),
+        (
+            &[
+                ("Cache-Control", "no-cache, max-age=3600"),
+                ("Last-Modified", "Tue, 14 Nov 2023 19:26:40 GMT"),
+            ],
+            Ok(0),
+        ),
+        (
+            &[("Cache-Control", "no-cache, no-store"), ("ETag", "\"a\"")],
+            Err(NotStored::NoStore),
+        ),
+    ];
+    for (resp, want) in cases {
+        assert_eq!(lifetime(&cfg, 200, resp), want, "{resp:?}");
+        if want.is_ok() {
+            let st = storable(&[], 200, &hs(resp), None, at(), &cfg).unwrap();
+            assert!(st.freshness.forbids_stale, "never served stale either");
+        }
+    }
+}

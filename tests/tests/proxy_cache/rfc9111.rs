@@ -528,3 +528,26 @@ fn heuristic_freshness_from_last_modified() {
     run("heuristic", addr, &o, &steps);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn no_cache_responses_are_stored_and_revalidated_on_every_use() {
+    // RFC 9111 5.2.2.4: with a validator the response is stored, and each use is a conditional
+    // request (a 304 from the origin: REVALIDATED, the stored body); without one, not stored.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let tagged = "/nc?header=Cache-Control:no-cache&header=ETag:%22n1%22";
+    let bare = "/nc2?header=Cache-Control:no-cache";
+    let steps = [
+        step("GET", tagged, "", (200, "MISS", 1)),
+        step("GET", tagged, "", (200, "REVALIDATED", 2)),
+        step("GET", tagged, "", (200, "REVALIDATED", 3)),
+        step("GET", bare, "", (200, "MISS", 4)),
+        step("GET", bare, "", (200, "MISS", 5)),
+    ];
+    let r = run("no-cache", addr, &o, &steps);
+    assert!(
+        r[1].is_pattern(64) && r[2].is_pattern(64),
+        "the stored body"
+    );
+    p.shutdown().unwrap();
+}
