@@ -251,7 +251,13 @@ pub fn storable(
     // 3: "the no-store cache directive is not present in the response" (5.2.2.5), "if the
     // cache is shared: the private response directive is either not present or allows a
     // shared cache to store a modified response" (read here as not present).
-    if s.cc.no_store || RequestDirectives::scan(request).no_store {
+    // 5.2.2.3: with must-understand, a status code the cache understands is stored by its
+    // rules whatever no-store says, and one it does not understand is not stored.
+    if s.cc.must_understand && !understood(status) {
+        return Err(NotStored::Status);
+    }
+    let no_store = s.cc.no_store && !s.cc.must_understand;
+    if no_store || RequestDirectives::scan(request).no_store {
         return Err(NotStored::NoStore);
     }
     if s.cc.private {
@@ -338,6 +344,17 @@ fn lifetime(s: &ResponseScan, status: u16, at: Fetched, cfg: &CacheEntry) -> Opt
         return Some(tenth.min(if ttl > 0 { ttl } else { HEURISTIC_MAX }));
     }
     (ttl > 0 && matches!(status, 200 | 301 | 404)).then_some(ttl)
+}
+
+/// The final status codes whose caching semantics this cache implements (must-understand,
+/// 5.2.2.3): the heuristically cacheable ones, redirects, and the errors it stores by their
+/// explicit freshness.
+fn understood(status: u16) -> bool {
+    heuristically_cacheable(status)
+        || matches!(
+            status,
+            302 | 303 | 307 | 400 | 403 | 451 | 500 | 502 | 503 | 504
+        )
 }
 
 /// RFC 9110 15.1: the status codes "defined as heuristically cacheable" (206 aside: partial

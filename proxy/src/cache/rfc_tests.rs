@@ -361,3 +361,33 @@ fn no_cache_is_stored_with_a_validator_and_never_fresh() {
         }
     }
 }
+
+#[test]
+fn must_understand_overrides_no_store_for_understood_statuses() {
+    let cfg = CacheEntry::default();
+    let mu: Fields = &[("Cache-Control", "must-understand, no-store, max-age=60")];
+    let cases: [(u16, Fields, Stored); 5] = [
+        (200, mu, Ok(60_000)),
+        (404, mu, Ok(60_000)),
+        // A status it does not understand: not stored, whatever else the response says.
+        (299, mu, Err(NotStored::Status)),
+        (
+            299,
+            &[("Cache-Control", "must-understand, max-age=60")],
+            Err(NotStored::Status),
+        ),
+        // Without must-understand, no-store stands.
+        (
+            200,
+            &[("Cache-Control", "no-store, max-age=60")],
+            Err(NotStored::NoStore),
+        ),
+    ];
+    for (status, resp, want) in cases {
+        assert_eq!(lifetime(&cfg, status, resp), want, "{status} {resp:?}");
+    }
+    // The request's no-store still forbids storing.
+    let req = hs(&[("Cache-Control", "no-store")]);
+    let got = storable(&req, 200, &hs(mu), None, at(), &cfg).map(|_| ());
+    assert_eq!(got, Err(NotStored::NoStore));
+}

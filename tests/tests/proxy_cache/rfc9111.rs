@@ -551,3 +551,20 @@ fn no_cache_responses_are_stored_and_revalidated_on_every_use() {
     );
     p.shutdown().unwrap();
 }
+
+#[test]
+fn must_understand_with_no_store() {
+    // RFC 9111 5.2.2.3: a 200 is understood, stored despite no-store; a 299 is not.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let ok = "/mu?header=Cache-Control:must-understand,%20no-store,%20max-age%3D3600";
+    let odd = "/mu?status=299&header=Cache-Control:must-understand,%20no-store,%20max-age%3D3600";
+    let steps = [
+        step("GET", ok, "", (200, "MISS", 1)),
+        step("GET", ok, "", (200, "HIT", 1)),
+        step("GET", odd, "", (299, "MISS", 2)),
+        step("GET", odd, "", (299, "MISS", 3)),
+    ];
+    run("must-understand", addr, &o, &steps);
+    p.shutdown().unwrap();
+}
