@@ -568,3 +568,47 @@ fn must_understand_with_no_store() {
     run("must-understand", addr, &o, &steps);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn vary_accept_language_is_normalised() {
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let path = "/lang?header=Vary:Accept-Language&header=Cache-Control:max-age%3D3600";
+    let steps = [
+        step(
+            "GET",
+            path,
+            "Accept-Language: en-US, fr;q=0.5\r\n",
+            (200, "MISS", 1),
+        ),
+        // Case, spaces, qvalues that keep the order: the same variant.
+        step(
+            "GET",
+            path,
+            "Accept-Language: fr;q=0.4,EN-us\r\n",
+            (200, "HIT", 1),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Language: en-us, de;q=0, fr;q=0.9\r\n",
+            (200, "HIT", 1),
+        ),
+        // Another preference: another variant.
+        step(
+            "GET",
+            path,
+            "Accept-Language: fr, en-US;q=0.5\r\n",
+            (200, "MISS", 2),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Language: FR,en-us;q=0.1\r\n",
+            (200, "HIT", 2),
+        ),
+        step("GET", path, "", (200, "MISS", 3)),
+    ];
+    run("Accept-Language", addr, &o, &steps);
+    p.shutdown().unwrap();
+}
