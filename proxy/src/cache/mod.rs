@@ -39,7 +39,9 @@ mod validate_tests;
 pub use policy::{
     classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
 };
-pub use store::{Append, Handle, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats};
+pub use store::{
+    same_origin_target, Append, Handle, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats,
+};
 
 /// Milliseconds since the Unix epoch: the time every decision is made at, read by the caller.
 pub type Millis = u64;

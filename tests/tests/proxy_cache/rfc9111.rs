@@ -612,3 +612,31 @@ fn vary_accept_language_is_normalised() {
     run("Accept-Language", addr, &o, &steps);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn location_and_content_location_of_the_same_origin_are_invalidated_too() {
+    // RFC 9111 4.4: after a successful POST, the URIs its answer names in Location and
+    // Content-Location go too when they have the same origin (Host: cache.test).
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let post = "/a?header=Location:/b&header=Content-Location:http://cache.test/c";
+    let elsewhere = "/a2?header=Location:http://other.test/b";
+    let steps = [
+        step("GET", "/b", "", (200, "MISS", 1)),
+        step("GET", "/c", "", (200, "MISS", 2)),
+        step("GET", "/b", "", (200, "HIT", 2)),
+        step("POST", post, "Content-Length: 0\r\n", (200, "BYPASS", 3)),
+        step("GET", "/b", "", (200, "MISS", 4)),
+        step("GET", "/c", "", (200, "MISS", 5)),
+        // Another origin's URI: nothing of ours goes.
+        step(
+            "POST",
+            elsewhere,
+            "Content-Length: 0\r\n",
+            (200, "BYPASS", 6),
+        ),
+        step("GET", "/b", "", (200, "HIT", 6)),
+    ];
+    run("Location invalidation", addr, &o, &steps);
+    p.shutdown().unwrap();
+}

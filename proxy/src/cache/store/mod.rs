@@ -25,7 +25,7 @@ mod fill;
 mod key;
 mod lru;
 
-pub use key::{Key, OwnedKey};
+pub use key::{same_origin_target, Key, OwnedKey};
 
 use super::memfd::{BodyFile, FileRange};
 use super::policy::Storable;

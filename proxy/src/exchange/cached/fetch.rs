@@ -102,7 +102,8 @@ pub(super) async fn fetch(
     // front of `from_client` until the answer is stored (such a request has no body).
     let stores = f.fill.is_some() || f.validates.is_some();
     // Storing and refreshing read the response's fields where its one parse found them.
-    c.response_fields.want(stores);
+    // (and invalidating reads Location and Content-Location there).
+    c.response_fields.want(stores || f.invalidate);
     let how = Serving {
         interim: true,
         keep_head: stores,
@@ -163,7 +164,7 @@ pub(super) async fn fetch(
     });
     consume_head(c, req, stores);
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
-        crate::worker::invalidate_everywhere(&w, key);
+        invalidate(c, &w, key, &a.head.ub);
     }
     if !f.targeted.is_empty() {
         drop_fields(&mut c.to_client, f.targeted);
@@ -182,6 +183,28 @@ pub(super) async fn fetch(
         finish_fill(store, h, filled, &w, &g);
     }
     next
+}
+
+/// RFC 9111 4.4: a non-error answer to an unsafe method invalidates its target URI, and the
+/// URIs in its Location and Content-Location fields when they have the same origin, on every
+/// worker. `ub` holds the answer's head, whose fields the connection's `ResponseFields` locate.
+fn invalidate(c: &ClientConn, w: &ProxyWorker, key: &OwnedKey, ub: &[u8]) {
+    crate::worker::invalidate_everywhere(w, key);
+    let k = key.key();
+    let mut also: [Option<OwnedKey>; 2] = [None, None];
+    c.response_fields.with(ub, |_, fields| {
+        let named = fields.iter().filter(|h| {
+            h.name.eq_ignore_ascii_case("location")
+                || h.name.eq_ignore_ascii_case("content-location")
+        });
+        for (slot, h) in also.iter_mut().zip(named) {
+            *slot = cache::same_origin_target(k, h.value)
+                .map(|target| OwnedKey::new(cache::Key { target, ..k }));
+        }
+    });
+    for other in also.iter().flatten().filter(|o| *o != key) {
+        crate::worker::invalidate_everywhere(w, other);
+    }
 }
 
 /// Consume the request head a fetch kept at the front of `from_client` (`kept`), once the
