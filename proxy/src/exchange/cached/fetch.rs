@@ -101,8 +101,7 @@ pub(super) async fn fetch(
     // Storing decides on the request's fields (Authorization, Vary): its head stays at the
     // front of `from_client` until the answer is stored (such a request has no body).
     let stores = f.fill.is_some() || f.validates.is_some();
-    // Storing and refreshing read the response's fields where its one parse found them.
-    // (and invalidating reads Location and Content-Location there).
+    // Storing, refreshing and invalidating read the response's fields where its parse found them.
     c.response_fields.want(stores || f.invalidate);
     let how = Serving {
         interim: true,
