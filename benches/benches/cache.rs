@@ -86,6 +86,8 @@ fn store(n: usize, body: usize) -> Store {
                 corrected_initial_age: 0,
                 lifetime: 3_600_000,
                 forbids_stale: false,
+                stale_while_revalidate: 0,
+                stale_if_error: None,
             },
             vary: VarySpec::new(&vary, &req).expect("no star"),
         };

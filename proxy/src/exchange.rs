@@ -149,6 +149,9 @@ struct Plan<'r> {
     /// The body came with the head and is sent with it (and again on a retry): its length.
     /// `None`: the body is streamed.
     inline: Option<usize>,
+    /// Interim responses (103 Early Hints) go to the client: an HTTP/1.1 client that is
+    /// answered with this exchange's response (not a revalidation after a stored answer).
+    interim: bool,
 }
 
 /// How the exchange ends when no server answered.
@@ -168,7 +171,7 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 pub async fn run(c: &mut ClientConn, req: RequestInfo, group: GroupId) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
-    let a = match answer(c, &w, &g, &req, group).await {
+    let a = match answer(c, &w, &g, &req, group, PLAIN).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
         Err(None) => {
@@ -183,6 +186,23 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: GroupId) -> Next {
     relay_response(c, a, group, None).await.0
 }
 
+/// What an exchange's answer is to the client.
+#[derive(Debug, Clone, Copy)]
+struct Serving {
+    /// The client is answered with it: it gets interim responses if it speaks HTTP/1.1 (a
+    /// revalidation after an answer from the store is not).
+    interim: bool,
+    /// The request head stays at the front of `from_client` (a cache fetch reads its fields
+    /// after the answer, then consumes it): only for a request without a body.
+    keep_head: bool,
+}
+
+/// A plain exchange: the client gets the answer, the head is consumed at once.
+const PLAIN: Serving = Serving {
+    interim: true,
+    keep_head: false,
+};
+
 /// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
 /// server answers. `Err`: none did; the error to answer with, or `None` to close.
 async fn answer<'g>(
@@ -191,8 +211,14 @@ async fn answer<'g>(
     g: &'g Generation,
     req: &'g RequestInfo,
     group: GroupId,
+    how: Serving,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
-    c.from_client.advance(req.head_len);
+    let interim = how.interim;
+    // A kept head is followed by no body: `inline` below is then 0 wherever the head is.
+    debug_assert!(!how.keep_head || matches!(req.body, BodyKind::Empty | BodyKind::Length(0)));
+    if !how.keep_head {
+        c.from_client.advance(req.head_len);
+    }
     let inline = match req.body {
         BodyKind::Empty => Some(0),
         BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.from_client.len() => {
@@ -206,6 +232,7 @@ async fn answer<'g>(
         group,
         head_len: c.to_upstream.len(),
         inline,
+        interim: interim && req.version == shared::http::Version::Http11,
     };
     let mut a = match attempts(c, w, &plan).await {
         Ok(a) => a,
@@ -343,16 +370,14 @@ async fn attempt<'g>(
             limits: &cfg.limits.codec,
             read_timeout: Some(cfg.timeouts.read),
             at_most: head_read(&up),
+            // The whole request is sent: a client that goes away now abandons it (499), and
+            // dropping `up` closes the upstream connection (never pooled half-answered).
+            client: Some(&mut c.stream),
+            interim: plan.interim,
+            watch: true,
+            send_timeout: cfg.timeouts.send,
         };
-        // The whole request is sent: a client that goes away now abandons it (499), and
-        // dropping `up` closes the upstream connection (never pooled half-answered).
-        let head = monoio::select! {
-            // An answer that came wins over the client's end (it is sent, or found gone).
-            biased;
-            h = read_response_head(w, &mut up.stream, ub, to) => h,
-            _ = client_watch::client_gone(&c.stream) => return Attempt::Abort,
-        };
-        match head {
+        match read_response_head(w, &mut up.stream, ub, to).await {
             Ok(head) => (up, head, false),
             Err(mut f) => {
                 if let HeadFail::Nothing(b) = &mut f {
@@ -362,7 +387,7 @@ async fn attempt<'g>(
             }
         }
     } else {
-        match stream_request(c, w, plan.req, up, ub).await {
+        match stream_request(c, w, (plan.req, plan.interim), up, ub).await {
             Ok(Streamed { up, head, early }) => (up, head, early),
             Err(f) => return f,
         }

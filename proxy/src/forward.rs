@@ -18,9 +18,9 @@ use crate::request::{eq, with_headers, FieldSpans, Named, RequestInfo, Span};
 use bytes::BytesMut;
 use shared::http::encode::{write_header, write_header_u64, write_status_line};
 use shared::http::framing::{is_hop_by_hop, trim_ows};
-#[cfg(test)]
-use shared::http::RequestMethod;
-use shared::http::{parse_final_response, BodyKind, CodecError, ResponseHead, Status, Version};
+use shared::http::{
+    parse_final_response, BodyKind, CodecError, RequestMethod, ResponseHead, Status, Version,
+};
 
 /// How the response body reaches the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,15 +106,17 @@ impl ResponseFields {
     }
 }
 
-/// Parse the upstream's final response head in `buf` (after any interim heads: the proxy
-/// answered Expect itself, and 103 Early Hints are dropped as nginx does) and write the
+/// Parse the upstream's final response head in `buf` (after any interim heads) and write the
 /// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
 /// writes those once the exchange knows whether the client connection stays. The head's
 /// fields go to `fields` when it wants them. `Ok(None)`: incomplete.
+///
+/// `interim`: the interim heads from `buf[n..]` on that the client has not had yet go before
+/// the final head (see [`write_interims`]); `None`: none is forwarded (an HTTP/1.0 client).
 pub fn prepare_response(
     shutting_down: bool,
     limits: &shared::http::Limits,
-    buf: &[u8],
+    (buf, interim): (&[u8], Option<usize>),
     req: &RequestInfo,
     out: &mut BytesMut,
     fields: &mut ResponseFields,
@@ -126,10 +128,59 @@ pub fn prepare_response(
             Err(e) => return Err(ProxyError::BadResponse(e)),
         };
         let info = response_info(&head, req, shutting_down)?;
-        write_client_head(&head, info.framing, out);
+        out.clear();
+        if let Some(from) = interim.filter(|&n| starts_interim(&buf[n..])) {
+            write_interims(&buf[from..], limits, out)?;
+        }
+        append_client_head(&head, info.framing, out);
         fields.record(&head, buf);
         Ok(Some(info))
     })
+}
+
+/// Whether `buf` starts with a head whose status is 1xx (a cheap look at its first bytes).
+pub fn starts_interim(buf: &[u8]) -> bool {
+    buf.len() > 9 && buf.starts_with(b"HTTP/1.") && buf[9] == b'1'
+}
+
+/// The complete interim heads at the start of `buf`, rewritten for the client into `out`
+/// (appended): RFC 9110 15.2, a proxy forwards 1xx responses (103 Early Hints, 102
+/// Processing, ...) to an HTTP/1.1 client, with their end-to-end fields. Not 100 Continue (the
+/// proxy answers `Expect` itself) nor 101 (a final switch). The bytes they took; they end at
+/// the first head that is not interim or not complete.
+pub fn write_interims(
+    buf: &[u8],
+    limits: &shared::http::Limits,
+    out: &mut BytesMut,
+) -> Result<usize, ProxyError> {
+    let mut at = 0;
+    while starts_interim(&buf[at..]) {
+        let done = with_headers(limits.max_headers, |storage| {
+            let rest = &buf[at..];
+            let head =
+                match shared::http::parse_response(rest, storage, RequestMethod::Other, limits) {
+                    Ok(Status::Complete(h)) if shared::http::response::is_interim(h.status) => h,
+                    Ok(_) => return Ok(None),
+                    Err(e) => return Err(ProxyError::BadResponse(e)),
+                };
+            if head.status != 100 {
+                write_status_line(out, Version::Http11, head.status, head.reason);
+                let named = Named::collect(head.headers);
+                for h in head.headers {
+                    if !is_hop_by_hop(h.name) && !named.contains(h.name, head.headers) {
+                        write_header(out, h.name.as_bytes(), h.value);
+                    }
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+            Ok(Some(head.head_len))
+        })?;
+        match done {
+            Some(n) => at += n,
+            None => break,
+        }
+    }
+    Ok(at)
 }
 
 /// What a final response head means for the relay: how its body reaches the client and
@@ -196,12 +247,18 @@ fn switched_to_websocket(headers: &[httparse::Header<'_>]) -> bool {
 /// representation's, which 8.6 lets them carry; nginx passes it), as one plain number. So no
 /// malformed, conflicting or misplaced length reaches a client, or a proxy in front of it
 /// that would frame the next response by it.
+#[cfg(test)]
 pub(crate) fn write_client_head(
     head: &ResponseHead<'_, '_>,
     framing: ClientFraming,
     out: &mut BytesMut,
 ) {
     out.clear();
+    append_client_head(head, framing, out);
+}
+
+/// [`write_client_head`] after what `out` holds (interim heads).
+fn append_client_head(head: &ResponseHead<'_, '_>, framing: ClientFraming, out: &mut BytesMut) {
     write_status_line(out, Version::Http11, head.status, head.reason);
     let named = Named::collect(head.headers);
     let tunnel = framing == ClientFraming::Tunnel;

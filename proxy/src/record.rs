@@ -101,8 +101,15 @@ impl Record {
             return;
         };
         if (100..200).contains(&status) && status != 101 {
-            self.head_out += bytes.len() as u64;
-            return;
+            // Interim heads (103 Early Hints) sent alone, or in front of the final head.
+            let end = bytes.windows(4).position(|w| w == b"\r\n\r\n");
+            let Some(end) = end.map(|e| e + 4).filter(|&e| e < bytes.len()) else {
+                self.head_out += bytes.len() as u64;
+                return;
+            };
+            self.head_out += end as u64;
+            self.bytes_out -= (bytes.len() - end) as u64;
+            return self.wrote(&bytes[end..]);
         }
         self.status = status;
         if self.measure_head {
@@ -174,6 +181,13 @@ mod tests {
         assert_eq!((r.status, r.final_status()), (0, 499));
         r.wrote(&[&head[..], b"abc"].concat());
         assert_eq!(r.status, 404);
+        // Interim heads in front of the final head, in one write.
+        let mut early = Record::default();
+        early.wrote(&[&b"HTTP/1.1 103 Early Hints\r\n\r\n"[..], head, b"abc"].concat());
+        assert_eq!(
+            (early.status, early.bytes_out),
+            (404, 28 + head.len() as u64 + 3)
+        );
         // Later writes are body bytes, whatever they look like.
         r.wrote(more);
         r.wrote_body(10);

@@ -30,6 +30,9 @@ pub struct FillSink<'a> {
     pub handle: Option<crate::cache::Handle>,
     /// The client asked HEAD (the fill fetched with GET): it gets the head only.
     pub head_only: bool,
+    /// A revalidation after the client was answered from the store: it gets nothing (with
+    /// `head_only`, the body only fills the entry).
+    pub silent: bool,
 }
 
 impl FillSink<'_> {
@@ -422,6 +425,11 @@ impl<'a> ToClient<'a> {
 
     /// Write all of `head`.
     async fn write_head(&mut self) -> Result<(), RelayFail> {
+        if self.fill.as_ref().is_some_and(|f| f.silent) {
+            self.head.clear();
+            self.head_pending = false;
+            return Ok(());
+        }
         let buf = std::mem::take(self.head);
         *self.head = write_all(self.client, buf, self.send)
             .await

@@ -5,8 +5,9 @@
 //! A counting global allocator (this test binary only, one test so nothing else runs beside
 //! it) counts allocations of the whole process while one keep-alive client, which itself
 //! allocates nothing per request, sends N and then 10×N requests that are all hits. The
-//! difference must stay near zero, not grow with the 9×N extra requests. Both a small body
-//! (copied behind the head) and a large one (a second write from the stored bytes) are hit.
+//! difference must stay near zero, not grow with the 9×N extra requests. A small body
+//! (copied behind the head), a large one (a second write from the stored bytes) and a range
+//! of the large one (a 206: a view of the stored bytes) are hit.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -16,16 +17,21 @@ static GLOBAL: tests::CountingAlloc = tests::CountingAlloc::new();
 
 const SMALL: &[u8] = b"GET /small?size=64 HTTP/1.1\r\nHost: cache.test\r\n\r\n";
 const LARGE: &[u8] = b"GET /large?size=8000 HTTP/1.1\r\nHost: cache.test\r\n\r\n";
+const RANGE: &[u8] =
+    b"GET /large?size=8000 HTTP/1.1\r\nHost: cache.test\r\nRange: bytes=100-4199\r\n\r\n";
 
-/// Send `n` requests (alternating the two pages) and read each whole response, checking each
-/// is a hit of the page's length.
+/// The requests sent in turn: each, its body length and its status line.
+const KINDS: [(&[u8], usize, &[u8]); 3] = [
+    (SMALL, 64, b"HTTP/1.1 200 OK\r\n"),
+    (LARGE, 8000, b"HTTP/1.1 200 OK\r\n"),
+    (RANGE, 4100, b"HTTP/1.1 206 Partial Content\r\n"),
+];
+
+/// Send `n` requests (the kinds in turn) and read each whole response, checking each is a
+/// hit of the kind's length and status.
 fn requests(s: &mut TcpStream, buf: &mut [u8; 16384], n: usize) {
     for i in 0..n {
-        let (req, len) = if i % 2 == 0 {
-            (SMALL, 64)
-        } else {
-            (LARGE, 8000)
-        };
+        let (req, len, status) = KINDS[i % KINDS.len()];
         s.write_all(req).expect("request sent");
         let mut got = 0;
         let total = loop {
@@ -41,7 +47,7 @@ fn requests(s: &mut TcpStream, buf: &mut [u8; 16384], n: usize) {
         };
         assert_eq!(total, got, "request {i}: nothing beyond the body");
         let head = &buf[..total - len];
-        assert!(head.starts_with(b"HTTP/1.1 200 OK\r\n"), "request {i}");
+        assert!(head.starts_with(status), "request {i}");
         let hit = b"X-Cache: HIT\r\n";
         assert!(
             head.windows(hit.len()).any(|w| w == hit),

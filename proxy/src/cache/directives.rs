@@ -25,6 +25,14 @@ pub struct ResponseDirectives {
     /// stale"); a repeated one keeps the first (4.2.1: "the first occurrence should be used").
     pub max_age: Option<u64>,
     pub s_maxage: Option<u64>,
+    /// RFC 5861 3: seconds past freshness a stale response may be served while it is
+    /// revalidated in the background. An invalid value is ignored.
+    pub stale_while_revalidate: Option<u64>,
+    /// RFC 5861 4: seconds past freshness a stale response may be served when the origin
+    /// fails. An invalid value is ignored.
+    pub stale_if_error: Option<u64>,
+    /// 5.2.2.3: store only if the status code's semantics are understood.
+    pub must_understand: bool,
 }
 
 /// The directives of a request that decide lookup and storing.
@@ -128,6 +136,12 @@ impl ResponseDirectives {
                 first(&mut self.max_age, v);
             } else if is("s-maxage") {
                 first(&mut self.s_maxage, v);
+            } else if is("stale-while-revalidate") {
+                self.stale_while_revalidate = self.stale_while_revalidate.or(delta_seconds(v));
+            } else if is("stale-if-error") {
+                self.stale_if_error = self.stale_if_error.or(delta_seconds(v));
+            } else if is("must-understand") {
+                self.must_understand = true;
             }
         }
     }

@@ -23,10 +23,14 @@
 pub mod directives;
 pub mod memfd;
 pub mod policy;
+pub mod ranges;
 pub mod store;
+pub mod targeted;
 pub mod validate;
 pub mod vary;
 
+#[cfg(test)]
+mod rfc_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -35,7 +39,9 @@ mod validate_tests;
 pub use policy::{
     classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
 };
-pub use store::{Append, Handle, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats};
+pub use store::{
+    same_origin_target, Append, Handle, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats,
+};
 
 /// Milliseconds since the Unix epoch: the time every decision is made at, read by the caller.
 pub type Millis = u64;

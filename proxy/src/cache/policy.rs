@@ -20,7 +20,9 @@ pub enum RequestClass {
     },
     /// Forwarded without touching the cache (`X-Cache: BYPASS`).
     Bypass(Bypass),
-    /// POST, PUT, DELETE, PATCH: forwarded; a non-error answer invalidates the key (4.4).
+    /// A method not known to be safe (RFC 9110 9.2.1: POST, PUT, DELETE, PATCH, and any
+    /// extension method such as `M-SEARCH`): forwarded; a non-error answer invalidates the key
+    /// (RFC 9111 4.4).
     Invalidate,
     /// `PURGE`: remove the key on every worker (when the client is in `purge_from`).
     Purge,
@@ -29,7 +31,8 @@ pub enum RequestClass {
 /// Why a request bypassed the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bypass {
-    /// A method that is neither cacheable nor invalidating (OPTIONS, CONNECT, unknown).
+    /// A safe method the cache does not serve (OPTIONS, TRACE): neither looked up nor
+    /// invalidating.
     Method,
     /// `Authorization` or `Cookie` on a route without `allow_credentials`.
     Credentials,
@@ -42,9 +45,11 @@ pub enum Bypass {
 pub fn classify(method: &str, headers: &[httparse::Header<'_>], cfg: &CacheEntry) -> RequestClass {
     match method {
         "GET" | "HEAD" => {}
-        "POST" | "PUT" | "DELETE" | "PATCH" => return RequestClass::Invalidate,
         "PURGE" => return RequestClass::Purge,
-        _ => return RequestClass::Bypass(Bypass::Method),
+        // RFC 9110 9.2.1: GET, HEAD, OPTIONS and TRACE are the safe methods; every other one,
+        // an extension method included, may change the resource.
+        "OPTIONS" | "TRACE" => return RequestClass::Bypass(Bypass::Method),
+        _ => return RequestClass::Invalidate,
     }
     let credentials = headers.iter().any(|h| {
         h.name.eq_ignore_ascii_case("authorization") || h.name.eq_ignore_ascii_case("cookie")
@@ -77,7 +82,7 @@ pub enum NotStored {
     NoFreshness,
     NoStore,
     Private,
-    /// `no-cache`: every use needs validation, which costs what a miss costs.
+    /// `no-cache` without a validator: every use would need a whole new response.
     NoCache,
     SetCookie,
     /// 3.5: a request with Authorization, and none of public, s-maxage, must-revalidate.
@@ -102,6 +107,12 @@ pub struct Freshness {
     pub lifetime: Millis,
     /// A directive forbids serving it stale (see [`ResponseDirectives::forbids_stale`]).
     pub forbids_stale: bool,
+    /// RFC 5861 3, from the response: how long past its lifetime it may be served while a
+    /// revalidation runs (0: not at all).
+    pub stale_while_revalidate: Millis,
+    /// RFC 5861 4, from the response: how long past its lifetime it may be served when the
+    /// origin fails; `None`: the response says nothing (the route's setting decides).
+    pub stale_if_error: Option<Millis>,
 }
 
 impl Freshness {
@@ -122,12 +133,27 @@ impl Freshness {
         (self.current_age(now) / 1000).min(DELTA_MAX)
     }
 
-    /// Whether it may be served, stale, when the origin fails: within `stale_if_error` past
-    /// its lifetime (RFC 5861 4), unless a directive forbids stale use (4.2.4).
+    /// Whether it may be served, stale, when the origin fails: within the route's
+    /// `stale_if_error` past its lifetime, or if the route sets none (0) within the response's
+    /// own `stale-if-error` (RFC 5861 4; as nginx, the configured value comes first), unless a
+    /// directive forbids stale use (4.2.4).
     pub fn usable_on_error(&self, now: Millis, stale_if_error: Millis) -> bool {
-        stale_if_error > 0
+        let window = match stale_if_error {
+            0 => self.stale_if_error.unwrap_or(0),
+            route => route,
+        };
+        window > 0
             && !self.forbids_stale
-            && self.current_age(now) <= self.lifetime.saturating_add(stale_if_error)
+            && self.current_age(now) <= self.lifetime.saturating_add(window)
+    }
+
+    /// Whether, stale, it may be served at once while one revalidation runs (RFC 5861 3:
+    /// within `stale-while-revalidate` past its lifetime), unless a directive forbids stale
+    /// use (4.2.4).
+    pub fn usable_while_revalidating(&self, now: Millis) -> bool {
+        self.stale_while_revalidate > 0
+            && !self.forbids_stale
+            && self.current_age(now) <= self.lifetime.saturating_add(self.stale_while_revalidate)
     }
 }
 
@@ -145,10 +171,23 @@ struct ResponseScan {
     expires: Option<Option<u64>>,
     date: Option<u64>,
     age: Option<u64>,
+    last_modified: Option<u64>,
+    etag: bool,
     set_cookie: bool,
 }
 
-fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
+/// One pass over a response's fields. With a valid targeted field (RFC 9213, `targeted`
+/// names them in order) its directives replace Cache-Control's, and Expires is ignored.
+fn scan(headers: &[httparse::Header<'_>], targeted: &[String]) -> ResponseScan {
+    let mut s = scan_fields(headers);
+    if let Some(cc) = super::targeted::directives(headers, targeted) {
+        s.cc = cc;
+        s.expires = None;
+    }
+    s
+}
+
+fn scan_fields(headers: &[httparse::Header<'_>]) -> ResponseScan {
     let mut s = ResponseScan::default();
     for h in headers {
         let is = |n: &str| h.name.eq_ignore_ascii_case(n);
@@ -161,16 +200,36 @@ fn scan(headers: &[httparse::Header<'_>]) -> ResponseScan {
                 .get_or_insert(crate::http_date::parse_http_date(h.value));
         } else if is("date") {
             s.date = s.date.or(crate::http_date::parse_http_date(h.value));
-        } else if is("age") {
-            s.age = s.age.or(std::str::from_utf8(h.value)
-                .ok()
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(|v| v.min(DELTA_MAX)));
+        } else if is("age") && s.age.is_none() {
+            s.age = age_value(h.value);
+        } else if is("etag") {
+            s.etag = true;
+        } else if is("last-modified") {
+            s.last_modified = s
+                .last_modified
+                .or(crate::http_date::parse_http_date(h.value));
         } else if is("set-cookie") {
             s.set_cookie = true;
         }
     }
     s
+}
+
+/// An `Age` field line's value: its first element (a line `7200, 0` is a list some caches
+/// send; 5.1 asks for one value, and the first one of the first line is the one kept, as for
+/// any singleton field a recipient finds repeated), delta-seconds saturating at 2^31. `None`:
+/// not a number (the field is ignored).
+fn age_value(v: &[u8]) -> Option<u64> {
+    let first = v.split(|&b| b == b',').next().unwrap_or_default();
+    let first = shared::http::framing::trim_ows(first);
+    if first.is_empty() || !first.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(first.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10)
+            .saturating_add(u64::from(d - b'0'))
+            .min(DELTA_MAX)
+    }))
 }
 
 /// Decide whether the response to a GET (or the GET that fills for a HEAD) is stored, and
@@ -188,21 +247,32 @@ pub fn storable(
     if status < 200 || status == 206 || status == 304 {
         return Err(NotStored::Status);
     }
-    let s = scan(response);
+    let s = scan(response, &cfg.targeted);
     // 3: "the no-store cache directive is not present in the response" (5.2.2.5), "if the
     // cache is shared: the private response directive is either not present or allows a
     // shared cache to store a modified response" (read here as not present).
-    if s.cc.no_store || RequestDirectives::scan(request).no_store {
+    // 5.2.2.3: with must-understand, a status code the cache understands is stored by its
+    // rules whatever no-store says, and one it does not understand is not stored.
+    if s.cc.must_understand && !understood(status) {
+        return Err(NotStored::Status);
+    }
+    let no_store = s.cc.no_store && !s.cc.must_understand;
+    if no_store || RequestDirectives::scan(request).no_store {
         return Err(NotStored::NoStore);
     }
     if s.cc.private {
         return Err(NotStored::Private);
     }
-    if s.cc.no_cache {
+    // 5.2.2.4: no-cache "MUST NOT be used to satisfy any other request without forwarding it
+    // for validation": stored with no freshness when it has a validator (each use is then a
+    // conditional request, a 304 costs no body), not stored without one.
+    let validator = s.etag || s.last_modified.is_some();
+    if s.cc.no_cache && !validator {
         return Err(NotStored::NoCache);
     }
-    // 7.3 warns that Set-Cookie answers are per user; nginx and Varnish do not cache them.
-    if s.set_cookie {
+    // 7.3 warns that Set-Cookie answers are per user; nginx and Varnish do not cache them
+    // (a deliberate difference from 3, which allows it; `store_set_cookie` opts in).
+    if s.set_cookie && !cfg.store_set_cookie {
         return Err(NotStored::SetCookie);
     }
     // 3.5: "A shared cache MUST NOT use a cached response to a request with an Authorization
@@ -217,13 +287,22 @@ pub fn storable(
         return Err(NotStored::TooLarge);
     }
     let vary = VarySpec::new(response, request).map_err(|VaryStar| NotStored::VaryStar)?;
-    let lifetime = lifetime(&s, status, at, cfg).ok_or(NotStored::NoFreshness)?;
+    let lifetime = match s.cc.no_cache {
+        true => 0,
+        false => lifetime(&s, status, at, cfg).ok_or(NotStored::NoFreshness)?,
+    };
     Ok(Storable {
         freshness: Freshness {
             response_time: at.response_time,
             corrected_initial_age: initial_age(&s, at),
             lifetime,
             forbids_stale: s.cc.forbids_stale(),
+            stale_while_revalidate: s
+                .cc
+                .stale_while_revalidate
+                .unwrap_or(0)
+                .saturating_mul(1000),
+            stale_if_error: s.cc.stale_if_error.map(|n| n.saturating_mul(1000)),
         },
         vary,
     })
@@ -234,24 +313,57 @@ pub fn storable(
 /// age, so a response that passed through other caches is not made to look younger. A hit
 /// sends [`Freshness::age_secs`] at the time it is served instead.
 pub fn fetched_age(response: &[httparse::Header<'_>], at: Fetched) -> u64 {
-    (initial_age(&scan(response), at) / 1000).min(DELTA_MAX)
+    (initial_age(&scan_fields(response), at) / 1000).min(DELTA_MAX)
 }
 
-/// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise
-/// the route's ttl for 200, 301 and 404 (nginx's `proxy_cache_valid` default statuses, and
-/// all three are heuristically cacheable, RFC 9110 15.1).
+/// A heuristic lifetime without `ttl` to cap it (`ttl = "0s"`): a day, past which RFC 7234
+/// 4.2.2 asked for a warning.
+const HEURISTIC_MAX: Millis = 24 * 3600 * 1000;
+
+/// 4.2.1, in its order: s-maxage (a shared cache), max-age, Expires minus Date; otherwise a
+/// heuristic (4.2.2): with Last-Modified, 10% of the time since it for a heuristically
+/// cacheable status (RFC 9110 15.1) or a `public` response, capped by the route's ttl; without
+/// it, the route's ttl for 200, 301 and 404 (nginx's `proxy_cache_valid` default statuses).
 fn lifetime(s: &ResponseScan, status: u16, at: Fetched, cfg: &CacheEntry) -> Option<Millis> {
     let secs = |n: u64| n.saturating_mul(1000);
     if let Some(n) = s.cc.s_maxage.or(s.cc.max_age) {
         return Some(secs(n));
     }
+    let date = s.date.unwrap_or(at.response_time / 1000);
     if let Some(expires) = s.expires {
         // "If the Expires header field is present, use its value minus the value of the Date
         // header field (using the time the message was received if it is not present)".
-        let date = s.date.unwrap_or(at.response_time / 1000);
         return Some(secs(expires.unwrap_or(0).saturating_sub(date)));
     }
-    matches!(status, 200 | 301 | 404).then(|| cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64)
+    // `ttl = "0s"`: no default freshness (nginx's proxy_cache without proxy_cache_valid).
+    let ttl = cfg.ttl.as_millis().min(u128::from(u64::MAX)) as u64;
+    let heuristic = heuristically_cacheable(status) || s.cc.public;
+    if let (true, Some(lm)) = (heuristic, s.last_modified.filter(|&lm| lm < date)) {
+        // 4.2.2: "a typical setting of this fraction might be 10%".
+        let tenth = secs(date - lm) / 10;
+        return Some(tenth.min(if ttl > 0 { ttl } else { HEURISTIC_MAX }));
+    }
+    (ttl > 0 && matches!(status, 200 | 301 | 404)).then_some(ttl)
+}
+
+/// The final status codes whose caching semantics this cache implements (must-understand,
+/// 5.2.2.3): the heuristically cacheable ones, redirects, and the errors it stores by their
+/// explicit freshness.
+fn understood(status: u16) -> bool {
+    heuristically_cacheable(status)
+        || matches!(
+            status,
+            302 | 303 | 307 | 400 | 403 | 451 | 500 | 502 | 503 | 504
+        )
+}
+
+/// RFC 9110 15.1: the status codes "defined as heuristically cacheable" (206 aside: partial
+/// content is not stored).
+fn heuristically_cacheable(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 203 | 204 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
 }
 
 /// 4.2.3: "apparent_age = max(0, response_time - date_value);

@@ -57,7 +57,7 @@ fn request_classes() {
         revalidate: true,
         only_if_cached: false,
     };
-    let cases: [(&str, Fields, bool, RequestClass); 14] = [
+    let cases: [(&str, Fields, bool, RequestClass); 18] = [
         ("GET", &[], false, lookup),
         ("HEAD", &[], false, lookup),
         ("GET", &[("Cache-Control", "no-cache")], false, revalidate),
@@ -95,6 +95,11 @@ fn request_classes() {
         ("DELETE", &[], false, RequestClass::Invalidate),
         ("PURGE", &[], false, RequestClass::Purge),
         ("OPTIONS", &[], false, RequestClass::Bypass(Bypass::Method)),
+        ("TRACE", &[], false, RequestClass::Bypass(Bypass::Method)),
+        // RFC 9110 9.2.1: any method not known to be safe invalidates.
+        ("M-SEARCH", &[], false, RequestClass::Invalidate),
+        ("FOO", &[], false, RequestClass::Invalidate),
+        ("PATCH", &[], false, RequestClass::Invalidate),
     ];
     for (method, headers, allow, want) in cases {
         let c = CacheEntry {
@@ -291,7 +296,7 @@ fn storability_and_freshness_table() {
 #[test]
 fn age_of_a_fetched_response() {
     use super::policy::fetched_age;
-    let cases: [(Fields, Fetched, u64); 5] = [
+    let cases: [(Fields, Fetched, u64); 9] = [
         // Straight from the origin, quickly: 0.
         (&[("Date", DATE_T)], at(), 0),
         // 1.5 s in transit, then Age from an upstream cache added.
@@ -305,6 +310,12 @@ fn age_of_a_fetched_response() {
         ),
         (&[("Age", "30")], at(), 30),
         (&[("Age", "bogus")], at(), 0),
+        // One line holding a list: its first value (RFC 9111 5.1, 4.2.3).
+        (&[("Age", "7200, 0")], at(), 7200),
+        (&[("Age", " 5 ,9")], at(), 5),
+        // Two lines: the first.
+        (&[("Age", "40"), ("Age", "3")], at(), 40),
+        (&[("Age", "-1, 5")], at(), 0),
         // Date 10 s before the response arrived: the apparent age beats Age + transit.
         (&[("Date", DATE_T_MINUS_10), ("Age", "3")], at(), 10),
     ];
@@ -320,6 +331,8 @@ fn freshness_age_and_stale_if_error() {
         corrected_initial_age: 2_500,
         lifetime: 10_000,
         forbids_stale: false,
+        stale_while_revalidate: 0,
+        stale_if_error: None,
     };
     assert_eq!(f.current_age(T), 2_500);
     assert_eq!(f.age_secs(T), 2);
@@ -360,6 +373,8 @@ fn fresh(lifetime: Millis) -> Storable {
             corrected_initial_age: 0,
             lifetime,
             forbids_stale: false,
+            stale_while_revalidate: 0,
+            stale_if_error: None,
         },
         vary: VarySpec::default(),
     }

@@ -5,8 +5,9 @@
 //! to match" — so it is never stored. Values are compared after normalisation, which 4.1
 //! allows ("by applying any normalization the cache knows about"): list elements trimmed of
 //! whitespace across all field lines, and `Accept-Encoding` reduced to the set of codings this
-//! cache knows and the client accepts (q > 0), so `gzip, br` and `br;q=0.9,gzip` share an entry.
-//! Matching allocates nothing.
+//! cache knows and the client accepts (q > 0), so `gzip, br` and `br;q=0.9,gzip` share an entry;
+//! `Accept-Language` to its ranges with q > 0, without case, most preferred first (so
+//! `en-US, fr;q=0.5` and `fr;q=0.4,EN-us` share one). Matching allocates nothing.
 
 use shared::http::framing::{list_elements, trim_ows};
 
@@ -31,8 +32,65 @@ struct VaryField {
 enum VaryValue {
     /// Accept-Encoding: a set of [`CODINGS`] bits, and [`PRESENT`] when the field was sent.
     Encodings(u8),
+    /// Accept-Language: the language ranges the client accepts (q > 0), lowercase, most
+    /// preferred first; `None` when absent.
+    Languages(Option<Box<[Box<[u8]>]>>),
     /// Any other field: its list elements in order; `None` when absent.
     Elements(Option<Box<[Box<[u8]>]>>),
+}
+
+/// Language ranges an Accept-Language is read to (more are ignored, on both sides alike).
+const MAX_LANGUAGES: usize = 16;
+
+/// The ranges of an Accept-Language (its field lines `values`) with q > 0, in order of
+/// preference (RFC 9110 12.4.2: higher qvalue first; equal ones keep their order): into a
+/// stack array, no allocation. The count.
+fn languages<'a>(
+    values: impl Iterator<Item = &'a [u8]>,
+    out: &mut [(&'a [u8], u16); MAX_LANGUAGES],
+) -> usize {
+    let mut n = 0;
+    for element in values.flat_map(list_elements) {
+        if n == MAX_LANGUAGES {
+            break;
+        }
+        let mut params = element.split(|&b| b == b';');
+        let tag = trim_ows(params.next().unwrap_or_default());
+        let q = params
+            .map(trim_ows)
+            .find(|p| p.len() >= 2 && p[..2].eq_ignore_ascii_case(b"q="))
+            .map_or(1000, |p| qvalue(trim_ows(&p[2..])));
+        if tag.is_empty() || q == 0 || out[..n].iter().any(|(t, _)| t.eq_ignore_ascii_case(tag)) {
+            continue;
+        }
+        // Insertion after every range of at least this q: stable, most preferred first.
+        let at = out[..n].iter().position(|&(_, oq)| oq < q).unwrap_or(n);
+        out[at..=n].rotate_right(1);
+        out[at] = (tag, q);
+        n += 1;
+    }
+    n
+}
+
+/// A qvalue (RFC 9110 12.4.2) in thousandths; malformed reads as 0 (not acceptable).
+fn qvalue(v: &[u8]) -> u16 {
+    let (int, frac) = match v.iter().position(|&b| b == b'.') {
+        Some(dot) => (&v[..dot], &v[dot + 1..]),
+        None => (v, &[][..]),
+    };
+    let digits = |d: &[u8]| d.iter().all(u8::is_ascii_digit);
+    if int.len() != 1 || !digits(int) || frac.len() > 3 || !digits(frac) {
+        return 0;
+    }
+    let mut q = u16::from(int[0] - b'0') * 1000;
+    for (i, &d) in frac.iter().enumerate() {
+        q += u16::from(d - b'0') * [100, 10, 1][i];
+    }
+    // "0" ["." 0*3DIGIT] / "1" ["." 0*3("0")]: anything above 1 is malformed.
+    if q > 1000 {
+        return 0;
+    }
+    q
 }
 
 /// The bit of [`VaryValue::Encodings`] that says the request had the field.
@@ -116,6 +174,16 @@ impl VarySpec {
             }
             let value = if name == "accept-encoding" {
                 VaryValue::Encodings(encodings(request, &name))
+            } else if name == "accept-language" {
+                let present = field_values(request, &name).next().is_some();
+                VaryValue::Languages(present.then(|| {
+                    let mut ranges = [(&[][..], 0); MAX_LANGUAGES];
+                    let n = languages(field_values(request, &name), &mut ranges);
+                    ranges[..n]
+                        .iter()
+                        .map(|(t, _)| t.to_ascii_lowercase().into_boxed_slice())
+                        .collect()
+                }))
             } else {
                 let present = field_values(request, &name).next().is_some();
                 VaryValue::Elements(present.then(|| {
@@ -139,7 +207,21 @@ impl VarySpec {
     pub fn matches(&self, request: &[httparse::Header<'_>]) -> bool {
         self.fields.iter().all(|f| match &f.value {
             VaryValue::Encodings(set) => encodings(request, &f.name) == *set,
-            VaryValue::Elements(None) => field_values(request, &f.name).next().is_none(),
+            VaryValue::Languages(None) | VaryValue::Elements(None) => {
+                field_values(request, &f.name).next().is_none()
+            }
+            VaryValue::Languages(Some(want)) => {
+                let mut ranges = [(&[][..], 0); MAX_LANGUAGES];
+                let mut values = field_values(request, &f.name).peekable();
+                let present = values.peek().is_some();
+                let n = languages(values, &mut ranges);
+                present
+                    && n == want.len()
+                    && ranges[..n]
+                        .iter()
+                        .zip(want.iter())
+                        .all(|((t, _), w)| t.eq_ignore_ascii_case(w))
+            }
             VaryValue::Elements(Some(want)) => {
                 let mut values = field_values(request, &f.name).peekable();
                 values.peek().is_some()
@@ -158,7 +240,9 @@ impl VarySpec {
                 f.name.len()
                     + match &f.value {
                         VaryValue::Encodings(_) => 1,
-                        VaryValue::Elements(e) => e.iter().flatten().map(|e| e.len() + 16).sum(),
+                        VaryValue::Languages(e) | VaryValue::Elements(e) => {
+                            e.iter().flatten().map(|e| e.len() + 16).sum()
+                        }
                     }
                     + 32
             })
@@ -189,6 +273,51 @@ mod tests {
         assert_eq!(set("compress, identity"), 0);
         assert_ne!(set("gzip"), set("br"));
         assert_ne!(set("*"), set(""));
+    }
+
+    #[test]
+    fn accept_language_is_normalised() {
+        let spec = |v: Option<&'static str>| {
+            let req = match v {
+                Some(v) => hs(&[("Accept-Language", v)]),
+                None => hs(&[]),
+            };
+            VarySpec::new(&hs(&[("Vary", "Accept-Language")]), &req).unwrap()
+        };
+        let matches = |stored: Option<&'static str>, v: Option<&'static str>| {
+            let req = match v {
+                Some(v) => hs(&[("accept-language", v)]),
+                None => hs(&[]),
+            };
+            spec(stored).matches(&req)
+        };
+        let same: [(&str, &str); 6] = [
+            ("en-US, fr;q=0.5", "EN-us,fr;q=0.4"),
+            ("en-US, fr;q=0.5", "fr;q=0.5, en-US"),
+            ("en, de;q=0", "en"),
+            ("en;q=0.8, fr;q=0.8", "en;q=0.3,fr;q=0.3"),
+            ("da, en-gb;q=0.8, en;q=0.7", "da,en-GB;q=0.80,en;q=0.700"),
+            ("en, en", "en"),
+        ];
+        for (a, b) in same {
+            assert!(matches(Some(a), Some(b)), "{a} ~ {b}");
+        }
+        let different: [(Option<&str>, Option<&str>); 5] = [
+            (Some("en, fr"), Some("fr, en")),
+            (Some("en"), Some("en, fr")),
+            (Some("en"), None),
+            (None, Some("en")),
+            (Some("en;q=0.5, fr"), Some("en, fr;q=0.5")),
+        ];
+        for (a, b) in different {
+            assert!(!matches(a, b), "{a:?} !~ {b:?}");
+        }
+        assert!(matches(None, None));
+        assert_eq!(qvalue(b"1.000"), 1000);
+        assert_eq!(
+            (qvalue(b"0.05"), qvalue(b"2"), qvalue(b"0.1234")),
+            (50, 0, 0)
+        );
     }
 
     #[test]

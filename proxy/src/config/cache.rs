@@ -12,7 +12,7 @@
 
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
-use shared::units::serde_units::{de_duration, de_positive_duration, scalar, size_of, SIZE};
+use shared::units::serde_units::{de_duration, scalar, size_of, SIZE};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -28,8 +28,9 @@ pub const DEFAULT_MAX_VARIANTS: usize = 16;
 #[serde(deny_unknown_fields)]
 pub struct CacheEntry {
     /// Freshness of 200, 301 and 404 responses that carry none of their own (nginx's
-    /// `proxy_cache_valid`).
-    #[serde(default = "default_ttl", deserialize_with = "de_positive_duration")]
+    /// `proxy_cache_valid`). Zero: no default freshness, only what the response says
+    /// (nginx's `proxy_cache` without `proxy_cache_valid`).
+    #[serde(default = "default_ttl", deserialize_with = "de_duration")]
     pub ttl: Duration,
     /// The byte bound of each worker's store (LRU beyond it).
     #[serde(default = "default_max_bytes", deserialize_with = "de_positive_size")]
@@ -59,6 +60,15 @@ pub struct CacheEntry {
         deserialize_with = "de_positive_count"
     )]
     pub max_variants: usize,
+    /// Targeted cache-control fields (RFC 9213) this cache obeys, first valid one wins: it
+    /// replaces Cache-Control and Expires for storing and freshness, and none of these
+    /// fields is sent on to clients. Default `["CDN-Cache-Control"]`; `[]`: none.
+    #[serde(default = "default_targeted", deserialize_with = "de_field_names")]
+    pub targeted: Vec<String>,
+    /// Store responses that carry Set-Cookie (and serve the cookie to every client that hits
+    /// them). Default false: they are passed on unstored, as nginx and Varnish do.
+    #[serde(default)]
+    pub store_set_cookie: bool,
 }
 
 impl Default for CacheEntry {
@@ -72,6 +82,8 @@ impl Default for CacheEntry {
             allow_credentials: false,
             sendfile: true,
             max_variants: DEFAULT_MAX_VARIANTS,
+            targeted: default_targeted(),
+            store_set_cookie: false,
         }
     }
 }
@@ -162,6 +174,29 @@ fn bits(ip: IpAddr) -> u128 {
     }
 }
 
+fn default_targeted() -> Vec<String> {
+    vec!["CDN-Cache-Control".to_string()]
+}
+
+/// Field names (RFC 9110 5.1: tokens); `Cache-Control` itself is not a targeted field.
+fn de_field_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    for n in &names {
+        let token = !n.is_empty()
+            && n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(D::Error::custom(format!("`{n}` is not a field name")));
+        }
+        if n.eq_ignore_ascii_case("cache-control") {
+            return Err(D::Error::custom(
+                "`Cache-Control` is not a targeted field (it is always read, as the fallback)",
+            ));
+        }
+    }
+    Ok(names)
+}
+
 fn default_sendfile() -> bool {
     true
 }
@@ -247,10 +282,13 @@ mod tests {
         let c = parse(concat!(
             r#"{ ttl = "60s", max_bytes = "8MiB", max_object = 4096, stale_if_error = "5m", "#,
             r#"purge_from = ["127.0.0.1", "10.0.0.0/8", "::1"], allow_credentials = true, "#,
-            r#"max_variants = 4 }"#
+            r#"max_variants = 4, targeted = ["Proxy-Cache-Control", "CDN-Cache-Control"], "#,
+            r#"store_set_cookie = true }"#
         ))
         .unwrap();
         assert_eq!(c.max_variants, 4);
+        assert_eq!(c.targeted, ["Proxy-Cache-Control", "CDN-Cache-Control"]);
+        assert!(c.store_set_cookie);
         assert_eq!(c.ttl, Duration::from_secs(60));
         assert_eq!(c.max_bytes, 8 << 20);
         assert_eq!(c.max_object, 4096);
@@ -259,15 +297,12 @@ mod tests {
         assert!(c.allow_credentials);
         let one = parse(r#"{ purge_from = "192.168.0.0/16" }"#).unwrap();
         assert_eq!(one.purge_from[0].prefix, 16);
+        assert_eq!(parse(r#"{ ttl = "0s" }"#).unwrap().ttl, Duration::ZERO);
     }
 
     #[test]
     fn bad_values_name_their_key() {
         let cases = [
-            (
-                r#"{ ttl = "0s" }"#,
-                "key `cache.ttl`: must be greater than zero",
-            ),
             (
                 r#"{ ttl = "3x" }"#,
                 "key `cache.ttl`: invalid duration '3x'",
@@ -295,6 +330,14 @@ mod tests {
             ),
             (r#"{ purge_from = 7 }"#, "expected an address or CIDR block"),
             (r#"{ size = "1MiB" }"#, "unknown field `size`"),
+            (
+                r#"{ targeted = ["CDN Cache"] }"#,
+                "key `cache.targeted`: `CDN Cache` is not a field name",
+            ),
+            (
+                r#"{ targeted = ["cache-control"] }"#,
+                "is not a targeted field",
+            ),
             (
                 r#"{ max_variants = 0 }"#,
                 "key `cache.max_variants`: must be at least 1",

@@ -91,6 +91,8 @@ pub(super) fn no_head(f: HeadFail, resend: bool, reused: bool) -> Attempt<'stati
             error,
             blame: Blame::Server,
         },
+        // The client left while an interim response went to it: nobody to answer.
+        HeadFail::Client => Attempt::Abort,
     }
 }
 

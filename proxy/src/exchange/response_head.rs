@@ -1,15 +1,21 @@
-//! Reading the upstream's response head: the final head (interim ones skipped) parsed into
-//! the client's head as it arrives, re-parsed only when the bytes may have completed it.
+//! Reading the upstream's response head: the final head parsed into the client's head as it
+//! arrives, re-parsed only when the bytes may have completed it. Interim heads (103 Early
+//! Hints, 102) go to an HTTP/1.1 client as soon as each is complete, before the final head is
+//! there (or, when the client's connection is busy with the request body, right before it);
+//! a response without them costs one look at its first bytes.
 
 use crate::error::ProxyError;
-use crate::forward::{prepare_response, ResponseFields, ResponseInfo};
-use crate::io::{read_more_max, read_some_max, IoFail};
+use crate::forward::{
+    prepare_response, starts_interim, write_interims, ResponseFields, ResponseInfo,
+};
+use crate::io::{read_more_max, read_some_max, write_all, IoFail};
 use crate::request::worth_parsing;
 use crate::request::RequestInfo;
 use crate::worker::{ProxyWorker, RELAY_BUF};
 use bytes::BytesMut;
 use monoio::io::AsyncReadRent;
 use shared::http::Limits;
+use shared::stream::Stream;
 use std::time::Duration;
 
 /// Why no response head was read.
@@ -22,6 +28,8 @@ pub(super) enum HeadFail {
     Timeout,
     /// Something arrived but it is not a valid response head.
     Bad(ProxyError),
+    /// The client went away while an interim head was sent to it.
+    Client,
 }
 
 /// A final response head, read from the upstream.
@@ -44,6 +52,16 @@ pub(super) struct HeadRead<'a> {
     pub(super) read_timeout: Option<Duration>,
     /// The most one read takes (`splice::HEAD_READ` where the body is to be spliced).
     pub(super) at_most: usize,
+    /// The client's stream, where the reader may use it: to watch for the client going away
+    /// (`watch`), and to send interim heads as they come.
+    pub(super) client: Option<&'a mut Stream>,
+    /// Interim heads are forwarded (an HTTP/1.1 client that is answered): as they come with
+    /// `client`, without it with the final head.
+    pub(super) interim: bool,
+    /// The client going away (`client_watch`) ends the wait: `HeadFail::Client` (499).
+    pub(super) watch: bool,
+    /// The send timeout, for interim heads.
+    pub(super) send_timeout: Duration,
 }
 
 /// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).
@@ -56,14 +74,29 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
     // Bytes of `ub` already parsed as an incomplete head: a head trickling in is parsed again
     // only when it may have ended (as on the client side), never once per read.
     let mut parsed = 0;
+    // Bytes of `ub` at its front that are interim heads the client already has.
+    let mut interim_sent = 0;
+    let mut to = to;
     loop {
         let had = ub.len();
-        let read = match to.read_timeout {
-            Some(t) => {
-                let until = shared::clock::deadline(t);
-                read_more_max(up, ub, RELAY_BUF / 4, to.at_most, until).await
+        let (timeout, at_most, upr) = (to.read_timeout, to.at_most, &mut *up);
+        let read = async move {
+            match timeout {
+                Some(t) => {
+                    let until = shared::clock::deadline(t);
+                    read_more_max(upr, ub, RELAY_BUF / 4, at_most, until).await
+                }
+                None => read_some_max(upr, ub, RELAY_BUF / 4, at_most).await,
             }
-            None => read_some_max(up, ub, RELAY_BUF / 4, to.at_most).await,
+        };
+        let read = match (&to.client, to.watch) {
+            (Some(client), true) => monoio::select! {
+                // An answer that came wins over the client's end (it is sent, or found gone).
+                biased;
+                r = read => r,
+                _ = super::client_watch::client_gone(client) => return Err(HeadFail::Client),
+            },
+            _ => read.await,
         };
         match read {
             Ok((0, b)) if had == 0 => return Err(HeadFail::Nothing(Some(b))),
@@ -80,10 +113,41 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         if !worth_parsing(&ub, parsed, to.limits) {
             continue;
         }
-        match prepare_response(w.life.draining(), to.limits, &ub, to.req, to.out, to.fields) {
+        if let (true, Some(client)) = (to.interim, &mut to.client) {
+            if starts_interim(&ub[interim_sent..]) {
+                let rest = &ub[interim_sent..];
+                let (limits, send) = (to.limits, to.send_timeout);
+                interim_sent += send_interims(client, rest, to.out, limits, send).await?;
+            }
+        }
+        let interim = to.interim.then_some(interim_sent);
+        let buf = (&ub[..], interim);
+        match prepare_response(w.life.draining(), to.limits, buf, to.req, to.out, to.fields) {
             Ok(Some(resp)) => return Ok(Head { resp, ub }),
             Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),
         }
     }
+}
+
+/// Send the complete interim heads at the start of `buf` to the client, rewritten through
+/// `out` (the client head's buffer, unused until the final head). The bytes of `buf` they
+/// took.
+async fn send_interims(
+    client: &mut Stream,
+    buf: &[u8],
+    out: &mut BytesMut,
+    limits: &Limits,
+    send_timeout: Duration,
+) -> Result<usize, HeadFail> {
+    out.clear();
+    let n = write_interims(buf, limits, out).map_err(HeadFail::Bad)?;
+    if !out.is_empty() {
+        let b = std::mem::take(out);
+        *out = write_all(client, b, send_timeout)
+            .await
+            .map_err(|_| HeadFail::Client)?;
+        out.clear();
+    }
+    Ok(n)
 }

@@ -25,7 +25,7 @@ pub(super) struct Streamed {
 pub(super) async fn stream_request(
     c: &mut ClientConn,
     w: &ProxyWorker,
-    req: &RequestInfo,
+    (req, interim): (&RequestInfo, bool),
     up: Upstream,
     ub: BytesMut,
 ) -> Result<Streamed, Attempt<'static>> {
@@ -43,7 +43,7 @@ pub(super) async fn stream_request(
     let reused = up.reused;
     // In an allocation of its own: relaying the body while reading the head holds two
     // futures at once (3 KB), which every client connection's task would otherwise carry.
-    let (up, outcome) = Box::pin(stream_body(c, w, up, ub, req)).await;
+    let (up, outcome) = Box::pin(stream_body(c, w, up, ub, (req, interim))).await;
     // monoio could not put the connection's halves back together.
     let Some(up) = up else {
         return Err(Attempt::Abort);
@@ -91,7 +91,7 @@ async fn stream_body(
     w: &ProxyWorker,
     up: Upstream,
     ub: BytesMut,
-    req: &RequestInfo,
+    (req, interim): (&RequestInfo, bool),
 ) -> (Option<Upstream>, BodyOutcome) {
     let Upstream {
         stream,
@@ -112,6 +112,11 @@ async fn stream_body(
             limits: &g.cfg.limits.codec,
             read_timeout: None,
             at_most: usize::MAX,
+            // The client's stream carries the body: interim heads go with the final one.
+            client: None,
+            interim,
+            watch: false,
+            send_timeout: g.cfg.timeouts.send,
         };
         let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
         let bounded = |head| async move {
@@ -160,6 +165,10 @@ async fn stream_body(
             }
             Err(Err(HeadFail::Timeout)) => {
                 BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
+            }
+            // Not reached: interim heads go out with the final head on this path.
+            Err(Err(HeadFail::Client)) => {
+                BodyOutcome::Failed(RelayFail::Client(ProxyError::ClientGone))
             }
         }
     };

@@ -276,3 +276,51 @@ fn client_connections_close_on_shutdown_and_after_early_answers() {
         Err(ProxyError::BadResponse(CodecError::InvalidStatus))
     );
 }
+
+#[test]
+fn interim_heads_go_before_the_final_head_when_asked() {
+    let wire = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\
+                 Connection: x\r\nX: 1\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n\
+                 HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+    let limits = Limits::default();
+    let cases: [(Option<usize>, &str); 3] = [
+        (
+            Some(0),
+            "HTTP/1.1 103 Early Hints\r\nLink: </s>\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n\
+             HTTP/1.1 200 OK\r\nContent-Length: 0\r\n",
+        ),
+        // The first two were sent already (as they came): only the third goes with the head.
+        (
+            Some(String::from_utf8_lossy(wire).find("HTTP/1.1 102").unwrap()),
+            "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n",
+        ),
+        // An HTTP/1.0 client: none.
+        (None, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"),
+    ];
+    for (interim, want) in cases {
+        let (mut out, mut fields) = (BytesMut::from(&b"old"[..]), ResponseFields::default());
+        let info = prepare_response(
+            false,
+            &limits,
+            (wire, interim),
+            &req(),
+            &mut out,
+            &mut fields,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (String::from_utf8_lossy(&out), info.status),
+            (want.into(), 200),
+            "{interim:?}"
+        );
+        assert_eq!(info.head_len, wire.len());
+    }
+    let mut out = BytesMut::new();
+    let n = write_interims(&wire[..60], &limits, &mut out).unwrap();
+    assert_eq!(
+        (n, &out[..]),
+        (25, &b""[..]),
+        "a 100, then an incomplete 103: not yet"
+    );
+}

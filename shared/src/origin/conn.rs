@@ -65,6 +65,17 @@ fn has_body(status: u16) -> bool {
     !crate::http::framing::status_has_no_body(status)
 }
 
+/// The script's interim responses (a 103 with a `Link` field), before its head.
+fn write_interims(out: &mut BytesMut, statuses: &[u16]) {
+    for &status in statuses {
+        encode::write_status_line(out, Version::Http11, status, encode::reason_phrase(status));
+        if status == 103 {
+            encode::write_header(out, b"Link", b"</hint.css>; rel=preload");
+        }
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
 fn write_head(
     out: &mut BytesMut,
     cfg: &OriginConfig,
@@ -371,6 +382,7 @@ impl Conn {
             }
             return Ok(false);
         }
+        write_interims(&mut self.out, &script.interim);
         if !script.delay.is_zero() {
             self.flush().await?;
             monoio::time::sleep(script.delay).await;

@@ -8,6 +8,7 @@
 //! | `framing=length\|chunked\|close` | body framing |
 //! | `chunk=N` | chunked framing, N bytes per chunk |
 //! | `delay=MS` (or `250ms`, `1s`) | pause before the head |
+//! | `interim=103` | an interim response sent first, before any delay (repeatable; a 103 carries `Link: </hint.css>; rel=preload`) |
 //! | `chunk_delay=MS` | pause between chunks |
 //! | `abort_after=N` | close after N body bytes |
 //! | `hang`, `drop`, `reset`, `echo`, `close` | booleans (`=1`/`=0`; bare means on) |
@@ -46,6 +47,8 @@ pub struct Script {
     pub reset: bool,
     pub echo: bool,
     pub close: bool,
+    /// Interim (1xx) responses sent before the head (and before `delay`).
+    pub interim: Vec<u16>,
     /// No query parameter changed anything: the config's default response applies.
     pub is_default: bool,
 }
@@ -75,6 +78,7 @@ impl Script {
             reset: cfg.reset,
             echo: cfg.echo,
             close: cfg.close,
+            interim: Vec::new(),
             is_default: true,
         }
     }
@@ -162,6 +166,12 @@ impl Script {
             "reset" => self.reset = flag(raw).ok_or_else(|| bad("expected 1 or 0"))?,
             "echo" => self.echo = flag(raw).ok_or_else(|| bad("expected 1 or 0"))?,
             "close" => self.close = flag(raw).ok_or_else(|| bad("expected 1 or 0"))?,
+            "interim" => self.interim.push(
+                raw.parse()
+                    .ok()
+                    .filter(|s| (100..200).contains(s) && *s != 101)
+                    .ok_or_else(|| bad("expected a 1xx status other than 101"))?,
+            ),
             _ => return Ok(()),
         }
         self.is_default = false;

@@ -5,4 +5,5 @@ mod cache;
 mod cache_proxy;
 mod memfd;
 mod revalidate;
+mod rfc9111;
 mod xcache;

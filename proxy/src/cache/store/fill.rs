@@ -2,7 +2,12 @@
 //! variant may stream), its body appended, finished (it replaces the older entry of its
 //! variant) or abandoned.
 
-use super::*;
+use super::super::memfd::FILE_BODY_MIN;
+use super::super::policy::Storable;
+use super::{
+    served_len, Append, Entry, Handle, Key, Meta, OwnedKey, Slot, State, Store, ENTRY_OVERHEAD, NIL,
+};
+use bytes::{Bytes, BytesMut};
 
 impl Store {
     /// Start filling `key` (after a `Miss` or `Stale`): later lookups wait for it. `None`:
@@ -98,6 +103,7 @@ impl Store {
         e.state = State::Filling {
             meta: Meta {
                 status,
+                served: served_len(&head),
                 head,
                 storable,
                 declared,

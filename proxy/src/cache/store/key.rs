@@ -31,6 +31,36 @@ impl<'a> Key<'a> {
     }
 }
 
+/// RFC 9111 4.4: the target (path and query) a `Location` or `Content-Location` value names
+/// when it has the same origin as `key` ("only ... if the host part is the same"): a path, or
+/// an absolute URI of the same scheme and authority. `None`: another origin, or not a URI the
+/// cache keys.
+pub fn same_origin_target<'a>(key: Key<'_>, uri: &'a [u8]) -> Option<&'a [u8]> {
+    let uri = shared::http::framing::trim_ows(uri);
+    if uri.starts_with(b"/") && !uri.starts_with(b"//") {
+        return Some(uri);
+    }
+    let scheme = uri.iter().position(|&b| b == b':')?;
+    let https = match &uri[..scheme] {
+        s if s.eq_ignore_ascii_case(b"https") => true,
+        s if s.eq_ignore_ascii_case(b"http") => false,
+        _ => return None,
+    };
+    let rest = uri[scheme + 1..].strip_prefix(b"//")?;
+    let end = rest
+        .iter()
+        .position(|&b| b == b'/' || b == b'?')
+        .unwrap_or(rest.len());
+    let other = Key::new(https, &rest[..end], b"");
+    let same = other.https == key.https && other.host.eq_ignore_ascii_case(key.host);
+    match &rest[end..] {
+        _ if !same => None,
+        b"" => Some(b"/"),
+        t if t.starts_with(b"/") => Some(t),
+        _ => None,
+    }
+}
+
 /// `authority` without its port when that port is `default` or empty (`host:`).
 fn without_default_port(authority: &[u8], default: u16) -> &[u8] {
     // The port follows the last colon, unless that colon is inside an IPv6 literal.
@@ -76,6 +106,31 @@ impl OwnedKey {
             https: self.https,
             host: &self.bytes[..self.host_len],
             target: &self.bytes[self.host_len..],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_origin_targets() {
+        let key = Key::new(false, b"Cache.test", b"/a");
+        let cases: [(&str, Option<&str>); 9] = [
+            ("/b?x=1", Some("/b?x=1")),
+            ("http://cache.test/c", Some("/c")),
+            ("HTTP://CACHE.TEST:80/c", Some("/c")),
+            ("http://cache.test", Some("/")),
+            ("https://cache.test/c", None),
+            ("http://other.test/c", None),
+            ("http://cache.test:8080/c", None),
+            ("//cache.test/c", None),
+            ("c", None),
+        ];
+        for (uri, want) in cases {
+            let got = same_origin_target(key, uri.as_bytes());
+            assert_eq!(got, want.map(str::as_bytes), "{uri}");
         }
     }
 }

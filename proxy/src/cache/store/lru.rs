@@ -1,6 +1,6 @@
 //! Eviction, least recently used first, and the LRU list through the slots.
 
-use super::*;
+use super::{State, Store, NIL};
 
 impl Store {
     /// Evict complete entries, least recently used first (never `keep`, never fills), until

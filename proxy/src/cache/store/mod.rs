@@ -25,13 +25,13 @@ mod fill;
 mod key;
 mod lru;
 
-pub use key::{Key, OwnedKey};
+pub use key::{same_origin_target, Key, OwnedKey};
 
-use super::memfd::{BodyFile, FileRange, FILE_BODY_MIN};
+use super::memfd::{BodyFile, FileRange};
 use super::policy::Storable;
 use super::vary::VarySpec;
 use super::Millis;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -80,6 +80,14 @@ pub enum Lookup {
     },
     /// A fill for this key is under way: [`Store::subscribe`], and look up again when woken.
     Wait(Handle),
+    /// Stale, but within its `stale-while-revalidate` (RFC 5861 3): serve `hit` at once
+    /// (`X-Cache: STALE`); unless `revalidating` (a fill of the key is under way already, the
+    /// one revalidation), revalidate `entry` after it ([`Store::begin_fill`]).
+    Revalidate {
+        hit: Hit,
+        entry: Handle,
+        revalidating: bool,
+    },
     /// Stored but stale: fetch (and [`Store::begin_fill`]); on upstream error or timeout try
     /// [`Store::stale_hit`] on this handle (`X-Cache: STALE`).
     Stale(Handle),
@@ -122,7 +130,11 @@ pub struct StoreStats {
 #[derive(Debug)]
 struct Meta {
     status: u16,
+    /// The stored head: the fields sent to clients, then, after an empty line, the fields
+    /// only this cache reads (targeted cache control, RFC 9213), kept for a 304's update.
     head: Bytes,
+    /// Bytes of `head` sent to clients (see [`served_len`]).
+    served: usize,
     storable: Storable,
     /// The body length the head declared, if any.
     declared: Option<u64>,
@@ -210,6 +222,14 @@ impl Hasher for IdHasher {
     fn write_u64(&mut self, v: u64) {
         self.0 = v;
     }
+}
+
+/// Bytes of a stored head sent to clients: up to the empty line that starts the fields only
+/// the cache reads, or all of it.
+pub fn served_len(head: &[u8]) -> usize {
+    head.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(head.len(), |i| i + 2)
 }
 
 /// One worker's response store.
@@ -362,7 +382,7 @@ impl Store {
         if revalidate {
             return self.to_validate(first, hash, key, request);
         }
-        let (mut stream, mut wait, mut stale) = (NIL, NIL, NIL);
+        let (mut stream, mut wait, mut stale, mut swr) = (NIL, NIL, NIL, NIL);
         let mut i = first;
         while i != NIL {
             let e = self.at(i);
@@ -381,7 +401,7 @@ impl Store {
                         if f.is_fresh(now) {
                             let hit = Hit {
                                 status: meta.status,
-                                head: meta.head.clone(),
+                                head: meta.head.slice(..meta.served),
                                 body: body.clone(),
                                 age: f.age_secs(now),
                                 file: *file,
@@ -392,11 +412,17 @@ impl Store {
                         if stale == NIL {
                             stale = i;
                         }
+                        if swr == NIL && f.usable_while_revalidating(now) {
+                            swr = i;
+                        }
                     }
                     _ => {}
                 }
             }
             i = e.chain;
+        }
+        if swr != NIL {
+            return self.while_revalidating(swr, stream != NIL || wait != NIL, now);
         }
         if stream != NIL {
             self.touch(stream);
@@ -406,7 +432,7 @@ impl Store {
             return Lookup::Stream {
                 entry: self.handle(stream),
                 status: meta.status,
-                head: meta.head.clone(),
+                head: meta.head.slice(..meta.served),
                 age: meta.storable.freshness.age_secs(now),
                 len: meta.declared.unwrap_or(0),
             };
@@ -418,6 +444,26 @@ impl Store {
             return Lookup::Stale(self.handle(stale));
         }
         Lookup::Miss
+    }
+
+    /// Complete entry `i`, stale within its stale-while-revalidate, served at `now`.
+    fn while_revalidating(&mut self, i: u32, revalidating: bool, now: Millis) -> Lookup {
+        let State::Complete { meta, body, file } = &self.at(i).state else {
+            unreachable!("chosen as complete by lookup");
+        };
+        let hit = Hit {
+            status: meta.status,
+            head: meta.head.slice(..meta.served),
+            body: body.clone(),
+            age: meta.storable.freshness.age_secs(now),
+            file: *file,
+        };
+        self.touch(i);
+        Lookup::Revalidate {
+            hit,
+            entry: self.handle(i),
+            revalidating,
+        }
     }
 
     /// The most recently used complete entry of `key` and the request's variant, from chain
@@ -442,7 +488,8 @@ impl Store {
         Lookup::Miss
     }
 
-    /// A complete entry as a response, fresh or not (the one a validation is about).
+    /// A complete entry as a response, fresh or not (the one a validation is about), with
+    /// its whole stored head (the fields only the cache reads included: a 304 updates them).
     pub fn stored(&self, h: Handle, now: Millis) -> Option<Hit> {
         let State::Complete { meta, body, file } = &self.entry(h)?.state else {
             return None;
@@ -474,6 +521,7 @@ impl Store {
         let e = self.at_mut(h.slot);
         e.size = e.size + new - old;
         if let State::Complete { meta, .. } = &mut e.state {
+            meta.served = served_len(&head);
             meta.head = head;
             meta.storable = storable;
         }
@@ -541,7 +589,7 @@ impl Store {
         let f = &meta.storable.freshness;
         f.usable_on_error(now, stale_if_error).then(|| Hit {
             status: meta.status,
-            head: meta.head.clone(),
+            head: meta.head.slice(..meta.served),
             body: body.clone(),
             age: f.age_secs(now),
             file: *file,

@@ -1,7 +1,15 @@
 //! What the cache does with one request, decided with no I/O: from the request's fields
 //! (as its one parse found them), the route's settings and the worker's store.
 
-use super::*;
+use crate::cache::ranges::{from_stored, FromStored};
+use crate::cache::validate;
+use crate::cache::{classify, Handle, Hit, Key, Lookup, Millis, RequestClass, Store};
+use crate::config::cache::CacheEntry;
+use crate::preconditions::Outcome;
+use crate::request::RequestInfo;
+use bytes::Bytes;
+use shared::http::BodyKind;
+use std::cell::RefCell;
 
 /// What the cache does with one request, decided with no I/O.
 pub(super) enum Decision {
@@ -27,6 +35,22 @@ pub(super) enum Decision {
     Purge,
     /// Only-if-cached and nothing is: 504 (RFC 9111 5.2.1.7).
     NotCached,
+    /// A stale entry within its `stale-while-revalidate` (RFC 5861 3) answers at once
+    /// (`X-Cache: STALE`); `refresh`: this request then revalidates it (no other fill of the
+    /// key is under way).
+    StaleWhileRevalidate {
+        answer: FromStore,
+        refresh: Option<Refill>,
+    },
+}
+
+/// The one revalidation of a stale entry served while it runs: the fill that replaces it,
+/// and the stored response (with a validator) a conditional request validates.
+pub(super) struct Refill {
+    /// The stale entry served.
+    pub(super) entry: Handle,
+    pub(super) fill: Handle,
+    pub(super) validates: Option<(Handle, Hit)>,
 }
 
 /// What the store answers with.
@@ -36,6 +60,16 @@ pub(super) enum FromStore {
     NotModified(Hit),
     /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
     PreconditionFailed,
+    /// 206: bytes `start..=end` of a complete stored response (a single `Range`).
+    Partial {
+        hit: Hit,
+        start: u64,
+        end: u64,
+    },
+    /// 416: the `Range` asks for no byte of the stored body (`len` bytes).
+    Unsatisfiable {
+        len: u64,
+    },
     /// An entry filling with a declared length, streamed as it fills.
     Stream {
         entry: Handle,
@@ -67,13 +101,7 @@ pub(super) fn decide(
         } => {
             let mut s = store.borrow_mut();
             match s.lookup(key, fields, revalidate, now) {
-                Lookup::Hit(hit) => {
-                    match validate::precondition(fields, validate::validators(&hit.head)) {
-                        Outcome::Proceed => Decision::Stored(FromStore::Hit(hit)),
-                        Outcome::NotModified => Decision::Stored(FromStore::NotModified(hit)),
-                        Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
-                    }
-                }
+                Lookup::Hit(hit) => Decision::Stored(answer(fields, method, hit)),
                 Lookup::Stream {
                     entry,
                     status,
@@ -96,6 +124,27 @@ pub(super) fn decide(
                     })),
                     Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
                 },
+                Lookup::Revalidate {
+                    hit,
+                    entry,
+                    revalidating,
+                } => {
+                    let refresh = match revalidating {
+                        true => None,
+                        false => s.begin_fill(key).map(|fill| Refill {
+                            entry,
+                            fill,
+                            validates: s
+                                .stored(entry, now)
+                                .filter(|hit| validate::validators(&hit.head).any())
+                                .map(|hit| (entry, hit)),
+                        }),
+                    };
+                    Decision::StaleWhileRevalidate {
+                        answer: answer(fields, method, hit),
+                        refresh,
+                    }
+                }
                 Lookup::Wait(fill) => {
                     // What `revalidate` finds is any complete entry of the variant.
                     let stale = match s.lookup(key, fields, true, now) {
@@ -126,5 +175,18 @@ pub(super) fn decide(
         RequestClass::Bypass(_) => Decision::Forward { invalidate: false },
         RequestClass::Invalidate => Decision::Forward { invalidate: true },
         RequestClass::Purge => Decision::Purge,
+    }
+}
+
+/// What the request (`method`, `fields`) gets from the complete stored response `hit`: its
+/// preconditions, then its range (`cache::ranges`).
+fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) -> FromStore {
+    let len = hit.body.len() as u64;
+    match from_stored(fields, &hit.head, len, method == "GET") {
+        FromStored::Full => FromStore::Hit(hit),
+        FromStored::NotModified => FromStore::NotModified(hit),
+        FromStored::PreconditionFailed => FromStore::PreconditionFailed,
+        FromStored::Partial { start, end } => FromStore::Partial { hit, start, end },
+        FromStored::Unsatisfiable => FromStore::Unsatisfiable { len },
     }
 }

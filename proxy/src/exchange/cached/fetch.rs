@@ -2,7 +2,27 @@
 //! and body), revalidating a stored one (a 304 refreshes it), invalidating a key, or falling
 //! back on a stale entry when the upstream fails.
 
-use super::*;
+use super::super::outcome::Answered;
+use super::super::response_head::Head;
+use super::super::{answer, relay_response, start_tunnel, Serving};
+use super::hit::{send_not_modified, send_precondition_failed, send_stored, Stored};
+use super::{fail_with, now_millis, sync_stats};
+use crate::cache::{self, validate, CacheStatus, Fetched, Handle, Hit, Millis, OwnedKey, Store};
+use crate::config::cache::CacheEntry;
+use crate::config::GroupId;
+use crate::conn::{ClientConn, Next};
+use crate::error::ProxyError;
+use crate::forward::{end_client_head, ClientFraming};
+use crate::generation::Generation;
+use crate::preconditions::Outcome;
+use crate::relay::FillSink;
+use crate::request::{Named, RequestInfo};
+use crate::worker::ProxyWorker;
+use bytes::{Buf, Bytes, BytesMut};
+use shared::http::encode::{write_header, write_status_line};
+use shared::http::framing::is_hop_by_hop;
+use shared::http::{BodyKind, RequestMethod, Version};
+use std::cell::RefCell;
 
 /// How a fetch from the upstream relates to the cache.
 pub(super) struct Fetch<'s> {
@@ -18,11 +38,15 @@ pub(super) struct Fetch<'s> {
     /// A non-error answer invalidates the key everywhere.
     pub(super) invalidate: bool,
     pub(super) request_time: Millis,
+    /// The route's targeted cache-control fields, never sent on to the client.
+    pub(super) targeted: &'s [String],
 }
 
-impl Fetch<'_> {
-    pub(super) fn plain(status: CacheStatus) -> Self {
+impl<'s> Fetch<'s> {
+    /// A fetch that only forwards (with `X-Cache: status`) on the route of `cfg`.
+    pub(super) fn plain(status: CacheStatus, cfg: &'s CacheEntry) -> Self {
         Fetch {
+            targeted: &cfg.targeted,
             status,
             fill: None,
             cache: None,
@@ -75,12 +99,16 @@ pub(super) async fn fetch(
     if let Some((_, stored)) = &f.validates {
         validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
-    // The request headers storing decides on (Authorization, Vary), kept past the exchange.
+    // Storing decides on the request's fields (Authorization, Vary): its head stays at the
+    // front of `from_client` until the answer is stored (such a request has no body).
     let stores = f.fill.is_some() || f.validates.is_some();
-    let req_head = stores.then(|| c.from_client[..req.head_len].to_vec());
-    // Storing and refreshing read the response's fields where its one parse found them.
-    c.response_fields.want(stores);
-    let answered = answer(c, &w, &g, &fetch_req, group).await;
+    // Storing, refreshing and invalidating read the response's fields where its parse found them.
+    c.response_fields.want(stores || f.invalidate);
+    let how = Serving {
+        interim: true,
+        keep_head: stores,
+    };
+    let answered = answer(c, &w, &g, &fetch_req, group, how).await;
     c.response_fields.want(false);
     let not_modified =
         f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
@@ -94,37 +122,52 @@ pub(super) async fn fetch(
     let a = match answered {
         Ok(a) => a,
         Err(e) => {
+            consume_head(c, req, stores);
             if let Some((store, h, _)) = f.fill {
                 store.borrow_mut().abandon(h);
             }
             return upstream_failed(c, req, &f, e).await;
         }
     };
-    if let (true, Some(rh)) = (not_modified, &req_head) {
+    if f.stale.is_some() && is_error_status(a.head.resp.status) {
+        // The origin answered with an error: a stale entry within stale-if-error serves
+        // instead (the error's body is not read: its upstream connection is not reused).
+        if let Some(hit) = stale_for_error(&f) {
+            if let Some((store, h, _)) = f.fill {
+                store.borrow_mut().abandon(h);
+            }
+            consume_head(c, req, stores);
+            w.buffers.give_buf(a.head.ub);
+            return send_stale(c, req, hit).await;
+        }
+    }
+    if not_modified {
         if let Some((store, h, _)) = f.fill {
             store.borrow_mut().abandon(h);
         }
-        return revalidated(c, req, group, a, &f, rh).await;
+        return revalidated(c, req, group, a, &f).await;
     }
-    let fill = match (f.fill, &req_head) {
-        (Some((store, h, _)), Some(rh)) => {
-            let resp = Response {
-                info: &a.head.resp,
-                ub: &a.head.ub,
-            };
-            let kept = c.fields.with(rh, |_, request| {
-                fill_head(request, &resp, &c.response_fields, &w, &g, &f)
-            });
-            Some(FillSink {
-                store,
-                handle: kept.then_some(h),
-                head_only,
-            })
+    let fill = f.fill.map(|(store, h, _)| {
+        let resp = Response {
+            info: &a.head.resp,
+            ub: &a.head.ub,
+        };
+        let kept = c.fields.with(&c.from_client[..req.head_len], |_, request| {
+            fill_head(request, &resp, &c.response_fields, &w, &g, &f)
+        });
+        FillSink {
+            store,
+            handle: kept.then_some(h),
+            head_only,
+            silent: false,
         }
-        _ => None,
-    };
+    });
+    consume_head(c, req, stores);
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
-        crate::worker::invalidate_everywhere(&w, key);
+        invalidate(c, &w, key, &a.head.ub);
+    }
+    if !f.targeted.is_empty() {
+        drop_fields(&mut c.to_client, f.targeted);
     }
     write_header(&mut c.to_client, b"X-Cache", f.status.as_str().as_bytes());
     if !has_age(&c.to_client) {
@@ -137,16 +180,57 @@ pub(super) async fn fetch(
     let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
     let (next, filled) = relay_response(c, a, group, fill).await;
     if let Some((store, h)) = started {
-        {
-            let mut s = store.borrow_mut();
-            let done = filled.is_some_and(|h| s.finish(h));
-            if !done {
-                s.abandon(h);
-            }
-        }
-        sync_stats(&w, &g);
+        finish_fill(store, h, filled, &w, &g);
     }
     next
+}
+
+/// RFC 9111 4.4: a non-error answer to an unsafe method invalidates its target URI, and the
+/// URIs in its Location and Content-Location fields when they have the same origin, on every
+/// worker. `ub` holds the answer's head, whose fields the connection's `ResponseFields` locate.
+fn invalidate(c: &ClientConn, w: &ProxyWorker, key: &OwnedKey, ub: &[u8]) {
+    crate::worker::invalidate_everywhere(w, key);
+    let k = key.key();
+    let mut also: [Option<OwnedKey>; 2] = [None, None];
+    c.response_fields.with(ub, |_, fields| {
+        let named = fields.iter().filter(|h| {
+            h.name.eq_ignore_ascii_case("location")
+                || h.name.eq_ignore_ascii_case("content-location")
+        });
+        for (slot, h) in also.iter_mut().zip(named) {
+            *slot = cache::same_origin_target(k, h.value)
+                .map(|target| OwnedKey::new(cache::Key { target, ..k }));
+        }
+    });
+    for other in also.iter().flatten().filter(|o| *o != key) {
+        crate::worker::invalidate_everywhere(w, other);
+    }
+}
+
+/// Consume the request head a fetch kept at the front of `from_client` (`kept`), once the
+/// answer no longer needs its fields.
+pub(super) fn consume_head(c: &mut ClientConn, req: &RequestInfo, kept: bool) {
+    if kept {
+        c.from_client.advance(req.head_len);
+    }
+}
+
+/// End fill `h` after its relay: complete if the body filled it (`filled`), else abandoned.
+pub(super) fn finish_fill(
+    store: &RefCell<Store>,
+    h: Handle,
+    filled: Option<Handle>,
+    w: &ProxyWorker,
+    g: &Generation,
+) {
+    {
+        let mut s = store.borrow_mut();
+        let done = filled.is_some_and(|h| s.finish(h));
+        if !done {
+            s.abandon(h);
+        }
+    }
+    sync_stats(w, g);
 }
 
 /// The upstream gave no answer: a stale entry within `stale_if_error`, else the error.
@@ -157,22 +241,43 @@ pub(super) async fn upstream_failed(
     e: Option<ProxyError>,
 ) -> Next {
     // The stale entry serves whether or not a fill could be started.
-    if let (Some(h), Some((store, cfg))) = (f.stale, f.cache) {
-        let hit =
-            store
-                .borrow_mut()
-                .stale_hit(h, now_millis(), cfg.stale_if_error.as_millis() as Millis);
-        if let Some(hit) = hit {
-            c.rec.cache = Some(CacheStatus::Stale);
-            let len = hit.body.len() as u64;
-            let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
-            return send_stored(c, req, out, Some(hit.body)).await;
-        }
+    if let Some(next) = serve_stale(c, req, f).await {
+        return next;
     }
     match e {
         Some(e) => fail_with(c, e, f.status).await,
         None => Next::Close,
     }
+}
+
+/// Serve the stale entry of `f` (`X-Cache: STALE`) if it may be served on an error now.
+/// `None`: there is none.
+async fn serve_stale(c: &mut ClientConn, req: &RequestInfo, f: &Fetch<'_>) -> Option<Next> {
+    let hit = stale_for_error(f)?;
+    Some(send_stale(c, req, hit).await)
+}
+
+/// The stale entry of `f`, if it may be served on an error now (RFC 5861 4: within the
+/// route's `stale_if_error`, else the response's `stale-if-error`).
+fn stale_for_error(f: &Fetch<'_>) -> Option<Hit> {
+    let (Some(h), Some((store, cfg))) = (f.stale, f.cache) else {
+        return None;
+    };
+    let route = cfg.stale_if_error.as_millis() as Millis;
+    store.borrow_mut().stale_hit(h, now_millis(), route)
+}
+
+async fn send_stale(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+    c.rec.cache = Some(CacheStatus::Stale);
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Stale, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// RFC 5861 4: "an error is any situation that would result in a 500, 502, 503, or 504 HTTP
+/// response status code being returned".
+fn is_error_status(status: u16) -> bool {
+    matches!(status, 500 | 502 | 503 | 504)
 }
 
 /// The origin answered our conditional request 304: the stored entry's head and freshness
@@ -185,11 +290,40 @@ pub(super) async fn revalidated(
     group: crate::config::GroupId,
     a: Answered<'_>,
     f: &Fetch<'_>,
-    req_head: &[u8],
 ) -> Next {
-    let w = c.w.clone();
+    let applied = apply_304(c, group, a, f, req.head_len);
+    consume_head(c, req, true);
+    let Some((hit, pre)) = applied else {
+        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
+        return fail_with(c, e, CacheStatus::Miss).await;
+    };
+    match pre {
+        Outcome::Proceed => {}
+        Outcome::NotModified => {
+            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
+        }
+        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
+    }
+    let len = hit.body.len() as u64;
+    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
+    send_stored(c, req, out, Some(hit.body)).await
+}
+
+/// A 304 to the conditional request of `f` (its upstream answer `a`): the stored entry
+/// refreshed from it (RFC 9111 4.3.4), the upstream connection pooled when clean. The stored
+/// response to serve, and the client's own preconditions against it; `None`: the 304's strong
+/// ETag is not the stored one, it updates nothing. The request's head (`head_len` bytes) is
+/// still at the front of `from_client`.
+pub(super) fn apply_304(
+    c: &mut ClientConn,
+    group: GroupId,
+    a: Answered<'_>,
+    f: &Fetch<'_>,
+    head_len: usize,
+) -> Option<(Hit, Outcome)> {
+    let req_head = &c.from_client[..head_len];
     let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
-        return Next::Close;
+        return None;
     };
     let Answered {
         server,
@@ -198,7 +332,6 @@ pub(super) async fn revalidated(
         ..
     } = a;
     let g = c.g.clone();
-    // The stored response refreshed, and the client's own preconditions against it.
     let response = &c.response_fields;
     let answer = c.fields.with(req_head, |_, request| {
         response.with(&ub, |_, new| {
@@ -223,21 +356,8 @@ pub(super) async fn revalidated(
             .borrow_mut()
             .put(up, std::time::Instant::now());
     }
-    w.buffers.give_buf(ub);
-    let Some((hit, pre)) = answer else {
-        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
-        return fail_with(c, e, CacheStatus::Miss).await;
-    };
-    match pre {
-        Outcome::Proceed => {}
-        Outcome::NotModified => {
-            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
-        }
-        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
-    }
-    let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
-    send_stored(c, req, out, Some(hit.body)).await
+    c.w.buffers.give_buf(ub);
+    answer
 }
 
 /// The entry a 304 refreshes, and what storing decides with.
@@ -268,7 +388,7 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
     // "HTTP/1.1 200 OK": the reason is what follows the status code.
     let reason = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
     let reason = std::str::from_utf8(reason).unwrap_or_default();
-    let head = stored_head(stored.status, reason, &fields);
+    let head = stored_head(stored.status, reason, &fields, &to.cfg.targeted);
     let at = Fetched {
         request_time: to.request_time,
         response_time: now_millis(),
@@ -287,10 +407,12 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
             cache::fetched_age(&fields, at)
         }
     };
-    // Served from memory: the entry's file range may be gone with the entry.
+    // Served from memory: the entry's file range may be gone with the entry. The fields only
+    // the cache reads stay behind.
+    let served = crate::cache::store::served_len(&head);
     Hit {
         status: stored.status,
-        head,
+        head: head.slice(..served),
         body: stored.body.clone(),
         age,
         file: None,
@@ -300,8 +422,8 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
 /// An upstream's final response head: what its one parse made of it (`info`), and the buffer
 /// it was parsed from (`ub`), in which the connection's `ResponseFields` locate its fields.
 pub(super) struct Response<'a> {
-    info: &'a crate::forward::ResponseInfo,
-    ub: &'a [u8],
+    pub(super) info: &'a crate::forward::ResponseInfo,
+    pub(super) ub: &'a [u8],
 }
 
 /// Decide whether the answer is stored and, if so, give the entry its head. `false`: the
@@ -330,7 +452,7 @@ pub(super) fn fill_head(
     fields.with(resp.ub, |reason, headers| {
         match cache::storable(request, status, headers, declared, at, cfg) {
             Ok(st) => {
-                let head = stored_head(status, reason, headers);
+                let head = stored_head(status, reason, headers, &cfg.targeted);
                 let kept = store.borrow_mut().fill_head(h, status, head, st, declared);
                 sync_stats(w, g);
                 kept
@@ -344,11 +466,20 @@ pub(super) fn fill_head(
 }
 
 /// The head kept with an entry: status line and end-to-end fields, without hop-by-hop
-/// fields, framing, Age or X-Cache (a hit writes its own).
-pub(super) fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<'_>]) -> Bytes {
+/// fields, framing, Age or X-Cache (a hit writes its own), nor the `targeted` fields (RFC
+/// 9213: for this cache only), which follow the others after an empty line, kept for a 304's
+/// update (`Store` serves the head up to it).
+pub(super) fn stored_head(
+    status: u16,
+    reason: &str,
+    fields: &[httparse::Header<'_>],
+    targeted: &[String],
+) -> Bytes {
     let mut out = BytesMut::with_capacity(256);
     write_status_line(&mut out, Version::Http11, status, reason);
     let named = Named::collect(fields);
+    let is_targeted = |n: &str| targeted.iter().any(|t| t.eq_ignore_ascii_case(n));
+    let mut hidden = false;
     for h in fields {
         let n = h.name;
         if is_hop_by_hop(n)
@@ -359,9 +490,45 @@ pub(super) fn stored_head(status: u16, reason: &str, fields: &[httparse::Header<
         {
             continue;
         }
+        if is_targeted(n) {
+            hidden = true;
+            continue;
+        }
         write_header(&mut out, n.as_bytes(), h.value);
     }
+    if hidden {
+        out.extend_from_slice(b"\r\n");
+        for h in fields.iter().filter(|h| is_targeted(h.name)) {
+            write_header(&mut out, h.name.as_bytes(), h.value);
+        }
+    }
     out.freeze()
+}
+
+/// Remove the fields named in `names` from a client head being built (status line and
+/// field lines, no empty line yet): targeted cache control is for this cache only.
+pub(super) fn drop_fields(head: &mut BytesMut, names: &[String]) {
+    let mut at = match head.windows(2).position(|w| w == b"\r\n") {
+        Some(i) => i + 2,
+        None => return,
+    };
+    while at < head.len() {
+        let end = head[at..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(head.len(), |i| at + i + 2);
+        let line = &head[at..end];
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if names
+            .iter()
+            .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
+        {
+            head.copy_within(end.., at);
+            head.truncate(head.len() - (end - at));
+        } else {
+            at = end;
+        }
+    }
 }
 
 /// Whether the client head being built already has an Age field (passed on from upstream).

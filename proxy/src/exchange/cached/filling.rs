@@ -1,7 +1,14 @@
 //! A request collapsed on a fill that declared its length: the entry streamed to the client
 //! as its bytes arrive.
 
-use super::*;
+use super::hit::{write_bytes, Stored};
+use super::{client_gone, next_after, wait_change};
+use crate::cache::{Handle, Read, Store};
+use crate::conn::{ClientConn, Next};
+use crate::error::ProxyError;
+use crate::request::RequestInfo;
+use shared::http::RequestMethod;
+use std::cell::RefCell;
 
 /// Stream an entry that is filling (its length declared) as its bytes arrive.
 pub(super) async fn stream_entry(

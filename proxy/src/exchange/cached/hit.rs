@@ -2,7 +2,17 @@
 //! worker's body file), a 304 or a 412 from a stored response, the proxy's short answers; the
 //! head written whole with `Age`, `X-Cache` and the length.
 
-use super::*;
+use super::{client_gone, next_after};
+use crate::cache::{validate, CacheStatus, Hit};
+use crate::conn::{cork_last_answer, ClientConn, Next};
+use crate::io::IoFail;
+use crate::request::RequestInfo;
+use crate::worker::ProxyWorker;
+use bytes::{Buf, Bytes, BytesMut};
+use monoio::io::AsyncWriteRentExt;
+use shared::http::encode::{write_header, write_header_u64, write_simple_response_with};
+use shared::http::{RequestMethod, Version};
+use std::time::Duration;
 
 /// Bodies up to this size are copied behind the head and sent with one write; larger ones
 /// go out with the head in one `writev`, straight from the stored `Bytes` (no copy).
@@ -17,6 +27,8 @@ pub(super) struct Stored<'a> {
     pub(super) len: u64,
     /// Whether Content-Length is sent (not on a 304).
     pub(super) length: bool,
+    /// A 206 of bytes `.0..=.1` of a body of `.2` bytes (`len` is the range's length).
+    pub(super) range: Option<(u64, u64, u64)>,
 }
 
 impl<'a> Stored<'a> {
@@ -27,6 +39,7 @@ impl<'a> Stored<'a> {
             status,
             len,
             length: true,
+            range: None,
         }
     }
 
@@ -36,7 +49,22 @@ impl<'a> Stored<'a> {
     pub(super) fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
         let keep = req.keep_alive && (!w.life.draining() || req.pipelined);
         out.clear();
-        out.extend_from_slice(self.head);
+        match self.range {
+            None => out.extend_from_slice(self.head),
+            Some((first, last, whole)) => {
+                // The stored fields under a 206 status line (RFC 9110 15.3.7), and the range.
+                let line = self
+                    .head
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                out.extend_from_slice(b"HTTP/1.1 206 Partial Content\r\n");
+                out.extend_from_slice(&self.head[line..]);
+                let mut v = [0u8; 72];
+                let n = content_range(&mut v, Some((first, last)), whole);
+                write_header(out, b"Content-Range", &v[..n]);
+            }
+        }
         write_header_u64(out, b"Age", self.age);
         write_header(out, b"X-Cache", self.status.as_str().as_bytes());
         // RFC 9110 8.6: never on a 204 (the stored head's status line, written by
@@ -74,9 +102,49 @@ pub(super) async fn send_simple(
     keep: bool,
     cache: CacheStatus,
 ) -> Next {
+    send_simple_with(c, status, keep, cache, None).await
+}
+
+/// `bytes first-last/whole`, or `bytes */whole` (RFC 9110 14.4), into `out`: its length.
+pub(super) fn content_range(out: &mut [u8; 72], range: Option<(u64, u64)>, whole: u64) -> usize {
+    use std::io::Write;
+    let mut w = &mut out[..];
+    // 72 bytes hold the longest (three 20-digit numbers and 9 more): the write cannot fail.
+    let _ = match range {
+        Some((first, last)) => write!(w, "bytes {first}-{last}/{whole}"),
+        None => write!(w, "bytes */{whole}"),
+    };
+    72 - w.len()
+}
+
+/// 416 to a range of a stored response of `whole` bytes that holds none of them, with
+/// `Content-Range: bytes */whole` (RFC 9110 15.5.17).
+pub(super) async fn send_unsatisfiable(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    whole: u64,
+    cache: CacheStatus,
+) -> Next {
+    let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
+    send_simple_with(c, 416, keep, cache, Some(whole)).await
+}
+
+async fn send_simple_with(
+    c: &mut ClientConn,
+    status: u16,
+    keep: bool,
+    cache: CacheStatus,
+    unsatisfied: Option<u64>,
+) -> Next {
     c.to_client.clear();
-    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", cache.as_str().as_bytes())];
-    write_simple_response_with(&mut c.to_client, Version::Http11, status, !keep, &fields);
+    let mut v = [0u8; 72];
+    let n = unsatisfied.map_or(0, |whole| content_range(&mut v, None, whole));
+    let both: [(&[u8], &[u8]); 2] = [
+        (b"X-Cache", cache.as_str().as_bytes()),
+        (b"Content-Range", &v[..n]),
+    ];
+    let fields = if n > 0 { &both[..] } else { &both[..1] };
+    write_simple_response_with(&mut c.to_client, Version::Http11, status, !keep, fields);
     if c.send_cout().await.is_err() {
         return client_gone(&mut c.rec);
     }
@@ -97,10 +165,16 @@ pub(super) async fn send_not_modified(
     send_stored(c, req, out, None).await
 }
 
-/// A fresh stored response (`X-Cache: HIT`), from the body file when it has a copy there.
-pub(super) async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) -> Next {
+/// A stored response (`X-Cache: HIT`, or STALE while it revalidates), from the body file
+/// when it has a copy there.
+pub(super) async fn send_hit(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    hit: Hit,
+    status: CacheStatus,
+) -> Next {
     let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, CacheStatus::Hit, len);
+    let out = Stored::new(&hit.head, hit.age, status, len);
     // sendfile writes the socket itself: never under TLS (the memory path encrypts).
     match (
         hit.file,
@@ -109,6 +183,22 @@ pub(super) async fn send_hit(c: &mut ClientConn, req: &RequestInfo, hit: Hit) ->
         (Some(file), false) => send_from_file(c, req, out, hit.body, file).await,
         _ => send_stored(c, req, out, Some(hit.body)).await,
     }
+}
+
+/// 206: bytes `first..=last` of the stored response `hit`, from memory (a `Bytes` view of the
+/// stored body: no copy).
+pub(super) async fn send_partial(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    hit: Hit,
+    (first, last): (u64, u64),
+    status: CacheStatus,
+) -> Next {
+    let whole = hit.body.len() as u64;
+    let body = hit.body.slice(first as usize..=last as usize);
+    let mut out = Stored::new(&hit.head, hit.age, status, last - first + 1);
+    out.range = Some((first, last, whole));
+    send_stored(c, req, out, Some(body)).await
 }
 
 /// Send a stored response: the head, then `body` (none for HEAD).

@@ -33,49 +33,31 @@
 //!   entry streamed; `fetch`: a fetch that fills, revalidates, invalidates or falls back on a
 //!   stale entry; `purge`: PURGE.
 
-use super::outcome::Answered;
-use super::response_head::Head;
-use super::{answer, relay_response, start_tunnel};
-use crate::cache::validate;
-use crate::cache::{
-    self, classify, CacheStatus, Fetched, Handle, Hit, Key, Lookup, Millis, OwnedKey, Read,
-    RequestClass, Store,
-};
-use crate::config::cache::CacheEntry;
-use crate::conn::Next;
-use crate::conn::{cork_last_answer, linger_close, respond_error_with, ClientConn};
+use crate::cache::{CacheStatus, Handle, Key, Millis, OwnedKey, Store};
+use crate::conn::{respond_error_with, ClientConn, Next};
 use crate::error::ProxyError;
-use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::{CacheId, CachedRoute, Generation};
-use crate::io::IoFail;
-use crate::preconditions::Outcome;
-use crate::relay::FillSink;
-use crate::request::{body_too_large, Named, RequestInfo};
+use crate::request::{body_too_large, RequestInfo};
 use crate::worker::ProxyWorker;
-use bytes::{Buf, Bytes, BytesMut};
-use monoio::io::AsyncWriteRentExt;
-use shared::http::encode::{
-    write_header, write_header_u64, write_simple_response_with, write_status_line,
-};
-use shared::http::framing::is_hop_by_hop;
-use shared::http::{BodyKind, RequestMethod, Version};
+use bytes::Buf;
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
 
+mod background;
 mod decide;
 mod fetch;
 mod filling;
 mod hit;
 mod purge;
 
+use background::revalidate_apart;
 use decide::{decide, Decision, FromStore};
 use fetch::{fetch_apart, Fetch};
 use filling::stream_entry;
 use hit::{
-    send_hit, send_not_modified, send_precondition_failed, send_simple, send_stored, write_bytes,
-    Stored,
+    send_hit, send_not_modified, send_partial, send_precondition_failed, send_unsatisfiable, Stored,
 };
 use purge::purge;
 
@@ -119,7 +101,26 @@ pub async fn run(
             Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
                 c.from_client.advance(req.head_len);
-                return from_store(c, &req, store, answer).await;
+                return from_store(c, &req, store, answer, CacheStatus::Hit).await;
+            }
+            Decision::StaleWhileRevalidate { answer, refresh } => {
+                c.rec.cache = Some(CacheStatus::Stale);
+                let next = from_store(c, &req, store, answer, CacheStatus::Stale).await;
+                let Some(r) = refresh else {
+                    c.from_client.advance(req.head_len);
+                    return next;
+                };
+                let f = Fetch {
+                    status: CacheStatus::Stale,
+                    fill: Some((store, r.fill, cfg.as_ref())),
+                    cache: Some((store, cfg.as_ref())),
+                    stale: Some(r.entry),
+                    validates: r.validates,
+                    invalidate: false,
+                    request_time: now_millis(),
+                    targeted: &cfg.targeted,
+                };
+                return revalidate_apart(c, &req, group, f, next).await;
             }
             Decision::Wait { fill, stale } => {
                 if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
@@ -133,7 +134,7 @@ pub async fn run(
                 let f = Fetch {
                     cache: Some((store, cfg.as_ref())),
                     stale,
-                    ..Fetch::plain(CacheStatus::Miss)
+                    ..Fetch::plain(CacheStatus::Miss, cfg)
                 };
                 let key = key();
                 return fetch_apart(c, &req, group, &key, f).await;
@@ -151,6 +152,7 @@ pub async fn run(
                     validates,
                     invalidate: false,
                     request_time: now,
+                    targeted: &cfg.targeted,
                 };
                 let key = key();
                 return fetch_apart(c, &req, group, &key, f).await;
@@ -159,7 +161,7 @@ pub async fn run(
                 c.rec.cache = Some(CacheStatus::Bypass);
                 let f = Fetch {
                     invalidate,
-                    ..Fetch::plain(CacheStatus::Bypass)
+                    ..Fetch::plain(CacheStatus::Bypass, cfg)
                 };
                 let key = key();
                 return fetch_apart(c, &req, group, &key, f).await;
@@ -183,18 +185,23 @@ async fn from_store(
     req: &RequestInfo,
     store: &RefCell<Store>,
     answer: FromStore,
+    status: CacheStatus,
 ) -> Next {
     match answer {
-        FromStore::Hit(hit) => send_hit(c, req, hit).await,
-        FromStore::NotModified(hit) => send_not_modified(c, req, &hit, CacheStatus::Hit).await,
-        FromStore::PreconditionFailed => send_precondition_failed(c, req, CacheStatus::Hit).await,
+        FromStore::Hit(hit) => send_hit(c, req, hit, status).await,
+        FromStore::NotModified(hit) => send_not_modified(c, req, &hit, status).await,
+        FromStore::PreconditionFailed => send_precondition_failed(c, req, status).await,
+        FromStore::Partial { hit, start, end } => {
+            send_partial(c, req, hit, (start, end), status).await
+        }
+        FromStore::Unsatisfiable { len } => send_unsatisfiable(c, req, len, status).await,
         FromStore::Stream {
             entry,
             head,
             age,
             len,
         } => {
-            let out = Stored::new(&head, age, CacheStatus::Hit, len);
+            let out = Stored::new(&head, age, status, len);
             stream_entry(c, req, store, entry, out).await
         }
     }

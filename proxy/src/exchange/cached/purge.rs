@@ -1,6 +1,13 @@
 //! `PURGE`: a key removed here and on every other worker.
 
-use super::*;
+use super::fail_with;
+use super::hit::send_simple;
+use crate::cache::{CacheStatus, OwnedKey};
+use crate::config::cache::CacheEntry;
+use crate::conn::{linger_close, ClientConn, Next};
+use crate::error::ProxyError;
+use crate::request::RequestInfo;
+use bytes::Buf;
 
 /// `PURGE`: from `purge_from`, remove the key here and on every other worker.
 /// A body sent with it is skipped when it arrived whole (so the connection stays usable);

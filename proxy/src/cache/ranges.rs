@@ -1,0 +1,199 @@
+//! What a GET or HEAD gets from a complete stored response: its preconditions (RFC 9110
+//! 13.2.2, as `validate::precondition`), then, for a GET, its `Range` (RFC 9110 14.2, RFC 9111
+//! 3.4: a cache may answer a range from a stored complete response). One pass over the
+//! request's fields; the stored head is read only when the request has a conditional or a
+//! range field, so a plain hit costs what it did.
+//!
+//! A single `bytes=` range is served 206 (`Content-Range: bytes first-last/length`); several
+//! ranges get the whole 200 (14.2: a server MAY ignore Range); a range no byte of which exists
+//! gets 416 with `Content-Range: bytes */length`; a malformed field or another unit, or an
+//! `If-Range` the stored response fails (13.1.5: a strong ETag match, or exactly its
+//! Last-Modified date), is ignored: 200.
+
+use super::validate::validators;
+use crate::http_date::parse_http_date;
+use crate::preconditions::{evaluate, Conditions, Outcome};
+use crate::static_files::decide::{parse_range, RangeSpec};
+
+/// The answer a stored response gives a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FromStored {
+    /// The whole stored response.
+    Full,
+    NotModified,
+    PreconditionFailed,
+    /// 206 with body bytes `start..=end`.
+    Partial {
+        start: u64,
+        end: u64,
+    },
+    /// 416: no byte of the range exists.
+    Unsatisfiable,
+}
+
+/// What `request` (a GET when `get`, else a HEAD) gets from a stored response with head
+/// `head` and a body of `len` bytes.
+pub fn from_stored(
+    request: &[httparse::Header<'_>],
+    head: &[u8],
+    len: u64,
+    get: bool,
+) -> FromStored {
+    let mut c = Conditions::default();
+    let (mut range, mut if_range) = (None, None);
+    for h in request {
+        if let Some(slot) = c.slot(h.name) {
+            slot.get_or_insert(h.value);
+        } else if h.name.len() == 5 && h.name.eq_ignore_ascii_case("range") {
+            range.get_or_insert(h.value);
+        } else if h.name.len() == 8 && h.name.eq_ignore_ascii_case("if-range") {
+            if_range.get_or_insert(h.value);
+        }
+    }
+    let range = range.filter(|_| get);
+    if !c.any() && range.is_none() {
+        return FromStored::Full;
+    }
+    let v = validators(head);
+    let last_modified = v.last_modified.and_then(parse_http_date);
+    if c.any() {
+        let current = crate::preconditions::Validators {
+            etag: v.etag,
+            last_modified,
+        };
+        match evaluate(&c, &current) {
+            Outcome::Failed => return FromStored::PreconditionFailed,
+            Outcome::NotModified => return FromStored::NotModified,
+            Outcome::Proceed => {}
+        }
+    }
+    let Some(range) = range else {
+        return FromStored::Full;
+    };
+    if !if_range_holds(if_range, v.etag, last_modified) {
+        return FromStored::Full;
+    }
+    match parse_range(range, len) {
+        RangeSpec::One { start, end } => FromStored::Partial { start, end },
+        RangeSpec::Unsatisfiable => FromStored::Unsatisfiable,
+        RangeSpec::Ignore => FromStored::Full,
+    }
+}
+
+/// `If-Range` (RFC 9110 13.1.5): a strong entity tag equal to the stored one, or a date equal
+/// to its Last-Modified; a weak tag never holds.
+fn if_range_holds(if_range: Option<&[u8]>, etag: Option<&[u8]>, lm: Option<u64>) -> bool {
+    let Some(r) = if_range.map(<[u8]>::trim_ascii) else {
+        return true;
+    };
+    if r.starts_with(b"\"") {
+        return etag.is_some_and(|e| e == r);
+    }
+    if r.starts_with(b"W/") {
+        return false;
+    }
+    lm.is_some() && parse_http_date(r) == lm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEAD: &[u8] =
+        b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nLast-Modified: Tue, 14 Nov 2023 22:13:20 GMT\r\n";
+
+    #[test]
+    fn ranges_and_conditions_against_a_stored_response() {
+        use FromStored::*;
+        let h = |n: &'static str, v: &'static str| httparse::Header {
+            name: n,
+            value: v.as_bytes(),
+        };
+        let cases: Vec<(Vec<httparse::Header<'static>>, bool, FromStored)> = vec![
+            (vec![], true, Full),
+            (
+                vec![h("Range", "bytes=0-1")],
+                true,
+                Partial { start: 0, end: 1 },
+            ),
+            (
+                vec![h("range", "bytes=1-")],
+                true,
+                Partial { start: 1, end: 9 },
+            ),
+            (
+                vec![h("Range", "bytes=-1")],
+                true,
+                Partial { start: 9, end: 9 },
+            ),
+            (
+                vec![h("Range", "bytes=5-100")],
+                true,
+                Partial { start: 5, end: 9 },
+            ),
+            // HEAD: no range.
+            (vec![h("Range", "bytes=0-1")], false, Full),
+            // Several ranges: the whole response; malformed or another unit: ignored.
+            (vec![h("Range", "bytes=0-1,4-5")], true, Full),
+            (vec![h("Range", "bytes=x-1")], true, Full),
+            (vec![h("Range", "items=0-1")], true, Full),
+            (vec![h("Range", "bytes=10-")], true, Unsatisfiable),
+            (vec![h("Range", "bytes=-0")], true, Unsatisfiable),
+            // If-Range: a strong match or the exact date holds; otherwise the whole.
+            (
+                vec![h("Range", "bytes=0-1"), h("If-Range", "\"v1\"")],
+                true,
+                Partial { start: 0, end: 1 },
+            ),
+            (
+                vec![h("Range", "bytes=0-1"), h("If-Range", "\"v2\"")],
+                true,
+                Full,
+            ),
+            (
+                vec![h("Range", "bytes=0-1"), h("If-Range", "W/\"v1\"")],
+                true,
+                Full,
+            ),
+            (
+                vec![
+                    h("Range", "bytes=0-1"),
+                    h("If-Range", "Tue, 14 Nov 2023 22:13:20 GMT"),
+                ],
+                true,
+                Partial { start: 0, end: 1 },
+            ),
+            (
+                vec![
+                    h("Range", "bytes=0-1"),
+                    h("If-Range", "Tue, 14 Nov 2023 22:13:21 GMT"),
+                ],
+                true,
+                Full,
+            ),
+            // Preconditions come first.
+            (
+                vec![h("Range", "bytes=0-1"), h("If-None-Match", "\"v1\"")],
+                true,
+                NotModified,
+            ),
+            (
+                vec![h("If-Match", "\"v2\""), h("Range", "bytes=0-1")],
+                true,
+                PreconditionFailed,
+            ),
+            (
+                vec![h("If-None-Match", "\"v2\""), h("Range", "bytes=0-1")],
+                true,
+                Partial { start: 0, end: 1 },
+            ),
+        ];
+        for (request, get, want) in cases {
+            assert_eq!(
+                from_stored(&request, HEAD, 10, get),
+                want,
+                "{request:?} get={get}"
+            );
+        }
+    }
+}

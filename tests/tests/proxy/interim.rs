@@ -1,0 +1,73 @@
+//! Interim responses (RFC 9110 15.2): a 103 Early Hints (or 102) from the origin reaches an
+//! HTTP/1.1 client before the final response, as soon as it arrives (the origin holds the
+//! final head back); an HTTP/1.0 client gets none; 100 Continue is the proxy's own business.
+
+use std::net::SocketAddr;
+use tests::raw::{self, Client};
+
+/// Send `request` and read until the response bytes hold `want` complete heads and the
+/// last one's 64-byte body; the bytes.
+fn read_heads(addr: SocketAddr, request: &str, want: usize) -> Vec<u8> {
+    let mut c = Client::connect(addr);
+    c.send(request.as_bytes()).unwrap();
+    let deadline = std::time::Instant::now() + raw::WAIT;
+    loop {
+        let b = c.buffered();
+        let heads = b.windows(4).filter(|w| w == b"\r\n\r\n").count();
+        if heads >= want && b.ends_with(&shared::origin::expected_body(64)) {
+            return b.to_vec();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(b)
+        );
+        c.fill().expect("more of the response");
+    }
+}
+
+#[test]
+fn early_hints_go_to_http11_clients_first_and_at_once() {
+    let o = tests::origin();
+    let (p, addr) = tests::start_proxy(&[o.addr()], &[]);
+    // The 103 arrives on its own, a second before the final head: it is read first.
+    let mut c = Client::connect(addr);
+    c.send(b"GET /h?interim=103&delay=1s HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    while !c.buffered().windows(4).any(|w| w == b"\r\n\r\n") {
+        c.fill().expect("the interim response");
+    }
+    let first = String::from_utf8_lossy(c.buffered()).to_string();
+    assert_eq!(
+        first, "HTTP/1.1 103 Early Hints\r\nLink: </hint.css>; rel=preload\r\n\r\n",
+        "the 103 alone, before the final response exists"
+    );
+    c.consume(first.len());
+    let r = raw::response(&mut c, "after the 103");
+    assert_eq!(r.status, 200);
+    assert!(r.is_pattern(64));
+
+    // Several interims in one read; 100 Continue is not passed on.
+    let got = read_heads(
+        addr,
+        "GET /h?interim=100&interim=102&interim=103 HTTP/1.1\r\nHost: t\r\n\r\n",
+        3,
+    );
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with(
+            "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 103 Early Hints\r\n\
+             Link: </hint.css>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\n"
+        ),
+        "{text}"
+    );
+    // HTTP/1.0: none.
+    let got = read_heads(addr, "GET /h?interim=103 HTTP/1.0\r\nHost: t\r\n\r\n", 1);
+    assert!(
+        got.starts_with(b"HTTP/1.1 200 OK\r\n"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    assert_eq!(o.requests(), 3);
+    p.shutdown().unwrap();
+}
