@@ -152,6 +152,9 @@ struct Plan<'r> {
     /// Interim responses (103 Early Hints) go to the client: an HTTP/1.1 client that is
     /// answered with this exchange's response (not a revalidation after a stored answer).
     interim: bool,
+    /// The client waits for this exchange's response: its going away abandons the exchange
+    /// (499). A revalidation after an answer from the store goes on without it.
+    watch: bool,
 }
 
 /// How the exchange ends when no server answered.
@@ -233,6 +236,7 @@ async fn answer<'g>(
         head_len: c.to_upstream.len(),
         inline,
         interim: interim && req.version == shared::http::Version::Http11,
+        watch: interim,
     };
     let mut a = match attempts(c, w, &plan).await {
         Ok(a) => a,
@@ -374,7 +378,7 @@ async fn attempt<'g>(
             // dropping `up` closes the upstream connection (never pooled half-answered).
             client: Some(&mut c.stream),
             interim: plan.interim,
-            watch: true,
+            watch: plan.watch,
             send_timeout: cfg.timeouts.send,
         };
         match read_response_head(w, &mut up.stream, ub, to).await {

@@ -33,3 +33,15 @@ pub fn scrape(admin: SocketAddr) -> HashMap<String, f64> {
 pub fn value(m: &HashMap<String, f64>, key: &str) -> f64 {
     m.get(key).copied().unwrap_or(0.0)
 }
+
+/// The sum of a family's samples over all their labels (`name` or `name{...}`), 0 when the
+/// scrape has none: e.g. every route's `proxy_request_duration_seconds_count`.
+pub fn total(m: &HashMap<String, f64>, name: &str) -> f64 {
+    m.iter()
+        .filter(|(k, _)| {
+            k.strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('{'))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}

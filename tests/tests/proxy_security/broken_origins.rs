@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::time::Duration;
 use tests::raw::{assert_well_formed, show, Client, End, Response, WAIT};
-use tests::scrape::{scrape, value};
+use tests::scrape::{scrape, total, value};
 
 /// What the origin does with one of the first request heads it reads.
 #[derive(Clone, Copy, Debug)]
@@ -355,12 +355,12 @@ fn run(row: &Row) {
     let mut m = scrape(admin);
     let seen = tests::eventually(WAIT, || {
         m = scrape(admin);
-        value(&m, "proxy_request_duration_seconds_count") == want
+        total(&m, "proxy_request_duration_seconds_count") == want
     });
     assert!(
         seen,
         "{what}: requests counted {}",
-        value(&m, "proxy_request_duration_seconds_count")
+        total(&m, "proxy_request_duration_seconds_count")
     );
     // Every fault kind and status class the scrape has: exactly the row's, 0 elsewhere.
     let next = [("2xx", 1.0)];
