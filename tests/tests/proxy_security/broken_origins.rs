@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier, Mutex};
 use std::time::Duration;
 use tests::raw::{assert_well_formed, show, Client, End, Response, WAIT};
-use tests::scrape::{scrape, total, value};
+use tests::scrape::{scrape, total};
 
 /// What the origin does with one of the first request heads it reads.
 #[derive(Clone, Copy, Debug)]
