@@ -24,7 +24,7 @@ pub fn percentiles_csv(total_us: &Histogram<u64>) -> String {
 
 /// ab's `-g`: `starttime seconds ctime dtime ttime wait` (tab-separated), a row per request,
 /// sorted by total time as ab sorts them; times in whole milliseconds (ab rounds), the start as
-/// ctime(3) prints it (in UTC here; ab prints local time) and in Unix seconds.
+/// ctime(3) prints it (local time, as ab prints it) and in Unix seconds.
 pub fn gnuplot_tsv(requests: &[RequestTimes]) -> String {
     let mut rows: Vec<&RequestTimes> = requests.iter().collect();
     rows.sort_by_key(|r| r.total_us);
@@ -45,8 +45,27 @@ pub fn gnuplot_tsv(requests: &[RequestTimes]) -> String {
     s
 }
 
-/// `Wed Dec 02 02:36:29 2026` (apr_ctime's form), UTC.
+/// `Wed Dec 02 02:36:29 2026` (apr_ctime's form), in local time as ab prints it.
 fn ctime(unix_s: u64) -> String {
+    let local = (unix_s as i64).saturating_add(utc_offset(unix_s)).max(0) as u64;
+    utc_ctime(local)
+}
+
+/// The local time zone's offset from UTC at `unix_s`, in seconds (0 where it cannot be read).
+/// Called once per row after the run, off the workers (localtime_r may read /etc/localtime).
+fn utc_offset(unix_s: u64) -> i64 {
+    let t = unix_s as libc::time_t;
+    // SAFETY: `tm` is plain data; zeroed is a valid value for localtime_r to fill.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: localtime_r reads `t` and writes only into `tm`, both live for the call.
+    if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+        return 0;
+    }
+    tm.tm_gmtoff
+}
+
+/// [`ctime`]'s form for a time already shifted to the zone wanted.
+fn utc_ctime(unix_s: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -126,14 +145,19 @@ mod tests {
             wait_us: 400,
         };
         let tsv = gnuplot_tsv(&[r(9_200, 0), r(7_400, 7_000), r(300, 0)]);
+        // The start in the machine's local time, as ab writes it.
+        let at = ctime(1_796_178_989);
         assert_eq!(
             tsv,
-            "starttime\tseconds\tctime\tdtime\tttime\twait\n\
-             Wed Dec 02 02:36:29 2026\t1796178989\t0\t0\t0\t0\n\
-             Wed Dec 02 02:36:29 2026\t1796178989\t7\t0\t7\t0\n\
-             Wed Dec 02 02:36:29 2026\t1796178989\t0\t9\t9\t0\n"
+            format!(
+                "starttime\tseconds\tctime\tdtime\tttime\twait\n\
+                 {at}\t1796178989\t0\t0\t0\t0\n\
+                 {at}\t1796178989\t7\t0\t7\t0\n\
+                 {at}\t1796178989\t0\t9\t9\t0\n"
+            )
         );
-        assert_eq!(ctime(0), "Thu Jan 01 00:00:00 1970");
+        assert_eq!(utc_ctime(1_796_178_989), "Wed Dec 02 02:36:29 2026");
+        assert_eq!(utc_ctime(0), "Thu Jan 01 00:00:00 1970");
     }
 
     #[test]

@@ -174,7 +174,7 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 pub async fn run(c: &mut ClientConn, req: RequestInfo, group: GroupId) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
-    let a = match answer(c, &w, &g, &req, group, PLAIN).await {
+    let a = match upstream_answer(c, &w, &g, &req, group, PLAIN).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
         Err(None) => {
@@ -208,7 +208,7 @@ const PLAIN: Serving = Serving {
 
 /// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
 /// server answers. `Err`: none did; the error to answer with, or `None` to close.
-async fn answer<'g>(
+async fn upstream_answer<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
     g: &'g Generation,

@@ -6,7 +6,7 @@
 //! replaces it (read whole from the upstream, sent nowhere), and a failure leaves it as it
 //! was: the next request within the window starts another.
 
-use super::super::{answer, relay_response, Serving};
+use super::super::{relay_response, upstream_answer, Serving};
 use super::fetch::{apply_304, consume_head, fill_head, finish_fill, to_get, Fetch, Response};
 use crate::cache::validate;
 use crate::config::GroupId;
@@ -69,7 +69,7 @@ async fn revalidate(
         interim: false,
         keep_head: true,
     };
-    let answered = answer(c, &w, &g, &fetch_req, group, how).await;
+    let answered = upstream_answer(c, &w, &g, &fetch_req, group, how).await;
     c.rec = rec;
     c.response_fields.want(false);
     let Ok(a) = answered else {

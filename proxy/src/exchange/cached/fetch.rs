@@ -4,7 +4,7 @@
 
 use super::super::outcome::Answered;
 use super::super::response_head::Head;
-use super::super::{answer, relay_response, start_tunnel, Serving};
+use super::super::{relay_response, start_tunnel, upstream_answer, Serving};
 use super::hit::{send_not_modified, send_precondition_failed, send_stored, Stored};
 use super::{fail_with, now_millis, sync_stats};
 use crate::cache::{self, validate, CacheStatus, Fetched, Handle, Hit, Millis, OwnedKey, Store};
@@ -108,7 +108,7 @@ pub(super) async fn fetch(
         interim: true,
         keep_head: stores,
     };
-    let answered = answer(c, &w, &g, &fetch_req, group, how).await;
+    let answered = upstream_answer(c, &w, &g, &fetch_req, group, how).await;
     c.response_fields.want(false);
     let not_modified =
         f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
