@@ -296,6 +296,11 @@ enum Served {
 
 /// Serve requests until the connection goes idle or is done. `first`: the first head's
 /// deadline, on a new connection.
+/// How long a keep-alive client's frame waits for its next request before the connection
+/// parks (`Parked`): longer than a request loop's round trip, far shorter than any idle time
+/// that matters for memory.
+const HOT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
 async fn requests(
     c: &mut ClientConn,
     stop: &mut Wait,
@@ -346,9 +351,15 @@ async fn requests(
                     *multishot = true;
                     c.stream.multishot_recv();
                 }
-                // Nothing pipelined: wait for the next request holding nothing.
+                // Nothing pipelined: a client in a request loop comes back within moments;
+                // it is waited for here, in its frame, for `HOT_WAIT`. Only one that stays
+                // quiet longer parks holding nothing: parking and taking a frame again per
+                // request cost a keep-alive loop about 4% of a 64 B request.
                 if c.from_client.is_empty() && c.stream.waits_bufferless() && !c.stream.arrived() {
-                    return Served::Idle;
+                    let back = monoio::time::timeout(HOT_WAIT, c.stream.multishot_ready());
+                    if !matches!(back.await, Ok(true)) {
+                        return Served::Idle;
+                    }
                 }
             }
             Next::Close => return Served::Close,
