@@ -28,6 +28,7 @@
 
 use crate::config::UpstreamGroup;
 use shared::stream::Stream;
+use std::collections::VecDeque;
 use std::future::Future;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 use std::time::{Duration, Instant};
@@ -55,7 +56,9 @@ struct Idle {
 
 /// Idle connections to one server.
 pub struct ServerPool {
-    idle: Vec<Idle>,
+    /// Oldest at the front (evicted and swept from there), newest at the back (taken first):
+    /// both ends O(1), so a pool sized for thousands of connections costs no shifting.
+    idle: VecDeque<Idle>,
     cap: usize,
     timeout: Duration,
     /// Connections idle this long are peeked at before reuse.
@@ -66,7 +69,7 @@ pub struct ServerPool {
 impl ServerPool {
     pub fn new(group: &UpstreamGroup) -> Self {
         ServerPool {
-            idle: Vec::with_capacity(group.keepalive.min(1024)),
+            idle: VecDeque::with_capacity(group.keepalive.min(1024)),
             cap: group.keepalive,
             timeout: group.keepalive_timeout,
             check_after: (group.keepalive_timeout / 2).min(group.keepalive_check),
@@ -76,7 +79,7 @@ impl ServerPool {
 
     /// The most recently pooled live connection, if any.
     pub fn take(&mut self, now: Instant) -> Option<Upstream> {
-        while let Some(mut idle) = self.idle.pop() {
+        while let Some(mut idle) = self.idle.pop_back() {
             let age = now.saturating_duration_since(idle.since);
             if age >= self.timeout {
                 // Everything below is older still.
@@ -117,9 +120,9 @@ impl ServerPool {
             }
         }
         if self.idle.len() >= self.cap {
-            self.idle.remove(0);
+            self.idle.pop_front();
         }
-        self.idle.push(Idle {
+        self.idle.push_back(Idle {
             up,
             since: now,
             unwatched,
