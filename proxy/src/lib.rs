@@ -200,7 +200,11 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             flag.clone(),
             "proxy",
             items,
-            move |ctx, (ls, st)| lifecycle::run(ctx, cfg.clone(), ls, st, post.clone()),
+            move |ctx, (ls, st)| {
+                // A worker's error lines never wait for a stderr nobody reads.
+                shared::log::defer_on_this_thread();
+                lifecycle::run(ctx, cfg.clone(), ls, st, post.clone())
+            },
         )?
     };
     let reload_state = Arc::new(process_metrics::ReloadState::started());

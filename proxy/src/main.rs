@@ -72,7 +72,11 @@ fn main() {
     // the proxy (`eprintln!` panics on a failed write).
     shared::log!("{}", running.summary());
     tell(notifier.send("READY=1"));
-    if let Err(e) = running.join() {
+    let joined = running.join();
+    // The workers' last lines, queued for the log writer (bounded: a stderr nobody reads
+    // must not keep the process from exiting).
+    shared::log::flush(std::time::Duration::from_secs(1));
+    if let Err(e) = joined {
         shared::log!("proxy: {e}");
         exit(1)
     }

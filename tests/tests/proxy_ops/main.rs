@@ -19,5 +19,6 @@ mod pinning;
 mod process;
 mod reload;
 mod reload_metrics;
+mod stalled_stderr;
 mod systemd_unit;
 mod takeover;
