@@ -72,3 +72,28 @@ pub async fn send_more(s: &TcpStream, head: &[u8], limit: Duration) -> Result<()
     }
     Ok(())
 }
+
+/// `sendfile` until `len` bytes from `offset` are sent; the peer gets `limit` to make room
+/// each time the socket is full. The socket must be non-blocking (`ensure_nonblocking`).
+pub async fn sendfile_all(
+    s: &TcpStream,
+    file: std::os::fd::BorrowedFd<'_>,
+    offset: u64,
+    len: u64,
+    limit: Duration,
+) -> Result<(), Stuck> {
+    let mut off = offset as libc::off_t;
+    let mut left = len;
+    while left > 0 {
+        let chunk = left.min(1 << 30) as usize;
+        // SAFETY: both fds are open for the call; `off` is a valid offset variable.
+        let n = unsafe { libc::sendfile(s.as_raw_fd(), file.as_raw_fd(), &mut off, chunk) };
+        // 0: the file ended early (it shrank).
+        match step(n) {
+            Step::Moved(n) => left -= n as u64,
+            Step::Again => writable(s, limit).await?,
+            Step::Failed => return Err(Stuck),
+        }
+    }
+    Ok(())
+}

@@ -20,10 +20,9 @@
 
 use super::Plan;
 use crate::conn::ClientConn;
-use crate::direct::{send_more, step, writable, Step};
+use crate::direct::{send_more, sendfile_all};
 use crate::io::write_all;
 use crate::static_files::respond::Body;
-use monoio::net::TcpStream;
 use shared::stream::Stream;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::time::Duration;
@@ -53,7 +52,9 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
         .await
         .map_err(|_| SendFail)?;
     c.rec.wrote(&c.to_client);
-    sendfile_all(tcp, file.fd.as_fd(), start, len, limit).await?;
+    sendfile_all(tcp, file.fd.as_fd(), start, len, limit)
+        .await
+        .map_err(|_| SendFail)?;
     c.rec.wrote_body(len);
     Ok(())
 }
@@ -102,29 +103,4 @@ async fn copy_through(
 
 async fn write_head(c: &mut ClientConn) -> Result<(), SendFail> {
     c.send_cout().await.map_err(|_| SendFail)
-}
-
-/// `sendfile` until `len` bytes from `offset` are sent; the peer gets `limit` to make room
-/// each time the socket is full. The socket must be non-blocking (`ensure_nonblocking`).
-async fn sendfile_all(
-    s: &TcpStream,
-    file: BorrowedFd<'_>,
-    offset: u64,
-    len: u64,
-    limit: Duration,
-) -> Result<(), SendFail> {
-    let mut off = offset as libc::off_t;
-    let mut left = len;
-    while left > 0 {
-        let chunk = left.min(1 << 30) as usize;
-        // SAFETY: both fds are open for the call; `off` is a valid offset variable.
-        let n = unsafe { libc::sendfile(s.as_raw_fd(), file.as_raw_fd(), &mut off, chunk) };
-        // 0: the file ended early (it shrank).
-        match step(n) {
-            Step::Moved(n) => left -= n as u64,
-            Step::Again => writable(s, limit).await.map_err(|_| SendFail)?,
-            Step::Failed => return Err(SendFail),
-        }
-    }
-    Ok(())
 }

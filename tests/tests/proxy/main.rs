@@ -17,6 +17,7 @@ mod pool;
 mod rejected_body;
 mod return_action;
 mod routes;
+mod slow_reader;
 mod smuggling;
 mod splice;
 mod static_files;

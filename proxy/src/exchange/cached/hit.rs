@@ -282,14 +282,19 @@ pub(super) async fn send_from_file(
         }
         return next_after(keep);
     }
-    let mut offset = file.offset as libc::off_t;
-    // SAFETY: both fds are open (the body file lives as long as the worker's store).
-    let n = unsafe { libc::sendfile(fd, file.fd, &mut offset, body.len()) };
-    let done = match sent(n) {
-        Some(n) => n,
-        None => return client_gone(&mut c.rec),
+    // SAFETY: the body file lives as long as the worker's store, and `body` keeps this range
+    // of it from being punched out while it is sent.
+    let from = unsafe { std::os::fd::BorrowedFd::borrow_raw(file.fd) };
+    // The whole body with sendfile, waiting for room each time the socket is full (`send`
+    // bounds each wait, not the body: a large hit to a slow reader takes its time).
+    let moved = match &c.stream {
+        shared::stream::Stream::Plain(tcp) => {
+            let len = body.len() as u64;
+            crate::direct::sendfile_all(tcp, from, file.offset, len, send).await
+        }
+        shared::stream::Stream::Tls(_) => Err(crate::direct::Stuck),
     };
-    if done < body.len() && write_bytes(c, body.slice(done..), send).await.is_err() {
+    if moved.is_err() {
         return client_gone(&mut c.rec);
     }
     c.rec.wrote_body(body.len() as u64);
@@ -313,14 +318,24 @@ pub(super) struct HeadAndBody {
     body: Bytes,
 }
 
+/// The most one runtime write of a stored body carries. io_uring completes a stream send only
+/// when all of it is sent, so `send` (the longest stall of one write) needs writes that a
+/// client reading steadily takes well within it: 256 KiB is 2 s at 1 Mbit/s.
+const WRITE_CHUNK: usize = 256 << 10;
+
 impl HeadAndBody {
-    /// Point the iovecs at what is left after `done` bytes.
+    /// Point the iovecs at what is left after `done` bytes, at most `WRITE_CHUNK` of it.
     fn skip(&mut self, done: usize) {
         let (h, b) = (&self.head[..], &self.body[..]);
         let (first, second) = if done < h.len() {
-            (&h[done..], b)
+            let first = &h[done..];
+            (
+                first,
+                &b[..b.len().min(WRITE_CHUNK.saturating_sub(first.len()))],
+            )
         } else {
-            (&b[done - h.len()..], &b[b.len()..])
+            let rest = &b[done - h.len()..];
+            (&rest[..rest.len().min(WRITE_CHUNK)], &b[b.len()..])
         };
         self.iov[0] = libc::iovec {
             iov_base: first.as_ptr() as *mut libc::c_void,
@@ -345,8 +360,9 @@ unsafe impl monoio::buf::IoVecBuf for HeadAndBody {
     }
 }
 
-/// Write `head` then `body` with `writev` (as many calls as partial writes need) within
-/// `limit`. The head buffer back, or `None`: the client is gone or too slow.
+/// Write `head` then `body` with `writev` (`WRITE_CHUNK` at a time), each call within `limit`
+/// (`send`: the longest stall of one write, as nginx's `send_timeout`, not the whole body's
+/// time). The head buffer back, or `None`: the client is gone or stalled.
 pub(super) async fn write_head_and_body(
     c: &mut ClientConn,
     w: &ProxyWorker,
@@ -361,11 +377,10 @@ pub(super) async fn write_head_and_body(
         head,
         body,
     };
-    let deadline = shared::clock::deadline(limit);
     let mut done = 0;
     while done < total {
         v.skip(done);
-        let (r, back) = monoio::time::timeout_at(deadline, c.stream.writev(v))
+        let (r, back) = monoio::time::timeout(limit, c.stream.writev(v))
             .await
             .ok()?;
         v = back;
@@ -381,15 +396,21 @@ pub(super) async fn write_head_and_body(
     Some(v.head)
 }
 
-/// Write all of `b` (stored body bytes, shared with the store: no copy).
+/// Write all of `b` (stored body bytes, shared with the store: no copy), `WRITE_CHUNK` at a
+/// time, each write within `limit` (a stall, not the whole body: see `write_head_and_body`).
 pub(super) async fn write_bytes(
     c: &mut ClientConn,
     b: Bytes,
     limit: Duration,
 ) -> Result<(), IoFail> {
-    match monoio::time::timeout(limit, c.stream.write_all(b)).await {
-        Err(_) => Err(IoFail::Timeout),
-        Ok((Ok(_), _)) => Ok(()),
-        Ok((Err(e), _)) => Err(IoFail::Error(e.kind())),
+    let mut done = 0;
+    while done < b.len() {
+        let end = b.len().min(done + WRITE_CHUNK);
+        match monoio::time::timeout(limit, c.stream.write_all(b.slice(done..end))).await {
+            Err(_) => return Err(IoFail::Timeout),
+            Ok((Ok(_), _)) => done = end,
+            Ok((Err(e), _)) => return Err(IoFail::Error(e.kind())),
+        }
     }
+    Ok(())
 }
