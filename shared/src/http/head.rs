@@ -3,8 +3,8 @@
 //!
 //! Rules enforced beyond httparse (RFC 9112): bare LF line endings, obs-fold, whitespace before
 //! the colon, NUL/bare CR in values, Host presence and uniqueness for HTTP/1.1 requests,
-//! absolute-form authority winning over Host, request versions `HTTP/1.2` to `HTTP/1.9` read
-//! as 1.1 (RFC 9112 2.3; httparse knows only 1.0 and 1.1), other versions (505) told apart
+//! absolute-form authority winning over Host, versions `HTTP/1.2` to `HTTP/1.9` read as 1.1
+//! (RFC 9112 2.3; httparse knows only 1.0 and 1.1: see `minor`), other versions (505) told apart
 //! from the HTTP/2 preface and from garbage, and the framing headers (see `framing`).
 //! Request-smuggling hardening on top: Host and authorities to a strict `host[:port]`
 //! grammar, only `http(s)` absolute-form, no fragment in a target, `head`/`connect` in the
@@ -129,7 +129,7 @@ pub fn parse_request<'h, 'b>(
                 method, target, version, &*headers, len,
             )))
         }
-        Err(httparse::Error::Version) => later_minor(window, req),
+        Err(httparse::Error::Version) => super::minor::request(window, req),
         other => other.map(|_| httparse::Status::Partial),
     };
     let (method, target, version, headers, head_len) = match parsed {
@@ -194,54 +194,8 @@ pub fn parse_request<'h, 'b>(
 
 /// A request head's parts, borrowed from the buffer: method, target, version, fields and
 /// the head's length.
-type RequestParts<'h, 'b> = (&'b str, &'b str, Version, &'h [httparse::Header<'b>], usize);
-
-/// httparse stopped at the version of `req`'s request line: if it is `HTTP/1.x` with x from
-/// 2 to 9, read the head as HTTP/1.1 (RFC 9112 2.3: a server SHOULD process a higher minor
-/// version as the highest it speaks; nginx does). httparse has already checked the method
-/// and the target; the rest of the line is read here and the fields by httparse's own field
-/// parser (the same rules as in a request it parses whole). Anything else gives back the
-/// error httparse would have given, for the usual classification (so a CR in the wrong
-/// place or a bare LF is judged exactly as after `HTTP/1.1`). Cold: only such versions pay.
-#[cold]
-fn later_minor<'h, 'b>(
-    window: &'b [u8],
-    req: httparse::Request<'h, 'b>,
-) -> httparse::Result<RequestParts<'h, 'b>> {
-    let httparse::Request {
-        method: Some(method),
-        path: Some(target),
-        headers,
-        ..
-    } = req
-    else {
-        return Err(httparse::Error::Version);
-    };
-    // The version starts after the single space that ends the target.
-    let at = target.as_ptr() as usize - window.as_ptr() as usize + target.len() + 1;
-    let line_len = match window.get(at..).unwrap_or_default() {
-        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', b'2'..=b'9', end @ ..] => match end {
-            [] | [b'\r'] => return Ok(httparse::Status::Partial),
-            [b'\r', b'\n', ..] => at + 10,
-            // A bare LF: taken as a line end here, refused by the head's CRLF checks.
-            [b'\n', ..] => at + 9,
-            _ => return Err(httparse::Error::NewLine),
-        },
-        _ => return Err(httparse::Error::Version),
-    };
-    Ok(
-        match httparse::parse_headers(&window[line_len..], headers)? {
-            httparse::Status::Complete((len, fields)) => httparse::Status::Complete((
-                method,
-                target,
-                Version::Http11,
-                fields,
-                line_len + len,
-            )),
-            httparse::Status::Partial => httparse::Status::Partial,
-        },
-    )
-}
+pub(super) type RequestParts<'h, 'b> =
+    (&'b str, &'b str, Version, &'h [httparse::Header<'b>], usize);
 
 /// Parse a response head to a request made with `method`. 1xx heads (other than 101) parse as
 /// complete with `BodyKind::Empty`: the caller skips them and parses again.
@@ -255,8 +209,31 @@ pub fn parse_response<'h, 'b>(
     let storage: &'h mut [httparse::Header<'b>] = &mut headers[..n];
     let window = &buf[..buf.len().min(limits.max_head)];
     let mut res = httparse::Response::new(storage);
-    let head_len = match res.parse(window) {
-        Ok(httparse::Status::Complete(len)) => len,
+    let parsed = match res.parse(window) {
+        Ok(httparse::Status::Complete(len)) => {
+            let httparse::Response {
+                version,
+                code,
+                reason,
+                headers,
+            } = res;
+            let (Some(minor), Some(status)) = (version, code) else {
+                return Err(CodecError::InvalidStartLine);
+            };
+            let version = if minor == 0 {
+                Version::Http10
+            } else {
+                Version::Http11
+            };
+            Ok(httparse::Status::Complete((
+                version, status, reason, &*headers, len,
+            )))
+        }
+        Err(httparse::Error::Version) => super::minor::response(window, res.headers),
+        other => other.map(|_| httparse::Status::Partial),
+    };
+    let (version, status, reason, headers, head_len) = match parsed {
+        Ok(httparse::Status::Complete(parts)) => parts,
         Ok(httparse::Status::Partial) => {
             if buf.len() >= limits.max_head {
                 return Err(CodecError::HeadTooLarge);
@@ -270,21 +247,6 @@ pub fn parse_response<'h, 'b>(
                 None => Ok(Status::Partial),
             };
         }
-    };
-    let httparse::Response {
-        version,
-        code,
-        reason,
-        headers,
-    } = res;
-    let headers: &'h [httparse::Header<'b>] = headers;
-    let (Some(version), Some(status)) = (version, code) else {
-        return Err(CodecError::InvalidStartLine);
-    };
-    let version = if version == 0 {
-        Version::Http10
-    } else {
-        Version::Http11
     };
     if status < 100 {
         return Err(CodecError::InvalidStatus);

@@ -3,7 +3,8 @@
 //! # Layout
 //! - [`error`]: [`CodecError`], one small `Copy` enum; every variant maps to a status.
 //! - [`limits`]: [`Limits`], the bounds every parser enforces.
-//! - [`head`]: request and response heads parsed with httparse into borrowed views.
+//! - [`head`]: request and response heads parsed with httparse into borrowed views
+//!   (`minor`: versions 1.2 to 1.9 read as 1.1).
 //! - [`framing`]: [`BodyKind`], decided once per message in RFC 9112 section 6.3 order,
 //!   and the keep-alive rules.
 //! - [`chunked`]: our own chunk-size line and trailer parser.
@@ -23,6 +24,7 @@ pub mod error;
 pub mod framing;
 pub mod head;
 pub mod limits;
+mod minor;
 pub mod response;
 pub mod target;
 

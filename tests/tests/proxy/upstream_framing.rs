@@ -158,3 +158,29 @@ fn a_response_head_split_at_any_byte_is_read_whole() {
 fn a_response_head_trickling_in_byte_by_byte_is_read_whole() {
     replay_split(vec![(1..SLOW_REPLY.len()).collect()]);
 }
+
+/// RFC 9112 2.3: a response in `HTTP/1.2` to `HTTP/1.9` is read as HTTP/1.1 (it was a 502),
+/// and the client gets it as 1.1; a version the codec does not read stays a 502.
+#[test]
+fn an_upstream_answering_in_a_later_minor_version_is_read_as_1_1() {
+    for (version, status) in [("HTTP/1.2", 200), ("HTTP/1.9", 200), ("HTTP/2.0", 502)] {
+        let reply = format!("{version} 200 Fine\r\nContent-Length: 2\r\nX-Up: 1\r\n\r\nhi");
+        let (up, h) = fake_upstream(reply.into_bytes());
+        let p = proxy_to(up);
+        let r = exchange(p.listen_addrs()[0], &tests::raw::get("/"), WAIT);
+        let resp = &r.responses()[0];
+        assert_eq!(resp.status, status, "{version}");
+        if status == 200 {
+            assert!(
+                resp.status_line.starts_with("HTTP/1.1 200"),
+                "{version}: {resp:?}"
+            );
+            assert_eq!(resp.body, b"hi", "{version}");
+            assert_eq!(resp.header("x-up"), Some("1"), "{version}");
+        } else {
+            assert_generated(&r, 502, true);
+        }
+        h.join().unwrap();
+        p.shutdown().unwrap();
+    }
+}

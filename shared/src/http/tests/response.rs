@@ -240,9 +240,45 @@ fn table() -> Vec<(RequestMethod, &'static str, Want)> {
         (Other, "HTTP/1.1 099 Low\r\n\r\n", Want::Err(InvalidStatus)),
         (Other, "HTTP/1.1 200 O\rK\r\n\r\n", Want::Err(InvalidStatus)),
         (Other, "HTTP/2 200\r\n\r\n", Want::Err(UnsupportedVersion)),
+        // RFC 9112 2.3: a higher minor version is read as 1.1 (keep-alive by default).
         (
             Other,
             "HTTP/1.2 200 OK\r\n\r\n",
+            ok(200, CloseDelimited, false),
+        ),
+        (
+            Other,
+            "HTTP/1.9 404 Not Found\r\nContent-Length: 5\r\n\r\n",
+            ok(404, Length(5), true),
+        ),
+        (
+            Other,
+            "\r\nHTTP/1.2 204 No Content\r\nX: y\r\n\r\n",
+            ok(204, Empty, true),
+        ),
+        (
+            Head,
+            "HTTP/1.3 200\r\nContent-Length: 9\r\n\r\n",
+            ok(200, Empty, true),
+        ),
+        (
+            Other,
+            "HTTP/1.2 200 OK\nContent-Length: 5\r\n\r\n",
+            Want::Err(BareLf),
+        ),
+        (Other, "HTTP/1.2 200 OK\n\r\n", Want::Err(BareLf)),
+        (Other, "HTTP/1.2 2000 OK\r\n\r\n", Want::Err(InvalidStatus)),
+        (Other, "HTTP/1.2  200 OK\r\n\r\n", Want::Err(InvalidStatus)),
+        (Other, "HTTP/1.2 200 O\rK\r\n\r\n", Want::Err(InvalidStatus)),
+        (
+            Other,
+            "HTTP/1.2 200 OK\r\nX : y\r\n\r\n",
+            Want::Err(WhitespaceBeforeColon),
+        ),
+        (Other, "HTTP/1.20 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
+        (
+            Other,
+            "HTTP/2.0 200 OK\r\n\r\n",
             Want::Err(UnsupportedVersion),
         ),
         (Other, "ICY 200 OK\r\n\r\n", Want::Err(InvalidVersion)),
