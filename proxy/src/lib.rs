@@ -34,6 +34,7 @@ extern crate self as proxy;
 
 pub mod balance;
 pub mod cache;
+pub mod cidr;
 pub mod cli;
 pub mod config;
 pub mod route;
@@ -57,6 +58,7 @@ mod host;
 mod http_date;
 mod io;
 mod lifecycle;
+mod limit;
 mod metrics;
 pub mod notify;
 mod pool;
@@ -142,7 +144,10 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
 }
 
 /// [`start`], with sockets taken over or kept for a takeover.
-pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Running, StartError> {
+pub fn start_with(
+    mut cfg: config::Config,
+    mut sockets: Sockets<'_>,
+) -> Result<Running, StartError> {
     let nofile = shared::net::raise_nofile_limit();
     let driver = select_driver(&cfg.runtime)?;
     let n = cfg.runtime.workers.max(1);
@@ -151,6 +156,8 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         (0..n).map(|_| Vec::new()).collect();
     let mut addrs = Vec::with_capacity(cfg.listeners.len());
     let mut copies = Vec::new();
+    // Each listener's first socket, and whether it was taken over: for the steering.
+    let mut firsts = Vec::with_capacity(cfg.listeners.len());
     for (li, l) in cfg.listeners.iter().enumerate() {
         let bind_err = |source| StartError::Bind {
             addr: l.addr,
@@ -160,8 +167,10 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             Some(i) => i.take(l.addr),
             None => Vec::new(),
         };
+        let taken_over = !inherited.is_empty();
         let group = listener_group(l, n, inherited).map_err(bind_err)?;
         addrs.push(group[0].local_addr().map_err(bind_err)?);
+        firsts.push((group[0].try_clone().map_err(bind_err)?, taken_over));
         for (i, s) in group.into_iter().enumerate() {
             if sockets.keep_copies {
                 copies.push((l.addr, s.try_clone().map_err(bind_err)?));
@@ -171,6 +180,9 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
             per_worker[i % n].push((li, s));
         }
     }
+    let groups: Vec<_> = firsts.iter().map(|(l, t)| (l, *t)).collect();
+    let limits_line = limit::steer_listeners(&mut cfg, &groups, n);
+    drop(firsts);
     // Opened here once so a path that cannot be written stops the start with its reason.
     if let Some(l) = &cfg.access_log {
         access_log::open_file(l).map_err(|source| StartError::AccessLog {
@@ -232,6 +244,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         let (path, format) = (l.path.display(), l.format.name());
         obs.push_str(&format!("  access log: {path} ({format})\n"));
     }
+    obs.push_str(limits_line.as_deref().unwrap_or_default());
     if let Some(at) = summary.rfind("  limits: ") {
         summary.insert_str(at, &obs);
     }
@@ -495,7 +508,7 @@ fn summary(
                 } else {
                     c.purge_from
                         .iter()
-                        .map(|p| format!("{}/{}", p.addr, p.prefix))
+                        .map(|p| p.to_string())
                         .collect::<Vec<_>>()
                         .join(" ")
                 },

@@ -198,6 +198,15 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         new.listeners = old.listeners.clone();
     }
     new.runtime = old.runtime.clone();
+    // The listeners stay as started, and so does their steering by client address.
+    if crate::limit::wants_steering(&new) && !old.client_steering && old.runtime.workers > 1 {
+        not_applied.push(
+            "steering clients to workers (the limits are divided between the workers until \
+             a restart or a takeover)"
+                .into(),
+        );
+    }
+    new.client_steering = old.client_steering;
     if old.admin != new.admin {
         let addr = |a: Option<SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
         let (a, b) = (addr(old.admin), addr(new.admin));
@@ -216,11 +225,12 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
             changes.push(format!("upstream {} removed", o.name));
         }
     }
-    let sections: [(&str, &dyn fmt::Debug, &dyn fmt::Debug); 4] = [
+    let sections: [(&str, &dyn fmt::Debug, &dyn fmt::Debug); 5] = [
         ("routes", &old.routes, &new.routes),
         ("timeouts", &old.timeouts, &new.timeouts),
         ("headers", &old.headers, &new.headers),
         ("limits", &old.limits, &new.limits),
+        ("client_limits", &old.client_limits, &new.client_limits),
     ];
     for (name, a, b) in sections {
         if differs(a, b) {
