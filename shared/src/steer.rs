@@ -19,12 +19,17 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-// Classic BPF opcodes (linux/filter.h, linux/bpf_common.h).
-const BPF_LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
-const BPF_ALU_MUL_K: u16 = 0x04 | 0x20;
-const BPF_ALU_RSH_K: u16 = 0x04 | 0x70;
-const BPF_ALU_MOD_K: u16 = 0x04 | 0x90;
-const BPF_RET_A: u16 = 0x06 | 0x10;
+// Classic BPF opcodes (linux/bpf_common.h): class | size or operation | source.
+/// BPF_LD (0x00) | BPF_W (0x00) | BPF_ABS (0x20).
+const BPF_LD_W_ABS: u16 = 0x20;
+/// BPF_ALU (0x04) | BPF_MUL (0x20) | BPF_K (0x00).
+const BPF_ALU_MUL_K: u16 = 0x24;
+/// BPF_ALU | BPF_RSH (0x70) | BPF_K.
+const BPF_ALU_RSH_K: u16 = 0x74;
+/// BPF_ALU | BPF_MOD (0x90) | BPF_K.
+const BPF_ALU_MOD_K: u16 = 0x94;
+/// BPF_RET (0x06) | BPF_A (0x10).
+const BPF_RET_A: u16 = 0x16;
 /// Loads at `SKF_NET_OFF + k` read the network (IP) header.
 const SKF_NET_OFF: i32 = -0x100000;
 /// `SO_DETACH_REUSEPORT_BPF` (Linux 5.8).

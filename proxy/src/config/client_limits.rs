@@ -202,4 +202,63 @@ mod tests {
             assert!(e.contains("N/s"), "{bad}: {e}");
         }
     }
+
+    const HEAD: &str = "[[listen]]\naddr = \"127.0.0.1:0\"\n";
+    const ROUTE: &str = "[[route]]\npath = \"/\"\nreturn = { status = 200 }\n";
+
+    #[test]
+    fn values_are_read_with_their_defaults() {
+        let text = format!(
+            "{HEAD}[client_limits]\nrate = \"30/m\"\nconnections = 8\n{ROUTE}\
+             allow = [\"10.0.0.0/8\", \"::1\"]\ndeny = [\"10.0.0.9\"]\nlimit = {{ rate = \"5/s\" }}\n"
+        );
+        let cfg = crate::config::from_toml("p.toml", &text).unwrap();
+        let l = &cfg.client_limits;
+        let rate = l.rate.unwrap();
+        assert_eq!(
+            (rate.count.get(), rate.per_minute, rate.burst),
+            (30, true, 0)
+        );
+        assert_eq!((l.connections, l.table_size), (Some(8), DEFAULT_TABLE_SIZE));
+        let a = cfg.routes[crate::config::RouteId::new(0)]
+            .access
+            .as_ref()
+            .unwrap();
+        assert_eq!((a.allow.0.len(), a.deny.0.len()), (2, 1));
+        assert_eq!(a.limit.map(|l| (l.count.get(), l.burst)), Some((5, 0)));
+        assert!(a.permits("10.0.0.1".parse().unwrap()) && !a.permits("10.0.0.9".parse().unwrap()));
+        let none = crate::config::from_toml("p.toml", &format!("{HEAD}{ROUTE}")).unwrap();
+        assert_eq!(none.client_limits, ClientLimits::default());
+        assert!(none.routes[crate::config::RouteId::new(0)].access.is_none());
+    }
+
+    #[test]
+    fn bad_values_name_the_file_line_and_key() {
+        for (tail, want) in [
+            ("[client_limits]\nrate = \"10/x\"\n", "p.toml:4: key `client_limits.rate`: `10/x` is not a request rate"),
+            ("[client_limits]\nrate = \"0/s\"\n", "p.toml:4: key `client_limits.rate`"),
+            ("[client_limits]\nrate = 10\n", "p.toml:4: key `client_limits.rate`"),
+            ("[client_limits]\nrate = \"1/s\"\nburst = -1\n", "p.toml:5: key `client_limits.burst`: burst must be 0 or more"),
+            ("[client_limits]\nconnections = 0\n", "p.toml:4: key `client_limits.connections`"),
+            ("[client_limits]\ntable_size = 0\n", "p.toml:4: key `client_limits.table_size`: table_size must be between 1"),
+            ("[client_limits]\nrates = \"1/s\"\n", "unknown field `rates`"),
+            ("[client_limits]\nburst = 5\n", "key `client_limits.burst`: `burst` needs a `rate`"),
+            ("allow = [\"10.0.0.0/33\"]\n", "p.toml:6: key `route[0].allow`: `10.0.0.0/33` is not an address or CIDR block: the prefix length must be 0 to 32"),
+            ("deny = [\"localhost\"]\n", "p.toml:6: key `route[0].deny`: `localhost` is not an address or CIDR block"),
+            ("deny = [\"10.1.0.0/8\"]\n", "host bits are set"),
+            ("allow = \"10.0.0.0/8\"\n", "p.toml:6: key `route[0].allow`"),
+            ("limit = { rate = \"10/x\" }\n", "p.toml:6: key `route[0].limit.rate`: `10/x` is not a request rate"),
+            ("limit = { rate = \"1/s\", burst = -1 }\n", "p.toml:6: key `route[0].limit.burst`: burst must be 0 or more"),
+            ("limit = { burst = 1 }\n", "p.toml:6: key `route[0].limit`: missing field `rate`"),
+        ] {
+            let text = if tail.starts_with('[') {
+                format!("{HEAD}{tail}{ROUTE}")
+            } else {
+                format!("{HEAD}{ROUTE}{tail}")
+            };
+            let e = crate::config::from_toml("p.toml", &text).unwrap_err().to_string();
+            assert!(e.contains(want), "{tail}: {e}");
+            assert!(e.starts_with("p.toml"), "{tail}: {e}");
+        }
+    }
 }
