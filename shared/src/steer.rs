@@ -13,6 +13,13 @@
 //! - The program belongs to the group, not to a socket: attaching it through any one socket
 //!   replaces the group's program, for every process holding the group (a takeover's new
 //!   process attaches its own, or detaches it with [`unsteer`]).
+//! - Across a takeover the sockets are the same kernel objects (passed, not re-bound): they
+//!   keep their places in the group, and a new process with more workers appends its extra
+//!   sockets. The kernel reorders the group only when a socket of it is closed for good (the
+//!   last one moves into the gap), which a takeover does only to an address the new config
+//!   dropped, whose whole group goes. With fewer workers than sockets, worker `i` takes
+//!   sockets `i, i + n, ...` and the program names only the first `n`: still one worker per
+//!   client address.
 //! - The trade-off: many clients behind one address (a NAT, a corporate proxy) all land on
 //!   one worker, which may then carry more than its share of the load.
 
@@ -151,8 +158,16 @@ mod tests {
                 seen.iter().all(|&s| s),
                 "12 addresses reach every socket: {seen:?}"
             );
-            // Detached: the kernel's own hash again (and detaching twice is fine).
+            // Detached: the kernel's own hash of the 4-tuple again, which spreads one
+            // address's connections (all 40 on one socket by chance: 2^-39 at most). And
+            // detaching twice is fine.
             unsteer(&group[0]).unwrap();
+            let mut hit = vec![0; n as usize];
+            for _ in 0..40 {
+                let _c = connect_from(Ipv4Addr::LOCALHOST, addr);
+                hit[accepted_on(&group)] += 1;
+            }
+            assert!(hit.iter().filter(|&&h| h > 0).count() > 1, "{hit:?}");
             unsteer(&group[0]).unwrap();
         }
     }

@@ -21,3 +21,4 @@ mod reload;
 mod reload_metrics;
 mod systemd_unit;
 mod takeover;
+mod takeover_limits;
