@@ -342,3 +342,38 @@ mod tests {
         assert_eq!(applied.groups.len(), 2);
     }
 }
+
+#[cfg(test)]
+mod steering_tests {
+    use super::compare;
+
+    fn cfg(extra: &str, steered: bool) -> crate::config::Config {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:8080\"\n[runtime]\nworkers = 2\n\
+             [upstream.app]\nservers = [\"127.0.0.1:9001\"]\n{extra}"
+        );
+        let mut c = crate::config::from_toml("t.toml", &text).unwrap();
+        c.client_steering = steered;
+        c
+    }
+
+    #[test]
+    fn a_reload_keeps_the_listeners_steering_and_says_when_limits_need_it() {
+        let limits = "[client_limits]\nrate = \"10/s\"\n";
+        // Limits added to a process whose listeners are not steered: divided until a restart.
+        let (new, changes, not_applied) = compare(&cfg("", false), cfg(limits, true));
+        assert!(!new.client_steering);
+        assert!(
+            changes.contains(&"client_limits".to_string()),
+            "{changes:?}"
+        );
+        assert!(
+            not_applied.iter().any(|m| m.contains("steering clients")),
+            "{not_applied:?}"
+        );
+        // Steered from the start: kept, nothing to say.
+        let (new, _, not_applied) = compare(&cfg(limits, true), cfg(limits, false));
+        assert!(new.client_steering);
+        assert!(not_applied.is_empty(), "{not_applied:?}");
+    }
+}

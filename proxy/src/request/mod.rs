@@ -357,7 +357,11 @@ pub fn prepare_request(
         if let Some(guards) = &g.guards {
             if let Some(why) = guards.check(&g.cfg, route, ip.ip(), shared::clock::loop_now()) {
                 let arrived = buf.len() - head.head_len;
-                let (skip, close) = refuse::render(w, why, &head, arrived, out);
+                let cached = matches!(
+                    g.cfg.routes[route].action,
+                    Action::Proxy { cache: Some(_), .. }
+                );
+                let (skip, close) = refuse::render(w, why, cached, &head, arrived, out);
                 info.dispatch = Dispatch::Refused { skip, close, why };
                 return Ok(Some(info));
             }

@@ -11,10 +11,13 @@ use shared::http::encode::{fmt_decimal, write_simple_response_with};
 use shared::http::{RequestHead, RequestMethod, Version};
 
 /// Render the refusal of `head` (with `arrived` bytes after its head already read) into
-/// `out`: the body to skip (`None`: close) and whether the connection closes.
+/// `out`: the body to skip (`None`: close) and whether the connection closes. `cached`: the
+/// route has a response cache, whose every answer says `X-Cache` (BYPASS: the cache was not
+/// used), as its other own errors do.
 pub(crate) fn render(
     w: AnswerCtx<'_>,
     why: Refusal,
+    cached: bool,
     head: &RequestHead<'_, '_>,
     arrived: usize,
     out: &mut BytesMut,
@@ -28,14 +31,18 @@ pub(crate) fn render(
         || (w.draining && !pipelined);
     out.clear();
     let mut digits = [0u8; 20];
-    match why {
-        Refusal::Denied => write_simple_response_with(out, Version::Http11, 403, close, &[]),
+    let mut fields: [(&[u8], &[u8]); 2] = [(b"X-Cache", b"BYPASS"), (b"", b"")];
+    let mut n = usize::from(cached);
+    let status = match why {
+        Refusal::Denied => 403,
         Refusal::Limited { retry_after } => {
             let secs = fmt_decimal(u64::from(retry_after), &mut digits);
-            let fields: [(&[u8], &[u8]); 1] = [(b"Retry-After", secs)];
-            write_simple_response_with(out, Version::Http11, 429, close, &fields)
+            fields[n] = (b"Retry-After", secs);
+            n += 1;
+            429
         }
-    }
+    };
+    write_simple_response_with(out, Version::Http11, status, close, &fields[..n]);
     if head.request_method() == RequestMethod::Head {
         // The same head, no body (its Content-Length says what a GET would get).
         if let Some(end) = out.windows(4).position(|x| x == b"\r\n\r\n") {

@@ -208,6 +208,8 @@ fn allow_and_deny_answer_403_on_every_action_and_skip_the_body() {
             let r = ask(&mut denied, &post, false);
             assert_well_formed(&r, 403);
             assert!(r.header("connection").is_none(), "{host}{path}: {r:?}");
+            let x_cache = (path == "/c/x").then_some("BYPASS");
+            assert_eq!(r.header("x-cache"), x_cache, "{host}{path}: {r:?}");
             assert_well_formed(&ask(&mut denied, &get_req, false), 403);
             let r = ask(&mut allowed, &get_req, false);
             assert_eq!(r.status, 200, "{host}{path} from 127.0.0.2: {r:?}");
