@@ -55,7 +55,10 @@ impl Acceptor for TlsListener {
     }
 
     fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
-        let guard = self.w.enter();
+        // Over its client's connection limit: dropping the stream closes it.
+        let Some(guard) = self.w.enter(peer) else {
+            return;
+        };
         let (w, tls) = (self.w.clone(), self.tls.clone());
         let serve = crate::client::serve_tls(w, stream, peer, guard, tls);
         monoio::spawn(self.w.contained(serve));
@@ -78,7 +81,9 @@ impl Acceptor for ProxyWorker {
     fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
         // TCP_NODELAY is inherited from the listener (see `shared::net::nodelay_listener`): no setsockopt
         // per connection.
-        let guard = self.enter();
+        let Some(guard) = self.enter(peer) else {
+            return;
+        };
         let serve = crate::client::serve(self.clone(), stream, peer, guard);
         monoio::spawn(self.contained(serve));
     }

@@ -335,6 +335,10 @@ async fn requests(
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
             Dispatch::Cached { cache, group } => exchange::cached::run(c, info, cache, group).await,
             Dispatch::Answered { skip, close } => send_answer(c, &info, skip, close).await,
+            Dispatch::Refused { skip, close, why } => {
+                c.rec.refused = Some(why);
+                send_answer(c, &info, skip, close).await
+            }
             Dispatch::Static { site, query } => {
                 let g = c.g.clone();
                 crate::static_serve::serve(c, g.site(site), &info, &query).await

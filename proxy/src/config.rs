@@ -18,6 +18,7 @@
 //! fails if a key is missing from it), and a test.
 
 pub mod cache;
+pub mod client_limits;
 pub mod health;
 pub mod ids;
 pub mod schema;
@@ -68,6 +69,12 @@ pub struct Config {
     pub access_log: Option<AccessLogConfig>,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
+    /// `[client_limits]`: per client address rates and connections.
+    pub client_limits: client_limits::ClientLimits,
+    /// Set by the start (kept by reloads): the listeners steer each client address to one
+    /// worker (`shared::net::steer_by_source`), so a worker's count of a client is the
+    /// client's whole count. Otherwise each worker enforces 1/workers of every limit.
+    pub client_steering: bool,
 }
 
 /// What is worth saying at start but does not stop it: a static root that is not a
@@ -347,6 +354,8 @@ pub struct Route {
     /// Path prefix, e.g. `/` or `/api/`.
     pub path_prefix: String,
     pub action: Action,
+    /// `allow`, `deny` and `limit`; `None`: none of them.
+    pub access: Option<Arc<client_limits::Access>>,
 }
 
 /// What a route does with the requests it matches; the client loop matches on it once per

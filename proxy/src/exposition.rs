@@ -48,6 +48,7 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
     connections(&mut o, snaps);
     upstreams(&mut o, cfg, &m, snaps);
     caches(&mut o, cfg, &m, snaps);
+    limits(&mut o, cfg, &m, snaps);
     family(
         &mut o,
         "proxy_tls_handshakes_total",
@@ -100,6 +101,35 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
     family(&mut o, "proxy_workers", "gauge", "Workers that answered.");
     let _ = writeln!(o, "proxy_workers {}", snaps.len());
     o
+}
+
+/// What the per client limits and access rules refused (`crate::limit`).
+fn limits(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
+    let kinds = [
+        (
+            "proxy_limited_requests_total",
+            "Requests refused with 429 by a rate limit ([client_limits] rate, a route's limit).",
+        ),
+        (
+            "proxy_denied_requests_total",
+            "Requests refused with 403 by a route's allow/deny.",
+        ),
+    ];
+    for (i, (name, help)) in kinds.iter().enumerate() {
+        family(o, name, "counter", help);
+        for (r, counts) in m.refused.enumerate() {
+            let route = esc(&route_label(cfg, Some(r)));
+            let _ = writeln!(o, "{name}{{route=\"{route}\"}} {}", counts[i]);
+        }
+    }
+    family(
+        o,
+        "proxy_limited_connections_total",
+        "counter",
+        "Connections closed at accept: their client had [client_limits] connections open.",
+    );
+    let n: u64 = snaps.iter().map(|s| s.limited_connections).sum();
+    let _ = writeln!(o, "proxy_limited_connections_total {n}");
 }
 
 fn requests(o: &mut String, cfg: &Config, m: &Metrics) {

@@ -50,6 +50,8 @@ pub struct Generation {
     /// The open-file caches of the static routes' roots: what they hold open (descriptors,
     /// small files' bytes) goes with the generation, unless the next one serves the root too.
     pub statics: crate::static_files::cache::Sites,
+    /// Access rules and per client rate limits (`crate::limit`); `None`: none configured.
+    pub guards: Option<crate::limit::Guards>,
     // The TLS acceptor configs are in `cfg.listeners`: a handshake takes the current
     // generation's (see `client::serve_tls`).
 }
@@ -96,6 +98,7 @@ impl Generation {
                     _ => None,
                 }
             })),
+            guards: crate::limit::Guards::new(&cfg),
             cached,
             sites,
             slot,
@@ -215,7 +218,8 @@ impl Generation {
     ///   was there before keeps its failure state;
     /// - a cached route's store, when a route with the same host and path had the same
     ///   cache settings;
-    /// - a static root's open-file cache, when `prev` served the same root.
+    /// - a static root's open-file cache, when `prev` served the same root;
+    /// - a rate limit's buckets, when its route (same host and path) has the same limit.
     ///
     /// Requests still on `prev` keep using it (and its pools); what was not carried over is
     /// dropped with it.
@@ -226,6 +230,9 @@ impl Generation {
         g.carry_balancers(prev);
         g.carry_caches(prev, &mut carried);
         g.statics.carry_over(&prev.statics);
+        if let (Some(new), Some(old)) = (g.guards.as_mut(), prev.guards.as_ref()) {
+            new.carry_over(old, &prev.cfg, &g.cfg);
+        }
         (g, carried)
     }
 

@@ -34,6 +34,7 @@ extern crate self as proxy;
 
 pub mod balance;
 pub mod cache;
+pub mod cidr;
 pub mod cli;
 pub mod config;
 pub mod route;
@@ -57,6 +58,7 @@ mod host;
 mod http_date;
 mod io;
 mod lifecycle;
+mod limit;
 mod metrics;
 pub mod notify;
 mod pool;
@@ -142,35 +144,22 @@ pub fn start(cfg: config::Config) -> Result<Running, StartError> {
 }
 
 /// [`start`], with sockets taken over or kept for a takeover.
-pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Running, StartError> {
+pub fn start_with(
+    mut cfg: config::Config,
+    mut sockets: Sockets<'_>,
+) -> Result<Running, StartError> {
     let nofile = shared::net::raise_nofile_limit();
     let driver = select_driver(&cfg.runtime)?;
     let n = cfg.runtime.workers.max(1);
-    // Per worker: its sockets, each with the index of its listener in `cfg.listeners`.
-    let mut per_worker: Vec<Vec<(usize, std::net::TcpListener)>> =
-        (0..n).map(|_| Vec::new()).collect();
-    let mut addrs = Vec::with_capacity(cfg.listeners.len());
-    let mut copies = Vec::new();
-    for (li, l) in cfg.listeners.iter().enumerate() {
-        let bind_err = |source| StartError::Bind {
-            addr: l.addr,
-            source,
-        };
-        let inherited = match sockets.inherited.as_deref_mut() {
-            Some(i) => i.take(l.addr),
-            None => Vec::new(),
-        };
-        let group = listener_group(l, n, inherited).map_err(bind_err)?;
-        addrs.push(group[0].local_addr().map_err(bind_err)?);
-        for (i, s) in group.into_iter().enumerate() {
-            if sockets.keep_copies {
-                copies.push((l.addr, s.try_clone().map_err(bind_err)?));
-            }
-            // More sockets than workers (taken over from a process with more): a worker
-            // accepts on several.
-            per_worker[i % n].push((li, s));
-        }
-    }
+    let Bound {
+        per_worker,
+        addrs,
+        copies,
+        firsts,
+    } = bind_listeners(&cfg, n, &mut sockets)?;
+    let groups: Vec<_> = firsts.iter().map(|(l, t)| (l, *t)).collect();
+    let limits_line = limit::steer_listeners(&mut cfg, &groups, n);
+    drop(firsts);
     // Opened here once so a path that cannot be written stops the start with its reason.
     if let Some(l) = &cfg.access_log {
         access_log::open_file(l).map_err(|source| StartError::AccessLog {
@@ -236,6 +225,7 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         let (path, format) = (l.path.display(), l.format.name());
         obs.push_str(&format!("  access log: {path} ({format})\n"));
     }
+    obs.push_str(limits_line.as_deref().unwrap_or_default());
     if let Some(at) = summary.rfind("  limits: ") {
         summary.insert_str(at, &obs);
     }
@@ -251,6 +241,57 @@ pub fn start_with(cfg: config::Config, mut sockets: Sockets<'_>) -> Result<Runni
         reload_state,
         copies,
     })
+}
+
+/// The listening sockets of a start, as [`bind_listeners`] leaves them.
+struct Bound {
+    /// Per worker: its sockets, each with the index of its listener in `cfg.listeners`.
+    per_worker: Vec<Vec<(usize, std::net::TcpListener)>>,
+    /// Per listener: its bound address.
+    addrs: Vec<SocketAddr>,
+    /// Copies kept for a takeover (`Sockets::keep_copies`).
+    copies: Vec<(SocketAddr, std::net::TcpListener)>,
+    /// Per listener: a copy of its first socket, and whether its group was taken over (the
+    /// client steering is attached through it: `limit::steer_listeners`).
+    firsts: Vec<(std::net::TcpListener, bool)>,
+}
+
+/// Every listener's group of sockets, taken over or bound, at least one per worker.
+fn bind_listeners(
+    cfg: &config::Config,
+    n: usize,
+    sockets: &mut Sockets<'_>,
+) -> Result<Bound, StartError> {
+    let mut b = Bound {
+        per_worker: (0..n).map(|_| Vec::new()).collect(),
+        addrs: Vec::with_capacity(cfg.listeners.len()),
+        copies: Vec::new(),
+        firsts: Vec::with_capacity(cfg.listeners.len()),
+    };
+    for (li, l) in cfg.listeners.iter().enumerate() {
+        let bind_err = |source| StartError::Bind {
+            addr: l.addr,
+            source,
+        };
+        let inherited = match sockets.inherited.as_deref_mut() {
+            Some(i) => i.take(l.addr),
+            None => Vec::new(),
+        };
+        let taken_over = !inherited.is_empty();
+        let group = listener_group(l, n, inherited).map_err(bind_err)?;
+        b.addrs.push(group[0].local_addr().map_err(bind_err)?);
+        b.firsts
+            .push((group[0].try_clone().map_err(bind_err)?, taken_over));
+        for (i, s) in group.into_iter().enumerate() {
+            if sockets.keep_copies {
+                b.copies.push((l.addr, s.try_clone().map_err(bind_err)?));
+            }
+            // More sockets than workers (taken over from a process with more): a worker
+            // accepts on several.
+            b.per_worker[i % n].push((li, s));
+        }
+    }
+    Ok(b)
 }
 
 /// `proxy`'s start: with `takeover_socket`, takeovers are served there; with `take_over`
@@ -499,7 +540,7 @@ fn summary(
                 } else {
                     c.purge_from
                         .iter()
-                        .map(|p| format!("{}/{}", p.addr, p.prefix))
+                        .map(|p| p.to_string())
                         .collect::<Vec<_>>()
                         .join(" ")
                 },

@@ -146,6 +146,8 @@ pub struct Metrics {
     pub retries: Table<GroupId, u64>,
     /// Per route, per cache status.
     pub cache: Table<RouteId, [u64; 5]>,
+    /// Per route: requests refused by a rate limit (429) and by `allow`/`deny` (403).
+    pub refused: Table<RouteId, [u64; 2]>,
 }
 
 impl Metrics {
@@ -158,6 +160,7 @@ impl Metrics {
                 .map(|g| g.servers.map(|_| ServerCounts::default())),
             retries: cfg.groups.map(|_| 0),
             cache: cfg.routes.map(|_| [0; 5]),
+            refused: cfg.routes.map(|_| [0; 2]),
             ..Metrics::default()
         }
     }
@@ -198,6 +201,11 @@ impl Metrics {
                 c[cache_index(cs)] += 1;
             }
         }
+        if let (Some(route), Some(why)) = (r.route, r.refused) {
+            if let Some(c) = self.refused.get_mut(route) {
+                c[usize::from(why == crate::limit::Refusal::Denied)] += 1;
+            }
+        }
     }
 
     /// After a reload: the counts keyed by `old`'s ids move to `new`'s, by name (routes by
@@ -226,6 +234,11 @@ impl Metrics {
                 add_row(&mut next.cache[nr], counts);
             }
         }
+        for (r, counts) in self.refused.enumerate() {
+            if let Some(nr) = same_route(old, new, r) {
+                add_row(&mut next.refused[nr], counts);
+            }
+        }
         for (g, servers) in self.servers.enumerate() {
             for (s, c) in servers.enumerate() {
                 if let Some((ng, ns)) = same_server(old, new, g, s) {
@@ -250,6 +263,7 @@ impl Metrics {
         add_row(&mut self.unrouted, &o.unrouted);
         add_rows(&mut self.requests, &o.requests);
         add_rows(&mut self.cache, &o.cache);
+        add_rows(&mut self.refused, &o.refused);
         self.bytes_in = self.bytes_in.saturating_add(o.bytes_in);
         self.bytes_out += o.bytes_out;
         add_row(&mut self.faults, &o.faults);
@@ -324,6 +338,8 @@ pub struct WorkerSnapshot {
     pub tls: [u64; 4],
     /// Response bodies spliced from socket to socket (`splice.rs`).
     pub spliced: u64,
+    /// Connections closed at accept by `[client_limits] connections`.
+    pub limited_connections: u64,
     /// Per group, per server.
     pub servers: Table<GroupId, Table<ServerId, ServerState>>,
     /// Per route (`None`: not cached).

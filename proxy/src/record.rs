@@ -55,6 +55,8 @@ pub struct Record {
     pub upstream_time: Option<Duration>,
     /// Set on cached routes.
     pub cache: Option<CacheStatus>,
+    /// Refused by the route's access rules or a rate limit.
+    pub refused: Option<crate::limit::Refusal>,
     /// Find the response head's length (for the access log's body bytes): a scan of the head
     /// that metrics alone do not need.
     pub measure_head: bool,
@@ -85,6 +87,7 @@ impl Record {
             upstream_ttfb: None,
             upstream_time: None,
             cache: None,
+            refused: None,
             measure_head: true,
         }
     }

@@ -198,6 +198,15 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         new.listeners = old.listeners.clone();
     }
     new.runtime = old.runtime.clone();
+    // The listeners stay as started, and so does their steering by client address.
+    if crate::limit::wants_steering(&new) && !old.client_steering && old.runtime.workers > 1 {
+        not_applied.push(
+            "steering clients to workers (the limits are divided between the workers until \
+             a restart or a takeover)"
+                .into(),
+        );
+    }
+    new.client_steering = old.client_steering;
     if old.admin != new.admin {
         let addr = |a: Option<SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
         let (a, b) = (addr(old.admin), addr(new.admin));
@@ -216,11 +225,12 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
             changes.push(format!("upstream {} removed", o.name));
         }
     }
-    let sections: [(&str, &dyn fmt::Debug, &dyn fmt::Debug); 4] = [
+    let sections: [(&str, &dyn fmt::Debug, &dyn fmt::Debug); 5] = [
         ("routes", &old.routes, &new.routes),
         ("timeouts", &old.timeouts, &new.timeouts),
         ("headers", &old.headers, &new.headers),
         ("limits", &old.limits, &new.limits),
+        ("client_limits", &old.client_limits, &new.client_limits),
     ];
     for (name, a, b) in sections {
         if differs(a, b) {
@@ -330,5 +340,40 @@ mod tests {
         assert_eq!(applied.admin, None);
         assert_eq!(applied.timeouts.read, Duration::from_secs(1));
         assert_eq!(applied.groups.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod steering_tests {
+    use super::compare;
+
+    fn cfg(extra: &str, steered: bool) -> crate::config::Config {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:8080\"\n[runtime]\nworkers = 2\n\
+             [upstream.app]\nservers = [\"127.0.0.1:9001\"]\n{extra}"
+        );
+        let mut c = crate::config::from_toml("t.toml", &text).unwrap();
+        c.client_steering = steered;
+        c
+    }
+
+    #[test]
+    fn a_reload_keeps_the_listeners_steering_and_says_when_limits_need_it() {
+        let limits = "[client_limits]\nrate = \"10/s\"\n";
+        // Limits added to a process whose listeners are not steered: divided until a restart.
+        let (new, changes, not_applied) = compare(&cfg("", false), cfg(limits, true));
+        assert!(!new.client_steering);
+        assert!(
+            changes.contains(&"client_limits".to_string()),
+            "{changes:?}"
+        );
+        assert!(
+            not_applied.iter().any(|m| m.contains("steering clients")),
+            "{not_applied:?}"
+        );
+        // Steered from the start: kept, nothing to say.
+        let (new, _, not_applied) = compare(&cfg(limits, true), cfg(limits, false));
+        assert!(new.client_steering);
+        assert!(not_applied.is_empty(), "{not_applied:?}");
     }
 }

@@ -93,7 +93,7 @@ impl RequestPath {
                     websocket: info.websocket,
                 }
             }
-            Dispatch::Answered { .. } => Prepared::Answer(out.to_vec()),
+            Dispatch::Answered { .. } | Dispatch::Refused { .. } => Prepared::Answer(out.to_vec()),
             Dispatch::Static { .. } => Prepared::Static,
         };
         Ok(Some(Decided {

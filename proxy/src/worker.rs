@@ -62,6 +62,8 @@ pub struct ProxyCounters {
     pub tls_plain_http: Counter,
     /// Response bodies moved with splice(2) (`splice.rs`).
     pub spliced: Counter,
+    /// Connections closed at accept: their client had `[client_limits] connections` open.
+    pub limited_connections: Counter,
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -131,6 +133,8 @@ pub struct ProxyWorker {
     /// Client connections open, under the connection limit, and accept loops waiting for one
     /// to close.
     slots: ConnSlots,
+    /// Open connections per client address (`[client_limits] connections`).
+    clients: crate::limit::ConnCounts,
 }
 
 impl ProxyWorker {
@@ -161,6 +165,7 @@ impl ProxyWorker {
             rng: crate::answer::Rng::from_entropy(id as u64),
             buffers: BufferPools::default(),
             slots: ConnSlots::default(),
+            clients: crate::limit::ConnCounts::default(),
         }
     }
 
@@ -324,6 +329,7 @@ impl ProxyWorker {
                 ]
             },
             spliced: self.stats.spliced.get(),
+            limited_connections: self.stats.limited_connections.get(),
             servers,
             caches,
             draining: self.life.shutdown.is_fired(),
@@ -359,11 +365,29 @@ impl ProxyWorker {
         self.slots.active()
     }
 
-    /// Count a client connection in; the guard counts it out when dropped.
-    pub fn enter(self: &Rc<Self>) -> ConnGuard {
+    /// Count a connection from `peer` in; the guard counts it out when dropped. `None`: the
+    /// client has its `[client_limits] connections` open on this worker already (counted;
+    /// the caller closes the connection without a byte, as HAProxy's `tcp-request
+    /// connection reject`: an answer would cost more than the connection).
+    pub fn enter(self: &Rc<Self>, peer: std::net::SocketAddr) -> Option<ConnGuard> {
+        let max = crate::limit::connections_per_worker(&self.generation.borrow().cfg);
+        let client = match max {
+            None => None,
+            Some(max) => {
+                let key = crate::limit::key_of(peer.ip());
+                if !self.clients.enter(key, max) {
+                    self.stats.limited_connections.incr();
+                    return None;
+                }
+                Some(key)
+            }
+        };
         self.slots.enter();
         self.stats.connections.incr();
-        ConnGuard(self.clone())
+        Some(ConnGuard {
+            w: self.clone(),
+            client,
+        })
     }
 
     /// Completes once the worker is below its connection limit.
@@ -402,12 +426,19 @@ pub struct HealthTasks {
     pub(crate) tasks: RefCell<Vec<monoio::task::JoinHandle<()>>>,
 }
 
-/// Counts one client connection; dropping it frees the slot and wakes a waiting accept loop.
-pub struct ConnGuard(Rc<ProxyWorker>);
+/// Counts one client connection; dropping it frees the slot and wakes a waiting accept loop
+/// (and gives its client's connection back, when they are counted).
+pub struct ConnGuard {
+    w: Rc<ProxyWorker>,
+    client: Option<crate::limit::AddrKey>,
+}
 
 impl Drop for ConnGuard {
     fn drop(&mut self) {
-        self.0.slots.leave();
+        if let Some(key) = self.client {
+            self.w.clients.leave(key);
+        }
+        self.w.slots.leave();
     }
 }
 

@@ -34,6 +34,7 @@ pub mod origin;
 pub mod pinning;
 pub mod runtime;
 pub mod shutdown;
+pub mod steer;
 pub mod stream;
 pub mod tls;
 pub mod units;

@@ -38,6 +38,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
                 group: GroupId::new(0),
                 cache: None,
             },
+            access: None,
         }]
         .into(),
         timeouts: Timeouts {
@@ -49,6 +50,8 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         admin: None,
         access_log: None,
         source: "test".into(),
+        client_limits: Default::default(),
+        client_steering: false,
     }
 }
 

@@ -43,19 +43,29 @@ fn requests(s: &mut TcpStream, buf: &mut [u8; 4096], n: usize) {
 
 #[test]
 fn return_allocates_nothing_per_request() {
-    let text = "[[listen]]\naddr = \"127.0.0.1:0\"\n[runtime]\nworkers = 1\npin = false\n\
-                [[route]]\npath = \"/avatar/\"\n\
-                return = { status = 302, location = \"http://img.example.com/{random:1-21}.png?{query}&h={host}\" }\n";
-    let cfg = proxy::config::from_toml("alloc.toml", text).expect("config");
-    let p = proxy::start(cfg).expect("proxy starts");
-    let mut s = TcpStream::connect(p.listen_addrs()[0]).expect("connect");
-    s.set_nodelay(true).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    let mut buf = [0u8; 4096];
-    // Warm up: buffers, pools and timers reach their steady size.
-    requests(&mut s, &mut buf, 500);
-    GLOBAL.assert_flat(1_000, 200, |k| requests(&mut s, &mut buf, k as usize));
-    drop(s);
-    p.shutdown().unwrap();
+    // Then again with an access rule and both rate limits on the route: once the client's
+    // address is in the tables, checking it allocates nothing either.
+    for guards in [
+        "",
+        "allow = [\"127.0.0.0/8\"]\nlimit = { rate = \"1/s\", burst = 1000000 }\n\
+         [client_limits]\nrate = \"1/s\"\nburst = 1000000\nconnections = 4\n",
+    ] {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[runtime]\nworkers = 1\npin = false\n\
+             [[route]]\npath = \"/avatar/\"\n\
+             return = {{ status = 302, location = \"http://img.example.com/{{random:1-21}}.png?{{query}}&h={{host}}\" }}\n{guards}"
+        );
+        let cfg = proxy::config::from_toml("alloc.toml", &text).expect("config");
+        let p = proxy::start(cfg).expect("proxy starts");
+        let mut s = TcpStream::connect(p.listen_addrs()[0]).expect("connect");
+        s.set_nodelay(true).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut buf = [0u8; 4096];
+        // Warm up: buffers, pools and timers reach their steady size.
+        requests(&mut s, &mut buf, 500);
+        GLOBAL.assert_flat(1_000, 200, |k| requests(&mut s, &mut buf, k as usize));
+        drop(s);
+        p.shutdown().unwrap();
+    }
 }

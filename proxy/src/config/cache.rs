@@ -116,63 +116,8 @@ impl CacheEntry {
     }
 }
 
-/// An address block: `10.0.0.0/8`, `::1/128`, or a bare address (a block of one).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    pub addr: IpAddr,
-    pub prefix: u8,
-}
-
-impl Cidr {
-    pub fn parse(s: &str) -> Result<Cidr, String> {
-        let bad = |why: &str| format!("`{s}` is not an address or CIDR block: {why}");
-        let (ip, prefix) = match s.split_once('/') {
-            Some((ip, p)) => (ip, Some(p)),
-            None => (s, None),
-        };
-        let addr: IpAddr = ip
-            .parse()
-            .map_err(|_| bad("expected e.g. 127.0.0.1, 10.0.0.0/8 or ::1"))?;
-        let max = if addr.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(p) => match p.parse::<u8>() {
-                Ok(n) if n <= max => n,
-                _ => return Err(bad(&format!("the prefix length must be 0 to {max}"))),
-            },
-        };
-        if Cidr::mask(addr, prefix) != bits(addr) {
-            return Err(bad(
-                "host bits are set after the prefix (write the network address)",
-            ));
-        }
-        Ok(Cidr { addr, prefix })
-    }
-
-    /// `addr` with the bits after `prefix` cleared, as a 128-bit number.
-    fn mask(addr: IpAddr, prefix: u8) -> u128 {
-        let width: u32 = if addr.is_ipv4() { 32 } else { 128 };
-        let host_bits = width - u32::from(prefix);
-        let m = u128::MAX.checked_shl(host_bits).unwrap_or(0);
-        bits(addr) & m
-    }
-
-    /// Whether `ip` is in this block (IPv4-mapped IPv6 clients match IPv4 blocks).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        ip.is_ipv4() == self.addr.is_ipv4() && Cidr::mask(ip, self.prefix) == bits(self.addr)
-    }
-}
-
-fn bits(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(a) => u128::from(u32::from(a)),
-        IpAddr::V6(a) => u128::from(a),
-    }
-}
+/// The one parser of address blocks (`crate::cidr`), as `purge_from` names it.
+pub use crate::cidr::Cidr;
 
 fn default_targeted() -> Vec<String> {
     vec!["CDN-Cache-Control".to_string()]
@@ -296,7 +241,7 @@ mod tests {
         assert_eq!(c.purge_from.len(), 3);
         assert!(c.allow_credentials);
         let one = parse(r#"{ purge_from = "192.168.0.0/16" }"#).unwrap();
-        assert_eq!(one.purge_from[0].prefix, 16);
+        assert_eq!(one.purge_from[0].prefix(), 16);
         assert_eq!(parse(r#"{ ttl = "0s" }"#).unwrap().ttl, Duration::ZERO);
     }
 

@@ -125,6 +125,11 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
             .clone()
             .or_else(|| file.access_log.clone()),
         source: file.origin.describe().to_string(),
+        client_limits: file
+            .client_limits
+            .resolve()
+            .map_err(|(key, m)| r.error(At::Missing(key), m))?,
+        client_steering: false,
     };
     for edit in &overrides.edits {
         edit.apply(&mut cfg);
@@ -483,6 +488,7 @@ impl Resolver<'_> {
                             group: GroupId::new(0),
                             cache: None,
                         },
+                        access: None,
                     };
                     return Ok(Table::from(vec![route]));
                 }
@@ -545,6 +551,7 @@ impl Resolver<'_> {
                 host: r.host.clone(),
                 path_prefix: r.path.clone(),
                 action,
+                access: route_access(r),
             });
         }
         Ok(out)
@@ -620,6 +627,18 @@ impl Resolver<'_> {
             index: s.index.clone(),
         }
     }
+}
+
+/// A route's `allow`, `deny` and `limit` (each checked as it was read).
+fn route_access(r: &super::schema::RouteEntry) -> Option<Arc<super::client_limits::Access>> {
+    if r.allow.is_none() && r.deny.is_none() && r.limit.is_none() {
+        return None;
+    }
+    Some(Arc::new(super::client_limits::Access {
+        deny: r.deny.clone().unwrap_or_default(),
+        allow: r.allow.clone().unwrap_or_default(),
+        limit: r.limit.as_ref().map(|l| l.limit()),
+    }))
 }
 
 /// `p` made absolute against the working directory (unchanged if that is unknown).

@@ -90,6 +90,9 @@ pub struct FileConfig {
     pub admin: Option<AdminEntry>,
     #[serde(default)]
     pub access_log: Option<crate::config::AccessLogConfig>,
+    /// Per client address limits (issue 27).
+    #[serde(default)]
+    pub client_limits: super::client_limits::ClientLimitsEntry,
 }
 
 /// `[admin]`.
@@ -248,6 +251,13 @@ pub struct RouteEntry {
     /// A response cache in front of a proxied route's upstream (issue 10).
     #[serde(default)]
     pub cache: Option<Spanned<super::cache::CacheEntry>>,
+    /// Access rules and this route's own per client rate limit (issue 27).
+    #[serde(default, deserialize_with = "super::client_limits::de_cidrs")]
+    pub allow: Option<crate::cidr::CidrList>,
+    #[serde(default, deserialize_with = "super::client_limits::de_cidrs")]
+    pub deny: Option<crate::cidr::CidrList>,
+    #[serde(default)]
+    pub limit: Option<super::client_limits::RouteLimitEntry>,
 }
 
 impl RouteEntry {
@@ -260,6 +270,9 @@ impl RouteEntry {
             return_: None,
             static_: static_.map(|s| Spanned::new(0..0, s)),
             cache: None,
+            allow: None,
+            deny: None,
+            limit: None,
         }
     }
 }

@@ -83,6 +83,13 @@ pub enum Dispatch {
     /// Serve a file from a static site (`Generation::site`); `query` holds what the file
     /// server needs of the head (positions in the client buffer).
     Static { site: SiteId, query: StaticQuery },
+    /// Refused by the route's access rules or a rate limit (`crate::limit`): the 403 or 429
+    /// is in `to_upstream`, sent as a `return`'s answer is (`skip`, `close` likewise).
+    Refused {
+        skip: Option<usize>,
+        close: bool,
+        why: crate::limit::Refusal,
+    },
 }
 
 /// Where a part of the request head lies in the client buffer.
@@ -346,6 +353,19 @@ pub fn prepare_request(
             target: Span::of(buf, origin_bytes(t).unwrap_or(&t[..0])),
             authority: head.authority.map(|a| Span::of(buf, a)),
         };
+        // Access rules and rate limits, for every action: one test when none is configured.
+        if let Some(guards) = &g.guards {
+            if let Some(why) = guards.check(&g.cfg, route, ip.ip(), shared::clock::loop_now()) {
+                let arrived = buf.len() - head.head_len;
+                let cached = matches!(
+                    g.cfg.routes[route].action,
+                    Action::Proxy { cache: Some(_), .. }
+                );
+                let (skip, close) = refuse::render(w, why, cached, &head, arrived, out);
+                info.dispatch = Dispatch::Refused { skip, close, why };
+                return Ok(Some(info));
+            }
+        }
         match &g.cfg.routes[route].action {
             Action::Proxy { group, cache } => {
                 // A cached route answers it itself, with its X-Cache field.
@@ -523,5 +543,6 @@ pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool 
         .any(|w| w[0] == b'\n' && (w[1] == b'\n' || w[1] == b'\r'))
 }
 
+mod refuse;
 #[cfg(test)]
 mod tests;

@@ -122,6 +122,13 @@ fn example_parses_and_validates_in_process() {
         "ca",
         "sni",
         "insecure",
+        "rate",
+        "burst",
+        "connections",
+        "table_size",
+        "allow",
+        "deny",
+        "limit",
     ] {
         let set = text.lines().any(|l| {
             l.trim_start().starts_with(&format!("{key} = ")) || l.contains(&format!(" {key} = "))
@@ -239,6 +246,36 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             format!("{GOOD}health = {{ expect = \"7xx\" }}\n"),
             ":6:",
             &["upstream.app.health.expect", "7xx"],
+        ),
+        (
+            "rate.toml",
+            format!("{GOOD}[client_limits]\nrate = \"10/x\"\n"),
+            ":7:",
+            &["client_limits.rate", "`10/x` is not a request rate"],
+        ),
+        (
+            "burst.toml",
+            format!("{GOOD}[client_limits]\nrate = \"1/s\"\nburst = -1\n"),
+            ":8:",
+            &["client_limits.burst", "burst must be 0 or more"],
+        ),
+        (
+            "table.toml",
+            format!("{GOOD}[client_limits]\ntable_size = 0\n"),
+            ":7:",
+            &["client_limits.table_size"],
+        ),
+        (
+            "cidr.toml",
+            format!("{GOOD}\n[[route]]\npath = \"/\"\nupstream = \"app\"\nallow = [\"10.0.0.0/33\"]\n"),
+            ":10:",
+            &["route[0].allow", "10.0.0.0/33", "prefix length"],
+        ),
+        (
+            "limit.toml",
+            format!("{GOOD}\n[[route]]\npath = \"/\"\nupstream = \"app\"\nlimit = {{ rate = \"5/h\" }}\n"),
+            ":10:",
+            &["route[0].limit.rate", "5/h"],
         ),
         ("missing.toml", String::new(), "", &["listen"]),
     ];

@@ -4,6 +4,7 @@
 //! service to a crowd of clients. One module per concern.
 
 mod basic;
+mod client_limits;
 mod config;
 mod conn_cap;
 mod differential;

@@ -22,3 +22,4 @@ mod reload_metrics;
 mod stalled_stderr;
 mod systemd_unit;
 mod takeover;
+mod takeover_limits;

@@ -1,0 +1,188 @@
+//! Steering a listener group's connections by client address: a classic BPF program on the
+//! SO_REUSEPORT group (SO_ATTACH_REUSEPORT_CBPF) picks the socket from a hash of the TCP
+//! source address instead of the kernel's hash of the whole 4-tuple, so every connection of
+//! one client address lands on one socket, hence on one worker. Per client limits counted by
+//! that worker alone are then exact, with nothing shared between workers.
+//!
+//! - The program reads the IPv4 source address (or the low 32 bits of the IPv6 one) through
+//!   `SKF_NET_OFF`, mixes it (a multiplicative hash: neighbouring addresses spread) and
+//!   returns `hash % n`: an index into the group's sockets, which the kernel keeps in the
+//!   order they started listening. `reuseport_group` opens them in worker order; sockets
+//!   taken over keep their order and new ones are appended (`proxy`'s `listener_group`).
+//!   An index beyond the group makes the kernel fall back to its own hash.
+//! - The program belongs to the group, not to a socket: attaching it through any one socket
+//!   replaces the group's program, for every process holding the group (a takeover's new
+//!   process attaches its own, or detaches it with [`unsteer`]).
+//! - Across a takeover the sockets are the same kernel objects (passed, not re-bound): they
+//!   keep their places in the group, and a new process with more workers appends its extra
+//!   sockets. The kernel reorders the group only when a socket of it is closed for good (the
+//!   last one moves into the gap), which a takeover does only to an address the new config
+//!   dropped, whose whole group goes. With fewer workers than sockets, worker `i` takes
+//!   sockets `i, i + n, ...` and the program names only the first `n`: still one worker per
+//!   client address.
+//! - The trade-off: many clients behind one address (a NAT, a corporate proxy) all land on
+//!   one worker, which may then carry more than its share of the load.
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+// Classic BPF opcodes (linux/bpf_common.h): class | size or operation | source.
+/// BPF_LD (0x00) | BPF_W (0x00) | BPF_ABS (0x20).
+const BPF_LD_W_ABS: u16 = 0x20;
+/// BPF_ALU (0x04) | BPF_MUL (0x20) | BPF_K (0x00).
+const BPF_ALU_MUL_K: u16 = 0x24;
+/// BPF_ALU | BPF_RSH (0x70) | BPF_K.
+const BPF_ALU_RSH_K: u16 = 0x74;
+/// BPF_ALU | BPF_MOD (0x90) | BPF_K.
+const BPF_ALU_MOD_K: u16 = 0x94;
+/// BPF_RET (0x06) | BPF_A (0x10).
+const BPF_RET_A: u16 = 0x16;
+/// Loads at `SKF_NET_OFF + k` read the network (IP) header.
+const SKF_NET_OFF: i32 = -0x100000;
+/// `SO_DETACH_REUSEPORT_BPF` (Linux 5.8).
+const SO_DETACH_REUSEPORT_BPF: libc::c_int = 68;
+/// Knuth's multiplicative constant (2^32 / phi).
+const MIX: u32 = 0x9E37_79B1;
+
+/// The socket index `steer_by_source`'s program picks for a source address's low 32 bits
+/// (the IPv4 address; the last 4 bytes of an IPv6 one) in a group of `n`.
+pub fn index_of(low32: u32, n: u32) -> u32 {
+    (low32.wrapping_mul(MIX) >> 16) % n.max(1)
+}
+
+/// Attach the steering program to `l`'s SO_REUSEPORT group of `n` sockets (one per worker,
+/// listening). `ipv6`: the group listens on IPv6 (only: `reuseport_listener` sets V6ONLY).
+pub fn steer_by_source(l: &std::net::TcpListener, n: u32, ipv6: bool) -> io::Result<()> {
+    let src = if ipv6 { 8 + 12 } else { 12 };
+    let stmt = |code: u16, k: u32| libc::sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let mut prog = [
+        stmt(BPF_LD_W_ABS, (SKF_NET_OFF + src) as u32),
+        stmt(BPF_ALU_MUL_K, MIX),
+        stmt(BPF_ALU_RSH_K, 16),
+        stmt(BPF_ALU_MOD_K, n.max(1)),
+        stmt(BPF_RET_A, 0),
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: a valid fd; the program outlives the call (the kernel copies it).
+    let r = unsafe {
+        libc::setsockopt(
+            l.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            &fprog as *const libc::sock_fprog as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Remove a steering program from `l`'s group (one a process before a takeover attached);
+/// none attached is fine.
+pub fn unsteer(l: &std::net::TcpListener) -> io::Result<()> {
+    let zero: libc::c_int = 0;
+    // SAFETY: a valid fd and a c_int option value of the right size.
+    let r = unsafe {
+        libc::setsockopt(
+            l.as_raw_fd(),
+            libc::SOL_SOCKET,
+            SO_DETACH_REUSEPORT_BPF,
+            &zero as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        _ if r == 0 => Ok(()),
+        // Nothing attached.
+        Some(libc::ENOENT) => Ok(()),
+        _ => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+
+    /// Connect to `to` from `from` (port chosen by the kernel).
+    fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::new(from.into(), 0).into()).unwrap();
+        s.connect(&to.into()).unwrap();
+        s.into()
+    }
+
+    /// Which of `group` has a connection waiting (each is non-blocking).
+    fn accepted_on(group: &[std::net::TcpListener]) -> usize {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            for (i, l) in group.iter().enumerate() {
+                if l.accept().is_ok() {
+                    return i;
+                }
+            }
+            assert!(std::time::Instant::now() < until, "no connection arrived");
+            std::thread::yield_now();
+        }
+    }
+
+    #[test]
+    fn one_source_address_always_reaches_the_socket_its_hash_names() {
+        for n in [2u32, 3] {
+            let group = crate::net::reuseport_group("127.0.0.1:0".parse().unwrap(), n as usize, 64)
+                .unwrap();
+            let addr = group[0].local_addr().unwrap();
+            steer_by_source(&group[1], n, false).unwrap();
+            let mut seen = vec![false; n as usize];
+            for last in 1..=12u8 {
+                let src = Ipv4Addr::new(127, 0, 0, last);
+                let want = index_of(u32::from(src), n) as usize;
+                seen[want] = true;
+                for _ in 0..4 {
+                    let _c = connect_from(src, addr);
+                    assert_eq!(accepted_on(&group), want, "{src}, group of {n}");
+                }
+            }
+            assert!(
+                seen.iter().all(|&s| s),
+                "12 addresses reach every socket: {seen:?}"
+            );
+            // Detached: the kernel's own hash of the 4-tuple again, which spreads one
+            // address's connections (all 40 on one socket by chance: 2^-39 at most). And
+            // detaching twice is fine.
+            unsteer(&group[0]).unwrap();
+            let mut hit = vec![0; n as usize];
+            for _ in 0..40 {
+                let _c = connect_from(Ipv4Addr::LOCALHOST, addr);
+                hit[accepted_on(&group)] += 1;
+            }
+            assert!(hit.iter().filter(|&&h| h > 0).count() > 1, "{hit:?}");
+            unsteer(&group[0]).unwrap();
+        }
+    }
+
+    #[test]
+    fn ipv6_sources_are_steered_by_their_low_32_bits() {
+        let Ok(group) = crate::net::reuseport_group("[::1]:0".parse().unwrap(), 3, 64) else {
+            return; // no IPv6 loopback here
+        };
+        let addr = group[0].local_addr().unwrap();
+        steer_by_source(&group[0], 3, true).unwrap();
+        let want = index_of(1, 3) as usize;
+        for _ in 0..6 {
+            let _c = TcpStream::connect(addr).unwrap();
+            assert_eq!(accepted_on(&group), want);
+        }
+    }
+}
