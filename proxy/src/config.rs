@@ -18,6 +18,7 @@
 //! fails if a key is missing from it), and a test.
 
 pub mod cache;
+pub mod hash_key;
 pub mod health;
 pub mod ids;
 pub mod schema;
@@ -283,6 +284,8 @@ pub enum Balance {
     LeastConn,
     /// Power of two random choices
     Random2,
+    /// Consistent hashing of `hash_key` (ketama: nginx's `hash ... consistent`)
+    Hash,
 }
 
 impl Balance {
@@ -299,6 +302,8 @@ pub struct UpstreamGroup {
     pub name: String,
     pub servers: Table<ServerId, Server>,
     pub balance: Balance,
+    /// What `Balance::Hash` hashes (`uri` unless given).
+    pub hash_key: hash_key::HashKey,
     /// Idle keep-alive connections kept per worker per server. Default 64. 0 disables reuse.
     pub keepalive: usize,
     /// Idle pooled connections are closed after this. Default 30 s (shorter than typical origins).

@@ -277,9 +277,10 @@ async fn attempts<'g>(
             break Err(Unanswered::Respond(last));
         }
         budget -= 1;
+        let now = std::time::Instant::now();
         let Some(s) = balancer
             .borrow_mut()
-            .pick(&tried, std::time::Instant::now())
+            .pick_for(plan.req.balance_key, &tried, now)
         else {
             break Err(Unanswered::Respond(last));
         };

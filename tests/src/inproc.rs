@@ -66,6 +66,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
             })
             .collect(),
         balance: Balance::RoundRobin,
+        hash_key: Default::default(),
         keepalive: 64,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 1000,

@@ -408,12 +408,14 @@ impl Resolver<'_> {
                     ));
                 }
             }
+            let hash_key = self.hash_key(name, g)?;
             let servers = self.servers(name, &g.servers, g.tls.is_some())?;
             let tls = self.group_tls(name, g, &servers, span)?;
             out.push(UpstreamGroup {
                 name: name.clone(),
                 servers,
                 balance: g.balance,
+                hash_key,
                 keepalive: g.keepalive,
                 keepalive_timeout: g.keepalive_timeout,
                 keepalive_requests: g.keepalive_requests.get(),
@@ -423,6 +425,28 @@ impl Resolver<'_> {
             });
         }
         Ok(out)
+    }
+
+    /// `hash_key`: only with `balance = "hash"` (else it would silently do nothing).
+    fn hash_key(&self, name: &str, g: &GroupEntry) -> Result<super::hash_key::HashKey, Error> {
+        match &g.hash_key {
+            None => Ok(Default::default()),
+            Some(k) if g.balance == super::Balance::Hash => Ok(k.get_ref().clone()),
+            Some(k) => {
+                let key = format!("upstream.{name}.hash_key");
+                let m = format!(
+                    "hash_key applies to balance = \"hash\" only (this group balances {})",
+                    g.balance.name()
+                );
+                Err(self.error(
+                    At::Value {
+                        key,
+                        span: k.span(),
+                    },
+                    m,
+                ))
+            }
+        }
     }
 
     /// Resolve each server's name (the one address rule: `shared::net::resolve`).

@@ -139,6 +139,9 @@ pub struct GroupEntry {
     pub servers: Vec<Spanned<ServerEntry>>,
     #[serde(default)]
     pub balance: Balance,
+    /// What `balance = "hash"` hashes (issue 27; `config::hash_key`).
+    #[serde(default)]
+    pub hash_key: Option<Spanned<super::hash_key::HashKey>>,
     #[serde(default = "default_keepalive")]
     pub keepalive: usize,
     #[serde(

@@ -17,6 +17,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
             })
             .collect(),
         balance: Balance::RoundRobin,
+        hash_key: Default::default(),
         keepalive: 0,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 100,
