@@ -439,7 +439,7 @@ async fn send_head(
 ) -> Result<(), Attempt<'static>> {
     c.to_upstream.truncate(plan.head_len);
     if !plan.req.host_written {
-        write_header(&mut c.to_upstream, b"Host", server.name.as_bytes());
+        write_header(&mut c.to_upstream, b"Host", server.host.as_bytes());
     }
     end_head(&mut c.to_upstream);
     if let Some(n) = plan.inline {

@@ -9,6 +9,7 @@ fn group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
             .enumerate()
             .map(|(i, &weight)| Server {
                 name: format!("s{i}"),
+                host: format!("s{i}"),
                 addrs: vec![([127, 0, 0, 1], 9000 + i as u16).into()],
                 weight,
                 max_fails: 1,
@@ -17,6 +18,7 @@ fn group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
             .collect(),
         balance,
         hash_key: Default::default(),
+        resolve: None,
         keepalive: 0,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 100,

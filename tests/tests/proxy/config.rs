@@ -75,6 +75,7 @@ fn example_parses_and_validates_in_process() {
         "fail_timeout",
         "balance",
         "hash_key",
+        "resolve",
         "keepalive",
         "keepalive_timeout",
         "keepalive_requests",
