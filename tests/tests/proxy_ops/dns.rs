@@ -131,6 +131,43 @@ fn a_name_that_moves_takes_the_requests_along_and_a_failed_lookup_keeps_the_last
 }
 
 #[test]
+fn a_request_in_flight_when_its_address_goes_finishes_there() {
+    // a answers after 2 s: long enough for the name to move while its request waits.
+    let a = Origin::start(OriginConfig {
+        headers: vec![("X-Origin".into(), "a".into())],
+        delay: Duration::from_secs(2),
+        ..OriginConfig::default()
+    })
+    .expect("origin starts");
+    let b = named("b");
+    let p = proxy(&format!("\"localhost:{}\"", a.addr().port()));
+    let mut c = Client::connect(p.addr);
+    c.send(b"GET /slow HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .expect("request sent");
+    assert!(
+        tests::eventually(WAIT, || a.requests() == 1),
+        "the request is at a"
+    );
+    let _answer = Answer::install(&p, vec![b.addr()]);
+    assert!(tests::eventually(WAIT, || metric(
+        &p,
+        "proxy_dns_changes_total"
+    ) >= 1.0));
+    // The request on the previous generation finishes on a; new ones go to b.
+    let r = c.response(WAIT).expect("the response in flight");
+    assert_well_formed(&r, 200);
+    assert_eq!(r.header("x-origin"), Some("a"));
+    assert_eq!(served_by(&p), "b");
+    // a's connection, back from its request, is not reused: closed with its generation.
+    assert!(
+        tests::eventually(WAIT, || a.open_connections() == 0),
+        "a's connection closes ({} open)",
+        a.open_connections()
+    );
+    assert_eq!(a.requests(), 1);
+}
+
+#[test]
 fn localhost_through_the_system_resolver_stays_served_without_new_generations() {
     let a = named("a");
     let port = a.addr().port();
