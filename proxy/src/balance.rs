@@ -10,6 +10,12 @@
 //! - Random2: power of two random choices. Two distinct candidates drawn at random in proportion
 //!   to their weights; the one with fewer active requests per weight wins.
 //!
+//! - Hash: consistent hashing of the request's key (`hash_key`) on a ketama ring
+//!   ([`ring`]): the same key reaches the same server, and a server added or removed moves
+//!   about 1/N of the keys. A server that may not be picked (tried, down, failed) is passed
+//!   over by walking the ring on to the next distinct server, so a retry goes where that
+//!   key's requests go while the first one is out, and they all come back with it.
+//!
 //! Failures (nginx's `max_fails`/`fail_timeout`): `max_fails` failures within `fail_timeout`
 //! mark a server failed for `fail_timeout`; a success clears the count; `max_fails = 0` never
 //! marks. Failed servers are skipped while any other untried one is left; when every untried
@@ -24,6 +30,8 @@
 
 use crate::config::{Balance, ServerId, Table, UpstreamGroup};
 use std::time::{Duration, Instant};
+
+pub mod ring;
 
 #[derive(Debug, Clone, Copy)]
 struct ServerState {
@@ -86,6 +94,8 @@ impl Health {
 pub struct Balancer {
     balance: Balance,
     servers: Table<ServerId, ServerState>,
+    /// `Balance::Hash`'s ring (empty otherwise).
+    ring: ring::Ring,
     /// xorshift64* state; never zero.
     rng: u64,
 }
@@ -108,9 +118,16 @@ impl Balancer {
             down_until: None,
             health,
         });
+        let ring = match group.balance {
+            Balance::Hash => ring::Ring::new(
+                (group.servers.enumerate()).map(|(i, s)| (i, s.name.as_str(), s.weight)),
+            ),
+            _ => ring::Ring::default(),
+        };
         Balancer {
             balance: group.balance,
             servers,
+            ring,
             // splitmix64 of the seed: distinct, non-zero states for seeds 0, 1, 2, ...
             rng: splitmix64(seed) | 1,
         }
@@ -120,6 +137,12 @@ impl Balancer {
     /// failed; if every such one is failed, pick among them anyway (as nginx does). `None`
     /// when none is left: all tried, or down.
     pub fn pick(&mut self, tried: &[ServerId], now: Instant) -> Option<ServerId> {
+        self.pick_for(0, tried, now)
+    }
+
+    /// [`Balancer::pick`] for a request whose key hashes to `key` (`ring::hash_key`; read
+    /// by `Balance::Hash` only).
+    pub fn pick_for(&mut self, key: u64, tried: &[ServerId], now: Instant) -> Option<ServerId> {
         let mut filter = Filter {
             tried,
             now,
@@ -137,7 +160,19 @@ impl Balancer {
                 self.smooth_rr(|i, s| filter.ok(i, s) && load_cmp(s, &best).is_eq())
             }
             Balance::Random2 => self.random2(&filter),
+            Balance::Hash => self.on_ring(key, &filter),
         }
+    }
+
+    /// The first server at or after `key` on the ring that `filter` accepts.
+    fn on_ring(&self, key: u64, filter: &Filter) -> Option<ServerId> {
+        // None at all: say so without walking every point.
+        if !self.servers.enumerate().any(|(i, s)| filter.ok(i, s)) {
+            return None;
+        }
+        self.ring
+            .walk(key)
+            .find(|&i| filter.ok(i, &self.servers[i]))
     }
 
     /// A request to `server` started.
@@ -343,336 +378,4 @@ fn splitmix64(seed: u64) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Server;
-
-    fn group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
-        UpstreamGroup {
-            name: "g".into(),
-            servers: weights
-                .iter()
-                .enumerate()
-                .map(|(i, &weight)| Server {
-                    name: format!("s{i}"),
-                    addrs: vec![([127, 0, 0, 1], 9000 + i as u16).into()],
-                    weight,
-                    max_fails: 1,
-                    fail_timeout: Duration::from_secs(10),
-                })
-                .collect(),
-            balance,
-            keepalive: 0,
-            keepalive_timeout: Duration::from_secs(30),
-            keepalive_requests: 100,
-            keepalive_check: Duration::from_secs(1),
-            health: None,
-            tls: None,
-        }
-    }
-
-    fn sid(i: usize) -> ServerId {
-        ServerId::new(i)
-    }
-
-    /// `Balancer::pick` with the tried servers and the pick as positions.
-    fn pick(b: &mut Balancer, tried: &[usize], now: Instant) -> Option<usize> {
-        let tried: Vec<ServerId> = tried.iter().copied().map(sid).collect();
-        b.pick(&tried, now).map(ServerId::index)
-    }
-
-    fn picks(b: &mut Balancer, n: usize, now: Instant) -> Vec<usize> {
-        (0..n).map(|_| pick(b, &[], now).unwrap()).collect()
-    }
-
-    fn counts(seq: &[usize], servers: usize) -> Vec<usize> {
-        let mut c = vec![0; servers];
-        seq.iter().for_each(|&i| c[i] += 1);
-        c
-    }
-
-    #[test]
-    fn smooth_round_robin_is_nginx_sequence() {
-        let mut b = Balancer::new(&group(Balance::RoundRobin, &[5, 1, 1]), 0);
-        let now = Instant::now();
-        // nginx: a a b a c a a, then the cycle repeats.
-        assert_eq!(
-            picks(&mut b, 14, now),
-            [0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0]
-        );
-        let mut b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0);
-        assert_eq!(picks(&mut b, 4, now), [0, 1, 0, 1]);
-    }
-
-    #[test]
-    fn round_robin_exact_proportions() {
-        let mut b = Balancer::new(&group(Balance::RoundRobin, &[3, 2, 1]), 0);
-        let seq = picks(&mut b, 6000, Instant::now());
-        assert_eq!(counts(&seq, 3), [3000, 2000, 1000]);
-    }
-
-    #[test]
-    fn tried_servers_are_excluded() {
-        let now = Instant::now();
-        for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-            let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 7);
-            for _ in 0..50 {
-                assert_eq!(pick(&mut b, &[0, 2], now), Some(1), "{balance:?}");
-                let p = pick(&mut b, &[1], now).unwrap();
-                assert!(p == 0 || p == 2, "{balance:?}");
-            }
-            assert_eq!(pick(&mut b, &[0, 1, 2], now), None, "{balance:?}");
-            assert_eq!(pick(&mut b, &[2, 1, 0], now), None, "{balance:?}");
-        }
-        let mut empty = Balancer::new(&group(Balance::RoundRobin, &[]), 0);
-        assert_eq!(pick(&mut empty, &[], now), None);
-    }
-
-    #[test]
-    fn least_conn_follows_active_counts() {
-        let now = Instant::now();
-        let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0);
-        b.started(sid(0));
-        b.started(sid(0));
-        b.started(sid(1));
-        // 2, 1, 0 active: server 2.
-        assert_eq!(pick(&mut b, &[], now), Some(2));
-        b.started(sid(2));
-        b.started(sid(2));
-        // 2, 1, 2: server 1.
-        assert_eq!(pick(&mut b, &[], now), Some(1));
-        b.finished(sid(0));
-        b.finished(sid(0));
-        assert_eq!(pick(&mut b, &[], now), Some(0));
-        // Ties are shared round-robin.
-        let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0);
-        assert_eq!(picks(&mut b, 6, now), [0, 1, 2, 0, 1, 2]);
-        // A request that starts and finishes each time: all tie, weights respected.
-        let mut b = Balancer::new(&group(Balance::LeastConn, &[2, 1]), 0);
-        let seq = picks(&mut b, 300, now);
-        assert_eq!(counts(&seq, 2), [200, 100]);
-        // Weighted: 4 active on weight 4 is as loaded as 1 active on weight 1.
-        let mut b = Balancer::new(&group(Balance::LeastConn, &[4, 1]), 0);
-        for _ in 0..4 {
-            b.started(sid(0));
-        }
-        b.started(sid(1));
-        assert_eq!(
-            pick(&mut b, &[], now),
-            Some(0),
-            "tie broken by smooth round-robin"
-        );
-        b.started(sid(0));
-        assert_eq!(pick(&mut b, &[], now), Some(1));
-        b.finished(sid(1));
-        b.finished(sid(1)); // saturates at zero
-        assert_eq!(b.active(sid(1)), 0);
-    }
-
-    #[test]
-    fn least_conn_keeps_loads_level() {
-        // Requests that never finish: picks spread by weight.
-        let now = Instant::now();
-        let mut b = Balancer::new(&group(Balance::LeastConn, &[3, 1]), 0);
-        for _ in 0..400 {
-            let s = pick(&mut b, &[], now).unwrap();
-            b.started(sid(s));
-        }
-        assert_eq!((b.active(sid(0)), b.active(sid(1))), (300, 100));
-    }
-
-    #[test]
-    fn random2_respects_weights_and_load() {
-        let now = Instant::now();
-        let mut b = Balancer::new(&group(Balance::Random2, &[3, 1]), 42);
-        let seq = picks(&mut b, 40_000, now);
-        let c = counts(&seq, 2);
-        // Two servers: each pick compares both (ties keep the first draw, weighted 3:1).
-        assert!((29_000..31_000).contains(&c[0]), "{c:?}");
-        // With load, the less loaded of the two wins.
-        let mut b = Balancer::new(&group(Balance::Random2, &[1, 1]), 1);
-        b.started(sid(0));
-        for _ in 0..20 {
-            assert_eq!(pick(&mut b, &[], now), Some(1));
-        }
-        // Requests that never finish stay balanced.
-        let mut b = Balancer::new(&group(Balance::Random2, &[1, 1, 1, 1]), 3);
-        for _ in 0..4000 {
-            let s = pick(&mut b, &[], now).unwrap();
-            b.started(sid(s));
-        }
-        for i in 0..4 {
-            assert!(
-                (900..1100).contains(&b.active(sid(i))),
-                "{i}: {}",
-                b.active(sid(i))
-            );
-        }
-        // Different seeds, different sequences.
-        let mut x = Balancer::new(&group(Balance::Random2, &[1; 8]), 1);
-        let mut y = Balancer::new(&group(Balance::Random2, &[1; 8]), 2);
-        assert_ne!(picks(&mut x, 32, now), picks(&mut y, 32, now));
-    }
-
-    #[test]
-    fn failed_server_skipped_then_retried_after_fail_timeout() {
-        let t0 = Instant::now();
-        for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-            let mut b = Balancer::new(&group(balance, &[1, 1]), 5);
-            b.failed(sid(0), t0);
-            assert!(b.is_down(sid(0), t0));
-            for _ in 0..20 {
-                assert_eq!(
-                    pick(&mut b, &[], t0 + Duration::from_secs(9)),
-                    Some(1),
-                    "{balance:?}"
-                );
-            }
-            // After fail_timeout it is tried again ...
-            let later = t0 + Duration::from_secs(10);
-            assert!(!b.is_down(sid(0), later));
-            let seq: Vec<_> = (0..20).map(|_| pick(&mut b, &[], later).unwrap()).collect();
-            assert!(seq.contains(&0), "{balance:?} {seq:?}");
-            // ... and a success clears it.
-            b.failed(sid(0), later);
-            assert!(b.is_down(sid(0), later));
-            b.succeeded(sid(0));
-            assert!(!b.is_down(sid(0), later));
-        }
-    }
-
-    #[test]
-    fn max_fails_counts_within_the_window() {
-        let t0 = Instant::now();
-        let mut g = group(Balance::RoundRobin, &[1, 1]);
-        g.servers[sid(0)].max_fails = 3;
-        g.servers[sid(1)].max_fails = 0;
-        let mut b = Balancer::new(&g, 0);
-        b.failed(sid(0), t0);
-        b.failed(sid(0), t0 + Duration::from_secs(1));
-        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(1)));
-        // The window (fail_timeout, 10 s) ran out: counting starts over.
-        b.failed(sid(0), t0 + Duration::from_secs(11));
-        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(11)));
-        b.failed(sid(0), t0 + Duration::from_secs(12));
-        b.failed(sid(0), t0 + Duration::from_secs(13));
-        assert!(b.is_down(sid(0), t0 + Duration::from_secs(13)));
-        assert!(b.is_down(sid(0), t0 + Duration::from_secs(22)));
-        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(23)));
-        // max_fails = 0: never marked.
-        for _ in 0..100 {
-            b.failed(sid(1), t0);
-        }
-        assert!(!b.is_down(sid(1), t0));
-        // A success resets the count.
-        b.failed(sid(0), t0 + Duration::from_secs(30));
-        b.failed(sid(0), t0 + Duration::from_secs(30));
-        b.succeeded(sid(0));
-        b.failed(sid(0), t0 + Duration::from_secs(31));
-        assert!(!b.is_down(sid(0), t0 + Duration::from_secs(31)));
-    }
-
-    #[test]
-    fn all_failed_still_picks() {
-        let t0 = Instant::now();
-        for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-            let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 9);
-            for i in 0..3 {
-                b.failed(sid(i), t0);
-            }
-            let seq: Vec<_> = (0..30).map(|_| pick(&mut b, &[], t0).unwrap()).collect();
-            assert_eq!(
-                counts(&seq, 3).iter().filter(|&&c| c > 0).count(),
-                3,
-                "{balance:?}"
-            );
-            // A failed untried server still beats nothing; all tried is None.
-            assert_eq!(pick(&mut b, &[0, 1], t0), Some(2), "{balance:?}");
-            assert_eq!(pick(&mut b, &[0, 1, 2], t0), None, "{balance:?}");
-            // One healthy one left among the untried: only it.
-            b.succeeded(sid(1));
-            for _ in 0..10 {
-                assert_eq!(pick(&mut b, &[], t0), Some(1), "{balance:?}");
-            }
-            // The healthy one was tried: the failed ones are tried anyway.
-            let p = pick(&mut b, &[1], t0).unwrap();
-            assert!(p == 0 || p == 2, "{balance:?}");
-        }
-    }
-
-    fn checked_group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
-        UpstreamGroup {
-            health: Some(crate::config::health::HealthCheck::default()),
-            ..group(balance, weights)
-        }
-    }
-
-    #[test]
-    fn health_follows_the_group() {
-        let b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0);
-        assert_eq!(b.health(sid(0)), Health::Unchecked);
-        let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1]), 0);
-        assert_eq!(
-            (b.health(sid(0)), b.health(sid(1))),
-            (Health::Up, Health::Up)
-        );
-        assert_eq!(b.health(sid(7)), Health::Unchecked);
-        b.set_health(sid(1), Health::Down);
-        assert_eq!(
-            (b.health(sid(0)), b.health(sid(1))),
-            (Health::Up, Health::Down)
-        );
-        b.set_health(sid(9), Health::Down); // out of range: nothing
-    }
-
-    #[test]
-    fn down_servers_are_never_picked() {
-        let t0 = Instant::now();
-        for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-            let mut b = Balancer::new(&checked_group(balance, &[1, 5, 1]), 3);
-            b.set_health(sid(1), Health::Down);
-            let seq = picks(&mut b, 60, t0);
-            assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
-            assert!(
-                counts(&seq, 3)[0] > 0 && counts(&seq, 3)[2] > 0,
-                "{balance:?}"
-            );
-            // Down beats "every other one is failed": the failed one is tried, never the down.
-            b.failed(sid(0), t0);
-            b.failed(sid(2), t0);
-            let seq = picks(&mut b, 30, t0);
-            assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
-            // Every server down: no live upstream.
-            b.set_health(sid(0), Health::Down);
-            b.set_health(sid(2), Health::Down);
-            assert_eq!(pick(&mut b, &[], t0), None, "{balance:?}");
-            // One back: only it, its passive mark cleared by coming up.
-            b.set_health(sid(2), Health::Up);
-            assert!(!b.is_down(sid(2), t0), "{balance:?}");
-            for _ in 0..10 {
-                assert_eq!(pick(&mut b, &[], t0), Some(2), "{balance:?}");
-            }
-            assert_eq!(pick(&mut b, &[2], t0), None, "{balance:?}");
-        }
-    }
-
-    #[test]
-    fn passive_marks_apply_among_the_live() {
-        let t0 = Instant::now();
-        let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1, 1]), 0);
-        b.set_health(sid(0), Health::Down);
-        b.failed(sid(1), t0);
-        // Up by checks, failed passively: skipped while another live one is fine.
-        for _ in 0..10 {
-            assert_eq!(pick(&mut b, &[], t0), Some(2));
-        }
-        // Staying up (no transition) leaves the passive mark alone.
-        b.set_health(sid(1), Health::Up);
-        assert!(b.is_down(sid(1), t0));
-        assert_eq!(
-            pick(&mut b, &[2], t0),
-            Some(1),
-            "failed but live beats nothing"
-        );
-    }
-}
+mod tests;

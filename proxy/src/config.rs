@@ -19,6 +19,8 @@
 
 pub mod cache;
 pub mod client_limits;
+pub mod dns;
+pub mod hash_key;
 pub mod health;
 pub mod ids;
 pub mod schema;
@@ -290,6 +292,8 @@ pub enum Balance {
     LeastConn,
     /// Power of two random choices
     Random2,
+    /// Consistent hashing of `hash_key` (ketama: nginx's `hash ... consistent`)
+    Hash,
 }
 
 impl Balance {
@@ -306,6 +310,11 @@ pub struct UpstreamGroup {
     pub name: String,
     pub servers: Table<ServerId, Server>,
     pub balance: Balance,
+    /// What `Balance::Hash` hashes (`uri` unless given).
+    pub hash_key: hash_key::HashKey,
+    /// `resolve`: the servers' names are looked up again this often (`crate::dns`); `None`:
+    /// at start and at each reload only.
+    pub resolve: Option<dns::Resolve>,
     /// Idle keep-alive connections kept per worker per server. Default 64. 0 disables reuse.
     pub keepalive: usize,
     /// Idle pooled connections are closed after this. Default 30 s (shorter than typical origins).
@@ -334,8 +343,13 @@ pub struct UpstreamTls {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Server {
-    /// As written by the user (`127.0.0.1:9001`, `app.internal:80`), for messages.
+    /// As written by the user (`127.0.0.1:9001`, `app.internal:80`); in a group with
+    /// `resolve`, one of a name's addresses is `app.internal:80 (10.0.0.7:80)` (`config::dns`).
+    /// What metrics, logs, health changes and the hash ring know the server by.
     pub name: String,
+    /// The entry as written, without its scheme: the Host field sent when the client's is not
+    /// kept, a health check's Host, the TLS name (the same as `name` but in a `resolve` group).
+    pub host: String,
     /// Resolved at start, in the order connects try them (`shared::net::connect_order`).
     /// Never empty.
     pub addrs: Vec<SocketAddr>,

@@ -277,9 +277,10 @@ async fn attempts<'g>(
             break Err(Unanswered::Respond(last));
         }
         budget -= 1;
+        let now = std::time::Instant::now();
         let Some(s) = balancer
             .borrow_mut()
-            .pick(&tried, std::time::Instant::now())
+            .pick_for(plan.req.balance_key, &tried, now)
         else {
             break Err(Unanswered::Respond(last));
         };
@@ -438,7 +439,7 @@ async fn send_head(
 ) -> Result<(), Attempt<'static>> {
     c.to_upstream.truncate(plan.head_len);
     if !plan.req.host_written {
-        write_header(&mut c.to_upstream, b"Host", server.name.as_bytes());
+        write_header(&mut c.to_upstream, b"Host", server.host.as_bytes());
     }
     end_head(&mut c.to_upstream);
     if let Some(n) = plan.inline {

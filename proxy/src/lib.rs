@@ -48,6 +48,7 @@ mod answer;
 mod client;
 mod conn;
 mod direct;
+pub mod dns;
 mod error;
 mod exchange;
 mod exposition;
@@ -102,6 +103,8 @@ pub enum StartError {
     },
     #[error("cannot start the admin listener: {0}")]
     Admin(std::io::Error),
+    #[error("cannot start the DNS thread: {0}")]
+    Dns(std::io::Error),
     #[error(transparent)]
     Takeover(#[from] takeover::TakeoverError),
 }
@@ -117,10 +120,12 @@ pub struct Running {
     post: shared::inbox::Post<worker::WorkerMsg>,
     /// The admin listener, when configured; stopped once the workers ended.
     admin: Option<admin::Admin>,
-    /// The config the workers started with (generation 1).
-    cfg: Arc<config::Config>,
     /// What the reloads came to (`/metrics`); written by the `Reloader`.
     reload_state: Arc<process_metrics::ReloadState>,
+    /// The generation running now, shared by the reloads and the DNS thread.
+    current: reload::SharedCurrent,
+    /// The DNS thread (`resolve` groups), told of reloads and stopped at the end.
+    dns: dns::Waker,
     /// Copies of every worker's listening socket (with its configured address), kept when a
     /// takeover socket will be served: what a takeover hands over.
     copies: Vec<(SocketAddr, std::net::TcpListener)>,
@@ -212,6 +217,7 @@ pub fn start_with(
         }
         None => None,
     };
+    let (current, dns) = start_dns(&cfg, &post, &reload_state)?;
     let mut summary = summary(&cfg, driver, &workers, &addrs, nofile);
     // Before the limits line, which stays the summary's last.
     let mut obs = String::new();
@@ -237,8 +243,9 @@ pub fn start_with(
         summary,
         post,
         admin,
-        cfg,
         reload_state,
+        current,
+        dns,
         copies,
     })
 }
@@ -292,6 +299,23 @@ fn bind_listeners(
         }
     }
     Ok(b)
+}
+
+/// Generation 1 as the reloads and the DNS thread share it, and the DNS thread.
+fn start_dns(
+    cfg: &Arc<config::Config>,
+    post: &shared::inbox::Post<worker::WorkerMsg>,
+    state: &Arc<process_metrics::ReloadState>,
+) -> Result<(reload::SharedCurrent, dns::Waker), StartError> {
+    let current = Arc::new(std::sync::Mutex::new(reload::Current {
+        cfg: cfg.clone(),
+        number: 1,
+    }));
+    // Like the workers and the admin thread, the DNS thread must not take a signal meant for
+    // `main`'s signal thread.
+    let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
+    let dns = dns::spawn(current.clone(), post.clone(), state.clone()).map_err(StartError::Dns)?;
+    Ok((current, dns))
 }
 
 /// `proxy`'s start: with `takeover_socket`, takeovers are served there; with `take_over`
@@ -398,9 +422,17 @@ impl Running {
     /// What SIGHUP runs (on the signal thread): reads `source` again and hands the result to
     /// the workers.
     pub fn reloader(&self, source: reload::Source) -> reload::Reloader {
-        let mut r = reload::Reloader::new(source, self.cfg.clone(), self.post.clone());
+        let mut r = reload::Reloader::new(source, self.current.clone(), self.post.clone());
         r.report_to(self.reload_state.clone());
+        let dns = self.dns.clone();
+        r.after_each(Box::new(move || dns.reloaded()));
         r
+    }
+
+    /// Look the names of `resolve` groups up with `f` from now on (tests: names that resolve
+    /// to what the test says, when it says).
+    pub fn set_resolver(&self, f: dns::Lookup) {
+        self.dns.set_resolver(f);
     }
 
     /// Listen for takeovers on `path` (a thread of its own): a new process that asks gets
@@ -461,6 +493,7 @@ impl Running {
     /// Wait for the workers to end (after a shutdown was triggered). The admin listener
     /// answers until then (`/healthz` says 503 while they drain).
     pub fn join(self) -> Result<(), RuntimeError> {
+        self.dns.stop();
         let r = self.workers.join();
         self.post.close_all();
         if let Some(a) = self.admin {

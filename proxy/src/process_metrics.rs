@@ -19,6 +19,11 @@ pub struct ReloadState {
     last_ok: AtomicBool,
     /// Unix time of the last successful load (the start counts as one), in milliseconds.
     last_success_ms: AtomicU64,
+    /// Host name lookups of `resolve` groups that failed (`crate::dns`), and the generations
+    /// their changes made.
+    dns_lookups: AtomicU64,
+    dns_failures: AtomicU64,
+    dns_changes: AtomicU64,
 }
 
 impl ReloadState {
@@ -28,7 +33,27 @@ impl ReloadState {
             generation: AtomicU64::new(1),
             last_ok: AtomicBool::new(true),
             last_success_ms: AtomicU64::new(now_ms()),
+            dns_lookups: AtomicU64::new(0),
+            dns_failures: AtomicU64::new(0),
+            dns_changes: AtomicU64::new(0),
         }
+    }
+
+    /// A `resolve` group's name was looked up.
+    pub fn dns_looked_up(&self) {
+        self.dns_lookups.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `resolve` group's lookup failed (its last good addresses are kept).
+    pub fn dns_failed(&self) {
+        self.dns_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Generation `number`, made by a DNS change, is every worker's now (not a reload: the
+    /// reload families stay as they were).
+    pub fn dns_applied(&self, number: u64) {
+        self.generation.store(number, Ordering::Relaxed);
+        self.dns_changes.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Generation `number` is every worker's now.
@@ -108,7 +133,8 @@ pub fn render(out: &mut String, reload: &ReloadState) {
         out,
         "proxy_config_generation",
         "gauge",
-        "The configuration generation running (1 at start, one more per applied reload).",
+        "The configuration generation running (1 at start, one more per applied reload or DNS \
+         change).",
     );
     let _ = writeln!(
         out,
@@ -136,6 +162,36 @@ pub fn render(out: &mut String, reload: &ReloadState) {
         ms / 1000,
         ms % 1000
     );
+    dns(out, reload);
+}
+
+/// The DNS re-resolution's counts (`resolve` groups, `crate::dns`).
+fn dns(out: &mut String, r: &ReloadState) {
+    family(
+        out,
+        "proxy_dns_lookups_total",
+        "counter",
+        "Host name lookups of upstream groups with `resolve`.",
+    );
+    let n = r.dns_lookups.load(Ordering::Relaxed);
+    let _ = writeln!(out, "proxy_dns_lookups_total {n}");
+    family(
+        out,
+        "proxy_dns_failures_total",
+        "counter",
+        "Host name lookups of upstream groups with `resolve` that failed (the last good \
+         addresses were kept).",
+    );
+    let n = r.dns_failures.load(Ordering::Relaxed);
+    let _ = writeln!(out, "proxy_dns_failures_total {n}");
+    family(
+        out,
+        "proxy_dns_changes_total",
+        "counter",
+        "Generations made because a re-resolved name's addresses changed.",
+    );
+    let n = r.dns_changes.load(Ordering::Relaxed);
+    let _ = writeln!(out, "proxy_dns_changes_total {n}");
 }
 
 /// The process figures, as the Prometheus client libraries read them on Linux.

@@ -18,7 +18,7 @@ use shared::inbox::{AskError, Post};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The longest a reload waits for every worker to take its new generation.
@@ -33,14 +33,62 @@ pub enum Source {
     CommandLine,
 }
 
+/// The generation every worker runs now: what a reload (the signal thread) and a DNS change
+/// (`crate::dns`, a thread of its own) both start from, one step at a time (the lock is held
+/// for a whole step, so neither undoes the other).
+#[derive(Debug)]
+pub struct Current {
+    pub cfg: Arc<Config>,
+    pub number: u64,
+}
+
+/// [`Current`], shared by the threads that make generations.
+pub type SharedCurrent = Arc<Mutex<Current>>;
+
+/// What one generation step came to on the workers.
+pub struct Stepped {
+    pub number: u64,
+    pub carried: Carried,
+    pub workers: usize,
+    pub missing: Option<AskError>,
+}
+
+/// Make `cfg` the next generation on every worker (through their inboxes; each builds it with
+/// `Generation::next`), and `current`'s.
+pub fn step(post: &Post<WorkerMsg>, current: &mut Current, cfg: Arc<Config>) -> Stepped {
+    let number = current.number + 1;
+    let answers = post.ask_all(
+        |_, reply| WorkerMsg::Reload {
+            number,
+            cfg: cfg.clone(),
+            reply,
+        },
+        APPLY_WAIT,
+    );
+    let (carried, workers, missing) = match answers {
+        Ok(all) => (sum(&all), all.len(), None),
+        Err(e) => (Carried::default(), 0, Some(e)),
+    };
+    current.number = number;
+    current.cfg = cfg;
+    Stepped {
+        number,
+        carried,
+        workers,
+        missing,
+    }
+}
+
 /// Reloads a running proxy: owned by the signal thread.
 pub struct Reloader {
     source: Source,
-    current: Arc<Config>,
-    number: u64,
+    current: SharedCurrent,
     post: Post<WorkerMsg>,
     /// Told each outcome, for `/metrics` (`Running::reloader` sets it).
     state: Option<Arc<crate::process_metrics::ReloadState>>,
+    /// Called after each applied reload (the DNS thread's wake-up: a group's `resolve` may
+    /// have changed).
+    after: Option<Box<dyn Fn() + Send>>,
 }
 
 /// What one SIGHUP came to; `Display` is its log line.
@@ -71,13 +119,13 @@ pub struct Applied {
 }
 
 impl Reloader {
-    pub fn new(source: Source, current: Arc<Config>, post: Post<WorkerMsg>) -> Reloader {
+    pub fn new(source: Source, current: SharedCurrent, post: Post<WorkerMsg>) -> Reloader {
         Reloader {
             source,
             current,
-            number: 1,
             post,
             state: None,
+            after: None,
         }
     }
 
@@ -86,9 +134,14 @@ impl Reloader {
         self.state = Some(state);
     }
 
+    /// Call `f` after each applied reload.
+    pub fn after_each(&mut self, f: Box<dyn Fn() + Send>) {
+        self.after = Some(f);
+    }
+
     /// The number of the generation running now.
     pub fn generation(&self) -> u64 {
-        self.number
+        lock(&self.current).number
     }
 
     /// Read, resolve and check the file again; on success make it every worker's current
@@ -100,6 +153,7 @@ impl Reloader {
         let loaded = schema::load(path)
             .map_err(Error::from)
             .and_then(|f| resolve(&f, overrides));
+        let mut current = lock(&self.current);
         let new = match loaded {
             Ok(cfg) => cfg,
             Err(error) => {
@@ -107,32 +161,27 @@ impl Reloader {
                     s.rejected();
                 }
                 return Outcome::Rejected {
-                    running: self.number,
+                    running: current.number,
                     error,
                 };
             }
         };
-        let (cfg, changes, not_applied) = compare(&self.current, new);
-        let number = self.number + 1;
+        let (cfg, changes, not_applied) = compare(&current.cfg, new);
         let cfg = Arc::new(cfg);
-        let answers = self.post.ask_all(
-            |_, reply| WorkerMsg::Reload {
-                number,
-                cfg: cfg.clone(),
-                reply,
-            },
-            APPLY_WAIT,
-        );
-        let (carried, workers, missing) = match answers {
-            Ok(all) => (sum(&all), all.len(), None),
-            Err(e) => (Carried::default(), 0, Some(e)),
-        };
-        self.number = number;
+        let source = cfg.source.clone();
+        let Stepped {
+            number,
+            carried,
+            workers,
+            missing,
+        } = step(&self.post, &mut current, cfg);
+        drop(current);
         if let Some(s) = &self.state {
             s.applied(number);
         }
-        let source = cfg.source.clone();
-        self.current = cfg;
+        if let Some(f) = &self.after {
+            f();
+        }
         Outcome::Applied(Applied {
             number,
             source,
@@ -143,6 +192,12 @@ impl Reloader {
             missing,
         })
     }
+}
+
+/// The lock on the current generation; a thread that panicked holding it left a whole
+/// `Current` behind (it is replaced in one assignment), so a poisoned lock is used as is.
+pub fn lock(current: &SharedCurrent) -> std::sync::MutexGuard<'_, Current> {
+    current.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn sum(all: &[Carried]) -> Carried {

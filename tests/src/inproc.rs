@@ -62,6 +62,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
             .iter()
             .map(|a| Server {
                 name: a.to_string(),
+                host: a.to_string(),
                 addrs: vec![*a],
                 weight: 1,
                 max_fails: 1,
@@ -69,6 +70,8 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
             })
             .collect(),
         balance: Balance::RoundRobin,
+        hash_key: Default::default(),
+        resolve: None,
         keepalive: 64,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 1000,

@@ -413,6 +413,8 @@ impl Cli {
         let group = GroupEntry {
             servers: servers.map(unspanned).collect(),
             balance: a.balance,
+            hash_key: None,
+            resolve: None,
             keepalive: a.keepalive,
             keepalive_timeout: a.keepalive_timeout.0,
             keepalive_requests: NonZeroU64::new(a.keepalive_requests).unwrap_or(NonZeroU64::MIN),

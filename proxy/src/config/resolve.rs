@@ -6,9 +6,9 @@
 //! layer keeps), or the flag where a flag is.
 
 use super::cache::CacheEntry;
+use super::dns::{Entry, Resolve};
 use super::schema::{
-    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry,
-    StaticEntry,
+    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, StaticEntry,
 };
 use super::{
     validate, Action, Config, GroupId, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route,
@@ -16,7 +16,6 @@ use super::{
 };
 use crate::answer::ReturnAction;
 use crate::static_files::StaticSite;
-use rustls::pki_types::ServerName;
 use shared::config::ConfigError;
 use shared::http::Limits;
 use shared::runtime::{available_cpus, DriverChoice, RuntimeConfig};
@@ -260,18 +259,7 @@ impl Resolver<'_> {
         let sni = e.and_then(|t| t.sni.as_deref());
         let mut names = Table::new();
         for s in servers {
-            let host = match sni {
-                Some(n) => n.to_string(),
-                None => {
-                    super::schema::split_upstream(&s.name).map_or_else(|_| s.name.clone(), |h| h.0)
-                }
-            };
-            let n = ServerName::try_from(host.clone()).map_err(|_| {
-                self.error(
-                    at("tls"),
-                    format!("`{host}` is not a name TLS can verify (sni)"),
-                )
-            })?;
+            let n = super::dns::tls_name(sni, &s.host).map_err(|m| self.error(at("tls"), m))?;
             names.push(n);
         }
         Ok(Some(UpstreamTls {
@@ -413,12 +401,15 @@ impl Resolver<'_> {
                     ));
                 }
             }
-            let servers = self.servers(name, &g.servers, g.tls.is_some())?;
+            let hash_key = self.hash_key(name, g)?;
+            let (servers, resolve) = self.servers(name, g)?;
             let tls = self.group_tls(name, g, &servers, span)?;
             out.push(UpstreamGroup {
                 name: name.clone(),
                 servers,
                 balance: g.balance,
+                hash_key,
+                resolve,
                 keepalive: g.keepalive,
                 keepalive_timeout: g.keepalive_timeout,
                 keepalive_requests: g.keepalive_requests.get(),
@@ -430,16 +421,40 @@ impl Resolver<'_> {
         Ok(out)
     }
 
-    /// Resolve each server's name (the one address rule: `shared::net::resolve`).
-    /// `tls`: the group has a `tls` table, so a server without a scheme is `https://` (443).
+    /// `hash_key`: only with `balance = "hash"` (else it would silently do nothing).
+    fn hash_key(&self, name: &str, g: &GroupEntry) -> Result<super::hash_key::HashKey, Error> {
+        match &g.hash_key {
+            None => Ok(Default::default()),
+            Some(k) if g.balance == super::Balance::Hash => Ok(k.get_ref().clone()),
+            Some(k) => {
+                let key = format!("upstream.{name}.hash_key");
+                let m = format!(
+                    "hash_key applies to balance = \"hash\" only (this group balances {})",
+                    g.balance.name()
+                );
+                Err(self.error(
+                    At::Value {
+                        key,
+                        span: k.span(),
+                    },
+                    m,
+                ))
+            }
+        }
+    }
+
+    /// Resolve each server's name (the one address rule: `shared::net::resolve`). A group
+    /// with a `tls` table: a server without a scheme is `https://` (443). A group with
+    /// `resolve`: each address of a name is a server (`config::dns`), and how to find them
+    /// again is kept.
     fn servers(
         &self,
         group: &str,
-        entries: &[Spanned<ServerEntry>],
-        tls: bool,
-    ) -> Result<Table<ServerId, Server>, Error> {
-        let mut out: Table<ServerId, Server> = Table::new();
-        for (i, e) in entries.iter().enumerate() {
+        g: &GroupEntry,
+    ) -> Result<(Table<ServerId, Server>, Option<Resolve>), Error> {
+        let mut entries = Vec::with_capacity(g.servers.len());
+        let mut found = Vec::with_capacity(g.servers.len());
+        for (i, e) in g.servers.iter().enumerate() {
             let s = e.get_ref();
             let at = || match self.file.origin {
                 Origin::CommandLine => At::Flag("--upstream", s.addr.clone()),
@@ -449,27 +464,58 @@ impl Resolver<'_> {
                 },
             };
             let addr = match super::schema::upstream_scheme(&s.addr) {
-                (None, a) if tls => format!("https://{a}"),
+                (None, a) if g.tls.is_some() => format!("https://{a}"),
                 _ => s.addr.clone(),
             };
-            let addrs = resolve_server(&addr).map_err(|m| self.error(at(), m))?;
-            if out.iter().any(|o| o.addrs[0] == addrs[0]) {
-                let m = format!(
-                    "{} is already a server of this group (raise its weight instead)",
-                    addrs[0]
-                );
+            let (host, port) =
+                super::schema::split_upstream(&addr).map_err(|m| self.error(at(), m))?;
+            let addrs =
+                shared::net::resolve(&host, port).map_err(|m| self.error(at(), m.to_string()))?;
+            let literal = host.parse::<std::net::IpAddr>().is_ok();
+            let first = addrs[0];
+            let dup = found
+                .iter()
+                .zip(&entries)
+                .any(|(f, e): (&Vec<SocketAddr>, &Entry)| {
+                    f[0] == first && (g.resolve.is_none() || (e.literal && literal))
+                });
+            if dup {
+                let m =
+                    format!("{first} is already a server of this group (raise its weight instead)");
                 return Err(self.error(at(), m));
             }
-            out.push(Server {
+            entries.push(Entry {
                 // The address without its scheme: messages, and the Host field sent.
-                name: super::schema::upstream_scheme(&s.addr).1.to_string(),
-                addrs,
+                host: super::schema::upstream_scheme(&s.addr).1.to_string(),
+                lookup: (host, port),
+                literal,
                 weight: s.weight.get(),
                 max_fails: s.max_fails,
                 fail_timeout: s.fail_timeout,
             });
+            found.push(addrs);
         }
-        Ok(out)
+        let Some(every) = g.resolve else {
+            let servers = entries.iter().zip(found).map(|(e, addrs)| Server {
+                name: e.host.clone(),
+                host: e.host.clone(),
+                addrs,
+                weight: e.weight,
+                max_fails: e.max_fails,
+                fail_timeout: e.fail_timeout,
+            });
+            return Ok((servers.collect(), None));
+        };
+        let servers = super::dns::servers_of(&entries, &found);
+        let sni = g.tls.as_ref().and_then(|t| t.sni.clone());
+        Ok((
+            servers,
+            Some(Resolve {
+                every,
+                entries,
+                sni,
+            }),
+        ))
     }
 
     fn routes(
@@ -650,10 +696,4 @@ fn absolute(p: &Path) -> PathBuf {
         Ok(cwd) => cwd.join(p),
         Err(_) => p.to_path_buf(),
     }
-}
-
-/// An upstream address, checked and resolved: every address, in the order to try.
-fn resolve_server(s: &str) -> Result<Vec<SocketAddr>, String> {
-    let (host, port) = super::schema::split_upstream(s)?;
-    shared::net::resolve(&host, port).map_err(|e| e.to_string())
 }

@@ -142,6 +142,12 @@ pub struct GroupEntry {
     pub servers: Vec<Spanned<ServerEntry>>,
     #[serde(default)]
     pub balance: Balance,
+    /// What `balance = "hash"` hashes (issue 27; `config::hash_key`).
+    #[serde(default)]
+    pub hash_key: Option<Spanned<super::hash_key::HashKey>>,
+    /// Look the servers' names up again this often (issue 27; `config::dns`).
+    #[serde(default, deserialize_with = "de_resolve")]
+    pub resolve: Option<Duration>,
     #[serde(default = "default_keepalive")]
     pub keepalive: usize,
     #[serde(
@@ -457,6 +463,10 @@ pub fn upstream_scheme(s: &str) -> (Option<bool>, &str) {
 
 fn de_listen<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
     parse_listen(&String::deserialize(d)?).map_err(D::Error::custom)
+}
+
+fn de_resolve<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    de_positive_duration(d).map(Some)
 }
 
 fn de_upstream_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

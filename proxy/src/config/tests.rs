@@ -83,7 +83,11 @@ fn example_parses_with_every_key() {
         ["127.0.0.1:9003".parse().unwrap()]
     );
     assert_eq!(app.servers[ServerId::new(2)].weight, 1);
-    assert_eq!(cfg.groups[GroupId::new(2)].balance, Balance::LeastConn);
+    assert_eq!(cfg.groups[GroupId::new(2)].balance, Balance::Hash);
+    assert_eq!(
+        cfg.groups[GroupId::new(2)].hash_key,
+        crate::config::hash_key::HashKey::Uri
+    );
     let h = app
         .health
         .as_ref()

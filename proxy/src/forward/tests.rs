@@ -23,6 +23,7 @@ fn req() -> RequestInfo {
         },
         target: crate::request::Span { start: 0, len: 0 },
         authority: None,
+        balance_key: 0,
     }
 }
 

@@ -66,7 +66,7 @@ pub enum Probe {
 /// The check's request for `server`, written once: `Host` is the check's `host`, or the
 /// server's name as written in `servers`.
 pub fn request(check: &HealthCheck, server: &Server) -> Vec<u8> {
-    let host = check.host.as_deref().unwrap_or(&server.name);
+    let host = check.host.as_deref().unwrap_or(&server.host);
     format!(
         "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: proxy-health-check\r\nAccept: */*\r\nConnection: close\r\n\r\n",
         check.path
@@ -168,6 +168,7 @@ mod tests {
     fn request_names_the_host() {
         let server = Server {
             name: "app.internal:8080".into(),
+            host: "app.internal:8080".into(),
             addrs: vec![([127, 0, 0, 1], 8080).into()],
             weight: 1,
             max_fails: 1,

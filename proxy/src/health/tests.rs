@@ -10,6 +10,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
             .enumerate()
             .map(|(i, n)| Server {
                 name: n.to_string(),
+                host: n.to_string(),
                 addrs: vec![([127, 0, 0, 1], 9000 + i as u16).into()],
                 weight: 1,
                 max_fails: 1,
@@ -17,6 +18,8 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
             })
             .collect(),
         balance: Balance::RoundRobin,
+        hash_key: Default::default(),
+        resolve: None,
         keepalive: 0,
         keepalive_timeout: Duration::from_secs(30),
         keepalive_requests: 100,

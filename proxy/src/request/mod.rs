@@ -15,7 +15,8 @@
 //! goes upstream as received.
 
 use crate::answer::AnswerCtx;
-use crate::config::{Action, GroupId, HeaderOptions, RouteId};
+use crate::config::hash_key::HashKey;
+use crate::config::{Action, Balance, GroupId, HeaderOptions, RouteId};
 use crate::error::ProxyError;
 use crate::generation::{CacheId, Generation, SiteId};
 use crate::io::offset_in;
@@ -67,6 +68,9 @@ pub struct RequestInfo {
     pub target: Span,
     /// The authority (absolute-form target, else Host), in the client buffer likewise.
     pub authority: Option<Span>,
+    /// The hash of the group's `hash_key` for a group with `balance = "hash"` (0 otherwise):
+    /// taken here, from the one parse, while the head's bytes are at hand.
+    pub balance_key: u64,
 }
 
 /// What a routed request leads to: one match per request in the client loop.
@@ -352,6 +356,7 @@ pub fn prepare_request(
             // A target naming no path (`*`): its empty start, still in `buf`.
             target: Span::of(buf, origin_bytes(t).unwrap_or(&t[..0])),
             authority: head.authority.map(|a| Span::of(buf, a)),
+            balance_key: 0,
         };
         // Access rules and rate limits, for every action: one test when none is configured.
         if let Some(guards) = &g.guards {
@@ -371,6 +376,10 @@ pub fn prepare_request(
                 // A cached route answers it itself, with its X-Cache field.
                 if cache.is_none() && body_too_large(head.body, g.cfg.limits.max_body) {
                     return Err(ProxyError::BodyTooLarge);
+                }
+                let grp = &g.cfg.groups[*group];
+                if grp.balance == Balance::Hash {
+                    info.balance_key = balance_key(&grp.hash_key, &head, ip);
                 }
                 info.websocket = head.is_websocket_upgrade();
                 info.host_written =
@@ -402,6 +411,22 @@ pub fn prepare_request(
         }
         Ok(Some(info))
     })
+}
+
+/// The hash of what `key` names in `head` (`balance = "hash"`; see `config::hash_key`): the
+/// target as received (origin-form: path and query), the client address, or a field's first
+/// value (a missing field hashes the empty string, as nginx's empty variable does).
+fn balance_key(key: &HashKey, head: &RequestHead<'_, '_>, ip: &IpText) -> u64 {
+    let bytes: &[u8] = match key {
+        HashKey::Uri => origin_bytes(head.target.as_bytes()).unwrap_or_default(),
+        HashKey::RemoteAddr => ip.as_bytes(),
+        HashKey::Header(name) => head
+            .headers
+            .iter()
+            .find(|h| eq(h.name, name))
+            .map_or(&[][..], |h| h.value),
+    };
+    crate::balance::ring::hash_key(bytes)
 }
 
 /// A declared request body over `max_body` (`limits.max_body`): a 413 before any byte of it

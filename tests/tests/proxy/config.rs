@@ -74,6 +74,8 @@ fn example_parses_and_validates_in_process() {
         "max_fails",
         "fail_timeout",
         "balance",
+        "hash_key",
+        "resolve",
         "keepalive",
         "keepalive_timeout",
         "keepalive_requests",

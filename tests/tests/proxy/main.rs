@@ -13,6 +13,7 @@ mod early;
 mod expect_continue;
 mod failures;
 mod fairness;
+mod hashing;
 mod interim;
 mod pool;
 mod rejected_body;

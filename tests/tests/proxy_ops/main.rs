@@ -6,6 +6,7 @@ mod access_log;
 mod check_start;
 mod client_abort;
 mod crowds;
+mod dns;
 mod exhaustion;
 mod health;
 mod health_check;
