@@ -20,6 +20,7 @@
 pub mod cache;
 pub mod health;
 pub mod ids;
+pub mod route_opts;
 pub mod schema;
 
 mod resolve;
@@ -347,6 +348,24 @@ pub struct Route {
     /// Path prefix, e.g. `/` or `/api/`.
     pub path_prefix: String,
     pub action: Action,
+    /// A proxied route's own options (`strip_prefix`, header edits, timeouts, retry);
+    /// `None`: none is set.
+    pub opts: Option<Arc<route_opts::RouteOpts>>,
+}
+
+impl Route {
+    /// The upstream timeouts of this route: its own `timeouts` merged over `[timeouts]`.
+    pub fn timeouts<'a>(&'a self, global: &'a Timeouts) -> &'a Timeouts {
+        match self.opts.as_deref().and_then(|o| o.timeouts.as_ref()) {
+            Some(t) => t,
+            None => global,
+        }
+    }
+
+    /// The route's `response_headers`, if any.
+    pub fn response_edits(&self) -> Option<&route_opts::HeaderEdits> {
+        self.opts.as_deref().and_then(|o| o.response.as_ref())
+    }
 }
 
 /// What a route does with the requests it matches; the client loop matches on it once per

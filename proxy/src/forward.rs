@@ -13,6 +13,7 @@
 //! The rewriting itself (`response_info`, `write_client_head`) takes plain inputs, a parsed
 //! head and options, and is tested by tables in `forward/tests.rs`.
 
+use crate::config::route_opts::HeaderEdits;
 use crate::error::ProxyError;
 use crate::request::{eq, with_headers, FieldSpans, Named, RequestInfo, Span};
 use bytes::BytesMut;
@@ -120,6 +121,7 @@ pub fn prepare_response(
     req: &RequestInfo,
     out: &mut BytesMut,
     fields: &mut ResponseFields,
+    edits: Option<&HeaderEdits>,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     with_headers(limits.max_headers, |storage| {
         let head = match parse_final_response(buf, storage, req.method, limits) {
@@ -132,7 +134,7 @@ pub fn prepare_response(
         if let Some(from) = interim.filter(|&n| starts_interim(&buf[n..])) {
             write_interims(&buf[from..], limits, out)?;
         }
-        append_client_head(&head, info.framing, out);
+        append_client_head(&head, info.framing, edits, out);
         fields.record(&head, buf);
         Ok(Some(info))
     })
@@ -254,11 +256,17 @@ pub(crate) fn write_client_head(
     out: &mut BytesMut,
 ) {
     out.clear();
-    append_client_head(head, framing, out);
+    append_client_head(head, framing, None, out);
 }
 
-/// [`write_client_head`] after what `out` holds (interim heads).
-fn append_client_head(head: &ResponseHead<'_, '_>, framing: ClientFraming, out: &mut BytesMut) {
+/// [`write_client_head`] after what `out` holds (interim heads), with the route's
+/// `response_headers` applied when it has them.
+fn append_client_head(
+    head: &ResponseHead<'_, '_>,
+    framing: ClientFraming,
+    edits: Option<&HeaderEdits>,
+    out: &mut BytesMut,
+) {
     write_status_line(out, Version::Http11, head.status, head.reason);
     let named = Named::collect(head.headers);
     let tunnel = framing == ClientFraming::Tunnel;
@@ -270,7 +278,13 @@ fn append_client_head(head: &ResponseHead<'_, '_>, framing: ClientFraming, out: 
         {
             continue;
         }
+        if edits.is_some_and(|e| e.drops(n)) {
+            continue;
+        }
         write_header(out, n.as_bytes(), h.value);
+    }
+    if let Some(e) = edits {
+        out.extend_from_slice(&e.block);
     }
     match head.body {
         BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),
@@ -285,6 +299,31 @@ fn append_client_head(head: &ResponseHead<'_, '_>, framing: ClientFraming, out: 
         }
         _ => {}
     }
+}
+
+/// Apply `edits` to a client head being built in `out` (a status line and field lines, no
+/// empty line yet: a stored response's head): every field they name dropped, their `set`
+/// fields appended.
+pub fn edit_head(out: &mut BytesMut, from: usize, edits: &HeaderEdits) {
+    let mut at = match out[from..].windows(2).position(|w| w == b"\r\n") {
+        Some(i) => from + i + 2,
+        None => return,
+    };
+    while at < out.len() {
+        let end = out[at..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(out.len(), |i| at + i + 2);
+        let line = &out[at..end];
+        let name = line.split(|&b| b == b':').next().unwrap_or_default();
+        if edits.drops(std::str::from_utf8(name).unwrap_or_default()) {
+            out.copy_within(end.., at);
+            out.truncate(out.len() - (end - at));
+        } else {
+            at = end;
+        }
+    }
+    out.extend_from_slice(&edits.block);
 }
 
 /// End the client's head begun by [`write_client_head`]: the Connection field `resp` calls

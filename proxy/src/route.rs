@@ -183,6 +183,7 @@ mod tests {
                 group: crate::config::GroupId::new(group),
                 cache: None,
             },
+            opts: None,
         }
     }
 

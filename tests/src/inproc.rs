@@ -38,6 +38,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
                 group: GroupId::new(0),
                 cache: None,
             },
+            opts: None,
         }]
         .into(),
         timeouts: Timeouts {

@@ -6,9 +6,10 @@
 //! layer keeps), or the flag where a flag is.
 
 use super::cache::CacheEntry;
+use super::route_opts::RouteOpts;
 use super::schema::{
-    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, ServerEntry,
-    StaticEntry,
+    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RouteEntry, RuntimeEntry,
+    ServerEntry, StaticEntry,
 };
 use super::{
     validate, Action, Config, GroupId, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route,
@@ -129,6 +130,7 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
     for edit in &overrides.edits {
         edit.apply(&mut cfg);
     }
+    super::route_opts::merge_route_timeouts(&mut cfg);
     validate(&cfg).map_err(|m| r.error(At::Whole, m))?;
     Ok(cfg)
 }
@@ -483,6 +485,7 @@ impl Resolver<'_> {
                             group: GroupId::new(0),
                             cache: None,
                         },
+                        opts: None,
                     };
                     return Ok(Table::from(vec![route]));
                 }
@@ -541,13 +544,33 @@ impl Resolver<'_> {
                     return Err(self.error(whole(), m.into()));
                 }
             };
+            let opts = self.route_opts(i, e)?;
             out.push(Route {
                 host: r.host.clone(),
                 path_prefix: r.path.clone(),
                 action,
+                opts,
             });
         }
         Ok(out)
+    }
+
+    /// A route's own upstream options (`route_opts`): only on a route with `upstream`.
+    fn route_opts(
+        &self,
+        i: usize,
+        e: &Spanned<RouteEntry>,
+    ) -> Result<Option<Arc<RouteOpts>>, Error> {
+        RouteOpts::of(e.get_ref()).map_err(|(key, m)| {
+            let key = format!("route[{i}].{key}");
+            self.error(
+                At::Value {
+                    key,
+                    span: e.span(),
+                },
+                m,
+            )
+        })
     }
 
     fn proxy_action(

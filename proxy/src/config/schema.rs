@@ -248,6 +248,17 @@ pub struct RouteEntry {
     /// A response cache in front of a proxied route's upstream (issue 10).
     #[serde(default)]
     pub cache: Option<Spanned<super::cache::CacheEntry>>,
+    // Issue 27 (c): a proxied route's own upstream options (`config::route_opts`).
+    #[serde(default)]
+    pub strip_prefix: Option<Spanned<bool>>,
+    #[serde(default, deserialize_with = "super::route_opts::de_request_edits")]
+    pub request_headers: Option<super::route_opts::HeaderEdits>,
+    #[serde(default, deserialize_with = "super::route_opts::de_response_edits")]
+    pub response_headers: Option<super::route_opts::HeaderEdits>,
+    #[serde(default)]
+    pub timeouts: Option<Spanned<super::route_opts::RouteTimeouts>>,
+    #[serde(default, deserialize_with = "super::route_opts::de_retry")]
+    pub retry: Option<super::route_opts::RetryPolicy>,
 }
 
 impl RouteEntry {
@@ -260,6 +271,11 @@ impl RouteEntry {
             return_: None,
             static_: static_.map(|s| Spanned::new(0..0, s)),
             cache: None,
+            strip_prefix: None,
+            request_headers: None,
+            response_headers: None,
+            timeouts: None,
+            retry: None,
         }
     }
 }

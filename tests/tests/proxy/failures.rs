@@ -351,6 +351,7 @@ fn no_matching_route_is_404() {
             group: proxy::config::GroupId::new(0),
             cache: None,
         },
+        opts: None,
     }]
     .into();
     let p = proxy::start(cfg).unwrap();

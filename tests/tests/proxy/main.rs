@@ -16,6 +16,7 @@ mod interim;
 mod pool;
 mod rejected_body;
 mod return_action;
+mod rewrite;
 mod routes;
 mod smuggling;
 mod splice;
