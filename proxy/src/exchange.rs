@@ -293,9 +293,6 @@ async fn attempts<'g>(
     let (mut tries, mut next) = (0u32, None);
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
-    w.retry_budget
-        .borrow_mut()
-        .request(shared::clock::loop_now());
     let end = loop {
         if bound == 0 {
             break Err(Unanswered::Respond(last));
@@ -376,17 +373,18 @@ fn retries_status(plan: &Plan<'_>, a: &Answered<'_>, tries: u32) -> bool {
         && plan.retry.allows(RetryReason::Status, plan.req.idempotent)
 }
 
-/// Take one retry from the worker's budget; `false` (counted): it is spent.
+/// Take one retry from the worker's budget; `false` (counted): it is spent. The requests
+/// are the worker's finished ones and this one.
 fn spend_retry(w: &ProxyWorker) -> bool {
-    let mut b = w.retry_budget.borrow_mut();
-    if b.allows(shared::clock::loop_now()) {
-        b.spend();
-        true
-    } else {
-        drop(b);
+    let total = w.stats.requests.get() + 1;
+    let took = w
+        .retry_budget
+        .borrow_mut()
+        .take(shared::clock::loop_now(), total);
+    if !took {
         w.count_budget_exhausted();
-        false
     }
+    took
 }
 
 /// One attempt on server `s`: a connection (pooled or new), the request, the response head.

@@ -1,7 +1,7 @@
 //! A worker's retry budget (Envoy's `retry_budget`, as a count over a window): retries may add
-//! at most [`PERCENT`] % to the requests a worker sent upstream over the last
-//! [`WINDOW`], plus [`MIN_RETRIES`] per window so that a worker with little traffic can still
-//! retry. When the budget is spent, a failure that would have been retried goes to the client
+//! at most [`PERCENT`] % to the requests the worker served over the last [`WINDOW`] (the
+//! routed requests it finished, and the one in hand), plus [`MIN_RETRIES`] per window so that a
+//! worker with little traffic can still retry. When the budget is spent, a failure that would have been retried goes to the client
 //! as it is: an origin in trouble gets at most 1.2x its load (plus the minimum), never
 //! `tries`x.
 //!
@@ -17,92 +17,75 @@ pub const MIN_RETRIES: u64 = 3;
 /// How far back requests and retries are counted (the last two halves of it).
 pub const WINDOW: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Counts {
-    requests: u64,
-    retries: u64,
-}
-
-/// One worker's budget.
-#[derive(Debug)]
+/// One worker's budget. Requests are not counted here: the worker counts every routed
+/// request it finishes anyway (`ProxyCounters::requests`), and the budget reads that total
+/// only when a retry is considered, so a request that needs no retry costs it nothing.
+#[derive(Debug, Default)]
 pub struct RetryBudget {
-    /// When the current half started.
+    /// When the current half started (`None`: no retry was considered yet).
     half_start: Option<Instant>,
-    current: Counts,
-    previous: Counts,
-}
-
-impl Default for RetryBudget {
-    fn default() -> Self {
-        RetryBudget::new()
-    }
+    /// The request total when the window (the previous half) and the current half began.
+    window_base: u64,
+    half_base: u64,
+    /// Retries spent in the previous half and in this one.
+    previous_retries: u64,
+    current_retries: u64,
 }
 
 impl RetryBudget {
     pub const fn new() -> RetryBudget {
         RetryBudget {
             half_start: None,
-            current: Counts {
-                requests: 0,
-                retries: 0,
-            },
-            previous: Counts {
-                requests: 0,
-                retries: 0,
-            },
+            window_base: 0,
+            half_base: 0,
+            previous_retries: 0,
+            current_retries: 0,
         }
     }
 
-    fn advance(&mut self, now: Instant) {
+    /// Move the window to `now`; `total`: the requests counted so far.
+    fn advance(&mut self, now: Instant, total: u64) {
         let half = WINDOW / 2;
-        let start = *self.half_start.get_or_insert(now);
-        let since = now.saturating_duration_since(start);
+        let since = self
+            .half_start
+            .map_or(WINDOW, |start| now.saturating_duration_since(start));
         if since < half {
             return;
         }
-        self.previous = if since < 2 * half {
-            self.current
+        if since < 2 * half {
+            self.window_base = self.half_base;
+            self.previous_retries = self.current_retries;
         } else {
-            Counts::default()
-        };
-        self.current = Counts::default();
+            // The first retry considered, or one after a quiet time: when the requests before
+            // it came is not known (they may be hours old), so the window starts with the
+            // request in hand.
+            self.window_base = total.saturating_sub(1);
+            self.previous_retries = 0;
+        }
+        self.half_base = total.saturating_sub(1);
+        self.current_retries = 0;
         self.half_start = Some(now);
     }
 
-    /// A request goes upstream (its first attempt).
-    pub fn request(&mut self, now: Instant) {
-        self.advance(now);
-        self.current.requests += 1;
-    }
-
-    /// Whether one more retry fits, now.
-    pub fn allows(&mut self, now: Instant) -> bool {
-        self.advance(now);
-        let requests = self.current.requests + self.previous.requests;
-        let retries = self.current.retries + self.previous.retries;
-        100 * (retries + 1) <= PERCENT * requests + 100 * MIN_RETRIES
-    }
-
-    /// Spend one retry (after [`Self::allows`] said it fits).
-    pub fn spend(&mut self) {
-        self.current.retries += 1;
+    /// Take one retry if it fits, now, with `total` requests counted so far (the one in hand
+    /// included).
+    pub fn take(&mut self, now: Instant, total: u64) -> bool {
+        self.advance(now, total);
+        let requests = total.saturating_sub(self.window_base);
+        let retries = self.previous_retries + self.current_retries;
+        let fits = 100 * (retries + 1) <= PERCENT * requests + 100 * MIN_RETRIES;
+        self.current_retries += u64::from(fits);
+        fits
     }
 }
 
-/// How many of `n` requests, each failing once where a retry would help, are retried
-/// within one window: what the budget lets through (for tests and the documentation).
+/// How many of `n` requests, one after another, each failing once where a retry would help,
+/// are retried within one window: what the budget lets through (for tests and the
+/// documentation).
 pub fn retried_of(n: u64) -> u64 {
     let mut b = RetryBudget::new();
     let now = Instant::now();
-    let mut retried = 0;
-    for _ in 0..n {
-        b.request(now);
-        if b.allows(now) {
-            b.spend();
-            retried += 1;
-        }
-    }
-    retried
+    (1..=n).filter(|&total| b.take(now, total)).count() as u64
 }
 
 #[cfg(test)]
@@ -126,26 +109,22 @@ mod tests {
     fn the_window_slides_in_halves() {
         let t0 = Instant::now();
         let mut b = RetryBudget::new();
-        for _ in 0..3 {
-            b.request(t0);
-            assert!(b.allows(t0));
-            b.spend();
+        for total in 1..=3 {
+            assert!(b.take(t0, total));
         }
-        b.request(t0);
-        assert!(!b.allows(t0), "spent");
+        assert!(!b.take(t0, 4), "spent");
         // Half a window on, the spent retries still count.
         let t1 = t0 + WINDOW / 2;
-        assert!(!b.allows(t1));
+        assert!(!b.take(t1, 4));
         // A whole window on, they are forgotten.
         let t2 = t1 + WINDOW / 2;
-        assert!(b.allows(t2));
-        // And after a long quiet time, at once.
-        let mut b = RetryBudget::new();
-        b.request(t0);
+        assert!(b.take(t2, 4));
+        // After a quiet time the window starts anew: the minimum, then a fifth of what comes.
+        let t3 = t2 + 5 * WINDOW;
         for _ in 0..3 {
-            b.spend();
+            assert!(b.take(t3, 1000));
         }
-        assert!(!b.allows(t0));
-        assert!(b.allows(t0 + 5 * WINDOW));
+        assert!(!b.take(t3, 1000));
+        assert!(b.take(t3, 1005));
     }
 }
