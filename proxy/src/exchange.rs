@@ -1,13 +1,18 @@
 //! One request/response exchange: pick a server, get a connection (pooled or new), send the
 //! request, read the response head, relay the body, pool the connection.
 //!
-//! Retries (nginx's `proxy_next_upstream error`, narrowed to what is always safe):
-//! - connecting failed: the server is marked failed and the next one is tried;
-//! - the connection failed before any byte of the response arrived: retried only if no byte
-//!   of a streamed request body was sent, and for a non-idempotent method only if the write
-//!   itself failed (nothing of the request was delivered). A pooled connection failing this
-//!   way just went stale: it is retried without counting against the server.
-//! - never after the response started, never after a read timeout (504).
+//! Retries, decided in one place (`attempts`) from what each attempt came to (`outcome`):
+//! - without a route `retry`, the built-in rule (nginx's `proxy_next_upstream error`, narrowed
+//!   to what is always safe): connecting failed (the server is marked failed and the next one
+//!   tried); the connection closed before any byte of the response, for an idempotent request
+//!   whose body is held whole. A pooled connection failing this way just went stale: it is
+//!   retried without counting against the server, nor as a try, nor against the budget;
+//! - a route's `retry` sets the tries, the conditions (`connect`, `reset`, `timeout`, statuses:
+//!   such an answer is dropped unread and its connection closed) and whether unsafe methods go
+//!   again on more than `connect`;
+//! - never after a byte of the response reached the client (an interim 103 included), never
+//!   for a streamed body, and never past the worker's retry budget (`retry_budget`): then the
+//!   failure, or the last answer, goes to the client as it is.
 //!
 //! When every server refused, the client gets 502 at once (no waiting on a timer); so does a
 //! request to a group whose servers are all down by health checks (nginx's "no live

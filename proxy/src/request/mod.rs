@@ -12,7 +12,9 @@
 //! `X-Forwarded-Host` and `Forwarded` removed always (nothing a client says about the path a
 //! request took is trusted), `Expect` removed (the proxy answers `100-continue` itself), and
 //! the body framing written by us. Routing is on the target's normalised path; the target
-//! goes upstream as received.
+//! goes upstream as received, unless the route strips its prefix (`strip_prefix`: the rest of
+//! the normalised path, the query as received). A route's `request_headers` replace or drop
+//! fields (every copy, any case) and add their prepared block.
 
 use crate::answer::AnswerCtx;
 use crate::config::route_opts::RouteOpts;
