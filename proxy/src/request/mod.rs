@@ -441,7 +441,7 @@ pub(crate) fn write_upstream_head(
     let edits = route.and_then(|r| r.request.as_ref());
     // The route's own fields replace the client's, and the proxy's forwarding ones.
     let edited = |n: &str| edits.is_some_and(|e| e.drops(n));
-    let set_host = edits.is_some_and(|e| e.sets("host"));
+    let set_host = edits.is_some_and(|e| e.sets_host);
     let host_written = set_host || (opts.preserve_host && head.authority.is_some());
     if let (false, true, Some(a)) = (set_host, host_written, head.authority) {
         write_header(out, b"Host", a);
