@@ -301,31 +301,6 @@ fn append_client_head(
     }
 }
 
-/// Apply `edits` to a client head being built in `out` (a status line and field lines, no
-/// empty line yet: a stored response's head): every field they name dropped, their `set`
-/// fields appended.
-pub fn edit_head(out: &mut BytesMut, from: usize, edits: &HeaderEdits) {
-    let mut at = match out[from..].windows(2).position(|w| w == b"\r\n") {
-        Some(i) => from + i + 2,
-        None => return,
-    };
-    while at < out.len() {
-        let end = out[at..]
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .map_or(out.len(), |i| at + i + 2);
-        let line = &out[at..end];
-        let name = line.split(|&b| b == b':').next().unwrap_or_default();
-        if edits.drops(std::str::from_utf8(name).unwrap_or_default()) {
-            out.copy_within(end.., at);
-            out.truncate(out.len() - (end - at));
-        } else {
-            at = end;
-        }
-    }
-    out.extend_from_slice(&edits.block);
-}
-
 /// End the client's head begun by [`write_client_head`]: the Connection field `resp` calls
 /// for, then the empty line.
 pub fn end_client_head(out: &mut BytesMut, resp: &ResponseInfo) {

@@ -78,7 +78,8 @@ impl RouteOpts {
         if !opts.any() {
             return Ok(None);
         }
-        if r.upstream.is_none() {
+        let answers = r.return_.is_some();
+        if r.upstream.is_none() && !(answers && opts.response.is_some() && only_response(&opts)) {
             let keys = [
                 ("strip_prefix", strip.is_some()),
                 ("request_headers", opts.request.is_some()),
@@ -87,14 +88,24 @@ impl RouteOpts {
                 ("retry", opts.retry.is_some()),
             ];
             let key = keys.iter().find(|k| k.1).map_or("upstream", |k| k.0);
-            let m = format!(
-                "`{key}` goes on a route with `upstream` (a `return` or `static` route does not \
-                 forward its requests)"
-            );
+            let m = match key {
+                "response_headers" => "`response_headers` goes on a route with `upstream` or \
+                                       `return` (a `static` route writes its own fields)"
+                    .to_string(),
+                _ => format!(
+                    "`{key}` goes on a route with `upstream` (a `return` or `static` route \
+                     does not forward its requests)"
+                ),
+            };
             return Err((key, m));
         }
         Ok(Some(Arc::new(opts)))
     }
+}
+
+/// Whether `response_headers` is the only option set.
+fn only_response(o: &RouteOpts) -> bool {
+    o.strip.is_none() && o.request.is_none() && o.own_timeouts.is_none() && o.retry.is_none()
 }
 
 /// Routes with their own `timeouts` take the others from `[timeouts]` as the flags left them
@@ -128,7 +139,39 @@ impl HeaderEdits {
             .iter()
             .any(|n| n.len() == name.len() && n.eq_ignore_ascii_case(name))
     }
+}
 
+impl HeaderEdits {
+    /// Apply the edits to a head in `out[from..]`: a status line and field lines, then the
+    /// empty line and what follows it if they are there yet (a `return`'s whole answer), or
+    /// not (a stored response's head being written). Every field they name is dropped, their
+    /// `set` lines go after the last field. In place: the buffer grows by the block at most.
+    pub fn apply_to_head(&self, out: &mut bytes::BytesMut, from: usize) {
+        let find = |buf: &[u8], pat: &[u8]| buf.windows(pat.len()).position(|w| w == pat);
+        let Some(line) = find(&out[from..], b"\r\n") else {
+            return;
+        };
+        let mut at = from + line + 2;
+        // Where the fields end: before the empty line, or at the end.
+        let mut end = find(&out[at - 2..], b"\r\n\r\n").map_or(out.len(), |i| at + i);
+        while at < end {
+            let next = find(&out[at..end], b"\r\n").map_or(end, |i| at + i + 2);
+            let name = out[at..next]
+                .split(|&b| b == b':')
+                .next()
+                .unwrap_or_default();
+            if self.drops(std::str::from_utf8(name).unwrap_or_default()) {
+                out.copy_within(next.., at);
+                out.truncate(out.len() - (next - at));
+                end -= next - at;
+            } else {
+                at = next;
+            }
+        }
+        let n = self.block.len();
+        out.extend_from_slice(&self.block);
+        out[end..].rotate_right(n);
+    }
 }
 
 /// Which side the edits are for: the fields neither side may touch differ a little.
@@ -478,6 +521,40 @@ mod tests {
         assert!(bad(&[("X", "1")], &["x"], Side::Response).contains("twice"));
         // Host may go on a response (it means nothing there, but it is not the proxy's).
         assert!(header_edits(&set(&[]), &["Host".into()], Side::Response).is_ok());
+    }
+
+    #[test]
+    fn edits_apply_to_a_head_in_place_with_or_without_what_follows_it() {
+        let set = set(&[("X-A", "new"), ("Strict-Transport-Security", "max-age=1")]);
+        let e = header_edits(&set, &["Server".into()], Side::Response).unwrap();
+        let block = "Strict-Transport-Security: max-age=1\r\nX-A: new\r\n";
+        let table = [
+            // A head being written (no empty line yet).
+            (
+                "HTTP/1.1 200 OK\r\nServer: o\r\nB: 2\r\nx-a: 1\r\nSERVER: p\r\n",
+                format!("HTTP/1.1 200 OK\r\nB: 2\r\n{block}"),
+            ),
+            // A whole answer: the block goes before the empty line, the body stays.
+            (
+                "HTTP/1.1 302 Found\r\nServer: o\r\nLocation: /x\r\n\r\nbody\r\n\r\nmore",
+                format!("HTTP/1.1 302 Found\r\nLocation: /x\r\n{block}\r\nbody\r\n\r\nmore"),
+            ),
+            // No field at all.
+            (
+                "HTTP/1.1 204 No Content\r\n\r\n",
+                format!("HTTP/1.1 204 No Content\r\n{block}\r\n"),
+            ),
+            ("HTTP/1.1 200 OK\r\n", format!("HTTP/1.1 200 OK\r\n{block}")),
+        ];
+        for (head, want) in table {
+            let mut out = bytes::BytesMut::from(format!("kept{head}").as_bytes());
+            e.apply_to_head(&mut out, 4);
+            assert_eq!(
+                String::from_utf8_lossy(&out),
+                format!("kept{want}"),
+                "{head:?}"
+            );
+        }
     }
 
     #[test]

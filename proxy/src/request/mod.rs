@@ -374,6 +374,10 @@ pub fn prepare_request(
             Action::Return(r) => {
                 let arrived = buf.len() - head.head_len;
                 let a = crate::answer::prepare(w, r, &head, &target, ip.as_bytes(), arrived, out);
+                // nginx's `add_header` applies to a `return` too.
+                if let Some(e) = g.cfg.routes[route].response_edits() {
+                    e.apply_to_head(out, 0);
+                }
                 info.dispatch = Dispatch::Answered {
                     skip: a.skip,
                     close: a.close,

@@ -195,6 +195,32 @@ fn response_headers_set_and_remove_on_a_relayed_answer_and_a_cache_hit() {
 }
 
 #[test]
+fn response_headers_apply_to_a_return_too() {
+    let p = start(
+        "[[route]]\nreturn = { status = 302, location = \"/new\", body = \"moved\" }\n\
+         response_headers = { set = { \"Cache-Control\" = \"no-store\", \"Location\" = \"/newer\" }, \
+         remove = [\"Content-Type\"] }\n",
+    );
+    let r = once(
+        p.addr,
+        "GET /old HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let resp = &r.responses()[0];
+    assert_eq!(resp.status, 302, "{}", r.text());
+    assert_eq!(resp.body, b"moved");
+    let mut names: Vec<&str> = resp.headers.iter().map(|(n, _)| n.as_str()).collect();
+    names.retain(|n| *n != "Date");
+    assert_eq!(
+        names,
+        ["Content-Length", "Connection", "Cache-Control", "Location"],
+        "{}",
+        r.text()
+    );
+    assert_eq!(resp.header("Location"), Some("/newer"));
+    assert_eq!(resp.header("Cache-Control"), Some("no-store"));
+}
+
+#[test]
 fn a_routes_own_read_timeout_applies_to_it_alone() {
     let o = tests::origin();
     let p = start(&format!(

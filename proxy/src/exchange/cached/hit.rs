@@ -75,7 +75,7 @@ impl<'a> Stored<'a> {
         // The route's response_headers, over the stored fields (not over Age, X-Cache and
         // the length: the cache's own, written after).
         if let Some(e) = edits {
-            crate::forward::edit_head(out, 0, e);
+            e.apply_to_head(out, 0);
         }
         write_header_u64(out, b"Age", self.age);
         write_header(out, b"X-Cache", self.status.as_str().as_bytes());
