@@ -388,3 +388,40 @@ fn the_retry_budget_caps_retries_at_a_fifth_of_the_requests_plus_three() {
         (n - retried) as f64
     );
 }
+
+#[test]
+fn a_timeout_is_retried_where_the_route_asks_and_only_for_idempotent_requests() {
+    let slow = Origin::start(OriginConfig {
+        delay: std::time::Duration::from_millis(600),
+        ..OriginConfig::default()
+    })
+    .expect("origin starts");
+    let good = tests::origin();
+    let p = start(&format!(
+        "[admin]\naddr = \"127.0.0.1:0\"\n{}\n[[route]]\nupstream = \"app\"\n\
+         timeouts = {{ read = \"150ms\" }}\nretry = {{ tries = 2, on = [\"timeout\"] }}\n",
+        upstream("app", &[slow.addr().to_string(), good.addr().to_string()])
+    ));
+    let r = once(
+        p.addr,
+        "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!(good.requests(), 1);
+    let m = scrape(p.running().admin_addr().unwrap());
+    assert_eq!(
+        m[r#"proxy_upstream_retries_total{route="/",reason="timeout"}"#],
+        1.0
+    );
+    // A POST that timed out may be running on the server: 504, not sent again. (The slow
+    // server is marked failed now: a fresh proxy, so that it is asked first again.)
+    let p = start(&format!(
+        "{}\n[[route]]\nupstream = \"app\"\n\
+         timeouts = {{ read = \"150ms\" }}\nretry = {{ tries = 2, on = [\"timeout\"] }}\n",
+        upstream("app", &[slow.addr().to_string(), good.addr().to_string()])
+    ));
+    let post = "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
+    let r = once(p.addr, post);
+    assert_eq!(r.responses()[0].status, 504, "{}", r.text());
+    assert_eq!(good.requests(), 1, "not sent to the second server");
+}
