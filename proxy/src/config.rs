@@ -67,6 +67,9 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     /// `access_log`: off unless set.
     pub access_log: Option<AccessLogConfig>,
+    /// `[retry]`: the retry policy of proxied routes without a `retry` of their own; `None`:
+    /// the built-in rule (`RetryPolicy::BUILT_IN`).
+    pub retry: Option<route_opts::RetryPolicy>,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
 }
@@ -365,6 +368,18 @@ impl Route {
     /// The route's `response_headers`, if any.
     pub fn response_edits(&self) -> Option<&route_opts::HeaderEdits> {
         self.opts.as_deref().and_then(|o| o.response.as_ref())
+    }
+
+    /// The route's retry policy: its own, else `[retry]`'s, else the built-in rule.
+    pub fn retry<'a>(
+        &'a self,
+        global: Option<&'a route_opts::RetryPolicy>,
+    ) -> &'a route_opts::RetryPolicy {
+        self.opts
+            .as_deref()
+            .and_then(|o| o.retry.as_ref())
+            .or(global)
+            .unwrap_or(&route_opts::RetryPolicy::BUILT_IN)
     }
 }
 

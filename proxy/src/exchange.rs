@@ -252,11 +252,7 @@ async fn upstream_answer<'g>(
         interim: interim && req.version == shared::http::Version::Http11,
         watch: interim,
         t: route.timeouts(&g.cfg.timeouts),
-        retry: route
-            .opts
-            .as_deref()
-            .and_then(|o| o.retry.as_ref())
-            .unwrap_or(&RetryPolicy::BUILT_IN),
+        retry: route.retry(g.cfg.retry.as_ref()),
         edits: route.response_edits(),
     };
     let mut a = match attempts(c, w, &plan).await {

@@ -50,6 +50,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         admin: None,
         access_log: None,
         source: "test".into(),
+        retry: None,
     }
 }
 

@@ -126,6 +126,7 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
             .clone()
             .or_else(|| file.access_log.clone()),
         source: file.origin.describe().to_string(),
+        retry: file.retry.clone(),
     };
     for edit in &overrides.edits {
         edit.apply(&mut cfg);

@@ -90,6 +90,9 @@ pub struct FileConfig {
     pub admin: Option<AdminEntry>,
     #[serde(default)]
     pub access_log: Option<crate::config::AccessLogConfig>,
+    /// `[retry]`: the retry policy of proxied routes without their own (issue 27 c).
+    #[serde(default, deserialize_with = "super::route_opts::de_retry")]
+    pub retry: Option<super::route_opts::RetryPolicy>,
 }
 
 /// `[admin]`.

@@ -478,3 +478,30 @@ fn route_timeouts_merge_over_the_global_ones_and_the_flags() {
     assert_eq!(plain.read, Duration::from_secs(30));
     assert!(cfg.routes[RouteId::new(1)].opts.is_none());
 }
+
+#[test]
+fn a_global_retry_applies_to_routes_without_their_own() {
+    let text = format!(
+        "{MINIMAL}[retry]\ntries = 2\non = [\"502\"]\n\n[[route]]\npath = \"/own/\"\n\
+         upstream = \"app\"\nretry = {{ tries = 4, on = [\"connect\"] }}\n\n[[route]]\nupstream = \"app\"\n"
+    );
+    let cfg = from_toml("t.toml", &text).unwrap();
+    let global = cfg.retry.as_ref();
+    let own = cfg.routes[RouteId::new(0)].retry(global);
+    assert_eq!(
+        (own.tries, own.connect, own.on_status(502)),
+        (4, true, false)
+    );
+    let plain = cfg.routes[RouteId::new(1)].retry(global);
+    assert_eq!(
+        (plain.tries, plain.connect, plain.on_status(502)),
+        (2, false, true)
+    );
+    let none = from_toml("t.toml", MINIMAL).unwrap();
+    assert_eq!(
+        none.routes[RouteId::new(0)].retry(none.retry.as_ref()),
+        &route_opts::RetryPolicy::BUILT_IN
+    );
+    let e = from_toml("t.toml", &format!("{MINIMAL}[retry]\ntries = 0\n")).unwrap_err();
+    assert!(e.to_string().starts_with("t.toml:6: key `retry"), "{e}");
+}

@@ -339,6 +339,7 @@ fn file_errors_name_line_and_key_in_process() {
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\ntimeouts = {{ connect = \"0s\" }}\n"), "p.toml:8: key `route[0].timeouts.connect`", &["greater than zero"]),
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\ntimeouts = {{ header = \"1s\" }}\n"), "p.toml:8: key `route[0].timeouts", &["header", "upstream_send"]),
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ tries = 0 }}\n"), "p.toml:8: key `route[0].retry`", &["tries = 0"]),
+        (&format!("{MINIMAL}[retry]\non = [\"5xx\"]\n"), "p.toml:6: key `retry`", &["on", "5xx"]),
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ tries = 11 }}\n"), "p.toml:8: key `route[0].retry`", &["1 to 10"]),
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ on = [\"200\"] }}\n"), "p.toml:8: key `route[0].retry`", &["200", "400 to 599"]),
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ methods = \"some\" }}\n"), "p.toml:8: key `route[0].retry`", &["some", "idempotent"]),

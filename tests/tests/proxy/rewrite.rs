@@ -425,3 +425,18 @@ fn a_timeout_is_retried_where_the_route_asks_and_only_for_idempotent_requests() 
     assert_eq!(r.responses()[0].status, 504, "{}", r.text());
     assert_eq!(good.requests(), 1, "not sent to the second server");
 }
+
+#[test]
+fn a_global_retry_serves_routes_without_their_own() {
+    let (bad, good) = (unavailable(), tests::origin());
+    let p = start(&format!(
+        "[retry]\ntries = 2\non = [\"503\"]\n{}\n[[route]]\nupstream = \"app\"\n",
+        upstream("app", &[bad.addr().to_string(), good.addr().to_string()])
+    ));
+    let r = once(
+        p.addr,
+        "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!((bad.requests(), good.requests()), (1, 1));
+}
