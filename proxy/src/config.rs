@@ -23,6 +23,7 @@ pub mod dns;
 pub mod hash_key;
 pub mod health;
 pub mod ids;
+pub mod route_opts;
 pub mod schema;
 
 mod resolve;
@@ -69,6 +70,9 @@ pub struct Config {
     pub admin: Option<SocketAddr>,
     /// `access_log`: off unless set.
     pub access_log: Option<AccessLogConfig>,
+    /// `[retry]`: the retry policy of proxied routes without a `retry` of their own; `None`:
+    /// the built-in rule (`RetryPolicy::BUILT_IN`).
+    pub retry: Option<route_opts::RetryPolicy>,
     /// Where the config came from (file name or "command line"), for messages.
     pub source: String,
     /// `[client_limits]`: per client address rates and connections.
@@ -370,6 +374,36 @@ pub struct Route {
     pub action: Action,
     /// `allow`, `deny` and `limit`; `None`: none of them.
     pub access: Option<Arc<client_limits::Access>>,
+    /// A proxied route's own options (`strip_prefix`, header edits, timeouts, retry);
+    /// `None`: none is set.
+    pub opts: Option<Arc<route_opts::RouteOpts>>,
+}
+
+impl Route {
+    /// The upstream timeouts of this route: its own `timeouts` merged over `[timeouts]`.
+    pub fn timeouts<'a>(&'a self, global: &'a Timeouts) -> &'a Timeouts {
+        match self.opts.as_deref().and_then(|o| o.timeouts.as_ref()) {
+            Some(t) => t,
+            None => global,
+        }
+    }
+
+    /// The route's `response_headers`, if any.
+    pub fn response_edits(&self) -> Option<&route_opts::HeaderEdits> {
+        self.opts.as_deref().and_then(|o| o.response.as_ref())
+    }
+
+    /// The route's retry policy: its own, else `[retry]`'s, else the built-in rule.
+    pub fn retry<'a>(
+        &'a self,
+        global: Option<&'a route_opts::RetryPolicy>,
+    ) -> &'a route_opts::RetryPolicy {
+        self.opts
+            .as_deref()
+            .and_then(|o| o.retry.as_ref())
+            .or(global)
+            .unwrap_or(&route_opts::RetryPolicy::BUILT_IN)
+    }
 }
 
 /// What a route does with the requests it matches; the client loop matches on it once per

@@ -1,13 +1,18 @@
 //! One request/response exchange: pick a server, get a connection (pooled or new), send the
 //! request, read the response head, relay the body, pool the connection.
 //!
-//! Retries (nginx's `proxy_next_upstream error`, narrowed to what is always safe):
-//! - connecting failed: the server is marked failed and the next one is tried;
-//! - the connection failed before any byte of the response arrived: retried only if no byte
-//!   of a streamed request body was sent, and for a non-idempotent method only if the write
-//!   itself failed (nothing of the request was delivered). A pooled connection failing this
-//!   way just went stale: it is retried without counting against the server.
-//! - never after the response started, never after a read timeout (504).
+//! Retries, decided in one place (`attempts`) from what each attempt came to (`outcome`):
+//! - without a route `retry`, the built-in rule (nginx's `proxy_next_upstream error`, narrowed
+//!   to what is always safe): connecting failed (the server is marked failed and the next one
+//!   tried); the connection closed before any byte of the response, for an idempotent request
+//!   whose body is held whole. A pooled connection failing this way just went stale: it is
+//!   retried without counting against the server, nor as a try, nor against the budget;
+//! - a route's `retry` sets the tries, the conditions (`connect`, `reset`, `timeout`, statuses:
+//!   such an answer is dropped unread and its connection closed) and whether unsafe methods go
+//!   again on more than `connect`;
+//! - never after a byte of the response reached the client (an interim 103 included), never
+//!   for a streamed body, and never past the worker's retry budget (`retry_budget`): then the
+//!   failure, or the last answer, goes to the client as it is.
 //!
 //! When every server refused, the client gets 502 at once (no waiting on a timer); so does a
 //! request to a group whose servers are all down by health checks (nginx's "no live
@@ -36,6 +41,8 @@ mod response_head;
 mod upload;
 
 use crate::balance::Balancer;
+use crate::config::route_opts::{HeaderEdits, RetryPolicy, RetryReason};
+use crate::config::Timeouts;
 use crate::config::{GroupId, Server, ServerId};
 use crate::conn::{linger_close, respond_error, ClientConn, Next};
 use crate::error::ProxyError;
@@ -47,7 +54,7 @@ use crate::relay::{self, RelayFail};
 use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
-use outcome::{no_head, Answered, Attempt, Blame};
+use outcome::{may_retry, no_head, Answered, Attempt, Blame};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use rustls::pki_types::ServerName;
 use shared::http::encode::{end_head, write_header};
@@ -155,6 +162,12 @@ struct Plan<'r> {
     /// The client waits for this exchange's response: its going away abandons the exchange
     /// (499). A revalidation after an answer from the store goes on without it.
     watch: bool,
+    /// The route's upstream timeouts (its own over `[timeouts]`).
+    t: &'r Timeouts,
+    /// The route's `retry`, or the built-in rule.
+    retry: &'r RetryPolicy,
+    /// The route's `response_headers`.
+    edits: Option<&'r HeaderEdits>,
 }
 
 /// How the exchange ends when no server answered.
@@ -229,6 +242,7 @@ async fn upstream_answer<'g>(
         }
         _ => None,
     };
+    let route = &g.cfg.routes[req.route];
     let plan = Plan {
         g,
         req,
@@ -237,6 +251,9 @@ async fn upstream_answer<'g>(
         inline,
         interim: interim && req.version == shared::http::Version::Http11,
         watch: interim,
+        t: route.timeouts(&g.cfg.timeouts),
+        retry: route.retry(g.cfg.retry.as_ref()),
+        edits: route.response_edits(),
     };
     let mut a = match attempts(c, w, &plan).await {
         Ok(a) => a,
@@ -256,8 +273,10 @@ async fn upstream_answer<'g>(
     Ok(a)
 }
 
-/// Attempts, server after server, until one answers or none is left. Every failed attempt
-/// is counted against its server here and only here, from what the attempt came to.
+/// Attempts, server after server, until one answers or none is left, or the route's retry
+/// policy (`retry`, else the built-in rule) or the worker's retry budget says the failure goes
+/// to the client. Every failed attempt is counted against its server here and only here, from
+/// what the attempt came to; every retry is decided and counted here.
 async fn attempts<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
@@ -269,19 +288,23 @@ async fn attempts<'g>(
     let mut tried: Vec<ServerId> = Vec::new();
     // A first pick that finds nothing: every server is down by health checks.
     let mut last = ProxyError::NoLiveUpstream;
-    let mut budget = 2 * group.servers.len() + group.keepalive.min(64) + 2;
+    let mut bound = 2 * group.servers.len() + group.keepalive.min(64) + 2;
+    // Tries made (a stale pooled connection's resend is not one), and the next server when
+    // a retry on a status picked it already.
+    let (mut tries, mut next) = (0u32, None);
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
     let end = loop {
-        if budget == 0 {
+        if bound == 0 {
             break Err(Unanswered::Respond(last));
         }
-        budget -= 1;
+        bound -= 1;
         let now = std::time::Instant::now();
-        let Some(s) = balancer
-            .borrow_mut()
-            .pick_for(plan.req.balance_key, &tried, now)
-        else {
+        let Some(s) = next.take().or_else(|| {
+            balancer
+                .borrow_mut()
+                .pick_for(plan.req.balance_key, &tried, now)
+        }) else {
             break Err(Unanswered::Respond(last));
         };
         let outcome = attempt(c, w, plan, s, &mut spare).await;
@@ -296,11 +319,40 @@ async fn attempts<'g>(
         match outcome {
             Attempt::Answered(a) => {
                 balancer.borrow_mut().succeeded(s);
-                break Ok(a);
+                tries += 1;
+                if !retries_status(plan, &a, tries) {
+                    break Ok(a);
+                }
+                // Another server, if there is one and the budget allows: this answer is
+                // dropped unread (its upstream connection closes), the next one goes out.
+                tried.push(s);
+                if !spend_retry(w) {
+                    break Ok(a);
+                }
+                let Some(n) = balancer.borrow_mut().pick_for(
+                    plan.req.balance_key,
+                    &tried,
+                    std::time::Instant::now(),
+                ) else {
+                    break Ok(a);
+                };
+                next = Some(n);
+                w.buffers.give_buf(a.head.ub);
+                w.count_retry(plan.g, plan.req.route, RetryReason::Status);
             }
-            Attempt::Retry { error, .. } => {
+            Attempt::Retry {
+                error, why, sent, ..
+            } => {
                 last = error;
-                w.count_retry(plan.g, g);
+                let stale = why == RetryReason::Stale;
+                tries += u32::from(!stale);
+                let allowed = may_retry(plan.retry, why, sent, plan.req.idempotent)
+                    && (stale || tries < plan.retry.tries);
+                // A stale connection's resend costs the origin nothing it did not have.
+                if !allowed || !(stale || spend_retry(w)) {
+                    break Err(Unanswered::Respond(error));
+                }
+                w.count_retry(plan.g, plan.req.route, why);
             }
             Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
             Attempt::Abort => break Err(Unanswered::Close),
@@ -310,6 +362,32 @@ async fn attempts<'g>(
         w.buffers.give_buf(b);
     }
     end
+}
+
+/// Whether an answer's status is one the route retries on, with a try left, a request that
+/// can go again whole (its body held, its method allowed) and nothing of the answer sent
+/// to the client yet (an interim head would have been).
+fn retries_status(plan: &Plan<'_>, a: &Answered<'_>, tries: u32) -> bool {
+    plan.retry.on_status(a.head.resp.status)
+        && tries < plan.retry.tries
+        && plan.inline.is_some()
+        && !a.early
+        && !a.head.interim_sent
+        && plan.retry.allows(RetryReason::Status, plan.req.idempotent)
+}
+
+/// Take one retry from the worker's budget; `false` (counted): it is spent. The requests
+/// are the worker's finished ones and this one.
+fn spend_retry(w: &ProxyWorker) -> bool {
+    let total = w.stats.requests.get() + 1;
+    let took = w
+        .retry_budget
+        .borrow_mut()
+        .take(shared::clock::loop_now(), total);
+    if !took {
+        w.count_budget_exhausted();
+    }
+    took
 }
 
 /// One attempt on server `s`: a connection (pooled or new), the request, the response head.
@@ -343,7 +421,7 @@ async fn attempt<'g>(
     let to = Dest { server, tls };
     let mut up = match pooled {
         Some(up) => up,
-        None => match counted_connect(w, plan.g, to, cfg.timeouts.connect, (g, s)).await {
+        None => match counted_connect(w, plan.g, to, plan.t.connect, (g, s)).await {
             Ok(up) => up,
             Err(ProxyError::NoResources) => {
                 return Attempt::Fail {
@@ -355,6 +433,8 @@ async fn attempt<'g>(
                 return Attempt::Retry {
                     error,
                     blame: Blame::Server,
+                    why: RetryReason::Connect,
+                    sent: false,
                 }
             }
         },
@@ -373,7 +453,7 @@ async fn attempt<'g>(
             out: &mut c.to_client,
             fields: &mut c.response_fields,
             limits: &cfg.limits.codec,
-            read_timeout: Some(cfg.timeouts.read),
+            read_timeout: Some(plan.t.read),
             at_most: head_read(&up),
             // The whole request is sent: a client that goes away now abandons it (499), and
             // dropping `up` closes the upstream connection (never pooled half-answered).
@@ -381,6 +461,7 @@ async fn attempt<'g>(
             interim: plan.interim,
             watch: plan.watch,
             send_timeout: cfg.timeouts.send,
+            edits: plan.edits,
         };
         match read_response_head(w, &mut up.stream, ub, to).await {
             Ok(head) => (up, head, false),
@@ -388,7 +469,8 @@ async fn attempt<'g>(
                 if let HeadFail::Nothing(b) = &mut f {
                     *spare = b.take();
                 }
-                return no_head(f, plan.req.idempotent, up.reused);
+                // The request is held whole: it may go again (`may_retry` decides).
+                return no_head(f, true, up.reused);
             }
         }
     } else {
@@ -404,6 +486,7 @@ async fn attempt<'g>(
         up,
         head,
         early,
+        timeouts: plan.t,
         _in_flight: in_flight,
     })
 }
@@ -446,7 +529,7 @@ async fn send_head(
         c.to_upstream.extend_from_slice(&c.from_client[..n]);
     }
     let buf = std::mem::take(&mut c.to_upstream);
-    match write_all(&mut up.stream, buf, plan.g.cfg.timeouts.upstream_send).await {
+    match write_all(&mut up.stream, buf, plan.t.upstream_send).await {
         Ok(b) => {
             c.to_upstream = b;
             Ok(())
@@ -457,6 +540,11 @@ async fn send_head(
             Err(Attempt::Retry {
                 error: ProxyError::UpstreamIo,
                 blame: Blame::unless_stale(up.reused),
+                why: match up.reused {
+                    true => RetryReason::Stale,
+                    false => RetryReason::Connect,
+                },
+                sent: false,
             })
         }
         Err(WriteFail { buf: None, .. }) => Err(Attempt::Fail {
@@ -478,8 +566,9 @@ async fn relay_response(
     let Answered {
         server,
         mut up,
-        head: Head { resp, ub },
+        head: Head { resp, ub, .. },
         early,
+        timeouts,
         _in_flight,
     } = a;
     let relay = relay::ResponseRelay {
@@ -496,7 +585,7 @@ async fn relay_response(
         fill,
         rec: &mut c.rec,
     };
-    let relayed = relay::response_body(&c.g.cfg, relay, ub, resp.head_len).await;
+    let relayed = relay::response_body((&c.g.cfg, timeouts), relay, ub, resp.head_len).await;
     // Only the access log shows it: no clock read per request without one.
     if w.obs.access_log.is_some() {
         let now = shared::clock::loop_now();
@@ -549,7 +638,7 @@ async fn relay_response(
 /// the client sent after its request to the upstream; then the connection is a tunnel.
 async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
     let t = c.g.cfg.timeouts.clone();
-    let Head { resp, ub } = head;
+    let Head { resp, ub, .. } = head;
     c.to_client.extend_from_slice(&ub[resp.head_len..]);
     c.w.buffers.give_buf(ub);
     let buf = std::mem::take(&mut c.to_client);

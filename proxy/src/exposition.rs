@@ -300,21 +300,42 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
             }
         }
     }
+    retries(o, cfg, m);
+    server_gauges(o, &all, snaps);
+}
+
+/// Retries by proxied route and reason, and the failures the retry budget sent to the
+/// client instead.
+fn retries(o: &mut String, cfg: &Config, m: &Metrics) {
+    use crate::config::route_opts::RetryReason;
     family(
         o,
         "proxy_upstream_retries_total",
         "counter",
-        "Attempts after the first for a request.",
+        "Attempts after the first for a request, by route and reason.",
     );
-    for (g, group) in cfg.groups.enumerate() {
-        let n = m.retries[g];
-        let _ = writeln!(
-            o,
-            "proxy_upstream_retries_total{{group=\"{}\"}} {n}",
-            esc(&group.name)
-        );
+    for (r, route) in cfg.routes.enumerate() {
+        if route.action.group().is_none() {
+            continue;
+        }
+        let label = esc(&route_label(cfg, Some(r)));
+        for why in RetryReason::ALL {
+            let n = m.retries[r][why.index()];
+            let reason = why.name();
+            let _ = writeln!(
+                o,
+                "proxy_upstream_retries_total{{route=\"{label}\",reason=\"{reason}\"}} {n}"
+            );
+        }
     }
-    server_gauges(o, &all, snaps);
+    family(
+        o,
+        "proxy_retry_budget_exhausted_total",
+        "counter",
+        "Failures answered as they were because the worker's retry budget was spent.",
+    );
+    let n = m.retry_budget_exhausted;
+    let _ = writeln!(o, "proxy_retry_budget_exhausted_total {n}");
 }
 
 /// What each server is like now, from every worker's state: pools, requests in flight,

@@ -13,6 +13,7 @@
 //! The rewriting itself (`response_info`, `write_client_head`) takes plain inputs, a parsed
 //! head and options, and is tested by tables in `forward/tests.rs`.
 
+use crate::config::route_opts::HeaderEdits;
 use crate::error::ProxyError;
 use crate::request::{eq, with_headers, FieldSpans, Named, RequestInfo, Span};
 use bytes::BytesMut;
@@ -120,6 +121,7 @@ pub fn prepare_response(
     req: &RequestInfo,
     out: &mut BytesMut,
     fields: &mut ResponseFields,
+    edits: Option<&HeaderEdits>,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     with_headers(limits.max_headers, |storage| {
         let head = match parse_final_response(buf, storage, req.method, limits) {
@@ -132,7 +134,7 @@ pub fn prepare_response(
         if let Some(from) = interim.filter(|&n| starts_interim(&buf[n..])) {
             write_interims(&buf[from..], limits, out)?;
         }
-        append_client_head(&head, info.framing, out);
+        append_client_head(&head, info.framing, edits, out);
         fields.record(&head, buf);
         Ok(Some(info))
     })
@@ -254,11 +256,17 @@ pub(crate) fn write_client_head(
     out: &mut BytesMut,
 ) {
     out.clear();
-    append_client_head(head, framing, out);
+    append_client_head(head, framing, None, out);
 }
 
-/// [`write_client_head`] after what `out` holds (interim heads).
-fn append_client_head(head: &ResponseHead<'_, '_>, framing: ClientFraming, out: &mut BytesMut) {
+/// [`write_client_head`] after what `out` holds (interim heads), with the route's
+/// `response_headers` applied when it has them.
+fn append_client_head(
+    head: &ResponseHead<'_, '_>,
+    framing: ClientFraming,
+    edits: Option<&HeaderEdits>,
+    out: &mut BytesMut,
+) {
     write_status_line(out, Version::Http11, head.status, head.reason);
     let named = Named::collect(head.headers);
     let tunnel = framing == ClientFraming::Tunnel;
@@ -270,7 +278,13 @@ fn append_client_head(head: &ResponseHead<'_, '_>, framing: ClientFraming, out: 
         {
             continue;
         }
+        if edits.is_some_and(|e| e.drops(n)) {
+            continue;
+        }
         write_header(out, n.as_bytes(), h.value);
+    }
+    if let Some(e) = edits {
+        out.extend_from_slice(&e.block);
     }
     match head.body {
         BodyKind::Length(n) => write_header_u64(out, b"Content-Length", n),

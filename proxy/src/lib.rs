@@ -71,6 +71,7 @@ mod relay;
 pub mod reload;
 mod request;
 pub mod request_path;
+pub mod retry_budget;
 mod splice;
 pub mod takeover;
 mod tunnel;

@@ -89,6 +89,9 @@ pub fn fault_index(e: ProxyError) -> usize {
     }
 }
 
+/// Retry reasons (`config::route_opts::RetryReason`), for the retries' label.
+pub const RETRY_REASONS: usize = crate::config::route_opts::RetryReason::ALL.len();
+
 /// Status classes 1xx..5xx (index 0..4).
 pub const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
@@ -142,8 +145,10 @@ pub struct Metrics {
     pub upstream_ttfb: Histogram,
     /// Per group, per server.
     pub servers: Table<GroupId, Table<ServerId, ServerCounts>>,
-    /// Per group: attempts after the first for a request.
-    pub retries: Table<GroupId, u64>,
+    /// Per route, by reason (`RetryReason::ALL`): attempts after the first for a request.
+    pub retries: Table<RouteId, [u64; RETRY_REASONS]>,
+    /// Failures that would have been retried but for the worker's retry budget.
+    pub retry_budget_exhausted: u64,
     /// Per route, per cache status.
     pub cache: Table<RouteId, [u64; 5]>,
     /// Per route: requests refused by a rate limit (429) and by `allow`/`deny` (403).
@@ -158,7 +163,7 @@ impl Metrics {
             servers: cfg
                 .groups
                 .map(|g| g.servers.map(|_| ServerCounts::default())),
-            retries: cfg.groups.map(|_| 0),
+            retries: cfg.routes.map(|_| [0; RETRY_REASONS]),
             cache: cfg.routes.map(|_| [0; 5]),
             refused: cfg.routes.map(|_| [0; 2]),
             ..Metrics::default()
@@ -246,11 +251,12 @@ impl Metrics {
                 }
             }
         }
-        for (g, n) in self.retries.enumerate() {
-            if let Some(ng) = same_group(old, new, g) {
-                next.retries[ng] += n;
+        for (r, counts) in self.retries.enumerate() {
+            if let Some(nr) = same_route(old, new, r) {
+                add_row(&mut next.retries[nr], counts);
             }
         }
+        next.retry_budget_exhausted = self.retry_budget_exhausted;
         *self = next;
     }
 
@@ -280,9 +286,8 @@ impl Metrics {
                 add_row(&mut s.failures, &os.failures);
             }
         }
-        for (x, y) in self.retries.iter_mut().zip(o.retries.iter()) {
-            *x += y;
-        }
+        add_rows(&mut self.retries, &o.retries);
+        self.retry_budget_exhausted += o.retry_budget_exhausted;
     }
 }
 

@@ -143,14 +143,13 @@ impl BodyPace {
 /// chunks. A client that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one
 /// read wait past the body timeout fails with `BodyTimeout` (408).
 pub async fn request_body<U: AsyncWriteRent>(
-    cfg: &Config,
+    (cfg, t): (&Config, &crate::config::Timeouts),
     client: &mut Stream,
     up: &mut U,
     from_client: &mut BytesMut,
     scratch: &mut BytesMut,
     kind: BodyKind,
 ) -> Result<(), RelayFail> {
-    let t = &cfg.timeouts;
     let max = cfg.limits.max_body;
     let chunked = kind == BodyKind::Chunked;
     let mut dec = BodyDecoder::new(kind, &cfg.limits.codec);
@@ -249,12 +248,11 @@ pub struct ResponseRelay<'a> {
 /// Send the client's response head and the response body to the client. The body starts at
 /// `ubuf[pos..]` (after the upstream's head) and continues on the upstream connection.
 pub async fn response_body(
-    cfg: &Config,
+    (cfg, t): (&Config, &crate::config::Timeouts),
     mut r: ResponseRelay<'_>,
     mut ubuf: BytesMut,
     mut pos: usize,
 ) -> Result<Relayed, RelayFail> {
-    let t = &cfg.timeouts;
     let mut out = ToClient {
         client: r.client,
         head: r.head,

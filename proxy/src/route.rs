@@ -184,6 +184,7 @@ mod tests {
                 cache: None,
             },
             access: None,
+            opts: None,
         }
     }
 

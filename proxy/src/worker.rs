@@ -130,6 +130,8 @@ pub struct ProxyWorker {
     pub rng: crate::answer::Rng,
     /// Buffers kept for reuse: relay buffers, client connections' sets, iovec pairs.
     pub buffers: BufferPools,
+    /// How many more retries this worker may send upstream (`retry_budget`).
+    pub retry_budget: RefCell<crate::retry_budget::RetryBudget>,
     /// Client connections open, under the connection limit, and accept loops waiting for one
     /// to close.
     slots: ConnSlots,
@@ -164,6 +166,7 @@ impl ProxyWorker {
             stats,
             rng: crate::answer::Rng::from_entropy(id as u64),
             buffers: BufferPools::default(),
+            retry_budget: RefCell::new(crate::retry_budget::RetryBudget::new()),
             slots: ConnSlots::default(),
             clients: crate::limit::ConnCounts::default(),
         }
@@ -190,15 +193,27 @@ impl ProxyWorker {
         }
     }
 
-    /// One more attempt for a request of group `g` of `gen` (see `count_server`).
-    pub fn count_retry(&self, gen: &Generation, g: GroupId) {
+    /// One more attempt for a request of route `r` of `gen`, for `why` (see `count_server`).
+    pub fn count_retry(
+        &self,
+        gen: &Generation,
+        r: RouteId,
+        why: crate::config::route_opts::RetryReason,
+    ) {
         if !self.obs.counting {
             return;
         }
-        if let Some(g) = self.keyed_now(&gen.cfg, g, crate::metrics::same_group) {
-            if let Some(n) = self.obs.metrics.borrow_mut().retries.get_mut(g) {
-                *n += 1;
+        if let Some(r) = self.keyed_now(&gen.cfg, r, crate::metrics::same_route) {
+            if let Some(n) = self.obs.metrics.borrow_mut().retries.get_mut(r) {
+                n[why.index()] += 1;
             }
+        }
+    }
+
+    /// A failure answered as it was: the retry budget was spent.
+    pub fn count_budget_exhausted(&self) {
+        if self.obs.counting {
+            self.obs.metrics.borrow_mut().retry_budget_exhausted += 1;
         }
     }
 

@@ -39,6 +39,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
                 cache: None,
             },
             access: None,
+            opts: None,
         }]
         .into(),
         timeouts: Timeouts {
@@ -52,6 +53,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
         source: "test".into(),
         client_limits: Default::default(),
         client_steering: false,
+        retry: None,
     }
 }
 

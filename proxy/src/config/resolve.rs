@@ -7,8 +7,9 @@
 
 use super::cache::CacheEntry;
 use super::dns::{Entry, Resolve};
+use super::route_opts::RouteOpts;
 use super::schema::{
-    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RuntimeEntry, StaticEntry,
+    FileConfig, GroupEntry, LimitsEntry, Origin, ReturnEntry, RouteEntry, RuntimeEntry, StaticEntry,
 };
 use super::{
     validate, Action, Config, GroupId, HeaderOptions, Listener, ListenerTls, ProxyLimits, Route,
@@ -129,10 +130,12 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
             .resolve()
             .map_err(|(key, m)| r.error(At::Missing(key), m))?,
         client_steering: false,
+        retry: file.retry.clone(),
     };
     for edit in &overrides.edits {
         edit.apply(&mut cfg);
     }
+    super::route_opts::merge_route_timeouts(&mut cfg);
     validate(&cfg).map_err(|m| r.error(At::Whole, m))?;
     Ok(cfg)
 }
@@ -535,6 +538,7 @@ impl Resolver<'_> {
                             cache: None,
                         },
                         access: None,
+                        opts: None,
                     };
                     return Ok(Table::from(vec![route]));
                 }
@@ -593,14 +597,34 @@ impl Resolver<'_> {
                     return Err(self.error(whole(), m.into()));
                 }
             };
+            let opts = self.route_opts(i, e)?;
             out.push(Route {
                 host: r.host.clone(),
                 path_prefix: r.path.clone(),
                 action,
                 access: route_access(r),
+                opts,
             });
         }
         Ok(out)
+    }
+
+    /// A route's own upstream options (`route_opts`): only on a route with `upstream`.
+    fn route_opts(
+        &self,
+        i: usize,
+        e: &Spanned<RouteEntry>,
+    ) -> Result<Option<Arc<RouteOpts>>, Error> {
+        RouteOpts::of(e.get_ref()).map_err(|(key, m)| {
+            let key = format!("route[{i}].{key}");
+            self.error(
+                At::Value {
+                    key,
+                    span: e.span(),
+                },
+                m,
+            )
+        })
     }
 
     fn proxy_action(

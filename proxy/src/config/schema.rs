@@ -93,6 +93,9 @@ pub struct FileConfig {
     /// Per client address limits (issue 27).
     #[serde(default)]
     pub client_limits: super::client_limits::ClientLimitsEntry,
+    /// `[retry]`: the retry policy of proxied routes without their own (issue 27 c).
+    #[serde(default, deserialize_with = "super::route_opts::de_retry")]
+    pub retry: Option<super::route_opts::RetryPolicy>,
 }
 
 /// `[admin]`.
@@ -264,6 +267,17 @@ pub struct RouteEntry {
     pub deny: Option<crate::cidr::CidrList>,
     #[serde(default)]
     pub limit: Option<super::client_limits::RouteLimitEntry>,
+    // Issue 27 (c): a proxied route's own upstream options (`config::route_opts`).
+    #[serde(default)]
+    pub strip_prefix: Option<Spanned<bool>>,
+    #[serde(default, deserialize_with = "super::route_opts::de_request_edits")]
+    pub request_headers: Option<super::route_opts::HeaderEdits>,
+    #[serde(default, deserialize_with = "super::route_opts::de_response_edits")]
+    pub response_headers: Option<super::route_opts::HeaderEdits>,
+    #[serde(default)]
+    pub timeouts: Option<Spanned<super::route_opts::RouteTimeouts>>,
+    #[serde(default, deserialize_with = "super::route_opts::de_retry")]
+    pub retry: Option<super::route_opts::RetryPolicy>,
 }
 
 impl RouteEntry {
@@ -279,6 +293,11 @@ impl RouteEntry {
             allow: None,
             deny: None,
             limit: None,
+            strip_prefix: None,
+            request_headers: None,
+            response_headers: None,
+            timeouts: None,
+            retry: None,
         }
     }
 }

@@ -100,7 +100,7 @@ fn example_parses_with_every_key() {
     assert_eq!((h.rise, h.fall), (2, 3));
     assert_eq!(h.expect, health::Expect::Status(200));
     assert!(cfg.groups.iter().skip(1).all(|g| g.health.is_none()));
-    assert_eq!(cfg.routes.len(), 6);
+    assert_eq!(cfg.routes.len(), 7);
     assert_eq!(
         cfg.routes[RouteId::new(0)].host.as_deref(),
         Some("static.example.com")
@@ -125,6 +125,27 @@ fn example_parses_with_every_key() {
         cfg.routes[RouteId::new(5)].action.group(),
         Some(GroupId::new(0))
     );
+    assert!(cfg.routes[RouteId::new(5)].opts.is_none());
+    // The route with every option of its own (issue 27 c).
+    let api = &cfg.routes[RouteId::new(6)];
+    let o = api.opts.as_deref().expect("the /api/ route has options");
+    assert_eq!(o.strip, Some("/api/".len()));
+    assert_eq!(&*o.request.as_ref().unwrap().block, b"X-Env: prod\r\n");
+    assert!(o.request.as_ref().unwrap().drops("x-debug"));
+    assert!(o.response.as_ref().unwrap().drops("server"));
+    let t = api.timeouts(&cfg.timeouts);
+    let secs = std::time::Duration::from_secs;
+    assert_eq!(
+        (t.connect, t.read, t.upstream_send),
+        (secs(1), secs(5), secs(10))
+    );
+    assert_eq!((t.header, t.idle), (cfg.timeouts.header, cfg.timeouts.idle));
+    let r = o.retry.as_ref().unwrap();
+    assert_eq!(
+        (r.tries, r.connect, r.timeout, r.reset, r.all_methods),
+        (3, true, true, true, false)
+    );
+    assert!(r.on_status(502) && r.on_status(503) && r.on_status(504) && !r.on_status(500));
     // The example's root does not exist here: a warning, not an error.
     assert_eq!(warnings(&cfg).len(), 1, "{:?}", warnings(&cfg));
     assert_eq!(cfg.limits.max_body, None);
@@ -435,4 +456,56 @@ fn pin_is_auto_on_or_off_and_true_false_stay_accepted() {
         err.contains("runtime.pin") && err.contains("`auto`, `on` or `off`"),
         "{err}"
     );
+}
+
+#[test]
+fn route_timeouts_merge_over_the_global_ones_and_the_flags() {
+    let text = format!(
+        "{MINIMAL}[timeouts]\nread = \"30s\"\n\n[[route]]\npath = \"/slow/\"\nupstream = \"app\"\n\
+         timeouts = {{ read = \"250ms\" }}\n\n[[route]]\nupstream = \"app\"\n"
+    );
+    let file = schema::parse("t.toml", &text).unwrap();
+    let flags = Overrides {
+        edits: vec![Edit::Timeout(|t| &mut t.connect, Duration::from_secs(2))],
+        ..Overrides::default()
+    };
+    let cfg = resolve(&file, &flags).unwrap();
+    let slow = cfg.routes[RouteId::new(0)].timeouts(&cfg.timeouts);
+    assert_eq!(slow.read, Duration::from_millis(250));
+    assert_eq!(
+        slow.connect,
+        Duration::from_secs(2),
+        "the flag reaches the route"
+    );
+    assert_eq!(slow.upstream_send, cfg.timeouts.upstream_send);
+    let plain = cfg.routes[RouteId::new(1)].timeouts(&cfg.timeouts);
+    assert_eq!(plain.read, Duration::from_secs(30));
+    assert!(cfg.routes[RouteId::new(1)].opts.is_none());
+}
+
+#[test]
+fn a_global_retry_applies_to_routes_without_their_own() {
+    let text = format!(
+        "{MINIMAL}[retry]\ntries = 2\non = [\"502\"]\n\n[[route]]\npath = \"/own/\"\n\
+         upstream = \"app\"\nretry = {{ tries = 4, on = [\"connect\"] }}\n\n[[route]]\nupstream = \"app\"\n"
+    );
+    let cfg = from_toml("t.toml", &text).unwrap();
+    let global = cfg.retry.as_ref();
+    let own = cfg.routes[RouteId::new(0)].retry(global);
+    assert_eq!(
+        (own.tries, own.connect, own.on_status(502)),
+        (4, true, false)
+    );
+    let plain = cfg.routes[RouteId::new(1)].retry(global);
+    assert_eq!(
+        (plain.tries, plain.connect, plain.on_status(502)),
+        (2, false, true)
+    );
+    let none = from_toml("t.toml", MINIMAL).unwrap();
+    assert_eq!(
+        none.routes[RouteId::new(0)].retry(none.retry.as_ref()),
+        &route_opts::RetryPolicy::BUILT_IN
+    );
+    let e = from_toml("t.toml", &format!("{MINIMAL}[retry]\ntries = 0\n")).unwrap_err();
+    assert!(e.to_string().starts_with("t.toml:6: key `retry"), "{e}");
 }

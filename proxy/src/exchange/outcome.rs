@@ -3,6 +3,7 @@
 
 use super::response_head::{Head, HeadFail};
 use super::InFlight;
+use crate::config::route_opts::{RetryPolicy, RetryReason};
 use crate::error::ProxyError;
 use crate::pool::Upstream;
 use crate::relay::RelayFail;
@@ -35,6 +36,8 @@ pub(super) struct Answered<'w> {
     pub(super) head: Head,
     /// The upstream answered before it had the whole request body.
     pub(super) early: bool,
+    /// The route's upstream timeouts (its own merged over `[timeouts]`): the body's reads.
+    pub(super) timeouts: &'w crate::config::Timeouts,
     pub(super) _in_flight: InFlight<'w>,
 }
 
@@ -44,11 +47,15 @@ pub(super) struct Answered<'w> {
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Attempt<'w> {
     Answered(Answered<'w>),
-    /// Nothing of the request was taken, or it is safe to send again: try again (another
-    /// server, or a fresh connection).
+    /// Nothing of the request was taken, or it could be sent again: another try (another
+    /// server, or a fresh connection) if the route's retry policy and the budget allow
+    /// (`may_retry`); else the client is answered with `error`'s status.
     Retry {
         error: ProxyError,
         blame: Blame,
+        why: RetryReason,
+        /// Some of the request may have reached the server (else any method may go again).
+        sent: bool,
     },
     /// The exchange ends: the client is answered with `error`'s status.
     Fail {
@@ -76,13 +83,26 @@ pub(super) fn no_head(f: HeadFail, resend: bool, reused: bool) -> Attempt<'stati
         HeadFail::Nothing(_) if resend => Attempt::Retry {
             error: ProxyError::UpstreamClosed,
             blame: Blame::unless_stale(reused),
+            why: if reused {
+                RetryReason::Stale
+            } else {
+                RetryReason::Reset
+            },
+            sent: true,
         },
         // The upstream closed without answering, after taking what cannot be sent again.
         HeadFail::Nothing(_) => Attempt::Fail {
             error: ProxyError::UpstreamClosed,
             blame: Blame::unless_stale(reused),
         },
-        // Never retried: the request may be running on the server (504).
+        // Retried only where the route asks (`on = ["timeout"]`): the request may be
+        // running on the server.
+        HeadFail::Timeout if resend => Attempt::Retry {
+            error: ProxyError::UpstreamTimeout,
+            blame: Blame::Server,
+            why: RetryReason::Timeout,
+            sent: true,
+        },
         HeadFail::Timeout => Attempt::Fail {
             error: ProxyError::UpstreamTimeout,
             blame: Blame::Server,
@@ -93,6 +113,22 @@ pub(super) fn no_head(f: HeadFail, resend: bool, reused: bool) -> Attempt<'stati
         },
         // The client left while an interim response went to it: nobody to answer.
         HeadFail::Client => Attempt::Abort,
+    }
+}
+
+/// Whether an attempt that came to `Retry` may be followed by another under `policy`, for a
+/// request whose method is `idempotent` (before the tries and the budget are counted). A
+/// stale pooled connection is sent on again when nothing of the request reached it, or when
+/// the method may be sent twice.
+pub(super) fn may_retry(
+    policy: &RetryPolicy,
+    why: RetryReason,
+    sent: bool,
+    idempotent: bool,
+) -> bool {
+    match why {
+        RetryReason::Stale => !sent || idempotent || policy.all_methods,
+        _ => policy.allows(why, idempotent),
     }
 }
 
@@ -132,7 +168,8 @@ mod tests {
         use ProxyError::*;
         let nothing = || HeadFail::Nothing(None);
         let bad = BadResponse(CodecError::InvalidStatus);
-        // (failure, may be sent again, pooled connection) -> outcome
+        // (failure, may be sent again, pooled connection) -> outcome (a timeout that may be
+        // sent again is retried only where the route's `retry` lists it: `may_retry`)
         let table = [
             // Nothing came back: sent again where safe; a pooled connection just went stale.
             (
@@ -159,16 +196,16 @@ mod tests {
                 true,
                 ("fail", Some(UpstreamClosed), Nobody),
             ),
-            // A timeout or a bad head is the server's, never retried, pooled or not.
+            // A timeout or a bad head is the server's, pooled or not.
             (
                 HeadFail::Timeout,
                 true,
                 false,
-                ("fail", Some(UpstreamTimeout), Server),
+                ("retry", Some(UpstreamTimeout), Server),
             ),
             (
                 HeadFail::Timeout,
-                true,
+                false,
                 true,
                 ("fail", Some(UpstreamTimeout), Server),
             ),
@@ -184,6 +221,16 @@ mod tests {
             let what = format!("{f:?} resend={resend} reused={reused}");
             assert_eq!(settled(no_head(f, resend, reused)), want, "{what}");
         }
+        // Who may go again: the built-in rule never retries a timeout, nor a POST whose
+        // connection closed; a stale connection that took nothing goes again for any method.
+        let built_in = &RetryPolicy::BUILT_IN;
+        assert!(!may_retry(built_in, RetryReason::Timeout, true, true));
+        assert!(may_retry(built_in, RetryReason::Reset, true, true));
+        assert!(!may_retry(built_in, RetryReason::Reset, true, false));
+        assert!(may_retry(built_in, RetryReason::Connect, false, false));
+        assert!(may_retry(built_in, RetryReason::Stale, false, false));
+        assert!(!may_retry(built_in, RetryReason::Stale, true, false));
+        assert!(may_retry(built_in, RetryReason::Stale, true, true));
         assert_eq!(
             settled(body_failed(RelayFail::Client(BodyTimeout))),
             ("fail", Some(BodyTimeout), Nobody)

@@ -37,6 +37,8 @@ pub(super) struct Head {
     pub(super) resp: ResponseInfo,
     /// The upstream's bytes: the head (`resp.head_len` of them) and what followed it.
     pub(super) ub: BytesMut,
+    /// Interim heads of this response already reached the client: it cannot be retried.
+    pub(super) interim_sent: bool,
 }
 
 /// Where a response head is read from and written to.
@@ -62,6 +64,8 @@ pub(super) struct HeadRead<'a> {
     pub(super) watch: bool,
     /// The send timeout, for interim heads.
     pub(super) send_timeout: Duration,
+    /// The route's `response_headers`, applied to the final head.
+    pub(super) edits: Option<&'a crate::config::route_opts::HeaderEdits>,
 }
 
 /// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).
@@ -122,8 +126,24 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         }
         let interim = to.interim.then_some(interim_sent);
         let buf = (&ub[..], interim);
-        match prepare_response(w.life.draining(), to.limits, buf, to.req, to.out, to.fields) {
-            Ok(Some(resp)) => return Ok(Head { resp, ub }),
+        let (req, edits) = (to.req, to.edits);
+        match prepare_response(
+            w.life.draining(),
+            to.limits,
+            buf,
+            req,
+            to.out,
+            to.fields,
+            edits,
+        ) {
+            Ok(Some(resp)) => {
+                let interim_sent = interim_sent > 0;
+                return Ok(Head {
+                    resp,
+                    ub,
+                    interim_sent,
+                });
+            }
             Ok(None) => parsed = ub.len(),
             Err(e) => return Err(HeadFail::Bad(e)),
         }

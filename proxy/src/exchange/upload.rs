@@ -101,7 +101,9 @@ async fn stream_body(
         nonblocking,
     } = up;
     let g = &c.g;
-    let read_timeout = g.cfg.timeouts.read;
+    // The route's own upstream timeouts, where it has them.
+    let t = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts);
+    let read_timeout = t.read;
     let (mut ur, mut uw) = stream.into_split();
     let outcome = {
         // `to_client` gets the response head.
@@ -117,6 +119,7 @@ async fn stream_body(
             interim,
             watch: false,
             send_timeout: g.cfg.timeouts.send,
+            edits: g.cfg.routes[req.route].response_edits(),
         };
         let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
         let bounded = |head| async move {
@@ -129,7 +132,7 @@ async fn stream_body(
             // `to_upstream` (the request head, already sent) frames chunks. In a block of its
             // own: once the body is sent, the client's stream is free to be watched.
             let relay = std::pin::pin!(relay::request_body(
-                &g.cfg,
+                (&g.cfg, t),
                 &mut c.stream,
                 &mut uw,
                 &mut c.from_client,

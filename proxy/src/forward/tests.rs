@@ -307,6 +307,7 @@ fn interim_heads_go_before_the_final_head_when_asked() {
             &req(),
             &mut out,
             &mut fields,
+            None,
         )
         .unwrap()
         .unwrap();
@@ -324,4 +325,36 @@ fn interim_heads_go_before_the_final_head_when_asked() {
         (25, &b""[..]),
         "a 100, then an incomplete 103: not yet"
     );
+}
+
+#[test]
+fn response_headers_applied_to_a_relayed_head_and_a_stored_one() {
+    use crate::config::route_opts::{header_edits, Side};
+    let set = [
+        ("Strict-Transport-Security", "max-age=63072000"),
+        ("X-A", "new"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let edits = header_edits(&set, &["Server".into()], Side::Response).unwrap();
+    let wire = b"HTTP/1.1 200 OK\r\nServer: origin\r\nx-a: 1\r\nB: 2\r\nSERVER: again\r\n\
+                 X-A: 3\r\nContent-Length: 2\r\n\r\nok";
+    let limits = shared::http::Limits::default();
+    let (mut out, mut fields) = (BytesMut::new(), ResponseFields::default());
+    let edits = &edits;
+    prepare_response(
+        false,
+        &limits,
+        (wire, None),
+        &req(),
+        &mut out,
+        &mut fields,
+        Some(edits),
+    )
+    .unwrap()
+    .unwrap();
+    let want = "HTTP/1.1 200 OK\r\nB: 2\r\nStrict-Transport-Security: max-age=63072000\r\n\
+                X-A: new\r\nContent-Length: 2\r\n";
+    assert_eq!(String::from_utf8_lossy(&out), want);
 }

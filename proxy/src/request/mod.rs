@@ -12,10 +12,13 @@
 //! `X-Forwarded-Host` and `Forwarded` removed always (nothing a client says about the path a
 //! request took is trusted), `Expect` removed (the proxy answers `100-continue` itself), and
 //! the body framing written by us. Routing is on the target's normalised path; the target
-//! goes upstream as received.
+//! goes upstream as received, unless the route strips its prefix (`strip_prefix`: the rest of
+//! the normalised path, the query as received). A route's `request_headers` replace or drop
+//! fields (every copy, any case) and add their prepared block.
 
 use crate::answer::AnswerCtx;
 use crate::config::hash_key::HashKey;
+use crate::config::route_opts::RouteOpts;
 use crate::config::{Action, Balance, GroupId, HeaderOptions, RouteId};
 use crate::error::ProxyError;
 use crate::generation::{CacheId, Generation, SiteId};
@@ -382,8 +385,10 @@ pub fn prepare_request(
                     info.balance_key = balance_key(&grp.hash_key, &head, ip);
                 }
                 info.websocket = head.is_websocket_upgrade();
+                let route_opts = g.cfg.routes[route].opts.as_deref();
+                let how = (&g.cfg.headers, route_opts);
                 info.host_written =
-                    write_upstream_head(&head, &target, info.websocket, &g.cfg.headers, ip, out);
+                    write_upstream_head(&head, &target, info.websocket, how, ip, out);
                 info.dispatch = match cache {
                     None => Dispatch::Proxy { group: *group },
                     Some(_) => {
@@ -398,6 +403,10 @@ pub fn prepare_request(
             Action::Return(r) => {
                 let arrived = buf.len() - head.head_len;
                 let a = crate::answer::prepare(w, r, &head, &target, ip.as_bytes(), arrived, out);
+                // nginx's `add_header` applies to a `return` too.
+                if let Some(e) = g.cfg.routes[route].response_edits() {
+                    e.apply_to_head(out, 0);
+                }
                 info.dispatch = Dispatch::Answered {
                     skip: a.skip,
                     close: a.close,
@@ -460,21 +469,30 @@ fn route_of(
 }
 
 /// Write the upstream request head for `head` into `out` (cleared first): the request line
-/// with `target` (origin-form), the end-to-end fields, the forwarding fields `opts` asks for
-/// with the client's address `ip`, the upgrade fields when `websocket`, and our own framing.
-/// Without the final CRLF; returns whether Host was written (else it is written per attempt).
+/// with `target` (origin-form; the route's prefix removed from its normal form when the route
+/// strips it), the end-to-end fields, the forwarding fields `opts` asks for with the client's
+/// address `ip`, the route's `request_headers`, the upgrade fields when `websocket`, and our
+/// own framing. Without the final CRLF; returns whether Host was written (else it is written
+/// per attempt).
 pub(crate) fn write_upstream_head(
     head: &RequestHead<'_, '_>,
     target: &str,
     websocket: bool,
-    opts: &HeaderOptions,
+    (opts, route): (&HeaderOptions, Option<&RouteOpts>),
     ip: &IpText,
     out: &mut BytesMut,
 ) -> bool {
     out.clear();
-    write_request_line(out, head.method, target, Version::Http11);
-    let host_written = opts.preserve_host && head.authority.is_some();
-    if let (true, Some(a)) = (host_written, head.authority) {
+    match route.and_then(|r| r.strip) {
+        None => write_request_line(out, head.method, target, Version::Http11),
+        Some(n) => write_stripped_line(out, head.method, target, n),
+    }
+    let edits = route.and_then(|r| r.request.as_ref());
+    // The route's own fields replace the client's, and the proxy's forwarding ones.
+    let edited = |n: &str| edits.is_some_and(|e| e.drops(n));
+    let set_host = edits.is_some_and(|e| e.sets_host);
+    let host_written = set_host || (opts.preserve_host && head.authority.is_some());
+    if let (false, true, Some(a)) = (set_host, host_written, head.authority) {
         write_header(out, b"Host", a);
     }
     let named = Named::collect(head.headers);
@@ -496,20 +514,24 @@ pub(crate) fn write_upstream_head(
             || (opts.x_real_ip && eq(n, "x-real-ip"))
             || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
             || named.contains(n, head.headers)
+            || edited(n)
         {
             xff_seen |= eq(n, "x-forwarded-for");
             continue;
         }
         write_header(out, n.as_bytes(), h.value);
     }
-    if opts.x_forwarded_for {
+    if opts.x_forwarded_for && !edited("x-forwarded-for") {
         write_forwarded_for(out, xff_seen.then_some(head.headers), ip);
     }
-    if opts.x_real_ip {
+    if opts.x_real_ip && !edited("x-real-ip") {
         write_header(out, b"X-Real-IP", ip.as_bytes());
     }
-    if opts.x_forwarded_proto {
+    if opts.x_forwarded_proto && !edited("x-forwarded-proto") {
         write_header(out, b"X-Forwarded-Proto", ip.scheme());
+    }
+    if let Some(e) = edits {
+        out.extend_from_slice(&e.block);
     }
     if websocket {
         // Only websocket, whatever else the client's list offered (`h2c, websocket`): a back
@@ -527,6 +549,27 @@ pub(crate) fn write_upstream_head(
         _ => {}
     }
     host_written
+}
+
+/// The request line of a route that strips its prefix (nginx's `proxy_pass http://app/;`):
+/// the normalised path routing used (`normalize_path`: unreserved escapes decoded, dot
+/// segments and repeated slashes gone; other escapes kept), less its first `prefix` bytes,
+/// always starting with `/`, then the query as received.
+fn write_stripped_line(out: &mut BytesMut, method: &str, target: &str, prefix: usize) {
+    let query = target.find('?').map_or("", |i| &target[i..]);
+    PATH_SCRATCH.with_borrow_mut(|scratch| {
+        // Routing normalised this target already: it has a normal form.
+        let path = normalize_path(target.as_bytes(), scratch).unwrap_or(target.as_bytes());
+        let rest = path.get(prefix..).unwrap_or_default();
+        out.extend_from_slice(method.as_bytes());
+        out.extend_from_slice(b" ");
+        if rest.first() != Some(&b'/') {
+            out.extend_from_slice(b"/");
+        }
+        out.extend_from_slice(rest);
+        out.extend_from_slice(query.as_bytes());
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+    });
 }
 
 /// `X-Forwarded-For`: the client's own list (every such field, in order, empty ones

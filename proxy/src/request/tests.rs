@@ -22,7 +22,7 @@ fn upstream(wire: &str, opts: &HeaderOptions) -> String {
     let websocket = head.is_websocket_upgrade();
     let mut out = BytesMut::from(&b"left over"[..]);
     let ip = IpText::new(IP.parse().unwrap());
-    let host = write_upstream_head(&head, &target, websocket, opts, &ip, &mut out);
+    let host = write_upstream_head(&head, &target, websocket, (opts, None), &ip, &mut out);
     let text = String::from_utf8(out.to_vec()).unwrap();
     if host {
         text
@@ -246,4 +246,98 @@ fn head_fields_read_back_as_parsed() {
         assert_eq!(got, want, "{n}");
         assert_eq!(got.len(), n + 1);
     }
+}
+
+/// The upstream head for `wire` on a route with `route`'s options (default forwarding off).
+fn upstream_on(wire: &str, route: &RouteOpts) -> String {
+    let mut storage = [httparse::EMPTY_HEADER; 32];
+    let head = match parse_request(wire.as_bytes(), &mut storage, &Limits::default()) {
+        Ok(Status::Complete(h)) => h,
+        other => panic!("{wire:?}: {other:?}"),
+    };
+    let target = origin_form(head.target);
+    let off = HeaderOptions {
+        preserve_host: true,
+        x_forwarded_for: false,
+        x_real_ip: false,
+        x_forwarded_proto: false,
+    };
+    let mut out = BytesMut::new();
+    let ip = IpText::new(IP.parse().unwrap());
+    write_upstream_head(&head, &target, false, (&off, Some(route)), &ip, &mut out);
+    String::from_utf8(out.to_vec()).unwrap()
+}
+
+fn strip(prefix: &str) -> RouteOpts {
+    let mut scratch = Vec::new();
+    let n = normalize_path(prefix.as_bytes(), &mut scratch)
+        .unwrap()
+        .len();
+    RouteOpts {
+        strip: Some(n),
+        ..RouteOpts::default()
+    }
+}
+
+#[test]
+fn strip_prefix_removes_the_routes_prefix_from_the_normal_path() {
+    // (route prefix, client target, upstream target)
+    let table = [
+        ("/api/", "/api/users?x=1", "/users?x=1"),
+        ("/api/", "/api/", "/"),
+        ("/api/", "/api/?q", "/?q"),
+        ("/api/", "/api/a/b/", "/a/b/"),
+        ("/api", "/api/users", "/users"),
+        ("/api", "/api", "/"),
+        ("/api", "/api?x=%41", "/?x=%41"),
+        // A plain byte prefix, as routing is: `/api` matches `/apiary`.
+        ("/api", "/apiary", "/ary"),
+        // The normal form routing used: escapes of unreserved characters decoded, dot
+        // segments and repeated slashes gone; other escapes kept (hex upper-cased).
+        ("/api/", "/%61pi/x%2fy", "/x%2Fy"),
+        ("/api/", "//api//a/./b/../c", "/a/c"),
+        ("/api/", "/api/%7euser?a=%2f", "/~user?a=%2f"),
+        ("/", "/x/y", "/x/y"),
+        // Absolute-form: the origin-form part.
+        ("/api/", "http://h/api/v?1", "/v?1"),
+    ];
+    for (prefix, target, want) in table {
+        let wire = format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n");
+        let got = upstream_on(&wire, &strip(prefix));
+        let line = got.lines().next().unwrap();
+        assert_eq!(line, format!("GET {want} HTTP/1.1"), "{prefix} {target}");
+    }
+}
+
+#[test]
+fn request_headers_set_replaces_every_copy_and_remove_drops_every_copy() {
+    use crate::config::route_opts::{header_edits, Side};
+    let set = [("X-Env", "prod"), ("X-Forwarded-For", "fixed")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let edits = header_edits(&set, &["X-Debug".into()], Side::Request).unwrap();
+    let route = RouteOpts {
+        request: Some(edits),
+        ..RouteOpts::default()
+    };
+    let wire = "POST /p HTTP/1.1\r\nHost: h\r\nx-env: dev\r\nX-Debug: 1\r\nA: 1\r\n\
+                X-ENV: test\r\nx-debug: 2\r\nX-Forwarded-For: 1.2.3.4\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(
+        upstream_on(wire, &route),
+        "POST /p HTTP/1.1\r\nHost: h\r\nA: 1\r\nX-Env: prod\r\nX-Forwarded-For: fixed\r\n\
+         Content-Length: 0\r\n"
+    );
+    // Host set: the client's is replaced (and counts as written).
+    let host: std::collections::BTreeMap<String, String> =
+        [("Host".to_string(), "app.internal".to_string())].into();
+    let route = RouteOpts {
+        request: Some(header_edits(&host, &[], Side::Request).unwrap()),
+        ..RouteOpts::default()
+    };
+    let wire = "GET / HTTP/1.1\r\nHost: client.example\r\nB: 2\r\n\r\n";
+    assert_eq!(
+        upstream_on(wire, &route),
+        "GET / HTTP/1.1\r\nB: 2\r\nHost: app.internal\r\n"
+    );
 }

@@ -60,7 +60,7 @@ fn example_parses_and_validates_in_process() {
     let cfg = proxy::config::load(example()).expect("the example loads");
     proxy::config::validate(&cfg).expect("the example validates");
     assert_eq!(cfg.groups.len(), 3);
-    assert_eq!(cfg.routes.len(), 6);
+    assert_eq!(cfg.routes.len(), 7);
     assert!(
         cfg.listeners[2].tls.is_some() && cfg.groups[proxy::config::GroupId::new(1)].tls.is_some()
     );
@@ -131,6 +131,10 @@ fn example_parses_and_validates_in_process() {
         "allow",
         "deny",
         "limit",
+        "strip_prefix",
+        "request_headers",
+        "response_headers",
+        "retry",
     ] {
         let set = text.lines().any(|l| {
             l.trim_start().starts_with(&format!("{key} = ")) || l.contains(&format!(" {key} = "))
@@ -279,6 +283,18 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             ":10:",
             &["route[0].limit.rate", "5/h"],
         ),
+        (
+            "retry.toml",
+            format!("{GOOD}\n[[route]]\npath = \"/\"\nupstream = \"app\"\nretry = {{ on = [\"sometimes\"] }}\n"),
+            ":10:",
+            &["route[0].retry", "sometimes"],
+        ),
+        (
+            "headers.toml",
+            format!("{GOOD}\n[[route]]\npath = \"/\"\nupstream = \"app\"\nrequest_headers = {{ remove = [\"Content-Length\"] }}\n"),
+            ":10:",
+            &["route[0].request_headers", "Content-Length"],
+        ),
         ("missing.toml", String::new(), "", &["listen"]),
     ];
     for (name, text, line, words) in cases {
@@ -348,6 +364,28 @@ fn file_errors_name_line_and_key_in_process() {
         (&format!("{MINIMAL}[limits]\nmax_headers = 100000\n"), "p.toml:7: key `limits.max_headers`", &["512"]),
         (&format!("{MINIMAL}[limits]\nmax_body = \"lots\"\n"), "p.toml:7: key `limits.max_body`", &["lots"]),
         (&format!("{MINIMAL}[[route]]\npath = \"api\"\nupstream = \"app\"\n"), "p.toml:7: key `route[0].path`", &["/"]),
+        // A route's own upstream options (issue 27 c).
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nstrip_prefix = 1\n"), "p.toml:8: key `route[0].strip_prefix`", &["bool"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nrequest_headers = {{ set = {{ \"X-A\" = \"a\\r\\nX-B: b\" }} }}\n"), "p.toml:8: key `route[0].request_headers`", &["X-A", "control"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nrequest_headers = {{ set = {{ \"X A\" = \"a\" }} }}\n"), "p.toml:8: key `route[0].request_headers`", &["X A", "field name"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nrequest_headers = {{ remove = [\"Transfer-Encoding\"] }}\n"), "p.toml:8: key `route[0].request_headers`", &["Transfer-Encoding", "framing"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nrequest_headers = {{ remove = [\"host\"] }}\n"), "p.toml:8: key `route[0].request_headers`", &["host", "set it instead"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nrequest_headers = {{ add = {{}} }}\n"), "p.toml:8: key `route[0].request_headers", &["add"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nresponse_headers = {{ set = {{ \"Connection\" = \"close\" }} }}\n"), "p.toml:8: key `route[0].response_headers`", &["Connection", "hop-by-hop"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nresponse_headers = {{ set = {{ \"X\" = \"a\\u0000\" }} }}\n"), "p.toml:8: key `route[0].response_headers`", &["NUL"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nresponse_headers = {{ set = {{ \"X\" = \"1\" }}, remove = [\"x\"] }}\n"), "p.toml:8: key `route[0].response_headers`", &["twice"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\ntimeouts = {{ read = \"3x\" }}\n"), "p.toml:8: key `route[0].timeouts.read`", &["3x"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\ntimeouts = {{ connect = \"0s\" }}\n"), "p.toml:8: key `route[0].timeouts.connect`", &["greater than zero"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\ntimeouts = {{ header = \"1s\" }}\n"), "p.toml:8: key `route[0].timeouts", &["header", "upstream_send"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ tries = 0 }}\n"), "p.toml:8: key `route[0].retry`", &["tries = 0"]),
+        (&format!("{MINIMAL}[retry]\non = [\"5xx\"]\n"), "p.toml:6: key `retry`", &["on", "5xx"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ tries = 11 }}\n"), "p.toml:8: key `route[0].retry`", &["1 to 10"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ on = [\"200\"] }}\n"), "p.toml:8: key `route[0].retry`", &["200", "400 to 599"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ methods = \"some\" }}\n"), "p.toml:8: key `route[0].retry`", &["some", "idempotent"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ tries = 2, when = [] }}\n"), "p.toml:8: key `route[0].retry", &["when"]),
+        (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nstrip_prefix = true\n"), "p.toml:6: key `route[0].strip_prefix`", &["upstream"]),
+        (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nretry = {{ tries = 2 }}\n"), "p.toml:6: key `route[0].retry`", &["upstream"]),
+        (&format!("{MINIMAL}[[route]]\nstatic = {{ root = \"www\" }}\nresponse_headers = {{ remove = [\"Server\"] }}\n"), "p.toml:6: key `route[0].response_headers`", &["`return`", "static"]),
         // Checks across keys.
         (
             &format!("{MINIMAL}\n[[route]]\npath = \"/\"\nupstream = \"app\"\n\n[[route]]\npath = \"/api/\"\nupstream = \"ap\"\n"),

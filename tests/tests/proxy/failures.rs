@@ -352,6 +352,7 @@ fn no_matching_route_is_404() {
             cache: None,
         },
         access: None,
+        opts: None,
     }]
     .into();
     let p = proxy::start(cfg).unwrap();

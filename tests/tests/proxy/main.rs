@@ -18,6 +18,7 @@ mod interim;
 mod pool;
 mod rejected_body;
 mod return_action;
+mod rewrite;
 mod routes;
 mod slow_reader;
 mod smuggling;

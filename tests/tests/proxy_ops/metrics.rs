@@ -304,8 +304,15 @@ fn failed_attempts_are_counted_by_server_and_kind() {
             ),
             0.0,
         ),
-        (r#"proxy_upstream_retries_total{group="two"}"#.into(), 1.0),
-        (r#"proxy_upstream_retries_total{group="app"}"#.into(), 0.0),
+        (
+            r#"proxy_upstream_retries_total{route="/two",reason="connect"}"#.into(),
+            1.0,
+        ),
+        (
+            r#"proxy_upstream_retries_total{route="/two",reason="status"}"#.into(),
+            0.0,
+        ),
+        (r#"proxy_retry_budget_exhausted_total"#.into(), 0.0),
         // Marked failed (max_fails 1) on the worker that tried it.
         (
             format!(r#"proxy_upstream_up{{group="two",server="{d}"}}"#),

@@ -328,7 +328,7 @@ pub(super) fn apply_304(
     let Answered {
         server,
         up,
-        head: Head { resp, ub },
+        head: Head { resp, ub, .. },
         ..
     } = a;
     let g = c.g.clone();

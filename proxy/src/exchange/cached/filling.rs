@@ -20,7 +20,8 @@ pub(super) async fn stream_entry(
 ) -> Next {
     let w = c.w.clone();
     let len = out.len;
-    let keep = out.write(&w, req, &mut c.to_client);
+    let edits = c.g.cfg.routes[req.route].response_edits();
+    let keep = out.write(&w, req, edits, &mut c.to_client);
     if c.send_cout().await.is_err() {
         return client_gone(&mut c.rec);
     }

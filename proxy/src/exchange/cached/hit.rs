@@ -4,6 +4,7 @@
 
 use super::{client_gone, next_after};
 use crate::cache::{validate, CacheStatus, Hit};
+use crate::config::route_opts::HeaderEdits;
 use crate::conn::{cork_last_answer, ClientConn, Next};
 use crate::io::IoFail;
 use crate::request::RequestInfo;
@@ -46,7 +47,13 @@ impl<'a> Stored<'a> {
     /// The whole client head into `out`: stored fields, Age, X-Cache, Content-Length,
     /// Connection as the client needs it, the empty line. Returns whether the connection
     /// stays.
-    pub(super) fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
+    pub(super) fn write(
+        &self,
+        w: &ProxyWorker,
+        req: &RequestInfo,
+        edits: Option<&HeaderEdits>,
+        out: &mut BytesMut,
+    ) -> bool {
         let keep = req.keep_alive && (!w.life.draining() || req.pipelined);
         out.clear();
         match self.range {
@@ -64,6 +71,11 @@ impl<'a> Stored<'a> {
                 let n = content_range(&mut v, Some((first, last)), whole);
                 write_header(out, b"Content-Range", &v[..n]);
             }
+        }
+        // The route's response_headers, over the stored fields (not over Age, X-Cache and
+        // the length: the cache's own, written after).
+        if let Some(e) = edits {
+            e.apply_to_head(out, 0);
         }
         write_header_u64(out, b"Age", self.age);
         write_header(out, b"X-Cache", self.status.as_str().as_bytes());
@@ -209,7 +221,8 @@ pub(super) async fn send_stored(
     body: Option<Bytes>,
 ) -> Next {
     let w = c.w.clone();
-    let keep = out.write(&w, req, &mut c.to_client);
+    let edits = c.g.cfg.routes[req.route].response_edits();
+    let keep = out.write(&w, req, edits, &mut c.to_client);
     let head_only = req.method == RequestMethod::Head;
     let body = body.filter(|b| !head_only && !b.is_empty());
     let separate = match body {
@@ -260,7 +273,8 @@ pub(super) async fn send_from_file(
         return send_stored(c, req, out, Some(body)).await;
     }
     let w = c.w.clone();
-    let keep = out.write(&w, req, &mut c.to_client);
+    let edits = c.g.cfg.routes[req.route].response_edits();
+    let keep = out.write(&w, req, edits, &mut c.to_client);
     if !keep {
         cork_last_answer(c);
     }

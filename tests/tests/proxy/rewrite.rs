@@ -1,0 +1,442 @@
+//! A proxied route's own upstream options (issue 27 c) end to end: `strip_prefix` (the origin
+//! sees the rewritten target), `request_headers` (byte-exact at the origin),
+//! `response_headers` (byte-exact at the client, relayed and from the cache), per-route
+//! `timeouts`, `retry` and the worker's retry budget (exact counts from the origins and
+//! `/metrics`).
+
+use shared::origin::{Origin, OriginConfig};
+use std::net::SocketAddr;
+use tests::raw::{self, Client, End, WAIT};
+use tests::scrape::{scrape, value};
+use tests::strict::captured_text;
+use tests::toml_proxy::{ask, start};
+
+fn capturing(cfg: OriginConfig) -> Origin {
+    Origin::start(OriginConfig {
+        capture: true,
+        ..cfg
+    })
+    .expect("origin starts")
+}
+
+fn upstream(name: &str, servers: &[String]) -> String {
+    let list: Vec<String> = servers.iter().map(|s| format!("\"{s}\"")).collect();
+    format!("[upstream.{name}]\nservers = [{}]\n", list.join(", "))
+}
+
+/// One request on a new connection (`Connection: close`), its whole reply.
+fn once(addr: SocketAddr, req: &str) -> raw::Reply {
+    let r = raw::exchange(addr, req.as_bytes(), WAIT);
+    assert_eq!(r.end, End::Closed, "{req:?}: {}", raw::show(&r));
+    r
+}
+
+/// The request line the origin got for each request, in order.
+fn lines(o: &Origin) -> Vec<String> {
+    captured_text(o)
+        .iter()
+        .map(|r| r.lines().next().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn strip_prefix_sends_the_rest_of_the_normal_path_and_the_query_as_received() {
+    let o = capturing(OriginConfig::default());
+    let a = o.addr().to_string();
+    let p = start(&format!(
+        "{}\n[[route]]\npath = \"/api/\"\nupstream = \"app\"\nstrip_prefix = true\n\
+         [[route]]\npath = \"/v2\"\nupstream = \"app\"\nstrip_prefix = true\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\n",
+        upstream("app", &[a])
+    ));
+    let mut c = p.connect();
+    let asks = [
+        ("/api/users?x=1", "/users?x=1"),
+        ("/api/", "/"),
+        ("/api/?q=%2F", "/?q=%2F"),
+        ("/%61pi//a/./b%2fc?z", "/a/b%2Fc?z"),
+        ("/v2/users", "/users"),
+        ("/v2", "/"),
+        ("/v2?k=v", "/?k=v"),
+        ("/other/x?y", "/other/x?y"),
+    ];
+    for (target, _) in asks {
+        let r = ask(
+            &mut c,
+            &format!("GET {target} HTTP/1.1\r\nHost: t\r\n\r\n"),
+            false,
+        );
+        assert_eq!(r.status, 200, "{target}");
+    }
+    let want: Vec<String> = asks
+        .iter()
+        .map(|(_, up)| format!("GET {up} HTTP/1.1"))
+        .collect();
+    assert_eq!(lines(&o), want);
+    // The rest of the head is untouched: byte-exact.
+    assert_eq!(
+        captured_text(&o)[0],
+        "GET /users?x=1 HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 127.0.0.1\r\n\
+         X-Real-IP: 127.0.0.1\r\nX-Forwarded-Proto: http\r\n\r\n"
+    );
+}
+
+#[test]
+fn strip_prefix_on_a_cached_route_keys_the_cache_by_the_clients_url() {
+    let o = capturing(OriginConfig::default());
+    let p = start(&format!(
+        "{}\n[[route]]\npath = \"/c/\"\nupstream = \"app\"\nstrip_prefix = true\n\
+         cache = {{ ttl = \"60s\" }}\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\ncache = {{ ttl = \"60s\" }}\n",
+        upstream("app", &[o.addr().to_string()])
+    ));
+    let mut c = p.connect();
+    let get = |c: &mut Client, path: &str| {
+        ask(c, &format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n"), false)
+    };
+    let first = get(&mut c, "/c/x");
+    assert_eq!(first.header("X-Cache"), Some("MISS"));
+    let again = get(&mut c, "/c/x");
+    assert_eq!(again.header("X-Cache"), Some("HIT"));
+    // `/x` is another URL to the cache, though the origin got the same target for `/c/x`.
+    let other = get(&mut c, "/x");
+    assert_eq!(other.header("X-Cache"), Some("MISS"));
+    assert_eq!(lines(&o), ["GET /x HTTP/1.1", "GET /x HTTP/1.1"]);
+}
+
+#[test]
+fn request_headers_set_and_remove_every_copy_byte_exact_at_the_origin() {
+    let o = capturing(OriginConfig::default());
+    let p = start(&format!(
+        "{}\n[[route]]\nupstream = \"app\"\n\
+         request_headers = {{ set = {{ \"X-Env\" = \"prod\", \"Host\" = \"app.internal\" }}, \
+         remove = [\"X-Debug\", \"X-Real-IP\"] }}\n",
+        upstream("app", &[o.addr().to_string()])
+    ));
+    let mut c = p.connect();
+    let r = ask(
+        &mut c,
+        "POST /p HTTP/1.1\r\nHost: client.example\r\nx-env: dev\r\nX-Debug: 1\r\nAccept: */*\r\n\
+         X-ENV: staging\r\nx-debug: 2\r\nX-Real-IP: 6.6.6.6\r\nContent-Length: 2\r\n\r\nhi",
+        false,
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        captured_text(&o),
+        [
+            "POST /p HTTP/1.1\r\nAccept: */*\r\nX-Forwarded-For: 127.0.0.1\r\n\
+          X-Forwarded-Proto: http\r\nHost: app.internal\r\nX-Env: prod\r\n\
+          Content-Length: 2\r\n\r\nhi"
+        ]
+    );
+}
+
+#[test]
+fn response_headers_set_and_remove_on_a_relayed_answer_and_a_cache_hit() {
+    let o = Origin::start(OriginConfig {
+        headers: vec![
+            ("Server".into(), "origin".into()),
+            ("X-Keep".into(), "1".into()),
+            ("server".into(), "again".into()),
+            ("x-frame-options".into(), "ALLOW".into()),
+        ],
+        ..OriginConfig::default()
+    })
+    .expect("origin starts");
+    let edits = "response_headers = { set = { \"X-Frame-Options\" = \"DENY\", \
+                 \"Strict-Transport-Security\" = \"max-age=63072000\" }, remove = [\"Server\"] }";
+    let p = start(&format!(
+        "{}\n[[route]]\npath = \"/c/\"\nupstream = \"app\"\ncache = {{ ttl = \"60s\" }}\n{edits}\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\n{edits}\n",
+        upstream("app", &[o.addr().to_string()])
+    ));
+    let fields = |r: &raw::Response| -> Vec<(String, String)> { r.headers.clone() };
+    let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    let relayed = &once(
+        p.addr,
+        "GET /r HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    )
+    .responses()[0];
+    assert_eq!(relayed.status, 200);
+    assert_eq!(
+        fields(relayed),
+        [
+            pair("X-Keep", "1"),
+            pair("Strict-Transport-Security", "max-age=63072000"),
+            pair("X-Frame-Options", "DENY"),
+            pair("Content-Length", "64"),
+            pair("Connection", "close"),
+        ]
+    );
+    let req = "GET /c/1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let miss = &once(p.addr, req).responses()[0];
+    let hit = &once(p.addr, req).responses()[0];
+    assert_eq!(miss.header("X-Cache"), Some("MISS"));
+    assert_eq!(hit.header("X-Cache"), Some("HIT"));
+    for r in [miss, hit] {
+        let mut got = fields(r);
+        // The cache's own, which differ between the two: checked above.
+        got.retain(|(n, _)| n != "X-Cache" && n != "Age");
+        assert_eq!(
+            got,
+            [
+                pair("X-Keep", "1"),
+                pair("Strict-Transport-Security", "max-age=63072000"),
+                pair("X-Frame-Options", "DENY"),
+                pair("Content-Length", "64"),
+                pair("Connection", "close"),
+            ],
+            "{}",
+            r.status_line
+        );
+        assert!(r.is_pattern(64));
+    }
+    assert_eq!(o.requests(), 2, "the hit came from the store");
+}
+
+#[test]
+fn response_headers_apply_to_a_return_too() {
+    let p = start(
+        "[[route]]\nreturn = { status = 302, location = \"/new\", body = \"moved\" }\n\
+         response_headers = { set = { \"Cache-Control\" = \"no-store\", \"Location\" = \"/newer\" }, \
+         remove = [\"Content-Type\"] }\n",
+    );
+    let r = once(
+        p.addr,
+        "GET /old HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let resp = &r.responses()[0];
+    assert_eq!(resp.status, 302, "{}", r.text());
+    assert_eq!(resp.body, b"moved");
+    let mut names: Vec<&str> = resp.headers.iter().map(|(n, _)| n.as_str()).collect();
+    names.retain(|n| *n != "Date");
+    assert_eq!(
+        names,
+        ["Content-Length", "Connection", "Cache-Control", "Location"],
+        "{}",
+        r.text()
+    );
+    assert_eq!(resp.header("Location"), Some("/newer"));
+    assert_eq!(resp.header("Cache-Control"), Some("no-store"));
+}
+
+#[test]
+fn a_routes_own_read_timeout_applies_to_it_alone() {
+    let o = tests::origin();
+    let p = start(&format!(
+        "{}\n[[route]]\npath = \"/quick/\"\nupstream = \"app\"\ntimeouts = {{ read = \"150ms\" }}\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\n",
+        upstream("app", &[o.addr().to_string()])
+    ));
+    let slow = |path: &str| {
+        once(
+            p.addr,
+            &format!("GET {path}?delay=600ms HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        )
+        .responses()[0]
+            .status
+    };
+    assert_eq!(slow("/quick/a"), 504, "the route's 150 ms read timeout");
+    assert_eq!(slow("/other"), 200, "the global 60 s one");
+}
+
+#[test]
+fn a_routes_own_connect_timeout_applies_to_it_alone() {
+    // A listener with backlog 0 and one connection queued, never accepted: the kernel drops
+    // further SYNs, so a connect to it hangs like one to a dead host.
+    use socket2::{Domain, Socket, Type};
+    let hole = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    hole.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    hole.listen(0).unwrap();
+    let addr = hole.local_addr().unwrap().as_socket().unwrap();
+    let _filler = std::net::TcpStream::connect(addr).unwrap();
+    // The global connect timeout is the default 5 s; the route's own is 100 ms.
+    let p = start(&format!(
+        "{}\n[[route]]\npath = \"/quick/\"\nupstream = \"app\"\ntimeouts = {{ connect = \"100ms\" }}\n",
+        upstream("app", &[addr.to_string()])
+    ));
+    let r = once(
+        p.addr,
+        "GET /quick/ HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 504, "{}", r.text());
+    assert!(
+        r.elapsed < std::time::Duration::from_secs(4),
+        "the route's timeout, not the global 5 s: {:?}",
+        r.elapsed
+    );
+}
+
+/// Origins answering 503 (first in the group) and 200, and a proxy whose route retries
+/// with `retry`; with an admin listener.
+fn retrying(retry: &str, first: SocketAddr, second: SocketAddr) -> tests::inproc::Proxy {
+    start(&format!(
+        "[admin]\naddr = \"127.0.0.1:0\"\n{}\n[[route]]\nupstream = \"app\"\nretry = {retry}\n",
+        upstream("app", &[first.to_string(), second.to_string()])
+    ))
+}
+
+fn unavailable() -> Origin {
+    Origin::start(OriginConfig {
+        status: 503,
+        ..OriginConfig::default()
+    })
+    .expect("origin starts")
+}
+
+#[test]
+fn a_503_is_retried_on_the_next_server_and_counted() {
+    let (bad, good) = (unavailable(), tests::origin());
+    let p = retrying("{ tries = 2, on = [\"503\"] }", bad.addr(), good.addr());
+    let r = once(
+        p.addr,
+        "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let resp = &r.responses()[0];
+    assert_eq!(resp.status, 200, "{}", r.text());
+    assert!(resp.is_pattern(64));
+    assert_eq!((bad.requests(), good.requests()), (1, 1));
+    let m = scrape(p.running().admin_addr().unwrap());
+    let key =
+        |reason: &str| format!("proxy_upstream_retries_total{{route=\"/\",reason=\"{reason}\"}}");
+    assert_eq!(value(&m, &key("status")), 1.0);
+    assert_eq!(value(&m, &key("connect")), 0.0);
+    assert_eq!(m["proxy_retry_budget_exhausted_total"], 0.0);
+}
+
+#[test]
+fn a_post_is_not_retried_on_a_503_but_is_on_a_refused_connect() {
+    let (bad, good) = (unavailable(), tests::origin());
+    let p = retrying(
+        "{ tries = 2, on = [\"connect\", \"503\"] }",
+        bad.addr(),
+        good.addr(),
+    );
+    let post = "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
+    let r = once(p.addr, post);
+    assert_eq!(r.responses()[0].status, 503, "the last answer as it is");
+    assert_eq!((bad.requests(), good.requests()), (1, 0));
+
+    let dead = tests::ClosedPort::new();
+    let good = tests::origin();
+    let p = retrying(
+        "{ tries = 2, on = [\"connect\", \"503\"] }",
+        dead.addr(),
+        good.addr(),
+    );
+    let r = once(p.addr, post);
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!(good.requests(), 1);
+    let m = scrape(p.running().admin_addr().unwrap());
+    assert_eq!(
+        m[r#"proxy_upstream_retries_total{route="/",reason="connect"}"#],
+        1.0
+    );
+    // `methods = "all"`: the 503 goes to the next server too.
+    let (bad, good) = (unavailable(), tests::origin());
+    let p = retrying(
+        "{ tries = 2, on = [\"503\"], methods = \"all\" }",
+        bad.addr(),
+        good.addr(),
+    );
+    let r = once(p.addr, post);
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!((bad.requests(), good.requests()), (1, 1));
+}
+
+#[test]
+fn no_retry_once_bytes_of_the_answer_reached_the_client() {
+    let (bad, good) = (unavailable(), tests::origin());
+    let p = retrying("{ tries = 2, on = [\"503\"] }", bad.addr(), good.addr());
+    // The 103 goes to the client before the 503 arrives: the 503 is the answer.
+    let r = once(
+        p.addr,
+        "GET /a?interim=103 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let got: Vec<u16> = r.responses().iter().map(|x| x.status).collect();
+    assert_eq!(got, [103, 503], "{}", r.text());
+    assert_eq!((bad.requests(), good.requests()), (1, 0));
+}
+
+#[test]
+fn the_retry_budget_caps_retries_at_a_fifth_of_the_requests_plus_three() {
+    let (d1, d2) = (tests::ClosedPort::new(), tests::ClosedPort::new());
+    // Never skipped: every request tries one refusing server, then may retry the other.
+    let p = start(&format!(
+        "[admin]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\
+         {{ addr = \"{}\", max_fails = 0 }}, {{ addr = \"{}\", max_fails = 0 }}]\n\
+         [[route]]\nupstream = \"app\"\nretry = {{ tries = 2, on = [\"connect\"] }}\n",
+        d1.addr(),
+        d2.addr()
+    ));
+    let n = 40;
+    for i in 0..n {
+        // A 502 closes its connection: one each.
+        let r = once(p.addr, &format!("GET /{i} HTTP/1.1\r\nHost: t\r\n\r\n"));
+        assert_eq!(r.responses()[0].status, 502, "request {i}: {}", r.text());
+    }
+    let m = scrape(p.running().admin_addr().unwrap());
+    let retried = proxy::retry_budget::retried_of(n);
+    assert_eq!(retried, 3 + n / 5);
+    assert_eq!(
+        m[r#"proxy_upstream_retries_total{route="/",reason="connect"}"#],
+        retried as f64
+    );
+    assert_eq!(
+        m["proxy_retry_budget_exhausted_total"],
+        (n - retried) as f64
+    );
+}
+
+#[test]
+fn a_timeout_is_retried_where_the_route_asks_and_only_for_idempotent_requests() {
+    let slow = Origin::start(OriginConfig {
+        delay: std::time::Duration::from_millis(600),
+        ..OriginConfig::default()
+    })
+    .expect("origin starts");
+    let good = tests::origin();
+    let p = start(&format!(
+        "[admin]\naddr = \"127.0.0.1:0\"\n{}\n[[route]]\nupstream = \"app\"\n\
+         timeouts = {{ read = \"150ms\" }}\nretry = {{ tries = 2, on = [\"timeout\"] }}\n",
+        upstream("app", &[slow.addr().to_string(), good.addr().to_string()])
+    ));
+    let r = once(
+        p.addr,
+        "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!(good.requests(), 1);
+    let m = scrape(p.running().admin_addr().unwrap());
+    assert_eq!(
+        m[r#"proxy_upstream_retries_total{route="/",reason="timeout"}"#],
+        1.0
+    );
+    // A POST that timed out may be running on the server: 504, not sent again. (The slow
+    // server is marked failed now: a fresh proxy, so that it is asked first again.)
+    let p = start(&format!(
+        "{}\n[[route]]\nupstream = \"app\"\n\
+         timeouts = {{ read = \"150ms\" }}\nretry = {{ tries = 2, on = [\"timeout\"] }}\n",
+        upstream("app", &[slow.addr().to_string(), good.addr().to_string()])
+    ));
+    let post = "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
+    let r = once(p.addr, post);
+    assert_eq!(r.responses()[0].status, 504, "{}", r.text());
+    assert_eq!(good.requests(), 1, "not sent to the second server");
+}
+
+#[test]
+fn a_global_retry_serves_routes_without_their_own() {
+    let (bad, good) = (unavailable(), tests::origin());
+    let p = start(&format!(
+        "[retry]\ntries = 2\non = [\"503\"]\n{}\n[[route]]\nupstream = \"app\"\n",
+        upstream("app", &[bad.addr().to_string(), good.addr().to_string()])
+    ));
+    let r = once(
+        p.addr,
+        "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!((bad.requests(), good.requests()), (1, 1));
+}
