@@ -369,7 +369,7 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             );
         }
     }
-    let fams: [Family<CacheState>; 4] = [
+    let fams: [Family<CacheState>; 5] = [
         ("proxy_cache_entries", "gauge", "Responses stored.", |c| {
             c.entries
         }),
@@ -390,6 +390,12 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             "counter",
             "Fills dropped (over max_object, or no room).",
             |c| c.dropped,
+        ),
+        (
+            "proxy_cache_revalidation_errors_total",
+            "counter",
+            "Background revalidations (stale-while-revalidate) that failed.",
+            |c| c.revalidation_errors,
         ),
     ];
     for (name, kind, help, f) in fams {

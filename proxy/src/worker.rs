@@ -299,6 +299,7 @@ impl ProxyWorker {
                 bytes: s.bytes(),
                 evicted: st.evicted,
                 dropped: st.dropped_too_large + st.dropped_no_room,
+                revalidation_errors: st.revalidation_errors,
             });
         }
         crate::metrics::WorkerSnapshot {

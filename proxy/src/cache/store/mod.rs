@@ -125,6 +125,8 @@ pub struct StoreStats {
     pub variants_evicted: u64,
     pub dropped_too_large: u64,
     pub dropped_no_room: u64,
+    /// Background revalidations (stale-while-revalidate) that got no usable answer.
+    pub revalidation_errors: u64,
 }
 
 #[derive(Debug)]
@@ -314,6 +316,11 @@ impl Store {
 
     pub fn stats(&self) -> StoreStats {
         self.stats
+    }
+
+    /// A background revalidation of an entry of this store failed.
+    pub fn note_revalidation_error(&mut self) {
+        self.stats.revalidation_errors += 1;
     }
 
     fn hash(&self, key: Key<'_>) -> u64 {

@@ -362,11 +362,11 @@ pub(super) fn apply_304(
 
 /// The entry a 304 refreshes, and what storing decides with.
 pub(super) struct Refresh<'a> {
-    store: &'a RefCell<Store>,
-    entry: Handle,
-    cfg: &'a CacheEntry,
-    request: &'a [httparse::Header<'a>],
-    request_time: Millis,
+    pub(super) store: &'a RefCell<Store>,
+    pub(super) entry: Handle,
+    pub(super) cfg: &'a CacheEntry,
+    pub(super) request: &'a [httparse::Header<'a>],
+    pub(super) request_time: Millis,
 }
 
 /// Update the stored response `stored` with the fields of a 304 (`new`): the response to
