@@ -79,3 +79,74 @@ fn stale_while_revalidate_runs_apart_from_the_connection_that_started_it() {
         p.shutdown().unwrap();
     }
 }
+
+#[test]
+fn a_206_of_the_same_strong_validator_updates_the_stored_fields() {
+    // RFC 9111 3.4 and 4.3.4: a validation with a Range answered 206 passes through as the
+    // origin sent it; with the stored response's strong validator it updates the stored
+    // fields (not its framing: the stored body stays whole), else it updates nothing.
+    const DATE: &str = "Date: Wed, 01 Jan 2020 00:00:00 GMT";
+    const FRESH: &str = "Cache-Control: max-age=2000000000";
+    const LM: &str = "Last-Modified: Tue, 31 Dec 2019 00:00:00 GMT";
+    const LM_30S: &str = "Last-Modified: Tue, 31 Dec 2019 23:59:30 GMT";
+    // (stored validator fields, the 206's validator, updated)
+    let cases: [(&[&str], &str, bool); 5] = [
+        (&["ETag: \"v1\""], "ETag: \"v1\"", true),
+        (&["ETag: \"v1\""], "ETag: \"v2\"", false),
+        (&["ETag: W/\"v1\""], "ETag: W/\"v1\"", false),
+        (&[LM, DATE], LM, true),
+        (&[LM_30S, DATE], LM_30S, false),
+    ];
+    for (stored, validator, updated) in cases {
+        let mut fields = vec![FRESH, "X-Version: 1", "Content-Type: text/plain"];
+        fields.extend_from_slice(stored);
+        let partial = [
+            FRESH,
+            "X-Version: 2",
+            "Content-Type: text/plain",
+            "Content-Range: bytes 0-4/10",
+            validator,
+        ];
+        let o = Scripted::start(vec![
+            answer("200 OK", &fields, b"0123456789"),
+            answer("206 Partial Content", &partial, b"01234"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let what = format!("{stored:?} then {validator}");
+        let r = request(addr, "GET", "/r", "");
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests()),
+            (200, "MISS", 1),
+            "{what}"
+        );
+        let r = request(
+            addr,
+            "GET",
+            "/r",
+            "Range: bytes=0-4\r\nCache-Control: no-cache\r\n",
+        );
+        assert_eq!((r.status, o.requests()), (206, 2), "{what}");
+        assert_eq!(
+            (
+                &r.body[..],
+                r.header("content-range"),
+                r.header("x-version")
+            ),
+            (&b"01234"[..], Some("bytes 0-4/10"), Some("2")),
+            "{what}: the 206 as the origin sent it"
+        );
+        let asked = o.head(1);
+        assert!(asked.contains("range: bytes=0-4"), "{what}: {asked}");
+        assert!(asked.contains("if-"), "{what}: conditional: {asked}");
+        let r = request(addr, "GET", "/r", "");
+        let version = if updated { "2" } else { "1" };
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests(), &r.body[..]),
+            (200, "HIT", 2, &b"0123456789"[..]),
+            "{what}"
+        );
+        assert_eq!(r.header("x-version"), Some(version), "{what}");
+        assert_eq!(r.header("content-range"), None, "{what}");
+        p.shutdown().unwrap();
+    }
+}

@@ -147,6 +147,9 @@ pub(super) async fn fetch(
         }
         return revalidated(c, req, group, a, &f).await;
     }
+    if a.head.resp.status == 206 {
+        update_from_partial(c, &a, &f, req.head_len);
+    }
     let fill = f.fill.map(|(store, h, _)| {
         let resp = Response {
             info: &a.head.resp,
@@ -166,13 +169,7 @@ pub(super) async fn fetch(
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         invalidate(c, &w, key, &a.head.ub);
     }
-    if !f.targeted.is_empty() {
-        drop_fields(&mut c.to_client, f.targeted);
-    }
-    write_header(&mut c.to_client, b"X-Cache", f.status.as_str().as_bytes());
-    if !has_age(&c.to_client) {
-        write_header(&mut c.to_client, b"Age", b"0");
-    }
+    cache_fields(&mut c.to_client, &f);
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
@@ -183,6 +180,50 @@ pub(super) async fn fetch(
         finish_fill(store, h, filled, &w, &g);
     }
     next
+}
+
+/// The client head's cache fields: the targeted ones gone (RFC 9213: for this cache only),
+/// `X-Cache`, and `Age` unless the upstream sent one.
+fn cache_fields(head: &mut BytesMut, f: &Fetch<'_>) {
+    if !f.targeted.is_empty() {
+        drop_fields(head, f.targeted);
+    }
+    write_header(head, b"X-Cache", f.status.as_str().as_bytes());
+    if !has_age(head) {
+        write_header(head, b"Age", b"0");
+    }
+}
+
+/// A 206 `a` to the conditional request of `f`, with the stored response's strong validator:
+/// the stored fields are updated from it as from a 304 (RFC 9111 3.4, 4.3.4), its framing and
+/// a multipart/byteranges type (the 206's own) aside; the client gets the 206 as sent. The
+/// request's head (`head_len` bytes) is still at the front of `from_client`.
+fn update_from_partial(c: &ClientConn, a: &Answered<'_>, f: &Fetch<'_>, head_len: usize) {
+    let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
+        return;
+    };
+    c.fields.with(&c.from_client[..head_len], |_, request| {
+        c.response_fields.with(&a.head.ub, |_, new| {
+            if !validate::same_strong_validator(&stored.head, new) {
+                return;
+            }
+            let multipart = |h: &httparse::Header<'_>| {
+                h.name.eq_ignore_ascii_case("content-type")
+                    && h.value.len() >= 20
+                    && h.value[..20].eq_ignore_ascii_case(b"multipart/byteranges")
+            };
+            let new: Vec<httparse::Header<'_>> =
+                new.iter().filter(|h| !multipart(h)).copied().collect();
+            let to = Refresh {
+                store,
+                entry: *entry,
+                cfg,
+                request,
+                request_time: f.request_time,
+            };
+            refresh(&to, stored, &new);
+        })
+    });
 }
 
 /// RFC 9111 4.4: a non-error answer to an unsafe method invalidates its target URI, and the
