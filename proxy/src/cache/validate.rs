@@ -136,6 +136,25 @@ pub fn same_strong_validator(stored: &[u8], new: &[httparse::Header<'_>]) -> boo
     }
 }
 
+/// Whether a response with fields `fields` has a strong validator (RFC 9110 8.8.1): a strong
+/// ETag, or without an ETag a Last-Modified at least 60 seconds before its Date (8.8.2.2).
+pub fn has_strong_validator(fields: &[httparse::Header<'_>]) -> bool {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| trim_ows(h.value))
+    };
+    match field("etag") {
+        Some(e) => !e.starts_with(b"W/"),
+        None => {
+            let lm = field("last-modified").and_then(parse_http_date);
+            let date = field("date").and_then(parse_http_date);
+            matches!((lm, date), (Some(lm), Some(d)) if lm + 60 <= d)
+        }
+    }
+}
+
 /// The stored fields updated by a 304 (4.3.4: "use other header fields provided in the 304
 /// (Not Modified) response to replace all instances of the corresponding header fields in the
 /// stored response"), as (name, value) pairs.

@@ -2,8 +2,8 @@
 //! selects the stored response, and clients' conditionals answered from a stored head.
 
 use super::validate::{
-    make_conditional, not_modified_head, precondition, same_strong_validator, selects,
-    updated_fields, validators, Validators,
+    has_strong_validator, make_conditional, not_modified_head, precondition, same_strong_validator,
+    selects, updated_fields, validators, Validators,
 };
 use crate::preconditions::Outcome::{self, Failed, NotModified, Proceed};
 use bytes::BytesMut;
@@ -207,5 +207,26 @@ fn a_206_combines_with_a_stored_response_of_the_same_strong_validator() {
             want,
             "{stored:?} {new:?}"
         );
+    }
+}
+
+#[test]
+fn strong_validators_of_a_response() {
+    let table: [(Fields, bool); 6] = [
+        (&[("ETag", "\"v1\"")], true),
+        (&[("ETag", "W/\"v1\"")], false),
+        (&[("Last-Modified", LM), ("Date", AFTER)], true), // LM + 60 s
+        (
+            &[
+                ("Last-Modified", LM),
+                ("Date", "Tue, 14 Nov 2023 22:14:19 GMT"),
+            ],
+            false,
+        ),
+        (&[("Last-Modified", LM)], false),
+        (&[], false),
+    ];
+    for (fields, want) in table {
+        assert_eq!(has_strong_validator(&hs(fields)), want, "{fields:?}");
     }
 }

@@ -150,3 +150,76 @@ fn a_206_of_the_same_strong_validator_updates_the_stored_fields() {
         p.shutdown().unwrap();
     }
 }
+
+/// `GET /p` with the head lines `extra`, expecting `status`, `x_cache`, the body `body` and
+/// the origin's count `origin` after it.
+type PartStep = (&'static str, u16, &'static str, &'static [u8], u64);
+
+#[test]
+fn a_206_is_stored_as_partial_content_and_answers_ranges_within_it() {
+    // RFC 9111 3.3, 3.4: a 206 for a key with nothing stored (one range, the complete length
+    // known, a strong validator) keeps its part; ranges within it are answered from it (206,
+    // HIT), a range beyond it is fetched (its 206 replaces the part), a whole response
+    // replaces it and answers every range after.
+    const CC: &str = "Cache-Control: max-age=3600";
+    let part = |range: &'static str, body: &'static [u8]| {
+        answer("206 Partial Content", &[CC, "ETag: \"v1\"", range], body)
+    };
+    let o = Scripted::start(vec![
+        part("Content-Range: bytes 0-4/10", b"01234"),
+        part("Content-Range: bytes 7-9/10", b"789"),
+        answer("200 OK", &[CC, "ETag: \"v1\""], b"0123456789"),
+    ]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let steps: [PartStep; 9] = [
+        ("Range: bytes=0-4\r\n", 206, "MISS", b"01234", 1),
+        ("Range: bytes=1-3\r\n", 206, "HIT", b"123", 1),
+        ("Range: bytes=0-4\r\n", 206, "HIT", b"01234", 1),
+        ("If-None-Match: \"v1\"\r\n", 304, "HIT", b"", 1),
+        ("Range: bytes=-3\r\n", 206, "MISS", b"789", 2),
+        ("Range: bytes=8-9\r\n", 206, "HIT", b"89", 2),
+        ("", 200, "MISS", b"0123456789", 3),
+        ("Range: bytes=2-8\r\n", 206, "HIT", b"2345678", 3),
+        ("", 200, "HIT", b"0123456789", 3),
+    ];
+    for (i, (extra, status, xc, body, origin)) in steps.into_iter().enumerate() {
+        let r = request(addr, "GET", "/p", extra);
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..], o.requests()),
+            (status, xc, body, origin),
+            "step {i}: {extra:?}"
+        );
+        if status == 206 {
+            let first = b"0123456789".windows(body.len()).position(|w| w == body);
+            let first = first.unwrap();
+            let want = format!("bytes {first}-{}/10", first + body.len() - 1);
+            assert_eq!(r.header("content-range"), Some(&*want), "step {i}");
+            assert_eq!(r.header("etag"), Some("\"v1\""), "step {i}");
+        }
+    }
+    assert!(o.head(1).contains("range: bytes=-3"), "{}", o.head(1));
+    p.shutdown().unwrap();
+
+    // Not stored: a weak validator, none, or an unknown complete length.
+    let cases: [&[&str]; 3] = [
+        &[CC, "ETag: W/\"v1\"", "Content-Range: bytes 0-4/10"],
+        &[CC, "Content-Range: bytes 0-4/10"],
+        &[CC, "ETag: \"v1\"", "Content-Range: bytes 0-4/*"],
+    ];
+    for fields in cases {
+        let o = Scripted::start(vec![
+            answer("206 Partial Content", fields, b"01234"),
+            answer("206 Partial Content", fields, b"01234"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        for n in 1..=2 {
+            let r = request(addr, "GET", "/p", "Range: bytes=0-4\r\n");
+            assert_eq!(
+                (r.status, x_cache(&r), o.requests()),
+                (206, "MISS", n),
+                "{fields:?}"
+            );
+        }
+        p.shutdown().unwrap();
+    }
+}

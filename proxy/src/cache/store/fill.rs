@@ -107,6 +107,7 @@ impl Store {
                 head,
                 storable,
                 declared,
+                held: None,
             },
             chunks: Vec::new(),
             len: 0,
@@ -214,7 +215,8 @@ impl Store {
                         }
                         _ => false,
                     };
-                if older {
+                // A part replaces only another part; a whole response, either.
+                if older && (!self.is_held(i) || self.is_held(j)) {
                     self.remove(j);
                 }
             }

@@ -24,8 +24,10 @@
 mod fill;
 mod key;
 mod lru;
+mod partial;
 
 pub use key::{same_origin_target, Key, OwnedKey};
+pub use partial::Held;
 
 use super::memfd::{BodyFile, FileRange};
 use super::policy::Storable;
@@ -91,6 +93,10 @@ pub enum Lookup {
     /// Stored but stale: fetch (and [`Store::begin_fill`]); on upstream error or timeout try
     /// [`Store::stale_hit`] on this handle (`X-Cache: STALE`).
     Stale(Handle),
+    /// Only part of the body is stored (from a 206, `held`): `hit` is that part (its head a
+    /// 200's); a range within it is answered from it, anything else is a miss (fetch, and
+    /// [`Store::begin_fill`]).
+    Held { hit: Hit, held: Held },
     /// Nothing usable: fetch, and [`Store::begin_fill`] (`X-Cache: MISS`).
     Miss,
 }
@@ -140,6 +146,8 @@ struct Meta {
     storable: Storable,
     /// The body length the head declared, if any.
     declared: Option<u64>,
+    /// The body is this part of the representation only (a 206 stored, [`Store::hold`]).
+    held: Option<Held>,
 }
 
 #[derive(Debug)]
@@ -389,13 +397,21 @@ impl Store {
         if revalidate {
             return self.to_validate(first, hash, key, request);
         }
-        let (mut stream, mut wait, mut stale, mut swr) = (NIL, NIL, NIL, NIL);
+        let (mut stream, mut wait, mut stale, mut swr, mut held) = (NIL, NIL, NIL, NIL, NIL);
         let mut i = first;
         while i != NIL {
             let e = self.at(i);
             if e.is(hash, key) {
                 match &e.state {
                     State::AwaitingHead if wait == NIL => wait = i,
+                    // A part of the body is no answer to another request's whole.
+                    State::Filling { meta, .. } if meta.held.is_some() => {}
+                    State::Complete { meta, .. } if meta.held.is_some() => {
+                        let fresh = meta.storable.freshness.is_fresh(now);
+                        if held == NIL && fresh && meta.storable.vary.matches(request) {
+                            held = i;
+                        }
+                    }
                     State::Filling { meta, .. } if meta.storable.vary.matches(request) => {
                         if meta.declared.is_some() && stream == NIL {
                             stream = i;
@@ -450,6 +466,9 @@ impl Store {
         if stale != NIL {
             return Lookup::Stale(self.handle(stale));
         }
+        if held != NIL {
+            return self.held_hit(held, now);
+        }
         Lookup::Miss
     }
 
@@ -486,7 +505,7 @@ impl Store {
         while i != NIL {
             let e = self.at(i);
             if let State::Complete { meta, .. } = &e.state {
-                if e.is(hash, key) && meta.storable.vary.matches(request) {
+                if e.is(hash, key) && meta.held.is_none() && meta.storable.vary.matches(request) {
                     return Lookup::Stale(self.handle(i));
                 }
             }

@@ -491,10 +491,23 @@ pub(super) fn fill_head(
         response_time: now_millis(),
     };
     fields.with(resp.ub, |reason, headers| {
+        // A 206 for a key with nothing stored keeps its part (RFC 9111 3.3), stored as the
+        // 200 it is part of.
+        let held = match (status, &f.stale, &f.validates) {
+            (206, None, None) => partial_content(headers, declared),
+            _ => None,
+        };
+        let (status, reason) = match held {
+            Some(_) => (200, "OK"),
+            None => (status, reason),
+        };
         match cache::storable(request, status, headers, declared, at, cfg) {
             Ok(st) => {
                 let head = stored_head(status, reason, headers, &cfg.targeted);
-                let kept = store.borrow_mut().fill_head(h, status, head, st, declared);
+                let mut s = store.borrow_mut();
+                let kept = s.fill_head(h, status, head, st, declared)
+                    && held.is_none_or(|part| s.hold(h, part));
+                drop(s);
                 sync_stats(w, g);
                 kept
             }
@@ -503,6 +516,21 @@ pub(super) fn fill_head(
                 false
             }
         }
+    })
+}
+
+/// The part of its representation a 206 with fields `fields` and a body of `declared` bytes
+/// is, when it may be stored: one range (`Content-Range` with the complete length, not
+/// multipart), as long as its body, and a strong validator to combine it by (RFC 9111 3.4).
+fn partial_content(fields: &[httparse::Header<'_>], declared: Option<u64>) -> Option<cache::Held> {
+    let mut ranges = fields
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("content-range"));
+    let (first, last, total) = cache::ranges::content_range(ranges.next()?.value)?;
+    let one = ranges.next().is_none() && declared == Some(last - first + 1);
+    (one && validate::has_strong_validator(fields)).then_some(cache::Held {
+        start: first,
+        total,
     })
 }
 
@@ -525,6 +553,7 @@ pub(super) fn stored_head(
         let n = h.name;
         if is_hop_by_hop(n)
             || n.eq_ignore_ascii_case("content-length")
+            || n.eq_ignore_ascii_case("content-range")
             || n.eq_ignore_ascii_case("age")
             || n.eq_ignore_ascii_case("x-cache")
             || named.contains(n, fields)

@@ -185,19 +185,19 @@ pub(super) async fn send_hit(
     }
 }
 
-/// 206: bytes `first..=last` of the stored response `hit`, from memory (a `Bytes` view of the
-/// stored body: no copy).
+/// 206: bytes `first..=last` of the stored response `hit`, whose body is the part `held` of
+/// it, from memory (a `Bytes` view of the stored body: no copy).
 pub(super) async fn send_partial(
     c: &mut ClientConn,
     req: &RequestInfo,
     hit: Hit,
-    (first, last): (u64, u64),
+    (first, last, held): (u64, u64, crate::cache::Held),
     status: CacheStatus,
 ) -> Next {
-    let whole = hit.body.len() as u64;
-    let body = hit.body.slice(first as usize..=last as usize);
+    let at = (first - held.start) as usize;
+    let body = hit.body.slice(at..=at + (last - first) as usize);
     let mut out = Stored::new(&hit.head, hit.age, status, last - first + 1);
-    out.range = Some((first, last, whole));
+    out.range = Some((first, last, held.total));
     send_stored(c, req, out, Some(body)).await
 }
 

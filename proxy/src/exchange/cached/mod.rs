@@ -182,9 +182,12 @@ async fn from_store(
         FromStore::Hit(hit) => send_hit(c, req, hit, status).await,
         FromStore::NotModified(hit) => send_not_modified(c, req, &hit, status).await,
         FromStore::PreconditionFailed => send_precondition_failed(c, req, status).await,
-        FromStore::Partial { hit, start, end } => {
-            send_partial(c, req, hit, (start, end), status).await
-        }
+        FromStore::Partial {
+            hit,
+            start,
+            end,
+            held,
+        } => send_partial(c, req, hit, (start, end, held), status).await,
         FromStore::Unsatisfiable { len } => send_unsatisfiable(c, req, len, status).await,
         FromStore::Stream {
             entry,
