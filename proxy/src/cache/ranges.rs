@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn content_range_of_a_206() {
-        let table: [(&str, Option<(u64, u64, u64)>); 10] = [
+        type Parsed = Option<(u64, u64, u64)>;
+        let table: [(&str, Parsed); 10] = [
             ("bytes 0-4/10", Some((0, 4, 10))),
             (" bytes 7-9/10 ", Some((7, 9, 10))),
             ("bytes 0-0/1", Some((0, 0, 1))),
