@@ -200,6 +200,53 @@ fn a_206_is_stored_as_partial_content_and_answers_ranges_within_it() {
     assert!(o.head(1).contains("range: bytes=-3"), "{}", o.head(1));
     p.shutdown().unwrap();
 
+    // `bytes=5-` beyond a stored `0-4`: fetched, and joined with it into the whole (RFC 9111
+    // 3.4: the same strong validator), which answers the whole and every range after; a part
+    // of another validator replaces the stored one instead.
+    for (etag, joined) in [("ETag: \"v1\"", true), ("ETag: \"v2\"", false)] {
+        let o = Scripted::start(vec![
+            answer(
+                "206 Partial Content",
+                &[CC, "ETag: \"v1\"", "Content-Range: bytes 0-4/10"],
+                b"01234",
+            ),
+            answer(
+                "206 Partial Content",
+                &[CC, etag, "Content-Range: bytes 5-9/10"],
+                b"56789",
+            ),
+            answer("200 OK", &[CC, etag], b"0123456789"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let (whole, after): (PartStep, PartStep) = if joined {
+            (
+                ("", 200, "HIT", b"0123456789", 2),
+                ("Range: bytes=3-6\r\n", 206, "HIT", b"3456", 2),
+            )
+        } else {
+            (
+                ("", 200, "MISS", b"0123456789", 3),
+                ("Range: bytes=0-4\r\n", 206, "HIT", b"01234", 3),
+            )
+        };
+        let steps: [PartStep; 5] = [
+            ("Range: bytes=0-4\r\n", 206, "MISS", b"01234", 1),
+            ("Range: bytes=5-\r\n", 206, "MISS", b"56789", 2),
+            ("Range: bytes=6-9\r\n", 206, "HIT", b"6789", 2),
+            whole,
+            after,
+        ];
+        for (i, (extra, status, xc, body, origin)) in steps.into_iter().enumerate() {
+            let r = request(addr, "GET", "/p", extra);
+            assert_eq!(
+                (r.status, x_cache(&r), &r.body[..], o.requests()),
+                (status, xc, body, origin),
+                "{etag}, step {i}: {extra:?}"
+            );
+        }
+        p.shutdown().unwrap();
+    }
+
     // Not stored: a weak validator, none, or an unknown complete length.
     let cases: [&[&str]; 3] = [
         &[CC, "ETag: W/\"v1\"", "Content-Range: bytes 0-4/10"],

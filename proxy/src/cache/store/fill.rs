@@ -162,8 +162,11 @@ impl Store {
         if !matches!(e.state, State::Filling { .. }) {
             return false;
         }
-        let State::Filling { chunks, len, meta } =
-            std::mem::replace(&mut e.state, State::AwaitingHead)
+        let State::Filling {
+            chunks,
+            len,
+            mut meta,
+        } = std::mem::replace(&mut e.state, State::AwaitingHead)
         else {
             unreachable!("checked above");
         };
@@ -181,6 +184,11 @@ impl Store {
                 }
                 b.freeze()
             }
+        };
+        // A part joins the stored part it touches (RFC 9111 3.4), whole once it is all there.
+        let body = match meta.held {
+            Some(_) => self.combine(h.slot, &mut meta, body),
+            None => body,
         };
         // Larger bodies move to the body file (sent with sendfile; the entry keeps a mapping).
         let (body, file) = match &mut self.file {
