@@ -890,7 +890,7 @@ fn parts_are_held_joined_into_the_whole_and_counted() {
     use super::store::Held;
     let head = Bytes::from_static(b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\n");
     let mut s = Store::new(100_000, 1000);
-    let mut part = |s: &mut Store, start: u64, body: &[u8]| {
+    let part = |s: &mut Store, start: u64, body: &[u8]| {
         let h = s.begin_fill(KEY).expect("room");
         let n = Some(body.len() as u64);
         assert!(s.fill_head(h, 200, head.clone(), fresh(10_000), n));
