@@ -948,3 +948,27 @@ fn parts_are_held_joined_into_the_whole_and_counted() {
     );
     assert_eq!((s.len(), s.bytes()), (1, one + 5));
 }
+
+#[test]
+fn early_hints_are_kept_with_the_entry_and_counted() {
+    let mut s = Store::new(100_000, 1000);
+    let h = s.begin_fill(KEY).expect("room");
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(2)));
+    let before = s.bytes();
+    let hints =
+        Bytes::from_static(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n");
+    assert!(s.set_interim(h, hints.clone()));
+    assert_eq!(s.bytes(), before + hints.len() as u64);
+    assert_eq!(s.append(h, b"ok"), Append::Kept);
+    assert!(s.finish(h));
+    match s.lookup(KEY, &[], false, T) {
+        Lookup::Hit(hit) => assert_eq!((hit.interim, &hit.body[..]), (hints, &b"ok"[..])),
+        other => panic!("expected a hit, got {other:?}"),
+    }
+    // No room for them: the fill goes.
+    let mut s = Store::new(ENTRY_OVERHEAD + 200, 1000);
+    let h = s.begin_fill(KEY).expect("room");
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(2)));
+    assert!(!s.set_interim(h, Bytes::from(vec![b'x'; 300])));
+    assert!(s.is_empty());
+}

@@ -108,11 +108,35 @@ impl Store {
                 storable,
                 declared,
                 held: None,
+                interim: Bytes::new(),
             },
             chunks: Vec::new(),
             len: 0,
         };
         e.wake(false);
+        true
+    }
+
+    /// The 103 Early Hints heads `interim` came before the filling entry `h`'s response: a
+    /// hit sends them again. Counted in the entry's size. `false`: the fill is gone (or no
+    /// room for them).
+    pub fn set_interim(&mut self, h: Handle, interim: Bytes) -> bool {
+        let Some(State::Filling { .. }) = self.entry(h).map(|e| &e.state) else {
+            return false;
+        };
+        let add = interim.len() as u64;
+        if !self.make_room(add, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        drop(interim.clone()); // promoted once, as the head is
+        self.bytes += add;
+        let e = self.at_mut(h.slot);
+        e.size += add;
+        if let State::Filling { meta, .. } = &mut e.state {
+            meta.interim = interim;
+        }
         true
     }
 

@@ -63,6 +63,8 @@ pub struct Hit {
     pub age: u64,
     /// Where the body lies in the worker's body file (`body` maps it), to send it from.
     pub file: Option<FileRange>,
+    /// The origin's 103 Early Hints heads, as a client gets them (empty: none).
+    pub interim: Bytes,
 }
 
 /// What a lookup found.
@@ -148,6 +150,8 @@ struct Meta {
     declared: Option<u64>,
     /// The body is this part of the representation only (a 206 stored, [`Store::hold`]).
     held: Option<Held>,
+    /// The 103 Early Hints heads the origin sent before it ([`Store::set_interim`]).
+    interim: Bytes,
 }
 
 #[derive(Debug)]
@@ -428,6 +432,7 @@ impl Store {
                                 body: body.clone(),
                                 age: f.age_secs(now),
                                 file: *file,
+                                interim: meta.interim.clone(),
                             };
                             self.touch(i);
                             return Lookup::Hit(hit);
@@ -483,6 +488,7 @@ impl Store {
             body: body.clone(),
             age: meta.storable.freshness.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         };
         self.touch(i);
         Lookup::Revalidate {
@@ -526,6 +532,7 @@ impl Store {
             body: body.clone(),
             age: meta.storable.freshness.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         })
     }
 
@@ -619,6 +626,7 @@ impl Store {
             body: body.clone(),
             age: f.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         })
     }
 

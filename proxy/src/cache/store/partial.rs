@@ -46,6 +46,7 @@ impl Store {
             body: body.clone(),
             age: meta.storable.freshness.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         };
         self.touch(i);
         Lookup::Held { hit, held }

@@ -123,6 +123,7 @@ pub(super) fn decide(
                         body: Bytes::new(),
                         age,
                         file: None,
+                        interim: Bytes::new(),
                     })),
                     Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
                 },

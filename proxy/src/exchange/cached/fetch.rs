@@ -457,6 +457,7 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
         body: stored.body.clone(),
         age,
         file: None,
+        interim: stored.interim.clone(),
     }
 }
 
@@ -504,9 +505,11 @@ pub(super) fn fill_head(
         match cache::storable(request, status, headers, declared, at, cfg) {
             Ok(st) => {
                 let head = stored_head(status, reason, headers, &cfg.targeted);
+                let hints = early_hints(resp.ub, &g.cfg.limits.codec);
                 let mut s = store.borrow_mut();
                 let kept = s.fill_head(h, status, head, st, declared)
-                    && held.is_none_or(|part| s.hold(h, part));
+                    && held.is_none_or(|part| s.hold(h, part))
+                    && (hints.is_empty() || s.set_interim(h, hints));
                 drop(s);
                 sync_stats(w, g);
                 kept
@@ -517,6 +520,36 @@ pub(super) fn fill_head(
             }
         }
     })
+}
+
+/// The most bytes of 103 Early Hints heads kept with an entry (more: none kept).
+pub(super) const MAX_HINTS: usize = 4096;
+
+/// The 103 Early Hints heads at the front of an upstream's buffer `ub` (before its final
+/// head), rewritten as a client gets them (`forward::write_interims`), to send again on a hit
+/// (RFC 8297: a cache may); empty when there are none, or more than [`MAX_HINTS`] bytes.
+/// Other interim responses (102) were about that exchange only.
+pub(super) fn early_hints(ub: &[u8], limits: &shared::http::Limits) -> Bytes {
+    if !crate::forward::starts_interim(ub) {
+        return Bytes::new();
+    }
+    let mut all = BytesMut::new();
+    if crate::forward::write_interims(ub, limits, &mut all).is_err() {
+        return Bytes::new();
+    }
+    let mut hints = BytesMut::new();
+    let mut rest = &all[..];
+    while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
+        let (head, after) = rest.split_at(end + 4);
+        if head.starts_with(b"HTTP/1.1 103 ") {
+            hints.extend_from_slice(head);
+        }
+        rest = after;
+    }
+    if hints.len() > MAX_HINTS {
+        return Bytes::new();
+    }
+    hints.freeze()
 }
 
 /// The part of its representation a 206 with fields `fields` and a body of `declared` bytes

@@ -29,6 +29,8 @@ pub(super) struct Stored<'a> {
     pub(super) length: bool,
     /// A 206 of bytes `.0..=.1` of a body of `.2` bytes (`len` is the range's length).
     pub(super) range: Option<(u64, u64, u64)>,
+    /// 103 Early Hints heads sent first, to an HTTP/1.1 client (`Hit::interim`).
+    pub(super) interim: &'a [u8],
 }
 
 impl<'a> Stored<'a> {
@@ -40,6 +42,7 @@ impl<'a> Stored<'a> {
             len,
             length: true,
             range: None,
+            interim: &[],
         }
     }
 
@@ -49,6 +52,10 @@ impl<'a> Stored<'a> {
     pub(super) fn write(&self, w: &ProxyWorker, req: &RequestInfo, out: &mut BytesMut) -> bool {
         let keep = req.keep_alive && (!w.life.draining() || req.pipelined);
         out.clear();
+        // In the same write as the final head (RFC 8297: an HTTP/1.0 client gets none).
+        if !self.interim.is_empty() && req.version == Version::Http11 {
+            out.extend_from_slice(self.interim);
+        }
         match self.range {
             None => out.extend_from_slice(self.head),
             Some((first, last, whole)) => {
@@ -174,7 +181,8 @@ pub(super) async fn send_hit(
     status: CacheStatus,
 ) -> Next {
     let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, status, len);
+    let mut out = Stored::new(&hit.head, hit.age, status, len);
+    out.interim = &hit.interim;
     // sendfile writes the socket itself: never under TLS (the memory path encrypts).
     match (
         hit.file,
