@@ -320,14 +320,28 @@ fn stale_while_revalidate_ends_with_its_window() {
     // max-age=1, stale-while-revalidate=1, and the origin gone after the fill: STALE while
     // the age is within 2 s (each revalidation fails), then the origin's failure (502, MISS).
     let o = tests::origin();
-    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &["--admin", "127.0.0.1:0"], |_| {});
     let path = "/swr?header=Cache-Control:max-age%3D1,%20stale-while-revalidate%3D1";
     run("fill", addr, &o, &[step("GET", path, "", (200, "MISS", 1))]);
     o.stop();
     let (_, first) = until_not(addr, path, &["HIT"]);
     assert_eq!((first.status, x_cache(&first)), (200, "STALE"));
-    let (_, after) = until_not(addr, path, &["STALE"]);
+    let (stale, after) = until_not(addr, path, &["STALE"]);
     assert_eq!((after.status, x_cache(&after)), (502, "MISS"));
+    // Each failed background revalidation is counted (one per STALE answer at most: none
+    // starts while another runs).
+    let admin = p.admin_addr().expect("admin");
+    let errors = || {
+        let m = tests::scrape::scrape(admin);
+        tests::scrape::total(&m, "proxy_cache_revalidation_errors_total") as usize
+    };
+    assert!(tests::eventually(tests::raw::WAIT, || errors() >= 1));
+    assert!(
+        errors() <= 1 + stale.len(),
+        "{} for {} STALE",
+        errors(),
+        1 + stale.len()
+    );
     p.shutdown().unwrap();
 }
 
