@@ -369,7 +369,7 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             );
         }
     }
-    let fams: [Family<CacheState>; 5] = [
+    let fams: [Family<CacheState>; 6] = [
         ("proxy_cache_entries", "gauge", "Responses stored.", |c| {
             c.entries
         }),
@@ -396,6 +396,12 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             "counter",
             "Background revalidations (stale-while-revalidate) that failed.",
             |c| c.revalidation_errors,
+        ),
+        (
+            "proxy_cache_revalidations_skipped_total",
+            "counter",
+            "Background revalidations not started: the worker ran its most at once.",
+            |c| c.revalidations_skipped,
         ),
     ];
     for (name, kind, help, f) in fams {

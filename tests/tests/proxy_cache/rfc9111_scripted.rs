@@ -270,3 +270,57 @@ fn a_206_is_stored_as_partial_content_and_answers_ranges_within_it() {
         p.shutdown().unwrap();
     }
 }
+
+#[test]
+fn background_revalidations_are_bounded_per_worker() {
+    // At most 32 run at once on a worker (documented in CONFIGURATION.md): with 32 held at
+    // the origin, the 33rd stale key is served STALE and its revalidation is not started
+    // (counted); released, the held ones refresh their entries.
+    const MAX: usize = 32;
+    let swr = "Cache-Control: max-age=0, stale-while-revalidate=60";
+    let mut answers: Vec<_> = (0..=MAX)
+        .map(|_| answer("200 OK", &[swr, "ETag: \"v1\""], b"stale"))
+        .collect();
+    let mut gates = Vec::new();
+    for _ in 0..MAX {
+        let fresh = ["Cache-Control: max-age=3600", "ETag: \"v1\""];
+        let (a, gate) = answer("304 Not Modified", &fresh, b"").held();
+        answers.push(a);
+        gates.push(gate);
+    }
+    let o = Scripted::start(answers);
+    let (p, addr) = proxy(&[o.addr()], &["--admin", "127.0.0.1:0"], |_| {});
+    let admin = p.admin_addr().expect("admin");
+    let count = |name: &str| {
+        let m = tests::scrape::scrape(admin);
+        tests::scrape::total(&m, name) as u64
+    };
+    let keys: Vec<String> = (0..=MAX).map(|k| format!("/k{k}")).collect();
+    for (k, key) in keys.iter().enumerate() {
+        let r = request(addr, "GET", key, "");
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests()),
+            (200, "MISS", k as u64 + 1)
+        );
+    }
+    for key in &keys[..MAX] {
+        let r = request(addr, "GET", key, "");
+        assert_eq!((r.status, x_cache(&r)), (200, "STALE"), "{key}");
+    }
+    let all = (2 * MAX + 1) as u64;
+    assert!(tests::eventually(raw::WAIT, || o.requests() == all));
+    let r = request(addr, "GET", &keys[MAX], "");
+    assert_eq!(
+        (r.status, x_cache(&r)),
+        (200, "STALE"),
+        "the one over the bound"
+    );
+    assert_eq!(count("proxy_cache_revalidations_skipped_total"), 1);
+    assert_eq!(o.requests(), all);
+    drop(gates);
+    assert!(tests::eventually(raw::WAIT, || {
+        x_cache(&request(addr, "GET", &keys[0], "")) == "HIT"
+    }));
+    assert_eq!(count("proxy_cache_revalidation_errors_total"), 0);
+    p.shutdown().unwrap();
+}

@@ -135,6 +135,8 @@ pub struct StoreStats {
     pub dropped_no_room: u64,
     /// Background revalidations (stale-while-revalidate) that got no usable answer.
     pub revalidation_errors: u64,
+    /// Background revalidations not started: the worker ran its most at once.
+    pub revalidations_skipped: u64,
 }
 
 #[derive(Debug)]
@@ -333,6 +335,11 @@ impl Store {
     /// A background revalidation of an entry of this store failed.
     pub fn note_revalidation_error(&mut self) {
         self.stats.revalidation_errors += 1;
+    }
+
+    /// A background revalidation of an entry of this store was not started (too many ran).
+    pub fn note_revalidation_skipped(&mut self) {
+        self.stats.revalidations_skipped += 1;
     }
 
     fn hash(&self, key: Key<'_>) -> u64 {

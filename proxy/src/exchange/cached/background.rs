@@ -68,7 +68,9 @@ pub(super) fn start(
 ) {
     let store = &c.g.cached(cache).store;
     if RUNNING.get() >= MAX_BACKGROUND {
-        store.borrow_mut().abandon(r.fill);
+        let mut s = store.borrow_mut();
+        s.abandon(r.fill);
+        s.note_revalidation_skipped();
         return;
     }
     let mut upstream = BytesMut::from(&c.to_upstream[..]);
