@@ -151,24 +151,9 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
         .pick(&[], std::time::Instant::now())
         .ok_or(ProxyError::NoLiveUpstream)?;
     let _in_flight = InFlight::new(g.balancer(job.group), s);
-    // A pooled connection that went stale gets one more try on a new one.
-    let mut pooled = true;
-    let (mut up, head) = loop {
-        let mut up = connection(w, g, (job.group, s), pooled).await?;
-        match exchange(job, &mut up, s).await {
-            Ok(head) => break (up, head),
-            Err(HeadFail::Nothing(b)) if up.reused => {
-                if let Some(b) = b {
-                    w.buffers.give_buf(b);
-                }
-                pooled = false;
-            }
-            Err(HeadFail::Nothing(_)) => return Err(ProxyError::UpstreamClosed),
-            Err(HeadFail::Timeout) => return Err(ProxyError::UpstreamTimeout),
-            Err(HeadFail::Bad(e)) => return Err(e),
-            Err(HeadFail::Client) => return Err(ProxyError::ClientGone),
-        }
-    };
+    let answered = answer(job, s).await;
+    noted(job, s, answered.as_ref().err().copied());
+    let (mut up, head) = answered?;
     let (resp, ub, rf) = head;
     let f = Fetch {
         status: CacheStatus::Stale,
@@ -240,6 +225,46 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
             .put(up, std::time::Instant::now());
     }
     Ok(())
+}
+
+/// Server `s` answered (`failed` is `None`) or not: its failure counts against it as a
+/// client's exchange's would (no other server is tried: the next request in the window
+/// revalidates again).
+fn noted(job: &Job, s: ServerId, failed: Option<ProxyError>) {
+    let (w, g) = (&*job.w, &*job.g);
+    let mut b = g.balancer(job.group).borrow_mut();
+    match failed {
+        None => b.succeeded(s),
+        Some(ProxyError::NoResources) => {}
+        Some(e) => {
+            b.failed(s, std::time::Instant::now());
+            let kind = crate::metrics::fault_index(e);
+            w.count_server(g, (job.group, s), |m| m.failures[kind] += 1);
+        }
+    }
+}
+
+/// Server `s`'s answer: a connection (a pooled one that went stale gets one more try on a new
+/// one), the request, the answer's head.
+async fn answer(job: &Job, s: ServerId) -> Result<(Upstream, HeadIn), ProxyError> {
+    let (w, g) = (&*job.w, &*job.g);
+    let mut pooled = true;
+    loop {
+        let mut up = connection(w, g, (job.group, s), pooled).await?;
+        match exchange(job, &mut up, s).await {
+            Ok(head) => return Ok((up, head)),
+            Err(HeadFail::Nothing(b)) if up.reused => {
+                if let Some(b) = b {
+                    w.buffers.give_buf(b);
+                }
+                pooled = false;
+            }
+            Err(HeadFail::Nothing(_)) => return Err(ProxyError::UpstreamClosed),
+            Err(HeadFail::Timeout) => return Err(ProxyError::UpstreamTimeout),
+            Err(HeadFail::Bad(e)) => return Err(e),
+            Err(HeadFail::Client) => return Err(ProxyError::ClientGone),
+        }
+    }
 }
 
 /// A connection to server `s` of group `g`: from the pool if `pooled` and one is there, else
