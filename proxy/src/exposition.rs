@@ -420,7 +420,7 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             );
         }
     }
-    let fams: [Family<CacheState>; 4] = [
+    let fams: [Family<CacheState>; 6] = [
         ("proxy_cache_entries", "gauge", "Responses stored.", |c| {
             c.entries
         }),
@@ -441,6 +441,18 @@ fn caches(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]) {
             "counter",
             "Fills dropped (over max_object, or no room).",
             |c| c.dropped,
+        ),
+        (
+            "proxy_cache_revalidation_errors_total",
+            "counter",
+            "Background revalidations (stale-while-revalidate) that failed.",
+            |c| c.revalidation_errors,
+        ),
+        (
+            "proxy_cache_revalidations_skipped_total",
+            "counter",
+            "Background revalidations not started: the worker ran its most at once.",
+            |c| c.revalidations_skipped,
         ),
     ];
     for (name, kind, help, f) in fams {

@@ -323,6 +323,8 @@ pub struct CacheState {
     pub bytes: u64,
     pub evicted: u64,
     pub dropped: u64,
+    pub revalidation_errors: u64,
+    pub revalidations_skipped: u64,
 }
 
 /// One worker's answer to a scrape.

@@ -341,6 +341,49 @@ pub async fn response_body(
     }
 }
 
+/// Read a response body whole into the cache fill `fill`, sending it nowhere (a background
+/// revalidation: `exchange::cached::background`). The body starts at `ubuf[pos..]`. The
+/// buffer back, and whether the body ended exactly at the end of what was read (the upstream
+/// connection is clean). `empty`: the response has no body, whatever its fields say.
+pub async fn fill_only(
+    cfg: &Config,
+    up: &mut Stream,
+    (mut ubuf, mut pos): (BytesMut, usize),
+    kind: BodyKind,
+    fill: &mut FillSink<'_>,
+) -> Result<(BytesMut, bool), ProxyError> {
+    let mut dec = BodyDecoder::new(kind, &cfg.limits.codec);
+    loop {
+        let (consumed, a, b, done) =
+            decode_at(&mut dec, &ubuf, pos).map_err(ProxyError::BadResponse)?;
+        fill.append(&ubuf[a..b]);
+        pos += consumed;
+        if done {
+            let clean = pos == ubuf.len();
+            return Ok((ubuf, clean));
+        }
+        if consumed > 0 && pos < ubuf.len() {
+            continue;
+        }
+        // Keep an undecoded tail (a split chunk-size line) at the front.
+        ubuf.advance(pos);
+        pos = 0;
+        let until = shared::clock::deadline(cfg.timeouts.read);
+        match read_more(up, ubuf, RELAY_BUF / 4, until).await {
+            Ok((0, buf)) => {
+                dec.finish().map_err(|_| ProxyError::UpstreamClosed)?;
+                return Ok((buf, false));
+            }
+            Ok((_, buf)) => ubuf = buf,
+            Err(f) => {
+                return Err(match upstream_fail(f) {
+                    RelayFail::Upstream(e) | RelayFail::Client(e) => e,
+                })
+            }
+        }
+    }
+}
+
 /// The body bytes to splice when the response is to be spliced: a plain Content-Length body
 /// with at least `SPLICE_MIN` bytes beyond the `buffered` ones read with the head, both
 /// connections plain TCP, the upstream read one-shot, nothing to fill or re-frame.

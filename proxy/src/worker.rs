@@ -319,6 +319,8 @@ impl ProxyWorker {
                 bytes: s.bytes(),
                 evicted: st.evicted,
                 dropped: st.dropped_too_large + st.dropped_no_room,
+                revalidation_errors: st.revalidation_errors,
+                revalidations_skipped: st.revalidations_skipped,
             });
         }
         crate::metrics::WorkerSnapshot {

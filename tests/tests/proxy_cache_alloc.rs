@@ -6,8 +6,9 @@
 //! it) counts allocations of the whole process while one keep-alive client, which itself
 //! allocates nothing per request, sends N and then 10×N requests that are all hits. The
 //! difference must stay near zero, not grow with the 9×N extra requests. A small body
-//! (copied behind the head), a large one (a second write from the stored bytes) and a range
-//! of the large one (a 206: a view of the stored bytes) are hit.
+//! (copied behind the head), a large one (a second write from the stored bytes), a range
+//! of the large one (a 206: a view of the stored bytes) and a small one stored with a 103
+//! Early Hints head (sent again before it, from the stored bytes) are hit.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -20,12 +21,39 @@ const LARGE: &[u8] = b"GET /large?size=8000 HTTP/1.1\r\nHost: cache.test\r\n\r\n
 const RANGE: &[u8] =
     b"GET /large?size=8000 HTTP/1.1\r\nHost: cache.test\r\nRange: bytes=100-4199\r\n\r\n";
 
+const HINTED: &[u8] = b"GET /hinted?size=64&interim=103 HTTP/1.1\r\nHost: cache.test\r\n\r\n";
+
 /// The requests sent in turn: each, its body length and its status line.
-const KINDS: [(&[u8], usize, &[u8]); 3] = [
+const KINDS: [(&[u8], usize, &[u8]); 4] = [
     (SMALL, 64, b"HTTP/1.1 200 OK\r\n"),
     (LARGE, 8000, b"HTTP/1.1 200 OK\r\n"),
     (RANGE, 4100, b"HTTP/1.1 206 Partial Content\r\n"),
+    (HINTED, 64, b"HTTP/1.1 200 OK\r\n"),
 ];
+
+/// Read response `i` (`usize::MAX`: a fill), with a body of `len` bytes, into `buf`, after any
+/// 103 heads: where its final head starts and where it ends. (Allocates nothing.)
+fn read_response(s: &mut TcpStream, buf: &mut [u8; 16384], len: usize, i: usize) -> (usize, usize) {
+    let mut got = 0;
+    loop {
+        let mut start = 0;
+        let mut end = None;
+        while let Some(h) = buf[start..got].windows(4).position(|w| w == b"\r\n\r\n") {
+            if buf[start..got].starts_with(b"HTTP/1.1 103 ") {
+                start += h + 4;
+                continue;
+            }
+            end = Some(start + h + 4 + len);
+            break;
+        }
+        if let Some(e) = end.filter(|&e| got >= e) {
+            return (start, e);
+        }
+        let n = s.read(&mut buf[got..]).expect("response read");
+        assert!(n > 0, "request {i}: closed after {got} bytes");
+        got += n;
+    }
+}
 
 /// Send `n` requests (the kinds in turn) and read each whole response, checking each is a
 /// hit of the kind's length and status.
@@ -33,20 +61,13 @@ fn requests(s: &mut TcpStream, buf: &mut [u8; 16384], n: usize) {
     for i in 0..n {
         let (req, len, status) = KINDS[i % KINDS.len()];
         s.write_all(req).expect("request sent");
-        let mut got = 0;
-        let total = loop {
-            let head_end = buf[..got].windows(4).position(|w| w == b"\r\n\r\n");
-            if let Some(h) = head_end {
-                if got >= h + 4 + len {
-                    break h + 4 + len;
-                }
-            }
-            let n = s.read(&mut buf[got..]).expect("response read");
-            assert!(n > 0, "request {i}: closed after {got} bytes");
-            got += n;
-        };
-        assert_eq!(total, got, "request {i}: nothing beyond the body");
-        let head = &buf[..total - len];
+        let (start, total) = read_response(s, buf, len, i);
+        assert_eq!(
+            start > 0,
+            req == HINTED,
+            "request {i}: the 103 first, only where stored"
+        );
+        let head = &buf[start..total - len];
         assert!(head.starts_with(status), "request {i}");
         let hit = b"X-Cache: HIT\r\n";
         assert!(
@@ -67,24 +88,16 @@ fn hits_allocate_nothing_per_request() {
         .unwrap();
     let mut buf = [0u8; 16384];
     // Fill both entries (misses), then warm up: buffers and timers reach their steady size.
-    for req in [SMALL, LARGE] {
+    for (req, len) in [(SMALL, 64), (LARGE, 8000), (HINTED, 64)] {
         s.write_all(req).unwrap();
-        let len = if req == SMALL { 64 } else { 8000 };
-        let mut got = 0;
-        while buf[..got]
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .is_none_or(|h| got < h + 4 + len)
-        {
-            got += s.read(&mut buf[got..]).unwrap();
-        }
+        read_response(&mut s, &mut buf, len, usize::MAX);
     }
     requests(&mut s, &mut buf, 500);
     GLOBAL.assert_flat(1_000, 200, |k| requests(&mut s, &mut buf, k as usize));
     assert_eq!(
         origin.requests(),
-        2,
-        "only the two fills reached the origin"
+        3,
+        "only the three fills reached the origin"
     );
     drop(s);
     p.shutdown().unwrap();

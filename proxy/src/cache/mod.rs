@@ -40,7 +40,7 @@ pub use policy::{
     classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
 };
 pub use store::{
-    same_origin_target, Append, Handle, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats,
+    same_origin_target, Append, Handle, Held, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats,
 };
 
 /// Milliseconds since the Unix epoch: the time every decision is made at, read by the caller.

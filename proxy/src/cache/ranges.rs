@@ -15,6 +15,21 @@ use crate::http_date::parse_http_date;
 use crate::preconditions::{evaluate, Conditions, Outcome};
 use crate::static_files::decide::{parse_range, RangeSpec};
 
+/// A 206's `Content-Range: bytes first-last/complete` (RFC 9110 14.4), with a known complete
+/// length and `first <= last < complete`; `None` for anything else (`*`, another unit).
+pub fn content_range(v: &[u8]) -> Option<(u64, u64, u64)> {
+    let v = std::str::from_utf8(v).ok()?.trim();
+    let rest = v.strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    let num = |s: &str| -> Option<u64> {
+        let s = s.trim();
+        (!s.is_empty() && s.bytes().all(|c| c.is_ascii_digit())).then(|| s.parse().ok())?
+    };
+    let (a, b, total) = (num(a)?, num(b)?, num(total)?);
+    (a <= b && b < total).then_some((a, b, total))
+}
+
 /// The answer a stored response gives a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FromStored {
@@ -194,6 +209,26 @@ mod tests {
                 want,
                 "{request:?} get={get}"
             );
+        }
+    }
+
+    #[test]
+    fn content_range_of_a_206() {
+        type Parsed = Option<(u64, u64, u64)>;
+        let table: [(&str, Parsed); 10] = [
+            ("bytes 0-4/10", Some((0, 4, 10))),
+            (" bytes 7-9/10 ", Some((7, 9, 10))),
+            ("bytes 0-0/1", Some((0, 0, 1))),
+            ("bytes 0-4/*", None),
+            ("bytes */10", None),
+            ("bytes 5-4/10", None),
+            ("bytes 0-10/10", None),
+            ("items 0-4/10", None),
+            ("bytes 0-+4/10", None),
+            ("bytes 0-4/99999999999999999999999", None),
+        ];
+        for (v, want) in table {
+            assert_eq!(content_range(v.as_bytes()), want, "{v:?}");
         }
     }
 }

@@ -884,3 +884,91 @@ fn variants_per_key_are_capped_and_the_oldest_goes() {
     put(&mut s, Key::new(false, b"h", b"/other"), b"y");
     assert_eq!(s.len(), 17);
 }
+
+#[test]
+fn parts_are_held_joined_into_the_whole_and_counted() {
+    use super::store::Held;
+    let head = Bytes::from_static(b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\n");
+    let mut s = Store::new(100_000, 1000);
+    let part = |s: &mut Store, start: u64, body: &[u8]| {
+        let h = s.begin_fill(KEY).expect("room");
+        let n = Some(body.len() as u64);
+        assert!(s.fill_head(h, 200, head.clone(), fresh(10_000), n));
+        assert!(s.hold(h, Held { start, total: 10 }));
+        assert_eq!(s.append(h, body), Append::Kept);
+        assert!(s.finish(h));
+    };
+    let held = |s: &mut Store| match s.lookup(KEY, &[], false, T) {
+        Lookup::Held { hit, held } => (hit.body, held),
+        other => panic!("expected a part, got {other:?}"),
+    };
+    part(&mut s, 0, b"01234");
+    assert_eq!(
+        held(&mut s),
+        (
+            Bytes::from_static(b"01234"),
+            Held {
+                start: 0,
+                total: 10
+            }
+        )
+    );
+    let one = s.bytes();
+    // Overlapping: joined (the new bytes win), counted once.
+    part(&mut s, 3, b"34567");
+    assert_eq!(
+        held(&mut s),
+        (
+            Bytes::from_static(b"01234567"),
+            Held {
+                start: 0,
+                total: 10
+            }
+        )
+    );
+    assert_eq!((s.len(), s.bytes()), (1, one + 3));
+    // A part that touches nothing replaces the stored one.
+    part(&mut s, 9, b"9");
+    assert_eq!(
+        held(&mut s),
+        (
+            Bytes::from_static(b"9"),
+            Held {
+                start: 9,
+                total: 10
+            }
+        )
+    );
+    assert_eq!((s.len(), s.bytes()), (1, one - 4));
+    // Adjacent parts up to the whole: a hit.
+    part(&mut s, 0, b"012345678");
+    assert_eq!(
+        hit_body(s.lookup(KEY, &[], false, T)),
+        Bytes::from_static(b"0123456789")
+    );
+    assert_eq!((s.len(), s.bytes()), (1, one + 5));
+}
+
+#[test]
+fn early_hints_are_kept_with_the_entry_and_counted() {
+    let mut s = Store::new(100_000, 1000);
+    let h = s.begin_fill(KEY).expect("room");
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(2)));
+    let before = s.bytes();
+    let hints =
+        Bytes::from_static(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n");
+    assert!(s.set_interim(h, hints.clone()));
+    assert_eq!(s.bytes(), before + hints.len() as u64);
+    assert_eq!(s.append(h, b"ok"), Append::Kept);
+    assert!(s.finish(h));
+    match s.lookup(KEY, &[], false, T) {
+        Lookup::Hit(hit) => assert_eq!((hit.interim, &hit.body[..]), (hints, &b"ok"[..])),
+        other => panic!("expected a hit, got {other:?}"),
+    }
+    // No room for them: the fill goes.
+    let mut s = Store::new(ENTRY_OVERHEAD + 200, 1000);
+    let h = s.begin_fill(KEY).expect("room");
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(2)));
+    assert!(!s.set_interim(h, Bytes::from(vec![b'x'; 300])));
+    assert!(s.is_empty());
+}

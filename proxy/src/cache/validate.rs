@@ -111,6 +111,50 @@ pub fn selects(stored: Option<&[u8]>, new: &[httparse::Header<'_>]) -> bool {
     }
 }
 
+/// Whether a response with fields `new` (a 206) has the same strong validator as the stored
+/// response `stored` (RFC 9111 3.4, RFC 9110 8.8.1): the same strong ETag; or, when neither
+/// has an ETag, the same Last-Modified that is strong for a cache (8.8.2.2: at least 60
+/// seconds before the stored response's Date).
+pub fn same_strong_validator(stored: &[u8], new: &[httparse::Header<'_>]) -> bool {
+    let field = |name: &str| {
+        new.iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| trim_ows(h.value))
+    };
+    let v = validators(stored);
+    match (v.etag, field("etag")) {
+        (Some(s), Some(n)) => !s.starts_with(b"W/") && s == n,
+        (None, None) => {
+            let (Some(s), Some(n)) = (v.last_modified, field("last-modified")) else {
+                return false;
+            };
+            let date = stored_field(stored, "date").and_then(parse_http_date);
+            let lm = parse_http_date(s);
+            s == n && matches!((lm, date), (Some(lm), Some(d)) if lm + 60 <= d)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a response with fields `fields` has a strong validator (RFC 9110 8.8.1): a strong
+/// ETag, or without an ETag a Last-Modified at least 60 seconds before its Date (8.8.2.2).
+pub fn has_strong_validator(fields: &[httparse::Header<'_>]) -> bool {
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| trim_ows(h.value))
+    };
+    match field("etag") {
+        Some(e) => !e.starts_with(b"W/"),
+        None => {
+            let lm = field("last-modified").and_then(parse_http_date);
+            let date = field("date").and_then(parse_http_date);
+            matches!((lm, date), (Some(lm), Some(d)) if lm + 60 <= d)
+        }
+    }
+}
+
 /// The stored fields updated by a 304 (4.3.4: "use other header fields provided in the 304
 /// (Not Modified) response to replace all instances of the corresponding header fields in the
 /// stored response"), as (name, value) pairs.

@@ -2,8 +2,8 @@
 //! selects the stored response, and clients' conditionals answered from a stored head.
 
 use super::validate::{
-    make_conditional, not_modified_head, precondition, selects, updated_fields, validators,
-    Validators,
+    has_strong_validator, make_conditional, not_modified_head, precondition, same_strong_validator,
+    selects, updated_fields, validators, Validators,
 };
 use crate::preconditions::Outcome::{self, Failed, NotModified, Proceed};
 use bytes::BytesMut;
@@ -162,4 +162,71 @@ fn a_304_to_the_client_keeps_validators_and_drops_representation_fields() {
          Cache-Control: max-age=10\r\nX-One: a\r\nX-One: b\r\n"
     );
     assert_eq!(String::from_utf8_lossy(&got), want);
+}
+
+#[test]
+fn a_206_combines_with_a_stored_response_of_the_same_strong_validator() {
+    const DATE: &str = "Tue, 14 Nov 2023 22:14:20 GMT"; // LM + 60 s
+    let etag = |e: &str| format!("HTTP/1.1 200 OK\r\nETag: {e}\r\nDate: {DATE}\r\n");
+    let lm = |lm: &str, date: &str| {
+        format!("HTTP/1.1 200 OK\r\nLast-Modified: {lm}\r\nDate: {date}\r\n")
+    };
+    // (stored head, the 206's fields, combined)
+    let table: Vec<(String, Fields, bool)> = vec![
+        (etag("\"v1\""), &[("ETag", "\"v1\"")], true),
+        (etag("\"v1\""), &[("ETag", " \"v1\" ")], true),
+        (etag("\"v1\""), &[("ETag", "\"v2\"")], false),
+        (etag("\"v1\""), &[("ETag", "W/\"v1\"")], false),
+        (etag("W/\"v1\""), &[("ETag", "W/\"v1\"")], false),
+        (etag("\"v1\""), &[("Last-Modified", LM)], false),
+        (etag("\"v1\""), &[], false),
+        // Last-Modified: strong only at least 60 s before the stored Date.
+        (lm(LM, DATE), &[("Last-Modified", LM)], true),
+        (lm(LM, AFTER), &[("Last-Modified", LM)], true),
+        (
+            lm(LM, "Tue, 14 Nov 2023 22:14:19 GMT"),
+            &[("Last-Modified", LM)],
+            false,
+        ),
+        (lm(LM, DATE), &[("Last-Modified", BEFORE)], false),
+        (
+            lm(LM, DATE),
+            &[("Last-Modified", LM), ("ETag", "\"v1\"")],
+            false,
+        ),
+        (
+            format!("HTTP/1.1 200 OK\r\nLast-Modified: {LM}\r\n"),
+            &[("Last-Modified", LM)],
+            false,
+        ),
+        (lm(LM, DATE), &[], false),
+    ];
+    for (stored, new, want) in table {
+        assert_eq!(
+            same_strong_validator(stored.as_bytes(), &hs(new)),
+            want,
+            "{stored:?} {new:?}"
+        );
+    }
+}
+
+#[test]
+fn strong_validators_of_a_response() {
+    let table: [(Fields, bool); 6] = [
+        (&[("ETag", "\"v1\"")], true),
+        (&[("ETag", "W/\"v1\"")], false),
+        (&[("Last-Modified", LM), ("Date", AFTER)], true), // LM + 60 s
+        (
+            &[
+                ("Last-Modified", LM),
+                ("Date", "Tue, 14 Nov 2023 22:14:19 GMT"),
+            ],
+            false,
+        ),
+        (&[("Last-Modified", LM)], false),
+        (&[], false),
+    ];
+    for (fields, want) in table {
+        assert_eq!(has_strong_validator(&hs(fields)), want, "{fields:?}");
+    }
 }

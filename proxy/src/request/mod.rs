@@ -126,7 +126,7 @@ impl Span {
 /// Where a head's fields lie in the buffer it was parsed from, recorded by its one parse: read
 /// again by name without parsing the head again. The vector is the connection's, reused: it
 /// stops allocating once it held the longest head.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct FieldSpans(Vec<(Span, Span)>);
 
 impl FieldSpans {
@@ -165,7 +165,7 @@ impl FieldSpans {
 /// one parse ([`prepare_request`]): its method and every field. The cache reads fields by
 /// name (Cache-Control, the preconditions, and whatever a stored response's `Vary` names,
 /// at lookup and again when the response is stored) without parsing the head again.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct HeadFields {
     method: Span,
     fields: FieldSpans,

@@ -6,4 +6,6 @@ mod cache_proxy;
 mod memfd;
 mod revalidate;
 mod rfc9111;
+mod rfc9111_scripted;
+mod scripted;
 mod xcache;

@@ -320,14 +320,28 @@ fn stale_while_revalidate_ends_with_its_window() {
     // max-age=1, stale-while-revalidate=1, and the origin gone after the fill: STALE while
     // the age is within 2 s (each revalidation fails), then the origin's failure (502, MISS).
     let o = tests::origin();
-    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let (p, addr) = proxy(&[o.addr()], &["--admin", "127.0.0.1:0"], |_| {});
     let path = "/swr?header=Cache-Control:max-age%3D1,%20stale-while-revalidate%3D1";
     run("fill", addr, &o, &[step("GET", path, "", (200, "MISS", 1))]);
     o.stop();
     let (_, first) = until_not(addr, path, &["HIT"]);
     assert_eq!((first.status, x_cache(&first)), (200, "STALE"));
-    let (_, after) = until_not(addr, path, &["STALE"]);
+    let (stale, after) = until_not(addr, path, &["STALE"]);
     assert_eq!((after.status, x_cache(&after)), (502, "MISS"));
+    // Each failed background revalidation is counted (one per STALE answer at most: none
+    // starts while another runs).
+    let admin = p.admin_addr().expect("admin");
+    let errors = || {
+        let m = tests::scrape::scrape(admin);
+        tests::scrape::total(&m, "proxy_cache_revalidation_errors_total") as usize
+    };
+    assert!(tests::eventually(tests::raw::WAIT, || errors() >= 1));
+    assert!(
+        errors() <= 1 + stale.len(),
+        "{} for {} STALE",
+        errors(),
+        1 + stale.len()
+    );
     p.shutdown().unwrap();
 }
 
@@ -485,7 +499,7 @@ fn a_206_from_the_origin_passes_through_unstored() {
 }
 
 #[test]
-fn interim_responses_reach_the_client_of_a_miss_and_are_never_stored() {
+fn interim_responses_reach_the_client_of_a_miss_and_103s_again_on_hits() {
     let o = tests::origin();
     let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let path = "/i?interim=103&header=Cache-Control:max-age%3D3600";
@@ -500,9 +514,40 @@ fn interim_responses_reach_the_client_of_a_miss_and_are_never_stored() {
     let r = tests::raw::response(&mut c, "the final response");
     assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
     assert_eq!(r.header("link"), None, "the 103's fields are its own");
-    // The hit has neither the 103 nor its fields.
-    let hit = run("hit", addr, &o, &[step("GET", path, "", (200, "HIT", 1))]);
-    assert_eq!(hit[0].header("link"), None);
+    // RFC 8297: the stored 103 goes again before a hit to an HTTP/1.1 client (on the same
+    // connection, keep-alive), the final response without its fields.
+    for i in 0..2 {
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: cache.test\r\n\r\n").as_bytes())
+            .unwrap();
+        let early = tests::raw::response(&mut c, "the 103 again");
+        assert_eq!(
+            (early.status, early.header("link")),
+            (103, Some("</hint.css>; rel=preload")),
+            "hit {i}"
+        );
+        let r = tests::raw::response(&mut c, "the hit");
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests()),
+            (200, "HIT", 1),
+            "hit {i}"
+        );
+        assert_eq!(r.header("link"), None, "hit {i}");
+    }
+    // An HTTP/1.0 client gets none.
+    let mut old = tests::raw::Client::connect(addr);
+    old.send(format!("GET {path} HTTP/1.0\r\nHost: cache.test\r\n\r\n").as_bytes())
+        .unwrap();
+    let r = tests::raw::response(&mut old, "the hit, HTTP/1.0");
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "HIT", 1));
+    // A 102 is about its exchange only: not sent again.
+    let path = "/i2?interim=102&header=Cache-Control:max-age%3D3600";
+    let mut c = tests::raw::Client::connect(addr);
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: cache.test\r\n\r\n").as_bytes())
+        .unwrap();
+    assert_eq!(tests::raw::response(&mut c, "the 102").status, 102);
+    let r = tests::raw::response(&mut c, "the miss");
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 2));
+    run("hit", addr, &o, &[step("GET", path, "", (200, "HIT", 2))]);
     p.shutdown().unwrap();
 }
 

@@ -107,11 +107,36 @@ impl Store {
                 head,
                 storable,
                 declared,
+                held: None,
+                interim: Bytes::new(),
             },
             chunks: Vec::new(),
             len: 0,
         };
         e.wake(false);
+        true
+    }
+
+    /// The 103 Early Hints heads `interim` came before the filling entry `h`'s response: a
+    /// hit sends them again. Counted in the entry's size. `false`: the fill is gone (or no
+    /// room for them).
+    pub fn set_interim(&mut self, h: Handle, interim: Bytes) -> bool {
+        let Some(State::Filling { .. }) = self.entry(h).map(|e| &e.state) else {
+            return false;
+        };
+        let add = interim.len() as u64;
+        if !self.make_room(add, h.slot) {
+            self.stats.dropped_no_room += 1;
+            self.remove(h.slot);
+            return false;
+        }
+        drop(interim.clone()); // promoted once, as the head is
+        self.bytes += add;
+        let e = self.at_mut(h.slot);
+        e.size += add;
+        if let State::Filling { meta, .. } = &mut e.state {
+            meta.interim = interim;
+        }
         true
     }
 
@@ -161,8 +186,11 @@ impl Store {
         if !matches!(e.state, State::Filling { .. }) {
             return false;
         }
-        let State::Filling { chunks, len, meta } =
-            std::mem::replace(&mut e.state, State::AwaitingHead)
+        let State::Filling {
+            chunks,
+            len,
+            mut meta,
+        } = std::mem::replace(&mut e.state, State::AwaitingHead)
         else {
             unreachable!("checked above");
         };
@@ -180,6 +208,11 @@ impl Store {
                 }
                 b.freeze()
             }
+        };
+        // A part joins the stored part it touches (RFC 9111 3.4), whole once it is all there.
+        let body = match meta.held {
+            Some(_) => self.combine(h.slot, &mut meta, body),
+            None => body,
         };
         // Larger bodies move to the body file (sent with sendfile; the entry keeps a mapping).
         let (body, file) = match &mut self.file {
@@ -214,7 +247,8 @@ impl Store {
                         }
                         _ => false,
                     };
-                if older {
+                // A part replaces only another part; a whole response, either.
+                if older && (!self.is_held(i) || self.is_held(j)) {
                     self.remove(j);
                 }
             }

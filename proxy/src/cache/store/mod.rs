@@ -24,8 +24,10 @@
 mod fill;
 mod key;
 mod lru;
+mod partial;
 
 pub use key::{same_origin_target, Key, OwnedKey};
+pub use partial::Held;
 
 use super::memfd::{BodyFile, FileRange};
 use super::policy::Storable;
@@ -61,6 +63,8 @@ pub struct Hit {
     pub age: u64,
     /// Where the body lies in the worker's body file (`body` maps it), to send it from.
     pub file: Option<FileRange>,
+    /// The origin's 103 Early Hints heads, as a client gets them (empty: none).
+    pub interim: Bytes,
 }
 
 /// What a lookup found.
@@ -91,6 +95,10 @@ pub enum Lookup {
     /// Stored but stale: fetch (and [`Store::begin_fill`]); on upstream error or timeout try
     /// [`Store::stale_hit`] on this handle (`X-Cache: STALE`).
     Stale(Handle),
+    /// Only part of the body is stored (from a 206, `held`): `hit` is that part (its head a
+    /// 200's); a range within it is answered from it, anything else is a miss (fetch, and
+    /// [`Store::begin_fill`]).
+    Held { hit: Hit, held: Held },
     /// Nothing usable: fetch, and [`Store::begin_fill`] (`X-Cache: MISS`).
     Miss,
 }
@@ -125,6 +133,10 @@ pub struct StoreStats {
     pub variants_evicted: u64,
     pub dropped_too_large: u64,
     pub dropped_no_room: u64,
+    /// Background revalidations (stale-while-revalidate) that got no usable answer.
+    pub revalidation_errors: u64,
+    /// Background revalidations not started: the worker ran its most at once.
+    pub revalidations_skipped: u64,
 }
 
 #[derive(Debug)]
@@ -138,6 +150,10 @@ struct Meta {
     storable: Storable,
     /// The body length the head declared, if any.
     declared: Option<u64>,
+    /// The body is this part of the representation only (a 206 stored, [`Store::hold`]).
+    held: Option<Held>,
+    /// The 103 Early Hints heads the origin sent before it ([`Store::set_interim`]).
+    interim: Bytes,
 }
 
 #[derive(Debug)]
@@ -316,6 +332,16 @@ impl Store {
         self.stats
     }
 
+    /// A background revalidation of an entry of this store failed.
+    pub fn note_revalidation_error(&mut self) {
+        self.stats.revalidation_errors += 1;
+    }
+
+    /// A background revalidation of an entry of this store was not started (too many ran).
+    pub fn note_revalidation_skipped(&mut self) {
+        self.stats.revalidations_skipped += 1;
+    }
+
     fn hash(&self, key: Key<'_>) -> u64 {
         let mut h = self.hasher.build_hasher();
         // Lowercased through a stack buffer: one `write` per 64 bytes, no allocation.
@@ -382,13 +408,21 @@ impl Store {
         if revalidate {
             return self.to_validate(first, hash, key, request);
         }
-        let (mut stream, mut wait, mut stale, mut swr) = (NIL, NIL, NIL, NIL);
+        let (mut stream, mut wait, mut stale, mut swr, mut held) = (NIL, NIL, NIL, NIL, NIL);
         let mut i = first;
         while i != NIL {
             let e = self.at(i);
             if e.is(hash, key) {
                 match &e.state {
                     State::AwaitingHead if wait == NIL => wait = i,
+                    // A part of the body is no answer to another request's whole.
+                    State::Filling { meta, .. } if meta.held.is_some() => {}
+                    State::Complete { meta, .. } if meta.held.is_some() => {
+                        let fresh = meta.storable.freshness.is_fresh(now);
+                        if held == NIL && fresh && meta.storable.vary.matches(request) {
+                            held = i;
+                        }
+                    }
                     State::Filling { meta, .. } if meta.storable.vary.matches(request) => {
                         if meta.declared.is_some() && stream == NIL {
                             stream = i;
@@ -405,6 +439,7 @@ impl Store {
                                 body: body.clone(),
                                 age: f.age_secs(now),
                                 file: *file,
+                                interim: meta.interim.clone(),
                             };
                             self.touch(i);
                             return Lookup::Hit(hit);
@@ -443,6 +478,9 @@ impl Store {
         if stale != NIL {
             return Lookup::Stale(self.handle(stale));
         }
+        if held != NIL {
+            return self.held_hit(held, now);
+        }
         Lookup::Miss
     }
 
@@ -457,6 +495,7 @@ impl Store {
             body: body.clone(),
             age: meta.storable.freshness.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         };
         self.touch(i);
         Lookup::Revalidate {
@@ -479,7 +518,7 @@ impl Store {
         while i != NIL {
             let e = self.at(i);
             if let State::Complete { meta, .. } = &e.state {
-                if e.is(hash, key) && meta.storable.vary.matches(request) {
+                if e.is(hash, key) && meta.held.is_none() && meta.storable.vary.matches(request) {
                     return Lookup::Stale(self.handle(i));
                 }
             }
@@ -500,6 +539,7 @@ impl Store {
             body: body.clone(),
             age: meta.storable.freshness.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         })
     }
 
@@ -593,6 +633,7 @@ impl Store {
             body: body.clone(),
             age: f.age_secs(now),
             file: *file,
+            interim: meta.interim.clone(),
         })
     }
 

@@ -1,55 +1,81 @@
 //! The one revalidation of a stale entry served within its `stale-while-revalidate` (RFC 5861
-//! 3): run on the connection whose request started it, after that request was answered from
-//! the store, so the client already has its response; it gets nothing of the revalidation
-//! (a pipelined next request of its own waits for it, as any request on one HTTP/1.1
-//! connection waits for the one before). A 304 refreshes the entry, another storable answer
-//! replaces it (read whole from the upstream, sent nowhere), and a failure leaves it as it
-//! was: the next request within the window starts another.
+//! 3), as a task of its own on the worker: the client that started it got the stale response
+//! and goes on with its next request at once; the task owns its copy of the request, its
+//! upstream connection and the fill. A 304 refreshes the entry, another storable answer
+//! replaces it (read whole from the upstream, sent nowhere), and a failure leaves it as it was
+//! (counted in the store's `revalidation_errors`): the next request within the window starts
+//! another.
+//!
+//! Bounded: at most [`MAX_BACKGROUND`] run at once on a worker; past it a stale entry is
+//! served without starting one (a later request of the window does). The fill entry is the
+//! one-revalidation-per-key guard (lookups of the key see a fill under way and start none);
+//! the task's end, however it ends (a panic included), releases it.
 
-use super::super::{relay_response, upstream_answer, Serving};
-use super::fetch::{apply_304, consume_head, fill_head, finish_fill, to_get, Fetch, Response};
-use crate::cache::validate;
-use crate::config::GroupId;
-use crate::conn::{ClientConn, Next};
+use super::super::response_head::{read_response_head, HeadFail, HeadRead};
+use super::super::{counted_connect, Dest, InFlight};
+use super::decide::Refill;
+use super::fetch::{fill_head, finish_fill, refresh, to_get, Fetch, Refresh, Response};
+use crate::cache::{validate, CacheStatus, Millis};
+use crate::config::{GroupId, ServerId};
+use crate::conn::ClientConn;
+use crate::error::ProxyError;
+use crate::forward::{ClientFraming, ResponseFields};
+use crate::generation::{CacheId, Generation};
+use crate::pool::Upstream;
 use crate::relay::FillSink;
-use crate::request::RequestInfo;
-use bytes::Buf;
+use crate::request::{HeadFields, RequestInfo};
+use crate::worker::ProxyWorker;
+use bytes::{Bytes, BytesMut};
+use shared::http::encode::{end_head, write_header};
 use shared::http::RequestMethod;
+use std::cell::Cell;
+use std::rc::Rc;
 
-/// [`revalidate`] in an allocation of its own, as a fetch is (`fetch::fetch_apart`).
-pub(super) fn revalidate_apart<'a>(
-    c: &'a mut ClientConn,
-    req: &'a RequestInfo,
-    group: GroupId,
-    f: Fetch<'a>,
-    then: Next,
-) -> std::pin::Pin<Box<impl std::future::Future<Output = Next> + 'a>> {
-    Box::pin(revalidate(c, req, group, f, then))
+/// Background revalidations running at once on one worker, at most.
+pub const MAX_BACKGROUND: usize = 32;
+
+thread_local! {
+    /// Background revalidations running on this worker (one runtime per thread).
+    static RUNNING: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Revalidate the entry `f` fills (and validates, with a validator) now that the client was
-/// answered; then go on as the answer said (`then`). The request head is still at the front
-/// of `from_client`; it is consumed here.
-async fn revalidate(
-    c: &mut ClientConn,
-    req: &RequestInfo,
+/// What a background revalidation owns: its copy of the request, and the fill.
+struct Job {
+    w: Rc<ProxyWorker>,
+    g: Rc<Generation>,
+    cache: CacheId,
     group: GroupId,
-    f: Fetch<'_>,
-    then: Next,
-) -> Next {
-    let Some((store, fill, _)) = f.fill else {
-        c.from_client.advance(req.head_len);
-        return then;
-    };
-    // The client is gone: nobody to revalidate for; a later request will.
-    if matches!(then, Next::Close) {
-        store.borrow_mut().abandon(fill);
-        c.from_client.advance(req.head_len);
-        return then;
+    /// The request as fetched (a HEAD is fetched with GET).
+    req: RequestInfo,
+    /// The client's request head (`req`'s spans and `fields` lie in it): storing reads it.
+    head: Bytes,
+    fields: HeadFields,
+    /// The upstream request head, conditional, without Host and the final CRLF.
+    upstream: BytesMut,
+    refill: Refill,
+    request_time: Millis,
+}
+
+/// Start the revalidation `r` of the stale entry the request `req` was answered with (its
+/// head still at the front of `from_client`), as a task of its own; past [`MAX_BACKGROUND`]
+/// it is not started (the fill is released).
+pub(super) fn start(
+    c: &ClientConn,
+    req: &RequestInfo,
+    (cache, group): (CacheId, GroupId),
+    r: Refill,
+    request_time: Millis,
+) {
+    let store = &c.g.cached(cache).store;
+    if RUNNING.get() >= MAX_BACKGROUND {
+        let mut s = store.borrow_mut();
+        s.abandon(r.fill);
+        s.note_revalidation_skipped();
+        return;
     }
-    let (w, g) = (c.w.clone(), c.g.clone());
-    let fetch_req = if req.method == RequestMethod::Head {
-        to_get(&mut c.to_upstream);
+    let mut upstream = BytesMut::from(&c.to_upstream[..]);
+    let req = if req.method == RequestMethod::Head {
+        to_get(&mut upstream);
         RequestInfo {
             method: RequestMethod::Other,
             ..*req
@@ -57,56 +83,252 @@ async fn revalidate(
     } else {
         *req
     };
-    if let Some((_, stored)) = &f.validates {
-        validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
+    if let Some((_, stored)) = &r.validates {
+        validate::make_conditional(&mut upstream, validate::validators(&stored.head));
     }
-    c.response_fields.want(true);
-    // The record (and the access log line) is the client's answer's: what the revalidation
-    // does upstream is not noted there. The head stays for storing to read (a GET or HEAD
-    // that came without a body).
-    let rec = c.rec;
-    let how = Serving {
-        interim: false,
-        keep_head: true,
+    let job = Job {
+        w: c.w.clone(),
+        g: c.g.clone(),
+        cache,
+        group,
+        head: Bytes::copy_from_slice(&c.from_client[..req.head_len]),
+        fields: c.fields.clone(),
+        req,
+        upstream,
+        refill: r,
+        request_time,
     };
-    let answered = upstream_answer(c, &w, &g, &fetch_req, group, how).await;
-    c.rec = rec;
-    c.response_fields.want(false);
-    let Ok(a) = answered else {
-        consume_head(c, req, true);
-        store.borrow_mut().abandon(fill);
-        return then;
-    };
-    if f.validates.is_some() && a.head.resp.status == 304 {
-        store.borrow_mut().abandon(fill);
-        // A 304 whose ETag selects nothing leaves the entry as it was.
-        let _ = apply_304(c, group, a, &f, req.head_len);
-        consume_head(c, req, true);
-        return then;
-    }
-    let resp = Response {
-        info: &a.head.resp,
-        ub: &a.head.ub,
-    };
-    let kept = c.fields.with(&c.from_client[..req.head_len], |_, request| {
-        fill_head(request, &resp, &c.response_fields, &w, &g, &f)
+    RUNNING.set(RUNNING.get() + 1);
+    let w = c.w.clone();
+    let task = shared::contain::Contained::new(run(job), move |what: &str| {
+        w.stats.panics.incr();
+        w.obs
+            .log_error(format_args!("a background revalidation panicked: {what}"));
     });
-    consume_head(c, req, true);
-    // A full answer that is not stored supersedes the stale entry all the same (RFC 9111
-    // 4.3.3), unless it is an error (RFC 5861 4 lets the stale one stand).
-    if let (false, Some(stale)) = (kept, f.stale) {
-        if !matches!(a.head.resp.status, 500 | 502 | 503 | 504) {
-            store.borrow_mut().abandon(stale);
+    monoio::spawn(task);
+}
+
+/// Releases the task's slot and, unless the task settled it, its fill: however it ends.
+struct Settle {
+    g: Rc<Generation>,
+    cache: CacheId,
+    fill: Option<crate::cache::Handle>,
+}
+
+impl Drop for Settle {
+    fn drop(&mut self) {
+        RUNNING.set(RUNNING.get().saturating_sub(1));
+        if let Some(h) = self.fill {
+            self.g.cached(self.cache).store.borrow_mut().abandon(h);
         }
     }
-    let sink = FillSink {
+}
+
+async fn run(job: Job) {
+    let mut settle = Settle {
+        g: job.g.clone(),
+        cache: job.cache,
+        fill: Some(job.refill.fill),
+    };
+    if let Err(e) = revalidate(&job, &mut settle).await {
+        let store = &job.g.cached(job.cache).store;
+        store.borrow_mut().note_revalidation_error();
+        job.w
+            .obs
+            .log_error(format_args!("background revalidation: {e}"));
+    }
+}
+
+/// The revalidation: a connection, the conditional request, its answer applied.
+async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
+    let (w, g) = (&*job.w, &*job.g);
+    let cfg = &g.cfg;
+    let route = g.cached(job.cache);
+    let (store, entry_cfg) = (&route.store, &*route.cfg);
+    let s = g
+        .balancer(job.group)
+        .borrow_mut()
+        .pick(&[], std::time::Instant::now())
+        .ok_or(ProxyError::NoLiveUpstream)?;
+    let _in_flight = InFlight::new(g.balancer(job.group), s);
+    let answered = answer(job, s).await;
+    noted(job, s, answered.as_ref().err().copied());
+    let (mut up, head) = answered?;
+    let (resp, ub, rf) = head;
+    let f = Fetch {
+        status: CacheStatus::Stale,
+        fill: Some((store, job.refill.fill, entry_cfg)),
+        cache: Some((store, entry_cfg)),
+        stale: Some(job.refill.entry),
+        validates: job.refill.validates.clone(),
+        invalidate: false,
+        request_time: job.request_time,
+        targeted: &entry_cfg.targeted,
+    };
+    if let (Some((entry, stored)), 304) = (&f.validates, resp.status) {
+        job.fields.with(&job.head, |_, request| {
+            rf.with(&ub, |_, new| {
+                // A 304 whose strong ETag selects nothing leaves the entry as it was.
+                if validate::selects(validate::validators(&stored.head).etag, new) {
+                    let to = Refresh {
+                        store,
+                        entry: *entry,
+                        cfg: entry_cfg,
+                        request,
+                        request_time: f.request_time,
+                    };
+                    refresh(&to, stored, new);
+                }
+            })
+        });
+        if resp.upstream_keep_alive && ub.len() == resp.head_len {
+            g.pool(job.group, s)
+                .borrow_mut()
+                .put(up, std::time::Instant::now());
+        }
+        w.buffers.give_buf(ub);
+        return Ok(());
+    }
+    let r = Response {
+        info: &resp,
+        ub: &ub,
+    };
+    let kept = job.fields.with(&job.head, |_, request| {
+        fill_head(request, &r, &rf, w, g, &f)
+    });
+    // A full answer that is not stored supersedes the stale entry all the same (RFC 9111
+    // 4.3.3), unless it is an error (RFC 5861 4 lets the stale one stand).
+    if !kept && !matches!(resp.status, 500 | 502 | 503 | 504) {
+        store.borrow_mut().abandon(job.refill.entry);
+    }
+    let fill = job.refill.fill;
+    let mut sink = FillSink {
         store,
         handle: kept.then_some(fill),
         head_only: true,
         silent: true,
     };
-    let (_, filled) = relay_response(c, a, group, Some(sink)).await;
-    c.rec = rec;
-    finish_fill(store, fill, filled, &w, &g);
-    then
+    let kind = match resp.framing {
+        ClientFraming::Empty => shared::http::BodyKind::Empty,
+        _ => resp.body,
+    };
+    settle.fill = None;
+    let read = crate::relay::fill_only(cfg, &mut up.stream, (ub, resp.head_len), kind, &mut sink);
+    let read = read.await;
+    let filled = read.as_ref().ok().and(sink.handle);
+    finish_fill(store, fill, filled, w, g);
+    let (buf, clean) = read?;
+    w.buffers.give_buf(buf);
+    if resp.upstream_keep_alive && clean {
+        g.pool(job.group, s)
+            .borrow_mut()
+            .put(up, std::time::Instant::now());
+    }
+    Ok(())
+}
+
+/// Server `s` answered (`failed` is `None`) or not: its failure counts against it as a
+/// client's exchange's would (no other server is tried: the next request in the window
+/// revalidates again).
+fn noted(job: &Job, s: ServerId, failed: Option<ProxyError>) {
+    let (w, g) = (&*job.w, &*job.g);
+    let mut b = g.balancer(job.group).borrow_mut();
+    match failed {
+        None => b.succeeded(s),
+        Some(ProxyError::NoResources) => {}
+        Some(e) => {
+            b.failed(s, std::time::Instant::now());
+            let kind = crate::metrics::fault_index(e);
+            w.count_server(g, (job.group, s), |m| m.failures[kind] += 1);
+        }
+    }
+}
+
+/// Server `s`'s answer: a connection (a pooled one that went stale gets one more try on a new
+/// one), the request, the answer's head.
+async fn answer(job: &Job, s: ServerId) -> Result<(Upstream, HeadIn), ProxyError> {
+    let (w, g) = (&*job.w, &*job.g);
+    let mut pooled = true;
+    loop {
+        let mut up = connection(w, g, (job.group, s), pooled).await?;
+        match exchange(job, &mut up, s).await {
+            Ok(head) => return Ok((up, head)),
+            Err(HeadFail::Nothing(b)) if up.reused => {
+                if let Some(b) = b {
+                    w.buffers.give_buf(b);
+                }
+                pooled = false;
+            }
+            Err(HeadFail::Nothing(_)) => return Err(ProxyError::UpstreamClosed),
+            Err(HeadFail::Timeout) => return Err(ProxyError::UpstreamTimeout),
+            Err(HeadFail::Bad(e)) => return Err(e),
+            Err(HeadFail::Client) => return Err(ProxyError::ClientGone),
+        }
+    }
+}
+
+/// A connection to server `s` of group `g`: from the pool if `pooled` and one is there, else
+/// a new one.
+async fn connection(
+    w: &ProxyWorker,
+    gen: &Generation,
+    (g, s): (GroupId, ServerId),
+    pooled: bool,
+) -> Result<Upstream, ProxyError> {
+    if pooled {
+        if let Some(up) = gen.pool(g, s).borrow_mut().take(std::time::Instant::now()) {
+            return Ok(up);
+        }
+    }
+    let cfg = &gen.cfg;
+    let tls = match (&cfg.groups[g].tls, gen.upstream_tls(g)) {
+        (None, _) => None,
+        (Some(t), Some(client)) => Some((client, &t.names[s])),
+        (Some(_), None) => return Err(ProxyError::UpstreamRefused),
+    };
+    let to = Dest {
+        server: &cfg.groups[g].servers[s],
+        tls,
+    };
+    counted_connect(w, gen, to, cfg.timeouts.connect, (g, s)).await
+}
+
+type HeadIn = (crate::forward::ResponseInfo, BytesMut, ResponseFields);
+
+/// Send the request on `up` and read the answer's head.
+async fn exchange(job: &Job, up: &mut Upstream, s: ServerId) -> Result<HeadIn, HeadFail> {
+    let (w, g) = (&*job.w, &*job.g);
+    let cfg = &g.cfg;
+    let mut out = job.upstream.clone();
+    if !job.req.host_written {
+        let server = &cfg.groups[job.group].servers[s];
+        write_header(&mut out, b"Host", server.name.as_bytes());
+    }
+    end_head(&mut out);
+    let sent = crate::io::write_all(&mut up.stream, out, cfg.timeouts.upstream_send).await;
+    if sent.is_err() {
+        return Err(HeadFail::Nothing(None));
+    }
+    w.count_server(g, (job.group, s), |m| m.requests += 1);
+    up.requests += 1;
+    let mut ub = w.buffers.take_buf();
+    ub.clear();
+    let mut rf = ResponseFields::default();
+    rf.want(true);
+    // The client head it writes is nobody's.
+    let mut client_head = BytesMut::new();
+    let to = HeadRead {
+        req: &job.req,
+        out: &mut client_head,
+        fields: &mut rf,
+        limits: &cfg.limits.codec,
+        read_timeout: Some(cfg.timeouts.read),
+        at_most: usize::MAX,
+        client: None,
+        interim: false,
+        watch: false,
+        send_timeout: cfg.timeouts.send,
+    };
+    let head = read_response_head(w, &mut up.stream, ub, to).await?;
+    Ok((head.resp, head.ub, rf))
 }

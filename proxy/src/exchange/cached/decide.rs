@@ -3,7 +3,7 @@
 
 use crate::cache::ranges::{from_stored, FromStored};
 use crate::cache::validate;
-use crate::cache::{classify, Handle, Hit, Key, Lookup, Millis, RequestClass, Store};
+use crate::cache::{classify, Handle, Held, Hit, Key, Lookup, Millis, RequestClass, Store};
 use crate::config::cache::CacheEntry;
 use crate::preconditions::Outcome;
 use crate::request::RequestInfo;
@@ -60,11 +60,13 @@ pub(super) enum FromStore {
     NotModified(Hit),
     /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
     PreconditionFailed,
-    /// 206: bytes `start..=end` of a complete stored response (a single `Range`).
+    /// 206: bytes `start..=end` of a stored response (a single `Range`), whose body holds
+    /// its bytes from `held.start` of `held.total` (0 and the body's length when complete).
     Partial {
         hit: Hit,
         start: u64,
         end: u64,
+        held: Held,
     },
     /// 416: the `Range` asks for no byte of the stored body (`len` bytes).
     Unsatisfiable {
@@ -121,6 +123,7 @@ pub(super) fn decide(
                         body: Bytes::new(),
                         age,
                         file: None,
+                        interim: Bytes::new(),
                     })),
                     Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
                 },
@@ -153,6 +156,15 @@ pub(super) fn decide(
                     };
                     Decision::Wait { fill, stale }
                 }
+                Lookup::Held { hit, held } => match from_held(fields, method, hit, held) {
+                    Some(answer) => Decision::Stored(answer),
+                    None if only_if_cached => Decision::NotCached,
+                    None => Decision::Fetch {
+                        fill: s.begin_fill(key),
+                        stale: None,
+                        validates: None,
+                    },
+                },
                 _ if only_if_cached => Decision::NotCached,
                 Lookup::Stale(h) => {
                     let stored = s.stored(h, now);
@@ -186,7 +198,40 @@ fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) -> FromStore 
         FromStored::Full => FromStore::Hit(hit),
         FromStored::NotModified => FromStore::NotModified(hit),
         FromStored::PreconditionFailed => FromStore::PreconditionFailed,
-        FromStored::Partial { start, end } => FromStore::Partial { hit, start, end },
+        FromStored::Partial { start, end } => FromStore::Partial {
+            hit,
+            start,
+            end,
+            held: Held {
+                start: 0,
+                total: len,
+            },
+        },
         FromStored::Unsatisfiable => FromStore::Unsatisfiable { len },
+    }
+}
+
+/// What the request gets from the stored part `hit` (`held`) of a response: a range within
+/// it, or what its preconditions decide; `None`: it needs bytes not held (fetch).
+fn from_held(
+    fields: &[httparse::Header<'_>],
+    method: &str,
+    hit: Hit,
+    held: Held,
+) -> Option<FromStore> {
+    let end = held.start + hit.body.len() as u64;
+    match from_stored(fields, &hit.head, held.total, method == "GET") {
+        FromStored::Partial { start, end: last } if start >= held.start && last < end => {
+            Some(FromStore::Partial {
+                hit,
+                start,
+                end: last,
+                held,
+            })
+        }
+        FromStored::NotModified => Some(FromStore::NotModified(hit)),
+        FromStored::PreconditionFailed => Some(FromStore::PreconditionFailed),
+        FromStored::Unsatisfiable => Some(FromStore::Unsatisfiable { len: held.total }),
+        FromStored::Partial { .. } | FromStored::Full => None,
     }
 }

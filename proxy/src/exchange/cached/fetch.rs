@@ -147,6 +147,9 @@ pub(super) async fn fetch(
         }
         return revalidated(c, req, group, a, &f).await;
     }
+    if a.head.resp.status == 206 {
+        update_from_partial(c, &a, &f, req.head_len);
+    }
     let fill = f.fill.map(|(store, h, _)| {
         let resp = Response {
             info: &a.head.resp,
@@ -166,13 +169,7 @@ pub(super) async fn fetch(
     if f.invalidate && crate::cache::policy::invalidates(a.head.resp.status) {
         invalidate(c, &w, key, &a.head.ub);
     }
-    if !f.targeted.is_empty() {
-        drop_fields(&mut c.to_client, f.targeted);
-    }
-    write_header(&mut c.to_client, b"X-Cache", f.status.as_str().as_bytes());
-    if !has_age(&c.to_client) {
-        write_header(&mut c.to_client, b"Age", b"0");
-    }
+    cache_fields(&mut c.to_client, &f);
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, a.up, a.head).await;
@@ -183,6 +180,50 @@ pub(super) async fn fetch(
         finish_fill(store, h, filled, &w, &g);
     }
     next
+}
+
+/// The client head's cache fields: the targeted ones gone (RFC 9213: for this cache only),
+/// `X-Cache`, and `Age` unless the upstream sent one.
+fn cache_fields(head: &mut BytesMut, f: &Fetch<'_>) {
+    if !f.targeted.is_empty() {
+        drop_fields(head, f.targeted);
+    }
+    write_header(head, b"X-Cache", f.status.as_str().as_bytes());
+    if !has_age(head) {
+        write_header(head, b"Age", b"0");
+    }
+}
+
+/// A 206 `a` to the conditional request of `f`, with the stored response's strong validator:
+/// the stored fields are updated from it as from a 304 (RFC 9111 3.4, 4.3.4), its framing and
+/// a multipart/byteranges type (the 206's own) aside; the client gets the 206 as sent. The
+/// request's head (`head_len` bytes) is still at the front of `from_client`.
+fn update_from_partial(c: &ClientConn, a: &Answered<'_>, f: &Fetch<'_>, head_len: usize) {
+    let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
+        return;
+    };
+    c.fields.with(&c.from_client[..head_len], |_, request| {
+        c.response_fields.with(&a.head.ub, |_, new| {
+            if !validate::same_strong_validator(&stored.head, new) {
+                return;
+            }
+            let multipart = |h: &httparse::Header<'_>| {
+                h.name.eq_ignore_ascii_case("content-type")
+                    && h.value.len() >= 20
+                    && h.value[..20].eq_ignore_ascii_case(b"multipart/byteranges")
+            };
+            let new: Vec<httparse::Header<'_>> =
+                new.iter().filter(|h| !multipart(h)).copied().collect();
+            let to = Refresh {
+                store,
+                entry: *entry,
+                cfg,
+                request,
+                request_time: f.request_time,
+            };
+            refresh(&to, stored, &new);
+        })
+    });
 }
 
 /// RFC 9111 4.4: a non-error answer to an unsafe method invalidates its target URI, and the
@@ -362,11 +403,11 @@ pub(super) fn apply_304(
 
 /// The entry a 304 refreshes, and what storing decides with.
 pub(super) struct Refresh<'a> {
-    store: &'a RefCell<Store>,
-    entry: Handle,
-    cfg: &'a CacheEntry,
-    request: &'a [httparse::Header<'a>],
-    request_time: Millis,
+    pub(super) store: &'a RefCell<Store>,
+    pub(super) entry: Handle,
+    pub(super) cfg: &'a CacheEntry,
+    pub(super) request: &'a [httparse::Header<'a>],
+    pub(super) request_time: Millis,
 }
 
 /// Update the stored response `stored` with the fields of a 304 (`new`): the response to
@@ -416,6 +457,7 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
         body: stored.body.clone(),
         age,
         file: None,
+        interim: stored.interim.clone(),
     }
 }
 
@@ -450,10 +492,25 @@ pub(super) fn fill_head(
         response_time: now_millis(),
     };
     fields.with(resp.ub, |reason, headers| {
+        // A 206 for a key with nothing stored keeps its part (RFC 9111 3.3), stored as the
+        // 200 it is part of.
+        let held = match (status, &f.stale, &f.validates) {
+            (206, None, None) => partial_content(headers, declared),
+            _ => None,
+        };
+        let (status, reason) = match held {
+            Some(_) => (200, "OK"),
+            None => (status, reason),
+        };
         match cache::storable(request, status, headers, declared, at, cfg) {
             Ok(st) => {
                 let head = stored_head(status, reason, headers, &cfg.targeted);
-                let kept = store.borrow_mut().fill_head(h, status, head, st, declared);
+                let hints = early_hints(resp.ub, &g.cfg.limits.codec);
+                let mut s = store.borrow_mut();
+                let kept = s.fill_head(h, status, head, st, declared)
+                    && held.is_none_or(|part| s.hold(h, part))
+                    && (hints.is_empty() || s.set_interim(h, hints));
+                drop(s);
                 sync_stats(w, g);
                 kept
             }
@@ -462,6 +519,51 @@ pub(super) fn fill_head(
                 false
             }
         }
+    })
+}
+
+/// The most bytes of 103 Early Hints heads kept with an entry (more: none kept).
+pub(super) const MAX_HINTS: usize = 4096;
+
+/// The 103 Early Hints heads at the front of an upstream's buffer `ub` (before its final
+/// head), rewritten as a client gets them (`forward::write_interims`), to send again on a hit
+/// (RFC 8297: a cache may); empty when there are none, or more than [`MAX_HINTS`] bytes.
+/// Other interim responses (102) were about that exchange only.
+pub(super) fn early_hints(ub: &[u8], limits: &shared::http::Limits) -> Bytes {
+    if !crate::forward::starts_interim(ub) {
+        return Bytes::new();
+    }
+    let mut all = BytesMut::new();
+    if crate::forward::write_interims(ub, limits, &mut all).is_err() {
+        return Bytes::new();
+    }
+    let mut hints = BytesMut::new();
+    let mut rest = &all[..];
+    while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
+        let (head, after) = rest.split_at(end + 4);
+        if head.starts_with(b"HTTP/1.1 103 ") {
+            hints.extend_from_slice(head);
+        }
+        rest = after;
+    }
+    if hints.len() > MAX_HINTS {
+        return Bytes::new();
+    }
+    hints.freeze()
+}
+
+/// The part of its representation a 206 with fields `fields` and a body of `declared` bytes
+/// is, when it may be stored: one range (`Content-Range` with the complete length, not
+/// multipart), as long as its body, and a strong validator to combine it by (RFC 9111 3.4).
+fn partial_content(fields: &[httparse::Header<'_>], declared: Option<u64>) -> Option<cache::Held> {
+    let mut ranges = fields
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("content-range"));
+    let (first, last, total) = cache::ranges::content_range(ranges.next()?.value)?;
+    let one = ranges.next().is_none() && declared == Some(last - first + 1);
+    (one && validate::has_strong_validator(fields)).then_some(cache::Held {
+        start: first,
+        total,
     })
 }
 
@@ -484,6 +586,7 @@ pub(super) fn stored_head(
         let n = h.name;
         if is_hop_by_hop(n)
             || n.eq_ignore_ascii_case("content-length")
+            || n.eq_ignore_ascii_case("content-range")
             || n.eq_ignore_ascii_case("age")
             || n.eq_ignore_ascii_case("x-cache")
             || named.contains(n, fields)

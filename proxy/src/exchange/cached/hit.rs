@@ -30,6 +30,8 @@ pub(super) struct Stored<'a> {
     pub(super) length: bool,
     /// A 206 of bytes `.0..=.1` of a body of `.2` bytes (`len` is the range's length).
     pub(super) range: Option<(u64, u64, u64)>,
+    /// 103 Early Hints heads sent first, to an HTTP/1.1 client (`Hit::interim`).
+    pub(super) interim: &'a [u8],
 }
 
 impl<'a> Stored<'a> {
@@ -41,6 +43,7 @@ impl<'a> Stored<'a> {
             len,
             length: true,
             range: None,
+            interim: &[],
         }
     }
 
@@ -56,6 +59,10 @@ impl<'a> Stored<'a> {
     ) -> bool {
         let keep = req.keep_alive && (!w.life.draining() || req.pipelined);
         out.clear();
+        // In the same write as the final head (RFC 8297: an HTTP/1.0 client gets none).
+        if !self.interim.is_empty() && req.version == Version::Http11 {
+            out.extend_from_slice(self.interim);
+        }
         match self.range {
             None => out.extend_from_slice(self.head),
             Some((first, last, whole)) => {
@@ -186,7 +193,8 @@ pub(super) async fn send_hit(
     status: CacheStatus,
 ) -> Next {
     let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, status, len);
+    let mut out = Stored::new(&hit.head, hit.age, status, len);
+    out.interim = &hit.interim;
     // sendfile writes the socket itself: never under TLS (the memory path encrypts).
     match (
         hit.file,
@@ -197,19 +205,19 @@ pub(super) async fn send_hit(
     }
 }
 
-/// 206: bytes `first..=last` of the stored response `hit`, from memory (a `Bytes` view of the
-/// stored body: no copy).
+/// 206: bytes `first..=last` of the stored response `hit`, whose body is the part `held` of
+/// it, from memory (a `Bytes` view of the stored body: no copy).
 pub(super) async fn send_partial(
     c: &mut ClientConn,
     req: &RequestInfo,
     hit: Hit,
-    (first, last): (u64, u64),
+    (first, last, held): (u64, u64, crate::cache::Held),
     status: CacheStatus,
 ) -> Next {
-    let whole = hit.body.len() as u64;
-    let body = hit.body.slice(first as usize..=last as usize);
+    let at = (first - held.start) as usize;
+    let body = hit.body.slice(at..=at + (last - first) as usize);
     let mut out = Stored::new(&hit.head, hit.age, status, last - first + 1);
-    out.range = Some((first, last, whole));
+    out.range = Some((first, last, held.total));
     send_stored(c, req, out, Some(body)).await
 }
 

@@ -31,7 +31,8 @@
 //!   parts share;
 //! - `decide`: the decision, sans-IO; `hit`: answers from the store; `filling`: a filling
 //!   entry streamed; `fetch`: a fetch that fills, revalidates, invalidates or falls back on a
-//!   stale entry; `purge`: PURGE.
+//!   stale entry; `background`: a stale-while-revalidate revalidation, as a task of its own;
+//!   `purge`: PURGE.
 
 use crate::cache::{CacheStatus, Handle, Key, Millis, OwnedKey, Store};
 use crate::conn::{respond_error_with, ClientConn, Next};
@@ -52,7 +53,6 @@ mod filling;
 mod hit;
 mod purge;
 
-use background::revalidate_apart;
 use decide::{decide, Decision, FromStore};
 use fetch::{fetch_apart, Fetch};
 use filling::stream_entry;
@@ -105,22 +105,13 @@ pub async fn run(
             }
             Decision::StaleWhileRevalidate { answer, refresh } => {
                 c.rec.cache = Some(CacheStatus::Stale);
-                let next = from_store(c, &req, store, answer, CacheStatus::Stale).await;
-                let Some(r) = refresh else {
-                    c.from_client.advance(req.head_len);
-                    return next;
-                };
-                let f = Fetch {
-                    status: CacheStatus::Stale,
-                    fill: Some((store, r.fill, cfg.as_ref())),
-                    cache: Some((store, cfg.as_ref())),
-                    stale: Some(r.entry),
-                    validates: r.validates,
-                    invalidate: false,
-                    request_time: now_millis(),
-                    targeted: &cfg.targeted,
-                };
-                return revalidate_apart(c, &req, group, f, next).await;
+                // The revalidation runs apart (`background`): this client is answered now and
+                // its next request is read at once.
+                if let Some(r) = refresh {
+                    background::start(c, &req, (cache, group), r, now_millis());
+                }
+                c.from_client.advance(req.head_len);
+                return from_store(c, &req, store, answer, CacheStatus::Stale).await;
             }
             Decision::Wait { fill, stale } => {
                 if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
@@ -191,9 +182,12 @@ async fn from_store(
         FromStore::Hit(hit) => send_hit(c, req, hit, status).await,
         FromStore::NotModified(hit) => send_not_modified(c, req, &hit, status).await,
         FromStore::PreconditionFailed => send_precondition_failed(c, req, status).await,
-        FromStore::Partial { hit, start, end } => {
-            send_partial(c, req, hit, (start, end), status).await
-        }
+        FromStore::Partial {
+            hit,
+            start,
+            end,
+            held,
+        } => send_partial(c, req, hit, (start, end, held), status).await,
         FromStore::Unsatisfiable { len } => send_unsatisfiable(c, req, len, status).await,
         FromStore::Stream {
             entry,

@@ -1,0 +1,326 @@
+//! Issue 26, the behaviours that need answers the query-driven origin cannot give: against
+//! `scripted::Scripted`, with exact origin counts.
+
+use crate::cache_proxy::{proxy, request, x_cache};
+use crate::scripted::{answer, Scripted};
+use tests::raw::{self, Client};
+
+fn get(c: &mut Client, path: &str, extra: &str) -> tests::raw::Response {
+    c.send(format!("GET {path} HTTP/1.1\r\nHost: cache.test\r\n{extra}\r\n").as_bytes())
+        .expect("send");
+    raw::response(c, path)
+}
+
+#[test]
+fn stale_while_revalidate_runs_apart_from_the_connection_that_started_it() {
+    // RFC 5861 3: the client whose request started the revalidation has its next request on
+    // the same connection answered (STALE) while the origin still holds the revalidation.
+    // (replacing answer, its body, what the entry serves after)
+    let cases = [
+        (
+            answer(
+                "200 OK",
+                &["Cache-Control: max-age=3600", "ETag: \"v2\""],
+                b"fresh",
+            ),
+            &b"fresh"[..],
+            "\"v2\"",
+        ),
+        (
+            answer(
+                "304 Not Modified",
+                &["Cache-Control: max-age=3600", "ETag: \"v1\""],
+                b"",
+            ),
+            &b"stale"[..],
+            "\"v1\"",
+        ),
+    ];
+    for (second, body, etag) in cases {
+        let (second, release) = second.held();
+        let o = Scripted::start(vec![
+            answer(
+                "200 OK",
+                &[
+                    "Cache-Control: max-age=0, stale-while-revalidate=60",
+                    "ETag: \"v1\"",
+                ],
+                b"stale",
+            ),
+            second,
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let r = request(addr, "GET", "/swr", "");
+        assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
+        let mut c = Client::connect(addr);
+        let r = get(&mut c, "/swr", "");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..]),
+            (200, "STALE", &b"stale"[..])
+        );
+        assert!(tests::eventually(raw::WAIT, || o.requests() == 2));
+        assert!(o.head(1).contains("if-none-match: \"v1\""), "{}", o.head(1));
+        // The origin holds the revalidation: this connection's next request is answered.
+        for i in 0..2 {
+            let r = get(&mut c, "/swr", "");
+            assert_eq!(
+                (r.status, x_cache(&r), o.requests()),
+                (200, "STALE", 2),
+                "{etag}: while revalidating, {i}"
+            );
+        }
+        release.send(()).unwrap();
+        let fresh = tests::eventually(raw::WAIT, || {
+            let r = get(&mut c, "/swr", "");
+            x_cache(&r) == "HIT" && r.body == body && r.header("etag") == Some(etag)
+        });
+        assert!(fresh, "{etag}: the revalidation's answer is stored");
+        assert_eq!(o.requests(), 2, "{etag}");
+        p.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn a_206_of_the_same_strong_validator_updates_the_stored_fields() {
+    // RFC 9111 3.4 and 4.3.4: a validation with a Range answered 206 passes through as the
+    // origin sent it; with the stored response's strong validator it updates the stored
+    // fields (not its framing: the stored body stays whole), else it updates nothing.
+    const DATE: &str = "Date: Wed, 01 Jan 2020 00:00:00 GMT";
+    const FRESH: &str = "Cache-Control: max-age=2000000000";
+    const LM: &str = "Last-Modified: Tue, 31 Dec 2019 00:00:00 GMT";
+    const LM_30S: &str = "Last-Modified: Tue, 31 Dec 2019 23:59:30 GMT";
+    // (stored validator fields, the 206's validator, updated)
+    let cases: [(&[&str], &str, bool); 5] = [
+        (&["ETag: \"v1\""], "ETag: \"v1\"", true),
+        (&["ETag: \"v1\""], "ETag: \"v2\"", false),
+        (&["ETag: W/\"v1\""], "ETag: W/\"v1\"", false),
+        (&[LM, DATE], LM, true),
+        (&[LM_30S, DATE], LM_30S, false),
+    ];
+    for (stored, validator, updated) in cases {
+        let mut fields = vec![FRESH, "X-Version: 1", "Content-Type: text/plain"];
+        fields.extend_from_slice(stored);
+        let partial = [
+            FRESH,
+            "X-Version: 2",
+            "Content-Type: text/plain",
+            "Content-Range: bytes 0-4/10",
+            validator,
+        ];
+        let o = Scripted::start(vec![
+            answer("200 OK", &fields, b"0123456789"),
+            answer("206 Partial Content", &partial, b"01234"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let what = format!("{stored:?} then {validator}");
+        let r = request(addr, "GET", "/r", "");
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests()),
+            (200, "MISS", 1),
+            "{what}"
+        );
+        let r = request(
+            addr,
+            "GET",
+            "/r",
+            "Range: bytes=0-4\r\nCache-Control: no-cache\r\n",
+        );
+        assert_eq!((r.status, o.requests()), (206, 2), "{what}");
+        assert_eq!(
+            (
+                &r.body[..],
+                r.header("content-range"),
+                r.header("x-version")
+            ),
+            (&b"01234"[..], Some("bytes 0-4/10"), Some("2")),
+            "{what}: the 206 as the origin sent it"
+        );
+        let asked = o.head(1);
+        assert!(asked.contains("range: bytes=0-4"), "{what}: {asked}");
+        assert!(asked.contains("if-"), "{what}: conditional: {asked}");
+        let r = request(addr, "GET", "/r", "");
+        let version = if updated { "2" } else { "1" };
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests(), &r.body[..]),
+            (200, "HIT", 2, &b"0123456789"[..]),
+            "{what}"
+        );
+        assert_eq!(r.header("x-version"), Some(version), "{what}");
+        assert_eq!(r.header("content-range"), None, "{what}");
+        p.shutdown().unwrap();
+    }
+}
+
+/// `GET /p` with the head lines `extra`, expecting `status`, `x_cache`, the body `body` and
+/// the origin's count `origin` after it.
+type PartStep = (&'static str, u16, &'static str, &'static [u8], u64);
+
+#[test]
+fn a_206_is_stored_as_partial_content_and_answers_ranges_within_it() {
+    // RFC 9111 3.3, 3.4: a 206 for a key with nothing stored (one range, the complete length
+    // known, a strong validator) keeps its part; ranges within it are answered from it (206,
+    // HIT), a range beyond it is fetched (its 206 replaces the part), a whole response
+    // replaces it and answers every range after.
+    const CC: &str = "Cache-Control: max-age=3600";
+    let part = |range: &'static str, body: &'static [u8]| {
+        answer("206 Partial Content", &[CC, "ETag: \"v1\"", range], body)
+    };
+    let o = Scripted::start(vec![
+        part("Content-Range: bytes 0-4/10", b"01234"),
+        part("Content-Range: bytes 7-9/10", b"789"),
+        answer("200 OK", &[CC, "ETag: \"v1\""], b"0123456789"),
+    ]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let steps: [PartStep; 9] = [
+        ("Range: bytes=0-4\r\n", 206, "MISS", b"01234", 1),
+        ("Range: bytes=1-3\r\n", 206, "HIT", b"123", 1),
+        ("Range: bytes=0-4\r\n", 206, "HIT", b"01234", 1),
+        ("If-None-Match: \"v1\"\r\n", 304, "HIT", b"", 1),
+        ("Range: bytes=-3\r\n", 206, "MISS", b"789", 2),
+        ("Range: bytes=8-9\r\n", 206, "HIT", b"89", 2),
+        ("", 200, "MISS", b"0123456789", 3),
+        ("Range: bytes=2-8\r\n", 206, "HIT", b"2345678", 3),
+        ("", 200, "HIT", b"0123456789", 3),
+    ];
+    for (i, (extra, status, xc, body, origin)) in steps.into_iter().enumerate() {
+        let r = request(addr, "GET", "/p", extra);
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..], o.requests()),
+            (status, xc, body, origin),
+            "step {i}: {extra:?}"
+        );
+        if status == 206 {
+            let first = b"0123456789".windows(body.len()).position(|w| w == body);
+            let first = first.unwrap();
+            let want = format!("bytes {first}-{}/10", first + body.len() - 1);
+            assert_eq!(r.header("content-range"), Some(&*want), "step {i}");
+            assert_eq!(r.header("etag"), Some("\"v1\""), "step {i}");
+        }
+    }
+    assert!(o.head(1).contains("range: bytes=-3"), "{}", o.head(1));
+    p.shutdown().unwrap();
+
+    // `bytes=5-` beyond a stored `0-4`: fetched, and joined with it into the whole (RFC 9111
+    // 3.4: the same strong validator), which answers the whole and every range after; a part
+    // of another validator replaces the stored one instead.
+    for (etag, joined) in [("ETag: \"v1\"", true), ("ETag: \"v2\"", false)] {
+        let o = Scripted::start(vec![
+            answer(
+                "206 Partial Content",
+                &[CC, "ETag: \"v1\"", "Content-Range: bytes 0-4/10"],
+                b"01234",
+            ),
+            answer(
+                "206 Partial Content",
+                &[CC, etag, "Content-Range: bytes 5-9/10"],
+                b"56789",
+            ),
+            answer("200 OK", &[CC, etag], b"0123456789"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let (whole, after): (PartStep, PartStep) = if joined {
+            (
+                ("", 200, "HIT", b"0123456789", 2),
+                ("Range: bytes=3-6\r\n", 206, "HIT", b"3456", 2),
+            )
+        } else {
+            (
+                ("", 200, "MISS", b"0123456789", 3),
+                ("Range: bytes=0-4\r\n", 206, "HIT", b"01234", 3),
+            )
+        };
+        let steps: [PartStep; 5] = [
+            ("Range: bytes=0-4\r\n", 206, "MISS", b"01234", 1),
+            ("Range: bytes=5-\r\n", 206, "MISS", b"56789", 2),
+            ("Range: bytes=6-9\r\n", 206, "HIT", b"6789", 2),
+            whole,
+            after,
+        ];
+        for (i, (extra, status, xc, body, origin)) in steps.into_iter().enumerate() {
+            let r = request(addr, "GET", "/p", extra);
+            assert_eq!(
+                (r.status, x_cache(&r), &r.body[..], o.requests()),
+                (status, xc, body, origin),
+                "{etag}, step {i}: {extra:?}"
+            );
+        }
+        p.shutdown().unwrap();
+    }
+
+    // Not stored: a weak validator, none, or an unknown complete length.
+    let cases: [&[&str]; 3] = [
+        &[CC, "ETag: W/\"v1\"", "Content-Range: bytes 0-4/10"],
+        &[CC, "Content-Range: bytes 0-4/10"],
+        &[CC, "ETag: \"v1\"", "Content-Range: bytes 0-4/*"],
+    ];
+    for fields in cases {
+        let o = Scripted::start(vec![
+            answer("206 Partial Content", fields, b"01234"),
+            answer("206 Partial Content", fields, b"01234"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        for n in 1..=2 {
+            let r = request(addr, "GET", "/p", "Range: bytes=0-4\r\n");
+            assert_eq!(
+                (r.status, x_cache(&r), o.requests()),
+                (206, "MISS", n),
+                "{fields:?}"
+            );
+        }
+        p.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn background_revalidations_are_bounded_per_worker() {
+    // At most 32 run at once on a worker (documented in CONFIGURATION.md): with 32 held at
+    // the origin, the 33rd stale key is served STALE and its revalidation is not started
+    // (counted); released, the held ones refresh their entries.
+    const MAX: usize = 32;
+    let swr = "Cache-Control: max-age=0, stale-while-revalidate=60";
+    let mut answers: Vec<_> = (0..=MAX)
+        .map(|_| answer("200 OK", &[swr, "ETag: \"v1\""], b"stale"))
+        .collect();
+    let mut gates = Vec::new();
+    for _ in 0..MAX {
+        let fresh = ["Cache-Control: max-age=3600", "ETag: \"v1\""];
+        let (a, gate) = answer("304 Not Modified", &fresh, b"").held();
+        answers.push(a);
+        gates.push(gate);
+    }
+    let o = Scripted::start(answers);
+    let (p, addr) = proxy(&[o.addr()], &["--admin", "127.0.0.1:0"], |_| {});
+    let admin = p.admin_addr().expect("admin");
+    let count = |name: &str| {
+        let m = tests::scrape::scrape(admin);
+        tests::scrape::total(&m, name) as u64
+    };
+    let keys: Vec<String> = (0..=MAX).map(|k| format!("/k{k}")).collect();
+    for (k, key) in keys.iter().enumerate() {
+        let r = request(addr, "GET", key, "");
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests()),
+            (200, "MISS", k as u64 + 1)
+        );
+    }
+    for key in &keys[..MAX] {
+        let r = request(addr, "GET", key, "");
+        assert_eq!((r.status, x_cache(&r)), (200, "STALE"), "{key}");
+    }
+    let all = (2 * MAX + 1) as u64;
+    assert!(tests::eventually(raw::WAIT, || o.requests() == all));
+    let r = request(addr, "GET", &keys[MAX], "");
+    assert_eq!(
+        (r.status, x_cache(&r)),
+        (200, "STALE"),
+        "the one over the bound"
+    );
+    assert_eq!(count("proxy_cache_revalidations_skipped_total"), 1);
+    assert_eq!(o.requests(), all);
+    drop(gates);
+    assert!(tests::eventually(raw::WAIT, || {
+        x_cache(&request(addr, "GET", &keys[0], "")) == "HIT"
+    }));
+    assert_eq!(count("proxy_cache_revalidation_errors_total"), 0);
+    p.shutdown().unwrap();
+}
