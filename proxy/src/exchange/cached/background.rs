@@ -328,6 +328,8 @@ async fn exchange(job: &Job, up: &mut Upstream, s: ServerId) -> Result<HeadIn, H
         interim: false,
         watch: false,
         send_timeout: cfg.timeouts.send,
+        // Nobody reads this head: the stored one is edited when it is sent.
+        edits: None,
     };
     let head = read_response_head(w, &mut up.stream, ub, to).await?;
     Ok((head.resp, head.ub, rf))
