@@ -266,17 +266,12 @@ EOF
     podman rm -f -t 10 pc-proxy >/dev/null
 
     say "2. scripts/k8s/proxy.yaml's config with the Deployment's securityContext and limits"
-    python3 - "$ROOT/scripts/k8s/proxy.yaml" "$dir/k8s/proxy.toml" <<'EOF'
-import sys, yaml
-for doc in yaml.safe_load_all(open(sys.argv[1])):
-    if doc and doc.get("kind") == "ConfigMap":
-        toml = doc["data"]["proxy.toml"]
-        break
-# The Service name becomes the origin in this network namespace.
-toml = toml.replace('"app.default.svc.cluster.local:80"', '"127.0.0.1:9001"')
-assert "127.0.0.1:9001" in toml, "the ConfigMap's upstream line changed: update this script"
-open(sys.argv[2], "w").write(toml)
-EOF
+    # The ConfigMap's `proxy.toml: |` block (indented 4), with the Service name made the origin.
+    awk '/^  proxy\.toml: \|/ {on = 1; next} on && /^    / {print substr($0, 5); next}
+         on && /^$/ {print; next} on {exit}' "$ROOT/scripts/k8s/proxy.yaml" |
+        sed 's/"app\.default\.svc\.cluster\.local:80"/"127.0.0.1:9001"/' >"$dir/k8s/proxy.toml"
+    grep -q '"127.0.0.1:9001"' "$dir/k8s/proxy.toml" ||
+        fail "scripts/k8s/proxy.yaml: no ConfigMap proxy.toml with the app Service upstream (update this script)"
     podman run -d --name pc-k8s --network container:pc-origin --read-only --cap-drop ALL \
         --security-opt no-new-privileges --cpus 2 --memory 512m \
         -v "$dir/k8s:/etc/proxy:ro" "$PROXY_IMAGE" --config /etc/proxy/proxy.toml >/dev/null
