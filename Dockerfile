@@ -7,8 +7,9 @@
 #
 # .dockerignore leaves target/ (gigabytes) and .git out of the context; PROXY_COMMIT gives
 # proxy_build_info its commit ("unknown" without it). The kernel is the host's: io_uring needs
-# a seccomp profile that allows it (Docker's and containerd's defaults refuse it, and the
-# binaries then run on epoll, as their start-up line says).
+# a seccomp profile that allows it (Docker's, containerd's and podman's defaults refuse it, and
+# the binaries then run on epoll, as their start-up line says). scripts/container-check.sh
+# builds this file and runs both images (docs/OPERATIONS.md, "Checking the image and the unit").
 
 ARG RUST_VERSION=1
 ARG DEBIAN=bookworm

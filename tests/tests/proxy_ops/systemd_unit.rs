@@ -78,3 +78,38 @@ fn the_unit_is_hardened_to_an_exposure_of_at_most_2_5() {
         .unwrap_or_else(|| panic!("no score in {line:?}"));
     assert!(score <= 2.5, "exposure {score} above 2.5:\n{text}");
 }
+
+/// `DynamicUser=yes` takes a static account of the user's name when one exists; the name is the
+/// unit's ("proxy") unless `User=` says otherwise, and Debian's base-passwd ships `proxy` (uid 13,
+/// squid's): under systemd the service ran as that shared account, not a dynamic user
+/// (scripts/systemd/check.sh saw uid 13).
+#[test]
+fn the_dynamic_user_is_no_account_a_distribution_ships() {
+    let unit = std::fs::read_to_string(shipped("proxy.service")).unwrap();
+    let lines: Vec<&str> = unit.lines().map(str::trim).collect();
+    assert!(lines.contains(&"DynamicUser=yes"), "{unit}");
+    let user = lines
+        .iter()
+        .rev()
+        .find_map(|l| l.strip_prefix("User="))
+        .unwrap_or("proxy");
+    // Debian's base-passwd (passwd.master) and this machine's accounts.
+    let mut taken: Vec<String> = [
+        "root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
+        "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "_apt",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    taken.extend(
+        passwd
+            .lines()
+            .filter_map(|l| l.split(':').next())
+            .map(String::from),
+    );
+    assert!(
+        !taken.iter().any(|t| t == user),
+        "the unit's dynamic user {user:?} is a static account on Debian or here: set User="
+    );
+}
