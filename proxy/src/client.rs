@@ -62,6 +62,38 @@ pub fn serve_tls(
     }
 }
 
+/// A client of a PROXY protocol listener (`[[listen]] proxy_protocol = true`): its header
+/// first (`proxy_header`), under the header timeout, and nothing past it; the address it
+/// names is the client's from then on, for every request (`IpText`: the forwarded fields,
+/// `{remote_addr}`, the access log, `purge_from`). Then the TLS handshake if the listener
+/// has TLS, and the requests. A connection without a valid header is counted and closed
+/// (as nginx and HAProxy do: no answer), never served. The header's read is boxed: it is
+/// over before the connection's long life, whose task must stay small.
+#[allow(clippy::manual_async_fn)]
+pub fn serve_proxied(
+    w: Rc<ProxyWorker>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    tls: Option<(usize, Arc<ServerConfig>)>,
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        let deadline = shared::clock::deadline(w.generation().cfg.timeouts.header);
+        let peer = match Box::pin(crate::proxy_header::read(&tcp, deadline)).await {
+            Ok(source) => source.unwrap_or(peer),
+            Err(fail) => return w.stats.proxy_protocol_failed(fail),
+        };
+        match tls {
+            None => serve_stream(w, Stream::from(tcp), peer, guard).await,
+            Some(tls) => {
+                if let Some(stream) = handshake(&w, tcp, tls).await {
+                    serve_stream(w, stream, peer, guard).await
+                }
+            }
+        }
+    }
+}
+
 /// The server side of a TLS handshake: the stream, or `None` when the connection is done.
 async fn handshake(
     w: &ProxyWorker,
@@ -494,6 +526,15 @@ mod tests {
 
     fn future_size5<A, B, C, D, E, F>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
         std::mem::size_of::<F>()
+    }
+
+    /// A PROXY protocol listener's client costs what a TLS client does: the header's read is
+    /// boxed, and the address it names replaces the peer's in the same record.
+    #[test]
+    fn a_proxied_client_connection_is_a_small_task() {
+        let proxied = future_size5(super::serve_proxied);
+        eprintln!("serve_proxied: {proxied} bytes");
+        assert!(proxied <= 1024, "serve_proxied: {proxied} bytes");
     }
 
     /// A client connection's task is what an idle connection costs: its largest state is

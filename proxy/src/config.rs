@@ -261,6 +261,9 @@ pub struct Listener {
     pub backlog: u32,
     /// HTTPS: what the listener serves. `None`: plain HTTP.
     pub tls: Option<ListenerTls>,
+    /// Each connection starts with a PROXY protocol header (`crate::proxy_header`): its
+    /// source address is the client's.
+    pub proxy_protocol: bool,
 }
 
 /// A TLS listener: the files, and the server configuration built from them (one `Arc` for

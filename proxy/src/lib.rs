@@ -63,6 +63,7 @@ mod pool;
 mod preconditions;
 mod preflight;
 mod process_metrics;
+mod proxy_header;
 mod record;
 mod relay;
 pub mod reload;

@@ -324,6 +324,9 @@ pub struct WorkerSnapshot {
     pub tls: [u64; 4],
     /// Response bodies spliced from socket to socket (`splice.rs`).
     pub spliced: u64,
+    /// PROXY protocol listeners' connections without a valid header: invalid, truncated,
+    /// nothing sent.
+    pub proxy_protocol: [u64; 3],
     /// Per group, per server.
     pub servers: Table<GroupId, Table<ServerId, ServerState>>,
     /// Per route (`None`: not cached).

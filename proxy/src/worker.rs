@@ -62,6 +62,22 @@ pub struct ProxyCounters {
     pub tls_plain_http: Counter,
     /// Response bodies moved with splice(2) (`splice.rs`).
     pub spliced: Counter,
+    /// PROXY protocol listeners' connections closed without a valid header: not a header,
+    /// cut short (its end or the header timeout), or nothing at all.
+    pub proxy_protocol: [Counter; 3],
+}
+
+impl ProxyCounters {
+    /// A PROXY protocol listener's connection closed without a valid header.
+    pub fn proxy_protocol_failed(&self, fail: crate::proxy_header::Fail) {
+        use crate::proxy_header::Fail;
+        let i = match fail {
+            Fail::Invalid(_) => 0,
+            Fail::Truncated => 1,
+            Fail::Nothing => 2,
+        };
+        self.proxy_protocol[i].incr();
+    }
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -324,6 +340,7 @@ impl ProxyWorker {
                 ]
             },
             spliced: self.stats.spliced.get(),
+            proxy_protocol: self.stats.proxy_protocol.each_ref().map(|c| c.get()),
             servers,
             caches,
             draining: self.life.shutdown.is_fired(),

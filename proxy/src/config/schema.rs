@@ -111,6 +111,9 @@ pub struct ListenEntry {
     /// HTTPS: `tls = { cert = "...", key = "...", sni = [...] }`.
     #[serde(default)]
     pub tls: Option<TlsEntry>,
+    /// Connections start with a PROXY protocol header (v1 or v2), read before anything else.
+    #[serde(default)]
+    pub proxy_protocol: bool,
 }
 
 /// A listener's `tls` table: the default certificate and key, and certificates by SNI name.

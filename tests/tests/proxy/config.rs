@@ -241,6 +241,12 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             &["upstream.app.health.expect", "7xx"],
         ),
         ("missing.toml", String::new(), "", &["listen"]),
+        (
+            "proxy_protocol.toml",
+            GOOD.replace("\n\n", "\nproxy_protocol = \"yes\"\n"),
+            ":3:",
+            &["listen[0].proxy_protocol", "boolean"],
+        ),
     ];
     for (name, text, line, words) in cases {
         let f = TempFile::new(name, text);
@@ -432,6 +438,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--takeover",
         "--no-multishot",
         "--no-splice",
+        "--proxy-protocol",
         "--completions",
         "--version",
     ] {
@@ -440,7 +447,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 46, "{help}");
+    assert_eq!(entries.len(), 47, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -14,6 +14,7 @@ mod failures;
 mod fairness;
 mod interim;
 mod pool;
+mod proxy_protocol;
 mod rejected_body;
 mod return_action;
 mod routes;
