@@ -17,7 +17,7 @@ use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
 use crate::io::{read_more, IoFail};
-use crate::request::{prepare_request, worth_parsing, Dispatch, IpText, RequestInfo};
+use crate::request::{prepare_request, worth_parsing, ClientAddr, Dispatch, IpText, RequestInfo};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
 use monoio::net::TcpStream;
@@ -250,7 +250,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         w: w.clone(),
         g: w.generation(),
         stream,
-        ip,
+        ip: ClientAddr::new(ip),
         from_client: bufs.from_client,
         to_upstream: bufs.to_upstream,
         to_client: bufs.to_client,
@@ -287,7 +287,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
     match served {
         Served::Idle => Step::Park(Parked {
             stream,
-            ip,
+            ip: ip.into_peer(),
             stop,
             first: None,
             multishot,
@@ -346,7 +346,7 @@ async fn requests(
             Ok(None) => return Served::Close,
             Err(e) => {
                 if w.obs.access_log.is_some() {
-                    c.logreq.capture(&c.ip, &c.from_client);
+                    c.logreq.capture(c.ip.client(), &c.from_client);
                 }
                 respond_error(c, e).await;
                 finish(c);
@@ -361,7 +361,8 @@ async fn requests(
             _ => 0,
         });
         if w.obs.access_log.is_some() {
-            c.logreq.capture(&c.ip, &c.from_client[..info.head_len]);
+            c.logreq
+                .capture(c.ip.client(), &c.from_client[..info.head_len]);
         }
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
@@ -423,6 +424,7 @@ async fn read_head(
     mut deadline: Option<Instant>,
 ) -> Result<Option<RequestInfo>, ProxyError> {
     c.take_current_generation();
+    c.ip.forget_real();
     let (header, idle_timeout) = (c.g.cfg.timeouts.header, c.g.cfg.timeouts.idle);
     // Bytes of `from_client` already parsed as an incomplete head.
     let mut parsed = 0;
@@ -443,7 +445,7 @@ async fn read_head(
                     answer_ctx(&c.w),
                     &c.g,
                     &c.from_client,
-                    &c.ip,
+                    &mut c.ip,
                     &mut c.to_upstream,
                     &mut c.fields,
                 )? {

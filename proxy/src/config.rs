@@ -20,6 +20,7 @@
 pub mod cache;
 pub mod health;
 pub mod ids;
+mod real_ip;
 pub mod schema;
 
 mod resolve;
@@ -426,6 +427,13 @@ pub struct HeaderOptions {
     pub x_forwarded_for: bool,
     pub x_real_ip: bool,
     pub x_forwarded_proto: bool,
+    /// Peers trusted to name the client in `real_ip_header` (`request::real_ip`); empty:
+    /// none (the default), the field is never read.
+    #[serde(deserialize_with = "cache::de_cidrs")]
+    pub real_ip_from: Vec<cache::Cidr>,
+    /// The field a trusted peer names the client in. Default `X-Forwarded-For`.
+    #[serde(deserialize_with = "real_ip::de_header")]
+    pub real_ip_header: String,
 }
 
 #[derive(Debug, Clone)]
@@ -460,6 +468,8 @@ impl Default for HeaderOptions {
             x_forwarded_for: true,
             x_real_ip: true,
             x_forwarded_proto: true,
+            real_ip_from: Vec::new(),
+            real_ip_header: real_ip::DEFAULT_HEADER.to_string(),
         }
     }
 }

@@ -221,6 +221,66 @@ impl IpText {
     }
 }
 
+/// The client's address for the request being served: the connection's (its peer, or a PROXY
+/// protocol header's source) unless a peer in `real_ip_from` named another (`real_ip`), for
+/// this request alone. Everything that shows or judges the client reads it here (the forwarded
+/// fields, `{remote_addr}`, the access log, `purge_from`); `X-Forwarded-For` appends the peer,
+/// the hop the request came from.
+pub struct ClientAddr {
+    peer: IpText,
+    real: Option<IpText>,
+}
+
+impl ClientAddr {
+    pub fn new(peer: IpText) -> Self {
+        ClientAddr { peer, real: None }
+    }
+
+    /// The connection's address, for its next request.
+    pub fn into_peer(self) -> IpText {
+        self.peer
+    }
+
+    /// The client's address for this request.
+    pub fn client(&self) -> &IpText {
+        self.real.as_ref().unwrap_or(&self.peer)
+    }
+
+    /// The connection's address (the hop the request came from).
+    pub fn peer(&self) -> &IpText {
+        &self.peer
+    }
+
+    /// The client's address (an IPv4-mapped IPv6 address as IPv4).
+    pub fn ip(&self) -> IpAddr {
+        self.client().ip()
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.client().as_bytes()
+    }
+
+    pub fn scheme(&self) -> &'static [u8] {
+        self.peer.scheme()
+    }
+
+    /// A new request: the peer is the client until its head says otherwise.
+    pub fn forget_real(&mut self) {
+        self.real = None;
+    }
+
+    /// Decide this request's client from its fields (`real_ip::derive`).
+    fn derive(&mut self, opts: &HeaderOptions, fields: &[httparse::Header<'_>]) {
+        let peer = self.peer.ip();
+        let name = &opts.real_ip_header;
+        self.real = real_ip::derive(peer, &opts.real_ip_from, name, fields).map(|ip| {
+            let mut t = IpText::new(ip);
+            t.set_https(self.peer.https);
+            t
+        });
+    }
+}
+
 /// Run a parse with header storage: first with a few slots, then, only if the head has more
 /// fields than that, with all `max` slots.
 pub(crate) fn with_headers<'b, T>(
@@ -299,7 +359,7 @@ pub fn prepare_request(
     w: AnswerCtx<'_>,
     g: &Generation,
     buf: &[u8],
-    ip: &IpText,
+    ip: &mut ClientAddr,
     out: &mut BytesMut,
     fields: &mut HeadFields,
 ) -> Result<Option<RequestInfo>, ProxyError> {
@@ -310,6 +370,10 @@ pub fn prepare_request(
             Ok(Status::Partial) => return Ok(None),
             Err(e) => return Err(ProxyError::Request(e)),
         };
+        if !g.cfg.headers.real_ip_from.is_empty() {
+            ip.derive(&g.cfg.headers, head.headers);
+        }
+        let ip = &*ip;
         let method = head.request_method();
         if method == RequestMethod::Connect {
             return Err(ProxyError::MethodNotSupported);
@@ -423,7 +487,7 @@ pub(crate) fn write_upstream_head(
     target: &str,
     websocket: bool,
     opts: &HeaderOptions,
-    ip: &IpText,
+    ip: &ClientAddr,
     out: &mut BytesMut,
 ) -> bool {
     out.clear();
@@ -458,7 +522,7 @@ pub(crate) fn write_upstream_head(
         write_header(out, n.as_bytes(), h.value);
     }
     if opts.x_forwarded_for {
-        write_forwarded_for(out, xff_seen.then_some(head.headers), ip);
+        write_forwarded_for(out, xff_seen.then_some(head.headers), ip.peer());
     }
     if opts.x_real_ip {
         write_header(out, b"X-Real-IP", ip.as_bytes());
@@ -523,5 +587,6 @@ pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool 
         .any(|w| w[0] == b'\n' && (w[1] == b'\n' || w[1] == b'\r'))
 }
 
+mod real_ip;
 #[cfg(test)]
 mod tests;

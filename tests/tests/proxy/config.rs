@@ -247,6 +247,18 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             ":3:",
             &["listen[0].proxy_protocol", "boolean"],
         ),
+        (
+            "real_ip_from.toml",
+            format!("{GOOD}[headers]\nreal_ip_from = [\"10.0.0.0/33\"]\n"),
+            ":7:",
+            &["headers.real_ip_from", "10.0.0.0/33", "prefix length"],
+        ),
+        (
+            "real_ip_header.toml",
+            format!("{GOOD}[headers]\nreal_ip_header = \"X Real IP\"\n"),
+            ":7:",
+            &["headers.real_ip_header", "not a field name"],
+        ),
     ];
     for (name, text, line, words) in cases {
         let f = TempFile::new(name, text);

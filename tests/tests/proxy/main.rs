@@ -15,6 +15,7 @@ mod fairness;
 mod interim;
 mod pool;
 mod proxy_protocol;
+mod real_ip;
 mod rejected_body;
 mod return_action;
 mod routes;
