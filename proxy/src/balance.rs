@@ -368,6 +368,7 @@ mod tests {
             keepalive_check: Duration::from_secs(1),
             health: None,
             tls: None,
+            proxy_protocol: None,
         }
     }
 

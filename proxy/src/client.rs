@@ -184,7 +184,7 @@ fn serve_stream(
     peer: SocketAddr,
     guard: ConnGuard,
 ) -> impl std::future::Future<Output = ()> {
-    let mut ip = IpText::new(peer.ip());
+    let mut ip = IpText::of(peer);
     ip.set_https(stream.is_tls());
     let header = w.generation().cfg.timeouts.header;
     let mut p = Parked {

@@ -22,6 +22,7 @@ pub mod health;
 pub mod ids;
 mod real_ip;
 pub mod schema;
+pub mod send_proxy;
 
 mod resolve;
 #[cfg(test)]
@@ -316,6 +317,9 @@ pub struct UpstreamGroup {
     pub health: Option<health::HealthCheck>,
     /// HTTPS to the servers. `None`: plain HTTP.
     pub tls: Option<UpstreamTls>,
+    /// Each new connection starts with a PROXY protocol header naming the client; such
+    /// connections are never pooled. `None`: off.
+    pub proxy_protocol: Option<send_proxy::SendProxy>,
 }
 
 /// A TLS group: the trust its servers are verified against (each worker makes its own rustls

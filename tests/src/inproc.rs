@@ -73,6 +73,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
         keepalive_check: proxy::config::DEFAULT_KEEPALIVE_CHECK,
         health: None,
         tls: None,
+        proxy_protocol: None,
     }
 }
 

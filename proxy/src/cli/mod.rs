@@ -433,6 +433,8 @@ impl Cli {
                 sni: None,
                 insecure: a.upstream_insecure,
             }),
+            // A file's key only.
+            proxy_protocol: None,
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {

@@ -428,6 +428,7 @@ impl Resolver<'_> {
                 keepalive_check: g.keepalive_check,
                 health: g.health.as_ref().map(|h| h.get_ref().clone()),
                 tls,
+                proxy_protocol: g.proxy_protocol,
             });
         }
         Ok(out)

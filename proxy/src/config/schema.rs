@@ -162,6 +162,9 @@ pub struct GroupEntry {
     /// HTTPS to the servers: `tls = { ca = "...", sni = "...", insecure = false }`.
     #[serde(default)]
     pub tls: Option<GroupTlsEntry>,
+    /// `"v1"` or `"v2"`: a PROXY protocol header first on each new connection.
+    #[serde(default)]
+    pub proxy_protocol: Option<super::send_proxy::SendProxy>,
 }
 
 /// A group's `tls` table: how its servers' certificates are verified and the SNI name sent.

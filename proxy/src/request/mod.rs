@@ -176,10 +176,26 @@ pub struct IpText {
     buf: [u8; 48],
     len: usize,
     ip: IpAddr,
+    /// The client's port where known (0: not known, as for an address a field named): for a
+    /// PROXY protocol header sent upstream. In the record's padding: no byte more per idle
+    /// connection.
+    port: u16,
     https: bool,
 }
 
 impl IpText {
+    /// A connection's address (or a PROXY protocol header's source).
+    pub fn of(addr: std::net::SocketAddr) -> Self {
+        let mut t = IpText::new(addr.ip());
+        t.port = addr.port();
+        t
+    }
+
+    /// The client's address and port (0 when not known).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.ip, self.port)
+    }
+
     pub fn new(ip: IpAddr) -> Self {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -193,6 +209,7 @@ impl IpText {
             buf,
             len,
             ip,
+            port: 0,
             https: false,
         }
     }

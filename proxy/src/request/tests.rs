@@ -291,3 +291,19 @@ fn real_ip_from_a_trusted_peer() {
         assert_eq!(ip.as_bytes(), IP.as_bytes());
     }
 }
+
+/// The address record every idle connection holds (`client::Parked`): the port sits in its
+/// padding.
+#[test]
+fn the_address_record_stays_small() {
+    assert!(
+        std::mem::size_of::<IpText>() <= 80,
+        "{}",
+        std::mem::size_of::<IpText>()
+    );
+    let t = IpText::of("[::ffff:10.0.0.1]:4711".parse().unwrap());
+    assert_eq!(
+        (t.as_bytes(), t.addr()),
+        (&b"10.0.0.1"[..], "10.0.0.1:4711".parse().unwrap())
+    );
+}

@@ -248,6 +248,12 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             &["listen[0].proxy_protocol", "boolean"],
         ),
         (
+            "send_proxy.toml",
+            format!("{GOOD}proxy_protocol = \"v3\"\n"),
+            ":6:",
+            &["upstream.app.proxy_protocol", "v3", "v1"],
+        ),
+        (
             "real_ip_from.toml",
             format!("{GOOD}[headers]\nreal_ip_from = [\"10.0.0.0/33\"]\n"),
             ":7:",

@@ -19,6 +19,7 @@ mod real_ip;
 mod rejected_body;
 mod return_action;
 mod routes;
+mod send_proxy;
 mod smuggling;
 mod splice;
 mod static_files;
