@@ -89,9 +89,17 @@ impl Acceptor for ProxiedListener {
 
     fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
         let guard = self.w.enter();
-        let (w, tls) = (self.w.clone(), self.tls.clone());
-        let serve = crate::client::serve_proxied(w, stream, peer, guard, tls);
-        monoio::spawn(self.w.contained(serve));
+        let w = self.w.clone();
+        match self.tls.clone() {
+            None => {
+                let serve = crate::client::serve_proxied(w, stream, peer, guard);
+                monoio::spawn(self.w.contained(serve));
+            }
+            Some(tls) => {
+                let serve = crate::client::serve_proxied_tls(w, stream, peer, guard, tls);
+                monoio::spawn(self.w.contained(serve));
+            }
+        }
     }
 
     fn failed(&self, e: &std::io::Error) {
