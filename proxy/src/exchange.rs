@@ -431,14 +431,12 @@ async fn attempt<'g>(
 /// at (getsockname, once per such connection).
 fn send_proxy_header(c: &ClientConn, v: crate::config::send_proxy::SendProxy) -> Vec<u8> {
     let client = c.ip.client().addr();
-    let local = c.stream.tcp().local_addr().unwrap_or_else(|_| {
-        let any = if client.is_ipv4() {
-            "0.0.0.0:0"
-        } else {
-            "[::]:0"
-        };
-        any.parse().expect("an address")
-    });
+    let unspecified = match client {
+        std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let local = c.stream.tcp().local_addr();
+    let local = local.unwrap_or_else(|_| std::net::SocketAddr::new(unspecified, 0));
     v.header(client, local)
 }
 
