@@ -16,17 +16,23 @@ use std::sync::Arc;
 
 /// Accept on `listener` until shutdown, or a takeover's handover (the loop itself is
 /// `shared::accept::run_until_handover`); `tls`: an HTTPS listener, whose connections start
-/// with a handshake in their own task. The worker counted this loop in `accepting` when it
-/// spawned it.
+/// with a handshake in their own task; `proxy_protocol`: each connection starts with a PROXY
+/// protocol header (before the handshake, if any). The worker counted this loop in
+/// `accepting` when it spawned it.
 pub async fn run(
     w: Rc<ProxyWorker>,
     listener: TcpListener,
     tls: Option<(usize, Arc<ServerConfig>)>,
+    proxy_protocol: bool,
 ) {
     let shutdown = w.life.shutdown.clone();
     let handover = w.life.handover.clone();
     let accepting = w.clone();
     match tls {
+        _ if proxy_protocol => {
+            let owner = Rc::new(ProxiedListener { w, tls });
+            shared::accept::run_until_handover(&listener, &shutdown, &handover, &owner).await
+        }
         None => shared::accept::run_until_handover(&listener, &shutdown, &handover, &w).await,
         Some(tls) => {
             let owner = Rc::new(TlsListener { w, tls });
@@ -62,6 +68,42 @@ impl Acceptor for TlsListener {
         let (w, tls) = (self.w.clone(), self.tls.clone());
         let serve = crate::client::serve_tls(w, stream, peer, guard, tls);
         monoio::spawn(self.w.contained(serve));
+    }
+
+    fn failed(&self, e: &std::io::Error) {
+        self.w.failed(e)
+    }
+}
+
+/// A PROXY protocol listener's side of the accept loop (HTTPS too when `tls` is set).
+struct ProxiedListener {
+    w: Rc<ProxyWorker>,
+    tls: Option<(usize, Arc<ServerConfig>)>,
+}
+
+impl Acceptor for ProxiedListener {
+    fn has_slot(&self) -> bool {
+        self.w.has_slot()
+    }
+
+    async fn slot_freed(&self) {
+        self.w.slot_freed().await
+    }
+
+    fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
+        // The client's connection limit once its header names it (`client::serve_proxied`).
+        let guard = self.w.enter_unnamed();
+        let w = self.w.clone();
+        match self.tls.clone() {
+            None => {
+                let serve = crate::client::serve_proxied(w, stream, peer, guard);
+                monoio::spawn(self.w.contained(serve));
+            }
+            Some(tls) => {
+                let serve = crate::client::serve_proxied_tls(w, stream, peer, guard, tls);
+                monoio::spawn(self.w.contained(serve));
+            }
+        }
     }
 
     fn failed(&self, e: &std::io::Error) {

@@ -17,7 +17,7 @@ use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
 use crate::io::{read_more, IoFail};
-use crate::request::{prepare_request, worth_parsing, Dispatch, IpText, RequestInfo};
+use crate::request::{prepare_request, worth_parsing, ClientAddr, Dispatch, IpText, RequestInfo};
 use crate::worker::{ConnBufs, ConnGuard, ProxyWorker};
 use bytes::BytesMut;
 use monoio::net::TcpStream;
@@ -58,6 +58,83 @@ pub fn serve_tls(
     async move {
         if let Some(stream) = handshake(&w, tcp, tls).await {
             serve_stream(w, stream, peer, guard).await
+        }
+    }
+}
+
+/// A client of a PROXY protocol listener (`[[listen]] proxy_protocol = true`): its header
+/// first (`proxy_header`), under the header timeout, and nothing past it; the address it
+/// names is the client's from then on, for every request (`IpText`: the forwarded fields,
+/// `{remote_addr}`, the access log, `purge_from`). Then the requests as on a plain
+/// connection. A connection without a valid header is counted and closed (as nginx and
+/// HAProxy do: no answer), never served.
+///
+/// The header's read and the connection's arguments wait in an allocation of their own: the
+/// task keeps only its pointer until the header is read, so an idle client of a PROXY
+/// listener costs what one of a plain listener does.
+pub fn serve_proxied(
+    w: Rc<ProxyWorker>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+) -> impl std::future::Future<Output = ()> {
+    let header = Box::pin(take_proxy_header(w, tcp, peer, guard));
+    async move {
+        // Not `if let`: its scrutinee would live on beside the connection's future.
+        let Some((w, tcp, peer, mut guard)) = header.await else {
+            return;
+        };
+        // Over the client's `[client_limits] connections`: closed without a byte.
+        if !w.claim(&mut guard, peer.ip()) {
+            return;
+        }
+        let serve = serve_stream(w, Stream::from(tcp), peer, guard);
+        serve.await
+    }
+}
+
+/// [`serve_proxied`] on an HTTPS listener: the header, then the handshake (as `serve_tls`).
+pub fn serve_proxied_tls(
+    w: Rc<ProxyWorker>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+    tls: (usize, Arc<ServerConfig>),
+) -> impl std::future::Future<Output = ()> {
+    let header = Box::pin(async move {
+        let taken = take_proxy_header(w, tcp, peer, guard).await;
+        taken.map(|t| (t, tls))
+    });
+    async move {
+        let Some(((w, tcp, peer, mut guard), tls)) = header.await else {
+            return;
+        };
+        if !w.claim(&mut guard, peer.ip()) {
+            return;
+        }
+        let Some(stream) = handshake(&w, tcp, tls).await else {
+            return;
+        };
+        let serve = serve_stream(w, stream, peer, guard);
+        serve.await
+    }
+}
+
+/// The connection's arguments with the client's address from the PROXY protocol header at
+/// the start of `tcp` (`peer` when it names none), or `None` when there is no valid header
+/// (counted; dropping them closes the connection).
+async fn take_proxy_header(
+    w: Rc<ProxyWorker>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    guard: ConnGuard,
+) -> Option<(Rc<ProxyWorker>, TcpStream, SocketAddr, ConnGuard)> {
+    let deadline = shared::clock::deadline(w.generation().cfg.timeouts.header);
+    match crate::proxy_header::read(&tcp, deadline).await {
+        Ok(source) => Some((w, tcp, source.unwrap_or(peer), guard)),
+        Err(fail) => {
+            w.stats.proxy_protocol_failed(fail);
+            None
         }
     }
 }
@@ -152,7 +229,7 @@ fn serve_stream(
     peer: SocketAddr,
     guard: ConnGuard,
 ) -> impl std::future::Future<Output = ()> {
-    let mut ip = IpText::new(peer.ip());
+    let mut ip = IpText::of(peer);
     ip.set_https(stream.is_tls());
     let header = w.generation().cfg.timeouts.header;
     let mut p = Parked {
@@ -218,7 +295,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         w: w.clone(),
         g: w.generation(),
         stream,
-        ip,
+        ip: ClientAddr::new(ip),
         from_client: bufs.from_client,
         to_upstream: bufs.to_upstream,
         to_client: bufs.to_client,
@@ -255,7 +332,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
     match served {
         Served::Idle => Step::Park(Parked {
             stream,
-            ip,
+            ip: ip.into_peer(),
             stop,
             first: None,
             multishot,
@@ -314,7 +391,7 @@ async fn requests(
             Ok(None) => return Served::Close,
             Err(e) => {
                 if w.obs.access_log.is_some() {
-                    c.logreq.capture(&c.ip, &c.from_client);
+                    c.logreq.capture(c.ip.client(), &c.from_client);
                 }
                 respond_error(c, e).await;
                 finish(c);
@@ -329,7 +406,8 @@ async fn requests(
             _ => 0,
         });
         if w.obs.access_log.is_some() {
-            c.logreq.capture(&c.ip, &c.from_client[..info.head_len]);
+            c.logreq
+                .capture(c.ip.client(), &c.from_client[..info.head_len]);
         }
         let next = match info.dispatch {
             Dispatch::Proxy { group } => exchange::run(c, info, group).await,
@@ -395,6 +473,7 @@ async fn read_head(
     mut deadline: Option<Instant>,
 ) -> Result<Option<RequestInfo>, ProxyError> {
     c.take_current_generation();
+    c.ip.forget_real();
     let (header, idle_timeout) = (c.g.cfg.timeouts.header, c.g.cfg.timeouts.idle);
     // Bytes of `from_client` already parsed as an incomplete head.
     let mut parsed = 0;
@@ -415,7 +494,7 @@ async fn read_head(
                     answer_ctx(&c.w),
                     &c.g,
                     &c.from_client,
-                    &c.ip,
+                    &mut c.ip,
                     &mut c.to_upstream,
                     &mut c.fields,
                 )? {
@@ -498,6 +577,25 @@ mod tests {
 
     fn future_size5<A, B, C, D, E, F>(_: impl FnOnce(A, B, C, D, E) -> F) -> usize {
         std::mem::size_of::<F>()
+    }
+
+    /// A PROXY protocol listener's client costs about what a client of the same listener
+    /// without it does: the header's read is boxed, and the address it names replaces the
+    /// peer's in the same record.
+    #[test]
+    fn a_proxied_client_connection_is_a_small_task() {
+        let (plain, tls) = (future_size(super::serve), future_size5(super::serve_tls));
+        let proxied = future_size(super::serve_proxied);
+        let proxied_tls = future_size5(super::serve_proxied_tls);
+        eprintln!("serve_proxied: {proxied} bytes, serve_proxied_tls: {proxied_tls} bytes");
+        assert!(
+            proxied <= plain + 32,
+            "serve_proxied: {proxied} bytes, serve: {plain}"
+        );
+        assert!(
+            proxied_tls <= tls + 32,
+            "serve_proxied_tls: {proxied_tls}, serve_tls: {tls}"
+        );
     }
 
     /// A client connection's task is what an idle connection costs: its largest state is

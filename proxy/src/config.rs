@@ -23,8 +23,10 @@ pub mod dns;
 pub mod hash_key;
 pub mod health;
 pub mod ids;
+mod real_ip;
 pub mod route_opts;
 pub mod schema;
+pub mod send_proxy;
 
 mod resolve;
 #[cfg(test)]
@@ -274,6 +276,9 @@ pub struct Listener {
     pub backlog: u32,
     /// HTTPS: what the listener serves. `None`: plain HTTP.
     pub tls: Option<ListenerTls>,
+    /// Each connection starts with a PROXY protocol header (`crate::proxy_header`): its
+    /// source address is the client's.
+    pub proxy_protocol: bool,
 }
 
 /// A TLS listener: the files, and the server configuration built from them (one `Arc` for
@@ -332,6 +337,9 @@ pub struct UpstreamGroup {
     pub health: Option<health::HealthCheck>,
     /// HTTPS to the servers. `None`: plain HTTP.
     pub tls: Option<UpstreamTls>,
+    /// Each new connection starts with a PROXY protocol header naming the client; such
+    /// connections are never pooled. `None`: off.
+    pub proxy_protocol: Option<send_proxy::SendProxy>,
 }
 
 /// A TLS group: the trust its servers are verified against (each worker makes its own rustls
@@ -480,6 +488,13 @@ pub struct HeaderOptions {
     pub x_forwarded_for: bool,
     pub x_real_ip: bool,
     pub x_forwarded_proto: bool,
+    /// Peers trusted to name the client in `real_ip_header` (`request::real_ip`); empty:
+    /// none (the default), the field is never read.
+    #[serde(deserialize_with = "cache::de_cidrs")]
+    pub real_ip_from: Vec<crate::cidr::Cidr>,
+    /// The field a trusted peer names the client in. Default `X-Forwarded-For`.
+    #[serde(deserialize_with = "real_ip::de_header")]
+    pub real_ip_header: String,
 }
 
 #[derive(Debug, Clone)]
@@ -514,6 +529,8 @@ impl Default for HeaderOptions {
             x_forwarded_for: true,
             x_real_ip: true,
             x_forwarded_proto: true,
+            real_ip_from: Vec::new(),
+            real_ip_header: real_ip::DEFAULT_HEADER.to_string(),
         }
     }
 }

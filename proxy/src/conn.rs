@@ -7,7 +7,7 @@
 use crate::error::ProxyError;
 use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
-use crate::request::{HeadFields, IpText, RequestInfo};
+use crate::request::{ClientAddr, HeadFields, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
@@ -37,7 +37,8 @@ pub struct ClientConn {
     /// from the worker when a head is parsed, used until the exchange ends.
     pub g: Rc<Generation>,
     pub stream: Stream,
-    pub ip: IpText,
+    /// The client's address for the request being served (`request::ClientAddr`).
+    pub ip: ClientAddr,
     /// Bytes read from the client and not yet consumed.
     pub from_client: BytesMut,
     /// The upstream request head being built.

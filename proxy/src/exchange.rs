@@ -93,6 +93,8 @@ impl Drop for InFlight<'_> {
 struct Dest<'a> {
     server: &'a Server,
     tls: Option<(&'a Arc<rustls::ClientConfig>, &'a ServerName<'static>)>,
+    /// A PROXY protocol header to send first (`[upstream.NAME] proxy_protocol`), before TLS.
+    proxy_header: Option<Vec<u8>>,
 }
 
 /// Connect (and for TLS, handshake) within `limit`.
@@ -100,7 +102,11 @@ async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstr
     let server = to.server;
     w.stats.upstream_connects.incr();
     let r = monoio::time::timeout(limit, async {
-        let tcp = shared::net::connect_any(&server.addrs, None).await?;
+        let mut tcp = shared::net::connect_any(&server.addrs, None).await?;
+        if let Some(header) = to.proxy_header {
+            use monoio::io::AsyncWriteRentExt;
+            tcp.write_all(header).await.0?;
+        }
         let Some((cfg, name)) = to.tls else {
             return Ok(Stream::Plain(tcp));
         };
@@ -402,11 +408,16 @@ async fn attempt<'g>(
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
     let started = w.obs.timing.then(shared::clock::loop_now);
-    let pooled = plan
-        .g
-        .pool(g, s)
-        .borrow_mut()
-        .take(std::time::Instant::now());
+    // A group that sends PROXY headers pools nothing (a reload that turned them on may have
+    // kept connections made without one: they are not taken).
+    let pooled = match cfg.groups[g].proxy_protocol {
+        None => plan
+            .g
+            .pool(g, s)
+            .borrow_mut()
+            .take(std::time::Instant::now()),
+        Some(_) => None,
+    };
     let tls = match (&cfg.groups[g].tls, plan.g.upstream_tls(g)) {
         (None, _) => None,
         (Some(t), Some(client)) => Some((client, &t.names[s])),
@@ -418,7 +429,14 @@ async fn attempt<'g>(
             }
         }
     };
-    let to = Dest { server, tls };
+    let proxy_header = cfg.groups[g]
+        .proxy_protocol
+        .map(|v| send_proxy_header(c, v));
+    let to = Dest {
+        server,
+        tls,
+        proxy_header,
+    };
     let mut up = match pooled {
         Some(up) => up,
         None => match counted_connect(w, plan.g, to, plan.t.connect, (g, s)).await {
@@ -489,6 +507,21 @@ async fn attempt<'g>(
         timeouts: plan.t,
         _in_flight: in_flight,
     })
+}
+
+/// The PROXY protocol header of an upstream connection made for client connection `c`'s
+/// request: the request's client (`ClientAddr`: a PROXY header's source, or a trusted
+/// peer's X-Forwarded-For, whose port is not known: 0) and the address it reached the proxy
+/// at (getsockname, once per such connection).
+fn send_proxy_header(c: &ClientConn, v: crate::config::send_proxy::SendProxy) -> Vec<u8> {
+    let client = c.ip.client().addr();
+    let unspecified = match client {
+        std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::UNSPECIFIED.into(),
+        std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::UNSPECIFIED.into(),
+    };
+    let local = c.stream.tcp().local_addr();
+    let local = local.unwrap_or_else(|_| std::net::SocketAddr::new(unspecified, 0));
+    v.header(client, local)
 }
 
 /// `connect`, counted against server `s` of group `g`.
@@ -606,7 +639,9 @@ async fn relay_response(
             if done.spliced {
                 w.stats.spliced.incr();
             }
-            if resp.upstream_keep_alive && done.clean {
+            // A connection that began with a client's PROXY header is that client's alone.
+            let own = c.g.cfg.groups[group].proxy_protocol.is_none();
+            if resp.upstream_keep_alive && done.clean && own {
                 c.g.pool(group, server)
                     .borrow_mut()
                     .put(up, std::time::Instant::now());

@@ -72,6 +72,21 @@ pub fn prometheus(cfg: &Config, snaps: &[WorkerSnapshot]) -> String {
     let _ = writeln!(o, "proxy_spliced_responses_total {spliced}");
     family(
         &mut o,
+        "proxy_proxy_protocol_errors_total",
+        "counter",
+        "Connections of PROXY protocol listeners closed without a valid header, by reason \
+         (invalid: not a PROXY header; truncated: cut short by its end or the header timeout; \
+         empty: nothing sent).",
+    );
+    for (i, reason) in ["invalid", "truncated", "empty"].iter().enumerate() {
+        let n: u64 = snaps.iter().map(|s| s.proxy_protocol[i]).sum();
+        let _ = writeln!(
+            o,
+            "proxy_proxy_protocol_errors_total{{reason=\"{reason}\"}} {n}"
+        );
+    }
+    family(
+        &mut o,
         "proxy_request_duration_seconds",
         "histogram",
         "Client request duration, from its first byte to the end of the response, by route \

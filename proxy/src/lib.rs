@@ -66,6 +66,7 @@ mod pool;
 mod preconditions;
 mod preflight;
 mod process_metrics;
+mod proxy_header;
 mod record;
 mod relay;
 pub mod reload;

@@ -93,9 +93,16 @@ pub async fn run(
     for (i, l) in listeners {
         match monoio::net::TcpListener::from_std(l) {
             Ok(l) => {
-                let tls = cfg.listeners.get(i).and_then(|l| l.tls.as_ref());
+                let listener = cfg.listeners.get(i);
+                let tls = listener.and_then(|l| l.tls.as_ref());
                 let tls = tls.map(|t| (i, t.built.config.clone()));
-                accepts.push(monoio::spawn(crate::accept::run(w.clone(), l, tls)))
+                let proxied = listener.is_some_and(|l| l.proxy_protocol);
+                accepts.push(monoio::spawn(crate::accept::run(
+                    w.clone(),
+                    l,
+                    tls,
+                    proxied,
+                )))
             }
             Err(e) => shared::log!("proxy: worker {}: cannot use listener: {e}", ctx.id),
         }

@@ -347,6 +347,9 @@ pub struct WorkerSnapshot {
     pub spliced: u64,
     /// Connections closed at accept by `[client_limits] connections`.
     pub limited_connections: u64,
+    /// PROXY protocol listeners' connections without a valid header: invalid, truncated,
+    /// nothing sent.
+    pub proxy_protocol: [u64; 3],
     /// Per group, per server.
     pub servers: Table<GroupId, Table<ServerId, ServerState>>,
     /// Per route (`None`: not cached).

@@ -219,8 +219,10 @@ fn sum(all: &[Carried]) -> Carried {
 pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<String>) {
     let differs = |a: &dyn fmt::Debug, b: &dyn fmt::Debug| format!("{a:?}") != format!("{b:?}");
     let mut not_applied = Vec::new();
-    let bound = |c: &Config| -> Vec<(SocketAddr, u32)> {
-        c.listeners.iter().map(|l| (l.addr, l.backlog)).collect()
+    // A listener's PROXY protocol is decided when its accept loop starts.
+    let bound = |c: &Config| -> Vec<(SocketAddr, u32, bool)> {
+        let l = c.listeners.iter();
+        l.map(|l| (l.addr, l.backlog, l.proxy_protocol)).collect()
     };
     if bound(old) != bound(&new) {
         let addrs = |c: &Config| {

@@ -8,7 +8,7 @@ use crate::answer::{AnswerCtx, Rng};
 use crate::config::Config;
 use crate::error::ProxyError;
 use crate::generation::Generation;
-use crate::request::{prepare_request, Dispatch, HeadFields, IpText};
+use crate::request::{prepare_request, ClientAddr, Dispatch, HeadFields, IpText};
 use bytes::BytesMut;
 use shared::http::BodyKind;
 use std::net::IpAddr;
@@ -73,7 +73,7 @@ impl RequestPath {
             ctx,
             &self.gen,
             buf,
-            &ip,
+            &mut ClientAddr::new(ip),
             &mut out,
             &mut HeadFields::default(),
         )?

@@ -64,6 +64,22 @@ pub struct ProxyCounters {
     pub spliced: Counter,
     /// Connections closed at accept: their client had `[client_limits] connections` open.
     pub limited_connections: Counter,
+    /// PROXY protocol listeners' connections closed without a valid header: not a header,
+    /// cut short (its end or the header timeout), or nothing at all.
+    pub proxy_protocol: [Counter; 3],
+}
+
+impl ProxyCounters {
+    /// A PROXY protocol listener's connection closed without a valid header.
+    pub fn proxy_protocol_failed(&self, fail: crate::proxy_header::Fail) {
+        use crate::proxy_header::Fail;
+        let i = match fail {
+            Fail::Invalid(_) => 0,
+            Fail::Truncated => 1,
+            Fail::Nothing => 2,
+        };
+        self.proxy_protocol[i].incr();
+    }
 }
 
 /// What one worker asks of another through the workers' inbox (`shared::inbox`).
@@ -347,6 +363,7 @@ impl ProxyWorker {
             },
             spliced: self.stats.spliced.get(),
             limited_connections: self.stats.limited_connections.get(),
+            proxy_protocol: self.stats.proxy_protocol.each_ref().map(|c| c.get()),
             servers,
             caches,
             draining: self.life.shutdown.is_fired(),
@@ -387,24 +404,51 @@ impl ProxyWorker {
     /// the caller closes the connection without a byte, as HAProxy's `tcp-request
     /// connection reject`: an answer would cost more than the connection).
     pub fn enter(self: &Rc<Self>, peer: std::net::SocketAddr) -> Option<ConnGuard> {
-        let max = crate::limit::connections_per_worker(&self.generation.borrow().cfg);
-        let client = match max {
-            None => None,
-            Some(max) => {
-                let key = crate::limit::key_of(peer.ip());
-                if !self.clients.enter(key, max) {
-                    self.stats.limited_connections.incr();
-                    return None;
-                }
-                Some(key)
+        let client = self.admit(peer.ip())?;
+        Some(self.guard(client))
+    }
+
+    /// A PROXY protocol listener's connection, counted in before its client is known: the
+    /// TCP peer is the balancer, so the client's connection limit waits for the header
+    /// ([`ProxyWorker::claim`]).
+    pub fn enter_unnamed(self: &Rc<Self>) -> ConnGuard {
+        self.guard(None)
+    }
+
+    /// The PROXY header named the connection's client: count it under the client's
+    /// connection limit. `false`: over it (counted; the caller closes the connection).
+    pub fn claim(&self, guard: &mut ConnGuard, ip: std::net::IpAddr) -> bool {
+        match self.admit(ip) {
+            Some(client) => {
+                guard.client = client;
+                true
             }
+            None => false,
+        }
+    }
+
+    /// `ip` under its connection limit: `Some(its key)` counted in (`Some(None)`: no limit),
+    /// `None` when it has its connections open already (counted).
+    fn admit(&self, ip: std::net::IpAddr) -> Option<Option<crate::limit::AddrKey>> {
+        let max = crate::limit::connections_per_worker(&self.generation.borrow().cfg);
+        let Some(max) = max else {
+            return Some(None);
         };
+        let key = crate::limit::key_of(ip);
+        if !self.clients.enter(key, max) {
+            self.stats.limited_connections.incr();
+            return None;
+        }
+        Some(Some(key))
+    }
+
+    fn guard(self: &Rc<Self>, client: Option<crate::limit::AddrKey>) -> ConnGuard {
         self.slots.enter();
         self.stats.connections.incr();
-        Some(ConnGuard {
+        ConnGuard {
             w: self.clone(),
             client,
-        })
+        }
     }
 
     /// Completes once the worker is below its connection limit.

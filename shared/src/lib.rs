@@ -17,6 +17,7 @@
 //! - [`units`]: durations (`500ms`, `3s`, `2m`) and sizes (`32KiB`, `1MiB`).
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
+//! - [`proxy_protocol`]: the PROXY protocol header (v1, v2), read and written, sans-IO.
 //! - [`log`]: lines on stderr that never panic (`shared::log!`), for everything after start.
 
 pub mod accept;
@@ -32,6 +33,7 @@ pub mod log;
 pub mod net;
 pub mod origin;
 pub mod pinning;
+pub mod proxy_protocol;
 pub mod runtime;
 pub mod shutdown;
 pub mod steer;

@@ -12,6 +12,9 @@ mod request_head {
 mod response_head {
     include!("../../fuzz/checks/response_head.rs");
 }
+mod proxy_header {
+    include!("../../fuzz/checks/proxy_header.rs");
+}
 
 use std::path::PathBuf;
 
@@ -60,4 +63,9 @@ fn response_head_seeds() {
 #[test]
 fn chunked_seeds() {
     replay("chunked", chunked::check);
+}
+
+#[test]
+fn proxy_header_seeds() {
+    replay("proxy_header", proxy_header::check);
 }

@@ -29,6 +29,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
             addr: "127.0.0.1:0".parse().unwrap(),
             backlog: 128,
             tls: None,
+            proxy_protocol: false,
         }],
         groups: vec![group("default", origins)].into(),
         routes: vec![Route {
@@ -80,6 +81,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
         keepalive_check: proxy::config::DEFAULT_KEEPALIVE_CHECK,
         health: None,
         tls: None,
+        proxy_protocol: None,
     }
 }
 

@@ -114,11 +114,29 @@ pub struct TlsClient {
 impl TlsClient {
     /// Connect and finish the handshake; `Err`: the handshake failed (its message).
     pub fn connect(addr: SocketAddr, cfg: &Arc<ClientConfig>, sni: &str) -> Result<Self, String> {
-        let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        Self::connect_after(addr, cfg, sni, &[])
+    }
+
+    /// [`TlsClient::connect`] with `prefix` (a PROXY protocol header) sent first, in the
+    /// same write as the ClientHello: the server must take the prefix and nothing past it.
+    pub fn connect_after(
+        addr: SocketAddr,
+        cfg: &Arc<ClientConfig>,
+        sni: &str,
+        prefix: &[u8],
+    ) -> Result<Self, String> {
+        let mut tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
         tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         tcp.set_nodelay(true).unwrap();
         let name = ServerName::try_from(sni.to_string()).unwrap();
-        let conn = ClientConnection::new(cfg.clone(), name).map_err(|e| e.to_string())?;
+        let mut conn = ClientConnection::new(cfg.clone(), name).map_err(|e| e.to_string())?;
+        if !prefix.is_empty() {
+            let mut first = prefix.to_vec();
+            while conn.wants_write() {
+                conn.write_tls(&mut first).map_err(|e| e.to_string())?;
+            }
+            tcp.write_all(&first).map_err(|e| e.to_string())?;
+        }
         let mut s = StreamOwned::new(conn, tcp);
         while s.conn.is_handshaking() {
             s.conn

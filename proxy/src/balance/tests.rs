@@ -25,6 +25,7 @@ fn group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
         keepalive_check: Duration::from_secs(1),
         health: None,
         tls: None,
+        proxy_protocol: None,
     }
 }
 

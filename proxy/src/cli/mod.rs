@@ -98,6 +98,10 @@ pub struct Args {
     #[arg(long)]
     pub no_splice: bool,
 
+    /// Every listener's connections start with a PROXY protocol header, v1 or v2 (nginx `listen ... proxy_protocol`, HAProxy `accept-proxy`); one without a valid header is closed [default: off]
+    #[arg(long)]
+    pub proxy_protocol: bool,
+
     /// Load balancing across the upstream servers
     #[arg(long, value_enum, value_name = "ALGORITHM", default_value_t = Balance::RoundRobin,
           conflicts_with_all = ["config", "check_config"])]
@@ -431,6 +435,8 @@ impl Cli {
                 sni: None,
                 insecure: a.upstream_insecure,
             }),
+            // A file's key only.
+            proxy_protocol: None,
         };
         // `--cache`: the one route quick mode has, `/`, with a cache.
         let route = a.cache.map(|size| {
@@ -473,6 +479,9 @@ impl Cli {
         }
         if a.no_splice {
             edits.push(Edit::NoSplice);
+        }
+        if a.proxy_protocol {
+            edits.push(Edit::ProxyProtocol);
         }
         let timeouts: [(&str, Dur, TimeoutSlot); 8] = [
             ("connect_timeout", a.connect_timeout, |t| &mut t.connect),

@@ -82,6 +82,8 @@ pub enum Edit {
     HeaderOff(HeaderSlot),
     /// `--admin`.
     Admin(SocketAddr),
+    /// `--proxy-protocol`: every listener reads a PROXY protocol header first.
+    ProxyProtocol,
 }
 
 impl Edit {
@@ -100,6 +102,10 @@ impl Edit {
             Edit::MaxConnections(n) => cfg.limits.max_connections = n,
             Edit::HeaderOff(slot) => *slot(&mut cfg.headers) = false,
             Edit::Admin(addr) => cfg.admin = Some(addr),
+            Edit::ProxyProtocol => cfg
+                .listeners
+                .iter_mut()
+                .for_each(|l| l.proxy_protocol = true),
         }
     }
 }
@@ -282,6 +288,7 @@ impl Resolver<'_> {
                         addr: e.get_ref().addr,
                         backlog: e.get_ref().backlog.get(),
                         tls: None,
+                        proxy_protocol: e.get_ref().proxy_protocol,
                     };
                     let key = format!("listen[{i}].addr");
                     (
@@ -301,6 +308,7 @@ impl Resolver<'_> {
                         addr,
                         backlog: DEFAULT_BACKLOG,
                         tls: None,
+                        proxy_protocol: false,
                     };
                     (l, At::Flag("--listen", addr.to_string()))
                 })
@@ -419,6 +427,7 @@ impl Resolver<'_> {
                 keepalive_check: g.keepalive_check,
                 health: g.health.as_ref().map(|h| h.get_ref().clone()),
                 tls,
+                proxy_protocol: g.proxy_protocol,
             });
         }
         Ok(out)

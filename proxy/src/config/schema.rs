@@ -117,6 +117,9 @@ pub struct ListenEntry {
     /// HTTPS: `tls = { cert = "...", key = "...", sni = [...] }`.
     #[serde(default)]
     pub tls: Option<TlsEntry>,
+    /// Connections start with a PROXY protocol header (v1 or v2), read before anything else.
+    #[serde(default)]
+    pub proxy_protocol: bool,
 }
 
 /// A listener's `tls` table: the default certificate and key, and certificates by SNI name.
@@ -171,6 +174,9 @@ pub struct GroupEntry {
     /// HTTPS to the servers: `tls = { ca = "...", sni = "...", insecure = false }`.
     #[serde(default)]
     pub tls: Option<GroupTlsEntry>,
+    /// `"v1"` or `"v2"`: a PROXY protocol header first on each new connection.
+    #[serde(default)]
+    pub proxy_protocol: Option<super::send_proxy::SendProxy>,
 }
 
 /// A group's `tls` table: how its servers' certificates are verified and the SNI name sent.

@@ -92,6 +92,8 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: GroupId, s: Se
         return;
     };
     let request = probe::request(check, server);
+    // HAProxy's checks of a `send-proxy` server: v1 UNKNOWN, v2 LOCAL.
+    let proxy_header = group.proxy_protocol.map_or(&[][..], |v| v.own_header());
     let tls: probe::TlsTo = match (&group.tls, gen.upstream_tls(g)) {
         (Some(t), Some(client)) => Some((client.clone(), t.names[s].clone())),
         _ => None,
@@ -106,7 +108,7 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: GroupId, s: Se
     }
     while w.is_current(&gen) {
         let result = monoio::select! {
-            r = probe::probe(&server.addrs, &tls, &request, check) => r,
+            r = probe::probe(&server.addrs, &tls, &request, check, proxy_header) => r,
             _ = &mut stop => return,
         };
         let (changed, reason) = match result {

@@ -84,8 +84,10 @@ pub async fn probe(
     tls: &TlsTo,
     request: &[u8],
     check: &HealthCheck,
+    proxy_header: &[u8],
 ) -> Probe {
-    let status = match monoio::time::timeout(check.timeout, exchange(addrs, tls, request)).await {
+    let exchange = exchange(addrs, tls, proxy_header, request);
+    let status = match monoio::time::timeout(check.timeout, exchange).await {
         Err(_) => return Probe::Failed(ProbeFail::Timeout(check.timeout)),
         Ok(Err(ProbeFail::Connect(e))) if shared::net::is_resource_exhaustion(&e) => {
             return Probe::NoVerdict
@@ -100,11 +102,24 @@ pub async fn probe(
     }
 }
 
-/// Connect, send, read up to the end of the response head: its status.
-async fn exchange(addrs: &[SocketAddr], tls: &TlsTo, request: &[u8]) -> Result<u16, ProbeFail> {
-    let tcp = shared::net::connect_any(addrs, None)
+/// Connect, send (after `proxy_header`, the group's own PROXY protocol header, if any, before
+/// TLS), read up to the end of the response head: its status.
+async fn exchange(
+    addrs: &[SocketAddr],
+    tls: &TlsTo,
+    proxy_header: &[u8],
+    request: &[u8],
+) -> Result<u16, ProbeFail> {
+    let mut tcp = shared::net::connect_any(addrs, None)
         .await
         .map_err(ProbeFail::Connect)?;
+    if !proxy_header.is_empty() {
+        use monoio::io::AsyncWriteRentExt;
+        tcp.write_all(proxy_header.to_vec())
+            .await
+            .0
+            .map_err(ProbeFail::Io)?;
+    }
     let mut stream = match tls {
         None => Stream::Plain(tcp),
         Some((cfg, name)) => shared::stream::connect(tcp, cfg.clone(), name.clone())

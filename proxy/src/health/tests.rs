@@ -26,6 +26,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
         keepalive_check: Duration::from_secs(1),
         health: checked.then(HealthCheck::default),
         tls: None,
+        proxy_protocol: None,
     }
 }
 

@@ -197,16 +197,19 @@ impl Guards {
 /// Whether `cfg` counts clients (a rate or a connection limit): the listeners then steer
 /// each client address to one worker (`shared::steer`), so the counts are exact.
 ///
-/// Steering by the TCP peer is only right when the peer is the client: a listener whose
-/// client address comes from a PROXY header or `real_ip_from` (a balancer in front) must
-/// make this false, and the limits are then divided between the workers.
+/// Steering by the TCP peer is only right when the peer is the client: where a client
+/// address comes from a PROXY header or `real_ip_from` (a balancer in front: its few
+/// addresses would all land on one worker), this is false and the limits are divided
+/// between the workers.
 pub fn wants_steering(cfg: &Config) -> bool {
+    let behind_a_balancer =
+        cfg.listeners.iter().any(|l| l.proxy_protocol) || !cfg.headers.real_ip_from.is_empty();
     let l = &cfg.client_limits;
     let routes = cfg.routes.iter();
     let route_limit = routes
         .filter_map(|r| r.access.as_ref())
         .any(|a| a.limit.is_some());
-    l.rate.is_some() || l.connections.is_some() || route_limit
+    !behind_a_balancer && (l.rate.is_some() || l.connections.is_some() || route_limit)
 }
 
 /// How many workers one client's connections can reach.

@@ -190,10 +190,26 @@ pub struct IpText {
     buf: [u8; 48],
     len: usize,
     ip: IpAddr,
+    /// The client's port where known (0: not known, as for an address a field named): for a
+    /// PROXY protocol header sent upstream. In the record's padding: no byte more per idle
+    /// connection.
+    port: u16,
     https: bool,
 }
 
 impl IpText {
+    /// A connection's address (or a PROXY protocol header's source).
+    pub fn of(addr: std::net::SocketAddr) -> Self {
+        let mut t = IpText::new(addr.ip());
+        t.port = addr.port();
+        t
+    }
+
+    /// The client's address and port (0 when not known).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::new(self.ip, self.port)
+    }
+
     pub fn new(ip: IpAddr) -> Self {
         let ip = match ip {
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
@@ -207,6 +223,7 @@ impl IpText {
             buf,
             len,
             ip,
+            port: 0,
             https: false,
         }
     }
@@ -232,6 +249,66 @@ impl IpText {
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
+    }
+}
+
+/// The client's address for the request being served: the connection's (its peer, or a PROXY
+/// protocol header's source) unless a peer in `real_ip_from` named another (`real_ip`), for
+/// this request alone. Everything that shows or judges the client reads it here (the forwarded
+/// fields, `{remote_addr}`, the access log, `purge_from`); `X-Forwarded-For` appends the peer,
+/// the hop the request came from.
+pub struct ClientAddr {
+    peer: IpText,
+    real: Option<IpText>,
+}
+
+impl ClientAddr {
+    pub fn new(peer: IpText) -> Self {
+        ClientAddr { peer, real: None }
+    }
+
+    /// The connection's address, for its next request.
+    pub fn into_peer(self) -> IpText {
+        self.peer
+    }
+
+    /// The client's address for this request.
+    pub fn client(&self) -> &IpText {
+        self.real.as_ref().unwrap_or(&self.peer)
+    }
+
+    /// The connection's address (the hop the request came from).
+    pub fn peer(&self) -> &IpText {
+        &self.peer
+    }
+
+    /// The client's address (an IPv4-mapped IPv6 address as IPv4).
+    pub fn ip(&self) -> IpAddr {
+        self.client().ip()
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        self.client().as_bytes()
+    }
+
+    pub fn scheme(&self) -> &'static [u8] {
+        self.peer.scheme()
+    }
+
+    /// A new request: the peer is the client until its head says otherwise.
+    pub fn forget_real(&mut self) {
+        self.real = None;
+    }
+
+    /// Decide this request's client from its fields (`real_ip::derive`).
+    fn derive(&mut self, opts: &HeaderOptions, fields: &[httparse::Header<'_>]) {
+        let peer = self.peer.ip();
+        let name = &opts.real_ip_header;
+        self.real = real_ip::derive(peer, &opts.real_ip_from, name, fields).map(|ip| {
+            let mut t = IpText::new(ip);
+            t.set_https(self.peer.https);
+            t
+        });
     }
 }
 
@@ -313,7 +390,7 @@ pub fn prepare_request(
     w: AnswerCtx<'_>,
     g: &Generation,
     buf: &[u8],
-    ip: &IpText,
+    ip: &mut ClientAddr,
     out: &mut BytesMut,
     fields: &mut HeadFields,
 ) -> Result<Option<RequestInfo>, ProxyError> {
@@ -324,6 +401,10 @@ pub fn prepare_request(
             Ok(Status::Partial) => return Ok(None),
             Err(e) => return Err(ProxyError::Request(e)),
         };
+        if !g.cfg.headers.real_ip_from.is_empty() {
+            ip.derive(&g.cfg.headers, head.headers);
+        }
+        let ip = &*ip;
         let method = head.request_method();
         if method == RequestMethod::Connect {
             return Err(ProxyError::MethodNotSupported);
@@ -425,7 +506,7 @@ pub fn prepare_request(
 /// The hash of what `key` names in `head` (`balance = "hash"`; see `config::hash_key`): the
 /// target as received (origin-form: path and query), the client address, or a field's first
 /// value (a missing field hashes the empty string, as nginx's empty variable does).
-fn balance_key(key: &HashKey, head: &RequestHead<'_, '_>, ip: &IpText) -> u64 {
+fn balance_key(key: &HashKey, head: &RequestHead<'_, '_>, ip: &ClientAddr) -> u64 {
     let bytes: &[u8] = match key {
         HashKey::Uri => origin_bytes(head.target.as_bytes()).unwrap_or_default(),
         HashKey::RemoteAddr => ip.as_bytes(),
@@ -479,7 +560,7 @@ pub(crate) fn write_upstream_head(
     target: &str,
     websocket: bool,
     (opts, route): (&HeaderOptions, Option<&RouteOpts>),
-    ip: &IpText,
+    ip: &ClientAddr,
     out: &mut BytesMut,
 ) -> bool {
     out.clear();
@@ -522,7 +603,7 @@ pub(crate) fn write_upstream_head(
         write_header(out, n.as_bytes(), h.value);
     }
     if opts.x_forwarded_for && !edited("x-forwarded-for") {
-        write_forwarded_for(out, xff_seen.then_some(head.headers), ip);
+        write_forwarded_for(out, xff_seen.then_some(head.headers), ip.peer());
     }
     if opts.x_real_ip && !edited("x-real-ip") {
         write_header(out, b"X-Real-IP", ip.as_bytes());
@@ -611,6 +692,7 @@ pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool 
         .any(|w| w[0] == b'\n' && (w[1] == b'\n' || w[1] == b'\r'))
 }
 
+mod real_ip;
 mod refuse;
 #[cfg(test)]
 mod tests;

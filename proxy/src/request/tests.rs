@@ -21,7 +21,7 @@ fn upstream(wire: &str, opts: &HeaderOptions) -> String {
     let target = origin_form(head.target);
     let websocket = head.is_websocket_upgrade();
     let mut out = BytesMut::from(&b"left over"[..]);
-    let ip = IpText::new(IP.parse().unwrap());
+    let ip = ClientAddr::new(IpText::new(IP.parse().unwrap()));
     let host = write_upstream_head(&head, &target, websocket, (opts, None), &ip, &mut out);
     let text = String::from_utf8(out.to_vec()).unwrap();
     if host {
@@ -38,6 +38,7 @@ fn upstream_heads() {
         x_forwarded_for: false,
         x_real_ip: false,
         x_forwarded_proto: false,
+        ..HeaderOptions::default()
     };
     let fwd = "X-Forwarded-For: 10.0.0.9\r\nX-Real-IP: 10.0.0.9\r\nX-Forwarded-Proto: http\r\n";
     let table: Vec<(&str, String, HeaderOptions, String)> = vec![
@@ -261,9 +262,10 @@ fn upstream_on(wire: &str, route: &RouteOpts) -> String {
         x_forwarded_for: false,
         x_real_ip: false,
         x_forwarded_proto: false,
+        ..HeaderOptions::default()
     };
     let mut out = BytesMut::new();
-    let ip = IpText::new(IP.parse().unwrap());
+    let ip = ClientAddr::new(IpText::new(IP.parse().unwrap()));
     write_upstream_head(&head, &target, false, (&off, Some(route)), &ip, &mut out);
     String::from_utf8(out.to_vec()).unwrap()
 }
@@ -339,5 +341,64 @@ fn request_headers_set_replaces_every_copy_and_remove_drops_every_copy() {
     assert_eq!(
         upstream_on(wire, &route),
         "GET / HTTP/1.1\r\nB: 2\r\nHost: app.internal\r\n"
+    );
+}
+
+/// A trusted peer's X-Forwarded-For names the client: X-Real-IP says it; X-Forwarded-For keeps
+/// the client's list and appends the peer, the hop the request came from (nginx's
+/// `$proxy_add_x_forwarded_for` would append the derived address, repeating it).
+#[test]
+fn real_ip_from_a_trusted_peer() {
+    let opts = HeaderOptions {
+        real_ip_from: vec![crate::cidr::Cidr::parse("10.0.0.0/8").unwrap()],
+        ..HeaderOptions::default()
+    };
+    for (wire, real, xff) in [
+        (
+            "X-Forwarded-For: 198.51.100.1\r\n",
+            "198.51.100.1",
+            "198.51.100.1, 10.0.0.9",
+        ),
+        (
+            "X-Forwarded-For: 1.1.1.1, 198.51.100.1, 10.0.0.3\r\n",
+            "198.51.100.1",
+            "1.1.1.1, 198.51.100.1, 10.0.0.3, 10.0.0.9",
+        ),
+        ("", "10.0.0.9", "10.0.0.9"),
+    ] {
+        let wire = format!("GET / HTTP/1.1\r\nHost: a\r\n{wire}\r\n");
+        let mut storage = [httparse::EMPTY_HEADER; 32];
+        let Ok(Status::Complete(head)) =
+            parse_request(wire.as_bytes(), &mut storage, &Limits::default())
+        else {
+            panic!("{wire:?}")
+        };
+        let mut ip = ClientAddr::new(IpText::new(IP.parse().unwrap()));
+        ip.derive(&opts, head.headers);
+        assert_eq!(ip.as_bytes(), real.as_bytes());
+        assert_eq!(ip.peer().as_bytes(), IP.as_bytes());
+        let mut out = BytesMut::new();
+        write_upstream_head(&head, "/", false, (&opts, None), &ip, &mut out);
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        let want = format!("X-Forwarded-For: {xff}\r\nX-Real-IP: {real}\r\n");
+        assert!(text.contains(&want), "{text}");
+        ip.forget_real();
+        assert_eq!(ip.as_bytes(), IP.as_bytes());
+    }
+}
+
+/// The address record every idle connection holds (`client::Parked`): the port sits in its
+/// padding.
+#[test]
+fn the_address_record_stays_small() {
+    assert!(
+        std::mem::size_of::<IpText>() <= 80,
+        "{}",
+        std::mem::size_of::<IpText>()
+    );
+    let t = IpText::of("[::ffff:10.0.0.1]:4711".parse().unwrap());
+    assert_eq!(
+        (t.as_bytes(), t.addr()),
+        (&b"10.0.0.1"[..], "10.0.0.1:4711".parse().unwrap())
     );
 }

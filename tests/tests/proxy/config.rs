@@ -296,6 +296,30 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             &["route[0].request_headers", "Content-Length"],
         ),
         ("missing.toml", String::new(), "", &["listen"]),
+        (
+            "proxy_protocol.toml",
+            GOOD.replace("\n\n", "\nproxy_protocol = \"yes\"\n"),
+            ":3:",
+            &["listen[0].proxy_protocol", "boolean"],
+        ),
+        (
+            "send_proxy.toml",
+            format!("{GOOD}proxy_protocol = \"v3\"\n"),
+            ":6:",
+            &["upstream.app.proxy_protocol", "v3", "v1"],
+        ),
+        (
+            "real_ip_from.toml",
+            format!("{GOOD}[headers]\nreal_ip_from = [\"10.0.0.0/33\"]\n"),
+            ":7:",
+            &["headers.real_ip_from", "10.0.0.0/33", "prefix length"],
+        ),
+        (
+            "real_ip_header.toml",
+            format!("{GOOD}[headers]\nreal_ip_header = \"X Real IP\"\n"),
+            ":7:",
+            &["headers.real_ip_header", "not a field name"],
+        ),
     ];
     for (name, text, line, words) in cases {
         let f = TempFile::new(name, text);
@@ -509,6 +533,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--takeover",
         "--no-multishot",
         "--no-splice",
+        "--proxy-protocol",
         "--completions",
         "--version",
     ] {
@@ -517,7 +542,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 46, "{help}");
+    assert_eq!(entries.len(), 47, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -3,6 +3,7 @@
 
 mod config;
 mod health_check;
+mod proxy_protocol;
 mod reload;
 mod tls;
 mod upstream;

@@ -289,6 +289,10 @@ async fn connection(
     let to = Dest {
         server: &cfg.groups[g].servers[s],
         tls,
+        // No client behind a revalidation: the proxy's own header, as health checks send.
+        proxy_header: cfg.groups[g]
+            .proxy_protocol
+            .map(|v| v.own_header().to_vec()),
     };
     counted_connect(w, gen, to, cfg.timeouts.connect, (g, s)).await
 }

@@ -392,7 +392,9 @@ pub(super) fn apply_304(
         })
     });
     // A 304 has no body: the upstream connection is clean unless more bytes followed it.
-    if resp.upstream_keep_alive && ub.len() == resp.head_len {
+    // A connection that began with a client's PROXY header is that client's alone.
+    let own = g.cfg.groups[group].proxy_protocol.is_none();
+    if resp.upstream_keep_alive && ub.len() == resp.head_len && own {
         g.pool(group, server)
             .borrow_mut()
             .put(up, std::time::Instant::now());
