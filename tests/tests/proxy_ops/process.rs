@@ -493,3 +493,74 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
     let mut c = Client::connect(p.addr);
     assert_eq!(c.get("/").status, 200);
 }
+
+/// HTTPS idle clients give their buffers back as plain ones do: after the handshake, and
+/// after a keep-alive request, an HTTPS client parks (a receive into the worker's ring waits
+/// for its next record) holding no request frame, no buffer set and none of the TLS
+/// adapter's own buffers (its 16 KiB ciphertext scratch, its write buffer: back to the
+/// thread's pool). What stays is rustls's session: its keys and its record reader's 4 KiB.
+/// Before: about 23.5 KB each (the frame, the buffer set and the adapter's buffers held);
+/// the bound fails if any of them is held again. While the crowd is held, a new client is
+/// answered, and every idle one still is.
+#[test]
+fn idle_https_clients_hold_no_buffers_nor_request_state() {
+    if tests::fast_uring().is_none() {
+        return;
+    }
+    const N: usize = 500;
+    let limit = shared::net::raise_nofile_limit();
+    assert!(limit > 2 * N as u64 + 200, "open-files limit {limit}");
+    let o = tests::origin();
+    let ca = tests::tls::Ca::new();
+    let dir = tests::temp_dir("idle-https");
+    let (cert, key) = ca.leaf_files(&dir, "leaf", &["localhost"]);
+    let cfg = tests::tls::client_config(&ca.der(), false);
+    for keep_alive in [false, true] {
+        let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+        let flags = [
+            "--header-timeout",
+            "60s",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ];
+        let p = spawn_with(o.addr(), &flags, None);
+        let what = if keep_alive { "keep-alive" } else { "new" };
+        let client = || {
+            let mut c = tests::tls::TlsClient::connect(p.addr, &cfg, "localhost").expect(what);
+            if keep_alive {
+                assert_eq!(c.get("/?size=64").status, 200);
+            }
+            c
+        };
+        drop((0..50).map(|_| client()).collect::<Vec<_>>());
+        let mut probe = client();
+        assert_eq!(probe.get("/?size=64").status, 200);
+        let fds = open_fds(p.id());
+        let (_, before) = memory_kib(p.id());
+        let mut clients: Vec<_> = (0..N).map(|_| client()).collect();
+        assert!(
+            tests::eventually(WAIT, || open_fds(p.id()) >= fds + N),
+            "{what}: the proxy holds {} of {N} clients",
+            open_fds(p.id()) - fds
+        );
+        assert_eq!(probe.get("/?size=64").status, 200, "{what}");
+        let (_, after) = memory_kib(p.id());
+        let per_client = after.saturating_sub(before) * 1024 / N as u64;
+        eprintln!(
+            "{N} idle HTTPS {what} clients: {before} -> {after} KiB, {per_client} bytes each"
+        );
+        assert!(
+            per_client < IDLE_HTTPS_BOUND,
+            "{what}: {per_client} bytes per idle HTTPS client ({before} -> {after} KiB)"
+        );
+        assert_eq!(client().get("/?size=64").status, 200, "{what}");
+        for c in clients.iter_mut().step_by(47) {
+            assert_eq!(c.get("/?size=64").status, 200, "{what}");
+        }
+    }
+}
+
+/// Half the 23.5 KB an idle HTTPS client cost before it parked.
+const IDLE_HTTPS_BOUND: u64 = 11_750;
