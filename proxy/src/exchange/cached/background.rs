@@ -6,15 +6,19 @@
 //! replaces it (read whole from the upstream, sent nowhere), and a failure leaves it as it
 //! was: the next request within the window starts another.
 
+use super::super::client_watch::Watch;
+use super::super::outcome::Answered;
 use super::super::{relay_response, upstream_answer, Serving};
-use super::fetch::{apply_304, consume_head, fill_head, finish_fill, to_get, Fetch, Response};
-use crate::cache::validate;
+use super::fetch::{
+    apply_304, consume_head, fill_head, filling_request, finish_fill, Fetch, Response,
+};
+use crate::cache::{validate, Handle, Store};
 use crate::config::GroupId;
 use crate::conn::{ClientConn, Next};
 use crate::relay::FillSink;
 use crate::request::RequestInfo;
 use bytes::Buf;
-use shared::http::RequestMethod;
+use std::cell::RefCell;
 
 /// [`revalidate`] in an allocation of its own, as a fetch is (`fetch::fetch_apart`).
 pub(super) fn revalidate_apart<'a>(
@@ -48,15 +52,7 @@ async fn revalidate(
         return then;
     }
     let (w, g) = (c.w.clone(), c.g.clone());
-    let fetch_req = if req.method == RequestMethod::Head {
-        to_get(&mut c.to_upstream);
-        RequestInfo {
-            method: RequestMethod::Other,
-            ..*req
-        }
-    } else {
-        *req
-    };
+    let fetch_req = filling_request(&mut c.to_upstream, req, true);
     if let Some((_, stored)) = &f.validates {
         validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
@@ -68,6 +64,7 @@ async fn revalidate(
     let how = Serving {
         interim: false,
         keep_head: true,
+        watch: Watch::Off,
     };
     let answered = upstream_answer(c, &w, &g, &fetch_req, group, how).await;
     c.rec = rec;
@@ -77,19 +74,38 @@ async fn revalidate(
         store.borrow_mut().abandon(fill);
         return then;
     };
+    store_unsent(c, req, group, a, &f, (store, fill)).await;
+    c.rec = rec;
+    then
+}
+
+/// Store the answer `a` to `req` (whose head is still at the front of `from_client`, and is
+/// consumed here) in entry `fill` of `store` without sending any of it to the client: a
+/// revalidation after an answer from the store, or a fill other requests wait on after its
+/// own client left. A 304 to a validation refreshes the stored entry; another storable answer
+/// replaces it (read whole from the upstream); the rest leave it as it was.
+pub(super) async fn store_unsent(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: GroupId,
+    a: Answered<'_>,
+    f: &Fetch<'_>,
+    (store, fill): (&RefCell<Store>, Handle),
+) {
+    let (w, g) = (c.w.clone(), c.g.clone());
     if f.validates.is_some() && a.head.resp.status == 304 {
         store.borrow_mut().abandon(fill);
         // A 304 whose ETag selects nothing leaves the entry as it was.
-        let _ = apply_304(c, group, a, &f, req.head_len);
+        let _ = apply_304(c, group, a, f, req.head_len);
         consume_head(c, req, true);
-        return then;
+        return;
     }
     let resp = Response {
         info: &a.head.resp,
         ub: &a.head.ub,
     };
     let kept = c.fields.with(&c.from_client[..req.head_len], |_, request| {
-        fill_head(request, &resp, &c.response_fields, &w, &g, &f)
+        fill_head(request, &resp, &c.response_fields, &w, &g, f)
     });
     consume_head(c, req, true);
     // A full answer that is not stored supersedes the stale entry all the same (RFC 9111
@@ -106,7 +122,5 @@ async fn revalidate(
         silent: true,
     };
     let (_, filled) = relay_response(c, a, group, Some(sink)).await;
-    c.rec = rec;
     finish_fill(store, fill, filled, &w, &g);
-    then
 }
