@@ -324,6 +324,8 @@ async fn requests(
                 return Served::Close;
             }
         };
+        #[cfg(feature = "fault-injection")]
+        crate::fault_injection::before_dispatch(&c.from_client[..info.head_len]);
         c.rec.route = Some(info.route);
         // Saturating: the declared length is the client's number (the codec bounds it to
         // 2^63-1, but this sum must not trust that to stay in range).

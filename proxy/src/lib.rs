@@ -50,6 +50,8 @@ mod direct;
 mod error;
 mod exchange;
 mod exposition;
+#[cfg(feature = "fault-injection")]
+pub mod fault_injection;
 mod forward;
 mod generation;
 pub mod health;

@@ -15,6 +15,7 @@ mod health_reload;
 mod k8s;
 mod metrics;
 mod notify;
+mod panics;
 mod pinning;
 mod process;
 mod reload;
