@@ -22,3 +22,11 @@ mod reload;
 mod reload_metrics;
 mod systemd_unit;
 mod takeover;
+
+/// Tests that crowd the machine (a thousand clients, hundreds of handshakes) or measure the
+/// proxy's memory take turns: run side by side, one's load delays another's origin past its
+/// sub-second timeouts, or shows in another's resident memory. The guard, held for the test.
+fn one_crowd_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static CROWD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CROWD.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -183,6 +183,7 @@ fn open_fds(pid: u32) -> usize {
 /// client is answered, and every idle one still is.
 #[test]
 fn idle_clients_hold_no_buffers_nor_request_state() {
+    let _turn = crate::one_crowd_at_a_time();
     // Waits without a buffer need io_uring with the fast flags: required, as everywhere.
     if tests::fast_uring().is_none() {
         return;
@@ -504,6 +505,7 @@ fn no_descriptor_for_an_upstream_connection_is_503() {
 /// answered, and every idle one still is.
 #[test]
 fn idle_https_clients_hold_no_buffers_nor_request_state() {
+    let _turn = crate::one_crowd_at_a_time();
     if tests::fast_uring().is_none() {
         return;
     }
@@ -573,6 +575,7 @@ const IDLE_HTTPS_BOUND: u64 = 11_750;
 /// sets, 16 relay buffers per worker), and what they free goes back to the system.
 #[test]
 fn memory_returns_to_the_baseline_after_a_crowd_closes() {
+    let _turn = crate::one_crowd_at_a_time();
     const N: usize = 1000;
     let limit = shared::net::raise_nofile_limit();
     assert!(limit > 2 * N as u64 + 200, "open-files limit {limit}");
