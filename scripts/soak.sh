@@ -3,9 +3,11 @@
 # per request, pipelined, 64 KiB uploads, TLS, WebSocket) with the origin killed and
 # restarted every few seconds and a reload (SIGHUP) every minute; the proxy's descriptors,
 # resident memory and CPU per request sampled each minute. PASS when the last sample's
-# descriptors and RSS are within 5% of the first's (descriptors: or within 2, as a sample
-# catches a few connections opening or closing), every request is accounted for (sent =
-# answered + counted failures, per kind) and the proxy is still running.
+# anonymous resident memory (RssAnon: VmRSS without the binary's own pages, which are faulted
+# in as code paths first run) is within 5% of the first's, the descriptors at rest after the
+# load equal those before it (under load a sample is a snapshot of the connections open),
+# every request is accounted for (sent = answered + counted failures, per kind) and the proxy
+# is still running.
 #
 #   scripts/soak.sh                                  # 10 min, release build
 #   DURATION=120 RATE=10 PROFILE=debug scripts/soak.sh   # a short run

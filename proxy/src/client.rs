@@ -240,8 +240,9 @@ fn serve_stream(
         multishot: false,
         nonblocking: false,
     };
-    // The first bytes are waited for holding no buffer (plain connections on io_uring with
-    // multishot receives; the others wait in their frame, reading).
+    // The first bytes are waited for holding no buffer (on io_uring with multishot receives,
+    // a TLS connection once its session holds nothing to read; the others wait in their
+    // frame, reading).
     p.stream.ready_recv();
     serve_parked(w, p, guard)
 }
@@ -258,6 +259,8 @@ fn serve_parked(
         let _guard = &guard;
         loop {
             if p.stream.waits_bufferless() {
+                // An HTTPS client's own buffers go back to the pool too (`Stream::park`).
+                p.stream.park();
                 match wait_idle(&w, &mut p).await {
                     Waited::Arrived | Waited::Unable => {}
                     // Dropping the stream closes it.
@@ -398,6 +401,8 @@ async fn requests(
                 return Served::Close;
             }
         };
+        #[cfg(feature = "fault-injection")]
+        crate::fault_injection::before_dispatch(&c.from_client[..info.head_len]);
         c.rec.route = Some(info.route);
         // Saturating: the declared length is the client's number (the codec bounds it to
         // 2^63-1, but this sum must not trust that to stay in range).

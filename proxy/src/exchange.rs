@@ -54,6 +54,7 @@ use crate::relay::{self, RelayFail};
 use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
+use client_watch::Watch;
 use outcome::{may_retry, no_head, Answered, Attempt, Blame};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use rustls::pki_types::ServerName;
@@ -165,9 +166,9 @@ struct Plan<'r> {
     /// Interim responses (103 Early Hints) go to the client: an HTTP/1.1 client that is
     /// answered with this exchange's response (not a revalidation after a stored answer).
     interim: bool,
-    /// The client waits for this exchange's response: its going away abandons the exchange
-    /// (499). A revalidation after an answer from the store goes on without it.
-    watch: bool,
+    /// What the client's going away does: abandon the exchange (499), unless others want its
+    /// answer (a cache fill); nothing for a revalidation after an answer from the store.
+    watch: Watch<'r>,
     /// The route's upstream timeouts (its own over `[timeouts]`).
     t: &'r Timeouts,
     /// The route's `retry`, or the built-in rule.
@@ -209,20 +210,24 @@ pub async fn run(c: &mut ClientConn, req: RequestInfo, group: GroupId) -> Next {
 }
 
 /// What an exchange's answer is to the client.
-#[derive(Debug, Clone, Copy)]
-struct Serving {
+#[derive(Clone, Copy)]
+struct Serving<'a> {
     /// The client is answered with it: it gets interim responses if it speaks HTTP/1.1 (a
     /// revalidation after an answer from the store is not).
     interim: bool,
     /// The request head stays at the front of `from_client` (a cache fetch reads its fields
     /// after the answer, then consumes it): only for a request without a body.
     keep_head: bool,
+    /// What the client's going away while the head is awaited does.
+    watch: Watch<'a>,
 }
 
-/// A plain exchange: the client gets the answer, the head is consumed at once.
-const PLAIN: Serving = Serving {
+/// A plain exchange: the client gets the answer, the head is consumed at once, and its
+/// going away abandons the request.
+const PLAIN: Serving<'static> = Serving {
     interim: true,
     keep_head: false,
+    watch: Watch::Abandon,
 };
 
 /// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
@@ -233,7 +238,7 @@ async fn upstream_answer<'g>(
     g: &'g Generation,
     req: &'g RequestInfo,
     group: GroupId,
-    how: Serving,
+    how: Serving<'g>,
 ) -> Result<Answered<'g>, Option<ProxyError>> {
     let interim = how.interim;
     // A kept head is followed by no body: `inline` below is then 0 wherever the head is.
@@ -256,7 +261,7 @@ async fn upstream_answer<'g>(
         head_len: c.to_upstream.len(),
         inline,
         interim: interim && req.version == shared::http::Version::Http11,
-        watch: interim,
+        watch: how.watch,
         t: route.timeouts(&g.cfg.timeouts),
         retry: route.retry(g.cfg.retry.as_ref()),
         edits: route.response_edits(),

@@ -52,6 +52,8 @@ pub mod dns;
 mod error;
 mod exchange;
 mod exposition;
+#[cfg(feature = "fault-injection")]
+pub mod fault_injection;
 mod forward;
 mod generation;
 pub mod health;

@@ -163,6 +163,7 @@ async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
 /// caches only an older generation still holds are dropped with it.
 async fn sweep_pools(w: Rc<ProxyWorker>) {
     let mut stop = w.life.shutdown.wait();
+    let mut trimmed = Instant::now();
     loop {
         let shortest = w
             .generation()
@@ -185,6 +186,29 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
             }
         }
         g.statics.sweep(now);
+        if now.saturating_duration_since(trimmed) >= TRIM_EVERY {
+            trimmed = now;
+            if w.buffers.trim() {
+                release_freed_memory();
+            }
+        }
+    }
+}
+
+/// How often the worker's buffer pools give back what they held unused (`BufferPools::trim`).
+const TRIM_EVERY: Duration = Duration::from_secs(1);
+
+/// Hand the pages of freed memory back to the system (glibc's `malloc_trim`), after a trim
+/// freed pool entries: freeing alone leaves them resident, as holes among live allocations
+/// that only the top of the heap could give back. Off the request path and only after a
+/// crowd went away (nothing is freed while the pools are in use): it walks the free lists of
+/// every arena and advises the kernel to drop their whole free pages, taking each arena's
+/// lock briefly (another worker's allocation may wait that long, once).
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim(3) has no preconditions; it only releases free heap pages.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -13,9 +13,82 @@
 //! readability and a look at the socket, so an answer that comes within a few milliseconds
 //! costs nothing but the timer.
 
+use crate::cache::{Handle, Store};
 use shared::stream::Stream;
+use std::cell::{Cell, RefCell};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
+
+/// What a client's going away does to the request it waits on.
+#[derive(Clone, Copy)]
+pub(super) enum Watch<'a> {
+    /// Nothing: nobody waits for this exchange's answer (a revalidation after an answer
+    /// from the store).
+    Off,
+    /// The request is abandoned (499).
+    Abandon,
+    /// As `Abandon`, unless other requests wait on the cache fill this request fetches
+    /// (collapsed forwarding): then the fetch goes on for them, and `Wanted::left` says the
+    /// client is gone.
+    UnlessWanted(&'a Wanted<'a>),
+}
+
+/// A cache fill that other requests may wait on.
+pub(in crate::exchange) struct Wanted<'a> {
+    store: &'a RefCell<Store>,
+    fill: Handle,
+    left: Cell<bool>,
+}
+
+impl<'a> Wanted<'a> {
+    pub(in crate::exchange) fn new(store: &'a RefCell<Store>, fill: Handle) -> Self {
+        Wanted {
+            store,
+            fill,
+            left: Cell::new(false),
+        }
+    }
+
+    /// The client left while the answer was awaited; the fetch went on for the others.
+    pub(in crate::exchange) fn left(&self) -> bool {
+        self.left.get()
+    }
+}
+
+impl Watch<'_> {
+    /// Whether the client is to be watched now.
+    pub(super) fn on(self) -> bool {
+        match self {
+            Watch::Off => false,
+            Watch::Abandon => true,
+            Watch::UnlessWanted(w) => !w.left(),
+        }
+    }
+
+    /// The client is known gone (its answer goes nowhere).
+    pub(super) fn left(self) -> bool {
+        matches!(self, Watch::UnlessWanted(w) if w.left())
+    }
+}
+
+/// Resolves once the request is to be abandoned: its client is gone and nobody else wants
+/// its answer (`Watch`). Never for `Watch::Off`.
+pub(super) async fn abandoned(client: &Stream, watch: Watch<'_>) {
+    match watch {
+        Watch::Off => std::future::pending().await,
+        Watch::Abandon => client_gone(client).await,
+        Watch::UnlessWanted(w) => {
+            if !w.left() {
+                client_gone(client).await;
+                if !w.store.borrow().waited_on(w.fill) {
+                    return;
+                }
+                w.left.set(true);
+            }
+            std::future::pending().await
+        }
+    }
+}
 
 /// How long a request waits before a client without an armed receive is watched.
 pub(super) const WATCH_AFTER: Duration = Duration::from_millis(20);

@@ -4,6 +4,7 @@
 //! there (or, when the client's connection is busy with the request body, right before it);
 //! a response without them costs one look at its first bytes.
 
+use super::client_watch::{abandoned, Watch};
 use crate::error::ProxyError;
 use crate::forward::{
     prepare_response, starts_interim, write_interims, ResponseFields, ResponseInfo,
@@ -60,8 +61,9 @@ pub(super) struct HeadRead<'a> {
     /// Interim heads are forwarded (an HTTP/1.1 client that is answered): as they come with
     /// `client`, without it with the final head.
     pub(super) interim: bool,
-    /// The client going away (`client_watch`) ends the wait: `HeadFail::Client` (499).
-    pub(super) watch: bool,
+    /// Whether the client going away (`client_watch`) ends the wait: `HeadFail::Client`
+    /// (499).
+    pub(super) watch: Watch<'a>,
     /// The send timeout, for interim heads.
     pub(super) send_timeout: Duration,
     /// The route's `response_headers`, applied to the final head.
@@ -93,12 +95,12 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
                 None => read_some_max(upr, ub, RELAY_BUF / 4, at_most).await,
             }
         };
-        let read = match (&to.client, to.watch) {
-            (Some(client), true) => monoio::select! {
+        let read = match &to.client {
+            Some(client) if to.watch.on() => monoio::select! {
                 // An answer that came wins over the client's end (it is sent, or found gone).
                 biased;
                 r = read => r,
-                _ = super::client_watch::client_gone(client) => return Err(HeadFail::Client),
+                _ = abandoned(client, to.watch) => return Err(HeadFail::Client),
             },
             _ => read.await,
         };
@@ -117,7 +119,8 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         if !worth_parsing(&ub, parsed, to.limits) {
             continue;
         }
-        if let (true, Some(client)) = (to.interim, &mut to.client) {
+        // A client gone while others want the answer gets no interim head.
+        if let (true, false, Some(client)) = (to.interim, to.watch.left(), &mut to.client) {
             if starts_interim(&ub[interim_sent..]) {
                 let rest = &ub[interim_sent..];
                 let (limits, send) = (to.limits, to.send_timeout);

@@ -117,7 +117,7 @@ async fn stream_body(
             // The client's stream carries the body: interim heads go with the final one.
             client: None,
             interim,
-            watch: false,
+            watch: super::client_watch::Watch::Off,
             send_timeout: g.cfg.timeouts.send,
             edits: g.cfg.routes[req.route].response_edits(),
         };

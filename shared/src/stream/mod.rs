@@ -9,6 +9,7 @@
 //! plain `Stream` stays two words. The TLS adapter is in [`tls`].
 
 mod tls;
+pub mod tls_buffers;
 
 pub use tls::{accept, connect, AcceptFail, TlsStream};
 
@@ -73,13 +74,24 @@ impl Stream {
         }
     }
 
-    /// Let a plain stream wait for its next bytes holding no buffer, with a single receive
-    /// per wait, where this worker does (`runtime::ready_recv`): a connection's first
-    /// request. `false` for TLS (its next bytes may already wait in rustls).
+    /// Let a stream wait for its next bytes holding no buffer, with a single receive per wait,
+    /// where this worker does (`runtime::ready_recv`): a connection's first request. A TLS
+    /// stream only while its session holds nothing to read (what the handshake's last read
+    /// brought may already be a request).
     pub fn ready_recv(&mut self) -> bool {
         match self {
             Stream::Plain(s) => crate::runtime::ready_recv(s),
+            Stream::Tls(t) if t.drained() => crate::runtime::ready_recv(t.tcp_mut()),
             Stream::Tls(_) => false,
+        }
+    }
+
+    /// The stream waits idle (a client before or between requests) holding no buffer: a TLS
+    /// stream gives its own buffers back to the thread's pool (`tls_buffers`) until its next
+    /// read or write. Nothing to do for a plain one.
+    pub fn park(&mut self) {
+        if let Stream::Tls(t) = self {
+            t.park();
         }
     }
 
@@ -94,25 +106,39 @@ impl Stream {
         }
     }
 
-    /// Wait, holding no buffer, until a read would complete at once: a plain stream read
-    /// through a multishot receive (`TcpStream::multishot_ready`). `false` at once for any
-    /// other (a TLS stream's next bytes may already wait in rustls): wait by reading then.
+    /// Wait, holding no buffer, until a read would complete at once: a stream read through a
+    /// multishot receive (`TcpStream::multishot_ready`); a TLS one at once when its session
+    /// already holds something to read (then its records wait in the receive). `false` at
+    /// once for any other stream: wait by reading then.
     pub async fn multishot_ready(&mut self) -> bool {
         match self {
             Stream::Plain(s) => s.multishot_ready().await,
-            Stream::Tls(_) => false,
+            Stream::Tls(t) if !t.tcp().multishot_enabled() => false,
+            Stream::Tls(t) if !t.drained() => true,
+            Stream::Tls(t) => t.tcp_mut().multishot_ready().await,
         }
     }
 
-    /// Whether bytes (or the end) already arrived and wait unread: a plain stream read through
-    /// a multishot receive, whose queue is in memory (no system call). `false` when unknown.
+    /// Whether bytes (or the end) already arrived and wait unread: a stream read through a
+    /// multishot receive, whose queue is in memory (no system call), or a TLS session's
+    /// plaintext. `false` when unknown.
     pub fn arrived(&self) -> bool {
-        matches!(self, Stream::Plain(s) if s.multishot_queued())
+        match self {
+            Stream::Plain(s) => s.multishot_queued(),
+            Stream::Tls(t) => {
+                let tcp = t.tcp();
+                tcp.multishot_enabled() && (tcp.multishot_queued() || !t.drained())
+            }
+        }
     }
 
-    /// Whether `multishot_ready` can wait on this stream.
+    /// Whether `multishot_ready` can wait on this stream: one read through a multishot (or
+    /// single) receive; a TLS one whose session holds nothing to read.
     pub fn waits_bufferless(&self) -> bool {
-        matches!(self, Stream::Plain(s) if s.multishot_enabled())
+        match self {
+            Stream::Plain(s) => s.multishot_enabled(),
+            Stream::Tls(t) => t.tcp().multishot_enabled() && t.drained(),
+        }
     }
 
     /// Whether an idle connection (no request in flight on it) is still open and silent.

@@ -22,9 +22,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
-/// Ciphertext read per socket read: one TLS record's worth, so the plaintext one read adds
-/// never exceeds what the session buffers (its received-plaintext limit is 16 KiB).
-const SCRATCH: usize = 16 * 1024;
+use super::tls_buffers::{give_scratch, give_write, take_scratch, take_write};
 
 /// The first byte of a TLS record carrying a handshake message (a ClientHello).
 const HANDSHAKE_RECORD: u8 = 0x16;
@@ -32,9 +30,11 @@ const HANDSHAKE_RECORD: u8 = 0x16;
 pub struct TlsStream {
     io: TcpStream,
     conn: Connection,
-    /// Ciphertext scratch for reads; `None` once a read was dropped in flight.
+    /// Ciphertext scratch for reads; `None` once a read was dropped in flight; without
+    /// capacity while parked (`park`: taken from the thread's pool at the next read).
     scratch: Option<Vec<u8>>,
-    /// Ciphertext to send; `None` once a write was dropped in flight.
+    /// Ciphertext to send; `None` once a write was dropped in flight; without capacity
+    /// while parked.
     wbuf: Option<Vec<u8>>,
 }
 
@@ -100,7 +100,7 @@ impl TlsStream {
         TlsStream {
             io,
             conn,
-            scratch: Some(Vec::with_capacity(SCRATCH)),
+            scratch: Some(take_scratch()),
             wbuf: Some(Vec::new()),
         }
     }
@@ -117,6 +117,24 @@ impl TlsStream {
     /// The rustls session (negotiated version, cipher suite, SNI, whether it resumed).
     pub fn session(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The connection waits idle: its scratch and write buffer go back to the thread's pool
+    /// (`tls_buffers`), taken again by its next read or write. Holds on to nothing but the
+    /// session then.
+    pub(super) fn park(&mut self) {
+        if let Some(s) = self.scratch.as_mut().filter(|s| s.capacity() > 0) {
+            give_scratch(std::mem::take(s));
+        }
+        if let Some(w) = self.wbuf.as_mut().filter(|w| w.capacity() > 0) {
+            give_write(std::mem::take(w));
+        }
+    }
+
+    /// The session holds nothing to read (no plaintext, no close_notify) and waits for
+    /// records from the socket: an idle connection may wait on its socket alone.
+    pub(super) fn drained(&self) -> bool {
+        self.conn.wants_read()
     }
 
     /// Finish the handshake: send what the session wants sent, read what it wants read.
@@ -171,6 +189,9 @@ impl TlsStream {
     /// Read ciphertext once and process it: how many bytes came (0: end of stream).
     async fn fill(&mut self) -> io::Result<usize> {
         let mut scratch = self.scratch.take().ok_or_else(interrupted)?;
+        if scratch.capacity() == 0 {
+            scratch = take_scratch();
+        }
         scratch.clear();
         let (r, scratch) = self.io.read(scratch).await;
         let res = match r {
@@ -184,6 +205,9 @@ impl TlsStream {
     /// Send every record the session has queued.
     async fn flush_tls(&mut self) -> io::Result<()> {
         let mut out = self.wbuf.take().ok_or_else(interrupted)?;
+        if out.capacity() == 0 {
+            out = take_write();
+        }
         out.clear();
         while self.conn.wants_write() {
             if let Err(e) = self.conn.write_tls(&mut out) {
@@ -243,6 +267,9 @@ impl TlsStream {
         let Some(mut scratch) = self.scratch.take() else {
             return false;
         };
+        if scratch.capacity() == 0 {
+            scratch = take_scratch();
+        }
         let alive = loop {
             scratch.clear();
             // SAFETY: recv(2) into the scratch's spare capacity, on the descriptor this stream

@@ -211,3 +211,138 @@ fn first_request_with_bytes_pipelined_while_waiting_is_answered() {
 fn keep_alive_request_with_bytes_pipelined_while_waiting_is_answered() {
     pipelined_while_waiting(true);
 }
+
+/// A proxy whose `/` is cached (and `/probe` a `return`, answered by the proxy itself).
+fn cached_config(origin: SocketAddr, log: &Path) -> proxy::config::Config {
+    let text = format!(
+        r#"access_log = {{ path = "{}", format = "combined" }}
+
+[[listen]]
+addr = "127.0.0.1:0"
+
+[admin]
+addr = "127.0.0.1:0"
+
+[runtime]
+workers = 1
+pin = false
+
+[upstream.app]
+servers = ["{origin}"]
+
+[[route]]
+path = "/probe"
+return = {{ status = 200, body = "probe" }}
+
+[[route]]
+path = "/"
+upstream = "app"
+cache = {{ ttl = "60s" }}
+"#,
+        log.display()
+    );
+    proxy::config::from_toml("abort-cached.toml", &text).expect("config")
+}
+
+/// The log has a line for `line` (a request line) with status 499.
+fn logged_499(log: &Path, line: &str) -> bool {
+    std::fs::read_to_string(log)
+        .is_ok_and(|t| t.lines().any(|l| l.contains(line) && l.contains("\" 499 ")))
+}
+
+/// A cache miss whose client leaves while its fetch waits for the origin's head, with nobody
+/// else waiting on the fill: the fetch is abandoned as a plain request is (the origin's
+/// connection closed), counted and logged 499.
+#[test]
+fn cache_fetch_abandoned_when_its_only_client_leaves() {
+    for how in [Leave::HalfClose, Leave::Reset] {
+        let o = Origin::start(OriginConfig::default()).expect("origin");
+        let dir = Scratch::new("abort-cached");
+        let log = dir.path("access.log");
+        let p = proxy::start(cached_config(o.addr(), &log)).expect("proxy");
+        let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+        let mut c = Client::connect(addr);
+        c.send(b"GET /c?size=10&hang=1 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        assert!(
+            tests::eventually(WAIT, || o.requests() == 1),
+            "{how:?}: the fetch never reached the origin"
+        );
+        leave(c, how);
+        assert!(
+            tests::eventually(WAIT, || o.open_connections() == 0),
+            "{how:?}: the origin's connection stayed open"
+        );
+        let m = scrape(admin);
+        let gone = r#"proxy_request_faults_total{kind="client_gone"}"#;
+        assert_eq!(sample(&m, gone), 1.0, "{how:?}: {m:?}");
+        assert!(
+            tests::eventually(WAIT, || logged_499(&log, "GET /c?size=10&hang=1")),
+            "{how:?}: no 499 line: {:?}",
+            std::fs::read_to_string(&log)
+        );
+        // The abandoned fill left nothing behind: the key is fetched again.
+        let r = raw::exchange(
+            addr,
+            b"GET /c?size=10 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            WAIT,
+        );
+        let resp = r.responses().into_iter().next().expect("a response");
+        assert_eq!(resp.status, 200, "{how:?}");
+    }
+}
+
+/// A cache miss whose client leaves while its fetch waits for the origin's head, with another
+/// request collapsed on the same fill: the fetch goes on for that one (collapsed forwarding,
+/// one origin request), which gets the answer from the entry; the client that left is counted
+/// and logged 499. Before, the fetch was abandoned and the waiting request fetched again (two
+/// origin requests).
+#[test]
+fn cache_fetch_goes_on_for_collapsed_requests_when_its_client_leaves() {
+    let o = Origin::start(OriginConfig::default()).expect("origin");
+    let dir = Scratch::new("abort-collapsed");
+    let log = dir.path("access.log");
+    let p = proxy::start(cached_config(o.addr(), &log)).expect("proxy");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    const GET: &[u8] = b"GET /c?size=10&delay=2s HTTP/1.1\r\nHost: t\r\n\r\n";
+    let mut first = Client::connect(addr);
+    first.send(GET).unwrap();
+    assert!(
+        tests::eventually(WAIT, || o.requests() == 1),
+        "the fetch never reached the origin"
+    );
+    let mut waiting = Client::connect(addr);
+    waiting.send(GET).unwrap();
+    // The proxy (one worker) answers a probe sent after the collapsed request's head: by then
+    // it read that head and waits on the fill.
+    let probe = raw::exchange(
+        addr,
+        b"GET /probe HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        WAIT,
+    );
+    let resp = probe
+        .responses()
+        .into_iter()
+        .next()
+        .expect("a probe response");
+    assert_eq!(resp.status, 200);
+    leave(first, Leave::HalfClose);
+    let r = raw::response(&mut waiting, "collapsed");
+    assert_eq!((r.status, r.body.len()), (200, 10));
+    assert_eq!(r.header("x-cache"), Some("HIT"), "streamed from the fill");
+    assert_eq!(o.requests(), 1, "one origin request for both");
+    let m = scrape(admin);
+    let gone = r#"proxy_request_faults_total{kind="client_gone"}"#;
+    assert_eq!(sample(&m, gone), 1.0, "{m:?}");
+    assert!(
+        tests::eventually(WAIT, || logged_499(&log, "GET /c?size=10&delay=2s")),
+        "no 499 line: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    // The entry is stored: the next request is a hit, with no origin request.
+    let mut again = Client::connect(addr);
+    again.send(GET).unwrap();
+    let resp = raw::response(&mut again, "again");
+    assert_eq!((resp.status, resp.header("x-cache")), (200, Some("HIT")));
+    assert_eq!(o.requests(), 1);
+}

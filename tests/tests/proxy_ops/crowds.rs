@@ -119,6 +119,7 @@ fn drain(c: &mut Crawler) -> bool {
 }
 
 fn crowd(kind: Kind) {
+    let _turn = crate::one_crowd_at_a_time();
     let o = tests::origin();
     let p = spawn(o.addr());
     let pid = p.id();

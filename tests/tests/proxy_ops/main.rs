@@ -16,6 +16,7 @@ mod health_reload;
 mod k8s;
 mod metrics;
 mod notify;
+mod panics;
 mod pinning;
 mod process;
 mod reload;
@@ -24,3 +25,11 @@ mod stalled_stderr;
 mod systemd_unit;
 mod takeover;
 mod takeover_limits;
+
+/// Tests that crowd the machine (a thousand clients, hundreds of handshakes) or measure the
+/// proxy's memory take turns: run side by side, one's load delays another's origin past its
+/// sub-second timeouts, or shows in another's resident memory. The guard, held for the test.
+fn one_crowd_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static CROWD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CROWD.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -620,6 +620,14 @@ impl Store {
         true
     }
 
+    /// Other requests wait on entry `h` (collapsed on its fill): its fetch is worth going on
+    /// with when the client that started it leaves. (A waiter that gave up meanwhile still
+    /// counts until the entry next changes.)
+    pub fn waited_on(&self, h: Handle) -> bool {
+        self.entry(h)
+            .is_some_and(|e| !e.change_waiters.is_empty() || !e.data_waiters.is_empty())
+    }
+
     /// The stale entry `h` (from [`Lookup::Stale`]) as a response, if it may still be served
     /// on an upstream error at `now` (`X-Cache: STALE`).
     pub fn stale_hit(&mut self, h: Handle, now: Millis, stale_if_error: Millis) -> Option<Hit> {

@@ -330,7 +330,7 @@ async fn exchange(job: &Job, up: &mut Upstream, s: ServerId) -> Result<HeadIn, H
         at_most: usize::MAX,
         client: None,
         interim: false,
-        watch: false,
+        watch: super::super::client_watch::Watch::Off,
         send_timeout: cfg.timeouts.send,
         // Nobody reads this head: the stored one is edited when it is sent.
         edits: None,

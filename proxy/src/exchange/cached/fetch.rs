@@ -2,10 +2,12 @@
 //! and body), revalidating a stored one (a 304 refreshes it), invalidating a key, or falling
 //! back on a stale entry when the upstream fails.
 
+use super::super::client_watch::{Wanted, Watch};
 use super::super::outcome::Answered;
 use super::super::response_head::Head;
 use super::super::{relay_response, start_tunnel, upstream_answer, Serving};
 use super::hit::{send_not_modified, send_precondition_failed, send_stored, Stored};
+use super::unsent::for_the_others;
 use super::{fail_with, now_millis, sync_stats};
 use crate::cache::{self, validate, CacheStatus, Fetched, Handle, Hit, Millis, OwnedKey, Store};
 use crate::config::cache::CacheEntry;
@@ -86,16 +88,7 @@ pub(super) async fn fetch(
     // The record's cache status (a validation's is decided by its answer, below).
     c.rec.cache = Some(f.status);
     let head_only = req.method == RequestMethod::Head;
-    // A HEAD miss fills the entry with a GET.
-    let fetch_req = if head_only && f.fill.is_some() {
-        to_get(&mut c.to_upstream);
-        RequestInfo {
-            method: RequestMethod::Other,
-            ..*req
-        }
-    } else {
-        *req
-    };
+    let fetch_req = filling_request(&mut c.to_upstream, req, f.fill.is_some());
     if let Some((_, stored)) = &f.validates {
         validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
@@ -104,12 +97,19 @@ pub(super) async fn fetch(
     let stores = f.fill.is_some() || f.validates.is_some();
     // Storing, refreshing and invalidating read the response's fields where its parse found them.
     c.response_fields.want(stores || f.invalidate);
+    // A client that leaves while the head is awaited abandons the fetch (499), unless other
+    // requests wait on its fill (collapsed forwarding): then it goes on for them.
+    let wanted = f.fill.map(|(store, h, _)| Wanted::new(store, h));
     let how = Serving {
         interim: true,
         keep_head: stores,
+        watch: wanted.as_ref().map_or(Watch::Abandon, Watch::UnlessWanted),
     };
     let answered = upstream_answer(c, &w, &g, &fetch_req, group, how).await;
     c.response_fields.want(false);
+    if wanted.as_ref().is_some_and(|w| w.left()) {
+        return for_the_others(c, req, group, answered, &f).await;
+    }
     let not_modified =
         f.validates.is_some() && matches!(&answered, Ok(a) if a.head.resp.status == 304);
     // A validation counts as a miss unless the origin answers 304.
@@ -281,14 +281,16 @@ pub(super) async fn upstream_failed(
     f: &Fetch<'_>,
     e: Option<ProxyError>,
 ) -> Next {
+    // The client left while the answer was awaited (the fetch was abandoned): 499.
+    let Some(e) = e else {
+        c.rec.failed(ProxyError::ClientGone);
+        return Next::Close;
+    };
     // The stale entry serves whether or not a fill could be started.
     if let Some(next) = serve_stale(c, req, f).await {
         return next;
     }
-    match e {
-        Some(e) => fail_with(c, e, f.status).await,
-        None => Next::Close,
-    }
+    fail_with(c, e, f.status).await
 }
 
 /// Serve the stale entry of `f` (`X-Cache: STALE`) if it may be served on an error now.
@@ -639,6 +641,23 @@ pub(super) fn drop_fields(head: &mut BytesMut, names: &[String]) {
 /// Whether the client head being built already has an Age field (passed on from upstream).
 pub(super) fn has_age(head: &[u8]) -> bool {
     head.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nage:"))
+}
+
+/// The request a fetch sends for `req` (whose upstream head is in `to_upstream`): a HEAD that
+/// `fills` an entry fills it with a GET.
+pub(super) fn filling_request(
+    to_upstream: &mut BytesMut,
+    req: &RequestInfo,
+    fills: bool,
+) -> RequestInfo {
+    if !fills || req.method != RequestMethod::Head {
+        return *req;
+    }
+    to_get(to_upstream);
+    RequestInfo {
+        method: RequestMethod::Other,
+        ..*req
+    }
 }
 
 /// Turn the upstream request line `HEAD ...` in `to_upstream` into `GET ...`.

@@ -52,6 +52,7 @@ mod fetch;
 mod filling;
 mod hit;
 mod purge;
+mod unsent;
 
 use decide::{decide, Decision, FromStore};
 use fetch::{fetch_apart, Fetch};
