@@ -120,6 +120,10 @@ pub fn serve_proxied_tls(
     }
 }
 
+/// A PROXY listener's connection once its header is read: the worker, the socket, the
+/// client's address, the connection's count.
+type Proxied = (Rc<ProxyWorker>, TcpStream, SocketAddr, ConnGuard);
+
 /// The connection's arguments with the client's address from the PROXY protocol header at
 /// the start of `tcp` (`peer` when it names none), or `None` when there is no valid header
 /// (counted; dropping them closes the connection).
@@ -128,7 +132,7 @@ async fn take_proxy_header(
     tcp: TcpStream,
     peer: SocketAddr,
     guard: ConnGuard,
-) -> Option<(Rc<ProxyWorker>, TcpStream, SocketAddr, ConnGuard)> {
+) -> Option<Proxied> {
     let deadline = shared::clock::deadline(w.generation().cfg.timeouts.header);
     match crate::proxy_header::read(&tcp, deadline).await {
         Ok(source) => Some((w, tcp, source.unwrap_or(peer), guard)),

@@ -413,54 +413,9 @@ async fn attempt<'g>(
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
     let started = w.obs.timing.then(shared::clock::loop_now);
-    // A group that sends PROXY headers pools nothing (a reload that turned them on may have
-    // kept connections made without one: they are not taken).
-    let pooled = match cfg.groups[g].proxy_protocol {
-        None => plan
-            .g
-            .pool(g, s)
-            .borrow_mut()
-            .take(std::time::Instant::now()),
-        Some(_) => None,
-    };
-    let tls = match (&cfg.groups[g].tls, plan.g.upstream_tls(g)) {
-        (None, _) => None,
-        (Some(t), Some(client)) => Some((client, &t.names[s])),
-        // `resolve` checked that a client config can be made: never here.
-        (Some(_), None) => {
-            return Attempt::Fail {
-                error: ProxyError::UpstreamRefused,
-                blame: Blame::Nobody,
-            }
-        }
-    };
-    let proxy_header = cfg.groups[g]
-        .proxy_protocol
-        .map(|v| send_proxy_header(c, v));
-    let to = Dest {
-        server,
-        tls,
-        proxy_header,
-    };
-    let mut up = match pooled {
-        Some(up) => up,
-        None => match counted_connect(w, plan.g, to, plan.t.connect, (g, s)).await {
-            Ok(up) => up,
-            Err(ProxyError::NoResources) => {
-                return Attempt::Fail {
-                    error: ProxyError::NoResources,
-                    blame: Blame::Nobody,
-                }
-            }
-            Err(error) => {
-                return Attempt::Retry {
-                    error,
-                    blame: Blame::Server,
-                    why: RetryReason::Connect,
-                    sent: false,
-                }
-            }
-        },
+    let mut up = match upstream_for(c, w, plan, s).await {
+        Ok(up) => up,
+        Err(failed) => return failed,
     };
     let in_flight = InFlight::new(plan.g.balancer(g), s);
     if let Err(unsent) = send_head(c, plan, server, &mut up).await {
@@ -512,6 +467,63 @@ async fn attempt<'g>(
         timeouts: plan.t,
         _in_flight: in_flight,
     })
+}
+
+/// The connection an attempt on server `s` goes out on: pooled (not for a group that sends
+/// PROXY headers), or new; a failure is the attempt's outcome.
+async fn upstream_for<'g>(
+    c: &ClientConn,
+    w: &ProxyWorker,
+    plan: &Plan<'g>,
+    s: ServerId,
+) -> Result<Upstream, Attempt<'g>> {
+    let (g, cfg) = (plan.group, &plan.g.cfg);
+    let server = &cfg.groups[g].servers[s];
+    // A group that sends PROXY headers pools nothing (a reload that turned them on may have
+    // kept connections made without one: they are not taken).
+    let pooled = match cfg.groups[g].proxy_protocol {
+        None => plan
+            .g
+            .pool(g, s)
+            .borrow_mut()
+            .take(std::time::Instant::now()),
+        Some(_) => None,
+    };
+    let tls = match (&cfg.groups[g].tls, plan.g.upstream_tls(g)) {
+        (None, _) => None,
+        (Some(t), Some(client)) => Some((client, &t.names[s])),
+        // `resolve` checked that a client config can be made: never here.
+        (Some(_), None) => {
+            return Err(Attempt::Fail {
+                error: ProxyError::UpstreamRefused,
+                blame: Blame::Nobody,
+            })
+        }
+    };
+    let proxy_header = cfg.groups[g]
+        .proxy_protocol
+        .map(|v| send_proxy_header(c, v));
+    let to = Dest {
+        server,
+        tls,
+        proxy_header,
+    };
+    if let Some(up) = pooled {
+        return Ok(up);
+    }
+    match counted_connect(w, plan.g, to, plan.t.connect, (g, s)).await {
+        Ok(up) => Ok(up),
+        Err(ProxyError::NoResources) => Err(Attempt::Fail {
+            error: ProxyError::NoResources,
+            blame: Blame::Nobody,
+        }),
+        Err(error) => Err(Attempt::Retry {
+            error,
+            blame: Blame::Server,
+            why: RetryReason::Connect,
+            sent: false,
+        }),
+    }
 }
 
 /// The PROXY protocol header of an upstream connection made for client connection `c`'s

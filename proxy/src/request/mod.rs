@@ -301,7 +301,12 @@ impl ClientAddr {
     }
 
     /// Decide this request's client from its fields (`real_ip::derive`).
+    #[inline]
     fn derive(&mut self, opts: &HeaderOptions, fields: &[httparse::Header<'_>]) {
+        // Without `real_ip_from` the client is the peer: nothing to look at, per request.
+        if opts.real_ip_from.is_empty() {
+            return;
+        }
         let peer = self.peer.ip();
         let name = &opts.real_ip_header;
         self.real = real_ip::derive(peer, &opts.real_ip_from, name, fields).map(|ip| {
@@ -401,9 +406,7 @@ pub fn prepare_request(
             Ok(Status::Partial) => return Ok(None),
             Err(e) => return Err(ProxyError::Request(e)),
         };
-        if !g.cfg.headers.real_ip_from.is_empty() {
-            ip.derive(&g.cfg.headers, head.headers);
-        }
+        ip.derive(&g.cfg.headers, head.headers);
         let ip = &*ip;
         let method = head.request_method();
         if method == RequestMethod::Connect {
@@ -412,10 +415,10 @@ pub fn prepare_request(
         let target = origin_form(head.target);
         let route = route_of(g, head.authority, target.as_bytes())?;
         let t = head.target.as_bytes();
+        // Bytes after this request's (a streamed body: what follows it is not known yet).
         let pipelined = match head.body {
             BodyKind::Empty => buf.len() > head.head_len,
             BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
-            // A streamed body: what follows it is not known yet.
             _ => false,
         };
         let mut info = RequestInfo {
@@ -443,17 +446,12 @@ pub fn prepare_request(
             balance_key: 0,
         };
         // Access rules and rate limits, for every action: one test when none is configured.
-        if let Some(guards) = &g.guards {
-            if let Some(why) = guards.check(&g.cfg, route, ip.ip(), shared::clock::loop_now()) {
-                let arrived = buf.len() - head.head_len;
-                let cached = matches!(
-                    g.cfg.routes[route].action,
-                    Action::Proxy { cache: Some(_), .. }
-                );
-                let (skip, close) = refuse::render(w, why, cached, &head, arrived, out);
-                info.dispatch = Dispatch::Refused { skip, close, why };
-                return Ok(Some(info));
-            }
+        if let Some(refused) = g.guards.as_ref().and_then(|guards| {
+            let why = guards.check(&g.cfg, route, ip.ip(), shared::clock::loop_now())?;
+            Some(refuse_with(w, g, why, (route, &head), buf.len(), out))
+        }) {
+            info.dispatch = refused;
+            return Ok(Some(info));
         }
         match &g.cfg.routes[route].action {
             Action::Proxy { group, cache } => {
@@ -501,6 +499,25 @@ pub fn prepare_request(
         }
         Ok(Some(info))
     })
+}
+
+/// A refused request's answer (403 or 429), rendered as a `return`'s is: the body skipped
+/// when it arrived whole (`have` bytes in the buffer), else the connection closes after it.
+fn refuse_with(
+    w: AnswerCtx<'_>,
+    g: &Generation,
+    why: crate::limit::Refusal,
+    (route, head): (RouteId, &RequestHead<'_, '_>),
+    have: usize,
+    out: &mut BytesMut,
+) -> Dispatch {
+    let arrived = have - head.head_len;
+    let cached = matches!(
+        g.cfg.routes[route].action,
+        Action::Proxy { cache: Some(_), .. }
+    );
+    let (skip, close) = refuse::render(w, why, cached, head, arrived, out);
+    Dispatch::Refused { skip, close, why }
 }
 
 /// The hash of what `key` names in `head` (`balance = "hash"`; see `config::hash_key`): the
