@@ -81,13 +81,9 @@ pub fn serve_proxied(
     let header = Box::pin(take_proxy_header(w, tcp, peer, guard));
     async move {
         // Not `if let`: its scrutinee would live on beside the connection's future.
-        let Some((w, tcp, peer, mut guard)) = header.await else {
+        let Some((w, tcp, peer, guard)) = header.await else {
             return;
         };
-        // Over the client's `[client_limits] connections`: closed without a byte.
-        if !w.claim(&mut guard, peer.ip()) {
-            return;
-        }
         let serve = serve_stream(w, Stream::from(tcp), peer, guard);
         serve.await
     }
@@ -106,12 +102,9 @@ pub fn serve_proxied_tls(
         taken.map(|t| (t, tls))
     });
     async move {
-        let Some(((w, tcp, peer, mut guard), tls)) = header.await else {
+        let Some(((w, tcp, peer, guard), tls)) = header.await else {
             return;
         };
-        if !w.claim(&mut guard, peer.ip()) {
-            return;
-        }
         let Some(stream) = handshake(&w, tcp, tls).await else {
             return;
         };
@@ -126,7 +119,8 @@ type Proxied = (Rc<ProxyWorker>, TcpStream, SocketAddr, ConnGuard);
 
 /// The connection's arguments with the client's address from the PROXY protocol header at
 /// the start of `tcp` (`peer` when it names none), or `None` when there is no valid header
-/// (counted; dropping them closes the connection).
+/// or the client has its connections open already (counted; dropping them closes the
+/// connection).
 async fn take_proxy_header(
     w: Rc<ProxyWorker>,
     tcp: TcpStream,
@@ -135,7 +129,13 @@ async fn take_proxy_header(
 ) -> Option<Proxied> {
     let deadline = shared::clock::deadline(w.generation().cfg.timeouts.header);
     match crate::proxy_header::read(&tcp, deadline).await {
-        Ok(source) => Some((w, tcp, source.unwrap_or(peer), guard)),
+        Ok(source) => {
+            let client = source.unwrap_or(peer);
+            let mut guard = guard;
+            // Over the client's `[client_limits] connections`: closed without a byte.
+            w.claim(&mut guard, client.ip())
+                .then_some((w, tcp, client, guard))
+        }
         Err(fail) => {
             w.stats.proxy_protocol_failed(fail);
             None

@@ -23,6 +23,7 @@ pub mod dns;
 pub mod hash_key;
 pub mod health;
 pub mod ids;
+mod overrides;
 mod real_ip;
 pub mod route_opts;
 pub mod schema;

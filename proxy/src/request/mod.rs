@@ -25,6 +25,7 @@ use crate::generation::{CacheId, Generation, SiteId};
 use crate::io::offset_in;
 use crate::static_files::StaticQuery;
 use bytes::BytesMut;
+pub use client_addr::{ClientAddr, IpText};
 use shared::http::encode::{write_header, write_header_u64, write_request_line};
 use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
@@ -33,8 +34,6 @@ use shared::http::{
     parse_request, BodyKind, CodecError, Limits, RequestHead, RequestMethod, Status, Version,
 };
 use std::cell::RefCell;
-use std::io::Write as _;
-use std::net::IpAddr;
 
 /// Header slots tried first: enough for nearly every real head, and cheap to initialise
 /// (a head with more fields is parsed again with all `max_headers` slots).
@@ -181,139 +180,6 @@ impl HeadFields {
     pub fn with<T>(&self, buf: &[u8], f: impl FnOnce(&str, &[httparse::Header<'_>]) -> T) -> T {
         let method = std::str::from_utf8(self.method.get(buf)).unwrap_or_default();
         self.fields.with(buf, |fields| f(method, fields))
-    }
-}
-
-/// The client's address as text, formatted once per connection, and the scheme it spoke
-/// (the forwarded fields say both).
-pub struct IpText {
-    buf: [u8; 48],
-    len: usize,
-    ip: IpAddr,
-    /// The client's port where known (0: not known, as for an address a field named): for a
-    /// PROXY protocol header sent upstream. In the record's padding: no byte more per idle
-    /// connection.
-    port: u16,
-    https: bool,
-}
-
-impl IpText {
-    /// A connection's address (or a PROXY protocol header's source).
-    pub fn of(addr: std::net::SocketAddr) -> Self {
-        let mut t = IpText::new(addr.ip());
-        t.port = addr.port();
-        t
-    }
-
-    /// The client's address and port (0 when not known).
-    pub fn addr(&self) -> std::net::SocketAddr {
-        std::net::SocketAddr::new(self.ip, self.port)
-    }
-
-    pub fn new(ip: IpAddr) -> Self {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        let mut buf = [0u8; 48];
-        let mut cur = std::io::Cursor::new(&mut buf[..]);
-        let _ = write!(cur, "{ip}");
-        let len = cur.position() as usize;
-        IpText {
-            buf,
-            len,
-            ip,
-            port: 0,
-            https: false,
-        }
-    }
-
-    /// The client connection is TLS: `X-Forwarded-Proto: https`.
-    pub fn set_https(&mut self, https: bool) {
-        self.https = https;
-    }
-
-    /// `http` or `https`, for `X-Forwarded-Proto`.
-    pub fn scheme(&self) -> &'static [u8] {
-        if self.https {
-            b"https"
-        } else {
-            b"http"
-        }
-    }
-
-    /// The address (an IPv4-mapped IPv6 address as IPv4).
-    pub fn ip(&self) -> IpAddr {
-        self.ip
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-/// The client's address for the request being served: the connection's (its peer, or a PROXY
-/// protocol header's source) unless a peer in `real_ip_from` named another (`real_ip`), for
-/// this request alone. Everything that shows or judges the client reads it here (the forwarded
-/// fields, `{remote_addr}`, the access log, `purge_from`); `X-Forwarded-For` appends the peer,
-/// the hop the request came from.
-pub struct ClientAddr {
-    peer: IpText,
-    real: Option<IpText>,
-}
-
-impl ClientAddr {
-    pub fn new(peer: IpText) -> Self {
-        ClientAddr { peer, real: None }
-    }
-
-    /// The connection's address, for its next request.
-    pub fn into_peer(self) -> IpText {
-        self.peer
-    }
-
-    /// The client's address for this request.
-    pub fn client(&self) -> &IpText {
-        self.real.as_ref().unwrap_or(&self.peer)
-    }
-
-    /// The connection's address (the hop the request came from).
-    pub fn peer(&self) -> &IpText {
-        &self.peer
-    }
-
-    /// The client's address (an IPv4-mapped IPv6 address as IPv4).
-    pub fn ip(&self) -> IpAddr {
-        self.client().ip()
-    }
-
-    pub fn as_bytes(&self) -> &[u8] {
-        self.client().as_bytes()
-    }
-
-    pub fn scheme(&self) -> &'static [u8] {
-        self.peer.scheme()
-    }
-
-    /// A new request: the peer is the client until its head says otherwise.
-    pub fn forget_real(&mut self) {
-        self.real = None;
-    }
-
-    /// Decide this request's client from its fields (`real_ip::derive`).
-    #[inline]
-    fn derive(&mut self, opts: &HeaderOptions, fields: &[httparse::Header<'_>]) {
-        // Without `real_ip_from` the client is the peer: nothing to look at, per request.
-        if opts.real_ip_from.is_empty() {
-            return;
-        }
-        let peer = self.peer.ip();
-        let name = &opts.real_ip_header;
-        self.real = real_ip::derive(peer, &opts.real_ip_from, name, fields).map(|ip| {
-            let mut t = IpText::new(ip);
-            t.set_https(self.peer.https);
-            t
-        });
     }
 }
 
@@ -709,6 +575,7 @@ pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool 
         .any(|w| w[0] == b'\n' && (w[1] == b'\n' || w[1] == b'\r'))
 }
 
+mod client_addr;
 mod real_ip;
 mod refuse;
 #[cfg(test)]
