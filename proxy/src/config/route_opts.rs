@@ -78,7 +78,7 @@ impl RouteOpts {
         if !opts.any() {
             return Ok(None);
         }
-        let answers = r.return_.is_some();
+        let answers = r.return_.is_some() || r.static_.is_some();
         if r.upstream.is_none() && !(answers && opts.response.is_some() && only_response(&opts)) {
             let keys = [
                 ("strip_prefix", strip.is_some()),
@@ -89,8 +89,8 @@ impl RouteOpts {
             ];
             let key = keys.iter().find(|k| k.1).map_or("upstream", |k| k.0);
             let m = match key {
-                "response_headers" => "`response_headers` goes on a route with `upstream` or \
-                                       `return` (a `static` route writes its own fields)"
+                "response_headers" => "`response_headers` goes on a route with `upstream`, \
+                                       `return` or `static`"
                     .to_string(),
                 _ => format!(
                     "`{key}` goes on a route with `upstream` (a `return` or `static` route \

@@ -52,6 +52,10 @@ pub async fn serve(
     };
     c.to_client.clear();
     let plan = prepare(c, site, q, conn, std::time::Instant::now());
+    // nginx's `add_header` applies to files too: the route's `response_headers`.
+    if let Some(e) = c.g.cfg.routes[req.route].response_edits() {
+        e.apply_to_head(&mut c.to_client, 0);
+    }
     c.from_client.advance(req.head_len + body_len.unwrap_or(0));
     if !conn.keep_alive && body_len.is_some() {
         cork_last_answer(c);

@@ -340,3 +340,36 @@ fn connections_over_the_limit_are_closed_at_accept_and_counted() {
         "the first stays served"
     );
 }
+
+/// Behind a balancer (a PROXY protocol listener) the connection limit counts the client its
+/// header names, not the balancer's address: two clients through one balancer each have
+/// their own count, and a client over its count is closed without a byte.
+#[test]
+fn a_proxy_protocol_listeners_connection_limit_counts_the_headers_client() {
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\nproxy_protocol = true\n[runtime]\nworkers = 1\n\
+         pin = false\n[timeouts]\nshutdown = \"1s\"\n[admin]\naddr = \"127.0.0.1:0\"\n\
+         [client_limits]\nconnections = 1\n{HELLO}"
+    );
+    let p = Proxy::start(proxy::config::from_toml("limits.toml", &text).expect("valid config"));
+    let header = |src: &str| format!("PROXY TCP4 {src} 127.0.0.1 40000 80\r\n");
+    let mut a = Client::connect(p.addr);
+    a.send(header("198.51.100.1").as_bytes()).unwrap();
+    assert_eq!(get(&mut a, "x", "/").status, 200);
+    // Another client through the same balancer address: its own count.
+    let mut b = Client::connect(p.addr);
+    b.send(header("198.51.100.2").as_bytes()).unwrap();
+    assert_eq!(get(&mut b, "x", "/").status, 200);
+    // The first client's second connection: over its limit.
+    let mut again = Client::connect(p.addr);
+    let req = format!(
+        "{}GET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        header("198.51.100.1")
+    );
+    let _ = again.send(req.as_bytes());
+    assert_closed(&mut again, "the header's client's second connection");
+    assert_eq!(value(&metrics(&p), "proxy_limited_connections_total"), 1.0);
+    // The first connections are still served.
+    assert_eq!(get(&mut a, "x", "/").status, 200);
+    assert_eq!(get(&mut b, "x", "/").status, 200);
+}

@@ -409,7 +409,7 @@ fn file_errors_name_line_and_key_in_process() {
         (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nretry = {{ tries = 2, when = [] }}\n"), "p.toml:8: key `route[0].retry", &["when"]),
         (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nstrip_prefix = true\n"), "p.toml:6: key `route[0].strip_prefix`", &["upstream"]),
         (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nretry = {{ tries = 2 }}\n"), "p.toml:6: key `route[0].retry`", &["upstream"]),
-        (&format!("{MINIMAL}[[route]]\nstatic = {{ root = \"www\" }}\nresponse_headers = {{ remove = [\"Server\"] }}\n"), "p.toml:6: key `route[0].response_headers`", &["`return`", "static"]),
+        (&format!("{MINIMAL}[[route]]\nstatic = {{ root = \"www\" }}\nretry = {{ tries = 2 }}\n"), "p.toml:6: key `route[0].retry`", &["upstream"]),
         // Checks across keys.
         (
             &format!("{MINIMAL}\n[[route]]\npath = \"/\"\nupstream = \"app\"\n\n[[route]]\npath = \"/api/\"\nupstream = \"ap\"\n"),

@@ -220,6 +220,44 @@ fn response_headers_apply_to_a_return_too() {
     assert_eq!(resp.header("Cache-Control"), Some("no-store"));
 }
 
+/// nginx's `add_header` applies to files too: a `static` route's `response_headers` edit its
+/// 200s and 304s.
+#[test]
+fn response_headers_apply_to_a_static_file_too() {
+    let root = tests::temp_dir("rewrite-static");
+    std::fs::write(root.join("f.txt"), b"file body").unwrap();
+    let p = start(&format!(
+        "[[route]]\nstatic = {{ root = {:?} }}\n\
+         response_headers = {{ set = {{ \"Cache-Control\" = \"max-age=60\" }}, \
+         remove = [\"ETag\"] }}\n",
+        root.to_str().unwrap()
+    ));
+    let r = once(
+        p.addr,
+        "GET /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let resp = &r.responses()[0];
+    assert_eq!(resp.status, 200, "{}", r.text());
+    assert_eq!(resp.body, b"file body");
+    assert_eq!(resp.header("Cache-Control"), Some("max-age=60"));
+    assert_eq!(resp.header("ETag"), None, "{}", r.text());
+    let modified = resp
+        .header("Last-Modified")
+        .expect("Last-Modified")
+        .to_string();
+    let r = once(
+        p.addr,
+        &format!(
+            "GET /f.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: {modified}\r\n\
+             Connection: close\r\n\r\n"
+        ),
+    );
+    let resp = &r.responses()[0];
+    assert_eq!(resp.status, 304, "{}", r.text());
+    assert_eq!(resp.header("Cache-Control"), Some("max-age=60"));
+    assert_eq!(resp.header("ETag"), None);
+}
+
 #[test]
 fn a_routes_own_read_timeout_applies_to_it_alone() {
     let o = tests::origin();
