@@ -4,4 +4,4 @@
 
 include!("../checks/proxy_header.rs");
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| { check(data) });
+libfuzzer_sys::fuzz_target!(|data: &[u8]| check(data));
