@@ -40,14 +40,7 @@ impl Store {
         let Some(held) = meta.held else {
             unreachable!("chosen as held by lookup");
         };
-        let hit = Hit {
-            status: meta.status,
-            head: meta.head.slice(..meta.served),
-            body: body.clone(),
-            age: meta.storable.freshness.age_secs(now),
-            file: *file,
-            interim: meta.interim.clone(),
-        };
+        let hit = Hit::of(meta, body, *file, now);
         self.touch(i);
         Lookup::Held { hit, held }
     }
