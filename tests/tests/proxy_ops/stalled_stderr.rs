@@ -43,9 +43,10 @@ fn small_pipe() -> (File, OwnedFd) {
 /// proxy's writes too). Returns the bytes written.
 fn fill(w: &OwnedFd) -> usize {
     let path = format!("/proc/self/fd/{}", w.as_raw_fd());
+    use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags_nonblock()
+        .custom_flags(libc::O_NONBLOCK)
         .open(&path)
         .unwrap_or_else(|e| panic!("open {path}: {e}"));
     let chunk = [b'.'; 512];
@@ -56,17 +57,6 @@ fn fill(w: &OwnedFd) -> usize {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return n,
             Err(e) => panic!("filling the pipe: {e}"),
         }
-    }
-}
-
-trait NonBlock {
-    fn custom_flags_nonblock(&mut self) -> &mut Self;
-}
-
-impl NonBlock for std::fs::OpenOptions {
-    fn custom_flags_nonblock(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(libc::O_NONBLOCK)
     }
 }
 
