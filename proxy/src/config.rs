@@ -325,7 +325,8 @@ pub struct UpstreamGroup {
     /// `resolve`: the servers' names are looked up again this often (`crate::dns`); `None`:
     /// at start and at each reload only.
     pub resolve: Option<dns::Resolve>,
-    /// Idle keep-alive connections kept per worker per server. Default 64. 0 disables reuse.
+    /// Idle keep-alive connections kept per worker per server at rest (a burst's surplus goes
+    /// after `pool::SURPLUS_IDLE`). Default 64. 0 disables reuse.
     pub keepalive: usize,
     /// Idle pooled connections are closed after this. Default 30 s (shorter than typical origins).
     pub keepalive_timeout: Duration,

@@ -155,7 +155,8 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), default_value_t = DEFAULT_BACKLOG)]
     pub backlog: u32,
 
-    /// Idle keep-alive connections kept per worker and upstream server (0: no reuse)
+    /// Idle keep-alive connections kept per worker and upstream server at rest; a burst's
+    /// surplus is closed after a second idle (0: no reuse)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_KEEPALIVE, conflicts_with_all = ["config", "check_config"])]
     pub keepalive: usize,
 

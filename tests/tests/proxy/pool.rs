@@ -85,6 +85,41 @@ fn idle_pooled_connections_are_closed_after_the_timeout() {
     assert_eq!(o.connections(), 2);
 }
 
+/// `keepalive` bounds the idle connections kept at rest, not within a burst: eight requests in
+/// flight at once give back eight connections together, and the next eight reuse all of them
+/// (before, six were closed on the way back and six requests connected again); once the burst
+/// is over the surplus is closed and `keepalive` stay.
+#[test]
+fn a_burst_reuses_its_connections_and_its_surplus_is_closed_after() {
+    const BURST: usize = 8;
+    let o = origin_on("127.0.0.1:0".parse().unwrap());
+    let mut cfg = config(&[o.addr()]);
+    cfg.groups[GroupId::new(0)].keepalive = 2;
+    let p = Proxy::start(cfg);
+    let mut clients: Vec<_> = (0..BURST).map(|_| p.connect()).collect();
+    for round in 0..2 {
+        // Every request waits at the origin until all have arrived there: eight connections
+        // in use at once.
+        for c in &mut clients {
+            c.send(b"GET /?delay=200ms HTTP/1.1\r\nHost: t\r\n\r\n");
+        }
+        for c in &mut clients {
+            assert_eq!(c.response().status, 200, "round {round}");
+        }
+    }
+    assert_eq!(o.requests(), 2 * BURST as u64);
+    assert_eq!(
+        o.connections(),
+        BURST as u64,
+        "the second burst connected again instead of reusing the first's connections"
+    );
+    assert!(
+        eventually(WAIT, || o.open_connections() == 2),
+        "the surplus was not closed: {} open",
+        o.open_connections()
+    );
+}
+
 /// The restarted server's stale pooled connection fails a GET, which is retried (on the next
 /// server round robin picks); and the stale connection does not mark the server failed
 /// (max_fails 1): round robin keeps giving it every other request.
