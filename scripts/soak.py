@@ -13,6 +13,7 @@ DURATION = int(os.environ.get("DURATION", "600"))
 RATE = os.environ.get("RATE", "50")          # requests per second, per loader
 FAULT_EVERY = float(os.environ.get("FAULT_EVERY", "5"))
 SAMPLE_EVERY = float(os.environ.get("SAMPLE_EVERY", "60"))
+RELOAD_EVERY = float(os.environ.get("RELOAD_EVERY", "60"))
 tmp = tempfile.mkdtemp(prefix="soak.")
 procs = []
 
@@ -146,7 +147,44 @@ kinds = {
     "upload": ["-c", "2", "-m", "POST", "--body", body, f"http://127.0.0.1:{PPORT}/up"],
     "tls": ["-c", "2", "--insecure", f"https://127.0.0.1:{TPORT}/tls"],
 }
-fds_at_rest = len(os.listdir(f"/proc/{proxy.pid}/fd"))
+def fd_targets():
+    out = {}
+    for fd in os.listdir(f"/proc/{proxy.pid}/fd"):
+        try:
+            out[fd] = os.readlink(f"/proc/{proxy.pid}/fd/{fd}")
+        except OSError:
+            pass
+    return out
+
+def tcp_sockets():
+    """Every TCP socket of the machine as `socket:[inode]`, and those listening."""
+    every, listening = set(), set()
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(f).readlines()[1:]:
+            w = line.split()
+            every.add(f"socket:[{w[9]}]")
+            if w[3] == "0A":
+                listening.add(f"socket:[{w[9]}]")
+    return every, listening
+
+def at_rest(timeout=10):
+    """The proxy's descriptors once it holds no TCP connection (listeners, files, rings and
+    eventfds only) and the same ones 0.2 s later: a connection that is still closing (an
+    accepted one whose client left shows for a moment) is not a leak, one that stays for
+    `timeout` seconds is."""
+    deadline = time.time() + timeout
+    before = None
+    while True:
+        t = fd_targets()
+        every, listening = tcp_sockets()
+        conns = [v for v in t.values() if v in every and v not in listening]
+        if (not conns and t == before) or time.time() > deadline:
+            return t, len(conns)
+        before = t
+        time.sleep(0.2)
+
+rest_targets, _ = at_rest()
+fds_at_rest = len(rest_targets)
 loaders = {k: start(base + ["--json", f"{tmp}/{k}.json"] + a) for k, a in kinds.items()}
 stop = threading.Event()
 faults = reloads = 0
@@ -161,7 +199,7 @@ def faulter():
 
 def reloader():
     global reloads
-    while not stop.wait(60):
+    while not stop.wait(RELOAD_EVERY):
         proxy.send_signal(signal.SIGHUP); reloads += 1
 
 def ws_loop():
@@ -185,12 +223,8 @@ for t in threads:
     t.join(timeout=10)
 # At rest again (the clients gone, the idle upstream connections closed): the descriptors
 # the proxy holds are exactly those it held before the load, or one leaked.
-fds_after = None
-for _ in range(100):
-    fds_after = len(os.listdir(f"/proc/{proxy.pid}/fd"))
-    if fds_after == fds_at_rest:
-        break
-    time.sleep(0.1)
+after_targets, conns_after = at_rest()
+fds_after = len(after_targets)
 
 # ---- the verdict ---------------------------------------------------------------------------
 ok = True
@@ -229,6 +263,13 @@ else:
 good = fds_after == fds_at_rest
 ok &= good
 print(f"soak: fds at rest: before the load {fds_at_rest}, after it {fds_after} {'ok' if good else 'LEAK'}")
+if conns_after:
+    print(f"soak:   {conns_after} TCP connections still open 10 s after the load")
+if not good:
+    after = after_targets
+    for fd in sorted(set(rest_targets) | set(after), key=int):
+        if rest_targets.get(fd) != after.get(fd):
+            print(f"soak:   fd {fd}: before {rest_targets.get(fd, '-')}, after {after.get(fd, '-')}")
 alive = proxy.poll() is None
 ok &= alive
 print(f"soak: proxy {'still running' if alive else 'EXITED'}; {'PASS' if ok else 'FAIL'} (files in {tmp})")

@@ -13,7 +13,7 @@
 #   DURATION=120 RATE=10 PROFILE=debug scripts/soak.sh   # a short run
 #
 # Environment: DURATION (s, 600), RATE (requests/s per loader, 50), FAULT_EVERY (s, 5),
-# SAMPLE_EVERY (s, 60), PROFILE (release), NO_BUILD=1. Needs python3 and openssl.
+# SAMPLE_EVERY (s, 60), RELOAD_EVERY (s, 60), PROFILE (release), NO_BUILD=1. Needs python3 and openssl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROFILE=${PROFILE:-release}
