@@ -180,6 +180,9 @@ def main():
     end = time.monotonic() + 30
     while fds(args.pid) > base_fds and time.monotonic() < end:
         time.sleep(0.05)
+    # The workers give their pools' unused buffers back on a 1 s tick (and idle upstream
+    # connections beyond `keepalive` after a second idle): read once two ticks have passed.
+    time.sleep(2.5)
     closed = settled_rss(args.pid)
     print(f"{args.mode}: after they closed: RSS {closed} KiB ({closed - before:+d} KiB from before)")
 

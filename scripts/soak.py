@@ -156,16 +156,26 @@ def fd_targets():
             pass
     return out
 
-def tcp_sockets():
-    """Every TCP socket of the machine as `socket:[inode]`, and those listening."""
-    every, listening = set(), set()
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+def sockets():
+    """Every socket of the machine this script can name, `socket:[inode]` -> its kind (`tcp`
+    and its state in hex, `udp`, `unix`). A TCP socket that is closed but still open in a
+    process (a reset connection nobody closed) is in no table: unnamed."""
+    kinds = {}
+    for f, kind in (("/proc/net/tcp", "tcp"), ("/proc/net/tcp6", "tcp"), ("/proc/net/udp", "udp"),
+                    ("/proc/net/udp6", "udp"), ("/proc/net/unix", "unix")):
         for line in open(f).readlines()[1:]:
             w = line.split()
-            every.add(f"socket:[{w[9]}]")
-            if w[3] == "0A":
-                listening.add(f"socket:[{w[9]}]")
-    return every, listening
+            if kind == "unix":
+                kinds[f"socket:[{w[6]}]"] = "unix"
+            else:
+                kinds[f"socket:[{w[9]}]"] = f"{kind} {w[3]}"
+    return kinds
+
+def tcp_sockets():
+    """Every TCP socket of the machine as `socket:[inode]`, and those listening."""
+    kinds = sockets()
+    every = {k for k, v in kinds.items() if v.startswith("tcp")}
+    return every, {k for k, v in kinds.items() if v == "tcp 0A"}
 
 def at_rest(timeout=10):
     """The proxy's descriptors once it holds no TCP connection (listeners, files, rings and
@@ -269,7 +279,8 @@ if not good:
     after = after_targets
     for fd in sorted(set(rest_targets) | set(after), key=int):
         if rest_targets.get(fd) != after.get(fd):
-            print(f"soak:   fd {fd}: before {rest_targets.get(fd, '-')}, after {after.get(fd, '-')}")
+            kind = sockets().get(after.get(fd), "unnamed" if after.get(fd, "").startswith("socket") else "")
+            print(f"soak:   fd {fd}: before {rest_targets.get(fd, '-')}, after {after.get(fd, '-')} {kind}")
 alive = proxy.poll() is None
 ok &= alive
 print(f"soak: proxy {'still running' if alive else 'EXITED'}; {'PASS' if ok else 'FAIL'} (files in {tmp})")

@@ -165,6 +165,8 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
     let mut stop = w.life.shutdown.wait();
     let mut trimmed = Instant::now();
     let mut released = Instant::now();
+    // The most client connections open at once since memory was last handed back.
+    let mut crowd = w.active();
     loop {
         let shortest = w
             .generation()
@@ -190,8 +192,14 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
         if now.saturating_duration_since(trimmed) >= TRIM_EVERY {
             trimmed = now;
             let freed = w.buffers.trim();
-            if freed || now.saturating_duration_since(released) >= RELEASE_EVERY {
+            let open = w.active();
+            crowd = crowd.max(open);
+            // Idle connections hold no pooled buffers, so a crowd of them leaving frees
+            // nothing `trim` sees: what they held goes back once they are gone.
+            let crowd_left = crowd >= open + CROWD;
+            if freed || crowd_left || now.saturating_duration_since(released) >= RELEASE_EVERY {
                 released = now;
+                crowd = open;
                 release_freed_memory();
             }
         }
@@ -200,6 +208,10 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
 
 /// How often the worker's buffer pools give back what they held unused (`BufferPools::trim`).
 const TRIM_EVERY: Duration = Duration::from_secs(1);
+
+/// Client connections that, gone since memory was last handed back, make a worker hand it
+/// back at its next tick (about 0.8 KB each: 1,024 of them hold most of a megabyte).
+const CROWD: usize = 1024;
 
 /// How often a worker hands freed memory back even when its pools freed nothing: what a
 /// reload's old generation, closed upstream connections and finished fills freed stays
