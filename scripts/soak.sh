@@ -4,7 +4,8 @@
 # restarted every few seconds and a reload (SIGHUP) every minute; the proxy's descriptors,
 # resident memory and CPU per request sampled each minute. PASS when the last sample's
 # anonymous resident memory (RssAnon: VmRSS without the binary's own pages, which are faulted
-# in as code paths first run) is within 5% of the first's, the descriptors at rest after the
+# in as code paths first run) is within 5% of the first's (after a warm-up reload before the
+# load), the descriptors at rest after the
 # load equal those before it (under load a sample is a snapshot of the connections open),
 # every request is accounted for (sent = answered + counted failures, per kind) and the proxy
 # is still running.
