@@ -197,6 +197,9 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
             // Idle connections hold no pooled buffers, so a crowd of them leaving frees
             // nothing `trim` sees: what they held goes back once they are gone.
             let crowd_left = crowd >= open + CROWD;
+            if crowd_left {
+                w.life.shutdown.shrink();
+            }
             if freed || crowd_left || now.saturating_duration_since(released) >= RELEASE_EVERY {
                 released = now;
                 crowd = open;

@@ -201,6 +201,19 @@ impl Slots {
             self.free.push(i);
         }
     }
+
+    /// Give back the room of free slots at the end of the table: it keeps the size of the
+    /// most waiters ever live (one per connection of a crowd) until then. Live slots keep
+    /// their index.
+    fn shrink(&mut self) {
+        while self.wakers.last().is_some_and(Option::is_none) {
+            self.wakers.pop();
+        }
+        let len = self.wakers.len();
+        self.free.retain(|&i| i < len);
+        self.wakers.shrink_to_fit();
+        self.free.shrink_to_fit();
+    }
 }
 
 impl Shutdown {
@@ -221,6 +234,12 @@ impl Shutdown {
         for w in slots.wakers.into_iter().flatten() {
             w.wake();
         }
+    }
+
+    /// Give back the waiter table's room beyond its last live waiter (after a crowd of
+    /// connections left: the table grew to one slot per connection).
+    pub fn shrink(&self) {
+        self.inner.wakers.borrow_mut().shrink();
     }
 
     /// Completes once `fire` has been called.
@@ -289,16 +308,19 @@ mod tests {
         }
     }
 
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    /// A waker that counts its wake-ups.
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     #[test]
     fn waiters_free_their_slots_and_all_wake_on_fire() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        use std::task::Wake;
-        struct Count(AtomicUsize);
-        impl Wake for Count {
-            fn wake(self: Arc<Self>) {
-                self.0.fetch_add(1, Ordering::Relaxed);
-            }
-        }
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let waker = Waker::from(count.clone());
         let mut cx = Context::from_waker(&waker);
@@ -323,6 +345,39 @@ mod tests {
         // Dropped after the fire emptied the table: nothing to free, no panic.
         drop(live);
         assert!(Pin::new(&mut s.wait()).poll(&mut cx).is_ready());
+    }
+
+    #[test]
+    fn a_crowds_room_is_given_back_and_live_waiters_keep_their_slots() {
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(count.clone());
+        let mut cx = Context::from_waker(&waker);
+        let s = Shutdown::new();
+        let mut first = s.wait();
+        assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
+        let mut crowd: Vec<Wait> = (0..1000).map(|_| s.wait()).collect();
+        for w in &mut crowd {
+            assert!(Pin::new(w).poll(&mut cx).is_pending());
+        }
+        let mut last = crowd.pop().unwrap();
+        drop(crowd);
+        s.shrink();
+        // The last crowd member is still live: nothing after it, nothing before it given up.
+        assert_eq!(s.inner.wakers.borrow().wakers.len(), 1001);
+        drop(last);
+        s.shrink();
+        let slots = s.inner.wakers.borrow();
+        assert_eq!((slots.wakers.len(), slots.free.len()), (1, 0));
+        assert!(slots.wakers.capacity() < 16, "{}", slots.wakers.capacity());
+        drop(slots);
+        // New waiters take slots again, and firing wakes the live ones.
+        let mut next = s.wait();
+        assert!(Pin::new(&mut next).poll(&mut cx).is_pending());
+        s.fire();
+        assert_eq!(count.0.load(Ordering::Relaxed), 2);
+        assert!(Pin::new(&mut first).poll(&mut cx).is_ready());
+        last = s.wait();
+        assert!(Pin::new(&mut last).poll(&mut cx).is_ready());
     }
 
     #[test]
