@@ -98,8 +98,8 @@ fn tell(sent: std::io::Result<()>) {
 /// dynamic, it rises to the size of the largest mapped block freed (up to 32 MiB): a reload
 /// frees its fresh 1.6 MB TLS session cache, and from then on every buffer below that size
 /// (256 KiB writes, 64 KiB bodies) came from the workers' arenas, where freeing it left holes
-/// that stay resident. The soak's anonymous memory grew 8-13% in its first minutes that way
-/// and then stayed; with the threshold pinned, 1% (`scripts/soak.sh`). Blocks of 128 KiB and
+/// that stay resident. The soak's anonymous memory grew 8-13% in 10 minutes that way; with the
+/// threshold pinned, 3.5% in 5 minutes and 5.3% in 10 (`scripts/soak.sh`). Blocks of 128 KiB and
 /// more are rare on the request path and each costs an mmap and munmap, as before the rise.
 fn pin_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

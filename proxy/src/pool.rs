@@ -4,7 +4,7 @@
 //! - LIFO: the most recently used connection is reused first (it is the least likely to have
 //!   been closed by the origin), so the bottom of the stack is always the oldest.
 //! - A connection idle longer than the group's `keepalive_timeout` is never handed out; a
-//!   sweeper (see `worker.rs`) also closes them so idle sockets do not linger.
+//!   sweeper (`lifecycle::sweep_pools`) also closes them so idle sockets do not linger.
 //! - A connection that served `keepalive_requests` requests is closed instead of pooled.
 //! - `keepalive` bounds the idle connections kept at rest, not within a burst: a connection
 //!   given back while the pool already holds that many is kept too, and the sweeper closes the
