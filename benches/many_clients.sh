@@ -6,6 +6,7 @@
 #   benches/many_clients.sh                        # CONNS=2000 RATE=16000 DURATION=5s ROUNDS=3
 #   LOAD=wrk benches/many_clients.sh               # closed loop: wrk -t1 -cCONNS (no RATE)
 #   NO_BUILD=1 BASE_BIN=/tmp/proxy-old CONNS=10000 LOAD=wrk DURATION=8s benches/many_clients.sh
+#   PROXY_ARGS="--max-conns 1024" CONNS=10000 LOAD=wrk benches/many_clients.sh   # bounded upstream
 #
 # LOAD=rate (default): our loader sends RATE requests/s over CONNS connections, so every target
 # gets the same work and the latencies compare at equal load (a target that cannot keep up
@@ -24,6 +25,8 @@ DURATION=${DURATION:-5s}
 CONNS=${CONNS:-2000}
 RATE=${RATE:-16000}
 LOAD=${LOAD:-rate}
+# Extra flags for ours and base, e.g. PROXY_ARGS="--max-conns 1024".
+PROXY_ARGS=${PROXY_ARGS:-}
 LOAD_CORE=${LOAD_CORE:-0}
 PROXY_CORE=${PROXY_CORE:-1}
 PROXY_BIN=${PROXY_BIN:-${CARGO_TARGET_DIR:-target}/release/proxy}
@@ -84,7 +87,7 @@ start_ours() { # BIN -> PID, PORT
     PORT=$(bench_free_port)
     bench_start "$PROXY_CORE" "$BENCH_TMP/proxy.log" "$1" --listen "127.0.0.1:$PORT" \
         --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --keepalive-requests 10000000 \
-        --keepalive-timeout 120s --max-connections $((CONNS + 1000))
+        --keepalive-timeout 120s --max-connections $((CONNS + 1000)) $PROXY_ARGS
     PID=$BENCH_LAST_PID
     bench_wait_port "$PORT" "$PID" || bench_die "the proxy did not start: $(cat "$BENCH_TMP/proxy.log")"
 }

@@ -31,7 +31,10 @@
 use crate::config::{Balance, ServerId, Table, UpstreamGroup};
 use std::time::{Duration, Instant};
 
+pub mod queue;
 pub mod ring;
+
+pub use queue::InFlight;
 
 #[derive(Debug, Clone, Copy)]
 struct ServerState {
@@ -40,6 +43,8 @@ struct ServerState {
     current: i64,
     /// Requests in flight on this worker.
     active: u64,
+    /// This worker's share of the server's `max_conns` (`queue::per_worker`); 0: no limit.
+    cap: u64,
     max_fails: u32,
     fail_timeout: Duration,
     /// Failures in the window that started at `window_start`.
@@ -55,6 +60,21 @@ impl ServerState {
     fn is_down(&self, now: Instant) -> bool {
         self.down_until.is_some_and(|t| now < t)
     }
+
+    /// At its share of `max_conns`: no room for another request.
+    fn full(&self) -> bool {
+        self.cap != 0 && self.active >= self.cap
+    }
+}
+
+/// What a request may go to now ([`Balancer::pick_room`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Room {
+    Server(ServerId),
+    /// Every server it may go to is at its `max_conns`, or others wait already: queue.
+    Full,
+    /// No server is left: all tried, or down.
+    None,
 }
 
 /// A server's state by the active health checks of its group: the same on every worker (one
@@ -98,11 +118,16 @@ pub struct Balancer {
     ring: ring::Ring,
     /// xorshift64* state; never zero.
     rng: u64,
+    /// Some server has `max_conns`: requests may have to wait.
+    capped: bool,
+    /// Requests waiting for room (`max_conns`).
+    queue: queue::Queue,
 }
 
 impl Balancer {
-    /// `seed` makes random2 differ between workers (any value; zero is fine).
-    pub fn new(group: &UpstreamGroup, seed: u64) -> Self {
+    /// `seed` makes random2 differ between workers (any value; zero is fine); `workers`
+    /// share each server's `max_conns`.
+    pub fn new(group: &UpstreamGroup, seed: u64, workers: usize) -> Self {
         let health = match group.health {
             Some(_) => Health::Up,
             None => Health::Unchecked,
@@ -111,6 +136,7 @@ impl Balancer {
             weight: i64::from(s.weight.max(1)),
             current: 0,
             active: 0,
+            cap: queue::per_worker(s.max_conns, workers),
             max_fails: s.max_fails,
             fail_timeout: s.fail_timeout,
             fails: 0,
@@ -126,6 +152,8 @@ impl Balancer {
         };
         Balancer {
             balance: group.balance,
+            capped: servers.iter().any(|s| s.cap != 0),
+            queue: queue::Queue::default(),
             servers,
             ring,
             // splitmix64 of the seed: distinct, non-zero states for seeds 0, 1, 2, ...
@@ -141,17 +169,63 @@ impl Balancer {
     }
 
     /// [`Balancer::pick`] for a request whose key hashes to `key` (`ring::hash_key`; read
-    /// by `Balance::Hash` only).
+    /// by `Balance::Hash` only). A server at its `max_conns` is not picked.
     pub fn pick_for(&mut self, key: u64, tried: &[ServerId], now: Instant) -> Option<ServerId> {
+        let filter = self.filter(tried, now);
+        self.pick_with(key, &filter)
+    }
+
+    /// [`Balancer::pick_for`], or `Full` when every server the request may go to is at its
+    /// `max_conns`, or when others wait already (`queued`: the caller is a woken waiter,
+    /// whose turn it is).
+    pub fn pick_room(&mut self, key: u64, tried: &[ServerId], now: Instant, queued: bool) -> Room {
+        let mut filter = self.filter(tried, now);
+        if !self.capped {
+            return self
+                .pick_with(key, &filter)
+                .map_or(Room::None, Room::Server);
+        }
+        filter.skip_full = false;
+        if !self.servers.enumerate().any(|(i, s)| filter.ok(i, s)) {
+            return Room::None;
+        }
+        if !queued && !self.queue.is_empty() {
+            return Room::Full;
+        }
+        filter.skip_full = true;
+        self.pick_with(key, &filter)
+            .map_or(Room::Full, Room::Server)
+    }
+
+    /// Whether any server is left for a request that tried `tried` (full ones included).
+    pub fn has_candidate(&self, tried: &[ServerId], now: Instant) -> bool {
+        let mut filter = self.filter(tried, now);
+        filter.skip_full = false;
+        self.servers.enumerate().any(|(i, s)| filter.ok(i, s))
+    }
+
+    /// The requests waiting for room.
+    pub fn queue(&mut self) -> &mut queue::Queue {
+        &mut self.queue
+    }
+
+    fn filter<'t>(&self, tried: &'t [ServerId], now: Instant) -> Filter<'t> {
         let mut filter = Filter {
             tried,
             now,
             skip_down: false,
+            skip_full: false,
         };
         filter.skip_down = self
             .servers
             .enumerate()
             .any(|(i, s)| filter.ok(i, s) && !s.is_down(now));
+        filter.skip_full = true;
+        filter
+    }
+
+    fn pick_with(&mut self, key: u64, filter: &Filter) -> Option<ServerId> {
+        let filter = *filter;
         match self.balance {
             Balance::RoundRobin => self.smooth_rr(|i, s| filter.ok(i, s)),
             Balance::LeastConn => {
@@ -182,10 +256,13 @@ impl Balancer {
         }
     }
 
-    /// A request to `server` finished (whatever its outcome).
+    /// A request to `server` finished (whatever its outcome): room for a waiter.
     pub fn finished(&mut self, server: ServerId) {
         if let Some(s) = self.servers.get_mut(server) {
             s.active = s.active.saturating_sub(1);
+        }
+        if !self.queue.is_empty() {
+            self.queue.wake_next();
         }
     }
 
@@ -349,16 +426,22 @@ impl Balancer {
 }
 
 /// Which servers a pick may choose: untried ones not down by active checks, and of those only
-/// the ones not marked failed unless every such one is failed.
+/// the ones not marked failed unless every such one is failed; and (`skip_full`) not at
+/// their `max_conns`.
+#[derive(Clone, Copy)]
 struct Filter<'a> {
     tried: &'a [ServerId],
     now: Instant,
     skip_down: bool,
+    skip_full: bool,
 }
 
 impl Filter<'_> {
     fn ok(&self, i: ServerId, s: &ServerState) -> bool {
         if s.health == Health::Down || self.tried.contains(&i) {
+            return false;
+        }
+        if self.skip_full && s.full() {
             return false;
         }
         !self.skip_down || !s.is_down(self.now)

@@ -373,6 +373,11 @@ pub struct Server {
     pub max_fails: u32,
     /// Default 10 s (nginx).
     pub fail_timeout: Duration,
+    /// Requests in flight on this server at once, from the whole proxy: each worker takes
+    /// its share (`balance::per_worker`), and a request that finds every server of its group
+    /// at its share waits for one to finish (`balance::queue`). 0: no limit (the default, as
+    /// nginx's `max_conns` and HAProxy's `maxconn`).
+    pub max_conns: u32,
 }
 
 #[derive(Debug, Clone)]

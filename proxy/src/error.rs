@@ -53,6 +53,10 @@ pub enum ProxyError {
     /// shortage, not the server's, so no server is marked failed for it (nginx answers 500).
     #[error("out of sockets or memory for an upstream connection")]
     NoResources,
+    /// Every server the request could go to stayed at its `max_conns` for the whole wait
+    /// (HAProxy answers 503 when its `timeout queue` expires).
+    #[error("every upstream server stayed at max_conns until the queue timeout")]
+    QueueTimeout,
 }
 
 impl ProxyError {
@@ -62,7 +66,7 @@ impl ProxyError {
             Request(_) | HeaderTimeout | BodyTimeout | ClientGone | BodyTooLarge | NoRoute
             | MethodNotSupported | Forbidden => Fault::Client,
             UpstreamRefused | NoLiveUpstream | ConnectTimeout | UpstreamTimeout
-            | UpstreamClosed | UpstreamIo | BadResponse(_) => Fault::Upstream,
+            | UpstreamClosed | UpstreamIo | BadResponse(_) | QueueTimeout => Fault::Upstream,
             NoResources => Fault::Internal,
         }
     }
@@ -80,7 +84,7 @@ impl ProxyError {
             Forbidden => 403,
             UpstreamRefused | NoLiveUpstream | UpstreamClosed | UpstreamIo | BadResponse(_) => 502,
             ConnectTimeout | UpstreamTimeout => 504,
-            NoResources => 503,
+            NoResources | QueueTimeout => 503,
         })
     }
 }
@@ -103,6 +107,7 @@ mod tests {
             (ConnectTimeout, Some(504), Fault::Upstream),
             (UpstreamTimeout, Some(504), Fault::Upstream),
             (NoResources, Some(503), Fault::Internal),
+            (QueueTimeout, Some(503), Fault::Upstream),
         ] {
             assert_eq!((e.status(), e.fault()), (status, fault), "{e:?}");
         }

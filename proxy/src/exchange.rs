@@ -39,9 +39,10 @@ mod client_watch;
 mod connect;
 mod outcome;
 mod response_head;
+mod room;
 mod upload;
 
-use crate::balance::Balancer;
+pub(super) use crate::balance::InFlight;
 use crate::config::route_opts::{HeaderEdits, RetryPolicy, RetryReason};
 use crate::config::Timeouts;
 use crate::config::{GroupId, Server, ServerId};
@@ -59,33 +60,14 @@ use client_watch::Watch;
 use connect::{counted_connect, send_proxy_header, Dest};
 use outcome::{may_retry, no_head, Answered, Attempt, Blame};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
+use room::Picked;
 use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
-use std::cell::RefCell;
 use upload::{stream_request, Streamed};
 
 /// Request bodies up to this size that arrived with the head are sent with it in one write
 /// (and can be sent again on a retry).
 const INLINE_BODY_MAX: usize = 64 * 1024;
-
-/// Counts a request in flight on a server for least-conn / random2, for as long as it lives.
-pub(super) struct InFlight<'a> {
-    balancer: &'a RefCell<Balancer>,
-    server: ServerId,
-}
-
-impl<'a> InFlight<'a> {
-    fn new(balancer: &'a RefCell<Balancer>, server: ServerId) -> Self {
-        balancer.borrow_mut().started(server);
-        InFlight { balancer, server }
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.balancer.borrow_mut().finished(self.server);
-    }
-}
 
 /// What every attempt sends, and with which generation's groups, balancers and pools.
 struct Plan<'r> {
@@ -236,9 +218,8 @@ async fn attempts<'g>(
     // A first pick that finds nothing: every server is down by health checks.
     let mut last = ProxyError::NoLiveUpstream;
     let mut bound = 2 * group.servers.len() + group.keepalive.min(64) + 2;
-    // Tries made (a stale pooled connection's resend is not one), and the next server when
-    // a retry on a status picked it already.
-    let (mut tries, mut next) = (0u32, None);
+    // Tries made (a stale pooled connection's resend is not one).
+    let mut tries = 0u32;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
     let end = loop {
@@ -246,15 +227,20 @@ async fn attempts<'g>(
             break Err(Unanswered::Respond(last));
         }
         bound -= 1;
-        let now = std::time::Instant::now();
-        let Some(s) = next.take().or_else(|| {
-            balancer
-                .borrow_mut()
-                .pick_for(plan.req.balance_key, &tried, now)
-        }) else {
-            break Err(Unanswered::Respond(last));
+        let key = plan.req.balance_key;
+        let in_flight = match room::pick(balancer, key, &tried, plan.t.connect).await {
+            Picked::Server(f) => f,
+            Picked::NoneLeft => break Err(Unanswered::Respond(last)),
+            Picked::TimedOut => {
+                w.obs.log_error(format_args!(
+                    "upstream group {}: every server at max_conns for {:?}",
+                    group.name, plan.t.connect
+                ));
+                break Err(Unanswered::Respond(ProxyError::QueueTimeout));
+            }
         };
-        let outcome = attempt(c, w, plan, s, &mut spare).await;
+        let s = in_flight.server();
+        let outcome = attempt(c, w, plan, in_flight, &mut spare).await;
         if outcome.blame() == Blame::Server {
             balancer.borrow_mut().failed(s, std::time::Instant::now());
             tried.push(s);
@@ -271,19 +257,13 @@ async fn attempts<'g>(
                     break Ok(a);
                 }
                 // Another server, if there is one and the budget allows: this answer is
-                // dropped unread (its upstream connection closes), the next one goes out.
+                // dropped unread (its upstream connection closes, its room is given back),
+                // the next one goes out.
                 tried.push(s);
-                if !spend_retry(w) {
+                let now = std::time::Instant::now();
+                if !balancer.borrow().has_candidate(&tried, now) || !spend_retry(w) {
                     break Ok(a);
                 }
-                let Some(n) = balancer.borrow_mut().pick_for(
-                    plan.req.balance_key,
-                    &tried,
-                    std::time::Instant::now(),
-                ) else {
-                    break Ok(a);
-                };
-                next = Some(n);
                 w.buffers.give_buf(a.head.ub);
                 w.count_retry(plan.g, plan.req.route, RetryReason::Status);
             }
@@ -342,9 +322,10 @@ async fn attempt<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
     plan: &Plan<'g>,
-    s: ServerId,
+    in_flight: InFlight<'g>,
     spare: &mut Option<BytesMut>,
 ) -> Attempt<'g> {
+    let s = in_flight.server();
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
@@ -353,7 +334,6 @@ async fn attempt<'g>(
         Ok(up) => up,
         Err(failed) => return failed,
     };
-    let in_flight = InFlight::new(plan.g.balancer(g), s);
     if let Err(unsent) = send_head(c, plan, server, &mut up).await {
         return unsent;
     }

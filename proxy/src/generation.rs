@@ -83,7 +83,7 @@ impl Generation {
             router: Router::new(&cfg.routes),
             balancers: cfg
                 .groups
-                .map(|g| Rc::new(RefCell::new(Balancer::new(g, seed)))),
+                .map(|g| Rc::new(RefCell::new(Balancer::new(g, seed, cfg.runtime.workers)))),
             pools: cfg
                 .groups
                 .map(|g| g.servers.map(|_| Rc::new(RefCell::new(ServerPool::new(g))))),

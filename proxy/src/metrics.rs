@@ -47,7 +47,7 @@ impl Histogram {
 }
 
 /// Every kind of failure, by name (`ProxyError` variants), for labels.
-pub const FAULT_KINDS: [&str; 16] = [
+pub const FAULT_KINDS: [&str; 17] = [
     "bad_request",
     "header_timeout",
     "body_timeout",
@@ -64,6 +64,7 @@ pub const FAULT_KINDS: [&str; 16] = [
     "bad_response",
     "no_resources",
     "no_live_upstream",
+    "queue_timeout",
 ];
 
 /// The index of `e`'s kind in [`FAULT_KINDS`].
@@ -86,6 +87,7 @@ pub fn fault_index(e: ProxyError) -> usize {
         BadResponse(_) => 13,
         NoResources => 14,
         NoLiveUpstream => 15,
+        QueueTimeout => 16,
     }
 }
 

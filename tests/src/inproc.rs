@@ -70,6 +70,7 @@ pub fn group(name: &str, origins: &[SocketAddr]) -> UpstreamGroup {
                 weight: 1,
                 max_fails: 1,
                 fail_timeout: Duration::from_secs(10),
+                max_conns: 0,
             })
             .collect(),
         balance: Balance::RoundRobin,

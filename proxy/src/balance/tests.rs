@@ -14,6 +14,7 @@ fn group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
                 weight,
                 max_fails: 1,
                 fail_timeout: Duration::from_secs(10),
+                max_conns: 0,
             })
             .collect(),
         balance,
@@ -51,20 +52,20 @@ fn counts(seq: &[usize], servers: usize) -> Vec<usize> {
 
 #[test]
 fn smooth_round_robin_is_nginx_sequence() {
-    let mut b = Balancer::new(&group(Balance::RoundRobin, &[5, 1, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::RoundRobin, &[5, 1, 1]), 0, 1);
     let now = Instant::now();
     // nginx: a a b a c a a, then the cycle repeats.
     assert_eq!(
         picks(&mut b, 14, now),
         [0, 0, 1, 0, 2, 0, 0, 0, 0, 1, 0, 2, 0, 0]
     );
-    let mut b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0, 1);
     assert_eq!(picks(&mut b, 4, now), [0, 1, 0, 1]);
 }
 
 #[test]
 fn round_robin_exact_proportions() {
-    let mut b = Balancer::new(&group(Balance::RoundRobin, &[3, 2, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::RoundRobin, &[3, 2, 1]), 0, 1);
     let seq = picks(&mut b, 6000, Instant::now());
     assert_eq!(counts(&seq, 3), [3000, 2000, 1000]);
 }
@@ -73,7 +74,7 @@ fn round_robin_exact_proportions() {
 fn tried_servers_are_excluded() {
     let now = Instant::now();
     for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-        let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 7);
+        let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 7, 1);
         for _ in 0..50 {
             assert_eq!(pick(&mut b, &[0, 2], now), Some(1), "{balance:?}");
             let p = pick(&mut b, &[1], now).unwrap();
@@ -82,14 +83,14 @@ fn tried_servers_are_excluded() {
         assert_eq!(pick(&mut b, &[0, 1, 2], now), None, "{balance:?}");
         assert_eq!(pick(&mut b, &[2, 1, 0], now), None, "{balance:?}");
     }
-    let mut empty = Balancer::new(&group(Balance::RoundRobin, &[]), 0);
+    let mut empty = Balancer::new(&group(Balance::RoundRobin, &[]), 0, 1);
     assert_eq!(pick(&mut empty, &[], now), None);
 }
 
 #[test]
 fn least_conn_follows_active_counts() {
     let now = Instant::now();
-    let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0, 1);
     b.started(sid(0));
     b.started(sid(0));
     b.started(sid(1));
@@ -103,14 +104,14 @@ fn least_conn_follows_active_counts() {
     b.finished(sid(0));
     assert_eq!(pick(&mut b, &[], now), Some(0));
     // Ties are shared round-robin.
-    let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::LeastConn, &[1, 1, 1]), 0, 1);
     assert_eq!(picks(&mut b, 6, now), [0, 1, 2, 0, 1, 2]);
     // A request that starts and finishes each time: all tie, weights respected.
-    let mut b = Balancer::new(&group(Balance::LeastConn, &[2, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::LeastConn, &[2, 1]), 0, 1);
     let seq = picks(&mut b, 300, now);
     assert_eq!(counts(&seq, 2), [200, 100]);
     // Weighted: 4 active on weight 4 is as loaded as 1 active on weight 1.
-    let mut b = Balancer::new(&group(Balance::LeastConn, &[4, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::LeastConn, &[4, 1]), 0, 1);
     for _ in 0..4 {
         b.started(sid(0));
     }
@@ -131,7 +132,7 @@ fn least_conn_follows_active_counts() {
 fn least_conn_keeps_loads_level() {
     // Requests that never finish: picks spread by weight.
     let now = Instant::now();
-    let mut b = Balancer::new(&group(Balance::LeastConn, &[3, 1]), 0);
+    let mut b = Balancer::new(&group(Balance::LeastConn, &[3, 1]), 0, 1);
     for _ in 0..400 {
         let s = pick(&mut b, &[], now).unwrap();
         b.started(sid(s));
@@ -142,19 +143,19 @@ fn least_conn_keeps_loads_level() {
 #[test]
 fn random2_respects_weights_and_load() {
     let now = Instant::now();
-    let mut b = Balancer::new(&group(Balance::Random2, &[3, 1]), 42);
+    let mut b = Balancer::new(&group(Balance::Random2, &[3, 1]), 42, 1);
     let seq = picks(&mut b, 40_000, now);
     let c = counts(&seq, 2);
     // Two servers: each pick compares both (ties keep the first draw, weighted 3:1).
     assert!((29_000..31_000).contains(&c[0]), "{c:?}");
     // With load, the less loaded of the two wins.
-    let mut b = Balancer::new(&group(Balance::Random2, &[1, 1]), 1);
+    let mut b = Balancer::new(&group(Balance::Random2, &[1, 1]), 1, 1);
     b.started(sid(0));
     for _ in 0..20 {
         assert_eq!(pick(&mut b, &[], now), Some(1));
     }
     // Requests that never finish stay balanced.
-    let mut b = Balancer::new(&group(Balance::Random2, &[1, 1, 1, 1]), 3);
+    let mut b = Balancer::new(&group(Balance::Random2, &[1, 1, 1, 1]), 3, 1);
     for _ in 0..4000 {
         let s = pick(&mut b, &[], now).unwrap();
         b.started(sid(s));
@@ -167,8 +168,8 @@ fn random2_respects_weights_and_load() {
         );
     }
     // Different seeds, different sequences.
-    let mut x = Balancer::new(&group(Balance::Random2, &[1; 8]), 1);
-    let mut y = Balancer::new(&group(Balance::Random2, &[1; 8]), 2);
+    let mut x = Balancer::new(&group(Balance::Random2, &[1; 8]), 1, 1);
+    let mut y = Balancer::new(&group(Balance::Random2, &[1; 8]), 2, 1);
     assert_ne!(picks(&mut x, 32, now), picks(&mut y, 32, now));
 }
 
@@ -176,7 +177,7 @@ fn random2_respects_weights_and_load() {
 fn failed_server_skipped_then_retried_after_fail_timeout() {
     let t0 = Instant::now();
     for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-        let mut b = Balancer::new(&group(balance, &[1, 1]), 5);
+        let mut b = Balancer::new(&group(balance, &[1, 1]), 5, 1);
         b.failed(sid(0), t0);
         assert!(b.is_down(sid(0), t0));
         for _ in 0..20 {
@@ -205,7 +206,7 @@ fn max_fails_counts_within_the_window() {
     let mut g = group(Balance::RoundRobin, &[1, 1]);
     g.servers[sid(0)].max_fails = 3;
     g.servers[sid(1)].max_fails = 0;
-    let mut b = Balancer::new(&g, 0);
+    let mut b = Balancer::new(&g, 0, 1);
     b.failed(sid(0), t0);
     b.failed(sid(0), t0 + Duration::from_secs(1));
     assert!(!b.is_down(sid(0), t0 + Duration::from_secs(1)));
@@ -234,7 +235,7 @@ fn max_fails_counts_within_the_window() {
 fn all_failed_still_picks() {
     let t0 = Instant::now();
     for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-        let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 9);
+        let mut b = Balancer::new(&group(balance, &[1, 1, 1]), 9, 1);
         for i in 0..3 {
             b.failed(sid(i), t0);
         }
@@ -267,9 +268,9 @@ fn checked_group(balance: Balance, weights: &[u32]) -> UpstreamGroup {
 
 #[test]
 fn health_follows_the_group() {
-    let b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0);
+    let b = Balancer::new(&group(Balance::RoundRobin, &[1, 1]), 0, 1);
     assert_eq!(b.health(sid(0)), Health::Unchecked);
-    let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1]), 0);
+    let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1]), 0, 1);
     assert_eq!(
         (b.health(sid(0)), b.health(sid(1))),
         (Health::Up, Health::Up)
@@ -287,7 +288,7 @@ fn health_follows_the_group() {
 fn down_servers_are_never_picked() {
     let t0 = Instant::now();
     for balance in [Balance::RoundRobin, Balance::LeastConn, Balance::Random2] {
-        let mut b = Balancer::new(&checked_group(balance, &[1, 5, 1]), 3);
+        let mut b = Balancer::new(&checked_group(balance, &[1, 5, 1]), 3, 1);
         b.set_health(sid(1), Health::Down);
         let seq = picks(&mut b, 60, t0);
         assert_eq!(counts(&seq, 3)[1], 0, "{balance:?}");
@@ -317,7 +318,7 @@ fn down_servers_are_never_picked() {
 #[test]
 fn passive_marks_apply_among_the_live() {
     let t0 = Instant::now();
-    let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1, 1]), 0);
+    let mut b = Balancer::new(&checked_group(Balance::RoundRobin, &[1, 1, 1]), 0, 1);
     b.set_health(sid(0), Health::Down);
     b.failed(sid(1), t0);
     // Up by checks, failed passively: skipped while another live one is fine.
@@ -344,7 +345,7 @@ fn pick_key(b: &mut Balancer, key: &str, tried: &[usize], now: Instant) -> Optio
 #[test]
 fn hash_keeps_a_key_on_its_server_and_walks_the_ring_past_unusable_ones() {
     let t0 = Instant::now();
-    let mut b = Balancer::new(&checked_group(Balance::Hash, &[1, 1, 1, 1]), 0);
+    let mut b = Balancer::new(&checked_group(Balance::Hash, &[1, 1, 1, 1]), 0, 1);
     let keys: Vec<String> = (0..400).map(|i| format!("/k{i}")).collect();
     let home: Vec<usize> = keys
         .iter()
@@ -391,4 +392,96 @@ fn hash_keeps_a_key_on_its_server_and_walks_the_ring_past_unusable_ones() {
         b.set_health(sid(i), Health::Down);
     }
     assert_eq!(pick_key(&mut b, "/k1", &[], t0), None);
+}
+
+fn capped(balance: Balance, max_conns: &[u32]) -> UpstreamGroup {
+    let mut g = group(balance, &vec![1; max_conns.len()]);
+    for (s, &m) in g.servers.iter_mut().zip(max_conns) {
+        s.max_conns = m;
+    }
+    g
+}
+
+#[test]
+fn max_conns_is_shared_among_workers_and_never_below_one() {
+    assert_eq!(queue::per_worker(0, 4), 0);
+    assert_eq!(queue::per_worker(100, 4), 25);
+    assert_eq!(queue::per_worker(10, 4), 2);
+    assert_eq!(queue::per_worker(3, 4), 1);
+    assert_eq!(queue::per_worker(7, 0), 7);
+}
+
+#[test]
+fn a_server_at_its_max_conns_is_passed_over_and_when_all_are_the_request_queues() {
+    let now = Instant::now();
+    for balance in [
+        Balance::RoundRobin,
+        Balance::LeastConn,
+        Balance::Random2,
+        Balance::Hash,
+    ] {
+        // Two workers share max_conns 4 and 2: 2 and 1 here; the third server has no limit
+        // but is tried already.
+        let mut b = Balancer::new(&capped(balance, &[4, 2, 0]), 1, 2);
+        let tried = [sid(2)];
+        let mut on = [0; 3];
+        for _ in 0..3 {
+            let Room::Server(s) = b.pick_room(7, &tried, now, false) else {
+                panic!("{balance:?}: room expected while under the caps");
+            };
+            b.started(s);
+            on[s.index()] += 1;
+        }
+        assert_eq!(on, [2, 1, 0], "{balance:?}");
+        assert_eq!(
+            b.pick_room(7, &tried, now, false),
+            Room::Full,
+            "{balance:?}"
+        );
+        assert_eq!(b.pick_for(7, &tried, now), None, "{balance:?}");
+        // The uncapped one has room; nothing left at all is `None`, not `Full`.
+        assert_eq!(b.pick_room(7, &[], now, false), Room::Server(sid(2)));
+        let all = [sid(0), sid(1), sid(2)];
+        assert_eq!(b.pick_room(7, &all, now, false), Room::None, "{balance:?}");
+        assert!(b.has_candidate(&tried, now));
+        b.finished(sid(1));
+        assert_eq!(b.pick_room(7, &tried, now, false), Room::Server(sid(1)));
+    }
+}
+
+#[test]
+fn waiters_are_woken_one_per_finished_request_in_order_and_newcomers_queue_behind_them() {
+    let now = Instant::now();
+    let mut b = Balancer::new(&capped(Balance::RoundRobin, &[1]), 0, 1);
+    let Room::Server(s) = b.pick_room(0, &[], now, false) else {
+        panic!("room expected");
+    };
+    b.started(s);
+    let waker = std::task::Waker::noop();
+    let first = b.queue().join();
+    let second = b.queue().join();
+    assert!(!first.woken(waker) && !second.woken(waker));
+    b.finished(s);
+    assert!(first.woken(waker), "the oldest waiter is woken");
+    assert!(!second.woken(waker), "one wake per finished request");
+    // The room is the woken waiter's: a newcomer queues behind the others.
+    assert_eq!(b.pick_room(0, &[], now, false), Room::Full);
+    assert_eq!(b.pick_room(0, &[], now, true), Room::Server(s));
+    b.queue().leave(&first, true);
+    b.started(s);
+    assert!(!second.woken(waker), "a used wake is not passed on");
+    // A woken waiter that cannot use the room passes the wake on; one leaving unserved
+    // passes its wake on too.
+    let third = b.queue().join();
+    b.finished(s);
+    assert!(second.woken(waker));
+    b.queue().pass_on(&second);
+    assert!(!second.woken(waker) && third.woken(waker));
+    b.queue().leave(&third, false);
+    assert!(
+        second.woken(waker),
+        "an unused wake goes to the next waiter"
+    );
+    b.queue().leave(&second, true);
+    assert!(b.queue().is_empty());
 }

@@ -170,6 +170,11 @@ pub struct Args {
           conflicts_with_all = ["config", "check_config"])]
     pub keepalive_requests: u64,
 
+    /// Requests in flight on each upstream server at once, from the whole proxy; beyond it
+    /// requests wait for one to finish, within the connect timeout (0: no limit)
+    #[arg(long, value_name = "N", default_value_t = 0, conflicts_with_all = ["config", "check_config"])]
+    pub max_conns: u32,
+
     /// Failures within --fail-timeout before a server is skipped (0: never skipped)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_FAILS, conflicts_with_all = ["config", "check_config"])]
     pub max_fails: u32,
@@ -413,6 +418,7 @@ impl Cli {
         let servers = a.upstream.iter().map(|name| ServerEntry {
             max_fails: a.max_fails,
             fail_timeout: a.fail_timeout.0,
+            max_conns: a.max_conns,
             ..ServerEntry::new(name.clone())
         });
         let group = GroupEntry {

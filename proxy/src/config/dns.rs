@@ -44,6 +44,7 @@ pub struct Entry {
     pub weight: u32,
     pub max_fails: u32,
     pub fail_timeout: Duration,
+    pub max_conns: u32,
 }
 
 impl Entry {
@@ -57,6 +58,7 @@ impl Entry {
             weight: self.weight,
             max_fails: self.max_fails,
             fail_timeout: self.fail_timeout,
+            max_conns: self.max_conns,
         };
         if self.literal {
             taken.extend_from_slice(addrs);
@@ -114,6 +116,7 @@ mod tests {
             weight: 3,
             max_fails: 2,
             fail_timeout: Duration::from_secs(5),
+            max_conns: 0,
         }
     }
 

@@ -435,6 +435,7 @@ impl Resolver<'_> {
                 weight: s.weight.get(),
                 max_fails: s.max_fails,
                 fail_timeout: s.fail_timeout,
+                max_conns: s.max_conns,
             });
             found.push(addrs);
         }
@@ -446,6 +447,7 @@ impl Resolver<'_> {
                 weight: e.weight,
                 max_fails: e.max_fails,
                 fail_timeout: e.fail_timeout,
+                max_conns: e.max_conns,
             });
             return Ok((servers.collect(), None));
         };

@@ -211,6 +211,10 @@ pub struct ServerEntry {
         deserialize_with = "de_positive_duration"
     )]
     pub fail_timeout: Duration,
+    /// Requests in flight on this server at once, from the whole proxy (nginx's `max_conns`,
+    /// HAProxy's `maxconn`); 0: no limit.
+    #[serde(default)]
+    pub max_conns: u32,
 }
 
 impl ServerEntry {
@@ -221,6 +225,7 @@ impl ServerEntry {
             weight: default_weight(),
             max_fails: DEFAULT_MAX_FAILS,
             fail_timeout: DEFAULT_FAIL_TIMEOUT,
+            max_conns: 0,
         }
     }
 }

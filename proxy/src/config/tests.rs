@@ -77,6 +77,8 @@ fn example_parses_with_every_key() {
     assert_eq!(app.name, "app");
     assert_eq!(app.servers.len(), 3);
     assert_eq!(app.servers[ServerId::new(0)].weight, 2);
+    let max_conns = |s: usize| app.servers[ServerId::new(s)].max_conns;
+    assert_eq!((max_conns(0), max_conns(1)), (0, 1000));
     assert_eq!(app.servers[ServerId::new(2)].name, "127.0.0.1:9003");
     assert_eq!(
         app.servers[ServerId::new(2)].addrs,

@@ -188,6 +188,7 @@ mod tests {
             weight: 1,
             max_fails: 1,
             fail_timeout: Duration::from_secs(10),
+            max_conns: 0,
         };
         let mut check = HealthCheck {
             path: "/healthz?full=1".into(),

@@ -15,6 +15,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
                 weight: 1,
                 max_fails: 1,
                 fail_timeout: Duration::from_secs(10),
+                max_conns: 0,
             })
             .collect(),
         balance: Balance::RoundRobin,
@@ -31,7 +32,7 @@ fn group(name: &str, servers: &[&str], checked: bool) -> UpstreamGroup {
 }
 
 fn balancers(groups: &Table<GroupId, UpstreamGroup>) -> Table<GroupId, Rc<RefCell<Balancer>>> {
-    groups.map(|g| Rc::new(RefCell::new(Balancer::new(g, 0))))
+    groups.map(|g| Rc::new(RefCell::new(Balancer::new(g, 0, 1))))
 }
 
 fn g(i: usize) -> GroupId {

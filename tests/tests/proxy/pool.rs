@@ -1,7 +1,7 @@
 //! Upstream keep-alive pools and connection limits: reuse, retirement after N requests, idle
 //! timeout, stale pooled connections retried, and the per-worker client connection limit.
 
-use proxy::config::GroupId;
+use proxy::config::{GroupId, ServerId};
 use shared::origin::{Origin, OriginConfig};
 use std::time::Duration;
 use tests::inproc::{config, Proxy};
@@ -118,6 +118,61 @@ fn a_burst_reuses_its_connections_and_its_surplus_is_closed_after() {
         "the surplus was not closed: {} open",
         o.open_connections()
     );
+}
+
+/// `max_conns` bounds the requests in flight on a server, and so its connections: eight
+/// requests at once to a server with `max_conns = 2` go out two at a time over two
+/// connections, the rest waiting in the queue; every one is answered. Without the cap the
+/// origin sees eight connections (the test above).
+#[test]
+fn max_conns_queues_requests_beyond_it_and_opens_no_more_connections() {
+    const BURST: usize = 8;
+    let o = origin_on("127.0.0.1:0".parse().unwrap());
+    let mut cfg = config(&[o.addr()]);
+    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 2;
+    let p = Proxy::start(cfg);
+    let mut clients: Vec<_> = (0..BURST).map(|_| p.connect()).collect();
+    for c in &mut clients {
+        c.send(b"GET /?delay=100ms HTTP/1.1\r\nHost: t\r\n\r\n");
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        assert_eq!(c.response().status, 200, "client {i}");
+    }
+    assert_eq!(o.requests(), BURST as u64);
+    assert_eq!(
+        o.connections(),
+        2,
+        "more connections than max_conns were opened"
+    );
+}
+
+/// A request that finds its server at `max_conns` waits at most the connect timeout, then
+/// gets 503 (HAProxy's queue timeout), never reaching the origin; the request holding the
+/// room is answered.
+#[test]
+fn a_request_queued_past_the_connect_timeout_gets_503() {
+    let o = origin_on("127.0.0.1:0".parse().unwrap());
+    let mut cfg = config(&[o.addr()]);
+    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
+    cfg.timeouts.connect = Duration::from_millis(200);
+    let p = Proxy::start(cfg);
+    let mut holder = p.connect();
+    holder.send(b"GET /?delay=1500ms HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(
+        eventually(WAIT, || o.requests() == 1),
+        "the first request never reached the origin"
+    );
+    let mut queued = p.connect();
+    let r = queued.get("/");
+    assert_eq!(r.status, 503, "the queued request");
+    assert_eq!(o.requests(), 1, "the queued request reached the origin");
+    assert_eq!(
+        holder.response().status,
+        200,
+        "the request holding the room"
+    );
+    // The room is free again: the next request goes out.
+    assert_eq!(p.connect().get("/").status, 200);
 }
 
 /// The restarted server's stale pooled connection fails a GET, which is retried (on the next

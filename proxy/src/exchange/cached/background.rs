@@ -12,7 +12,8 @@
 //! the task's end, however it ends (a panic included), releases it.
 
 use super::super::response_head::{read_response_head, HeadFail, HeadRead};
-use super::super::{counted_connect, Dest, InFlight};
+use super::super::room::Picked;
+use super::super::{counted_connect, Dest};
 use super::decide::Refill;
 use super::fetch::{fill_head, finish_fill, refresh, to_get, Fetch, Refresh, Response};
 use crate::cache::{validate, CacheStatus, Millis};
@@ -145,12 +146,14 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
     let cfg = &g.cfg;
     let route = g.cached(job.cache);
     let (store, entry_cfg) = (&route.store, &*route.cfg);
-    let s = g
-        .balancer(job.group)
-        .borrow_mut()
-        .pick(&[], std::time::Instant::now())
-        .ok_or(ProxyError::NoLiveUpstream)?;
-    let _in_flight = InFlight::new(g.balancer(job.group), s);
+    // Within `max_conns` like any request (a revalidation's key: none, it is no hash pick).
+    let balancer = g.balancer(job.group);
+    let in_flight = match super::super::room::pick(balancer, 0, &[], cfg.timeouts.connect).await {
+        Picked::Server(f) => f,
+        Picked::NoneLeft => return Err(ProxyError::NoLiveUpstream),
+        Picked::TimedOut => return Err(ProxyError::QueueTimeout),
+    };
+    let s = in_flight.server();
     let answered = answer(job, s).await;
     noted(job, s, answered.as_ref().err().copied());
     let (mut up, head) = answered?;

@@ -1,0 +1,86 @@
+//! Picking a server with room for the request: at once where none is at its `max_conns`,
+//! else in the group's queue (`balance::queue`) for at most the route's connect timeout
+//! (HAProxy's `timeout queue` defaults to its `timeout connect`).
+
+use crate::balance::queue::Waiter;
+use crate::balance::{Balancer, InFlight, Room};
+use crate::config::ServerId;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+pub(super) enum Picked<'a> {
+    /// The server, counted in flight.
+    Server(InFlight<'a>),
+    /// Every server is tried or down.
+    NoneLeft,
+    /// Every server it may go to stayed at its `max_conns` for `within`.
+    TimedOut,
+}
+
+/// A server for the request whose key is `key` and which tried `tried` already.
+pub(super) async fn pick<'a>(
+    balancer: &'a RefCell<Balancer>,
+    key: u64,
+    tried: &[ServerId],
+    within: Duration,
+) -> Picked<'a> {
+    let room = balancer
+        .borrow_mut()
+        .pick_room(key, tried, Instant::now(), false);
+    match room {
+        Room::Server(s) => return Picked::Server(InFlight::new(balancer, s)),
+        Room::None => return Picked::NoneLeft,
+        Room::Full => {}
+    }
+    let queued = Queued {
+        balancer,
+        waiter: balancer.borrow_mut().queue().join(),
+        served: false,
+    };
+    let wait = std::future::poll_fn(|cx| {
+        if !queued.waiter.woken(cx.waker()) {
+            return Poll::Pending;
+        }
+        let mut b = balancer.borrow_mut();
+        match b.pick_room(key, tried, Instant::now(), true) {
+            Room::Server(s) => Poll::Ready(Some(s)),
+            Room::None => Poll::Ready(None),
+            Room::Full => {
+                b.queue().pass_on(&queued.waiter);
+                queued.waiter.woken(cx.waker());
+                Poll::Pending
+            }
+        }
+    });
+    let picked = monoio::time::timeout(within, wait).await;
+    let mut queued = queued;
+    match picked {
+        // Counted in before anything else runs: the room is this request's.
+        Ok(Some(s)) => {
+            queued.served = true;
+            drop(queued);
+            Picked::Server(InFlight::new(balancer, s))
+        }
+        Ok(None) => Picked::NoneLeft,
+        Err(_) => Picked::TimedOut,
+    }
+}
+
+/// A place in the queue, given up when dropped (served, timed out, or the exchange dropped).
+struct Queued<'a> {
+    balancer: &'a RefCell<Balancer>,
+    waiter: Rc<Waiter>,
+    /// It found room: the wake it got was used.
+    served: bool,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.balancer
+            .borrow_mut()
+            .queue()
+            .leave(&self.waiter, self.served);
+    }
+}
