@@ -199,6 +199,8 @@ async fn sweep_pools(w: Rc<ProxyWorker>) {
             let crowd_left = crowd >= open + CROWD;
             if crowd_left {
                 w.life.shutdown.shrink();
+                // The runtime's table of multishot receives, sized by the crowd's peak.
+                monoio::net::tcp::multishot_shrink();
             }
             if freed || crowd_left || now.saturating_duration_since(released) >= RELEASE_EVERY {
                 released = now;

@@ -496,3 +496,99 @@ fn small_arrivals_of_many_connections_share_ring_buffers() {
         assert_eq!(got, &want, "connection {c}'s bytes");
     }
 }
+
+/// The registry of multishot receives gives a crowd's room back (`multishot_shrink`, issue
+/// 25): after 1,500 connections with an armed receive closed, its table falls from the peak to
+/// at most 1,024 entries and the freed entries' queues are freed; an entry still live (its
+/// socket open, or its cancel not completed by the kernel) never moves, a live one at the top
+/// keeps the table at its height, and a new socket takes the lowest free entry, so the top
+/// empties.
+#[test]
+fn the_receive_registry_gives_a_crowds_room_back_and_moves_no_live_entry() {
+    const CROWD: usize = 1500;
+    const KEPT: usize = 10;
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    run_on(driver, 1024, async move {
+        use monoio::io::AsyncWriteRentExt;
+        use monoio::net::tcp::{multishot_registry, multishot_shrink};
+        let l = &serve(l);
+        // A pair with a multishot receive armed on its accepted end and one byte read through
+        // it (so its queue was allocated).
+        let pair = || async move {
+            let mut c = TcpStream::connect(addr).await.expect("connect");
+            let (mut s, _) = l.accept().await.expect("accept");
+            assert!(s.enable_multishot_recv(), "multishot refused on io_uring");
+            let (r, _) = c.write_all(b"x").await;
+            r.expect("write");
+            assert!(s.multishot_ready().await, "wait refused");
+            let (r, buf) = s.read(Vec::with_capacity(8)).await;
+            assert_eq!((r.expect("read"), &buf[..]), (1, &b"x"[..]));
+            (c, s)
+        };
+        // Each kept pair's bytes still reach their reader through its entry.
+        async fn echo_through(pairs: &mut [(TcpStream, TcpStream)], what: &'static [u8]) {
+            for (c, s) in pairs.iter_mut() {
+                let (r, _) = c.write_all(what).await;
+                r.expect("write");
+                let (r, buf) = s.read(Vec::with_capacity(64)).await;
+                assert_eq!((r.expect("read"), &buf[..]), (what.len(), what));
+            }
+        }
+        // Until the kernel completed every cancel (the entries of closed sockets freed).
+        let settle = move |live: usize| async move {
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while multishot_registry().live != live {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{:?}",
+                    multishot_registry()
+                );
+                monoio::time::sleep(Duration::from_millis(2)).await;
+            }
+        };
+        let mut pairs = Vec::with_capacity(CROWD);
+        for _ in 0..CROWD {
+            pairs.push(pair().await);
+        }
+        let peak = multishot_registry();
+        assert_eq!((peak.live, peak.slots), (CROWD, CROWD), "{peak:?}");
+        let mut top = pairs.pop().expect("the top pair");
+        pairs.truncate(KEPT);
+        // The closed receives' cancels are not completed yet: nothing may move or go.
+        multishot_shrink();
+        let r = multishot_registry();
+        assert_eq!(
+            (r.live, r.slots, r.capacity),
+            (CROWD, CROWD, peak.capacity),
+            "{r:?}"
+        );
+        settle(KEPT + 1).await;
+        // A new socket takes the lowest free entry (KEPT), not one near the top.
+        let newcomer = pair().await;
+        multishot_shrink();
+        let r = multishot_registry();
+        // The live top entry holds the table's height; the free entries' queues are gone.
+        assert_eq!((r.live, r.slots, r.queues), (KEPT + 2, CROWD, 0), "{r:?}");
+        echo_through(&mut pairs, b"kept, after a shrink").await;
+        echo_through(std::slice::from_mut(&mut top), b"the top, after a shrink").await;
+        drop(top);
+        settle(KEPT + 1).await;
+        multishot_shrink();
+        let r = multishot_registry();
+        assert_eq!((r.live, r.slots), (KEPT + 1, KEPT + 1), "{r:?}");
+        assert!(
+            r.capacity <= 1024,
+            "the table kept its peak room: {r:?} (peak {peak:?})"
+        );
+        pairs.push(newcomer);
+        echo_through(&mut pairs, b"kept, after the top went").await;
+        // It grows again as before.
+        for _ in 0..20 {
+            pairs.push(pair().await);
+        }
+        let r = multishot_registry();
+        assert_eq!((r.live, r.slots), (KEPT + 21, KEPT + 21), "{r:?}");
+    })
+    .expect("runtime");
+}

@@ -39,7 +39,9 @@ use self::uring::UringInner;
 #[cfg(all(target_os = "linux", feature = "iouring"))]
 pub(crate) use self::uring::multi::MultiRecv;
 #[cfg(all(target_os = "linux", feature = "iouring"))]
-pub use self::uring::multi::{multishot_stats, MultishotStats};
+pub use self::uring::multi::{
+    multishot_registry, multishot_shrink, multishot_stats, MultishotRegistry, MultishotStats,
+};
 
 /// Unpark a runtime of another thread.
 pub(crate) mod unpark {

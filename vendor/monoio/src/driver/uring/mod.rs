@@ -447,6 +447,20 @@ impl UringInner {
         inner.multi.stats
     }
 
+    /// Vendored change: give back the room of freed multishot states (`multishot_shrink`).
+    pub(crate) fn multi_shrink(this: &Rc<UnsafeCell<UringInner>>) {
+        // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+        let inner = unsafe { &mut *this.get() };
+        inner.multi.shrink()
+    }
+
+    /// Vendored change: how big the multishot states' table is (`multishot_registry`).
+    pub(crate) fn multi_registry(this: &Rc<UnsafeCell<UringInner>>) -> multi::MultishotRegistry {
+        // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+        let inner = unsafe { &*this.get() };
+        inner.multi.registry()
+    }
+
     /// Vendored change: the reader of multishot state `index` is gone.
     pub(crate) fn multi_close(this: &Rc<UnsafeCell<UringInner>>, index: usize) {
         let inner = unsafe { &mut *this.get() };

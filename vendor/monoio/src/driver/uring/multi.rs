@@ -17,7 +17,8 @@
 
 use std::{
     alloc::{alloc_zeroed, dealloc, Layout},
-    collections::VecDeque,
+    cmp::Reverse,
+    collections::{BinaryHeap, VecDeque},
     io,
     os::unix::io::RawFd,
     sync::atomic::{AtomicU16, Ordering},
@@ -36,6 +37,9 @@ const BUF_SIZE: usize = 16 * 1024;
 pub(crate) const BGID: u16 = 0x6d6f;
 /// Unread arrivals per socket before its receive is canceled.
 const QUEUE_CAP: usize = 4;
+/// Entries the registry keeps room for when it gives a crowd's room back (`Multi::shrink`):
+/// about 56 KiB, so a thread that serves a few hundred sockets does not grow again each time.
+const KEEP_SLOTS: usize = 1024;
 /// Free buffers the ring must have for a receive to be armed.
 const ARM_MIN: u16 = RING_ENTRIES / 4;
 /// `IORING_REGISTER_PBUF_RING`, and its flag for incremental consumption (kernel 6.12+).
@@ -275,6 +279,9 @@ pub(crate) struct Entry {
     /// with nothing queued is a plain one-shot receive into the reader's buffer (a socket
     /// that may never wait twice: nothing stays armed, so nothing is canceled at its close).
     once: bool,
+    /// Handed out and not freed yet (a closed socket's entry stays live until its receive's
+    /// last completion): the kernel may name it, so it never moves.
+    live: bool,
 }
 
 /// A completion of a socket's receive, kept until read.
@@ -327,14 +334,31 @@ pub struct MultishotStats {
     pub incremental: bool,
 }
 
+/// How big this thread's multishot receive registry is (`multishot_registry`, for tests).
+#[doc(hidden)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct MultishotRegistry {
+    /// Entries handed out and not freed yet.
+    pub live: usize,
+    /// Entries in the table, live or free.
+    pub slots: usize,
+    /// Entries the table has room for.
+    pub capacity: usize,
+    /// Free entries that still hold a queue's allocation.
+    pub queues: usize,
+}
+
 /// The thread's multishot receives and their buffer ring.
 pub(crate) struct Multi {
     pub(crate) stats: MultishotStats,
     pub(crate) ring: Option<BufRing>,
     /// Setting the ring up failed once: do not try again.
     unavailable: bool,
+    /// Indexed by the slot in a receive's user_data: an entry never moves while live.
     entries: Vec<Entry>,
-    free: Vec<usize>,
+    /// The free entries, lowest first: after a crowd the live entries gather at the bottom of
+    /// the table and its free top can be cut off (`shrink`). Once per connection, not per read.
+    free: BinaryHeap<Reverse<usize>>,
     /// Cancels decided while completions were being reaped, pushed after.
     pending_cancels: Vec<usize>,
 }
@@ -353,7 +377,7 @@ impl Multi {
             ring: None,
             unavailable: false,
             entries: Vec::new(),
-            free: Vec::new(),
+            free: BinaryHeap::new(),
             pending_cancels: Vec::new(),
         }
     }
@@ -377,13 +401,15 @@ impl Multi {
             }
         }
         let index = match self.free.pop() {
-            Some(i) => i,
+            Some(Reverse(i)) => i,
             None => {
                 self.entries.push(Entry::default());
                 self.entries.len() - 1
             }
         };
-        self.entries[index].once = once;
+        let e = &mut self.entries[index];
+        e.once = once;
+        e.live = true;
         Some(index)
     }
 
@@ -417,14 +443,54 @@ impl Multi {
 
     fn free_entry(&mut self, index: usize) {
         // The queue keeps its allocation for the next socket: a connection costs no
-        // allocation here once the table is warm.
+        // allocation here once the table is warm (`shrink` gives it back after a crowd). One
+        // that grew past its cap (arrivals while its cancel was under way) goes.
         let mut queue = std::mem::take(&mut self.entries[index].queue);
         queue.clear();
+        if queue.capacity() > 2 * QUEUE_CAP {
+            queue = VecDeque::new();
+        }
         self.entries[index] = Entry {
             queue,
             ..Entry::default()
         };
-        self.free.push(index);
+        self.free.push(Reverse(index));
+    }
+
+    /// Give back the room of entries freed since the table was last this small: the free
+    /// entries above the highest live one are cut off (a live entry's slot is in its
+    /// receive's user_data, so none moves), the free ones left below it drop their queues'
+    /// allocations, and the table and its free list give their memory back once they are
+    /// under a quarter full (down to `KEEP_SLOTS`). Off the read path: a caller's step after
+    /// a crowd left (`multishot_shrink`).
+    pub(crate) fn shrink(&mut self) {
+        let keep = self.entries.iter().rposition(|e| e.live).map_or(0, |i| i + 1);
+        self.entries.truncate(keep);
+        self.free.retain(|&Reverse(i)| i < keep);
+        for e in self.entries.iter_mut().filter(|e| !e.live) {
+            e.queue = VecDeque::new();
+        }
+        if self.entries.capacity() > KEEP_SLOTS && keep < self.entries.capacity() / 4 {
+            self.entries.shrink_to(keep.max(KEEP_SLOTS));
+        }
+        let free = self.free.len();
+        if self.free.capacity() > KEEP_SLOTS && free < self.free.capacity() / 4 {
+            self.free.shrink_to(free.max(KEEP_SLOTS));
+        }
+    }
+
+    /// How big the table is (`multishot_registry`).
+    pub(crate) fn registry(&self) -> MultishotRegistry {
+        MultishotRegistry {
+            live: self.entries.len() - self.free.len(),
+            slots: self.entries.len(),
+            capacity: self.entries.capacity(),
+            queues: self
+                .entries
+                .iter()
+                .filter(|e| !e.live && e.queue.capacity() > 0)
+                .count(),
+        }
     }
 
     /// Whether arrivals (bytes, the end of the stream, an error) wait unread for `index`.
@@ -652,6 +718,37 @@ pub fn multishot_stats() -> MultishotStats {
         crate::driver::Inner::Uring(this) => super::UringInner::multi_stats(this),
         #[allow(unreachable_patterns)]
         _ => MultishotStats::default(),
+    })
+}
+
+/// Give back the room of this thread's multishot receive registry that sockets since closed
+/// took (it grows to the most sockets with a receive at once, about 100 bytes each): for a
+/// step after a crowd of connections left, not for every close (it walks the table). Entries
+/// still in use, or whose receive the kernel has not finished yet, stay where they are; new
+/// sockets take the lowest free entries, so the table's top empties as connections turn over
+/// and a later call gives it back. Does nothing off io_uring or outside a runtime.
+pub fn multishot_shrink() {
+    if !crate::driver::CURRENT.is_set() {
+        return;
+    }
+    crate::driver::CURRENT.with(|inner| match inner {
+        crate::driver::Inner::Uring(this) => super::UringInner::multi_shrink(this),
+        #[allow(unreachable_patterns)]
+        _ => {}
+    })
+}
+
+/// How big this thread's multishot receive registry is (for tests); zeros off io_uring or
+/// outside a runtime.
+#[doc(hidden)]
+pub fn multishot_registry() -> MultishotRegistry {
+    if !crate::driver::CURRENT.is_set() {
+        return MultishotRegistry::default();
+    }
+    crate::driver::CURRENT.with(|inner| match inner {
+        crate::driver::Inner::Uring(this) => super::UringInner::multi_registry(this),
+        #[allow(unreachable_patterns)]
+        _ => MultishotRegistry::default(),
     })
 }
 

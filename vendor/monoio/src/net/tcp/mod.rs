@@ -11,7 +11,9 @@ pub use split::{TcpOwnedReadHalf, TcpOwnedWriteHalf};
 pub use stream::{TcpConnectOpts, TcpStream};
 // Vendored change: what the thread's multishot receives went through.
 #[cfg(all(target_os = "linux", feature = "iouring"))]
-pub use crate::driver::{multishot_stats, MultishotStats};
+pub use crate::driver::{
+    multishot_registry, multishot_shrink, multishot_stats, MultishotRegistry, MultishotStats,
+};
 
 #[cfg(feature = "poll-io")]
 pub mod stream_poll;
