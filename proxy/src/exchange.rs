@@ -260,7 +260,7 @@ async fn attempts<'g>(
                 // dropped unread (its upstream connection closes, its room is given back),
                 // the next one goes out.
                 tried.push(s);
-                let now = std::time::Instant::now();
+                let now = shared::clock::loop_now();
                 if !balancer.borrow().has_candidate(&tried, now) || !spend_retry(w) {
                     break Ok(a);
                 }
@@ -402,7 +402,7 @@ async fn upstream_for<'g>(
             .g
             .pool(g, s)
             .borrow_mut()
-            .take(std::time::Instant::now()),
+            .take(shared::clock::loop_now()),
         Some(_) => None,
     };
     let tls = match (&cfg.groups[g].tls, plan.g.upstream_tls(g)) {
@@ -550,7 +550,7 @@ async fn relay_response(
             if resp.upstream_keep_alive && done.clean && own {
                 c.g.pool(group, server)
                     .borrow_mut()
-                    .put(up, std::time::Instant::now());
+                    .put(up, shared::clock::loop_now());
             }
             let next = if early {
                 // Let the client read the response before the close resets the connection.

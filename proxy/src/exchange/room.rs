@@ -8,7 +8,7 @@ use crate::config::ServerId;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub(super) enum Picked<'a> {
     /// The server, counted in flight.
@@ -28,7 +28,7 @@ pub(super) async fn pick<'a>(
 ) -> Picked<'a> {
     let room = balancer
         .borrow_mut()
-        .pick_room(key, tried, Instant::now(), false);
+        .pick_room(key, tried, shared::clock::loop_now(), false);
     match room {
         Room::Server(s) => return Picked::Server(InFlight::new(balancer, s)),
         Room::None => return Picked::NoneLeft,
@@ -44,7 +44,7 @@ pub(super) async fn pick<'a>(
             return Poll::Pending;
         }
         let mut b = balancer.borrow_mut();
-        match b.pick_room(key, tried, Instant::now(), true) {
+        match b.pick_room(key, tried, shared::clock::loop_now(), true) {
             Room::Server(s) => Poll::Ready(Some(s)),
             Room::None => Poll::Ready(None),
             Room::Full => {
