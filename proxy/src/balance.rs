@@ -204,6 +204,11 @@ impl Balancer {
         self.servers.enumerate().any(|(i, s)| filter.ok(i, s))
     }
 
+    /// Whether any request is in flight on the group (on this worker): one will end.
+    pub fn busy(&self) -> bool {
+        self.servers.iter().any(|s| s.active > 0)
+    }
+
     /// The requests waiting for room.
     pub fn queue(&mut self) -> &mut queue::Queue {
         &mut self.queue

@@ -220,6 +220,8 @@ async fn attempts<'g>(
     let mut bound = 2 * group.servers.len() + group.keepalive.min(64) + 2;
     // Tries made (a stale pooled connection's resend is not one).
     let mut tries = 0u32;
+    // Until when a request short of descriptors waits for others to give theirs back.
+    let mut short_of: Option<std::time::Instant> = None;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
     let end = loop {
@@ -280,6 +282,21 @@ async fn attempts<'g>(
                     break Err(Unanswered::Respond(error));
                 }
                 w.count_retry(plan.g, plan.req.route, why);
+            }
+            Attempt::Fail {
+                error: ProxyError::NoResources,
+                ..
+            } => {
+                // Out of descriptors while other requests are in flight: one of them ends
+                // soon and gives its socket (or its connection) back. Waiting is no attempt.
+                let deadline =
+                    *short_of.get_or_insert_with(|| shared::clock::loop_now() + plan.t.connect);
+                let left = deadline.saturating_duration_since(shared::clock::loop_now());
+                if !room::wait_for_release(balancer, left).await {
+                    break Err(Unanswered::Respond(ProxyError::NoResources));
+                }
+                bound += 1;
+                last = ProxyError::NoResources;
             }
             Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
             Attempt::Abort => break Err(Unanswered::Close),

@@ -1,6 +1,8 @@
 //! Picking a server with room for the request: at once where none is at its `max_conns`,
 //! else in the group's queue (`balance::queue`) for at most the route's connect timeout
-//! (HAProxy's `timeout queue` defaults to its `timeout connect`).
+//! (HAProxy's `timeout queue` defaults to its `timeout connect`). The same queue holds the
+//! requests that found no descriptor for an upstream socket while others were in flight
+//! ([`wait_for_release`]).
 
 use crate::balance::queue::Waiter;
 use crate::balance::{Balancer, InFlight, Room};
@@ -84,3 +86,34 @@ impl Drop for Queued<'_> {
             .leave(&self.waiter, self.served);
     }
 }
+
+/// Out of descriptors for an upstream socket: wait for a request of the group in flight on
+/// this worker to end (its connection goes back to the pool, or closes and frees its
+/// descriptor), at most `within`. `false`: none is in flight (nothing this worker does will
+/// free one: the clients hold them) or none ended in time.
+pub(super) async fn wait_for_release(balancer: &RefCell<Balancer>, within: Duration) -> bool {
+    if within.is_zero() || !balancer.borrow().busy() {
+        return false;
+    }
+    let mut queued = Queued {
+        balancer,
+        waiter: balancer.borrow_mut().queue().join(),
+        served: false,
+    };
+    let woken = std::future::poll_fn(|cx| match queued.waiter.woken(cx.waker()) {
+        true => Poll::Ready(()),
+        false => Poll::Pending,
+    });
+    if monoio::time::timeout(within, woken).await.is_err() {
+        return false;
+    }
+    queued.served = true;
+    drop(queued);
+    // A connection that closed is closed by a submission of the worker's loop: let it go out
+    // before the next socket is asked for.
+    monoio::time::sleep(RELEASE_SETTLE).await;
+    true
+}
+
+/// See [`wait_for_release`]: longer than one pass of the worker's loop.
+const RELEASE_SETTLE: Duration = Duration::from_millis(1);

@@ -1,7 +1,8 @@
 //! Descriptor exhaustion (issue 25): the `proxy` process started with RLIMIT_NOFILE 256
 //! (soft and hard, so it cannot raise it) under more client connections than that. It sheds
 //! with clear counts (the accept errors on /metrics and in its error log, a request that finds
-//! no socket for its upstream answered 503 and counted as `no_resources`), never spins (its CPU
+//! no socket for its upstream while none is in flight answered 503 and counted as
+//! `no_resources`; one with others in flight waits for them to give a socket back), never spins (its CPU
 //! time over the exhausted period, read from /proc, stays a small part of that period), and
 //! serves normally by itself once the clients go.
 
@@ -44,14 +45,18 @@ fn spawn(origin: SocketAddr, admin: SocketAddr) -> ProxyProcess {
 }
 
 fn limit_files(cmd: &mut Command) {
+    limit_files_to(cmd, LIMIT)
+}
+
+fn limit_files_to(cmd: &mut Command, limit: u64) {
     use std::os::unix::process::CommandExt;
     // SAFETY: runs in the forked child before exec; setrlimit is async-signal-safe and reads
     // only a value on this stack.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             let rl = libc::rlimit {
-                rlim_cur: LIMIT,
-                rlim_max: LIMIT,
+                rlim_cur: limit,
+                rlim_max: limit,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &rl) != 0 {
                 return Err(std::io::Error::last_os_error());
@@ -191,4 +196,53 @@ fn descriptor_exhaustion_sheds_with_counts_without_spinning_and_recovers() {
         1.0
     );
     assert!(value(&m, r#"proxy_requests_total{route="/",code="2xx"}"#) >= 1.0);
+}
+
+/// Out of descriptors for upstream sockets while other requests are in flight: a request
+/// waits for one of them to end (its socket closes and frees a descriptor) instead of getting
+/// 503 at once, as HAProxy queues at its `maxconn`. The proxy can hold 64 descriptors: 40
+/// clients leave it room for about a dozen upstream sockets, and the 40 requests (each held
+/// 200 ms by the origin, none pooled) all get 200, a dozen at a time.
+#[test]
+fn a_request_short_of_descriptors_waits_for_one_in_flight_to_end() {
+    const FEW: u64 = 64;
+    const CLIENTS: usize = 40;
+    let o = tests::origin();
+    let mut cmd = ProxyProcess::command();
+    cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"])
+        .args(["--upstream", &o.addr().to_string()])
+        .args(["--keepalive", "0", "--connect-timeout", "20s"]);
+    limit_files_to(&mut cmd, FEW);
+    let p = ProxyProcess::start(&mut cmd);
+    let pid = p.id();
+    let before = open_fds(pid);
+    let mut clients: Vec<Client> = (0..CLIENTS).map(|_| Client::connect(p.addr)).collect();
+    // Every client accepted (each holds a descriptor) before any request is whole: what is
+    // left is what the upstream sockets share. (A first line makes the connection acceptable
+    // through TCP_DEFER_ACCEPT.)
+    for c in &mut clients {
+        c.send(b"GET /?delay=200ms HTTP/1.1\r\n").expect("sent");
+    }
+    let accepted = tests::eventually(WAIT, || {
+        clients.iter().all(|c| is_accepted(p.addr, &c.stream))
+    });
+    assert!(accepted, "not every client was accepted");
+    let room = FEW - open_fds(pid);
+    assert!(
+        room < CLIENTS as u64 / 2,
+        "{room} descriptors left (baseline {before}): the requests would not run short"
+    );
+    for c in &mut clients {
+        c.send(b"Host: t\r\n\r\n").expect("sent");
+    }
+    for (i, c) in clients.iter_mut().enumerate() {
+        let r = c
+            .response(WAIT)
+            .unwrap_or_else(|r| panic!("client {i}: no answer: {}", raw::show(&r)));
+        assert_eq!(
+            r.status, 200,
+            "client {i} ({room} descriptors for upstream sockets)"
+        );
+    }
+    assert_eq!(o.requests(), CLIENTS as u64);
 }
