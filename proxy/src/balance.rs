@@ -209,6 +209,11 @@ impl Balancer {
         self.servers.iter().any(|s| s.active > 0)
     }
 
+    /// How many requests wait in the queue (for `/metrics`).
+    pub fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
     /// The requests waiting for room.
     pub fn queue(&mut self) -> &mut queue::Queue {
         &mut self.queue

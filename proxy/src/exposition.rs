@@ -317,6 +317,20 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
     }
     retries(o, cfg, m);
     server_gauges(o, &all, snaps);
+    family(
+        o,
+        "proxy_upstream_queued",
+        "gauge",
+        "Requests waiting for a server of the group with room (max_conns) or for a descriptor.",
+    );
+    for (g, group) in cfg.groups.enumerate() {
+        let n: u64 = snaps.iter().filter_map(|w| w.queued.get(g)).sum();
+        let _ = writeln!(
+            o,
+            "proxy_upstream_queued{{group=\"{}\"}} {n}",
+            esc(&group.name)
+        );
+    }
 }
 
 /// Retries by proxied route and reason, and the failures the retry budget sent to the
@@ -659,6 +673,7 @@ mod tests {
                         health: "unchecked",
                     },
                 ])]),
+                queued: crate::config::Table::from(vec![open]),
                 ..WorkerSnapshot::default()
             }
         };
@@ -667,6 +682,7 @@ mod tests {
             r#"proxy_requests_total{route="/",code="2xx"} 6"#,
             r#"proxy_upstream_requests_total{group="app",server="127.0.0.1:2"} 4"#,
             r#"proxy_upstream_pool_idle{group="app",server="127.0.0.1:2"} 2"#,
+            r#"proxy_upstream_queued{group="app"} 3"#,
             "proxy_access_log_dropped_total 10",
             "proxy_client_connections_open 3",
             "proxy_workers 2",

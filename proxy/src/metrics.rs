@@ -354,6 +354,8 @@ pub struct WorkerSnapshot {
     pub proxy_protocol: [u64; 3],
     /// Per group, per server.
     pub servers: Table<GroupId, Table<ServerId, ServerState>>,
+    /// Per group: requests waiting for room (`max_conns`) or for a descriptor.
+    pub queued: Table<GroupId, u64>,
     /// Per route (`None`: not cached).
     pub caches: Table<RouteId, Option<CacheState>>,
     /// The worker is draining (shutdown began).

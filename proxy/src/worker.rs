@@ -326,6 +326,7 @@ impl ProxyWorker {
                     .collect()
             })
             .collect();
+        let queued = g.balancers().map(|b| b.borrow().waiting() as u64);
         let mut caches: Table<RouteId, Option<CacheState>> = g.cfg.routes.map(|_| None);
         for c in g.cached_routes() {
             let s = c.store.borrow();
@@ -365,6 +366,7 @@ impl ProxyWorker {
             limited_connections: self.stats.limited_connections.get(),
             proxy_protocol: self.stats.proxy_protocol.each_ref().map(|c| c.get()),
             servers,
+            queued,
             caches,
             draining: self.life.shutdown.is_fired(),
             access_log_dropped: self

@@ -67,6 +67,10 @@ impl Queue {
         self.waiting.is_empty()
     }
 
+    pub fn len(&self) -> usize {
+        self.waiting.len()
+    }
+
     /// A new waiter, at the back.
     pub fn join(&mut self) -> Rc<Waiter> {
         let w = Rc::new(Waiter::default());

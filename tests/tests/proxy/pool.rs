@@ -148,24 +148,43 @@ fn max_conns_queues_requests_beyond_it_and_opens_no_more_connections() {
 
 /// A request that finds its server at `max_conns` waits at most the connect timeout, then
 /// gets 503 (HAProxy's queue timeout), never reaching the origin; the request holding the
-/// room is answered.
+/// room is answered. `/metrics` shows it queued, then its fault.
 #[test]
 fn a_request_queued_past_the_connect_timeout_gets_503() {
     let o = origin_on("127.0.0.1:0".parse().unwrap());
     let mut cfg = config(&[o.addr()]);
     cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
-    cfg.timeouts.connect = Duration::from_millis(200);
+    cfg.timeouts.connect = Duration::from_millis(800);
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
     let p = Proxy::start(cfg);
+    let admin = p.running().admin_addr().expect("admin address");
     let mut holder = p.connect();
-    holder.send(b"GET /?delay=1500ms HTTP/1.1\r\nHost: t\r\n\r\n");
+    holder.send(b"GET /?delay=3s HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(
         eventually(WAIT, || o.requests() == 1),
         "the first request never reached the origin"
     );
     let mut queued = p.connect();
-    let r = queued.get("/");
-    assert_eq!(r.status, 503, "the queued request");
+    queued.send(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+    let waiting = |n: f64| {
+        let m = tests::scrape::scrape(admin);
+        m.iter()
+            .any(|(k, v)| k.starts_with("proxy_upstream_queued{") && *v == n)
+    };
+    assert!(
+        eventually(WAIT, || waiting(1.0)),
+        "the request is not shown queued"
+    );
+    assert_eq!(queued.response().status, 503, "the queued request");
     assert_eq!(o.requests(), 1, "the queued request reached the origin");
+    // Counted once the request's record ends (after its answer went out).
+    let fault = r#"proxy_request_faults_total{kind="queue_timeout"}"#;
+    assert!(
+        eventually(WAIT, || tests::scrape::scrape(admin).get(fault)
+            == Some(&1.0)),
+        "the queue timeout is not counted"
+    );
+    assert!(waiting(0.0), "the queue is not empty after the timeout");
     assert_eq!(
         holder.response().status,
         200,
