@@ -36,11 +36,7 @@ pub(super) async fn pick<'a>(
         Room::None => return Picked::NoneLeft,
         Room::Full => {}
     }
-    let queued = Queued {
-        balancer,
-        waiter: balancer.borrow_mut().queue().join(),
-        served: false,
-    };
+    let queued = Queued::join(balancer);
     let wait = std::future::poll_fn(|cx| {
         if !queued.waiter.woken(cx.waker()) {
             return Poll::Pending;
@@ -78,6 +74,18 @@ struct Queued<'a> {
     served: bool,
 }
 
+impl<'a> Queued<'a> {
+    /// A place at the back of `balancer`'s queue.
+    fn join(balancer: &'a RefCell<Balancer>) -> Self {
+        let waiter = balancer.borrow_mut().queue().join();
+        Queued {
+            balancer,
+            waiter,
+            served: false,
+        }
+    }
+}
+
 impl Drop for Queued<'_> {
     fn drop(&mut self) {
         self.balancer
@@ -95,11 +103,7 @@ pub(super) async fn wait_for_release(balancer: &RefCell<Balancer>, within: Durat
     if within.is_zero() || !balancer.borrow().busy() {
         return false;
     }
-    let mut queued = Queued {
-        balancer,
-        waiter: balancer.borrow_mut().queue().join(),
-        served: false,
-    };
+    let mut queued = Queued::join(balancer);
     let woken = std::future::poll_fn(|cx| match queued.waiter.woken(cx.waker()) {
         true => Poll::Ready(()),
         false => Poll::Pending,
