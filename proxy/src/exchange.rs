@@ -224,25 +224,43 @@ async fn attempts<'g>(
     let mut short_of: Option<std::time::Instant> = None;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
+    // The room a stale pooled connection's resend keeps: it goes to the same server at once,
+    // never behind the requests that queued for that room meanwhile.
+    let mut kept: Option<InFlight<'g>> = None;
     let end = loop {
         if bound == 0 {
             break Err(Unanswered::Respond(last));
         }
         bound -= 1;
         let key = plan.req.balance_key;
-        let in_flight = match room::pick(balancer, key, &tried, plan.t.connect).await {
-            Picked::Server(f) => f,
-            Picked::NoneLeft => break Err(Unanswered::Respond(last)),
-            Picked::TimedOut => {
-                w.obs.log_error(format_args!(
-                    "upstream group {}: every server at max_conns for {:?}",
-                    group.name, plan.t.connect
-                ));
-                break Err(Unanswered::Respond(ProxyError::QueueTimeout));
-            }
+        let in_flight = match kept.take() {
+            Some(f) => f,
+            None => match room::pick(balancer, key, &tried, plan.t.connect).await {
+                Picked::Server(f) => f,
+                Picked::NoneLeft => break Err(Unanswered::Respond(last)),
+                Picked::TimedOut => {
+                    w.obs.log_error(format_args!(
+                        "upstream group {}: every server at max_conns for {:?}",
+                        group.name, plan.t.connect
+                    ));
+                    break Err(Unanswered::Respond(ProxyError::QueueTimeout));
+                }
+            },
         };
         let s = in_flight.server();
-        let outcome = attempt(c, w, plan, in_flight, &mut spare).await;
+        let mut room = Some(in_flight);
+        let outcome = attempt(c, w, plan, (s, &mut room), &mut spare).await;
+        // The room is given back here (a request that waits for a descriptor below must not
+        // count itself in flight), unless a stale connection's resend keeps it.
+        let stale_room = room.filter(|_| {
+            matches!(
+                outcome,
+                Attempt::Retry {
+                    why: RetryReason::Stale,
+                    ..
+                }
+            )
+        });
         if outcome.blame() == Blame::Server {
             balancer.borrow_mut().failed(s, std::time::Instant::now());
             tried.push(s);
@@ -281,6 +299,7 @@ async fn attempts<'g>(
                 if !allowed || !(stale || spend_retry(w)) {
                     break Err(Unanswered::Respond(error));
                 }
+                kept = stale_room;
                 w.count_retry(plan.g, plan.req.route, why);
             }
             Attempt::Fail {
@@ -335,14 +354,14 @@ fn spend_retry(w: &ProxyWorker) -> bool {
 }
 
 /// One attempt on server `s`: a connection (pooled or new), the request, the response head.
+/// The server's room goes into the answer; an attempt that got none leaves it to the caller.
 async fn attempt<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
     plan: &Plan<'g>,
-    in_flight: InFlight<'g>,
+    (s, room): (ServerId, &mut Option<InFlight<'g>>),
     spare: &mut Option<BytesMut>,
 ) -> Attempt<'g> {
-    let s = in_flight.server();
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
@@ -398,7 +417,7 @@ async fn attempt<'g>(
         head,
         early,
         timeouts: plan.t,
-        _in_flight: in_flight,
+        _in_flight: room.take(),
     })
 }
 

@@ -38,7 +38,9 @@ pub(super) struct Answered<'w> {
     pub(super) early: bool,
     /// The route's upstream timeouts (its own merged over `[timeouts]`): the body's reads.
     pub(super) timeouts: &'w crate::config::Timeouts,
-    pub(super) _in_flight: InFlight<'w>,
+    /// The server's room (`attempts` hands it to the attempt), held until the answer is
+    /// relayed.
+    pub(super) _in_flight: Option<InFlight<'w>>,
 }
 
 /// How one attempt on one server ended.

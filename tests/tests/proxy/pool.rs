@@ -194,8 +194,113 @@ fn a_request_queued_past_the_connect_timeout_gets_503() {
     assert_eq!(p.connect().get("/").status, 200);
 }
 
-/// The restarted server's stale pooled connection fails a GET, which is retried (on the next
-/// server round robin picks); and the stale connection does not mark the server failed
+/// An origin whose connections close without an answer to their second request `/stale`, once
+/// the test says so (`close`): a pooled connection the origin closed just as the proxy reused it.
+/// `/slow` is answered after `SLOW`; everything else at once.
+struct ClosesSecond {
+    addr: std::net::SocketAddr,
+    /// Second requests for `/stale` received so far.
+    stale_seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    close: std::sync::mpsc::Sender<()>,
+}
+
+const SLOW: Duration = Duration::from_millis(1500);
+
+impl ClosesSecond {
+    fn start() -> ClosesSecond {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        use std::sync::{Arc, Mutex};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let stale_seen = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (close, closing) = std::sync::mpsc::channel::<()>();
+        let closing = Arc::new(Mutex::new(closing));
+        let seen = stale_seen.clone();
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let (seen, closing) = (seen.clone(), closing.clone());
+                std::thread::spawn(move || {
+                    let mut buf = Vec::new();
+                    let mut n = 0;
+                    loop {
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            let mut chunk = [0u8; 4096];
+                            match conn.read(&mut chunk) {
+                                Ok(0) | Err(_) => return,
+                                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end + 4);
+                        n += 1;
+                        let path = head.split(' ').nth(1).unwrap_or("");
+                        if path == "/stale" && n >= 2 {
+                            seen.fetch_add(1, Ordering::SeqCst);
+                            let _ = closing.lock().unwrap().recv();
+                            return;
+                        }
+                        if path == "/slow" {
+                            std::thread::sleep(SLOW);
+                        }
+                        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if conn.write_all(ok).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        ClosesSecond {
+            addr,
+            stale_seen,
+            close,
+        }
+    }
+}
+
+/// A request whose pooled connection turns out closed keeps its server's `max_conns` room
+/// for its resend: the request that queued for the room meanwhile waits its turn behind it,
+/// and the resend is not sent to the back of the queue (where, behind a slow request, it
+/// would time out with a 503 although it had been given the room).
+#[test]
+fn a_stale_connections_resend_keeps_its_room_at_max_conns() {
+    use std::sync::atomic::Ordering;
+    let o = ClosesSecond::start();
+    let mut cfg = config(&[o.addr]);
+    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
+    // The queue's limit: shorter than the slow request, long enough for the resend.
+    cfg.timeouts.connect = Duration::from_millis(800);
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
+    let p = Proxy::start(cfg);
+    let admin = p.running().admin_addr().expect("admin address");
+    let mut a = p.connect();
+    assert_eq!(a.get("/stale").status, 200, "the first request");
+    // The second goes out on the pooled connection, which the origin holds unanswered.
+    a.send(b"GET /stale HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(
+        eventually(WAIT, || o.stale_seen.load(Ordering::SeqCst) == 1),
+        "the second request never reached the origin on the pooled connection"
+    );
+    let mut b = p.connect();
+    b.send(b"GET /slow HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(
+        eventually(WAIT, || tests::scrape::scrape(admin)
+            .iter()
+            .any(|(k, v)| k.starts_with("proxy_upstream_queued{") && *v == 1.0)),
+        "the other request is not shown queued"
+    );
+    // The origin closes the pooled connection: the GET goes again, on a new connection.
+    o.close.send(()).unwrap();
+    assert_eq!(a.response().status, 200, "the stale connection's resend");
+    assert_eq!(b.response().status, 200, "the request that queued");
+}
+
+/// The restarted server's stale pooled connection fails a GET, which is retried (on the same
+/// server if the connection was used, else wherever round robin goes: the pool may notice the
+/// close first); and the stale connection does not mark the server failed
 /// (max_fails 1): round robin keeps giving it every other request.
 #[test]
 fn stale_pooled_connection_is_retried_for_idempotent_requests() {
