@@ -324,3 +324,76 @@ fn background_revalidations_are_bounded_per_worker() {
     assert_eq!(count("proxy_cache_revalidation_errors_total"), 0);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_background_revalidation_runs_under_its_routes_upstream_timeouts() {
+    // A route's own `timeouts` (here `read = 300ms` under the global 60 s) bound its
+    // background revalidations as they bound its clients' fetches: the origin holds the
+    // first revalidation's answer, which ends at the route's read timeout (counted as a
+    // revalidation error, the entry left as it was), and a request of the window starts the
+    // next, whose answer refreshes the entry. Under the global timeout the first would hold
+    // the key's one revalidation for a minute.
+    use proxy::config::{route_opts::RouteOpts, route_opts::RouteTimeouts, RouteId};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let swr = [
+        "Cache-Control: max-age=0, stale-while-revalidate=60",
+        "ETag: \"v1\"",
+    ];
+    let fresh = ["Cache-Control: max-age=3600", "ETag: \"v1\""];
+    let (held, gate) = answer("304 Not Modified", &fresh, b"").held();
+    let o = Scripted::start(vec![
+        answer("200 OK", &swr, b"stale"),
+        held,
+        answer("304 Not Modified", &fresh, b""),
+    ]);
+    let mut cfg = tests::proxy_config(&[o.addr()], &["--cache", "1MiB", "--admin", "127.0.0.1:0"]);
+    let own = RouteTimeouts {
+        read: Some(Duration::from_millis(300)),
+        ..RouteTimeouts::default()
+    };
+    let mut opts = RouteOpts {
+        own_timeouts: Some(own),
+        ..RouteOpts::default()
+    };
+    opts.merge_timeouts(&cfg.timeouts);
+    assert_eq!(
+        cfg.timeouts.read,
+        Duration::from_secs(60),
+        "the global read timeout"
+    );
+    cfg.routes[RouteId::new(0)].opts = Some(Arc::new(opts));
+    let p = proxy::start(cfg).expect("proxy starts");
+    let addr = p.listen_addrs()[0];
+    let admin = p.admin_addr().expect("admin");
+    let errors = || {
+        let m = tests::scrape::scrape(admin);
+        tests::scrape::total(&m, "proxy_cache_revalidation_errors_total") as u64
+    };
+    let r = request(addr, "GET", "/t", "");
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
+    let r = request(addr, "GET", "/t", "");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..]),
+        (200, "STALE", &b"stale"[..])
+    );
+    assert!(tests::eventually(raw::WAIT, || o.requests() == 2));
+    assert!(
+        tests::eventually(raw::WAIT, || errors() == 1),
+        "the held revalidation did not end at the route's read timeout"
+    );
+    let r = request(addr, "GET", "/t", "");
+    assert_eq!(
+        (r.status, x_cache(&r)),
+        (200, "STALE"),
+        "the entry as it was"
+    );
+    assert!(
+        tests::eventually(raw::WAIT, || x_cache(&request(addr, "GET", "/t", ""))
+            == "HIT"),
+        "the next revalidation did not refresh the entry"
+    );
+    assert_eq!((o.requests(), errors()), (3, 1));
+    drop(gate);
+    p.shutdown().unwrap();
+}

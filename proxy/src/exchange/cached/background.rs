@@ -125,6 +125,13 @@ impl Drop for Settle {
     }
 }
 
+impl Job {
+    /// The request's route's upstream timeouts (its own over `[timeouts]`).
+    fn timeouts(&self) -> &crate::config::Timeouts {
+        self.g.cfg.routes[self.req.route].timeouts(&self.g.cfg.timeouts)
+    }
+}
+
 async fn run(job: Job) {
     let mut settle = Settle {
         g: job.g.clone(),
@@ -146,9 +153,11 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
     let cfg = &g.cfg;
     let route = g.cached(job.cache);
     let (store, entry_cfg) = (&route.store, &*route.cfg);
+    // The route's upstream timeouts, as its clients' own fetches have.
+    let t = job.timeouts();
     // Within `max_conns` like any request (a revalidation's key: none, it is no hash pick).
     let balancer = g.balancer(job.group);
-    let in_flight = match super::super::room::pick(balancer, 0, &[], cfg.timeouts.connect).await {
+    let in_flight = match super::super::room::pick(balancer, 0, &[], t.connect).await {
         Picked::Server(f) => f,
         Picked::NoneLeft => return Err(ProxyError::NoLiveUpstream),
         Picked::TimedOut => return Err(ProxyError::QueueTimeout),
@@ -216,7 +225,8 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
         _ => resp.body,
     };
     settle.fill = None;
-    let read = crate::relay::fill_only(cfg, &mut up.stream, (ub, resp.head_len), kind, &mut sink);
+    let from = (&mut up.stream, t.read);
+    let read = crate::relay::fill_only(cfg, from, (ub, resp.head_len), kind, &mut sink);
     let read = read.await;
     let filled = read.as_ref().ok().and(sink.handle);
     finish_fill(store, fill, filled, w, g);
@@ -253,7 +263,7 @@ async fn answer(job: &Job, s: ServerId) -> Result<(Upstream, HeadIn), ProxyError
     let (w, g) = (&*job.w, &*job.g);
     let mut pooled = true;
     loop {
-        let mut up = connection(w, g, (job.group, s), pooled).await?;
+        let mut up = connection(w, g, (job.group, s), (pooled, job.timeouts().connect)).await?;
         match exchange(job, &mut up, s).await {
             Ok(head) => return Ok((up, head)),
             Err(HeadFail::Nothing(b)) if up.reused => {
@@ -271,12 +281,12 @@ async fn answer(job: &Job, s: ServerId) -> Result<(Upstream, HeadIn), ProxyError
 }
 
 /// A connection to server `s` of group `g`: from the pool if `pooled` and one is there, else
-/// a new one.
+/// a new one (within `connect`).
 async fn connection(
     w: &ProxyWorker,
     gen: &Generation,
     (g, s): (GroupId, ServerId),
-    pooled: bool,
+    (pooled, connect): (bool, std::time::Duration),
 ) -> Result<Upstream, ProxyError> {
     if pooled {
         if let Some(up) = gen.pool(g, s).borrow_mut().take(std::time::Instant::now()) {
@@ -297,7 +307,7 @@ async fn connection(
             .proxy_protocol
             .map(|v| v.own_header().to_vec()),
     };
-    counted_connect(w, gen, to, cfg.timeouts.connect, (g, s)).await
+    counted_connect(w, gen, to, connect, (g, s)).await
 }
 
 type HeadIn = (crate::forward::ResponseInfo, BytesMut, ResponseFields);
@@ -312,7 +322,8 @@ async fn exchange(job: &Job, up: &mut Upstream, s: ServerId) -> Result<HeadIn, H
         write_header(&mut out, b"Host", server.name.as_bytes());
     }
     end_head(&mut out);
-    let sent = crate::io::write_all(&mut up.stream, out, cfg.timeouts.upstream_send).await;
+    let t = job.timeouts();
+    let sent = crate::io::write_all(&mut up.stream, out, t.upstream_send).await;
     if sent.is_err() {
         return Err(HeadFail::Nothing(None));
     }
@@ -329,7 +340,7 @@ async fn exchange(job: &Job, up: &mut Upstream, s: ServerId) -> Result<HeadIn, H
         out: &mut client_head,
         fields: &mut rf,
         limits: &cfg.limits.codec,
-        read_timeout: Some(cfg.timeouts.read),
+        read_timeout: Some(t.read),
         at_most: usize::MAX,
         client: None,
         interim: false,
