@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the peers the benchmark scripts compare against (nginx, HAProxy, Varnish, wrk, ab,
-# h2load)
+# h2load), and valgrind for benches/instructions.sh
 # from Debian's packages. Idempotent: runs `apt-get update` once and only when something is
 # missing. The distro's nginx/haproxy services are stopped and disabled afterwards, because the
 # benchmarks start their own instances on free ports and a stray service on :80 would only add
@@ -17,6 +17,7 @@ declare -A PKG=(
   [h2load]=nghttp2-client
   [taskset]=util-linux
   [jq]=jq
+  [valgrind]=valgrind
 )
 
 # module file -> Debian package: nginx's set_random (the seeds' openresty directive) for the

@@ -224,16 +224,17 @@ async fn attempts<'g>(
     let mut short_of: Option<std::time::Instant> = None;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
-    // The room a stale pooled connection's resend keeps: it goes to the same server at once,
-    // never behind the requests that queued for that room meanwhile.
-    let mut kept: Option<InFlight<'g>> = None;
+    // The server's room for the next attempt: the one a stale pooled connection's resend
+    // keeps (it goes to the same server at once, never behind the requests that queued for
+    // that room meanwhile), else picked.
+    let mut room: Option<InFlight<'g>> = None;
     let end = loop {
         if bound == 0 {
             break Err(Unanswered::Respond(last));
         }
         bound -= 1;
         let key = plan.req.balance_key;
-        let in_flight = match kept.take() {
+        let in_flight = match room.take() {
             Some(f) => f,
             None => match room::pick(balancer, key, &tried, plan.t.connect).await {
                 Picked::Server(f) => f,
@@ -248,19 +249,19 @@ async fn attempts<'g>(
             },
         };
         let s = in_flight.server();
-        let mut room = Some(in_flight);
+        room = Some(in_flight);
         let outcome = attempt(c, w, plan, (s, &mut room), &mut spare).await;
         // The room is given back here (a request that waits for a descriptor below must not
         // count itself in flight), unless a stale connection's resend keeps it.
-        let stale_room = room.filter(|_| {
-            matches!(
-                outcome,
-                Attempt::Retry {
-                    why: RetryReason::Stale,
-                    ..
-                }
-            )
-        });
+        if !matches!(
+            outcome,
+            Attempt::Retry {
+                why: RetryReason::Stale,
+                ..
+            }
+        ) {
+            room = None;
+        }
         if outcome.blame() == Blame::Server {
             balancer.borrow_mut().failed(s, std::time::Instant::now());
             tried.push(s);
@@ -299,7 +300,6 @@ async fn attempts<'g>(
                 if !allowed || !(stale || spend_retry(w)) {
                     break Err(Unanswered::Respond(error));
                 }
-                kept = stale_room;
                 w.count_retry(plan.g, plan.req.route, why);
             }
             Attempt::Fail {
