@@ -233,19 +233,11 @@ async fn attempts<'g>(
             break Err(Unanswered::Respond(last));
         }
         bound -= 1;
-        let key = plan.req.balance_key;
         let in_flight = match room.take() {
             Some(f) => f,
-            None => match room::pick(balancer, key, &tried, plan.t.connect).await {
-                Picked::Server(f) => f,
-                Picked::NoneLeft => break Err(Unanswered::Respond(last)),
-                Picked::TimedOut => {
-                    w.obs.log_error(format_args!(
-                        "upstream group {}: every server at max_conns for {:?}",
-                        group.name, plan.t.connect
-                    ));
-                    break Err(Unanswered::Respond(ProxyError::QueueTimeout));
-                }
+            None => match pick_room(w, plan, &tried, last).await {
+                Ok(f) => f,
+                Err(e) => break Err(e),
             },
         };
         let s = in_flight.server();
@@ -263,12 +255,8 @@ async fn attempts<'g>(
             room = None;
         }
         if outcome.blame() == Blame::Server {
-            balancer.borrow_mut().failed(s, std::time::Instant::now());
+            blame_server(w, plan, s, &outcome);
             tried.push(s);
-            if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = &outcome {
-                let kind = crate::metrics::fault_index(*error);
-                w.count_server(plan.g, (g, s), |m| m.failures[kind] += 1);
-            }
         }
         match outcome {
             Attempt::Answered(a) => {
@@ -325,6 +313,43 @@ async fn attempts<'g>(
         w.buffers.give_buf(b);
     }
     end
+}
+
+/// A server with room for the next attempt, waiting in its group's queue for at most the
+/// connect timeout. `last`: the error the client gets when no server is left.
+async fn pick_room<'g>(
+    w: &ProxyWorker,
+    plan: &Plan<'g>,
+    tried: &[ServerId],
+    last: ProxyError,
+) -> Result<InFlight<'g>, Unanswered> {
+    let balancer = plan.g.balancer(plan.group);
+    match room::pick(balancer, plan.req.balance_key, tried, plan.t.connect).await {
+        Picked::Server(f) => Ok(f),
+        Picked::NoneLeft => Err(Unanswered::Respond(last)),
+        Picked::TimedOut => {
+            let group = &plan.g.cfg.groups[plan.group];
+            w.obs.log_error(format_args!(
+                "upstream group {}: every server at max_conns for {:?}",
+                group.name, plan.t.connect
+            ));
+            Err(Unanswered::Respond(ProxyError::QueueTimeout))
+        }
+    }
+}
+
+/// Server `s` failed the attempt that came to `outcome`: marked failed for the balancer, the
+/// failure counted against it.
+fn blame_server(w: &ProxyWorker, plan: &Plan<'_>, s: ServerId, outcome: &Attempt<'_>) {
+    let g = plan.group;
+    plan.g
+        .balancer(g)
+        .borrow_mut()
+        .failed(s, std::time::Instant::now());
+    if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = outcome {
+        let kind = crate::metrics::fault_index(*error);
+        w.count_server(plan.g, (g, s), |m| m.failures[kind] += 1);
+    }
 }
 
 /// Whether an answer's status is one the route retries on, with a try left, a request that
