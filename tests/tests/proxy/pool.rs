@@ -146,18 +146,25 @@ fn max_conns_queues_requests_beyond_it_and_opens_no_more_connections() {
     );
 }
 
+/// A proxy to `upstream` with `max_conns = 1`, a queue limit (the connect timeout) of 800 ms
+/// and an admin listener: the proxy and the admin address.
+fn one_at_a_time(upstream: std::net::SocketAddr) -> (Proxy, std::net::SocketAddr) {
+    let mut cfg = config(&[upstream]);
+    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
+    cfg.timeouts.connect = Duration::from_millis(800);
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
+    let p = Proxy::start(cfg);
+    let admin = p.running().admin_addr().expect("admin address");
+    (p, admin)
+}
+
 /// A request that finds its server at `max_conns` waits at most the connect timeout, then
 /// gets 503 (HAProxy's queue timeout), never reaching the origin; the request holding the
 /// room is answered. `/metrics` shows it queued, then its fault.
 #[test]
 fn a_request_queued_past_the_connect_timeout_gets_503() {
     let o = origin_on("127.0.0.1:0".parse().unwrap());
-    let mut cfg = config(&[o.addr()]);
-    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
-    cfg.timeouts.connect = Duration::from_millis(800);
-    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
-    let p = Proxy::start(cfg);
-    let admin = p.running().admin_addr().expect("admin address");
+    let (p, admin) = one_at_a_time(o.addr());
     let mut holder = p.connect();
     holder.send(b"GET /?delay=3s HTTP/1.1\r\nHost: t\r\n\r\n");
     assert!(
@@ -269,13 +276,8 @@ impl ClosesSecond {
 fn a_stale_connections_resend_keeps_its_room_at_max_conns() {
     use std::sync::atomic::Ordering;
     let o = ClosesSecond::start();
-    let mut cfg = config(&[o.addr]);
-    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
-    // The queue's limit: shorter than the slow request, long enough for the resend.
-    cfg.timeouts.connect = Duration::from_millis(800);
-    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
-    let p = Proxy::start(cfg);
-    let admin = p.running().admin_addr().expect("admin address");
+    // The queue's limit (800 ms): shorter than the slow request, long enough for the resend.
+    let (p, admin) = one_at_a_time(o.addr);
     let mut a = p.connect();
     assert_eq!(a.get("/stale").status, 200, "the first request");
     // The second goes out on the pooled connection, which the origin holds unanswered.
