@@ -68,7 +68,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
             esac
             a=$(total "$bin" "$size" "$N1")
             b=$(total "$bin" "$size" "$N2")
-            [ -n "$a" ] && [ -n "$b" ] || bench_die "no callgrind total for $t $size"
+            if [ -z "$a" ] || [ -z "$b" ]; then bench_die "no callgrind total for $t $size"; fi
             n=$(((b - a) / (N2 - N1)))
             per[$t.$size]+="$n "
             printf 'round %d  %-5s %5s  %d instructions per request\n' "$r" "$t" "$size" "$n"
@@ -76,16 +76,16 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-echo "median over $ROUNDS rounds (user-space instructions per request, $CONNS connections):"
+echo "median [min-max] over $ROUNDS rounds (user-space instructions per request, $CONNS connections):"
 for size in $SIZES; do
     line="  $size:"
+    # shellcheck disable=SC2086 # the counts, one word each
     for t in $TARGETS; do
-        m[$t]=$(echo "${per[$t.$size]}" | median)
-        line+=" $t ${m[$t]}"
+        read -r m[$t] _ _ < <(stats ${per[$t.$size]})
+        line+=" $t $(FMT=%.0f fmt_spread ${per[$t.$size]})"
     done
     if [ -n "${BASE_BIN:-}" ]; then
-        line+=$(awk -v a="${m[ours]}" -v b="${m[base]}" 'BEGIN {printf "  new ÷ old %.3f", a / b}')
+        line+="  new ÷ old $(div "${m[ours]}" "${m[base]}")"
     fi
     echo "$line"
 done

@@ -344,10 +344,10 @@ pub async fn response_body(
 /// Read a response body whole into the cache fill `fill`, sending it nowhere (a background
 /// revalidation: `exchange::cached::background`). The body starts at `ubuf[pos..]`. The
 /// buffer back, and whether the body ended exactly at the end of what was read (the upstream
-/// connection is clean). `read`: the route's upstream read timeout, between two reads.
+/// connection is clean). `t`: the route's upstream timeouts (`read` between two reads).
 pub async fn fill_only(
-    cfg: &Config,
-    (up, read): (&mut Stream, Duration),
+    (cfg, t): (&Config, &crate::config::Timeouts),
+    up: &mut Stream,
     (mut ubuf, mut pos): (BytesMut, usize),
     kind: BodyKind,
     fill: &mut FillSink<'_>,
@@ -368,7 +368,7 @@ pub async fn fill_only(
         // Keep an undecoded tail (a split chunk-size line) at the front.
         ubuf.advance(pos);
         pos = 0;
-        let until = shared::clock::deadline(read);
+        let until = shared::clock::deadline(t.read);
         match read_more(up, ubuf, RELAY_BUF / 4, until).await {
             Ok((0, buf)) => {
                 dec.finish().map_err(|_| ProxyError::UpstreamClosed)?;

@@ -225,8 +225,13 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
         _ => resp.body,
     };
     settle.fill = None;
-    let from = (&mut up.stream, t.read);
-    let read = crate::relay::fill_only(cfg, from, (ub, resp.head_len), kind, &mut sink);
+    let read = crate::relay::fill_only(
+        (cfg, t),
+        &mut up.stream,
+        (ub, resp.head_len),
+        kind,
+        &mut sink,
+    );
     let read = read.await;
     let filled = read.as_ref().ok().and(sink.handle);
     finish_fill(store, fill, filled, w, g);
