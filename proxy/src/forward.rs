@@ -17,7 +17,7 @@ use crate::config::route_opts::HeaderEdits;
 use crate::error::ProxyError;
 use crate::request::{eq, with_headers, FieldSpans, Named, RequestInfo, Span};
 use bytes::BytesMut;
-use shared::http::encode::{write_header, write_header_u64, write_status_line};
+use shared::http::encode::{copy_fields, write_header, write_header_u64, write_status_line};
 use shared::http::framing::{is_hop_by_hop, trim_ows};
 use shared::http::{
     parse_final_response, BodyKind, CodecError, RequestMethod, ResponseHead, Status, Version,
@@ -134,7 +134,7 @@ pub fn prepare_response(
         if let Some(from) = interim.filter(|&n| starts_interim(&buf[n..])) {
             write_interims(&buf[from..], limits, out)?;
         }
-        append_client_head(&head, info.framing, edits, out);
+        append_client_head((&head, buf), info.framing, edits, out);
         fields.record(&head, buf);
         Ok(Some(info))
     })
@@ -167,12 +167,10 @@ pub fn write_interims(
                 };
             if head.status != 100 {
                 write_status_line(out, Version::Http11, head.status, head.reason);
-                let named = Named::collect(head.headers);
-                for h in head.headers {
-                    if !is_hop_by_hop(h.name) && !named.contains(h.name, head.headers) {
-                        write_header(out, h.name.as_bytes(), h.value);
-                    }
-                }
+                let named = Named::of(head.connection_names, head.headers);
+                copy_fields(out, rest, head.headers, |h| {
+                    !is_hop_by_hop(h.name) && !named.contains(h.name, head.headers)
+                });
                 out.extend_from_slice(b"\r\n");
             }
             Ok(Some(head.head_len))
@@ -250,8 +248,8 @@ fn switched_to_websocket(headers: &[httparse::Header<'_>]) -> bool {
 /// malformed, conflicting or misplaced length reaches a client, or a proxy in front of it
 /// that would frame the next response by it.
 #[cfg(test)]
-pub(crate) fn write_client_head(
-    head: &ResponseHead<'_, '_>,
+pub(crate) fn write_client_head<'b>(
+    head: (&ResponseHead<'_, 'b>, &'b [u8]),
     framing: ClientFraming,
     out: &mut BytesMut,
 ) {
@@ -261,28 +259,21 @@ pub(crate) fn write_client_head(
 
 /// [`write_client_head`] after what `out` holds (interim heads), with the route's
 /// `response_headers` applied when it has them.
-fn append_client_head(
-    head: &ResponseHead<'_, '_>,
+fn append_client_head<'b>(
+    (head, buf): (&ResponseHead<'_, 'b>, &'b [u8]),
     framing: ClientFraming,
     edits: Option<&HeaderEdits>,
     out: &mut BytesMut,
 ) {
     write_status_line(out, Version::Http11, head.status, head.reason);
-    let named = Named::collect(head.headers);
+    let named = Named::of(head.connection_names, head.headers);
     let tunnel = framing == ClientFraming::Tunnel;
-    for h in head.headers {
+    copy_fields(out, buf, head.headers, |h| {
         let n = h.name;
         let keep_upgrade = tunnel && eq(n, "upgrade");
-        if !keep_upgrade
-            && (is_hop_by_hop(n) || eq(n, "content-length") || named.contains(n, head.headers))
-        {
-            continue;
-        }
-        if edits.is_some_and(|e| e.drops(n)) {
-            continue;
-        }
-        write_header(out, n.as_bytes(), h.value);
-    }
+        let hop = is_hop_by_hop(n) || eq(n, "content-length") || named.contains(n, head.headers);
+        (keep_upgrade || !hop) && !edits.is_some_and(|e| e.drops(n))
+    });
     if let Some(e) = edits {
         out.extend_from_slice(&e.block);
     }

@@ -42,7 +42,7 @@ fn client(wire: &str, req: &RequestInfo, shutting_down: bool) -> Result<String, 
     };
     let info = response_info(&head, req, shutting_down)?;
     let mut out = BytesMut::from(&b"left over"[..]);
-    write_client_head(&head, info.framing, &mut out);
+    write_client_head((&head, wire.as_bytes()), info.framing, &mut out);
     end_client_head(&mut out, &info);
     Ok(String::from_utf8(out.to_vec()).unwrap())
 }
@@ -265,7 +265,7 @@ fn client_connections_close_on_shutdown_and_after_early_answers() {
     let early = info.answered_early().unwrap();
     assert!(!early.client_keep_alive && !early.upstream_keep_alive);
     let mut out = BytesMut::new();
-    write_client_head(&head, early.framing, &mut out);
+    write_client_head((&head, wire.as_bytes()), early.framing, &mut out);
     end_client_head(&mut out, &early);
     assert_eq!(out, closed.as_bytes());
     let tunnel = ResponseInfo {

@@ -26,7 +26,7 @@ use crate::io::offset_in;
 use crate::static_files::StaticQuery;
 use bytes::BytesMut;
 pub use client_addr::{ClientAddr, IpText};
-use shared::http::encode::{write_header, write_header_u64, write_request_line};
+use shared::http::encode::{copy_fields, write_header, write_header_u64, write_request_line};
 use shared::http::framing::{connection_tokens, is_hop_by_hop};
 use shared::http::limits::MAX_HEADERS_CAP;
 use shared::http::target::{normalize_path, origin_bytes, origin_form};
@@ -237,7 +237,25 @@ impl<'b> Named<'b> {
         s
     }
 
+    /// [`Named::collect`] for a head the codec parsed, which says whether Connection listed
+    /// any name (`connection_names`): the usual head lists none, and nothing is looked at.
+    pub(crate) fn of(listed: bool, headers: &[httparse::Header<'b>]) -> Self {
+        if listed {
+            Self::collect(headers)
+        } else {
+            Named {
+                inline: [&[][..]; 8],
+                n: 0,
+                overflow: false,
+            }
+        }
+    }
+
+    #[inline]
     pub(crate) fn contains(&self, name: &str, headers: &[httparse::Header<'b>]) -> bool {
+        if self.n == 0 && !self.overflow {
+            return false;
+        }
         let name = name.as_bytes();
         if self.inline[..self.n]
             .iter()
@@ -333,7 +351,7 @@ pub fn prepare_request(
                 let route_opts = g.cfg.routes[route].opts.as_deref();
                 let how = (&g.cfg.headers, route_opts);
                 info.host_written =
-                    write_upstream_head(&head, &target, info.websocket, how, ip, out);
+                    write_upstream_head((&head, buf), &target, info.websocket, how, ip, out);
                 info.dispatch = match cache {
                     None => Dispatch::Proxy { group: *group },
                     Some(_) => {
@@ -438,8 +456,8 @@ fn route_of(
 /// address `ip`, the route's `request_headers`, the upgrade fields when `websocket`, and our
 /// own framing. Without the final CRLF; returns whether Host was written (else it is written
 /// per attempt).
-pub(crate) fn write_upstream_head(
-    head: &RequestHead<'_, '_>,
+pub(crate) fn write_upstream_head<'b>(
+    (head, buf): (&RequestHead<'_, 'b>, &'b [u8]),
     target: &str,
     websocket: bool,
     (opts, route): (&HeaderOptions, Option<&RouteOpts>),
@@ -459,9 +477,9 @@ pub(crate) fn write_upstream_head(
     if let (false, true, Some(a)) = (set_host, host_written, head.authority) {
         write_header(out, b"Host", a);
     }
-    let named = Named::collect(head.headers);
+    let named = Named::of(head.connection_names, head.headers);
     let mut xff_seen = false;
-    for h in head.headers {
+    copy_fields(out, buf, head.headers, |h| {
         let n = h.name;
         if is_hop_by_hop(n)
             || eq(n, "host")
@@ -481,10 +499,10 @@ pub(crate) fn write_upstream_head(
             || edited(n)
         {
             xff_seen |= eq(n, "x-forwarded-for");
-            continue;
+            return false;
         }
-        write_header(out, n.as_bytes(), h.value);
-    }
+        true
+    });
     if opts.x_forwarded_for && !edited("x-forwarded-for") {
         write_forwarded_for(out, xff_seen.then_some(head.headers), ip.peer());
     }

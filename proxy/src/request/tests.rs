@@ -22,7 +22,14 @@ fn upstream(wire: &str, opts: &HeaderOptions) -> String {
     let websocket = head.is_websocket_upgrade();
     let mut out = BytesMut::from(&b"left over"[..]);
     let ip = ClientAddr::new(IpText::new(IP.parse().unwrap()));
-    let host = write_upstream_head(&head, &target, websocket, (opts, None), &ip, &mut out);
+    let host = write_upstream_head(
+        (&head, wire.as_bytes()),
+        &target,
+        websocket,
+        (opts, None),
+        &ip,
+        &mut out,
+    );
     let text = String::from_utf8(out.to_vec()).unwrap();
     if host {
         text
@@ -266,7 +273,14 @@ fn upstream_on(wire: &str, route: &RouteOpts) -> String {
     };
     let mut out = BytesMut::new();
     let ip = ClientAddr::new(IpText::new(IP.parse().unwrap()));
-    write_upstream_head(&head, &target, false, (&off, Some(route)), &ip, &mut out);
+    write_upstream_head(
+        (&head, wire.as_bytes()),
+        &target,
+        false,
+        (&off, Some(route)),
+        &ip,
+        &mut out,
+    );
     String::from_utf8(out.to_vec()).unwrap()
 }
 
@@ -378,7 +392,14 @@ fn real_ip_from_a_trusted_peer() {
         assert_eq!(ip.as_bytes(), real.as_bytes());
         assert_eq!(ip.peer().as_bytes(), IP.as_bytes());
         let mut out = BytesMut::new();
-        write_upstream_head(&head, "/", false, (&opts, None), &ip, &mut out);
+        write_upstream_head(
+            (&head, wire.as_bytes()),
+            "/",
+            false,
+            (&opts, None),
+            &ip,
+            &mut out,
+        );
         let text = String::from_utf8(out.to_vec()).unwrap();
         let want = format!("X-Forwarded-For: {xff}\r\nX-Real-IP: {real}\r\n");
         assert!(text.contains(&want), "{text}");

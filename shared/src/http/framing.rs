@@ -26,6 +26,7 @@ pub enum BodyKind {
 /// Whether `name` is a hop-by-hop field that a proxy never forwards as is (RFC 9110 7.6.1):
 /// Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade.
 /// Fields *named* by Connection are hop-by-hop too: see [`connection_tokens`].
+#[inline]
 pub fn is_hop_by_hop(name: &str) -> bool {
     let n = name.as_bytes();
     // Dispatch on length first: most end-to-end names are rejected by one comparison.
@@ -82,6 +83,8 @@ pub(crate) struct FieldScan<'b> {
     pub conn_close: bool,
     pub conn_keep_alive: bool,
     pub conn_upgrade: bool,
+    /// A Connection token other than `close` and `keep-alive` (names a hop-by-hop field).
+    pub connection_names: bool,
     pub upgrade: Option<&'b [u8]>,
     pub expect_continue: bool,
 }
@@ -171,8 +174,9 @@ impl<'b> FieldScan<'b> {
                 self.conn_close = true;
             } else if token.eq_ignore_ascii_case(b"keep-alive") {
                 self.conn_keep_alive = true;
-            } else if token.eq_ignore_ascii_case(b"upgrade") {
-                self.conn_upgrade = true;
+            } else {
+                self.connection_names = true;
+                self.conn_upgrade |= token.eq_ignore_ascii_case(b"upgrade");
             }
         }
     }

@@ -43,6 +43,10 @@ pub struct RequestHead<'h, 'b> {
     pub expect_continue: bool,
     /// `Connection: upgrade` with an `Upgrade` header was sent (value in `upgrade`).
     pub upgrade: Option<&'b [u8]>,
+    /// A Connection field lists something other than `close` and `keep-alive`: the fields it
+    /// names are hop-by-hop (RFC 9110 7.6.1). False for the usual head, which spares a proxy
+    /// a second look at every field.
+    pub connection_names: bool,
 }
 
 impl RequestHead<'_, '_> {
@@ -92,6 +96,10 @@ pub struct ResponseHead<'h, 'b> {
     /// agree, at most 2^63-1), whatever `body` is: on a 304 or an answer to HEAD it is the
     /// selected representation's length (RFC 9110 8.6) and frames nothing.
     pub content_length: Option<u64>,
+    /// A Connection field lists something other than `close` and `keep-alive`: the fields it
+    /// names are hop-by-hop (RFC 9110 7.6.1). False for the usual head, which spares a proxy
+    /// a second look at every field.
+    pub connection_names: bool,
 }
 
 /// The HTTP/2 connection preface (RFC 9113 3.4); its first line parses as an HTTP/1 request
@@ -189,6 +197,7 @@ pub fn parse_request<'h, 'b>(
         } else {
             None
         },
+        connection_names: scan.connection_names,
     }))
 }
 
@@ -277,6 +286,7 @@ pub fn parse_response<'h, 'b>(
         content_length: scan
             .content_length
             .filter(|_| scan.content_length_error.is_none()),
+        connection_names: scan.connection_names,
     }))
 }
 

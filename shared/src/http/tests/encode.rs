@@ -125,3 +125,53 @@ fn hop_by_hop_and_connection_tokens() {
     let tokens: Vec<&[u8]> = connection_tokens(&headers).collect();
     assert_eq!(tokens, [&b"X-Foo"[..], b"close", b"Upgrade"]);
 }
+
+/// `copy_fields` passes the kept field lines as they arrived (whitespace around values
+/// included), in runs broken where a field is left out, the last line included.
+#[test]
+fn copy_fields_copies_kept_lines_as_they_arrived() {
+    let wire = b"GET / HTTP/1.1\r\nHost: a\r\nX-One:  1 \r\nConnection: x-two\r\nX-Two: 2\r\nX-Three:3\r\nEmpty:\r\nLast: \tz\t\r\n\r\n";
+    let mut storage = [httparse::EMPTY_HEADER; 16];
+    let Ok(Status::Complete(h)) = parse_request(wire, &mut storage, &Limits::default()) else {
+        panic!()
+    };
+    assert!(h.connection_names, "Connection lists x-two");
+    let cases: [(&[&str], &[u8]); 4] = [
+        (&[], b"Host: a\r\nX-One:  1 \r\nConnection: x-two\r\nX-Two: 2\r\nX-Three:3\r\nEmpty:\r\nLast: \tz\t\r\n"),
+        (&["connection", "x-two"], b"Host: a\r\nX-One:  1 \r\nX-Three:3\r\nEmpty:\r\nLast: \tz\t\r\n"),
+        (&["host", "last"], b"X-One:  1 \r\nConnection: x-two\r\nX-Two: 2\r\nX-Three:3\r\nEmpty:\r\n"),
+        (&["host", "x-three", "empty"], b"X-One:  1 \r\nConnection: x-two\r\nX-Two: 2\r\nLast: \tz\t\r\n"),
+    ];
+    for (drop, want) in cases {
+        let mut out = BytesMut::from(&b"HEAD\r\n"[..]);
+        copy_fields(&mut out, wire, h.headers, |f| {
+            !drop.iter().any(|d| f.name.eq_ignore_ascii_case(d))
+        });
+        assert_eq!(
+            String::from_utf8_lossy(&out[6..]),
+            String::from_utf8_lossy(want),
+            "dropping {drop:?}"
+        );
+    }
+}
+
+/// A head whose Connection lists only `close` or `keep-alive` names no field.
+#[test]
+fn connection_names_only_for_other_tokens() {
+    for (conn, names) in [
+        ("", false),
+        ("Connection: keep-alive\r\n", false),
+        ("Connection: close, Keep-Alive\r\n", false),
+        ("Connection: upgrade\r\nUpgrade: websocket\r\n", true),
+        ("Connection: close, x-secret\r\n", true),
+    ] {
+        let wire = format!("GET / HTTP/1.1\r\nHost: a\r\n{conn}\r\n");
+        let mut storage = [httparse::EMPTY_HEADER; 16];
+        let Ok(Status::Complete(h)) =
+            parse_request(wire.as_bytes(), &mut storage, &Limits::default())
+        else {
+            panic!("{wire}")
+        };
+        assert_eq!(h.connection_names, names, "{conn:?}");
+    }
+}
