@@ -65,9 +65,10 @@ use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
 use upload::{stream_request, Streamed};
 
-/// Request bodies up to this size that arrived with the head are sent with it in one write
-/// (and can be sent again on a retry).
-const INLINE_BODY_MAX: usize = 64 * 1024;
+/// Request bodies (`Content-Length`) up to this size are read whole before an upstream is
+/// chosen (`upload::gather_body`) and sent with the head in one write (and again on a retry):
+/// the relay buffer's size, which a streamed body would take as well.
+const INLINE_BODY_MAX: usize = crate::worker::RELAY_BUF;
 
 /// What every attempt sends, and with which generation's groups, balancers and pools.
 struct Plan<'r> {
@@ -164,6 +165,13 @@ async fn upstream_answer<'g>(
     if !how.keep_head {
         c.from_client.advance(req.head_len);
     }
+    let route = &g.cfg.routes[req.route];
+    let t = route.timeouts(&g.cfg.timeouts);
+    if let BodyKind::Length(n) = req.body {
+        if n <= INLINE_BODY_MAX as u64 {
+            upload::gather_body(c, req, n as usize, t).await?;
+        }
+    }
     let inline = match req.body {
         BodyKind::Empty => Some(0),
         BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.from_client.len() => {
@@ -171,7 +179,6 @@ async fn upstream_answer<'g>(
         }
         _ => None,
     };
-    let route = &g.cfg.routes[req.route];
     let plan = Plan {
         g,
         req,
@@ -180,7 +187,7 @@ async fn upstream_answer<'g>(
         inline,
         interim: interim && req.version == shared::http::Version::Http11,
         watch: how.watch,
-        t: route.timeouts(&g.cfg.timeouts),
+        t,
         retry: route.retry(g.cfg.retry.as_ref()),
         edits: route.response_edits(),
     };

@@ -5,12 +5,14 @@ use super::outcome::{body_failed, no_head, Attempt};
 use super::response_head::{read_response_head, Head, HeadFail, HeadRead};
 use crate::conn::ClientConn;
 use crate::error::ProxyError;
+use crate::io::{read_more, IoFail};
 use crate::pool::Upstream;
-use crate::relay::{self, RelayFail};
+use crate::relay::{self, BodyPace, RelayFail};
 use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use monoio::io::Splitable;
+use std::time::Duration;
 
 /// A streamed request's answer.
 pub(super) struct Streamed {
@@ -29,16 +31,8 @@ pub(super) async fn stream_request(
     up: Upstream,
     ub: BytesMut,
 ) -> Result<Streamed, Attempt<'static>> {
-    if req.expect_continue && c.from_client.is_empty() {
-        let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-        let r = monoio::time::timeout(c.g.cfg.timeouts.send, async {
-            use monoio::io::AsyncWriteRentExt;
-            c.stream.write_all(cont).await.0
-        });
-        if !matches!(r.await, Ok(Ok(_))) {
-            return Err(Attempt::Abort);
-        }
-        c.rec.wrote(cont);
+    if !answer_expect(c, req).await {
+        return Err(Attempt::Abort);
     }
     let reused = up.reused;
     // In an allocation of its own: relaying the body while reading the head holds two
@@ -64,6 +58,66 @@ pub(super) async fn stream_request(
         // Dropping `up` closes the upstream connection: the request is abandoned (499).
         BodyOutcome::ClientGone => Err(Attempt::Abort),
     }
+}
+
+/// `100 Continue` to a client that sent `Expect: 100-continue` and waits for it (no byte of
+/// its body came yet). False: the client could not be written to.
+async fn answer_expect(c: &mut ClientConn, req: &RequestInfo) -> bool {
+    if !req.expect_continue || !c.from_client.is_empty() {
+        return true;
+    }
+    let cont: &'static [u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+    let r = monoio::time::timeout(c.g.cfg.timeouts.send, async {
+        use monoio::io::AsyncWriteRentExt;
+        c.stream.write_all(cont).await.0
+    });
+    if !matches!(r.await, Ok(Ok(_))) {
+        return false;
+    }
+    c.rec.wrote(cont);
+    true
+}
+
+/// Read the rest of a request body of `n` bytes (`Content-Length`) into `from_client`, whose
+/// head was consumed, before any upstream is chosen for it: a slow upload then holds no
+/// upstream connection and no room under `max_conns` while it trickles, and the body goes out
+/// with the head in one write (and again on a retry). nginx reads every body before it
+/// connects (`proxy_request_buffering`), HAProxy what fits its buffer (`option
+/// http-buffer-request`); the caller does this for bodies up to the relay buffer's size,
+/// which a streamed body would take anyway. Paced as a streamed body is: the body timeout,
+/// then `body_min_rate`. `Err(None)`: the client went away.
+pub(super) async fn gather_body(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    n: usize,
+    t: &crate::config::Timeouts,
+) -> Result<(), Option<ProxyError>> {
+    if c.from_client.len() >= n {
+        return Ok(());
+    }
+    if !answer_expect(c, req).await {
+        return Err(None);
+    }
+    let mut pace = BodyPace::new(t.body, t.body_min_rate);
+    pace.record(Duration::ZERO, c.from_client.len());
+    while c.from_client.len() < n {
+        let wait = pace.next_wait(t.body);
+        if wait.is_zero() {
+            return Err(Some(ProxyError::BodyTimeout));
+        }
+        let buf = std::mem::take(&mut c.from_client);
+        let want = n - buf.len();
+        let started = monoio::time::Instant::now();
+        match read_more(&mut c.stream, buf, want, started + wait).await {
+            Ok((0, _)) | Err(IoFail::Error(_)) => return Err(None),
+            Ok((got, buf)) => {
+                pace.record(started.elapsed(), got);
+                c.from_client = buf;
+            }
+            Err(IoFail::Timeout) => return Err(Some(ProxyError::BodyTimeout)),
+        }
+    }
+    Ok(())
 }
 
 /// What streaming a request body led to.

@@ -215,10 +215,11 @@ fn shutdown_timeout_zero_stops_at_once() {
     let mut held = Client::connect(p.addr);
     held.send(b"GET /hold HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
     expect_head(&heads, "/hold");
+    // A streamed upload (over the 64 KiB read whole before a request goes upstream).
     let mut upload = Client::connect(p.addr);
-    upload
-        .send(b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123456789")
-        .unwrap();
+    let head =
+        format!("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {UPLOAD}\r\n\r\n0123456789");
+    upload.send(head.as_bytes()).unwrap();
     expect_head(&heads, "/up");
 
     p.signal(libc::SIGTERM);

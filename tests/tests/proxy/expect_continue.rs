@@ -1,7 +1,8 @@
 //! `Expect: 100-continue` on its failure paths (RFC 9110 10.1.1): no `100 Continue` before
-//! an answer that refuses the body (a 502 when no upstream can be reached, a 413 over
-//! `--max-body`), none for HTTP/1.0 (where Expect is ignored), and a client that sends its
-//! body without waiting for the 100 is served whole.
+//! an answer the head decides (a 413 over `--max-body`), none for HTTP/1.0 (where Expect is
+//! ignored), a client that sends its body without waiting for the 100 is served whole, and
+//! one whose small body is read before any upstream is chosen (nginx's and HAProxy's
+//! buffered bodies) gets the 100 first and then, with every upstream down, a 502.
 //!
 //! Ordering makes these checks free of time windows: the proxy writes its 100 before it
 //! reads the body and its final response after, so a 100 that was sent at all comes first
@@ -15,13 +16,17 @@ use tests::strict::{captured_text, capturing_origin, proxy, response, wait_for, 
 const EXPECT_HEAD: &[u8] =
     b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
 
+/// A small body is read whole before an upstream is chosen (it holds none while it comes):
+/// the 100 comes first, then the 502 once the body is in and no upstream could be reached.
 #[test]
-fn no_100_before_a_502_when_every_upstream_is_down() {
+fn a_100_then_a_502_when_every_upstream_is_down() {
     let (dead_a, dead_b) = (ClosedPort::new(), ClosedPort::new());
     let (p, addr) = proxy(&[dead_a.addr(), dead_b.addr()], &[]);
     let mut c = Client::connect(addr);
     c.send(EXPECT_HEAD).expect("send");
-    // The client waits for the 100 that must not come: the whole reply is one 502.
+    let cont = response(&mut c, "the 100");
+    assert_eq!(cont.status_line, "HTTP/1.1 100 Continue", "{cont:?}");
+    c.send(b"hello").expect("send the body");
     let reply = c.until_close(WAIT);
     assert_generated(&reply, 502, true);
     p.shutdown().expect("clean shutdown");
@@ -66,12 +71,14 @@ fn expect_in_http10_is_ignored() {
     let origin = capturing_origin();
     let (p, addr) = proxy(&[origin.addr()], &[]);
     let mut c = Client::connect(addr);
-    c.send(b"POST /up?size=3 HTTP/1.0\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+    // A streamed body (over the 64 KiB read whole first), so that the head goes upstream
+    // before it: only then does the proxy decide about a 100. Send the body now: any 100
+    // would already be ahead of the final response in the stream.
+    c.send(b"POST /up?size=3 HTTP/1.0\r\nContent-Length: 70000\r\nExpect: 100-continue\r\n\r\n")
         .expect("send");
-    // The head went upstream; only then does the proxy decide about a 100. Send the body
-    // now: any 100 would already be ahead of the final response in the stream.
     wait_for(READY, "the head at the origin", || origin.requests() == 1);
-    c.send(b"hello").expect("send the body");
+    let body = vec![b'h'; 70000];
+    c.send(&body).expect("send the body");
     let r = response(&mut c, "the HTTP/1.0 POST");
     assert_eq!(r.status, 200, "a 100 was sent to an HTTP/1.0 client: {r:?}");
     assert!(r.is_pattern(3), "{r:?}");
@@ -81,8 +88,8 @@ fn expect_in_http10_is_ignored() {
     assert_eq!(got.len(), 1, "{:?}", captured_text(&origin));
     let text = String::from_utf8_lossy(&got[0]).to_ascii_lowercase();
     assert!(!text.contains("expect"), "{text}");
-    assert!(text.contains("\r\ncontent-length: 5\r\n"), "{text}");
-    assert!(text.ends_with("\r\n\r\nhello"), "{text}");
+    assert!(text.contains("\r\ncontent-length: 70000\r\n"), "{text}");
+    assert!(got[0].ends_with(&body), "the body is not whole");
 }
 
 /// A client that does not wait for the 100: head and body in one write, a small body (sent

@@ -201,6 +201,67 @@ fn a_request_queued_past_the_connect_timeout_gets_503() {
     assert_eq!(p.connect().get("/").status, 200);
 }
 
+/// A request body (`Content-Length`, up to the relay buffer's 64 KiB) is read whole before an
+/// upstream is chosen for it: an upload that trickles holds no room under `max_conns` (nor an
+/// upstream connection), so the next request gets its server at once instead of a 503 after
+/// the queue's 800 ms; the upload goes out, body and all, when its body is in. The 100
+/// Continue marks the moment: the proxy sends it as it starts to read the body.
+#[test]
+fn a_slow_upload_holds_no_room_while_its_body_arrives() {
+    let o = origin_on("127.0.0.1:0".parse().unwrap());
+    let (p, admin) = one_at_a_time(o.addr());
+    let mut upload = p.connect();
+    upload.send(
+        b"POST /up?echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+    );
+    let mut cont = [0u8; 25];
+    std::io::Read::read_exact(&mut upload.stream, &mut cont).expect("the 100");
+    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    upload.send(b"hello");
+    assert_eq!(
+        p.connect().get("/").status,
+        200,
+        "a request while an upload trickles"
+    );
+    let in_flight = |m: &std::collections::HashMap<String, f64>| {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("proxy_upstream_in_flight{"))
+            .map(|(_, v)| *v)
+            .sum::<f64>()
+    };
+    assert_eq!(
+        in_flight(&tests::scrape::scrape(admin)),
+        0.0,
+        "the trickling upload holds a room"
+    );
+    assert_eq!(
+        o.requests(),
+        1,
+        "the upload reached the origin before its body"
+    );
+    upload.send(b"world");
+    let r = upload.response();
+    assert_eq!(r.status, 200, "the upload");
+    assert!(
+        r.body.ends_with(b"Content-Length: 10\r\n\r\nhelloworld"),
+        "the request the origin got: {:?}",
+        String::from_utf8_lossy(&r.body)
+    );
+
+    // Without Expect, the same: the head and part of the body first, the rest later.
+    let mut upload = p.connect();
+    upload.send(b"POST /up?echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nhel");
+    assert_eq!(p.connect().get("/").status, 200, "a request behind it");
+    upload.send(b"lo, you");
+    let r = upload.response();
+    assert_eq!(r.status, 200, "the second upload");
+    assert!(
+        r.body.ends_with(b"\r\n\r\nhello, you"),
+        "{:?}",
+        String::from_utf8_lossy(&r.body)
+    );
+}
+
 /// An origin whose connections close without an answer to their second request `/stale`, once
 /// the test says so (`close`): a pooled connection the origin closed just as the proxy reused it.
 /// `/slow` is answered after `SLOW`; everything else at once.

@@ -135,10 +135,42 @@ fn content_length_over_max_body_never_leaves() {
     );
 }
 
+/// A streamed body (over the 64 KiB read whole before a request goes upstream).
 #[test]
 fn client_gone_mid_body() {
-    let first = b"POST /first HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n0123456789";
+    let first = b"POST /first HTTP/1.1\r\nHost: test\r\nContent-Length: 100000\r\n\r\n0123456789";
     next_request_is_clean(&[], first, Outcome::ClientLeft);
+}
+
+/// A small body is read whole before the request goes upstream: a client gone in the middle
+/// of it sent nothing to the origin (the 100 Continue shows the proxy reading the body).
+#[test]
+fn client_gone_mid_small_body_sends_nothing_upstream() {
+    let origin = capturing_origin();
+    let (p, addr) = proxy(&[origin.addr()], &[]);
+    let mut c = Client::connect(addr);
+    c.send(b"POST /first HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+        .expect("send the head");
+    let cont = response(&mut c, "the 100");
+    assert_eq!(cont.status, 100, "{cont:?}");
+    c.send(b"0123456789").expect("send part of the body");
+    c.stream
+        .shutdown(std::net::Shutdown::Both)
+        .expect("client shutdown");
+    drop(c);
+    let mut next = Client::connect(addr);
+    next.send(NEXT).expect("send the next request");
+    let r = response(&mut next, "the next request");
+    assert!(r.status == 200 && r.is_pattern(5), "{r:?}");
+    p.shutdown().expect("clean shutdown");
+    assert_eq!(origin.connections(), 1, "{:?}", captured_text(&origin));
+    let got = origin.captured();
+    assert_eq!(got.len(), 1, "{:?}", captured_text(&origin));
+    assert!(
+        got[0].starts_with(b"GET /next"),
+        "{:?}",
+        captured_text(&origin)
+    );
 }
 
 #[test]

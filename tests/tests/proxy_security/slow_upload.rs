@@ -3,7 +3,9 @@
 //! body timeout held an upstream connection for as long as it liked. Now, past a grace
 //! period (the body timeout), the body must keep up a minimum average rate
 //! (`[timeouts] body_min_rate`, 500 B/s by default): a trickle is cut with 408 and its
-//! upstream connection closed; a client that sends at a real rate, with pauses, is not.
+//! upstream connection closed; a client that sends at a real rate, with pauses, is not. A
+//! body up to 64 KiB is read whole before an upstream is chosen: its trickle is cut before
+//! any upstream connection exists.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
@@ -45,14 +47,11 @@ fn sink_origin() -> (SocketAddr, mpsc::Receiver<(End, usize)>) {
     (addr, rx)
 }
 
-#[test]
-fn a_trickled_body_is_cut_with_408_and_its_upstream_connection_closed() {
-    let (origin, ended) = sink_origin();
-    let p = proxy(origin);
+/// Send `head`, then the body one byte every 50 ms (20 B/s: each read comes well within the
+/// body timeout) until the proxy answers or closes: the 408 it must send, and when.
+fn trickle(p: &Proxy, head: &[u8]) {
     let mut c = Client::connect(p.addr);
-    c.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n")
-        .expect("send the head");
-    // One byte every 50 ms (20 B/s): each read comes well within the body timeout.
+    c.send(head).expect("send the head");
     let pause = Duration::from_millis(50);
     c.stream.set_read_timeout(Some(pause)).unwrap();
     let (start, limit) = (Instant::now(), Duration::from_secs(5));
@@ -87,6 +86,17 @@ fn a_trickled_body_is_cut_with_408_and_its_upstream_connection_closed() {
         }
         other => panic!("no complete 408 before the close ({other:?}): {got:?}"),
     }
+}
+
+#[test]
+fn a_trickled_body_is_cut_with_408_and_its_upstream_connection_closed() {
+    let (origin, ended) = sink_origin();
+    let p = proxy(origin);
+    // Over 64 KiB: streamed to an upstream connection opened when the head came.
+    trickle(
+        &p,
+        b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n",
+    );
     let (how, bytes) = ended
         .recv_timeout(WAIT)
         .expect("the origin's connection ended");
@@ -95,6 +105,19 @@ fn a_trickled_body_is_cut_with_408_and_its_upstream_connection_closed() {
         End::TimedOut,
         "the upstream connection stayed open after the client was cut ({bytes} bytes sent to it)"
     );
+}
+
+/// A small body is read whole before an upstream is chosen: its trickle is cut the same way,
+/// and no upstream connection was ever opened for it.
+#[test]
+fn a_trickled_small_body_is_cut_with_408_before_any_upstream_connection() {
+    let origin = tests::origin();
+    let p = proxy(origin.addr());
+    trickle(
+        &p,
+        b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n",
+    );
+    assert_eq!(origin.connections(), 0, "an upstream connection was opened");
 }
 
 #[test]
