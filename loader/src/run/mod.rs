@@ -93,9 +93,9 @@ struct Common {
     /// watch of this flag, never fire).
     stop: Arc<ShutdownFlag>,
     /// `--hdr-log`: where each worker's interval histograms go.
-    hdr: Option<crate::hdrlog::Sink>,
+    hdr: Option<crate::intervals::Sink<hdrhistogram::Histogram<u64>>>,
     /// `--series`: where each worker's seconds go.
-    series: Option<crate::series::Sink>,
+    series: Option<crate::intervals::Sink<crate::stats::SecondCounts>>,
 }
 
 struct WorkerDone {
@@ -153,12 +153,12 @@ pub fn run_with_progress(
     let hdr = opts
         .hdr_log
         .as_ref()
-        .map(|h| crate::hdrlog::HdrLog::start(h, n_workers, measure_start, started))
+        .map(|h| crate::hdrlog::start(h, n_workers, measure_start, started))
         .transpose()?;
     let series = opts
         .series
         .as_ref()
-        .map(|p| crate::series::Series::start(p, n_workers, measure_start))
+        .map(|p| crate::series::start(p, n_workers, measure_start))
         .transpose()?;
     let common = Arc::new(Common {
         opts: opts.clone(),
@@ -357,11 +357,17 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
             }
         });
     }
-    let hdr = common.hdr.as_ref().map(|s| s.for_worker(ctx.id));
+    let hdr = common
+        .hdr
+        .as_ref()
+        .map(|s| s.for_worker(ctx.id, Engine::take_interval));
     if let Some(h) = &hdr {
         monoio::spawn(h.clone().tick(w.clone()));
     }
-    let series = common.series.as_ref().map(|s| s.for_worker(ctx.id));
+    let series = common
+        .series
+        .as_ref()
+        .map(|s| s.for_worker(ctx.id, Engine::take_second));
     if let Some(s) = &series {
         monoio::spawn(s.clone().tick(w.clone()));
     }
