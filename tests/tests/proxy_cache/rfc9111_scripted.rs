@@ -397,3 +397,64 @@ fn a_background_revalidation_runs_under_its_routes_upstream_timeouts() {
     drop(gate);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn requests_collapsed_on_a_fill_wait_under_their_routes_read_timeout() {
+    // Collapsed forwarding on a route whose own read timeout (2 s) is longer than the global
+    // one (100 ms): the requests that wait for another's fill wait as long as that fill may
+    // take (it reads its upstream under the route's timeout), here 1.2 s, and are answered
+    // from it. They waited under the global timeout, and a wait could not end at it (the
+    // timer's wake-up was taken for the entry's change): each gave up after its eighth wait,
+    // 800 ms, and fetched on its own: the stampede on a slow origin that collapsing exists
+    // to spare it.
+    use proxy::config::{route_opts::RouteOpts, route_opts::RouteTimeouts, RouteId};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let fresh = ["Cache-Control: max-age=3600"];
+    let (held, gate) = answer("200 OK", &fresh, b"filled").held();
+    let o = Scripted::start(vec![
+        held,
+        answer("200 OK", &fresh, b"apart"),
+        answer("200 OK", &fresh, b"apart"),
+    ]);
+    let mut cfg = tests::proxy_config(&[o.addr()], &["--cache", "1MiB"]);
+    cfg.timeouts.read = Duration::from_millis(100);
+    let own = RouteTimeouts {
+        read: Some(Duration::from_secs(2)),
+        ..RouteTimeouts::default()
+    };
+    let mut opts = RouteOpts {
+        own_timeouts: Some(own),
+        ..RouteOpts::default()
+    };
+    opts.merge_timeouts(&cfg.timeouts);
+    cfg.routes[RouteId::new(0)].opts = Some(Arc::new(opts));
+    let p = proxy::start(cfg).expect("proxy starts");
+    let addr = p.listen_addrs()[0];
+    let get = move || std::thread::spawn(move || request(addr, "GET", "/t", ""));
+    let leader = get();
+    assert!(
+        tests::eventually(raw::WAIT, || o.requests() == 1),
+        "the fill's request never reached the origin"
+    );
+    let followers = [get(), get()];
+    // The fill takes 1.2 s: past the global read timeout (eight times over), within the
+    // route's.
+    std::thread::sleep(Duration::from_millis(1200));
+    gate.send(()).expect("release the fill's answer");
+    let r = leader.join().expect("the leader");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..]),
+        (200, "MISS", &b"filled"[..])
+    );
+    for (i, f) in followers.into_iter().enumerate() {
+        let r = f.join().expect("a follower");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..]),
+            (200, "HIT", &b"filled"[..]),
+            "request {i} collapsed on the fill"
+        );
+    }
+    assert_eq!(o.requests(), 1, "requests that fetched on their own");
+    p.shutdown().unwrap();
+}

@@ -622,6 +622,17 @@ impl Store {
         true
     }
 
+    /// Whether `waker` (given to [`Store::subscribe`]) still waits on entry `h`: a change
+    /// takes its waiters off the entry, so a waker still listed was woken by something else.
+    pub fn still_waits(&self, h: Handle, waker: &Waker) -> bool {
+        self.entry(h).is_some_and(|e| {
+            e.change_waiters
+                .iter()
+                .chain(&e.data_waiters)
+                .any(|w| w.will_wake(waker))
+        })
+    }
+
     /// Other requests wait on entry `h` (collapsed on its fill): its fetch is worth going on
     /// with when the client that started it leaves. (A waiter that gave up meanwhile still
     /// counts until the entry next changes.)

@@ -28,6 +28,9 @@ pub(super) async fn stream_entry(
     if req.method == RequestMethod::Head {
         return next_after(keep);
     }
+    // The fill reads its upstream under the route's read timeout: a wait for its next bytes
+    // lasts as long.
+    let read_timeout = c.g.cfg.routes[req.route].timeouts(&c.g.cfg.timeouts).read;
     let mut offset = 0u64;
     while offset < len {
         let read = store.borrow_mut().read(h, offset);
@@ -41,7 +44,7 @@ pub(super) async fn stream_entry(
                 c.rec.wrote_body(n);
             }
             Read::Pending => {
-                if !wait_change(store, h, c.g.cfg.timeouts.read).await {
+                if !wait_change(store, h, read_timeout).await {
                     c.rec.failed(ProxyError::UpstreamTimeout);
                     return Next::Close;
                 }

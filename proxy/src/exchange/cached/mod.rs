@@ -115,7 +115,9 @@ pub async fn run(
                 return from_store(c, &req, store, answer, CacheStatus::Stale).await;
             }
             Decision::Wait { fill, stale } => {
-                if waits < MAX_WAITS && wait_change(store, fill, g.cfg.timeouts.read).await {
+                // The fill reads its upstream under the route's read timeout: wait as long.
+                let read = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts).read;
+                if waits < MAX_WAITS && wait_change(store, fill, read).await {
                     waits += 1;
                     now = now_millis();
                     continue;
@@ -219,11 +221,15 @@ fn key_of<'a>(from_client: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> 
 async fn wait_change(store: &RefCell<Store>, h: Handle, limit: Duration) -> bool {
     let mut subscribed = false;
     let changed = poll_fn(|cx| {
-        if subscribed {
-            return Poll::Ready(());
-        }
-        subscribed = true;
-        if store.borrow_mut().subscribe(h, cx.waker()) {
+        let waits = if subscribed {
+            // Woken: by the change, which took the waker off the entry, or by something
+            // else, the deadline's timer included (`timeout` polls this future first).
+            store.borrow().still_waits(h, cx.waker())
+        } else {
+            subscribed = true;
+            store.borrow_mut().subscribe(h, cx.waker())
+        };
+        if waits {
             Poll::Pending
         } else {
             Poll::Ready(())
