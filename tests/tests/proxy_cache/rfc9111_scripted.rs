@@ -333,8 +333,6 @@ fn a_background_revalidation_runs_under_its_routes_upstream_timeouts() {
     // revalidation error, the entry left as it was), and a request of the window starts the
     // next, whose answer refreshes the entry. Under the global timeout the first would hold
     // the key's one revalidation for a minute.
-    use proxy::config::{route_opts::RouteOpts, route_opts::RouteTimeouts, RouteId};
-    use std::sync::Arc;
     use std::time::Duration;
     let swr = [
         "Cache-Control: max-age=0, stale-while-revalidate=60",
@@ -348,21 +346,12 @@ fn a_background_revalidation_runs_under_its_routes_upstream_timeouts() {
         answer("304 Not Modified", &fresh, b""),
     ]);
     let mut cfg = tests::proxy_config(&[o.addr()], &["--cache", "1MiB", "--admin", "127.0.0.1:0"]);
-    let own = RouteTimeouts {
-        read: Some(Duration::from_millis(300)),
-        ..RouteTimeouts::default()
-    };
-    let mut opts = RouteOpts {
-        own_timeouts: Some(own),
-        ..RouteOpts::default()
-    };
-    opts.merge_timeouts(&cfg.timeouts);
+    with_route_read(&mut cfg, Duration::from_millis(300));
     assert_eq!(
         cfg.timeouts.read,
         Duration::from_secs(60),
         "the global read timeout"
     );
-    cfg.routes[RouteId::new(0)].opts = Some(Arc::new(opts));
     let p = proxy::start(cfg).expect("proxy starts");
     let addr = p.listen_addrs()[0];
     let admin = p.admin_addr().expect("admin");
@@ -407,8 +396,6 @@ fn requests_collapsed_on_a_fill_wait_under_their_routes_read_timeout() {
     // timer's wake-up was taken for the entry's change): each gave up after its eighth wait,
     // 800 ms, and fetched on its own: the stampede on a slow origin that collapsing exists
     // to spare it.
-    use proxy::config::{route_opts::RouteOpts, route_opts::RouteTimeouts, RouteId};
-    use std::sync::Arc;
     use std::time::Duration;
     let fresh = ["Cache-Control: max-age=3600"];
     let (held, gate) = answer("200 OK", &fresh, b"filled").held();
@@ -419,16 +406,7 @@ fn requests_collapsed_on_a_fill_wait_under_their_routes_read_timeout() {
     ]);
     let mut cfg = tests::proxy_config(&[o.addr()], &["--cache", "1MiB"]);
     cfg.timeouts.read = Duration::from_millis(100);
-    let own = RouteTimeouts {
-        read: Some(Duration::from_secs(2)),
-        ..RouteTimeouts::default()
-    };
-    let mut opts = RouteOpts {
-        own_timeouts: Some(own),
-        ..RouteOpts::default()
-    };
-    opts.merge_timeouts(&cfg.timeouts);
-    cfg.routes[RouteId::new(0)].opts = Some(Arc::new(opts));
+    with_route_read(&mut cfg, Duration::from_secs(2));
     let p = proxy::start(cfg).expect("proxy starts");
     let addr = p.listen_addrs()[0];
     let get = move || std::thread::spawn(move || request(addr, "GET", "/t", ""));
@@ -457,4 +435,19 @@ fn requests_collapsed_on_a_fill_wait_under_their_routes_read_timeout() {
     }
     assert_eq!(o.requests(), 1, "requests that fetched on their own");
     p.shutdown().unwrap();
+}
+
+/// Give the first route its own read timeout, `read` (the others from `[timeouts]`).
+fn with_route_read(cfg: &mut proxy::config::Config, read: std::time::Duration) {
+    use proxy::config::{route_opts::RouteOpts, route_opts::RouteTimeouts, RouteId};
+    let own = RouteTimeouts {
+        read: Some(read),
+        ..RouteTimeouts::default()
+    };
+    let mut opts = RouteOpts {
+        own_timeouts: Some(own),
+        ..RouteOpts::default()
+    };
+    opts.merge_timeouts(&cfg.timeouts);
+    cfg.routes[RouteId::new(0)].opts = Some(std::sync::Arc::new(opts));
 }
