@@ -167,14 +167,11 @@ async fn upstream_answer<'g>(
     }
     let route = &g.cfg.routes[req.route];
     let t = route.timeouts(&g.cfg.timeouts);
-    if let BodyKind::Length(n) = req.body {
-        if n <= INLINE_BODY_MAX as u64 {
-            upload::gather_body(c, req, n as usize, t).await?;
-        }
-    }
+    // A small body is in `from_client` whole before a server is picked.
     let inline = match req.body {
         BodyKind::Empty => Some(0),
-        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 && n as usize <= c.from_client.len() => {
+        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 => {
+            upload::gather_body(c, req, n as usize, t).await?;
             Some(n as usize)
         }
         _ => None,
