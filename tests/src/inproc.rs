@@ -181,6 +181,19 @@ impl Client {
         self.raw.send(bytes).expect("send");
     }
 
+    /// Read exactly a `100 Continue` interim response (the proxy's answer to `Expect:
+    /// 100-continue`, sent as it starts to read the body); anything else fails the test.
+    pub fn expect_100(&mut self) {
+        let mut cont = [0u8; 25];
+        std::io::Read::read_exact(&mut self.raw.stream, &mut cont).expect("the 100 Continue");
+        assert_eq!(
+            &cont,
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            "{:?}",
+            String::from_utf8_lossy(&cont)
+        );
+    }
+
     pub fn get(&mut self, path: &str) -> Response {
         self.send(&crate::raw::get(path));
         self.response()

@@ -288,9 +288,7 @@ fn expect_100_continue_is_answered_before_the_body() {
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
     c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
-    let mut first = [0u8; 25];
-    std::io::Read::read_exact(&mut c.stream, &mut first).unwrap();
-    assert_eq!(&first, b"HTTP/1.1 100 Continue\r\n\r\n");
+    c.expect_100();
     c.send(b"hello");
     let r = c.response();
     assert_eq!(r.status, 200);
@@ -517,9 +515,7 @@ fn shutdown_closes_idle_connections_and_finishes_in_flight() {
     busy.send(
         b"POST /?size=5 HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n",
     );
-    let mut cont = [0u8; 25];
-    std::io::Read::read_exact(&mut busy.stream, &mut cont).expect("the 100");
-    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    busy.expect_100();
     p.running().trigger_shutdown();
     idle.assert_closed();
     busy.send(b"abcd");

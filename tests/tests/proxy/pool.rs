@@ -214,9 +214,7 @@ fn a_slow_upload_holds_no_room_while_its_body_arrives() {
     upload.send(
         b"POST /up?echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
     );
-    let mut cont = [0u8; 25];
-    std::io::Read::read_exact(&mut upload.stream, &mut cont).expect("the 100");
-    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    upload.expect_100();
     upload.send(b"hello");
     assert_eq!(
         p.connect().get("/").status,

@@ -249,9 +249,7 @@ fn sigterm_finishes_in_flight_requests_and_exits_zero() {
     busy.send(
         b"POST /?size=1000 HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n",
     );
-    let mut cont = [0u8; 25];
-    std::io::Read::read_exact(&mut busy.stream, &mut cont).expect("the 100");
-    assert_eq!(&cont, b"HTTP/1.1 100 Continue\r\n\r\n");
+    busy.expect_100();
     p.signal(libc::SIGTERM);
     idle.assert_closed();
     busy.send(b"abcd");
