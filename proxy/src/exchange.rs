@@ -65,9 +65,10 @@ use shared::http::encode::{end_head, write_header};
 use shared::http::BodyKind;
 use upload::{stream_request, Streamed};
 
-/// Request bodies (`Content-Length`) up to this size are read whole before an upstream is
-/// chosen (`upload::gather_body`) and sent with the head in one write (and again on a retry):
-/// the relay buffer's size, which a streamed body would take as well.
+/// Request bodies up to this size (`Content-Length`, or chunked with its framing) are read
+/// whole before an upstream is chosen (`upload::gather_body`, `gather_chunked`) and sent with
+/// the head in one write (and again on a retry): the relay buffer's size, which a streamed
+/// body would take as well.
 const INLINE_BODY_MAX: usize = crate::worker::RELAY_BUF;
 
 /// What every attempt sends, and with which generation's groups, balancers and pools.
@@ -174,6 +175,7 @@ async fn upstream_answer<'g>(
             upload::gather_body(c, req, n as usize, t).await?;
             Some(n as usize)
         }
+        BodyKind::Chunked => upload::gather_chunked(c, req, INLINE_BODY_MAX, t).await?,
         _ => None,
     };
     let plan = Plan {

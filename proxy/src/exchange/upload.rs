@@ -5,13 +5,15 @@ use super::outcome::{body_failed, no_head, Attempt};
 use super::response_head::{read_response_head, Head, HeadFail, HeadRead};
 use crate::conn::ClientConn;
 use crate::error::ProxyError;
-use crate::io::{read_more, IoFail};
+use crate::io::{offset_in, read_more, IoFail};
 use crate::pool::Upstream;
 use crate::relay::{self, BodyPace, RelayFail};
 use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
 use monoio::io::Splitable;
+use shared::http::encode::write_header_u64;
+use shared::http::{BodyDecoder, BodyKind, CodecError, Limits};
 use std::time::Duration;
 
 /// A streamed request's answer.
@@ -78,7 +80,7 @@ async fn answer_expect(c: &mut ClientConn, req: &RequestInfo) -> bool {
     true
 }
 
-/// Read the rest of a request body of `n` bytes (`Content-Length`) into `from_client`, whose
+/// Read the rest of a request body of `n` bytes (`Content-Length`; chunked: [`gather_chunked`]) into `from_client`, whose
 /// head was consumed, before any upstream is chosen for it: a slow upload then holds no
 /// upstream connection and no room under `max_conns` while it trickles, and the body goes out
 /// with the head in one write (and again on a retry). nginx reads every body before it
@@ -92,23 +94,139 @@ pub(super) async fn gather_body(
     n: usize,
     t: &crate::config::Timeouts,
 ) -> Result<(), Option<ProxyError>> {
-    if c.from_client.len() >= n {
-        return Ok(());
+    let whole = |buf: &[u8]| {
+        Ok(if buf.len() >= n {
+            Held::Whole
+        } else {
+            Held::More
+        })
+    };
+    gather(c, req, (t, n), whole).await.map(|_| ())
+}
+
+/// The upstream head's last line for a chunked request body (`request::write_upstream_head`
+/// writes the framing field last).
+const CHUNKED_FIELD: &[u8] = b"Transfer-Encoding: chunked\r\n";
+
+/// [`gather_body`] for a chunked request body: read while it fits in `max` bytes (framing
+/// included); one that ends within them is joined into a plain body at the front of
+/// `from_client` (its trailer dropped, as nginx drops a buffered body's) and the upstream
+/// head (`to_upstream`) gets its `Content-Length` instead of `Transfer-Encoding`:
+/// `Ok(Some(length))`. `Ok(None)`: it grew past `max` (nothing consumed: it streams as it
+/// came, from its first byte). Over `max_body` it is refused (413) before any upstream sees it.
+pub(super) async fn gather_chunked(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    max: usize,
+    t: &crate::config::Timeouts,
+) -> Result<Option<usize>, Option<ProxyError>> {
+    if !c.to_upstream.ends_with(CHUNKED_FIELD) {
+        return Ok(None);
+    }
+    let g = c.g.clone();
+    let limits = &g.cfg.limits;
+    let mut dec = BodyDecoder::new(BodyKind::Chunked, &limits.codec);
+    // How far the chunks were decoded, and the payload found in them.
+    let (mut scanned, mut total) = (0usize, 0u64);
+    let ends = |buf: &[u8]| {
+        while scanned < buf.len() {
+            let d = dec.decode(&buf[scanned..]).map_err(ProxyError::Request)?;
+            scanned += d.consumed;
+            total += d.data.len() as u64;
+            if limits.max_body.is_some_and(|m| total > m) {
+                return Err(ProxyError::BodyTooLarge);
+            }
+            if d.done {
+                return Ok(Held::Whole);
+            }
+            if d.consumed == 0 {
+                break;
+            }
+        }
+        Ok(if buf.len() >= max {
+            Held::TooLarge
+        } else {
+            Held::More
+        })
+    };
+    if !gather(c, req, (t, max), ends).await? {
+        return Ok(None);
+    }
+    let len = join_chunks(&mut c.from_client, scanned, &limits.codec)
+        .map_err(|e| Some(ProxyError::Request(e)))?;
+    let head = c.to_upstream.len() - CHUNKED_FIELD.len();
+    c.to_upstream.truncate(head);
+    write_header_u64(&mut c.to_upstream, b"Content-Length", len as u64);
+    Ok(Some(len))
+}
+
+/// The payload of the complete chunked body in `buf[..raw]`, moved to the front of `buf`
+/// (the bytes after the body follow it): its length.
+fn join_chunks(buf: &mut BytesMut, raw: usize, codec: &Limits) -> Result<usize, CodecError> {
+    let mut dec = BodyDecoder::new(BodyKind::Chunked, codec);
+    let (mut at, mut joined) = (0, 0);
+    loop {
+        let (consumed, data, done) = {
+            let d = dec.decode(&buf[at..raw])?;
+            let from = offset_in(buf, d.data);
+            (d.consumed, from..from + d.data.len(), d.done)
+        };
+        if !data.is_empty() {
+            buf.copy_within(data.clone(), joined);
+            joined += data.len();
+        }
+        at += consumed;
+        if done {
+            break;
+        }
+        if consumed == 0 {
+            // Not reached: the same bytes decoded to their end a moment ago.
+            return Err(CodecError::UnexpectedEof);
+        }
+    }
+    let rest = buf.len() - raw;
+    buf.copy_within(raw.., joined);
+    buf.truncate(joined + rest);
+    Ok(joined)
+}
+
+/// What a request body read so far amounts to.
+enum Held {
+    Whole,
+    More,
+    /// Past what is held before an upstream is chosen: it streams.
+    TooLarge,
+}
+
+/// Read the client's body into `from_client` until `held` says it is whole (`true`) or too
+/// large to hold (`false`), at most `max` bytes buffered: `100 Continue` first to a client
+/// that waits for it, then reads paced as a streamed body's (the body timeout, then
+/// `body_min_rate`: 408). `Err(None)`: the client went away.
+async fn gather(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    (t, max): (&crate::config::Timeouts, usize),
+    mut held: impl FnMut(&[u8]) -> Result<Held, ProxyError>,
+) -> Result<bool, Option<ProxyError>> {
+    match held(&c.from_client)? {
+        Held::Whole => return Ok(true),
+        Held::TooLarge => return Ok(false),
+        Held::More => {}
     }
     if !answer_expect(c, req).await {
         return Err(None);
     }
     let mut pace = BodyPace::new(t.body, t.body_min_rate);
     pace.record(Duration::ZERO, c.from_client.len());
-    while c.from_client.len() < n {
+    loop {
         let wait = pace.next_wait(t.body);
         if wait.is_zero() {
             return Err(Some(ProxyError::BodyTimeout));
         }
         let buf = std::mem::take(&mut c.from_client);
-        let want = n - buf.len();
+        let spare = max.saturating_sub(buf.len()).max(1);
         let started = monoio::time::Instant::now();
-        match read_more(&mut c.stream, buf, want, started + wait).await {
+        match read_more(&mut c.stream, buf, spare, started + wait).await {
             Ok((0, _)) | Err(IoFail::Error(_)) => return Err(None),
             Ok((got, buf)) => {
                 pace.record(started.elapsed(), got);
@@ -116,8 +234,12 @@ pub(super) async fn gather_body(
             }
             Err(IoFail::Timeout) => return Err(Some(ProxyError::BodyTimeout)),
         }
+        match held(&c.from_client)? {
+            Held::Whole => return Ok(true),
+            Held::TooLarge => return Ok(false),
+            Held::More => {}
+        }
     }
-    Ok(())
 }
 
 /// What streaming a request body led to.
@@ -237,4 +359,19 @@ async fn stream_body(
         nonblocking,
     });
     (up, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_chunks_moves_the_payload_to_the_front_and_the_rest_after_it() {
+        let limits = Limits::default();
+        let body = b"5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\nX-T: t\r\n\r\n";
+        let mut buf = BytesMut::from(&body[..]);
+        buf.extend_from_slice(b"GET /next HTTP/1.1\r\n\r\n");
+        assert_eq!(join_chunks(&mut buf, body.len(), &limits), Ok(11));
+        assert_eq!(&buf[..], b"hello worldGET /next HTTP/1.1\r\n\r\n");
+    }
 }

@@ -323,8 +323,10 @@ fn body_limit_gives_413() {
     assert_eq!(c.response().status, 200);
 }
 
+/// A small chunked body is read whole before the request goes upstream, then sent with its
+/// length: extensions and trailer dropped (nginx does the same with a buffered body).
 #[test]
-fn chunked_request_body_is_relayed() {
+fn a_small_chunked_request_body_is_relayed_with_its_length() {
     let o = capturing_origin();
     let p = Proxy::start(config(&[o.addr()]));
     let mut c = p.connect();
@@ -335,9 +337,12 @@ fn chunked_request_body_is_relayed() {
     assert_eq!(c.response().status, 200);
     let got = o.captured();
     let req = String::from_utf8_lossy(&got[0]);
-    assert!(req.contains("Transfer-Encoding: chunked\r\n\r\n"), "{req}");
     assert!(
-        req.ends_with("\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
+        !req.to_ascii_lowercase().contains("transfer-encoding"),
+        "{req}"
+    );
+    assert!(
+        req.ends_with("\r\nContent-Length: 11\r\n\r\nhello world"),
         "{req}"
     );
 }

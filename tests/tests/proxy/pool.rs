@@ -257,6 +257,20 @@ fn a_slow_upload_holds_no_room_while_its_body_arrives() {
     assert_eq!(p.connect().get("/").status, 200, "a request behind it");
     upload.send(b"lo, you");
     echoed(&mut upload, b"hello, you");
+
+    // A chunked body too, and it reaches the origin re-framed with its length (its trailer
+    // dropped, as nginx drops a buffered body's).
+    let mut upload = p.connect();
+    upload.send(
+        b"POST /up?echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n",
+    );
+    assert_eq!(
+        p.connect().get("/").status,
+        200,
+        "a request behind a chunked upload"
+    );
+    upload.send(b"7\r\nlo, you\r\n0\r\nX-Trailer: t\r\n\r\n");
+    echoed(&mut upload, b"hello, you");
 }
 
 /// An origin whose connections close without an answer to their second request `/stale`, once

@@ -101,7 +101,8 @@ fn chunked_post(body: &str) -> Vec<u8> {
 
 #[test]
 fn bad_chunk_size_after_a_good_chunk() {
-    // The first chunk is valid, so the head and that chunk may be upstream already.
+    // The first chunk is valid (a small body is read whole before it goes upstream; a
+    // large one's head and first chunk may be upstream already).
     let first = chunked_post("5\r\nhello\r\nzz\r\nworld\r\n0\r\n\r\n");
     next_request_is_clean(&[], &first, Outcome::Refused(400));
 }
@@ -114,7 +115,8 @@ fn chunk_data_without_its_crlf() {
 
 #[test]
 fn chunked_body_over_max_body_mid_stream() {
-    // 5 bytes are within the limit and stream upstream; the next chunk passes it: 413.
+    // 5 bytes are within the limit; the next chunk passes it: 413 (before any upstream
+    // saw the request: a small chunked body is read whole first).
     let first = chunked_post(&format!(
         "5\r\nhello\r\n14\r\n{}\r\n0\r\n\r\n",
         "x".repeat(20)
@@ -175,7 +177,8 @@ fn client_gone_mid_small_body_sends_nothing_upstream() {
 
 #[test]
 fn client_gone_mid_chunk() {
-    let first = chunked_post("a\r\n01234");
+    // Past the 64 KiB held before a request goes upstream: it streams.
+    let first = chunked_post(&format!("20000\r\n{}", "x".repeat(70_000)));
     next_request_is_clean(&[], &first, Outcome::ClientLeft);
 }
 
@@ -239,7 +242,7 @@ enum Canonical {
 
 #[test]
 fn odd_accepted_framings_reach_the_upstream_canonical() {
-    let cases: [(&str, String, Canonical, &[u8]); 6] = [
+    let cases: [(&str, String, Canonical, &[u8]); 7] = [
         (
             "CL 5, 5",
             "Content-Length: 5, 5\r\n\r\nhello".into(),
@@ -261,20 +264,32 @@ fn odd_accepted_framings_reach_the_upstream_canonical() {
         (
             "TE , chunked,",
             "Transfer-Encoding: , chunked,\r\n\r\n3\r\nabc\r\n0\r\n\r\n".into(),
-            Canonical::Chunked,
-            b"3\r\nabc\r\n0\r\n\r\n",
+            // A small chunked body is read whole, then sent with its length.
+            Canonical::Length("3"),
+            b"abc",
         ),
         (
             "TE chunked then empty TE",
             "Transfer-Encoding: chunked\r\nTransfer-Encoding:\r\n\r\n3\r\nabc\r\n0\r\n\r\n".into(),
-            Canonical::Chunked,
-            b"3\r\nabc\r\n0\r\n\r\n",
+            // A small chunked body is read whole, then sent with its length.
+            Canonical::Length("3"),
+            b"abc",
         ),
         (
             "TE CHUNKED with tabs",
             "transfer-encoding:  CHUNKED\t\r\n\r\n3\r\nabc\r\n0\r\n\r\n".into(),
+            // A small chunked body is read whole, then sent with its length.
+            Canonical::Length("3"),
+            b"abc",
+        ),
+        (
+            "TE , chunked, over 64 KiB (streamed)",
+            format!(
+                "Transfer-Encoding: , chunked,\r\n\r\n11170\r\n{}\r\n0\r\n\r\n",
+                "a".repeat(70_000)
+            ),
             Canonical::Chunked,
-            b"3\r\nabc\r\n0\r\n\r\n",
+            b"\r\n0\r\n\r\n",
         ),
     ];
     let origin = capturing_origin();

@@ -66,20 +66,40 @@ fn chunked_bodies_stream_both_ways() {
     let o = tests::origin();
     on_each_driver(&o, &[], |d, addr| {
         let mut c = Client::connect(addr);
-        // Upload: a chunked body; the origin echoes the request as it received it.
+        // Upload: a small chunked body, read whole first and sent with its length; the
+        // origin echoes the request as it received it.
         c.send(
             b"POST /?echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
               5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
         )
         .unwrap();
-        let r = response(&mut c, &format!("{d}: chunked upload"));
+        let r = response(&mut c, &format!("{d}: small chunked upload"));
         let echoed = String::from_utf8_lossy(&r.body);
         assert_eq!(r.status, 200, "{d}");
         assert!(
-            echoed.ends_with(
-                "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
-            ),
+            echoed.ends_with("Content-Length: 11\r\n\r\nhello world"),
             "{d}: the origin received {echoed:?}"
+        );
+        // A chunked body over 64 KiB streams, chunked.
+        let big = "z".repeat(70_000);
+        c.send(
+            format!("POST /?echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n11170\r\n{big}\r\n0\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+        let r = response(&mut c, &format!("{d}: large chunked upload"));
+        let echoed = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 200, "{d}");
+        assert!(
+            echoed.contains("Transfer-Encoding: chunked\r\n\r\n")
+                && echoed.ends_with("\r\n0\r\n\r\n"),
+            "{d}: the origin received {:?}",
+            &echoed[..300.min(echoed.len())]
+        );
+        assert_eq!(
+            echoed.matches('z').count(),
+            70_000,
+            "{d}: the body passed whole"
         );
         // Download: a chunked body of 100 KB in 4 KB chunks, relayed chunked.
         c.send(b"GET /?size=100000&framing=chunked HTTP/1.1\r\nHost: x\r\n\r\n")
