@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # User-space instructions per proxied request, counted by valgrind's callgrind: the repeatable
 # check for a change too small for CPU time on a shared machine (there a 5% difference needs
-# more rounds than a session has; these counts repeat within about 1%). Kernel work is not
+# more rounds than a session has; these counts repeat within about 3%). Kernel work is not
 # counted: it is what CPU time (benches/all.sh) measures.
 #
 #   benches/instructions.sh                                  # ours, SIZES="64 32k", ROUNDS=2, N1=500 N2=2500
