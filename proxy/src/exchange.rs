@@ -83,6 +83,9 @@ struct Plan<'r> {
     /// The body came with the head and is sent with it (and again on a retry): its length.
     /// `None`: the body is streamed.
     inline: Option<usize>,
+    /// A streamed body's pace so far, when it was read for a while before the pick (a chunked
+    /// body that did not end within `INLINE_BODY_MAX`).
+    pace: Option<relay::BodyPace>,
     /// Interim responses (103 Early Hints) go to the client: an HTTP/1.1 client that is
     /// answered with this exchange's response (not a revalidation after a stored answer).
     interim: bool,
@@ -169,14 +172,17 @@ async fn upstream_answer<'g>(
     let route = &g.cfg.routes[req.route];
     let t = route.timeouts(&g.cfg.timeouts);
     // A small body is in `from_client` whole before a server is picked.
-    let inline = match req.body {
-        BodyKind::Empty => Some(0),
+    let (inline, pace) = match req.body {
+        BodyKind::Empty => (Some(0), None),
         BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 => {
             upload::gather_body(c, req, n as usize, t).await?;
-            Some(n as usize)
+            (Some(n as usize), None)
         }
-        BodyKind::Chunked => upload::gather_chunked(c, req, INLINE_BODY_MAX, t).await?,
-        _ => None,
+        BodyKind::Chunked => match upload::gather_chunked(c, req, INLINE_BODY_MAX, t).await? {
+            upload::ChunkedBody::Joined(n) => (Some(n), None),
+            upload::ChunkedBody::Streams(pace) => (None, pace),
+        },
+        _ => (None, None),
     };
     let plan = Plan {
         g,
@@ -184,6 +190,7 @@ async fn upstream_answer<'g>(
         group,
         head_len: c.to_upstream.len(),
         inline,
+        pace,
         interim: interim && req.version == shared::http::Version::Http11,
         watch: how.watch,
         t,
@@ -435,7 +442,7 @@ async fn attempt<'g>(
             }
         }
     } else {
-        match stream_request(c, w, (plan.req, plan.interim), up, ub).await {
+        match stream_request(c, w, (plan.req, plan.interim, plan.pace), up, ub).await {
             Ok(Streamed { up, head, early }) => (up, head, early),
             Err(f) => return f,
         }

@@ -148,15 +148,19 @@ pub async fn request_body<U: AsyncWriteRent>(
     up: &mut U,
     from_client: &mut BytesMut,
     scratch: &mut BytesMut,
-    kind: BodyKind,
+    (kind, pace): (BodyKind, Option<BodyPace>),
 ) -> Result<(), RelayFail> {
     let max = cfg.limits.max_body;
     let chunked = kind == BodyKind::Chunked;
     let mut dec = BodyDecoder::new(kind, &cfg.limits.codec);
     let mut total: u64 = 0;
-    let mut pace = BodyPace::new(t.body, t.body_min_rate);
-    // What came with the head counts, with no wait.
-    pace.record(Duration::ZERO, from_client.len());
+    // The pace of a body partly read before the upstream was chosen goes on; otherwise what
+    // came with the head counts, with no wait.
+    let mut pace = pace.unwrap_or_else(|| {
+        let mut p = BodyPace::new(t.body, t.body_min_rate);
+        p.record(Duration::ZERO, from_client.len());
+        p
+    });
     loop {
         if !from_client.is_empty() {
             let (consumed, a, b, done) = decode_at(&mut dec, from_client, 0)

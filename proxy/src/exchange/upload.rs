@@ -31,7 +31,7 @@ pub(super) struct Streamed {
 pub(super) async fn stream_request(
     c: &mut ClientConn,
     w: &ProxyWorker,
-    (req, interim): (&RequestInfo, bool),
+    (req, interim, pace): (&RequestInfo, bool, Option<BodyPace>),
     up: Upstream,
     ub: BytesMut,
 ) -> Result<Streamed, Attempt<'static>> {
@@ -41,7 +41,7 @@ pub(super) async fn stream_request(
     let reused = up.reused;
     // In an allocation of its own: relaying the body while reading the head holds two
     // futures at once (3 KB), which every client connection's task would otherwise carry.
-    let (up, outcome) = Box::pin(stream_body(c, w, up, ub, (req, interim))).await;
+    let (up, outcome) = Box::pin(stream_body(c, w, up, ub, (req, interim, pace))).await;
     // monoio could not put the connection's halves back together.
     let Some(up) = up else {
         return Err(Attempt::Abort);
@@ -106,6 +106,15 @@ pub(super) async fn gather_body(
     gather(c, req, (t, n), whole).await.map(|_| ())
 }
 
+/// What reading a chunked body before the pick came to.
+pub(super) enum ChunkedBody {
+    /// Joined at the front of `from_client`: its length.
+    Joined(usize),
+    /// It streams, from its first byte, with the pace its reading kept so far (if it was
+    /// read: the body timeout and `body_min_rate` go on from there, not from zero).
+    Streams(Option<BodyPace>),
+}
+
 /// The upstream head's last line for a chunked request body (`request::write_upstream_head`
 /// writes the framing field last).
 const CHUNKED_FIELD: &[u8] = b"Transfer-Encoding: chunked\r\n";
@@ -113,17 +122,17 @@ const CHUNKED_FIELD: &[u8] = b"Transfer-Encoding: chunked\r\n";
 /// [`gather_body`] for a chunked request body: read while it fits in `max` bytes (framing
 /// included); one that ends within them is joined into a plain body at the front of
 /// `from_client` (its trailer dropped, as nginx drops a buffered body's) and the upstream
-/// head (`to_upstream`) gets its `Content-Length` instead of `Transfer-Encoding`:
-/// `Ok(Some(length))`. `Ok(None)`: it grew past `max` (nothing consumed: it streams as it
-/// came, from its first byte). Over `max_body` it is refused (413) before any upstream sees it.
+/// head (`to_upstream`) gets its `Content-Length` instead of `Transfer-Encoding`. One that
+/// does not end within `max` streams as it came (nothing consumed). Over `max_body` it is
+/// refused (413) before any upstream sees it.
 pub(super) async fn gather_chunked(
     c: &mut ClientConn,
     req: &RequestInfo,
     max: usize,
     t: &crate::config::Timeouts,
-) -> Result<Option<usize>, Option<ProxyError>> {
+) -> Result<ChunkedBody, Option<ProxyError>> {
     if !c.to_upstream.ends_with(CHUNKED_FIELD) {
-        return Ok(None);
+        return Ok(ChunkedBody::Streams(None));
     }
     let g = c.g.clone();
     let limits = &g.cfg.limits;
@@ -139,7 +148,13 @@ pub(super) async fn gather_chunked(
                 return Err(ProxyError::BodyTooLarge);
             }
             if d.done {
-                return Ok(Held::Whole);
+                // Held only when it ended within `max` (a larger one that came in one read
+                // streams, as a larger Content-Length body does).
+                return Ok(if scanned <= max {
+                    Held::Whole
+                } else {
+                    Held::TooLarge
+                });
             }
             if d.consumed == 0 {
                 break;
@@ -151,15 +166,15 @@ pub(super) async fn gather_chunked(
             Held::More
         })
     };
-    if !gather(c, req, (t, max), ends).await? {
-        return Ok(None);
+    if let Gathered::Streams(pace) = gather(c, req, (t, max), ends).await? {
+        return Ok(ChunkedBody::Streams(pace));
     }
     let len = join_chunks(&mut c.from_client, scanned, &limits.codec)
         .map_err(|e| Some(ProxyError::Request(e)))?;
     let head = c.to_upstream.len() - CHUNKED_FIELD.len();
     c.to_upstream.truncate(head);
     write_header_u64(&mut c.to_upstream, b"Content-Length", len as u64);
-    Ok(Some(len))
+    Ok(ChunkedBody::Joined(len))
 }
 
 /// The payload of the complete chunked body in `buf[..raw]`, moved to the front of `buf`
@@ -200,19 +215,26 @@ enum Held {
     TooLarge,
 }
 
-/// Read the client's body into `from_client` until `held` says it is whole (`true`) or too
-/// large to hold (`false`), at most `max` bytes buffered: `100 Continue` first to a client
-/// that waits for it, then reads paced as a streamed body's (the body timeout, then
-/// `body_min_rate`: 408). `Err(None)`: the client went away.
+/// What [`gather`] came to.
+enum Gathered {
+    Whole,
+    /// Too large to hold: it streams, with the pace kept so far (`None`: nothing was read).
+    Streams(Option<BodyPace>),
+}
+
+/// Read the client's body into `from_client` until `held` says it is whole or too large to
+/// hold, at most `max` bytes buffered: `100 Continue` first to a client that waits for it,
+/// then reads paced as a streamed body's (the body timeout, then `body_min_rate`: 408).
+/// `Err(None)`: the client went away.
 async fn gather(
     c: &mut ClientConn,
     req: &RequestInfo,
     (t, max): (&crate::config::Timeouts, usize),
     mut held: impl FnMut(&[u8]) -> Result<Held, ProxyError>,
-) -> Result<bool, Option<ProxyError>> {
+) -> Result<Gathered, Option<ProxyError>> {
     match held(&c.from_client)? {
-        Held::Whole => return Ok(true),
-        Held::TooLarge => return Ok(false),
+        Held::Whole => return Ok(Gathered::Whole),
+        Held::TooLarge => return Ok(Gathered::Streams(None)),
         Held::More => {}
     }
     if !answer_expect(c, req).await {
@@ -237,8 +259,8 @@ async fn gather(
             Err(IoFail::Timeout) => return Err(Some(ProxyError::BodyTimeout)),
         }
         match held(&c.from_client)? {
-            Held::Whole => return Ok(true),
-            Held::TooLarge => return Ok(false),
+            Held::Whole => return Ok(Gathered::Whole),
+            Held::TooLarge => return Ok(Gathered::Streams(Some(pace))),
             Held::More => {}
         }
     }
@@ -269,7 +291,7 @@ async fn stream_body(
     w: &ProxyWorker,
     up: Upstream,
     ub: BytesMut,
-    (req, interim): (&RequestInfo, bool),
+    (req, interim, pace): (&RequestInfo, bool, Option<BodyPace>),
 ) -> (Option<Upstream>, BodyOutcome) {
     let Upstream {
         stream,
@@ -315,7 +337,7 @@ async fn stream_body(
                 &mut uw,
                 &mut c.from_client,
                 &mut c.to_upstream,
-                req.body,
+                (req.body, pace),
             ));
             monoio::select! {
                 // The body finishing wins a tie: then the response is not "early".
