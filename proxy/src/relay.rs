@@ -66,7 +66,7 @@ fn upstream_fail(f: IoFail) -> RelayFail {
 
 /// Where the decoder found payload in the input: `(consumed, data_start, data_end, done)`,
 /// as offsets into the whole buffer.
-fn decode_at(
+pub(crate) fn decode_at(
     dec: &mut BodyDecoder,
     buf: &[u8],
     pos: usize,

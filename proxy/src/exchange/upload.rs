@@ -7,7 +7,7 @@ use super::outcome::{body_failed, no_head, Attempt};
 use super::response_head::{read_response_head, Head, HeadFail, HeadRead};
 use crate::conn::ClientConn;
 use crate::error::ProxyError;
-use crate::io::{offset_in, read_more, IoFail};
+use crate::io::{read_more, IoFail};
 use crate::pool::Upstream;
 use crate::relay::{self, BodyPace, RelayFail};
 use crate::request::RequestInfo;
@@ -183,15 +183,9 @@ fn join_chunks(buf: &mut BytesMut, raw: usize, codec: &Limits) -> Result<usize, 
     let mut dec = BodyDecoder::new(BodyKind::Chunked, codec);
     let (mut at, mut joined) = (0, 0);
     loop {
-        let (consumed, data, done) = {
-            let d = dec.decode(&buf[at..raw])?;
-            let from = offset_in(buf, d.data);
-            (d.consumed, from..from + d.data.len(), d.done)
-        };
-        if !data.is_empty() {
-            buf.copy_within(data.clone(), joined);
-            joined += data.len();
-        }
+        let (consumed, a, b, done) = relay::decode_at(&mut dec, &buf[..raw], at)?;
+        buf.copy_within(a..b, joined);
+        joined += b - a;
         at += consumed;
         if done {
             break;
@@ -232,17 +226,22 @@ async fn gather(
     (t, max): (&crate::config::Timeouts, usize),
     mut held: impl FnMut(&[u8]) -> Result<Held, ProxyError>,
 ) -> Result<Gathered, Option<ProxyError>> {
-    match held(&c.from_client)? {
-        Held::Whole => return Ok(Gathered::Whole),
-        Held::TooLarge => return Ok(Gathered::Streams(None)),
-        Held::More => {}
-    }
-    if !answer_expect(c, req).await {
-        return Err(None);
-    }
     let mut pace = BodyPace::new(t.body, t.body_min_rate);
-    pace.record(Duration::ZERO, c.from_client.len());
+    // Set once a read was needed (the 100 went out, the pace started).
+    let mut reading = false;
     loop {
+        match held(&c.from_client)? {
+            Held::Whole => return Ok(Gathered::Whole),
+            Held::TooLarge => return Ok(Gathered::Streams(reading.then_some(pace))),
+            Held::More => {}
+        }
+        if !reading {
+            if !answer_expect(c, req).await {
+                return Err(None);
+            }
+            pace.record(Duration::ZERO, c.from_client.len());
+            reading = true;
+        }
         let wait = pace.next_wait(t.body);
         if wait.is_zero() {
             return Err(Some(ProxyError::BodyTimeout));
@@ -257,11 +256,6 @@ async fn gather(
                 c.from_client = buf;
             }
             Err(IoFail::Timeout) => return Err(Some(ProxyError::BodyTimeout)),
-        }
-        match held(&c.from_client)? {
-            Held::Whole => return Ok(Gathered::Whole),
-            Held::TooLarge => return Ok(Gathered::Streams(Some(pace))),
-            Held::More => {}
         }
     }
 }

@@ -216,12 +216,14 @@ pub(crate) struct Named<'b> {
 }
 
 impl<'b> Named<'b> {
+    const NONE: Named<'b> = Named {
+        inline: [&[]; 8],
+        n: 0,
+        overflow: false,
+    };
+
     pub(crate) fn collect(headers: &[httparse::Header<'b>]) -> Self {
-        let mut s = Named {
-            inline: [&[][..]; 8],
-            n: 0,
-            overflow: false,
-        };
+        let mut s = Self::NONE;
         for t in connection_tokens(headers) {
             // These name no end-to-end field we would otherwise forward.
             if t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive") {
@@ -243,11 +245,7 @@ impl<'b> Named<'b> {
         if listed {
             Self::collect(headers)
         } else {
-            Named {
-                inline: [&[][..]; 8],
-                n: 0,
-                overflow: false,
-            }
+            Self::NONE
         }
     }
 
