@@ -273,7 +273,9 @@ fn serve_parked(
             }
             // The frame goes back to the pool at the end of this statement. The step is out of
             // scope before the tunnel's wait (a task keeps what is in scope at its waits).
-            let tunnel = match w.buffers.pooled(|| active(w.clone(), p)).await {
+            // Every deadline of the frame's steps shares one timer (`shared::deadline`).
+            let frame = || shared::deadline::scope(active(w.clone(), p));
+            let tunnel = match w.buffers.pooled(frame).await {
                 Step::Park(back) => {
                     p = back;
                     continue;
@@ -281,7 +283,7 @@ fn serve_parked(
                 Step::Done => return,
                 Step::Tunnel(tunnel) => tunnel,
             };
-            return tunnel.await;
+            return shared::deadline::scope(tunnel).await;
         }
     }
 }

@@ -6,7 +6,7 @@
 //! one would hold the worker thread.
 
 use monoio::net::TcpStream;
-use monoio::time::timeout_at;
+use shared::deadline::timeout_at;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 

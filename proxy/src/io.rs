@@ -7,7 +7,8 @@
 use bytes::BytesMut;
 use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
-use monoio::time::{timeout_at, Instant};
+use monoio::time::Instant;
+use shared::deadline::timeout_at;
 use std::io;
 use std::time::Duration;
 

@@ -27,6 +27,7 @@ pub mod clock;
 pub mod config;
 pub mod contain;
 pub mod counter;
+pub mod deadline;
 pub mod http;
 pub mod inbox;
 pub mod log;

@@ -101,11 +101,12 @@ pub(super) fn start(
     };
     RUNNING.set(RUNNING.get() + 1);
     let w = c.w.clone();
-    let task = shared::contain::Contained::new(run(job), move |what: &str| {
-        w.stats.panics.incr();
-        w.obs
-            .log_error(format_args!("a background revalidation panicked: {what}"));
-    });
+    let task =
+        shared::contain::Contained::new(shared::deadline::scope(run(job)), move |what: &str| {
+            w.stats.panics.incr();
+            w.obs
+                .log_error(format_args!("a background revalidation panicked: {what}"));
+        });
     monoio::spawn(task);
 }
 

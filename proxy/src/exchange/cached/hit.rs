@@ -402,7 +402,7 @@ pub(super) async fn write_head_and_body(
     let mut done = 0;
     while done < total {
         v.skip(done);
-        let (r, back) = monoio::time::timeout(limit, c.stream.writev(v))
+        let (r, back) = shared::deadline::timeout(limit, c.stream.writev(v))
             .await
             .ok()?;
         v = back;
@@ -428,7 +428,7 @@ pub(super) async fn write_bytes(
     let mut done = 0;
     while done < b.len() {
         let end = b.len().min(done + WRITE_CHUNK);
-        match monoio::time::timeout(limit, c.stream.write_all(b.slice(done..end))).await {
+        match shared::deadline::timeout(limit, c.stream.write_all(b.slice(done..end))).await {
             Err(_) => return Err(IoFail::Timeout),
             Ok((Ok(_), _)) => done = end,
             Ok((Err(e), _)) => return Err(IoFail::Error(e.kind())),
