@@ -207,6 +207,9 @@ async fn upstream_answer<'g>(
     }
     if a.early {
         a.head.resp = a.head.resp.answered_early().map_err(Some)?;
+    } else if !how.keep_head && !req.pipelined && !c.from_client.is_empty() {
+        // The body is all read; what follows it in `from_client` came while it arrived.
+        a.head.resp.pipelined_behind_body(req);
     }
     c.rec.upstream = Some(crate::record::Served {
         group,

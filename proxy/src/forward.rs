@@ -56,7 +56,28 @@ pub struct ResponseInfo {
     pub client_version: Version,
 }
 
+/// Whether the client connection stays open after a response framed as `framing` to `req`.
+/// Draining: only if requests the client pipelined behind it were already received (they are
+/// served, then the connection closes).
+fn keeps_client(
+    req: &RequestInfo,
+    pipelined: bool,
+    shutting_down: bool,
+    framing: ClientFraming,
+) -> bool {
+    req.keep_alive
+        && (!shutting_down || pipelined)
+        && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel)
+}
+
 impl ResponseInfo {
+    /// Requests arrived behind `req`'s body while it was read (`RequestInfo::pipelined` saw
+    /// only what was behind the head): received before this answer, so a drain serves them
+    /// too.
+    pub fn pipelined_behind_body(&mut self, req: &RequestInfo) {
+        self.client_keep_alive = keeps_client(req, true, true, self.framing);
+    }
+
     /// This response answers a request whose body was not all sent (the upstream answered
     /// early, a 413 or a 401): the rest of the client's body is never read, so the client
     /// connection closes after it, and the upstream connection, which got part of a body, is
@@ -218,9 +239,7 @@ pub(crate) fn response_info(
         upstream_keep_alive: head.keep_alive,
         // Draining: close after this response, unless requests the client pipelined behind it
         // were already received (they are served, then the connection closes).
-        client_keep_alive: req.keep_alive
-            && (!shutting_down || req.pipelined)
-            && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel),
+        client_keep_alive: keeps_client(req, req.pipelined, shutting_down, framing),
         client_version: req.version,
     })
 }

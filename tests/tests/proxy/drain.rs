@@ -235,3 +235,47 @@ fn shutdown_timeout_zero_stops_at_once() {
         assert!(r.bytes.is_empty(), "{what}: {}", tests::strict::show(&r));
     }
 }
+
+/// A request pipelined behind a body that was still arriving when its head was read is
+/// served in a drain too: it was received before the answer, as the queued requests above.
+#[test]
+fn a_request_pipelined_behind_a_body_still_arriving_is_served_in_a_drain() {
+    let (up, heads, gate) = scripted_upstream();
+    let mut p = spawn_proxy(up, &["--shutdown-timeout", "60s"]);
+    let mut c = Client::connect(p.addr);
+    c.send(
+        b"POST /hold-up HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
+    // The 100 says the head was read and the body is awaited: nothing was behind it then.
+    let cont = response(&mut c, "the 100");
+    assert_eq!(cont.status_line, "HTTP/1.1 100 Continue", "{cont:?}");
+    // The body's bytes and a next request, in one write.
+    c.send(b"0123456789GET /p2 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    expect_head(&heads, "/hold-up");
+
+    p.signal(libc::SIGTERM);
+    wait_refused(p.addr);
+    gate.release();
+    let r = response(&mut c, "the held upload's answer");
+    assert_eq!(
+        (r.status, String::from_utf8_lossy(&r.body).as_ref()),
+        (200, "/hold-up:10"),
+        "{r:?}"
+    );
+    assert!(
+        !r.connection_has("close"),
+        "a request waits behind it: {r:?}"
+    );
+    let r = response(&mut c, "the pipelined request's answer");
+    assert_eq!(
+        (r.status, String::from_utf8_lossy(&r.body).as_ref()),
+        (200, "/p2:0"),
+        "{r:?}"
+    );
+    assert!(r.connection_has("close"), "{r:?}");
+    assert_closed(&mut c, "the connection after its last response");
+    let status = p.exit_within(READY).expect("the proxy exits once drained");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
