@@ -57,17 +57,10 @@ pub struct ResponseInfo {
 }
 
 /// Whether the client connection stays open after a response framed as `framing` to `req`.
-/// Draining: only if requests the client pipelined behind it were already received (they are
-/// served, then the connection closes).
-fn keeps_client(
-    req: &RequestInfo,
-    pipelined: bool,
-    shutting_down: bool,
-    framing: ClientFraming,
-) -> bool {
-    req.keep_alive
-        && (!shutting_down || pipelined)
-        && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel)
+/// `drained`: the proxy is draining and no request was received behind this one (pipelined
+/// requests already in are served first, then the connection closes).
+fn keeps_client(req: &RequestInfo, drained: bool, framing: ClientFraming) -> bool {
+    req.keep_alive && !drained && !matches!(framing, ClientFraming::Close | ClientFraming::Tunnel)
 }
 
 impl ResponseInfo {
@@ -75,7 +68,7 @@ impl ResponseInfo {
     /// only what was behind the head): received before this answer, so a drain serves them
     /// too.
     pub fn pipelined_behind_body(&mut self, req: &RequestInfo) {
-        self.client_keep_alive = keeps_client(req, true, true, self.framing);
+        self.client_keep_alive = keeps_client(req, false, self.framing);
     }
 
     /// This response answers a request whose body was not all sent (the upstream answered
@@ -239,7 +232,7 @@ pub(crate) fn response_info(
         upstream_keep_alive: head.keep_alive,
         // Draining: close after this response, unless requests the client pipelined behind it
         // were already received (they are served, then the connection closes).
-        client_keep_alive: keeps_client(req, req.pipelined, shutting_down, framing),
+        client_keep_alive: keeps_client(req, shutting_down && !req.pipelined, framing),
         client_version: req.version,
     })
 }
