@@ -384,8 +384,9 @@ enum Served {
 /// deadline, on a new connection.
 /// How long a keep-alive client's frame waits for its next request before the connection
 /// parks (`Parked`): longer than a request loop's round trip, far shorter than any idle time
-/// that matters for memory.
-const HOT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+/// that matters for memory. The wait takes one to two of these (`ProxyWorker::hot`, a
+/// `shared::linger::Linger`: no timer per request).
+pub const HOT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
 
 async fn requests(
     c: &mut ClientConn,
@@ -449,8 +450,8 @@ async fn requests(
                 // quiet longer parks holding nothing: parking and taking a frame again per
                 // request cost a keep-alive loop about 4% of a 64 B request.
                 if c.from_client.is_empty() && c.stream.waits_bufferless() && !c.stream.arrived() {
-                    let back = monoio::time::timeout(HOT_WAIT, c.stream.multishot_ready());
-                    if !matches!(back.await, Ok(true)) {
+                    let back = w.hot.wait(c.stream.multishot_ready()).await;
+                    if back != Some(true) {
                         return Served::Idle;
                     }
                 }

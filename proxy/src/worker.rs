@@ -153,6 +153,9 @@ pub struct ProxyWorker {
     slots: ConnSlots,
     /// Open connections per client address (`[client_limits] connections`).
     clients: crate::limit::ConnCounts,
+    /// Keep-alive clients' short waits for their next request (`client::HOT_WAIT`): one
+    /// ticker for all of them instead of a timer each.
+    pub hot: shared::linger::Linger,
 }
 
 impl ProxyWorker {
@@ -185,6 +188,7 @@ impl ProxyWorker {
             retry_budget: RefCell::new(crate::retry_budget::RetryBudget::new()),
             slots: ConnSlots::default(),
             clients: crate::limit::ConnCounts::default(),
+            hot: shared::linger::Linger::new(crate::client::HOT_WAIT),
         }
     }
 

@@ -18,6 +18,7 @@
 //! - [`config`]: TOML files with errors naming file, line and key; one-line CLI errors.
 //! - [`origin`]: the scriptable origin server used by tests, benchmarks and `loader origin`.
 //! - [`proxy_protocol`]: the PROXY protocol header (v1, v2), read and written, sans-IO.
+//! - [`linger`]: waits of a few milliseconds sharing one ticker per worker (no timer each).
 //! - [`log`]: lines on stderr that never panic (`shared::log!`), for everything after start.
 
 pub mod accept;
@@ -30,6 +31,7 @@ pub mod counter;
 pub mod deadline;
 pub mod http;
 pub mod inbox;
+pub mod linger;
 pub mod log;
 pub mod net;
 pub mod origin;

@@ -217,7 +217,12 @@ where
 impl Handle {
     /// Runs timer related logic, and returns the next wakeup time
     pub(self) fn process(&self) {
-        let now = self.time_source().now();
+        // Vendored change: the time the driver read when it reaped, just before this call
+        // (`loop_now`, refreshed after every wait), instead of a second clock read per wait.
+        let now = match crate::time::loop_now() {
+            Some(t) => self.time_source().instant_to_tick(Instant::from_std(t)),
+            None => self.time_source().now(),
+        };
 
         self.process_at_time(now)
     }
