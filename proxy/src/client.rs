@@ -382,12 +382,6 @@ enum Served {
 
 /// Serve requests until the connection goes idle or is done. `first`: the first head's
 /// deadline, on a new connection.
-/// How long a keep-alive client's frame waits for its next request before the connection
-/// parks (`Parked`): longer than a request loop's round trip, far shorter than any idle time
-/// that matters for memory. The wait takes one to two of these (`ProxyWorker::hot`, a
-/// `shared::linger::Linger`: no timer per request).
-pub const HOT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
-
 async fn requests(
     c: &mut ClientConn,
     stop: &mut Wait,
@@ -446,7 +440,7 @@ async fn requests(
                     c.stream.multishot_recv();
                 }
                 // Nothing pipelined: a client in a request loop comes back within moments;
-                // it is waited for here, in its frame, for `HOT_WAIT`. Only one that stays
+                // it is waited for here, in its frame, for `worker::HOT_WAIT`. Only one that stays
                 // quiet longer parks holding nothing: parking and taking a frame again per
                 // request cost a keep-alive loop about 4% of a 64 B request.
                 if c.from_client.is_empty() && c.stream.waits_bufferless() && !c.stream.arrived() {

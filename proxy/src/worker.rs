@@ -130,6 +130,12 @@ pub(crate) fn worker_seed(id: usize) -> u64 {
     0x9E37_79B9_7F4A_7C15u64.wrapping_mul(id as u64 + 1)
 }
 
+/// How long a keep-alive client's frame waits for its next request before the connection
+/// parks (`client::Parked`): longer than a request loop's round trip, far shorter than any
+/// idle time that matters for memory. The wait takes one to two of these
+/// ([`ProxyWorker::hot`], a `shared::linger::Linger`: no timer per request).
+pub const HOT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+
 pub struct ProxyWorker {
     pub id: usize,
     /// The other workers' inboxes.
@@ -153,8 +159,8 @@ pub struct ProxyWorker {
     slots: ConnSlots,
     /// Open connections per client address (`[client_limits] connections`).
     clients: crate::limit::ConnCounts,
-    /// Keep-alive clients' short waits for their next request (`client::HOT_WAIT`): one
-    /// ticker for all of them instead of a timer each.
+    /// Keep-alive clients' short waits for their next request ([`HOT_WAIT`]): one ticker
+    /// for all of them instead of a timer each.
     pub hot: shared::linger::Linger,
 }
 
@@ -188,7 +194,7 @@ impl ProxyWorker {
             retry_budget: RefCell::new(crate::retry_budget::RetryBudget::new()),
             slots: ConnSlots::default(),
             clients: crate::limit::ConnCounts::default(),
-            hot: shared::linger::Linger::new(crate::client::HOT_WAIT),
+            hot: shared::linger::Linger::new(HOT_WAIT),
         }
     }
 
