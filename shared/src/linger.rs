@@ -7,8 +7,8 @@
 //! one list of waiters and, while it holds any, one ticker task that advances an epoch every
 //! `period`. A wait registered at epoch `e` ends at epoch `e + 2`: after between one and two
 //! periods. The ticker wakes only the waiters whose wait is over; one that ends sooner takes
-//! itself off the list. The ticker ends when the list is empty and the next wait starts it
-//! again.
+//! itself off the list. The ticker is spawned once, at the first wait (no allocation per wait
+//! or per pause), and sleeps on no timer while the list is empty: the next wait wakes it.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -28,8 +28,12 @@ struct Inner {
     /// Ticks since the linger was made (advanced only while the ticker runs).
     epoch: Cell<u64>,
     slots: RefCell<Slots>,
-    /// The ticker task is running.
+    /// How many times the ticker task was spawned (once: tests check it).
+    spawns: Cell<u32>,
+    /// The ticker is ticking (not waiting for a first waiter).
     ticking: Cell<bool>,
+    /// The ticker's task while it waits for a first waiter.
+    parked: RefCell<Option<Waker>>,
 }
 
 impl Linger {
@@ -39,7 +43,9 @@ impl Linger {
                 period,
                 epoch: Cell::new(0),
                 slots: RefCell::new(Slots::default()),
+                spawns: Cell::new(0),
                 ticking: Cell::new(false),
+                parked: RefCell::new(None),
             }),
         }
     }
@@ -54,7 +60,7 @@ impl Linger {
         }
     }
 
-    /// The ticker task is running (tests: it stops when nobody waits).
+    /// The ticker is ticking (tests: it pauses when nobody waits).
     pub fn ticking(&self) -> bool {
         self.inner.ticking.get()
     }
@@ -88,8 +94,14 @@ impl Inner {
                 slots.list.len() - 1
             }
         };
-        if !self.ticking.replace(true) {
+        drop(slots);
+        if self.spawns.get() == 0 {
+            self.spawns.set(1);
+            self.ticking.set(true);
             monoio::spawn(tick(self.clone()));
+        } else if let Some(ticker) = self.parked.borrow_mut().take() {
+            self.ticking.set(true);
+            ticker.wake();
         }
         (i, ends)
     }
@@ -101,9 +113,20 @@ impl Inner {
     }
 }
 
-/// Advance the epoch every period while anyone waits, waking the waits that are over.
+/// Advance the epoch every period while anyone waits, waking the waits that are over; wait
+/// on no timer while nobody does.
 async fn tick(inner: Rc<Inner>) {
-    while inner.slots.borrow().waiting() > 0 {
+    loop {
+        std::future::poll_fn(|cx| {
+            if inner.slots.borrow().waiting() > 0 {
+                return Poll::Ready(());
+            }
+            inner.ticking.set(false);
+            *inner.parked.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+        inner.ticking.set(true);
         monoio::time::sleep(inner.period).await;
         let epoch = inner.epoch.get() + 1;
         inner.epoch.set(epoch);
@@ -113,7 +136,6 @@ async fn tick(inner: Rc<Inner>) {
             }
         }
     }
-    inner.ticking.set(false);
 }
 
 /// See [`Linger::wait`].

@@ -45,13 +45,13 @@ fn gate() -> (Gate, Rc<Cell<bool>>, Rc<Cell<u32>>) {
     (g, open, polls)
 }
 
-/// Yield to the runtime until the linger's ticker has ended (it must within a few periods).
+/// Yield to the runtime until the linger's ticker has paused (it must within a few periods).
 async fn ticker_ends(l: &Linger) {
     let start = Instant::now();
     while l.ticking() {
         assert!(
             start.elapsed() < Duration::from_secs(5),
-            "the ticker still runs with nobody waiting"
+            "the ticker still ticks with nobody waiting"
         );
         monoio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -103,7 +103,7 @@ fn a_wait_ends_with_its_future_and_leaves_the_list() {
 }
 
 #[test]
-fn many_waits_share_one_ticker_and_a_dropped_wait_frees_its_slot() {
+fn many_waits_share_one_ticker_spawned_once_and_a_dropped_wait_frees_its_slot() {
     each_driver(|| {
         Box::pin(async {
             let l = Linger::new(PERIOD);
@@ -125,6 +125,8 @@ fn many_waits_share_one_ticker_and_a_dropped_wait_frees_its_slot() {
             }
             ticker_ends(&l).await;
             assert_eq!(l.inner.slots.borrow().list.len(), 100, "slots are reused");
+            // Paused twice and woken again: still the one task (no allocation per pause).
+            assert_eq!(l.inner.spawns.get(), 1);
         })
     });
 }
