@@ -30,9 +30,7 @@ struct Inner {
     slots: RefCell<Slots>,
     /// How many times the ticker task was spawned (once: tests check it).
     spawns: Cell<u32>,
-    /// The ticker is ticking (not waiting for a first waiter).
-    ticking: Cell<bool>,
-    /// The ticker's task while it waits for a first waiter.
+    /// The ticker's task while it waits for a first waiter (not ticking).
     parked: RefCell<Option<Waker>>,
 }
 
@@ -44,7 +42,6 @@ impl Linger {
                 epoch: Cell::new(0),
                 slots: RefCell::new(Slots::default()),
                 spawns: Cell::new(0),
-                ticking: Cell::new(false),
                 parked: RefCell::new(None),
             }),
         }
@@ -62,7 +59,7 @@ impl Linger {
 
     /// The ticker is ticking (tests: it pauses when nobody waits).
     pub fn ticking(&self) -> bool {
-        self.inner.ticking.get()
+        self.inner.spawns.get() > 0 && self.inner.parked.borrow().is_none()
     }
 }
 
@@ -97,10 +94,8 @@ impl Inner {
         drop(slots);
         if self.spawns.get() == 0 {
             self.spawns.set(1);
-            self.ticking.set(true);
             monoio::spawn(tick(self.clone()));
         } else if let Some(ticker) = self.parked.borrow_mut().take() {
-            self.ticking.set(true);
             ticker.wake();
         }
         (i, ends)
@@ -121,12 +116,10 @@ async fn tick(inner: Rc<Inner>) {
             if inner.slots.borrow().waiting() > 0 {
                 return Poll::Ready(());
             }
-            inner.ticking.set(false);
             *inner.parked.borrow_mut() = Some(cx.waker().clone());
             Poll::Pending
         })
         .await;
-        inner.ticking.set(true);
         monoio::time::sleep(inner.period).await;
         let epoch = inner.epoch.get() + 1;
         inner.epoch.set(epoch);
