@@ -229,14 +229,15 @@ to_us() {
         else print "-" }'
 }
 
-# load_wrk CORE CONNS DURATION URL: keep-alive load, one thread, bounded by DURATION.
+# load_wrk CORE CONNS DURATION URL: keep-alive load, bounded by DURATION; WRK_THREADS threads
+# (1 unless set: `WRK_THREADS=2` spreads the clients over two cores).
 load_wrk() {
     local core=$1 conns=$2 dur=$3 url=$4 r
     # Extra wrk flags (WRK_FLAGS, an array), e.g. (-H 'Connection: close').
     local -a extra=(${WRK_FLAGS[@]+"${WRK_FLAGS[@]}"})
     LOAD_OUT="$BENCH_TMP/load.out"
     r=$(bench_run_timed "$LOAD_OUT" timeout --kill-after=5 "$(($(dur_s "$dur") + 30))" \
-        taskset -c "$core" wrk -t1 -c"$conns" -d"$dur" --latency ${extra[@]+"${extra[@]}"} "$url")
+        taskset -c "$core" wrk -t"${WRK_THREADS:-1}" -c"$conns" -d"$dur" --latency ${extra[@]+"${extra[@]}"} "$url")
     [ "${r%% *}" = 0 ] || return 1
     awk -v cpu="${r#* }" '
         /Requests\/sec:/ { rps = $2 }
@@ -627,7 +628,7 @@ bench_size_mode_title() {
 
 # bench_size_mode_load_line: the report's line saying what the two loads were.
 bench_size_mode_load_line() {
-    echo "# load: keep-alive = wrk -t1 -c$CONNS -d$DURATION --latency; close = ab -c $CONNS -t $(dur_s "$DURATION") -n $AB_N (no -k)"
+    echo "# load: keep-alive = wrk -t${WRK_THREADS:-1} -c$CONNS -d$DURATION --latency; close = ab -c $CONNS -t $(dur_s "$DURATION") -n $AB_N (no -k)"
 }
 
 # --- the report ---------------------------------------------------------------------------------

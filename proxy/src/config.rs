@@ -61,6 +61,9 @@ pub struct Config {
     /// `[runtime] splice`: large plain response bodies go from socket to socket with splice(2)
     /// (`splice.rs`).
     pub splice: bool,
+    /// `[runtime] steer`: how connections are spread over the workers (`limit::steering`);
+    /// steering by client address for exact limits comes first.
+    pub steer: Steer,
     pub listeners: Vec<Listener>,
     pub groups: Table<GroupId, UpstreamGroup>,
     /// Routes in file order; matching picks the longest path prefix among those whose host
@@ -248,6 +251,27 @@ pub struct AccessLogConfig {
     pub path: std::path::PathBuf,
     #[serde(default)]
     pub format: LogFormat,
+}
+
+/// How a listener's connections are spread over the workers (`[runtime] steer`, `--steer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Steer {
+    /// The kernel's hash of each connection's addresses and ports
+    #[default]
+    Kernel,
+    /// To the worker pinned to the CPU that handled the connection's first packet (needs
+    /// workers pinned one per CPU; for network cards spreading flows over the cores)
+    Cpu,
+}
+
+impl Steer {
+    pub fn name(self) -> &'static str {
+        match self {
+            Steer::Kernel => "kernel",
+            Steer::Cpu => "cpu",
+        }
+    }
 }
 
 /// The access log's line format.

@@ -167,7 +167,8 @@ pub fn start_with(
         firsts,
     } = bind_listeners(&cfg, n, &mut sockets)?;
     let groups: Vec<_> = firsts.iter().map(|(l, t)| (l, *t)).collect();
-    let limits_line = limit::steer_listeners(&mut cfg, &groups, n);
+    let (_, cores) = shared::runtime::plan_pinning(&cfg.runtime, n);
+    let limits_line = limit::steer_listeners(&mut cfg, &groups, n, &cores);
     drop(firsts);
     // Opened here once so a path that cannot be written stops the start with its reason.
     if let Some(l) = &cfg.access_log {
@@ -464,6 +465,11 @@ impl Running {
             path: path.display().to_string(),
             source,
         })
+    }
+
+    /// The core each worker was pinned to (`None`: unpinned), in worker order.
+    pub fn cores(&self) -> &[Option<usize>] {
+        &self.workers.cores
     }
 
     /// Per-worker counters (connections, requests, upstream connects, errors).

@@ -264,6 +264,13 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         );
     }
     new.client_steering = old.client_steering;
+    if old.steer != new.steer {
+        let (a, b) = (old.steer.name(), new.steer.name());
+        not_applied.push(format!(
+            "steer {a} -> {b} (the listeners keep how they were steered)"
+        ));
+        new.steer = old.steer;
+    }
     if old.admin != new.admin {
         let addr = |a: Option<SocketAddr>| a.map_or("none".to_string(), |a| a.to_string());
         let (a, b) = (addr(old.admin), addr(new.admin));
@@ -397,6 +404,20 @@ mod tests {
         assert_eq!(applied.admin, None);
         assert_eq!(applied.timeouts.read, Duration::from_secs(1));
         assert_eq!(applied.groups.len(), 2);
+
+        // How the listeners are steered stays as started.
+        let new = cfg(
+            "127.0.0.1:8080",
+            "\"127.0.0.1:1\"",
+            "[runtime]\nsteer = \"cpu\"\n",
+        );
+        let (applied, changes, not_applied) = compare(&old, new);
+        assert!(changes.is_empty(), "{changes:?}");
+        assert_eq!(
+            not_applied,
+            ["steer kernel -> cpu (the listeners keep how they were steered)"]
+        );
+        assert_eq!(applied.steer, old.steer);
     }
 }
 

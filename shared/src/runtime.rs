@@ -5,7 +5,7 @@
 //! io_uring is often disabled in containers and by seccomp, so the fallback is ours.)
 
 pub use crate::pinning::PinMode;
-use crate::pinning::{decide, CpuBudget};
+use crate::pinning::{decide, CpuBudget, PinDecision};
 use crate::shutdown::{Shutdown, ShutdownFlag};
 use std::fmt;
 use std::future::Future;
@@ -133,6 +133,22 @@ impl RuntimeConfig {
 /// sets it), at most its cgroup CPU quota rounded down, at least 1 (`pinning::CpuBudget`).
 pub fn available_cpus() -> usize {
     cpu_budget().default_workers()
+}
+
+/// Whether `workers` workers are pinned, and the core each is pinned to (`None`: unpinned):
+/// worker `i` on the CPU set's `i % len`-th CPU. `spawn_workers` follows this plan; a caller
+/// that must know before the workers start (steering connections by CPU) asks here too.
+pub fn plan_pinning(cfg: &RuntimeConfig, workers: usize) -> (PinDecision, Vec<Option<usize>>) {
+    let decision = decide(cfg.pin_mode(), &cpu_budget(), workers);
+    let ids = if decision.pin {
+        core_affinity::get_core_ids().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let cores = (0..workers)
+        .map(|i| (!ids.is_empty()).then(|| ids[i % ids.len()].id))
+        .collect();
+    (decision, cores)
 }
 
 /// This process's CPU set and quota, read once (at start, by the first caller: the thread
@@ -348,15 +364,7 @@ where
     Fut: Future<Output = ()> + 'static,
 {
     let f = Arc::new(f);
-    let decision = decide(cfg.pin_mode(), &cpu_budget(), per_worker.len());
-    let cores: Vec<Option<usize>> = if decision.pin {
-        let ids = core_affinity::get_core_ids().unwrap_or_default();
-        (0..per_worker.len())
-            .map(|i| (!ids.is_empty()).then(|| ids[i % ids.len()].id))
-            .collect()
-    } else {
-        vec![None; per_worker.len()]
-    };
+    let (decision, cores) = plan_pinning(cfg, per_worker.len());
     let mut handles = Vec::with_capacity(per_worker.len());
     for (id, item) in per_worker.into_iter().enumerate() {
         let f = f.clone();

@@ -1,4 +1,6 @@
-//! Steering a listener group's connections by client address: a classic BPF program on the
+//! Steering a listener group's connections to workers: by client address (for exact per
+//! client limits), or by the CPU that handled the connection's SYN ([`steer_by_cpu`], for
+//! locality). By client address: a classic BPF program on the
 //! SO_REUSEPORT group (SO_ATTACH_REUSEPORT_CBPF) picks the socket from a hash of the TCP
 //! source address instead of the kernel's hash of the whole 4-tuple, so every connection of
 //! one client address lands on one socket, hence on one worker. Per client limits counted by
@@ -20,7 +22,13 @@
 //!   dropped, whose whole group goes. With fewer workers than sockets, worker `i` takes
 //!   sockets `i, i + n, ...` and the program names only the first `n`: still one worker per
 //!   client address.
-//! - The trade-off: many clients behind one address (a NAT, a corporate proxy) all land on
+//! - By CPU (`[runtime] steer = "cpu"`): socket `i` belongs to the worker pinned to CPU
+//!   `cpus[i]`, and a connection goes to the worker on the CPU where the kernel processed its
+//!   SYN: with a network card spreading flows over the cores (RSS, or RPS), or local clients
+//!   on several cores, each connection's packets and its worker share a core and waking the
+//!   worker needs no interrupt to another core. Its trade-off: connections arriving on one
+//!   core (one receive queue, one local client thread) all land on one worker.
+//! - The trade-off of steering by address: many clients behind one address (a NAT, a corporate proxy) all land on
 //!   one worker, which may then carry more than its share of the load.
 
 use std::io;
@@ -37,6 +45,14 @@ const BPF_ALU_RSH_K: u16 = 0x74;
 const BPF_ALU_MOD_K: u16 = 0x94;
 /// BPF_RET (0x06) | BPF_A (0x10).
 const BPF_RET_A: u16 = 0x16;
+/// BPF_RET | BPF_K (0x00).
+const BPF_RET_K: u16 = 0x06;
+/// BPF_JMP (0x05) | BPF_JEQ (0x10) | BPF_K.
+const BPF_JMP_JEQ_K: u16 = 0x15;
+/// Loads at `SKF_AD_OFF + k` read ancillary data (linux/filter.h) ...
+const SKF_AD_OFF: i32 = -0x1000;
+/// ... here the number of the CPU running the program.
+const SKF_AD_CPU: i32 = 36;
 /// Loads at `SKF_NET_OFF + k` read the network (IP) header.
 const SKF_NET_OFF: i32 = -0x100000;
 /// `SO_DETACH_REUSEPORT_BPF` (Linux 5.8).
@@ -54,12 +70,6 @@ pub fn index_of(low32: u32, n: u32) -> u32 {
 /// listening). `ipv6`: the group listens on IPv6 (only: `reuseport_listener` sets V6ONLY).
 pub fn steer_by_source(l: &std::net::TcpListener, n: u32, ipv6: bool) -> io::Result<()> {
     let src = if ipv6 { 8 + 12 } else { 12 };
-    let stmt = |code: u16, k: u32| libc::sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
-    };
     let mut prog = [
         stmt(BPF_LD_W_ABS, (SKF_NET_OFF + src) as u32),
         stmt(BPF_ALU_MUL_K, MIX),
@@ -67,6 +77,19 @@ pub fn steer_by_source(l: &std::net::TcpListener, n: u32, ipv6: bool) -> io::Res
         stmt(BPF_ALU_MOD_K, n.max(1)),
         stmt(BPF_RET_A, 0),
     ];
+    attach(l, &mut prog)
+}
+
+fn stmt(code: u16, k: u32) -> libc::sock_filter {
+    jump(code, k, 0, 0)
+}
+
+fn jump(code: u16, k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// Attach `prog` as the group's program (SO_ATTACH_REUSEPORT_CBPF).
+fn attach(l: &std::net::TcpListener, prog: &mut [libc::sock_filter]) -> io::Result<()> {
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_mut_ptr(),
@@ -85,6 +108,30 @@ pub fn steer_by_source(l: &std::net::TcpListener, n: u32, ipv6: bool) -> io::Res
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Attach a program to `l`'s SO_REUSEPORT group that picks socket `i` for a connection whose
+/// SYN the kernel handled on CPU `cpus[i]` (`SKF_AD_CPU`), so the connection is served by the
+/// worker pinned to that CPU: its packets, the wake-up of the worker and the worker's work on
+/// it stay on one core. A CPU not listed returns an index beyond any group: the kernel's hash.
+/// The CPUs must be distinct (a CPU listed twice only ever picks its first socket), and at
+/// most 255 (the program's jumps are 8-bit).
+pub fn steer_by_cpu(l: &std::net::TcpListener, cpus: &[u32]) -> io::Result<()> {
+    if cpus.is_empty() || cpus.len() > 255 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} CPUs to steer to (1 to 255)", cpus.len()),
+        ));
+    }
+    let mut prog = Vec::with_capacity(2 * cpus.len() + 2);
+    prog.push(stmt(BPF_LD_W_ABS, (SKF_AD_OFF + SKF_AD_CPU) as u32));
+    for (i, &cpu) in cpus.iter().enumerate() {
+        // Equal: the next instruction (return i); otherwise skip it.
+        prog.push(jump(BPF_JMP_JEQ_K, cpu, 0, 1));
+        prog.push(stmt(BPF_RET_K, i as u32));
+    }
+    prog.push(stmt(BPF_RET_K, u32::MAX));
+    attach(l, &mut prog)
 }
 
 /// Remove a steering program from `l`'s group (one a process before a takeover attached);
@@ -170,6 +217,63 @@ mod tests {
             assert!(hit.iter().filter(|&&h| h > 0).count() > 1, "{hit:?}");
             unsteer(&group[0]).unwrap();
         }
+    }
+
+    /// Pin the calling thread to `cpu`.
+    fn pin_to(cpu: usize) {
+        // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes within it; sched_setaffinity
+        // reads it for the calling thread (pid 0).
+        let ok = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+        };
+        assert!(ok, "pin to CPU {cpu}: {}", io::Error::last_os_error());
+    }
+
+    /// The CPUs this process may run on.
+    fn allowed_cpus() -> Vec<usize> {
+        core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_connection_reaches_the_socket_of_the_cpu_that_handled_its_syn() {
+        let cpus = allowed_cpus();
+        assert!(
+            cpus.len() >= 2,
+            "steering by CPU needs 2 CPUs in the CPU set to be tested, found {cpus:?}"
+        );
+        let cpus = &cpus[..2];
+        // Socket 0 for the second CPU, socket 1 for the first: not the identity by chance.
+        let group = crate::net::reuseport_group("127.0.0.1:0".parse().unwrap(), 2, 64).unwrap();
+        let addr = group[0].local_addr().unwrap();
+        steer_by_cpu(&group[0], &[cpus[1] as u32, cpus[0] as u32]).unwrap();
+        for (want, &cpu) in [1usize, 0].iter().zip(cpus) {
+            for _ in 0..8 {
+                // Over loopback the SYN is processed on the connecting thread's CPU.
+                let c = std::thread::spawn(move || {
+                    pin_to(cpu);
+                    TcpStream::connect(addr).unwrap()
+                })
+                .join()
+                .unwrap();
+                assert_eq!(accepted_on(&group), *want, "connected from CPU {cpu}");
+                drop(c);
+            }
+        }
+        // A CPU the program does not name: the kernel's hash, which spreads.
+        steer_by_cpu(&group[0], &[u32::MAX]).unwrap();
+        let mut hit = [0; 2];
+        for _ in 0..40 {
+            let _c = TcpStream::connect(addr).unwrap();
+            hit[accepted_on(&group)] += 1;
+        }
+        assert!(hit.iter().all(|&h| h > 0), "{hit:?}");
+        assert!(steer_by_cpu(&group[0], &[]).is_err());
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub fn config(origins: &[SocketAddr]) -> Config {
             multishot: true,
         },
         splice: true,
+        steer: proxy::config::Steer::Kernel,
         listeners: vec![Listener {
             addr: "127.0.0.1:0".parse().unwrap(),
             backlog: 128,

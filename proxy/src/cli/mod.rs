@@ -98,6 +98,10 @@ pub struct Args {
     #[arg(long)]
     pub no_splice: bool,
 
+    /// How connections are spread over the workers: kernel (its hash of addresses and ports) or cpu (to the worker pinned to the CPU that handled the connection's first packet: for network cards that spread flows over the cores; connections arriving on one core all go to one worker) [default: kernel]
+    #[arg(long, value_enum, value_name = "HOW")]
+    pub steer: Option<crate::config::Steer>,
+
     /// Every listener's connections start with a PROXY protocol header, v1 or v2 (nginx `listen ... proxy_protocol`, HAProxy `accept-proxy`); one without a valid header is closed [default: off]
     #[arg(long)]
     pub proxy_protocol: bool,
@@ -486,6 +490,9 @@ impl Cli {
         }
         if a.no_splice {
             edits.push(Edit::NoSplice);
+        }
+        if let Some(s) = a.steer {
+            edits.push(Edit::Steer(s));
         }
         if a.proxy_protocol {
             edits.push(Edit::ProxyProtocol);

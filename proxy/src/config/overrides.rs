@@ -40,6 +40,8 @@ pub enum Edit {
     NoMultishot,
     /// `--no-splice`.
     NoSplice,
+    /// `--steer`.
+    Steer(crate::config::Steer),
     Timeout(TimeoutSlot, Duration),
     /// `--body-min-rate`, in bytes per second.
     BodyMinRate(u64),
@@ -63,6 +65,7 @@ impl Edit {
             Edit::Pin(mode) => cfg.runtime.set_pin_mode(mode),
             Edit::NoMultishot => cfg.runtime.multishot = false,
             Edit::NoSplice => cfg.splice = false,
+            Edit::Steer(s) => cfg.steer = s,
             Edit::Timeout(slot, d) => *slot(&mut cfg.timeouts) = d,
             Edit::BodyMinRate(r) => cfg.timeouts.body_min_rate = r,
             Edit::MaxBody(limit) => cfg.limits.max_body = limit,

@@ -50,6 +50,7 @@ pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error
     let mut cfg = Config {
         runtime: runtime_config(&file.runtime),
         splice: file.runtime.splice,
+        steer: file.runtime.steer,
         listeners,
         groups,
         routes,

@@ -369,6 +369,8 @@ pub struct RuntimeEntry {
     pub multishot: bool,
     /// Large plain response bodies spliced from socket to socket (`splice.rs`).
     pub splice: bool,
+    /// "kernel" or "cpu" (`crate::config::Steer`).
+    pub steer: crate::config::Steer,
 }
 
 impl Default for RuntimeEntry {
@@ -379,6 +381,7 @@ impl Default for RuntimeEntry {
             pin: PinMode::Auto,
             multishot: true,
             splice: true,
+            steer: crate::config::Steer::Kernel,
         }
     }
 }

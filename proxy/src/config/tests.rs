@@ -236,6 +236,23 @@ fn values_are_read() {
     }
 }
 
+#[test]
+fn steer_is_read_and_a_bad_value_named() {
+    use crate::config::Steer;
+    assert_eq!(from_toml("p.toml", MINIMAL).unwrap().steer, Steer::Kernel);
+    for (name, want) in [("cpu", Steer::Cpu), ("kernel", Steer::Kernel)] {
+        let text = format!("{MINIMAL}[runtime]\nsteer = \"{name}\"\n");
+        let cfg = from_toml("p.toml", &text).unwrap();
+        assert_eq!((cfg.steer, cfg.steer.name()), (want, name));
+    }
+    let text = format!("{MINIMAL}[runtime]\nsteer = \"core\"\n");
+    let e = from_toml("p.toml", &text).unwrap_err().to_string();
+    assert!(
+        e.starts_with("p.toml") && e.contains("core") && e.contains("kernel") && e.contains("cpu"),
+        "{e}"
+    );
+}
+
 /// One spelling of the balance names: the file's (serde) is `--balance`'s (clap) and the
 /// summary's.
 #[test]

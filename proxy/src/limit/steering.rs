@@ -1,23 +1,33 @@
-//! At start: steer each listener group's connections to workers by client address when the
-//! config counts clients (`super::wants_steering`), and say what the user gets.
+//! At start: steer each listener group's connections to workers, by client address when the
+//! config counts clients (`super::wants_steering`: the counts are then exact), else by CPU
+//! when `[runtime] steer = "cpu"` asks for it and the workers are pinned one per CPU; and
+//! say what the user gets.
 
-use crate::config::Config;
+use crate::config::{Config, Steer};
 
 /// Attach the steering program to each group (`groups`: every listener's sockets, in worker
-/// order), or take a program a process before a takeover attached off the groups taken over
-/// (`inherited`) when this config counts no clients. Sets `cfg.client_steering` when every
-/// group is steered, and returns the start-up line about the limits (`None`: no limits).
+/// order; `cores`: the core each worker will be pinned to), or take a program a process
+/// before a takeover attached off the groups taken over (`inherited`) when this config steers
+/// nothing. Sets `cfg.client_steering` when every group is steered by address, and returns
+/// the start-up lines about the limits and the steering (`None`: nothing to say).
 pub fn steer_listeners(
     cfg: &mut Config,
     groups: &[(&std::net::TcpListener, bool)],
     workers: usize,
+    cores: &[Option<usize>],
 ) -> Option<String> {
     let wanted = super::wants_steering(cfg);
+    let by_cpu = match cfg.steer {
+        Steer::Cpu if !wanted => Some(cpu_plan(workers, cores)),
+        _ => None,
+    };
     let mut failed = None;
     for &(first, inherited) in groups {
         let ipv6 = first.local_addr().is_ok_and(|a| a.is_ipv6());
         let done = if wanted && workers > 1 {
             shared::steer::steer_by_source(first, workers as u32, ipv6)
+        } else if let Some(Ok(cpus)) = &by_cpu {
+            shared::steer::steer_by_cpu(first, cpus)
         } else if inherited {
             shared::steer::unsteer(first)
         } else {
@@ -29,18 +39,78 @@ pub fn steer_listeners(
     }
     cfg.client_steering = wanted && failed.is_none();
     if !wanted {
-        return failed.map(|e| {
-            format!("  client steering: a program from before the takeover stays attached: {e}\n")
-        });
+        return match (by_cpu, failed) {
+            (Some(Ok(cpus)), None) => Some(format!(
+                "  steer: by CPU (a connection goes to the worker on the CPU that handled its \
+                 first packet: workers on CPUs {})\n",
+                cpus.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            (Some(Ok(_)), Some(e)) => Some(format!(
+                "  steer: the kernel's hash (attaching the CPU program failed: {e})\n"
+            )),
+            (Some(Err(why)), _) => Some(format!("  steer: the kernel's hash ({why})\n")),
+            (None, Some(e)) => Some(format!(
+                "  client steering: a program from before the takeover stays attached: {e}\n"
+            )),
+            (None, None) => None,
+        };
     }
+    let cpu_note = if cfg.steer == Steer::Cpu {
+        "; steer = \"cpu\" not applied: the limits steer by client address"
+    } else {
+        ""
+    };
     Some(match failed {
-        None if workers > 1 => "  client limits: exact (connections steered to workers by client \
-             address)\n"
-            .to_string(),
+        None if workers > 1 => format!(
+            "  client limits: exact (connections steered to workers by client address{cpu_note})\n"
+        ),
         None => "  client limits: exact (one worker)\n".to_string(),
         Some(e) => format!(
             "  client limits: approximate, each of {workers} workers allows 1/{workers} of each \
-             limit (steering by client address failed: {e})\n"
+             limit (steering by client address failed: {e}{cpu_note})\n"
         ),
     })
+}
+
+/// The CPU each worker's sockets stand for, when steering by CPU can name every worker:
+/// more than one worker, each pinned, to distinct CPUs. Otherwise why not.
+fn cpu_plan(workers: usize, cores: &[Option<usize>]) -> Result<Vec<u32>, String> {
+    if workers < 2 {
+        return Err("one worker: nothing to steer".into());
+    }
+    let cpus: Option<Vec<u32>> = cores.iter().map(|c| c.map(|c| c as u32)).collect();
+    let Some(cpus) = cpus else {
+        return Err("steer = \"cpu\" needs pinned workers; they are not pinned".into());
+    };
+    let mut seen = cpus.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != cpus.len() || cpus.len() > 255 {
+        return Err(format!(
+            "steer = \"cpu\" needs one worker per CPU and at most 255: {workers} workers on {} CPUs",
+            seen.len()
+        ));
+    }
+    Ok(cpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_plan;
+
+    #[test]
+    fn steering_by_cpu_names_every_worker_or_says_why_not() {
+        assert_eq!(cpu_plan(2, &[Some(2), Some(5)]), Ok(vec![2, 5]));
+        for (workers, cores, why) in [
+            (1, vec![Some(0)], "one worker"),
+            (2, vec![Some(0), None], "needs pinned workers"),
+            (3, vec![Some(0), Some(1), Some(0)], "3 workers on 2 CPUs"),
+        ] {
+            let e = cpu_plan(workers, &cores).unwrap_err();
+            assert!(e.contains(why), "{cores:?}: {e}");
+        }
+    }
 }

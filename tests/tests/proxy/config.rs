@@ -533,6 +533,7 @@ fn help_mentions_every_flag_and_its_default() {
         "--takeover",
         "--no-multishot",
         "--no-splice",
+        "--steer",
         "--max-conns",
         "--proxy-protocol",
         "--completions",
@@ -543,7 +544,7 @@ fn help_mentions_every_flag_and_its_default() {
     // Each flag's entry (up to the next flag) carries its default.
     let options = help.split("  -h, --help").next().unwrap_or_default();
     let entries: Vec<&str> = options.split("\n      --").skip(1).collect();
-    assert_eq!(entries.len(), 48, "{help}");
+    assert_eq!(entries.len(), 49, "{help}");
     for e in entries {
         assert!(e.contains("[default: "), "no default in: --{e}");
     }

@@ -27,6 +27,7 @@ mod slow_reader;
 mod smuggling;
 mod splice;
 mod static_files;
+mod steer_cpu;
 mod stream;
 mod upstream_framing;
 mod wire;
