@@ -238,6 +238,7 @@ async fn attempts<'g>(
     let mut tries = 0u32;
     // Until when a request short of descriptors waits for others to give theirs back.
     let mut short_of: Option<std::time::Instant> = None;
+    let mut idle_settled = false;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
     // The server's room for the next attempt: the one a stale pooled connection's resend
@@ -315,7 +316,7 @@ async fn attempts<'g>(
                 let deadline =
                     *short_of.get_or_insert_with(|| shared::clock::loop_now() + plan.t.connect);
                 let left = deadline.saturating_duration_since(shared::clock::loop_now());
-                if !room::wait_for_release(balancer, left).await {
+                if !room::wait_for_release(balancer, left, &mut idle_settled).await {
                     break Err(Unanswered::Respond(ProxyError::NoResources));
                 }
                 bound += 1;

@@ -99,9 +99,25 @@ impl Drop for Queued<'_> {
 /// this worker to end (its connection goes back to the pool, or closes and frees its
 /// descriptor), at most `within`. `false`: none is in flight (nothing this worker does will
 /// free one: the clients hold them) or none ended in time.
-pub(super) async fn wait_for_release(balancer: &RefCell<Balancer>, within: Duration) -> bool {
-    if within.is_zero() || !balancer.borrow().busy() {
+///
+/// None in flight may also mean some just ended in this pass of the loop: their sockets'
+/// closes are submissions the loop has not made yet (monoio closes through the ring), so the
+/// descriptors are not free yet. The first time a request finds none in flight
+/// (`idle_settled` false) it lets one pass of the loop go by and tries again.
+pub(super) async fn wait_for_release(
+    balancer: &RefCell<Balancer>,
+    within: Duration,
+    idle_settled: &mut bool,
+) -> bool {
+    if within.is_zero() {
         return false;
+    }
+    if !balancer.borrow().busy() {
+        if std::mem::replace(idle_settled, true) {
+            return false;
+        }
+        monoio::time::sleep(RELEASE_SETTLE).await;
+        return true;
     }
     let mut queued = Queued::join(balancer);
     let woken = std::future::poll_fn(|cx| match queued.waiter.woken(cx.waker()) {
@@ -121,3 +137,37 @@ pub(super) async fn wait_for_release(balancer: &RefCell<Balancer>, within: Durat
 
 /// See [`wait_for_release`]: longer than one pass of the worker's loop.
 const RELEASE_SETTLE: Duration = Duration::from_millis(1);
+
+#[cfg(test)]
+mod tests {
+    use super::wait_for_release;
+    use crate::balance::Balancer;
+    use shared::runtime::{drivers_here, run_on};
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    /// Short of descriptors with none in flight: the first time, a pass of the loop goes by
+    /// (a socket closed in this pass is free after it) and the request tries again; the second
+    /// time it gives up at once, as it does with no time left.
+    #[test]
+    fn none_in_flight_lets_one_pass_go_by_then_gives_up() {
+        let cfg = crate::config::from_toml(
+            "t.toml",
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[upstream.app]\nservers = [\"127.0.0.1:9\"]\n",
+        )
+        .unwrap();
+        for driver in drivers_here() {
+            run_on(driver, 64, async {
+                let g = &cfg.groups[crate::config::GroupId::new(0)];
+                let b = RefCell::new(Balancer::new(g, 0, 1));
+                let mut settled = false;
+                let within = Duration::from_secs(5);
+                assert!(wait_for_release(&b, within, &mut settled).await);
+                assert!(settled);
+                assert!(!wait_for_release(&b, within, &mut settled).await);
+                assert!(!wait_for_release(&b, Duration::ZERO, &mut false).await);
+            })
+            .expect("runtime");
+        }
+    }
+}

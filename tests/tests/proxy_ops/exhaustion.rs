@@ -179,13 +179,15 @@ fn descriptor_exhaustion_sheds_with_counts_without_spinning_and_recovers() {
     });
     assert!(served, "the proxy did not recover");
     // The counts, once its descriptors are back: every failed accept (the logged ones and
-    // those held back), the one request shed with 503.
+    // those held back), the one request shed with 503. The errors held back include that
+    // request's two failed connects (the first, and the one after a pass of the loop in case a
+    // socket closed in it: `exchange::room`).
     let m = scrape(admin);
     let accept_errors = value(&m, "proxy_accept_errors_total");
+    let logged_accepts = 1.0 + suppressed - 2.0;
     assert!(
-        accept_errors >= 1.0 + suppressed,
-        "accept errors {accept_errors}, logged {}",
-        1.0 + suppressed
+        accept_errors >= logged_accepts,
+        "accept errors {accept_errors}, logged {logged_accepts}"
     );
     assert_eq!(
         value(&m, r#"proxy_request_faults_total{kind="no_resources"}"#),
