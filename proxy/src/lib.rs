@@ -133,6 +133,9 @@ pub struct Running {
     /// Copies of every worker's listening socket (with its configured address), kept when a
     /// takeover socket will be served: what a takeover hands over.
     copies: Vec<(SocketAddr, std::net::TcpListener)>,
+    /// The program on the listener groups, put back if a takeover is aborted (the new process
+    /// may have replaced it before it failed).
+    steering: limit::Steering,
 }
 
 /// How `start_with` gets its listening sockets.
@@ -168,7 +171,7 @@ pub fn start_with(
     } = bind_listeners(&cfg, n, &mut sockets)?;
     let groups: Vec<_> = firsts.iter().map(|(l, t)| (l, *t)).collect();
     let (_, cores) = shared::runtime::plan_pinning(&cfg.runtime, n);
-    let limits_line = limit::steer_listeners(&mut cfg, &groups, n, &cores);
+    let (steering, limits_line) = limit::steer_listeners(&mut cfg, &groups, n, &cores);
     drop(firsts);
     // Opened here once so a path that cannot be written stops the start with its reason.
     if let Some(l) = &cfg.access_log {
@@ -252,6 +255,7 @@ pub fn start_with(
         current,
         dns,
         copies,
+        steering,
     })
 }
 
@@ -450,6 +454,7 @@ impl Running {
     ) -> Result<(), takeover::TakeoverError> {
         let (control, listener) = takeover::Control::bind(path, replace)?;
         let post = self.post.clone();
+        let steering = self.steering.clone();
         let serve = takeover::Serve {
             control,
             listener,
@@ -460,6 +465,7 @@ impl Running {
                 let wait = std::time::Duration::from_secs(5);
                 let _ = post.ask_all(|_, reply| worker::WorkerMsg::HandOver(reply), wait);
             }),
+            resteer: Box::new(move |l| steering.apply(l)),
         };
         takeover::spawn(serve).map_err(|source| takeover::TakeoverError::Bind {
             path: path.display().to_string(),

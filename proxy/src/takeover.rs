@@ -262,6 +262,9 @@ fn file_id(path: &Path) -> io::Result<(u64, u64)> {
     Ok((m.dev(), m.ino()))
 }
 
+/// Puts a process's steering program back on a listener's group.
+pub type Resteer = dyn Fn(&std::net::TcpListener) -> io::Result<()> + Send;
+
 /// What the control thread hands over and whom it tells.
 pub struct Serve {
     pub control: Control,
@@ -274,6 +277,9 @@ pub struct Serve {
     /// Called once a new process is ready: start the drain (returns once every worker
     /// drains).
     pub on_ready: Box<dyn FnOnce() + Send>,
+    /// Put this process's steering program back on a listener's group: a new process that
+    /// failed after taking the sockets may have replaced or removed it.
+    pub resteer: Box<Resteer>,
 }
 
 /// Run the control socket on a thread of its own until a takeover completes or the process
@@ -292,6 +298,7 @@ fn control_loop(s: Serve) {
         sockets,
         flag,
         on_ready,
+        resteer,
     } = s;
     loop {
         if flag.is_set() {
@@ -323,7 +330,23 @@ fn control_loop(s: Serve) {
             }
             Err(e) => {
                 shared::log!("proxy: takeover aborted, still serving: {e}");
+                restore_steering(&sockets, &resteer);
             }
+        }
+    }
+}
+
+/// After an aborted takeover: this process's program on each of its groups again (one socket
+/// of a group stands for all of it).
+fn restore_steering(sockets: &[(SocketAddr, std::net::TcpListener)], resteer: &Resteer) {
+    let mut done: Vec<SocketAddr> = Vec::new();
+    for (addr, l) in sockets {
+        if done.contains(addr) {
+            continue;
+        }
+        done.push(*addr);
+        if let Err(e) = resteer(l) {
+            shared::log!("proxy: takeover aborted: steering of {addr} not restored: {e}");
         }
     }
 }

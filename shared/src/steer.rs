@@ -110,21 +110,30 @@ fn attach(l: &std::net::TcpListener, prog: &mut [libc::sock_filter]) -> io::Resu
     Ok(())
 }
 
+/// The most CPUs [`steer_by_cpu`] names: its program takes two instructions per CPU, and the
+/// kernel takes at most 4,096 (`BPF_MAXINSNS`).
+pub const MAX_CPUS: usize = 2047;
+
 /// Attach a program to `l`'s SO_REUSEPORT group that picks socket `i` for a connection whose
 /// SYN the kernel handled on CPU `cpus[i]` (`SKF_AD_CPU`), so the connection is served by the
 /// worker pinned to that CPU: its packets, the wake-up of the worker and the worker's work on
-/// it stay on one core. A CPU not listed returns an index beyond any group: the kernel's hash.
-/// The CPUs must be distinct (a CPU listed twice only ever picks its first socket), and at
-/// most 255 (the program's jumps are 8-bit).
+/// it stay on one core. Any other CPU gets an index beyond the group: the kernel's hash. The
+/// CPUs must be distinct (a CPU listed twice only ever picks its first socket). Where socket
+/// `i` is CPU `i`'s (the usual CPU set, 0 to n - 1) the program returns the CPU's number as it
+/// is; otherwise it compares the CPU with each in turn.
 pub fn steer_by_cpu(l: &std::net::TcpListener, cpus: &[u32]) -> io::Result<()> {
-    if cpus.is_empty() || cpus.len() > 255 {
+    if cpus.is_empty() || cpus.len() > MAX_CPUS {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("{} CPUs to steer to (1 to 255)", cpus.len()),
+            format!("{} CPUs to steer to (1 to {MAX_CPUS})", cpus.len()),
         ));
     }
     let mut prog = Vec::with_capacity(2 * cpus.len() + 2);
     prog.push(stmt(BPF_LD_W_ABS, (SKF_AD_OFF + SKF_AD_CPU) as u32));
+    if cpus.iter().enumerate().all(|(i, &c)| c as usize == i) {
+        prog.push(stmt(BPF_RET_A, 0));
+        return attach(l, &mut prog);
+    }
     for (i, &cpu) in cpus.iter().enumerate() {
         // Equal: the next instruction (return i); otherwise skip it.
         prog.push(jump(BPF_JMP_JEQ_K, cpu, 0, 1));
@@ -240,6 +249,22 @@ mod tests {
             .collect()
     }
 
+    /// Connections made from a thread on `cpu` reach socket `want` of `group`. (Over loopback
+    /// the SYN is processed on the connecting thread's CPU.)
+    fn lands_on(group: &[std::net::TcpListener], cpu: usize, want: usize) {
+        let addr = group[0].local_addr().unwrap();
+        for _ in 0..8 {
+            let c = std::thread::spawn(move || {
+                pin_to(cpu);
+                TcpStream::connect(addr).unwrap()
+            })
+            .join()
+            .unwrap();
+            assert_eq!(accepted_on(group), want, "connected from CPU {cpu}");
+            drop(c);
+        }
+    }
+
     #[test]
     fn a_connection_reaches_the_socket_of_the_cpu_that_handled_its_syn() {
         let cpus = allowed_cpus();
@@ -253,17 +278,19 @@ mod tests {
         let addr = group[0].local_addr().unwrap();
         steer_by_cpu(&group[0], &[cpus[1] as u32, cpus[0] as u32]).unwrap();
         for (want, &cpu) in [1usize, 0].iter().zip(cpus) {
-            for _ in 0..8 {
-                // Over loopback the SYN is processed on the connecting thread's CPU.
-                let c = std::thread::spawn(move || {
-                    pin_to(cpu);
-                    TcpStream::connect(addr).unwrap()
-                })
-                .join()
-                .unwrap();
-                assert_eq!(accepted_on(&group), *want, "connected from CPU {cpu}");
-                drop(c);
-            }
+            lands_on(&group, cpu, *want);
+        }
+        // Socket i for CPU i (the short program): a group as large as the highest CPU.
+        let n = cpus[0].max(cpus[1]) + 1;
+        assert!(
+            n <= 64,
+            "CPUs {cpus:?}: a group of {n} is too large for this test"
+        );
+        let big = crate::net::reuseport_group("127.0.0.1:0".parse().unwrap(), n, 64).unwrap();
+        let all: Vec<u32> = (0..n as u32).collect();
+        steer_by_cpu(&big[0], &all).unwrap();
+        for &cpu in cpus {
+            lands_on(&big, cpu, cpu);
         }
         // A CPU the program does not name: the kernel's hash, which spreads.
         steer_by_cpu(&group[0], &[u32::MAX]).unwrap();
@@ -274,6 +301,7 @@ mod tests {
         }
         assert!(hit.iter().all(|&h| h > 0), "{hit:?}");
         assert!(steer_by_cpu(&group[0], &[]).is_err());
+        assert!(steer_by_cpu(&group[0], &vec![0; MAX_CPUS + 1]).is_err());
     }
 
     #[test]

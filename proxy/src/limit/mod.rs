@@ -18,7 +18,7 @@
 
 pub mod table;
 
-pub use steering::steer_listeners;
+pub use steering::{steer_listeners, Steering};
 mod steering;
 
 use crate::config::client_limits::RateLimit;

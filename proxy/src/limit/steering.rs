@@ -4,43 +4,90 @@
 //! say what the user gets.
 
 use crate::config::{Config, Steer};
+use std::io;
+use std::net::TcpListener;
+
+/// The program a process keeps on its listener groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Steering {
+    /// None: the kernel's hash.
+    Kernel,
+    /// By client address over this many workers (exact client limits).
+    ByAddress(u32),
+    /// By the CPU that processed the SYN: socket `i` for `cpus[i]`.
+    ByCpu(Vec<u32>),
+}
+
+impl Steering {
+    /// Put this program on `l`'s group (replacing whatever is attached), or take any off.
+    pub fn apply(&self, l: &TcpListener) -> io::Result<()> {
+        match self {
+            Steering::Kernel => shared::steer::unsteer(l),
+            Steering::ByAddress(n) => {
+                let ipv6 = l.local_addr().is_ok_and(|a| a.is_ipv6());
+                shared::steer::steer_by_source(l, *n, ipv6)
+            }
+            Steering::ByCpu(cpus) => shared::steer::steer_by_cpu(l, cpus),
+        }
+    }
+}
 
 /// Attach the steering program to each group (`groups`: every listener's sockets, in worker
 /// order; `cores`: the core each worker will be pinned to), or take a program a process
 /// before a takeover attached off the groups taken over (`inherited`) when this config steers
-/// nothing. Sets `cfg.client_steering` when every group is steered by address, and returns
-/// the start-up lines about the limits and the steering (`None`: nothing to say).
+/// nothing. Sets `cfg.client_steering` when every group is steered by address. Returns the
+/// steering in place (what an aborted takeover puts back: `takeover.rs`) and the start-up
+/// lines about the limits and the steering (`None`: nothing to say).
 pub fn steer_listeners(
     cfg: &mut Config,
-    groups: &[(&std::net::TcpListener, bool)],
+    groups: &[(&TcpListener, bool)],
     workers: usize,
     cores: &[Option<usize>],
-) -> Option<String> {
+) -> (Steering, Option<String>) {
     let wanted = super::wants_steering(cfg);
-    let by_cpu = match cfg.steer {
-        Steer::Cpu if !wanted => Some(cpu_plan(workers, cores)),
-        _ => None,
+    let by_cpu = (cfg.steer == Steer::Cpu && !wanted).then(|| cpu_plan(workers, cores));
+    let plan = match &by_cpu {
+        _ if wanted && workers > 1 => Steering::ByAddress(workers as u32),
+        Some(Ok(cpus)) => Steering::ByCpu(cpus.clone()),
+        _ => Steering::Kernel,
     };
     let mut failed = None;
     for &(first, inherited) in groups {
-        let ipv6 = first.local_addr().is_ok_and(|a| a.is_ipv6());
-        let done = if wanted && workers > 1 {
-            shared::steer::steer_by_source(first, workers as u32, ipv6)
-        } else if let Some(Ok(cpus)) = &by_cpu {
-            shared::steer::steer_by_cpu(first, cpus)
-        } else if inherited {
-            shared::steer::unsteer(first)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = done {
+        // A fresh group has no program to take off.
+        if plan == Steering::Kernel && !inherited {
+            continue;
+        }
+        if let Err(e) = plan.apply(first) {
+            // Not the program a process before a takeover left there either.
+            if inherited && plan != Steering::Kernel {
+                let _ = shared::steer::unsteer(first);
+            }
             failed.get_or_insert(e);
         }
     }
     cfg.client_steering = wanted && failed.is_none();
-    if !wanted {
-        return match (by_cpu, failed) {
-            (Some(Ok(cpus)), None) => Some(format!(
+    let kept = if failed.is_none() {
+        plan.clone()
+    } else {
+        Steering::Kernel
+    };
+    (kept, status_line(cfg, workers, &plan, by_cpu, failed))
+}
+
+/// What the start-up summary says about the limits and the steering.
+fn status_line(
+    cfg: &Config,
+    workers: usize,
+    plan: &Steering,
+    by_cpu: Option<Result<Vec<u32>, String>>,
+    failed: Option<io::Error>,
+) -> Option<String> {
+    if !super::wants_steering(cfg) {
+        let stays = |e: &io::Error| {
+            format!("  client steering: a program from before the takeover stays attached: {e}\n")
+        };
+        return match (by_cpu, plan, failed) {
+            (_, Steering::ByCpu(cpus), None) => Some(format!(
                 "  steer: by CPU (a connection goes to the worker on the CPU that handled its \
                  first packet: workers on CPUs {})\n",
                 cpus.iter()
@@ -48,14 +95,14 @@ pub fn steer_listeners(
                     .collect::<Vec<_>>()
                     .join(", ")
             )),
-            (Some(Ok(_)), Some(e)) => Some(format!(
+            (_, Steering::ByCpu(_), Some(e)) => Some(format!(
                 "  steer: the kernel's hash (attaching the CPU program failed: {e})\n"
             )),
-            (Some(Err(why)), _) => Some(format!("  steer: the kernel's hash ({why})\n")),
-            (None, Some(e)) => Some(format!(
-                "  client steering: a program from before the takeover stays attached: {e}\n"
+            (Some(Err(why)), _, e) => Some(format!(
+                "  steer: the kernel's hash ({why})\n{}",
+                e.as_ref().map(stays).unwrap_or_default()
             )),
-            (None, None) => None,
+            (_, _, e) => e.as_ref().map(stays),
         };
     }
     let cpu_note = if cfg.steer == Steer::Cpu {
@@ -88,9 +135,11 @@ fn cpu_plan(workers: usize, cores: &[Option<usize>]) -> Result<Vec<u32>, String>
     let mut seen = cpus.clone();
     seen.sort_unstable();
     seen.dedup();
-    if seen.len() != cpus.len() || cpus.len() > 255 {
+    if seen.len() != cpus.len() || cpus.len() > shared::steer::MAX_CPUS {
         return Err(format!(
-            "steer = \"cpu\" needs one worker per CPU and at most 255: {workers} workers on {} CPUs",
+            "steer = \"cpu\" needs one worker per CPU and at most {}: {workers} workers on {} \
+             CPUs",
+            shared::steer::MAX_CPUS,
             seen.len()
         ));
     }

@@ -28,9 +28,10 @@ fn pin_to(cpu: usize) {
 #[test]
 fn each_connection_reaches_the_worker_on_the_cpu_it_came_from() {
     let origin = tests::strict::capturing_origin();
-    // The tests' proxies run unpinned (`--no-pin`); this one is pinned as by default.
+    // The tests' proxies run unpinned (`--no-pin`); this one is pinned (`on`: whatever a
+    // cgroup CPU quota says).
     let mut cfg = tests::proxy_config(&[origin.addr()], &["--workers", "2", "--steer", "cpu"]);
-    cfg.runtime.set_pin_mode(shared::runtime::PinMode::Auto);
+    cfg.runtime.set_pin_mode(shared::runtime::PinMode::On);
     let p = proxy::start(cfg).expect("proxy starts");
     let addr = p.listen_addrs()[0];
     // This needs two CPUs in the CPU set (the proxy pins 2 workers only then): fail loudly

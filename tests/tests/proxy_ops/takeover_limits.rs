@@ -1,17 +1,33 @@
 //! Client limits across a binary takeover: the new process attaches its own steering program
 //! to the listener groups it takes over (here with fewer workers than the old one had
-//! sockets), so one client's count stays exact on the new process.
+//! sockets), so one client's count stays exact on the new process; and a new process that
+//! fails after taking the sockets (having replaced the program) leaves the old one counting
+//! exactly: the old process puts its program back.
 
 use std::net::{IpAddr, SocketAddr};
-use tests::process::{ProxyProcess, READY};
+use std::process::{Command, Stdio};
+use tests::process::{Process, ProxyProcess, READY};
 use tests::raw::{Client, WAIT};
 use tests::reload::Scratch;
 
 fn spawn(dir: &Scratch, name: &str, listen: &str, workers: u32, take: bool) -> ProxyProcess {
+    let limits = "[client_limits]\nrate = \"1/m\"\nburst = 10\n";
+    ProxyProcess::start(&mut command(dir, name, listen, workers, take, limits))
+}
+
+/// The proxy with `extra` in its file (sections), workers unpinned.
+fn command(
+    dir: &Scratch,
+    name: &str,
+    listen: &str,
+    workers: u32,
+    take: bool,
+    extra: &str,
+) -> Command {
     let file = dir.path(name);
     let text = format!(
         "[[listen]]\naddr = \"{listen}\"\n[runtime]\nworkers = {workers}\npin = false\n\
-         [timeouts]\nshutdown = \"1s\"\n[client_limits]\nrate = \"1/m\"\nburst = 10\n\
+         [timeouts]\nshutdown = \"1s\"\n{extra}\
          [[route]]\npath = \"/\"\nreturn = {{ status = 200 }}\n"
     );
     std::fs::write(&file, text).unwrap();
@@ -24,7 +40,7 @@ fn spawn(dir: &Scratch, name: &str, listen: &str, workers: u32, take: bool) -> P
     if take {
         cmd.arg("--takeover");
     }
-    ProxyProcess::start(&mut cmd)
+    cmd
 }
 
 /// How many of `n` requests from `from`, each on a new connection, got 429.
@@ -75,4 +91,30 @@ fn a_new_process_steers_the_groups_it_took_over_and_counts_exactly() {
     assert_eq!(limited_of(new.addr, "127.0.0.1", 30), 19);
     new.signal(libc::SIGTERM);
     assert!(new.exit_within(READY).is_some());
+}
+
+#[test]
+fn a_takeover_that_fails_leaves_the_old_process_steering_by_address() {
+    let dir = Scratch::new("takeover-limits-abort");
+    let mut old = spawn(&dir, "old.toml", "127.0.0.1:0", 3, false);
+    assert!(
+        old.summary.contains("client limits: exact"),
+        "{}",
+        old.summary
+    );
+    // The new process counts no clients (so it takes the old program off the groups it
+    // took over) and then fails to start: its access log cannot be opened.
+    let port = format!("127.0.0.1:{}", old.addr.port());
+    let log = "[access_log]\npath = \"/nonexistent/dir/access.log\"\n";
+    let mut cmd = command(&dir, "new.toml", &port, 2, true, log);
+    let (status, err) = Process::spawn(cmd.stdout(Stdio::null())).finish(READY);
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("/nonexistent/dir/access.log"), "{err}");
+    old.wait_line("takeover aborted, still serving", READY);
+    // Each address's connections still reach one worker: 11 of 30 pass (the burst and the
+    // one the rate allows), however the kernel's hash would spread them over 3 workers.
+    assert_eq!(limited_of(old.addr, "127.0.0.3", 30), 19);
+    assert_eq!(limited_of(old.addr, "127.0.0.4", 30), 19);
+    old.signal(libc::SIGTERM);
+    assert!(old.exit_within(READY).is_some());
 }
