@@ -28,7 +28,8 @@
 #   loader   loader_vs_peers.sh: 64 B / 32 KiB responses, keep-alive, the generator's own CPU:
 #            wrk, h2load, ab -k
 #   workers  workers_vs_nginx.sh: proxied 64 B, keep-alive and per request, 1 and 2 workers on
-#            both cores: 2 workers ÷ 1 worker for ours and for nginx
+#            both cores: 2 workers ÷ 1 worker for ours and for nginx, and for ours steered by
+#            CPU (--steer cpu)
 # Every proxied case has an nginx origin serving files from disk with sendfile (ORIGIN=nginx,
 # see bench_start_origin in benches/lib.sh); without nginx, the built-in origin (one size a run).
 #
@@ -196,7 +197,10 @@ group_targets() {
         have h2load && t+=" h2load"
         t+=" ab"
         ;;
-    workers) have nginx && t+=" nginx" ;;
+    workers)
+        t+=" steer"
+        have nginx && t+=" nginx"
+        ;;
     esac
     echo "$t"
 }
@@ -408,16 +412,17 @@ row() {
     ROWS+=("${cells//;/; }")
 }
 
-# workers_ratio_row CASE LABEL: the 2 ÷ 1 workers row: the cells are ratios of CPU µs/req
-# paired per round (ours, nginx), and ours' ratio ÷ nginx's in the same round.
+# workers_ratio_row CASE LABEL [TWO]: the 2 ÷ 1 workers row: the cells are ratios of CPU µs/req
+# paired per round (ours, nginx), and ours' ratio ÷ nginx's in the same round. TWO: our
+# 2-worker target (ours-2, or steer-2: --steer cpu), over ours-1 either way.
 workers_ratio_row() {
-    local c=$1 label=$2 r o n rr=() note=() cells i
-    mapfile -t o < <(ratios workers "$c" ours-2 ours-1)
+    local c=$1 label=$2 two=${3:-ours-2} r o n rr=() note=() cells i
+    mapfile -t o < <(ratios workers "$c" "$two" ours-1)
     mapfile -t n < <(ratios workers "$c" nginx-2 nginx-1)
     # Ratio of ratios, round by round (only the rounds where both exist).
     for ((r = 1; r <= ROUNDS; r++)); do
         local a b
-        a=$(div "${TOT[workers|$c|$r|ours-2]:-}" "${TOT[workers|$c|$r|ours-1]:-}" %.4f)
+        a=$(div "${TOT[workers|$c|$r|$two]:-}" "${TOT[workers|$c|$r|ours-1]:-}" %.4f)
         b=$(div "${TOT[workers|$c|$r|nginx-2]:-}" "${TOT[workers|$c|$r|nginx-1]:-}" %.4f)
         if [ "$a" != - ] && [ "$b" != - ]; then rr+=("$(div "$a" "$b" %.4f)"); fi
     done
@@ -427,7 +432,7 @@ workers_ratio_row() {
     fi
     note+=("cells are CPU per request of 2 workers ÷ 1 worker, not µs")
     cells="| $label | 2 ÷ 1: $(spread_cell ${o[@]+"${o[@]}"}) | nginx | 2 ÷ 1: $(spread_cell ${n[@]+"${n[@]}"}) | $(spread_cell ${rr[@]+"${rr[@]}"})"
-    if [ -n "$BASE_DESC" ]; then
+    if [ -n "$BASE_DESC" ] && [ "$two" = ours-2 ]; then
         local bo=()
         for ((i = 1; i <= ROUNDS; i++)); do
             local x y
@@ -437,7 +442,8 @@ workers_ratio_row() {
         done
         cells+=" | $(spread_cell ${bo[@]+"${bo[@]}"})"
     fi
-    cells+=" | $(rps_cell workers "$c" ours-2) / $(rps_cell workers "$c" nginx-2)"
+    [ -n "$BASE_DESC" ] && [ "$two" != ours-2 ] && cells+=" | —"
+    cells+=" | $(rps_cell workers "$c" "$two") / $(rps_cell workers "$c" nginx-2)"
     local IFS=';'
     cells+=" | ${note[*]} |"
     ROWS+=("${cells//;/; }")
@@ -491,6 +497,7 @@ for g in "${GROUP_LIST[@]}"; do
             row workers "64/$m" "proxy, 64 B, $(mode_label "$m"), 1 worker" ours-1 nginx-1 "nginx, 1 worker" nginx
             row workers "64/$m" "proxy, 64 B, $(mode_label "$m"), 2 workers" ours-2 nginx-2 "nginx, 2 workers" nginx
             workers_ratio_row "64/$m" "proxy, 64 B, $(mode_label "$m"), 2 workers ÷ 1 worker"
+            workers_ratio_row "64/$m" "proxy, 64 B, $(mode_label "$m"), 2 workers steered by CPU (--steer cpu) ÷ 1 worker" steer-2
         done
         ;;
     esac

@@ -15,11 +15,14 @@
 #   benches/workers_vs_nginx.sh                      # ROUNDS=3 DURATION=5s, 64 B
 #   SIZES="64 32k" MODES=keepalive ROUNDS=5 benches/workers_vs_nginx.sh
 #   BASE_BIN=/tmp/proxy-before benches/workers_vs_nginx.sh   # A/B: base-1 and base-2 beside ours
+#   TARGETS="ours steer nginx" WRK_THREADS=2 benches/workers_vs_nginx.sh   # + steer-2: --steer cpu
 #
 # Environment: ROUNDS (3), DURATION (5s), CONNS (64), AB_N (200000), SIZES ("64"), MODES
 # ("keepalive close"), WORKERS ("1 2": the first is the reference of the N ÷ 1 ratios), TARGETS
 # ("ours nginx", plus "base" when BASE_BIN is set: another build of our proxy, with BASE_ARGS,
-# default PROXY_ARGS), CORES (every core: 0-(nproc-1)), LOAD_CORE (CORES: wrk/ab and the
+# default PROXY_ARGS; "steer": ours with --steer cpu, at each worker count above the first),
+# WRK_THREADS (1: wrk's threads, each on whichever core; one thread opens every connection from
+# one core, which steering by CPU puts on one worker), CORES (every core: 0-(nproc-1)), LOAD_CORE (CORES: wrk/ab and the
 # origin), ORIGIN (see benches/lib.sh), PROXY_BIN (default target/release/proxy, built here
 # unless NO_BUILD=1), PROXY_ARGS, OUT (raw TSV path), KEEP_TMP=1.
 # The targets in the raw TSV are TARGET-N (ours-1, ours-2, nginx-1, ...).
@@ -94,6 +97,9 @@ for n in "${WORKER_COUNTS[@]}"; do
         [ -x "$BASE_BIN" ] || bench_die "target base needs BASE_BIN (another build of our proxy): '$BASE_BIN'"
         start_ours "base-$n" "$BASE_BIN" "$n" "${BASE_ARGS-${PROXY_ARGS:-}}"
     fi
+    if bench_want "$TARGETS" steer && [ "$n" != "$W1" ]; then
+        start_ours "steer-$n" "$PROXY_BIN" "$n" "${PROXY_ARGS:-} --steer cpu"
+    fi
     if bench_want "$TARGETS" nginx; then start_nginx "nginx-$n" "$n"; fi
 done
 [ "${#BENCH_ACTIVE[@]}" -gt 0 ] || bench_die "nothing to measure"
@@ -140,6 +146,8 @@ for c in "${BENCH_CASES[@]}"; do
         for t in ours base nginx; do
             if active "$t-$n" && active "$t-$W1"; then ratio_line "$c" "$t-$n" "$t-$W1"; fi
         done
+        if active "steer-$n" && active "ours-$W1"; then ratio_line "$c" "steer-$n" "ours-$W1"; fi
+        if active "steer-$n" && active "ours-$n"; then ratio_line "$c" "steer-$n" "ours-$n"; fi
     done
     for n in "${WORKER_COUNTS[@]}"; do
         if active "ours-$n" && active "nginx-$n"; then ratio_line "$c" "ours-$n" "nginx-$n"; fi
