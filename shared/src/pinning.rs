@@ -194,5 +194,10 @@ fn read_v1(dir: &Path) -> Option<f64> {
     parse_cpu_max(&format!("{} {}", quota.trim(), period.trim()))
 }
 
+/// Pin the calling thread to `cpu`; `false` where the CPU set does not allow it.
+pub fn pin_this_thread(cpu: usize) -> bool {
+    core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
+}
+
 #[cfg(test)]
 mod tests;

@@ -376,7 +376,7 @@ where
             .name(format!("{name}-{id}"))
             .spawn(move || {
                 let core = core.filter(|&c| {
-                    let ok = core_affinity::set_for_current(core_affinity::CoreId { id: c });
+                    let ok = crate::pinning::pin_this_thread(c);
                     if !ok {
                         crate::log!(
                             "warning: could not pin worker {id} to core {c}; running unpinned"

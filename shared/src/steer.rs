@@ -228,18 +228,6 @@ mod tests {
         }
     }
 
-    /// Pin the calling thread to `cpu`.
-    fn pin_to(cpu: usize) {
-        // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes within it; sched_setaffinity
-        // reads it for the calling thread (pid 0).
-        let ok = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-        };
-        assert!(ok, "pin to CPU {cpu}: {}", io::Error::last_os_error());
-    }
-
     /// The CPUs this process may run on.
     fn allowed_cpus() -> Vec<usize> {
         core_affinity::get_core_ids()
@@ -255,7 +243,7 @@ mod tests {
         let addr = group[0].local_addr().unwrap();
         for _ in 0..8 {
             let c = std::thread::spawn(move || {
-                pin_to(cpu);
+                assert!(crate::pinning::pin_this_thread(cpu), "pin to CPU {cpu}");
                 TcpStream::connect(addr).unwrap()
             })
             .join()

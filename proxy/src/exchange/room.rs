@@ -112,23 +112,19 @@ pub(super) async fn wait_for_release(
     if within.is_zero() {
         return false;
     }
-    if !balancer.borrow().busy() {
-        if std::mem::replace(idle_settled, true) {
+    if balancer.borrow().busy() {
+        let mut queued = Queued::join(balancer);
+        let woken = std::future::poll_fn(|cx| match queued.waiter.woken(cx.waker()) {
+            true => Poll::Ready(()),
+            false => Poll::Pending,
+        });
+        if monoio::time::timeout(within, woken).await.is_err() {
             return false;
         }
-        monoio::time::sleep(RELEASE_SETTLE).await;
-        return true;
-    }
-    let mut queued = Queued::join(balancer);
-    let woken = std::future::poll_fn(|cx| match queued.waiter.woken(cx.waker()) {
-        true => Poll::Ready(()),
-        false => Poll::Pending,
-    });
-    if monoio::time::timeout(within, woken).await.is_err() {
+        queued.served = true;
+    } else if std::mem::replace(idle_settled, true) {
         return false;
     }
-    queued.served = true;
-    drop(queued);
     // A connection that closed is closed by a submission of the worker's loop: let it go out
     // before the next socket is asked for.
     monoio::time::sleep(RELEASE_SETTLE).await;

@@ -13,18 +13,6 @@ fn accepted(p: &proxy::Running) -> Vec<u64> {
     p.stats().iter().map(|s| s.connections.get()).collect()
 }
 
-/// Pin the calling thread to `cpu`.
-fn pin_to(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes within it; sched_setaffinity reads
-    // it for the calling thread (pid 0).
-    let ok = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    };
-    assert!(ok, "pin to CPU {cpu}: {}", std::io::Error::last_os_error());
-}
-
 #[test]
 fn each_connection_reaches_the_worker_on_the_cpu_it_came_from() {
     let origin = tests::strict::capturing_origin();
@@ -45,7 +33,7 @@ fn each_connection_reaches_the_worker_on_the_cpu_it_came_from() {
     for (worker, &cpu) in cores.iter().enumerate() {
         let before = accepted(&p);
         std::thread::spawn(move || {
-            pin_to(cpu);
+            assert!(shared::pinning::pin_this_thread(cpu), "pin to CPU {cpu}");
             for _ in 0..EACH {
                 let mut c = Client::connect(addr);
                 assert_eq!(c.get("/").status, 200);
@@ -66,7 +54,7 @@ fn each_connection_reaches_the_worker_on_the_cpu_it_came_from() {
     let (p, addr) = proxy(&[origin.addr()], &["--workers", "2"]);
     let cpu = cores[0];
     std::thread::spawn(move || {
-        pin_to(cpu);
+        assert!(shared::pinning::pin_this_thread(cpu), "pin to CPU {cpu}");
         for _ in 0..40 {
             assert_eq!(Client::connect(addr).get("/").status, 200);
         }
