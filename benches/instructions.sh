@@ -6,6 +6,7 @@
 #
 #   benches/instructions.sh                                  # ours, SIZES="64 32k", ROUNDS=2, N1=500 N2=2500
 #   NO_BUILD=1 BASE_BIN=/tmp/proxy-old benches/instructions.sh   # new and old in the same rounds
+#   LOAD_ARGS=--close benches/instructions.sh                # a connection per request
 #
 # Per target, size and round: the proxy (one worker, under callgrind) relays N1 then, started
 # again, N2 requests from our loader (CONNS keep-alive connections) to an nginx origin serving
@@ -43,7 +44,8 @@ total() {
         "$bin" --listen "127.0.0.1:$port" --upstream "127.0.0.1:$ORIGIN_PORT" --workers 1 --no-pin
     pid=$BENCH_LAST_PID
     bench_wait_port "$port" "$pid" 60 || bench_die "$bin did not start under valgrind (see $BENCH_TMP/callgrind.log)"
-    taskset -c 0 "$LOADER_BIN" -c "$CONNS" -n "$n" -q --workers 1 --no-pin \
+    # shellcheck disable=SC2086 # the extra flags are split into words on purpose
+    taskset -c 0 "$LOADER_BIN" -c "$CONNS" -n "$n" -q --workers 1 --no-pin ${LOAD_ARGS:-} \
         "http://127.0.0.1:$port/$size" >"$BENCH_TMP/load.txt" 2>&1 ||
         bench_die "the load failed: $(tail -3 "$BENCH_TMP/load.txt")"
     # The counts are written at exit, which takes valgrind a while: wait for it (a guard ends
@@ -76,7 +78,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 
-echo "median [min-max] over $ROUNDS rounds (user-space instructions per request, $CONNS connections):"
+echo "median [min-max] over $ROUNDS rounds (user-space instructions per request, $CONNS connections${LOAD_ARGS:+, loader $LOAD_ARGS}):"
 for size in $SIZES; do
     line="  $size:"
     # shellcheck disable=SC2086 # the counts, one word each

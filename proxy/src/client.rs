@@ -416,8 +416,10 @@ async fn requests(
                 .capture(c.ip.client(), &c.from_client[..info.head_len]);
         }
         let next = match info.dispatch {
-            Dispatch::Proxy { group } => exchange::run(c, info, group).await,
-            Dispatch::Cached { cache, group } => exchange::cached::run(c, info, cache, group).await,
+            Dispatch::Proxy { group } => exchange::run(c, &info, group).await,
+            Dispatch::Cached { cache, group } => {
+                exchange::cached::run(c, &info, cache, group).await
+            }
             Dispatch::Answered { skip, close } => send_answer(c, &info, skip, close).await,
             Dispatch::Refused { skip, close, why } => {
                 c.rec.refused = Some(why);

@@ -114,10 +114,10 @@ async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
 }
 
 /// One exchange: attempts until a server answers, then its response relayed.
-pub async fn run(c: &mut ClientConn, req: RequestInfo, group: GroupId) -> Next {
+pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next {
     let w = c.w.clone();
     let g = c.g.clone();
-    let a = match upstream_answer(c, &w, &g, &req, group, PLAIN).await {
+    let a = match upstream_answer(c, &w, &g, req, group, PLAIN).await {
         Ok(a) => a,
         Err(Some(e)) => return fail(c, e).await,
         Err(None) => {

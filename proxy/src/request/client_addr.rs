@@ -39,9 +39,15 @@ impl IpText {
             v4 => v4,
         };
         let mut buf = [0u8; 48];
-        let mut cur = std::io::Cursor::new(&mut buf[..]);
-        let _ = write!(cur, "{ip}");
-        let len = cur.position() as usize;
+        let len = match ip {
+            // Once per connection: the formatting machinery writes an octet at a time.
+            IpAddr::V4(v4) => write_v4(&mut buf, v4.octets()),
+            IpAddr::V6(_) => {
+                let mut cur = std::io::Cursor::new(&mut buf[..]);
+                let _ = write!(cur, "{ip}");
+                cur.position() as usize
+            }
+        };
         IpText {
             buf,
             len,
@@ -73,6 +79,28 @@ impl IpText {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
+}
+
+/// `a.b.c.d` at the start of `buf`; its length.
+fn write_v4(buf: &mut [u8; 48], octets: [u8; 4]) -> usize {
+    let mut len = 0;
+    for (i, o) in octets.into_iter().enumerate() {
+        if i > 0 {
+            buf[len] = b'.';
+            len += 1;
+        }
+        if o >= 100 {
+            buf[len] = b'0' + o / 100;
+            len += 1;
+        }
+        if o >= 10 {
+            buf[len] = b'0' + o / 10 % 10;
+            len += 1;
+        }
+        buf[len] = b'0' + o % 10;
+        len += 1;
+    }
+    len
 }
 
 /// The client's address for the request being served: the connection's (its peer, or a PROXY
@@ -137,5 +165,34 @@ impl ClientAddr {
             t.set_https(self.peer.https);
             t
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_address_reads_as_the_standard_library_writes_it() {
+        let v4 = [
+            [0, 0, 0, 0],
+            [127, 0, 0, 1],
+            [10, 99, 100, 255],
+            [9, 10, 199, 200],
+            [255, 255, 255, 255],
+        ];
+        for o in v4 {
+            let ip = IpAddr::from(o);
+            assert_eq!(
+                IpText::new(ip).as_bytes(),
+                ip.to_string().as_bytes(),
+                "{ip}"
+            );
+        }
+        let v6: IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(IpText::new(v6).as_bytes(), b"2001:db8::1");
+        // An IPv4-mapped IPv6 address reads as IPv4.
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(IpText::new(mapped).as_bytes(), b"192.0.2.7");
     }
 }

@@ -73,7 +73,7 @@ pub fn now_millis() -> Millis {
 /// A request on the cached route `cache` (of the connection's generation).
 pub async fn run(
     c: &mut ClientConn,
-    req: RequestInfo,
+    req: &RequestInfo,
     cache: CacheId,
     group: crate::config::GroupId,
 ) -> Next {
@@ -94,25 +94,25 @@ pub async fn run(
         let d = c
             .fields
             .with(&c.from_client[..req.head_len], |method, fields| {
-                let key = key_of(&c.from_client, &req, https);
-                decide((method, fields), &req, cfg, store, key, now)
+                let key = key_of(&c.from_client, req, https);
+                decide((method, fields), req, cfg, store, key, now)
             });
-        let key = || OwnedKey::new(key_of(&c.from_client, &req, https));
+        let key = || OwnedKey::new(key_of(&c.from_client, req, https));
         match d {
             Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
                 c.from_client.advance(req.head_len);
-                return from_store(c, &req, store, answer, CacheStatus::Hit).await;
+                return from_store(c, req, store, answer, CacheStatus::Hit).await;
             }
             Decision::StaleWhileRevalidate { answer, refresh } => {
                 c.rec.cache = Some(CacheStatus::Stale);
                 // The revalidation runs apart (`background`): this client is answered now and
                 // its next request is read at once.
                 if let Some(r) = refresh {
-                    background::start(c, &req, (cache, group), r, now_millis());
+                    background::start(c, req, (cache, group), r, now_millis());
                 }
                 c.from_client.advance(req.head_len);
-                return from_store(c, &req, store, answer, CacheStatus::Stale).await;
+                return from_store(c, req, store, answer, CacheStatus::Stale).await;
             }
             Decision::Wait { fill, stale } => {
                 // The fill reads its upstream under the route's read timeout: wait as long.
@@ -131,7 +131,7 @@ pub async fn run(
                     ..Fetch::plain(CacheStatus::Miss, cfg)
                 };
                 let key = key();
-                return fetch_apart(c, &req, group, &key, f).await;
+                return fetch_apart(c, req, group, &key, f).await;
             }
             Decision::Fetch {
                 fill,
@@ -149,7 +149,7 @@ pub async fn run(
                     targeted: &cfg.targeted,
                 };
                 let key = key();
-                return fetch_apart(c, &req, group, &key, f).await;
+                return fetch_apart(c, req, group, &key, f).await;
             }
             Decision::Forward { invalidate } => {
                 c.rec.cache = Some(CacheStatus::Bypass);
@@ -158,11 +158,11 @@ pub async fn run(
                     ..Fetch::plain(CacheStatus::Bypass, cfg)
                 };
                 let key = key();
-                return fetch_apart(c, &req, group, &key, f).await;
+                return fetch_apart(c, req, group, &key, f).await;
             }
             Decision::Purge => {
                 let key = key();
-                return purge(c, &req, cfg, &key).await;
+                return purge(c, req, cfg, &key).await;
             }
             Decision::NotCached => {
                 c.from_client.advance(req.head_len);
