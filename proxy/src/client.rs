@@ -515,16 +515,22 @@ async fn read_head(
             }
         }
         let idle = c.from_client.is_empty();
-        let until = deadline.unwrap_or_else(|| shared::clock::deadline(idle_timeout));
         let buf = std::mem::take(&mut c.from_client);
-        let read = read_more(&mut c.stream, buf, 4096, until);
-        let r = if idle {
-            monoio::select! {
-                r = read => r,
-                _ = &mut *stop => return Ok(None),
+        // A keep-alive client's next request is usually there already (its wait saw it come).
+        let r = match crate::io::read_queued(&mut c.stream, buf, 4096) {
+            Ok(r) => r,
+            Err(buf) => {
+                let until = deadline.unwrap_or_else(|| shared::clock::deadline(idle_timeout));
+                let read = read_more(&mut c.stream, buf, 4096, until);
+                if idle {
+                    monoio::select! {
+                        r = read => r,
+                        _ = &mut *stop => return Ok(None),
+                    }
+                } else {
+                    read.await
+                }
             }
-        } else {
-            read.await
         };
         match r {
             Ok((0, _)) => return Ok(None),

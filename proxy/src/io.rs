@@ -46,6 +46,29 @@ pub async fn read_more_max<S: AsyncReadRent>(
     }
 }
 
+/// `read_more`, at once, when the stream's multishot receive already holds what arrived
+/// (`Stream::read_queued`): no future, no timer. `Err(buf)`: nothing waits; read with
+/// `read_more`.
+pub fn read_queued(
+    s: &mut shared::stream::Stream,
+    mut buf: BytesMut,
+    min_spare: usize,
+) -> Result<Result<(usize, BytesMut), IoFail>, BytesMut> {
+    if !s.arrived() {
+        return Err(buf);
+    }
+    if buf.capacity() - buf.len() < min_spare {
+        buf.reserve(min_spare);
+    }
+    let len = buf.len();
+    let cap = buf.capacity();
+    match s.read_queued(buf.slice_mut(len..cap)) {
+        Ok((Ok(n), slice)) => Ok(Ok((n, slice.into_inner()))),
+        Ok((Err(e), _)) => Ok(Err(IoFail::Error(e.kind()))),
+        Err(slice) => Err(slice.into_inner()),
+    }
+}
+
 /// `read_more` without a deadline: for a read that something else bounds.
 pub async fn read_some<S: AsyncReadRent>(
     s: &mut S,

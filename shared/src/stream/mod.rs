@@ -132,6 +132,16 @@ impl Stream {
         }
     }
 
+    /// A read that completes at once from what a plain stream's multishot receive already
+    /// holds (`arrived`), without a future; `Err(buf)` otherwise (a TLS stream, nothing
+    /// queued): read with `read`.
+    pub fn read_queued<T: IoBufMut>(&mut self, buf: T) -> Result<BufResult<usize, T>, T> {
+        match self {
+            Stream::Plain(s) => s.read_queued(buf),
+            Stream::Tls(_) => Err(buf),
+        }
+    }
+
     /// Whether `multishot_ready` can wait on this stream: one read through a multishot (or
     /// single) receive; a TLS one whose session holds nothing to read.
     pub fn waits_bufferless(&self) -> bool {

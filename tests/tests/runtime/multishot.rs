@@ -592,3 +592,55 @@ fn the_receive_registry_gives_a_crowds_room_back_and_moves_no_live_entry() {
     })
     .expect("runtime");
 }
+
+/// `read_queued` reads what the multishot receive already holds at once, with no future:
+/// nothing when nothing arrived (the buffer comes back), the bytes once a wait saw them come
+/// (a buffer smaller than the arrival stops inside it, and the next read goes on from there),
+/// then nothing again, and the end of the stream as 0. Without a multishot receive (before
+/// one is enabled, or on the epoll driver) it never reads.
+#[test]
+fn a_read_of_what_the_receive_holds_completes_at_once() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let (go_tx, client) = scripted_client(addr);
+    run_on(driver, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        let buf = s
+            .read_queued(Vec::with_capacity(64))
+            .expect_err("a read at once without a multishot receive");
+        assert!(s.enable_multishot_recv());
+        let buf = s.read_queued(buf).expect_err("a read at once of nothing");
+        assert_eq!(buf.capacity(), 64, "the buffer comes back as it went");
+        go_tx.send(b"GET / HTTP/1.1\r\n\r\n").expect("client");
+        assert!(s.multishot_ready().await, "a wait with bytes arrived");
+        let (r, got) = s.read_queued(Vec::with_capacity(4)).expect("arrived");
+        assert_eq!(r.expect("read"), 4);
+        assert_eq!(got, b"GET ");
+        let (r, got) = s.read_queued(buf).expect("the rest of the arrival");
+        assert_eq!(r.expect("read"), 14);
+        assert_eq!(got, b"/ HTTP/1.1\r\n\r\n");
+        let buf = s
+            .read_queued(Vec::with_capacity(64))
+            .expect_err("everything was read");
+        drop(go_tx);
+        assert!(s.multishot_ready().await, "a wait with the end arrived");
+        let (r, _) = s.read_queued(buf).expect("the end arrived");
+        assert_eq!(r.expect("read"), 0, "the end reads as 0");
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+    let (l, addr) = listener();
+    let (go_tx, client) = scripted_client(addr);
+    run_on(DriverKind::Epoll, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(!s.enable_multishot_recv(), "multishot on the epoll driver");
+        go_tx.send(b"epoll").expect("client");
+        drop(go_tx);
+        let (r, buf) = s.read(Vec::with_capacity(1)).await;
+        assert_eq!(r.expect("read"), 1, "{buf:?}");
+        s.read_queued(Vec::with_capacity(64))
+            .expect_err("a read at once on the epoll driver");
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+}

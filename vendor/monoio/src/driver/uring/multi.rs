@@ -825,6 +825,40 @@ impl MultiRecv {
         }
     }
 
+    /// `read`, at once and without a future, when arrivals already wait (`queued`): a
+    /// keep-alive connection's next request, which a wait (`ready`) saw come. `Err(buf)`
+    /// when none waits: read with `read`.
+    pub(crate) fn read_queued<T: crate::buf::IoBufMut>(
+        &mut self,
+        fd: RawFd,
+        mut buf: T,
+    ) -> Result<crate::BufResult<usize, T>, T> {
+        let (dst, cap) = (buf.write_ptr(), buf.bytes_total());
+        if cap == 0 || !self.queued() {
+            return Err(buf);
+        }
+        // With an arrival queued the read completes in this poll: the waker is never kept.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let read = super::UringInner::multi_poll_read(
+            &self.driver,
+            self.index,
+            fd,
+            &mut self.offset,
+            &mut cx,
+            dst,
+            cap,
+        );
+        match read {
+            std::task::Poll::Ready(Read::Done(Ok(n))) => {
+                // SAFETY: `n` bytes were copied into the buffer.
+                unsafe { buf.set_init(n) };
+                Ok((Ok(n), buf))
+            }
+            std::task::Poll::Ready(Read::Done(Err(e))) => Ok((Err(e), buf)),
+            _ => Err(buf),
+        }
+    }
+
     /// Wait, holding no buffer, until a read would complete at once. `false` at once when
     /// no receive can be armed now (see `Multi::poll_ready`).
     pub(crate) async fn ready(&mut self, fd: RawFd) -> bool {

@@ -167,6 +167,17 @@ impl TcpStream {
         false
     }
 
+    /// Vendored change: a read that completes at once from arrivals the multishot receive
+    /// already holds (`multishot_queued`), with no future, timer or poll; `Err(buf)` when
+    /// none waits (or there is no multishot receive): read with `read`.
+    pub fn read_queued<T: IoBufMut>(&mut self, buf: T) -> Result<BufResult<usize, T>, T> {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        if let Some(m) = self.multi.as_mut() {
+            return m.read_queued(self.fd.raw_fd(), buf);
+        }
+        Err(buf)
+    }
+
     /// Vendored change: wait, holding no buffer, until a read would complete at once (bytes,
     /// the end of the stream or an error arrived through the multishot receive). `false` at
     /// once without a multishot receive, or when one cannot be armed now (the ring is short
