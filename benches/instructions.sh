@@ -9,10 +9,10 @@
 #   LOAD_ARGS=--close benches/instructions.sh                # a connection per request
 #
 # Per target, size and round: the proxy (one worker, under callgrind) relays N1 then, started
-# again, N2 requests from our loader (CONNS keep-alive connections) to an nginx origin serving
-# files from disk; the difference of the two totals over N2 - N1 is the count per request
-# (start-up and exit cancel out). Prints one line per run and the median per target and size,
-# with new ÷ old when BASE_BIN is given.
+# again, N2 requests from our loader (CONNS keep-alive connections; a connection per request
+# with LOAD_ARGS=--close) to an nginx origin serving files from disk; the difference of the
+# two totals over N2 - N1 is the count per request (start-up and exit cancel out). Prints one
+# line per run and the median per target and size, with new ÷ old when BASE_BIN is given.
 # shellcheck source=benches/lib.sh
 . "$(dirname "$0")/lib.sh"
 set -euo pipefail

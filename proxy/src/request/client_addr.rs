@@ -174,13 +174,8 @@ mod tests {
 
     #[test]
     fn an_address_reads_as_the_standard_library_writes_it() {
-        let v4 = [
-            [0, 0, 0, 0],
-            [127, 0, 0, 1],
-            [10, 99, 100, 255],
-            [9, 10, 199, 200],
-            [255, 255, 255, 255],
-        ];
+        // Every octet value in every position.
+        let v4 = (0..=255u8).flat_map(|o| [[o, 0, 0, 0], [1, o, 2, o], [o, o, o, o]]);
         for o in v4 {
             let ip = IpAddr::from(o);
             assert_eq!(

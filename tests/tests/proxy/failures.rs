@@ -174,6 +174,26 @@ fn client_header_timeout() {
     assert_eq!(o.requests(), 0);
 }
 
+/// A keep-alive connection's second head, read through the multishot receive (what already
+/// arrived is read at once, `TcpStream::read_queued`): part of it and then nothing gets the
+/// 408 at the header timeout, as a first head does.
+#[test]
+fn a_second_head_left_partial_gets_408_at_the_header_timeout() {
+    let o = tests::origin();
+    let (p, addr) = proxy!([o.addr()], "--header-timeout", "300ms");
+    let mut c = Client::connect(addr);
+    c.send(&get("/")).unwrap();
+    let first = c.response(WAIT).expect("the first response");
+    assert_eq!(first.status, 200);
+    c.send(b"GET / HTTP/1.1\r\nHost: te").unwrap();
+    let t = Instant::now();
+    let reply = c.until_close(WAIT);
+    assert_generated(&reply, 408, true);
+    assert!(t.elapsed() >= Duration::from_millis(250), "{reply:?}");
+    p.shutdown().unwrap();
+    assert_eq!(o.requests(), 1);
+}
+
 #[test]
 fn header_timeout_covers_the_whole_head_not_each_read() {
     // Slowloris: one byte every 50 ms never completes a head; the timeout still fires.

@@ -644,3 +644,42 @@ fn a_read_of_what_the_receive_holds_completes_at_once() {
     .expect("runtime");
     client.join().expect("client thread");
 }
+
+/// `read_queued` on a stream that waits with single receives (`enable_ready_recv`, a
+/// connection's first request): what one wait took reads at once, every byte once; bytes
+/// and the end queued together read as the bytes, then 0.
+#[test]
+fn a_read_at_once_after_a_single_receive_wait() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let (go_tx, client) = scripted_client(addr);
+    run_on(driver, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(s.enable_ready_recv());
+        go_tx.send(b"first").expect("client");
+        assert!(s.multishot_ready().await, "a wait with bytes arrived");
+        let (r, got) = s.read_queued(Vec::with_capacity(64)).expect("arrived");
+        assert_eq!(r.expect("read"), 5);
+        assert_eq!(got, b"first");
+        assert!(s.enable_multishot_recv());
+        go_tx.send(b"second").expect("client");
+        drop(go_tx);
+        let mut got = Vec::new();
+        loop {
+            assert!(
+                s.multishot_ready().await,
+                "a wait with bytes or the end arrived"
+            );
+            let (r, buf) = s.read_queued(Vec::with_capacity(64)).expect("arrived");
+            match r.expect("read") {
+                0 => break,
+                _ => got.extend_from_slice(&buf),
+            }
+        }
+        assert_eq!(got, b"second");
+        s.read_queued(Vec::with_capacity(64))
+            .expect_err("nothing after the end");
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+}

@@ -827,7 +827,7 @@ impl MultiRecv {
 
     /// `read`, at once and without a future, when arrivals already wait (`queued`): a
     /// keep-alive connection's next request, which a wait (`ready`) saw come. `Err(buf)`
-    /// when none waits: read with `read`.
+    /// when none waits, or `buf` has no room (where `read` gives `Ok(0)`): read with `read`.
     pub(crate) fn read_queued<T: crate::buf::IoBufMut>(
         &mut self,
         fd: RawFd,

@@ -168,8 +168,9 @@ impl TcpStream {
     }
 
     /// Vendored change: a read that completes at once from arrivals the multishot receive
-    /// already holds (`multishot_queued`), with no future, timer or poll; `Err(buf)` when
-    /// none waits (or there is no multishot receive): read with `read`.
+    /// already holds (`multishot_queued`), with no future, no wait and no timer; `Err(buf)`
+    /// when none waits, when there is no multishot receive, or when `buf` has no room (where
+    /// `read` gives `Ok(0)`): read with `read`.
     pub fn read_queued<T: IoBufMut>(&mut self, buf: T) -> Result<BufResult<usize, T>, T> {
         #[cfg(all(target_os = "linux", feature = "iouring"))]
         if let Some(m) = self.multi.as_mut() {
