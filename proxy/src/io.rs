@@ -5,7 +5,7 @@
 //! buffer only on completion: a timeout always means "close this connection", never "retry".
 
 use bytes::BytesMut;
-use monoio::buf::{IoBuf, IoBufMut};
+use monoio::buf::{IoBuf, IoBufMut, SliceMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::time::Instant;
 use shared::deadline::timeout_at;
@@ -51,18 +51,13 @@ pub async fn read_more_max<S: AsyncReadRent>(
 /// `read_more`.
 pub fn read_queued(
     s: &mut shared::stream::Stream,
-    mut buf: BytesMut,
+    buf: BytesMut,
     min_spare: usize,
 ) -> Result<Result<(usize, BytesMut), IoFail>, BytesMut> {
     if !s.arrived() {
         return Err(buf);
     }
-    if buf.capacity() - buf.len() < min_spare {
-        buf.reserve(min_spare);
-    }
-    let len = buf.len();
-    let cap = buf.capacity();
-    match s.read_queued(buf.slice_mut(len..cap)) {
+    match s.read_queued(spare_room(buf, min_spare, usize::MAX)) {
         Ok((Ok(n), slice)) => Ok(Ok((n, slice.into_inner()))),
         Ok((Err(e), _)) => Ok(Err(IoFail::Error(e.kind()))),
         Err(slice) => Err(slice.into_inner()),
@@ -81,20 +76,26 @@ pub async fn read_some<S: AsyncReadRent>(
 /// `read_some` taking at most `max` bytes.
 pub async fn read_some_max<S: AsyncReadRent>(
     s: &mut S,
-    mut buf: BytesMut,
+    buf: BytesMut,
     min_spare: usize,
     max: usize,
 ) -> Result<(usize, BytesMut), IoFail> {
+    match s.read(spare_room(buf, min_spare, max)).await {
+        (Ok(n), slice) => Ok((n, slice.into_inner())),
+        (Err(e), _) => Err(IoFail::Error(e.kind())),
+    }
+}
+
+/// The room a read of at most `max` bytes appends into: at least `min_spare` bytes after
+/// what `buf` holds.
+fn spare_room(mut buf: BytesMut, min_spare: usize, max: usize) -> SliceMut<BytesMut> {
     if buf.capacity() - buf.len() < min_spare {
         // Reclaims the already-consumed front of the buffer before allocating.
         buf.reserve(min_spare);
     }
     let len = buf.len();
     let cap = buf.capacity().min(len.saturating_add(max));
-    match s.read(buf.slice_mut(len..cap)).await {
-        (Ok(n), slice) => Ok((n, slice.into_inner())),
-        (Err(e), _) => Err(IoFail::Error(e.kind())),
-    }
+    buf.slice_mut(len..cap)
 }
 
 /// A failed write: why, and the buffer when the socket (not the deadline) failed.
