@@ -83,7 +83,7 @@ mod worker;
 pub use error::{Fault, ProxyError};
 pub use worker::ProxyCounters;
 
-use shared::runtime::{select_driver, spawn_workers, DriverKind, RuntimeError, Workers};
+use shared::runtime::{select_driver, spawn_workers_planned, DriverKind, RuntimeError, Workers};
 use shared::shutdown::ShutdownFlag;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -170,8 +170,9 @@ pub fn start_with(
         firsts,
     } = bind_listeners(&cfg, n, &mut sockets)?;
     let groups: Vec<_> = firsts.iter().map(|(l, t)| (l, *t)).collect();
-    let (_, cores) = shared::runtime::plan_pinning(&cfg.runtime, n);
-    let (steering, limits_line) = limit::steer_listeners(&mut cfg, &groups, n, &cores);
+    // One plan for both: steering by CPU needs each worker's core before the workers start.
+    let plan = shared::runtime::plan_pinning(&cfg.runtime, n);
+    let (steering, limits_line) = limit::steer_listeners(&mut cfg, &groups, n, &plan.cores);
     drop(firsts);
     // Opened here once so a path that cannot be written stops the start with its reason.
     if let Some(l) = &cfg.access_log {
@@ -196,8 +197,9 @@ pub fn start_with(
         // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM/SIGHUP in
         // them so the signal thread `main` installs is the one that takes them.
         let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
-        spawn_workers(
+        spawn_workers_planned(
             &cfg.runtime.clone(),
+            &plan,
             driver,
             flag.clone(),
             "proxy",

@@ -135,10 +135,18 @@ pub fn available_cpus() -> usize {
     cpu_budget().default_workers()
 }
 
-/// Whether `workers` workers are pinned, and the core each is pinned to (`None`: unpinned):
-/// worker `i` on the CPU set's `i % len`-th CPU. `spawn_workers` follows this plan; a caller
-/// that must know before the workers start (steering connections by CPU) asks here too.
-pub fn plan_pinning(cfg: &RuntimeConfig, workers: usize) -> (PinDecision, Vec<Option<usize>>) {
+/// Whether the workers are pinned, and the core each is to be pinned to (`None`: unpinned):
+/// worker `i` on the CPU set's `i % len`-th CPU. Made once, before the workers start: a
+/// caller that must know their cores first (steering connections by CPU) makes it and hands
+/// it to [`spawn_workers_planned`].
+#[derive(Debug, Clone)]
+pub struct PinPlan {
+    pub decision: PinDecision,
+    pub cores: Vec<Option<usize>>,
+}
+
+/// The pinning plan for `workers` workers under `cfg`.
+pub fn plan_pinning(cfg: &RuntimeConfig, workers: usize) -> PinPlan {
     let decision = decide(cfg.pin_mode(), &cpu_budget(), workers);
     let ids = if decision.pin {
         core_affinity::get_core_ids().unwrap_or_default()
@@ -148,7 +156,7 @@ pub fn plan_pinning(cfg: &RuntimeConfig, workers: usize) -> (PinDecision, Vec<Op
     let cores = (0..workers)
         .map(|i| (!ids.is_empty()).then(|| ids[i % ids.len()].id))
         .collect();
-    (decision, cores)
+    PinPlan { decision, cores }
 }
 
 /// This process's CPU set and quota, read once (at start, by the first caller: the thread
@@ -314,7 +322,8 @@ pub struct WorkerCtx {
 /// Running workers. `join` waits for all of them.
 pub struct Workers {
     pub driver: DriverKind,
-    /// Which core each worker was pinned to (`None`: unpinned).
+    /// Which core each worker is pinned to (`None`: unpinned, by the plan or because pinning
+    /// failed), as each worker reported it once it had tried.
     pub cores: Vec<Option<usize>>,
     /// Why they are pinned or not (`pinning::decide`): "pin auto: ...".
     pub pin_why: String,
@@ -334,7 +343,8 @@ impl Workers {
         first
     }
 
-    /// "2 workers pinned to cores 0,1" / "1 worker pinned to core 1" / "2 workers, unpinned".
+    /// "2 workers pinned to cores 0,1" / "1 worker pinned to core 1" / "2 workers, unpinned" /
+    /// "2 workers, 1 pinned to core 0, 1 unpinned" (a pin the kernel refused).
     pub fn describe_pinning(&self) -> String {
         let pinned: Vec<String> = self.cores.iter().flatten().map(|c| c.to_string()).collect();
         let n = self.cores.len();
@@ -342,6 +352,9 @@ impl Workers {
         let c = if pinned.len() == 1 { "core" } else { "cores" };
         if pinned.is_empty() {
             format!("{n} {w}, unpinned")
+        } else if pinned.len() < n {
+            let (k, list) = (pinned.len(), pinned.join(","));
+            format!("{n} {w}, {k} pinned to {c} {list}, {} unpinned", n - k)
         } else {
             format!("{n} {w} pinned to {c} {}", pinned.join(","))
         }
@@ -349,7 +362,8 @@ impl Workers {
 }
 
 /// Start one worker per item of `per_worker` (its listeners, its share of connections...).
-/// Each runs `f(ctx, item)` to completion on its own runtime, on a thread named `{name}-{i}`.
+/// Each runs `f(ctx, item)` to completion on its own runtime, on a thread named `{name}-{i}`,
+/// pinned as [`plan_pinning`] says.
 pub fn spawn_workers<T, F, Fut>(
     cfg: &RuntimeConfig,
     driver: DriverKind,
@@ -363,15 +377,43 @@ where
     F: Fn(WorkerCtx, T) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + 'static,
 {
+    let plan = plan_pinning(cfg, per_worker.len());
+    spawn_workers_planned(cfg, &plan, driver, flag, name, per_worker, f)
+}
+
+/// [`spawn_workers`] with the pinning plan made by the caller (one core per item). Returns
+/// once every worker has tried its pin: `Workers::cores` says where they run, not where
+/// they were meant to (a pin the kernel refuses leaves its worker unpinned, with a warning).
+pub fn spawn_workers_planned<T, F, Fut>(
+    cfg: &RuntimeConfig,
+    plan: &PinPlan,
+    driver: DriverKind,
+    flag: Arc<ShutdownFlag>,
+    name: &str,
+    per_worker: Vec<T>,
+    f: F,
+) -> Result<Workers, RuntimeError>
+where
+    T: Send + 'static,
+    F: Fn(WorkerCtx, T) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
+    assert_eq!(
+        plan.cores.len(),
+        per_worker.len(),
+        "one planned core per worker"
+    );
     let f = Arc::new(f);
-    let (decision, cores) = plan_pinning(cfg, per_worker.len());
-    let mut handles = Vec::with_capacity(per_worker.len());
+    let n = per_worker.len();
+    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+    let mut handles = Vec::with_capacity(n);
     for (id, item) in per_worker.into_iter().enumerate() {
         let f = f.clone();
         let flag = flag.clone();
-        let core = cores[id];
+        let core = plan.cores[id];
         let entries = cfg.entries;
         let multishot = multishot_on(cfg, driver);
+        let pinned_tx = pinned_tx.clone();
         let h = std::thread::Builder::new()
             .name(format!("{name}-{id}"))
             .spawn(move || {
@@ -384,6 +426,9 @@ where
                     }
                     ok
                 });
+                // The receiver waits for every worker's report before `spawn_workers` returns.
+                let _ = pinned_tx.send((id, core));
+                drop(pinned_tx);
                 MULTISHOT.with(|m| m.set(multishot));
                 let ctx = WorkerCtx {
                     id,
@@ -400,10 +445,16 @@ where
             .map_err(|source| RuntimeError::Start { worker: id, source })?;
         handles.push(h);
     }
+    drop(pinned_tx);
+    // Every thread sends once, first thing; the channel ends when all have (or died trying).
+    let mut cores = vec![None; n];
+    for (id, core) in pinned_rx {
+        cores[id] = core;
+    }
     Ok(Workers {
         driver,
         cores,
-        pin_why: decision.why,
+        pin_why: plan.decision.why.clone(),
         handles,
     })
 }
@@ -563,6 +614,65 @@ mod tests {
         }
     }
 
+    /// A worker whose planned core the kernel refuses runs unpinned and is reported so: the
+    /// summary never names a core a worker is not on.
+    #[test]
+    fn a_refused_pin_is_reported_as_unpinned() {
+        let allowed: Vec<usize> = core_affinity::get_core_ids()
+            .expect("this process's CPU set")
+            .iter()
+            .map(|c| c.id)
+            .collect();
+        let offline = (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|c| !allowed.contains(c))
+            .expect("a CPU id outside this process's CPU set");
+        let cfg = RuntimeConfig {
+            workers: 2,
+            pin: true,
+            pin_forced: true,
+            driver: DriverChoice::Epoll,
+            entries: 256,
+            multishot: false,
+        };
+        let plan = PinPlan {
+            decision: PinDecision {
+                pin: true,
+                why: "pin on".into(),
+            },
+            cores: vec![Some(allowed[0]), Some(offline)],
+        };
+        let flag = ShutdownFlag::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let w = spawn_workers_planned(
+            &cfg,
+            &plan,
+            DriverKind::Epoll,
+            flag.clone(),
+            "pin",
+            vec![tx.clone(), tx],
+            |ctx, tx| async move {
+                tx.send((ctx.id, ctx.core)).unwrap();
+                ctx.shutdown.wait().await;
+            },
+        )
+        .unwrap();
+        assert_eq!(w.cores, vec![Some(allowed[0]), None]);
+        assert_eq!(
+            w.describe_pinning(),
+            format!("2 workers, 1 pinned to core {}, 1 unpinned", allowed[0])
+        );
+        let mut told: Vec<_> = rx.iter().take(2).collect();
+        told.sort();
+        assert_eq!(
+            told,
+            vec![(0, Some(allowed[0])), (1, None)],
+            "each worker's own view"
+        );
+        flag.trigger();
+        w.join().unwrap();
+    }
+
     #[test]
     fn drivers_here_has_epoll_last_and_no_repeats() {
         let d = drivers_here();
@@ -592,6 +702,10 @@ mod tests {
         assert_eq!(
             w(vec![None, None]).describe_pinning(),
             "2 workers, unpinned"
+        );
+        assert_eq!(
+            w(vec![Some(0), None, Some(1)]).describe_pinning(),
+            "3 workers, 2 pinned to cores 0,1, 1 unpinned"
         );
     }
 }
