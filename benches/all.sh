@@ -412,6 +412,20 @@ row() {
     ROWS+=("${cells//;/; }")
 }
 
+# switches_note CASE TWO: context switches per request (voluntary, i.e. slept / involuntary,
+# i.e. preempted; medians over the rounds) of ours with 1 and 2 workers and of nginx: where a
+# second worker's cost goes, and a one-worker baseline that is preempted often.
+switches_note() {
+    local t v="" label
+    for t in ours-1 "$2" nginx-1 nginx-2; do
+        label=${t/ours-/ours }
+        label=${label/steer-/ours steered }
+        label=${label/nginx-/nginx }
+        v+="${v:+, }$label $(bench_switches "$1" "$t" "$RAW" workers)"
+    done
+    echo "switches per request slept/preempted: $v"
+}
+
 # workers_ratio_row CASE LABEL [TWO]: the 2 ÷ 1 workers row: the cells are ratios of CPU µs/req
 # paired per round (ours, nginx), and ours' ratio ÷ nginx's in the same round. TWO: our
 # 2-worker target (ours-2, or steer-2: --steer cpu), over ours-1 either way.
@@ -431,6 +445,7 @@ workers_ratio_row() {
         if have nginx; then note+=("nginx: no result, see $(group_log workers)"); else note+=("$(missing_note nginx)"); fi
     fi
     note+=("cells are CPU per request of 2 workers ÷ 1 worker, not µs")
+    note+=("$(switches_note "$c" "$two")")
     cells="| $label | 2 ÷ 1: $(spread_cell ${o[@]+"${o[@]}"}) | nginx | 2 ÷ 1: $(spread_cell ${n[@]+"${n[@]}"}) | $(spread_cell ${rr[@]+"${rr[@]}"})"
     if [ -n "$BASE_DESC" ] && [ "$two" = ours-2 ]; then
         local bo=()
@@ -569,5 +584,5 @@ join_comma() {
 
 cat "$REPORT"
 bench_log ""
-bench_log "table: $REPORT; raw TSV (group case round target req/s p99_us completed errors user_us kernel_us origin_us): $RAW"
+bench_log "table: $REPORT; raw TSV (group case round target req/s p99_us completed errors user_us kernel_us origin_us vcsw icsw): $RAW"
 bench_log "each script's own report and log: $RAW_DIR/GROUP-rROUND.log"

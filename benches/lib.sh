@@ -166,6 +166,22 @@ cpu_us_tree() {
     echo "$(ticks_to_us "${t% *}") $(ticks_to_us "${t#* }")"
 }
 
+# ctxsw_tree PID: "VOLUNTARY INVOLUNTARY" context switches so far of every thread of PID and of
+# its descendants (/proc/P/task/T/status). Voluntary: the thread slept (it had nothing to do);
+# involuntary: it was preempted (another task took its core). Each costs a switch and, after
+# a sleep, a wake-up: on a virtual machine the dearest part of a request.
+ctxsw_tree() {
+    local p v=0 i=0 a b
+    for p in $(bench_descendants "$1"); do
+        read -r a b < <(cat /proc/"$p"/task/*/status 2>/dev/null |
+            awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { i += $2 }
+                 END { print v + 0, i + 0 }')
+        v=$((v + a))
+        i=$((i + b))
+    done
+    echo "$v $i"
+}
+
 # bench_run_timed OUT CMD...: run CMD (stdout+stderr to OUT), wait for it, and print
 # "EXIT USER_US KERNEL_US": the child's CPU time from the kernel's rusage of waited children
 # (bash `times`, millisecond resolution), which covers all its threads.
@@ -520,9 +536,11 @@ bench_check_bodies() {
 
 # --- the measuring loop -------------------------------------------------------------------------
 # The raw results: one TSV row per run, the same columns in every script:
-#   case round target req/s p99_us completed errors user_us kernel_us origin_us
+#   case round target req/s p99_us completed errors user_us kernel_us origin_us vcsw icsw
+# (vcsw, icsw: the target's voluntary and involuntary context switches during the load, all its
+# threads and processes; see ctxsw_tree)
 # ("-" where not measured: no server CPU for a target without a process, no origin).
-BENCH_TSV_COLUMNS="case round target req/s p99_us completed errors user_us kernel_us origin_us"
+BENCH_TSV_COLUMNS="case round target req/s p99_us completed errors user_us kernel_us origin_us vcsw icsw"
 
 # bench_open_out PATH: start an empty results file (BENCH_OUT).
 bench_open_out() {
@@ -536,12 +554,14 @@ bench_open_out() {
 # USER_US KERNEL_US") or fails. The target's and the origin's CPU are read just around it.
 bench_measure() {
     local load=$1 c=$2 round=$3 t=$4 pid=${BENCH_PID[$4]:-} res before after obefore oafter
-    local rps p99 n err lu lk u=- k=- o=-
+    local rps p99 n err lu lk u=- k=- o=- swb swa vs=- is=-
+    [ -n "$pid" ] && swb=$(ctxsw_tree "$pid")
     [ -n "$pid" ] && before=$(cpu_us_tree "$pid")
     [ -n "$BENCH_ORIGIN_PID" ] && obefore=$(cpu_us_tree "$BENCH_ORIGIN_PID")
     res=$("$load" "$c" "$t") || res=""
     [ -n "$BENCH_ORIGIN_PID" ] && oafter=$(cpu_us_tree "$BENCH_ORIGIN_PID")
     [ -n "$pid" ] && after=$(cpu_us_tree "$pid")
+    [ -n "$pid" ] && swa=$(ctxsw_tree "$pid")
     if [ -z "$res" ]; then
         bench_log "round $round $c $t: load failed: $(tail -c 1500 "$LOAD_OUT")"
         return 0
@@ -550,14 +570,16 @@ bench_measure() {
     if [ -n "$pid" ]; then
         u=$((${after% *} - ${before% *}))
         k=$((${after#* } - ${before#* }))
+        vs=$((${swa% *} - ${swb% *}))
+        is=$((${swa#* } - ${swb#* }))
     elif [ "$BENCH_CPU" = load ]; then
         u=$lu k=$lk
     fi
     [ -n "$BENCH_ORIGIN_PID" ] &&
         o=$((${oafter% *} + ${oafter#* } - ${obefore% *} - ${obefore#* }))
     [ "$err" -gt 0 ] && bench_log "round $round $c $t: $err errors reported by the load generator"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$round" "$t" "$rps" "$p99" "$n" "$err" \
-        "$u" "$k" "$o" >>"$BENCH_OUT"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$round" "$t" "$rps" "$p99" "$n" \
+        "$err" "$u" "$k" "$o" "$vs" "$is" >>"$BENCH_OUT"
 }
 
 # bench_rounds ROUNDS WARMUP_FN RUN_CMD...: `WARMUP_FN TARGET` for every target (not recorded;
@@ -644,6 +666,25 @@ bench_figures() {
             print $4, p99, $6, $7, per(cpu), per($8), per($9), per($10)
             exit
         }' "$BENCH_OUT"
+}
+
+# bench_switches CASE TARGET [FILE GROUP]: "VOLUNTARY/INVOLUNTARY" context switches per request
+# of TARGET in CASE, medians over the rounds, from BENCH_OUT (or FILE, whose rows start with a
+# group column: all.sh's raw TSV, rows of GROUP); "—" without figures.
+bench_switches() {
+    awk -F'\t' -v c="$1" -v t="$2" -v g="${4:-}" '
+        function median(a, n,   i, j, x) {
+            for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+            return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        {
+            o = (g == "") ? 0 : 1
+            if (o && $1 != g) next
+        }
+        $(1 + o) == c && $(3 + o) == t && $(6 + o) > 0 && $(11 + o) != "" && $(11 + o) != "-" {
+            n++; v[n] = $(11 + o) / $(6 + o); i[n] = $(12 + o) / $(6 + o)
+        }
+        END { if (n) printf "%.2f/%.2f\n", median(v, n), median(i, n); else print "—" }' "${3:-$BENCH_OUT}"
 }
 
 # bench_report TITLE_FN TARGET_WORD CPU_LABEL REF: for every case, "## `TITLE_FN CASE`", a

@@ -153,5 +153,11 @@ for c in "${BENCH_CASES[@]}"; do
         if active "ours-$n" && active "nginx-$n"; then ratio_line "$c" "ours-$n" "nginx-$n"; fi
         if active "ours-$n" && active "base-$n"; then ratio_line "$c" "ours-$n" "base-$n"; fi
     done
+    # Where a second worker's cost goes: each sleep is a switch and a wake-up, each preemption
+    # a switch; a one-worker baseline that is preempted often makes N ÷ 1 look flat.
+    echo "context switches per request, voluntary (slept) / involuntary (preempted), medians:"
+    for t in "${BENCH_ACTIVE[@]}"; do
+        printf '%-22s %s\n' "$t" "$(bench_switches "$c" "$t")"
+    done
 done
 bench_report_tail nginx-origin.conf "nginx-proxy-$W1.conf"
