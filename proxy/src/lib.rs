@@ -83,7 +83,7 @@ mod worker;
 pub use error::{Fault, ProxyError};
 pub use worker::ProxyCounters;
 
-use shared::runtime::{select_driver, spawn_workers_planned, DriverKind, RuntimeError, Workers};
+use shared::runtime::{select_driver, DriverKind, Launch, RuntimeError, Workers};
 use shared::shutdown::ShutdownFlag;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -197,19 +197,19 @@ pub fn start_with(
         // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM/SIGHUP in
         // them so the signal thread `main` installs is the one that takes them.
         let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
-        spawn_workers_planned(
-            &cfg.runtime.clone(),
-            &plan,
+        let runtime = cfg.runtime.clone();
+        let launch = Launch {
+            cfg: &runtime,
+            plan: &plan,
             driver,
-            flag.clone(),
-            "proxy",
-            items,
-            move |ctx, (ls, st)| {
-                // A worker's error lines never wait for a stderr nobody reads.
-                shared::log::defer_on_this_thread();
-                lifecycle::run(ctx, cfg.clone(), ls, st, post.clone())
-            },
-        )?
+            flag: flag.clone(),
+            name: "proxy",
+        };
+        launch.spawn(items, move |ctx, (ls, st)| {
+            // A worker's error lines never wait for a stderr nobody reads.
+            shared::log::defer_on_this_thread();
+            lifecycle::run(ctx, cfg.clone(), ls, st, post.clone())
+        })?
     };
     let reload_state = Arc::new(process_metrics::ReloadState::started());
     let admin = match admin_listener {

@@ -363,100 +363,115 @@ impl Workers {
 
 /// Start one worker per item of `per_worker` (its listeners, its share of connections...).
 /// Each runs `f(ctx, item)` to completion on its own runtime, on a thread named `{name}-{i}`,
-/// pinned as [`plan_pinning`] says.
-pub fn spawn_workers<T, F, Fut>(
+/// pinned as [`plan_pinning`] says. Returns once every worker has tried its pin.
+pub fn spawn_workers<T: Send + 'static, Fut: Future<Output = ()> + 'static>(
     cfg: &RuntimeConfig,
     driver: DriverKind,
     flag: Arc<ShutdownFlag>,
     name: &str,
     per_worker: Vec<T>,
-    f: F,
-) -> Result<Workers, RuntimeError>
-where
-    T: Send + 'static,
-    F: Fn(WorkerCtx, T) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
+    f: impl Fn(WorkerCtx, T) -> Fut + Send + Sync + 'static,
+) -> Result<Workers, RuntimeError> {
     let plan = plan_pinning(cfg, per_worker.len());
-    spawn_workers_planned(cfg, &plan, driver, flag, name, per_worker, f)
+    let launch = Launch {
+        cfg,
+        plan: &plan,
+        driver,
+        flag,
+        name,
+    };
+    launch.spawn(per_worker, f)
 }
 
-/// [`spawn_workers`] with the pinning plan made by the caller (one core per item). Returns
-/// once every worker has tried its pin: `Workers::cores` says where they run, not where
-/// they were meant to (a pin the kernel refuses leaves its worker unpinned, with a warning).
-pub fn spawn_workers_planned<T, F, Fut>(
-    cfg: &RuntimeConfig,
-    plan: &PinPlan,
-    driver: DriverKind,
-    flag: Arc<ShutdownFlag>,
-    name: &str,
-    per_worker: Vec<T>,
-    f: F,
-) -> Result<Workers, RuntimeError>
-where
-    T: Send + 'static,
-    F: Fn(WorkerCtx, T) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = ()> + 'static,
-{
-    assert_eq!(
-        plan.cores.len(),
-        per_worker.len(),
-        "one planned core per worker"
-    );
-    let f = Arc::new(f);
-    let n = per_worker.len();
-    let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
-    let mut handles = Vec::with_capacity(n);
-    for (id, item) in per_worker.into_iter().enumerate() {
-        let f = f.clone();
-        let flag = flag.clone();
-        let core = plan.cores[id];
-        let entries = cfg.entries;
-        let multishot = multishot_on(cfg, driver);
-        let pinned_tx = pinned_tx.clone();
-        let h = std::thread::Builder::new()
-            .name(format!("{name}-{id}"))
-            .spawn(move || {
-                let core = core.filter(|&c| {
-                    let ok = crate::pinning::pin_this_thread(c);
-                    if !ok {
-                        crate::log!(
-                            "warning: could not pin worker {id} to core {c}; running unpinned"
-                        );
-                    }
-                    ok
-                });
-                // The receiver waits for every worker's report before `spawn_workers` returns.
-                let _ = pinned_tx.send((id, core));
-                drop(pinned_tx);
-                MULTISHOT.with(|m| m.set(multishot));
-                let ctx = WorkerCtx {
-                    id,
-                    core,
-                    driver,
-                    shutdown: Shutdown::new(),
-                };
-                run_on(driver, entries, async move {
-                    monoio::spawn(ctx.shutdown.clone().watch(flag));
-                    f(ctx, item).await
+/// How workers start: their runtime settings, the pinning plan (one core per worker, made by
+/// the caller when it must know the cores first), the driver, the shutdown flag and the
+/// threads' name.
+pub struct Launch<'a> {
+    pub cfg: &'a RuntimeConfig,
+    pub plan: &'a PinPlan,
+    pub driver: DriverKind,
+    pub flag: Arc<ShutdownFlag>,
+    pub name: &'a str,
+}
+
+impl Launch<'_> {
+    /// Start one worker per item of `per_worker`, each running `f(ctx, item)` (see
+    /// [`spawn_workers`]). Returns once every worker has tried its pin: `Workers::cores` says
+    /// where they run, not where they were meant to (a pin the kernel refuses leaves its
+    /// worker unpinned, with a warning).
+    pub fn spawn<T, F, Fut>(self, per_worker: Vec<T>, f: F) -> Result<Workers, RuntimeError>
+    where
+        T: Send + 'static,
+        F: Fn(WorkerCtx, T) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        let Launch {
+            cfg,
+            plan,
+            driver,
+            flag,
+            name,
+        } = self;
+        assert_eq!(
+            plan.cores.len(),
+            per_worker.len(),
+            "one planned core per worker"
+        );
+        let f = Arc::new(f);
+        let n = per_worker.len();
+        let (pinned_tx, pinned_rx) = std::sync::mpsc::channel();
+        let mut handles = Vec::with_capacity(n);
+        for (id, item) in per_worker.into_iter().enumerate() {
+            let f = f.clone();
+            let flag = flag.clone();
+            let core = plan.cores[id];
+            let entries = cfg.entries;
+            let multishot = multishot_on(cfg, driver);
+            let pinned_tx = pinned_tx.clone();
+            let h = std::thread::Builder::new()
+                .name(format!("{name}-{id}"))
+                .spawn(move || {
+                    let core = core.filter(|&c| {
+                        let ok = crate::pinning::pin_this_thread(c);
+                        if !ok {
+                            crate::log!(
+                                "warning: could not pin worker {id} to core {c}; running unpinned"
+                            );
+                        }
+                        ok
+                    });
+                    // The receiver waits for every worker's report before `spawn_workers` returns.
+                    let _ = pinned_tx.send((id, core));
+                    drop(pinned_tx);
+                    MULTISHOT.with(|m| m.set(multishot));
+                    let ctx = WorkerCtx {
+                        id,
+                        core,
+                        driver,
+                        shutdown: Shutdown::new(),
+                    };
+                    run_on(driver, entries, async move {
+                        monoio::spawn(ctx.shutdown.clone().watch(flag));
+                        f(ctx, item).await
+                    })
+                    .map_err(|source| RuntimeError::Start { worker: id, source })
                 })
-                .map_err(|source| RuntimeError::Start { worker: id, source })
-            })
-            .map_err(|source| RuntimeError::Start { worker: id, source })?;
-        handles.push(h);
+                .map_err(|source| RuntimeError::Start { worker: id, source })?;
+            handles.push(h);
+        }
+        drop(pinned_tx);
+        // Every thread sends once, first thing; the channel ends when all have (or died trying).
+        let mut cores = vec![None; n];
+        for (id, core) in pinned_rx {
+            cores[id] = core;
+        }
+        Ok(Workers {
+            driver,
+            cores,
+            pin_why: plan.decision.why.clone(),
+            handles,
+        })
     }
-    drop(pinned_tx);
-    // Every thread sends once, first thing; the channel ends when all have (or died trying).
-    let mut cores = vec![None; n];
-    for (id, core) in pinned_rx {
-        cores[id] = core;
-    }
-    Ok(Workers {
-        driver,
-        cores,
-        pin_why: plan.decision.why.clone(),
-        handles,
-    })
 }
 
 /// Build a runtime with the given driver (and a timer) on this thread and run `fut` on it.
@@ -644,19 +659,19 @@ mod tests {
         };
         let flag = ShutdownFlag::new();
         let (tx, rx) = std::sync::mpsc::channel();
-        let w = spawn_workers_planned(
-            &cfg,
-            &plan,
-            DriverKind::Epoll,
-            flag.clone(),
-            "pin",
-            vec![tx.clone(), tx],
-            |ctx, tx| async move {
+        let launch = Launch {
+            cfg: &cfg,
+            plan: &plan,
+            driver: DriverKind::Epoll,
+            flag: flag.clone(),
+            name: "pin",
+        };
+        let w = launch
+            .spawn(vec![tx.clone(), tx], |ctx, tx| async move {
                 tx.send((ctx.id, ctx.core)).unwrap();
                 ctx.shutdown.wait().await;
-            },
-        )
-        .unwrap();
+            })
+            .unwrap();
         assert_eq!(w.cores, vec![Some(allowed[0]), None]);
         assert_eq!(
             w.describe_pinning(),
