@@ -169,7 +169,8 @@ cpu_us_tree() {
 # ctxsw_tree PID: "VOLUNTARY INVOLUNTARY" context switches so far of every thread of PID and of
 # its descendants (/proc/P/task/T/status). Voluntary: the thread slept (it had nothing to do);
 # involuntary: it was preempted (another task took its core). Each costs a switch and, after
-# a sleep, a wake-up: on a virtual machine the dearest part of a request.
+# a sleep, a wake-up: on a virtual machine the dearest part of a request. A thread that exits
+# takes its counts with it (unlike /proc/PID/stat's CPU times): for long-lived servers only.
 ctxsw_tree() {
     local p v=0 i=0 a b
     for p in $(bench_descendants "$1"); do

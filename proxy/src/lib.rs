@@ -228,6 +228,15 @@ pub fn start_with(
         None => None,
     };
     let (current, dns) = start_dns(&cfg, &post, &reload_state)?;
+    if matches!(steering, limit::Steering::ByCpu(_)) && workers.cores != plan.cores {
+        // Connections go to the planned cores' workers; one that could not be pinned runs
+        // elsewhere and still gets its planned core's connections (served, with a wake-up
+        // across cores).
+        shared::log!(
+            "warning: steer = \"cpu\" steers by the planned cores, and {}",
+            workers.describe_pinning()
+        );
+    }
     let mut summary = summary(&cfg, driver, &workers, &addrs, nofile);
     // Before the limits line, which stays the summary's last.
     let mut obs = String::new();

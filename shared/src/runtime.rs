@@ -138,7 +138,7 @@ pub fn available_cpus() -> usize {
 /// Whether the workers are pinned, and the core each is to be pinned to (`None`: unpinned):
 /// worker `i` on the CPU set's `i % len`-th CPU. Made once, before the workers start: a
 /// caller that must know their cores first (steering connections by CPU) makes it and hands
-/// it to [`spawn_workers_planned`].
+/// it to its workers through [`Launch`].
 #[derive(Debug, Clone)]
 pub struct PinPlan {
     pub decision: PinDecision,
@@ -431,18 +431,17 @@ impl Launch<'_> {
             let h = std::thread::Builder::new()
                 .name(format!("{name}-{id}"))
                 .spawn(move || {
-                    let core = core.filter(|&c| {
-                        let ok = crate::pinning::pin_this_thread(c);
-                        if !ok {
-                            crate::log!(
-                                "warning: could not pin worker {id} to core {c}; running unpinned"
-                            );
-                        }
-                        ok
-                    });
-                    // The receiver waits for every worker's report before `spawn_workers` returns.
-                    let _ = pinned_tx.send((id, core));
+                    let pinned = core.filter(|&c| crate::pinning::pin_this_thread(c));
+                    // The start waits for every worker's report: sent before the warning,
+                    // which may wait for a stderr nobody reads.
+                    let _ = pinned_tx.send((id, pinned));
                     drop(pinned_tx);
+                    if let (Some(c), None) = (core, pinned) {
+                        crate::log!(
+                            "warning: could not pin worker {id} to core {c}; running unpinned"
+                        );
+                    }
+                    let core = pinned;
                     MULTISHOT.with(|m| m.set(multishot));
                     let ctx = WorkerCtx {
                         id,
@@ -677,15 +676,16 @@ mod tests {
             w.describe_pinning(),
             format!("2 workers, 1 pinned to core {}, 1 unpinned", allowed[0])
         );
-        let mut told: Vec<_> = rx.iter().take(2).collect();
+        // Stopped first: a worker that failed to start cannot leave the collection waiting.
+        flag.trigger();
+        w.join().unwrap();
+        let mut told: Vec<_> = rx.iter().collect();
         told.sort();
         assert_eq!(
             told,
             vec![(0, Some(allowed[0])), (1, None)],
             "each worker's own view"
         );
-        flag.trigger();
-        w.join().unwrap();
     }
 
     #[test]
