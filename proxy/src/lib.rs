@@ -148,6 +148,22 @@ pub struct Sockets<'a> {
     pub keep_copies: bool,
 }
 
+/// Connections steered by CPU go to the planned cores' workers; a worker that could not be
+/// pinned runs elsewhere and still gets its planned core's connections (served, with a wake-up
+/// across cores): said once at start.
+fn warn_if_steered_off_core(
+    steering: &limit::Steering,
+    workers: &Workers,
+    plan: &shared::runtime::PinPlan,
+) {
+    if matches!(steering, limit::Steering::ByCpu(_)) && workers.cores != plan.cores {
+        shared::log!(
+            "warning: steer = \"cpu\" steers by the planned cores, and {}",
+            workers.describe_pinning()
+        );
+    }
+}
+
 /// Bind every listener (on this thread, so bind errors surface here), start the workers and
 /// return once they are listening: connections made after this returns are queued in the
 /// backlog and served.
@@ -228,15 +244,7 @@ pub fn start_with(
         None => None,
     };
     let (current, dns) = start_dns(&cfg, &post, &reload_state)?;
-    if matches!(steering, limit::Steering::ByCpu(_)) && workers.cores != plan.cores {
-        // Connections go to the planned cores' workers; one that could not be pinned runs
-        // elsewhere and still gets its planned core's connections (served, with a wake-up
-        // across cores).
-        shared::log!(
-            "warning: steer = \"cpu\" steers by the planned cores, and {}",
-            workers.describe_pinning()
-        );
-    }
+    warn_if_steered_off_core(&steering, &workers, &plan);
     let mut summary = summary(&cfg, driver, &workers, &addrs, nofile);
     // Before the limits line, which stays the summary's last.
     let mut obs = String::new();
