@@ -350,13 +350,11 @@ impl Workers {
         let n = self.cores.len();
         let w = if n == 1 { "worker" } else { "workers" };
         let c = if pinned.len() == 1 { "core" } else { "cores" };
-        if pinned.is_empty() {
-            format!("{n} {w}, unpinned")
-        } else if pinned.len() < n {
-            let (k, list) = (pinned.len(), pinned.join(","));
-            format!("{n} {w}, {k} pinned to {c} {list}, {} unpinned", n - k)
-        } else {
-            format!("{n} {w} pinned to {c} {}", pinned.join(","))
+        let (k, list) = (pinned.len(), pinned.join(","));
+        match k {
+            0 => format!("{n} {w}, unpinned"),
+            k if k < n => format!("{n} {w}, {k} pinned to {c} {list}, {} unpinned", n - k),
+            _ => format!("{n} {w} pinned to {c} {list}"),
         }
     }
 }
@@ -441,11 +439,10 @@ impl Launch<'_> {
                             "warning: could not pin worker {id} to core {c}; running unpinned"
                         );
                     }
-                    let core = pinned;
                     MULTISHOT.with(|m| m.set(multishot));
                     let ctx = WorkerCtx {
                         id,
-                        core,
+                        core: pinned,
                         driver,
                         shutdown: Shutdown::new(),
                     };
