@@ -4,7 +4,10 @@
 //! Run: `cargo bench -p benches --bench codec`
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use shared::http::{parse_request, parse_response, Limits, RequestMethod, Status};
+use shared::http::{
+    parse_request, parse_response, HeadMemo, Limits, ReadStep, RequestMethod, ResponseReader,
+    Status,
+};
 
 /// A Chrome-like navigation request (570 bytes, 13 fields).
 const REQUEST: &[u8] = b"GET /wiki/Hypertext_Transfer_Protocol?action=view HTTP/1.1\r\n\
@@ -92,5 +95,44 @@ fn response_head(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, request_head, response_head);
+/// A whole response (head and a 64-byte body) read as the loader reads one: parsed each time,
+/// and with a memo that holds its head (a server's repeated head).
+fn response_read(c: &mut Criterion) {
+    let limits = Limits::default();
+    let head =
+        String::from_utf8_lossy(RESPONSE).replace("Content-Length: 84512", "Content-Length: 64");
+    let mut wire = head.clone().into_bytes();
+    wire.extend_from_slice(&[b'x'; 64]);
+    // The same response a second later: its Date differs.
+    let mut later = head.replace("00:00:00", "00:00:01").into_bytes();
+    later.extend_from_slice(&[b'x'; 64]);
+    let read = |wire: &[u8], memo: &mut HeadMemo| {
+        let step = ResponseReader::new().advance(
+            black_box(wire),
+            (RequestMethod::Other, &limits),
+            memo,
+            |_| {},
+        );
+        match step {
+            Ok(ReadStep::Done(n, r)) => black_box((n, r.body_len)),
+            other => panic!("{other:?}"),
+        }
+    };
+    let mut g = c.benchmark_group("response_read");
+    g.throughput(Throughput::Bytes(wire.len() as u64));
+    // Every head differs from the one before: parsed, and kept in the memo, each time.
+    let mut memo = HeadMemo::default();
+    let mut flip = false;
+    g.bench_function("parsed", |b| {
+        b.iter(|| {
+            flip = !flip;
+            read(if flip { &wire } else { &later }, &mut memo)
+        })
+    });
+    let mut memo = HeadMemo::default();
+    g.bench_function("memo", |b| b.iter(|| read(&wire, &mut memo)));
+    g.finish();
+}
+
+criterion_group!(benches, request_head, response_head, response_read);
 criterion_main!(benches);

@@ -13,7 +13,7 @@ use crate::RunOptions;
 use rustls::pki_types::ServerName;
 use shared::http::head::RequestMethod;
 use shared::http::response::READER_MAX_HEADERS;
-use shared::http::{Limits, Response};
+use shared::http::{HeadMemo, Limits, Response};
 use std::cell::{Cell, RefCell};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -113,6 +113,9 @@ pub struct Engine {
     /// First body length per URL, cached from the plan's shared value.
     doc_len: Vec<Cell<Option<u64>>>,
     server_seen: Vec<Cell<bool>>,
+    /// Per URL: the last response head read, so its repeats are read without a parse (per
+    /// URL, so a head parsed for one URL has been shown to `note_server` for it).
+    pub head_memos: Vec<RefCell<HeadMemo>>,
     sources: Vec<IpAddr>,
     /// Per URL: connects are spread over `sources`.
     spread: Vec<bool>,
@@ -188,6 +191,7 @@ impl Engine {
             accept_variable_length: opts.accept_variable_length,
             doc_len: (0..n_urls).map(|_| Cell::new(None)).collect(),
             server_seen: (0..n_urls).map(|_| Cell::new(false)).collect(),
+            head_memos: (0..n_urls).map(|_| RefCell::default()).collect(),
             rotation: RefCell::new(Rotation::new(sources.len(), worker_id)),
             names,
             sources,

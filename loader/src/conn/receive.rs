@@ -102,10 +102,12 @@ impl Received {
             }
             let note = |h: &[httparse::Header<'_>]| w.note_server(front.url, h);
             let method = w.methods[front.url];
-            match self
-                .reader
-                .advance(&self.buf[self.pos..], method, &w.limits, note)
-            {
+            let mut memo = w.head_memos[front.url].borrow_mut();
+            let step =
+                self.reader
+                    .advance(&self.buf[self.pos..], (method, &w.limits), &mut memo, note);
+            drop(memo);
+            match step {
                 Ok(ReadStep::More(used)) => {
                     self.pos += used;
                     break;

@@ -3,7 +3,9 @@
 //! (`ResponseReader`, the loader's), each replayed at every split of the input.
 
 use super::*;
-use crate::http::response::{is_interim, parse_final_response, ReadStep, Response, ResponseReader};
+use crate::http::response::{
+    is_interim, parse_final_response, HeadMemo, ReadStep, Response, ResponseReader,
+};
 
 #[test]
 fn the_reader_takes_the_codecs_documented_number_of_fields() {
@@ -150,13 +152,15 @@ fn errors_in_interim_heads_are_errors() {
 fn read_all(wire: &[u8], method: RequestMethod, split: usize) -> Result<Vec<Response>, CodecError> {
     let limits = Limits::default();
     let mut r = ResponseReader::new();
+    // One memo for the whole stream, as the loader keeps one: repeated heads go through it.
+    let mut memo = HeadMemo::default();
     let mut buf: Vec<u8> = Vec::new();
     let mut out = Vec::new();
     for piece in wire.chunks(split.max(1)) {
         buf.extend_from_slice(piece);
         let mut pos = 0;
         while pos < buf.len() {
-            match r.advance(&buf[pos..], method, &limits, |_| {})? {
+            match r.advance(&buf[pos..], (method, &limits), &mut memo, |_| {})? {
                 ReadStep::More(used) => {
                     pos += used;
                     break;
@@ -264,13 +268,18 @@ fn the_final_head_is_shown_once() {
     let wire = b"HTTP/1.1 100 Continue\r\nServer: early\r\n\r\nHTTP/1.1 200 OK\r\nServer: s\r\nContent-Length: 0\r\n\r\n";
     let mut seen = Vec::new();
     let step = ResponseReader::new()
-        .advance(wire, Other, &Limits::default(), |h| {
-            seen.extend(
-                h.iter()
-                    .filter(|h| h.name == "Server")
-                    .map(|h| h.value.to_vec()),
-            )
-        })
+        .advance(
+            wire,
+            (Other, &Limits::default()),
+            &mut HeadMemo::default(),
+            |h| {
+                seen.extend(
+                    h.iter()
+                        .filter(|h| h.name == "Server")
+                        .map(|h| h.value.to_vec()),
+                )
+            },
+        )
         .unwrap();
     assert!(matches!(step, ReadStep::Done(n, _) if n == wire.len()));
     assert_eq!(seen, vec![b"s".to_vec()]);
@@ -304,4 +313,78 @@ fn random_pipelines_read_the_same_at_every_split() {
         }
         let _ = every_split(&wire, Other);
     }
+}
+
+/// Reads one response from `wire` with `memo`: the step, and how many times the head was
+/// parsed (`on_head` called).
+fn read_one(
+    wire: &[u8],
+    method: RequestMethod,
+    limits: &Limits,
+    memo: &mut HeadMemo,
+) -> (Result<ReadStep, CodecError>, usize) {
+    let mut parsed = 0;
+    let step = ResponseReader::new().advance(wire, (method, limits), memo, |_| parsed += 1);
+    (step, parsed)
+}
+
+#[test]
+fn a_repeated_head_is_read_from_the_memo_with_the_same_result() {
+    let limits = Limits::default();
+    let mut memo = HeadMemo::default();
+    let wire = b"HTTP/1.1 200 OK\r\nServer: s\r\nContent-Length: 3\r\n\r\nabc";
+    let done = Ok(ReadStep::Done(
+        wire.len(),
+        Response {
+            status: 200,
+            keep_alive: true,
+            body_len: 3,
+            wire_len: wire.len() as u64,
+        },
+    ));
+    assert_eq!(read_one(wire, Other, &limits, &mut memo), (done, 1));
+    // The same bytes again: the same response, and no parse (`on_head` is not called).
+    assert_eq!(read_one(wire, Other, &limits, &mut memo), (done, 0));
+    // A body that differs is still read as a body, not compared.
+    let other_body = b"HTTP/1.1 200 OK\r\nServer: s\r\nContent-Length: 3\r\n\r\nxyz";
+    assert_eq!(read_one(other_body, Other, &limits, &mut memo), (done, 0));
+}
+
+#[test]
+fn a_head_that_differs_in_anything_the_parse_depends_on_is_parsed_again() {
+    let limits = Limits::default();
+    let mut memo = HeadMemo::default();
+    let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+    assert_eq!(read_one(wire, Other, &limits, &mut memo).1, 1);
+    // A longer length whose first digit is the kept one: the kept bytes end with the head's
+    // empty line, so this head does not start with them.
+    let longer = b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\nabc";
+    let (step, parsed) = read_one(longer, Other, &limits, &mut memo);
+    assert_eq!((step, parsed), (Ok(ReadStep::More(longer.len())), 1));
+    // The same bytes to a HEAD request: no body, whatever Content-Length says.
+    let (step, parsed) = read_one(longer, Head, &limits, &mut memo);
+    assert!(matches!(step, Ok(ReadStep::Done(n, r)) if n == longer.len() - 3 && r.body_len == 0));
+    assert_eq!(parsed, 1);
+    // The same bytes within a lower field limit: refused, not taken from the memo.
+    assert_eq!(read_one(longer, Head, &limits, &mut memo).1, 0);
+    let one_field = Limits {
+        max_headers: 0,
+        ..limits
+    };
+    assert_eq!(
+        read_one(longer, Head, &one_field, &mut memo).0,
+        Err(TooManyHeaders)
+    );
+}
+
+#[test]
+fn a_long_head_is_not_kept() {
+    let limits = Limits::default();
+    let mut memo = HeadMemo::default();
+    let long = format!(
+        "HTTP/1.1 204 No Content\r\nX-Pad: {}\r\n\r\n",
+        "p".repeat(2000)
+    );
+    assert_eq!(read_one(long.as_bytes(), Other, &limits, &mut memo).1, 1);
+    assert_eq!(read_one(long.as_bytes(), Other, &limits, &mut memo).1, 1);
 }
