@@ -8,6 +8,13 @@ use shared::http::response::{ReadStep, ResponseReader};
 use shared::http::Response;
 use std::time::Instant;
 
+/// Room a read for a response head takes at most: a head and the small responses behind it
+/// (pipelined) fit, a long body's bytes mostly stay in the receive's buffers.
+const HEAD_READ: usize = 4096;
+/// The least of a Content-Length body left to come that is dropped unread rather than read:
+/// below it a copy costs less than the second path.
+const SKIP_MIN: u64 = 1024;
+
 /// The read side of a connection: bytes read and not yet consumed, the response being read,
 /// and the times ab's "Waiting" is measured with.
 pub(super) struct Received {
@@ -59,6 +66,19 @@ impl Received {
             }
             if done_any && w.depth > 1 {
                 return Ok(()); // refill the pipe with what was freed
+            }
+            if self.buf.is_empty() && self.reader.skippable() >= SKIP_MIN {
+                // Nothing buffered, the rest of a Content-Length body to come: counted as it
+                // arrives, never copied out of the receive's buffers, where the stream can.
+                let max = usize::try_from(self.reader.skippable()).unwrap_or(usize::MAX);
+                if let Some(res) = open.stream.discard(max).await {
+                    let n = self.arrived(w, slot, open, res, true)?;
+                    if let Some(done) = self.reader.skip(n as u64) {
+                        self.finished(w, slot, open, &done)?;
+                        done_any = true;
+                    }
+                    continue;
+                }
             }
             self.read_more(w, slot, open).await?;
         }
@@ -114,15 +134,8 @@ impl Received {
                 }
                 Ok(ReadStep::Done(used, resp)) => {
                     self.pos += used;
-                    self.complete_front(w, slot, open, &resp, slot.now.get());
+                    self.finished(w, slot, open, &resp)?;
                     done_any = true;
-                    if !resp.keep_alive || w.close {
-                        if self.pos < self.buf.len() {
-                            // Bytes after the last response the connection carries.
-                            w.protocol_error(open.url);
-                        }
-                        return Err(ConnEnd::Announced);
-                    }
                 }
                 Err(err) => {
                     let dst = open.dst;
@@ -164,19 +177,60 @@ impl Received {
         slot.rearm(w.timeout);
     }
 
-    /// One read into the buffer, after making room. At EOF a close-delimited body ends and
-    /// is counted (the connection was `Announced` closed by it); otherwise EOF or a read error
-    /// ends the connection as [`Received::cut_short`] says.
+    /// A response ended (its bytes up to `pos` consumed): counted; `Err(Announced)` when the
+    /// connection carries no more.
+    fn finished(
+        &mut self,
+        w: &Engine,
+        slot: &Slot,
+        open: &mut Open,
+        resp: &Response,
+    ) -> Result<(), ConnEnd> {
+        self.complete_front(w, slot, open, resp, slot.now.get());
+        if !resp.keep_alive || w.close {
+            if self.pos < self.buf.len() {
+                // Bytes after the last response the connection carries.
+                w.protocol_error(open.url);
+            }
+            return Err(ConnEnd::Announced);
+        }
+        Ok(())
+    }
+
+    /// One read into the buffer, after making room; what it brought as [`Received::arrived`]
+    /// takes it.
     async fn read_more(&mut self, w: &Engine, slot: &Slot, open: &mut Open) -> Result<(), ConnEnd> {
         self.make_room();
         let was_empty = self.buf.is_empty();
         let (len, cap) = (self.buf.len(), self.buf.capacity());
+        // A head is read with room for `HEAD_READ` bytes: what follows it of a long body is
+        // dropped unread (`skip_body`) instead of copied.
+        let end = if self.reader.started() {
+            cap
+        } else {
+            cap.min(len + HEAD_READ)
+        };
         let buf = std::mem::take(&mut self.buf);
         let (res, slice) = open
             .stream
-            .read(monoio::buf::IoBufMut::slice_mut(buf, len..cap))
+            .read(monoio::buf::IoBufMut::slice_mut(buf, len..end))
             .await;
         self.buf = slice.into_inner();
+        self.arrived(w, slot, open, res, was_empty).map(drop)
+    }
+
+    /// What a read (or a discard) brought: `Ok(n)` bytes, counted as unaccounted until a
+    /// response takes them. At EOF a close-delimited body ends and is counted (the connection
+    /// was `Announced` closed by it); otherwise EOF or an error ends the connection as
+    /// [`Received::cut_short`] says. `was_empty`: nothing was buffered before it.
+    fn arrived(
+        &mut self,
+        w: &Engine,
+        slot: &Slot,
+        open: &mut Open,
+        res: std::io::Result<usize>,
+        was_empty: bool,
+    ) -> Result<usize, ConnEnd> {
         let t = Instant::now();
         slot.now.set(t);
         if was_empty {
@@ -195,7 +249,7 @@ impl Received {
             }
             Ok(n) => {
                 slot.unaccounted.set(slot.unaccounted.get() + n as u64);
-                Ok(())
+                Ok(n)
             }
             Err(_) => Err(self.cut_short(open)),
         }

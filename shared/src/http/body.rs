@@ -79,6 +79,28 @@ impl BodyDecoder {
         }
     }
 
+    /// Payload bytes still to come that need no decoding (what is left of a Content-Length
+    /// body): a reader may drop up to this many unread and [`BodyDecoder::skip`] them. 0 for
+    /// a chunked body (its framing must be read), a close-delimited one, or a finished one.
+    pub fn skippable(&self) -> u64 {
+        match self.state {
+            State::Length { remaining } => remaining,
+            _ => 0,
+        }
+    }
+
+    /// `n` payload bytes, at most [`BodyDecoder::skippable`], went by unread. Returns whether
+    /// the body is complete.
+    pub fn skip(&mut self, n: u64) -> bool {
+        if let State::Length { remaining } = &mut self.state {
+            *remaining -= n.min(*remaining);
+            if *remaining == 0 {
+                self.state = State::Done;
+            }
+        }
+        matches!(self.state, State::Done)
+    }
+
     /// The peer closed the stream: `Ok` if the body is complete (or close-delimited).
     pub fn finish(&mut self) -> Result<(), CodecError> {
         match self.state {

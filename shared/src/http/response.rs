@@ -294,6 +294,37 @@ impl ResponseReader {
         Ok(ReadStep::More(used))
     }
 
+    /// Body bytes of the current response that may be dropped unread (see
+    /// [`BodyDecoder::skippable`]): 0 unless a Content-Length body is being read.
+    pub fn skippable(&self) -> u64 {
+        match &self.state {
+            ReadState::Body { decoder, .. } => decoder.skippable(),
+            ReadState::Head => 0,
+        }
+    }
+
+    /// `n` body bytes, at most [`ResponseReader::skippable`], went by unread: counted as if
+    /// read. The response, when they ended it.
+    pub fn skip(&mut self, n: u64) -> Option<Response> {
+        let ReadState::Body {
+            decoder,
+            status,
+            keep_alive,
+            body_len,
+        } = &mut self.state
+        else {
+            return None;
+        };
+        let n = n.min(decoder.skippable());
+        *body_len += n;
+        self.wire += n;
+        if !decoder.skip(n) {
+            return None;
+        }
+        let (s, ka, len) = (*status, *keep_alive, *body_len);
+        Some(self.finish(s, ka, len))
+    }
+
     /// The peer closed: a close-delimited body ends here; anything else is truncated.
     pub fn eof(&mut self) -> Result<Response, CodecError> {
         match &mut self.state {

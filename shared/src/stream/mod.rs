@@ -216,6 +216,17 @@ impl Stream {
         // from the epoll driver): it is open and owned by nothing else.
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
+
+    /// Drop up to `max` bytes of what arrives without copying them: a plain stream read
+    /// through a multishot receive (`TcpStream::discard`); `Ok(0)` at the end of the stream.
+    /// `None` for any other stream, for `max` 0, or when the receive cannot take it now:
+    /// read instead.
+    pub async fn discard(&mut self, max: usize) -> Option<io::Result<usize>> {
+        match self {
+            Stream::Plain(s) if max > 0 => s.discard(max).await,
+            _ => None,
+        }
+    }
 }
 
 impl AsRawFd for Stream {

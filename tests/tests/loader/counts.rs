@@ -273,3 +273,34 @@ fn spin_needs_rate() {
     assert!(err.to_string().contains("--spin"), "{err}");
     assert_eq!(err.exit_code(), 2);
 }
+
+/// Content-Length bodies longer than a head read are counted as they arrive without being
+/// read (the rest of a body is dropped from the receive's buffers): every byte is counted
+/// and the response behind a body (pipelined, in the same arrival) is read whole, whether
+/// the connection carries one response or many.
+#[test]
+fn long_bodies_dropped_unread_are_counted_to_the_byte() {
+    let o = origin_with_delay(Duration::ZERO);
+    let sizes = [100_000u64, 3_000, 70_000, 1_024];
+    let urls: Vec<String> = sizes
+        .iter()
+        .map(|n| o.url(&format!("/?size={n}")))
+        .collect();
+    type Tweak = fn(&mut RunOptions);
+    for (what, tweak) in [
+        ("keep-alive", (|_| {}) as Tweak),
+        ("--pipeline 4", |o| o.pipeline = 4),
+        ("--close", |o| o.close = true),
+    ] {
+        let mut opt = opts(&urls, 3);
+        opt.requests = Some(40);
+        opt.accept_variable_length = true;
+        tweak(&mut opt);
+        let before = o.requests();
+        let r = run(&opt);
+        assert_exact(&r, o.requests() - before, what);
+        assert_eq!(r.totals.completed, 40, "{what}: {:?}", r.totals);
+        let per_url: u64 = sizes.iter().sum();
+        assert_eq!(r.totals.body_bytes, 10 * per_url, "{what}: {:?}", r.totals);
+    }
+}

@@ -683,3 +683,53 @@ fn a_read_at_once_after_a_single_receive_wait() {
     .expect("runtime");
     client.join().expect("client thread");
 }
+
+/// `discard` drops up to its count of what arrived without copying it, and a read goes on
+/// after the last byte dropped (inside an arrival too); the end of the stream is `Ok(0)`.
+/// Without a multishot receive (before one is enabled, or on the epoll driver) it does
+/// nothing and says so (`None`: read instead).
+#[test]
+fn a_discard_drops_bytes_unread_and_a_read_goes_on_after_them() {
+    let Some(driver) = fast_uring() else { return };
+    let (l, addr) = listener();
+    let (go_tx, client) = scripted_client(addr);
+    run_on(driver, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(s.discard(4).await.is_none(), "without a multishot receive");
+        assert!(s.enable_multishot_recv());
+        go_tx.send(b"0123456789ABCDEF").expect("client");
+        let dropped = s.discard(10).await.expect("a multishot receive");
+        assert_eq!(dropped.expect("discard"), 10);
+        let (r, got) = s.read(Vec::with_capacity(64)).await;
+        assert_eq!(r.expect("read"), 6);
+        assert_eq!(got, b"ABCDEF", "the read goes on after the bytes dropped");
+        go_tx.send(b"tail").expect("client");
+        let dropped = s.discard(64).await.expect("a multishot receive");
+        assert_eq!(dropped.expect("discard"), 4, "no more than arrived");
+        drop(go_tx);
+        let end = s.discard(64).await.expect("a multishot receive");
+        assert_eq!(end.expect("discard"), 0, "the end of the stream");
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+    let (l, addr) = listener();
+    let (go_tx, client) = scripted_client(addr);
+    run_on(DriverKind::Epoll, 64, async move {
+        let (mut s, _) = serve(l).accept().await.expect("accept");
+        assert!(!s.enable_multishot_recv(), "multishot on the epoll driver");
+        go_tx.send(b"epoll").expect("client");
+        drop(go_tx);
+        assert!(
+            s.discard(4).await.is_none(),
+            "a discard on the epoll driver"
+        );
+        let (r, got) = s.read(Vec::with_capacity(64)).await;
+        assert_eq!(
+            (r.expect("read"), &got[..]),
+            (5, &b"epoll"[..]),
+            "nothing dropped"
+        );
+    })
+    .expect("runtime");
+    client.join().expect("client thread");
+}

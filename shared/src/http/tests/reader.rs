@@ -388,3 +388,38 @@ fn a_long_head_is_not_kept() {
     assert_eq!(read_one(long.as_bytes(), Other, &limits, &mut memo).1, 1);
     assert_eq!(read_one(long.as_bytes(), Other, &limits, &mut memo).1, 1);
 }
+
+#[test]
+fn a_length_body_dropped_unread_counts_as_read() {
+    let limits = Limits::default();
+    let mut memo = HeadMemo::default();
+    let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123";
+    let mut r = ResponseReader::new();
+    assert_eq!(r.skippable(), 0, "a head to read");
+    let step = r.advance(wire, (Other, &limits), &mut memo, |_| {});
+    assert_eq!(step, Ok(ReadStep::More(wire.len())));
+    assert_eq!(r.skippable(), 6);
+    assert_eq!(r.skip(4), None);
+    assert_eq!(r.skippable(), 2);
+    // More than is left: only what is left counts.
+    let done = r.skip(5).expect("the body ended");
+    let expected = Response {
+        status: 200,
+        keep_alive: true,
+        body_len: 10,
+        wire_len: wire.len() as u64 + 6,
+    };
+    assert_eq!(done, expected);
+    assert_eq!(r.skippable(), 0, "a head is read next");
+    assert_eq!(r.skip(1), None, "nothing to skip in a head");
+    // A chunked or close-delimited body's framing must be read: never skippable.
+    for head in [
+        &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n",
+    ] {
+        let mut r = ResponseReader::new();
+        let step = r.advance(head, (Other, &limits), &mut memo, |_| {});
+        assert_eq!(step, Ok(ReadStep::More(head.len())));
+        assert_eq!(r.skippable(), 0, "{}", String::from_utf8_lossy(head));
+    }
+}

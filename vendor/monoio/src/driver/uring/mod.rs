@@ -493,7 +493,8 @@ impl UringInner {
 
     /// Vendored change: copy what arrived for multishot state `index` (socket `fd`) into
     /// `dst[..cap]`, `*offset` bytes into the first arrival; arms the receive when nothing
-    /// waits and none is armed.
+    /// waits and none is armed. A null `dst` drops up to `cap` bytes instead of copying them
+    /// (`MultiRecv::discard`).
     pub(crate) fn multi_poll_read(
         this: &Rc<UnsafeCell<UringInner>>,
         index: usize,
@@ -528,9 +529,11 @@ impl UringInner {
             }
             Poll::Ready(multi::Next::Data(bytes)) => {
                 let n = bytes.len().min(cap);
-                // SAFETY: the caller's buffer has room for `cap` bytes; a ring buffer and
-                // a caller's buffer never overlap.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+                if !dst.is_null() {
+                    // SAFETY: the caller's buffer has room for `cap` bytes; a ring buffer and
+                    // a caller's buffer never overlap.
+                    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, n) };
+                }
                 n
             }
         };
@@ -549,9 +552,11 @@ impl UringInner {
                 break;
             };
             let k = bytes.len().min(cap - n);
-            // SAFETY: `n + k <= cap`: the rest of the caller's buffer has room; a ring buffer
-            // and a caller's buffer never overlap.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.add(n), k) };
+            if !dst.is_null() {
+                // SAFETY: `n + k <= cap`: the rest of the caller's buffer has room; a ring
+                // buffer and a caller's buffer never overlap.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.add(n), k) };
+            }
             n += k;
             if !inner.multi.consume(index, k) {
                 *offset = k;

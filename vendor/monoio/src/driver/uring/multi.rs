@@ -800,6 +800,16 @@ impl MultiRecv {
         }
     }
 
+    /// Drop up to `max` bytes of what arrived on `fd` without copying them: what a read into
+    /// a buffer of `max` bytes would have taken, the buffers of the ring recycled. `None`:
+    /// the ring had no buffer left; read instead.
+    pub(crate) async fn discard(&mut self, fd: RawFd, max: usize) -> Option<std::io::Result<usize>> {
+        match self.read_into(fd, std::ptr::null_mut(), max).await {
+            Read::Done(res) => Some(res),
+            Read::Plain => None,
+        }
+    }
+
     /// `read` into the first iovec of `buf` that has room.
     pub(crate) async fn readv<T: crate::buf::IoVecBufMut>(
         &mut self,

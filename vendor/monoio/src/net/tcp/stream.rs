@@ -179,6 +179,19 @@ impl TcpStream {
         Err(buf)
     }
 
+    /// Vendored change: drop up to `max` bytes of what arrives, as a read into a buffer of
+    /// `max` bytes would take them but without copying them out of the multishot receive's
+    /// buffers (a load generator counts a body it does not look at). `Ok(0)` at the end of the
+    /// stream, as `read`. `None` without a multishot receive, or when its ring has no buffer
+    /// left (where `read` reads once without it): then read.
+    pub async fn discard(&mut self, max: usize) -> Option<io::Result<usize>> {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        if let Some(m) = self.multi.as_mut() {
+            return m.discard(self.fd.raw_fd(), max).await;
+        }
+        None
+    }
+
     /// Vendored change: wait, holding no buffer, until a read would complete at once (bytes,
     /// the end of the stream or an error arrived through the multishot receive). `false` at
     /// once without a multishot receive, or when one cannot be armed now (the ring is short
