@@ -69,14 +69,15 @@ impl Received {
             }
             if self.buf.is_empty() && self.reader.skippable() >= SKIP_MIN {
                 // Nothing buffered, the rest of a Content-Length body to come: counted as it
-                // arrives, never copied out of the receive's buffers, where the stream can.
-                let max = usize::try_from(self.reader.skippable()).unwrap_or(usize::MAX);
+                // arrives, not copied out of the receive's buffers, where the stream can. All
+                // but its last byte: that one is read, with whatever came behind it (the next
+                // response, or bytes nobody asked for), as every response's end is.
+                let left = self.reader.skippable() - 1;
+                let max = usize::try_from(left).unwrap_or(usize::MAX);
                 if let Some(res) = open.stream.discard(max).await {
                     let n = self.arrived(w, slot, open, res, true)?;
-                    if let Some(done) = self.reader.skip(n as u64) {
-                        self.finished(w, slot, open, &done)?;
-                        done_any = true;
-                    }
+                    let ended = self.reader.skip(n as u64);
+                    debug_assert!(ended.is_none(), "a body's last byte is read, not dropped");
                     continue;
                 }
             }
@@ -204,7 +205,7 @@ impl Received {
         let was_empty = self.buf.is_empty();
         let (len, cap) = (self.buf.len(), self.buf.capacity());
         // A head is read with room for `HEAD_READ` bytes: what follows it of a long body is
-        // dropped unread (`skip_body`) instead of copied.
+        // then dropped unread (`read_responses`) instead of copied.
         let end = if self.reader.started() {
             cap
         } else {
