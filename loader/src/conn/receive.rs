@@ -8,8 +8,9 @@ use shared::http::response::{ReadStep, ResponseReader};
 use shared::http::Response;
 use std::time::Instant;
 
-/// Room a read for a response head takes at most: a head and the small responses behind it
-/// (pipelined) fit, a long body's bytes mostly stay in the receive's buffers.
+/// Room a read for a response head takes at most on a stream that can drop bytes unread
+/// (`Stream::can_discard`): a head and a few small responses behind it (pipelined) fit; a long
+/// body's bytes mostly stay in the receive's buffers, to be dropped there.
 const HEAD_READ: usize = 4096;
 /// The least of a Content-Length body left to come that is dropped unread rather than read:
 /// below it a copy costs less than the second path.
@@ -204,9 +205,9 @@ impl Received {
         self.make_room();
         let was_empty = self.buf.is_empty();
         let (len, cap) = (self.buf.len(), self.buf.capacity());
-        // A head is read with room for `HEAD_READ` bytes: what follows it of a long body is
-        // then dropped unread (`read_responses`) instead of copied.
-        let end = if self.reader.started() {
+        // Where the rest of a long body can be dropped unread (`read_responses`), a head is
+        // read with room for `HEAD_READ` bytes, so little of the body is copied with it.
+        let end = if self.reader.started() || !open.stream.can_discard() {
             cap
         } else {
             cap.min(len + HEAD_READ)

@@ -217,6 +217,12 @@ impl Stream {
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
     }
 
+    /// Whether [`Stream::discard`] can drop bytes: a plain stream read through a multishot
+    /// receive (it may still answer `None` when the receive's ring runs short).
+    pub fn can_discard(&self) -> bool {
+        matches!(self, Stream::Plain(s) if s.multishot_enabled())
+    }
+
     /// Drop up to `max` bytes of what arrives without copying them: a plain stream read
     /// through a multishot receive (`TcpStream::discard`); `Ok(0)` at the end of the stream.
     /// `None` for any other stream, for `max` 0, or when the receive cannot take it now:

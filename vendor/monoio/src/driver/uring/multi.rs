@@ -802,7 +802,8 @@ impl MultiRecv {
 
     /// Drop up to `max` bytes of what arrived on `fd` without copying them: what a read into
     /// a buffer of `max` bytes would have taken, the buffers of the ring recycled. `None`:
-    /// the ring had no buffer left; read instead.
+    /// the ring had no buffer left (counted as a plain read, though none is made here); read
+    /// instead.
     pub(crate) async fn discard(&mut self, fd: RawFd, max: usize) -> Option<std::io::Result<usize>> {
         match self.read_into(fd, std::ptr::null_mut(), max).await {
             Read::Done(res) => Some(res),

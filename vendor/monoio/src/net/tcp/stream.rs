@@ -182,8 +182,9 @@ impl TcpStream {
     /// Vendored change: drop up to `max` bytes of what arrives, as a read into a buffer of
     /// `max` bytes would take them but without copying them out of the multishot receive's
     /// buffers (a load generator counts a body it does not look at). `Ok(0)` at the end of the
-    /// stream, as `read`. `None` without a multishot receive, or when its ring has no buffer
-    /// left (where `read` reads once without it): then read.
+    /// stream, as `read`, and for `max` 0, as a read into no room. `None` without a multishot
+    /// receive, or when its ring had no buffer left: then read (which arms the receive again,
+    /// or reads once without it).
     pub async fn discard(&mut self, max: usize) -> Option<io::Result<usize>> {
         #[cfg(all(target_os = "linux", feature = "iouring"))]
         if let Some(m) = self.multi.as_mut() {
