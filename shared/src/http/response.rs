@@ -269,29 +269,41 @@ impl ResponseReader {
 
     /// Decode body bytes from `buf[used..]` until the body ends or the input runs out.
     fn read_body(&mut self, buf: &[u8], mut used: usize) -> Result<ReadStep, CodecError> {
-        let ReadState::Body {
-            decoder,
-            status,
-            keep_alive,
-            body_len,
-        } = &mut self.state
-        else {
-            return Ok(ReadStep::More(used));
-        };
         while used < buf.len() {
+            let ReadState::Body { decoder, .. } = &mut self.state else {
+                break;
+            };
             let d = decoder.decode(&buf[used..])?;
             used += d.consumed;
-            self.wire += d.consumed as u64;
-            *body_len += d.data.len() as u64;
-            if d.done {
-                let (s, ka, n) = (*status, *keep_alive, *body_len);
-                return Ok(ReadStep::Done(used, self.finish(s, ka, n)));
+            if let Some(done) = self.counted(d.consumed as u64, d.data.len() as u64, d.done) {
+                return Ok(ReadStep::Done(used, done));
             }
             if d.consumed == 0 {
                 break;
             }
         }
         Ok(ReadStep::More(used))
+    }
+
+    /// `wire` bytes of the body went by, `payload` of them the body's own: counted. The
+    /// response, when `done` (the body ended).
+    fn counted(&mut self, wire: u64, payload: u64, done: bool) -> Option<Response> {
+        let ReadState::Body {
+            status,
+            keep_alive,
+            body_len,
+            ..
+        } = &mut self.state
+        else {
+            return None;
+        };
+        self.wire += wire;
+        *body_len += payload;
+        if !done {
+            return None;
+        }
+        let (s, ka, n) = (*status, *keep_alive, *body_len);
+        Some(self.finish(s, ka, n))
     }
 
     /// Body bytes of the current response that may be dropped unread (see
@@ -306,23 +318,12 @@ impl ResponseReader {
     /// `n` body bytes, at most [`ResponseReader::skippable`], went by unread: counted as if
     /// read. The response, when they ended it.
     pub fn skip(&mut self, n: u64) -> Option<Response> {
-        let ReadState::Body {
-            decoder,
-            status,
-            keep_alive,
-            body_len,
-        } = &mut self.state
-        else {
+        let ReadState::Body { decoder, .. } = &mut self.state else {
             return None;
         };
         let n = n.min(decoder.skippable());
-        *body_len += n;
-        self.wire += n;
-        if !decoder.skip(n) {
-            return None;
-        }
-        let (s, ka, len) = (*status, *keep_alive, *body_len);
-        Some(self.finish(s, ka, len))
+        let done = decoder.skip(n);
+        self.counted(n, n, done)
     }
 
     /// The peer closed: a close-delimited body ends here; anything else is truncated.
