@@ -1,5 +1,6 @@
 //! Head parsing cost: our strict codec next to plain httparse on the same bytes, so the
-//! overhead of our checks (bare LF, framing, Host, keep-alive) is visible.
+//! overhead of our checks (bare LF, framing, Host, keep-alive) is visible; and a whole
+//! response read as the loader reads one, with its head parsed or taken from a `HeadMemo`.
 //!
 //! Run: `cargo bench -p benches --bench codec`
 
