@@ -27,6 +27,8 @@ pub(super) struct Received {
     t_data: Instant,
     /// Arrival of the first byte of the response being read.
     t_first: Instant,
+    /// The last read filled all the room it had: more may wait in the receive behind it.
+    full: bool,
 }
 
 impl Received {
@@ -37,6 +39,7 @@ impl Received {
             reader: ResponseReader::new(),
             t_data: now,
             t_first: now,
+            full: false,
         }
     }
 
@@ -45,6 +48,7 @@ impl Received {
         self.pos = 0;
         self.buf.clear();
         self.reader = ResponseReader::new();
+        self.full = false;
     }
 
     /// Step 4: read until at least one response is complete, then take every complete one.
@@ -190,13 +194,54 @@ impl Received {
     ) -> Result<(), ConnEnd> {
         self.complete_front(w, slot, open, resp, slot.now.get());
         if !resp.keep_alive || w.close {
-            if self.pos < self.buf.len() {
+            let more = self.pos < self.buf.len() || matches!(self.top_up(w, slot, open), Ok(true));
+            if more {
                 // Bytes after the last response the connection carries.
                 w.protocol_error(open.url);
             }
             return Err(ConnEnd::Announced);
         }
-        Ok(())
+        // What came behind it (the next answer, or bytes nobody asked for) is taken where a
+        // read's room ended with this response, as a read with more room would have.
+        self.top_up(w, slot, open).map(drop)
+    }
+
+    /// The last read filled its room and a response ended exactly there: what waits in the
+    /// receive behind it is read now, at once, so the bytes after a response are seen at its
+    /// end whatever the read's size. `Ok(true)` when bytes came.
+    fn top_up(&mut self, w: &Engine, slot: &Slot, open: &mut Open) -> Result<bool, ConnEnd> {
+        if !self.full || self.pos < self.buf.len() {
+            return Ok(false);
+        }
+        self.full = false;
+        self.pos = 0;
+        self.buf.clear();
+        let end = self.room(open);
+        let buf = std::mem::take(&mut self.buf);
+        let slice = monoio::buf::IoBufMut::slice_mut(buf, 0..end);
+        let (res, slice) = match open.stream.read_queued(slice) {
+            Ok(read) => read,
+            Err(slice) => {
+                self.buf = slice.into_inner();
+                return Ok(false);
+            }
+        };
+        self.buf = slice.into_inner();
+        let n = self.arrived(w, slot, open, res, true)?;
+        self.full = n == end;
+        Ok(n > 0)
+    }
+
+    /// Where the next read into the buffer ends. Where the rest of a long body can be dropped
+    /// unread (`read_responses`), a head is read with room for `HEAD_READ` bytes, so little
+    /// of the body is copied with it.
+    fn room(&self, open: &Open) -> usize {
+        let (len, cap) = (self.buf.len(), self.buf.capacity());
+        if self.reader.started() || !open.stream.can_discard() {
+            cap
+        } else {
+            cap.min(len + HEAD_READ)
+        }
     }
 
     /// One read into the buffer, after making room; what it brought as [`Received::arrived`]
@@ -204,20 +249,14 @@ impl Received {
     async fn read_more(&mut self, w: &Engine, slot: &Slot, open: &mut Open) -> Result<(), ConnEnd> {
         self.make_room();
         let was_empty = self.buf.is_empty();
-        let (len, cap) = (self.buf.len(), self.buf.capacity());
-        // Where the rest of a long body can be dropped unread (`read_responses`), a head is
-        // read with room for `HEAD_READ` bytes, so little of the body is copied with it.
-        let end = if self.reader.started() || !open.stream.can_discard() {
-            cap
-        } else {
-            cap.min(len + HEAD_READ)
-        };
+        let (len, end) = (self.buf.len(), self.room(open));
         let buf = std::mem::take(&mut self.buf);
         let (res, slice) = open
             .stream
             .read(monoio::buf::IoBufMut::slice_mut(buf, len..end))
             .await;
         self.buf = slice.into_inner();
+        self.full = matches!(res, Ok(n) if n == end - len);
         self.arrived(w, slot, open, res, was_empty).map(drop)
     }
 
