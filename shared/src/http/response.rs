@@ -131,29 +131,27 @@ const MEMO_MAX_HEAD: usize = 1024;
 #[derive(Debug, Default)]
 pub struct HeadMemo {
     bytes: Vec<u8>,
-    key: Option<(RequestMethod, Limits)>,
-    head: Option<KnownHead>,
+    /// The head kept, with the method and limits it was parsed for; `None` while `bytes`
+    /// holds nothing worth comparing.
+    kept: Option<(RequestMethod, Limits, KnownHead)>,
 }
 
 impl HeadMemo {
     /// The kept head, when `buf` starts with its bytes and `method` and `limits` are the ones
     /// it was parsed with.
     fn get(&self, buf: &[u8], method: RequestMethod, limits: &Limits) -> Option<KnownHead> {
-        let head = self.head?;
-        let same = buf.starts_with(&self.bytes) && self.key == Some((method, *limits));
-        same.then_some(head)
+        let (m, l, head) = self.kept?;
+        (m == method && l == *limits && buf.starts_with(&self.bytes)).then_some(head)
     }
 
     /// Keep `head`, parsed from `bytes` (its whole head) for `method` within `limits`.
     fn keep(&mut self, bytes: &[u8], method: RequestMethod, limits: &Limits, head: KnownHead) {
-        self.head = None;
         self.bytes.clear();
-        if bytes.len() > MEMO_MAX_HEAD {
-            return;
+        self.kept = None;
+        if bytes.len() <= MEMO_MAX_HEAD {
+            self.bytes.extend_from_slice(bytes);
+            self.kept = Some((method, *limits, head));
         }
-        self.bytes.extend_from_slice(bytes);
-        self.key = Some((method, *limits));
-        self.head = Some(head);
     }
 }
 
