@@ -434,6 +434,7 @@ async fn attempt<'g>(
             watch: plan.watch,
             send_timeout: cfg.timeouts.send,
             edits: plan.edits,
+            memo: Some(plan.g.head_memo(g, s)),
         };
         match read_response_head(w, &mut up.stream, ub, to).await {
             Ok(head) => (up, head, false),

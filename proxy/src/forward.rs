@@ -20,7 +20,8 @@ use bytes::BytesMut;
 use shared::http::encode::{copy_fields, write_header, write_header_u64, write_status_line};
 use shared::http::framing::{is_hop_by_hop, trim_ows};
 use shared::http::{
-    parse_final_response, BodyKind, CodecError, RequestMethod, ResponseHead, Status, Version,
+    parse_final_response, parse_final_response_memo, BodyKind, CodecError, HeadMemo, RequestMethod,
+    ResponseHead, Status, Version,
 };
 
 /// How the response body reaches the client.
@@ -124,13 +125,14 @@ impl ResponseFields {
 /// Parse the upstream's final response head in `buf` (after any interim heads) and write the
 /// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
 /// writes those once the exchange knows whether the client connection stays. The head's
-/// fields go to `fields` when it wants them. `Ok(None)`: incomplete.
+/// fields go to `fields` when it wants them. `Ok(None)`: incomplete. A head `memo` holds
+/// (the server's last, the same bytes) is taken from it unparsed; a head parsed goes into it.
 ///
 /// `interim`: the interim heads from `buf[n..]` on that the client has not had yet go before
 /// the final head (see [`write_interims`]); `None`: none is forwarded (an HTTP/1.0 client).
 pub fn prepare_response(
     shutting_down: bool,
-    limits: &shared::http::Limits,
+    (limits, mut memo): (&shared::http::Limits, Option<&mut HeadMemo>),
     (buf, interim): (&[u8], Option<usize>),
     req: &RequestInfo,
     out: &mut BytesMut,
@@ -138,7 +140,11 @@ pub fn prepare_response(
     edits: Option<&HeaderEdits>,
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     with_headers(limits.max_headers, |storage| {
-        let head = match parse_final_response(buf, storage, req.method, limits) {
+        let parsed = match memo.as_deref_mut() {
+            Some(memo) => parse_final_response_memo(buf, storage, (req.method, limits), memo),
+            None => parse_final_response(buf, storage, req.method, limits),
+        };
+        let head = match parsed {
             Ok(Status::Complete(h)) => h,
             Ok(Status::Partial) => return Ok(None),
             Err(e) => return Err(ProxyError::BadResponse(e)),

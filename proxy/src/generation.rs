@@ -24,6 +24,7 @@ use crate::config::{Action, Config, GroupId, RouteId, ServerId, Table};
 use crate::pool::ServerPool;
 use crate::route::Router;
 use crate::static_files::StaticSite;
+use shared::http::HeadMemo;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -37,6 +38,9 @@ pub struct Generation {
     balancers: Table<GroupId, Rc<RefCell<Balancer>>>,
     /// Per group, per server: idle keep-alive connections.
     pools: Table<GroupId, Table<ServerId, Rc<RefCell<ServerPool>>>>,
+    /// Per group, per server: the last response head it sent, parsed (a hot object's head
+    /// repeats until its `Date` changes).
+    heads: Table<GroupId, Table<ServerId, RefCell<HeadMemo>>>,
     /// The cached routes, in route order: each one's settings and response store, named by
     /// `Dispatch::Cached` ([`CacheId`]) and found by the metrics and purges through its route.
     cached: Table<CacheId, CachedRoute>,
@@ -87,6 +91,7 @@ impl Generation {
             pools: cfg
                 .groups
                 .map(|g| g.servers.map(|_| Rc::new(RefCell::new(ServerPool::new(g))))),
+            heads: cfg.groups.map(|g| g.servers.map(|_| RefCell::default())),
             upstream_tls: cfg.groups.map(|g| {
                 let t = g.tls.as_ref()?;
                 // Built once at resolve already (`resolve` checked it builds).
@@ -149,6 +154,13 @@ impl Generation {
     /// The idle connections to server `s` of group `g`.
     pub fn pool(&self, g: GroupId, s: ServerId) -> &Rc<RefCell<ServerPool>> {
         &self.pools[g][s]
+    }
+
+    /// The last response head server `s` of group `g` sent, for [`parse_final_response_memo`].
+    ///
+    /// [`parse_final_response_memo`]: shared::http::parse_final_response_memo
+    pub fn head_memo(&self, g: GroupId, s: ServerId) -> &RefCell<HeadMemo> {
+        &self.heads[g][s]
     }
 
     /// Group `g`'s server pools.

@@ -15,8 +15,9 @@ use crate::request::RequestInfo;
 use crate::worker::{ProxyWorker, RELAY_BUF};
 use bytes::BytesMut;
 use monoio::io::AsyncReadRent;
-use shared::http::Limits;
+use shared::http::{HeadMemo, Limits};
 use shared::stream::Stream;
+use std::cell::RefCell;
 use std::time::Duration;
 
 /// Why no response head was read.
@@ -68,6 +69,8 @@ pub(super) struct HeadRead<'a> {
     pub(super) send_timeout: Duration,
     /// The route's `response_headers`, applied to the final head.
     pub(super) edits: Option<&'a crate::config::route_opts::HeaderEdits>,
+    /// The server's last head, parsed: a head that repeats it is not parsed again.
+    pub(super) memo: Option<&'a RefCell<HeadMemo>>,
 }
 
 /// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).
@@ -130,9 +133,11 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
         let interim = to.interim.then_some(interim_sent);
         let buf = (&ub[..], interim);
         let (req, edits) = (to.req, to.edits);
+        // Borrowed only while the head is parsed, which does not wait.
+        let mut memo = to.memo.and_then(|m| m.try_borrow_mut().ok());
         match prepare_response(
             w.life.draining(),
-            to.limits,
+            (to.limits, memo.as_deref_mut()),
             buf,
             req,
             to.out,

@@ -314,6 +314,8 @@ async fn stream_body(
             watch: super::client_watch::Watch::Off,
             send_timeout: g.cfg.timeouts.send,
             edits: g.cfg.routes[req.route].response_edits(),
+            // A streamed upload is rare enough not to keep its server's head.
+            memo: None,
         };
         let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
         let bounded = |head| async move {

@@ -298,11 +298,14 @@ fn interim_heads_go_before_the_final_head_when_asked() {
         // An HTTP/1.0 client: none.
         (None, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"),
     ];
-    for (interim, want) in cases {
+    // Every case twice through one memo: parsed, then taken from the memo, the same.
+    let mut memo = shared::http::HeadMemo::default();
+    for (interim, want) in cases.iter().flat_map(|c| [c, c]) {
+        let (interim, want) = (*interim, *want);
         let (mut out, mut fields) = (BytesMut::from(&b"old"[..]), ResponseFields::default());
         let info = prepare_response(
             false,
-            &limits,
+            (&limits, Some(&mut memo)),
             (wire, interim),
             &req(),
             &mut out,
@@ -345,7 +348,7 @@ fn response_headers_applied_to_a_relayed_head_and_a_stored_one() {
     let edits = &edits;
     prepare_response(
         false,
-        &limits,
+        (&limits, None),
         (wire, None),
         &req(),
         &mut out,

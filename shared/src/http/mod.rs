@@ -33,7 +33,9 @@ pub use error::CodecError;
 pub use framing::BodyKind;
 pub use head::{parse_request, parse_response, RequestHead, RequestMethod, ResponseHead};
 pub use limits::Limits;
-pub use response::{parse_final_response, HeadMemo, ReadStep, Response, ResponseReader};
+pub use response::{
+    parse_final_response, parse_final_response_memo, HeadMemo, ReadStep, Response, ResponseReader,
+};
 
 /// Outcome of a push parser: either a complete value or a need for more bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

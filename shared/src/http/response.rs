@@ -122,37 +122,159 @@ impl KnownHead {
 /// Heads longer than this are not kept: a memo is for the short heads a server repeats.
 const MEMO_MAX_HEAD: usize = 1024;
 
-/// The last head a [`ResponseReader`] parsed, kept with its bytes. A head is a pure function
-/// of its bytes, the request's method and the limits, so a response whose head is the same
-/// bytes (same method, same limits) reads the same without a parse. A load generator reads
-/// one head over and over (a server's `Date` changes once a second): taking it from here
-/// costs a comparison of its bytes instead of the parse, about half of what reading a small
-/// response costs. One memo serves any number of readers (a connection's, or a worker's).
+/// The last final head parsed through it, kept with its bytes. A head is a pure function of
+/// its bytes, the request's method and the limits, so a response whose head is the same
+/// bytes (same method, same limits) reads the same without a parse: a comparison of its
+/// bytes instead of httparse and the field scan. A server repeats its head as long as the
+/// representation and its `Date` (once a second) stay the same: a load generator reads one
+/// head over and over, a proxy relays a hot object's. One memo serves any number of readers
+/// (a connection's, a worker's, a server's).
 #[derive(Debug, Default)]
 pub struct HeadMemo {
     bytes: Vec<u8>,
+    /// Each field's name and value, as `[start, end)` pairs in `bytes`.
+    fields: Vec<[u16; 4]>,
     /// The head kept, with the method and limits it was parsed for; `None` while `bytes`
     /// holds nothing worth comparing.
-    kept: Option<(RequestMethod, Limits, KnownHead)>,
+    kept: Option<(RequestMethod, Limits, KeptHead)>,
+}
+
+/// A final head as a [`HeadMemo`] keeps it: [`ResponseHead`] with its borrowed parts as
+/// places in the kept bytes (the fields are the memo's `fields`).
+#[derive(Debug, Clone, Copy)]
+struct KeptHead {
+    known: KnownHead,
+    version: super::Version,
+    reason: [u16; 2],
+    other_coding: bool,
+    content_length: Option<u64>,
+    connection_names: bool,
 }
 
 impl HeadMemo {
     /// The kept head, when `buf` starts with its bytes and `method` and `limits` are the ones
     /// it was parsed with.
-    fn get(&self, buf: &[u8], method: RequestMethod, limits: &Limits) -> Option<KnownHead> {
-        let (m, l, head) = self.kept?;
-        (m == method && l == *limits && buf.starts_with(&self.bytes)).then_some(head)
+    fn get(&self, buf: &[u8], method: RequestMethod, limits: &Limits) -> Option<&KeptHead> {
+        let (m, l, head) = self.kept.as_ref()?;
+        (*m == method && l == limits && buf.starts_with(&self.bytes)).then_some(head)
     }
 
-    /// Keep `head`, parsed from `bytes` (its whole head) for `method` within `limits`.
-    fn keep(&mut self, bytes: &[u8], method: RequestMethod, limits: &Limits, head: KnownHead) {
+    /// Bytes of the head kept, if one is.
+    #[cfg(test)]
+    pub(crate) fn kept_len(&self) -> Option<usize> {
+        self.kept.map(|_| self.bytes.len())
+    }
+
+    /// Whether a read of `buf` for `method` within `limits` is taken from the memo.
+    #[cfg(test)]
+    pub(crate) fn answers(&self, buf: &[u8], method: RequestMethod, limits: &Limits) -> bool {
+        self.get(buf, method, limits).is_some()
+    }
+
+    /// Keep `head`, parsed from `buf` (which starts with it) for `method` within `limits`.
+    /// A head too long to keep, or with a part outside `buf`, leaves the memo empty.
+    fn keep(&mut self, buf: &[u8], method: RequestMethod, limits: &Limits, head: &ResponseHead) {
         self.bytes.clear();
+        self.fields.clear();
         self.kept = None;
-        if bytes.len() <= MEMO_MAX_HEAD {
-            self.bytes.extend_from_slice(bytes);
-            self.kept = Some((method, *limits, head));
+        let Some(bytes) = buf
+            .get(..head.head_len)
+            .filter(|b| b.len() <= MEMO_MAX_HEAD)
+        else {
+            return;
+        };
+        for h in head.headers {
+            match (place(bytes, h.name.as_bytes()), place(bytes, h.value)) {
+                (Some([a, b]), Some([c, d])) => self.fields.push([a, b, c, d]),
+                _ => return,
+            }
+        }
+        let Some(reason) = place(bytes, head.reason.as_bytes()) else {
+            return;
+        };
+        self.bytes.extend_from_slice(bytes);
+        let kept = KeptHead {
+            known: KnownHead::of(head),
+            version: head.version,
+            reason,
+            other_coding: head.other_coding,
+            content_length: head.content_length,
+            connection_names: head.connection_names,
+        };
+        self.kept = Some((method, *limits, kept));
+    }
+
+    /// The kept head (`get`'s), read from `buf` (which starts with its bytes) into
+    /// `headers`, which has a slot for each of its fields.
+    fn head<'h, 'b>(
+        &self,
+        kept: &KeptHead,
+        buf: &'b [u8],
+        headers: &'h mut [httparse::Header<'b>],
+    ) -> ResponseHead<'h, 'b> {
+        // The bytes are the kept ones, whose names and reason were text when kept: this
+        // never reads "". One look at a whole head of text costs a fraction of one per part;
+        // a head with other bytes in a value (obs-text) takes a look per part.
+        let all = std::str::from_utf8(&buf[..kept.known.head_len]).ok();
+        let text = |[a, b]: [u16; 2]| {
+            let (a, b) = (a as usize, b as usize);
+            match all {
+                Some(all) => all.get(a..b),
+                None => std::str::from_utf8(&buf[a..b]).ok(),
+            }
+            .unwrap_or("")
+        };
+        let slots = &mut headers[..self.fields.len()];
+        for (slot, &[a, b, c, d]) in slots.iter_mut().zip(&self.fields) {
+            slot.name = text([a, b]);
+            slot.value = &buf[c as usize..d as usize];
+        }
+        ResponseHead {
+            version: kept.version,
+            status: kept.known.status,
+            reason: text(kept.reason),
+            headers: slots,
+            head_len: kept.known.head_len,
+            body: kept.known.body,
+            keep_alive: kept.known.keep_alive,
+            other_coding: kept.other_coding,
+            content_length: kept.content_length,
+            connection_names: kept.connection_names,
         }
     }
+}
+
+/// Where `part` lies in `bytes`, as `[start, end)`; `None` when it is not inside them (an
+/// empty part lies anywhere).
+fn place(bytes: &[u8], part: &[u8]) -> Option<[u16; 2]> {
+    if part.is_empty() {
+        return Some([0, 0]);
+    }
+    let start = (part.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+    let end = start + part.len();
+    (end <= bytes.len()).then_some([start as u16, end as u16])
+}
+
+/// [`parse_final_response`], taken from `memo` when `buf` starts with the head it keeps
+/// (parsed for the same method within the same limits); a head parsed here is kept in it.
+/// The result is the parse's, whichever way it came.
+pub fn parse_final_response_memo<'h, 'b>(
+    buf: &'b [u8],
+    headers: &'h mut [httparse::Header<'b>],
+    (method, limits): (RequestMethod, &Limits),
+    memo: &mut HeadMemo,
+) -> Result<Status<ResponseHead<'h, 'b>>, CodecError> {
+    if let Some(&kept) = memo.get(buf, method, limits) {
+        // A caller with fewer slots than the head has fields parses (and is refused).
+        if memo.fields.len() <= headers.len() {
+            return Ok(Status::Complete(memo.head(&kept, buf, headers)));
+        }
+    }
+    let head = parse_final_response(buf, headers, method, limits)?;
+    if let Status::Complete(h) = &head {
+        memo.keep(buf, method, limits, h);
+    }
+    Ok(head)
 }
 
 /// A complete response, counted.
@@ -231,7 +353,7 @@ impl ResponseReader {
         let mut used = 0;
         if let ReadState::Head = self.state {
             let head = match memo.get(buf, method, limits) {
-                Some(known) => known,
+                Some(kept) => kept.known,
                 None => {
                     let mut headers = [httparse::EMPTY_HEADER; READER_MAX_HEADERS];
                     let head = match parse_final_response(buf, &mut headers, method, limits)? {
@@ -239,9 +361,8 @@ impl ResponseReader {
                         Status::Partial => return Ok(ReadStep::More(0)),
                     };
                     on_head(head.headers);
-                    let known = KnownHead::of(&head);
-                    memo.keep(&buf[..known.head_len], method, limits, known);
-                    known
+                    memo.keep(buf, method, limits, &head);
+                    KnownHead::of(&head)
                 }
             };
             used = head.head_len;

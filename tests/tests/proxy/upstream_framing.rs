@@ -184,3 +184,95 @@ fn an_upstream_answering_in_a_later_minor_version_is_read_as_1_1() {
         p.shutdown().unwrap();
     }
 }
+
+/// An upstream on one keep-alive connection answering each request with the next of
+/// `replies`; it closes after the last. Yields the request heads it read.
+fn scripted_upstream(replies: Vec<Vec<u8>>) -> (SocketAddr, thread::JoinHandle<Vec<Vec<u8>>>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let (mut heads, mut pending) = (Vec::new(), Vec::new());
+        let mut b = [0u8; 4096];
+        for reply in replies {
+            let end = loop {
+                if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break i + 4;
+                }
+                match s.read(&mut b) {
+                    Ok(0) | Err(_) => return heads,
+                    Ok(n) => pending.extend_from_slice(&b[..n]),
+                }
+            };
+            heads.push(pending.drain(..end).collect());
+            s.write_all(&reply).unwrap();
+        }
+        heads
+    });
+    (addr, h)
+}
+
+/// The proxy keeps each server's last response head parsed, and takes a head that repeats
+/// its bytes from there: a head that repeats them only in part, or the same bytes to a HEAD
+/// request, must still reach the client as what it is.
+#[test]
+fn repeated_and_nearly_repeated_heads_each_reach_the_client_as_sent() {
+    let head = |len: &str, extra: &str| {
+        format!("HTTP/1.1 200 OK\r\nX-N: 1\r\n{extra}Content-Length: {len}\r\n\r\n")
+    };
+    let thirty = "x".repeat(30);
+    // (request method, upstream reply, what the client gets: X-N, body)
+    let script: Vec<(&str, String, &str)> = vec![
+        ("GET", head("3", "") + "abc", "abc"),
+        ("GET", head("3", "") + "def", "def"),
+        // The kept head's bytes up to its length's first digit, then more digits.
+        ("GET", head("30", "") + &thirty, &thirty),
+        // The first head again, to a HEAD request: no body follows it.
+        ("HEAD", head("3", ""), ""),
+        ("GET", head("3", "") + "ghi", "ghi"),
+        // One more field before the length: the same start, a different head.
+        ("GET", head("2", "X-M: 2\r\n") + "jk", "jk"),
+        (
+            "GET",
+            "HTTP/1.2 200 OK\r\nX-N: 1\r\nContent-Length: 2\r\n\r\nlm".into(),
+            "lm",
+        ),
+        (
+            "GET",
+            "HTTP/1.2 200 OK\r\nX-N: 1\r\nContent-Length: 2\r\n\r\nno".into(),
+            "no",
+        ),
+        ("GET", head("3", "") + "pqr", "pqr"),
+    ];
+    let replies = script
+        .iter()
+        .map(|(_, r, _)| r.clone().into_bytes())
+        .collect();
+    let (up, h) = scripted_upstream(replies);
+    let p = proxy_to(up);
+    let mut c = tests::raw::Client::connect(p.listen_addrs()[0]);
+    for (i, (method, _, body)) in script.iter().enumerate() {
+        c.send(format!("{method} /{i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = c
+            .response_to(*method == "HEAD", WAIT)
+            .unwrap_or_else(|r| panic!("response {i}: {}", tests::raw::show(&r)));
+        let extra = (i == 5).then_some("2");
+        assert_eq!(
+            (r.status, r.header("x-n"), r.header("x-m"), &r.body[..]),
+            (200, Some("1"), extra, body.as_bytes()),
+            "response {i} ({method})"
+        );
+        if *method == "HEAD" {
+            assert_eq!(r.header("content-length"), Some("3"), "response {i}");
+        }
+    }
+    let heads = h.join().unwrap();
+    assert_eq!(
+        heads.len(),
+        script.len(),
+        "one upstream connection carried them all"
+    );
+    p.shutdown().unwrap();
+}

@@ -354,6 +354,7 @@ async fn exchange(job: &Job, up: &mut Upstream, s: ServerId) -> Result<HeadIn, H
         send_timeout: cfg.timeouts.send,
         // Nobody reads this head: the stored one is edited when it is sent.
         edits: None,
+        memo: Some(g.head_memo(job.group, s)),
     };
     let head = read_response_head(w, &mut up.stream, ub, to).await?;
     Ok((head.resp, head.ub, rf))

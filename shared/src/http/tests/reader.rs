@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::http::response::{
-    is_interim, parse_final_response, HeadMemo, ReadStep, Response, ResponseReader,
+    is_interim, parse_final_response, parse_final_response_memo, HeadMemo, ReadStep, Response,
+    ResponseReader,
 };
 
 #[test]
@@ -422,4 +423,166 @@ fn a_length_body_dropped_unread_counts_as_read() {
         assert_eq!(step, Ok(ReadStep::More(head.len())));
         assert_eq!(r.skippable(), 0, "{}", String::from_utf8_lossy(head));
     }
+}
+
+/// A final head as its callers see it, owned: every part of it.
+#[derive(Debug, PartialEq, Eq)]
+struct Whole {
+    version: Version,
+    status: u16,
+    reason: String,
+    fields: Vec<(String, Vec<u8>)>,
+    head_len: usize,
+    body: BodyKind,
+    keep_alive: bool,
+    other_coding: bool,
+    content_length: Option<u64>,
+    connection_names: bool,
+}
+
+fn whole(parsed: Result<Status<crate::http::ResponseHead<'_, '_>>, CodecError>) -> Parsed<Whole> {
+    Ok(match parsed? {
+        Status::Partial => Status::Partial,
+        Status::Complete(h) => Status::Complete(Whole {
+            version: h.version,
+            status: h.status,
+            reason: h.reason.to_string(),
+            fields: h
+                .headers
+                .iter()
+                .map(|f| (f.name.to_string(), f.value.to_vec()))
+                .collect(),
+            head_len: h.head_len,
+            body: h.body,
+            keep_alive: h.keep_alive,
+            other_coding: h.other_coding,
+            content_length: h.content_length,
+            connection_names: h.connection_names,
+        }),
+    })
+}
+
+#[test]
+fn a_head_from_the_memo_is_the_parse_of_its_bytes() {
+    let limits = Limits::default();
+    let mut wires: Vec<(RequestMethod, Vec<u8>)> = head_table()
+        .into_iter()
+        .map(|(m, w, ..)| (m, w.into()))
+        .collect();
+    let many: String = (0..99).map(|i| format!("X-{i}: {i}\r\n")).collect();
+    let text = [
+        "HTTP/1.1 200 \r\nContent-Length: 2\r\n\r\n".to_string(),
+        "HTTP/1.1 404 Not \u{e9} Found\r\nContent-Length: 2\r\n\r\n".to_string(),
+        "HTTP/1.1 200 OK\r\nConnection: x-a, keep-alive\r\nX-A: 1\r\nEmpty:\r\nContent-Length: 2\r\n\r\n".to_string(),
+        "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n".to_string(),
+        format!("HTTP/1.1 200 OK\r\n{many}Content-Length: 2\r\n\r\n"),
+    ];
+    wires.extend(text.into_iter().map(|w| (Other, w.into_bytes())));
+    // Bytes that are not text (obs-text) in a value and in the reason.
+    wires.push((
+        Other,
+        b"HTTP/1.1 200 OK\r\nX-L: caf\xe9\r\nContent-Length: 2\r\n\r\n".to_vec(),
+    ));
+    wires.push((
+        Other,
+        b"HTTP/1.1 200 O\xe9K\r\nX-L: a\r\nContent-Length: 2\r\n\r\n".to_vec(),
+    ));
+    for (method, wire) in &wires {
+        // Body bytes behind the head are not the head's.
+        let buf = [&wire[..], b"ok"].concat();
+        let wire = String::from_utf8_lossy(wire);
+        let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+        let plain = whole(parse_final_response(&buf, &mut storage, *method, &limits));
+        let mut memo = HeadMemo::default();
+        for round in ["parsed", "from the memo"] {
+            let answers = memo.answers(&buf, *method, &limits);
+            let kept = matches!(plain, Ok(Status::Complete(_)));
+            assert_eq!(answers, kept && round != "parsed", "{round}: {wire:?}");
+            let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
+            let got = parse_final_response_memo(&buf, &mut storage, (*method, &limits), &mut memo);
+            assert_eq!(whole(got), plain, "{round}: {wire:?}");
+            assert_eq!(
+                memo.kept_len(),
+                kept.then_some(buf.len() - 2),
+                "{round}: {wire:?}"
+            );
+        }
+        // Fewer slots than the head has fields: parsed, and refused as the parse refuses it.
+        let fields = plain.as_ref().map(|s| match s {
+            Status::Complete(w) => w.fields.len(),
+            Status::Partial => 0,
+        });
+        if let Ok(n @ 1..) = fields {
+            let mut few = vec![httparse::EMPTY_HEADER; n - 1];
+            let got = parse_final_response_memo(&buf, &mut few, (*method, &limits), &mut memo);
+            assert_eq!(whole(got), Err(TooManyHeaders), "{wire:?}");
+        }
+    }
+}
+
+fn read(wire: &[u8], method: RequestMethod, limits: &Limits, memo: &mut HeadMemo) -> Parsed<Whole> {
+    let mut storage = [httparse::EMPTY_HEADER; 16];
+    whole(parse_final_response_memo(
+        wire,
+        &mut storage,
+        (method, limits),
+        memo,
+    ))
+}
+
+#[test]
+fn the_memo_answers_only_for_the_bytes_method_and_limits_it_kept() {
+    let limits = Limits::default();
+    let mut memo = HeadMemo::default();
+    let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+    let got = read(wire, Other, &limits, &mut memo).unwrap();
+    assert!(
+        matches!(
+            got,
+            Status::Complete(Whole {
+                body: Length(3),
+                ..
+            })
+        ),
+        "{got:?}"
+    );
+    // A HEAD request's answer to the same bytes has no body.
+    let got = read(wire, Head, &limits, &mut memo).unwrap();
+    assert!(
+        matches!(got, Status::Complete(Whole { body: Empty, .. })),
+        "{got:?}"
+    );
+    // Lower limits refuse what the memo holds.
+    let tight = Limits {
+        max_headers: 0,
+        ..limits
+    };
+    assert_eq!(read(wire, Head, &tight, &mut memo), Err(TooManyHeaders));
+    assert_eq!(memo.kept_len(), Some(38), "a refused head replaces nothing");
+    // A head that stops short of the kept one's end is incomplete, not the kept head.
+    assert_eq!(read(wire, Other, &limits, &mut memo).map(|_| ()), Ok(()));
+    assert_eq!(
+        read(&wire[..wire.len() - 5], Other, &limits, &mut memo),
+        Ok(Status::Partial)
+    );
+    // One that differs after the kept bytes' first digit is parsed for what it says.
+    let longer = b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\nabc";
+    let got = read(longer, Other, &limits, &mut memo).unwrap();
+    assert!(
+        matches!(
+            got,
+            Status::Complete(Whole {
+                body: Length(30),
+                ..
+            })
+        ),
+        "{got:?}"
+    );
+    // A head over 1 KiB is not kept.
+    let long = format!(
+        "HTTP/1.1 204 No Content\r\nX-Pad: {}\r\n\r\n",
+        "p".repeat(2000)
+    );
+    assert!(read(long.as_bytes(), Other, &limits, &mut memo).is_ok());
+    assert_eq!(memo.kept_len(), None);
 }
