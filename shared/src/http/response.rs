@@ -152,11 +152,18 @@ struct KeptHead {
 }
 
 impl HeadMemo {
-    /// The kept head, when `buf` starts with its bytes and `method` and `limits` are the ones
-    /// it was parsed with.
-    fn get(&self, buf: &[u8], method: RequestMethod, limits: &Limits) -> Option<&KeptHead> {
+    /// The kept head, when `buf` starts with its bytes, `method` and `limits` are the ones it
+    /// was parsed with, and a parse into `slots` header slots would have held its fields (a
+    /// parse refuses a head with more fields than its slots: so must the memo).
+    fn get(
+        &self,
+        buf: &[u8],
+        (method, limits): (RequestMethod, &Limits),
+        slots: usize,
+    ) -> Option<&KeptHead> {
         let (m, l, head) = self.kept.as_ref()?;
-        (*m == method && l == limits && buf.starts_with(&self.bytes)).then_some(head)
+        let same = *m == method && l == limits && self.fields.len() <= slots;
+        (same && buf.starts_with(&self.bytes)).then_some(head)
     }
 
     /// Bytes of the head kept, if one is.
@@ -168,15 +175,21 @@ impl HeadMemo {
     /// Whether a read of `buf` for `method` within `limits` is taken from the memo.
     #[cfg(test)]
     pub(crate) fn answers(&self, buf: &[u8], method: RequestMethod, limits: &Limits) -> bool {
-        self.get(buf, method, limits).is_some()
+        self.get(buf, (method, limits), usize::MAX).is_some()
     }
 
     /// Keep `head`, parsed from `buf` (which starts with it) for `method` within `limits`.
-    /// A head too long to keep, or with a part outside `buf`, leaves the memo empty.
+    /// A head too long to keep, behind interim heads, or with a part outside `buf`, leaves the
+    /// memo empty.
     fn keep(&mut self, buf: &[u8], method: RequestMethod, limits: &Limits, head: &ResponseHead) {
         self.bytes.clear();
         self.fields.clear();
         self.kept = None;
+        // Interim heads are rare (103 Early Hints), and a parse needs slots for their fields
+        // too, which the memo does not count: not kept.
+        if peek_status(buf).is_some_and(is_interim) {
+            return;
+        }
         let Some(bytes) = buf
             .get(..head.head_len)
             .filter(|b| b.len() <= MEMO_MAX_HEAD)
@@ -205,7 +218,7 @@ impl HeadMemo {
     }
 
     /// The kept head (`get`'s), read from `buf` (which starts with its bytes) into
-    /// `headers`, which has a slot for each of its fields.
+    /// `headers`, which has a slot for each of its fields (`get` saw to it).
     fn head<'h, 'b>(
         &self,
         kept: &KeptHead,
@@ -264,11 +277,8 @@ pub fn parse_final_response_memo<'h, 'b>(
     (method, limits): (RequestMethod, &Limits),
     memo: &mut HeadMemo,
 ) -> Result<Status<ResponseHead<'h, 'b>>, CodecError> {
-    if let Some(&kept) = memo.get(buf, method, limits) {
-        // A caller with fewer slots than the head has fields parses (and is refused).
-        if memo.fields.len() <= headers.len() {
-            return Ok(Status::Complete(memo.head(&kept, buf, headers)));
-        }
+    if let Some(&kept) = memo.get(buf, (method, limits), headers.len()) {
+        return Ok(Status::Complete(memo.head(&kept, buf, headers)));
     }
     let head = parse_final_response(buf, headers, method, limits)?;
     if let Status::Complete(h) = &head {
@@ -352,7 +362,7 @@ impl ResponseReader {
     ) -> Result<ReadStep, CodecError> {
         let mut used = 0;
         if let ReadState::Head = self.state {
-            let head = match memo.get(buf, method, limits) {
+            let head = match memo.get(buf, (method, limits), READER_MAX_HEADERS) {
                 Some(kept) => kept.known,
                 None => {
                     let mut headers = [httparse::EMPTY_HEADER; READER_MAX_HEADERS];

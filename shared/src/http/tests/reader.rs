@@ -494,9 +494,15 @@ fn a_head_from_the_memo_is_the_parse_of_its_bytes() {
         let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
         let plain = whole(parse_final_response(&buf, &mut storage, *method, &limits));
         let mut memo = HeadMemo::default();
+        // Heads behind interim heads are parsed each time (their slots are not counted).
+        let first = wire.trim_start_matches(['\r', '\n']);
+        let interim = first
+            .get(9..12)
+            .and_then(|d| d.parse().ok())
+            .is_some_and(is_interim);
+        let kept = matches!(plain, Ok(Status::Complete(_))) && !interim;
         for round in ["parsed", "from the memo"] {
             let answers = memo.answers(&buf, *method, &limits);
-            let kept = matches!(plain, Ok(Status::Complete(_)));
             assert_eq!(answers, kept && round != "parsed", "{round}: {wire:?}");
             let mut storage = [httparse::EMPTY_HEADER; crate::http::limits::MAX_HEADERS_CAP];
             let got = parse_final_response_memo(&buf, &mut storage, (*method, &limits), &mut memo);
@@ -507,15 +513,17 @@ fn a_head_from_the_memo_is_the_parse_of_its_bytes() {
                 "{round}: {wire:?}"
             );
         }
-        // Fewer slots than the head has fields: parsed, and refused as the parse refuses it.
-        let fields = plain.as_ref().map(|s| match s {
-            Status::Complete(w) => w.fields.len(),
-            Status::Partial => 0,
-        });
-        if let Ok(n @ 1..) = fields {
-            let mut few = vec![httparse::EMPTY_HEADER; n - 1];
+        // Every number of slots up to the fields' and two more: what a parse into them says,
+        // whether the memo holds the head or not (a parse with too few refuses it).
+        let fields = match &plain {
+            Ok(Status::Complete(w)) => w.fields.len(),
+            _ => 0,
+        };
+        for slots in 0..fields + 3 {
+            let mut few = vec![httparse::EMPTY_HEADER; slots];
+            let want = whole(parse_final_response(&buf, &mut few, *method, &limits));
             let got = parse_final_response_memo(&buf, &mut few, (*method, &limits), &mut memo);
-            assert_eq!(whole(got), Err(TooManyHeaders), "{wire:?}");
+            assert_eq!(whole(got), want, "{slots} slots: {wire:?}");
         }
     }
 }
@@ -585,4 +593,28 @@ fn the_memo_answers_only_for_the_bytes_method_and_limits_it_kept() {
     );
     assert!(read(long.as_bytes(), Other, &limits, &mut memo).is_ok());
     assert_eq!(memo.kept_len(), None);
+}
+
+#[test]
+fn a_reader_sharing_a_memo_refuses_a_head_its_own_slots_cannot_hold() {
+    let limits = Limits {
+        max_headers: 200,
+        ..Limits::default()
+    };
+    let fields: String = (0..150).map(|_| "A:1\r\n").collect();
+    let wire = format!("HTTP/1.1 204 No Content\r\n{fields}\r\n");
+    let mut memo = HeadMemo::default();
+    let mut storage = vec![httparse::EMPTY_HEADER; 200];
+    let got = parse_final_response_memo(wire.as_bytes(), &mut storage, (Other, &limits), &mut memo);
+    assert!(
+        matches!(got, Ok(Status::Complete(_))),
+        "{:?}",
+        got.map(|_| ())
+    );
+    assert!(memo.answers(wire.as_bytes(), Other, &limits));
+    // The reader parses into READER_MAX_HEADERS (100) slots: refused, as its parse refuses it.
+    assert_eq!(
+        read_one(wire.as_bytes(), Other, &limits, &mut memo).0,
+        Err(TooManyHeaders)
+    );
 }
