@@ -451,3 +451,80 @@ fn with_route_read(cfg: &mut proxy::config::Config, read: std::time::Duration) {
     opts.merge_timeouts(&cfg.timeouts);
     cfg.routes[RouteId::new(0)].opts = Some(std::sync::Arc::new(opts));
 }
+
+#[test]
+fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
+    // A fill whose upstream sends its head a byte at a time, each within the read timeout
+    // (300 ms), so the fill itself never times out and its entry does not change for seconds.
+    // A request that waits for it waits one read timeout, then fetches on its own (a miss,
+    // not stored); the fill, once complete, is what the store answers afterwards.
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let origin = l.local_addr().unwrap();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let seen = requests.clone();
+    std::thread::spawn(move || {
+        for (i, s) in l.incoming().flatten().enumerate() {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                let mut s = s;
+                let mut head = Vec::new();
+                let mut b = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                let body = if i == 0 { "filled" } else { "apart!" };
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\nContent-Length: 6\r\n\r\n{body}"
+                );
+                if i > 0 {
+                    let _ = s.write_all(answer.as_bytes());
+                } else {
+                    // About 2 s for the whole answer, a byte each 25 ms.
+                    for byte in answer.as_bytes() {
+                        if s.write_all(&[*byte]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(25));
+                    }
+                }
+                let _ = s.read(&mut b);
+            });
+        }
+    });
+    let mut cfg = tests::proxy_config(&[origin], &["--cache", "1MiB"]);
+    cfg.timeouts.read = Duration::from_millis(300);
+    let p = proxy::start(cfg).expect("proxy starts");
+    let addr = p.listen_addrs()[0];
+    let leader = std::thread::spawn(move || request(addr, "GET", "/t", ""));
+    assert!(
+        tests::eventually(raw::WAIT, || requests.load(Ordering::SeqCst) == 1),
+        "the fill's request never reached the origin"
+    );
+    let r = request(addr, "GET", "/t", "");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..]),
+        (200, "MISS", &b"apart!"[..]),
+        "the waiting request, after one read timeout without a change"
+    );
+    assert_eq!(requests.load(Ordering::SeqCst), 2);
+    let r = leader.join().expect("the leader");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..]),
+        (200, "MISS", &b"filled"[..])
+    );
+    let r = request(addr, "GET", "/t", "");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..]),
+        (200, "HIT", &b"filled"[..]),
+        "the fill was stored, the fetch apart was not"
+    );
+    p.shutdown().unwrap();
+}
