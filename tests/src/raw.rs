@@ -361,6 +361,18 @@ impl Client {
 /// EOF is [`End::Closed`], a reset (or abort, or broken pipe) [`End::Reset`], the read
 /// timeout [`End::TimedOut`] (the connection is still open); EINTR is retried (see the
 /// module's doc), and any other error fails the test rather than pass for an end.
+/// Read from `stream` (an origin's side) until `pending` holds a whole request head, through
+/// its empty line: the head, taken off `pending` (what came after it stays). How the stream
+/// ended instead, if it did first.
+pub fn read_request_head(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Result<Vec<u8>, End> {
+    loop {
+        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            return Ok(pending.drain(..i + 4).collect());
+        }
+        read_once(stream, pending)?;
+    }
+}
+
 pub fn read_once(stream: &mut TcpStream, into: &mut Vec<u8>) -> Result<usize, End> {
     let mut chunk = [0u8; 16 * 1024];
     loop {

@@ -51,13 +51,8 @@ fn early_upstream(after: After) -> (SocketAddr, Hold) {
     let (hold, release) = mpsc::channel::<()>();
     std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
-        let mut head = Vec::new();
-        let mut buf = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => return,
-                Ok(n) => head.extend_from_slice(&buf[..n]),
-            }
+        if tests::raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+            return;
         }
         s.write_all(ANSWER).expect("the answer is written");
         match after {

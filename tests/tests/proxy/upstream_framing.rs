@@ -20,17 +20,10 @@ fn fake_upstream_holding(
     let h = thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_read_timeout(Some(WAIT)).unwrap();
-        let mut head = Vec::new();
-        let mut b = [0u8; 4096];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            match s.read(&mut b) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => head.extend_from_slice(&b[..n]),
-            }
-        }
+        let head = tests::raw::read_request_head(&mut s, &mut Vec::new()).unwrap_or_default();
         let _ = s.write_all(&reply);
         s.set_read_timeout(Some(hold)).unwrap();
-        let _ = s.read(&mut b); // returns when the proxy closes, or after `hold`
+        let _ = s.read(&mut [0u8; 4096]); // returns when the proxy closes, or after `hold`
         head
     });
     (addr, h)
@@ -194,18 +187,11 @@ fn scripted_upstream(replies: Vec<Vec<u8>>) -> (SocketAddr, thread::JoinHandle<V
         let (mut s, _) = l.accept().unwrap();
         s.set_read_timeout(Some(WAIT)).unwrap();
         let (mut heads, mut pending) = (Vec::new(), Vec::new());
-        let mut b = [0u8; 4096];
         for reply in replies {
-            let end = loop {
-                if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break i + 4;
-                }
-                match s.read(&mut b) {
-                    Ok(0) | Err(_) => return heads,
-                    Ok(n) => pending.extend_from_slice(&b[..n]),
-                }
-            };
-            heads.push(pending.drain(..end).collect());
+            match tests::raw::read_request_head(&mut s, &mut pending) {
+                Ok(head) => heads.push(head),
+                Err(_) => return heads,
+            }
             s.write_all(&reply).unwrap();
         }
         heads

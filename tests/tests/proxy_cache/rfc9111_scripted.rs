@@ -471,13 +471,8 @@ fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
             let seen = seen.clone();
             std::thread::spawn(move || {
                 let mut s = s;
-                let mut head = Vec::new();
-                let mut b = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match s.read(&mut b) {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&b[..n]),
-                    }
+                if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+                    return;
                 }
                 seen.fetch_add(1, Ordering::SeqCst);
                 let body = if i == 0 { "filled" } else { "apart!" };
@@ -495,7 +490,7 @@ fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
                         std::thread::sleep(Duration::from_millis(25));
                     }
                 }
-                let _ = s.read(&mut b);
+                let _ = s.read(&mut [0u8; 64]);
             });
         }
     });
