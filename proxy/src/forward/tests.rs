@@ -298,7 +298,8 @@ fn interim_heads_go_before_the_final_head_when_asked() {
         // An HTTP/1.0 client: none.
         (None, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n"),
     ];
-    // Every case twice through one memo: parsed, then taken from the memo, the same.
+    // Every case twice through one memo, which keeps no head behind interim heads: the
+    // same each time.
     let mut memo = shared::http::HeadMemo::default();
     for (interim, want) in cases.iter().flat_map(|c| [c, c]) {
         let (interim, want) = (*interim, *want);
