@@ -629,6 +629,17 @@ fn a_read_of_what_the_receive_holds_completes_at_once() {
     })
     .expect("runtime");
     client.join().expect("client thread");
+    on_epoll_after_bytes(|mut s| async move {
+        let (r, buf) = s.read(Vec::with_capacity(1)).await;
+        assert_eq!(r.expect("read"), 1, "{buf:?}");
+        s.read_queued(Vec::with_capacity(64))
+            .expect_err("a read at once on the epoll driver");
+    });
+}
+
+/// On the epoll driver, where no multishot receive can be enabled, `check` runs on a
+/// server stream whose client sent `epoll` and closed.
+fn on_epoll_after_bytes<F: std::future::Future<Output = ()>>(check: impl FnOnce(TcpStream) -> F) {
     let (l, addr) = listener();
     let (go_tx, client) = scripted_client(addr);
     run_on(DriverKind::Epoll, 64, async move {
@@ -636,10 +647,7 @@ fn a_read_of_what_the_receive_holds_completes_at_once() {
         assert!(!s.enable_multishot_recv(), "multishot on the epoll driver");
         go_tx.send(b"epoll").expect("client");
         drop(go_tx);
-        let (r, buf) = s.read(Vec::with_capacity(1)).await;
-        assert_eq!(r.expect("read"), 1, "{buf:?}");
-        s.read_queued(Vec::with_capacity(64))
-            .expect_err("a read at once on the epoll driver");
+        check(s).await;
     })
     .expect("runtime");
     client.join().expect("client thread");
@@ -712,13 +720,7 @@ fn a_discard_drops_bytes_unread_and_a_read_goes_on_after_them() {
     })
     .expect("runtime");
     client.join().expect("client thread");
-    let (l, addr) = listener();
-    let (go_tx, client) = scripted_client(addr);
-    run_on(DriverKind::Epoll, 64, async move {
-        let (mut s, _) = serve(l).accept().await.expect("accept");
-        assert!(!s.enable_multishot_recv(), "multishot on the epoll driver");
-        go_tx.send(b"epoll").expect("client");
-        drop(go_tx);
+    on_epoll_after_bytes(|mut s| async move {
         assert!(
             s.discard(4).await.is_none(),
             "a discard on the epoll driver"
@@ -729,7 +731,5 @@ fn a_discard_drops_bytes_unread_and_a_read_goes_on_after_them() {
             (5, &b"epoll"[..]),
             "nothing dropped"
         );
-    })
-    .expect("runtime");
-    client.join().expect("client thread");
+    });
 }
