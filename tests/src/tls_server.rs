@@ -129,6 +129,11 @@ pub struct TlsServer {
 
 impl TlsServer {
     pub fn start(cert: &Issued) -> TlsServer {
+        TlsServer::answering(cert, RESPONSE)
+    }
+
+    /// Like `start`, answering each keep-alive request with `answer`, written at once.
+    pub fn answering(cert: &Issued, answer: &[u8]) -> TlsServer {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut cfg = ServerConfig::builder_with_provider(provider)
@@ -143,12 +148,13 @@ impl TlsServer {
         let addr = listener.local_addr().unwrap();
         let stats = Arc::new(ServerStats::default());
         let st = stats.clone();
+        let answer: Arc<[u8]> = answer.into();
         std::thread::spawn(move || {
             for tcp in listener.incoming() {
                 let Ok(tcp) = tcp else { continue };
                 st.connections.fetch_add(1, Ordering::SeqCst);
-                let (cfg, st) = (cfg.clone(), st.clone());
-                std::thread::spawn(move || serve(cfg, tcp, &st));
+                let (cfg, st, answer) = (cfg.clone(), st.clone(), answer.clone());
+                std::thread::spawn(move || serve(cfg, tcp, &st, &answer));
             }
         });
         TlsServer { addr, stats }
@@ -163,7 +169,7 @@ const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
 const RESPONSE_CLOSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
 
-fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats) {
+fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats, answer: &[u8]) {
     let conn = ServerConnection::new(cfg).unwrap();
     let mut tls = StreamOwned::new(conn, tcp);
     let mut buf = Vec::new();
@@ -196,7 +202,7 @@ fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats) {
                 let _ = tls.flush();
                 return;
             }
-            if tls.write_all(RESPONSE).is_err() {
+            if tls.write_all(answer).is_err() {
                 return;
             }
         }

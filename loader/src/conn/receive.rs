@@ -206,9 +206,10 @@ impl Received {
         self.top_up(w, slot, open).map(drop)
     }
 
-    /// The last read filled its room and a response ended exactly there: what waits in the
-    /// receive behind it is read now, at once, so the bytes after a response are seen at its
-    /// end whatever the read's size. `Ok(true)` when bytes came.
+    /// The last read filled its room and a response ended exactly there: what waits behind
+    /// it (in the multishot receive's queue, the socket, or the TLS session:
+    /// `Stream::read_queued`) is read now, at once, so the bytes after a response are seen at
+    /// its end whatever the read's size and the stream. `Ok(true)` when bytes came.
     fn top_up(&mut self, w: &Engine, slot: &Slot, open: &mut Open) -> Result<bool, ConnEnd> {
         if !self.full || self.pos < self.buf.len() {
             return Ok(false);

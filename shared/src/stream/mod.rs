@@ -132,13 +132,17 @@ impl Stream {
         }
     }
 
-    /// A read that completes at once from what a plain stream's multishot receive already
-    /// holds (`arrived`), without a future; `Err(buf)` otherwise (a TLS stream, nothing
-    /// queued): read with `read`.
+    /// A read that completes at once, without a future, from what already arrived;
+    /// `Err(buf)` when nothing did (or `buf` has no room): read with `read`. A stream read
+    /// through a multishot receive reads the receive's queue (`arrived`: memory, no system
+    /// call); another plain stream what its socket holds (a non-blocking recv(2)); a TLS
+    /// stream the plaintext its session holds, then the records that arrived, taken the same
+    /// way.
     pub fn read_queued<T: IoBufMut>(&mut self, buf: T) -> Result<BufResult<usize, T>, T> {
         match self {
-            Stream::Plain(s) => s.read_queued(buf),
-            Stream::Tls(_) => Err(buf),
+            Stream::Plain(s) if s.multishot_enabled() => s.read_queued(buf),
+            Stream::Plain(s) => recv_now(s.as_raw_fd(), buf),
+            Stream::Tls(t) => t.read_queued(buf),
         }
     }
 
@@ -266,6 +270,29 @@ pub fn ensure_nonblocking(fd: RawFd, done: &mut bool) -> io::Result<()> {
     }
     *done = true;
     Ok(())
+}
+
+/// One recv(2) into `buf`'s room that never waits, whatever the socket's mode: `Err(buf)`
+/// when the socket holds nothing (or `buf` has no room), `Ok(0)` at its end. For a socket no
+/// multishot receive reads (it would have taken the bytes first) and no read is in flight on.
+fn recv_now<T: IoBufMut>(fd: RawFd, mut buf: T) -> Result<BufResult<usize, T>, T> {
+    let room = buf.bytes_total();
+    if room == 0 {
+        return Err(buf);
+    }
+    // SAFETY: recv(2) writes at most `room` bytes at the buffer's write pointer, the room
+    // monoio's own reads write into; the caller keeps `fd` open for the call.
+    let n = unsafe { libc::recv(fd, buf.write_ptr().cast(), room, libc::MSG_DONTWAIT) };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Err(buf),
+            _ => Ok((Err(e), buf)),
+        };
+    }
+    // SAFETY: recv wrote `n` bytes at the write pointer.
+    unsafe { buf.set_init(n as usize) };
+    Ok((Ok(n as usize), buf))
 }
 
 /// A non-blocking one-byte peek finds nothing to read (and no end of stream, no error).

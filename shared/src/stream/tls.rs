@@ -264,39 +264,79 @@ impl TlsStream {
 
     /// See `Stream::still_open`.
     pub(super) fn still_open(&mut self) -> bool {
-        let Some(mut scratch) = self.scratch.take() else {
+        if self.scratch.is_none() {
+            // A read is in flight: not an idle connection.
             return false;
-        };
+        }
+        loop {
+            match self.records_now() {
+                None => return true,
+                Some(Ok(Some(s))) if s.plaintext_bytes_to_read() == 0 && !s.peer_has_closed() => {}
+                Some(_) => return false,
+            }
+        }
+    }
+
+    /// See `Stream::read_queued`.
+    pub(super) fn read_queued<T: IoBufMut>(
+        &mut self,
+        mut buf: T,
+    ) -> Result<BufResult<usize, T>, T> {
+        // SAFETY: the buffer's spare part, as monoio's own reads write into it; only the
+        // bytes the read reports are marked initialized.
+        let dst = unsafe { std::slice::from_raw_parts_mut(buf.write_ptr(), buf.bytes_total()) };
+        if dst.is_empty() {
+            return Err(buf);
+        }
+        loop {
+            match self.conn.reader().read(dst) {
+                Ok(n) => {
+                    // SAFETY: the session wrote `n` bytes at the start of `dst`.
+                    unsafe { buf.set_init(n) };
+                    return Ok((Ok(n), buf));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Ok((Err(e), buf)),
+            }
+            match self.records_now() {
+                None => return Err(buf),
+                Some(Err(e)) => return Ok((Err(e), buf)),
+                // Records, or the end, given to the session: its reader tells what they were.
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
+    /// The records that already arrived, given to the session without waiting: from the
+    /// multishot receive's queue when one reads the socket, else with a non-blocking
+    /// recv(2). `None` when nothing waits (or a read is in flight: it holds the scratch);
+    /// `Ok(None)` at the end of the stream (given to the session too), else the session's
+    /// state after them.
+    fn records_now(&mut self) -> Option<io::Result<Option<IoState>>> {
+        let mut scratch = self.scratch.take()?;
         if scratch.capacity() == 0 {
             scratch = take_scratch();
         }
-        let alive = loop {
-            scratch.clear();
-            // SAFETY: recv(2) into the scratch's spare capacity, on the descriptor this stream
-            // owns; MSG_DONTWAIT keeps it from blocking whatever the socket's mode.
-            let n = unsafe {
-                libc::recv(
-                    self.io.as_raw_fd(),
-                    scratch.as_mut_ptr().cast(),
-                    scratch.capacity(),
-                    libc::MSG_DONTWAIT,
-                )
-            };
-            if n < 0 {
-                break io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock;
-            }
-            if n == 0 {
-                break false;
-            }
-            // SAFETY: recv wrote `n` bytes at the start of the spare capacity.
-            unsafe { scratch.set_len(n as usize) };
-            match self.absorb(&scratch) {
-                Ok(s) if s.plaintext_bytes_to_read() == 0 && !s.peer_has_closed() => {}
-                _ => break false,
+        scratch.clear();
+        let got = if self.io.multishot_enabled() {
+            self.io.read_queued(scratch)
+        } else {
+            super::recv_now(self.io.as_raw_fd(), scratch)
+        };
+        let (r, scratch) = match got {
+            Ok(read) => read,
+            Err(scratch) => {
+                self.scratch = Some(scratch);
+                return None;
             }
         };
+        let res = match r {
+            Ok(0) => self.absorb(&[]).map(|_| None),
+            Ok(n) => self.absorb(&scratch[..n]).map(Some),
+            Err(e) => Err(e),
+        };
         self.scratch = Some(scratch);
-        alive
+        Some(res)
     }
 
     /// Queue a close_notify and send it if the socket takes it without waiting; the TCP

@@ -233,6 +233,44 @@ fn bytes_after_a_response_are_protocol_errors() {
     }
 }
 
+/// An answer that fills the loader's read buffer to its last byte, and bytes nobody asked for
+/// behind it: a protocol error on every path, where the read's room ends right at the
+/// answer's end (the epoll driver, receives submitted per read, `--close`), as it is
+/// where a multishot receive holds them.
+#[test]
+fn bytes_after_an_answer_that_fills_the_read_buffer_are_protocol_errors_on_every_path() {
+    use shared::runtime::DriverChoice;
+    let room = loader::worker::READ_BUF;
+    let exact = ok(&"b".repeat(room - ok("").len() - 4));
+    assert_eq!(exact.len(), room);
+    let answer = [exact, ok("ok")].concat();
+    let len = answer.len() as u64;
+    let server = Scripted::start(move |_, _| Act::Answer(answer.clone()));
+    for (driver, no_multishot, close) in [
+        (DriverChoice::Epoll, false, false),
+        (DriverChoice::Auto, true, false),
+        (DriverChoice::Epoll, false, true),
+        (DriverChoice::Auto, true, true),
+        (DriverChoice::Auto, false, true),
+    ] {
+        let mut o = opts(std::slice::from_ref(&server.url), 1);
+        o.requests = Some(3);
+        o.runtime.driver = driver;
+        o.runtime.multishot = !no_multishot;
+        o.close = close;
+        let r = run(&o);
+        let t = &r.totals;
+        let case = format!("{driver:?} no_multishot {no_multishot} close {close}");
+        assert_eq!((t.completed, t.failures.total()), (3, 0), "{case}: {t:?}");
+        assert_eq!(
+            (t.protocol_errors, r.connections_opened),
+            (3, 3),
+            "{case}: {t:?}"
+        );
+        assert_eq!(t.bytes_received, 3 * len, "{case}: {t:?}");
+    }
+}
+
 /// A response cut short by the server: its bytes arrived and are in Total transferred,
 /// though the request failed.
 #[test]

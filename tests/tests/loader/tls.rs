@@ -86,6 +86,41 @@ fn keep_alive_counts_are_exact_over_https() {
     }
 }
 
+/// Bytes after an answer that fills the loader's read buffer to its last byte, nobody's: a
+/// protocol error over TLS too (the session's plaintext and the records that wait are read
+/// at once at the answer's end), where before they were read as the next request's answer.
+#[test]
+fn bytes_after_an_answer_that_fills_the_read_buffer_are_protocol_errors_over_https() {
+    use crate::hostile::ok;
+    let room = loader::worker::READ_BUF;
+    let exact = ok(&"b".repeat(room - ok("").len() - 4));
+    assert_eq!(exact.len(), room);
+    let answer = [exact, ok("ok")].concat();
+    let (ca, leaf) = tests::tls_server::ca_and_leaf();
+    let server = TlsServer::answering(&leaf, &answer);
+    for driver in DRIVERS {
+        let mut o = opts(&server.url("localhost", "/"), ca_file(&ca), driver);
+        o.requests = Some(3);
+        let r = run(&o);
+        let t = &r.totals;
+        assert_eq!(
+            (t.completed, t.failures.total()),
+            (3, 0),
+            "{driver:?} {t:?}"
+        );
+        assert_eq!(
+            (t.protocol_errors, r.connections_opened),
+            (3, 3),
+            "{driver:?} {t:?}"
+        );
+        assert_eq!(
+            t.bytes_received,
+            3 * answer.len() as u64,
+            "{driver:?} {t:?}"
+        );
+    }
+}
+
 #[test]
 fn close_resumes_every_connection_after_the_first() {
     for driver in DRIVERS {
