@@ -246,8 +246,10 @@ impl AsRawFd for Stream {
 }
 
 /// Make socket `fd` non-blocking for good, unless `done` says it already is (the proxy
-/// keeps it per client connection): the flags are read from this very socket, never
-/// assumed from another.
+/// keeps it per client connection). One F_SETFL of O_NONBLOCK alone, no F_GETFL first: of
+/// the status flags F_SETFL changes, a socket of ours has none but O_NONBLOCK (O_APPEND,
+/// O_ASYNC, O_DIRECT and O_NOATIME are never set on one), so nothing else is cleared, and
+/// nothing is ever restored from another socket's flags.
 /// `sendfile(2)` takes no flags, so only the socket's mode keeps it from waiting on the
 /// worker thread for a client that stopped reading. Left on: the runtime's own I/O does not
 /// mind (io_uring still parks an operation on an O_NONBLOCK socket until it is ready, since
@@ -257,16 +259,9 @@ pub fn ensure_nonblocking(fd: RawFd, done: &mut bool) -> io::Result<()> {
     if *done {
         return Ok(());
     }
-    // SAFETY: F_GETFL on the caller's open socket; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
+    // SAFETY: F_SETFL on the caller's open socket; no memory is passed.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) } < 0 {
         return Err(io::Error::last_os_error());
-    }
-    if flags & libc::O_NONBLOCK == 0 {
-        // SAFETY: F_SETFL on the caller's open socket; no memory is passed.
-        if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
     }
     *done = true;
     Ok(())

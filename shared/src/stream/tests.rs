@@ -92,3 +92,29 @@ fn accepted_sockets_are_close_on_exec() {
         assert_ne!(flags & libc::FD_CLOEXEC, 0, "{driver:?}: not close-on-exec");
     }
 }
+
+/// `ensure_nonblocking` switches the socket to O_NONBLOCK and changes no other status flag
+/// (one F_SETFL, nothing read first); with `done` set it does nothing, and it never switches
+/// back.
+#[test]
+fn ensure_nonblocking_sets_o_nonblock_and_nothing_else() {
+    use std::os::fd::AsRawFd;
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let ours = TcpStream::connect(l.local_addr().unwrap()).expect("connect");
+    let fd = ours.as_raw_fd();
+    // SAFETY: F_GETFL on an open socket.
+    let flags = || unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    let before = flags();
+    assert_eq!(before & libc::O_NONBLOCK, 0, "a new socket blocks");
+    let mut done = false;
+    super::ensure_nonblocking(fd, &mut done).expect("switched");
+    assert!(done);
+    assert_eq!(flags(), before | libc::O_NONBLOCK);
+    // `done` says it is: nothing is changed, whatever the socket's mode now.
+    ours.set_nonblocking(false).unwrap();
+    super::ensure_nonblocking(fd, &mut done).expect("nothing to do");
+    assert_eq!(flags(), before);
+    let mut again = false;
+    super::ensure_nonblocking(fd, &mut again).expect("switched again");
+    assert_eq!(flags(), before | libc::O_NONBLOCK);
+}
