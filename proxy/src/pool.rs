@@ -23,15 +23,16 @@
 //!   queue is not empty (`TcpStream::multishot_queued`: a look at a queue in memory, no system
 //!   call). Such bytes must never be read as the next client's response. nginx notices the
 //!   same through the read event it keeps on idle connections.
-//! - A connection idle for a while (`check_after`: half the idle timeout, at most the group's
-//!   `keepalive_check`, 1 s by default), or one
-//!   whose receive could not be armed (the ring short of buffers), is also checked before
-//!   reuse with one non-blocking peek (TLS: a non-blocking read given to the session, see
-//!   `Stream::still_open`): origins close idle connections on their own timers (Apache after
-//!   5 s), and a request that cannot be retried (a POST, a streamed body) must not be sent
-//!   into a closed one. Without multishot receives (the epoll driver, `multishot = false`,
-//!   TLS upstreams) that peek is the only check, as before: a connection reused sooner is not
-//!   looked at.
+//! - A connection no receive watches (the epoll driver, `multishot = false`, TLS upstreams,
+//!   one whose bodies are spliced, one whose receive could not be armed because the ring was
+//!   short of buffers) is looked at every time it is taken, with one non-blocking peek (TLS:
+//!   the session must hold nothing, and what waits in the socket is read and given to it,
+//!   see `Stream::still_open`): one system call per reuse, where a look only now and then
+//!   let a second response nobody asked for become the next client's answer. A watched one
+//!   idle for a while (`check_after`: half the idle timeout, at most the group's
+//!   `keepalive_check`, 1 s by default) is peeked at too: origins close idle connections on
+//!   their own timers (Apache after 5 s), and a request that cannot be retried (a POST, a
+//!   streamed body) must not be sent into a closed one.
 //! - A pooled connection the origin closed unnoticed (just now) is detected when used: the
 //!   caller retries the request on a fresh connection where that is safe (see `exchange.rs`),
 //!   never counting it as a server failure.
@@ -62,8 +63,8 @@ pub struct Upstream {
 struct Idle {
     up: Upstream,
     since: Instant,
-    /// No multishot receive is armed on it although it reads through one: what arrived is in
-    /// the socket, and only a peek sees it.
+    /// No multishot receive is armed on it: what arrived is in the socket (or a TLS
+    /// session), and only a peek sees it.
     unwatched: bool,
 }
 
@@ -120,16 +121,16 @@ impl ServerPool {
             return;
         }
         // A plain connection that will be read again is read through a multishot receive
-        // from now on (a TLS one is checked with a raw read, which the receive would hide
-        // bytes from).
-        // A connection that splices is read one-shot: only a peek sees what arrived.
-        let mut unwatched = up.splices;
+        // from now on, where the worker has them (a TLS one is checked with a raw read, which
+        // the receive would hide bytes from; one that splices is read one-shot). Any other is
+        // peeked at when taken.
+        let mut unwatched = true;
         if !up.splices && !up.stream.is_tls() && up.stream.multishot_recv() {
             match watch(&mut up.stream) {
-                Watch::Armed => {}
+                Watch::Armed => unwatched = false,
                 // The origin already sent more than its response, or ended: not reusable.
                 Watch::Arrived => return,
-                Watch::Unarmed => unwatched = true,
+                Watch::Unarmed => {}
             }
         }
         self.idle.push_back(Idle {

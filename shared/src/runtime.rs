@@ -271,7 +271,7 @@ pub fn ready_recv(s: &mut monoio::net::TcpStream) -> bool {
 /// `multishot_on`). A connection whose every read is awaited in turn gains: no submission, no
 /// failed first attempt and no poll armed per read, and an idle connection holds no buffer.
 /// A peek of such a socket does not see what the receive took: `Stream::still_open` looks
-/// at the receive's queue too (plain streams; a TLS one's check reads the socket itself).
+/// at the receive's queue too (plain streams; a TLS one checked that way must not have one).
 pub fn multishot_recv(s: &mut monoio::net::TcpStream) -> bool {
     if !MULTISHOT.with(|m| m.get()) {
         return false;

@@ -66,7 +66,7 @@ impl Stream {
     /// Read the TCP stream underneath through a multishot receive from now on, where this
     /// worker does (`runtime::multishot_recv`). Worth it on a connection that waits for
     /// more than one message. A plain one may still be checked with `still_open`; a TLS one
-    /// must not (its check reads the socket itself).
+    /// must not (its check reads the receive's queue only, not the socket behind it).
     pub fn multishot_recv(&mut self) -> bool {
         match self {
             Stream::Plain(s) => crate::runtime::multishot_recv(s),
@@ -156,8 +156,8 @@ impl Stream {
     }
 
     /// Whether an idle connection (no request in flight on it) is still open and silent.
-    /// Plain: a non-blocking peek finds nothing. TLS: the bytes waiting are read and given to
-    /// the session; post-handshake messages (TLS 1.3 session tickets, a key update) are fine,
+    /// Plain: a non-blocking peek finds nothing. TLS: the session holds no plaintext, and the
+    /// bytes waiting are read and given to it; post-handshake messages (TLS 1.3 session tickets, a key update) are fine,
     /// application data, an alert, a close_notify or end of stream mean the connection must
     /// not carry another request.
     pub fn still_open(&mut self) -> bool {
@@ -167,7 +167,7 @@ impl Stream {
             Stream::Tls(t) => {
                 debug_assert!(
                     !t.tcp().multishot_enabled(),
-                    "a TLS connection checked with a raw read must not use a multishot receive"
+                    "a TLS connection checked for liveness must not use a multishot receive"
                 );
                 t.still_open()
             }
@@ -275,16 +275,20 @@ fn recv_now<T: IoBufMut>(fd: RawFd, mut buf: T) -> Result<BufResult<usize, T>, T
     if room == 0 {
         return Err(buf);
     }
-    // SAFETY: recv(2) writes at most `room` bytes at the buffer's write pointer, the room
-    // monoio's own reads write into; the caller keeps `fd` open for the call.
-    let n = unsafe { libc::recv(fd, buf.write_ptr().cast(), room, libc::MSG_DONTWAIT) };
-    if n < 0 {
+    let n = loop {
+        // SAFETY: recv(2) writes at most `room` bytes at the buffer's write pointer, the room
+        // monoio's own reads write into; the caller keeps `fd` open for the call.
+        let n = unsafe { libc::recv(fd, buf.write_ptr().cast(), room, libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            break n;
+        }
         let e = io::Error::last_os_error();
-        return match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Err(buf),
-            _ => Ok((Err(e), buf)),
-        };
-    }
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => return Err(buf),
+            _ => return Ok((Err(e), buf)),
+        }
+    };
     // SAFETY: recv wrote `n` bytes at the write pointer.
     unsafe { buf.set_init(n as usize) };
     Ok((Ok(n as usize), buf))

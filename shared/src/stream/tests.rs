@@ -118,3 +118,92 @@ fn ensure_nonblocking_sets_o_nonblock_and_nothing_else() {
     super::ensure_nonblocking(fd, &mut again).expect("switched again");
     assert_eq!(flags(), before | libc::O_NONBLOCK);
 }
+
+/// A TLS stream's `read_queued` takes what already arrived without waiting: nothing when
+/// nothing did (session tickets that wait are given to the session, no plaintext); the
+/// records that came into the socket since the last read, decrypted, on each driver (no
+/// multishot receive here: the socket is read with a non-blocking recv).
+#[test]
+fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
+    use crate::tls::{ClientTls, ClientTlsOptions, Trust};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::sync::{mpsc, Arc};
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let server = Arc::new(server);
+    let opts = ClientTlsOptions {
+        trust: Trust::Insecure,
+        resumption: false,
+    };
+    let (client, _) = ClientTls::new(&opts).unwrap().config().unwrap();
+    for driver in drivers_here() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().unwrap();
+        let (go_tx, go) = mpsc::channel::<()>();
+        let (sent_tx, sent) = mpsc::channel::<()>();
+        let server = server.clone();
+        let peer = std::thread::spawn(move || {
+            let (tcp, _) = l.accept().expect("accept");
+            let conn = rustls::ServerConnection::new(server).unwrap();
+            let mut s = rustls::StreamOwned::new(conn, tcp);
+            s.write_all(b"first")
+                .and_then(|_| s.flush())
+                .expect("first");
+            go.recv().expect("go");
+            s.write_all(b"second")
+                .and_then(|_| s.flush())
+                .expect("second");
+            sent_tx.send(()).unwrap();
+            // Hold the connection until the client is done with it.
+            let _ = s.read(&mut [0u8; 1]);
+        });
+        let client = client.clone();
+        let outcome = run_on(driver, 64, async move {
+            let tcp = monoio::net::TcpStream::connect(addr)
+                .await
+                .expect("connect");
+            let name = ServerName::try_from("localhost").unwrap();
+            let tls = super::connect(tcp, client, name).await.expect("handshake");
+            let mut s = Stream::Tls(Box::new(tls));
+            let (r, first) = s.read(Vec::with_capacity(5)).await;
+            assert_eq!((r.expect("read"), &first[..]), (5, &b"first"[..]));
+            if let Ok((r, b)) = s.read_queued(Vec::with_capacity(64)) {
+                return Err(format!("nothing waits, read {r:?} {b:?}"));
+            }
+            go_tx.send(()).unwrap();
+            sent.recv().unwrap();
+            let mut pfd = libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one pollfd of an open socket; waits for the record's arrival.
+            if unsafe { libc::poll(&mut pfd, 1, 10_000) } != 1 {
+                return Err("the second record never arrived".into());
+            }
+            match s.read_queued(Vec::with_capacity(64)) {
+                Ok((Ok(n), b)) => Ok((n, b)),
+                Ok((Err(e), _)) => Err(format!("read_queued: {e}")),
+                Err(_) => Err("read_queued took nothing".into()),
+            }
+        })
+        .expect("runtime");
+        assert_eq!(outcome, Ok((6, b"second".to_vec())), "{driver:?}");
+        peer.join().unwrap();
+    }
+}

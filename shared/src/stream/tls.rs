@@ -264,8 +264,9 @@ impl TlsStream {
 
     /// See `Stream::still_open`.
     pub(super) fn still_open(&mut self) -> bool {
-        if self.scratch.is_none() {
-            // A read is in flight: not an idle connection.
+        // Plaintext (or a close_notify) the session already holds: bytes after the last
+        // response, which must not become the next one's. A read in flight: not idle.
+        if !self.drained() || self.scratch.is_none() {
             return false;
         }
         loop {

@@ -5,11 +5,19 @@
 //! non-idempotent request fail with 502. Now every pooled plain connection is looked at when
 //! it is taken, in its multishot receive's queue (no system call): anything there, bytes or
 //! an end, and it is closed; the request goes on a fresh connection.
+//!
+//! Without a multishot receive (the epoll driver, `multishot = false`) and on a TLS upstream
+//! the stray response was still the next client's answer (session 45): a connection no
+//! receive watches is now peeked at every time it is taken. Each test runs every way a
+//! pooled connection is read.
 
+use proxy::config::{Config, GroupId};
+use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use shared::runtime::DriverKind;
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use tests::inproc::{config, Proxy};
 use tests::process::READY;
 use tests::raw::{exchange, show, WAIT};
@@ -57,8 +65,25 @@ fn tcp_state(s: &TcpStream) -> u8 {
     info.tcpi_state
 }
 
+/// An origin's connection: plain, or TLS over it.
+trait Conn: Read + Write {
+    fn tcp(&self) -> &TcpStream;
+}
+
+impl Conn for TcpStream {
+    fn tcp(&self) -> &TcpStream {
+        self
+    }
+}
+
+impl Conn for StreamOwned<ServerConnection, TcpStream> {
+    fn tcp(&self) -> &TcpStream {
+        &self.sock
+    }
+}
+
 /// Read one request (head, and a body by Content-Length); `false` at the end of the stream.
-fn read_request(s: &mut TcpStream) -> bool {
+fn read_request(s: &mut dyn Conn) -> bool {
     let mut buf = Vec::new();
     let mut byte = [0u8; 1];
     while !buf.ends_with(b"\r\n\r\n") {
@@ -77,7 +102,7 @@ fn read_request(s: &mut TcpStream) -> bool {
 }
 
 /// Answer every request on connection number `n` with a body naming it.
-fn answer(s: &mut TcpStream, n: usize) -> bool {
+fn answer(s: &mut dyn Conn, n: usize) -> bool {
     let body = format!("conn{n}");
     let resp = format!(
         "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
@@ -86,10 +111,13 @@ fn answer(s: &mut TcpStream, n: usize) -> bool {
     s.write_all(resp.as_bytes()).is_ok()
 }
 
-/// An origin that answers every request with the number of its connection. On connection
-/// 1, after the first response, it waits for `go`, does `after`, and says `done` once the
-/// proxy's kernel has acknowledged it.
-fn origin(after: After) -> (SocketAddr, mpsc::Sender<()>, mpsc::Receiver<()>) {
+/// An origin that answers every request with the number of its connection, over TLS with
+/// `tls`. On connection 1, after the first response, it waits for `go`, does `after`, and
+/// says `done` once the proxy's kernel has acknowledged it.
+fn origin(
+    after: After,
+    tls: Option<Arc<ServerConfig>>,
+) -> (SocketAddr, mpsc::Sender<()>, mpsc::Receiver<()>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = l.local_addr().unwrap();
     let (go_tx, go) = mpsc::channel::<()>();
@@ -97,36 +125,106 @@ fn origin(after: After) -> (SocketAddr, mpsc::Sender<()>, mpsc::Receiver<()>) {
     std::thread::spawn(move || {
         let mut go = Some(go);
         for (i, s) in l.incoming().enumerate() {
-            let Ok(mut s) = s else { return };
+            let Ok(s) = s else { return };
             let first = if i == 0 { go.take() } else { None };
             let done = done.clone();
+            let mut s: Box<dyn Conn + Send> = match &tls {
+                Some(cfg) => {
+                    let conn = ServerConnection::new(cfg.clone()).expect("tls session");
+                    Box::new(StreamOwned::new(conn, s))
+                }
+                None => Box::new(s),
+            };
             std::thread::spawn(move || {
                 if let Some(go) = first {
-                    if !(read_request(&mut s) && answer(&mut s, 1)) || go.recv().is_err() {
+                    if !(read_request(&mut *s) && answer(&mut *s, 1)) || go.recv().is_err() {
                         return;
                     }
                     match after {
                         After::Stray => {
                             s.write_all(STRAY).expect("write the stray response");
-                            assert!(tests::eventually(READY, || unacked(&s) == 0));
+                            s.flush().expect("send the stray response");
+                            assert!(tests::eventually(READY, || unacked(s.tcp()) == 0));
                         }
                         After::Fin => {
-                            s.shutdown(Shutdown::Write).expect("shutdown");
-                            assert!(tests::eventually(READY, || tcp_state(&s) == TCP_FIN_WAIT2));
+                            s.tcp().shutdown(Shutdown::Write).expect("shutdown");
+                            assert!(tests::eventually(READY, || {
+                                tcp_state(s.tcp()) == TCP_FIN_WAIT2
+                            }));
                         }
                     }
                     let _ = done.send(());
                 }
-                while read_request(&mut s) && answer(&mut s, i + 1) {}
+                while read_request(&mut *s) && answer(&mut *s, i + 1) {}
             });
         }
     });
     (addr, go_tx, done_rx)
 }
 
-/// Where multishot receives run (the no-syscall look needs one): see `tests::fast_uring`.
-fn multishot_here() -> bool {
-    tests::fast_uring().is_some()
+/// How the proxy reads its pooled connections in a test.
+#[derive(Debug, Clone, Copy)]
+enum Setup {
+    /// Plain, on driver `d`, through multishot receives where `multishot` (io_uring) and
+    /// the driver has them.
+    Plain { d: DriverKind, multishot: bool },
+    /// A TLS upstream (never read through a multishot receive) on driver `d`.
+    Tls { d: DriverKind },
+}
+
+/// Every way: each driver here, io_uring with and without multishot receives, TLS.
+fn setups() -> Vec<Setup> {
+    let mut all = Vec::new();
+    for d in tests::drivers() {
+        all.push(Setup::Plain { d, multishot: true });
+        if d != DriverKind::Epoll {
+            all.push(Setup::Plain {
+                d,
+                multishot: false,
+            });
+        }
+        all.push(Setup::Tls { d });
+    }
+    all
+}
+
+/// A TLS origin's server config (a leaf of `ca` for localhost) and the proxy's group table
+/// that trusts `ca`, its file in `dir`.
+fn tls_origin_config(ca: &tests::tls::Ca, dir: &std::path::Path) -> Arc<ServerConfig> {
+    use shared::tls::server::{server_config, CertFiles, ServerTlsSpec};
+    std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+    let (cert, key) = ca.leaf_files(dir, "origin", &["localhost"]);
+    let spec = ServerTlsSpec {
+        default: CertFiles { cert, key },
+        sni: Vec::new(),
+    };
+    server_config(&spec).expect("origin tls").config
+}
+
+/// The proxy in front of `addr` as `setup` reads it.
+fn proxy_config(addr: SocketAddr, setup: Setup, dir: &std::path::Path) -> Config {
+    let mut cfg = config(&[addr]);
+    match setup {
+        Setup::Plain { d, multishot } => {
+            cfg.runtime.driver = tests::driver_choice(d);
+            cfg.runtime.multishot = multishot;
+        }
+        Setup::Tls { d } => {
+            cfg.runtime.driver = tests::driver_choice(d);
+            let text = format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\n\n[upstream.app]\n\
+                 servers = [\"https://localhost:{}\"]\ntls = {{ ca = \"ca.pem\" }}\n\n\
+                 [[route]]\nupstream = \"app\"\n",
+                addr.port()
+            );
+            let path = dir.join("p.toml");
+            std::fs::write(&path, text).unwrap();
+            let file = proxy::config::load(&path).expect("config loads");
+            cfg.groups = file.groups.clone();
+            cfg.groups[GroupId::new(0)].keepalive = 64;
+        }
+    }
+    cfg
 }
 
 /// Send `req` (closing after its response) and return the response's status and body.
@@ -141,41 +239,44 @@ fn ask(addr: SocketAddr, req: &[u8]) -> (u16, Vec<u8>) {
 
 /// The first request's connection is pooled, the origin does `after` on it, then `second`
 /// is asked: its answer.
-fn second_answer(after: After, second: &[u8]) -> (u16, Vec<u8>) {
-    let (addr, go, done) = origin(after);
-    let p = Proxy::start(config(&[addr]));
+fn second_answer(after: After, second: &[u8], setup: Setup) -> (u16, Vec<u8>) {
+    let dir = tests::temp_dir("pool-liveness");
+    let ca = tests::tls::Ca::new();
+    let tls = matches!(setup, Setup::Tls { .. }).then(|| tls_origin_config(&ca, &dir));
+    let (addr, go, done) = origin(after, tls);
+    let p = Proxy::start(proxy_config(addr, setup, &dir));
     let get = b"GET /first HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
-    assert_eq!(ask(p.addr, get), (200, b"conn1".to_vec()));
+    assert_eq!(ask(p.addr, get), (200, b"conn1".to_vec()), "{setup:?}");
     go.send(()).expect("origin waiting");
     done.recv_timeout(READY).expect("the origin did it");
-    ask(p.addr, second)
+    let answer = ask(p.addr, second);
+    p.stop();
+    answer
 }
 
 #[test]
 fn stray_bytes_on_a_pooled_connection_are_never_an_answer() {
-    if !multishot_here() {
-        return;
-    }
     let get = b"GET /second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
-    let (status, body) = second_answer(After::Stray, get);
-    assert_eq!(
-        (status, String::from_utf8_lossy(&body).into_owned()),
-        (200, "conn2".to_string()),
-        "the second request must be answered by the origin on a fresh connection"
-    );
+    for setup in setups() {
+        let (status, body) = second_answer(After::Stray, get, setup);
+        assert_eq!(
+            (status, String::from_utf8_lossy(&body).into_owned()),
+            (200, "conn2".to_string()),
+            "{setup:?}: the second request must be answered by the origin on a fresh connection"
+        );
+    }
 }
 
 #[test]
 fn a_pooled_connection_its_origin_closed_is_not_used_for_a_post() {
-    if !multishot_here() {
-        return;
-    }
     let post = b"POST /second HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\
                  Connection: close\r\n\r\nhello";
-    let (status, body) = second_answer(After::Fin, post);
-    assert_eq!(
-        (status, String::from_utf8_lossy(&body).into_owned()),
-        (200, "conn2".to_string()),
-        "a POST must go on a fresh connection, not into one the origin closed"
-    );
+    for setup in setups() {
+        let (status, body) = second_answer(After::Fin, post, setup);
+        assert_eq!(
+            (status, String::from_utf8_lossy(&body).into_owned()),
+            (200, "conn2".to_string()),
+            "{setup:?}: a POST must go on a fresh connection, not into one the origin closed"
+        );
+    }
 }
