@@ -233,6 +233,16 @@ fn bytes_after_a_response_are_protocol_errors() {
     }
 }
 
+/// An answer of exactly the loader's read buffer (`READ_BUF`), then a second one nobody asked
+/// for.
+pub fn filling_answer_then_another() -> Vec<u8> {
+    let room = loader::worker::READ_BUF;
+    // A 5-digit Content-Length where `ok("")` has 1.
+    let exact = ok(&"b".repeat(room - ok("").len() - 4));
+    assert_eq!(exact.len(), room);
+    [exact, ok("ok")].concat()
+}
+
 /// An answer that fills the loader's read buffer to its last byte, and bytes nobody asked for
 /// behind it: a protocol error on every path, where the read's room ends right at the
 /// answer's end (the epoll driver, receives submitted per read, `--close`, which reads
@@ -240,10 +250,7 @@ fn bytes_after_a_response_are_protocol_errors() {
 #[test]
 fn bytes_after_an_answer_that_fills_the_read_buffer_are_protocol_errors_on_every_path() {
     use shared::runtime::DriverChoice;
-    let room = loader::worker::READ_BUF;
-    let exact = ok(&"b".repeat(room - ok("").len() - 4));
-    assert_eq!(exact.len(), room);
-    let answer = [exact, ok("ok")].concat();
+    let answer = filling_answer_then_another();
     let len = answer.len() as u64;
     let server = Scripted::start(move |_, _| Act::Answer(answer.clone()));
     for (driver, no_multishot, close) in [

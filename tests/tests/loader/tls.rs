@@ -91,11 +91,7 @@ fn keep_alive_counts_are_exact_over_https() {
 /// at once at the answer's end), where before they were read as the next request's answer.
 #[test]
 fn bytes_after_an_answer_that_fills_the_read_buffer_are_protocol_errors_over_https() {
-    use crate::hostile::ok;
-    let room = loader::worker::READ_BUF;
-    let exact = ok(&"b".repeat(room - ok("").len() - 4));
-    assert_eq!(exact.len(), room);
-    let answer = [exact, ok("ok")].concat();
+    let answer = crate::hostile::filling_answer_then_another();
     let (ca, leaf) = tests::tls_server::ca_and_leaf();
     let server = TlsServer::answering(&leaf, &answer);
     for driver in DRIVERS {
