@@ -104,7 +104,10 @@ impl ServerPool {
             if stray_arrived(&idle.up.stream) {
                 continue;
             }
-            if (age >= self.check_after || idle.unwatched) && !idle.up.stream.still_open() {
+            // Watched only while its receive stays armed: one the kernel ended (the ring ran
+            // out of buffers) leaves what arrives since in the socket.
+            let watched = !idle.unwatched && idle.up.stream.multishot_armed();
+            if (age >= self.check_after || !watched) && !idle.up.stream.still_open() {
                 continue;
             }
             let mut up = idle.up;
@@ -126,8 +129,12 @@ impl ServerPool {
         // peeked at when taken.
         let mut unwatched = true;
         if !up.splices && !up.stream.is_tls() && up.stream.multishot_recv() {
+            // A receive armed only now is queued for submission, not in the kernel: bytes
+            // that came after the response's last read stay in the socket until the worker
+            // next enters it, so a take before that (a pipelined request) peeks.
+            let was_armed = up.stream.multishot_armed();
             match watch(&mut up.stream) {
-                Watch::Armed => unwatched = false,
+                Watch::Armed => unwatched = !was_armed,
                 // The origin already sent more than its response, or ended: not reusable.
                 Watch::Arrived => return,
                 Watch::Unarmed => {}
@@ -211,3 +218,6 @@ fn noop_waker() -> Waker {
     // every call RawWaker's contract allows is sound, from any thread.
     unsafe { Waker::from_raw(clone(std::ptr::null())) }
 }
+
+#[cfg(test)]
+mod tests;

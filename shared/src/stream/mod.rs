@@ -119,6 +119,12 @@ impl Stream {
         }
     }
 
+    /// Whether a multishot receive stays armed on a plain stream (`TcpStream::multishot_armed`):
+    /// what arrives will be in its queue. False for TLS.
+    pub fn multishot_armed(&self) -> bool {
+        matches!(self, Stream::Plain(s) if s.multishot_armed())
+    }
+
     /// Whether bytes (or the end) already arrived and wait unread: a stream read through a
     /// multishot receive, whose queue is in memory (no system call), or a TLS session's
     /// plaintext. `false` when unknown.

@@ -224,6 +224,11 @@ fn proxy_config(addr: SocketAddr, setup: Setup, dir: &std::path::Path) -> Config
             cfg.groups[GroupId::new(0)].keepalive = 64;
         }
     }
+    // Far beyond the test: only the look when a connection is taken can catch what its
+    // origin did, not the timed check of one idle for a while.
+    let g = &mut cfg.groups[GroupId::new(0)];
+    g.keepalive_check = std::time::Duration::from_secs(300);
+    g.keepalive_timeout = std::time::Duration::from_secs(600);
     cfg
 }
 

@@ -498,6 +498,13 @@ impl Multi {
         !self.entries[index].queue.is_empty()
     }
 
+    /// Whether a receive of `index` stays armed in the kernel (armed, not being canceled, not
+    /// a single wait): what arrives on the socket will reach its queue.
+    pub(crate) fn armed(&self, index: usize) -> bool {
+        let e = &self.entries[index];
+        e.armed && !e.canceling && !e.once
+    }
+
     /// The reader of `index` is gone. Returns whether a cancel must be submitted.
     pub(crate) fn close(&mut self, index: usize) -> bool {
         let ring = self.ring.as_mut().expect("ring of an open entry");
@@ -899,6 +906,13 @@ impl MultiRecv {
         // SAFETY: the driver is this thread's; no borrow of it is held across this call.
         let inner = unsafe { &*self.driver.get() };
         inner.multi.queued(self.index)
+    }
+
+    /// See `Multi::armed`.
+    pub(crate) fn armed(&self) -> bool {
+        // SAFETY: the driver is this thread's; no borrow of it is held across this call.
+        let inner = unsafe { &*self.driver.get() };
+        inner.multi.armed(self.index)
     }
 
     /// Receive through a multishot receive from now on (a state opened `once`).

@@ -167,6 +167,18 @@ impl TcpStream {
         false
     }
 
+    /// Vendored change: whether a multishot receive stays armed in the kernel on this socket
+    /// (not ended by the kernel, say for want of ring buffers, nor canceled): while it is,
+    /// what arrives reaches `multishot_queued` once the thread next enters the kernel. True
+    /// from the moment a receive's submission is queued: a caller that arms one (through
+    /// `multishot_ready`) looks here first to know whether it is in the kernel already.
+    pub fn multishot_armed(&self) -> bool {
+        #[cfg(all(target_os = "linux", feature = "iouring"))]
+        return self.multi.as_ref().is_some_and(|m| m.armed());
+        #[cfg(not(all(target_os = "linux", feature = "iouring")))]
+        false
+    }
+
     /// Vendored change: a read that completes at once from arrivals the multishot receive
     /// already holds (`multishot_queued`), with no future, no wait and no timer; `Err(buf)`
     /// when none waits, when there is no multishot receive, or when `buf` has no room (where
