@@ -24,8 +24,10 @@
 //!   call). Such bytes must never be read as the next client's response. nginx notices the
 //!   same through the read event it keeps on idle connections.
 //! - A connection no receive watches (the epoll driver, `multishot = false`, TLS upstreams,
-//!   one whose bodies are spliced, one whose receive could not be armed because the ring was
-//!   short of buffers) is looked at every time it is taken, with one non-blocking peek (TLS:
+//!   one whose bodies are spliced, one whose receive could not be armed or was ended by the
+//!   kernel because the ring was short of buffers, one whose receive `put` armed just now and
+//!   the worker has not submitted yet: `TcpStream::multishot_armed`) is looked at every time
+//!   it is taken, with one non-blocking peek (TLS:
 //!   the session must hold nothing, and what waits in the socket is read and given to it,
 //!   see `Stream::still_open`): one system call per reuse, where a look only now and then
 //!   let a second response nobody asked for become the next client's answer. A watched one
