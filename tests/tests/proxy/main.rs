@@ -14,6 +14,7 @@ mod expect_continue;
 mod failures;
 mod fairness;
 mod hashing;
+mod held_head;
 mod interim;
 mod pool;
 mod proxy_protocol;
