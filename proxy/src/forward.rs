@@ -122,17 +122,55 @@ impl ResponseFields {
     }
 }
 
+/// A server's last response head, kept parsed ([`HeadMemo`]), and the client's head last
+/// written for it. A head taken from the memo and relayed with the same framing and the same
+/// route edits gets the same client head: it is copied, not written field by field (the
+/// fields' hop-by-hop checks, Connection names, edits and encoding cost more than a parse
+/// from the memo).
+#[derive(Debug, Default)]
+pub struct ResponseMemo {
+    head: HeadMemo,
+    /// What `client` was written for: the memo's `kept_id`, the framing, and the edits' address
+    /// (0: none). A generation's configuration, which holds the edits, outlives its memos.
+    client_key: Option<(u64, ClientFraming, usize)>,
+    client: Vec<u8>,
+}
+
+impl ResponseMemo {
+    /// [`append_client_head`] into an empty `out`, or a copy of what it wrote for the same
+    /// kept head, framing and edits.
+    fn client_head<'b>(
+        &mut self,
+        head: (&ResponseHead<'_, 'b>, &'b [u8]),
+        framing: ClientFraming,
+        edits: Option<&HeaderEdits>,
+        out: &mut BytesMut,
+    ) {
+        let edits_at = edits.map_or(0, |e| std::ptr::from_ref(e) as usize);
+        let key = Some((self.head.kept_id(), framing, edits_at));
+        if self.client_key == key {
+            out.extend_from_slice(&self.client);
+            return;
+        }
+        append_client_head(head, framing, edits, out);
+        self.client.clear();
+        self.client.extend_from_slice(out);
+        self.client_key = key;
+    }
+}
+
 /// Parse the upstream's final response head in `buf` (after any interim heads) and write the
 /// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
 /// writes those once the exchange knows whether the client connection stays. The head's
 /// fields go to `fields` when it wants them. `Ok(None)`: incomplete. A head `memo` holds
-/// (the server's last, the same bytes) is taken from it unparsed; a head parsed goes into it.
+/// (the server's last, the same bytes) is taken from it unparsed, and its client head with
+/// it; a head parsed goes into it.
 ///
 /// `interim`: the interim heads from `buf[n..]` on that the client has not had yet go before
 /// the final head (see [`write_interims`]); `None`: none is forwarded (an HTTP/1.0 client).
 pub fn prepare_response(
     shutting_down: bool,
-    (limits, mut memo): (&shared::http::Limits, Option<&mut HeadMemo>),
+    (limits, mut memo): (&shared::http::Limits, Option<&mut ResponseMemo>),
     (buf, interim): (&[u8], Option<usize>),
     req: &RequestInfo,
     out: &mut BytesMut,
@@ -141,7 +179,7 @@ pub fn prepare_response(
 ) -> Result<Option<ResponseInfo>, ProxyError> {
     with_headers(limits.max_headers, |storage| {
         let parsed = match memo.as_deref_mut() {
-            Some(memo) => parse_final_response_memo(buf, storage, (req.method, limits), memo),
+            Some(m) => parse_final_response_memo(buf, storage, (req.method, limits), &mut m.head),
             None => parse_final_response(buf, storage, req.method, limits),
         };
         let head = match parsed {
@@ -154,7 +192,11 @@ pub fn prepare_response(
         if let Some(from) = interim.filter(|&n| starts_interim(&buf[n..])) {
             write_interims(&buf[from..], limits, out)?;
         }
-        append_client_head((&head, buf), info.framing, edits, out);
+        match memo.as_deref_mut() {
+            // Interim heads are never kept: a head behind them is written anew.
+            Some(m) if out.is_empty() => m.client_head((&head, buf), info.framing, edits, out),
+            _ => append_client_head((&head, buf), info.framing, edits, out),
+        }
         fields.record(&head, buf);
         Ok(Some(info))
     })

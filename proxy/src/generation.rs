@@ -21,10 +21,10 @@ use crate::cache::Store;
 use crate::config::cache::CacheEntry;
 use crate::config::ids::Id;
 use crate::config::{Action, Config, GroupId, RouteId, ServerId, Table};
+use crate::forward::ResponseMemo;
 use crate::pool::ServerPool;
 use crate::route::Router;
 use crate::static_files::StaticSite;
-use shared::http::HeadMemo;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -40,7 +40,7 @@ pub struct Generation {
     pools: Table<GroupId, Table<ServerId, Rc<RefCell<ServerPool>>>>,
     /// Per group, per server: the last response head it sent, parsed (a hot object's head
     /// repeats until its `Date` changes).
-    heads: Table<GroupId, Table<ServerId, RefCell<HeadMemo>>>,
+    heads: Table<GroupId, Table<ServerId, RefCell<ResponseMemo>>>,
     /// The cached routes, in route order: each one's settings and response store, named by
     /// `Dispatch::Cached` ([`CacheId`]) and found by the metrics and purges through its route.
     cached: Table<CacheId, CachedRoute>,
@@ -159,7 +159,7 @@ impl Generation {
     /// The last response head server `s` of group `g` sent, for [`parse_final_response_memo`].
     ///
     /// [`parse_final_response_memo`]: shared::http::parse_final_response_memo
-    pub fn head_memo(&self, g: GroupId, s: ServerId) -> &RefCell<HeadMemo> {
+    pub fn head_memo(&self, g: GroupId, s: ServerId) -> &RefCell<ResponseMemo> {
         &self.heads[g][s]
     }
 

@@ -15,7 +15,7 @@ use crate::request::RequestInfo;
 use crate::worker::{ProxyWorker, RELAY_BUF};
 use bytes::BytesMut;
 use monoio::io::AsyncReadRent;
-use shared::http::{HeadMemo, Limits};
+use shared::http::Limits;
 use shared::stream::Stream;
 use std::cell::RefCell;
 use std::time::Duration;
@@ -70,7 +70,7 @@ pub(super) struct HeadRead<'a> {
     /// The route's `response_headers`, applied to the final head.
     pub(super) edits: Option<&'a crate::config::route_opts::HeaderEdits>,
     /// The server's last head, parsed: a head that repeats it is not parsed again.
-    pub(super) memo: Option<&'a RefCell<HeadMemo>>,
+    pub(super) memo: Option<&'a RefCell<crate::forward::ResponseMemo>>,
 }
 
 /// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).

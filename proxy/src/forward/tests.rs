@@ -300,7 +300,7 @@ fn interim_heads_go_before_the_final_head_when_asked() {
     ];
     // Every case twice through one memo, which keeps no head behind interim heads: the
     // same each time.
-    let mut memo = shared::http::HeadMemo::default();
+    let mut memo = ResponseMemo::default();
     for (interim, want) in cases.iter().flat_map(|c| [c, c]) {
         let (interim, want) = (*interim, *want);
         let (mut out, mut fields) = (BytesMut::from(&b"old"[..]), ResponseFields::default());
@@ -361,4 +361,84 @@ fn response_headers_applied_to_a_relayed_head_and_a_stored_one() {
     let want = "HTTP/1.1 200 OK\r\nB: 2\r\nStrict-Transport-Security: max-age=63072000\r\n\
                 X-A: new\r\nContent-Length: 2\r\n";
     assert_eq!(String::from_utf8_lossy(&out), want);
+}
+
+/// One memo through a run of heads, requests and routes' edits, each case twice in a row and
+/// the whole run twice: every client head is the one a plain write gives. The memo's copy is
+/// never the head written for another framing (an HTTP/1.0 client, a HEAD) or other edits.
+#[test]
+fn a_client_head_from_the_memo_is_the_one_written_for_its_framing_and_edits() {
+    use crate::config::route_opts::{header_edits, Side};
+    let set = |v: &str| {
+        [("X-Route".to_string(), v.to_string())]
+            .into_iter()
+            .collect()
+    };
+    let (a, b) = (
+        header_edits(&set("a"), &["X".into()], Side::Response).unwrap(),
+        header_edits(&set("b"), &[], Side::Response).unwrap(),
+    );
+    let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX: 1\r\n\r\n";
+    let length = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX: 1\r\nConnection: y\r\nY: 2\r\n\r\nok";
+    let reqs = [
+        req(),
+        RequestInfo {
+            version: Version::Http10,
+            ..req()
+        },
+        RequestInfo {
+            method: RequestMethod::Head,
+            ..req()
+        },
+    ];
+    let limits = Limits::default();
+    let write = |memo: Option<&mut ResponseMemo>, wire: &[u8], r: &RequestInfo, e| {
+        let (mut out, mut fields) = (BytesMut::from(&b"old"[..]), ResponseFields::default());
+        let info = prepare_response(
+            false,
+            (&limits, memo),
+            (wire, None),
+            r,
+            &mut out,
+            &mut fields,
+            e,
+        )
+        .unwrap()
+        .unwrap();
+        (String::from_utf8_lossy(&out).into_owned(), info.framing)
+    };
+    let mut memo = ResponseMemo::default();
+    // Requests outer and edits inner, then the other way: each is, in turn, the only thing
+    // that differs from the case before (a head taken from the memo both times).
+    let edits = [None, Some(&a), Some(&b)];
+    let mut cases = Vec::new();
+    for wire in [&chunked[..], &length[..]] {
+        for r in &reqs {
+            cases.extend(edits.iter().map(|&e| (wire, r, e)));
+        }
+        for &e in &edits {
+            cases.extend(reqs.iter().map(|r| (wire, r, e)));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..2 {
+        for &(wire, r, e) in &cases {
+            for _ in 0..2 {
+                let want = write(None, wire, r, e);
+                let got = write(Some(&mut memo), wire, r, e);
+                assert_eq!(
+                    got,
+                    want,
+                    "{:?} {:?} {:?}",
+                    r.version,
+                    r.method,
+                    e.is_some()
+                );
+                seen.insert(want.0);
+            }
+        }
+    }
+    // The cases do differ: the chunked head reads two ways (chunked to 1.1; without a
+    // framing field to 1.0 and to HEAD), the length head one, each with three edits.
+    assert_eq!(seen.len(), 9, "{seen:#?}");
 }

@@ -137,6 +137,9 @@ pub struct HeadMemo {
     /// The head kept, with the method and limits it was parsed for; `None` while `bytes`
     /// holds nothing worth comparing.
     kept: Option<(RequestMethod, Limits, KeptHead)>,
+    /// Changes each time a head is parsed through the memo (kept or not): what a caller
+    /// derived from a head taken from the memo holds for every head taken while it stays.
+    kept_id: u64,
 }
 
 /// A final head as a [`HeadMemo`] keeps it: [`ResponseHead`] with its borrowed parts as
@@ -166,6 +169,13 @@ impl HeadMemo {
         (same && buf.starts_with(&self.bytes)).then_some(head)
     }
 
+    /// Which head the memo holds: the same number as before means that every head taken
+    /// from the memo since was that one (the same bytes, method and limits), so what was
+    /// derived from it (a proxy's rewritten head) holds for this one too.
+    pub fn kept_id(&self) -> u64 {
+        self.kept_id
+    }
+
     /// Bytes of the head kept, if one is.
     #[cfg(test)]
     pub(crate) fn kept_len(&self) -> Option<usize> {
@@ -182,6 +192,7 @@ impl HeadMemo {
     /// A head too long to keep, behind interim heads, or with a part outside `buf`, leaves the
     /// memo empty.
     fn keep(&mut self, buf: &[u8], method: RequestMethod, limits: &Limits, head: &ResponseHead) {
+        self.kept_id = self.kept_id.wrapping_add(1);
         self.bytes.clear();
         self.fields.clear();
         self.kept = None;

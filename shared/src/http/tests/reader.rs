@@ -596,6 +596,44 @@ fn the_memo_answers_only_for_the_bytes_method_and_limits_it_kept() {
 }
 
 #[test]
+fn the_kept_id_stays_while_heads_come_from_the_memo_and_changes_with_every_parse() {
+    let limits = Limits::default();
+    let mut memo = HeadMemo::default();
+    let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc";
+    let other = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nabcd";
+    let long = format!(
+        "HTTP/1.1 204 No Content\r\nX-Pad: {}\r\n\r\n",
+        "p".repeat(2000)
+    );
+    let mut ids = vec![memo.kept_id()];
+    // Each of these is parsed: another head, another method, a head too long to keep, then
+    // the first head again (the memo no longer holds it).
+    for (bytes, method) in [
+        (&wire[..], Other),
+        (&other[..], Other),
+        (&other[..], Head),
+        (long.as_bytes(), Other),
+        (&wire[..], Other),
+    ] {
+        read(bytes, method, &limits, &mut memo).unwrap();
+        assert!(!ids.contains(&memo.kept_id()), "{ids:?}");
+        ids.push(memo.kept_id());
+    }
+    // Taken from the memo: the id stays.
+    for _ in 0..3 {
+        read(wire, Other, &limits, &mut memo).unwrap();
+        assert_eq!(memo.kept_id(), *ids.last().unwrap());
+    }
+    // A head refused by its parse replaces nothing and keeps the id.
+    let tight = Limits {
+        max_headers: 0,
+        ..limits
+    };
+    assert_eq!(read(wire, Head, &tight, &mut memo), Err(TooManyHeaders));
+    assert_eq!(memo.kept_id(), *ids.last().unwrap());
+}
+
+#[test]
 fn a_reader_sharing_a_memo_refuses_a_head_its_own_slots_cannot_hold() {
     let limits = Limits {
         max_headers: 200,
