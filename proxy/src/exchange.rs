@@ -589,6 +589,7 @@ async fn relay_response(
         timeouts,
         _in_flight,
     } = a;
+    let filling = fill.is_some();
     let relay = relay::ResponseRelay {
         client: &mut c.stream,
         up: &mut up.stream,
@@ -641,6 +642,12 @@ async fn relay_response(
                 Next::Finished
             };
             (next, filled)
+        }
+        Err(RelayFail::Upstream(e)) if c.rec.status == 0 && !filling => {
+            // Nothing reached the client yet (a head waiting for its short body): it gets the
+            // status of what failed, not a silent close.
+            respond_error(c, e).await;
+            (Next::Close, None)
         }
         Err(RelayFail::Upstream(e)) => {
             // Mid-body: the client connection is aborted; what it got is visibly incomplete.

@@ -8,8 +8,8 @@ use std::thread;
 use std::time::Duration;
 use tests::raw::{assert_open_and_silent, Client, WAIT};
 
-/// The upstream of one request: it sends `head`, says on `read` when the proxy has read it,
-/// sends `body` when told on `go`, then closes.
+/// The upstream of one request: it sends a head, says on `read` when the proxy has read it,
+/// sends the body when told on `go` (nothing when `go` is dropped), then closes.
 struct HeadThenBody {
     addr: SocketAddr,
     read: mpsc::Receiver<()>,
@@ -31,8 +31,10 @@ fn head_then_body(body_len: usize) -> HeadThenBody {
         std::io::Write::write_all(&mut s, head.as_bytes()).unwrap();
         tests::wait_until_peer_read(&s, WAIT);
         read_tx.send(()).unwrap();
-        go_rx.recv_timeout(WAIT).expect("the test lets the body go");
-        std::io::Write::write_all(&mut s, &vec![b'b'; body_len]).unwrap();
+        // A test that drops `go` has the upstream close without the body.
+        if go_rx.recv_timeout(WAIT).is_ok() {
+            std::io::Write::write_all(&mut s, &vec![b'b'; body_len]).unwrap();
+        }
     });
     HeadThenBody {
         addr,
@@ -87,4 +89,28 @@ fn a_long_body_s_head_leaves_before_the_body() {
     assert_eq!((r.status, r.body.len()), (200, len));
     up.done.join().unwrap();
     p.shutdown().unwrap();
+}
+
+/// A held head whose body never comes: nothing reached the client, so it gets the status of
+/// what failed (504 after the read timeout, 502 for an upstream that closed), not a silent
+/// close.
+#[test]
+fn a_short_body_that_never_comes_is_an_error_status_not_a_silent_close() {
+    for (close, status) in [(false, 504), (true, 502)] {
+        let up = head_then_body(SHORT);
+        let (p, addr) = tests::start_proxy(&[up.addr], &["--read-timeout", "300ms"]);
+        let mut c = Client::connect(addr);
+        c.send(&tests::raw::get("/")).unwrap();
+        up.read.recv_timeout(WAIT).expect("the proxy read the head");
+        let mut go = Some(up.go);
+        if close {
+            go = None;
+        }
+        let r = c.response(WAIT).expect("an answer");
+        tests::raw::assert_well_formed(&r, status);
+        assert!(r.connection_has("close"), "{r:?}");
+        drop(go);
+        up.done.join().unwrap();
+        p.shutdown().unwrap();
+    }
 }
