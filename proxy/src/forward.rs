@@ -16,11 +16,12 @@
 use crate::config::route_opts::HeaderEdits;
 use crate::error::ProxyError;
 use crate::request::{eq, with_headers, FieldSpans, Named, RequestInfo, Span};
+use crate::response_memo::{ClientKey, ResponseMemo};
 use bytes::BytesMut;
 use shared::http::encode::{copy_fields, write_header, write_header_u64, write_status_line};
 use shared::http::framing::{is_hop_by_hop, trim_ows};
 use shared::http::{
-    parse_final_response, parse_final_response_memo, BodyKind, CodecError, HeadMemo, RequestMethod,
+    parse_final_response, parse_final_response_memo, BodyKind, CodecError, RequestMethod,
     ResponseHead, Status, Version,
 };
 
@@ -122,43 +123,6 @@ impl ResponseFields {
     }
 }
 
-/// A server's last response head, kept parsed ([`HeadMemo`]), and the client's head last
-/// written for it. A head taken from the memo and relayed with the same framing and the same
-/// route edits gets the same client head: it is copied, not written field by field (the
-/// fields' hop-by-hop checks, Connection names, edits and encoding cost more than a parse
-/// from the memo).
-#[derive(Debug, Default)]
-pub struct ResponseMemo {
-    head: HeadMemo,
-    /// What `client` was written for: the memo's `kept_id`, the framing, and the edits' address
-    /// (0: none). A generation's configuration, which holds the edits, outlives its memos.
-    client_key: Option<(u64, ClientFraming, usize)>,
-    client: Vec<u8>,
-}
-
-impl ResponseMemo {
-    /// [`append_client_head`] into an empty `out`, or a copy of what it wrote for the same
-    /// kept head, framing and edits.
-    fn client_head<'b>(
-        &mut self,
-        head: (&ResponseHead<'_, 'b>, &'b [u8]),
-        framing: ClientFraming,
-        edits: Option<&HeaderEdits>,
-        out: &mut BytesMut,
-    ) {
-        let edits_at = edits.map_or(0, |e| std::ptr::from_ref(e) as usize);
-        let key = Some((self.head.kept_id(), framing, edits_at));
-        if self.client_key == key {
-            out.extend_from_slice(&self.client);
-            return;
-        }
-        append_client_head(head, framing, edits, out);
-        self.client.clear();
-        self.client.extend_from_slice(out);
-        self.client_key = key;
-    }
-}
-
 /// Parse the upstream's final response head in `buf` (after any interim heads) and write the
 /// client's head into `out`, all but its Connection field and final CRLF: [`end_client_head`]
 /// writes those once the exchange knows whether the client connection stays. The head's
@@ -194,7 +158,21 @@ pub fn prepare_response(
         }
         match memo.as_deref_mut() {
             // Interim heads are never kept: a head behind them is written anew.
-            Some(m) if out.is_empty() => m.client_head((&head, buf), info.framing, edits, out),
+            Some(m) if out.is_empty() => {
+                let key = ClientKey {
+                    kept: m.head.kept_id(),
+                    version: req.version,
+                    websocket: req.websocket,
+                    edits_at: edits.map_or(0, |e| std::ptr::from_ref(e) as usize),
+                };
+                match m.client_head(key) {
+                    Some(bytes) => out.extend_from_slice(bytes),
+                    None => {
+                        append_client_head((&head, buf), info.framing, edits, out);
+                        m.keep_client_head(key, out);
+                    }
+                }
+            }
             _ => append_client_head((&head, buf), info.framing, edits, out),
         }
         fields.record(&head, buf);

@@ -74,6 +74,7 @@ mod relay;
 pub mod reload;
 mod request;
 pub mod request_path;
+mod response_memo;
 pub mod retry_budget;
 mod splice;
 pub mod takeover;

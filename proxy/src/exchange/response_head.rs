@@ -70,7 +70,7 @@ pub(super) struct HeadRead<'a> {
     /// The route's `response_headers`, applied to the final head.
     pub(super) edits: Option<&'a crate::config::route_opts::HeaderEdits>,
     /// The server's last head, parsed: a head that repeats it is not parsed again.
-    pub(super) memo: Option<&'a RefCell<crate::forward::ResponseMemo>>,
+    pub(super) memo: Option<&'a RefCell<crate::response_memo::ResponseMemo>>,
 }
 
 /// Read until a whole final response head is in `ub` (and the client's head is in `to.out`).

@@ -1,0 +1,44 @@
+//! A server's last response head, kept parsed, and the client head last written for it: what
+//! `forward::prepare_response` takes instead of parsing and writing again when a server
+//! repeats its head. Plain data, so that the generation that holds one per server needs
+//! nothing of the forwarding code.
+
+use shared::http::{HeadMemo, Version};
+
+/// A server's last response head, kept parsed ([`HeadMemo`]), and the client's head last
+/// written for it. A head taken from the memo and relayed to a request alike in what the
+/// client head depends on ([`ClientKey`]) gets the same client head: it is copied, not
+/// written field by field (the fields' hop-by-hop checks, Connection names, edits and
+/// encoding cost more than a head taken from the memo).
+#[derive(Debug, Default)]
+pub struct ResponseMemo {
+    pub(crate) head: HeadMemo,
+    client_key: Option<ClientKey>,
+    client: Vec<u8>,
+}
+
+/// What a client head is written from: the head (the memo's `kept_id`), the request's
+/// version and whether it asked for a WebSocket (with the head, they decide the framing), and
+/// the route's edits, by address (0: none; a generation's configuration, which holds them,
+/// outlives its memos).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClientKey {
+    pub kept: u64,
+    pub version: Version,
+    pub websocket: bool,
+    pub edits_at: usize,
+}
+
+impl ResponseMemo {
+    /// The client head written last for `key`, if it was.
+    pub(crate) fn client_head(&self, key: ClientKey) -> Option<&[u8]> {
+        (self.client_key == Some(key)).then_some(&self.client[..])
+    }
+
+    /// Keep `bytes` as the client head for `key`.
+    pub(crate) fn keep_client_head(&mut self, key: ClientKey, bytes: &[u8]) {
+        self.client.clear();
+        self.client.extend_from_slice(bytes);
+        self.client_key = Some(key);
+    }
+}
