@@ -165,13 +165,9 @@ pub fn prepare_response(
                     websocket: req.websocket,
                     edits_at: edits.map_or(0, |e| std::ptr::from_ref(e) as usize),
                 };
-                match m.client_head(key) {
-                    Some(bytes) => out.extend_from_slice(bytes),
-                    None => {
-                        append_client_head((&head, buf), info.framing, edits, out);
-                        m.keep_client_head(key, out);
-                    }
-                }
+                m.client_head(key, out, |out| {
+                    append_client_head((&head, buf), info.framing, edits, out)
+                });
             }
             _ => append_client_head((&head, buf), info.framing, edits, out),
         }

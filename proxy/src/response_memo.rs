@@ -3,6 +3,7 @@
 //! repeats its head. Plain data, so that the generation that holds one per server needs
 //! nothing of the forwarding code.
 
+use bytes::BytesMut;
 use shared::http::{HeadMemo, Version};
 
 /// A server's last response head, kept parsed ([`HeadMemo`]), and the client's head last
@@ -30,15 +31,21 @@ pub(crate) struct ClientKey {
 }
 
 impl ResponseMemo {
-    /// The client head written last for `key`, if it was.
-    pub(crate) fn client_head(&self, key: ClientKey) -> Option<&[u8]> {
-        (self.client_key == Some(key)).then_some(&self.client[..])
-    }
-
-    /// Keep `bytes` as the client head for `key`.
-    pub(crate) fn keep_client_head(&mut self, key: ClientKey, bytes: &[u8]) {
+    /// Append to `out` the client head kept for `key`, or have `write` append it and keep
+    /// what it wrote (`out` holds nothing else: the caller sees to it).
+    pub(crate) fn client_head(
+        &mut self,
+        key: ClientKey,
+        out: &mut BytesMut,
+        write: impl FnOnce(&mut BytesMut),
+    ) {
+        if self.client_key == Some(key) {
+            out.extend_from_slice(&self.client);
+            return;
+        }
+        write(out);
         self.client.clear();
-        self.client.extend_from_slice(bytes);
+        self.client.extend_from_slice(out);
         self.client_key = Some(key);
     }
 }
