@@ -51,6 +51,13 @@ pub fn check(data: &[u8]) {
     let decided = PATH.with(|p| p.decide(data, CLIENT, false));
     // An error is an answer of the proxy's own; an incomplete head waits for more.
     let Ok(Some(d)) = decided else { return };
+    // The same bytes again: a proxied head comes from the worker's memo this time, and is
+    // decided as its parse decided it (a `return` may draw another random number).
+    if let Prepared::Upstream { .. } = d.action {
+        let again = PATH.with(|p| p.decide(data, CLIENT, false));
+        let again = format!("{again:?}");
+        assert_eq!(again, format!("{:?}", Ok::<_, ()>(Some(&d))), "decided again");
+    }
     let limits = Limits::default();
     let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS_CAP];
     // One request in: the head the proxy decided on is the one the codec reads.

@@ -9,6 +9,7 @@ use std::net::IpAddr;
 
 /// The client's address as text, formatted once per connection, and the scheme it spoke
 /// (the forwarded fields say both).
+#[derive(Clone)]
 pub struct IpText {
     buf: [u8; 48],
     len: usize,
@@ -144,6 +145,16 @@ impl ClientAddr {
 
     pub fn scheme(&self) -> &'static [u8] {
         self.peer.scheme()
+    }
+
+    /// The client a trusted peer's field named for this request, if any.
+    pub(super) fn real(&self) -> Option<&IpText> {
+        self.real.as_ref()
+    }
+
+    /// This request's client as a head alike in every byte named it (`super::memo`).
+    pub(super) fn set_real(&mut self, real: Option<IpText>) {
+        self.real = real;
     }
 
     /// A new request: the peer is the client until its head says otherwise.

@@ -75,6 +75,17 @@ pub struct RequestInfo {
     pub balance_key: u64,
 }
 
+impl RequestInfo {
+    /// A decision the head's bytes, the peer and the configuration make alone ([`memo`]):
+    /// a proxied request's (a `return` may draw random numbers, a file is looked up anew).
+    fn memorable(&self) -> bool {
+        matches!(
+            self.dispatch,
+            Dispatch::Proxy { .. } | Dispatch::Cached { .. }
+        )
+    }
+}
+
 /// What a routed request leads to: one match per request in the client loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dispatch {
@@ -138,6 +149,11 @@ impl FieldSpans {
         );
     }
 
+    fn copy_from(&mut self, other: &FieldSpans) {
+        self.0.clear();
+        self.0.extend_from_slice(&other.0);
+    }
+
     /// Run `f` with the fields, as slices of `buf` (the buffer the head was parsed from, or
     /// a copy of its head): storage for the field list on the stack up to the common limits,
     /// as the parse had.
@@ -174,6 +190,12 @@ impl HeadFields {
     fn record(&mut self, head: &RequestHead<'_, '_>, buf: &[u8]) {
         self.method = Span::of(buf, head.method.as_bytes());
         self.fields.record(head.headers, buf);
+    }
+
+    /// Take `other`'s positions, reusing this one's storage.
+    fn copy_from(&mut self, other: &HeadFields) {
+        self.method = other.method;
+        self.fields.copy_from(&other.fields);
     }
 
     /// Run `f` with the method and the fields, as slices of `buf` (see [`FieldSpans::with`]).
@@ -272,8 +294,54 @@ pub(crate) fn eq(a: &str, b: &str) -> bool {
 /// Parse a request head from `buf`, route it, and prepare what its action sends: for a
 /// proxied request the upstream head in `out` (without the final CRLF, and without Host
 /// unless `host_written`), and for a cached one its fields' positions in `fields` too; for a
-/// `return` the whole answer in `out`. `Ok(None)`: the head is incomplete.
+/// `return` the whole answer in `out`. `Ok(None)`: the head is incomplete. A proxied
+/// request's head repeated byte for byte from the same peer is decided once
+/// ([`memo`]); the guards run for every request.
 pub fn prepare_request(
+    w: AnswerCtx<'_>,
+    g: &Generation,
+    buf: &[u8],
+    ip: &mut ClientAddr,
+    out: &mut BytesMut,
+    fields: &mut HeadFields,
+) -> Result<Option<RequestInfo>, ProxyError> {
+    let Some(mut info) = memo::recall(&g.cfg, buf, ip, out, fields) else {
+        let decided = parse_and_decide(w, g, buf, ip, out, fields)?;
+        if let Some(info) = decided.as_ref().filter(|i| i.memorable()) {
+            memo::keep(&g.cfg, buf, ip, info, out, fields);
+        }
+        return Ok(decided);
+    };
+    info.pipelined = pipelined(info.body, info.head_len, buf.len());
+    if let Some(why) = guard(g, info.route, ip) {
+        // As the parse leaves a refused request: nothing of the proxied path decided.
+        info.websocket = false;
+        info.host_written = false;
+        info.balance_key = 0;
+        info.dispatch = refuse_with(w, g, why, &info, buf.len(), out);
+    }
+    Ok(Some(info))
+}
+
+/// The refusal of the route's access rules or rate limits (`crate::limit`), if any: one test
+/// when none is configured.
+fn guard(g: &Generation, route: RouteId, ip: &ClientAddr) -> Option<crate::limit::Refusal> {
+    let guards = g.guards.as_ref()?;
+    guards.check(&g.cfg, route, ip.ip(), shared::clock::loop_now())
+}
+
+/// Whether bytes after this request's (body included) had arrived in `have` bytes (a
+/// streamed body: what follows it is not known yet).
+fn pipelined(body: BodyKind, head_len: usize, have: usize) -> bool {
+    match body {
+        BodyKind::Empty => have > head_len,
+        BodyKind::Length(n) => (have - head_len) as u64 > n,
+        _ => false,
+    }
+}
+
+/// [`prepare_request`] without the memo: the one parse.
+fn parse_and_decide(
     w: AnswerCtx<'_>,
     g: &Generation,
     buf: &[u8],
@@ -297,12 +365,6 @@ pub fn prepare_request(
         let target = origin_form(head.target);
         let route = route_of(g, head.authority, target.as_bytes())?;
         let t = head.target.as_bytes();
-        // Bytes after this request's (a streamed body: what follows it is not known yet).
-        let pipelined = match head.body {
-            BodyKind::Empty => buf.len() > head.head_len,
-            BodyKind::Length(n) => (buf.len() - head.head_len) as u64 > n,
-            _ => false,
-        };
         let mut info = RequestInfo {
             method,
             idempotent: matches!(
@@ -316,7 +378,7 @@ pub fn prepare_request(
             websocket: false,
             head_len: head.head_len,
             host_written: false,
-            pipelined,
+            pipelined: pipelined(head.body, head.head_len, buf.len()),
             route,
             dispatch: Dispatch::Answered {
                 skip: None,
@@ -327,12 +389,8 @@ pub fn prepare_request(
             authority: head.authority.map(|a| Span::of(buf, a)),
             balance_key: 0,
         };
-        // Access rules and rate limits, for every action: one test when none is configured.
-        if let Some(refused) = g.guards.as_ref().and_then(|guards| {
-            let why = guards.check(&g.cfg, route, ip.ip(), shared::clock::loop_now())?;
-            Some(refuse_with(w, g, why, (route, &head), buf.len(), out))
-        }) {
-            info.dispatch = refused;
+        if let Some(why) = guard(g, route, ip) {
+            info.dispatch = refuse_with(w, g, why, &info, buf.len(), out);
             return Ok(Some(info));
         }
         match &g.cfg.routes[route].action {
@@ -389,16 +447,16 @@ fn refuse_with(
     w: AnswerCtx<'_>,
     g: &Generation,
     why: crate::limit::Refusal,
-    (route, head): (RouteId, &RequestHead<'_, '_>),
+    req: &RequestInfo,
     have: usize,
     out: &mut BytesMut,
 ) -> Dispatch {
-    let arrived = have - head.head_len;
+    let arrived = have - req.head_len;
     let cached = matches!(
-        g.cfg.routes[route].action,
+        g.cfg.routes[req.route].action,
         Action::Proxy { cache: Some(_), .. }
     );
-    let (skip, close) = refuse::render(w, why, cached, head, arrived, out);
+    let (skip, close) = refuse::render(w, why, cached, req, arrived, out);
     Dispatch::Refused { skip, close, why }
 }
 
@@ -592,6 +650,7 @@ pub(crate) fn worth_parsing(buf: &[u8], parsed: usize, limits: &Limits) -> bool 
 }
 
 mod client_addr;
+mod memo;
 mod real_ip;
 mod refuse;
 #[cfg(test)]

@@ -4,13 +4,14 @@
 //! whole is skipped and the connection kept; one still on its way is never read, and the
 //! connection closes after the answer (a lingering close, so the client reads it).
 
+use super::RequestInfo;
 use crate::answer::{body_skippable, AnswerCtx};
 use crate::limit::Refusal;
 use bytes::BytesMut;
 use shared::http::encode::{fmt_decimal, write_simple_response_with};
-use shared::http::{RequestHead, RequestMethod, Version};
+use shared::http::{RequestMethod, Version};
 
-/// Render the refusal of `head` (with `arrived` bytes after its head already read) into
+/// Render the refusal of `req` (with `arrived` bytes after its head already read) into
 /// `out`: the body to skip (`None`: close) and whether the connection closes. `cached`: the
 /// route has a response cache, whose every answer says `X-Cache` (BYPASS: the cache was not
 /// used), as its other own errors do.
@@ -18,16 +19,16 @@ pub(crate) fn render(
     w: AnswerCtx<'_>,
     why: Refusal,
     cached: bool,
-    head: &RequestHead<'_, '_>,
+    req: &RequestInfo,
     arrived: usize,
     out: &mut BytesMut,
 ) -> (Option<usize>, bool) {
-    let skip = body_skippable(head.body, arrived);
+    let skip = body_skippable(req.body, arrived);
     let pipelined = skip.is_some_and(|n| arrived > n);
     // HTTP/1.0 keep-alive would need the answer to say so: such a client gets a close.
-    let close = !head.keep_alive
+    let close = !req.keep_alive
         || skip.is_none()
-        || head.version != Version::Http11
+        || req.version != Version::Http11
         || (w.draining && !pipelined);
     out.clear();
     let mut digits = [0u8; 20];
@@ -43,7 +44,7 @@ pub(crate) fn render(
         }
     };
     write_simple_response_with(out, Version::Http11, status, close, &fields[..n]);
-    if head.request_method() == RequestMethod::Head {
+    if req.method == RequestMethod::Head {
         // The same head, no body (its Content-Length says what a GET would get).
         if let Some(end) = out.windows(4).position(|x| x == b"\r\n\r\n") {
             out.truncate(end + 4);

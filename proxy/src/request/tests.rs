@@ -3,6 +3,7 @@
 
 use super::*;
 use shared::http::Limits;
+use std::sync::Arc;
 
 /// The client's address in every case.
 const IP: &str = "10.0.0.9";
@@ -422,4 +423,178 @@ fn the_address_record_stays_small() {
         (t.as_bytes(), t.addr()),
         (&b"10.0.0.1"[..], "10.0.0.1:4711".parse().unwrap())
     );
+}
+
+/// A config with a route for each part of the decision a repeated head takes from the memo:
+/// forwarding fields with a trusted peer (`real_ip_from`), a cached route (fields' positions),
+/// a stripped prefix, edited fields, a hashed group, a rate limit.
+fn memo_config(preserve_host: bool) -> Arc<crate::config::Config> {
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+         [headers]\nreal_ip_from = [\"10.0.0.0/8\"]\npreserve_host = {preserve_host}\n\
+         [upstream.app]\nservers = [\"127.0.0.1:9\"]\n\
+         [upstream.hashed]\nservers = [\"127.0.0.1:9\", \"127.0.0.1:10\"]\n\
+         balance = \"hash\"\nhash_key = \"header:X-User\"\n\
+         [[route]]\nhost = \"cached.test\"\nupstream = \"app\"\ncache = {{}}\n\
+         [[route]]\npath = \"/api/\"\nupstream = \"app\"\nstrip_prefix = true\n\
+         [[route]]\npath = \"/edit/\"\nupstream = \"app\"\n\
+         request_headers = {{ set = {{ \"X-Env\" = \"prod\" }}, remove = [\"X-Drop\"] }}\n\
+         [[route]]\npath = \"/h/\"\nupstream = \"hashed\"\n\
+         [[route]]\npath = \"/limited/\"\nupstream = \"app\"\nlimit = {{ rate = \"1/m\", burst = 1 }}\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\n"
+    );
+    Arc::new(crate::config::from_toml("memo.toml", &text).expect("the memo test's config"))
+}
+
+/// Everything a decision leaves for the exchange, as text: the request's record, the upstream
+/// head (or answer), the client's address, the cached route's fields.
+fn decision(
+    r: Result<Option<RequestInfo>, ProxyError>,
+    buf: &[u8],
+    ip: &ClientAddr,
+    out: &BytesMut,
+    fields: &HeadFields,
+) -> String {
+    let fields = fields.with(buf, |m, f| {
+        let f: Vec<_> = f.iter().map(|h| (h.name, h.value)).collect();
+        format!("{m} {f:?}")
+    });
+    format!(
+        "{r:?}\n{}\nclient {} peer {}\nfields {fields}",
+        String::from_utf8_lossy(out),
+        String::from_utf8_lossy(ip.as_bytes()),
+        String::from_utf8_lossy(ip.peer().as_bytes()),
+    )
+}
+
+/// Every combination of `radix` (each coordinate from 0 to its radix), each differing from the
+/// one before in one coordinate alone (a reflected mixed-radix Gray code).
+fn one_change_at_a_time(radix: &[usize]) -> Vec<Vec<usize>> {
+    let Some((&first, rest)) = radix.split_first() else {
+        return vec![vec![]];
+    };
+    let inner = one_change_at_a_time(rest);
+    let mut all = vec![];
+    for i in 0..first {
+        let mut tails = inner.clone();
+        if i % 2 == 1 {
+            tails.reverse();
+        }
+        all.extend(tails.into_iter().map(|t| [vec![i], t].concat()));
+    }
+    all
+}
+
+/// A head repeated byte for byte is decided from the memo: exactly as its parse decides it,
+/// whatever else changed since the memo kept it (the peer, its scheme, the configuration, the
+/// bytes behind the head). The inputs come in an order where each differs from the one before
+/// in one of those alone; each runs twice (the second from the memo).
+#[test]
+fn a_repeated_head_is_decided_as_its_parse_decides_it() {
+    let gens = [
+        Generation::new(1, memo_config(true), 1),
+        Generation::new(2, memo_config(false), 1),
+    ];
+    let rng = crate::answer::Rng::new(1);
+    let w = || AnswerCtx {
+        rng: &rng,
+        draining: false,
+    };
+    let heads = [
+        "GET /a?b HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 198.51.100.1\r\nX-Real-IP: 6.6.6.6\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: cached.test\r\nAccept: */*\r\nCache-Control: no-cache\r\n\r\n",
+        "GET /api/v1/x?q HTTP/1.1\r\nHost: h\r\n\r\n",
+        "POST /edit/x HTTP/1.1\r\nHost: h\r\nX-Drop: 1\r\nX-Env: dev\r\nContent-Length: 3\r\n\r\n",
+        "GET /h/x HTTP/1.1\r\nHost: h\r\nX-User: ann\r\nConnection: X-User, keep-alive\r\n\r\n",
+        "GET / HTTP/1.0\r\n\r\n",
+    ];
+    let peers = ["10.0.0.9", "192.0.2.7"];
+    let tails = ["", "abc", "GET / HTTP/1.1\r\n"];
+    let order = one_change_at_a_time(&[heads.len(), gens.len(), peers.len(), 2, tails.len()]);
+    assert_eq!(order.len(), 6 * 2 * 2 * 2 * 3);
+    for c in order {
+        let (head, g, peer, https, tail) = (
+            heads[c[0]],
+            &gens[c[1]],
+            peers[c[2]],
+            c[3] == 1,
+            tails[c[4]],
+        );
+        let buf = format!("{head}{tail}");
+        let buf = buf.as_bytes();
+        let run = |fresh: bool| {
+            let mut text = IpText::new(peer.parse().unwrap());
+            text.set_https(https);
+            let mut ip = ClientAddr::new(text);
+            let mut out = BytesMut::from(&b"left over"[..]);
+            let mut fields = HeadFields::default();
+            let r = if fresh {
+                parse_and_decide(w(), g, buf, &mut ip, &mut out, &mut fields)
+            } else {
+                prepare_request(w(), g, buf, &mut ip, &mut out, &mut fields)
+            };
+            decision(r, buf, &ip, &out, &fields)
+        };
+        let want = run(true);
+        let case = format!("{head:?} + {tail:?}, config {}, {peer} https {https}", c[1]);
+        assert_eq!(run(false), want, "{case}");
+        assert_eq!(run(false), want, "{case}, repeated");
+    }
+}
+
+/// The guards run for every request, the repeated ones too: a rate limit of one a minute
+/// proxies the first of three alike requests and refuses the next two (decided from the
+/// memo) with a 429; another client's alike request is proxied, with its own address.
+#[test]
+fn a_repeated_head_still_meets_the_rate_limit() {
+    let g = Generation::new(1, memo_config(true), 1);
+    let rng = crate::answer::Rng::new(1);
+    let buf = b"GET /limited/x HTTP/1.1\r\nHost: h\r\n\r\n";
+    let mut statuses = vec![];
+    for _ in 0..3 {
+        let mut ip = ClientAddr::new(IpText::new("192.0.2.7".parse().unwrap()));
+        let mut out = BytesMut::new();
+        let w = AnswerCtx {
+            rng: &rng,
+            draining: false,
+        };
+        let info = prepare_request(w, &g, buf, &mut ip, &mut out, &mut HeadFields::default())
+            .expect("a good head")
+            .expect("a whole head");
+        statuses.push(match info.dispatch {
+            Dispatch::Proxy { .. } => "proxied".to_string(),
+            Dispatch::Refused { why, .. } => {
+                let answer = String::from_utf8_lossy(&out);
+                format!("{why:?} {}", answer.lines().next().unwrap_or(""))
+            }
+            other => format!("{other:?}"),
+        });
+        assert!(!info.websocket && info.head_len == buf.len());
+    }
+    assert_eq!(statuses[0], "proxied");
+    for s in &statuses[1..] {
+        assert!(
+            s.starts_with("Limited") && s.ends_with("429 Too Many Requests"),
+            "{statuses:?}"
+        );
+    }
+    // Another client of the same head is not limited by the first one's count.
+    let mut ip = ClientAddr::new(IpText::new("192.0.2.8".parse().unwrap()));
+    let mut out = BytesMut::new();
+    let w = AnswerCtx {
+        rng: &rng,
+        draining: false,
+    };
+    let info = prepare_request(w, &g, buf, &mut ip, &mut out, &mut HeadFields::default());
+    assert!(
+        matches!(
+            info,
+            Ok(Some(RequestInfo {
+                dispatch: Dispatch::Proxy { .. },
+                ..
+            }))
+        ),
+        "{info:?}"
+    );
+    assert!(String::from_utf8_lossy(&out).contains("X-Real-IP: 192.0.2.8\r\n"));
 }
