@@ -1,35 +1,42 @@
 //! The worker's last proxied request head and what its one parse made of it: the same bytes
-//! from the same client under the same configuration make the same decision, so a
-//! keep-alive client repeating its request (a load generator, a health probe, a poller)
-//! gets it without a parse, a routing and an upstream head written field by field: the
-//! kept upstream head is copied. Only what the head's bytes, the peer and the configuration
-//! decide is kept; what changes per request is not: the access rules and rate limits run on
-//! every request, and whether bytes of a next request came behind this one is decided from
-//! the buffer each time.
+//! under the same configuration make the same decision, so a client repeating its request
+//! (a load generator, a health probe, a poller, every client of an API that sends the same
+//! head) gets it without a parse, a routing and an upstream head written field by field: the
+//! kept upstream head is copied, with this request's peer address written where the kept one
+//! stood. Only what the head's bytes, the peer and the configuration decide is kept; what
+//! changes per request is not: the access rules and rate limits run on every request, and
+//! whether bytes of a next request came behind this one is decided from the buffer each time.
 
-use super::{ClientAddr, Dispatch, HeadFields, IpText, RequestInfo};
-use crate::config::Config;
+use super::{AddrSpots, ClientAddr, Dispatch, HeadFields, IpText, RequestInfo};
+use crate::config::hash_key::HashKey;
+use crate::config::{Balance, Config};
 use bytes::BytesMut;
 use std::cell::RefCell;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Heads longer than this are parsed every time (and not copied into the memo): nearly every
 /// client's repeated head is shorter (a browser's with its cookies is about 500 bytes to 1 KiB).
 const MAX_KEPT: usize = 2048;
 
-/// One decided request: the key (the configuration, the peer, the head's bytes) and what the
-/// parse made of it.
+/// One decided request: the key (the configuration, the peer's scheme and, where it decides
+/// more than the forwarding fields' text, its address; the head's bytes) and what the parse
+/// made of it.
 struct Kept {
     /// Held, so that its address names this configuration alone while the memo keeps it.
     cfg: Arc<Config>,
-    /// The peer's address and whether it spoke TLS (`X-Forwarded-Proto`, `X-Forwarded-For`).
-    peer: (IpAddr, bool),
+    /// The peer spoke TLS (`X-Forwarded-Proto`).
+    https: bool,
+    /// The peer's address, and whether the decision holds for that peer alone: where it is
+    /// trusted to name the client (`real_ip_from`), or hashed to pick the server. Otherwise
+    /// the address is only the forwarding fields' text, at `spots` in `upstream`.
+    peer: IpText,
+    by_peer: bool,
     head: Vec<u8>,
     /// The client the head's fields named (`real_ip_from`), if any.
     real: Option<IpText>,
     info: RequestInfo,
     upstream: Vec<u8>,
+    spots: AddrSpots,
     /// A cached route's fields' positions (empty for the others).
     fields: HeadFields,
 }
@@ -39,14 +46,15 @@ thread_local! {
     static MEMO: RefCell<Option<Kept>> = const { RefCell::new(None) };
 }
 
-fn peer_key(ip: &ClientAddr) -> (IpAddr, bool) {
-    (ip.peer().ip(), ip.scheme() == b"https")
+fn https(ip: &ClientAddr) -> bool {
+    ip.scheme() == b"https"
 }
 
 /// The decision kept for the request at the start of `buf`, if its head is the kept head
-/// (byte for byte, so the parse ends where it ended), from a peer at the kept address, under
-/// `cfg`: `out` gets the upstream head, `fields` the fields' positions, `ip` the client the
-/// head named. The caller still decides what is not kept (`pipelined`, the guards).
+/// (byte for byte, so the parse ends where it ended), from a peer alike in what the decision
+/// depends on, under `cfg`: `out` gets the upstream head, `fields` the fields' positions, `ip`
+/// the client the head named. The caller still decides what is not kept (`pipelined`, the
+/// guards).
 pub(super) fn recall(
     cfg: &Arc<Config>,
     buf: &[u8],
@@ -56,15 +64,28 @@ pub(super) fn recall(
 ) -> Option<RequestInfo> {
     MEMO.with_borrow(|m| {
         let k = m.as_ref()?;
+        let same_peer = k.peer.ip() == ip.peer().ip();
         let same = buf.get(..k.head.len()) == Some(&k.head[..])
-            && k.peer == peer_key(ip)
+            && k.https == https(ip)
+            && (same_peer || !k.by_peer)
             && Arc::ptr_eq(&k.cfg, cfg);
         if !same {
             return None;
         }
         ip.set_real(k.real.clone());
         out.clear();
-        out.extend_from_slice(&k.upstream);
+        if same_peer {
+            out.extend_from_slice(&k.upstream);
+        } else {
+            // Not by peer: no field names a client, so each address written is the peer's.
+            let mut from = 0;
+            for at in k.spots.iter() {
+                out.extend_from_slice(&k.upstream[from..at]);
+                out.extend_from_slice(ip.peer().as_bytes());
+                from = at + k.peer.as_bytes().len();
+            }
+            out.extend_from_slice(&k.upstream[from..]);
+        }
         if matches!(k.info.dispatch, Dispatch::Cached { .. }) {
             fields.copy_from(&k.fields);
         }
@@ -72,14 +93,30 @@ pub(super) fn recall(
     })
 }
 
+/// Whether the decision for a request holds for its peer alone: a peer may be trusted to
+/// name the client (`real_ip_from`), or its address picks the server (a hash of it).
+/// Otherwise the peer's address is only the forwarding fields' text.
+fn by_peer(cfg: &Config, info: &RequestInfo) -> bool {
+    let group = match info.dispatch {
+        Dispatch::Proxy { group } | Dispatch::Cached { group, .. } => Some(group),
+        _ => None,
+    };
+    let hashed = group.is_some_and(|g| {
+        let g = &cfg.groups[g];
+        g.balance == Balance::Hash && g.hash_key == HashKey::RemoteAddr
+    });
+    hashed || !cfg.headers.real_ip_from.is_empty()
+}
+
 /// Keep the decision `info` for the head at the start of `buf` (parsed under `cfg` from
-/// client `ip`), with the upstream head in `out` and the fields' positions in `fields`.
+/// client `ip`), with the upstream head in `out` (the client's addresses at `spots`) and the
+/// fields' positions in `fields`.
 pub(super) fn keep(
     cfg: &Arc<Config>,
     buf: &[u8],
     ip: &ClientAddr,
     info: &RequestInfo,
-    out: &[u8],
+    (out, spots): (&[u8], AddrSpots),
     fields: &HeadFields,
 ) {
     let Some(head) = buf.get(..info.head_len).filter(|h| h.len() <= MAX_KEPT) else {
@@ -88,23 +125,29 @@ pub(super) fn keep(
     MEMO.with_borrow_mut(|m| {
         let k = m.get_or_insert_with(|| Kept {
             cfg: cfg.clone(),
-            peer: peer_key(ip),
+            https: false,
+            peer: ip.peer().clone(),
+            by_peer: true,
             head: Vec::new(),
             real: None,
             info: *info,
             upstream: Vec::new(),
+            spots,
             fields: HeadFields::default(),
         });
         if !Arc::ptr_eq(&k.cfg, cfg) {
             k.cfg = cfg.clone();
         }
-        k.peer = peer_key(ip);
+        k.https = https(ip);
+        k.peer = ip.peer().clone();
+        k.by_peer = by_peer(cfg, info);
         k.head.clear();
         k.head.extend_from_slice(head);
         k.real = ip.real().cloned();
         k.info = *info;
         k.upstream.clear();
         k.upstream.extend_from_slice(out);
+        k.spots = spots;
         if matches!(info.dispatch, Dispatch::Cached { .. }) {
             k.fields.copy_from(fields);
         }

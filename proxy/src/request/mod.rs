@@ -295,8 +295,8 @@ pub(crate) fn eq(a: &str, b: &str) -> bool {
 /// proxied request the upstream head in `out` (without the final CRLF, and without Host
 /// unless `host_written`), and for a cached one its fields' positions in `fields` too; for a
 /// `return` the whole answer in `out`. `Ok(None)`: the head is incomplete. A proxied
-/// request's head repeated byte for byte from the same peer is decided once
-/// ([`memo`]); the guards run for every request.
+/// request's head repeated byte for byte is decided once ([`memo`]); the guards run for
+/// every request.
 pub fn prepare_request(
     w: AnswerCtx<'_>,
     g: &Generation,
@@ -306,9 +306,10 @@ pub fn prepare_request(
     fields: &mut HeadFields,
 ) -> Result<Option<RequestInfo>, ProxyError> {
     let Some(mut info) = memo::recall(&g.cfg, buf, ip, out, fields) else {
-        let decided = parse_and_decide(w, g, buf, ip, out, fields)?;
+        let mut spots = AddrSpots::default();
+        let decided = parse_and_decide(w, g, buf, ip, (out, &mut spots), fields)?;
         if let Some(info) = decided.as_ref().filter(|i| i.memorable()) {
-            memo::keep(&g.cfg, buf, ip, info, out, fields);
+            memo::keep(&g.cfg, buf, ip, info, (out, spots), fields);
         }
         return Ok(decided);
     };
@@ -346,7 +347,7 @@ fn parse_and_decide(
     g: &Generation,
     buf: &[u8],
     ip: &mut ClientAddr,
-    out: &mut BytesMut,
+    (out, spots): (&mut BytesMut, &mut AddrSpots),
     fields: &mut HeadFields,
 ) -> Result<Option<RequestInfo>, ProxyError> {
     let limits = &g.cfg.limits.codec;
@@ -406,8 +407,10 @@ fn parse_and_decide(
                 info.websocket = head.is_websocket_upgrade();
                 let route_opts = g.cfg.routes[route].opts.as_deref();
                 let how = (&g.cfg.headers, route_opts);
-                info.host_written =
+                let written =
                     write_upstream_head((&head, buf), &target, info.websocket, how, ip, out);
+                info.host_written = written.host_written;
+                *spots = written.spots;
                 info.dispatch = match cache {
                     None => Dispatch::Proxy { group: *group },
                     Some(_) => {
@@ -510,8 +513,8 @@ fn route_of(
 /// with `target` (origin-form; the route's prefix removed from its normal form when the route
 /// strips it), the end-to-end fields, the forwarding fields `opts` asks for with the client's
 /// address `ip`, the route's `request_headers`, the upgrade fields when `websocket`, and our
-/// own framing. Without the final CRLF; returns whether Host was written (else it is written
-/// per attempt).
+/// own framing. Without the final CRLF; says whether Host was written (else it is written
+/// per attempt) and where the client's address went.
 pub(crate) fn write_upstream_head<'b>(
     (head, buf): (&RequestHead<'_, 'b>, &'b [u8]),
     target: &str,
@@ -519,7 +522,8 @@ pub(crate) fn write_upstream_head<'b>(
     (opts, route): (&HeaderOptions, Option<&RouteOpts>),
     ip: &ClientAddr,
     out: &mut BytesMut,
-) -> bool {
+) -> UpstreamHead {
+    let mut spots = AddrSpots::default();
     out.clear();
     match route.and_then(|r| r.strip) {
         None => write_request_line(out, head.method, target, Version::Http11),
@@ -561,9 +565,12 @@ pub(crate) fn write_upstream_head<'b>(
     });
     if opts.x_forwarded_for && !edited("x-forwarded-for") {
         write_forwarded_for(out, xff_seen.then_some(head.headers), ip.peer());
+        // The peer's address ends the line.
+        spots.add(out.len() - 2 - ip.peer().as_bytes().len());
     }
     if opts.x_real_ip && !edited("x-real-ip") {
         write_header(out, b"X-Real-IP", ip.as_bytes());
+        spots.add(out.len() - 2 - ip.as_bytes().len());
     }
     if opts.x_forwarded_proto && !edited("x-forwarded-proto") {
         write_header(out, b"X-Forwarded-Proto", ip.scheme());
@@ -586,7 +593,40 @@ pub(crate) fn write_upstream_head<'b>(
         }
         _ => {}
     }
-    host_written
+    UpstreamHead {
+        host_written,
+        spots,
+    }
+}
+
+/// What [`write_upstream_head`] says of the head it wrote.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UpstreamHead {
+    pub host_written: bool,
+    pub spots: AddrSpots,
+}
+
+/// Where an upstream head holds the client's address (`X-Forwarded-For`'s last hop, the
+/// peer; `X-Real-IP`, the client, which is the peer unless a trusted peer named another):
+/// the memo writes another peer's there ([`memo`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AddrSpots {
+    at: [usize; 2],
+    n: u8,
+}
+
+impl AddrSpots {
+    fn add(&mut self, at: usize) {
+        if let Some(slot) = self.at.get_mut(self.n as usize) {
+            *slot = at;
+            self.n += 1;
+        }
+    }
+
+    /// The addresses' places in the head, in the order written.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.at[..self.n as usize].iter().copied()
+    }
 }
 
 /// The request line of a route that strips its prefix (nginx's `proxy_pass http://app/;`):

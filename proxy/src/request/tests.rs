@@ -32,7 +32,7 @@ fn upstream(wire: &str, opts: &HeaderOptions) -> String {
         &mut out,
     );
     let text = String::from_utf8(out.to_vec()).unwrap();
-    if host {
+    if host.host_written {
         text
     } else {
         format!("{text}(no Host)")
@@ -426,15 +426,20 @@ fn the_address_record_stays_small() {
 }
 
 /// A config with a route for each part of the decision a repeated head takes from the memo:
-/// forwarding fields with a trusted peer (`real_ip_from`), a cached route (fields' positions),
-/// a stripped prefix, edited fields, a hashed group, a rate limit.
-fn memo_config(preserve_host: bool) -> Arc<crate::config::Config> {
+/// forwarding fields (with a trusted peer, `real_ip_from`, when `real_ip`), a cached route
+/// (fields' positions), a stripped prefix, edited fields, groups hashed by a field and by the
+/// client's address, a rate limit.
+fn memo_config(preserve_host: bool, real_ip: bool) -> Arc<crate::config::Config> {
+    let trusted = if real_ip { "[\"10.0.0.0/8\"]" } else { "[]" };
     let text = format!(
         "[[listen]]\naddr = \"127.0.0.1:0\"\n\
-         [headers]\nreal_ip_from = [\"10.0.0.0/8\"]\npreserve_host = {preserve_host}\n\
+         [headers]\nreal_ip_from = {trusted}\npreserve_host = {preserve_host}\n\
          [upstream.app]\nservers = [\"127.0.0.1:9\"]\n\
          [upstream.hashed]\nservers = [\"127.0.0.1:9\", \"127.0.0.1:10\"]\n\
          balance = \"hash\"\nhash_key = \"header:X-User\"\n\
+         [upstream.by_addr]\nservers = [\"127.0.0.1:9\", \"127.0.0.1:10\"]\n\
+         balance = \"hash\"\nhash_key = \"remote_addr\"\n\
+         [[route]]\npath = \"/ha/\"\nupstream = \"by_addr\"\n\
          [[route]]\nhost = \"cached.test\"\nupstream = \"app\"\ncache = {{}}\n\
          [[route]]\npath = \"/api/\"\nupstream = \"app\"\nstrip_prefix = true\n\
          [[route]]\npath = \"/edit/\"\nupstream = \"app\"\n\
@@ -492,8 +497,9 @@ fn one_change_at_a_time(radix: &[usize]) -> Vec<Vec<usize>> {
 #[test]
 fn a_repeated_head_is_decided_as_its_parse_decides_it() {
     let gens = [
-        Generation::new(1, memo_config(true), 1),
-        Generation::new(2, memo_config(false), 1),
+        Generation::new(1, memo_config(true, true), 1),
+        Generation::new(2, memo_config(false, true), 1),
+        Generation::new(3, memo_config(true, false), 1),
     ];
     let rng = crate::answer::Rng::new(1);
     let w = || AnswerCtx {
@@ -507,11 +513,12 @@ fn a_repeated_head_is_decided_as_its_parse_decides_it() {
         "POST /edit/x HTTP/1.1\r\nHost: h\r\nX-Drop: 1\r\nX-Env: dev\r\nContent-Length: 3\r\n\r\n",
         "GET /h/x HTTP/1.1\r\nHost: h\r\nX-User: ann\r\nConnection: X-User, keep-alive\r\n\r\n",
         "GET / HTTP/1.0\r\n\r\n",
+        "GET /ha/x HTTP/1.1\r\nHost: h\r\n\r\n",
     ];
-    let peers = ["10.0.0.9", "192.0.2.7"];
+    let peers = ["10.0.0.9", "192.0.2.7", "2001:db8::1"];
     let tails = ["", "abc", "GET / HTTP/1.1\r\n"];
     let order = one_change_at_a_time(&[heads.len(), gens.len(), peers.len(), 2, tails.len()]);
-    assert_eq!(order.len(), 6 * 2 * 2 * 2 * 3);
+    assert_eq!(order.len(), 7 * 3 * 3 * 2 * 3);
     for c in order {
         let (head, g, peer, https, tail) = (
             heads[c[0]],
@@ -529,7 +536,8 @@ fn a_repeated_head_is_decided_as_its_parse_decides_it() {
             let mut out = BytesMut::from(&b"left over"[..]);
             let mut fields = HeadFields::default();
             let r = if fresh {
-                parse_and_decide(w(), g, buf, &mut ip, &mut out, &mut fields)
+                let spots = &mut AddrSpots::default();
+                parse_and_decide(w(), g, buf, &mut ip, (&mut out, spots), &mut fields)
             } else {
                 prepare_request(w(), g, buf, &mut ip, &mut out, &mut fields)
             };
@@ -547,7 +555,7 @@ fn a_repeated_head_is_decided_as_its_parse_decides_it() {
 /// memo) with a 429; another client's alike request is proxied, with its own address.
 #[test]
 fn a_repeated_head_still_meets_the_rate_limit() {
-    let g = Generation::new(1, memo_config(true), 1);
+    let g = Generation::new(1, memo_config(true, true), 1);
     let rng = crate::answer::Rng::new(1);
     let buf = b"GET /limited/x HTTP/1.1\r\nHost: h\r\n\r\n";
     let mut statuses = vec![];
@@ -597,4 +605,44 @@ fn a_repeated_head_still_meets_the_rate_limit() {
         "{info:?}"
     );
     assert!(String::from_utf8_lossy(&out).contains("X-Real-IP: 192.0.2.8\r\n"));
+}
+
+/// Where no peer is trusted to name the client and no group hashes its address, a head
+/// repeated by another peer is decided from the memo too (clients that each open a
+/// connection for one request send the same head from many addresses): its address is
+/// written where the kept peer's stood. Where a peer may name the client, it is not.
+#[test]
+fn a_head_repeated_by_another_peer_comes_from_the_memo_where_the_peer_decides_nothing() {
+    let rng = crate::answer::Rng::new(1);
+    let buf = b"GET /a HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 198.51.100.1\r\n\r\n";
+    let from = |peer: &str| ClientAddr::new(IpText::new(peer.parse().unwrap()));
+    for (real_ip, path, reused) in [
+        (false, "/a", true),
+        (true, "/a", false),
+        (false, "/ha/", false),
+    ] {
+        let g = Generation::new(1, memo_config(true, real_ip), 1);
+        let buf = String::from_utf8_lossy(buf).replace("/a", path);
+        let buf = buf.as_bytes();
+        let w = AnswerCtx {
+            rng: &rng,
+            draining: false,
+        };
+        let mut out = BytesMut::new();
+        let mut fields = HeadFields::default();
+        let first = prepare_request(w, &g, buf, &mut from("192.0.2.7"), &mut out, &mut fields);
+        assert!(matches!(first, Ok(Some(_))), "{first:?}");
+        let mut ip = from("2001:db8::1");
+        let recalled = memo::recall(&g.cfg, buf, &mut ip, &mut out, &mut fields);
+        assert_eq!(recalled.is_some(), reused, "real_ip {real_ip}, {path}");
+        if reused {
+            let text = String::from_utf8_lossy(&out);
+            assert!(
+                text.contains(
+                    "X-Forwarded-For: 198.51.100.1, 2001:db8::1\r\nX-Real-IP: 2001:db8::1\r\n"
+                ),
+                "{text}"
+            );
+        }
+    }
 }
