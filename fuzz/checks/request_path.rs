@@ -51,8 +51,11 @@ pub fn check(data: &[u8]) {
     let decided = PATH.with(|p| p.decide(data, CLIENT, false));
     // An error is an answer of the proxy's own; an incomplete head waits for more.
     let Ok(Some(d)) = decided else { return };
-    // The same bytes again: a proxied head comes from the worker's memo this time, and is
-    // decided as its parse decided it (a `return` may draw another random number).
+    // The same bytes again: a proxied head comes from the worker's memo this time (if the
+    // first call did not already take it from there), and is decided the same way (a
+    // `return` may draw another random number). One peer and one configuration: the memo
+    // against the plain parse, across peers, schemes and configurations, is
+    // `request::tests::a_repeated_head_is_decided_as_its_parse_decides_it`.
     if let Prepared::Upstream { .. } = d.action {
         let again = PATH.with(|p| p.decide(data, CLIENT, false));
         let again = format!("{again:?}");

@@ -12,7 +12,7 @@ use crate::config::hash_key::HashKey;
 use crate::config::{Balance, Config};
 use bytes::BytesMut;
 use std::cell::RefCell;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// Heads longer than this are parsed every time (and not copied into the memo): nearly every
 /// client's repeated head is shorter (a browser's with its cookies is about 500 bytes to 1 KiB).
@@ -22,8 +22,10 @@ const MAX_KEPT: usize = 2048;
 /// more than the forwarding fields' text, its address; the head's bytes) and what the parse
 /// made of it.
 struct Kept {
-    /// Held, so that its address names this configuration alone while the memo keeps it.
-    cfg: Arc<Config>,
+    /// Weak: a reload's old configuration (its TLS keys among the rest) goes with its
+    /// generation, not with the memo; the allocation stays while this is held, so its address
+    /// names that configuration alone.
+    cfg: Weak<Config>,
     /// The peer spoke TLS (`X-Forwarded-Proto`).
     https: bool,
     /// The peer's address, and whether the decision holds for that peer alone: where it is
@@ -68,7 +70,7 @@ pub(super) fn recall(
         let same = buf.get(..k.head.len()) == Some(&k.head[..])
             && k.https == https(ip)
             && (same_peer || !k.by_peer)
-            && Arc::ptr_eq(&k.cfg, cfg);
+            && std::ptr::eq(k.cfg.as_ptr(), Arc::as_ptr(cfg));
         if !same {
             return None;
         }
@@ -124,7 +126,7 @@ pub(super) fn keep(
     };
     MEMO.with_borrow_mut(|m| {
         let k = m.get_or_insert_with(|| Kept {
-            cfg: cfg.clone(),
+            cfg: Arc::downgrade(cfg),
             https: false,
             peer: ip.peer().clone(),
             by_peer: true,
@@ -135,8 +137,8 @@ pub(super) fn keep(
             spots,
             fields: HeadFields::default(),
         });
-        if !Arc::ptr_eq(&k.cfg, cfg) {
-            k.cfg = cfg.clone();
+        if !std::ptr::eq(k.cfg.as_ptr(), Arc::as_ptr(cfg)) {
+            k.cfg = Arc::downgrade(cfg);
         }
         k.https = https(ip);
         k.peer = ip.peer().clone();

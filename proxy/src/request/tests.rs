@@ -440,6 +440,9 @@ fn memo_config(preserve_host: bool, real_ip: bool) -> Arc<crate::config::Config>
          [upstream.by_addr]\nservers = [\"127.0.0.1:9\", \"127.0.0.1:10\"]\n\
          balance = \"hash\"\nhash_key = \"remote_addr\"\n\
          [[route]]\npath = \"/ha/\"\nupstream = \"by_addr\"\n\
+         [[route]]\npath = \"/acl/\"\nupstream = \"app\"\nallow = [\"10.0.0.0/8\"]\n\
+         [[route]]\npath = \"/xff-only/\"\nupstream = \"app\"\n\
+         request_headers = {{ remove = [\"X-Real-IP\"] }}\n\
          [[route]]\nhost = \"cached.test\"\nupstream = \"app\"\ncache = {{}}\n\
          [[route]]\npath = \"/api/\"\nupstream = \"app\"\nstrip_prefix = true\n\
          [[route]]\npath = \"/edit/\"\nupstream = \"app\"\n\
@@ -492,8 +495,9 @@ fn one_change_at_a_time(radix: &[usize]) -> Vec<Vec<usize>> {
 
 /// A head repeated byte for byte is decided from the memo: exactly as its parse decides it,
 /// whatever else changed since the memo kept it (the peer, its scheme, the configuration, the
-/// bytes behind the head). The inputs come in an order where each differs from the one before
-/// in one of those alone; each runs twice (the second from the memo).
+/// bytes behind the head), a refusal by the route's access rule included. The inputs come in
+/// an order where each differs from the one before in one of those alone, then in the
+/// reverse order; each runs twice (the second from the memo).
 #[test]
 fn a_repeated_head_is_decided_as_its_parse_decides_it() {
     let gens = [
@@ -514,12 +518,16 @@ fn a_repeated_head_is_decided_as_its_parse_decides_it() {
         "GET /h/x HTTP/1.1\r\nHost: h\r\nX-User: ann\r\nConnection: X-User, keep-alive\r\n\r\n",
         "GET / HTTP/1.0\r\n\r\n",
         "GET /ha/x HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /acl/x HTTP/1.1\r\nHost: h\r\n\r\n",
+        "GET /xff-only/x HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\n\r\n",
     ];
-    let peers = ["10.0.0.9", "192.0.2.7", "2001:db8::1"];
+    let peers = ["10.0.0.9", "192.0.2.7", "2001:db8::1", "::ffff:192.0.2.9"];
     let tails = ["", "abc", "GET / HTTP/1.1\r\n"];
     let order = one_change_at_a_time(&[heads.len(), gens.len(), peers.len(), 2, tails.len()]);
-    assert_eq!(order.len(), 7 * 3 * 3 * 2 * 3);
-    for c in order {
+    assert_eq!(order.len(), 9 * 3 * 4 * 2 * 3);
+    // Forwards, then backwards: each change made in both directions (a proxied request then a
+    // refused one, and the other way round).
+    for c in order.iter().chain(order.iter().rev()) {
         let (head, g, peer, https, tail) = (
             heads[c[0]],
             &gens[c[1]],
