@@ -125,33 +125,38 @@ pub(super) fn keep(
         return;
     };
     MEMO.with_borrow_mut(|m| {
-        let k = m.get_or_insert_with(|| Kept {
-            cfg: Arc::downgrade(cfg),
-            https: false,
-            peer: ip.peer().clone(),
-            by_peer: true,
-            head: Vec::new(),
-            real: None,
-            info: *info,
-            upstream: Vec::new(),
-            spots,
-            fields: HeadFields::default(),
-        });
-        if !std::ptr::eq(k.cfg.as_ptr(), Arc::as_ptr(cfg)) {
-            k.cfg = Arc::downgrade(cfg);
-        }
-        k.https = https(ip);
-        k.peer = ip.peer().clone();
-        k.by_peer = by_peer(cfg, info);
-        k.head.clear();
-        k.head.extend_from_slice(head);
-        k.real = ip.real().cloned();
-        k.info = *info;
-        k.upstream.clear();
-        k.upstream.extend_from_slice(out);
-        k.spots = spots;
+        // The last entry's storage is reused, and its configuration's weak count left alone
+        // while it is the same (the count is shared with the other workers).
+        let (weak, mut kept_head, mut upstream, mut kept_fields) = match m.take() {
+            Some(k) if std::ptr::eq(k.cfg.as_ptr(), Arc::as_ptr(cfg)) => {
+                (k.cfg, k.head, k.upstream, k.fields)
+            }
+            Some(k) => (Arc::downgrade(cfg), k.head, k.upstream, k.fields),
+            None => (
+                Arc::downgrade(cfg),
+                Vec::new(),
+                Vec::new(),
+                HeadFields::default(),
+            ),
+        };
+        kept_head.clear();
+        kept_head.extend_from_slice(head);
+        upstream.clear();
+        upstream.extend_from_slice(out);
         if matches!(info.dispatch, Dispatch::Cached { .. }) {
-            k.fields.copy_from(fields);
+            kept_fields.copy_from(fields);
         }
+        *m = Some(Kept {
+            cfg: weak,
+            by_peer: by_peer(cfg, info),
+            https: https(ip),
+            peer: ip.peer().clone(),
+            head: kept_head,
+            real: ip.real().cloned(),
+            info: *info,
+            upstream,
+            spots,
+            fields: kept_fields,
+        });
     });
 }
