@@ -36,6 +36,53 @@ pub struct TlsStream {
     /// Ciphertext to send; `None` once a write was dropped in flight; without capacity
     /// while parked.
     wbuf: Option<Vec<u8>>,
+    /// Where the ciphertext given to the session stands in its records.
+    framing: Framing,
+}
+
+/// Follows the record framing of the ciphertext a session was given, to tell whether it
+/// holds part of a record: bytes that arrived and that nothing (no plaintext, no state) shows
+/// until the rest comes. rustls keeps an unfinished record to itself.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Framing {
+    /// Bytes of the current record's 5-byte header seen (0: at a record's start or in its
+    /// body).
+    head: u8,
+    /// The high byte of the current record's length, once the header's fourth byte came.
+    len_high: u8,
+    /// Bytes of the current record's body still to come.
+    body_left: usize,
+}
+
+/// A TLS record header: content type, legacy version (2 bytes), length (2 bytes).
+const RECORD_HEADER: u8 = 5;
+
+impl Framing {
+    fn advance(&mut self, mut data: &[u8]) {
+        while let Some((&b, rest)) = data.split_first() {
+            if self.body_left > 0 {
+                let n = self.body_left.min(data.len());
+                self.body_left -= n;
+                data = &data[n..];
+                continue;
+            }
+            data = rest;
+            self.head += 1;
+            match self.head {
+                4 => self.len_high = b,
+                RECORD_HEADER => {
+                    self.body_left = usize::from(self.len_high) << 8 | usize::from(b);
+                    self.head = 0;
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Within a record: its header or part of its body came, not all of it.
+    fn mid_record(&self) -> bool {
+        self.head != 0 || self.body_left != 0
+    }
 }
 
 fn interrupted() -> io::Error {
@@ -102,6 +149,7 @@ impl TlsStream {
             conn,
             scratch: Some(take_scratch()),
             wbuf: Some(Vec::new()),
+            framing: Framing::default(),
         }
     }
 
@@ -172,7 +220,9 @@ impl TlsStream {
     fn absorb(&mut self, mut data: &[u8]) -> io::Result<IoState> {
         loop {
             // An empty slice tells the session the peer ended the stream.
+            let before = data;
             let took = self.conn.read_tls(&mut data)?;
+            self.framing.advance(&before[..took]);
             if took == 0 && !data.is_empty() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -265,13 +315,14 @@ impl TlsStream {
     /// See `Stream::still_open`.
     pub(super) fn still_open(&mut self) -> bool {
         // Plaintext (or a close_notify) the session already holds: bytes after the last
-        // response, which must not become the next one's. A read in flight: not idle.
+        // response, which must not become the next one's; part of a record is such bytes
+        // too, readable once the rest comes. A read in flight: not idle.
         if !self.drained() || self.scratch.is_none() {
             return false;
         }
         loop {
             match self.records_now() {
-                None => return true,
+                None => return !self.framing.mid_record(),
                 Some(Ok(Some(s))) if s.plaintext_bytes_to_read() == 0 && !s.peer_has_closed() => {}
                 Some(_) => return false,
             }
@@ -425,5 +476,34 @@ impl TlsStream {
         }
         let r = self.write_parts(&parts[..k]).await;
         (r, buf)
+    }
+}
+
+#[cfg(test)]
+mod framing_tests {
+    use super::Framing;
+
+    /// Two records (a 3-byte body, an empty one, a 300-byte one) given in every split into
+    /// two pieces, and byte by byte: mid-record exactly where the bytes so far do not end
+    /// at a record's end.
+    #[test]
+    fn a_record_is_unfinished_until_its_last_byte_came() {
+        let mut wire = vec![0x17, 3, 3, 0, 3, b'a', b'b', b'c', 0x17, 3, 3, 0, 0];
+        wire.extend([0x17, 3, 3, 1, 44]);
+        wire.extend([7u8; 300]);
+        let ends = [8, 13, wire.len()];
+        for cut in 0..=wire.len() {
+            let mut f = Framing::default();
+            f.advance(&wire[..cut]);
+            let expect_mid = cut != 0 && !ends.contains(&cut);
+            assert_eq!(f.mid_record(), expect_mid, "cut at {cut}");
+            f.advance(&wire[cut..]);
+            assert!(!f.mid_record(), "all of it, cut at {cut}");
+        }
+        let mut f = Framing::default();
+        for (i, b) in wire.iter().enumerate() {
+            f.advance(std::slice::from_ref(b));
+            assert_eq!(f.mid_record(), !ends.contains(&(i + 1)), "byte {i}");
+        }
     }
 }

@@ -10,6 +10,11 @@
 //! the stray response was still the next client's answer (session 45): a connection no
 //! receive watches is now peeked at every time it is taken. Each test runs every way a
 //! pooled connection is read.
+//!
+//! Half a stray response over TLS (an unfinished record: the session held it, had no
+//! plaintext, and the socket was empty) still passed that look and became the next client's
+//! answer once the rest came (session 49): the TLS adapter now follows the record framing of
+//! what it gave the session, and a connection within a record is not reused.
 
 use proxy::config::{Config, GroupId};
 use rustls::{ServerConfig, ServerConnection, StreamOwned};
@@ -30,6 +35,10 @@ enum After {
     Stray,
     /// Close the connection (a FIN, as an origin's idle timer does).
     Fin,
+    /// Send the first half of a second, unasked-for response's bytes (over TLS: half of
+    /// the record that carries it, which the session cannot open yet), and the rest before
+    /// answering the next request on that connection.
+    StrayHalf,
 }
 
 /// Linux's TCP_FIN_WAIT2 (include/net/tcp_states.h): our FIN was acknowledged.
@@ -68,11 +77,17 @@ fn tcp_state(s: &TcpStream) -> u8 {
 /// An origin's connection: plain, or TLS over it.
 trait Conn: Read + Write {
     fn tcp(&self) -> &TcpStream;
+    /// The bytes that carry `plain` on the wire (over TLS: its records), not sent.
+    fn seal(&mut self, plain: &[u8]) -> Vec<u8>;
 }
 
 impl Conn for TcpStream {
     fn tcp(&self) -> &TcpStream {
         self
+    }
+
+    fn seal(&mut self, plain: &[u8]) -> Vec<u8> {
+        plain.to_vec()
     }
 }
 
@@ -80,6 +95,26 @@ impl Conn for StreamOwned<ServerConnection, TcpStream> {
     fn tcp(&self) -> &TcpStream {
         &self.sock
     }
+
+    fn seal(&mut self, plain: &[u8]) -> Vec<u8> {
+        self.conn
+            .writer()
+            .write_all(plain)
+            .expect("plaintext to the session");
+        let mut out = Vec::new();
+        while self.conn.wants_write() {
+            self.conn
+                .write_tls(&mut out)
+                .expect("records from the session");
+        }
+        out
+    }
+}
+
+/// Write `bytes` on `s`'s socket as they are (past a TLS session).
+fn send_raw(s: &dyn Conn, bytes: &[u8]) {
+    let mut tcp: &TcpStream = s.tcp();
+    tcp.write_all(bytes).expect("write raw bytes");
 }
 
 /// Read one request (head, and a body by Content-Length); `false` at the end of the stream.
@@ -136,6 +171,7 @@ fn origin(
                 None => Box::new(s),
             };
             std::thread::spawn(move || {
+                let mut rest = None;
                 if let Some(go) = first {
                     if !(read_request(&mut *s) && answer(&mut *s, 1)) || go.recv().is_err() {
                         return;
@@ -152,10 +188,24 @@ fn origin(
                                 tcp_state(s.tcp()) == TCP_FIN_WAIT2
                             }));
                         }
+                        After::StrayHalf => {
+                            let mut wire = s.seal(STRAY);
+                            let second = wire.split_off(wire.len() / 2);
+                            send_raw(&*s, &wire);
+                            assert!(tests::eventually(READY, || unacked(s.tcp()) == 0));
+                            rest = Some(second);
+                        }
                     }
                     let _ = done.send(());
                 }
-                while read_request(&mut *s) && answer(&mut *s, i + 1) {}
+                while read_request(&mut *s) {
+                    if let Some(rest) = rest.take() {
+                        send_raw(&*s, &rest);
+                    }
+                    if !answer(&mut *s, i + 1) {
+                        break;
+                    }
+                }
             });
         }
     });
@@ -282,6 +332,21 @@ fn a_pooled_connection_its_origin_closed_is_not_used_for_a_post() {
             (status, String::from_utf8_lossy(&body).into_owned()),
             (200, "conn2".to_string()),
             "{setup:?}: a POST must go on a fresh connection, not into one the origin closed"
+        );
+    }
+}
+
+#[test]
+fn half_a_stray_response_on_a_pooled_connection_is_never_an_answer() {
+    // Over TLS the half is an unfinished record: the session holds it and has nothing to
+    // read yet, so a look at the session alone found the connection clean.
+    let get = b"GET /second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    for setup in setups() {
+        let (status, body) = second_answer(After::StrayHalf, get, setup);
+        assert_eq!(
+            (status, String::from_utf8_lossy(&body).into_owned()),
+            (200, "conn2".to_string()),
+            "{setup:?}: the second request must be answered by the origin on a fresh connection"
         );
     }
 }
