@@ -242,7 +242,8 @@ fn serve_stream(
         stop: w.life.shutdown.wait(),
         first: Some(shared::clock::deadline(header)),
         multishot: false,
-        nonblocking: false,
+        // Accepted non-blocking (`shared::accept::Acceptor::accepted`).
+        nonblocking: true,
     };
     // The first bytes are waited for holding no buffer (on io_uring with multishot receives,
     // a TLS connection once its session holds nothing to read; the others wait in their

@@ -30,7 +30,10 @@ pub trait Acceptor {
     /// Completes once `has_slot` may have become true.
     async fn slot_freed(&self) {}
 
-    /// A connection arrived: start serving it (in its own task).
+    /// A connection arrived: start serving it (in its own task). `stream` is non-blocking
+    /// and close-on-exec on every driver (vendored monoio's io_uring accept asks for both,
+    /// as its epoll driver and `accept_now` do): the owner's own splice(2) or sendfile(2) on
+    /// it needs no fcntl(2) first.
     fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr);
 
     /// `accept` failed: count it, log it (rate-limited). The loop then backs off.
@@ -115,14 +118,10 @@ fn take_waiting<A: Acceptor>(listener: &TcpListener, handover: &Shutdown, owner:
 }
 
 /// One connection from `listener`'s backlog if one waits (`None` at EAGAIN), set up as the
-/// driver's own accept sets it up: blocking under io_uring (which polls for it), non-blocking
-/// under epoll; close-on-exec either way.
+/// driver's own accept sets it up: non-blocking and close-on-exec (see `run`).
 fn accept_now(listener: &TcpListener) -> io::Result<Option<(TcpStream, SocketAddr)>> {
     use std::os::fd::{AsRawFd, FromRawFd};
-    let mut flags = libc::SOCK_CLOEXEC;
-    if crate::runtime::current_driver() == Some(crate::runtime::DriverKind::Epoll) {
-        flags |= libc::SOCK_NONBLOCK;
-    }
+    let flags = libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
     // SAFETY: zeroed storage is a valid sockaddr_storage; accept4 writes at most `len` bytes.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
@@ -242,13 +241,9 @@ mod tests {
                 nonblocking
             })
             .expect("runtime");
-            // As the driver's own accept sets them up: epoll needs non-blocking sockets,
-            // io_uring's accept gives blocking ones (it polls for them).
-            assert_eq!(
-                nonblocking,
-                vec![driver == DriverKind::Epoll; 8],
-                "{driver}"
-            );
+            // Non-blocking on every driver, whichever accept took them (the driver's or
+            // accept4 from the backlog): the proxy's splice(2) and sendfile(2) rely on it.
+            assert_eq!(nonblocking, vec![true; 8], "{driver}");
             for mut c in clients {
                 use std::io::Read;
                 c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
