@@ -144,3 +144,42 @@ fn a_body_sent_at_a_real_rate_with_short_pauses_is_not_cut() {
     assert_eq!(r.status, 200, "{r:?}");
     assert_eq!(origin.body_bytes(), (chunk * chunks) as u64);
 }
+
+/// A chunked body is read before an upstream is chosen until it ends or passes 64 KiB; one
+/// that passes them streams, and the time its client took so far still counts: the pace goes
+/// on from the gathering, it does not start again with a fresh grace once an upstream is
+/// connected (which would let every such body have two graces).
+#[test]
+fn a_chunked_body_that_streams_after_its_gathering_keeps_its_pace() {
+    let origin = tests::origin();
+    let mut cfg = config(&[origin.addr()]);
+    cfg.timeouts.body = GRACE;
+    // 1 MB/s: the 71 KiB below earn ~72 ms on top of the grace, so the two pauses (500 ms in
+    // all) exceed what the body is allowed (~372 ms), while either pause alone fits in it.
+    cfg.timeouts.body_min_rate = 1_000_000;
+    let p = Proxy::start(cfg);
+    let pause = Duration::from_millis(250);
+    let mut c = Client::connect(p.addr);
+    let mut first =
+        b"POST /upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    first.extend_from_slice(b"400\r\n");
+    first.extend_from_slice(&[b'a'; 0x400]);
+    first.extend_from_slice(b"\r\n");
+    c.send(&first).expect("send the head and the first chunk");
+    std::thread::sleep(pause);
+    // Past 64 KiB: the body streams from here on.
+    let mut big = format!("{:x}\r\n", 70_000).into_bytes();
+    big.extend_from_slice(&[b'b'; 70_000]);
+    big.extend_from_slice(b"\r\n");
+    c.send(&big).expect("send the large chunk");
+    std::thread::sleep(pause);
+    // The client may find the connection already closed: the answer is what counts.
+    let _ = c.send(b"0\r\n\r\n");
+    let r = c
+        .response(WAIT)
+        .unwrap_or_else(|r| panic!("no response: {}", show(&r)));
+    assert_eq!(
+        r.status, 408,
+        "a body that waited 500 ms against an allowance of ~372 ms was taken: {r:?}"
+    );
+}
