@@ -309,44 +309,41 @@ fn second_answer(after: After, second: &[u8], setup: Setup) -> (u16, Vec<u8>) {
     answer
 }
 
-#[test]
-fn stray_bytes_on_a_pooled_connection_are_never_an_answer() {
-    let get = b"GET /second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+/// In every setup, once the origin did `after` on the pooled connection, `second` is
+/// answered by the origin on a fresh connection (`why` says what must not happen).
+fn answered_on_a_fresh_connection(after: After, second: &[u8], why: &str) {
     for setup in setups() {
-        let (status, body) = second_answer(After::Stray, get, setup);
+        let (status, body) = second_answer(after, second, setup);
         assert_eq!(
             (status, String::from_utf8_lossy(&body).into_owned()),
             (200, "conn2".to_string()),
-            "{setup:?}: the second request must be answered by the origin on a fresh connection"
+            "{setup:?}: the second request must be answered by the origin on a fresh \
+             connection, {why}"
         );
     }
+}
+
+const SECOND_GET: &[u8] = b"GET /second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+#[test]
+fn stray_bytes_on_a_pooled_connection_are_never_an_answer() {
+    answered_on_a_fresh_connection(After::Stray, SECOND_GET, "not by the stray response");
 }
 
 #[test]
 fn a_pooled_connection_its_origin_closed_is_not_used_for_a_post() {
     let post = b"POST /second HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\
                  Connection: close\r\n\r\nhello";
-    for setup in setups() {
-        let (status, body) = second_answer(After::Fin, post, setup);
-        assert_eq!(
-            (status, String::from_utf8_lossy(&body).into_owned()),
-            (200, "conn2".to_string()),
-            "{setup:?}: a POST must go on a fresh connection, not into one the origin closed"
-        );
-    }
+    answered_on_a_fresh_connection(After::Fin, post, "not sent into one the origin closed");
 }
 
 #[test]
 fn half_a_stray_response_on_a_pooled_connection_is_never_an_answer() {
     // Over TLS the half is an unfinished record: the session holds it and has nothing to
     // read yet, so a look at the session alone found the connection clean.
-    let get = b"GET /second HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
-    for setup in setups() {
-        let (status, body) = second_answer(After::StrayHalf, get, setup);
-        assert_eq!(
-            (status, String::from_utf8_lossy(&body).into_owned()),
-            (200, "conn2".to_string()),
-            "{setup:?}: the second request must be answered by the origin on a fresh connection"
-        );
-    }
+    answered_on_a_fresh_connection(
+        After::StrayHalf,
+        SECOND_GET,
+        "not by the stray response once its record is whole",
+    );
 }
