@@ -235,6 +235,16 @@ fn serve_stream(
 ) -> impl std::future::Future<Output = ()> {
     let mut ip = IpText::of(peer);
     ip.set_https(stream.is_tls());
+    // Tests run debug builds: a path that ever hands over a blocking socket fails them.
+    debug_assert!(
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: F_GETFL on the socket `stream` owns; no memory is passed.
+            let flags = unsafe { libc::fcntl(stream.as_raw_fd(), libc::F_GETFL) };
+            flags >= 0 && flags & libc::O_NONBLOCK != 0
+        },
+        "a client socket that is not non-blocking"
+    );
     let header = w.generation().cfg.timeouts.header;
     let mut p = Parked {
         stream,

@@ -33,7 +33,9 @@ pub trait Acceptor {
     /// A connection arrived: start serving it (in its own task). `stream` is non-blocking
     /// and close-on-exec on every driver (vendored monoio's io_uring accept asks for both,
     /// as its epoll driver and `accept_now` do): the owner's own splice(2) or sendfile(2) on
-    /// it needs no fcntl(2) first.
+    /// it needs no fcntl(2) first. Under io_uring, READV and WRITEV on it fail with EAGAIN
+    /// before Linux 5.15 instead of waiting: read and write it through `stream::Stream`
+    /// (which waits that out) or monoio's `read`/`write` (RECV/SEND, which wait on any kernel).
     fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr);
 
     /// `accept` failed: count it, log it (rate-limited). The loop then backs off.

@@ -6,11 +6,10 @@
 //!   socket, no copy through user space, the head and the first body bytes in the same
 //!   segments. Both are plain syscalls on a non-blocking socket; `EAGAIN` waits for
 //!   writability through the runtime (a poll op on io_uring, epoll's readiness otherwise).
-//!   io_uring's accepted sockets are blocking (monoio accepts without `SOCK_NONBLOCK`):
-//!   `shared::stream::ensure_nonblocking` makes the connection's socket non-blocking for good
-//!   the first time (the cache's sendfile hits share it), and `send` says `MSG_DONTWAIT`
-//!   anyway. Never switched back: a blocking `sendfile` to a client that stops reading would
-//!   hold the worker thread.
+//!   Client sockets are accepted non-blocking on every driver (`shared::accept`);
+//!   `shared::stream::ensure_nonblocking` stays for any socket that is not, and `send` says
+//!   `MSG_DONTWAIT` anyway. Never switched back: a blocking `sendfile` to a client that stops
+//!   reading would hold the worker thread.
 //!   Measured for a 32 KB file, CPU per response against nginx's sendfile path (benches/
 //!   README.md): `pread` into a pooled buffer + a runtime write 1.8-2.0 (io_uring), the body
 //!   kept in memory and written with the head 1.5-1.8, `send(MSG_MORE)` + `sendfile` ~1.0.

@@ -326,10 +326,22 @@ impl AsyncReadRent for Stream {
         }
     }
 
+    /// A one-shot READV's EAGAIN is waited out, as `writev`'s is (see there).
     #[inline]
-    async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+    async fn readv<T: IoVecBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
         match self {
-            Stream::Plain(s) => s.readv(buf).await,
+            Stream::Plain(s) => loop {
+                let (r, back) = s.readv(buf).await;
+                buf = back;
+                match r {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if let Err(e) = s.readable(false).await {
+                            return (Err(e), buf);
+                        }
+                    }
+                    r => return (r, buf),
+                }
+            },
             Stream::Tls(t) => t.readv(buf).await,
         }
     }
@@ -344,10 +356,25 @@ impl AsyncWriteRent for Stream {
         }
     }
 
+    /// A plain socket's vectored I/O is io_uring's READV/WRITEV (not RECV/SEND, which
+    /// ignore O_NONBLOCK): before Linux 5.15 they fail with EAGAIN on a non-blocking socket
+    /// instead of waiting for it (client sockets are accepted non-blocking, see
+    /// `accept::Acceptor::accepted`). That failure is waited out here, on every kernel.
     #[inline]
-    async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+    async fn writev<T: IoVecBuf>(&mut self, mut buf: T) -> BufResult<usize, T> {
         match self {
-            Stream::Plain(s) => s.writev(buf).await,
+            Stream::Plain(s) => loop {
+                let (r, back) = s.writev(buf).await;
+                buf = back;
+                match r {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if let Err(e) = s.writable(false).await {
+                            return (Err(e), buf);
+                        }
+                    }
+                    r => return (r, buf),
+                }
+            },
             Stream::Tls(t) => t.writev(buf).await,
         }
     }

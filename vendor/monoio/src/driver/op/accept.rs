@@ -62,10 +62,12 @@ impl OpAble for Accept {
         // Vendored change: SOCK_CLOEXEC, as the legacy driver's accept4 has. Without it every
         // accepted socket leaked into any process the program spawned, which kept the
         // connection open (no FIN) after the program closed it.
-        // Vendored change: SOCK_NONBLOCK too, as the legacy driver's. io_uring parks an
-        // operation on a non-blocking socket until it is ready all the same (sockets support
-        // nowait), and a program that also calls splice(2) or sendfile(2) on the socket itself
-        // needs it non-blocking: made so at accept, not with one fcntl(2) per connection.
+        // Vendored change: SOCK_NONBLOCK too, as the legacy driver's. io_uring parks a RECV
+        // or SEND on a non-blocking socket until it is ready all the same, a READ(V) or
+        // WRITE(V) from Linux 5.15 (before, they fail with EAGAIN: a caller using them waits
+        // for readiness itself), and a program that also calls splice(2) or sendfile(2) on the
+        // socket needs it non-blocking: made so at accept, not with one fcntl(2) per
+        // connection.
         opcode::Accept::new(
             types::Fd(self.fd.raw_fd()),
             self.addr.0.as_mut_ptr() as *mut _,
