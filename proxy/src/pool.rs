@@ -27,10 +27,10 @@
 //!   one whose bodies are spliced, one whose receive could not be armed or was ended by the
 //!   kernel because the ring was short of buffers, one whose receive `put` armed just now and
 //!   the worker has not submitted yet: `TcpStream::multishot_armed`) is looked at every time
-//!   it is taken, with one non-blocking peek (TLS:
-//!   the session must hold nothing, not even part of a record, and what waits in the socket
-//!   is read and given to it, see `Stream::still_open`): one system call per reuse, where a look only now and then
-//!   let a second response nobody asked for become the next client's answer. A watched one
+//!   it is taken, with one non-blocking peek (TLS: the session must hold nothing, not even
+//!   part of a record, and what waits in the socket is read and given to it, see
+//!   `Stream::still_open`): one system call per reuse, where a look only now and then let a
+//!   second response nobody asked for become the next client's answer. A watched one
 //!   idle for a while (`check_after`: half the idle timeout, at most the group's
 //!   `keepalive_check`, 1 s by default) is peeked at too: origins close idle connections on
 //!   their own timers (Apache after 5 s), and a request that cannot be retried (a POST, a

@@ -317,6 +317,25 @@ pub fn peek_silent(fd: RawFd) -> bool {
     n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
 }
 
+/// Run `op` (a vectored read or write of `buf` on a plain socket) again after `ready` (the
+/// socket's readiness) while it fails with `WouldBlock`; return its result with `buf`.
+macro_rules! until_ready {
+    ($buf:ident, $op:expr, $ready:expr) => {
+        loop {
+            let (r, back) = $op;
+            $buf = back;
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if let Err(e) = $ready {
+                        return (Err(e), $buf);
+                    }
+                }
+                r => return (r, $buf),
+            }
+        }
+    };
+}
+
 impl AsyncReadRent for Stream {
     #[inline]
     async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
@@ -330,18 +349,7 @@ impl AsyncReadRent for Stream {
     #[inline]
     async fn readv<T: IoVecBufMut>(&mut self, mut buf: T) -> BufResult<usize, T> {
         match self {
-            Stream::Plain(s) => loop {
-                let (r, back) = s.readv(buf).await;
-                buf = back;
-                match r {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if let Err(e) = s.readable(false).await {
-                            return (Err(e), buf);
-                        }
-                    }
-                    r => return (r, buf),
-                }
-            },
+            Stream::Plain(s) => until_ready!(buf, s.readv(buf).await, s.readable(false).await),
             Stream::Tls(t) => t.readv(buf).await,
         }
     }
@@ -363,18 +371,7 @@ impl AsyncWriteRent for Stream {
     #[inline]
     async fn writev<T: IoVecBuf>(&mut self, mut buf: T) -> BufResult<usize, T> {
         match self {
-            Stream::Plain(s) => loop {
-                let (r, back) = s.writev(buf).await;
-                buf = back;
-                match r {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        if let Err(e) = s.writable(false).await {
-                            return (Err(e), buf);
-                        }
-                    }
-                    r => return (r, buf),
-                }
-            },
+            Stream::Plain(s) => until_ready!(buf, s.writev(buf).await, s.writable(false).await),
             Stream::Tls(t) => t.writev(buf).await,
         }
     }
