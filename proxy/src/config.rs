@@ -427,6 +427,12 @@ impl Route {
         }
     }
 
+    /// Whether a request body up to 64 KiB is read whole before an upstream is chosen (the
+    /// default; `request_buffering = false` streams every body from its first byte).
+    pub fn buffers_request_body(&self) -> bool {
+        !self.opts.as_deref().is_some_and(|o| o.stream_body)
+    }
+
     /// The route's `response_headers`, if any.
     pub fn response_edits(&self) -> Option<&route_opts::HeaderEdits> {
         self.opts.as_deref().and_then(|o| o.response.as_ref())

@@ -171,17 +171,21 @@ async fn upstream_answer<'g>(
     }
     let route = &g.cfg.routes[req.route];
     let t = route.timeouts(&g.cfg.timeouts);
-    // A small body is in `from_client` whole before a server is picked.
+    // A small body is in `from_client` whole before a server is picked, unless the route
+    // streams every body (`request_buffering = false`).
+    let gathers = route.buffers_request_body();
     let (inline, pace) = match req.body {
-        BodyKind::Empty => (Some(0), None),
-        BodyKind::Length(n) if n <= INLINE_BODY_MAX as u64 => {
+        BodyKind::Empty | BodyKind::Length(0) => (Some(0), None),
+        BodyKind::Length(n) if gathers && n <= INLINE_BODY_MAX as u64 => {
             upload::gather_body(c, req, n as usize, t).await?;
             (Some(n as usize), None)
         }
-        BodyKind::Chunked => match upload::gather_chunked(c, req, INLINE_BODY_MAX, t).await? {
-            upload::ChunkedBody::Joined(n) => (Some(n), None),
-            upload::ChunkedBody::Streams(pace) => (None, pace),
-        },
+        BodyKind::Chunked if gathers => {
+            match upload::gather_chunked(c, req, INLINE_BODY_MAX, t).await? {
+                upload::ChunkedBody::Joined(n) => (Some(n), None),
+                upload::ChunkedBody::Streams(pace) => (None, pace),
+            }
+        }
         _ => (None, None),
     };
     let plan = Plan {

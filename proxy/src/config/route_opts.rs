@@ -33,6 +33,10 @@ pub struct RouteOpts {
     /// `retry`: `None` keeps the built-in rule (connect failures, and an idempotent request
     /// whose connection closed before any answer).
     pub retry: Option<RetryPolicy>,
+    /// `request_buffering = false`: a request body streams to the upstream from its first
+    /// byte instead of being read whole first when it fits in 64 KiB (see
+    /// `exchange::upstream_answer`).
+    pub stream_body: bool,
 }
 
 impl RouteOpts {
@@ -43,6 +47,7 @@ impl RouteOpts {
             || self.response.is_some()
             || self.own_timeouts.is_some()
             || self.retry.is_some()
+            || self.stream_body
     }
 
     /// Fill `timeouts` from the route's own keys over `global`.
@@ -74,6 +79,7 @@ impl RouteOpts {
             timeouts: None,
             own_timeouts: r.timeouts.as_ref().map(|t| *t.get_ref()),
             retry: r.retry.clone(),
+            stream_body: r.request_buffering.as_ref().is_some_and(|b| !*b.get_ref()),
         };
         if !opts.any() {
             return Ok(None);
@@ -86,6 +92,7 @@ impl RouteOpts {
                 ("response_headers", opts.response.is_some()),
                 ("timeouts", opts.own_timeouts.is_some()),
                 ("retry", opts.retry.is_some()),
+                ("request_buffering", opts.stream_body),
             ];
             let key = keys.iter().find(|k| k.1).map_or("upstream", |k| k.0);
             let m = match key {
@@ -105,7 +112,11 @@ impl RouteOpts {
 
 /// Whether `response_headers` is the only option set.
 fn only_response(o: &RouteOpts) -> bool {
-    o.strip.is_none() && o.request.is_none() && o.own_timeouts.is_none() && o.retry.is_none()
+    o.strip.is_none()
+        && o.request.is_none()
+        && o.own_timeouts.is_none()
+        && o.retry.is_none()
+        && !o.stream_body
 }
 
 /// Routes with their own `timeouts` take the others from `[timeouts]` as the flags left them

@@ -289,6 +289,10 @@ pub struct RouteEntry {
     pub timeouts: Option<Spanned<super::route_opts::RouteTimeouts>>,
     #[serde(default, deserialize_with = "super::route_opts::de_retry")]
     pub retry: Option<super::route_opts::RetryPolicy>,
+    /// `request_buffering = false`: request bodies stream from their first byte (nginx's
+    /// `proxy_request_buffering off`).
+    #[serde(default)]
+    pub request_buffering: Option<Spanned<bool>>,
 }
 
 impl RouteEntry {
@@ -309,6 +313,7 @@ impl RouteEntry {
             response_headers: None,
             timeouts: None,
             retry: None,
+            request_buffering: None,
         }
     }
 }

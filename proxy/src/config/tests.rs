@@ -132,6 +132,8 @@ fn example_parses_with_every_key() {
     let api = &cfg.routes[RouteId::new(6)];
     let o = api.opts.as_deref().expect("the /api/ route has options");
     assert_eq!(o.strip, Some("/api/".len()));
+    // `request_buffering = true`: the default, said out loud.
+    assert!(!o.stream_body && api.buffers_request_body());
     assert_eq!(&*o.request.as_ref().unwrap().block, b"X-Env: prod\r\n");
     assert!(o.request.as_ref().unwrap().drops("x-debug"));
     assert!(o.response.as_ref().unwrap().drops("server"));
@@ -153,6 +155,22 @@ fn example_parses_with_every_key() {
     assert_eq!(cfg.limits.max_body, None);
     assert_eq!(cfg.source, example_path().display().to_string());
     validate(&cfg).unwrap();
+}
+
+#[test]
+fn request_buffering_false_streams_every_body_of_its_route_alone() {
+    let cfg = from_toml(
+        "p.toml",
+        &format!(
+            "{MINIMAL}[[route]]\npath = \"/up/\"\nupstream = \"app\"\nrequest_buffering = false\n\
+             [[route]]\npath = \"/\"\nupstream = \"app\"\n"
+        ),
+    )
+    .unwrap();
+    let (up, rest) = (&cfg.routes[RouteId::new(0)], &cfg.routes[RouteId::new(1)]);
+    assert!(!up.buffers_request_body());
+    assert!(up.opts.as_deref().is_some_and(|o| o.stream_body));
+    assert!(rest.buffers_request_body() && rest.opts.is_none());
 }
 
 #[test]

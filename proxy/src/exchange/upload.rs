@@ -1,7 +1,8 @@
 //! Request bodies. One up to 64 KiB is read whole before an upstream is chosen
-//! (`gather_body`, `gather_chunked`) and goes out with the head; a larger one is streamed,
-//! sent while the response head is read (nginx's way): an upstream that answers before
-//! taking the whole body (a 413, a 401) has its answer relayed.
+//! (`gather_body`, `gather_chunked`) and goes out with the head; a larger one, or any on a
+//! route with `request_buffering = false`, is streamed, sent while the response head is read
+//! (nginx's way): an upstream that answers before taking the whole body (a 413, a 401) has
+//! its answer relayed.
 
 use super::outcome::{body_failed, no_head, Attempt};
 use super::response_head::{read_response_head, Head, HeadFail, HeadRead};

@@ -135,6 +135,7 @@ fn example_parses_and_validates_in_process() {
         "request_headers",
         "response_headers",
         "retry",
+        "request_buffering",
     ] {
         let set = text.lines().any(|l| {
             l.trim_start().starts_with(&format!("{key} = ")) || l.contains(&format!(" {key} = "))
@@ -410,6 +411,8 @@ fn file_errors_name_line_and_key_in_process() {
         (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nstrip_prefix = true\n"), "p.toml:6: key `route[0].strip_prefix`", &["upstream"]),
         (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nretry = {{ tries = 2 }}\n"), "p.toml:6: key `route[0].retry`", &["upstream"]),
         (&format!("{MINIMAL}[[route]]\nstatic = {{ root = \"www\" }}\nretry = {{ tries = 2 }}\n"), "p.toml:6: key `route[0].retry`", &["upstream"]),
+        (&format!("{MINIMAL}[[route]]\nreturn = {{ status = 200 }}\nrequest_buffering = false\n"), "p.toml:6: key `route[0].request_buffering`", &["upstream"]),
+        (&format!("{MINIMAL}[[route]]\nupstream = \"app\"\nrequest_buffering = \"off\"\n"), "p.toml:8: key `route[0].request_buffering`", &["bool"]),
         // Checks across keys.
         (
             &format!("{MINIMAL}\n[[route]]\npath = \"/\"\nupstream = \"app\"\n\n[[route]]\npath = \"/api/\"\nupstream = \"ap\"\n"),

@@ -2,7 +2,7 @@
 //! sees the rewritten target), `request_headers` (byte-exact at the origin),
 //! `response_headers` (byte-exact at the client, relayed and from the cache), per-route
 //! `timeouts`, `retry` and the worker's retry budget (exact counts from the origins and
-//! `/metrics`).
+//! `/metrics`), `request_buffering` (what the origin holds while the client holds the rest).
 
 use shared::origin::{Origin, OriginConfig};
 use std::net::SocketAddr;
@@ -477,4 +477,131 @@ fn a_global_retry_serves_routes_without_their_own() {
     );
     assert_eq!(r.responses()[0].status, 200, "{}", r.text());
     assert_eq!((bad.requests(), good.requests()), (1, 1));
+}
+
+/// What a [`two_part_origin`] received, or why it stopped (a timeout, a close).
+type Report = std::sync::mpsc::Receiver<Result<String, String>>;
+
+/// An origin for one request whose body comes in two parts: it reads until it holds `first`
+/// (the end of the head and the body's first part) and reports what it got then on the first
+/// channel; then reads until it holds `whole` and answers 200 "ok". The second channel has
+/// everything it received. A read that times out (10 s) or a close is reported as an error.
+fn two_part_origin(first: &'static [u8], whole: &'static [u8]) -> (SocketAddr, Report, Report) {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let (early_tx, early) = std::sync::mpsc::channel();
+    let (all_tx, all) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        let mut got = Vec::new();
+        let mut until = |end: &[u8], got: &mut Vec<u8>| -> Result<String, String> {
+            let mut buf = [0u8; 4096];
+            while !got.ends_with(end) {
+                match s.read(&mut buf) {
+                    Ok(0) => return Err(format!("closed after {:?}", tests::text(got))),
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) => return Err(format!("{e} after {:?}", tests::text(got))),
+                }
+            }
+            Ok(tests::text(got))
+        };
+        let r = until(first, &mut got);
+        let ok = r.is_ok();
+        let _ = early_tx.send(r);
+        if !ok {
+            return;
+        }
+        let r = until(whole, &mut got);
+        if r.is_ok() {
+            let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+        }
+        let _ = all_tx.send(r);
+    });
+    (addr, early, all)
+}
+
+#[test]
+fn request_buffering_false_streams_a_small_body_from_its_first_byte() {
+    // A Content-Length body and a chunked one, each far under the 64 KiB read whole by
+    // default: with `request_buffering = false` the origin has the head and the first part
+    // while the client still holds the rest (nginx's `proxy_request_buffering off`); the
+    // chunked one goes as it came (not joined under a Content-Length).
+    // (framing field, the body's two parts as sent, what the origin holds after the first
+    // part and at the end)
+    type Case = (&'static str, [&'static [u8]; 2], [&'static [u8]; 2]);
+    let cases: [Case; 2] = [
+        (
+            "Content-Length: 10\r\n",
+            [b"hello", b"world"],
+            [b"\r\n\r\nhello", b"\r\n\r\nhelloworld"],
+        ),
+        (
+            "Transfer-Encoding: chunked\r\n",
+            [b"5\r\nhello\r\n", b"5\r\nworld\r\n0\r\n\r\n"],
+            [b"\r\n\r\n5\r\nhello\r\n", b"5\r\nworld\r\n0\r\n\r\n"],
+        ),
+    ];
+    for (framing, [part1, part2], [first, whole]) in cases {
+        let (origin, early, all) = two_part_origin(first, whole);
+        let p = start(&format!(
+            "{}\n[[route]]\npath = \"/\"\nupstream = \"app\"\nrequest_buffering = false\n",
+            upstream("app", &[origin.to_string()])
+        ));
+        let mut c = Client::connect(p.addr);
+        let head = format!("POST /up HTTP/1.1\r\nHost: h\r\n{framing}\r\n");
+        c.send(head.as_bytes()).expect("head sent");
+        c.send(part1).expect("first part sent");
+        let at_origin = early
+            .recv_timeout(WAIT)
+            .unwrap_or_else(|_| {
+                panic!("{framing}: the origin got nothing while the client held the rest")
+            })
+            .unwrap_or_else(|e| panic!("{framing}: {e}"));
+        assert!(
+            at_origin.starts_with("POST /up HTTP/1.1\r\n"),
+            "{at_origin:?}"
+        );
+        assert!(at_origin.contains(framing), "{framing}: {at_origin:?}");
+        c.send(part2).expect("second part sent");
+        let r = c
+            .response_to(false, WAIT)
+            .unwrap_or_else(|r| panic!("{framing}: no answer: {}", raw::show(&r)));
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"ok"[..]),
+            "{framing}"
+        );
+        let got = all
+            .recv_timeout(WAIT)
+            .expect("the origin reports")
+            .unwrap_or_else(|e| panic!("{framing}: {e}"));
+        assert!(got.ends_with(&tests::text(whole)), "{framing}: {got:?}");
+    }
+}
+
+#[test]
+fn request_buffering_true_reads_a_small_body_whole_first() {
+    // The default, said out loud: the origin's first read has the whole body (a chunked one
+    // joined under its Content-Length), sent with the head once all of it came.
+    let (origin, early, all) =
+        two_part_origin(b"Content-Length: 10\r\n\r\nhelloworld", b"helloworld");
+    let p = start(&format!(
+        "{}\n[[route]]\npath = \"/\"\nupstream = \"app\"\nrequest_buffering = true\n",
+        upstream("app", &[origin.to_string()])
+    ));
+    let mut c = Client::connect(p.addr);
+    c.send(b"POST /up HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+        .expect("first part sent");
+    c.send(b"5\r\nworld\r\n0\r\n\r\n")
+        .expect("second part sent");
+    let r = c
+        .response_to(false, WAIT)
+        .unwrap_or_else(|r| panic!("no answer: {}", raw::show(&r)));
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+    let first = early.recv_timeout(WAIT).expect("the origin reports");
+    assert!(first.is_ok(), "{first:?}");
+    assert!(all.recv_timeout(WAIT).expect("the origin reports").is_ok());
 }
