@@ -243,8 +243,11 @@ pub fn storable(
     cfg: &CacheEntry,
 ) -> Result<Storable, NotStored> {
     // 3: "the response status code is final"; 3.3/3.4: partial content is not stored whole;
-    // 304 completes a validation and is not a response to store.
-    if status < 200 || status == 206 || status == 304 {
+    // 304 completes a validation and is not a response to store. A 412 answers the request's
+    // preconditions and a 416 its range, fields the key does not hold: stored, either would
+    // answer every plain GET of the key (nginx's range and not-modified filters, Varnish's
+    // delivery, evaluate those against a stored 200 instead).
+    if status < 200 || matches!(status, 206 | 304 | 412 | 416) {
         return Err(NotStored::Status);
     }
     let s = scan(response, &cfg.targeted);

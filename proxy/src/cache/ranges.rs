@@ -46,14 +46,19 @@ pub enum FromStored {
     Unsatisfiable,
 }
 
-/// What `request` (a GET when `get`, else a HEAD) gets from a stored response with head
-/// `head` and a body of `len` bytes.
+/// What `request` (a GET when `get`, else a HEAD) gets from a stored response of `status`
+/// with head `head` and a body of `len` bytes. Its preconditions apply to a 2xx only (RFC 9110
+/// 13.2.1) and its range to a 200 only (14.2: "only if the result in absence of the Range
+/// header field would be a 200"): a stored 404 or 301 is served as it is.
 pub fn from_stored(
     request: &[httparse::Header<'_>],
-    head: &[u8],
+    (status, head): (u16, &[u8]),
     len: u64,
     get: bool,
 ) -> FromStored {
+    if !crate::cache::validate::is_success(status) {
+        return FromStored::Full;
+    }
     let mut c = Conditions::default();
     let (mut range, mut if_range) = (None, None);
     for h in request {
@@ -65,7 +70,7 @@ pub fn from_stored(
             if_range.get_or_insert(h.value);
         }
     }
-    let range = range.filter(|_| get);
+    let range = range.filter(|_| get && status == 200);
     if !c.any() && range.is_none() {
         return FromStored::Full;
     }
@@ -205,9 +210,52 @@ mod tests {
         ];
         for (request, get, want) in cases {
             assert_eq!(
-                from_stored(&request, HEAD, 10, get),
+                from_stored(&request, (200, HEAD), 10, get),
                 want,
                 "{request:?} get={get}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stored_answer_other_than_a_200_takes_no_range_and_other_than_a_2xx_no_precondition() {
+        // RFC 9110 13.2.1 and 14.2: a stored 404 or 301 is the answer whatever the request's
+        // preconditions and range say; a stored 204 (or 203) takes preconditions, no range.
+        use FromStored::*;
+        let h = |n: &'static str, v: &'static str| httparse::Header {
+            name: n,
+            value: v.as_bytes(),
+        };
+        let fields = [
+            vec![h("Range", "bytes=0-3")],
+            vec![h("Range", "bytes=100-")],
+            vec![h("If-None-Match", "*")],
+            vec![h("If-None-Match", "\"v1\"")],
+            vec![h("If-Match", "\"abc\"")],
+            vec![h("If-Unmodified-Since", "Thu, 01 Jan 1970 00:00:00 GMT")],
+        ];
+        for status in [301, 404, 410, 500] {
+            for request in &fields {
+                assert_eq!(
+                    from_stored(request, (status, HEAD), 10, true),
+                    Full,
+                    "{status} {request:?}"
+                );
+            }
+        }
+        let expect = [
+            Full,
+            Full,
+            NotModified,
+            NotModified,
+            PreconditionFailed,
+            PreconditionFailed,
+        ];
+        for (request, want) in fields.iter().zip(expect) {
+            assert_eq!(
+                from_stored(request, (204, HEAD), 10, true),
+                want,
+                "204 {request:?}"
             );
         }
     }

@@ -54,33 +54,61 @@ fn is_client_conditional(name: &[u8]) -> bool {
     name.eq_ignore_ascii_case(b"if-none-match") || name.eq_ignore_ascii_case(b"if-modified-since")
 }
 
-/// Turn the upstream request head in `out` (request line and fields, no empty line) into a
-/// conditional request for a stored response with validators `v`: the client's
-/// If-None-Match and If-Modified-Since go, `If-None-Match: <etag>` and
-/// `If-Modified-Since: <last-modified>` come (4.3.1: "MUST send the relevant entity tags
-/// ... SHOULD send the Last-Modified value").
-pub fn make_conditional(out: &mut BytesMut, v: Validators<'_>) {
+/// The request fields whose answer is for the client that sent them alone: its
+/// preconditions and its range. An answer to them (a 304, 412, 206 or 416) is not the
+/// response to the key's plain GET.
+fn is_client_only(name: &[u8]) -> bool {
+    is_client_conditional(name)
+        || [
+            &b"if-match"[..],
+            b"if-unmodified-since",
+            b"range",
+            b"if-range",
+        ]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
+}
+
+/// The upstream request head in `out` (request line and fields, no empty line) without the
+/// fields `drop` names.
+fn drop_request_fields(out: &mut BytesMut, drop: impl Fn(&[u8]) -> bool) {
     let mut kept = BytesMut::with_capacity(out.len() + 128);
     for (i, line) in out[..].split(|&b| b == b'\n').enumerate() {
         if line.is_empty() {
             continue;
         }
         let name = line.split(|&b| b == b':').next().unwrap_or_default();
-        if i > 0 && is_client_conditional(name) {
+        if i > 0 && drop(name) {
             continue;
         }
         kept.extend_from_slice(line);
         kept.extend_from_slice(b"\n");
     }
-    if let Some(etag) = v.etag {
-        write_header(&mut kept, b"If-None-Match", etag);
-    }
-    if let Some(lm) = v.last_modified {
-        write_header(&mut kept, b"If-Modified-Since", lm);
-    }
     // Back into the connection's buffer, which keeps its capacity.
     out.clear();
     out.extend_from_slice(&kept);
+}
+
+/// Make the upstream request head in `out` a request of the cache's own, which no client
+/// sees the answer to (a background revalidation): none of the client's preconditions nor
+/// its range (their answers would replace the stored response for everyone).
+pub fn drop_client_only(out: &mut BytesMut) {
+    drop_request_fields(out, is_client_only);
+}
+
+/// Turn the upstream request head in `out` (request line and fields, no empty line) into a
+/// conditional request for a stored response with validators `v`: the client's
+/// If-None-Match and If-Modified-Since go, `If-None-Match: <etag>` and
+/// `If-Modified-Since: <last-modified>` come (4.3.1: "MUST send the relevant entity tags
+/// ... SHOULD send the Last-Modified value").
+pub fn make_conditional(out: &mut BytesMut, v: Validators<'_>) {
+    drop_request_fields(out, is_client_conditional);
+    if let Some(etag) = v.etag {
+        write_header(out, b"If-None-Match", etag);
+    }
+    if let Some(lm) = v.last_modified {
+        write_header(out, b"If-Modified-Since", lm);
+    }
 }
 
 /// Fields a 304 never updates in a stored response (RFC 9111 3.2: "Content-Length ...
@@ -177,12 +205,14 @@ pub fn updated_fields<'a>(
     out
 }
 
-/// What a client's GET or HEAD (`request`) gets from the stored response with validators
-/// `v`: its preconditions evaluated as for any representation (RFC 9110 13.2.2, see
-/// `crate::preconditions`): 412, 304, or the stored response.
-pub fn precondition(request: &[httparse::Header<'_>], v: Validators<'_>) -> Outcome {
+/// What a client's GET or HEAD (`request`) gets from the stored response of `status` with
+/// validators `v`: its preconditions evaluated as for any representation (RFC 9110 13.2.2,
+/// see `crate::preconditions`): 412, 304, or the stored response. Only on a 2xx: 13.2.1, "a
+/// server MUST ignore all received preconditions if its response to the same request
+/// without those conditions ... would have been a status code other than a 2xx".
+pub fn precondition(request: &[httparse::Header<'_>], status: u16, v: Validators<'_>) -> Outcome {
     let c = Conditions::of(request);
-    if !c.any() {
+    if !c.any() || !is_success(status) {
         return Outcome::Proceed;
     }
     let current = crate::preconditions::Validators {
@@ -212,4 +242,9 @@ pub fn not_modified_head(stored: &[u8]) -> BytesMut {
         }
     }
     out
+}
+
+/// A 2xx status: the ones preconditions apply to (RFC 9110 13.2.1).
+pub fn is_success(status: u16) -> bool {
+    (200..300).contains(&status)
 }

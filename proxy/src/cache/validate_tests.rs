@@ -150,7 +150,7 @@ fn client_conditionals_against_a_stored_response() {
         (&[("If-Unmodified-Since", AFTER)], lm, Proceed),
     ];
     for (fields, v, want) in cases {
-        assert_eq!(precondition(&hs(fields), v), want, "{fields:?}");
+        assert_eq!(precondition(&hs(fields), 200, v), want, "{fields:?}");
     }
 }
 

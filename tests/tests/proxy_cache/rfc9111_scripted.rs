@@ -523,3 +523,157 @@ fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
     );
     p.shutdown().unwrap();
 }
+
+#[test]
+fn an_answer_to_a_clients_precondition_or_range_never_becomes_the_stored_response() {
+    // A 412 answers the client's If-Match, a 416 its Range: fields the cache key does not
+    // hold. Stored, either would be every later client's answer to a plain GET (cache
+    // poisoning: one request with `If-Match: "bogus"` and the origin's max-age).
+    let cases = [
+        (
+            "If-Match: \"bogus\"\r\n",
+            answer(
+                "412 Precondition Failed",
+                &["Cache-Control: max-age=60", "ETag: \"v1\""],
+                b"",
+            ),
+            412,
+        ),
+        (
+            "If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n",
+            answer(
+                "412 Precondition Failed",
+                &["Cache-Control: max-age=60"],
+                b"",
+            ),
+            412,
+        ),
+        (
+            "Range: bytes=999-\r\n",
+            answer(
+                "416 Range Not Satisfiable",
+                &["Cache-Control: max-age=60", "Content-Range: bytes */4"],
+                b"",
+            ),
+            416,
+        ),
+    ];
+    for (field, first, status) in cases {
+        let good = answer(
+            "200 OK",
+            &["Cache-Control: max-age=60", "ETag: \"v1\""],
+            b"good",
+        );
+        let o = Scripted::start(vec![first, good]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let r = request(addr, "GET", "/p", field);
+        assert_eq!((r.status, x_cache(&r)), (status, "MISS"), "{field}");
+        let r = request(addr, "GET", "/p", "");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..], o.requests()),
+            (200, "MISS", &b"good"[..], 2),
+            "{field}: a plain GET after it"
+        );
+        let r = request(addr, "GET", "/p", "");
+        assert_eq!(
+            (r.status, x_cache(&r), o.requests()),
+            (200, "HIT", 2),
+            "{field}"
+        );
+        p.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn a_background_revalidation_carries_none_of_the_clients_preconditions_or_range() {
+    // The revalidation a stale-while-revalidate entry starts is the cache's own request:
+    // the client that happened to start it had its answer from the store. Its If-Match (or
+    // Range) must not ride along: an origin answering that 412 (or 416) would replace the
+    // entry for everyone.
+    for field in [
+        "If-Match: \"bogus\"\r\n",
+        "If-Unmodified-Since: Thu, 01 Jan 1970 00:00:00 GMT\r\n",
+        "Range: bytes=999-\r\n",
+        "If-Range: \"v1\"\r\nRange: bytes=0-1\r\n",
+    ] {
+        let o = Scripted::start(vec![
+            answer(
+                "200 OK",
+                &[
+                    "Cache-Control: max-age=0, stale-while-revalidate=60",
+                    "ETag: \"v1\"",
+                ],
+                b"stale",
+            ),
+            answer(
+                "412 Precondition Failed",
+                &["Cache-Control: max-age=60"],
+                b"",
+            ),
+            answer("200 OK", &["Cache-Control: max-age=60"], b"fresh"),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let r = request(addr, "GET", "/swr", "");
+        assert_eq!((r.status, x_cache(&r)), (200, "MISS"), "{field}");
+        // Answered from the stale entry (its own preconditions and range apply there).
+        let r = request(addr, "GET", "/swr", field);
+        assert_eq!(x_cache(&r), "STALE", "{field}");
+        assert!(
+            tests::eventually(raw::WAIT, || o.requests() == 2),
+            "{field}"
+        );
+        let head = o.head(1);
+        assert!(head.contains("if-none-match: \"v1\""), "{field}: {head}");
+        for name in ["if-match", "if-unmodified-since", "range", "if-range"] {
+            assert!(!head.contains(&format!("\n{name}:")), "{field}: {head}");
+        }
+        // Whatever the revalidation got, a 412 is no one's stored answer: plain GETs get the
+        // stale entry until the revalidation's answer (not storable: it supersedes the entry)
+        // sends the next one to the origin (the event that says it was done with).
+        let mut seen = Vec::new();
+        let next = tests::eventually(raw::WAIT, || {
+            let r = request(addr, "GET", "/swr", "");
+            seen.push((r.status, x_cache(&r).to_string()));
+            o.requests() >= 3
+        });
+        let first = &seen[..seen.len().min(4)];
+        assert!(
+            next,
+            "{field}: no third request in {} answers: {first:?}...",
+            seen.len()
+        );
+        assert!(seen.iter().all(|(s, _)| *s == 200), "{field}: {seen:?}");
+        p.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn a_stored_404_is_served_whole_whatever_the_range_or_preconditions() {
+    // RFC 9110 14.2: a range applies only where the answer would be a 200; 13.2.1:
+    // preconditions only where it would be a 2xx. A stored 404 is the answer as it is: not a
+    // 206 of its bytes, a 416, a 304 or a 412.
+    let o = Scripted::start(vec![answer(
+        "404 Not Found",
+        &["Cache-Control: max-age=60", "ETag: \"e\""],
+        b"not here",
+    )]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let r = request(addr, "GET", "/gone", "");
+    assert_eq!((r.status, x_cache(&r)), (404, "MISS"));
+    for field in [
+        "Range: bytes=0-3\r\n",
+        "Range: bytes=100-\r\n",
+        "If-None-Match: *\r\n",
+        "If-None-Match: \"e\"\r\n",
+        "If-Match: \"abc\"\r\n",
+    ] {
+        let r = request(addr, "GET", "/gone", field);
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..]),
+            (404, "HIT", &b"not here"[..]),
+            "{field}"
+        );
+    }
+    assert_eq!(o.requests(), 1);
+    p.shutdown().unwrap();
+}

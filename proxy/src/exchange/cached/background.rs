@@ -84,6 +84,9 @@ pub(super) fn start(
     } else {
         *req
     };
+    // The cache's own request: the client had its answer (from the stale entry, its
+    // preconditions and range applied there).
+    validate::drop_client_only(&mut upstream);
     if let Some((_, stored)) = &r.validates {
         validate::make_conditional(&mut upstream, validate::validators(&stored.head));
     }

@@ -110,7 +110,7 @@ pub(super) fn decide(
                     head,
                     age,
                     len,
-                } => match validate::precondition(fields, validate::validators(&head)) {
+                } => match validate::precondition(fields, status, validate::validators(&head)) {
                     Outcome::Proceed => Decision::Stored(FromStore::Stream {
                         entry,
                         head,
@@ -194,7 +194,7 @@ pub(super) fn decide(
 /// preconditions, then its range (`cache::ranges`).
 fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) -> FromStore {
     let len = hit.body.len() as u64;
-    match from_stored(fields, &hit.head, len, method == "GET") {
+    match from_stored(fields, (hit.status, &hit.head), len, method == "GET") {
         FromStored::Full => FromStore::Hit(hit),
         FromStored::NotModified => FromStore::NotModified(hit),
         FromStored::PreconditionFailed => FromStore::PreconditionFailed,
@@ -220,7 +220,7 @@ fn from_held(
     held: Held,
 ) -> Option<FromStore> {
     let end = held.start + hit.body.len() as u64;
-    match from_stored(fields, &hit.head, held.total, method == "GET") {
+    match from_stored(fields, (hit.status, &hit.head), held.total, method == "GET") {
         FromStored::Partial { start, end: last } if start >= held.start && last < end => {
             Some(FromStore::Partial {
                 hit,

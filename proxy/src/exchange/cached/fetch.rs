@@ -389,7 +389,8 @@ pub(super) fn apply_304(
                 request_time: f.request_time,
             };
             let hit = refresh(&to, stored, new);
-            let pre = validate::precondition(request, validate::validators(&hit.head));
+            let v = validate::validators(&hit.head);
+            let pre = validate::precondition(request, hit.status, v);
             Some((hit, pre))
         })
     });
