@@ -452,12 +452,14 @@ fn with_route_read(cfg: &mut proxy::config::Config, read: std::time::Duration) {
     cfg.routes[RouteId::new(0)].opts = Some(std::sync::Arc::new(opts));
 }
 
-#[test]
-fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
-    // A fill whose upstream sends its head a byte at a time, each within the read timeout
-    // (300 ms), so the fill itself never times out and its entry does not change for seconds.
-    // A request that waits for it waits one read timeout, then fetches on its own (a miss,
-    // not stored); the fill, once complete, is what the store answers afterwards.
+/// An origin whose first answer (`filled`, max-age 3600) comes a byte each 25 ms, about 2 s
+/// in all, each byte well within a 300 ms read timeout (its fill never times out, and its
+/// entry does not change for seconds); later answers (`apart!`) come at once. Its address and
+/// its count of requests.
+fn trickling_fill_origin() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
@@ -482,7 +484,6 @@ fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
                 if i > 0 {
                     let _ = s.write_all(answer.as_bytes());
                 } else {
-                    // About 2 s for the whole answer, a byte each 25 ms.
                     for byte in answer.as_bytes() {
                         if s.write_all(&[*byte]).is_err() {
                             return;
@@ -494,34 +495,53 @@ fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
             });
         }
     });
-    let mut cfg = tests::proxy_config(&[origin], &["--cache", "1MiB"]);
-    cfg.timeouts.read = Duration::from_millis(300);
-    let p = proxy::start(cfg).expect("proxy starts");
-    let addr = p.listen_addrs()[0];
-    let leader = std::thread::spawn(move || request(addr, "GET", "/t", ""));
-    assert!(
-        tests::eventually(raw::WAIT, || requests.load(Ordering::SeqCst) == 1),
-        "the fill's request never reached the origin"
-    );
-    let r = request(addr, "GET", "/t", "");
-    assert_eq!(
-        (r.status, x_cache(&r), &r.body[..]),
-        (200, "MISS", &b"apart!"[..]),
-        "the waiting request, after one read timeout without a change"
-    );
-    assert_eq!(requests.load(Ordering::SeqCst), 2);
-    let r = leader.join().expect("the leader");
-    assert_eq!(
-        (r.status, x_cache(&r), &r.body[..]),
-        (200, "MISS", &b"filled"[..])
-    );
-    let r = request(addr, "GET", "/t", "");
-    assert_eq!(
-        (r.status, x_cache(&r), &r.body[..]),
-        (200, "HIT", &b"filled"[..]),
-        "the fill was stored, the fetch apart was not"
-    );
-    p.shutdown().unwrap();
+    (origin, requests)
+}
+
+#[test]
+fn a_request_waiting_on_a_fill_that_never_changes_fetches_on_its_own() {
+    // A request that waits for a fill that does not change within the read timeout (300 ms)
+    // fetches on its own (a miss, not stored); the fill, once complete, is what the store
+    // answers afterwards. With only-if-cached it never fetches: 504 (RFC 9111 5.2.1.7; it
+    // did fetch, and the origin saw its only-if-cached).
+    use std::sync::atomic::Ordering;
+    for only_if_cached in [false, true] {
+        let (origin, requests) = trickling_fill_origin();
+        let mut cfg = tests::proxy_config(&[origin], &["--cache", "1MiB"]);
+        cfg.timeouts.read = std::time::Duration::from_millis(300);
+        let p = proxy::start(cfg).expect("proxy starts");
+        let addr = p.listen_addrs()[0];
+        let leader = std::thread::spawn(move || request(addr, "GET", "/t", ""));
+        assert!(
+            tests::eventually(raw::WAIT, || requests.load(Ordering::SeqCst) == 1),
+            "the fill's request never reached the origin"
+        );
+        if only_if_cached {
+            let r = request(addr, "GET", "/t", "Cache-Control: only-if-cached\r\n");
+            assert_eq!((r.status, x_cache(&r)), (504, "MISS"), "only-if-cached");
+            assert_eq!(requests.load(Ordering::SeqCst), 1, "only-if-cached");
+        } else {
+            let r = request(addr, "GET", "/t", "");
+            assert_eq!(
+                (r.status, x_cache(&r), &r.body[..]),
+                (200, "MISS", &b"apart!"[..]),
+                "the waiting request, after one read timeout without a change"
+            );
+            assert_eq!(requests.load(Ordering::SeqCst), 2);
+        }
+        let r = leader.join().expect("the leader");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..]),
+            (200, "MISS", &b"filled"[..])
+        );
+        let r = request(addr, "GET", "/t", "");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..]),
+            (200, "HIT", &b"filled"[..]),
+            "the fill was stored, the fetch apart was not"
+        );
+        p.shutdown().unwrap();
+    }
 }
 
 #[test]

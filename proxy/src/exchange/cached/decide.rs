@@ -16,10 +16,12 @@ pub(super) enum Decision {
     /// The store answers (`X-Cache: HIT`).
     Stored(FromStore),
     /// A fill of the key is under way: wait for it; if it takes too long, fetch on our
-    /// own, falling back on `stale` (a stored response of the variant) if the upstream fails.
+    /// own, falling back on `stale` (a stored response of the variant) if the upstream fails
+    /// (`only_if_cached`: never fetch, 504 instead, RFC 9111 5.2.1.7).
     Wait {
         fill: Handle,
         stale: Option<Handle>,
+        only_if_cached: bool,
     },
     /// Fetch from the upstream, filling `fill` (a miss) and falling back on `stale`;
     /// conditionally when `validates` holds a stored response with a validator.
@@ -154,7 +156,11 @@ pub(super) fn decide(
                         Lookup::Stale(h) => Some(h),
                         _ => None,
                     };
-                    Decision::Wait { fill, stale }
+                    Decision::Wait {
+                        fill,
+                        stale,
+                        only_if_cached,
+                    }
                 }
                 Lookup::Held { hit, held } => match from_held(fields, method, hit, held) {
                     Some(answer) => Decision::Stored(answer),

@@ -114,13 +114,22 @@ pub async fn run(
                 c.from_client.advance(req.head_len);
                 return from_store(c, req, store, answer, CacheStatus::Stale).await;
             }
-            Decision::Wait { fill, stale } => {
+            Decision::Wait {
+                fill,
+                stale,
+                only_if_cached,
+            } => {
                 // The fill reads its upstream under the route's read timeout: wait as long.
                 let read = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts).read;
                 if waits < MAX_WAITS && wait_change(store, fill, read).await {
                     waits += 1;
                     now = now_millis();
                     continue;
+                }
+                // What the fill did not store in time is not stored for this client.
+                if only_if_cached {
+                    c.from_client.advance(req.head_len);
+                    return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
                 }
                 // The fill takes too long: fetch on our own, without storing (a stale
                 // entry still serves if the upstream fails).
