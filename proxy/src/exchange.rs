@@ -636,7 +636,10 @@ async fn relay_response(
                     .borrow_mut()
                     .put(up, shared::clock::loop_now());
             }
-            let next = if early {
+            let next = if done.client_gone {
+                // It left mid-body; the rest went into the entry others stream.
+                Next::Close
+            } else if early {
                 // Let the client read the response before the close resets the connection.
                 linger_close(c).await;
                 Next::Close

@@ -234,6 +234,9 @@ pub struct Relayed {
     pub filled: Option<crate::cache::Handle>,
     /// The body went through a pipe (`splice.rs`), not the buffer.
     pub spliced: bool,
+    /// The client went away mid-body while other requests streamed the entry it filled: the
+    /// rest of the body went into the entry alone ([`ToClient::client_failed`]).
+    pub client_gone: bool,
 }
 
 /// What splicing a body needs: the worker's pipes and both sockets' non-blocking marks.
@@ -274,6 +277,8 @@ pub async fn response_body(
         client: r.client,
         head: r.head,
         head_pending: true,
+        gone: false,
+        others: false,
         chunked: r.framing == ClientFraming::Chunked,
         send: t.send,
         fill: r.fill,
@@ -288,6 +293,7 @@ pub async fn response_body(
             clean,
             filled,
             spliced: false,
+            client_gone: out.gone,
         });
     }
     let mut dec = BodyDecoder::new(r.kind, &cfg.limits.codec);
@@ -300,6 +306,7 @@ pub async fn response_body(
             clean: true,
             filled: None,
             spliced: true,
+            client_gone: false,
         });
     }
     loop {
@@ -317,6 +324,7 @@ pub async fn response_body(
                     clean,
                     filled,
                     spliced: false,
+                    client_gone: out.gone,
                 });
             }
             if consumed > 0 && pos < ubuf.len() {
@@ -350,6 +358,7 @@ pub async fn response_body(
                     clean: false,
                     filled,
                     spliced: false,
+                    client_gone: out.gone,
                 });
             }
             Ok((_, buf)) => ubuf = buf,
@@ -466,6 +475,11 @@ struct ToClient<'a> {
     /// The head until it is sent; then the chunk framing buffer.
     head: &'a mut BytesMut,
     head_pending: bool,
+    /// The client went away; the body goes on into the fill alone.
+    gone: bool,
+    /// Other requests waited on the entry this response fills, at some append (each append
+    /// wakes them: at a failed write they may be between two waits).
+    others: bool,
     chunked: bool,
     send: Duration,
     fill: Option<FillSink<'a>>,
@@ -483,17 +497,39 @@ impl<'a> ToClient<'a> {
 
     /// Write all of `head`.
     async fn write_head(&mut self) -> Result<(), RelayFail> {
-        if self.fill.as_ref().is_some_and(|f| f.silent) {
+        if self.gone || self.fill.as_ref().is_some_and(|f| f.silent) {
             self.head.clear();
             self.head_pending = false;
             return Ok(());
         }
         let buf = std::mem::take(self.head);
-        *self.head = write_all(self.client, buf, self.send)
-            .await
-            .map_err(|e| client_fail(e.fail))?;
-        self.rec.wrote(self.head);
+        match write_all(self.client, buf, self.send).await {
+            Ok(buf) => {
+                *self.head = buf;
+                self.rec.wrote(self.head);
+            }
+            Err(e) => {
+                self.client_failed(e.fail, e.buf.is_some())?;
+                *self.head = e.buf.unwrap_or_default();
+                self.head.clear();
+            }
+        }
         self.head_pending = false;
+        Ok(())
+    }
+
+    /// A write to the client failed (`kept`: the buffer came back). The relay fails, unless
+    /// the response fills an entry that other requests stream or wait for: then the body
+    /// goes on into the entry alone (Varnish's fetch does not depend on its client either),
+    /// or they would all be cut off with the client that happened to start it. A write that
+    /// timed out took the buffer with it (the bytes read after the body's last appended run
+    /// with it): that one fails as before.
+    fn client_failed(&mut self, f: IoFail, kept: bool) -> Result<(), RelayFail> {
+        if !(kept && self.others) {
+            return Err(client_fail(f));
+        }
+        self.gone = true;
+        self.rec.failed(ProxyError::ClientGone);
         Ok(())
     }
 
@@ -515,8 +551,9 @@ impl<'a> ToClient<'a> {
     ) -> Result<BytesMut, RelayFail> {
         let Range { start: a, end: b } = run;
         if let Some(f) = &mut self.fill {
+            self.others |= f.handle.is_some_and(|h| f.store.borrow().waited_on(h));
             f.append(&ubuf[a..b]);
-            if f.head_only {
+            if f.head_only || self.gone {
                 self.flush_head().await?;
                 return Ok(ubuf);
             }
@@ -557,11 +594,16 @@ impl<'a> ToClient<'a> {
         a: usize,
         b: usize,
     ) -> Result<BytesMut, RelayFail> {
-        let buf = write_range(self.client, buf, a, b, self.send)
-            .await
-            .map_err(|e| client_fail(e.fail))?;
-        self.rec.wrote(&buf[a..b]);
-        Ok(buf)
+        match write_range(self.client, buf, a, b, self.send).await {
+            Ok(buf) => {
+                self.rec.wrote(&buf[a..b]);
+                Ok(buf)
+            }
+            Err(e) => {
+                self.client_failed(e.fail, e.buf.is_some())?;
+                Ok(e.buf.unwrap_or_default())
+            }
+        }
     }
 }
 

@@ -697,3 +697,84 @@ fn a_stored_404_is_served_whole_whatever_the_range_or_preconditions() {
     assert_eq!(o.requests(), 1);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_leaves() {
+    // Collapsed forwarding: B streams the entry A's request fills. A leaves mid-body (it
+    // closes with bytes unread: a reset). The fill must go on for B, which gets the whole
+    // body; it was cut off with A (B had a HIT head and 50,000 of its 200,000 bytes).
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::sync::mpsc;
+    const LEN: usize = 200_000;
+    const FIRST: usize = 50_000;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let origin = l.local_addr().unwrap();
+    let (go, rest) = mpsc::channel::<()>();
+    let (heads_tx, heads) = mpsc::channel::<usize>();
+    std::thread::spawn(move || {
+        for (i, mut s) in l.incoming().flatten().enumerate() {
+            if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+                return;
+            }
+            let _ = heads_tx.send(i);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {LEN}\r\n\r\n"
+            );
+            let body = vec![b'x'; LEN];
+            let _ = s.write_all(head.as_bytes());
+            let _ = s.write_all(&body[..FIRST]);
+            if i == 0 && rest.recv().is_err() {
+                return;
+            }
+            let _ = s.write_all(&body[FIRST..]);
+            let _ = s.read(&mut [0u8; 64]);
+        }
+    });
+    let (p, addr) = proxy(&[origin], &[], |c| c.max_object = 1 << 20);
+    let get = |addr| {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(raw::WAIT)).unwrap();
+        s.write_all(b"GET /big HTTP/1.1\r\nHost: cache.test\r\n\r\n")
+            .expect("send");
+        s
+    };
+    // (the head's text, the body bytes read after it), reading until `body` bytes came.
+    let read_until = |s: &mut TcpStream, body: usize| -> (String, usize) {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16384];
+        loop {
+            if let Some(i) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                if got.len() - (i + 4) >= body {
+                    let head = String::from_utf8_lossy(&got[..i + 4]).into_owned();
+                    return (head, got.len() - (i + 4));
+                }
+            }
+            match s.read(&mut buf) {
+                Ok(0) => panic!("closed after {} bytes", got.len()),
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+                Err(e) => panic!("{e} after {} bytes", got.len()),
+            }
+        }
+    };
+    let mut a = get(addr);
+    assert_eq!(heads.recv_timeout(raw::WAIT), Ok(0), "the fill's request");
+    let (head, _) = read_until(&mut a, 1);
+    assert!(head.contains("X-Cache: MISS"), "{head}");
+    // B, once the entry has its head and length: it streams the entry as it fills.
+    let mut b = get(addr);
+    let (head, got) = read_until(&mut b, FIRST);
+    assert!(head.contains("X-Cache: HIT"), "{head}");
+    assert_eq!(got, FIRST, "B has what the entry holds");
+    drop(a);
+    go.send(()).unwrap();
+    let mut rest = vec![0u8; LEN - FIRST];
+    let read = b.read_exact(&mut rest);
+    assert!(read.is_ok(), "B was cut off: {read:?}");
+    assert!(rest.iter().all(|&c| c == b'x'));
+    assert!(heads.try_recv().is_err(), "nobody fetched again");
+    // The entry is whole: the next request is a hit of all of it.
+    let r = request(addr, "GET", "/big", "");
+    assert_eq!((r.status, x_cache(&r), r.body.len()), (200, "HIT", LEN));
+    p.shutdown().unwrap();
+}
