@@ -59,7 +59,13 @@ pub async fn read(tcp: &TcpStream, deadline: Instant) -> Result<Option<SocketAdd
         match parse(&buf[..n]) {
             Parsed::Done(h) => break take(fd, &mut buf[..h.consumed]).map(|()| h.source),
             Parsed::Invalid(e) => break Err(Fail::Invalid(e)),
-            Parsed::Incomplete if n == buf.len() => buf.resize(MAX_HEADER_LEN, 0),
+            // A look that filled the buffer: look again at once into the grown one. Not
+            // counted as seen: the next look may find the same bytes and nothing new, which
+            // then means only that the rest has not come yet.
+            Parsed::Incomplete if n == buf.len() && n < MAX_HEADER_LEN => {
+                buf.resize(MAX_HEADER_LEN, 0);
+                continue;
+            }
             // Woken with nothing new: the peer's end (or an error) arrived.
             Parsed::Incomplete if n <= seen => break Err(Fail::Truncated),
             Parsed::Incomplete => {
