@@ -8,8 +8,21 @@
 //! cache knows and the client accepts (q > 0), so `gzip, br` and `br;q=0.9,gzip` share an entry;
 //! `Accept-Language` to its ranges with q > 0, without case, most preferred first (so
 //! `en-US, fr;q=0.5` and `fr;q=0.4,EN-us` share one). Matching allocates nothing.
+//!
+//! The values are the ones the origin got, not the client's: the proxy rewrites the request on
+//! its way (`request::write_upstream_head`), and a variant must be the answer to what the origin
+//! saw, or one client's request could fill the entry another's selects (Varnish, likewise,
+//! evaluates Vary after its own header rewriting). A field the proxy never forwards (hop-by-hop,
+//! the ones the request's Connection names, `request::never_forwarded`) reads as absent, at
+//! storing and at lookup alike. A field the proxy writes from the client's address
+//! (`X-Forwarded-For`, `X-Real-IP`) has a value per client that the client's request does not
+//! hold: a response varying on it is not stored, as for `*`. The other fields the proxy writes
+//! have one value per key: the `Host` sent follows the key's authority, `X-Forwarded-Proto` its
+//! scheme, a route's `request_headers` are fixed for its store; keyed on the client's value, they
+//! can only split a variant in two, never join two the origin told apart.
 
-use shared::http::framing::{list_elements, trim_ows};
+use crate::request::{never_forwarded, written_per_client};
+use shared::http::framing::{connection_tokens, list_elements, trim_ows};
 
 /// The request values a stored response was selected by. Empty: the response had no `Vary`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -96,7 +109,7 @@ fn qvalue(v: &[u8]) -> u16 {
 /// The bit of [`VaryValue::Encodings`] that says the request had the field.
 const PRESENT: u8 = 128;
 
-/// The response carried `Vary: *` (never stored).
+/// The response carried `Vary: *`, or named a field written per client (never stored).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VaryStar;
 
@@ -137,7 +150,7 @@ pub fn accept_encoding_set<'a>(values: impl Iterator<Item = &'a [u8]>) -> u8 {
 
 /// The request's Accept-Encoding as [`VaryValue::Encodings`] holds it.
 fn encodings(request: &[httparse::Header<'_>], name: &str) -> u8 {
-    let mut values = field_values(request, name).peekable();
+    let mut values = sent_values(request, name).peekable();
     match values.peek() {
         None => 0,
         Some(_) => PRESENT | accept_encoding_set(values),
@@ -154,6 +167,17 @@ fn field_values<'h, 'b: 'h>(
         .map(|h| h.value)
 }
 
+/// The values of the request's field `name` (lowercase) as the origin gets them: none when
+/// the proxy does not forward the field (see the module's notes).
+fn sent_values<'h, 'b: 'h>(
+    request: &'h [httparse::Header<'b>],
+    name: &'h str,
+) -> impl Iterator<Item = &'b [u8]> + 'h {
+    let sent = !never_forwarded(name)
+        && !connection_tokens(request).any(|t| t.eq_ignore_ascii_case(name.as_bytes()));
+    field_values(request, name).filter(move |_| sent)
+}
+
 impl VarySpec {
     /// The spec of a response (its `Vary` fields) for the request that fetched it.
     pub fn new(
@@ -168,6 +192,9 @@ impl VarySpec {
             let Ok(name) = std::str::from_utf8(name) else {
                 continue;
             };
+            if written_per_client(name) {
+                return Err(VaryStar);
+            }
             let name = name.to_ascii_lowercase();
             if fields.iter().any(|f| *f.name == *name) {
                 continue;
@@ -175,19 +202,19 @@ impl VarySpec {
             let value = if name == "accept-encoding" {
                 VaryValue::Encodings(encodings(request, &name))
             } else if name == "accept-language" {
-                let present = field_values(request, &name).next().is_some();
+                let present = sent_values(request, &name).next().is_some();
                 VaryValue::Languages(present.then(|| {
                     let mut ranges = [(&[][..], 0); MAX_LANGUAGES];
-                    let n = languages(field_values(request, &name), &mut ranges);
+                    let n = languages(sent_values(request, &name), &mut ranges);
                     ranges[..n]
                         .iter()
                         .map(|(t, _)| t.to_ascii_lowercase().into_boxed_slice())
                         .collect()
                 }))
             } else {
-                let present = field_values(request, &name).next().is_some();
+                let present = sent_values(request, &name).next().is_some();
                 VaryValue::Elements(present.then(|| {
-                    field_values(request, &name)
+                    sent_values(request, &name)
                         .flat_map(list_elements)
                         .map(Box::from)
                         .collect()
@@ -208,11 +235,11 @@ impl VarySpec {
         self.fields.iter().all(|f| match &f.value {
             VaryValue::Encodings(set) => encodings(request, &f.name) == *set,
             VaryValue::Languages(None) | VaryValue::Elements(None) => {
-                field_values(request, &f.name).next().is_none()
+                sent_values(request, &f.name).next().is_none()
             }
             VaryValue::Languages(Some(want)) => {
                 let mut ranges = [(&[][..], 0); MAX_LANGUAGES];
-                let mut values = field_values(request, &f.name).peekable();
+                let mut values = sent_values(request, &f.name).peekable();
                 let present = values.peek().is_some();
                 let n = languages(values, &mut ranges);
                 present
@@ -223,7 +250,7 @@ impl VarySpec {
                         .all(|((t, _), w)| t.eq_ignore_ascii_case(w))
             }
             VaryValue::Elements(Some(want)) => {
-                let mut values = field_values(request, &f.name).peekable();
+                let mut values = sent_values(request, &f.name).peekable();
                 values.peek().is_some()
                     && values
                         .flat_map(list_elements)
@@ -387,6 +414,45 @@ mod tests {
         ];
         for (req, want) in cases {
             assert_eq!(spec.matches(&hs(req)), want, "{req:?}");
+        }
+    }
+
+    #[test]
+    fn fields_the_proxy_does_not_forward_read_as_absent() {
+        let al = hs(&[("Vary", "Accept-Language")]);
+        let hidden = hs(&[("Accept-Language", "fr"), ("Connection", "accept-language")]);
+        let stored = VarySpec::new(&al, &hidden).unwrap();
+        assert_eq!(stored, VarySpec::new(&al, &[]).unwrap(), "stored as absent");
+        assert!(stored.matches(&[]));
+        assert!(stored.matches(&hidden));
+        assert!(!stored.matches(&hs(&[("Accept-Language", "fr")])));
+        let fr = VarySpec::new(&al, &hs(&[("Accept-Language", "fr")])).unwrap();
+        assert!(
+            !fr.matches(&hidden),
+            "matched on a value the origin would not see"
+        );
+        // Any named field, Accept-Encoding's normalisation included; and the fields the proxy
+        // never forwards, named or not.
+        let ae = hs(&[("Vary", "Accept-Encoding, X-Tenant, Forwarded, TE")]);
+        let sent = hs(&[
+            ("Accept-Encoding", "gzip"),
+            ("Connection", "x-tenant, Accept-Encoding"),
+        ]);
+        let spec = VarySpec::new(&ae, &sent).unwrap();
+        assert!(spec.matches(&hs(&[("Forwarded", "for=x"), ("TE", "trailers")])));
+        assert!(!spec.matches(&hs(&[("X-Tenant", "a")])), "X-Tenant sent");
+        assert!(
+            !spec.matches(&hs(&[("Accept-Encoding", "gzip")])),
+            "Accept-Encoding sent"
+        );
+    }
+
+    #[test]
+    fn a_field_written_per_client_is_refused() {
+        for vary in ["X-Real-IP", "accept, x-forwarded-for"] {
+            let resp = hs(&[("Vary", vary)]);
+            let req = hs(&[("X-Real-IP", "10.0.0.1")]);
+            assert_eq!(VarySpec::new(&resp, &req), Err(VaryStar), "{vary}");
         }
     }
 

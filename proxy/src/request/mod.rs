@@ -541,17 +541,9 @@ pub(crate) fn write_upstream_head<'b>(
     let mut xff_seen = false;
     copy_fields(out, buf, head.headers, |h| {
         let n = h.name;
-        if is_hop_by_hop(n)
+        if never_forwarded(n)
             || eq(n, "host")
             || eq(n, "content-length")
-            || eq(n, "expect")
-            // Only for an h2c upgrade, which is never forwarded (nor one hidden in a WebSocket
-            // upgrade's list): dropped even when Connection does not name it.
-            || eq(n, "http2-settings")
-            // What a client says about the host it addressed or where the request passed: not
-            // trusted, never passed on (an origin would build URLs or access rules on it).
-            || eq(n, "x-forwarded-host")
-            || eq(n, "forwarded")
             || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
             || (opts.x_real_ip && eq(n, "x-real-ip"))
             || (opts.x_forwarded_proto && eq(n, "x-forwarded-proto"))
@@ -597,6 +589,30 @@ pub(crate) fn write_upstream_head<'b>(
         host_written,
         spots,
     }
+}
+
+/// A client's field that no upstream request carries, whatever the configuration: the
+/// hop-by-hop ones (the fields Connection names aside: [`Named`]), `Expect` (the proxy
+/// answers `100-continue` itself), `HTTP2-Settings` (only for an h2c upgrade, which is never
+/// forwarded, nor one hidden in a WebSocket upgrade's list: dropped even when Connection does
+/// not name it), and `X-Forwarded-Host` and `Forwarded` (what a client says about the host it
+/// addressed or where the request passed: not trusted, never passed on; an origin would build
+/// URLs or access rules on it). The cache reads them as absent too (`cache::vary`): a variant
+/// is the one of the request the origin saw.
+pub(crate) fn never_forwarded(name: &str) -> bool {
+    is_hop_by_hop(name)
+        || eq(name, "expect")
+        || eq(name, "http2-settings")
+        || eq(name, "x-forwarded-host")
+        || eq(name, "forwarded")
+}
+
+/// A field the proxy may write upstream from the client's address (`X-Forwarded-For`,
+/// `X-Real-IP`), replacing the client's own: its value is not in the client's request, so
+/// the cache cannot tell which variant of a response that varies on it a request selects
+/// (`cache::vary` stores none).
+pub(crate) fn written_per_client(name: &str) -> bool {
+    eq(name, "x-forwarded-for") || eq(name, "x-real-ip")
 }
 
 /// What [`write_upstream_head`] says of the head it wrote.
