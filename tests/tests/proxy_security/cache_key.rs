@@ -125,3 +125,68 @@ fn a_response_is_never_served_to_another_scheme_or_port() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A scripted answer: 200 with `fields` and `body`.
+fn answer(fields: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\n{fields}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn ask(addr: SocketAddr, req: &str) -> (String, String) {
+    let mut c = Client::connect(addr);
+    let r = crate::ask(&mut c, req, false);
+    let cache = r.header("x-cache").unwrap_or("(none)").to_string();
+    (body(&r), cache)
+}
+
+/// `GET http://a.test?q=1` goes upstream as `GET /?q=1` (RFC 9112 3.2.1: an empty path is
+/// `/`): it is the same resource as an origin-form `/?q=1`, one entry, which an unsafe method
+/// on `/?q=1` invalidates. Seen failing before the fix: it was keyed `?q=1`, so the
+/// origin-form request missed it and the POST left it in place.
+#[test]
+fn an_absolute_form_target_without_a_path_is_keyed_as_forwarded() {
+    let fresh = "Cache-Control: max-age=600\r\n";
+    let origin = crate::scripted::Scripted::start(vec![
+        answer(fresh, "v1"),
+        answer("", "updated"),
+        answer(fresh, "v2"),
+    ]);
+    let p = crate::start(&format!(
+        "[upstream.o]\nservers = [\"{}\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"o\"\ncache = {{ ttl = \"60s\" }}\n",
+        origin.addr()
+    ));
+    let absolute = "GET http://a.test?q=1 HTTP/1.1\r\nHost: a.test\r\n\r\n";
+    let origin_form = "GET /?q=1 HTTP/1.1\r\nHost: a.test\r\n\r\n";
+    assert_eq!(ask(p.addr, absolute), ("v1".into(), "MISS".into()));
+    assert_eq!(ask(p.addr, origin_form), ("v1".into(), "HIT".into()));
+    let post = "POST /?q=1 HTTP/1.1\r\nHost: a.test\r\nContent-Length: 0\r\n\r\n";
+    assert_eq!(ask(p.addr, post).0, "updated");
+    assert_eq!(
+        ask(p.addr, absolute),
+        ("v2".into(), "MISS".into()),
+        "the POST to /?q=1 left the entry of http://a.test?q=1"
+    );
+    let lines: Vec<String> = origin
+        .heads()
+        .iter()
+        .map(|h| {
+            String::from_utf8_lossy(h)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "GET /?q=1 HTTP/1.1",
+            "POST /?q=1 HTTP/1.1",
+            "GET /?q=1 HTTP/1.1"
+        ]
+    );
+}

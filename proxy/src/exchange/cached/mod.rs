@@ -88,16 +88,19 @@ pub async fn run(
     let mut waits = 0;
     let mut now = now_millis();
     let https = c.stream.is_tls();
+    // Where a target without its `/` gets one (an absolute-form target with an empty path:
+    // rare, and empty otherwise, which allocates nothing).
+    let mut slashed = Vec::new();
     loop {
         // The key is read from the client buffer for the decision (no copy on a hit), and
         // copied only for what outlives the head: a fetch, a purge.
         let d = c
             .fields
             .with(&c.from_client[..req.head_len], |method, fields| {
-                let key = key_of(&c.from_client, req, https);
+                let key = key_of(&c.from_client, req, https, &mut slashed);
                 decide((method, fields), req, cfg, store, key, now)
             });
-        let key = || OwnedKey::new(key_of(&c.from_client, req, https));
+        let key = || OwnedKey::new(key_of(&c.from_client, req, https, &mut Vec::new()));
         match d {
             Decision::Stored(answer) => {
                 c.rec.cache = Some(CacheStatus::Hit);
@@ -214,16 +217,36 @@ async fn from_store(
 }
 
 /// The cache key of the request whose head is in `from_client`, from a client on a connection
-/// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form
-/// as the request layer read it (`RequestInfo::target`; `/` when empty), as the origin gets
-/// them.
-fn key_of<'a>(from_client: &'a [u8], req: &RequestInfo, https: bool) -> Key<'a> {
+/// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form,
+/// as the origin gets them ([`origin_target`]; `slashed` holds it when the client's bytes do
+/// not).
+fn key_of<'a>(
+    from_client: &'a [u8],
+    req: &RequestInfo,
+    https: bool,
+    slashed: &'a mut Vec<u8>,
+) -> Key<'a> {
     let host = req.authority.map_or(&[][..], |a| a.get(from_client));
-    let target = match req.target.get(from_client) {
-        b"" => b"/",
-        t => t,
-    };
-    Key::new(https, host, target)
+    Key::new(
+        https,
+        host,
+        origin_target(req.target.get(from_client), slashed),
+    )
+}
+
+/// The origin form of `target` (`RequestInfo::target`: the path and query as received), as
+/// the upstream request line has it (`shared::http::target::origin_form`): an empty path is
+/// `/` (RFC 9112 3.2.1), so `http://a.test?q=1` is `/?q=1`, the resource an origin-form
+/// `/?q=1` names, and the one a POST or PURGE of `/?q=1` must reach. Borrowed when it starts
+/// with `/`; otherwise written into `slashed`.
+fn origin_target<'a>(target: &'a [u8], slashed: &'a mut Vec<u8>) -> &'a [u8] {
+    if target.starts_with(b"/") {
+        return target;
+    }
+    slashed.clear();
+    slashed.push(b'/');
+    slashed.extend_from_slice(target);
+    slashed
 }
 
 /// Wait until entry `h` changes (or `limit` passes: `false`).
@@ -280,4 +303,31 @@ fn sync_stats(w: &ProxyWorker, g: &Generation) {
     }
     w.stats.cache_evicted.set(evicted);
     w.stats.cache_dropped.set(dropped);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_target;
+
+    #[test]
+    fn the_key_has_the_target_as_forwarded() {
+        let cases: [(&str, &str); 4] = [
+            ("/a?b", "/a?b"),
+            ("", "/"),
+            ("?q=1", "/?q=1"),
+            ("//x", "//x"),
+        ];
+        for (received, forwarded) in cases {
+            let mut slashed = Vec::new();
+            let got = origin_target(received.as_bytes(), &mut slashed);
+            assert_eq!(got, forwarded.as_bytes(), "{received:?}");
+            let absolute = format!("http://h{received}");
+            let origin_form = shared::http::target::origin_form(&absolute);
+            assert_eq!(
+                origin_form.as_bytes(),
+                forwarded.as_bytes(),
+                "upstream line"
+            );
+        }
+    }
 }
