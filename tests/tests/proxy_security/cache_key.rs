@@ -5,30 +5,36 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tests::raw::{Client, Response};
 use tests::tls::{client_config, Ca, TlsClient};
 
 /// An origin that answers every request with what it was asked through: `proto=<X-Forwarded-
 /// Proto> host=<Host>`, fresh for a minute (as an application that builds absolute URLs or
-/// redirects to https from those fields would).
-fn echo_origin() -> SocketAddr {
+/// redirects to https from those fields would). `.1` counts the requests.
+fn echo_origin() -> (SocketAddr, Arc<AtomicU64>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    let counted = count.clone();
     std::thread::spawn(move || {
         for s in l.incoming().flatten() {
-            std::thread::spawn(move || serve_echo(s));
+            let counted = counted.clone();
+            std::thread::spawn(move || serve_echo(s, &counted));
         }
     });
-    addr
+    (addr, count)
 }
 
-fn serve_echo(mut s: TcpStream) {
+fn serve_echo(mut s: TcpStream, count: &AtomicU64) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&buf[..end]).into_owned();
             buf.drain(..end + 4);
+            count.fetch_add(1, Ordering::SeqCst);
             let field = |name: &str| {
                 head.split("\r\n")
                     .filter_map(|l| l.split_once(':'))
@@ -73,7 +79,7 @@ fn a_response_is_never_served_to_another_scheme_or_port() {
     let dir = tests::temp_dir("cache-key");
     let ca = Ca::new();
     let (cert, key) = ca.leaf_files(&dir, "site", &["site"]);
-    let origin = echo_origin();
+    let (origin, _) = echo_origin();
     let p = crate::start(&format!(
         "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
          [upstream.o]\nservers = [\"{origin}\"]\n\
@@ -189,4 +195,32 @@ fn an_absolute_form_target_without_a_path_is_keyed_as_forwarded() {
             "GET /?q=1 HTTP/1.1"
         ]
     );
+}
+
+/// An empty Host (RFC 9112 3.2: a target without an authority) goes upstream as it is; a
+/// request without any (HTTP/1.0) goes with the server's name: two requests to the origin,
+/// two entries. Seen failing before the fix: both were keyed on the empty host, and the
+/// HTTP/1.0 request got the empty Host's answer as a HIT.
+#[test]
+fn an_empty_host_and_no_host_are_different_keys() {
+    let (origin, count) = echo_origin();
+    let p = crate::start(&format!(
+        "[upstream.o]\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"o\"\ncache = {{ ttl = \"60s\" }}\n"
+    ));
+    let empty = "GET /h HTTP/1.1\r\nHost:\r\n\r\n";
+    let none = "GET /h HTTP/1.0\r\n\r\n";
+    let sent = format!("proto=http host={origin}");
+    assert_eq!(
+        ask(p.addr, empty),
+        ("proto=http host=".into(), "MISS".into())
+    );
+    let r = ask(p.addr, none);
+    assert_eq!(r.0, sent, "X-Cache {}", r.1);
+    assert_eq!(
+        ask(p.addr, empty),
+        ("proto=http host=".into(), "HIT".into())
+    );
+    assert_eq!(ask(p.addr, none), (sent, "HIT".into()));
+    assert_eq!(count.load(Ordering::SeqCst), 2);
 }

@@ -217,22 +217,30 @@ async fn from_store(
 }
 
 /// The cache key of the request whose head is in `from_client`, from a client on a connection
-/// that is HTTPS or not: the authority (absolute-form or Host) and the target's origin form,
-/// as the origin gets them ([`origin_target`]; `slashed` holds it when the client's bytes do
-/// not).
+/// that is HTTPS or not: the authority (absolute-form or Host; [`NO_AUTHORITY`] without one)
+/// and the target's origin form, as the origin gets them ([`origin_target`]; `slashed` holds
+/// it when the client's bytes do not).
 fn key_of<'a>(
     from_client: &'a [u8],
     req: &RequestInfo,
     https: bool,
     slashed: &'a mut Vec<u8>,
 ) -> Key<'a> {
-    let host = req.authority.map_or(&[][..], |a| a.get(from_client));
+    let host = req.authority.map_or(NO_AUTHORITY, |a| a.get(from_client));
     Key::new(
         https,
         host,
         origin_target(req.target.get(from_client), slashed),
     )
 }
+
+/// The key's host for a request without an authority (HTTP/1.0 without Host). Upstream it
+/// carries the server's name (`write_upstream_head` leaves Host to each attempt), while an
+/// empty Host (RFC 9112 3.2: a target without an authority) is sent as it is: two requests
+/// the origin tells apart, so two keys. Keyed, not refused: HTTP/1.0 clients stay cached as
+/// before, at no cost to other requests. No authority the codec accepts can be this one (its
+/// grammar has no `(`), nor any Host a client can send.
+const NO_AUTHORITY: &[u8] = b"(none)";
 
 /// The origin form of `target` (`RequestInfo::target`: the path and query as received), as
 /// the upstream request line has it (`shared::http::target::origin_form`): an empty path is
