@@ -68,8 +68,10 @@ pub enum CodecError {
     UnexpectedEof, // 400 from a client; 502 from an upstream
     #[error("invalid Host header")]
     InvalidHost, // 400
-    #[error("Transfer-Encoding in an HTTP/1.0 request")]
-    TransferEncodingHttp10, // 400 (RFC 9112 6.1: framing is faulty)
+    #[error("Transfer-Encoding in an HTTP/1.0 message")]
+    TransferEncodingHttp10, // 400 (RFC 9112 6.1: framing is faulty); 502 from an upstream
+    #[error("chunked applied more than once")]
+    ChunkedMoreThanOnce, // 400 (RFC 9112 7: MUST NOT); 502 from an upstream
 }
 
 impl CodecError {
@@ -101,6 +103,7 @@ impl CodecError {
             | TransferEncodingNotChunked
             | InvalidTransferEncoding
             | TransferEncodingHttp10
+            | ChunkedMoreThanOnce
             | InvalidChunkSize
             | ChunkSizeOverflow
             | ChunkLineTooLong

@@ -434,18 +434,9 @@ pub(crate) fn response_body_kind(
     if method == RequestMethod::Connect && (200..300).contains(&status) {
         return Ok(BodyKind::Tunnel);
     }
-    // Step 3 (and 6.1 for HTTP/1.0): Transfer-Encoding overrides Content-Length; "If a
-    // Transfer-Encoding header field is present in a response and the chunked transfer
-    // coding is not the final encoding, the message body length is determined by reading
-    // the connection until it is closed by the server."
+    // Step 3: Transfer-Encoding overrides Content-Length.
     if scan.te.present {
-        if scan.te.malformed {
-            return Err(CodecError::InvalidTransferEncoding);
-        }
-        if version == Version::Http11 && scan.te.last_is_chunked && scan.te.chunked_count == 1 {
-            return Ok(BodyKind::Chunked);
-        }
-        return Ok(BodyKind::CloseDelimited);
+        return response_te_body_kind(&scan.te, version);
     }
     // Step 5: an invalid Content-Length in a response is an unrecoverable error (502).
     if let Some(err) = scan.content_length_error {
@@ -456,5 +447,34 @@ pub(crate) fn response_body_kind(
         Some(0) => BodyKind::Empty,
         Some(n) => BodyKind::Length(n),
         None => BodyKind::CloseDelimited,
+    })
+}
+
+/// The body of a response with a body and Transfer-Encoding (RFC 9112 6.3 step 3): chunked
+/// when chunked is the final coding, else read until the server closes ("If a
+/// Transfer-Encoding header field is present in a response and the chunked transfer coding
+/// is not the final encoding, the message body length is determined by reading the
+/// connection until it is closed by the server"). Framing that no reading makes right is an
+/// error (a proxy answers 502), never read until close: the chunk framing would then pass
+/// for the payload.
+fn response_te_body_kind(te: &TransferCodings, version: Version) -> Result<BodyKind, CodecError> {
+    if te.malformed {
+        return Err(CodecError::InvalidTransferEncoding);
+    }
+    // 7: "A sender MUST NOT apply the chunked transfer coding more than once to a message
+    // body." Which `chunked` delimits the body is anyone's guess.
+    if te.chunked_count > 1 {
+        return Err(CodecError::ChunkedMoreThanOnce);
+    }
+    // 6.1: an HTTP/1.0 message with Transfer-Encoding is treated "as if the framing is
+    // faulty": it "is likely to have been forwarded without proper handling of the chunked
+    // transfer coding in transit".
+    if version == Version::Http10 {
+        return Err(CodecError::TransferEncodingHttp10);
+    }
+    Ok(if te.last_is_chunked {
+        BodyKind::Chunked
+    } else {
+        BodyKind::CloseDelimited
     })
 }

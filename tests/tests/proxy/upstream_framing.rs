@@ -55,6 +55,26 @@ fn a_coding_other_than_chunked_is_502_not_silently_dropped() {
     }
 }
 
+/// Chunked applied twice (RFC 9112 7: MUST NOT), or Transfer-Encoding in an HTTP/1.0
+/// response (6.1: faulty framing): read until the close instead, the chunk framing would
+/// reach the client as the payload under a 200. A 502, as nginx answers.
+#[test]
+fn chunked_twice_or_in_http10_is_502_not_relayed_as_payload() {
+    for head in [
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n",
+        "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n",
+    ] {
+        let reply = format!("{head}\r\n2\r\nok\r\n0\r\n\r\n");
+        let (up, h) = fake_upstream(reply.into_bytes());
+        let p = proxy_to(up);
+        let r = exchange(p.listen_addrs()[0], &tests::raw::get("/"), WAIT);
+        assert_generated(&r, 502, true);
+        h.join().unwrap();
+        p.shutdown().unwrap();
+    }
+}
+
 #[test]
 fn a_flood_of_interim_responses_is_bounded() {
     // 100 Continue heads well past the 64 KiB head limit, then never a final response: the

@@ -171,15 +171,44 @@ fn table() -> Vec<(RequestMethod, &'static str, Want)> {
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 5\r\n\r\n",
             ok(200, CloseDelimited, false),
         ),
+        // RFC 9112 7: chunked is never applied twice. Read until close, the chunk framing
+        // would pass for the payload: an error (502), as nginx answers it.
         (
             Other,
             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
-            ok(200, CloseDelimited, false),
+            Want::Err(ChunkedMoreThanOnce),
         ),
         (
             Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            Want::Err(ChunkedMoreThanOnce),
+        ),
+        (
+            Other,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip, chunked\r\n\r\n",
+            Want::Err(ChunkedMoreThanOnce),
+        ),
+        // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing.
+        (
+            Other,
             "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
-            ok(200, CloseDelimited, false),
+            Want::Err(TransferEncodingHttp10),
+        ),
+        (
+            Other,
+            "HTTP/1.0 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\n",
+            Want::Err(TransferEncodingHttp10),
+        ),
+        // No body whatever the fields say (step 1 comes first): nothing to misread.
+        (
+            Other,
+            "HTTP/1.0 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n",
+            ok(304, Empty, false),
+        ),
+        (
+            Head,
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
+            ok(200, Empty, true),
         ),
         // Step 5: bad Content-Length is an error (a proxy answers 502).
         (
