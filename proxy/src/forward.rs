@@ -205,7 +205,9 @@ pub fn write_interims(
                 write_status_line(out, Version::Http11, head.status, head.reason);
                 let named = Named::of(head.connection_names, head.headers);
                 copy_fields(out, rest, head.headers, |h| {
-                    !is_hop_by_hop(h.name) && !named.contains(h.name, head.headers)
+                    !is_hop_by_hop(h.name)
+                        && !is_interim_framing(h.name)
+                        && !named.contains(h.name, head.headers)
                 });
                 out.extend_from_slice(b"\r\n");
             }
@@ -217,6 +219,14 @@ pub fn write_interims(
         }
     }
     Ok(at)
+}
+
+/// A framing field, which an interim head never carries: RFC 9110 8.6, "A server MUST NOT
+/// send a Content-Length header field in any response with a status code of 1xx" (its
+/// value, malformed or conflicting as it may be, must not reach a client or a proxy in
+/// front that would frame by it); Transfer-Encoding is hop-by-hop anyway.
+fn is_interim_framing(name: &str) -> bool {
+    eq(name, "content-length") || eq(name, "transfer-encoding")
 }
 
 /// What a final response head means for the relay: how its body reaches the client and

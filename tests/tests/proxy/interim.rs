@@ -2,8 +2,10 @@
 //! HTTP/1.1 client before the final response, as soon as it arrives (the origin holds the
 //! final head back); an HTTP/1.0 client gets none; 100 Continue is the proxy's own business.
 
-use std::net::SocketAddr;
-use tests::raw::{self, Client};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::thread;
+use tests::raw::{self, Client, Response};
 
 /// Send `request` and read until the response bytes hold `want` complete heads and the
 /// last one's 64-byte body; the bytes.
@@ -70,4 +72,54 @@ fn early_hints_go_to_http11_clients_first_and_at_once() {
     );
     assert_eq!(o.requests(), 3);
     p.shutdown().unwrap();
+}
+
+/// A scripted origin: one connection, one request head read, `reply` sent, then the
+/// connection held until the proxy closes it (or [`raw::WAIT`] passes).
+fn scripted_origin(reply: Vec<u8>) -> (SocketAddr, thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(raw::WAIT)).unwrap();
+        raw::read_request_head(&mut s, &mut Vec::new()).expect("a request head");
+        s.write_all(&reply).unwrap();
+        let _ = s.read(&mut [0u8; 1024]); // the proxy's close, or the timeout
+    });
+    (addr, h)
+}
+
+/// `GET /` over HTTP/1.1 through a proxy to an origin answering `interim` (a 103), then a
+/// 200 whose body is `ok`: the 103 the client got.
+fn early_hints_relayed(interim: &str) -> Response {
+    let (up, origin) = scripted_origin(format!("{interim}{OK}").into_bytes());
+    let (p, addr) = tests::start_proxy(&[up], &[]);
+    let mut c = Client::connect(addr);
+    c.send(&raw::get("/")).unwrap();
+    let first = raw::response(&mut c, "the 103");
+    let last = raw::response(&mut c, "the 200 after the 103");
+    assert_eq!(
+        (first.status, last.status),
+        (103, 200),
+        "{first:?} {last:?}"
+    );
+    assert_eq!(last.body, b"ok");
+    drop(c);
+    p.shutdown().unwrap();
+    origin.join().unwrap();
+    first
+}
+
+const OK: &str = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+
+/// RFC 9110 8.6: "A server MUST NOT send a Content-Length header field in any response with
+/// a status code of 1xx": an origin's, malformed or not, is not passed on (a client or a
+/// proxy in front that framed by it would misread what follows); nor Transfer-Encoding.
+#[test]
+fn an_interim_head_goes_without_its_framing_fields() {
+    let got = early_hints_relayed(concat!(
+        "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nContent-Length: 3\r\n",
+        "Content-Length: abc\r\nTransfer-Encoding: chunked\r\ncontent-length: 7, 9\r\n\r\n",
+    ));
+    assert_eq!(got.headers, [("Link".to_string(), "</a>".to_string())]);
 }
