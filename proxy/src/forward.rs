@@ -20,6 +20,9 @@ use crate::response_memo::{ClientKey, ResponseMemo};
 use bytes::BytesMut;
 use shared::http::encode::{copy_fields, write_header, write_header_u64, write_status_line};
 use shared::http::framing::{is_hop_by_hop, trim_ows};
+/// Whether a buffer starts with an interim head: the codec's own look (leading empty lines
+/// skipped), so that every interim head the final head's parse skips is one passed on here.
+pub use shared::http::response::starts_interim;
 use shared::http::{
     parse_final_response, parse_final_response_memo, BodyKind, CodecError, RequestMethod,
     ResponseHead, Status, Version,
@@ -174,11 +177,6 @@ pub fn prepare_response(
         fields.record(&head, buf);
         Ok(Some(info))
     })
-}
-
-/// Whether `buf` starts with a head whose status is 1xx (a cheap look at its first bytes).
-pub fn starts_interim(buf: &[u8]) -> bool {
-    buf.len() > 9 && buf.starts_with(b"HTTP/1.") && buf[9] == b'1'
 }
 
 /// The complete interim heads at the start of `buf`, rewritten for the client into `out`

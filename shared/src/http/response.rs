@@ -29,6 +29,15 @@ pub fn is_interim(status: u16) -> bool {
     (100..200).contains(&status) && status != 101
 }
 
+/// Whether `buf` starts with an interim head, judged from the status it announces before
+/// it is parsed (leading empty lines skipped, see `peek_status`): the one rule by which
+/// [`parse_final_response`] skips interim heads, for callers that pass them on themselves
+/// (a proxy), so that no head skipped here goes unseen there. `false` until the status
+/// digits have arrived.
+pub fn starts_interim(buf: &[u8]) -> bool {
+    peek_status(buf).is_some_and(is_interim)
+}
+
 /// Parse the final response head at the start of `buf` (a response to `method`), skipping
 /// the interim heads before it. The head's `head_len` includes the skipped interim heads:
 /// the body starts there. `Partial` until the final head is complete.
@@ -72,7 +81,7 @@ fn skip_interim<'b>(
             return Err(CodecError::HeadTooLarge);
         }
         let rest = &buf[skipped..];
-        if !peek_status(rest).is_some_and(is_interim) {
+        if !starts_interim(rest) {
             return Ok(Status::Complete(skipped));
         }
         match parse_response(rest, headers, method, limits)? {
@@ -198,7 +207,7 @@ impl HeadMemo {
         self.kept = None;
         // Interim heads are rare (103 Early Hints), and a parse needs slots for their fields
         // too, which the memo does not count: not kept.
-        if peek_status(buf).is_some_and(is_interim) {
+        if starts_interim(buf) {
             return;
         }
         let Some(bytes) = buf

@@ -123,3 +123,11 @@ fn an_interim_head_goes_without_its_framing_fields() {
     ));
     assert_eq!(got.headers, [("Link".to_string(), "</a>".to_string())]);
 }
+
+/// An empty line before a 103 (RFC 9112 2.2: a recipient may skip it, and the codec does)
+/// does not make it vanish: it is the same 103, passed on.
+#[test]
+fn an_interim_head_after_an_empty_line_is_passed_on() {
+    let got = early_hints_relayed("\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n");
+    assert_eq!(got.headers, [("Link".to_string(), "</a>".to_string())]);
+}

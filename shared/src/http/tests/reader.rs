@@ -107,6 +107,38 @@ fn final_heads_at_every_prefix() {
     }
 }
 
+/// `starts_interim` is the rule the final head's parse skips interim heads by: a caller
+/// that passes them on (the proxy) sees every head skipped, after empty lines too, and
+/// none that is final.
+#[test]
+fn starts_interim_sees_every_head_the_final_parse_skips() {
+    use crate::http::response::starts_interim;
+    let rows: [(&str, bool); 8] = [
+        ("HTTP/1.1 103 Early Hints\r\n\r\n", true),
+        ("\r\nHTTP/1.1 103 Early Hints\r\n\r\n", true),
+        ("\r\n\r\nHTTP/1.0 102 Processing\r\n\r\n", true),
+        ("HTTP/1.1 100 Continue\r\n\r\n", true),
+        ("HTTP/1.1 101 Switching Protocols\r\n\r\n", false),
+        ("\r\nHTTP/1.1 200 OK\r\n\r\n", false),
+        // Not yet known: the status digits have not all arrived.
+        ("\r\nHTTP/1.1 10", false),
+        ("", false),
+    ];
+    for (wire, interim) in rows {
+        assert_eq!(starts_interim(wire.as_bytes()), interim, "{wire:?}");
+        if !interim || !wire.ends_with("\r\n\r\n") {
+            continue;
+        }
+        // Skipped by the final parse: the final head begins where the interim one ends.
+        let whole = format!("{wire}HTTP/1.1 204 No Content\r\n\r\n");
+        let got = final_head(whole.as_bytes(), Other).map(|s| match s {
+            Status::Complete(f) => (f.status, f.head_len),
+            Status::Partial => (0, 0),
+        });
+        assert_eq!(got, Ok((204, whole.len())), "{wire:?}");
+    }
+}
+
 #[test]
 fn interim_flood_counts_against_the_head_limit() {
     let limits = Limits {
