@@ -82,6 +82,35 @@ pub fn cork_last_answer(c: &mut ClientConn) {
     };
 }
 
+/// Make the client connection end in a reset when it is closed (SO_LINGER on with a zero
+/// timeout: close(2) then sends RST, not FIN). For a response whose end only the close marks
+/// (close-delimited, to an HTTP/1.0 client) and whose body failed upstream mid-way: a FIN
+/// would tell the client that it has the whole body, a reset tells it that it has not. The
+/// connection must then be closed as it is (dropped), never half-closed first: a
+/// shutdown(2) would send the FIN after all.
+pub fn reset_on_close(c: &ClientConn) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let abort = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid fd and a `linger` option value of the right size.
+    let rc = unsafe {
+        libc::setsockopt(
+            c.stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &abort as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 impl ClientConn {
     /// Write all of `to_client` (an answer or a head built there) within the send timeout, noting
     /// it in the request's record; `Err`: the client is gone or too slow.

@@ -46,7 +46,7 @@ pub(super) use crate::balance::InFlight;
 use crate::config::route_opts::{HeaderEdits, RetryPolicy, RetryReason};
 use crate::config::Timeouts;
 use crate::config::{GroupId, Server, ServerId};
-use crate::conn::{linger_close, respond_error, ClientConn, Next};
+use crate::conn::{linger_close, reset_on_close, respond_error, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::Generation;
@@ -594,6 +594,9 @@ async fn relay_response(
         _in_flight,
     } = a;
     let filling = fill.is_some();
+    // The client gets the body (not only the head of a HEAD, nor nothing at all while a
+    // revalidation fills the store).
+    let body_to_client = !fill.as_ref().is_some_and(|f| f.head_only || f.silent);
     let relay = relay::ResponseRelay {
         client: &mut c.stream,
         up: &mut up.stream,
@@ -657,7 +660,16 @@ async fn relay_response(
             (Next::Close, None)
         }
         Err(RelayFail::Upstream(e)) => {
-            // Mid-body: the client connection is aborted; what it got is visibly incomplete.
+            // Mid-body: the client connection is aborted; what it got is visibly incomplete:
+            // a length or a chunked body falls short of its end; a close-delimited one has no
+            // end but the close, which must then be a reset. Over TLS the close already
+            // shows it (dropped, the stream sends no close_notify: RFC 8446 6.1 truncation,
+            // which a reset would only race against the last bytes). `Next::Close` drops the
+            // stream (no half-close that would send a FIN first).
+            if resp.framing == ClientFraming::Close && body_to_client && !c.stream.is_tls() {
+                // Failing, the close is a FIN as before: nothing better to do.
+                let _ = reset_on_close(c);
+            }
             c.rec.failed(e);
             (Next::Close, None)
         }

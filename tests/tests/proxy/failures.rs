@@ -6,7 +6,7 @@ use shared::origin::{Origin, OriginConfig};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tests::raw::{
-    assert_generated, assert_well_formed, exchange, get, Client, End, Reply, Response, WAIT,
+    assert_generated, assert_well_formed, exchange, get, show, Client, End, Reply, Response, WAIT,
 };
 use tests::{eventually, ClosedPort};
 
@@ -159,6 +159,50 @@ fn upstream_resets_a_close_delimited_body() {
         "/?size=100000&framing=close&abort_after=1000&reset=1",
         100_000,
     );
+}
+
+/// A scripted origin: one connection, one request head read, `reply` sent, then closed
+/// (FIN). Joined, it yields the request head.
+fn origin_closing_after(reply: &'static [u8]) -> (SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let head = tests::raw::read_request_head(&mut s, &mut Vec::new()).expect("a head");
+        std::io::Write::write_all(&mut s, reply).unwrap();
+        head
+    });
+    (addr, h)
+}
+
+/// An HTTP/1.0 client gets a body of unknown length close-delimited: a clean close would
+/// tell it the body is complete. One cut off upstream (a chunked body without its last
+/// chunk) must end in a reset instead, so the client can tell; a complete one still ends
+/// in a clean close.
+#[test]
+fn an_http10_client_sees_a_body_cut_off_upstream_as_a_reset() {
+    const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
+    const WHOLE: &[u8] =
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+    for (reply, end) in [(HEAD, End::Reset), (WHOLE, End::Closed)] {
+        let (up, origin) = origin_closing_after(reply);
+        let (p, addr) = proxy!([up]);
+        let r = exchange(addr, b"GET / HTTP/1.0\r\n\r\n", WAIT);
+        let sent = String::from_utf8_lossy(reply);
+        assert_eq!(r.end, end, "origin sent {sent:?}; client got {}", show(&r));
+        // What arrived before the end is the head and (part of) the body, nothing else.
+        assert!(
+            r.text().starts_with("HTTP/1.1 200 OK\r\n"),
+            "{:?}",
+            r.text()
+        );
+        if end == End::Closed {
+            assert!(r.text().ends_with("\r\n\r\nhello"), "{:?}", r.text());
+        }
+        origin.join().unwrap();
+        p.shutdown().unwrap();
+    }
 }
 
 #[test]
