@@ -19,8 +19,10 @@
 //! upstreams").
 //!
 //! A streamed request body is sent while the response head is read (`stream_body`): an
-//! upstream that answers before taking the whole body (a 413, a 401) has its answer relayed,
-//! as nginx does, and the client connection closes after it (the rest of the body is unread).
+//! upstream that answers before taking the whole body has its answer relayed, as nginx does.
+//! An answer that refuses the rest (an error, or a close) ends the body and the client
+//! connection closes after it (the rest is unread); any other (a 2xx or 3xx that keeps its
+//! connection) is relayed while the rest of the body streams on to the upstream (`duplex`).
 //!
 //! A client that goes away while the response head is awaited abandons the request (499, as
 //! nginx): the upstream connection is closed, never pooled (`client_watch`).
@@ -31,12 +33,14 @@
 //! - [`outcome`]: what one attempt came to, and whose fault a failure was;
 //! - [`response_head`]: reading the upstream's response head;
 //! - [`upload`]: a streamed request body, sent while the response head is read;
+//! - [`duplex`]: such a body going on beside an early answer that does not refuse it;
 //! - [`cached`]: the same exchange through a route's response cache;
 //! - [`client_watch`]: noticing a client that left while its request waits.
 
 pub mod cached;
 mod client_watch;
 mod connect;
+mod duplex;
 mod outcome;
 mod response_head;
 mod room;
@@ -58,7 +62,7 @@ use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use client_watch::Watch;
 use connect::{counted_connect, send_proxy_header, Dest};
-use outcome::{may_retry, no_head, Answered, Attempt, Blame};
+use outcome::{may_retry, no_head, Answered, Attempt, Blame, Body};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use room::Picked;
 use shared::http::encode::{end_head, write_header};
@@ -98,6 +102,8 @@ struct Plan<'r> {
     retry: &'r RetryPolicy,
     /// The route's `response_headers`.
     edits: Option<&'r HeaderEdits>,
+    /// An early answer that does not refuse a streamed body lets it stream on (`duplex`).
+    duplex: bool,
 }
 
 /// How the exchange ends when no server answered.
@@ -127,7 +133,7 @@ pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next 
     };
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, a.up, a.head).await;
+        return start_tunnel(c, a.body.into_upstream(), a.head).await;
     }
     relay_response(c, a, group, None).await.0
 }
@@ -143,6 +149,10 @@ struct Serving<'a> {
     keep_head: bool,
     /// What the client's going away while the head is awaited does.
     watch: Watch<'a>,
+    /// A streamed request body may go on beside an early answer (`duplex`): only where the
+    /// answer is surely relayed (`relay_response`), never dropped with the body half-read
+    /// and the client connection kept.
+    duplex: bool,
 }
 
 /// A plain exchange: the client gets the answer, the head is consumed at once, and its
@@ -151,6 +161,7 @@ const PLAIN: Serving<'static> = Serving {
     interim: true,
     keep_head: false,
     watch: Watch::Abandon,
+    duplex: true,
 };
 
 /// The upstream's answer to `req` (whose head is at the front of `from_client`): attempts until a
@@ -200,6 +211,7 @@ async fn upstream_answer<'g>(
         t,
         retry: route.retry(g.cfg.retry.as_ref()),
         edits: route.response_edits(),
+        duplex: how.duplex,
     };
     let mut a = match attempts(c, w, &plan).await {
         Ok(a) => a,
@@ -209,8 +221,11 @@ async fn upstream_answer<'g>(
     if let Some(n) = inline {
         c.from_client.advance(n);
     }
-    if a.early {
+    if let Body::Refused(_) = a.body {
         a.head.resp = a.head.resp.answered_early().map_err(Some)?;
+    } else if let Body::Streams(_) = a.body {
+        // What follows the body in `from_client` is not known yet: a drain closes after
+        // this answer, as for a request that came alone.
     } else if !how.keep_head && !req.pipelined && !c.from_client.is_empty() {
         // The body is all read; what follows it in `from_client` came while it arrived.
         a.head.resp.pipelined_behind_body(req);
@@ -380,7 +395,7 @@ fn retries_status(plan: &Plan<'_>, a: &Answered<'_>, tries: u32) -> bool {
     plan.retry.on_status(a.head.resp.status)
         && tries < plan.retry.tries
         && plan.inline.is_some()
-        && !a.early
+        && !a.body.early()
         && !a.head.interim_sent
         && plan.retry.allows(RetryReason::Status, plan.req.idempotent)
 }
@@ -423,7 +438,7 @@ async fn attempt<'g>(
     up.requests += 1;
     let mut ub = spare.take().unwrap_or_else(|| w.buffers.take_buf());
     ub.clear();
-    let (up, head, early) = if plan.inline.is_some() {
+    let (body, head) = if plan.inline.is_some() {
         let to = HeadRead {
             req: plan.req,
             out: &mut c.to_client,
@@ -441,7 +456,7 @@ async fn attempt<'g>(
             memo: Some(plan.g.head_memo(g, s)),
         };
         match read_response_head(w, &mut up.stream, ub, to).await {
-            Ok(head) => (up, head, false),
+            Ok(head) => (Body::Sent(up), head),
             Err(mut f) => {
                 if let HeadFail::Nothing(b) = &mut f {
                     *spare = b.take();
@@ -451,8 +466,8 @@ async fn attempt<'g>(
             }
         }
     } else {
-        match stream_request(c, w, (plan.req, plan.interim, plan.pace), up, ub).await {
-            Ok(Streamed { up, head, early }) => (up, head, early),
+        match stream_request(c, w, plan, up, ub).await {
+            Ok(Streamed { head, body }) => (body, head),
             Err(f) => return f,
         }
     };
@@ -460,9 +475,8 @@ async fn attempt<'g>(
     c.rec.upstream_ttfb = started.map(|t| shared::clock::loop_now().saturating_duration_since(t));
     Attempt::Answered(Answered {
         server: s,
-        up,
+        body,
         head,
-        early,
         timeouts: plan.t,
         _in_flight: room.take(),
     })
@@ -576,8 +590,9 @@ async fn send_head(
     }
 }
 
-/// Relay the response body (filling a cache entry on the way when `fill` is given), then
-/// pool the upstream connection if it is clean. With the entry the body filled, if any.
+/// Relay the response body (filling a cache entry on the way when `fill` is given), beside
+/// the rest of the request body when it still streams (`duplex`), then pool the upstream
+/// connection if it is clean. With the entry the body filled, if any.
 async fn relay_response(
     c: &mut ClientConn,
     a: Answered<'_>,
@@ -587,9 +602,8 @@ async fn relay_response(
     let w = c.w.clone();
     let Answered {
         server,
-        mut up,
+        body,
         head: Head { resp, ub, .. },
-        early,
         timeouts,
         _in_flight,
     } = a;
@@ -597,21 +611,26 @@ async fn relay_response(
     // The client gets the body (not only the head of a HEAD, nor nothing at all while a
     // revalidation fills the store).
     let body_to_client = !fill.as_ref().is_some_and(|f| f.head_only || f.silent);
-    let relay = relay::ResponseRelay {
-        client: &mut c.stream,
-        up: &mut up.stream,
-        head: &mut c.to_client,
-        kind: resp.body,
-        framing: resp.framing,
-        splice: (fill.is_none() && c.g.cfg.splice).then_some(relay::SpliceWith {
-            pipes: &w.buffers.pipes,
-            client_nonblocking: &mut c.nonblocking,
-            up_nonblocking: &mut up.nonblocking,
-        }),
-        fill,
-        rec: &mut c.rec,
+    let early = matches!(body, Body::Refused(_));
+    let answer = (&resp, ub, timeouts);
+    let (relayed, mut up) = match body {
+        Body::Sent(mut up) | Body::Refused(mut up) => {
+            (relay_answer(c, &w, &mut up, answer, fill, true).await, up)
+        }
+        Body::Streams(duplex::Upload { mut body, mut up }) => {
+            // No splice: it waits on the sockets its own way, and the body uses them too.
+            let relay = relay_answer(c, &w, &mut up, answer, fill, false);
+            let both = duplex::both(relay, &mut body).await;
+            // The body's future goes first: it points into `up`.
+            drop(body);
+            let relayed = both.map(|(done, end)| {
+                c.from_client = end.from_client;
+                c.to_upstream = end.scratch;
+                done
+            });
+            (relayed, *up)
+        }
     };
-    let relayed = relay::response_body((&c.g.cfg, timeouts), relay, ub, resp.head_len).await;
     // Only the access log shows it: no clock read per request without one.
     if w.obs.access_log.is_some() {
         let now = shared::clock::loop_now();
@@ -678,6 +697,34 @@ async fn relay_response(
             (Next::Close, None)
         }
     }
+}
+
+/// Send the client's response head and the response body from `up` to the client (filling
+/// `fill` on the way), spliced where `splice` and the configuration allow.
+async fn relay_answer(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    up: &mut Upstream,
+    (resp, ub, timeouts): (&crate::forward::ResponseInfo, BytesMut, &Timeouts),
+    fill: Option<relay::FillSink<'_>>,
+    splice: bool,
+) -> Result<relay::Relayed, RelayFail> {
+    let splices = splice && fill.is_none() && c.g.cfg.splice;
+    let relay = relay::ResponseRelay {
+        client: &mut c.stream,
+        up: &mut up.stream,
+        head: &mut c.to_client,
+        kind: resp.body,
+        framing: resp.framing,
+        splice: splices.then_some(relay::SpliceWith {
+            pipes: &w.buffers.pipes,
+            client_nonblocking: &mut c.nonblocking,
+            up_nonblocking: &mut up.nonblocking,
+        }),
+        fill,
+        rec: &mut c.rec,
+    };
+    relay::response_body((&c.g.cfg, timeouts), relay, ub, resp.head_len).await
 }
 
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever

@@ -16,7 +16,7 @@ use crate::forward::ClientFraming;
 use crate::io::{offset_in, read_more, write_all, write_range, IoFail};
 use crate::worker::RELAY_BUF;
 use bytes::{Buf, BytesMut};
-use monoio::io::AsyncWriteRent;
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use shared::http::encode::{write_chunk_header, CHUNK_END, LAST_CHUNK};
 use shared::http::{BodyDecoder, BodyKind};
 use shared::stream::Stream;
@@ -155,9 +155,9 @@ impl BodyPace {
 /// upstream. Bytes after the body stay in `from_client` (a pipelined request). `scratch` frames
 /// chunks. A client that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one
 /// read wait past the body timeout fails with `BodyTimeout` (408).
-pub async fn request_body<U: AsyncWriteRent>(
+pub async fn request_body<C: AsyncReadRent, U: AsyncWriteRent>(
     (cfg, t): (&Config, &crate::config::Timeouts),
-    client: &mut Stream,
+    client: &mut C,
     up: &mut U,
     from_client: &mut BytesMut,
     scratch: &mut BytesMut,

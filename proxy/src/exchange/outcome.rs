@@ -1,6 +1,7 @@
 //! What an attempt on a server came to, as one value: the exchange marks a server failed
 //! from it in one place (`attempts`), and the rules are plain functions tested here.
 
+use super::duplex::Upload;
 use super::response_head::{Head, HeadFail};
 use super::InFlight;
 use crate::config::route_opts::{RetryPolicy, RetryReason};
@@ -32,15 +33,46 @@ impl Blame {
 /// A server's answer: its final response head, and what the relay needs with it.
 pub(super) struct Answered<'w> {
     pub(super) server: crate::config::ServerId,
-    pub(super) up: Upstream,
+    /// The connection, and where the request body stands.
+    pub(super) body: Body<'w>,
     pub(super) head: Head,
-    /// The upstream answered before it had the whole request body.
-    pub(super) early: bool,
     /// The route's upstream timeouts (its own merged over `[timeouts]`): the body's reads.
     pub(super) timeouts: &'w crate::config::Timeouts,
     /// The server's room (`attempts` hands it to the attempt), held until the answer is
     /// relayed.
     pub(super) _in_flight: Option<InFlight<'w>>,
+}
+
+/// Where the request body stands once the answer's head came, with the upstream connection.
+pub(super) enum Body<'w> {
+    /// Sent whole (or there was none).
+    Sent(Upstream),
+    /// The upstream answered before it had it all, and refused the rest
+    /// (`duplex::refuses`): it is abandoned, so the client connection closes after the answer
+    /// (the rest is never read) and the upstream's is not reused.
+    Refused(Upstream),
+    /// The upstream answered before it had it all, without refusing it: the rest streams
+    /// while the answer is relayed (`duplex`).
+    Streams(Upload<'w>),
+}
+
+impl Body<'_> {
+    /// The answer came before the whole body was sent.
+    pub(super) fn early(&self) -> bool {
+        !matches!(self, Body::Sent(_))
+    }
+
+    /// The connection; a body still streaming is abandoned.
+    pub(super) fn into_upstream(self) -> Upstream {
+        match self {
+            Body::Sent(up) | Body::Refused(up) => up,
+            Body::Streams(Upload { body, up }) => {
+                // The body's future goes first: it points into `up`.
+                drop(body);
+                *up
+            }
+        }
+    }
 }
 
 /// How one attempt on one server ended.

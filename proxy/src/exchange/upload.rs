@@ -1,11 +1,14 @@
 //! Request bodies. One up to 64 KiB is read whole before an upstream is chosen
 //! (`gather_body`, `gather_chunked`) and goes out with the head; a larger one, or any on a
 //! route with `request_buffering = false`, is streamed, sent while the response head is read
-//! (nginx's way): an upstream that answers before taking the whole body (a 413, a 401) has
-//! its answer relayed.
+//! (nginx's way): an upstream that answers before taking the whole body has its answer
+//! relayed, and the rest of the body stops (a 413, a 401, a close) or streams on beside it
+//! (a 2xx or 3xx that keeps the connection: `duplex`).
 
-use super::outcome::{body_failed, no_head, Attempt};
+use super::duplex::{self, BodyFuture, Upload};
+use super::outcome::{body_failed, no_head, Attempt, Body};
 use super::response_head::{read_response_head, Head, HeadFail, HeadRead};
+use super::Plan;
 use crate::conn::ClientConn;
 use crate::error::ProxyError;
 use crate::io::{read_more, IoFail};
@@ -14,55 +17,77 @@ use crate::relay::{self, BodyPace, RelayFail};
 use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
-use monoio::io::Splitable;
 use shared::http::encode::write_header_u64;
 use shared::http::{BodyDecoder, BodyKind, CodecError, Limits};
+use shared::stream::Stream;
 use std::time::Duration;
 
 /// A streamed request's answer.
-pub(super) struct Streamed {
-    pub(super) up: Upstream,
+pub(super) struct Streamed<'g> {
     pub(super) head: Head,
-    /// The head came before the whole body was sent.
-    pub(super) early: bool,
+    pub(super) body: Body<'g>,
 }
 
 /// A streamed request body: answer `Expect: 100-continue` if the client waits for it, then
-/// send the body while reading the response head.
-pub(super) async fn stream_request(
+/// send the body while reading the response head. An answer that comes first either refuses
+/// the rest of the body or lets it stream on beside it (`duplex`).
+pub(super) async fn stream_request<'g>(
     c: &mut ClientConn,
     w: &ProxyWorker,
-    (req, interim, pace): (&RequestInfo, bool, Option<BodyPace>),
+    plan: &Plan<'g>,
     up: Upstream,
     ub: BytesMut,
-) -> Result<Streamed, Attempt<'static>> {
-    if !answer_expect(c, req).await {
+) -> Result<Streamed<'g>, Attempt<'static>> {
+    if !answer_expect(c, plan.req).await {
         return Err(Attempt::Abort);
     }
     let reused = up.reused;
-    // In an allocation of its own: relaying the body while reading the head holds two
-    // futures at once (3 KB), which every client connection's task would otherwise carry.
-    let (up, outcome) = Box::pin(stream_body(c, w, up, ub, (req, interim, pace))).await;
-    // monoio could not put the connection's halves back together.
-    let Some(up) = up else {
-        return Err(Attempt::Abort);
+    // In a box: the body's future writes to it where it is while the connection moves on
+    // with the answer.
+    let mut up = Box::new(up);
+    let bufs = (
+        std::mem::take(&mut c.from_client),
+        std::mem::take(&mut c.to_upstream),
+    );
+    // SAFETY: the client's stream stays in its connection, which the exchange holds until
+    // it ends, and the upstream's in its box; the body's future is dropped before either
+    // (below, in `Body::into_upstream`, or first of `Upload`'s fields), and the exchange
+    // runs or drops it before it ends. Meanwhile nothing else reads the client's stream
+    // (the head read watches it only once the body is sent) nor writes the upstream's.
+    let mut body = unsafe {
+        duplex::send_body(
+            (&plan.g.cfg, plan.t),
+            (&mut c.stream, &mut up.stream),
+            bufs,
+            (plan.req.body, plan.pace),
+        )
     };
-    match outcome {
-        BodyOutcome::Sent(Ok(head)) => Ok(Streamed {
-            up,
-            head,
-            early: false,
-        }),
-        BodyOutcome::Sent(Err(f)) => Err(no_head(f, false, reused)),
-        BodyOutcome::Early(head) => Ok(Streamed {
-            up,
-            head,
-            early: true,
-        }),
-        BodyOutcome::Failed(f) => Err(body_failed(f)),
+    // In an allocation of its own: relaying the body while reading the head holds two
+    // futures at once, which every client connection's task would otherwise carry.
+    let outcome = Box::pin(stream_body(c, w, plan, &mut up.stream, &mut body, ub)).await;
+    let (head, goes_on) = match outcome {
+        BodyOutcome::Sent(Ok(head)) => (head, None),
+        BodyOutcome::Sent(Err(f)) => return Err(no_head(f, false, reused)),
+        BodyOutcome::Early(head) => {
+            let on = plan.duplex && !duplex::refuses(&head.resp);
+            (head, Some(on))
+        }
+        BodyOutcome::Refused(head) => (head, Some(false)),
+        BodyOutcome::Failed(f) => return Err(body_failed(f)),
         // Dropping `up` closes the upstream connection: the request is abandoned (499).
-        BodyOutcome::ClientGone => Err(Attempt::Abort),
+        BodyOutcome::ClientGone => return Err(Attempt::Abort),
+    };
+    if goes_on == Some(true) {
+        let body = Body::Streams(Upload { body, up });
+        return Ok(Streamed { head, body });
     }
+    // The body's future goes first: it points into `up`.
+    drop(body);
+    let body = match goes_on {
+        None => Body::Sent(*up),
+        Some(_) => Body::Refused(*up),
+    };
+    Ok(Streamed { head, body })
 }
 
 /// `100 Continue` to a client that sent `Expect: 100-continue` and waits for it (no byte of
@@ -265,121 +290,102 @@ async fn gather(
 enum BodyOutcome {
     /// The body was sent; then came a response head, or not.
     Sent(Result<Head, HeadFail>),
-    /// The upstream answered before it had the whole body (a 413, a 401...).
+    /// The upstream answered before it had the whole body, which is still on its way.
     Early(Head),
+    /// The body could not all be sent (the upstream closed, or reset), and an answer came.
+    Refused(Head),
     Failed(RelayFail),
     /// The body was sent, and the client went away while the response head was awaited.
     ClientGone,
 }
 
-/// Stream the request body to the upstream while reading its response head, as nginx does:
-/// an upstream that answers early (and then stops reading, or closes) has its answer relayed
-/// instead of a 502 or a send timeout. The read waits without a deadline while the body is
-/// in flight (a slow upload is bounded by the body and send timeouts) and gets the read
-/// timeout once the body is sent. Returns the connection, put back together (`None` only if
-/// monoio could not reunite its halves).
-///
-/// Costs two allocations (this future's, and monoio's split) per streamed body; requests
-/// without a body, or whose body came with the head, never get here.
+/// Stream the request body (`body`, which writes to `up`) while reading the response head
+/// on `up`, as nginx does: an upstream that answers early (and then stops reading, or
+/// closes) has its answer relayed instead of a 502 or a send timeout. The read waits
+/// without a deadline while the body is in flight (a slow upload is bounded by the body and
+/// send timeouts) and gets the read timeout once the body is sent. A body that ended gives
+/// the client connection its buffers back.
 async fn stream_body(
     c: &mut ClientConn,
     w: &ProxyWorker,
-    up: Upstream,
+    plan: &Plan<'_>,
+    up: &mut Stream,
+    body: &mut BodyFuture<'_>,
     ub: BytesMut,
-    (req, interim, pace): (&RequestInfo, bool, Option<BodyPace>),
-) -> (Option<Upstream>, BodyOutcome) {
-    let Upstream {
-        stream,
-        requests,
-        reused,
-        splices,
-        nonblocking,
-    } = up;
-    let g = &c.g;
-    // The route's own upstream timeouts, where it has them.
-    let t = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts);
-    let read_timeout = t.read;
-    let (mut ur, mut uw) = stream.into_split();
-    let outcome = {
-        // `to_client` gets the response head.
-        let to = HeadRead {
-            req,
-            out: &mut c.to_client,
-            fields: &mut c.response_fields,
-            limits: &g.cfg.limits.codec,
-            read_timeout: None,
-            at_most: usize::MAX,
-            // The client's stream carries the body: interim heads go with the final one.
-            client: None,
-            interim,
-            watch: super::client_watch::Watch::Off,
-            send_timeout: g.cfg.timeouts.send,
-            edits: g.cfg.routes[req.route].response_edits(),
-            // A streamed upload is rare enough not to keep its server's head.
-            memo: None,
-        };
-        let mut head = std::pin::pin!(read_response_head(w, &mut ur, ub, to));
-        let bounded = |head| async move {
-            match monoio::time::timeout(read_timeout, head).await {
-                Ok(r) => r,
-                Err(_) => Err(HeadFail::Timeout),
-            }
-        };
-        let first = {
-            // `to_upstream` (the request head, already sent) frames chunks. In a block of its
-            // own: once the body is sent, the client's stream is free to be watched.
-            let relay = std::pin::pin!(relay::request_body(
-                (&g.cfg, t),
-                &mut c.stream,
-                &mut uw,
-                &mut c.from_client,
-                &mut c.to_upstream,
-                (req.body, pace),
-            ));
-            monoio::select! {
-                // The body finishing wins a tie: then the response is not "early".
-                biased;
-                r = relay => Ok(r),
-                h = &mut head => Err(h),
-            }
-        };
-        match first {
-            // The whole request is sent: a client that goes away now abandons it (499).
-            Ok(Ok(())) => monoio::select! {
-                biased;
-                h = bounded(head) => BodyOutcome::Sent(h),
-                _ = super::client_watch::client_gone(&c.stream) => BodyOutcome::ClientGone,
-            },
-            // A write failed (the upstream closed or reset): it may have answered first.
-            Ok(Err(RelayFail::Upstream(e))) if e != ProxyError::UpstreamTimeout => {
-                match bounded(head).await {
-                    Ok(head) => BodyOutcome::Early(head),
-                    Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
-                }
-            }
-            Ok(Err(f)) => BodyOutcome::Failed(f),
-            Err(Ok(head)) => BodyOutcome::Early(head),
-            Err(Err(HeadFail::Bad(e))) => BodyOutcome::Failed(RelayFail::Upstream(e)),
-            Err(Err(HeadFail::Nothing(_))) => {
-                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
-            }
-            Err(Err(HeadFail::Timeout)) => {
-                BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
-            }
-            // Not reached: interim heads go out with the final head on this path.
-            Err(Err(HeadFail::Client)) => {
-                BodyOutcome::Failed(RelayFail::Client(ProxyError::ClientGone))
-            }
+) -> BodyOutcome {
+    let g = plan.g;
+    let read_timeout = plan.t.read;
+    // `to_client` gets the response head.
+    let to = HeadRead {
+        req: plan.req,
+        out: &mut c.to_client,
+        fields: &mut c.response_fields,
+        limits: &g.cfg.limits.codec,
+        read_timeout: None,
+        at_most: usize::MAX,
+        // The client's stream carries the body: interim heads go with the final one.
+        client: None,
+        interim: plan.interim,
+        watch: super::client_watch::Watch::Off,
+        send_timeout: g.cfg.timeouts.send,
+        edits: plan.edits,
+        // A streamed upload is rare enough not to keep its server's head.
+        memo: None,
+    };
+    let mut head = std::pin::pin!(read_response_head(w, up, ub, to));
+    let bounded = |head| async move {
+        match monoio::time::timeout(read_timeout, head).await {
+            Ok(r) => r,
+            Err(_) => Err(HeadFail::Timeout),
         }
     };
-    let up = ur.reunite(uw).ok().map(|stream| Upstream {
-        stream,
-        requests,
-        reused,
-        splices,
-        nonblocking,
-    });
-    (up, outcome)
+    let first = monoio::select! {
+        // The body finishing wins a tie: then the response is not "early".
+        biased;
+        end = &mut *body => Ok(end),
+        h = &mut head => Err(h),
+    };
+    let sent = match first {
+        Ok(end) => {
+            c.from_client = end.from_client;
+            c.to_upstream = end.scratch;
+            end.result
+        }
+        Err(h) => return head_first(h),
+    };
+    match sent {
+        // The whole request is sent: a client that goes away now abandons it (499).
+        Ok(()) => monoio::select! {
+            biased;
+            h = bounded(head) => BodyOutcome::Sent(h),
+            _ = super::client_watch::client_gone(&c.stream) => BodyOutcome::ClientGone,
+        },
+        // A write failed (the upstream closed or reset): it may have answered first.
+        Err(RelayFail::Upstream(e)) if e != ProxyError::UpstreamTimeout => {
+            match bounded(head).await {
+                Ok(head) => BodyOutcome::Refused(head),
+                Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+            }
+        }
+        Err(f) => BodyOutcome::Failed(f),
+    }
+}
+
+/// What a response head (or the failure to read one) that came while the body was still
+/// being sent comes to.
+fn head_first(h: Result<Head, HeadFail>) -> BodyOutcome {
+    match h {
+        Ok(head) => BodyOutcome::Early(head),
+        Err(HeadFail::Bad(e)) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+        Err(HeadFail::Nothing(_)) => {
+            BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
+        }
+        Err(HeadFail::Timeout) => {
+            BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
+        }
+        // Not reached: interim heads go out with the final head on this path.
+        Err(HeadFail::Client) => BodyOutcome::Failed(RelayFail::Client(ProxyError::ClientGone)),
+    }
 }
 
 #[cfg(test)]

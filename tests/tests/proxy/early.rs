@@ -1,7 +1,9 @@
 //! Request bodies streamed to an upstream that does not simply read them all and answer:
-//! - one that answers before it read the whole body (413 from a size limit, 401 before an
-//!   upload): the client gets that response, as from nginx, not a 502 or a timeout; the
-//!   client connection then closes (the rest of its body was never read);
+//! - one that answers before it read the whole body and refuses the rest (413 from a size
+//!   limit, 401 before an upload, any error, or an answer that closes): the client gets that
+//!   response, as from nginx, not a 502 or a timeout; the client connection then closes (the
+//!   rest of its body was never read). An early answer that does not refuse the body lets it
+//!   stream on: `early_ok.rs`;
 //! - one that stops reading and never answers: the upstream send timeout gives 504;
 //! - one that takes the body and closes: 502, and the body is never sent to another server.
 
@@ -43,9 +45,9 @@ fn deaf_upstream() -> (SocketAddr, Hold) {
 const ANSWER: &[u8] =
     b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!";
 
-/// An upstream that reads one request head, answers `ANSWER` at once, then does `after`
+/// An upstream that reads one request head, answers `answer` at once, then does `after`
 /// (a stall lasts until the test drops the returned `Hold`).
-fn early_upstream(after: After) -> (SocketAddr, Hold) {
+fn early_upstream(answer: &'static [u8], after: After) -> (SocketAddr, Hold) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (hold, release) = mpsc::channel::<()>();
@@ -54,7 +56,7 @@ fn early_upstream(after: After) -> (SocketAddr, Hold) {
         if tests::raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
             return;
         }
-        s.write_all(ANSWER).expect("the answer is written");
+        s.write_all(answer).expect("the answer is written");
         match after {
             After::Close => drop(s),
             // Reads nothing more, until the test is over.
@@ -101,14 +103,20 @@ fn upload_and_read(addr: SocketAddr, chunked: bool) -> tests::inproc::Response {
 }
 
 fn check(after: After, chunked: bool) {
-    let (up, _hold) = early_upstream(after);
+    check_answer((ANSWER, 413, b"too big!"), after, chunked);
+}
+
+/// An upload answered early with `answer`, which refuses the body: the client gets
+/// `status` and `body`, fast, and its connection closes.
+fn check_answer((answer, status, body): (&'static [u8], u16, &[u8]), after: After, chunked: bool) {
+    let (up, _hold) = early_upstream(answer, after);
     // Default send timeouts (60 s): the answer must not wait for one of them to fire.
     let p = Proxy::start(config(&[up]));
     let t = Instant::now();
     let r = upload_and_read(p.addr, chunked);
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
-    assert_eq!(r.status, 413, "{:?}", String::from_utf8_lossy(&r.head));
-    assert_eq!(r.body, b"too big!");
+    assert_eq!(r.status, status, "{:?}", String::from_utf8_lossy(&r.head));
+    assert_eq!(r.body, body);
     assert_eq!(r.header("connection"), Some("close"));
     p.stop();
 }
@@ -131,6 +139,18 @@ fn early_answer_then_stall_is_relayed() {
 #[test]
 fn early_answer_then_stall_is_relayed_chunked() {
     check(After::Stall, true);
+}
+
+/// An early error refuses the body even when its connection would stay (no `Connection:
+/// close`), and so does an early success that closes: the body stops, the client connection
+/// closes after the answer. The upstream stalls: nothing but the answer's own framing ends it.
+#[test]
+fn early_error_without_close_and_early_200_with_close_stop_the_body() {
+    const FORBIDDEN: &[u8] = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 6\r\n\r\ndenied";
+    const OK_CLOSE: &[u8] =
+        b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ndone";
+    check_answer((FORBIDDEN, 403, b"denied"), After::Stall, false);
+    check_answer((OK_CLOSE, 200, b"done"), After::Stall, true);
 }
 
 /// The usual case is unchanged: an upstream that answers after the whole body keeps both

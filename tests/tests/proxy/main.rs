@@ -10,6 +10,7 @@ mod conn_cap;
 mod differential;
 mod drain;
 mod early;
+mod early_ok;
 mod expect_continue;
 mod failures;
 mod fairness;

@@ -104,6 +104,9 @@ pub(super) async fn fetch(
         interim: true,
         keep_head: stores,
         watch: wanted.as_ref().map_or(Watch::Abandon, Watch::UnlessWanted),
+        // Filling, revalidating and falling back on a stale entry may end without relaying
+        // the answer: an early one there stops a streamed body, as before.
+        duplex: f.fill.is_none() && f.validates.is_none() && f.stale.is_none(),
     };
     let answered = upstream_answer(c, &w, &g, &fetch_req, group, how).await;
     c.response_fields.want(false);
@@ -172,7 +175,7 @@ pub(super) async fn fetch(
     cache_fields(&mut c.to_client, &f);
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, a.up, a.head).await;
+        return start_tunnel(c, a.body.into_upstream(), a.head).await;
     }
     let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
     let (next, filled) = relay_response(c, a, group, fill).await;
@@ -370,7 +373,7 @@ pub(super) fn apply_304(
     };
     let Answered {
         server,
-        up,
+        body,
         head: Head { resp, ub, .. },
         ..
     } = a;
@@ -400,7 +403,7 @@ pub(super) fn apply_304(
     if resp.upstream_keep_alive && ub.len() == resp.head_len && own {
         g.pool(group, server)
             .borrow_mut()
-            .put(up, std::time::Instant::now());
+            .put(body.into_upstream(), std::time::Instant::now());
     }
     c.w.buffers.give_buf(ub);
     answer
