@@ -76,6 +76,7 @@ mod request;
 pub mod request_path;
 mod response_memo;
 pub mod retry_budget;
+mod sent_fields;
 mod splice;
 pub mod takeover;
 mod tunnel;

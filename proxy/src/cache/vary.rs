@@ -13,7 +13,7 @@
 //! its way (`request::write_upstream_head`), and a variant must be the answer to what the origin
 //! saw, or one client's request could fill the entry another's selects (Varnish, likewise,
 //! evaluates Vary after its own header rewriting). A field the proxy never forwards (hop-by-hop,
-//! the ones the request's Connection names, `request::never_forwarded`) reads as absent, at
+//! the ones the request's Connection names, `sent_fields::never_forwarded`) reads as absent, at
 //! storing and at lookup alike. A field the proxy writes from the client's address
 //! (`X-Forwarded-For`, `X-Real-IP`) has a value per client that the client's request does not
 //! hold: a response varying on it is not stored, as for `*`. The other fields the proxy writes
@@ -21,7 +21,7 @@
 //! scheme, a route's `request_headers` are fixed for its store; keyed on the client's value, they
 //! can only split a variant in two, never join two the origin told apart.
 
-use crate::request::{never_forwarded, written_per_client};
+use crate::sent_fields::{never_forwarded, written_per_client};
 use shared::http::framing::{connection_tokens, list_elements, trim_ows};
 
 /// The request values a stored response was selected by. Empty: the response had no `Vary`.

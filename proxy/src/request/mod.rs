@@ -27,7 +27,7 @@ use crate::static_files::StaticQuery;
 use bytes::BytesMut;
 pub use client_addr::{ClientAddr, IpText};
 use shared::http::encode::{copy_fields, write_header, write_header_u64, write_request_line};
-use shared::http::framing::{connection_tokens, is_hop_by_hop};
+use shared::http::framing::connection_tokens;
 use shared::http::limits::MAX_HEADERS_CAP;
 use shared::http::target::{normalize_path, origin_bytes, origin_form};
 use shared::http::{
@@ -541,7 +541,7 @@ pub(crate) fn write_upstream_head<'b>(
     let mut xff_seen = false;
     copy_fields(out, buf, head.headers, |h| {
         let n = h.name;
-        if never_forwarded(n)
+        if crate::sent_fields::never_forwarded(n)
             || eq(n, "host")
             || eq(n, "content-length")
             || (opts.x_forwarded_for && eq(n, "x-forwarded-for"))
@@ -589,30 +589,6 @@ pub(crate) fn write_upstream_head<'b>(
         host_written,
         spots,
     }
-}
-
-/// A client's field that no upstream request carries, whatever the configuration: the
-/// hop-by-hop ones (the fields Connection names aside: [`Named`]), `Expect` (the proxy
-/// answers `100-continue` itself), `HTTP2-Settings` (only for an h2c upgrade, which is never
-/// forwarded, nor one hidden in a WebSocket upgrade's list: dropped even when Connection does
-/// not name it), and `X-Forwarded-Host` and `Forwarded` (what a client says about the host it
-/// addressed or where the request passed: not trusted, never passed on; an origin would build
-/// URLs or access rules on it). The cache reads them as absent too (`cache::vary`): a variant
-/// is the one of the request the origin saw.
-pub(crate) fn never_forwarded(name: &str) -> bool {
-    is_hop_by_hop(name)
-        || eq(name, "expect")
-        || eq(name, "http2-settings")
-        || eq(name, "x-forwarded-host")
-        || eq(name, "forwarded")
-}
-
-/// A field the proxy may write upstream from the client's address (`X-Forwarded-For`,
-/// `X-Real-IP`), replacing the client's own: its value is not in the client's request, so
-/// the cache cannot tell which variant of a response that varies on it a request selects
-/// (`cache::vary` stores none).
-pub(crate) fn written_per_client(name: &str) -> bool {
-    eq(name, "x-forwarded-for") || eq(name, "x-real-ip")
 }
 
 /// What [`write_upstream_head`] says of the head it wrote.

@@ -131,8 +131,7 @@ pub async fn run(
                 }
                 // What the fill did not store in time is not stored for this client.
                 if only_if_cached {
-                    c.from_client.advance(req.head_len);
-                    return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
+                    return not_cached(c, req).await;
                 }
                 // The fill takes too long: fetch on our own, without storing (a stale
                 // entry still serves if the upstream fails).
@@ -176,12 +175,15 @@ pub async fn run(
                 let key = key();
                 return purge(c, req, cfg, &key).await;
             }
-            Decision::NotCached => {
-                c.from_client.advance(req.head_len);
-                return fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await;
-            }
+            Decision::NotCached => return not_cached(c, req).await,
         }
     }
+}
+
+/// Only-if-cached and nothing is stored: 504 (RFC 9111 5.2.1.7).
+async fn not_cached(c: &mut ClientConn, req: &RequestInfo) -> Next {
+    c.from_client.advance(req.head_len);
+    fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await
 }
 
 /// Answer a request the store answers (`X-Cache: HIT`): a hit, a 304 or a 412 from a stored
