@@ -45,14 +45,24 @@ fn a_coding_other_than_chunked_is_502_not_silently_dropped() {
         } else {
             "hello"
         };
-        let reply = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: {te}\r\n\r\n{body}");
-        let (up, h) = fake_upstream(reply.into_bytes());
-        let p = proxy_to(up);
-        let r = exchange(p.listen_addrs()[0], &tests::raw::get("/"), WAIT);
-        assert_generated(&r, 502, true);
-        h.join().unwrap();
-        p.shutdown().unwrap();
+        answered_502(format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: {te}\r\n\r\n{body}"
+        ));
     }
+}
+
+/// A GET whose upstream answers `reply` gets the proxy's own 502.
+fn answered_502(reply: String) {
+    gets_502(fake_upstream(reply.into_bytes()));
+}
+
+/// A GET through a proxy to the upstream `up` (its thread `h`) gets the proxy's own 502.
+fn gets_502((up, h): (SocketAddr, thread::JoinHandle<Vec<u8>>)) {
+    let p = proxy_to(up);
+    let r = exchange(p.listen_addrs()[0], &tests::raw::get("/"), WAIT);
+    assert_generated(&r, 502, true);
+    h.join().unwrap();
+    p.shutdown().unwrap();
 }
 
 /// Chunked applied twice (RFC 9112 7: MUST NOT), or Transfer-Encoding in an HTTP/1.0
@@ -65,13 +75,7 @@ fn chunked_twice_or_in_http10_is_502_not_relayed_as_payload() {
         "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n",
         "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n",
     ] {
-        let reply = format!("{head}\r\n2\r\nok\r\n0\r\n\r\n");
-        let (up, h) = fake_upstream(reply.into_bytes());
-        let p = proxy_to(up);
-        let r = exchange(p.listen_addrs()[0], &tests::raw::get("/"), WAIT);
-        assert_generated(&r, 502, true);
-        h.join().unwrap();
-        p.shutdown().unwrap();
+        answered_502(format!("{head}\r\n2\r\nok\r\n0\r\n\r\n"));
     }
 }
 
@@ -80,12 +84,7 @@ fn a_flood_of_interim_responses_is_bounded() {
     // 100 Continue heads well past the 64 KiB head limit, then never a final response: the
     // proxy must give up on the flood itself, not wait for the 60 s read timeout.
     let reply = b"HTTP/1.1 100 Continue\r\n\r\n".repeat(4000);
-    let (up, h) = fake_upstream_holding(reply, Duration::from_secs(30));
-    let p = proxy_to(up);
-    let r = exchange(p.listen_addrs()[0], &tests::raw::get("/"), WAIT);
-    assert_generated(&r, 502, true);
-    h.join().unwrap();
-    p.shutdown().unwrap();
+    gets_502(fake_upstream_holding(reply, Duration::from_secs(30)));
 }
 
 #[test]

@@ -11,6 +11,18 @@ fn get(c: &mut Client, path: &str, extra: &str) -> tests::raw::Response {
     raw::response(c, path)
 }
 
+/// A response stale at once, within its stale-while-revalidate window, ETag "v1", body `stale`.
+fn swr_stale() -> crate::scripted::Answer {
+    answer(
+        "200 OK",
+        &[
+            "Cache-Control: max-age=0, stale-while-revalidate=60",
+            "ETag: \"v1\"",
+        ],
+        b"stale",
+    )
+}
+
 #[test]
 fn stale_while_revalidate_runs_apart_from_the_connection_that_started_it() {
     // RFC 5861 3: the client whose request started the revalidation has its next request on
@@ -38,17 +50,7 @@ fn stale_while_revalidate_runs_apart_from_the_connection_that_started_it() {
     ];
     for (second, body, etag) in cases {
         let (second, release) = second.held();
-        let o = Scripted::start(vec![
-            answer(
-                "200 OK",
-                &[
-                    "Cache-Control: max-age=0, stale-while-revalidate=60",
-                    "ETag: \"v1\"",
-                ],
-                b"stale",
-            ),
-            second,
-        ]);
+        let o = Scripted::start(vec![swr_stale(), second]);
         let (p, addr) = proxy(&[o.addr()], &[], |_| {});
         let r = request(addr, "GET", "/swr", "");
         assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
@@ -617,14 +619,7 @@ fn a_background_revalidation_carries_none_of_the_clients_preconditions_or_range(
         "If-Range: \"v1\"\r\nRange: bytes=0-1\r\n",
     ] {
         let o = Scripted::start(vec![
-            answer(
-                "200 OK",
-                &[
-                    "Cache-Control: max-age=0, stale-while-revalidate=60",
-                    "ETag: \"v1\"",
-                ],
-                b"stale",
-            ),
+            swr_stale(),
             answer(
                 "412 Precondition Failed",
                 &["Cache-Control: max-age=60"],
