@@ -3,7 +3,6 @@
 //! them (`X-Forwarded-Proto` per listener, `Host` with its port): a response fetched for one
 //! must never be served for another.
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,38 +26,19 @@ fn echo_origin() -> (SocketAddr, Arc<AtomicU64>) {
     (addr, count)
 }
 
-fn serve_echo(mut s: TcpStream, count: &AtomicU64) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            buf.drain(..end + 4);
-            count.fetch_add(1, Ordering::SeqCst);
-            let field = |name: &str| {
-                head.split("\r\n")
-                    .filter_map(|l| l.split_once(':'))
-                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                    .map_or("-".to_string(), |(_, v)| v.trim().to_string())
-            };
-            let body = format!(
+fn serve_echo(s: TcpStream, count: &AtomicU64) {
+    crate::answer_each_head(s, |head| {
+        count.fetch_add(1, Ordering::SeqCst);
+        let field = |name| crate::head_field(head, name);
+        crate::Answer {
+            fields: String::new(),
+            body: format!(
                 "proto={} host={}",
                 field("x-forwarded-proto"),
                 field("host")
-            );
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            if s.write_all(resp.as_bytes()).is_err() {
-                return;
-            }
+            ),
         }
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
+    })
 }
 
 fn body(r: &Response) -> String {

@@ -67,38 +67,19 @@ fn field_echo(
 
 /// One connection of [`field_echo`]: heads in (no bodies: GETs), answers out, until the peer
 /// closes or nothing arrives for `WAIT` (a pooled connection the proxy keeps).
-fn echo_fields(mut s: std::net::TcpStream, vary: &str, names: &[&str], mut counted: impl FnMut()) {
-    use std::io::{Read, Write};
+fn echo_fields(s: std::net::TcpStream, vary: &str, names: &[&str], mut counted: impl FnMut()) {
     s.set_read_timeout(Some(tests::raw::WAIT)).unwrap();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            buf.drain(..end + 4);
-            counted();
-            let value = |name: &str| {
-                head.split("\r\n")
-                    .filter_map(|l| l.split_once(':'))
-                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
-                    .map_or("-".to_string(), |(_, v)| v.trim().to_string())
-            };
-            let body: Vec<String> = names.iter().map(|n| format!("{n}={}", value(n))).collect();
-            let body = body.join(" ");
-            let resp = format!(
-                "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nVary: {vary}\r\n\
-                 Content-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            if s.write_all(resp.as_bytes()).is_err() {
-                return;
-            }
+    crate::answer_each_head(s, |head| {
+        counted();
+        let body: Vec<String> = names
+            .iter()
+            .map(|n| format!("{n}={}", crate::head_field(head, n)))
+            .collect();
+        crate::Answer {
+            fields: format!("Vary: {vary}\r\n"),
+            body: body.join(" "),
         }
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
+    })
 }
 
 /// A connection to `to` from the loopback address `from` (127.0.0.0/8 is all ours).
