@@ -613,23 +613,13 @@ async fn relay_response(
     let body_to_client = !fill.as_ref().is_some_and(|f| f.head_only || f.silent);
     let early = matches!(body, Body::Refused(_));
     let answer = (&resp, ub, timeouts);
-    let (relayed, mut up) = match body {
+    // `body_failed`: the rest of a request body that streamed beside the answer failed.
+    let (relayed, mut up, body_failed) = match body {
         Body::Sent(mut up) | Body::Refused(mut up) => {
-            (relay_answer(c, &w, &mut up, answer, fill, true).await, up)
+            let relayed = relay_answer(c, &w, &mut up, answer, fill, true).await;
+            (relayed, up, false)
         }
-        Body::Streams(duplex::Upload { mut body, mut up }) => {
-            // No splice: it waits on the sockets its own way, and the body uses them too.
-            let relay = relay_answer(c, &w, &mut up, answer, fill, false);
-            let both = duplex::both(relay, &mut body).await;
-            // The body's future goes first: it points into `up`.
-            drop(body);
-            let relayed = both.map(|(done, end)| {
-                c.from_client = end.from_client;
-                c.to_upstream = end.scratch;
-                done
-            });
-            (relayed, *up)
-        }
+        Body::Streams(u) => relay_beside_body(c, &w, u, answer, fill).await,
     };
     // Only the access log shows it: no clock read per request without one.
     if w.obs.access_log.is_some() {
@@ -653,7 +643,7 @@ async fn relay_response(
             }
             // A connection that began with a client's PROXY header is that client's alone.
             let own = c.g.cfg.groups[group].proxy_protocol.is_none();
-            if resp.upstream_keep_alive && done.clean && own {
+            if resp.upstream_keep_alive && done.clean && own && !body_failed {
                 c.g.pool(group, server)
                     .borrow_mut()
                     .put(up, shared::clock::loop_now());
@@ -661,8 +651,10 @@ async fn relay_response(
             let next = if done.client_gone {
                 // It left mid-body; the rest went into the entry others stream.
                 Next::Close
-            } else if early {
-                // Let the client read the response before the close resets the connection.
+            } else if early || body_failed {
+                // The answer went whole; the request's body did not (`body_failed`), or was
+                // refused (`early`): the connection ends, not the answer (no reset). Let the
+                // client read the response before the close resets the connection.
                 linger_close(c).await;
                 Next::Close
             } else if resp.client_keep_alive {
@@ -697,6 +689,34 @@ async fn relay_response(
             (Next::Close, None)
         }
     }
+}
+
+/// [`relay_answer`] while the rest of the request body streams to the upstream (`duplex`):
+/// the answer's result, the connection, and whether the body failed. The upload is kept
+/// whole (not bound field by field): dropped on cancellation, the body's future goes before
+/// the connection it points into (the struct's field order).
+async fn relay_beside_body(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    mut u: duplex::Upload<'_>,
+    answer: (&crate::forward::ResponseInfo, BytesMut, &Timeouts),
+    fill: Option<relay::FillSink<'_>>,
+) -> (Result<relay::Relayed, RelayFail>, Upstream, bool) {
+    // No splice: it waits on the sockets its own way, and the body uses them too.
+    let relay = relay_answer(c, w, &mut u.up, answer, fill, false);
+    let (relayed, end) = duplex::both(relay, &mut u.body).await;
+    let duplex::Upload { body, up } = u;
+    // The body's future goes first: it points into `up`.
+    drop(body);
+    let body_failed = match end {
+        Some(end) => {
+            c.from_client = end.from_client;
+            c.to_upstream = end.scratch;
+            end.result.is_err()
+        }
+        None => true,
+    };
+    (relayed, *up, body_failed)
 }
 
 /// Send the client's response head and the response body from `up` to the client (filling

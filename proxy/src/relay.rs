@@ -553,6 +553,11 @@ impl<'a> ToClient<'a> {
         if let Some(f) = &mut self.fill {
             self.others |= f.handle.is_some_and(|h| f.store.borrow().waited_on(h));
             f.append(&ubuf[a..b]);
+            // Read on for nobody: the client left and the entry was dropped (too large, no
+            // room, invalidated).
+            if self.gone && f.handle.is_none() {
+                return Err(RelayFail::Client(ProxyError::ClientGone));
+            }
             if f.head_only || self.gone {
                 self.flush_head().await?;
                 return Ok(ubuf);

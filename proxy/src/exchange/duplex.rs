@@ -32,6 +32,12 @@ use std::ptr::NonNull;
 /// One direction of a stream that another future uses in the other direction at the same
 /// time: what monoio's split halves do, over a stream that stays where it is instead of one
 /// moved into an `Rc` (the client's stays in its connection, an upstream's in its `Box`).
+/// Unlike those halves, no `UnsafeCell` sits between the two: the stream is also reached
+/// through the `&mut` borrows the exchange goes on making, which Rust's aliasing rules do
+/// not bless (Miri's Stacked Borrows would object) although nothing reads or writes the
+/// same state from both at once (one task, and a read and a write touch separate parts).
+/// Reaching both streams only through pointers (or an `UnsafeCell`) while the body lives
+/// would close that gap.
 pub(super) struct Side(NonNull<Stream>);
 
 impl Side {
@@ -138,25 +144,26 @@ pub(super) fn refuses(resp: &ResponseInfo) -> bool {
 }
 
 /// Relay the answer (`answer`) while `body` streams, both to their end, at once: an
-/// upstream may send all its answer before it reads on. Either failing ends both (an
-/// unfinished body leaves the upstream waiting for it; an unfinished answer leaves nothing
-/// to send the body for). `Ok`: both ended well, with what the answer's relay left and the
-/// body's buffers.
+/// upstream may send all its answer before it reads on. The answer's result, and how the
+/// body ended (`None`: the answer failed first, and the body was left). An answer that
+/// failed ends the body (nothing to send it for), and so does a body the client failed (its
+/// pace, its size, its going away: the upstream waits for the rest). A body that ended
+/// well, or whose writes failed on the upstream's side, lets the answer finish (an upstream
+/// that answered whole and then closed is still being relayed). A body that failed after a
+/// whole answer does not make that answer a failure: the caller closes both connections.
 pub(super) async fn both(
     answer: impl Future<Output = Result<Relayed, RelayFail>>,
     body: &mut BodyFuture<'_>,
-) -> Result<(Relayed, BodyEnd), RelayFail> {
+) -> (Result<Relayed, RelayFail>, Option<BodyEnd>) {
     let mut answer = std::pin::pin!(answer);
     monoio::select! {
-        r = &mut answer => {
-            let relayed = r?;
-            let end = body.await;
-            end.result?;
-            Ok((relayed, end))
-        }
-        end = &mut *body => {
-            end.result?;
-            Ok((answer.await?, end))
-        }
+        r = &mut answer => match r {
+            Ok(relayed) => (Ok(relayed), Some(body.await)),
+            Err(e) => (Err(e), None),
+        },
+        end = &mut *body => match end.result {
+            Err(e @ RelayFail::Client(_)) => (Err(e), Some(end)),
+            _ => (answer.await, Some(end)),
+        },
     }
 }

@@ -226,3 +226,78 @@ fn a_body_that_stalls_after_an_early_200_closes_both_connections() {
     );
     p.stop();
 }
+
+/// An origin that answers a streamed POST whole at once (`200`, chunked `hello`, keep-alive)
+/// without reading its body, tells `answered`, and closes once `close` says so (as Go's
+/// net/http does when a handler returns without reading the body).
+fn answer_whole_then_close(answered: mpsc::Sender<()>, close: mpsc::Receiver<()>) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        if read_request_head(&mut s, &mut Vec::new()).is_err() {
+            return;
+        }
+        let whole = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n";
+        let _ = s.write_all(whole);
+        let _ = answered.send(());
+        let _ = close.recv_timeout(WAIT);
+    });
+    addr
+}
+
+#[test]
+fn a_whole_answer_stays_whole_when_the_body_then_fails() {
+    // The origin answered whole, then closed without reading the rest of the body: the
+    // body's writes fail after the answer went. That is no failed answer: the client gets it
+    // and a clean end (for an HTTP/1.0 client the close marks the end of its body, and it
+    // was a reset: the whole answer looked cut off).
+    for (version, end_of_answer) in [("1.0", &b"hello"[..]), ("1.1", &b"0\r\n\r\n"[..])] {
+        let (answered_tx, answered) = mpsc::channel();
+        let (close, close_rx) = mpsc::channel();
+        let up = answer_whole_then_close(answered_tx, close_rx);
+        let p = Proxy::start(config(&[up]));
+        let mut c = TcpStream::connect(p.addr).unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        let head = format!("POST /up HTTP/{version}\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+        c.write_all(head.as_bytes()).unwrap();
+        c.write_all(&vec![b'x'; 50_000]).unwrap();
+        assert_eq!(
+            answered.recv_timeout(WAIT),
+            Ok(()),
+            "HTTP/{version}: no answer"
+        );
+        let mut got = Vec::new();
+        while !got.ends_with(end_of_answer) {
+            if let Err(end) = read_once(&mut c, &mut got) {
+                panic!(
+                    "HTTP/{version}: {end:?} after {:?}",
+                    String::from_utf8_lossy(&got)
+                );
+            }
+        }
+        close.send(()).unwrap();
+        // The rest of the body, into a connection the origin closed.
+        let mut w = c.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            for _ in 0..15 {
+                if w.write_all(&[b'y'; 10_000]).is_err() {
+                    break;
+                }
+            }
+        });
+        let end = loop {
+            if let Err(end) = read_once(&mut c, &mut got) {
+                break end;
+            }
+        };
+        writer.join().unwrap();
+        let text = String::from_utf8_lossy(&got);
+        assert_eq!(end, End::Closed, "HTTP/{version}: {text:?}");
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK\r\n"),
+            "HTTP/{version}: {text:?}"
+        );
+        p.stop();
+    }
+}

@@ -693,47 +693,88 @@ fn a_stored_404_is_served_whole_whatever_the_range_or_preconditions() {
     p.shutdown().unwrap();
 }
 
-#[test]
-fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_leaves() {
-    // Collapsed forwarding: B streams the entry A's request fills. A leaves mid-body (it
-    // closes with bytes unread: a reset). The fill must go on for B, which gets the whole
-    // body; it was cut off with A (B had a HIT head and 50,000 of its 200,000 bytes).
+/// What [`filler_leaves`] came to.
+struct Left {
+    p: proxy::Running,
+    addr: std::net::SocketAddr,
+    /// B's read of the rest of the body.
+    rest: std::io::Result<Vec<u8>>,
+    /// How the fill's upstream connection ended once the origin had written the whole body
+    /// (`TimedOut` within 1 s: it stayed open, pooled).
+    origin_end: std::sync::mpsc::Receiver<raw::End>,
+    /// The origin's requests, numbered.
+    heads: std::sync::mpsc::Receiver<usize>,
+}
+
+/// Collapsed forwarding: B streams the entry A's request fills with a 200,000-byte body; A
+/// leaves after 50,000 of them (it closes with bytes unread: a reset); with `invalidate`, a
+/// POST of the same URL then invalidates the key (its fill too); then the origin sends the
+/// rest.
+fn filler_leaves(invalidate: bool) -> Left {
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::sync::mpsc;
     const LEN: usize = 200_000;
     const FIRST: usize = 50_000;
+    const SECOND: usize = 10_000;
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let origin = l.local_addr().unwrap();
     let (go, rest) = mpsc::channel::<()>();
     let (heads_tx, heads) = mpsc::channel::<usize>();
+    let (end_tx, origin_end) = mpsc::channel();
+    // A thread per connection: the fill's waits for `go` while a POST is answered.
+    let mut gate = Some(rest);
     std::thread::spawn(move || {
         for (i, mut s) in l.incoming().flatten().enumerate() {
-            if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
-                return;
-            }
-            let _ = heads_tx.send(i);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {LEN}\r\n\r\n"
-            );
-            let body = vec![b'x'; LEN];
-            let _ = s.write_all(head.as_bytes());
-            let _ = s.write_all(&body[..FIRST]);
-            if i == 0 && rest.recv().is_err() {
-                return;
-            }
-            let _ = s.write_all(&body[FIRST..]);
-            let _ = s.read(&mut [0u8; 64]);
+            let (gate, heads_tx, end_tx) = (gate.take(), heads_tx.clone(), end_tx.clone());
+            std::thread::spawn(move || {
+                if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+                    return;
+                }
+                let _ = heads_tx.send(i);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {LEN}\r\n\r\n"
+                );
+                let body = vec![b'x'; LEN];
+                let _ = s.write_all(head.as_bytes());
+                let _ = s.write_all(&body[..FIRST]);
+                // The fill's body: FIRST bytes, SECOND more at the first `go`, the rest in
+                // pieces at the second.
+                if let Some(gate) = gate {
+                    if gate.recv().is_err() {
+                        return;
+                    }
+                    let _ = s.write_all(&body[FIRST..FIRST + SECOND]);
+                    if gate.recv().is_err() {
+                        return;
+                    }
+                    for piece in body[FIRST + SECOND..].chunks(SECOND) {
+                        let _ = s.write_all(piece);
+                    }
+                } else {
+                    let _ = s.write_all(&body[FIRST..]);
+                }
+                if i > 0 {
+                    return;
+                }
+                s.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+                    .unwrap();
+                let end = match raw::read_once(&mut s, &mut Vec::new()) {
+                    Err(end) => end,
+                    Ok(_) => raw::End::TimedOut,
+                };
+                let _ = end_tx.send(end);
+            });
         }
     });
     let (p, addr) = proxy(&[origin], &[], |c| c.max_object = 1 << 20);
-    let get = |addr| {
+    let get_with = |addr: std::net::SocketAddr, req: &str| {
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(raw::WAIT)).unwrap();
-        s.write_all(b"GET /big HTTP/1.1\r\nHost: cache.test\r\n\r\n")
-            .expect("send");
+        s.write_all(req.as_bytes()).expect("send");
         s
     };
+    let get = |addr| get_with(addr, "GET /big HTTP/1.1\r\nHost: cache.test\r\n\r\n");
     // (the head's text, the body bytes read after it), reading until `body` bytes came.
     let read_until = |s: &mut TcpStream, body: usize| -> (String, usize) {
         let mut got = Vec::new();
@@ -761,15 +802,58 @@ fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_leaves() {
     let (head, got) = read_until(&mut b, FIRST);
     assert!(head.contains("X-Cache: HIT"), "{head}");
     assert_eq!(got, FIRST, "B has what the entry holds");
-    drop(a);
+    // More of the body while B waits for it (and A is still there).
     go.send(()).unwrap();
-    let mut rest = vec![0u8; LEN - FIRST];
-    let read = b.read_exact(&mut rest);
-    assert!(read.is_ok(), "B was cut off: {read:?}");
+    let mut more = vec![0u8; SECOND];
+    b.read_exact(&mut more).expect("B streams the fill");
+    drop(a);
+    if invalidate {
+        // Its answer's head comes after the key (and its fill) was invalidated.
+        let mut post = get_with(
+            addr,
+            "POST /big HTTP/1.1\r\nHost: cache.test\r\nContent-Length: 0\r\n\r\n",
+        );
+        let (head, _) = read_until(&mut post, 0);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    go.send(()).unwrap();
+    let mut rest = vec![0u8; LEN - FIRST - SECOND];
+    let rest = b.read_exact(&mut rest).map(|()| rest);
+    Left {
+        p,
+        addr,
+        rest,
+        origin_end,
+        heads,
+    }
+}
+
+#[test]
+fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_leaves() {
+    // The fill must go on for B, which gets the whole body; it was cut off with A (B had a
+    // HIT head and 60,000 of its 200,000 bytes).
+    let left = filler_leaves(false);
+    let rest = left.rest.as_ref().expect("B was cut off");
     assert!(rest.iter().all(|&c| c == b'x'));
-    assert!(heads.try_recv().is_err(), "nobody fetched again");
+    assert!(left.heads.try_recv().is_err(), "nobody fetched again");
     // The entry is whole: the next request is a hit of all of it.
-    let r = request(addr, "GET", "/big", "");
-    assert_eq!((r.status, x_cache(&r), r.body.len()), (200, "HIT", LEN));
-    p.shutdown().unwrap();
+    let r = request(left.addr, "GET", "/big", "");
+    assert_eq!((r.status, x_cache(&r), r.body.len()), (200, "HIT", 200_000));
+    left.p.shutdown().unwrap();
+}
+
+#[test]
+fn a_fill_dropped_after_its_client_left_reads_no_further() {
+    // As above, and a POST of the URL invalidates the key, its fill too (B is cut off: nothing
+    // holds the rest for it): with its client gone nothing wants the rest of the body either,
+    // so the fill's upstream connection is closed, not read to its end for nobody (it was,
+    // and pooled).
+    let left = filler_leaves(true);
+    assert!(left.rest.is_err(), "B cannot have the whole body");
+    let end = left.origin_end.recv_timeout(raw::WAIT);
+    assert!(
+        matches!(end, Ok(raw::End::Closed | raw::End::Reset)),
+        "the fill's upstream connection: {end:?}"
+    );
+    left.p.shutdown().unwrap();
 }
