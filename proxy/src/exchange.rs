@@ -221,14 +221,16 @@ async fn upstream_answer<'g>(
     if let Some(n) = inline {
         c.from_client.advance(n);
     }
-    if let Body::Refused(_) = a.body {
-        a.head.resp = a.head.resp.answered_early().map_err(Some)?;
-    } else if let Body::Streams(_) = a.body {
+    match a.body {
+        Body::Refused(_) => a.head.resp = a.head.resp.answered_early().map_err(Some)?,
         // What follows the body in `from_client` is not known yet: a drain closes after
         // this answer, as for a request that came alone.
-    } else if !how.keep_head && !req.pipelined && !c.from_client.is_empty() {
+        Body::Streams(_) => {}
         // The body is all read; what follows it in `from_client` came while it arrived.
-        a.head.resp.pipelined_behind_body(req);
+        Body::Sent(_) if !how.keep_head && !req.pipelined && !c.from_client.is_empty() => {
+            a.head.resp.pipelined_behind_body(req);
+        }
+        Body::Sent(_) => {}
     }
     c.rec.upstream = Some(crate::record::Served {
         group,

@@ -91,9 +91,11 @@ fn drop_request_fields(out: &mut BytesMut, drop: impl Fn(&[u8]) -> bool) {
 
 /// Make the upstream request head in `out` a request of the cache's own, which no client
 /// sees the answer to (a background revalidation): none of the client's preconditions nor
-/// its range (their answers would replace the stored response for everyone).
-pub fn drop_client_only(out: &mut BytesMut) {
+/// its range (their answers would replace the stored response for everyone); conditional on
+/// the stored response's validators `v`, if it has them (as [`make_conditional`]).
+pub fn make_own_request(out: &mut BytesMut, v: Option<Validators<'_>>) {
     drop_request_fields(out, is_client_only);
+    add_validators(out, v.unwrap_or_default());
 }
 
 /// Turn the upstream request head in `out` (request line and fields, no empty line) into a
@@ -103,6 +105,11 @@ pub fn drop_client_only(out: &mut BytesMut) {
 /// ... SHOULD send the Last-Modified value").
 pub fn make_conditional(out: &mut BytesMut, v: Validators<'_>) {
     drop_request_fields(out, is_client_conditional);
+    add_validators(out, v);
+}
+
+/// `If-None-Match: <etag>` and `If-Modified-Since: <last-modified>` for the validators `v`.
+fn add_validators(out: &mut BytesMut, v: Validators<'_>) {
     if let Some(etag) = v.etag {
         write_header(out, b"If-None-Match", etag);
     }

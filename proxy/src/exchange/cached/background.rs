@@ -86,10 +86,11 @@ pub(super) fn start(
     };
     // The cache's own request: the client had its answer (from the stale entry, its
     // preconditions and range applied there).
-    validate::drop_client_only(&mut upstream);
-    if let Some((_, stored)) = &r.validates {
-        validate::make_conditional(&mut upstream, validate::validators(&stored.head));
-    }
+    let v = r
+        .validates
+        .as_ref()
+        .map(|(_, s)| validate::validators(&s.head));
+    validate::make_own_request(&mut upstream, v);
     let job = Job {
         w: c.w.clone(),
         g: c.g.clone(),
