@@ -278,8 +278,7 @@ fn serve_parked(
                 p.stream.park();
                 match wait_idle(&w, &mut p).await {
                     Waited::Arrived | Waited::Unable => {}
-                    // Dropping the stream closes it.
-                    Waited::TimedOut | Waited::Stopped => return,
+                    Waited::TimedOut | Waited::Stopped => return p.stream.close_quietly(),
                 }
             }
             // The frame goes back to the pool at the end of this statement. The step is out of
@@ -361,6 +360,10 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         // Dropping the stream closes it (monoio's way: with io_uring a close op, plus a
         // cancel of that op when the stream is dropped before it completes).
         Served::Close => Step::Done,
+        Served::Quiet => {
+            stream.close_quietly();
+            Step::Done
+        }
         // No I/O on the stream is in flight: close the fd at once (see `close_now`).
         Served::Finished if corked => {
             stream.close_now_corked();
@@ -385,6 +388,9 @@ enum Served {
     Idle,
     /// Close by dropping the stream.
     Close,
+    /// The client's own end, or its idle timeout, or a stop, between requests: close with a
+    /// TLS client's close_notify (`Stream::close_quietly`).
+    Quiet,
     /// The response is complete and every I/O on the stream completed: close at once.
     Finished,
     /// A WebSocket upgrade: relay bytes with this upstream connection.
@@ -403,7 +409,7 @@ async fn requests(
     loop {
         let info = match read_head(c, stop, first.take()).await {
             Ok(Some(info)) => info,
-            Ok(None) => return Served::Close,
+            Ok(None) => return Served::Quiet,
             Err(e) => {
                 if w.obs.access_log.is_some() {
                     c.logreq.capture(c.ip.client(), &c.from_client);

@@ -192,6 +192,17 @@ impl Stream {
         self.close_now_with(false)
     }
 
+    /// End a connection quietly (the peer's own end, an idle timeout, a stop): a TLS one
+    /// with a close_notify first (`close_now`), as RFC 8446 6.1 asks of a party closing its
+    /// write side, so its peer tells the clean end from a cut; a plain one is dropped, which
+    /// closes it the ordinary way.
+    pub fn close_quietly(self) {
+        match self {
+            Stream::Tls(_) => self.close_now(),
+            Stream::Plain(s) => drop(s),
+        }
+    }
+
     /// `close_now` for a socket whose last bytes were written under TCP_CORK: shutdown(2) of
     /// the write side (after the TLS close_notify) sends them with the FIN in one segment.
     /// close(2) alone would do the same, except when the peer sent bytes never read: then it

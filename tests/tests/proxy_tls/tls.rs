@@ -297,3 +297,49 @@ fn static_files_over_tls() {
         p.stop();
     }
 }
+
+/// A TLS connection the proxy ends quietly (the client's own close_notify between requests,
+/// or the idle timeout) ends with the proxy's close_notify (RFC 8446 6.1: each party sends
+/// one before closing its write side): a client tells that clean end from a cut, which
+/// rustls reports as `UnexpectedEof`.
+#[test]
+fn a_quiet_end_of_a_tls_connection_carries_the_proxys_close_notify() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("quiet_end");
+    for d in tests::drivers() {
+        let mut cfg: Config = config(&[o.addr()]);
+        cfg.runtime.driver = tests::driver_choice(d);
+        cfg.listeners[0].tls = Some(tls_of(single(&dir, &ca)));
+        cfg.timeouts.idle = Duration::from_millis(300);
+        cfg.timeouts.header = Duration::from_millis(300);
+        let p = Proxy::start(cfg);
+        let cc = client_config(&ca.der(), false);
+        // The end read as it comes: Ok(0) is a close_notify, UnexpectedEof a bare FIN.
+        let end = |c: &mut TlsClient, what: &str| {
+            let mut tmp = [0u8; 64];
+            match c.s.read(&mut tmp) {
+                Ok(0) => {}
+                Ok(n) => panic!("{d} {what}: {n} unexpected bytes"),
+                Err(e) => panic!("{d} {what}: no close_notify from the proxy ({e})"),
+            }
+        };
+        // The client's close_notify right after its answer (its connection still in its
+        // request frame), and after a pause (parked, holding no buffers).
+        for pause in [Duration::ZERO, Duration::from_millis(100)] {
+            let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+            assert_eq!(c.get("/?size=64").status, 200, "{d}");
+            std::thread::sleep(pause);
+            c.s.conn.send_close_notify();
+            c.s.flush().unwrap();
+            end(&mut c, &format!("client's close_notify after {pause:?}"));
+        }
+        // The idle timeout, between requests and before the first.
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        assert_eq!(c.get("/?size=64").status, 200, "{d}");
+        end(&mut c, "idle timeout");
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        end(&mut c, "no first request");
+        p.stop();
+    }
+}
