@@ -509,7 +509,8 @@ impl<'a> ToClient<'a> {
                 self.rec.wrote(self.head);
             }
             Err(e) => {
-                self.client_failed(e.fail, e.buf.is_some())?;
+                // The head buffer holds nothing the relay still needs.
+                self.client_failed(e.fail, true)?;
                 *self.head = e.buf.unwrap_or_default();
                 self.head.clear();
             }
@@ -518,12 +519,12 @@ impl<'a> ToClient<'a> {
         Ok(())
     }
 
-    /// A write to the client failed (`kept`: the buffer came back). The relay fails, unless
-    /// the response fills an entry that other requests stream or wait for: then the body
-    /// goes on into the entry alone (Varnish's fetch does not depend on its client either),
-    /// or they would all be cut off with the client that happened to start it. A write that
-    /// timed out took the buffer with it (the bytes read after the body's last appended run
-    /// with it): that one fails as before.
+    /// A write to the client failed (`kept`: the relay still has what it needs of the
+    /// buffer). The relay fails, unless the response fills an entry that other requests
+    /// stream or wait for: then the body goes on into the entry alone (Varnish's fetch does
+    /// not depend on its client either), or they would all be cut off with the client that
+    /// happened to start it. A write that timed out took its buffer with it: where others
+    /// wait, `payload` writes a copy, never the relay's buffer.
     fn client_failed(&mut self, f: IoFail, kept: bool) -> Result<(), RelayFail> {
         if !(kept && self.others) {
             return Err(client_fail(f));
@@ -575,6 +576,16 @@ impl<'a> ToClient<'a> {
             return Ok(ubuf);
         }
         if b == a {
+            return Ok(ubuf);
+        }
+        if self.others {
+            // A copy through the head buffer: a write that times out takes its buffer with
+            // it, and this one holds the undecoded rest of the body (collapsed requests only).
+            if !self.head_pending {
+                self.head.clear();
+            }
+            self.head.extend_from_slice(&ubuf[a..b]);
+            self.write_head().await?;
             return Ok(ubuf);
         }
         let hl = self.head.len();

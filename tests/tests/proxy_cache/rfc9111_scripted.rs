@@ -704,17 +704,36 @@ struct Left {
     origin_end: std::sync::mpsc::Receiver<raw::End>,
     /// The origin's requests, numbered.
     heads: std::sync::mpsc::Receiver<usize>,
+    /// `StopsReading`: all A read once it read again, to the proxy's close.
+    a_got: usize,
+    /// The body's length.
+    len: usize,
+}
+
+/// How A, the client whose request fills the entry, leaves in [`filler_leaves`].
+#[derive(Clone, Copy, PartialEq)]
+enum Leaves {
+    /// It closes with bytes unread (a reset).
+    Closes,
+    /// As `Closes`, and a POST of the same URL then invalidates the key (its fill too).
+    Invalidated,
+    /// It stops reading, with a small receive buffer, until the proxy's send timeout.
+    StopsReading,
 }
 
 /// Collapsed forwarding: B streams the entry A's request fills with a 200,000-byte body; A
-/// leaves after 50,000 of them (it closes with bytes unread: a reset); with `invalidate`, a
-/// POST of the same URL then invalidates the key (its fill too); then the origin sends the
-/// rest.
-fn filler_leaves(invalidate: bool) -> Left {
+/// leaves after 50,000 of them (`how`); then the origin sends the rest.
+fn filler_leaves(how: Leaves) -> Left {
     use std::io::{Read, Write};
     use std::net::TcpStream;
     use std::sync::mpsc;
-    const LEN: usize = 200_000;
+    // A that stops reading must stall the proxy's writes: more than the proxy's send buffer
+    // grows to on loopback (up to tcp_wmem's 4 MiB) and A's receive buffer hold.
+    let len: usize = if how == Leaves::StopsReading {
+        12_000_000
+    } else {
+        200_000
+    };
     const FIRST: usize = 50_000;
     const SECOND: usize = 10_000;
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -733,9 +752,9 @@ fn filler_leaves(invalidate: bool) -> Left {
                 }
                 let _ = heads_tx.send(i);
                 let head = format!(
-                    "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {LEN}\r\n\r\n"
+                    "HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nContent-Length: {len}\r\n\r\n"
                 );
-                let body = vec![b'x'; LEN];
+                let body = vec![b'x'; len];
                 let _ = s.write_all(head.as_bytes());
                 let _ = s.write_all(&body[..FIRST]);
                 // The fill's body: FIRST bytes, SECOND more at the first `go`, the rest in
@@ -767,9 +786,22 @@ fn filler_leaves(invalidate: bool) -> Left {
             });
         }
     });
-    let (p, addr) = proxy(&[origin], &[], |c| c.max_object = 1 << 20);
+    // A short send timeout for A that stops reading (the default is 60 s).
+    let (p, addr) = proxy(&[origin], &["--send-timeout", "300ms"], |c| {
+        c.max_bytes = 32 << 20;
+        c.max_object = 16 << 20;
+    });
+    let connect = |addr: std::net::SocketAddr| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        if how == Leaves::StopsReading {
+            // Set before the handshake, so the window it advertises stays small.
+            s.set_recv_buffer_size(4096).unwrap();
+        }
+        s.connect(&addr.into()).expect("connect");
+        TcpStream::from(s)
+    };
     let get_with = |addr: std::net::SocketAddr, req: &str| {
-        let mut s = TcpStream::connect(addr).expect("connect");
+        let mut s = connect(addr);
         s.set_read_timeout(Some(raw::WAIT)).unwrap();
         s.write_all(req.as_bytes()).expect("send");
         s
@@ -806,8 +838,15 @@ fn filler_leaves(invalidate: bool) -> Left {
     go.send(()).unwrap();
     let mut more = vec![0u8; SECOND];
     b.read_exact(&mut more).expect("B streams the fill");
-    drop(a);
-    if invalidate {
+    // A stops reading for good (its receive buffer is full well before the body's end),
+    // or closes.
+    let _a = if how == Leaves::StopsReading {
+        Some(a)
+    } else {
+        drop(a);
+        None
+    };
+    if how == Leaves::Invalidated {
         // Its answer's head comes after the key (and its fill) was invalidated.
         let mut post = get_with(
             addr,
@@ -817,9 +856,23 @@ fn filler_leaves(invalidate: bool) -> Left {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     }
     go.send(()).unwrap();
-    let mut rest = vec![0u8; LEN - FIRST - SECOND];
+    let mut rest = vec![0u8; len - FIRST - SECOND];
     let rest = b.read_exact(&mut rest).map(|()| rest);
+    let mut a_got = 0;
+    if let Some(mut a) = _a {
+        let mut buf = [0u8; 16384];
+        loop {
+            match a.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => a_got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                Err(e) => panic!("A's end: {e} after {a_got} bytes"),
+            }
+        }
+    }
     Left {
+        len,
+        a_got,
         p,
         addr,
         rest,
@@ -832,7 +885,7 @@ fn filler_leaves(invalidate: bool) -> Left {
 fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_leaves() {
     // The fill must go on for B, which gets the whole body; it was cut off with A (B had a
     // HIT head and 60,000 of its 200,000 bytes).
-    let left = filler_leaves(false);
+    let left = filler_leaves(Leaves::Closes);
     let rest = left.rest.as_ref().expect("B was cut off");
     assert!(rest.iter().all(|&c| c == b'x'));
     assert!(left.heads.try_recv().is_err(), "nobody fetched again");
@@ -843,12 +896,33 @@ fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_leaves() {
 }
 
 #[test]
+fn a_fill_goes_on_for_the_requests_streaming_it_when_its_own_client_stops_reading() {
+    // As above, A holding its connection open and reading nothing: its write times out
+    // (the send timeout), which took the relay's buffer with it, and the fill with it.
+    let left = filler_leaves(Leaves::StopsReading);
+    assert!(
+        left.a_got < left.len,
+        "A's write timed out: {} bytes",
+        left.a_got
+    );
+    let rest = left.rest.as_ref().expect("B was cut off");
+    assert!(rest.iter().all(|&c| c == b'x'));
+    assert!(left.heads.try_recv().is_err(), "nobody fetched again");
+    let r = request(left.addr, "GET", "/big", "");
+    assert_eq!(
+        (r.status, x_cache(&r), r.body.len()),
+        (200, "HIT", left.len)
+    );
+    left.p.shutdown().unwrap();
+}
+
+#[test]
 fn a_fill_dropped_after_its_client_left_reads_no_further() {
     // As above, and a POST of the URL invalidates the key, its fill too (B is cut off: nothing
     // holds the rest for it): with its client gone nothing wants the rest of the body either,
     // so the fill's upstream connection is closed, not read to its end for nobody (it was,
     // and pooled).
-    let left = filler_leaves(true);
+    let left = filler_leaves(Leaves::Invalidated);
     assert!(left.rest.is_err(), "B cannot have the whole body");
     let end = left.origin_end.recv_timeout(raw::WAIT);
     assert!(
