@@ -328,7 +328,6 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
     let served = requests(&mut c, &mut stop, first, &mut multishot).await;
     let ClientConn {
         stream,
-        g,
         ip,
         from_client,
         to_upstream,
@@ -375,8 +374,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         }
         // A tunnel may outlive many reloads: it keeps two timeouts, not its generation
         // (whose pools, stores and open files would stay with it).
-        Served::Tunnel(up) => {
-            let limits = crate::tunnel::Limits::of(&g.cfg.timeouts);
+        Served::Tunnel(up, limits) => {
             Step::Tunnel(Box::pin(crate::tunnel::run(limits, stream, up)))
         }
     }
@@ -394,7 +392,7 @@ enum Served {
     /// The response is complete and every I/O on the stream completed: close at once.
     Finished,
     /// A WebSocket upgrade: relay bytes with this upstream connection.
-    Tunnel(Stream),
+    Tunnel(Stream, crate::tunnel::Limits),
 }
 
 /// Serve requests until the connection goes idle or is done. `first`: the first head's
@@ -471,7 +469,7 @@ async fn requests(
             }
             Next::Close => return Served::Close,
             Next::Finished => return Served::Finished,
-            Next::Tunnel(up) => return Served::Tunnel(up),
+            Next::Tunnel(up, limits) => return Served::Tunnel(up, limits),
         }
     }
 }

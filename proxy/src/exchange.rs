@@ -133,7 +133,7 @@ pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next 
     };
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, a.body.into_upstream(), a.head).await;
+        return start_tunnel(c, req, a.body.into_upstream(), a.head).await;
     }
     relay_response(c, a, group, None).await.0
 }
@@ -751,8 +751,10 @@ async fn relay_answer(
 
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever
 /// the client sent after its request to the upstream; then the connection is a tunnel.
-async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next {
-    let t = c.g.cfg.timeouts.clone();
+async fn start_tunnel(c: &mut ClientConn, req: &RequestInfo, mut up: Upstream, head: Head) -> Next {
+    let g = c.g.clone();
+    // The route's own timeouts, as every other wait of its exchanges.
+    let t = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts);
     let Head { resp, ub, .. } = head;
     c.to_client.extend_from_slice(&ub[resp.head_len..]);
     c.w.buffers.give_buf(ub);
@@ -771,5 +773,5 @@ async fn start_tunnel(c: &mut ClientConn, mut up: Upstream, head: Head) -> Next 
             return Next::Close;
         }
     }
-    Next::Tunnel(up.stream)
+    Next::Tunnel(up.stream, crate::tunnel::Limits::of(t))
 }

@@ -2,16 +2,20 @@
 //!
 //! When one side ends its stream cleanly, the other side's write half is shut down and the
 //! opposite direction runs until it ends too (a close handshake still completes); an error or
-//! a timeout on either side ends both. Each direction is idle-bounded by the upstream read
-//! timeout, as nginx's `proxy_read_timeout` bounds WebSocket connections.
+//! a timeout on either side ends both. The tunnel is idle, and ends, once neither direction
+//! carried a byte for the upstream read timeout: nginx's `proxy_read_timeout` is re-armed by
+//! either side's bytes, HAProxy's `timeout tunnel` is inactivity both ways. A server that
+//! pushes to a client that never sends (or the other way round) is not idle.
 
 use crate::config::Timeouts;
-use crate::io::{read_more, write_all, IoFail};
+use crate::io::{read_some, write_all, IoFail};
 use bytes::BytesMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Splitable};
+use shared::deadline::timeout_at;
 use shared::stream::Stream;
+use std::cell::Cell;
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
@@ -20,7 +24,7 @@ const TUNNEL_BUF: usize = 16 * 1024;
 /// tunnel's life, which may span many reloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Each direction may be silent this long (the upstream read timeout).
+    /// Both directions may be silent this long (the upstream read timeout).
     pub idle: Duration,
     /// One write may stall this long (the client send timeout).
     pub send: Duration,
@@ -40,25 +44,41 @@ pub async fn run(limits: Limits, client: Stream, upstream: Stream) {
     let Limits { idle, send } = limits;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
-    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, idle, send));
-    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, idle, send));
+    let last = Cell::new(shared::clock::loop_now());
+    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &last), send));
+    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, (idle, &last), send));
     monoio::select! {
         clean = &mut up => if clean { down.await; },
         clean = &mut down => if clean { up.await; },
     }
 }
 
-/// Copy until end of stream (then shut the writer down: `true`) or an error (`false`).
+/// Copy until end of stream (then shut the writer down: `true`) or an error or the tunnel's
+/// idle timeout (`false`). `last`: when either direction last read bytes.
 async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     r: &mut R,
     w: &mut W,
-    idle: Duration,
+    (idle, last): (Duration, &Cell<Instant>),
     send: Duration,
 ) -> bool {
     let mut buf = BytesMut::with_capacity(TUNNEL_BUF);
     loop {
         buf.clear();
-        match read_more(r, buf, TUNNEL_BUF, shared::clock::deadline(idle)).await {
+        // One read, waited for across the other direction's activity: re-armed, not
+        // dropped (a dropped read may take bytes it received with it).
+        let mut read = std::pin::pin!(read_some(r, buf, TUNNEL_BUF));
+        let got = loop {
+            let until = monoio::time::Instant::from_std(last.get() + idle);
+            match timeout_at(until, &mut read).await {
+                Ok(got) => break got,
+                // The timer's clock (never early): idle unless the other direction read
+                // since; then wait on to its new deadline.
+                Err(_) if last.get() + idle <= Instant::now() => return false,
+                Err(_) => {}
+            }
+        };
+        last.set(shared::clock::loop_now());
+        match got {
             // A TLS peer's TCP close without close_notify ends a tunnel's direction as a
             // clean close does: the bytes carry their own framing, the tunnel has none.
             Ok((0, _)) | Err(IoFail::Error(io::ErrorKind::UnexpectedEof)) => {

@@ -78,3 +78,92 @@ fn upgrade_other_than_websocket_is_not_forwarded() {
     let req = String::from_utf8_lossy(&o.captured()[0]).into_owned();
     assert!(!req.to_ascii_lowercase().contains("upgrade"), "{req}");
 }
+
+/// An origin that answers every upgrade with a 101 and then runs `after` on the connection
+/// (its request head read), one thread per connection.
+fn upgrading_origin(
+    after: impl Fn(std::net::TcpStream) + Send + Sync + Clone + 'static,
+) -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let after = after.clone();
+            std::thread::spawn(move || {
+                if tests::raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+                    return;
+                }
+                let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                            Connection: Upgrade\r\n\r\n";
+                if s.write_all(head.as_bytes()).is_ok() {
+                    after(s);
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A route's own upstream read timeout (300 ms) over the global one (30 s): the tunnel's
+/// idle bound is the route's, as every other wait of its exchanges.
+fn ws_proxy(origin: std::net::SocketAddr) -> tests::inproc::Proxy {
+    tests::toml_proxy::start(&format!(
+        // Still in `config_text`'s [timeouts].
+        "read = \"30s\"\n[upstream.app]\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\ntimeouts = {{ read = \"300ms\" }}\n"
+    ))
+}
+
+#[test]
+fn a_silent_tunnel_ends_at_its_routes_read_timeout() {
+    // The origin holds the tunnel open and silent (until the proxy closes it).
+    let p = ws_proxy(upgrading_origin(|mut s| {
+        let _ = s.read_to_end(&mut Vec::new());
+    }));
+    let mut c = p.connect();
+    c.send(UPGRADE);
+    assert_eq!(c.response().status, 101);
+    // Within the client's 10 s wait: the global 30 s would fail it (a timeout, not a close).
+    let rest = c.read_to_close();
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+#[test]
+fn a_tunnel_busy_in_one_direction_is_not_idle() {
+    // The origin pushes a message every 100 ms for 1.5 s (five times the idle bound), then
+    // closes; the client never sends. Only both directions silent is idle (nginx re-arms its
+    // timer at either side's bytes; HAProxy's `timeout tunnel` is inactivity both ways).
+    let p = ws_proxy(upgrading_origin(|mut s| {
+        for i in 0..15 {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            if s.write_all(format!("tick{i:02};").as_bytes()).is_err() {
+                return;
+            }
+        }
+    }));
+    let mut c = p.connect();
+    c.send(UPGRADE);
+    assert_eq!(c.response().status, 101);
+    let mut got = c.take_buffered();
+    got.extend(c.read_to_close());
+    let want: String = (0..15).map(|i| format!("tick{i:02};")).collect();
+    assert_eq!(String::from_utf8_lossy(&got), want);
+    // The client sends for 1.5 s, the origin only reads, then answers its end.
+    let p = ws_proxy(upgrading_origin(|mut s| {
+        let mut all = Vec::new();
+        let _ = s.read_to_end(&mut all);
+        let _ = s.write_all(format!("got {}", all.len()).as_bytes());
+    }));
+    let mut c = p.connect();
+    c.send(UPGRADE);
+    assert_eq!(c.response().status, 101);
+    for _ in 0..15 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        c.stream
+            .write_all(b"0123456789")
+            .expect("the tunnel is open");
+    }
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    let got = c.read_to_close();
+    assert_eq!(String::from_utf8_lossy(&got), "got 150");
+}
