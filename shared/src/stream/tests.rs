@@ -207,3 +207,87 @@ fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
         peer.join().unwrap();
     }
 }
+
+/// A full-size TLS record followed by small ones (a chunked body written as its size line,
+/// its 16 KiB of data and its CRLF): one socket read may complete a 16 KiB record and
+/// several small ones behind it, more plaintext than the session holds at once (rustls
+/// refuses more ciphertext past 16 KiB of plaintext unread). The stream reads it all, on
+/// each driver; it failed with "received plaintext buffer full".
+#[test]
+fn a_tls_read_holds_back_records_past_the_sessions_plaintext_limit() {
+    use crate::tls::{ClientTls, ClientTlsOptions, Trust};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    use std::io::Write;
+    use std::sync::Arc;
+    const ROUNDS: usize = 64;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .unwrap();
+    let server = Arc::new(server);
+    let opts = ClientTlsOptions {
+        trust: Trust::Insecure,
+        resumption: false,
+    };
+    let (client, _) = ClientTls::new(&opts).unwrap().config().unwrap();
+    let want: Vec<u8> = (0..ROUNDS)
+        .flat_map(|_| std::iter::repeat_n(b'y', 16384).chain(std::iter::repeat_n(b'z', 10)))
+        .collect();
+    for driver in drivers_here() {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().unwrap();
+        let server = server.clone();
+        let peer = std::thread::spawn(move || {
+            let (tcp, _) = l.accept().expect("accept");
+            let conn = rustls::ServerConnection::new(server).unwrap();
+            let mut s = rustls::StreamOwned::new(conn, tcp);
+            // A record per write: 16 KiB, then 10 bytes.
+            for _ in 0..ROUNDS {
+                s.write_all(&[b'y'; 16384]).expect("data");
+                s.flush().expect("data");
+                s.write_all(&[b'z'; 10]).expect("tail");
+                s.flush().expect("tail");
+            }
+            s.conn.send_close_notify();
+            let _ = s.flush();
+            let _ = s.read(&mut [0u8; 1]);
+        });
+        let client = client.clone();
+        let got = run_on(driver, 64, async move {
+            let tcp = monoio::net::TcpStream::connect(addr)
+                .await
+                .expect("connect");
+            let name = ServerName::try_from("localhost").unwrap();
+            let tls = super::connect(tcp, client, name).await.expect("handshake");
+            let mut s = Stream::Tls(Box::new(tls));
+            let mut all = Vec::new();
+            loop {
+                match s.read(Vec::with_capacity(65536)).await {
+                    (Ok(0), _) => return Ok(all),
+                    (Ok(_), b) => all.extend_from_slice(&b),
+                    (Err(e), _) => return Err(format!("{e} after {} bytes", all.len())),
+                }
+            }
+        })
+        .expect("runtime");
+        let got = got.unwrap_or_else(|e| panic!("{driver:?}: {e}"));
+        assert!(
+            got == want,
+            "{driver:?}: {} bytes, not the {} sent",
+            got.len(),
+            want.len()
+        );
+        peer.join().unwrap();
+    }
+}

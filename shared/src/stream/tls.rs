@@ -1,8 +1,12 @@
 //! TLS over a monoio `TcpStream` with a rustls session: the adapter behind `Stream::Tls`.
 //!
-//! Ciphertext is read into a scratch buffer and handed to the session at once (nothing stays
-//! in the scratch between reads), plaintext comes out of the session's reader; a write hands
-//! plaintext to the session and sends what it produced in one `write_all`.
+//! Ciphertext is read into a scratch buffer and handed to the session, plaintext comes out of
+//! the session's reader; a write hands plaintext to the session and sends what it produced in
+//! one `write_all`. The session takes no ciphertext once it holds more than 16 KiB of
+//! plaintext unread (rustls's received-plaintext limit), and one read may bring more than
+//! that (the end of a 16 KiB record and small records behind it): the rest stays in the
+//! scratch (`pending`) and is given to the session, before the socket is read again, once
+//! its plaintext was read.
 //!
 //! Cancellation: monoio's I/O takes its buffer by value, so a read or write dropped before it
 //! completed takes the scratch or the write buffer with it. The stream then answers every
@@ -24,6 +28,10 @@ use std::sync::Arc;
 
 use super::tls_buffers::{give_scratch, give_write, take_scratch, take_write};
 
+/// rustls takes no more ciphertext while it holds more plaintext than this unread
+/// (`DEFAULT_RECEIVED_PLAINTEXT_LIMIT`, not configurable): `read_tls` fails then.
+const PLAINTEXT_LIMIT: usize = 16 * 1024;
+
 /// The first byte of a TLS record carrying a handshake message (a ClientHello).
 const HANDSHAKE_RECORD: u8 = 0x16;
 
@@ -33,6 +41,9 @@ pub struct TlsStream {
     /// Ciphertext scratch for reads; `None` once a read was dropped in flight; without
     /// capacity while parked (`park`: taken from the thread's pool at the next read).
     scratch: Option<Vec<u8>>,
+    /// The part of `scratch` read from the socket and not given to the session yet (its
+    /// plaintext was at its limit); empty but for that.
+    pending: std::ops::Range<usize>,
     /// Ciphertext to send; `None` once a write was dropped in flight; without capacity
     /// while parked.
     wbuf: Option<Vec<u8>>,
@@ -120,9 +131,8 @@ pub async fn accept(io: TcpStream, cfg: Arc<ServerConfig>) -> Result<TlsStream, 
         Ok(_) => {}
         Err(e) => return Err(AcceptFail::Failed(e)),
     }
-    let first = t.absorb(&scratch);
-    t.scratch = Some(scratch);
-    if let Err(e) = first {
+    let len = scratch.len();
+    if let Err(e) = t.give(scratch, 0..len) {
         t.send_alert().await;
         return Err(AcceptFail::Failed(e));
     }
@@ -148,6 +158,7 @@ impl TlsStream {
             io,
             conn,
             scratch: Some(take_scratch()),
+            pending: 0..0,
             wbuf: Some(Vec::new()),
             framing: Framing::default(),
         }
@@ -171,7 +182,8 @@ impl TlsStream {
     /// (`tls_buffers`), taken again by its next read or write. Holds on to nothing but the
     /// session then.
     pub(super) fn park(&mut self) {
-        if let Some(s) = self.scratch.as_mut().filter(|s| s.capacity() > 0) {
+        let held = !self.pending.is_empty();
+        if let Some(s) = self.scratch.as_mut().filter(|s| s.capacity() > 0 && !held) {
             give_scratch(std::mem::take(s));
         }
         if let Some(w) = self.wbuf.as_mut().filter(|w| w.capacity() > 0) {
@@ -180,9 +192,10 @@ impl TlsStream {
     }
 
     /// The session holds nothing to read (no plaintext, no close_notify) and waits for
-    /// records from the socket: an idle connection may wait on its socket alone.
+    /// records from the socket, none held back: an idle connection may wait on its socket
+    /// alone.
     pub(super) fn drained(&self) -> bool {
-        self.conn.wants_read()
+        self.conn.wants_read() && self.pending.is_empty()
     }
 
     /// Finish the handshake: send what the session wants sent, read what it wants read.
@@ -216,40 +229,61 @@ impl TlsStream {
         }
     }
 
-    /// Give ciphertext to the session and process it; the state after the last record.
-    fn absorb(&mut self, mut data: &[u8]) -> io::Result<IoState> {
+    /// Give ciphertext to the session and process it, until all of it went or the session's
+    /// plaintext is past the limit at which it takes no more: the state after the last
+    /// record and how many bytes went.
+    fn absorb(&mut self, data: &[u8]) -> io::Result<(IoState, usize)> {
+        let mut rest = data;
         loop {
             // An empty slice tells the session the peer ended the stream.
-            let before = data;
-            let took = self.conn.read_tls(&mut data)?;
+            let before = rest;
+            let took = self.conn.read_tls(&mut rest)?;
             self.framing.advance(&before[..took]);
-            if took == 0 && !data.is_empty() {
+            if took == 0 && !rest.is_empty() {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     "tls record too large",
                 ));
             }
             let state = self.conn.process_new_packets().map_err(invalid)?;
-            if data.is_empty() {
-                return Ok(state);
+            if rest.is_empty() || state.plaintext_bytes_to_read() > PLAINTEXT_LIMIT {
+                return Ok((state, data.len() - rest.len()));
             }
         }
     }
 
-    /// Read ciphertext once and process it: how many bytes came (0: end of stream).
+    /// `absorb` the bytes `range` of `scratch` (read from the socket, or held back before),
+    /// keeping what the session did not take as `pending`; the scratch goes back.
+    fn give(&mut self, scratch: Vec<u8>, range: std::ops::Range<usize>) -> io::Result<IoState> {
+        let res = self.absorb(&scratch[range.clone()]);
+        self.pending = match &res {
+            Ok((_, took)) => range.start + took..range.end,
+            Err(_) => 0..0,
+        };
+        self.scratch = Some(scratch);
+        res.map(|(state, _)| state)
+    }
+
+    /// Read ciphertext once (or take what was held back) and process it: how many bytes
+    /// came (0: end of stream).
     async fn fill(&mut self) -> io::Result<usize> {
         let mut scratch = self.scratch.take().ok_or_else(interrupted)?;
+        if !self.pending.is_empty() {
+            let held = self.pending.clone();
+            return self.give(scratch, held.clone()).map(|_| held.len());
+        }
         if scratch.capacity() == 0 {
             scratch = take_scratch();
         }
         scratch.clear();
         let (r, scratch) = self.io.read(scratch).await;
-        let res = match r {
-            Ok(n) => self.absorb(&scratch[..n]).map(|_| n),
-            Err(e) => Err(e),
-        };
-        self.scratch = Some(scratch);
-        res
+        match r {
+            Ok(n) => self.give(scratch, 0..n).map(|_| n),
+            Err(e) => {
+                self.scratch = Some(scratch);
+                Err(e)
+            }
+        }
     }
 
     /// Send every record the session has queued.
@@ -366,6 +400,10 @@ impl TlsStream {
     /// state after them.
     fn records_now(&mut self) -> Option<io::Result<Option<IoState>>> {
         let mut scratch = self.scratch.take()?;
+        if !self.pending.is_empty() {
+            let held = self.pending.clone();
+            return Some(self.give(scratch, held).map(Some));
+        }
         if scratch.capacity() == 0 {
             scratch = take_scratch();
         }
@@ -382,13 +420,14 @@ impl TlsStream {
                 return None;
             }
         };
-        let res = match r {
-            Ok(0) => self.absorb(&[]).map(|_| None),
-            Ok(n) => self.absorb(&scratch[..n]).map(Some),
-            Err(e) => Err(e),
-        };
-        self.scratch = Some(scratch);
-        Some(res)
+        Some(match r {
+            Ok(0) => self.give(scratch, 0..0).map(|_| None),
+            Ok(n) => self.give(scratch, 0..n).map(Some),
+            Err(e) => {
+                self.scratch = Some(scratch);
+                Err(e)
+            }
+        })
     }
 
     /// Queue a close_notify and send it if the socket takes it without waiting; the TCP

@@ -10,8 +10,9 @@
 
 use std::cell::RefCell;
 
-/// Ciphertext read per socket read: one TLS record's worth, so the plaintext one read adds
-/// never exceeds what the session buffers (its received-plaintext limit is 16 KiB).
+/// Ciphertext read per socket read: about one TLS record's worth. With the end of an earlier
+/// record it may still bring more plaintext than the session takes at once: the adapter holds
+/// the rest back (`TlsStream::pending`).
 pub(super) const SCRATCH: usize = 16 * 1024;
 
 /// Buffers of each kind a thread keeps for the next connections that wake.

@@ -343,3 +343,45 @@ fn a_quiet_end_of_a_tls_connection_carries_the_proxys_close_notify() {
         p.stop();
     }
 }
+
+/// A chunked upload written as the client's TLS records come from a chunk at a time: the
+/// size line, 16 KiB of data, the CRLF, each a record. A read of the proxy then completes a
+/// 16 KiB record and small ones behind it, more plaintext than rustls holds at once: the
+/// upload was dropped without an answer ("received plaintext buffer full").
+#[test]
+fn an_upload_of_full_size_records_and_small_ones_goes_through_whole() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("records");
+    const CHUNKS: usize = 64;
+    for d in tests::drivers() {
+        let p = https_proxy(o.addr(), d, single(&dir, &ca));
+        let cc = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        let record = |c: &mut TlsClient, bytes: &[u8]| {
+            c.s.write_all(bytes).unwrap();
+            c.s.flush().unwrap();
+        };
+        record(
+            &mut c,
+            b"POST /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        for _ in 0..CHUNKS {
+            record(&mut c, b"4000\r\n");
+            record(&mut c, &[b'u'; 16384]);
+            record(&mut c, b"\r\n");
+        }
+        record(&mut c, b"0\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 200, "{d}");
+        let last = o.captured().pop().expect("the origin's request");
+        let body = last
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head")
+            + 4;
+        let got = last[body..].iter().filter(|&&b| b == b'u').count();
+        assert_eq!(got, CHUNKS * 16384, "{d}: the whole body upstream");
+        p.stop();
+    }
+}
