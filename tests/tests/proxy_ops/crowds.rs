@@ -60,12 +60,22 @@ struct Crawler {
     answered: bool,
 }
 
-fn spawn(origin: SocketAddr) -> ProxyProcess {
+/// The proxy for `kind`'s crowd: the one timeout that ends that crowd is sub-second, the
+/// others long, so that a loaded machine (a crowd's heads read late) cannot end a client by
+/// a timeout that is not its crowd's (a never-reading client once got a 408).
+fn spawn(origin: SocketAddr, kind: Kind) -> ProxyProcess {
+    let short = |k: Kind| if k == kind { "900ms" } else { "30s" };
     let mut cmd = ProxyProcess::command();
     cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"])
         .args(["--upstream", &origin.to_string()])
-        .args(["--header-timeout", "900ms", "--body-timeout", "900ms"])
-        .args(["--send-timeout", "900ms", "--read-timeout", "30s"]);
+        .args(["--header-timeout", short(Kind::SlowHead)])
+        .args(["--body-timeout", short(Kind::TrickledBody)])
+        .args([
+            "--send-timeout",
+            short(Kind::NeverReads),
+            "--read-timeout",
+            "30s",
+        ]);
     ProxyProcess::start(&mut cmd)
 }
 
@@ -121,7 +131,7 @@ fn drain(c: &mut Crawler) -> bool {
 fn crowd(kind: Kind) {
     let _turn = crate::one_crowd_at_a_time();
     let o = tests::origin();
-    let p = spawn(o.addr());
+    let p = spawn(o.addr(), kind);
     let pid = p.id();
     // Warm-up: the worker's pools and first allocations are not what a client costs.
     for _ in 0..20 {
