@@ -385,3 +385,39 @@ fn an_upload_of_full_size_records_and_small_ones_goes_through_whole() {
         p.stop();
     }
 }
+
+/// A record that fails to decrypt after the handshake ends the connection with the fatal
+/// alert it calls for (RFC 8446 5.2: bad_record_mac), not a bare TCP close.
+#[test]
+fn a_record_that_fails_to_decrypt_is_answered_with_its_alert() {
+    let o = tests::origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("bad_record");
+    for (d, mid_body) in tests::drivers()
+        .into_iter()
+        .flat_map(|d| [(d, false), (d, true)])
+    {
+        let p = https_proxy(o.addr(), d, single(&dir, &ca));
+        let cc = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        assert_eq!(c.get("/?size=64").status, 200, "{d}");
+        // Between requests, and in a request's body.
+        if mid_body {
+            c.send(b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
+            c.send(&[b'b'; 1000]);
+        }
+        // An application-data record of 32 zero bytes: no valid tag.
+        let mut bad = vec![0x17, 3, 3, 0, 32];
+        bad.extend([0u8; 32]);
+        c.s.sock.write_all(&bad).unwrap();
+        let mut tmp = [0u8; 64];
+        match c.s.read(&mut tmp) {
+            Err(e) => assert!(
+                e.to_string().contains("BadRecordMac"),
+                "{d} mid-body {mid_body}: {e} (not the alert)"
+            ),
+            Ok(n) => panic!("{d} mid-body {mid_body}: read {n} bytes"),
+        }
+        p.stop();
+    }
+}
