@@ -116,6 +116,8 @@ pub struct Applied {
     pub workers: usize,
     /// Workers that did not take it (gone: the proxy is stopping).
     pub missing: Option<AskError>,
+    /// The new configuration's warnings (an expired certificate...), as at start.
+    pub warnings: Vec<String>,
 }
 
 impl Reloader {
@@ -167,6 +169,7 @@ impl Reloader {
             }
         };
         let (cfg, changes, not_applied) = compare(&current.cfg, new);
+        let warnings = crate::config::warnings(&cfg);
         let cfg = Arc::new(cfg);
         let source = cfg.source.clone();
         let Stepped {
@@ -190,6 +193,7 @@ impl Reloader {
             carried,
             workers,
             missing,
+            warnings,
         })
     }
 }
@@ -350,6 +354,10 @@ impl fmt::Display for Applied {
         }
         if let Some(e) = &self.missing {
             write!(f, "; {e}")?;
+        }
+        // A line each, as at start (`cli::print_warnings`).
+        for w in &self.warnings {
+            write!(f, "\nproxy: warning: {w}")?;
         }
         Ok(())
     }

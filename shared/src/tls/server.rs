@@ -4,8 +4,8 @@
 //! - Keys: RSA, ECDSA (P-256, P-384) and Ed25519, in PKCS#8, PKCS#1 (`BEGIN RSA PRIVATE KEY`)
 //!   or SEC1 (`BEGIN EC PRIVATE KEY`) PEM, as `openssl req -x509 -newkey ...` writes them.
 //! - Errors name the file and the problem: missing, not PEM, no certificate or key in it, a key
-//!   that does not match its certificate, a certificate not valid for its SNI names. An
-//!   expired certificate is a warning (nginx starts with one too).
+//!   that does not match its certificate. An expired certificate, or one not valid for an SNI
+//!   name it is chosen for, is a warning (nginx starts with either, without a word).
 //! - Resumption is on: TLS 1.3 (and 1.2) tickets from one rotating key set (rustls's
 //!   `Ticketer`: a new key every 6 hours, the previous one still accepted) and a TLS 1.2
 //!   session-ID cache. Both live in the `ServerConfig`, built once and shared by every worker
@@ -86,6 +86,12 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
         let ck = Arc::new(load_pair(&s.files, &provider, &mut warnings)?);
         for name in &s.names {
             resolver.add(name, &ck, &s.files.cert)?;
+            if !valid_for(&ck.cert[0], name) {
+                warnings.push(format!(
+                    "certificate {} is not valid for sni name `{name}` (clients will refuse it)",
+                    s.files.cert.display()
+                ));
+            }
         }
     }
     let mut cfg = ServerConfig::builder_with_provider(provider)
@@ -184,6 +190,20 @@ fn load_pair(
             f.cert.display()
         )),
     }
+}
+
+/// Whether `leaf` is valid for the SNI name `name` (already checked to be a host name or
+/// `*.domain`): for a wildcard, for a name one label under its domain, as clients match.
+fn valid_for(leaf: &CertificateDer<'_>, name: &str) -> bool {
+    let probe = match name.strip_prefix('*') {
+        Some(domain) => format!("sni-check{domain}"),
+        None => name.to_string(),
+    };
+    let Ok(host) = rustls::pki_types::ServerName::try_from(probe) else {
+        return false;
+    };
+    webpki::EndEntityCert::try_from(leaf)
+        .is_ok_and(|cert| cert.verify_is_valid_for_subject_name(&host).is_ok())
 }
 
 /// Picks the certificate by SNI: an exact name, then the longest matching wildcard, then

@@ -134,6 +134,30 @@ fn bad_files_are_named_with_their_problem() {
         err.contains("warning") && err.contains("expired on 2020-12-31"),
         "{err}"
     );
+    // A certificate for other names than its `sni` entry's: a warning (clients will refuse
+    // it), as for an expired one; a wildcard entry is checked for a name under it.
+    ca.leaf_files(&dir, "elsewhere", &["elsewhere.test"]);
+    ca.leaf_files(&dir, "star", &["*.a.test"]);
+    std::fs::write(
+        &toml,
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"good.crt\"\nkey = \"good.key\"\n\
+         [[listen.tls.sni]]\nnames = [\"b.test\", \"*.a.test\"]\ncert = \"elsewhere.crt\"\nkey = \"elsewhere.key\"\n\
+         [[listen.tls.sni]]\nnames = [\"*.a.test\", \"x.a.test\"]\ncert = \"star.crt\"\nkey = \"star.key\"\n\n\
+         [upstream.app]\nservers = [\"127.0.0.1:9\"]\n",
+    )
+    .unwrap();
+    let (code, err) = check(&["--check-config", toml.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let warned = |name: &str| {
+        err.lines().any(|l| {
+            l.contains("warning") && l.contains(&format!("`{name}`")) && l.contains("elsewhere.crt")
+        })
+    };
+    assert!(warned("b.test") && warned("*.a.test"), "{err}");
+    assert!(
+        !err.contains("star.crt"),
+        "a certificate valid for its names: {err}"
+    );
     // The flags come in pairs.
     let (code, err) = check(&[
         "--listen",

@@ -99,6 +99,16 @@ fn sighup_reloads_certificates_keeps_connections_and_tickets_and_rejects_a_broke
         p.exit_within(std::time::Duration::ZERO).is_none(),
         "the proxy exited"
     );
+
+    // An expired certificate: applied, with the warning `--check-config` and a start give.
+    let key = rcgen::KeyPair::generate().unwrap();
+    let old = ca.leaf_with(&["localhost"], &key, true);
+    write_pair(&dir.path(""), "site", &old, &key.serialize_pem());
+    p.signal(libc::SIGHUP);
+    let line = p.wait_line("proxy: reload:", READY);
+    assert!(line.contains("generation 3"), "{line}");
+    let line = p.wait_line("proxy: warning:", READY);
+    assert!(line.contains("expired on 2020-12-31"), "{line}");
 }
 
 /// The DER bytes of the PEM certificate `cert`.
