@@ -163,6 +163,13 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
                 g.name, s.name
             ));
         }
+        // A file's weight is checked as it is read; this catches a config built otherwise.
+        if let Some(s) = g.servers.iter().find(|s| s.weight > MAX_WEIGHT) {
+            return Err(format!(
+                "upstream group `{}`: server {} has weight {}, at most {MAX_WEIGHT}",
+                g.name, s.name, s.weight
+            ));
+        }
         if let Some(s) = g.servers.iter().find(|s| s.addrs.is_empty()) {
             return Err(format!(
                 "upstream group `{}`: server {} has no address",
@@ -391,7 +398,7 @@ pub struct Server {
     /// Resolved at start, in the order connects try them (`shared::net::connect_order`).
     /// Never empty.
     pub addrs: Vec<SocketAddr>,
-    /// Default 1.
+    /// Default 1; 1 to [`MAX_WEIGHT`].
     pub weight: u32,
     /// Failures within `fail_timeout` before the server is skipped. Default 1 (nginx). 0: never.
     pub max_fails: u32,
@@ -627,3 +634,7 @@ pub const DEFAULT_KEEPALIVE_REQUESTS: u64 = 1000;
 pub const DEFAULT_KEEPALIVE_CHECK: Duration = Duration::from_secs(1);
 pub const DEFAULT_MAX_FAILS: u32 = 1;
 pub const DEFAULT_FAIL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The heaviest a server may weigh. Weights are relative: HAProxy stops at 256 and real
+/// splits rarely pass 100; 1000 leaves room for a 0.1% canary (999 to 1). A cap keeps every
+/// balancer's sums small; the hash ring's size has its own bound (`ring::MAX_POINTS`).
+pub const MAX_WEIGHT: u32 = 1000;

@@ -20,6 +20,14 @@ use crate::config::ServerId;
 /// Points per unit of weight (ketama's 160: 40 MD5 digests of 4 points each).
 pub const POINTS_PER_WEIGHT: u32 = 160;
 
+/// The most points a group's ring holds, beyond one per server (6 MiB at 24 bytes a point,
+/// per worker and generation): 1,638 servers of weight 1 at the full 160 each. A heavier
+/// group has its points scaled down alike, so the weights' proportions hold; the spread
+/// stays even with a few hundred points per server, and no weight or number of servers can
+/// make a worker allocate without bound (the ring is built on the workers, after validation:
+/// a failed allocation there would abort the process, a reload's included).
+pub const MAX_POINTS: usize = 1 << 18;
+
 /// Servers' points in hash order.
 #[derive(Debug, Clone, Default)]
 pub struct Ring {
@@ -31,11 +39,14 @@ pub struct Ring {
 impl Ring {
     /// The ring of `servers`: each one's id, name and weight (0 counts as 1).
     pub fn new<'a>(servers: impl Iterator<Item = (ServerId, &'a str, u32)>) -> Ring {
-        let mut points = Vec::new();
+        let servers: Vec<_> = servers.map(|(id, n, w)| (id, n, w.max(1))).collect();
+        let total: u64 = servers.iter().map(|&(_, _, w)| u64::from(w)).sum();
+        let mut points = Vec::with_capacity(ring_size(total).saturating_add(servers.len()));
         for (id, name, weight) in servers {
             let base = fnv1a(FNV_OFFSET, name.as_bytes());
-            let n = POINTS_PER_WEIGHT.saturating_mul(weight.max(1));
-            points.reserve(n as usize);
+            // Numbered from 0: a server whose count changes (the group's sum crossed the
+            // bound) keeps its first points, and the keys on them.
+            let n = points_of(weight, total);
             for i in 0..n {
                 let h = fmix64(fnv1a(base, &i.to_le_bytes()));
                 points.push(((h >> 32) as u32, base, id));
@@ -58,6 +69,25 @@ impl Ring {
     pub fn is_empty(&self) -> bool {
         self.points.is_empty()
     }
+}
+
+/// The points of a ring whose weights sum to `total`, one per server aside.
+fn ring_size(total: u64) -> usize {
+    let full = total.saturating_mul(u64::from(POINTS_PER_WEIGHT));
+    usize::try_from(full).map_or(MAX_POINTS, |n| n.min(MAX_POINTS))
+}
+
+/// A server's points for `weight` of `total`: 160 a unit while the ring fits in
+/// [`MAX_POINTS`], else its share of them (at least one, so it keeps some keys).
+fn points_of(weight: u32, total: u64) -> u32 {
+    let full = u64::from(POINTS_PER_WEIGHT) * u64::from(weight);
+    let n = if total.saturating_mul(u64::from(POINTS_PER_WEIGHT)) <= MAX_POINTS as u64 {
+        full
+    } else {
+        // No overflow: a weight (32 bits) times the bound (18 bits).
+        u64::from(weight) * MAX_POINTS as u64 / total.max(1)
+    };
+    n.clamp(1, MAX_POINTS as u64) as u32
 }
 
 /// A key's place on the ring: the high half of its hash.
@@ -187,6 +217,50 @@ mod tests {
                 assert!(a == b || b == "10.0.1.99:8080", "n={n}: {a} -> {b}");
             }
         }
+    }
+
+    /// However many servers and however heavy: at most `MAX_POINTS` (and one per server),
+    /// in the weights' proportions.
+    #[test]
+    fn the_ring_is_bounded_whatever_the_weights_and_keeps_their_proportions() {
+        let names = names(10);
+        let weighted = |w: &dyn Fn(usize) -> u32| {
+            let servers = names.iter().enumerate();
+            Ring::new(servers.map(|(i, n)| (ServerId::new(i), n.as_str(), w(i))))
+        };
+        let points_of = |r: &Ring, i: usize| {
+            let id = ServerId::new(i);
+            r.points.iter().filter(|&&(_, _, s)| s == id).count()
+        };
+        // 10 servers at weight 1,000: 1.6 million points at 160 a unit.
+        let r = weighted(&|_| 1_000);
+        assert!(r.points.len() <= MAX_POINTS, "{} points", r.points.len());
+        assert!(
+            r.points.len() > MAX_POINTS - 10,
+            "{} points",
+            r.points.len()
+        );
+        assert_eq!(points_of(&r, 0), points_of(&r, 9));
+        // 3 to 1, scaled down alike.
+        let r = weighted(&|i| if i == 0 { 3_000 } else { 1_000 });
+        assert!(r.points.len() <= MAX_POINTS);
+        let (heavy, light) = (points_of(&r, 0), points_of(&r, 1));
+        assert!(heavy.abs_diff(3 * light) <= 3, "{heavy} against {light}");
+        // The most a server may weigh, and more than the config allows: still bounded.
+        let r = weighted(&|i| if i == 0 { u32::MAX } else { 1 });
+        assert!(
+            r.points.len() <= MAX_POINTS + 10,
+            "{} points",
+            r.points.len()
+        );
+        assert!(
+            (1..10).all(|i| points_of(&r, i) >= 1),
+            "every server has a point"
+        );
+        // Light groups keep ketama's 160 a unit, exactly.
+        let r = weighted(&|i| i as u32 + 1);
+        assert_eq!(points_of(&r, 4), 5 * POINTS_PER_WEIGHT as usize);
+        assert_eq!(r.points.len(), 55 * POINTS_PER_WEIGHT as usize);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use crate::config::{
     Balance, HeaderOptions, Timeouts, DEFAULT_BACKLOG, DEFAULT_FAIL_TIMEOUT, DEFAULT_KEEPALIVE,
     DEFAULT_KEEPALIVE_CHECK, DEFAULT_KEEPALIVE_REQUESTS, DEFAULT_KEEPALIVE_TIMEOUT,
-    DEFAULT_MAX_FAILS,
+    DEFAULT_MAX_FAILS, MAX_WEIGHT,
 };
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
@@ -202,7 +202,7 @@ pub struct GroupTlsEntry {
 pub struct ServerEntry {
     #[serde(deserialize_with = "de_upstream_addr")]
     pub addr: String,
-    #[serde(default = "default_weight")]
+    #[serde(default = "default_weight", deserialize_with = "de_weight")]
     pub weight: NonZeroU32,
     #[serde(default = "default_max_fails")]
     pub max_fails: u32,
@@ -545,6 +545,17 @@ fn de_max_body<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D
         }
     };
     Ok(Some(limit))
+}
+
+/// A server's weight: 1 to [`MAX_WEIGHT`].
+fn de_weight<'de, D: Deserializer<'de>>(d: D) -> Result<NonZeroU32, D::Error> {
+    let w = NonZeroU32::deserialize(d)?;
+    if w.get() > MAX_WEIGHT {
+        return Err(D::Error::custom(format!(
+            "must be from 1 to {MAX_WEIGHT} (weights are relative: 3 against 1 is three times the share)"
+        )));
+    }
+    Ok(w)
 }
 
 /// A number of workers, or `"auto"` (the CPUs this process may run on).

@@ -315,6 +315,16 @@ fn broken_files_exit_2_naming_file_line_and_key() {
             ":7:",
             &["headers.real_ip_from", "10.0.0.0/33", "prefix length"],
         ),
+        // Passed the check, then aborted the start allocating the hash ring.
+        (
+            "weight.toml",
+            GOOD.replace(
+                "[\"127.0.0.1:9001\"]",
+                "[{ addr = \"127.0.0.1:9001\", weight = 4294967295 }]\nbalance = \"hash\"",
+            ),
+            ":5:",
+            &["upstream.app.servers[0].weight", "1000"],
+        ),
         (
             "real_ip_header.toml",
             format!("{GOOD}[headers]\nreal_ip_header = \"X Real IP\"\n"),
@@ -381,6 +391,12 @@ fn file_errors_name_line_and_key_in_process() {
             "[[listen]]\naddr = \"127.0.0.1:1\"\n[upstream.a]\nservers = [{ addr = \"127.0.0.1:2\", weight = 0 }]\n",
             "p.toml:4: key `upstream.a.servers[0].weight`",
             &["nonzero"],
+        ),
+        // A weight past the cap: once aborted the start (and a reload) building the hash ring.
+        (
+            "[[listen]]\naddr = \"127.0.0.1:1\"\n[upstream.a]\nbalance = \"hash\"\nservers = [{ addr = \"127.0.0.1:2\", weight = 4294967295 }]\n",
+            "p.toml:5: key `upstream.a.servers[0].weight`",
+            &["1000"],
         ),
         (&format!("{MINIMAL}[upstream.a]\nservers = [\"x:y:z\"]\n"), "p.toml:7: key `upstream.a.servers[0]`", &["x:y:z"]),
         (&format!("{MINIMAL}balance = \"nope\"\n"), "p.toml:6: key `upstream.app.balance`", &["nope"]),

@@ -113,6 +113,36 @@ fn a_broken_file_on_sighup_is_rejected_with_its_line_and_key_and_the_old_config_
 }
 
 #[test]
+fn a_hash_weight_past_the_cap_on_sighup_is_rejected_and_the_old_config_serves() {
+    let a = tests::origin();
+    let dir = Scratch::new("reload-weight");
+    let file = dir.path("proxy.toml");
+    let good = config_text("127.0.0.1:0", &[a.addr()], "");
+    write_config(&file, &good);
+    let mut p = spawn(&file, 1);
+    let mut c = Client::connect(p.addr);
+    assert_eq!(c.get("/before").status, 200);
+
+    // Once validated, then the workers building its ring aborted the whole process.
+    let servers = format!("servers = [\"{}\"]", a.addr());
+    let huge = format!(
+        "servers = [{{ addr = \"{}\", weight = 4294967295 }}]\nbalance = \"hash\"",
+        a.addr()
+    );
+    write_config(&file, &good.replace(&servers, &huge));
+    p.signal(libc::SIGHUP);
+    let line = p.wait_line("reload rejected", READY);
+    assert!(line.contains("generation 1 keeps running"), "{line}");
+    assert!(
+        line.contains("proxy.toml:5: key `upstream.app.servers[0].weight`"),
+        "{line}"
+    );
+    assert_eq!(c.get("/after").status, 200);
+    assert_eq!(Client::connect(p.addr).get("/new").status, 200);
+    assert!(p.exit_within(Duration::ZERO).is_none(), "the proxy exited");
+}
+
+#[test]
 fn quick_mode_sighup_says_there_is_no_file_and_keeps_serving() {
     let a = tests::origin();
     let mut p = ProxyProcess::start(

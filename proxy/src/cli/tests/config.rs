@@ -117,6 +117,8 @@ fn validate_catches_configs_built_in_code() {
     validate(&c).unwrap();
     c.groups[GroupId::new(0)].servers[ServerId::new(0)].weight = 0;
     assert!(validate(&c).unwrap_err().contains("weight 0"));
+    c.groups[GroupId::new(0)].servers[ServerId::new(0)].weight = u32::MAX;
+    assert!(validate(&c).unwrap_err().contains("at most 1000"));
     c.groups[GroupId::new(0)].servers[ServerId::new(0)].weight = 1;
     c.groups[GroupId::new(0)].servers[ServerId::new(0)]
         .addrs
