@@ -130,14 +130,17 @@ pub(super) fn no_head(f: HeadFail, resend: bool, reused: bool) -> Attempt<'stati
             blame: Blame::unless_stale(reused),
         },
         // Retried only where the route asks (`on = ["timeout"]`): the request may be
-        // running on the server.
-        HeadFail::Timeout if resend => Attempt::Retry {
+        // running on the server. Never once a 103 reached the client: another server's
+        // answer would follow hints that were not its own (and a POST would run twice).
+        HeadFail::Timeout {
+            interim_sent: false,
+        } if resend => Attempt::Retry {
             error: ProxyError::UpstreamTimeout,
             blame: Blame::Server,
             why: RetryReason::Timeout,
             sent: true,
         },
-        HeadFail::Timeout => Attempt::Fail {
+        HeadFail::Timeout { .. } => Attempt::Fail {
             error: ProxyError::UpstreamTimeout,
             blame: Blame::Server,
         },
@@ -201,6 +204,7 @@ mod tests {
         use Blame::*;
         use ProxyError::*;
         let nothing = || HeadFail::Nothing(None);
+        let timeout = |interim_sent| HeadFail::Timeout { interim_sent };
         let bad = BadResponse(CodecError::InvalidStatus);
         // (failure, may be sent again, pooled connection) -> outcome (a timeout that may be
         // sent again is retried only where the route's `retry` lists it: `may_retry`)
@@ -232,15 +236,22 @@ mod tests {
             ),
             // A timeout or a bad head is the server's, pooled or not.
             (
-                HeadFail::Timeout,
+                timeout(false),
                 true,
                 false,
                 ("retry", Some(UpstreamTimeout), Server),
             ),
             (
-                HeadFail::Timeout,
+                timeout(false),
                 false,
                 true,
+                ("fail", Some(UpstreamTimeout), Server),
+            ),
+            // A 103 reached the client: what it has is this server's.
+            (
+                timeout(true),
+                true,
+                false,
                 ("fail", Some(UpstreamTimeout), Server),
             ),
             (HeadFail::Bad(bad), true, true, ("fail", Some(bad), Server)),

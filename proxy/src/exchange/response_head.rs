@@ -26,8 +26,9 @@ pub(super) enum HeadFail {
     /// Not one byte arrived (end of stream or error): the request may be sent again. The
     /// read buffer when the read completed.
     Nothing(Option<BytesMut>),
-    /// The read timeout passed.
-    Timeout,
+    /// The read timeout passed. `interim_sent`: an interim head (a 103) of this response had
+    /// reached the client, which now holds part of the answer: never sent again elsewhere.
+    Timeout { interim_sent: bool },
     /// Something arrived but it is not a valid response head.
     Bad(ProxyError),
     /// The client went away while an interim head was sent to it.
@@ -111,7 +112,10 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
             Ok((0, b)) if had == 0 => return Err(HeadFail::Nothing(Some(b))),
             Ok((0, _)) => return Err(HeadFail::Bad(ProxyError::UpstreamClosed)),
             Ok((_, b)) => ub = b,
-            Err(IoFail::Timeout) => return Err(HeadFail::Timeout),
+            Err(IoFail::Timeout) => {
+                let interim_sent = interim_sent > 0;
+                return Err(HeadFail::Timeout { interim_sent });
+            }
             Err(IoFail::Error(_)) if had == 0 => return Err(HeadFail::Nothing(None)),
             // A TLS upstream's TCP close without close_notify, mid-head.
             Err(IoFail::Error(std::io::ErrorKind::UnexpectedEof)) => {

@@ -336,7 +336,10 @@ async fn stream_body(
     let bounded = |head| async move {
         match monoio::time::timeout(read_timeout, head).await {
             Ok(r) => r,
-            Err(_) => Err(HeadFail::Timeout),
+            // Interim heads wait for the final one on this path: none went out.
+            Err(_) => Err(HeadFail::Timeout {
+                interim_sent: false,
+            }),
         }
     };
     let first = monoio::select! {
@@ -380,7 +383,7 @@ fn head_first(h: Result<Head, HeadFail>) -> BodyOutcome {
         Err(HeadFail::Nothing(_)) => {
             BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamClosed))
         }
-        Err(HeadFail::Timeout) => {
+        Err(HeadFail::Timeout { .. }) => {
             BodyOutcome::Failed(RelayFail::Upstream(ProxyError::UpstreamTimeout))
         }
         // Not reached: interim heads go out with the final head on this path.

@@ -464,6 +464,98 @@ fn a_timeout_is_retried_where_the_route_asks_and_only_for_idempotent_requests() 
     assert_eq!(good.requests(), 1, "not sent to the second server");
 }
 
+/// What a [`hinting_origin`] does after its 103.
+#[derive(Debug, Clone, Copy)]
+enum AfterHint {
+    /// Nothing more until the proxy closes the connection.
+    Stall,
+    Close,
+    Answer(&'static [u8]),
+}
+
+/// An origin that answers every request with a 103 carrying its own `Link` (`</LINK>`), then
+/// does `then`. The requests it got, counted as each head arrives.
+fn hinting_origin(
+    link: &'static str,
+    then: AfterHint,
+) -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().unwrap();
+    let seen = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = seen.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                // Bounds the stall, should the proxy never close.
+                s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .unwrap();
+                let mut pending = Vec::new();
+                while raw::read_request_head(&mut s, &mut pending).is_ok() {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    let hint =
+                        format!("HTTP/1.1 103 Early Hints\r\nLink: </{link}>; rel=preload\r\n\r\n");
+                    if s.write_all(hint.as_bytes()).is_err() {
+                        return;
+                    }
+                    match then {
+                        AfterHint::Answer(rest) if s.write_all(rest).is_ok() => {}
+                        AfterHint::Stall => {
+                            // Held open until the proxy gives up on it.
+                            let _ = raw::read_once(&mut s, &mut pending);
+                            return;
+                        }
+                        _ => return,
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[test]
+fn no_retry_on_a_timeout_or_a_close_once_an_interim_head_reached_the_client() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let ok: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let get = "GET /a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let post = "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
+    // (first server after its 103, methods, request) -> the client's answer after the 103.
+    let cases = [
+        (AfterHint::Stall, "", get, 504),
+        (AfterHint::Stall, ", methods = \"all\"", post, 504),
+        (AfterHint::Close, "", get, 502),
+        (AfterHint::Close, ", methods = \"all\"", post, 502),
+    ];
+    for (then, methods, req, want) in cases {
+        let (first, stalls) = hinting_origin("first.css", then);
+        let (second, answers) = hinting_origin("second.css", AfterHint::Answer(ok));
+        // A fresh proxy each time: round-robin asks the first server first.
+        let p = start(&format!(
+            "{}\n[[route]]\nupstream = \"app\"\ntimeouts = {{ read = \"300ms\" }}\n\
+             retry = {{ tries = 2, on = [\"timeout\", \"reset\", \"503\"]{methods} }}\n",
+            upstream("app", &[first.to_string(), second.to_string()])
+        ));
+        let r = once(p.addr, req);
+        let what = format!("{req:?} after {then:?}: {}", raw::show(&r));
+        let responses = r.responses();
+        let got: Vec<(u16, Option<&str>)> = responses
+            .iter()
+            .map(|x| (x.status, x.header("link")))
+            .collect();
+        let hint = Some("</first.css>; rel=preload");
+        assert_eq!(got, [(103, hint), (want, None)], "{what}");
+        assert_eq!(
+            (stalls.load(SeqCst), answers.load(SeqCst)),
+            (1, 0),
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn a_global_retry_serves_routes_without_their_own() {
     let (bad, good) = (unavailable(), tests::origin());

@@ -283,7 +283,7 @@ async fn answer(job: &Job, s: ServerId) -> Result<(Upstream, HeadIn), ProxyError
                 pooled = false;
             }
             Err(HeadFail::Nothing(_)) => return Err(ProxyError::UpstreamClosed),
-            Err(HeadFail::Timeout) => return Err(ProxyError::UpstreamTimeout),
+            Err(HeadFail::Timeout { .. }) => return Err(ProxyError::UpstreamTimeout),
             Err(HeadFail::Bad(e)) => return Err(e),
             Err(HeadFail::Client) => return Err(ProxyError::ClientGone),
         }
