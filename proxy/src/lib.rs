@@ -528,10 +528,11 @@ impl Running {
     }
 
     /// Wait for the workers to end (after a shutdown was triggered). The admin listener
-    /// answers until then (`/healthz` says 503 while they drain).
+    /// answers until then (`/healthz` says 503 while they drain), and the DNS thread looks
+    /// names up (the binary waits here from its start: stopping it first stopped it for good).
     pub fn join(self) -> Result<(), RuntimeError> {
-        self.dns.stop();
         let r = self.workers.join();
+        self.dns.stop();
         self.post.close_all();
         if let Some(a) = self.admin {
             a.stop();

@@ -246,3 +246,37 @@ fn check_config_names_resolve_errors() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The `proxy` binary itself, not the library: its main thread waits for the workers
+/// (`Running::join`) from the start, and that wait stopped the DNS thread at once: no name
+/// was ever looked up again.
+#[test]
+fn the_binary_looks_names_up_again() {
+    let a = named("a");
+    let admin = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let dir = tests::temp_dir("dns-binary");
+    let file = dir.join("dns.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n[admin]\naddr = \"{admin}\"\n[timeouts]\n\
+             shutdown = \"1s\"\n[upstream.app]\nservers = [\"localhost:{}\"]\nresolve = \"50ms\"\n",
+            a.addr().port()
+        ),
+    )
+    .unwrap();
+    let mut cmd = tests::process::ProxyProcess::command();
+    cmd.arg("--config")
+        .arg(&file)
+        .args(["--workers", "1", "--no-pin"]);
+    let p = tests::process::ProxyProcess::start(&mut cmd);
+    assert!(
+        tests::eventually(WAIT, || value(&scrape(admin), "proxy_dns_lookups_total")
+            >= 2.0),
+        "no lookup after the first: {:?}",
+        scrape(admin).get("proxy_dns_lookups_total")
+    );
+    drop(p);
+}
