@@ -310,6 +310,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         mut multishot,
         nonblocking,
     } = p;
+    let from_client_len = bufs.from_client.len() as u64;
     let mut c = ClientConn {
         w: w.clone(),
         g: w.generation(),
@@ -324,6 +325,9 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         nonblocking,
         fields: bufs.fields,
         response_fields: bufs.response_fields,
+        // Bytes already in hand when the frame starts came from the client too.
+        received: from_client_len,
+        request_at: 0,
     };
     let served = requests(&mut c, &mut stop, first, &mut multishot).await;
     let ClientConn {
@@ -484,6 +488,9 @@ fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
 
 /// The request ended: its record goes to the worker's metrics and access log.
 fn finish(c: &mut ClientConn) {
+    // The head and the declared body, or what came of them: a body never sent is not
+    // received (a client declaring 2^63 bytes pinned the counter at its top).
+    c.rec.bytes_in = c.rec.bytes_in.min(c.received.saturating_sub(c.request_at));
     c.w.finish(&c.g.cfg, &c.rec, &c.logreq);
 }
 
@@ -503,6 +510,7 @@ async fn read_head(
     loop {
         if !c.from_client.is_empty() {
             if parsed == 0 {
+                c.request_at = c.received.saturating_sub(c.from_client.len() as u64);
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
                 c.rec = if c.w.obs.timing {
                     crate::record::Record::new(shared::clock::loop_now())
@@ -549,7 +557,10 @@ async fn read_head(
         };
         match r {
             Ok((0, _)) => return Ok(None),
-            Ok((_, buf)) => c.from_client = buf,
+            Ok((n, buf)) => {
+                c.received += n as u64;
+                c.from_client = buf;
+            }
             // Nothing of a request arrived: close quietly (as nginx does), no 408.
             Err(IoFail::Timeout) if idle => return Ok(None),
             Err(IoFail::Timeout) => return Err(ProxyError::HeaderTimeout),

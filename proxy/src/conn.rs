@@ -59,6 +59,11 @@ pub struct ClientConn {
     pub fields: HeadFields,
     /// A cache fetch's response head, as its one parse found it (`forward::ResponseFields`).
     pub response_fields: crate::forward::ResponseFields,
+    /// Bytes read from the client on this connection, and where in them the request being
+    /// served began: a request counts what came of it (`client::finish`), never more than
+    /// its head and declared body.
+    pub received: u64,
+    pub request_at: u64,
 }
 
 /// Hold what is written next on the client socket back until it is closed (TCP_CORK): the

@@ -153,13 +153,13 @@ impl BodyPace {
 
 /// Stream a request body from the client (`from_client` holds what already arrived) to the
 /// upstream. Bytes after the body stay in `from_client` (a pipelined request). `scratch` frames
-/// chunks. A client that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one
+/// chunks; `received` counts the bytes read from the client. A client that falls behind `[timeouts] body_min_rate` ([`BodyPace`]) or lets one
 /// read wait past the body timeout fails with `BodyTimeout` (408).
 pub async fn request_body<C: AsyncReadRent, U: AsyncWriteRent>(
     (cfg, t): (&Config, &crate::config::Timeouts),
     client: &mut C,
     up: &mut U,
-    from_client: &mut BytesMut,
+    (from_client, received): (&mut BytesMut, &mut u64),
     scratch: &mut BytesMut,
     (kind, pace): (BodyKind, Option<BodyPace>),
 ) -> Result<(), RelayFail> {
@@ -216,6 +216,7 @@ pub async fn request_body<C: AsyncReadRent, U: AsyncWriteRent>(
             Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
             Ok((n, buf)) => {
                 pace.record(started.elapsed(), n);
+                *received += n as u64;
                 *from_client = buf
             }
             Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),

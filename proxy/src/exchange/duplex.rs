@@ -89,6 +89,8 @@ pub(super) struct BodyEnd {
     pub(super) result: Result<(), RelayFail>,
     pub(super) from_client: BytesMut,
     pub(super) scratch: BytesMut,
+    /// Bytes read from the client (`ClientConn::received`).
+    pub(super) received: u64,
 }
 
 /// A request body on its way to the upstream, movable with the answer it is sent beside.
@@ -109,11 +111,12 @@ pub(super) unsafe fn send_body<'g>(
     // SAFETY: the caller's.
     let (mut client, mut up) = unsafe { (Side::of(client), Side::of(up)) };
     Box::pin(async move {
+        let mut received = 0;
         let result = relay::request_body(
             (cfg, t),
             &mut client,
             &mut up,
-            &mut from_client,
+            (&mut from_client, &mut received),
             &mut scratch,
             (kind, pace),
         )
@@ -122,6 +125,7 @@ pub(super) unsafe fn send_body<'g>(
             result,
             from_client,
             scratch,
+            received,
         }
     })
 }
