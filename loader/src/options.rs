@@ -76,6 +76,10 @@ pub struct RunOptions {
     pub targets_order: crate::targets::TargetsOrder,
 }
 
+/// The lowest `--rate` (req/s): the unit `--shard` splits rates in. A far lower one staggers
+/// the connections' first sends (c/R apart) beyond what the clock can hold.
+pub const MIN_RATE: f64 = 0.001;
+
 /// The shortest `--hdr-log-interval`.
 pub const MIN_HDR_LOG_INTERVAL: Duration = Duration::from_millis(1);
 
@@ -170,8 +174,11 @@ impl RunOptions {
             return invalid("--workers must be at least 1");
         }
         if let Some(r) = self.rate {
-            if !(r.is_finite() && r > 0.0) {
-                return invalid("--rate must be more than 0");
+            // With --stages the rate is the ramp's mean, which paces nothing (each stage's
+            // target was checked against the floor): a long ramp to 0.001 and back is below it.
+            let floor = if self.stages.is_some() { 0.0 } else { MIN_RATE };
+            if !(r.is_finite() && r > 0.0 && r >= floor) {
+                return invalid("--rate must be at least 0.001 req/s");
             }
         }
         if self.spin && self.rate.is_none() {

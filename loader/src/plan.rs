@@ -170,6 +170,23 @@ pub fn split(total: u64, parts: usize) -> Vec<u64> {
         .collect()
 }
 
+/// Connection `g`'s first due time at `rate` req/s in total: wrk2 offsets connection g's
+/// sends by g/R so that the total rate is smooth.
+pub fn first_due(start: Instant, g: usize, rate: f64) -> Instant {
+    let offset = Duration::try_from_secs_f64(g as f64 / rate).unwrap_or(FAR);
+    later(start, offset)
+}
+
+/// Later than any run lasts, and within what every platform's `Instant` can hold.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// `at + by`, `by` capped at [`FAR`]: a send due that late never happens either way, and an
+/// addition past the clock's end would panic the worker.
+#[inline]
+pub fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by.min(FAR)).unwrap_or(at)
+}
+
 /// wrk2's schedule for one connection of an open-loop run: the k-th request is due at
 /// `start + k * interval`. Latency is measured from the due time, so a stall that delays sends
 /// shows up in the figures (coordinated omission corrected).
@@ -231,7 +248,7 @@ impl Schedule {
     /// The due time of the next request; advances the schedule.
     #[inline]
     pub fn next_due(&mut self) -> Instant {
-        let due = self.start + Duration::from_nanos(self.interval_ns.saturating_mul(self.sent));
+        let due = self.peek();
         self.sent += 1;
         due
     }
@@ -245,7 +262,10 @@ impl Schedule {
     /// The due time of the next request without advancing.
     #[inline]
     pub fn peek(&self) -> Instant {
-        self.start + Duration::from_nanos(self.interval_ns.saturating_mul(self.sent))
+        later(
+            self.start,
+            Duration::from_nanos(self.interval_ns.saturating_mul(self.sent)),
+        )
     }
 }
 
@@ -399,6 +419,22 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    /// A rate too small to schedule (only options built without the parser have one) puts
+    /// the sends far off instead of overflowing the clock, which panicked the worker.
+    #[test]
+    fn a_due_time_past_the_clocks_end_is_far_off_not_a_panic() {
+        let t0 = Instant::now();
+        let year = Duration::from_secs(365 * 86_400);
+        assert_eq!(first_due(t0, 2, 4.0), t0 + Duration::from_millis(500));
+        for rate in [1e-19, 1e-300, 0.0, f64::NAN] {
+            assert!(first_due(t0, 2, rate) > t0 + year, "{rate}");
+        }
+        let mut s = Schedule::new(t0, 1e-300);
+        assert_eq!(s.next_due(), t0);
+        assert!(s.next_due() > t0 + year);
+        assert!(s.peek() > t0 + year);
     }
 
     #[test]

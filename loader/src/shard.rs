@@ -46,7 +46,11 @@ pub fn schedule_offset(shard: Option<ShardRun>) -> Duration {
             shard,
             rate_total: Some(total),
             ..
-        }) if total > 0.0 => Duration::from_secs_f64(f64::from(shard.index - 1) / total),
+        }) if total > 0.0 => {
+            // Saturating: a total too low to offset by (refused by the parser, not by every
+            // caller) would panic the conversion.
+            Duration::try_from_secs_f64(f64::from(shard.index - 1) / total).unwrap_or(Duration::MAX)
+        }
         _ => Duration::ZERO,
     }
 }

@@ -401,9 +401,9 @@ pub(crate) fn parse_rate(s: &str) -> Result<f64, String> {
         },
     };
     match num.parse::<f64>().map(|r| r * scale) {
-        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        Ok(r) if r.is_finite() && r >= crate::options::MIN_RATE => Ok(r),
         _ => Err(format!(
-            "invalid rate '{s}': expected requests per second, more than 0"
+            "invalid rate '{s}': expected requests per second, at least 0.001"
         )),
     }
 }
@@ -420,8 +420,8 @@ fn parse_stages(s: &str) -> Result<StageList, String> {
         let (d, r) = part.split_once(':').ok_or_else(bad)?;
         let d = parse_positive_duration(d.trim()).map_err(|e| format!("{}: {e}", bad()))?;
         let r: f64 = r.trim().parse().map_err(|_| bad())?;
-        if !(r.is_finite() && r >= 0.0) {
-            return Err(bad());
+        if !(r.is_finite() && (r == 0.0 || r >= crate::options::MIN_RATE)) {
+            return Err(format!("{}: the rate is 0 or at least 0.001", bad()));
         }
         out.push((d, r));
     }

@@ -103,6 +103,38 @@ fn bad_input_is_refused() {
     assert!(c.load.to_options(&c.urls).is_err());
 }
 
+/// `--rate` (and a `--stages` target other than 0) is at least 0.001 req/s, the unit
+/// `--shard` splits rates in: a rate far below it cannot be scheduled.
+#[test]
+fn a_rate_below_a_thousandth_is_refused() {
+    let e = |args: &[&str]| parse(args).unwrap_err().to_string();
+    for r in ["1e-19", "1e-300", "0.0009", "0.0000001k"] {
+        let msg = e(&["--rate", r, "http://x/"]);
+        assert!(msg.contains(&format!("invalid rate '{r}'")), "{r}: {msg}");
+        assert!(msg.contains("at least 0.001"), "{r}: {msg}");
+    }
+    let msg = e(&["compare", "http://x/", "http://y/", "--rate", "1e-300"]);
+    assert!(msg.contains("at least 0.001"), "{msg}");
+    for s in ["1s:1e-300", "10s:100,10s:0.0001"] {
+        let msg = e(&["--stages", s, "http://x/"]);
+        assert!(msg.contains("0 or at least 0.001"), "{s}: {msg}");
+    }
+    assert_eq!(
+        parse(&["--rate", "0.001", "http://x/"]).unwrap().load.rate,
+        Some(0.001)
+    );
+    assert!(parse(&["--stages", "10s:0.001,10s:0", "http://x/"]).is_ok());
+    // Options built without the parser are checked by `validate` (a plain --rate only: with
+    // --stages the rate is the ramp's mean, which paces nothing).
+    let mut o = RunOptions::for_urls(&["http://127.0.0.1:1/"]).unwrap();
+    o.rate = Some(1e-19);
+    let msg = o.validate().unwrap_err().to_string();
+    assert!(msg.contains("at least 0.001"), "{msg}");
+    o.stages = Some(vec![(Duration::from_secs(2000), 0.001)]);
+    o.rate = Some(0.0005);
+    o.validate().unwrap();
+}
+
 #[test]
 fn body_file_content_type_and_repeated_headers() {
     let path = std::env::temp_dir().join(format!("loader-body-{}", std::process::id()));
@@ -176,7 +208,7 @@ fn file_errors_name_the_flag_the_file_and_the_line() {
 
 mod shard_flags {
     use super::super::*;
-    use crate::shard::{schedule_offset, Shard, INDEX_ENV};
+    use crate::shard::{schedule_offset, Shard, ShardRun, INDEX_ENV};
     use std::time::UNIX_EPOCH;
 
     #[test]
@@ -219,6 +251,14 @@ mod shard_flags {
         );
         let o = parse(&["--shard", "1/4", "--rate", "400"], None).unwrap();
         assert_eq!(schedule_offset(o.shard), Duration::ZERO);
+        // A total too small to offset by (only options built without the parser have one)
+        // puts the shard's start far off instead of panicking.
+        let far = ShardRun {
+            shard: Shard { index: 2, count: 4 },
+            rate_total: Some(1e-300),
+            ..o.shard.unwrap()
+        };
+        assert!(schedule_offset(Some(far)) > Duration::from_secs(86_400 * 365));
         let o = parse(&["--hdr-log", "x.hlog", "--start-at", "1767225600"], None).unwrap();
         assert_eq!(o.hdr_log.unwrap().interval, Duration::from_secs(1));
         assert_eq!(

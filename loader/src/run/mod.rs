@@ -513,7 +513,7 @@ fn spawn_slots(
     // timer's resolution is a millisecond).
     let spread_ms = if n <= 64 { 0 } else { n.div_ceil(64).min(10) };
     let rate_per_conn = opts.rate.map(|r| r / opts.connections as f64);
-    let now_shard = now + crate::shard::schedule_offset(opts.shard);
+    let now_shard = crate::plan::later(now, crate::shard::schedule_offset(opts.shard));
     let mut handles = Vec::with_capacity(n);
     let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
@@ -527,8 +527,7 @@ fn spawn_slots(
                 let c = opts.connections as u64;
                 return Schedule::ramped(now, i + n * g as u64, n * c);
             }
-            // wrk2: connection g's sends are offset by g/R so the total rate is smooth.
-            Schedule::new(now_shard + Duration::from_secs_f64(g as f64 / r), per)
+            Schedule::new(crate::plan::first_due(now_shard, g, r), per)
         });
         let delay = if opts.rate.is_some() {
             Duration::ZERO

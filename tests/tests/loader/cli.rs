@@ -183,6 +183,38 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
     }
 }
 
+/// A rate below 0.001 req/s (the unit `--shard` splits rates in) is a usage error in every
+/// command that takes one. A tinier rate put the connections' staggered first sends (c/R
+/// apart) past what the clock holds, and the worker threads panicked.
+#[test]
+fn a_rate_too_low_to_schedule_is_a_usage_error() {
+    let url = "http://127.0.0.1:1/";
+    for flags in [
+        &["-q", "-c", "3", "-n", "3", "--rate", "1e-19", url][..],
+        &["-q", "-c", "3", "-n", "3", "--rate", "1e-300", url][..],
+        &["-q", "-d", "1s", "-R", "1e-300", url][..],
+        &["-q", "-n", "3", "--rate", "0.0009", url][..],
+        &["-q", "--stages", "1s:1e-300", url][..],
+        &[
+            "compare",
+            url,
+            "http://127.0.0.1:2/",
+            "-n",
+            "3",
+            "--rate",
+            "1e-300",
+        ][..],
+    ] {
+        let out = loader(&args(flags));
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].starts_with("loader: "), "{flags:?}: {stderr}");
+        assert!(lines[0].contains("0.001"), "{flags:?}: {stderr}");
+    }
+}
+
 #[test]
 fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
     let a = tests::origin();
