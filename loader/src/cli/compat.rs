@@ -78,19 +78,28 @@ impl CompatArgs {
                 }
                 load.runtime.workers = Some(n);
             } else {
-                let Some(limit) = positive_seconds(t) else {
-                    return invalid(format!(
-                        "-t {t}: ab's time limit in seconds (without -d; with -d, -t is wrk's \
-                         thread count)"
-                    ));
+                let limit = match ab_seconds(t) {
+                    Some(Ok(limit)) => limit,
+                    Some(Err(why)) => {
+                        return invalid(format!("-t {t}: {why} (ab's time limit in seconds)"))
+                    }
+                    None => {
+                        return invalid(format!(
+                            "-t {t}: ab's time limit in seconds (without -d; with -d, -t is \
+                             wrk's thread count)"
+                        ))
+                    }
                 };
                 load.duration = Some(limit);
                 load.requests.get_or_insert(AB_TIME_LIMIT_REQUESTS);
             }
         }
         if let Some(s) = &self.s {
-            match positive_seconds(s) {
-                Some(timeout) if !wrk => load.timeout = timeout,
+            match ab_seconds(s) {
+                Some(Ok(timeout)) if !wrk => load.timeout = timeout,
+                Some(Err(why)) if !wrk => {
+                    return invalid(format!("-s {s}: {why} (ab's response timeout in seconds)"))
+                }
                 _ => {
                     return invalid(format!(
                         "-s {s}: wrk's Lua scripts are not supported; use -H for headers, -m \
@@ -134,10 +143,17 @@ impl CompatArgs {
     }
 }
 
-/// ab's seconds: a positive number (`5`, `0.5`).
-fn positive_seconds(s: &str) -> Option<Duration> {
-    let v: f64 = s.parse().ok()?;
-    (v.is_finite() && v > 0.0 && v < 1e9).then(|| Duration::from_secs_f64(v))
+/// ab's seconds (`5`, `0.5`): `None` when `s` is no number, else the duration or what is
+/// wrong with it.
+fn ab_seconds(s: &str) -> Option<Result<Duration, &'static str>> {
+    let v: f64 = s.parse().ok().filter(|v: &f64| !v.is_nan())?;
+    Some(match Duration::try_from_secs_f64(v) {
+        // Below a nanosecond rounds to zero: -d's and --timeout's words for a zero.
+        _ if v <= 0.0 => Err("must be more than zero"),
+        Ok(d) if d.is_zero() => Err("must be more than zero"),
+        Ok(d) if v < 1e9 => Ok(d),
+        _ => Err("must be less than 1e9 seconds"),
+    })
 }
 
 #[cfg(test)]
@@ -174,6 +190,25 @@ mod tests {
         assert!(applied(&["-s", "x.lua", "http://h/"]).is_err());
         assert!(applied(&["-d", "1s", "-t", "0", "http://h/"]).is_err());
         assert!(applied(&["-t", "4", "--threads", "2", "-d", "1", "http://h/"]).is_err());
+    }
+
+    /// ab's seconds below a nanosecond round to a zero load period or timeout, which -d and
+    /// --timeout refuse: refused here too, in their words.
+    #[test]
+    fn ab_seconds_that_round_to_zero_are_refused() {
+        for args in [
+            &["-t", "0.0000000001", "http://h/"][..],
+            &["-t", "0", "http://h/"][..],
+            &["-s", "0.0000000001", "http://h/"][..],
+            &["-s", "0", "http://h/"][..],
+        ] {
+            let e = applied(args).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("{} {}: ", args[0], args[1])), "{e}");
+            assert!(e.contains("must be more than zero"), "{e}");
+        }
+        let (l, _) = applied(&["-t", "1e-9", "-s", "1e-9", "http://h/"]).unwrap();
+        assert_eq!(l.duration, Some(Duration::from_nanos(1)));
+        assert_eq!(l.timeout, Duration::from_nanos(1));
     }
 
     #[test]

@@ -151,6 +151,15 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
     for (flags, names) in [
         (&["-c", "0", "http://127.0.0.1:1/"][..], "connections"),
         (&["-d", "3x", "http://127.0.0.1:1/"][..], "3x"),
+        // ab's seconds below a nanosecond: a zero load period or timeout, as -d 0 would be.
+        (
+            &["-t", "0.0000000001", "http://127.0.0.1:1/"][..],
+            "more than zero",
+        ),
+        (
+            &["-s", "0.0000000001", "http://127.0.0.1:1/"][..],
+            "more than zero",
+        ),
         (
             &["--no-such-flag", "http://127.0.0.1:1/"][..],
             "--no-such-flag",
