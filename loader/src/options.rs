@@ -258,14 +258,32 @@ fn valid_token(s: &str) -> bool {
     shared::http::framing::is_token(s.as_bytes())
 }
 
-/// Parse `Name: value`; the name must be a token, the value free of CR, LF and NUL.
+/// Parse `Name: value`; the name must be a token, the value a field value
+/// ([`check_header_value`]).
 pub fn parse_header(h: &str) -> Result<(String, String), LoadError> {
-    let bad = || LoadError::Invalid(format!("invalid header '{h}': expected 'Name: value'"));
+    let shown = h.escape_debug();
+    let bad = || LoadError::Invalid(format!("invalid header '{shown}': expected 'Name: value'"));
     let (name, value) = h.split_once(':').ok_or_else(bad)?;
-    if !valid_token(name) || value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+    if !valid_token(name) {
         return Err(bad());
     }
+    check_header_value(value)
+        .map_err(|why| LoadError::Invalid(format!("invalid header '{shown}': {why}")))?;
     Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// A header value is sent as given, so it must be a field value (RFC 9110 5.5: visible
+/// characters, spaces, tabs, obs-text): a CR or LF would end the field and start another (a
+/// header injected), and the other control characters are refused by servers or read
+/// differently by each. Shared by `-H` and `--targets`.
+pub(crate) fn check_header_value(value: &str) -> Result<(), String> {
+    match value.chars().find(|&c| c.is_ascii_control() && c != '\t') {
+        Some(c) => Err(format!(
+            "control character '{}' in the value",
+            c.escape_debug()
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `--hdr-log FILE` and `--hdr-log-interval`.

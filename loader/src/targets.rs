@@ -94,12 +94,14 @@ pub fn read_targets_file(path: &Path) -> Result<Vec<(Target, RequestSpec)>, Load
 
 /// A header line of a target; the loader frames bodies itself.
 fn header(line: &str) -> Result<(String, String), String> {
-    let bad = || format!("expected a header 'Name: value' or '@FILE', got '{line}'");
+    let shown = line.escape_debug();
+    let bad = || format!("expected a header 'Name: value' or '@FILE', got '{shown}'");
     let (name, value) = line.split_once(':').ok_or_else(bad)?;
     let name = name.trim();
-    if !shared::http::framing::is_token(name.as_bytes()) || value.bytes().any(|b| b == 0) {
+    if !shared::http::framing::is_token(name.as_bytes()) {
         return Err(bad());
     }
+    crate::options::check_header_value(value).map_err(|why| format!("header '{shown}': {why}"))?;
     if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding")
     {
         return Err(format!(

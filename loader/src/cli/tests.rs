@@ -135,6 +135,56 @@ fn a_rate_below_a_thousandth_is_refused() {
     o.validate().unwrap();
 }
 
+/// A header value from `-H` or a `--targets` file is field-value (RFC 9110 5.5: visible
+/// characters, spaces, tabs, obs-text): a bare CR or LF would end the field on the wire
+/// (another header injected), and no other control character belongs in one either. Both
+/// paths refuse the same values, the error naming the control character (escaped) and, for a
+/// file, the file and the line.
+#[test]
+fn header_values_with_control_characters_are_refused_from_h_and_targets() {
+    let path = std::env::temp_dir().join(format!("loader-ctl-targets-{}", std::process::id()));
+    let file = path.display().to_string();
+    for (value, shown) in [
+        ("a\rInjected: 1", "'\\r'"),
+        ("a\nInjected: 1", "'\\n'"),
+        ("a\0b", "'\\0'"),
+        ("a\x01b", "'\\u{1}'"),
+        ("a\x1b[31mred", "'\\u{1b}'"),
+        ("a\x7fb", "'\\u{7f}'"),
+    ] {
+        let h = format!("X-A: {value}");
+        let c = parse(&["-H", &h, "http://127.0.0.1:1/"]).unwrap();
+        let e = c.load.to_options(&c.urls).unwrap_err().to_string();
+        assert!(e.contains("control character"), "-H {h:?}: {e}");
+        assert!(e.contains(shown), "-H {h:?}: {e}");
+        assert!(!e.contains(['\r', '\n']), "-H {h:?}: not escaped: {e:?}");
+
+        if h.contains('\n') {
+            continue; // in a file, LF ends the line: the rest is a header line of its own
+        }
+        std::fs::write(&path, format!("GET http://127.0.0.1:1/\n{h}\n")).unwrap();
+        let c = parse(&["--targets", &file]).unwrap();
+        let e = c.load.to_options(&c.urls).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("--targets {file}:2: ")),
+            "{h:?}: {e}"
+        );
+        assert!(e.contains("control character"), "{h:?}: {e}");
+        assert!(e.contains(shown), "{h:?}: {e}");
+        assert!(!e.contains(['\r', '\n']), "{h:?}: not escaped: {e:?}");
+    }
+    // Tabs and obs-text are field-value.
+    let c = parse(&["-H", "X-A: a\tb \u{e9}", "http://127.0.0.1:1/"]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    assert_eq!(o.headers, [("X-A".into(), "a\tb \u{e9}".into())]);
+    std::fs::write(&path, "GET http://127.0.0.1:1/\nX-A: a\tb \u{e9}\n").unwrap();
+    let c = parse(&["--targets", &file]).unwrap();
+    let o = c.load.to_options(&c.urls).unwrap();
+    let spec = &o.per_url.unwrap()[0];
+    assert_eq!(spec.headers, [("X-A".into(), "a\tb \u{e9}".into())]);
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn body_file_content_type_and_repeated_headers() {
     let path = std::env::temp_dir().join(format!("loader-body-{}", std::process::id()));

@@ -224,6 +224,39 @@ fn a_rate_too_low_to_schedule_is_a_usage_error() {
     }
 }
 
+/// A header value with a control character, from `-H` or a `--targets` file (a bare CR was
+/// sent on the wire from the file: a header injected), is a usage error on one line.
+#[test]
+fn header_values_with_control_characters_are_usage_errors() {
+    let path = temp_path("ctl-targets");
+    let file = path.display().to_string();
+    std::fs::write(&path, "GET http://127.0.0.1:1/\nX-A: a\rInjected: 1\n").unwrap();
+    for (flags, names) in [
+        (
+            &["-n", "1", "-H", "X-A: a\x01b", "http://127.0.0.1:1/"][..],
+            "control character '\\u{1}'".to_string(),
+        ),
+        (
+            &["-n", "1", "--targets", &file][..],
+            format!("--targets {file}:2: "),
+        ),
+    ] {
+        let out = loader(&args(flags));
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(!stderr.contains('\r'), "{flags:?}: not escaped: {stderr:?}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].starts_with("loader: "), "{flags:?}: {stderr}");
+        assert!(lines[0].contains(&names), "{flags:?}: {stderr}");
+        assert!(
+            lines[0].contains("control character"),
+            "{flags:?}: {stderr}"
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
     let a = tests::origin();
