@@ -240,6 +240,11 @@ impl RunOptions {
                     .into(),
             ));
         }
+        // Sent as the Content-Type field's value: a CR in it would start another field.
+        if let Some(t) = &self.content_type {
+            check_header_value(t)
+                .map_err(|why| LoadError::Invalid(format!("-T '{}': {why}", t.escape_debug())))?;
+        }
         Ok(())
     }
 }

@@ -185,6 +185,24 @@ fn header_values_with_control_characters_are_refused_from_h_and_targets() {
     let _ = std::fs::remove_file(&path);
 }
 
+/// `-T` is a header value too (ab's Content-Type): a CR in it started another header.
+#[test]
+fn a_content_type_with_control_characters_is_refused() {
+    let path = std::env::temp_dir().join(format!("loader-ctl-type-{}", std::process::id()));
+    std::fs::write(&path, b"a=1").unwrap();
+    let file = path.display().to_string();
+    for t in ["text/plain\rX-Injected: 1", "text/plain\nX: 1", "a\x01b"] {
+        let c = parse(&["--body", &file, "-T", t, "http://127.0.0.1:1/"]).unwrap();
+        let e = c.load.to_options(&c.urls).unwrap_err().to_string();
+        assert!(
+            e.contains("-T") && e.contains("control character"),
+            "{t:?}: {e}"
+        );
+        assert!(!e.contains(['\r', '\n']), "{t:?}: not escaped: {e:?}");
+    }
+    let _ = std::fs::remove_file(&path);
+}
+
 #[test]
 fn body_file_content_type_and_repeated_headers() {
     let path = std::env::temp_dir().join(format!("loader-body-{}", std::process::id()));
