@@ -67,6 +67,9 @@ pub fn install_signal_handlers(
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
+            // Its lines (a reload's) go through the log writer: a write to a full stderr
+            // pipe would block the one thread that takes SIGTERM.
+            crate::log::defer_on_this_thread();
             let mut n = 0usize;
             loop {
                 let mut sig: libc::c_int = 0;

@@ -140,3 +140,58 @@ fn a_full_stderr_pipe_does_not_stop_requests() {
         "the line names the upstream: {logged:?}"
     );
 }
+
+/// Nor the signal thread: a reload's line written straight to a full pipe blocked it in
+/// write(2), and it is the one thread that takes SIGTERM (and the second signal, "stop
+/// now"): the proxy could not be stopped until someone read its stderr.
+#[test]
+fn a_full_stderr_pipe_does_not_stop_the_signals() {
+    let (r, w) = small_pipe();
+    let mut cmd = ProxyProcess::command();
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--no-pin",
+        "--shutdown-timeout",
+        "1s",
+        "--upstream",
+        "127.0.0.1:9",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::from(w.try_clone().expect("dup")));
+    let mut child = cmd.spawn().expect("spawn proxy");
+    let pid = child.id() as libc::pid_t;
+    // The start-up summary read (the signal handlers are in place), then nothing.
+    let mut lines = BufReader::new(r);
+    let mut line = String::new();
+    while !line.contains("open files") {
+        line.clear();
+        assert!(
+            lines.read_line(&mut line).expect("stderr") > 0,
+            "no summary"
+        );
+    }
+    fill(&w);
+    // Each SIGHUP logs a line (no file to reload): with the pipe full, the first one's
+    // write blocked the thread for good.
+    for _ in 0..5 {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(pid, libc::SIGHUP) };
+    }
+    let (tx, exited) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let status = exited.recv_timeout(Duration::from_secs(10));
+    if status.is_err() {
+        // SAFETY: as above; the waiting thread reaps it.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(status.is_ok(), "SIGTERM not taken while stderr was full");
+    drop(lines);
+}
