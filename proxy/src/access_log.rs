@@ -16,6 +16,12 @@
 //! A write that fails drops its lines (counted in `dropped`, reported at most once per few
 //! seconds); the proxy keeps serving.
 //!
+//! A reload that changes `access_log` gives the new generation a log of its own (files the
+//! reloader opened, one per worker: a path that cannot be opened rejects the reload before
+//! any worker switches); requests keep writing to their generation's log, and the old file
+//! is flushed and closed when the last request of its generation ends (as nginx's old
+//! workers do). SIGUSR1 reopens the current generation's path.
+//!
 //! The file is opened O_NONBLOCK: a worker thread never waits on it. That changes nothing for
 //! a regular file; a pipe or FIFO whose reader stops reading makes a write take what fits and
 //! then say EAGAIN: the lines that did not fit are dropped and counted like failed ones
@@ -28,8 +34,10 @@ use crate::metrics::route_label;
 use crate::metrics::{fault_index, FAULT_KINDS};
 use crate::record::Record;
 use crate::request::IpText;
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// Buffered bytes that trigger a write.
@@ -125,8 +133,9 @@ pub struct AccessLog {
     time_of: u64,
     clf_time: [u8; 26],
     iso_time: [u8; 25],
-    /// Lines lost: failed writes, and writes the file could not take without waiting.
-    pub dropped: u64,
+    /// Lines lost: failed writes, and writes the file could not take without waiting. The
+    /// worker's count, shared by each generation's log (a reload does not reset it).
+    dropped: Rc<Cell<u64>>,
     /// `buf` starts with the rest of a line a write cut (its start is in the file).
     cut: bool,
     last_error: Option<std::io::Error>,
@@ -135,11 +144,23 @@ pub struct AccessLog {
 impl AccessLog {
     /// Open the log for one worker. A file that cannot be opened (checked once at start, so
     /// this is rare: a race with the file system) leaves the log dropping lines.
-    pub fn open(cfg: &AccessLogConfig, _worker: usize) -> AccessLog {
-        let (file, last_error) = match open_file(cfg) {
-            Ok(f) => (Some(f), None),
-            Err(e) => (None, Some(e)),
-        };
+    pub fn open(cfg: &AccessLogConfig, dropped: Rc<Cell<u64>>) -> AccessLog {
+        match open_file(cfg) {
+            Ok(f) => AccessLog::with_file(cfg, f, dropped),
+            Err(e) => {
+                let mut log = AccessLog::with(cfg, None, dropped);
+                log.last_error = Some(e);
+                log
+            }
+        }
+    }
+
+    /// The log of `cfg` writing to `file`, opened (by `open_file`) off the worker.
+    pub fn with_file(cfg: &AccessLogConfig, file: File, dropped: Rc<Cell<u64>>) -> AccessLog {
+        AccessLog::with(cfg, Some(file), dropped)
+    }
+
+    fn with(cfg: &AccessLogConfig, file: Option<File>, dropped: Rc<Cell<u64>>) -> AccessLog {
         AccessLog {
             cfg: cfg.clone(),
             file,
@@ -147,10 +168,19 @@ impl AccessLog {
             time_of: u64::MAX,
             clf_time: [b' '; 26],
             iso_time: [b' '; 25],
-            dropped: 0,
+            dropped,
             cut: false,
-            last_error,
+            last_error: None,
         }
+    }
+
+    /// What this log was opened for.
+    pub fn config(&self) -> &AccessLogConfig {
+        &self.cfg
+    }
+
+    fn lost(&self, lines: u64) {
+        self.dropped.set(self.dropped.get() + lines);
     }
 
     /// Append the line for a finished request; write the buffer out when it is full.
@@ -208,7 +238,7 @@ impl AccessLog {
             _ => at,
         };
         let lost = self.buf[keep_to..].iter().filter(|&&b| b == b'\n').count();
-        self.dropped += lost as u64;
+        self.lost(lost as u64);
         self.buf.truncate(keep_to);
         self.buf.drain(..at);
         self.cut = cut;
@@ -221,7 +251,7 @@ impl AccessLog {
     pub fn reopen(&mut self) -> std::io::Result<()> {
         self.flush();
         if self.cut {
-            self.dropped += 1;
+            self.lost(1);
             self.buf.clear();
             self.cut = false;
         }
@@ -409,7 +439,7 @@ mod tests {
             path: path.to_path_buf(),
             format: LogFormat::Combined,
         };
-        AccessLog::open(&cfg, 0)
+        AccessLog::open(&cfg, Rc::default())
     }
 
     #[test]
@@ -419,10 +449,11 @@ mod tests {
         assert!(log.take_error().is_some(), "no such directory");
         for (at, kept, lost) in [(0, "", 3), (4, "", 2), (5, "bb\n", 1), (11, "\n", 0)] {
             log.buf = b"aaa\nbbb\nccc\n".to_vec();
-            (log.dropped, log.cut) = (0, false);
+            log.dropped.set(0);
+            log.cut = false;
             log.stopped_at(at, std::io::ErrorKind::WouldBlock.into());
             assert_eq!(
-                (log.buf.as_slice(), log.dropped),
+                (log.buf.as_slice(), log.dropped.get()),
                 (kept.as_bytes(), lost),
                 "at {at}"
             );
@@ -430,17 +461,19 @@ mod tests {
         // A buffer that starts with the rest of a cut line keeps it even when nothing is
         // written.
         log.buf = b"aa\nbbb\n".to_vec();
-        (log.dropped, log.cut) = (0, true);
+        log.dropped.set(0);
+        log.cut = true;
         log.stopped_at(0, std::io::ErrorKind::WouldBlock.into());
         assert_eq!(
-            (log.buf.as_slice(), log.dropped, log.cut),
+            (log.buf.as_slice(), log.dropped.get(), log.cut),
             (&b"aa\n"[..], 1, true)
         );
         // No file: everything buffered is dropped.
         log.buf = b"aaa\nbbb\n".to_vec();
-        (log.dropped, log.cut) = (0, false);
+        log.dropped.set(0);
+        log.cut = false;
         log.flush();
-        assert_eq!((log.buf.len(), log.dropped), (0, 2));
+        assert_eq!((log.buf.len(), log.dropped.get()), (0, 2));
     }
 
     /// A FIFO whose reader never reads: the writes stop waiting once the pipe is full, the
@@ -477,7 +510,7 @@ mod tests {
             }
         }
         log.flush();
-        assert!(log.dropped > 0, "500 KB went into a 64 KiB pipe");
+        assert!(log.dropped.get() > 0, "500 KB went into a 64 KiB pipe");
         let e = log
             .take_error()
             .expect("the error is kept for the log line");
@@ -495,7 +528,7 @@ mod tests {
         );
         let whole = (all.len() / line.len()) as u64;
         assert_eq!(
-            whole + log.dropped,
+            whole + log.dropped.get(),
             lines as u64,
             "every line written or counted"
         );

@@ -413,7 +413,7 @@ async fn requests(
             Ok(Some(info)) => info,
             Ok(None) => return Served::Quiet,
             Err(e) => {
-                if w.obs.access_log.is_some() {
+                if c.g.access_log.is_some() {
                     c.logreq.capture(c.ip.client(), &c.from_client);
                 }
                 respond_error(c, e).await;
@@ -430,7 +430,7 @@ async fn requests(
             shared::http::BodyKind::Length(n) => n,
             _ => 0,
         });
-        if w.obs.access_log.is_some() {
+        if c.g.access_log.is_some() {
             c.logreq
                 .capture(c.ip.client(), &c.from_client[..info.head_len]);
         }
@@ -491,7 +491,7 @@ fn finish(c: &mut ClientConn) {
     // The head and the declared body, or what came of them: a body never sent is not
     // received (a client declaring 2^63 bytes pinned the counter at its top).
     c.rec.bytes_in = c.rec.bytes_in.min(c.received.saturating_sub(c.request_at));
-    c.w.finish(&c.g.cfg, &c.rec, &c.logreq);
+    c.w.finish(&c.g, &c.rec, &c.logreq);
 }
 
 /// Read until a whole request head is in `from_client`. `Ok(None)`: the connection ends quietly
@@ -512,12 +512,13 @@ async fn read_head(
             if parsed == 0 {
                 c.request_at = c.received.saturating_sub(c.from_client.len() as u64);
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
-                c.rec = if c.w.obs.timing {
+                let logging = c.w.logging();
+                c.rec = if c.w.obs.counting || logging {
                     crate::record::Record::new(shared::clock::loop_now())
                 } else {
                     crate::record::Record::default()
                 };
-                c.rec.measure_head = c.w.obs.access_log.is_some();
+                c.rec.measure_head = logging;
             }
             if worth_parsing(&c.from_client, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();

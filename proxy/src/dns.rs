@@ -175,7 +175,8 @@ impl Dns {
         if said.is_empty() {
             return;
         }
-        let stepped = step(&self.post, &mut current, Arc::new(next));
+        // The same `access_log`: each worker keeps its log.
+        let stepped = step(&self.post, &mut current, Arc::new(next), Vec::new());
         drop(current);
         self.state.dns_applied(stepped.number);
         shared::log!(

@@ -428,7 +428,7 @@ async fn attempt<'g>(
     let (g, cfg) = (plan.group, &plan.g.cfg);
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
-    let started = w.obs.timing.then(shared::clock::loop_now);
+    let started = w.timing(plan.g).then(shared::clock::loop_now);
     let mut up = match upstream_for(c, w, plan, s).await {
         Ok(up) => up,
         Err(failed) => return failed,
@@ -624,7 +624,7 @@ async fn relay_response(
         Body::Streams(u) => relay_beside_body(c, &w, u, answer, fill).await,
     };
     // Only the access log shows it: no clock read per request without one.
-    if w.obs.access_log.is_some() {
+    if c.g.access_log.is_some() {
         let now = shared::clock::loop_now();
         c.rec.upstream_time = c
             .rec

@@ -56,6 +56,12 @@ pub struct Generation {
     pub statics: crate::static_files::cache::Sites,
     /// Access rules and per client rate limits (`crate::limit`); `None`: none configured.
     pub guards: Option<crate::limit::Guards>,
+    /// This worker's access log for the requests of this generation (`cfg.access_log`):
+    /// carried over by a reload that leaves `access_log` as it was, a new one (on the file
+    /// the reloader opened) when it changed, so a request finishing after a reload still
+    /// writes its line where and how its generation said. Set by the worker
+    /// (`Observability::log_for`), never by `new`, which must not open files.
+    pub access_log: Option<Rc<RefCell<crate::access_log::AccessLog>>>,
     // The TLS acceptor configs are in `cfg.listeners`: a handshake takes the current
     // generation's (see `client::serve_tls`).
 }
@@ -104,6 +110,7 @@ impl Generation {
                 }
             })),
             guards: crate::limit::Guards::new(&cfg),
+            access_log: None,
             cached,
             sites,
             slot,

@@ -3,8 +3,7 @@
 //! these tasks share is `crate::worker`'s.
 
 use crate::config::Config;
-use crate::generation::Generation;
-use crate::worker::{invalidate_here, worker_seed, ProxyCounters, ProxyWorker, WorkerMsg};
+use crate::worker::{invalidate_here, ProxyCounters, ProxyWorker, WorkerMsg};
 use shared::runtime::WorkerCtx;
 use shared::shutdown::Shutdown;
 use std::rc::Rc;
@@ -37,20 +36,26 @@ async fn inbox(
                 w.stats.cache_purges_received.incr();
             }
             WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
-            WorkerMsg::ReopenLog => w.obs.reopen_log(),
+            WorkerMsg::ReopenLog => w.obs.reopen_log(w.generation().access_log.as_ref()),
             WorkerMsg::Health(change) => crate::health::apply(&w, &change),
             WorkerMsg::HandOver(reply) => {
                 w.life.handover.fire();
                 reply.send(());
             }
-            WorkerMsg::Reload { number, cfg, reply } => {
+            WorkerMsg::Reload {
+                number,
+                cfg,
+                log,
+                reply,
+            } => {
                 let prev = w.generation();
-                let (next, carried) = Generation::next(&prev, number, cfg, worker_seed(w.id));
+                let (next, carried) = w.next_generation(number, cfg, log);
                 crate::health::carry_over(&prev, &next);
                 w.obs.metrics.borrow_mut().rekey(&prev.cfg, &next.cfg);
                 w.set_generation(next);
                 // The previous generation's checks end at their next tick.
                 crate::health::start(&w);
+                start_log_tick(&w);
                 reply.send(carried);
             }
         }
@@ -109,9 +114,7 @@ pub async fn run(
     }
     w.life.accepting.set(accepts.len());
     monoio::spawn(sweep_pools(w.clone()));
-    if w.obs.access_log.is_some() {
-        monoio::spawn(flush_log_tick(w.clone()));
-    }
+    start_log_tick(&w);
     crate::health::start(&w);
     let handed_over = monoio::select! {
         _ = ctx.shutdown.wait() => false,
@@ -136,7 +139,7 @@ pub async fn run(
     while w.active() > 0 && Instant::now() < deadline {
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
-    w.obs.flush_log();
+    w.obs.flush_logs(w.generation().access_log.as_ref());
     drained.fire();
     if let Some(t) = inbox_task {
         t.await;
@@ -238,8 +241,16 @@ fn release_freed_memory() {
     }
 }
 
-/// Flush the access log's buffer on a coarse tick, so a quiet proxy's lines reach the file
-/// within a second (a busy one flushes by size).
+/// Start the flush tick if a log needs it (a reload may add one) and none runs.
+fn start_log_tick(w: &Rc<ProxyWorker>) {
+    if w.logging() && !w.obs.log_tick.replace(true) {
+        monoio::spawn(flush_log_tick(w.clone()));
+    }
+}
+
+/// Flush the access logs' buffers on a coarse tick, so a quiet proxy's lines reach the file
+/// within a second (a busy one flushes by size); the retired generations' logs too, until
+/// they close. Ends when no log is left: a proxy without one is not woken for nothing.
 async fn flush_log_tick(w: Rc<ProxyWorker>) {
     let mut stop = w.life.shutdown.wait();
     loop {
@@ -247,6 +258,9 @@ async fn flush_log_tick(w: Rc<ProxyWorker>) {
             _ = monoio::time::sleep(crate::access_log::FLUSH_TICK) => {}
             _ = &mut stop => return,
         }
-        w.obs.flush_log();
+        if !w.obs.flush_logs(w.generation().access_log.as_ref()) {
+            w.obs.log_tick.set(false);
+            return;
+        }
     }
 }

@@ -9,13 +9,18 @@
 //! - What a running process cannot change (listeners, worker count, driver, pinning) is kept
 //!   as started and named in the log line as needing a restart or a takeover: nothing is
 //!   re-bound, so a reload never meets the port-in-use check.
+//! - A changed `access_log` is opened here, one file per worker, before any worker switches:
+//!   a path that cannot be opened rejects the reload like a broken file, and a worker never
+//!   opens a file (`WorkerMsg::Reload`'s `log`).
 //! - One log line per SIGHUP: the generation number and what changed.
 
 use crate::config::{resolve, schema, Config, Error, Overrides};
 use crate::generation::Carried;
 use crate::worker::WorkerMsg;
 use shared::inbox::{AskError, Post};
+use std::cell::RefCell;
 use std::fmt;
+use std::fs::File;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -54,13 +59,21 @@ pub struct Stepped {
 }
 
 /// Make `cfg` the next generation on every worker (through their inboxes; each builds it with
-/// `Generation::next`), and `current`'s.
-pub fn step(post: &Post<WorkerMsg>, current: &mut Current, cfg: Arc<Config>) -> Stepped {
+/// `Generation::next`), and `current`'s. `logs`: each worker's file of a changed
+/// `access_log` ([`open_logs`]); empty when it did not change.
+pub fn step(
+    post: &Post<WorkerMsg>,
+    current: &mut Current,
+    cfg: Arc<Config>,
+    logs: Vec<File>,
+) -> Stepped {
     let number = current.number + 1;
+    let logs: RefCell<Vec<Option<File>>> = RefCell::new(logs.into_iter().map(Some).collect());
     let answers = post.ask_all(
-        |_, reply| WorkerMsg::Reload {
+        |id, reply| WorkerMsg::Reload {
             number,
             cfg: cfg.clone(),
+            log: logs.borrow_mut().get_mut(id).and_then(Option::take),
             reply,
         },
         APPLY_WAIT,
@@ -156,8 +169,12 @@ impl Reloader {
             .map_err(Error::from)
             .and_then(|f| resolve(&f, overrides));
         let mut current = lock(&self.current);
-        let new = match loaded {
-            Ok(cfg) => cfg,
+        let opened = loaded.and_then(|new| {
+            let logs = open_logs(&current.cfg, &new, self.post.workers())?;
+            Ok((new, logs))
+        });
+        let (new, logs) = match opened {
+            Ok(opened) => opened,
             Err(error) => {
                 if let Some(s) = &self.state {
                     s.rejected();
@@ -177,7 +194,7 @@ impl Reloader {
             carried,
             workers,
             missing,
-        } = step(&self.post, &mut current, cfg);
+        } = step(&self.post, &mut current, cfg, logs);
         drop(current);
         if let Some(s) = &self.state {
             s.applied(number);
@@ -202,6 +219,30 @@ impl Reloader {
 /// `Current` behind (it is replaced in one assignment), so a poisoned lock is used as is.
 pub fn lock(current: &SharedCurrent) -> std::sync::MutexGuard<'_, Current> {
     current.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// When `new` changes `old`'s `access_log`, its file opened once per worker (each its own
+/// descriptor, as at start); none when it is the same or off. Opened here, on the reloader's
+/// thread, so that a path that cannot be opened rejects the reload before any worker
+/// switches, and no worker waits on the file system.
+pub fn open_logs(old: &Config, new: &Config, workers: usize) -> Result<Vec<File>, Error> {
+    let Some(l) = new
+        .access_log
+        .as_ref()
+        .filter(|_| old.access_log != new.access_log)
+    else {
+        return Ok(Vec::new());
+    };
+    (0..workers)
+        .map(|_| crate::access_log::open_file(l))
+        .collect::<std::io::Result<_>>()
+        .map_err(|e| {
+            Error::File(shared::config::ConfigError::Invalid {
+                file: new.source.clone(),
+                key: Some("access_log".into()),
+                message: format!("cannot open {}: {e}", l.path.display()),
+            })
+        })
 }
 
 fn sum(all: &[Carried]) -> Carried {
@@ -304,6 +345,14 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
         if differs(a, b) {
             changes.push(name.to_string());
         }
+    }
+    if old.access_log != new.access_log {
+        let log = |l: &Option<crate::config::AccessLogConfig>| match l {
+            Some(l) => format!("{} ({})", l.path.display(), l.format.name()),
+            None => "off".to_string(),
+        };
+        let (a, b) = (log(&old.access_log), log(&new.access_log));
+        changes.push(format!("access_log {a} -> {b}"));
     }
     (new, changes, not_applied)
 }
@@ -426,6 +475,65 @@ mod tests {
             ["steer kernel -> cpu (the listeners keep how they were steered)"]
         );
         assert_eq!(applied.steer, old.steer);
+    }
+}
+
+#[cfg(test)]
+mod access_log_tests {
+    use super::{compare, open_logs};
+
+    fn cfg(log: &str) -> crate::config::Config {
+        let text = format!(
+            "{log}[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.app]\nservers = [\"127.0.0.1:1\"]\n"
+        );
+        crate::config::from_toml("t.toml", &text).unwrap()
+    }
+
+    #[test]
+    fn an_access_log_change_is_named_and_its_files_opened_before_the_workers_switch() {
+        let dir = std::env::temp_dir().join(format!("proxy-reload-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = |name: &str, format: &str| {
+            let path = dir.join(name);
+            format!(
+                "access_log = {{ path = \"{}\", format = \"{format}\" }}\n",
+                path.display()
+            )
+        };
+        let (a, b) = (cfg(&log("a.log", "combined")), cfg(&log("b.log", "json")));
+        let (_, changes, not_applied) = compare(&a, b.clone());
+        let (pa, pb) = (dir.join("a.log"), dir.join("b.log"));
+        let want = format!(
+            "access_log {} (combined) -> {} (json)",
+            pa.display(),
+            pb.display()
+        );
+        assert_eq!(changes, [want]);
+        assert!(not_applied.is_empty(), "{not_applied:?}");
+        let (_, changes, _) = compare(&a, cfg(""));
+        assert_eq!(
+            changes,
+            [format!("access_log {} (combined) -> off", pa.display())]
+        );
+        let (_, changes, _) = compare(&cfg(""), a.clone());
+        assert_eq!(
+            changes,
+            [format!("access_log off -> {} (combined)", pa.display())]
+        );
+
+        // A file per worker for a change; none for the same log or none at all.
+        assert_eq!(open_logs(&a, &b, 3).unwrap().len(), 3);
+        assert!(pb.exists());
+        assert!(open_logs(&a, &a, 3).unwrap().is_empty());
+        assert!(open_logs(&a, &cfg(""), 3).unwrap().is_empty());
+        let bad = cfg(&log("no-such-dir/c.log", "combined"));
+        let e = open_logs(&a, &bad, 3).unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.toml: key `access_log`: cannot open ") && e.contains("no-such-dir"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

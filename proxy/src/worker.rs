@@ -98,10 +98,13 @@ pub enum WorkerMsg {
     /// drain; answered once this worker is draining.
     HandOver(shared::inbox::Reply<()>),
     /// A reload: build generation `number` from `cfg` (resolved once, on the signal thread),
-    /// make it current, and answer with what it carried over.
+    /// make it current, and answer with what it carried over. `log`: when `access_log`
+    /// changed, this worker's file for it, opened by the reloader (opening is a blocking
+    /// call, never made on a worker).
     Reload {
         number: u64,
         cfg: Arc<Config>,
+        log: Option<std::fs::File>,
         reply: shared::inbox::Reply<crate::generation::Carried>,
     },
 }
@@ -177,11 +180,14 @@ impl ProxyWorker {
         post: Option<shared::inbox::Post<WorkerMsg>>,
     ) -> Self {
         let seed = worker_seed(id);
+        let obs = Observability::new(&cfg);
+        let mut first = Generation::new(1, cfg, seed);
+        first.access_log = obs.open_log(&first.cfg);
         ProxyWorker {
-            obs: Observability::new(&cfg, id),
+            obs,
             id,
             post,
-            generation: RefCell::new(Rc::new(Generation::new(1, cfg, seed))),
+            generation: RefCell::new(Rc::new(first)),
             life: Lifecycle {
                 shutdown,
                 handover: Shutdown::new(),
@@ -243,22 +249,37 @@ impl ProxyWorker {
         }
     }
 
-    /// One request ended: count it and log it.
+    /// One request ended: count it, and log it in its generation `g`'s log.
     pub fn finish(
         &self,
-        cfg: &Config,
+        g: &Generation,
         rec: &crate::record::Record,
         line: &crate::access_log::LogRequest,
     ) {
         self.tally(rec);
-        if !self.obs.timing {
+        if !self.timing(g) {
             return;
         }
         let now = shared::clock::loop_now();
         if self.obs.counting {
-            self.count(cfg, rec, now);
+            self.count(&g.cfg, rec, now);
         }
-        self.obs.write_log(cfg, rec, line, now);
+        if let Some(log) = &g.access_log {
+            self.obs.write_log(log, &g.cfg, rec, line, now);
+        }
+    }
+
+    /// Requests of generation `g` are timed (their record's start, duration and upstream
+    /// times, from the event loop's time: `shared::clock::loop_now`): for the metrics or
+    /// the access log.
+    pub fn timing(&self, g: &Generation) -> bool {
+        self.obs.counting || g.access_log.is_some()
+    }
+
+    /// The current generation logs its requests (a request about to start: it takes the
+    /// current generation).
+    pub fn logging(&self) -> bool {
+        self.generation.borrow().access_log.is_some()
     }
 
     /// The worker's running totals (`stats`, read by `Running::stats`), from the record: no
@@ -379,11 +400,7 @@ impl ProxyWorker {
             queued,
             caches,
             draining: self.life.shutdown.is_fired(),
-            access_log_dropped: self
-                .obs
-                .access_log
-                .as_ref()
-                .map_or(0, |l| l.borrow().dropped),
+            access_log_dropped: self.obs.log_dropped.get(),
         }
     }
 
@@ -395,6 +412,20 @@ impl ProxyWorker {
     /// Make `next` the current generation (a reload): requests in flight keep theirs.
     pub(crate) fn set_generation(&self, next: Generation) {
         *self.generation.borrow_mut() = Rc::new(next);
+    }
+
+    /// A reload's generation `number`, built from `cfg` after the current one, with its
+    /// access log (`log`: see `WorkerMsg::Reload`); not yet current.
+    pub(crate) fn next_generation(
+        &self,
+        number: u64,
+        cfg: Arc<Config>,
+        log: Option<std::fs::File>,
+    ) -> (Generation, crate::generation::Carried) {
+        let prev = self.generation();
+        let (mut next, carried) = Generation::next(&prev, number, cfg, worker_seed(self.id));
+        next.access_log = self.obs.log_for(&prev, &next.cfg, log);
+        (next, carried)
     }
 
     /// Whether `g` is the current generation (no reference count touched).
@@ -533,18 +564,18 @@ mod tests {
     fn totals_come_from_the_record_and_metrics_only_with_an_admin_listener() {
         for (extra, admin) in [("", false), ("[admin]\naddr = \"127.0.0.1:9901\"\n", true)] {
             let w = worker(extra);
-            assert_eq!((w.obs.counting, w.obs.timing), (admin, admin));
-            let cfg = w.generation().cfg.clone();
+            let g = w.generation();
+            assert_eq!((w.obs.counting, w.timing(&g)), (admin, admin));
             let mut rec = Record::new(std::time::Instant::now());
             rec.route = Some(RouteId::new(0));
             rec.cache = Some(crate::cache::CacheStatus::Stale);
             rec.wrote(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
             rec.failed(ProxyError::UpstreamIo);
-            w.finish(&cfg, &rec, &Default::default());
+            w.finish(&g, &rec, &Default::default());
             // A request refused before routing, by the client's fault.
             let mut bad = Record::default();
             bad.failed(ProxyError::HeaderTimeout);
-            w.finish(&cfg, &bad, &Default::default());
+            w.finish(&g, &bad, &Default::default());
             let s = &w.stats;
             assert_eq!(s.requests.get(), 1, "{extra}");
             assert_eq!((s.upstream_errors.get(), s.client_errors.get()), (1, 1));
@@ -557,5 +588,83 @@ mod tests {
                 assert_eq!(m.unrouted[3], 1, "refused before routing: 499 is 4xx");
             }
         }
+    }
+
+    /// A reload that changes the log: a request of the old generation that ends after it
+    /// still writes to the old file, in the old format; the new generation's go to the new
+    /// file; the old file gets its lines when its generation goes; an unchanged `access_log`
+    /// keeps the log, and removing it leaves none to flush.
+    #[test]
+    fn each_generation_writes_to_its_own_log_and_the_old_one_closes_with_it() {
+        let dir = std::env::temp_dir().join(format!("proxy-gen-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (al1, al2) = (dir.join("al1.log"), dir.join("al2.log"));
+        let cfg = |log: Option<(&std::path::Path, &str)>| {
+            let log = log.map_or(String::new(), |(p, f)| {
+                format!(
+                    "access_log = {{ path = \"{}\", format = \"{f}\" }}\n",
+                    p.display()
+                )
+            });
+            let text = format!(
+                "{log}[[listen]]\naddr = \"127.0.0.1:8080\"\n[upstream.app]\nservers = [\"127.0.0.1:1\"]\n"
+            );
+            Arc::new(crate::config::from_toml("t.toml", &text).expect("config"))
+        };
+        let w = ProxyWorker::new(
+            0,
+            cfg(Some((&al1, "combined"))),
+            Shutdown::new(),
+            Arc::new(ProxyCounters::default()),
+        );
+        let ended = |g: &Generation, path: &str| {
+            let mut rec = Record::new(std::time::Instant::now());
+            rec.wrote(b"HTTP/1.1 200 OK\r\n\r\n");
+            let mut line = crate::access_log::LogRequest::default();
+            let ip = crate::request::IpText::new("10.0.0.1".parse().unwrap());
+            line.capture(&ip, format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes());
+            w.finish(g, &rec, &line);
+        };
+        let g1 = w.generation();
+        let cfg2 = cfg(Some((&al2, "json")));
+        let file = crate::access_log::open_file(cfg2.access_log.as_ref().unwrap()).unwrap();
+        let (next, _) = w.next_generation(2, cfg2.clone(), Some(file));
+        w.set_generation(next);
+        let g2 = w.generation();
+        ended(&g1, "/old");
+        ended(&g2, "/new");
+        let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+        assert_eq!(
+            read(&al1),
+            "",
+            "the old log writes when its generation goes"
+        );
+        drop(g1);
+        let old = read(&al1);
+        assert!(
+            old.ends_with("\"GET /old HTTP/1.1\" 200 0 \"-\" \"-\"\n"),
+            "{old}"
+        );
+        assert_eq!(old.lines().count(), 1, "{old}");
+        assert!(w.obs.flush_logs(g2.access_log.as_ref()));
+        let new = read(&al2);
+        let v: serde_json::Value = serde_json::from_str(new.trim_end()).expect("one JSON line");
+        assert_eq!(v["request"], "GET /new HTTP/1.1");
+
+        // The same `access_log`: the same log, no file opened.
+        let (next, _) = w.next_generation(3, cfg2, None);
+        let (a, b) = (next.access_log.as_ref(), g2.access_log.as_ref());
+        assert!(Rc::ptr_eq(a.unwrap(), b.unwrap()));
+        w.set_generation(next);
+        // Removed: no log, and none left once the last request of a logging generation ends.
+        let (next, _) = w.next_generation(4, cfg(None), None);
+        assert!(next.access_log.is_none());
+        w.set_generation(next);
+        assert!(w.obs.flush_logs(None), "a request still holds generation 2");
+        drop(g2);
+        assert!(!w.obs.flush_logs(None));
+        assert!(!w.logging());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

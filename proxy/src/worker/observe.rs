@@ -1,10 +1,18 @@
 //! What a worker tells about its work: rate-limited error lines, the metrics an admin
-//! listener reads, the access log; and whether requests feed them (fixed at start).
+//! listener reads (whether requests feed them is fixed at start), the access logs (each
+//! generation's is in `Generation::access_log`; here, the logs of generations a reload
+//! replaced, until their last request ends).
 
+use crate::access_log::AccessLog;
 use crate::config::Config;
+use crate::generation::Generation;
 use shared::net::RateLimitedLog;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
+
+/// One generation's access log (`Generation::access_log`).
+pub type SharedLog = Rc<RefCell<AccessLog>>;
 
 pub struct Observability {
     errlog: RefCell<RateLimitedLog>,
@@ -15,26 +23,74 @@ pub struct Observability {
     /// or remove the admin listener): without one nothing is counted, and no request pays
     /// for it.
     pub counting: bool,
-    /// Requests are timed (their record's start, duration and upstream times, from the event
-    /// loop's time: `shared::clock::loop_now`): for the metrics or the access log.
-    pub timing: bool,
-    /// The access log, when configured.
-    pub access_log: Option<RefCell<crate::access_log::AccessLog>>,
+    /// Lines lost by this worker's access logs, every generation's: a reload that changes
+    /// the log must not take `proxy_access_log_dropped_total` back.
+    pub log_dropped: Rc<Cell<u64>>,
+    /// The logs of earlier generations that requests in flight still write to: flushed on
+    /// the tick until their generation goes, which closes them.
+    retired: RefCell<Vec<Weak<RefCell<AccessLog>>>>,
+    /// A flush tick runs (`lifecycle::flush_log_tick`): one at most, and none while there
+    /// is no log.
+    pub(crate) log_tick: Cell<bool>,
 }
 
 impl Observability {
-    pub(super) fn new(cfg: &Config, id: usize) -> Self {
-        let counting = cfg.admin.is_some();
+    pub(super) fn new(cfg: &Config) -> Self {
         Observability {
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
             metrics: RefCell::new(crate::metrics::Metrics::new(cfg)),
-            counting,
-            timing: counting || cfg.access_log.is_some(),
-            access_log: cfg
-                .access_log
-                .as_ref()
-                .map(|l| RefCell::new(crate::access_log::AccessLog::open(l, id))),
+            counting: cfg.admin.is_some(),
+            log_dropped: Rc::default(),
+            retired: RefCell::default(),
+            log_tick: Cell::new(false),
         }
+    }
+
+    /// The first generation's log, opened as the worker starts (the path was opened once
+    /// before the workers, so a bad one stopped the start).
+    pub(super) fn open_log(&self, cfg: &Config) -> Option<SharedLog> {
+        let l = cfg.access_log.as_ref()?;
+        let log = AccessLog::open(l, self.log_dropped.clone());
+        Some(Rc::new(RefCell::new(log)))
+    }
+
+    /// The log of a reload's generation `cfg`, following `prev`: kept when `access_log` did
+    /// not change, else on `file`, which the reloader opened for this worker (a worker never
+    /// opens a file on a reload). `prev`'s log, when it is not kept, is flushed now and
+    /// closed when the last request of `prev` ends.
+    pub(crate) fn log_for(
+        &self,
+        prev: &Generation,
+        cfg: &Config,
+        file: Option<std::fs::File>,
+    ) -> Option<SharedLog> {
+        let next = match (&cfg.access_log, file) {
+            (Some(l), Some(f)) => Some(Rc::new(RefCell::new(AccessLog::with_file(
+                l,
+                f,
+                self.log_dropped.clone(),
+            )))),
+            (Some(l), None) => {
+                let same = prev.access_log.as_ref();
+                let same = same.filter(|p| p.borrow().config() == l).cloned();
+                if same.is_none() {
+                    // Not reached: the reloader opens a file for every change of the log.
+                    self.log_error(format_args!(
+                        "access log {}: no file was opened for it on reload; not logging",
+                        l.path.display()
+                    ));
+                }
+                same
+            }
+            (None, _) => None,
+        };
+        if let Some(old) = &prev.access_log {
+            if !next.as_ref().is_some_and(|n| Rc::ptr_eq(n, old)) {
+                self.flush(old);
+                self.retired.borrow_mut().push(Rc::downgrade(old));
+            }
+        }
+        next
     }
 
     /// Log an error line at most once per few seconds per worker (`shared::log!`: a stderr
@@ -49,37 +105,53 @@ impl Observability {
         });
     }
 
-    /// The access log line of a request that ended, when a log is configured.
+    /// The access log line of a request that ended, in its generation's log.
     pub(super) fn write_log(
         &self,
+        log: &SharedLog,
         cfg: &Config,
         rec: &crate::record::Record,
         line: &crate::access_log::LogRequest,
         now: Instant,
     ) {
-        if let Some(log) = &self.access_log {
-            let mut log = log.borrow_mut();
-            log.write(cfg, rec, line, now);
-            if let Some(e) = log.take_error() {
-                drop(log);
-                self.log_error(format_args!("access log: lines lost: {e}"));
-            }
+        let mut l = log.borrow_mut();
+        l.write(cfg, rec, line, now);
+        if let Some(e) = l.take_error() {
+            drop(l);
+            self.log_error(format_args!("access log: lines lost: {e}"));
         }
     }
 
-    pub(crate) fn flush_log(&self) {
-        if let Some(log) = &self.access_log {
-            let mut log = log.borrow_mut();
-            log.flush();
-            if let Some(e) = log.take_error() {
-                drop(log);
-                self.log_error(format_args!("access log: lines lost: {e}"));
-            }
+    fn flush(&self, log: &SharedLog) {
+        let mut l = log.borrow_mut();
+        l.flush();
+        if let Some(e) = l.take_error() {
+            drop(l);
+            self.log_error(format_args!("access log: lines lost: {e}"));
         }
     }
 
-    pub(crate) fn reopen_log(&self) {
-        if let Some(log) = &self.access_log {
+    /// Flush the current generation's log and the retired ones still held; false when
+    /// there is no log left to flush.
+    pub(crate) fn flush_logs(&self, current: Option<&SharedLog>) -> bool {
+        if let Some(log) = current {
+            self.flush(log);
+        }
+        let mut retired = self.retired.borrow_mut();
+        retired.retain(|w| match w.upgrade() {
+            Some(log) => {
+                self.flush(&log);
+                true
+            }
+            None => false,
+        });
+        current.is_some() || !retired.is_empty()
+    }
+
+    /// SIGUSR1: the current generation's log opens its path again. A retired log is left
+    /// on its file: its path is no longer configured, and it closes soon.
+    pub(crate) fn reopen_log(&self, current: Option<&SharedLog>) {
+        if let Some(log) = current {
             if let Err(e) = log.borrow_mut().reopen() {
                 self.log_error(format_args!("access log: {e}"));
             }

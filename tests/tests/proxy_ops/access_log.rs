@@ -188,3 +188,121 @@ fn sigusr1_reopens_the_log_after_a_rename() {
     assert_eq!(new.lines().count(), 1, "{new}");
     assert!(new.contains("\"GET /after HTTP/1.1\" 200"), "{new}");
 }
+
+/// A SIGHUP applies `access_log` as nginx does: a new path and format from the requests of
+/// the new generation on (the old file keeps only the lines before), removing it stops the
+/// lines, adding it back starts them, a path that cannot be opened rejects the reload with
+/// the running log kept, and SIGUSR1 afterwards reopens the path now configured.
+#[test]
+fn a_reload_switches_removes_and_adds_the_log_and_rejects_a_path_it_cannot_open() {
+    let dir = Scratch::new("reload-log");
+    let (al1, al2, al3) = (
+        dir.path("al1.log"),
+        dir.path("al2.log"),
+        dir.path("al3.log"),
+    );
+    let origin = tests::origin();
+    let file = dir.path("al.toml");
+    let text = |log: Option<(&Path, &str)>| {
+        let with = config_text(origin.addr(), &al1, "combined", 2);
+        let (first, rest) = with.split_once('\n').unwrap();
+        assert!(first.starts_with("access_log"), "{first}");
+        match log {
+            Some((path, format)) => format!(
+                "access_log = {{ path = \"{}\", format = \"{format}\" }}\n{rest}",
+                path.display()
+            ),
+            None => rest.to_string(),
+        }
+    };
+    tests::reload::write_config(&file, &text(Some((&al1, "combined"))));
+    let mut p = ProxyProcess::start(ProxyProcess::command().arg("--config").arg(&file));
+    let get = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").into_bytes()
+    };
+    let logged = |log: &Path, what: &str| {
+        tests::eventually(WAIT, || {
+            std::fs::read_to_string(log).is_ok_and(|t| t.contains(what))
+        })
+    };
+    let reload = |p: &mut ProxyProcess, cfg: String, generation: u64| {
+        tests::reload::write_config(&file, &cfg);
+        p.signal(libc::SIGHUP);
+        let line = p.wait_line("proxy: reload", tests::process::READY);
+        assert!(
+            line.contains(&format!("generation {generation} ")),
+            "{line}"
+        );
+        line
+    };
+
+    assert_eq!(one(p.addr, &get("/one")).0, 200);
+    assert!(logged(&al1, "/one"), "the first line never reached al1");
+
+    let line = reload(&mut p, text(Some((&al2, "json"))), 2);
+    assert!(
+        line.contains("access_log"),
+        "the change is not named: {line}"
+    );
+    assert_eq!(one(p.addr, &get("/two")).0, 200);
+    assert!(logged(&al2, "/two"), "the reload did not switch to al2");
+
+    // SIGUSR1 now reopens al2, not al1.
+    std::fs::rename(&al2, dir.path("al2.log.1")).unwrap();
+    p.signal(libc::SIGUSR1);
+    assert!(
+        tests::eventually(WAIT, || al2.exists()),
+        "SIGUSR1 did not reopen al2"
+    );
+
+    let line = reload(&mut p, text(None), 3);
+    assert!(
+        line.contains("access_log"),
+        "the change is not named: {line}"
+    );
+    assert_eq!(one(p.addr, &get("/three")).0, 200);
+
+    let line = reload(&mut p, text(Some((&al3, "combined"))), 4);
+    assert!(
+        line.contains("access_log"),
+        "the change is not named: {line}"
+    );
+    assert_eq!(one(p.addr, &get("/four")).0, 200);
+    assert!(logged(&al3, "/four"), "adding a log on reload did not log");
+
+    let bad = dir.path("no-such-dir/al4.log");
+    let line = reload(&mut p, text(Some((&bad, "json"))), 4);
+    assert!(
+        line.contains("reload rejected, generation 4 keeps running")
+            && line.contains("access_log")
+            && line.contains("no-such-dir/al4.log"),
+        "{line}"
+    );
+    assert_eq!(one(p.addr, &get("/five")).0, 200);
+    assert!(logged(&al3, "/five"), "the rejected reload changed the log");
+
+    p.signal(libc::SIGTERM);
+    let (status, _) = p.process.finish(WAIT);
+    assert!(status.success(), "{status:?}");
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    let lines = |t: String| -> Vec<String> { t.lines().map(str::to_string).collect() };
+    let one_ = lines(read(&al1));
+    assert_eq!(one_.len(), 1, "{one_:#?}");
+    assert!(one_[0].contains("\"GET /one HTTP/1.1\" 200"), "{one_:#?}");
+    let two = lines(read(&dir.path("al2.log.1")));
+    assert_eq!(two.len(), 1, "{two:#?}");
+    let v: serde_json::Value = serde_json::from_str(&two[0]).expect("a JSON line");
+    assert_eq!(v["request"], "GET /two HTTP/1.1");
+    assert_eq!(read(&al2), "", "nothing was served after the reopen");
+    let three = lines(read(&al3));
+    assert_eq!(three.len(), 2, "{three:#?}");
+    assert!(
+        three[0].contains("\"GET /four HTTP/1.1\" 200"),
+        "{three:#?}"
+    );
+    assert!(
+        three[1].contains("\"GET /five HTTP/1.1\" 200"),
+        "{three:#?}"
+    );
+    assert!(!bad.exists());
+}
