@@ -6,7 +6,8 @@
 //!
 //! - An IPv4 range matches IPv4 addresses and IPv4-mapped IPv6 ones (`::ffff:10.1.2.3`): a
 //!   dual-stack listener sees IPv4 clients that way, and the client address is normalised to
-//!   IPv4 everywhere else too (`request::IpText`).
+//!   IPv4 everywhere else too (`request::IpText`). A range written in the mapped spelling
+//!   (`::ffff:10.0.0.0/104`) is that IPv4 range.
 //! - Host bits set under the prefix (`10.1.2.3/8`) are refused, as a likely typo (nginx
 //!   warns; an access rule that silently means something else is worse than an error).
 
@@ -49,6 +50,20 @@ impl Cidr {
             return Err(bad(
                 "host bits are set after the prefix (write the network address)",
             ));
+        }
+        // `::ffff:a.b.c.d/n` (n >= 96) is the IPv4 range `a.b.c.d/(n-96)`: client addresses
+        // are matched as IPv4 (`contains`), so kept as IPv6 it would hold no client at all,
+        // and a `deny` written that way would let everyone through.
+        let mapped = match ip {
+            IpAddr::V6(a) if prefix >= 96 => a.to_ipv4_mapped(),
+            _ => None,
+        };
+        if let Some(m) = mapped {
+            return Ok(Cidr {
+                net: u128::from(u32::from(m)),
+                prefix: prefix - 96,
+                v4: true,
+            });
         }
         Ok(Cidr {
             net: bits,
@@ -153,6 +168,14 @@ mod tests {
             ("172.16.0.0/12", "172.32.0.0", false),
             ("fe80::/10", "febf::1", true),
             ("fe80::/10", "fec0::1", false),
+            // IPv4 ranges written in their IPv4-mapped IPv6 spelling hold IPv4 clients,
+            // whichever way the client's address came.
+            ("::ffff:10.0.0.9", "10.0.0.9", true),
+            ("::ffff:10.0.0.9", "::ffff:10.0.0.9", true),
+            ("::ffff:10.0.0.9", "10.0.0.8", false),
+            ("::ffff:10.0.0.0/104", "10.1.2.3", true),
+            ("::ffff:192.0.2.0/120", "192.0.2.7", true),
+            ("::ffff:192.0.2.0/120", "192.0.3.7", false),
         ] {
             let c = Cidr::parse(range).unwrap();
             assert_eq!(c.contains(ip(addr)), inside, "{range} {addr}");
