@@ -10,11 +10,12 @@
 //! through the workers' inbox (`Post::ask_all`, bounded by [`ASK_TIMEOUT`]: the only wait that
 //! holds the loop): each worker answers between two of its tasks, so the answer counts every
 //! request completed before the scrape. The listener keeps answering while the workers drain
-//! (`/healthz` says 503 then), and stops when the workers have ended.
+//! (`/healthz` says 503 then): a worker whose drain is over is counted by the snapshot it
+//! left (`metrics::Finals`). It stops when the workers have ended.
 
 use crate::config::Config;
 use crate::exposition;
-use crate::metrics::WorkerSnapshot;
+use crate::metrics::{Finals, WorkerSnapshot};
 use crate::worker::WorkerMsg;
 use shared::inbox::Post;
 use shared::shutdown::ShutdownFlag;
@@ -40,6 +41,8 @@ const MAX_CONNS: usize = 32;
 pub struct AdminCtx {
     pub cfg: Arc<Config>,
     pub post: Post<WorkerMsg>,
+    /// What a worker whose drain is over left for the scrapes.
+    pub finals: Arc<Finals>,
     pub flag: Arc<ShutdownFlag>,
     /// The reloads' outcome, for `/metrics`.
     pub reload: Arc<crate::process_metrics::ReloadState>,
@@ -438,10 +441,24 @@ fn gather_one_generation(
     }
 }
 
-/// Every worker's snapshot, in worker order.
+/// Every worker's snapshot, in worker order: a worker whose drain is over by its final one.
+/// Only a worker that ended without leaving one fails the scrape.
 pub fn gather(ctx: &AdminCtx) -> Result<Vec<WorkerSnapshot>, shared::inbox::AskError> {
-    ctx.post
-        .ask_all(|_, reply| WorkerMsg::Snapshot(reply), ASK_TIMEOUT)
+    let answers = ctx
+        .post
+        .ask_each(|_, reply| WorkerMsg::Snapshot(reply), ASK_TIMEOUT)?;
+    let mut gone = Vec::new();
+    let mut snaps = Vec::with_capacity(answers.len());
+    for (id, a) in answers.into_iter().enumerate() {
+        match a.or_else(|| ctx.finals.of(id)) {
+            Some(s) => snaps.push(s),
+            None => gone.push(id),
+        }
+    }
+    if !gone.is_empty() {
+        return Err(shared::inbox::AskError::Gone(gone));
+    }
+    Ok(snaps)
 }
 
 #[cfg(test)]

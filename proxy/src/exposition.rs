@@ -560,6 +560,11 @@ pub fn status(cfg: &Config, snaps: &[WorkerSnapshot], draining: bool) -> String 
         .map(|s| {
             let mut v = summary(&s.metrics, s.open, s.accepted);
             v["worker"] = json!(s.worker);
+            v["state"] = json!(match (s.drained, s.draining) {
+                (true, _) => "drained",
+                (false, true) => "draining",
+                (false, false) => "serving",
+            });
             v
         })
         .collect();

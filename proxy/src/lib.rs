@@ -209,9 +209,11 @@ pub fn start_with(
     let flag = ShutdownFlag::new();
     let cfg = Arc::new(cfg);
     let post = shared::inbox::Post::new(n).map_err(StartError::Inbox)?;
+    let finals = Arc::new(metrics::Finals::new(n));
     let workers = {
         let cfg = cfg.clone();
         let post = post.clone();
+        let finals = finals.clone();
         // Worker threads inherit this thread's signal mask: block SIGINT/SIGTERM/SIGHUP in
         // them so the signal thread `main` installs is the one that takes them.
         let _mask = shared::shutdown::SignalMask::block_stop_and_reload_signals();
@@ -226,7 +228,7 @@ pub fn start_with(
         launch.spawn(items, move |ctx, (ls, st)| {
             // A worker's error lines never wait for a stderr nobody reads.
             shared::log::defer_on_this_thread();
-            lifecycle::run(ctx, cfg.clone(), ls, st, post.clone())
+            lifecycle::run(ctx, cfg.clone(), ls, st, post.clone(), finals.clone())
         })?
     };
     let reload_state = Arc::new(process_metrics::ReloadState::started());
@@ -235,6 +237,7 @@ pub fn start_with(
             let ctx = admin::AdminCtx {
                 cfg: cfg.clone(),
                 post: post.clone(),
+                finals,
                 flag: flag.clone(),
                 reload: reload_state.clone(),
             };

@@ -3,6 +3,7 @@
 //! these tasks share is `crate::worker`'s.
 
 use crate::config::Config;
+use crate::metrics::Finals;
 use crate::worker::{invalidate_here, ProxyCounters, ProxyWorker, WorkerMsg};
 use shared::runtime::WorkerCtx;
 use shared::shutdown::Shutdown;
@@ -70,6 +71,7 @@ pub async fn run(
     listeners: Vec<(usize, std::net::TcpListener)>,
     stats: Arc<ProxyCounters>,
     post: shared::inbox::Post<WorkerMsg>,
+    finals: Arc<Finals>,
 ) {
     let mailbox = post.inbox(ctx.id);
     let w = Rc::new(ProxyWorker::with_post(
@@ -79,8 +81,8 @@ pub async fn run(
         stats,
         Some(post),
     ));
-    // The inbox outlives shutdown until the drain ends: a scrape during the drain is
-    // answered.
+    // The inbox outlives shutdown until this worker's drain ends, and its final counts answer
+    // for it after that (`Finals`): a scrape during the drain is answered, whole.
     let drained = Shutdown::new();
     let inbox_task = match mailbox {
         Ok(m) => Some(monoio::spawn(inbox(Rc::downgrade(&w), m, drained.clone()))),
@@ -140,6 +142,8 @@ pub async fn run(
         monoio::time::sleep(Duration::from_millis(5)).await;
     }
     w.obs.flush_logs(w.generation().access_log.as_ref());
+    // Before the inbox closes: a scrape that finds this worker gone finds its counts here.
+    finals.leave(w.snapshot());
     drained.fire();
     if let Some(t) = inbox_task {
         t.await;

@@ -360,9 +360,37 @@ pub struct WorkerSnapshot {
     pub caches: Table<RouteId, Option<CacheState>>,
     /// The worker is draining (shutdown began).
     pub draining: bool,
+    /// The worker's drain is over: these are its final counts (`Finals`).
+    pub drained: bool,
     /// Access log lines dropped: failed writes, or a file that could not take them without
     /// waiting (a pipe nobody reads).
     pub access_log_dropped: u64,
+}
+
+/// Each worker's last snapshot, left when its drain is over: a worker that ended no longer
+/// answers the admin's asks while the others still drain, and without its counts a scrape's
+/// sums would drop (or the scrape would fail) until the whole process is gone. Written once
+/// per worker, read only by the admin thread: never touched on the request path.
+pub struct Finals(Box<[std::sync::Mutex<Option<WorkerSnapshot>>]>);
+
+impl Finals {
+    pub fn new(workers: usize) -> Finals {
+        Finals((0..workers).map(|_| Default::default()).collect())
+    }
+
+    /// Worker `snap.worker`'s counts once it serves nothing more.
+    pub fn leave(&self, mut snap: WorkerSnapshot) {
+        snap.drained = true;
+        if let Some(slot) = self.0.get(snap.worker) {
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(snap);
+        }
+    }
+
+    /// Worker `id`'s final counts, if it left them.
+    pub fn of(&self, id: usize) -> Option<WorkerSnapshot> {
+        let slot = self.0.get(id)?;
+        slot.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// A request of `old` in flight across a reload, counted under the same names in `new` (the

@@ -400,6 +400,7 @@ impl ProxyWorker {
             queued,
             caches,
             draining: self.life.shutdown.is_fired(),
+            drained: false,
             access_log_dropped: self.obs.log_dropped.get(),
         }
     }

@@ -197,6 +197,24 @@ impl<M> Post<M> {
         make: impl Fn(usize, Reply<R>) -> M,
         timeout: Duration,
     ) -> Result<Vec<R>, AskError> {
+        let answers = self.ask_each(make, timeout)?;
+        let gone: Vec<usize> = (0..answers.len())
+            .filter(|&i| answers[i].is_none())
+            .collect();
+        if !gone.is_empty() {
+            return Err(AskError::Gone(gone));
+        }
+        Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// [`Post::ask_all`], where a worker that is gone is a `None` among the answers instead of
+    /// an error, for an asker that can stand in for it. Only a worker still there and late is
+    /// an error.
+    pub fn ask_each<R>(
+        &self,
+        make: impl Fn(usize, Reply<R>) -> M,
+        timeout: Duration,
+    ) -> Result<Vec<Option<R>>, AskError> {
         let n = self.boxes.len();
         let (tx, rx) = mpsc::channel();
         let mut gone = Vec::new();
@@ -225,11 +243,7 @@ impl<M> Post<M> {
                 }
             }
         }
-        let unanswered: Vec<usize> = (0..n).filter(|&i| answers[i].is_none()).collect();
-        if !unanswered.is_empty() {
-            return Err(AskError::Gone(unanswered));
-        }
-        Ok(answers.into_iter().flatten().collect())
+        Ok(answers)
     }
 }
 

@@ -220,6 +220,12 @@ fn ask_times_out_naming_the_silent_worker() {
         Err(AskError::Gone(vec![0, 1])),
         "closed inboxes answer at once"
     );
+    let r = post.ask_each(|_, r| Msg::Count(r), Duration::from_secs(30));
+    assert_eq!(
+        r,
+        Ok(vec![None, None]),
+        "ask_each leaves the gone to the asker"
+    );
 }
 
 #[test]

@@ -260,6 +260,67 @@ fn healthz_says_503_while_draining_and_metrics_still_answer() {
     assert!(std::net::TcpStream::connect_timeout(&admin, Duration::from_secs(1)).is_err());
 }
 
+/// With two workers, the one without a request in flight finishes its drain at once while
+/// the other still waits on its request: `/metrics` and `/status` go on answering 200 with
+/// the exact totals (the drained worker's final counts stand for it), and `/status` says which
+/// worker is done.
+#[test]
+fn a_worker_done_draining_leaves_its_final_counts_to_the_scrapes() {
+    let origin = Origin::start(OriginConfig {
+        hang: true,
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .expect("origin");
+    let p = proxy::start(config(origin.addr(), "")).expect("proxy starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
+    let answered = b"GET /ret HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    for _ in 0..4 {
+        one(addr, answered, 404);
+    }
+    let requests = |s: &serde_json::Value| s["total"]["requests"].as_u64();
+    let status = || {
+        let (code, body) = admin_get(admin, "/status");
+        assert_eq!(code, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).expect("status is JSON")
+    };
+    assert!(tests::eventually(WAIT, || requests(&status()) == Some(4)));
+    let mut held = raw::Client::connect(addr);
+    held.send(&raw::get("/held")).unwrap();
+    assert!(
+        tests::eventually(WAIT, || origin.captured().len() == 1),
+        "the request never reached the origin"
+    );
+    p.trigger_shutdown();
+    let mut last = serde_json::Value::Null;
+    let one_drained = tests::eventually(WAIT, || {
+        let m = scrape(admin);
+        let counted: f64 = m
+            .iter()
+            .filter(|(k, _)| k.starts_with("proxy_request_duration_seconds_count"))
+            .map(|(_, v)| v)
+            .sum();
+        assert_eq!(counted, 4.0, "{m:?}");
+        assert_eq!(m["proxy_client_connections_open"], 1.0, "{m:?}");
+        last = status();
+        assert_eq!(requests(&last), Some(4), "{last}");
+        assert_eq!(last["state"], "draining", "{last}");
+        let workers = last["workers"].as_array().expect("workers");
+        assert_eq!(workers.len(), 2, "{last}");
+        workers.iter().any(|w| w["state"] == "drained")
+    });
+    assert!(one_drained, "no worker said it was done draining: {last}");
+    let states: Vec<&serde_json::Value> = last["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| &w["state"])
+        .collect();
+    assert!(states.contains(&&serde_json::json!("draining")), "{last}");
+    drop(held);
+    p.join().expect("join");
+}
+
 #[test]
 fn failed_attempts_are_counted_by_server_and_kind() {
     let origin = tests::origin();
