@@ -23,7 +23,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,29 @@ pub struct Admin {
     /// connection there may reach the other process instead.
     wake: std::os::unix::net::UnixStream,
     thread: Option<JoinHandle<()>>,
+    /// Until a takeover takes it (`Admin::release`).
+    release: Option<Release>,
+}
+
+/// Makes the admin thread let go of its listener for good, once a takeover's new process is
+/// ready: the new process accepts on the same socket (handed over with the listeners,
+/// `takeover.rs`), and two processes answering one address would give a scraper each one's
+/// counters in turn, read as counter resets.
+pub struct Release {
+    released: Arc<AtomicBool>,
+    wake: std::os::unix::net::UnixStream,
+    done: mpsc::Receiver<()>,
+}
+
+impl Release {
+    /// Stop accepting, waiting up to `wait` for the thread to let go: a connection accepted
+    /// after this returns is the new process's. The ones accepted before are still answered;
+    /// the ones queued stay queued on the socket, which lives on in the new process.
+    pub fn now(self, wait: Duration) {
+        self.released.store(true, Ordering::SeqCst);
+        let _ = std::io::Write::write(&mut &self.wake, &[1]);
+        let _ = self.done.recv_timeout(wait);
+    }
 }
 
 impl Admin {
@@ -64,17 +87,35 @@ impl Admin {
     pub fn start(listener: TcpListener, ctx: AdminCtx) -> std::io::Result<Admin> {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
+        let released = Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = mpsc::channel();
         let (wake, woken) = std::os::unix::net::UnixStream::pair()?;
+        let release = Release {
+            released: released.clone(),
+            wake: wake.try_clone()?,
+            done,
+        };
+        let signals = Signals {
+            stop: stop.clone(),
+            woken,
+            released,
+            done: done_tx,
+        };
         let thread = std::thread::Builder::new()
             .name("admin".into())
-            .spawn(move || serve(listener, ctx, s, woken))?;
+            .spawn(move || serve(listener, ctx, signals))?;
         Ok(Admin {
             addr,
             stop,
             wake,
             thread: Some(thread),
+            release: Some(release),
         })
+    }
+
+    /// The handle that lets go of the listener (once: a process is taken over once).
+    pub fn release(&mut self) -> Option<Release> {
+        self.release.take()
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -104,23 +145,43 @@ impl Drop for Admin {
     }
 }
 
-fn serve(
-    listener: TcpListener,
-    ctx: AdminCtx,
+/// What the thread is told, besides requests: stop ([`Admin::stop`]), let go of the listener
+/// ([`Release`]), and a wake-up for either.
+struct Signals {
     stop: Arc<AtomicBool>,
     woken: std::os::unix::net::UnixStream,
-) {
+    released: Arc<AtomicBool>,
+    done: mpsc::Sender<()>,
+}
+
+fn serve(listener: TcpListener, ctx: AdminCtx, signals: Signals) {
     if let Err(e) = listener.set_nonblocking(true) {
         eprintln!("proxy: admin listener: {e}; /metrics, /status and /healthz are not served");
         return;
     }
+    let Signals {
+        stop,
+        woken,
+        released,
+        done,
+    } = signals;
+    // A wake-up byte left unread would keep the poll returning at once.
+    let _ = woken.set_nonblocking(true);
+    let mut listener = Some(listener);
     let mut conns: Vec<Conn> = Vec::with_capacity(MAX_CONNS);
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNS + 1);
     while !stop.load(Ordering::SeqCst) {
+        if listener.is_some() && released.load(Ordering::SeqCst) {
+            // Closing this copy closes nothing the new process serves: it has its own.
+            listener = None;
+            let _ = done.send(());
+        }
         let now = Instant::now();
         conns.retain_mut(|c| c.in_time(now));
         fds.clear();
-        fds.push(pollfd(listener.as_raw_fd(), libc::POLLIN));
+        // poll(2) skips a negative descriptor: the indices stay as they are.
+        let l = listener.as_ref().map_or(-1, |l| l.as_raw_fd());
+        fds.push(pollfd(l, libc::POLLIN));
         fds.push(pollfd(woken.as_raw_fd(), libc::POLLIN));
         fds.extend(
             conns
@@ -138,8 +199,11 @@ fn serve(
             i += 1;
             fds[i].revents == 0 || c.progress(&ctx) == Step::Open
         });
-        if fds[0].revents != 0 {
-            accept_all(&listener, &mut conns);
+        if fds[1].revents != 0 {
+            let _ = (&woken).read(&mut [0u8; 16]);
+        }
+        if let Some(l) = listener.as_ref().filter(|_| fds[0].revents != 0) {
+            accept_all(l, &mut conns);
         }
     }
 }

@@ -135,6 +135,8 @@ pub struct Running {
     /// Copies of every worker's listening socket (with its configured address), kept when a
     /// takeover socket will be served: what a takeover hands over.
     copies: Vec<(SocketAddr, std::net::TcpListener)>,
+    /// A copy of the admin listener's socket, kept likewise.
+    admin_copy: Option<std::net::TcpListener>,
     /// The program on the listener groups, put back if a takeover is aborted (the new process
     /// may have replaced it before it failed).
     steering: limit::Steering,
@@ -200,8 +202,25 @@ pub fn start_with(
         })?;
     }
     let admin_listener = match cfg.admin {
-        Some(addr) => Some(admin_listener(addr, sockets.inherited.is_some())?),
+        Some(addr) => {
+            let taking_over = sockets.inherited.is_some();
+            match sockets
+                .inherited
+                .as_deref_mut()
+                .and_then(|i| i.take_admin(addr))
+            {
+                Some(s) => Some(s),
+                None => Some(admin_listener(addr, taking_over)?),
+            }
+        }
         None => None,
+    };
+    let admin_copy = match (&admin_listener, cfg.admin) {
+        (Some(l), Some(addr)) if sockets.keep_copies => Some(
+            l.try_clone()
+                .map_err(|source| StartError::Bind { addr, source })?,
+        ),
+        _ => None,
     };
     let stats: Vec<Arc<ProxyCounters>> =
         (0..n).map(|_| Arc::new(ProxyCounters::default())).collect();
@@ -279,6 +298,7 @@ pub fn start_with(
         current,
         dns,
         copies,
+        admin_copy,
         steering,
     })
 }
@@ -413,8 +433,9 @@ fn listener_group(
 
 /// The admin listener's socket, bound on this thread (so a bind error stops the start).
 /// SO_REUSEPORT, as the listeners have, so that `--check-config` of the running config
-/// (`shared::net::probe_bind`) and a takeover (`taking_over`: the old process still holds it
-/// until it exits) can bind beside it; a second copy started by mistake is still refused.
+/// (`shared::net::probe_bind`) and a takeover (`taking_over`: from a process that did not hand
+/// its admin socket over, which holds it until it lets go) can bind beside it; a second copy
+/// started by mistake is still refused.
 fn admin_listener(
     addr: SocketAddr,
     taking_over: bool,
@@ -479,14 +500,19 @@ impl Running {
         let (control, listener) = takeover::Control::bind(path, replace)?;
         let post = self.post.clone();
         let steering = self.steering.clone();
+        let release = self.admin.as_mut().and_then(|a| a.release());
         let serve = takeover::Serve {
             control,
             listener,
             sockets: std::mem::take(&mut self.copies),
+            admin: self.admin_copy.take(),
             flag: self.flag.clone(),
-            // Every worker drains before the log line says so.
+            // The admin thread lets go and every worker drains before the log line says so.
             on_ready: Box::new(move || {
                 let wait = std::time::Duration::from_secs(5);
+                if let Some(r) = release {
+                    r.now(wait);
+                }
                 let _ = post.ask_all(|_, reply| worker::WorkerMsg::HandOver(reply), wait);
             }),
             resteer: Box::new(move |l| steering.apply(l)),

@@ -14,15 +14,21 @@
 //! descriptors with its description):
 //! 1. new → old: `proxy-takeover 1`
 //! 2. old → new: batches of `listener CONFIGURED BOUND` lines, one per descriptor attached,
-//!    every worker's SO_REUSEPORT socket of every listener; then `end`.
+//!    every worker's SO_REUSEPORT socket of every listener; then `end`, with the admin
+//!    listener's socket attached when there is one (on `end`, so that a process from before
+//!    this, which drops what comes with `end`, still takes over: it binds its own admin socket
+//!    beside that one, as it did).
 //! 3. the new process starts its workers on them (more workers than sockets: it binds more
-//!    sockets into the same group; fewer: a worker takes several), binds the control socket
-//!    for the next takeover (renamed over the path: no moment without one), then
-//!    new → old: `ready`.
-//! 4. the old process's workers stop accepting (an accept in flight completes and is
-//!    served: a cancelled io_uring accept can lose the connection it had taken), answer the
-//!    next request of each connection with `Connection: close`, and exit when none is left or
-//!    at the shutdown timeout.
+//!    sockets into the same group; fewer: a worker takes several), serves its admin listener
+//!    on the socket handed over if it is configured at that address (otherwise it binds its
+//!    own), binds the control socket for the next takeover (renamed over the path: no moment
+//!    without one), then new → old: `ready`.
+//! 4. the old process's admin thread stops accepting (what it accepted is answered; what is
+//!    queued stays queued for the new process: one socket, now only the new process's, so no
+//!    scrape after `ready` gets the old process's counters). Its workers stop accepting (an
+//!    accept in flight completes and is served: a cancelled io_uring accept can lose the
+//!    connection it had taken), answer the next request of each connection with `Connection:
+//!    close`, and exit when none is left or at the shutdown timeout.
 //!
 //! If the new process fails before `ready` (a broken config, a crash), the old one never
 //! stopped: it goes on serving and takes the next takeover.
@@ -126,6 +132,8 @@ pub struct Inherited {
     path: PathBuf,
     conn: OwnedFd,
     sockets: Vec<Handed>,
+    /// The old process's admin listener, if it sent it.
+    admin: Option<std::net::TcpListener>,
 }
 
 impl Inherited {
@@ -148,10 +156,10 @@ impl Inherited {
         set_timeouts(&conn, STEP_WAIT).map_err(|e| fail(e.to_string()))?;
         send(&conn, HELLO, &[]).map_err(|e| fail(format!("send: {e}")))?;
         let mut sockets = Vec::new();
-        loop {
+        let admin = loop {
             let (text, fds) = recv(&conn).map_err(|e| fail(format!("receive: {e}")))?;
             if text == END {
-                break;
+                break fds.into_iter().next().map(std::net::TcpListener::from);
             }
             let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').collect();
             if lines.len() != fds.len() {
@@ -170,12 +178,20 @@ impl Inherited {
                     .map_err(|e| fail(e.to_string()))?;
                 sockets.push(Handed { configured, socket });
             }
-        }
+        };
         Ok(Inherited {
             path: path.to_path_buf(),
             conn,
             sockets,
+            admin,
         })
+    }
+
+    /// The old process's admin socket, if it is bound to `addr` (else it is closed here: the
+    /// old process still has it, and closes it when it lets go of it).
+    pub fn take_admin(&mut self, addr: SocketAddr) -> Option<std::net::TcpListener> {
+        let s = self.admin.take()?;
+        (s.local_addr().ok() == Some(addr)).then_some(s)
     }
 
     /// The sockets configured as `addr` or bound to it (taken out of what is left).
@@ -271,11 +287,13 @@ pub struct Serve {
     pub listener: OwnedFd,
     /// Copies of every worker's listening socket, with their configured address.
     pub sockets: Vec<(SocketAddr, std::net::TcpListener)>,
+    /// A copy of the admin listener's socket.
+    pub admin: Option<std::net::TcpListener>,
     /// The process is stopping (SIGTERM): the copies are closed at once, or the sockets
     /// would keep listening with no one accepting.
     pub flag: Arc<ShutdownFlag>,
-    /// Called once a new process is ready: start the drain (returns once every worker
-    /// drains).
+    /// Called once a new process is ready: stop accepting on the admin socket and start the
+    /// drain (returns once the admin thread let go and every worker drains).
     pub on_ready: Box<dyn FnOnce() + Send>,
     /// Put this process's steering program back on a listener's group: a new process that
     /// failed after taking the sockets may have replaced or removed it.
@@ -296,6 +314,7 @@ fn control_loop(s: Serve) {
         control,
         listener,
         sockets,
+        admin,
         flag,
         on_ready,
         resteer,
@@ -318,7 +337,7 @@ fn control_loop(s: Serve) {
             shared::log!("proxy: takeover refused: {e}");
             continue;
         }
-        match hand_over(&conn, &sockets) {
+        match hand_over(&conn, &sockets, admin.as_ref()) {
             Ok(()) => {
                 on_ready();
                 shared::log!(
@@ -352,7 +371,11 @@ fn restore_steering(sockets: &[(SocketAddr, std::net::TcpListener)], resteer: &R
 }
 
 /// One takeover: the hello, the sockets, the `ready`.
-fn hand_over(conn: &OwnedFd, sockets: &[(SocketAddr, std::net::TcpListener)]) -> io::Result<()> {
+fn hand_over(
+    conn: &OwnedFd,
+    sockets: &[(SocketAddr, std::net::TcpListener)],
+    admin: Option<&std::net::TcpListener>,
+) -> io::Result<()> {
     set_timeouts(conn, STEP_WAIT)?;
     let (hello, _) = recv(conn)?;
     if hello != HELLO {
@@ -374,7 +397,8 @@ fn hand_over(conn: &OwnedFd, sockets: &[(SocketAddr, std::net::TcpListener)]) ->
         }
         send(conn, &text, &fds)?;
     }
-    send(conn, END, &[])?;
+    let admin: Vec<RawFd> = admin.iter().map(|a| a.as_raw_fd()).collect();
+    send(conn, END, &admin)?;
     match recv(conn) {
         Ok((r, _)) if r == READY => Ok(()),
         Ok((r, _)) if r.is_empty() => Err(io::Error::other(

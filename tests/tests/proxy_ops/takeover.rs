@@ -199,9 +199,9 @@ fn a_new_process_that_fails_before_it_is_ready_leaves_the_old_one_serving() {
     assert_eq!(Client::connect(new.addr).get("/").status, 200);
 }
 
-/// The admin address passes to the new process too: it binds its admin listener beside the
-/// old one's (both SO_REUSEPORT) instead of failing on the address in use, and answers there
-/// once the old one is gone.
+/// The admin address passes to the new process too: it serves the admin socket the old one
+/// hands over instead of failing on the address in use, and answers there once the old one is
+/// gone.
 #[test]
 fn a_takeover_keeps_the_admin_address() {
     let o = tests::origin();
@@ -246,4 +246,67 @@ fn a_takeover_keeps_the_admin_address() {
         tests::raw::show(&r)
     );
     assert!(new.summary.contains("taken over"), "{}", new.summary);
+}
+
+/// Once the new process is ready, the admin address is its alone: while the old one still
+/// drains a kept-alive connection, every scrape is the new process's (its request count is 0,
+/// the old one's is not), never a mix of the two that a Prometheus would read as a counter
+/// reset. The old one still serves its connection.
+#[test]
+fn after_a_takeover_every_scrape_is_the_new_process() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-admin-scrapes");
+    let socket = dir.path("takeover.sock");
+    let admin = tests::ClosedPort::new();
+    let start = |take: bool| {
+        let mut cmd = ProxyProcess::command();
+        cmd.args(["--listen", "127.0.0.1:0", "--no-pin", "--workers", "2"])
+            .args([
+                "--shutdown-timeout",
+                "60s",
+                "--upstream",
+                &o.addr().to_string(),
+            ])
+            .args(["--admin", &admin.addr().to_string()])
+            .arg("--takeover-socket")
+            .arg(&socket);
+        if take {
+            cmd.arg("--takeover");
+        }
+        ProxyProcess::start(&mut cmd)
+    };
+    let requests = || {
+        let m = tests::scrape::scrape(admin.addr());
+        tests::scrape::total(&m, "proxy_request_duration_seconds_count")
+    };
+    let mut old = start(false);
+    let mut held = Client::connect(old.addr);
+    for _ in 0..3 {
+        assert_eq!(held.get("/").status, 200);
+    }
+    assert_eq!(requests(), 3.0);
+
+    let _new = start(true);
+    old.wait_line("handed to the new process; draining", READY);
+    let seen: Vec<f64> = (0..40).map(|_| requests()).collect();
+    assert!(
+        seen.iter().all(|&n| n == 0.0),
+        "scrapes after the takeover, by their request count (the old process had 3): {seen:?}"
+    );
+
+    // The old process still serves its connection once; a stop ends its wait for the rest.
+    held.send(&tests::raw::get("/last"));
+    let r = held
+        .try_response(shared::http::RequestMethod::Other)
+        .unwrap_or_else(|e| panic!("{e}; old: {:?}", old.arrived()));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"), "{:?}", r.headers);
+    old.signal(libc::SIGTERM);
+    let exited = old.exit_within(READY);
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "{exited:?} {:?}",
+        old.arrived()
+    );
+    assert_eq!(requests(), 0.0);
 }
