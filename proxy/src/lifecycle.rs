@@ -150,10 +150,11 @@ pub async fn run(
     }
 }
 
-/// After a handover: wait until the accept loops ended (each after its accept in flight) and
-/// every connection closed after its next response, or the shutdown timeout passed, or the
-/// process is stopped; then fire the worker's shutdown, which closes what is left (idle
-/// connections that sent nothing since, accepts still pending).
+/// After a handover: wait until the accept loops ended (each once its accept in flight was
+/// cancelled, serving the connection it had taken if it had one) and every connection closed
+/// after its next response, or the shutdown timeout passed, or the process is stopped; then
+/// fire the worker's shutdown, which closes what is left (idle connections that sent nothing
+/// since). With nothing left to serve that is at once.
 async fn drain_handed_over(w: &ProxyWorker, shutdown: &Shutdown) {
     let deadline = Instant::now() + w.generation().cfg.timeouts.shutdown;
     while (w.life.accepting.get() > 0 || w.active() > 0)

@@ -25,10 +25,11 @@
 //!    without one), then new → old: `ready`.
 //! 4. the old process's admin thread stops accepting (what it accepted is answered; what is
 //!    queued stays queued for the new process: one socket, now only the new process's, so no
-//!    scrape after `ready` gets the old process's counters). Its workers stop accepting (an
-//!    accept in flight completes and is served: a cancelled io_uring accept can lose the
-//!    connection it had taken), answer the next request of each connection with `Connection:
-//!    close`, and exit when none is left or at the shutdown timeout.
+//!    scrape after `ready` gets the old process's counters). Its workers stop accepting (each
+//!    accept in flight is cancelled and its outcome awaited, and a connection it had taken is
+//!    served: a cancelled io_uring accept dropped unawaited can lose the connection it had
+//!    taken), answer the next request of each connection with `Connection: close`, and exit
+//!    when none is left (at once if none was) or at the shutdown timeout.
 //!
 //! If the new process fails before `ready` (a broken config, a crash), the old one never
 //! stopped: it goes on serving and takes the next takeover.

@@ -48,11 +48,12 @@ pub async fn run<A: Acceptor>(listener: &TcpListener, shutdown: &Shutdown, owner
     run_until_handover(listener, shutdown, &Shutdown::new(), owner).await
 }
 
-/// [`run`], and `handover` ends the loop too, but only between accepts: an accept in flight
-/// is never cancelled for it (under io_uring a cancelled accept that the kernel had just
-/// completed loses its connection: the descriptor is never handed to anyone). The loop
-/// returns once that accept completes, after handing its connection to the owner, or when
-/// `shutdown` fires, which still cancels at once.
+/// [`run`], and `handover` ends the loop too, without losing a connection: the accept in
+/// flight is cancelled and its outcome awaited, and a connection it had taken by then goes to
+/// the owner. Dropping it instead would lose that connection under io_uring (a cancelled
+/// accept the kernel had just completed: the descriptor is never handed to anyone); waiting
+/// for it to complete kept the loop, and a process that had handed its sockets over, until a
+/// connection happened to come. `shutdown` still drops it at once.
 pub async fn run_until_handover<A: Acceptor>(
     listener: &TcpListener,
     shutdown: &Shutdown,
@@ -61,6 +62,8 @@ pub async fn run_until_handover<A: Acceptor>(
 ) {
     let mut stop = shutdown.wait();
     let mut handed = handover.wait();
+    // One for the loop's life: each accept only joins it (no allocation per accept).
+    let canceller = monoio::io::Canceller::new();
     loop {
         while !owner.has_slot() {
             monoio::select! {
@@ -72,9 +75,23 @@ pub async fn run_until_handover<A: Acceptor>(
         if handover.is_fired() {
             return;
         }
-        let accepted = monoio::select! {
-            r = listener.accept() => r,
+        let mut accept = std::pin::pin!(listener.cancelable_accept(canceller.handle()));
+        let woke = monoio::select! {
+            r = &mut accept => Some(r),
             _ = &mut stop => return,
+            _ = &mut handed => None,
+        };
+        let Some(accepted) = woke else {
+            let _ = canceller.cancel();
+            let outcome = monoio::select! {
+                r = accept => r,
+                _ = &mut stop => return,
+            };
+            // Anything else is the cancel's ECANCELED, or an error the loop ends on anyway.
+            if let Ok((stream, peer)) = outcome {
+                owner.accepted(stream, peer);
+            }
+            return;
         };
         match accepted {
             Ok((stream, peer)) => {
@@ -320,5 +337,47 @@ mod tests {
         })
         .expect("runtime");
         assert_eq!(accepted, 0, "{driver}");
+    }
+
+    #[test]
+    fn a_handover_ends_a_waiting_accept_and_leaves_the_backlog_whole() {
+        for driver in drivers_here() {
+            a_handover_ends_a_waiting_accept(driver);
+        }
+    }
+
+    fn a_handover_ends_a_waiting_accept(driver: DriverKind) {
+        let std_listener =
+            crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 16).expect("listener");
+        let addr = std_listener.local_addr().unwrap();
+        let (accepted, left) = run_on(driver, 64, async move {
+            let listener = TcpListener::from_std(std_listener).expect("monoio listener");
+            let (shutdown, handover) = (Shutdown::new(), Shutdown::new());
+            let owner = Rc::new(Recorder {
+                peers: RefCell::new(Vec::new()),
+                want: usize::MAX,
+                shutdown: shutdown.clone(),
+            });
+            // Runs once the loop's first poll left its accept waiting.
+            let h = handover.clone();
+            monoio::spawn(async move { h.fire() });
+            monoio::select! {
+                _ = run_until_handover(&listener, &shutdown, &handover, &owner) => {}
+                _ = monoio::time::sleep(std::time::Duration::from_secs(20)) => {
+                    panic!("the loop still waited for a connection after the handover")
+                }
+            }
+            let client = std::net::TcpStream::connect(addr).expect("connect");
+            let left = accept_now(&listener).expect("accept").is_some();
+            drop(client);
+            let n = owner.peers.borrow().len();
+            (n, left)
+        })
+        .expect("runtime");
+        assert_eq!(accepted, 0, "{driver}");
+        assert!(
+            left,
+            "{driver}: the cancelled accept took the next connection"
+        );
     }
 }

@@ -310,3 +310,49 @@ fn after_a_takeover_every_scrape_is_the_new_process() {
     );
     assert_eq!(requests(), 0.0);
 }
+
+/// With nothing left to serve after the handover (no connection open, no accept that took
+/// one), the old process exits then, not at the shutdown timeout: its accepts still waiting
+/// for a connection are cancelled and their outcome awaited, so one that took a connection
+/// meanwhile would still serve it.
+#[test]
+fn an_idle_old_process_exits_once_handed_over_not_at_the_timeout() {
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-idle");
+    let socket = dir.path("takeover.sock");
+    let start = |listen: &str, take: bool| {
+        let mut cmd = ProxyProcess::command();
+        cmd.args(["--listen", listen, "--no-pin", "--workers", "2"])
+            .args([
+                "--shutdown-timeout",
+                "60s",
+                "--upstream",
+                &o.addr().to_string(),
+            ])
+            .arg("--takeover-socket")
+            .arg(&socket);
+        if take {
+            cmd.arg("--takeover");
+        }
+        ProxyProcess::start(&mut cmd)
+    };
+    let mut old = start("127.0.0.1:0", false);
+    for _ in 0..4 {
+        let r = tests::raw::exchange(
+            old.addr,
+            b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            tests::raw::WAIT,
+        );
+        assert_eq!(r.responses().first().map(|x| x.status), Some(200));
+    }
+    let new = start(&format!("127.0.0.1:{}", old.addr.port()), true);
+    old.wait_line("handed to the new process; draining", READY);
+    // Patience far below the 60 s timeout: only an exit on having nothing to serve fits.
+    let exited = old.exit_within(READY);
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "{exited:?} {:?}",
+        old.arrived()
+    );
+    assert_eq!(Client::connect(new.addr).get("/").status, 200);
+}
