@@ -11,7 +11,7 @@
 use proxy::request_path::{Prepared, RequestPath, UPSTREAM_HOST};
 use shared::http::framing::connection_tokens;
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::target::origin_form;
+use shared::http::target::{origin_form, resolve_dot_segments, route_path};
 use shared::http::{
     parse_final_response, parse_request, BodyKind, Limits, RequestHead, Status, Version,
 };
@@ -76,8 +76,9 @@ pub fn check(data: &[u8]) {
     }
 }
 
-// The upstream head: exactly one request, the client's method, target and body framing,
-// nothing the proxy must strip.
+// The upstream head: exactly one request, the client's method, target (its dot segments
+// resolved) and body framing, nothing the proxy must strip; and the origin, decoding the
+// target it gets, reads the path the route was chosen on.
 fn upstream(client: &RequestHead<'_, '_>, head: &[u8], websocket: bool) {
     let limits = Limits {
         max_head: head.len() + 1,
@@ -93,7 +94,16 @@ fn upstream(client: &RequestHead<'_, '_>, head: &[u8], websocket: bool) {
     assert_eq!(up.head_len, head.len(), "one request out, nothing after it");
     assert_eq!(up.version, Version::Http11);
     assert_eq!(up.method, client.method);
-    assert_eq!(up.target, origin_form(client.target).as_ref());
+    let sent = origin_form(client.target);
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+    let routed = route_path(sent.as_bytes(), &mut a).expect("a routed path");
+    let want = match routed.dot_segments {
+        true => resolve_dot_segments(sent.as_bytes(), &mut b),
+        false => sent.as_bytes(),
+    };
+    assert_eq!(up.target.as_bytes(), want);
+    let seen = route_path(up.target.as_bytes(), &mut c).expect("the origin's path");
+    assert_eq!((seen.path, seen.dot_segments), (routed.path, false));
     match client.body {
         BodyKind::Empty => assert!(matches!(up.body, BodyKind::Empty | BodyKind::Length(0))),
         kind => assert_eq!(up.body, kind, "the body keeps its framing"),

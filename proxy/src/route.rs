@@ -10,12 +10,12 @@
 //!   within each set the longest path prefix wins. A set with no matching prefix falls
 //!   through to the next (as a HAProxy rule list falls through to `default_backend`); to
 //!   fence a host in, give it a route with the prefix `/`.
-//! - Prefixes are plain byte prefixes of the request's normalised path (`/api` matches
+//! - Prefixes are plain byte prefixes of the request's decoded path (`/api` matches
 //!   `/apiary`; write `/api/` to match a directory), compared case-sensitively, as nginx's
-//!   `location` does. The caller normalises the path as origins do before they look it up
-//!   (`shared::http::target::normalize_path`: `%61` is `a`, dot segments resolved, slashes
-//!   merged, no query), so no other spelling of a path gets past its route; the prefixes
-//!   are normalised the same way here, once.
+//!   `location` does. The caller decodes the path as an origin that decodes it does
+//!   (`shared::http::target::route_path`: every escape decoded once, `%2F` a separator and
+//!   `%40` an `@`, dot segments resolved, slashes merged, no query), so no other spelling of a
+//!   path gets past its route; the prefixes are decoded the same way here, once.
 //! - No match: `None`, and the caller answers 404.
 //!
 //! Lookups allocate nothing: the tables are built in [`Router::new`], hosts sorted for a
@@ -23,7 +23,7 @@
 
 use crate::config::{Route, RouteId, Table};
 use crate::host::strip_port;
-use shared::http::target::normalize_path;
+use shared::http::target::route_path;
 use std::cmp::Ordering;
 
 /// One path prefix and the route it leads to.
@@ -93,7 +93,7 @@ impl Router {
 
     /// The route for a request, or `None` (404). `host` is the
     /// Host header (or the authority of an absolute-form target) as received; `path` is the
-    /// request's normalised path (`normalize_path` of the origin-form target).
+    /// request's decoded path (`route_path` of the origin-form target).
     pub fn route(&self, host: Option<&[u8]>, path: &[u8]) -> Option<RouteId> {
         if let Some(host) = host.map(strip_port).filter(|h| !h.is_empty()) {
             let exact = find(&self.exact, host).and_then(|h| longest_prefix(&h.prefixes, path));
@@ -117,15 +117,16 @@ impl Router {
     }
 }
 
-/// A configured prefix in the form request paths are matched in: `/%61pi//` is `/api/`.
-/// One the normaliser refuses, or with a `?` (paths have no query), is kept as written: it
-/// matches no normalised path, as it matched no request before.
-fn normal_prefix<'a>(prefix: &'a str, scratch: &'a mut Vec<u8>) -> &'a [u8] {
+/// A configured prefix in the form request paths are matched in: `/%61pi//` is `/api/`,
+/// `/%40x/` is `/@x/`. One that `route_path` refuses, or with a `?` (paths have no query),
+/// matches no request: its match form starts with a NUL, which no matched path holds
+/// (`%00` is refused). Kept as written, a `?` would now meet a decoded `%3F`.
+fn normal_prefix(prefix: &str, scratch: &mut Vec<u8>) -> Vec<u8> {
     let raw = prefix.as_bytes();
-    if raw.contains(&b'?') {
-        return raw;
+    match route_path(raw, scratch) {
+        Ok(p) if !raw.contains(&b'?') => p.path.to_vec(),
+        _ => [&b"\0"[..], raw].concat(),
     }
-    normalize_path(raw, scratch).unwrap_or(raw)
 }
 
 /// The prefix list for `host` in `table`, added if new.
@@ -252,21 +253,30 @@ mod tests {
         assert_eq!(r.route(None, b"*").map(RouteId::index), None);
     }
 
-    /// Issue 22, item 5: the router compares normalised paths, so its prefixes are
-    /// normalised too; one that cannot be is kept as written and matches nothing.
+    /// Issue 22, item 5: the router compares decoded paths, so its prefixes are decoded
+    /// too (reserved escapes included: `%2f` is `/`, `%40` is `@`); one that cannot be
+    /// matches nothing, not even the decoded path that spells it.
     #[test]
-    fn prefixes_are_normalised_like_paths() {
+    fn prefixes_are_decoded_like_paths() {
         let r = Router::new(&Table::from(vec![
             route(None, "/", 0),
             route(None, "/%61pi//", 1),
             route(None, "/a%2fb/", 2),
             route(None, "/x?y", 3),
             route(None, "/../z/", 4),
+            route(None, "/%40in/", 5),
+            route(None, "/b\\c", 6),
         ]));
         assert_eq!(r.route(None, b"/api/v1").map(RouteId::index), Some(1));
-        assert_eq!(r.route(None, b"/a%2Fb/c").map(RouteId::index), Some(2));
-        assert_eq!(r.route(None, b"/x").map(RouteId::index), Some(0));
-        assert_eq!(r.route(None, b"/z/").map(RouteId::index), Some(0));
+        assert_eq!(r.route(None, b"/a/b/c").map(RouteId::index), Some(2));
+        assert_eq!(r.route(None, b"/@in/x").map(RouteId::index), Some(5));
+        for path in ["/x", "/x?y", "/z/", "/../z/", "/b\\c"] {
+            assert_eq!(
+                r.route(None, path.as_bytes()).map(RouteId::index),
+                Some(0),
+                "{path}"
+            );
+        }
     }
 
     #[test]

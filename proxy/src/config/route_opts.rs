@@ -9,7 +9,7 @@ use super::Timeouts;
 use serde::de::{Deserializer, Error as _};
 use serde::Deserialize;
 use shared::http::framing::{is_hop_by_hop, is_token};
-use shared::http::target::normalize_path;
+use shared::http::target::route_path;
 use shared::units::serde_units::de_positive_duration;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -18,8 +18,8 @@ use std::time::Duration;
 /// What a route adds to the plain forwarding of its requests.
 #[derive(Debug, Clone, Default)]
 pub struct RouteOpts {
-    /// `strip_prefix = true`: this many bytes of the normalised path (the route's prefix in
-    /// its normal form) are removed before the request goes upstream.
+    /// `strip_prefix = true`: the route's prefix as routing matches it, this many bytes of the
+    /// decoded path (`route_path`), is removed before the request goes upstream.
     pub strip: Option<usize>,
     /// `request_headers`: applied to the upstream request head.
     pub request: Option<HeaderEdits>,
@@ -69,10 +69,10 @@ impl RouteOpts {
     ) -> Result<Option<Arc<RouteOpts>>, (&'static str, String)> {
         let strip = r.strip_prefix.as_ref().filter(|s| *s.get_ref());
         let opts = RouteOpts {
-            // The prefix as routing compares it: in its normal form.
+            // The prefix as routing compares it: decoded.
             strip: strip.map(|_| {
                 let mut scratch = Vec::new();
-                normalize_path(r.path.as_bytes(), &mut scratch).map_or(r.path.len(), <[u8]>::len)
+                route_path(r.path.as_bytes(), &mut scratch).map_or(r.path.len(), |p| p.path.len())
             }),
             request: r.request_headers.clone(),
             response: r.response_headers.clone(),

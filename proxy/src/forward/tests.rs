@@ -22,6 +22,7 @@ fn req() -> RequestInfo {
             group: crate::config::GroupId::new(0),
         },
         target: crate::request::Span { start: 0, len: 0 },
+        dot_segments: false,
         authority: None,
         balance_key: 0,
     }

@@ -1,5 +1,5 @@
 //! The request as the proxy reads it, once: the head parsed ([`prepare_request`]), its target
-//! normalised and routed ([`route_of`]), and the route's action decided ([`Dispatch`]) with
+//! decoded and routed ([`route_of`]), and the route's action decided ([`Dispatch`]) with
 //! what it sends prepared (the upstream head for a proxied route, the whole answer for a
 //! `return`, the positions of the fields a static file needs). Everything after this works
 //! from the [`RequestInfo`] it returns; nothing parses the head again.
@@ -11,10 +11,13 @@
 //! `HTTP2-Settings` removed always (no h2c upgrade is forwarded), the client's
 //! `X-Forwarded-Host` and `Forwarded` removed always (nothing a client says about the path a
 //! request took is trusted), `Expect` removed (the proxy answers `100-continue` itself), and
-//! the body framing written by us. Routing is on the target's normalised path; the target
-//! goes upstream as received, unless the route strips its prefix (`strip_prefix`: the rest of
-//! the normalised path, the query as received). A route's `request_headers` replace or drop
-//! fields (every copy, any case) and add their prepared block.
+//! the body framing written by us. Routing is on the target's decoded path
+//! (`shared::http::target::route_path`); the target goes upstream as received when its path
+//! has no dot segments, with them resolved on the raw path when it has
+//! (`resolve_dot_segments`: the origin then sees the path the route was chosen on), and when
+//! the route strips its prefix (`strip_prefix`) as the rest of the path's URL normal form,
+//! the query as received. A route's `request_headers` replace or drop fields (every copy, any
+//! case) and add their prepared block.
 
 use crate::answer::AnswerCtx;
 use crate::config::hash_key::HashKey;
@@ -29,7 +32,9 @@ pub use client_addr::{ClientAddr, IpText};
 use shared::http::encode::{copy_fields, write_header, write_header_u64, write_request_line};
 use shared::http::framing::connection_tokens;
 use shared::http::limits::MAX_HEADERS_CAP;
-use shared::http::target::{normalize_path, origin_bytes, origin_form};
+use shared::http::target::{
+    after_route_prefix, normalize_path, origin_bytes, origin_form, resolve_dot_segments, route_path,
+};
 use shared::http::{
     parse_request, BodyKind, CodecError, Limits, RequestHead, RequestMethod, Status, Version,
 };
@@ -68,6 +73,9 @@ pub struct RequestInfo {
     /// absolute-form target without a path, or one that names no path), in the client buffer
     /// (valid until the exchange consumes the head): for a cache key.
     pub target: Span,
+    /// The target's path has dot segments: it went upstream with them resolved
+    /// (`shared::http::target::resolve_dot_segments`), and the cache keys it so.
+    pub dot_segments: bool,
     /// The authority (absolute-form target, else Host), in the client buffer likewise.
     pub authority: Option<Span>,
     /// The hash of the group's `hash_key` for a group with `balance = "hash"` (0 otherwise):
@@ -364,7 +372,7 @@ fn parse_and_decide(
             return Err(ProxyError::MethodNotSupported);
         }
         let target = origin_form(head.target);
-        let route = route_of(g, head.authority, target.as_bytes())?;
+        let (route, dot_segments) = route_of(g, head.authority, target.as_bytes())?;
         let t = head.target.as_bytes();
         let mut info = RequestInfo {
             method,
@@ -387,6 +395,7 @@ fn parse_and_decide(
             },
             // A target naming no path (`*`): its empty start, still in `buf`.
             target: Span::of(buf, origin_bytes(t).unwrap_or(&t[..0])),
+            dot_segments,
             authority: head.authority.map(|a| Span::of(buf, a)),
             balance_key: 0,
         };
@@ -407,8 +416,9 @@ fn parse_and_decide(
                 info.websocket = head.is_websocket_upgrade();
                 let route_opts = g.cfg.routes[route].opts.as_deref();
                 let how = (&g.cfg.headers, route_opts);
-                let written =
-                    write_upstream_head((&head, buf), &target, info.websocket, how, ip, out);
+                let written = with_forwarded(&target, dot_segments, |sent| {
+                    write_upstream_head((&head, buf), sent, info.websocket, how, ip, out)
+                });
                 info.host_written = written.host_written;
                 *spots = written.spots;
                 info.dispatch = match cache {
@@ -492,28 +502,49 @@ thread_local! {
     /// The worker's buffer for paths that need rewriting to be routed (grown once to the
     /// longest such path, then reused: no allocation per request).
     static PATH_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Likewise for the target forwarded when its path has dot segments.
+    static FORWARD_SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The route for `target` (origin-form) at `authority`, chosen on the normalised path
-/// (`shared::http::target::normalize_path`), as an origin will read it: `/%61dmin/`,
-/// `//admin/` and `/x/../admin/` are all `/admin/`. The target itself goes upstream as
-/// received. A path with no normal form (`/../x`, `%00`, a bad escape) is a 400.
+/// The route for `target` (origin-form) at `authority`, chosen on the decoded path
+/// (`shared::http::target::route_path`), as an origin that decodes it reads it: `/%61dmin/`,
+/// `//admin/`, `/x/../admin/` and `/admin%2F` are all under `/admin/`; and whether the path
+/// has dot segments (then it goes upstream resolved: [`with_forwarded`]). A path routing
+/// cannot read as the origin will (`/../x`, `%00`, a bad escape, a `\`) is a 400.
 fn route_of(
     g: &Generation,
     authority: Option<&[u8]>,
     target: &[u8],
-) -> Result<RouteId, ProxyError> {
+) -> Result<(RouteId, bool), ProxyError> {
     PATH_SCRATCH.with_borrow_mut(|scratch| {
-        let path = normalize_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
-        g.router.route(authority, path).ok_or(ProxyError::NoRoute)
+        let p = route_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
+        let route = g
+            .router
+            .route(authority, p.path)
+            .ok_or(ProxyError::NoRoute)?;
+        Ok((route, p.dot_segments))
+    })
+}
+
+/// Run `f` with the target as it goes upstream: `target` itself, or, when its path has
+/// `dot_segments`, with them resolved: an origin that reads the raw path (Express's router)
+/// would otherwise run the handler of `/admin/` for `/admin/../x`, routed as `/x`.
+fn with_forwarded<T>(target: &str, dot_segments: bool, f: impl FnOnce(&str) -> T) -> T {
+    if !dot_segments {
+        return f(target);
+    }
+    FORWARD_SCRATCH.with_borrow_mut(|scratch| {
+        let sent = resolve_dot_segments(target.as_bytes(), scratch);
+        // Cut only at ASCII `/` and `?` out of a `str`: still UTF-8.
+        f(std::str::from_utf8(sent).unwrap_or(target))
     })
 }
 
 /// Write the upstream request head for `head` into `out` (cleared first): the request line
-/// with `target` (origin-form; the route's prefix removed from its normal form when the route
-/// strips it), the end-to-end fields, the forwarding fields `opts` asks for with the client's
-/// address `ip`, the route's `request_headers`, the upgrade fields when `websocket`, and our
-/// own framing. Without the final CRLF; says whether Host was written (else it is written
+/// with `target` (origin-form as it goes upstream, dot segments already resolved; the route's
+/// prefix removed from its normal form when the route strips it), the end-to-end fields, the
+/// forwarding fields `opts` asks for with the client's address `ip`, the route's
+/// `request_headers`, the upgrade fields when `websocket`, and our own framing. Without the final CRLF; says whether Host was written (else it is written
 /// per attempt) and where the client's address went.
 pub(crate) fn write_upstream_head<'b>(
     (head, buf): (&RequestHead<'_, 'b>, &'b [u8]),
@@ -622,15 +653,16 @@ impl AddrSpots {
 }
 
 /// The request line of a route that strips its prefix (nginx's `proxy_pass http://app/;`):
-/// the normalised path routing used (`normalize_path`: unreserved escapes decoded, dot
-/// segments and repeated slashes gone; other escapes kept), less its first `prefix` bytes,
+/// the path's URL normal form (`normalize_path`: unreserved escapes decoded, dot segments and
+/// repeated slashes gone; other escapes kept, so still a URL), less what makes the route's
+/// `prefix` (that many bytes of the decoded path routing matched: `after_route_prefix`),
 /// always starting with `/`, then the query as received.
 fn write_stripped_line(out: &mut BytesMut, method: &str, target: &str, prefix: usize) {
     let query = target.find('?').map_or("", |i| &target[i..]);
     PATH_SCRATCH.with_borrow_mut(|scratch| {
-        // Routing normalised this target already: it has a normal form.
+        // Routing read this target already: it has a normal form.
         let path = normalize_path(target.as_bytes(), scratch).unwrap_or(target.as_bytes());
-        let rest = path.get(prefix..).unwrap_or_default();
+        let rest = after_route_prefix(path, prefix);
         out.extend_from_slice(method.as_bytes());
         out.extend_from_slice(b" ");
         if rest.first() != Some(&b'/') {

@@ -287,8 +287,9 @@ fn upstream_on(wire: &str, route: &RouteOpts) -> String {
 
 fn strip(prefix: &str) -> RouteOpts {
     let mut scratch = Vec::new();
-    let n = normalize_path(prefix.as_bytes(), &mut scratch)
+    let n = route_path(prefix.as_bytes(), &mut scratch)
         .unwrap()
+        .path
         .len();
     RouteOpts {
         strip: Some(n),
@@ -314,6 +315,10 @@ fn strip_prefix_removes_the_routes_prefix_from_the_normal_path() {
         ("/api/", "/%61pi/x%2fy", "/x%2Fy"),
         ("/api/", "//api//a/./b/../c", "/a/c"),
         ("/api/", "/api/%7euser?a=%2f", "/~user?a=%2f"),
+        // The prefix is matched decoded (`%2F` a separator, `%40` an `@`): what makes it is
+        // taken off the normal form, whose other escapes stay.
+        ("/api/", "/api%2Fx%2Fy?q", "/x%2Fy?q"),
+        ("/@in/", "/%40in/a%2fb", "/a%2Fb"),
         ("/", "/x/y", "/x/y"),
         // Absolute-form: the origin-form part.
         ("/api/", "http://h/api/v?1", "/v?1"),

@@ -130,7 +130,7 @@ fn prepare(
 
 /// `path` names a directory but does not end in `/`: a 301 to it with the slash (and the
 /// query). The Location is the normalised path (`normalize_path`: slashes merged, dot
-/// segments resolved, the router's view of it), so it starts with exactly one `/`: from the
+/// segments resolved, still a URL), so it starts with exactly one `/`: from the
 /// raw path, `GET //images` answered `Location: //images/`, which a browser reads as the
 /// host `images`. Escapes stay escaped (`/my%20dir/`).
 fn redirect_to_dir(

@@ -59,6 +59,10 @@ fn strip_prefix_sends_the_rest_of_the_normal_path_and_the_query_as_received() {
         ("/v2", "/"),
         ("/v2?k=v", "/?k=v"),
         ("/other/x?y", "/other/x?y"),
+        // Matched decoded (`/api/users/me`), the prefix taken off the normal form.
+        ("/api%2Fusers%2Fme?x", "/users%2Fme?x"),
+        // No prefix stripped: dot segments resolved, the rest as sent.
+        ("/other/%2e%2e/x%20y", "/x%20y"),
     ];
     for (target, _) in asks {
         let r = ask(

@@ -143,10 +143,11 @@ fn files_are_served_whole_with_type_length_and_validators_on_every_driver() {
 fn traversal_attempts_never_serve_a_file_outside_the_root() {
     let t = tree("traversal");
     let s = serve(&t.root(), None);
-    // Refused before routing when the normalised path would climb above the root or holds
-    // a NUL (400, as nginx answers), by the path rules (403), or, once decoded a single
-    // time, names that do not exist (404); the symlinks are refused by the kernel (openat2
-    // RESOLVE_BENEATH: 403).
+    // Refused before routing when the decoded path would climb above the root, holds a NUL
+    // (400, as nginx answers), a backslash or a dot segment next to an encoded slash (400:
+    // routing cannot read those as every origin does), by the path rules (403), or, once
+    // decoded a single time, names that do not exist (404); the symlinks are refused by the
+    // kernel (openat2 RESOLVE_BENEATH: 403).
     let targets = [
         ("/../secret.txt", 400),
         ("/%2e%2e/secret.txt", 400),
@@ -155,11 +156,12 @@ fn traversal_attempts_never_serve_a_file_outside_the_root() {
         ("/%2e./secret.txt", 400),
         ("/dir/../../secret.txt", 400),
         ("/dir/%2e%2e/%2e%2e/secret.txt", 400),
-        ("/..%2fsecret.txt", 403),
-        ("/%2e%2e%2fsecret.txt", 403),
-        ("/%2e%2e%2Fsecret.txt", 403),
-        ("/..%5csecret.txt", 403),
-        ("/..\\secret.txt", 403),
+        ("/..%2fsecret.txt", 400),
+        ("/%2e%2e%2fsecret.txt", 400),
+        ("/%2e%2e%2Fsecret.txt", 400),
+        ("/..%5csecret.txt", 400),
+        ("/..\\secret.txt", 400),
+        ("/x%2fsecret.txt", 403),
         ("/%252e%252e/secret.txt", 404),
         ("/%252e%252e%252fsecret.txt", 404),
         ("/%c0%ae%c0%ae/secret.txt", 404),

@@ -204,3 +204,31 @@ fn an_empty_host_and_no_host_are_different_keys() {
     assert_eq!(ask(p.addr, none), (sent, "HIT".into()));
     assert_eq!(count.load(Ordering::SeqCst), 2);
 }
+
+/// The key is the target as it went upstream: `/a/../p` goes to the origin as `/p` (its dot
+/// segments resolved, so the origin sees the path it was routed on), and is `/p`'s entry.
+/// Keyed as received, it was a second copy of `/p` that a PURGE of `/p` never reached.
+#[test]
+fn a_target_with_dot_segments_is_keyed_as_forwarded() {
+    let (origin, count) = echo_origin();
+    let p = crate::start(&format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n\
+         [upstream.o]\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"o\"\ncache = {{ ttl = \"60s\" }}\n"
+    ));
+    let addr = p.running().listen_addrs()[0];
+    let ask = |target: &str| {
+        let mut c = Client::connect(addr);
+        let r = crate::ask(
+            &mut c,
+            &format!("GET {target} HTTP/1.1\r\nHost: site\r\n\r\n"),
+            false,
+        );
+        r.header("x-cache").map(str::to_string)
+    };
+    assert_eq!(ask("/p").as_deref(), Some("MISS"));
+    for target in ["/a/../p", "/./p", "/a/%2E%2e/p"] {
+        assert_eq!(ask(target).as_deref(), Some("HIT"), "{target}");
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+}

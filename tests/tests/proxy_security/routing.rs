@@ -1,6 +1,7 @@
-//! Routing on the normalised path (issue 22, item 5): a `return 403` on `/admin/` must hold
-//! for every spelling of `/admin/` an origin would normalise to it, while the target goes
-//! upstream exactly as the client sent it. And the static directory redirect (item 11).
+//! Routing on the decoded path (issue 22, item 5): a fence on `/admin/` (`return 403`, `deny`)
+//! must hold for every spelling of `/admin/` an origin would read as it; the target goes
+//! upstream as the client sent it, its dot segments resolved, so the origin reads the path the
+//! route was chosen on. And the static directory redirect (item 11).
 
 use tests::inproc::Proxy;
 use tests::raw::{assert_generated, exchange, Client, Response, WAIT};
@@ -72,6 +73,13 @@ fn paths_that_cannot_be_normalised_are_400() {
         "/%zzadmin/",
         "/admin/%4",
         "/admin/%",
+        "/admin/%0a",
+        "/admin%7F",
+        // Dot segments and encoded slashes together: an origin that decodes before it
+        // resolves and one that resolves first read two paths.
+        "/x%2F..%2Fadmin/",
+        "/x/..%2Fadmin/",
+        "/admin/x%2F/../",
     ];
     let answered: Vec<(&str, String)> = targets
         .iter()
@@ -94,8 +102,11 @@ fn paths_that_cannot_be_normalised_are_400() {
     );
 }
 
-/// The route is chosen on the normalised path; the target goes upstream as the client sent
-/// it, byte for byte (the proxy never rewrites what the origin decodes).
+/// The route is chosen on the decoded path; a target without dot segments goes upstream as
+/// the client sent it, byte for byte (the proxy never rewrites what the origin decodes: an
+/// API with `%2F` inside a segment, as GitLab's, still gets `%2F`). `/public/./x//y/../z` used
+/// to be here, forwarded as sent: an origin routing on the raw path then read another path
+/// than the router did (`dot_segments_are_resolved_before_the_origin_sees_them`).
 #[test]
 fn targets_reach_the_origin_as_sent() {
     let origin = tests::capturing_origin();
@@ -103,10 +114,13 @@ fn targets_reach_the_origin_as_sent() {
     let targets = [
         "/",
         "/public/a%20b?q=%2e%2e/admin/",
-        "/public/./x//y/../z",
         "/%7Euser/%2fadmin%2F",
         "/administrator",
         "/x?/admin/",
+        "/x//y/",
+        "/a/%2F/b",
+        "/api/v4/projects/group%2Fproject/files/dir%2Fa.txt?ref=main",
+        "/q?a=\\b&c=../../admin/",
     ];
     for target in targets {
         let r = ask(p.addr, target);
@@ -116,6 +130,114 @@ fn targets_reach_the_origin_as_sent() {
     let want: Vec<String> = targets
         .iter()
         .map(|t| format!("GET {t} HTTP/1.1"))
+        .collect();
+    assert_eq!(lines, want);
+}
+
+/// `/` proxied to `origin`; `/admin/` and `/@internal/` proxied to it too, but refused to
+/// every address: what gets to the origin is what the fences let through.
+fn denied_prefixes(origin: std::net::SocketAddr) -> Proxy {
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\n[runtime]\nworkers = 1\npin = false\n\
+         [upstream.app]\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/admin/\"\nupstream = \"app\"\ndeny = [\"0.0.0.0/0\", \"::/0\"]\n\
+         [[route]]\npath = \"/@internal/\"\nupstream = \"app\"\ndeny = [\"0.0.0.0/0\", \"::/0\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\n"
+    );
+    Proxy::start(proxy::config::from_toml("routing.toml", &text).expect("valid config"))
+}
+
+/// The targets of `targets` the proxy let through to the origin (anything but 400 or 403),
+/// with their status.
+fn let_through(p: &Proxy, targets: &[&'static str]) -> Vec<(&'static str, u16)> {
+    targets
+        .iter()
+        .map(|&t| (t, ask(p.addr, t).status))
+        .filter(|&(_, status)| status != 400 && status != 403)
+        .collect()
+}
+
+/// A raw `\` is no path character (RFC 3986), but the WHATWG URL parser (browsers, Node's
+/// `new URL(req.url, base)`) reads it as `/`: `/admin\secret` matched the `/` route, went
+/// upstream raw, and such an origin served `/admin/secret`. A `\` in the path, raw or
+/// `%5C`, is a 400; in the query it is data, forwarded.
+#[test]
+fn backslashes_in_the_path_are_refused() {
+    let origin = tests::capturing_origin();
+    let p = denied_prefixes(origin.addr());
+    let targets = [
+        "/admin\\secret",
+        "/\\admin/secret",
+        "/x\\..\\admin/secret",
+        "http://test/admin\\secret",
+        "/admin%5Csecret",
+        "/admin%5csecret?x",
+    ];
+    for t in targets {
+        let r = exchange(p.addr, &tests::raw::get(t), WAIT);
+        assert!(r.text().starts_with("HTTP/1.1 400 "), "{t}: {}", r.text());
+    }
+    assert!(
+        origin.captured().is_empty(),
+        "the origin saw {:?}",
+        crate::request_lines(&origin)
+    );
+    assert_eq!(ask(p.addr, "/q?a=\\b").status, 200);
+}
+
+/// An origin that decodes the path (Python's http.server, most file servers) reads
+/// `/admin%2Fsecret.txt` as `/admin/secret.txt`; the router kept reserved escapes encoded, so
+/// the path matched `/` and the origin served the fenced file. Every escape is decoded for
+/// the match (`%2F` is a separator there, `%40` is `@`), never for the origin.
+#[test]
+fn reserved_escapes_meet_their_route() {
+    let origin = tests::capturing_origin();
+    let p = denied_prefixes(origin.addr());
+    let targets = [
+        "/admin%2Fsecret.txt",
+        "/admin%2fsecret.txt",
+        "/%2Fadmin/secret",
+        "/admin%2F",
+        "/%40internal/secret.txt",
+        "/%40internal%2Fsecret.txt",
+        "http://test/admin%2fsecret",
+    ];
+    let passed = let_through(&p, &targets);
+    assert!(passed.is_empty(), "not fenced (target, status): {passed:?}");
+    assert!(
+        origin.captured().is_empty(),
+        "the origin saw {:?}",
+        crate::request_lines(&origin)
+    );
+}
+
+/// An origin that routes on the raw path (Express's `app.use('/admin')` matches the undecoded,
+/// unresolved path) ran the admin handler for `/admin/%2e%2e/x`, which the router had read as
+/// `/x`. A target with dot segments goes upstream with them resolved on its raw segments,
+/// everything else as sent, so the origin sees the path the route was chosen on.
+#[test]
+fn dot_segments_are_resolved_before_the_origin_sees_them() {
+    let origin = tests::capturing_origin();
+    let p = denied_prefixes(origin.addr());
+    let cases = [
+        ("/admin/%2e%2e/x", "/x"),
+        ("/admin/../x", "/x"),
+        ("/admin/.%2E/x?q=/../a", "/x?q=/../a"),
+        ("/admin/..", "/"),
+        ("/public/./x//y/../z", "/public/x/z"),
+        ("/a//../b", "/b"),
+        ("/a/%2e/b%20c/.", "/a/b%20c/"),
+        ("/a/%7e/../%41%20B", "/a/%41%20B"),
+        ("http://test/admin/../x", "/x"),
+    ];
+    for (target, _) in cases {
+        let r = ask(p.addr, target);
+        assert_eq!(r.status, 200, "{target}");
+    }
+    let lines: Vec<String> = crate::request_lines(&origin);
+    let want: Vec<String> = cases
+        .iter()
+        .map(|(_, sent)| format!("GET {sent} HTTP/1.1"))
         .collect();
     assert_eq!(lines, want);
 }

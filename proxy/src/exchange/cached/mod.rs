@@ -220,8 +220,9 @@ async fn from_store(
 
 /// The cache key of the request whose head is in `from_client`, from a client on a connection
 /// that is HTTPS or not: the authority (absolute-form or Host; [`NO_AUTHORITY`] without one)
-/// and the target's origin form, as the origin gets them ([`origin_target`]; `slashed` holds
-/// it when the client's bytes do not).
+/// and the target's origin form, as the origin gets them ([`origin_target`], or with its dot
+/// segments resolved when it had some, as it was forwarded; `slashed` holds it when the
+/// client's bytes do not).
 fn key_of<'a>(
     from_client: &'a [u8],
     req: &RequestInfo,
@@ -229,11 +230,13 @@ fn key_of<'a>(
     slashed: &'a mut Vec<u8>,
 ) -> Key<'a> {
     let host = req.authority.map_or(NO_AUTHORITY, |a| a.get(from_client));
-    Key::new(
-        https,
-        host,
-        origin_target(req.target.get(from_client), slashed),
-    )
+    let target = req.target.get(from_client);
+    let target = if req.dot_segments {
+        shared::http::target::resolve_dot_segments(target, slashed)
+    } else {
+        origin_target(target, slashed)
+    };
+    Key::new(https, host, target)
 }
 
 /// The key's host for a request without an authority (HTTP/1.0 without Host). Upstream it
