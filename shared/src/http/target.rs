@@ -216,8 +216,9 @@ fn decode_unreserved(raw: &[u8], out: &mut Vec<u8>) -> Result<(), PathError> {
 pub struct RoutePath<'a> {
     /// The path, every escape decoded once, dot segments removed and slashes merged.
     pub path: &'a [u8],
-    /// The raw path has `.` or `..` segments (any spelling): an origin reading it raw would
-    /// see another path than `path`, so it goes upstream as [`resolve_dot_segments`] writes it.
+    /// The raw path has `.` or `..` segments (any spelling), or starts with `//`: an origin
+    /// reading it raw would see another path than `path` (or a host), so it goes upstream as
+    /// [`resolve_dot_segments`] writes it.
     pub dot_segments: bool,
 }
 
@@ -284,7 +285,9 @@ fn route_fast<'a>(
 #[cold]
 fn decode_into<'a>(path: &[u8], out: &'a mut Vec<u8>) -> Result<RoutePath<'a>, PathError> {
     out.clear();
-    let mut dots = false;
+    // A leading `//` goes upstream merged too: a WHATWG parser (Node's `new URL(path,
+    // base)`) reads `//x/admin` as host `x`, path `/admin`, not the `/x/admin` routed here.
+    let mut dots = path.starts_with(b"//");
     // The raw segments kept so far, as `resolve_dot_segments` keeps them (every non-empty,
     // non-dot one): how many, and for the first 64 whether each held `%2F`. A `..` over one
     // that did pops a raw segment upstream but only its last piece here.
@@ -597,7 +600,9 @@ mod tests {
             ("/%25", Ok(("/%", false))),
             ("/%252e%252e/", Ok(("/%2e%2e/", false))),
             ("/%c3%a9", Ok(("/\u{e9}", false))),
-            ("//admin//", Ok(("/admin/", false))),
+            // A leading `//` is rewritten upstream (a host to a WHATWG parser).
+            ("//admin//", Ok(("/admin/", true))),
+            ("/admin//x", Ok(("/admin/x", false))),
             ("/x/../admin/", Ok(("/admin/", true))),
             ("/x/%2e%2E/admin/", Ok(("/admin/", true))),
             ("/a/.", Ok(("/a/", true))),
