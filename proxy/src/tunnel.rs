@@ -3,9 +3,10 @@
 //! When one side ends its stream cleanly, the other side's write half is shut down and the
 //! opposite direction runs until it ends too (a close handshake still completes); an error or
 //! a timeout on either side ends both. The tunnel is idle, and ends, once neither direction
-//! carried a byte for the upstream read timeout: nginx's `proxy_read_timeout` is re-armed by
-//! either side's bytes, HAProxy's `timeout tunnel` is inactivity both ways. A server that
-//! pushes to a client that never sends (or the other way round) is not idle.
+//! read or wrote a byte for the upstream read timeout: nginx's `proxy_read_timeout` is re-armed
+//! by either side's bytes, HAProxy's `timeout tunnel` is inactivity both ways. A server that
+//! pushes to a client that never sends (or the other way round) is not idle, nor is a write
+//! stalled on a slow reader (the send timeout bounds that one).
 
 use crate::config::Timeouts;
 use crate::io::{read_some, write_all, IoFail};
@@ -44,21 +45,40 @@ pub async fn run(limits: Limits, client: Stream, upstream: Stream) {
     let Limits { idle, send } = limits;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
-    let last = Cell::new(shared::clock::loop_now());
-    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &last), send));
-    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, (idle, &last), send));
+    let act = Activity {
+        last: Cell::new(shared::clock::loop_now()),
+        writing: Cell::new(0),
+    };
+    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &act), send));
+    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, (idle, &act), send));
     monoio::select! {
         clean = &mut up => if clean { down.await; },
         clean = &mut down => if clean { up.await; },
     }
 }
 
+/// What both directions of a tunnel did last: it is idle once neither read nor wrote for
+/// the idle timeout.
+struct Activity {
+    /// When a direction last read bytes or finished writing them.
+    last: Cell<Instant>,
+    /// Directions writing now: a write stalled on a slow reader (bounded by the send timeout)
+    /// is not idleness.
+    writing: Cell<u8>,
+}
+
+impl Activity {
+    fn idle_since(&self, idle: Duration) -> Option<Instant> {
+        (self.writing.get() == 0).then(|| self.last.get() + idle)
+    }
+}
+
 /// Copy until end of stream (then shut the writer down: `true`) or an error or the tunnel's
-/// idle timeout (`false`). `last`: when either direction last read bytes.
+/// idle timeout (`false`).
 async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     r: &mut R,
     w: &mut W,
-    (idle, last): (Duration, &Cell<Instant>),
+    (idle, act): (Duration, &Activity),
     send: Duration,
 ) -> bool {
     let mut buf = BytesMut::with_capacity(TUNNEL_BUF);
@@ -68,16 +88,21 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
         // dropped (a dropped read may take bytes it received with it).
         let mut read = std::pin::pin!(read_some(r, buf, TUNNEL_BUF));
         let got = loop {
-            let until = monoio::time::Instant::from_std(last.get() + idle);
-            match timeout_at(until, &mut read).await {
+            // While the other direction writes, look again an idle period from now.
+            let until = act
+                .idle_since(idle)
+                .unwrap_or_else(|| Instant::now() + idle);
+            match timeout_at(monoio::time::Instant::from_std(until), &mut read).await {
                 Ok(got) => break got,
-                // The timer's clock (never early): idle unless the other direction read
-                // since; then wait on to its new deadline.
-                Err(_) if last.get() + idle <= Instant::now() => return false,
+                // The timer's clock (never early): idle unless the other direction read or
+                // wrote since, or writes now; then wait on to the new deadline.
+                Err(_) if act.idle_since(idle).is_some_and(|t| t <= Instant::now()) => {
+                    return false
+                }
                 Err(_) => {}
             }
         };
-        last.set(shared::clock::loop_now());
+        act.last.set(shared::clock::loop_now());
         match got {
             // A TLS peer's TCP close without close_notify ends a tunnel's direction as a
             // clean close does: the bytes carry their own framing, the tunnel has none.
@@ -88,7 +113,11 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
             Ok((_, b)) => buf = b,
             Err(_) => return false,
         }
-        match write_all(w, buf, send).await {
+        act.writing.set(act.writing.get() + 1);
+        let wrote = write_all(w, buf, send).await;
+        act.writing.set(act.writing.get() - 1);
+        act.last.set(shared::clock::loop_now());
+        match wrote {
             Ok(b) => buf = b,
             Err(_) => return false,
         }

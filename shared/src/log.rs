@@ -11,9 +11,10 @@
 //! journal that is behind) would stop the thread that logs. A thread that must never block
 //! (a proxy worker: [`defer_on_this_thread`]) hands its lines to one writer thread through a
 //! bounded queue instead; when the queue is full the line is dropped and counted, and the
-//! writer says how many were dropped once it can write again. Other threads (start-up,
-//! signals, the loader) write directly, as before, so their lines keep their order with what
-//! the process prints on exit.
+//! writer says how many were dropped once it can write again. The signal thread defers too (it
+//! is the one thread that takes SIGTERM; a line queued when a second signal forces the exit is
+//! lost). Other threads (start-up, the loader's) write directly, so their lines keep their
+//! order with what the process prints on exit.
 
 use std::cell::Cell;
 use std::io::Write;

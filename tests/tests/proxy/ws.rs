@@ -167,3 +167,22 @@ fn a_tunnel_busy_in_one_direction_is_not_idle() {
     let got = c.read_to_close();
     assert_eq!(String::from_utf8_lossy(&got), "got 150");
 }
+
+#[test]
+fn a_tunnel_writing_to_a_slow_reader_is_not_idle() {
+    // The origin pushes 12 MB (more than the socket buffers between it and the client hold)
+    // and closes; the client reads nothing for a second (three idle periods), then all of it.
+    // The proxy's write to the client stalls meanwhile, and the client sends nothing: the
+    // other direction's wait ran out and cut the tunnel mid-delivery.
+    const LEN: usize = 12_000_000;
+    let p = ws_proxy(upgrading_origin(|mut s| {
+        let _ = s.write_all(&vec![b'w'; LEN]);
+    }));
+    let mut c = p.connect();
+    c.send(UPGRADE);
+    assert_eq!(c.response().status, 101);
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let mut got = c.take_buffered();
+    got.extend(c.read_to_close());
+    assert_eq!(got.len(), LEN, "the whole push");
+}
