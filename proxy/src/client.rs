@@ -310,7 +310,8 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         mut multishot,
         nonblocking,
     } = p;
-    let from_client_len = bufs.from_client.len() as u64;
+    // Bytes already in hand when the frame starts came from the client too.
+    bufs.received.set(bufs.from_client.len() as u64);
     let mut c = ClientConn {
         w: w.clone(),
         g: w.generation(),
@@ -325,8 +326,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         nonblocking,
         fields: bufs.fields,
         response_fields: bufs.response_fields,
-        // Bytes already in hand when the frame starts came from the client too.
-        received: from_client_len,
+        received: bufs.received,
         request_at: 0,
     };
     let served = requests(&mut c, &mut stop, first, &mut multishot).await;
@@ -341,6 +341,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         response_fields,
         corked,
         nonblocking,
+        received,
         ..
     } = c;
     w.buffers.give_conn_bufs(ConnBufs {
@@ -350,6 +351,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         logreq,
         fields,
         response_fields,
+        received,
     });
     match served {
         Served::Idle => Step::Park(Parked {
@@ -490,7 +492,10 @@ fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
 fn finish(c: &mut ClientConn) {
     // The head and the declared body, or what came of them: a body never sent is not
     // received (a client declaring 2^63 bytes pinned the counter at its top).
-    c.rec.bytes_in = c.rec.bytes_in.min(c.received.saturating_sub(c.request_at));
+    c.rec.bytes_in = c
+        .rec
+        .bytes_in
+        .min(c.received.get().saturating_sub(c.request_at));
     c.w.finish(&c.g, &c.rec, &c.logreq);
 }
 
@@ -510,7 +515,7 @@ async fn read_head(
     loop {
         if !c.from_client.is_empty() {
             if parsed == 0 {
-                c.request_at = c.received.saturating_sub(c.from_client.len() as u64);
+                c.request_at = c.received.get().saturating_sub(c.from_client.len() as u64);
                 // The request's first bytes (or, pipelined, its whole head): its clock starts.
                 let logging = c.w.logging();
                 c.rec = if c.w.obs.counting || logging {
@@ -559,7 +564,7 @@ async fn read_head(
         match r {
             Ok((0, _)) => return Ok(None),
             Ok((n, buf)) => {
-                c.received += n as u64;
+                c.received.set(c.received.get() + n as u64);
                 c.from_client = buf;
             }
             // Nothing of a request arrived: close quietly (as nginx does), no 408.

@@ -62,7 +62,7 @@ pub struct ClientConn {
     /// Bytes read from the client on this connection, and where in them the request being
     /// served began: a request counts what came of it (`client::finish`), never more than
     /// its head and declared body.
-    pub received: u64,
+    pub received: std::rc::Rc<std::cell::Cell<u64>>,
     pub request_at: u64,
 }
 

@@ -714,7 +714,6 @@ async fn relay_beside_body(
         Some(end) => {
             c.from_client = end.from_client;
             c.to_upstream = end.scratch;
-            c.received += end.received;
             end.result.is_err()
         }
         None => true,

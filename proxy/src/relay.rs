@@ -159,7 +159,7 @@ pub async fn request_body<C: AsyncReadRent, U: AsyncWriteRent>(
     (cfg, t): (&Config, &crate::config::Timeouts),
     client: &mut C,
     up: &mut U,
-    (from_client, received): (&mut BytesMut, &mut u64),
+    (from_client, received): (&mut BytesMut, &std::cell::Cell<u64>),
     scratch: &mut BytesMut,
     (kind, pace): (BodyKind, Option<BodyPace>),
 ) -> Result<(), RelayFail> {
@@ -216,7 +216,7 @@ pub async fn request_body<C: AsyncReadRent, U: AsyncWriteRent>(
             Ok((0, _)) => return Err(RelayFail::Client(ProxyError::ClientGone)),
             Ok((n, buf)) => {
                 pace.record(started.elapsed(), n);
-                *received += n as u64;
+                received.set(received.get() + n as u64);
                 *from_client = buf
             }
             Err(IoFail::Timeout) => return Err(RelayFail::Client(ProxyError::BodyTimeout)),

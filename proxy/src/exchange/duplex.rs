@@ -25,9 +25,11 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::BufResult;
 use shared::http::BodyKind;
 use shared::stream::Stream;
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;
+use std::rc::Rc;
 
 /// One direction of a stream that another future uses in the other direction at the same
 /// time: what monoio's split halves do, over a stream that stays where it is instead of one
@@ -89,8 +91,6 @@ pub(super) struct BodyEnd {
     pub(super) result: Result<(), RelayFail>,
     pub(super) from_client: BytesMut,
     pub(super) scratch: BytesMut,
-    /// Bytes read from the client (`ClientConn::received`).
-    pub(super) received: u64,
 }
 
 /// A request body on its way to the upstream, movable with the answer it is sent beside.
@@ -105,18 +105,18 @@ pub(super) type BodyFuture<'g> = Pin<Box<dyn Future<Output = BodyEnd> + 'g>>;
 pub(super) unsafe fn send_body<'g>(
     (cfg, t): (&'g Config, &'g Timeouts),
     (client, up): (&mut Stream, &mut Stream),
-    (mut from_client, mut scratch): (BytesMut, BytesMut),
+    ((mut from_client, mut scratch), received): ((BytesMut, BytesMut), Rc<Cell<u64>>),
     (kind, pace): (BodyKind, Option<BodyPace>),
 ) -> BodyFuture<'g> {
     // SAFETY: the caller's.
     let (mut client, mut up) = unsafe { (Side::of(client), Side::of(up)) };
     Box::pin(async move {
-        let mut received = 0;
+        // Counted as the bytes come: a future dropped unfinished loses none of the count.
         let result = relay::request_body(
             (cfg, t),
             &mut client,
             &mut up,
-            (&mut from_client, &mut received),
+            (&mut from_client, &received),
             &mut scratch,
             (kind, pace),
         )
@@ -125,7 +125,6 @@ pub(super) unsafe fn send_body<'g>(
             result,
             from_client,
             scratch,
-            received,
         }
     })
 }

@@ -58,7 +58,7 @@ pub(super) async fn stream_request<'g>(
         duplex::send_body(
             (&plan.g.cfg, plan.t),
             (&mut c.stream, &mut up.stream),
-            bufs,
+            (bufs, c.received.clone()),
             (plan.req.body, plan.pace),
         )
     };
@@ -279,7 +279,7 @@ async fn gather(
             Ok((0, _)) | Err(IoFail::Error(_)) => return Err(None),
             Ok((got, buf)) => {
                 pace.record(started.elapsed(), got);
-                c.received += got as u64;
+                c.received.set(c.received.get() + got as u64);
                 c.from_client = buf;
             }
             Err(IoFail::Timeout) => return Err(Some(ProxyError::BodyTimeout)),
@@ -353,7 +353,6 @@ async fn stream_body(
         Ok(end) => {
             c.from_client = end.from_client;
             c.to_upstream = end.scratch;
-            c.received += end.received;
             end.result
         }
         Err(h) => return head_first(h),

@@ -85,6 +85,9 @@ pub struct ConnBufs {
     pub logreq: crate::access_log::LogRequest,
     pub fields: crate::request::HeadFields,
     pub response_fields: crate::forward::ResponseFields,
+    /// `ClientConn::received`: shared with a streamed body's future, which may be dropped
+    /// unfinished (pooled with the buffers: no allocation per frame).
+    pub received: std::rc::Rc<std::cell::Cell<u64>>,
 }
 
 /// The worker's pools of reusable buffers.

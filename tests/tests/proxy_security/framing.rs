@@ -124,6 +124,66 @@ fn the_received_bytes_counter_counts_bytes_received_not_declared() {
 /// Issue 22, item 20a: `HTTP/1.2` was 505; RFC 9112 2.3 has a server process a higher 1.x
 /// minor version as 1.1 (nginx does). The proxy answers in HTTP/1.1 and asks the origin in
 /// HTTP/1.1; other major versions are still 505.
+/// A streamed upload the origin refuses part-way (it reads 1 MB of 4 MB, then answers 413
+/// and closes) counts the bytes the proxy read of it: the body's task, dropped with the
+/// refusal, took its count with it (the head and the first read were counted).
+#[test]
+fn an_upload_refused_part_way_counts_what_came_of_it() {
+    use std::io::{Read, Write};
+    const READ: usize = 1 << 20;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        let mut pending = Vec::new();
+        if tests::raw::read_request_head(&mut s, &mut pending).is_err() {
+            return;
+        }
+        let mut got = pending.len();
+        let mut buf = vec![0u8; 65536];
+        while got < READ {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => got += n,
+            }
+        }
+        let _ = s.write_all(
+            b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+    });
+    let (proxy, addr) = tests::start_proxy(&[origin], &["--admin", "127.0.0.1:0"]);
+    let admin = proxy.admin_addr().expect("an admin listener");
+    let head = post_with_length(&(4 * READ).to_string());
+    let mut c = Client::connect(addr);
+    c.send(&head).expect("head sent");
+    let mut w = c.stream.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for _ in 0..64 {
+            if w.write_all(&[b'u'; 65536]).is_err() {
+                return;
+            }
+        }
+    });
+    let r = c.response(WAIT).map_err(|e| tests::raw::show(&e));
+    assert_eq!(r.map(|r| r.status), Ok(413));
+    drop(c);
+    sender.join().unwrap();
+    let counted = |m: &std::collections::HashMap<String, f64>| {
+        tests::scrape::value(m, "proxy_received_bytes_total") as usize
+    };
+    let mut last = 0;
+    let seen = tests::eventually(WAIT, || {
+        last = counted(&tests::scrape::scrape(admin));
+        last >= head.len() + READ
+    });
+    assert!(
+        seen,
+        "counted {last}, the origin alone read {READ} of the body"
+    );
+    assert!(last <= head.len() + 4 * READ, "counted {last}");
+    proxy.shutdown().expect("the proxy stops cleanly");
+}
+
 #[test]
 fn a_later_http1_minor_version_is_served_as_http11() {
     let origin = tests::capturing_origin();
