@@ -242,7 +242,7 @@ impl RunOptions {
         }
         // Sent as the Content-Type field's value: a CR in it would start another field.
         if let Some(t) = &self.content_type {
-            check_header_value(t)
+            shared::http::framing::check_field_value(t)
                 .map_err(|why| LoadError::Invalid(format!("-T '{}': {why}", t.escape_debug())))?;
         }
         Ok(())
@@ -264,7 +264,7 @@ fn valid_token(s: &str) -> bool {
 }
 
 /// Parse `Name: value`; the name must be a token, the value a field value
-/// ([`check_header_value`]).
+/// (`shared::http::framing::check_field_value`).
 pub fn parse_header(h: &str) -> Result<(String, String), LoadError> {
     let shown = h.escape_debug();
     let bad = || LoadError::Invalid(format!("invalid header '{shown}': expected 'Name: value'"));
@@ -272,23 +272,9 @@ pub fn parse_header(h: &str) -> Result<(String, String), LoadError> {
     if !valid_token(name) {
         return Err(bad());
     }
-    check_header_value(value)
+    shared::http::framing::check_field_value(value)
         .map_err(|why| LoadError::Invalid(format!("invalid header '{shown}': {why}")))?;
     Ok((name.to_string(), value.trim().to_string()))
-}
-
-/// A header value is sent as given, so it must be a field value (RFC 9110 5.5: visible
-/// characters, spaces, tabs, obs-text): a CR or LF would end the field and start another (a
-/// header injected), and the other control characters are refused by servers or read
-/// differently by each. Shared by `-H` and `--targets`.
-pub(crate) fn check_header_value(value: &str) -> Result<(), String> {
-    match value.chars().find(|&c| c.is_ascii_control() && c != '\t') {
-        Some(c) => Err(format!(
-            "control character '{}' in the value",
-            c.escape_debug()
-        )),
-        None => Ok(()),
-    }
 }
 
 /// `--hdr-log FILE` and `--hdr-log-interval`.

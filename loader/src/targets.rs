@@ -101,7 +101,8 @@ fn header(line: &str) -> Result<(String, String), String> {
     if !shared::http::framing::is_token(name.as_bytes()) {
         return Err(bad());
     }
-    crate::options::check_header_value(value).map_err(|why| format!("header '{shown}': {why}"))?;
+    shared::http::framing::check_field_value(value)
+        .map_err(|why| format!("header '{shown}': {why}"))?;
     if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding")
     {
         return Err(format!(

@@ -30,10 +30,10 @@
 //! takes a write over 4 KiB in pieces), so lines never end up broken or mixed.
 
 use crate::config::{AccessLogConfig, Config, LogFormat};
+use crate::ip_text::IpText;
 use crate::metrics::route_label;
 use crate::metrics::{fault_index, FAULT_KINDS};
 use crate::record::Record;
-use crate::request::IpText;
 use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;

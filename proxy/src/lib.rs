@@ -60,6 +60,7 @@ pub mod health;
 mod host;
 mod http_date;
 mod io;
+mod ip_text;
 mod lifecycle;
 mod limit;
 mod metrics;
@@ -201,27 +202,7 @@ pub fn start_with(
             source,
         })?;
     }
-    let admin_listener = match cfg.admin {
-        Some(addr) => {
-            let taking_over = sockets.inherited.is_some();
-            match sockets
-                .inherited
-                .as_deref_mut()
-                .and_then(|i| i.take_admin(addr))
-            {
-                Some(s) => Some(s),
-                None => Some(admin_listener(addr, taking_over)?),
-            }
-        }
-        None => None,
-    };
-    let admin_copy = match (&admin_listener, cfg.admin) {
-        (Some(l), Some(addr)) if sockets.keep_copies => Some(
-            l.try_clone()
-                .map_err(|source| StartError::Bind { addr, source })?,
-        ),
-        _ => None,
-    };
+    let (admin_listener, admin_copy) = admin_sockets(cfg.admin, &mut sockets)?;
     let stats: Vec<Arc<ProxyCounters>> =
         (0..n).map(|_| Arc::new(ProxyCounters::default())).collect();
     let items: Vec<_> = per_worker.into_iter().zip(stats.iter().cloned()).collect();
@@ -270,22 +251,7 @@ pub fn start_with(
     let (current, dns) = start_dns(&cfg, &post, &reload_state)?;
     warn_if_steered_off_core(&steering, &workers, &plan);
     let mut summary = summary(&cfg, driver, &workers, &addrs, nofile);
-    // Before the limits line, which stays the summary's last.
-    let mut obs = String::new();
-    if let Some(a) = &admin {
-        obs.push_str(&format!(
-            "  admin: http://{}/metrics /status /healthz\n",
-            a.addr()
-        ));
-    }
-    if let Some(l) = &cfg.access_log {
-        let (path, format) = (l.path.display(), l.format.name());
-        obs.push_str(&format!("  access log: {path} ({format})\n"));
-    }
-    obs.push_str(limits_line.as_deref().unwrap_or_default());
-    if let Some(at) = summary.rfind("  limits: ") {
-        summary.insert_str(at, &obs);
-    }
+    observability_lines(&mut summary, &cfg, admin.as_ref(), limits_line.as_deref());
     Ok(Running {
         addrs,
         workers,
@@ -301,6 +267,61 @@ pub fn start_with(
         admin_copy,
         steering,
     })
+}
+
+/// The admin listener of a start (handed over by a takeover when its address is the one
+/// configured, else bound), and a copy of it when `sockets` keeps copies for a later
+/// takeover.
+fn admin_sockets(
+    addr: Option<SocketAddr>,
+    sockets: &mut Sockets<'_>,
+) -> Result<(Option<std::net::TcpListener>, Option<std::net::TcpListener>), StartError> {
+    let Some(addr) = addr else {
+        return Ok((None, None));
+    };
+    let taking_over = sockets.inherited.is_some();
+    let handed = sockets
+        .inherited
+        .as_deref_mut()
+        .and_then(|i| i.take_admin(addr));
+    let listener = match handed {
+        Some(s) => s,
+        None => admin_listener(addr, taking_over)?,
+    };
+    let copy = match sockets.keep_copies {
+        true => Some(
+            listener
+                .try_clone()
+                .map_err(|source| StartError::Bind { addr, source })?,
+        ),
+        false => None,
+    };
+    Ok((Some(listener), copy))
+}
+
+/// The admin and access log lines of the start-up summary, and the limits line, inserted
+/// before the limits line's place (it stays the summary's last).
+fn observability_lines(
+    summary: &mut String,
+    cfg: &config::Config,
+    admin: Option<&admin::Admin>,
+    limits_line: Option<&str>,
+) {
+    let mut obs = String::new();
+    if let Some(a) = admin {
+        obs.push_str(&format!(
+            "  admin: http://{}/metrics /status /healthz\n",
+            a.addr()
+        ));
+    }
+    if let Some(l) = &cfg.access_log {
+        let (path, format) = (l.path.display(), l.format.name());
+        obs.push_str(&format!("  access log: {path} ({format})\n"));
+    }
+    obs.push_str(limits_line.unwrap_or_default());
+    if let Some(at) = summary.rfind("  limits: ") {
+        summary.insert_str(at, &obs);
+    }
 }
 
 /// The listening sockets of a start, as [`bind_listeners`] leaves them.

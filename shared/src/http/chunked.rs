@@ -87,10 +87,7 @@ fn hex_value(b: u8) -> Option<u64> {
     }
 }
 
-/// Field-value bytes: HTAB, SP, VCHAR, obs-text.
-fn is_value_byte(b: u8) -> bool {
-    b == b'\t' || (b >= 0x20 && b != 0x7f)
-}
+use super::framing::is_field_value_byte as is_value_byte;
 
 /// `qdtext` (RFC 9110 5.6.4): HTAB, SP, VCHAR except `"` and `\`, obs-text.
 fn is_qdtext(b: u8) -> bool {

@@ -311,6 +311,24 @@ pub fn is_token(s: &[u8]) -> bool {
     !s.is_empty() && s.iter().all(|&b| is_tchar(b))
 }
 
+/// A field-value byte (RFC 9110 5.5): HTAB, SP, VCHAR, obs-text; no other control character.
+pub fn is_field_value_byte(b: u8) -> bool {
+    b == b'\t' || (b >= 0x20 && b != 0x7f)
+}
+
+/// A value a sender is about to put in a field, checked: a CR or LF would end the field and
+/// start another (a header injected), and the other control characters are refused by
+/// servers or read differently by each. The error names the first such character.
+pub fn check_field_value(value: &str) -> Result<(), String> {
+    match value.bytes().find(|&b| !is_field_value_byte(b)) {
+        Some(b) => Err(format!(
+            "control character '{}' in the value",
+            char::from(b).escape_debug()
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Statuses whose responses never have a body, whatever their fields say (RFC 9112 6.3
 /// step 1): 1xx (Informational), 204 (No Content) and 304 (Not Modified).
 pub fn status_has_no_body(status: u16) -> bool {
