@@ -13,8 +13,8 @@
 //! later read or write with an error (`Interrupted`) instead of panicking, and the owner
 //! closes it: every `select!` that drops a TLS read must close that connection afterwards.
 //!
-//! Reads never write (a session error is returned, the alert goes out only from the
-//! handshake or a shutdown), so a split stream's read half never touches the write buffer.
+//! Reads never write through the write buffer, so a split stream's read half never touches
+//! it; a session error's fatal alert is sent straight from the failed read (`alert_now`).
 
 use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
@@ -261,7 +261,32 @@ impl TlsStream {
             Err(_) => 0..0,
         };
         self.scratch = Some(scratch);
+        if res.is_err() {
+            self.alert_now();
+        }
         res.map(|(state, _)| state)
+    }
+
+    /// Send the fatal alert a session error queued (bad_record_mac, record_overflow...: RFC
+    /// 8446 5.1, 5.2), at once and without waiting, from the read that failed: whatever
+    /// closes the connection next (an error page, a drop) might not write it. A write of the
+    /// other half in flight may interleave: the connection is dead either way.
+    fn alert_now(&mut self) {
+        if !self.conn.wants_write() {
+            return;
+        }
+        let mut out = Vec::new();
+        while self.conn.wants_write() && self.conn.write_tls(&mut out).is_ok() {}
+        // SAFETY: send(2) from a live buffer on the descriptor `io` owns; MSG_DONTWAIT: a full
+        // socket buffer drops the alert rather than blocking.
+        unsafe {
+            libc::send(
+                self.io.as_raw_fd(),
+                out.as_ptr().cast(),
+                out.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
     }
 
     /// Read ciphertext once (or take what was held back) and process it: how many bytes
