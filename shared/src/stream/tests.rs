@@ -119,23 +119,20 @@ fn ensure_nonblocking_sets_o_nonblock_and_nothing_else() {
     assert_eq!(flags(), before | libc::O_NONBLOCK);
 }
 
-/// A TLS stream's `read_queued` takes what already arrived without waiting: nothing when
-/// nothing did (session tickets that wait are given to the session, no plaintext); the
-/// records that came into the socket since the last read, decrypted, on each driver (no
-/// multishot receive here: the socket is read with a non-blocking recv).
-#[test]
-fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
+/// A TLS peer's server configuration (ring's provider, a self-signed `localhost`) and our
+/// client's, which trusts anything.
+fn tls_configs() -> (
+    std::sync::Arc<rustls::ServerConfig>,
+    std::sync::Arc<rustls::ClientConfig>,
+) {
     use crate::tls::{ClientTls, ClientTlsOptions, Trust};
-    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-    use std::sync::{mpsc, Arc};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
     let key = rcgen::KeyPair::generate().unwrap();
     let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
         .unwrap()
         .self_signed(&key)
         .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
     let server = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .unwrap()
@@ -145,12 +142,25 @@ fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
         )
         .unwrap();
-    let server = Arc::new(server);
     let opts = ClientTlsOptions {
         trust: Trust::Insecure,
         resumption: false,
     };
     let (client, _) = ClientTls::new(&opts).unwrap().config().unwrap();
+    (std::sync::Arc::new(server), client)
+}
+
+/// A TLS stream's `read_queued` takes what already arrived without waiting: nothing when
+/// nothing did (session tickets that wait are given to the session, no plaintext); the
+/// records that came into the socket since the last read, decrypted, on each driver (no
+/// multishot receive here: the socket is read with a non-blocking recv).
+#[test]
+fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
+    use rustls::pki_types::ServerName;
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::sync::mpsc;
+    let (server, client) = tls_configs();
     for driver in drivers_here() {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().unwrap();
@@ -215,32 +225,10 @@ fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
 /// each driver; it failed with "received plaintext buffer full".
 #[test]
 fn a_tls_read_holds_back_records_past_the_sessions_plaintext_limit() {
-    use crate::tls::{ClientTls, ClientTlsOptions, Trust};
-    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    use rustls::pki_types::ServerName;
     use std::io::Write;
-    use std::sync::Arc;
     const ROUNDS: usize = 64;
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["localhost".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let server = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-        )
-        .unwrap();
-    let server = Arc::new(server);
-    let opts = ClientTlsOptions {
-        trust: Trust::Insecure,
-        resumption: false,
-    };
-    let (client, _) = ClientTls::new(&opts).unwrap().config().unwrap();
+    let (server, client) = tls_configs();
     let want: Vec<u8> = (0..ROUNDS)
         .flat_map(|_| std::iter::repeat_n(b'y', 16384).chain(std::iter::repeat_n(b'z', 10)))
         .collect();

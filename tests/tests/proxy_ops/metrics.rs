@@ -228,16 +228,22 @@ fn metrics_and_status_count_each_request_once() {
     p.shutdown().expect("shutdown");
 }
 
-#[test]
-fn healthz_says_503_while_draining_and_metrics_still_answer() {
-    // The origin never answers: the request stays in flight and the drain lasts until the
-    // shutdown timeout.
-    let origin = Origin::start(OriginConfig {
+/// An origin that never answers: a request to it stays in flight, and a drain lasts until
+/// the shutdown timeout.
+fn hanging_origin() -> Origin {
+    Origin::start(OriginConfig {
         hang: true,
         capture: true,
         ..OriginConfig::default()
     })
-    .expect("origin");
+    .expect("origin")
+}
+
+#[test]
+fn healthz_says_503_while_draining_and_metrics_still_answer() {
+    // The origin never answers: the request stays in flight and the drain lasts until the
+    // shutdown timeout.
+    let origin = hanging_origin();
     let p = proxy::start(config(origin.addr(), "")).expect("proxy starts");
     let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
     assert_eq!(admin_get(admin, "/healthz"), (200, "ok\n".into()));
@@ -266,12 +272,7 @@ fn healthz_says_503_while_draining_and_metrics_still_answer() {
 /// worker is done.
 #[test]
 fn a_worker_done_draining_leaves_its_final_counts_to_the_scrapes() {
-    let origin = Origin::start(OriginConfig {
-        hang: true,
-        capture: true,
-        ..OriginConfig::default()
-    })
-    .expect("origin");
+    let origin = hanging_origin();
     let p = proxy::start(config(origin.addr(), "")).expect("proxy starts");
     let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
     let answered = b"GET /ret HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";

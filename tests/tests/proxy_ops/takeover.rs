@@ -199,6 +199,28 @@ fn a_new_process_that_fails_before_it_is_ready_leaves_the_old_one_serving() {
     assert_eq!(Client::connect(new.addr).get("/").status, 200);
 }
 
+/// A proxy in front of `o` with an admin listener at `admin` and its takeover socket at
+/// `socket`, `(workers, shutdown timeout)`; taking the running one over when `take`.
+fn with_admin(
+    o: &shared::origin::Origin,
+    admin: std::net::SocketAddr,
+    socket: &std::path::Path,
+    (workers, shutdown): (&str, &str),
+    take: bool,
+) -> ProxyProcess {
+    let mut cmd = ProxyProcess::command();
+    cmd.args(["--listen", "127.0.0.1:0", "--no-pin", "--workers", workers])
+        .args(["--shutdown-timeout", shutdown])
+        .args(["--upstream", &o.addr().to_string()])
+        .args(["--admin", &admin.to_string()])
+        .arg("--takeover-socket")
+        .arg(socket);
+    if take {
+        cmd.arg("--takeover");
+    }
+    ProxyProcess::start(&mut cmd)
+}
+
 /// The admin address passes to the new process too: it serves the admin socket the old one
 /// hands over instead of failing on the address in use, and answers there once the old one is
 /// gone.
@@ -208,23 +230,7 @@ fn a_takeover_keeps_the_admin_address() {
     let dir = Scratch::new("takeover-admin");
     let socket = dir.path("takeover.sock");
     let admin = tests::ClosedPort::new();
-    let start = |take: bool| {
-        let mut cmd = ProxyProcess::command();
-        cmd.args(["--listen", "127.0.0.1:0", "--no-pin", "--workers", "1"])
-            .args([
-                "--shutdown-timeout",
-                "1s",
-                "--upstream",
-                &o.addr().to_string(),
-            ])
-            .args(["--admin", &admin.addr().to_string()])
-            .arg("--takeover-socket")
-            .arg(&socket);
-        if take {
-            cmd.arg("--takeover");
-        }
-        ProxyProcess::start(&mut cmd)
-    };
+    let start = |take| with_admin(&o, admin.addr(), &socket, ("1", "1s"), take);
     let mut old = start(false);
     let new = start(true);
     old.wait_line("handed to the new process", READY);
@@ -258,23 +264,7 @@ fn after_a_takeover_every_scrape_is_the_new_process() {
     let dir = Scratch::new("takeover-admin-scrapes");
     let socket = dir.path("takeover.sock");
     let admin = tests::ClosedPort::new();
-    let start = |take: bool| {
-        let mut cmd = ProxyProcess::command();
-        cmd.args(["--listen", "127.0.0.1:0", "--no-pin", "--workers", "2"])
-            .args([
-                "--shutdown-timeout",
-                "60s",
-                "--upstream",
-                &o.addr().to_string(),
-            ])
-            .args(["--admin", &admin.addr().to_string()])
-            .arg("--takeover-socket")
-            .arg(&socket);
-        if take {
-            cmd.arg("--takeover");
-        }
-        ProxyProcess::start(&mut cmd)
-    };
+    let start = |take| with_admin(&o, admin.addr(), &socket, ("2", "60s"), take);
     let requests = || {
         let m = tests::scrape::scrape(admin.addr());
         tests::scrape::total(&m, "proxy_request_duration_seconds_count")
