@@ -84,6 +84,11 @@ pub enum PathError {
     /// decodes first and one that resolves dot segments first read two different paths.
     #[error("dot segment next to or over an encoded slash")]
     EncodedSlashAndDots,
+    /// A dot segment with path parameters (`..;`, `.;x`): a Servlet origin strips the
+    /// parameters first and resolves it (Tomcat's `/x/..;/admin` is `/admin`), another
+    /// origin reads a plain name.
+    #[error("dot segment with path parameters")]
+    ParameterDots,
 }
 
 impl From<PathError> for CodecError {
@@ -252,7 +257,7 @@ pub fn route_path<'a>(
         match b {
             b'/' if !is_dot_or_empty(&target[segment..i]) => segment = i + 1,
             b'?' => return route_fast(target, segment, i, scratch),
-            b'/' | b'%' | b'\\' => {
+            b'/' | b'%' | b'\\' | b';' => {
                 let end = query_start(target, i);
                 return decode_into(&target[..end], scratch);
             }
@@ -292,8 +297,19 @@ fn decode_into<'a>(path: &[u8], out: &'a mut Vec<u8>) -> Result<RoutePath<'a>, P
     // non-dot one): how many, and for the first 64 whether each held `%2F`. A `..` over one
     // that did pops a raw segment upstream but only its last piece here.
     let (mut depth, mut held_slash) = (0usize, 0u64);
+    // A kept segment deeper than 64 decoded a `/`: a `..` that deep is then refused (the
+    // bits above hold the first 64 only).
+    let mut deep_slash = false;
     let mut segments = path[1..].split(|&b| b == b'/').peekable();
-    while let Some(raw) = segments.next() {
+    while let Some(mut raw) = segments.next() {
+        // Path parameters (`;jsessionid=...`) are not matched: a Servlet origin strips them
+        // from each segment before it reads the path (a raw `;` only; `%3B` is a name byte).
+        if let Some(at) = raw.iter().position(|&b| b == b';') {
+            if dots_in(&raw[..at]) > 0 {
+                return Err(PathError::ParameterDots);
+            }
+            raw = &raw[..at];
+        }
         // A segment that ended in `%2F` left its slash, which this one's separator merges.
         if out.last() == Some(&b'/') {
             out.pop();
@@ -318,7 +334,12 @@ fn decode_into<'a>(path: &[u8], out: &'a mut Vec<u8>) -> Result<RoutePath<'a>, P
                 dots = true;
                 out.truncate(start);
                 depth = depth.checked_sub(1).ok_or(PathError::AboveRoot)?;
-                if depth >= 64 || held_slash >> depth & 1 == 1 {
+                let held = if depth >= 64 {
+                    deep_slash
+                } else {
+                    held_slash >> depth & 1 == 1
+                };
+                if held {
                     return Err(PathError::EncodedSlashAndDots);
                 }
                 let parent = out.iter().rposition(|&b| b == b'/');
@@ -327,6 +348,8 @@ fn decode_into<'a>(path: &[u8], out: &'a mut Vec<u8>) -> Result<RoutePath<'a>, P
             kept => {
                 if depth < 64 {
                     held_slash = held_slash & !(1 << depth) | (slash as u64) << depth;
+                } else {
+                    deep_slash |= slash;
                 }
                 depth += 1;
                 // Only slashes (`%2F`): nothing here, but a raw segment upstream.
@@ -445,10 +468,18 @@ fn dots_in(raw: &[u8]) -> u8 {
 /// What is left of `normal` (a path's [`normalize_path`] form, which keeps reserved escapes
 /// such as `%2F` and `%40` encoded) once the bytes that make the first `matched` bytes of its
 /// [`route_path`] form are taken off: a route's prefix, matched decoded, removed from the
-/// form that is forwarded. Each escape is one byte there, and a `/` after a `/` (`/%2F`) none.
+/// form that is forwarded. Each escape is one byte there, a `/` after a `/` (`/%2F`) none,
+/// and path parameters (`;...` up to the segment's end) none.
 pub fn after_route_prefix(normal: &[u8], matched: usize) -> &[u8] {
     let (mut i, mut taken, mut last) = (0, 0, 0u8);
     while taken < matched && i < normal.len() {
+        if normal[i] == b';' {
+            i += normal[i..]
+                .iter()
+                .position(|&b| b == b'/')
+                .unwrap_or(normal.len() - i);
+            continue;
+        }
         let b = match &normal[i..] {
             [b'%', h, l, ..] if h.is_ascii_hexdigit() && l.is_ascii_hexdigit() => {
                 i += 3;
@@ -631,6 +662,21 @@ mod tests {
             ("/a%2Fb/c/../d", Ok(("/a/b/d", true))),
             ("/a/%2F/./b", Ok(("/a/b", true))),
             ("/a/%2F", Ok(("/a/", false))),
+            // Path parameters are matched without their `;...` (Servlet origins strip them
+            // before they read the path): a fence on `/admin/` holds `/admin;x/secret`.
+            ("/admin;/secret", Ok(("/admin/secret", false))),
+            (
+                "/admin;jsessionid=AB12/secret",
+                Ok(("/admin/secret", false)),
+            ),
+            ("/%61dmin;a=b/x", Ok(("/admin/x", false))),
+            ("/a%3Bb/c", Ok(("/a;b/c", false))),
+            ("/x;y", Ok(("/x", false))),
+            // A dot segment with parameters reads as a dot segment to one origin and not to
+            // another (Tomcat's `..;/`): refused.
+            ("/x/..;/admin/secret", Err(ParameterDots)),
+            ("/x/.;a/y", Err(ParameterDots)),
+            ("/x/%2e%2e;/y", Err(ParameterDots)),
         ];
         let mut scratch = Vec::new();
         for &(target, want) in table {
@@ -639,6 +685,21 @@ mod tests {
             let want = want.map(|(p, d)| (p.to_string(), d));
             assert_eq!(got, want, "{target}");
         }
+    }
+
+    /// A `..` may pop any segment, however deep: only one over a segment that decoded a `/`
+    /// is refused (past 64 segments, once any of them did). It was refused past the 64th.
+    #[test]
+    fn a_dot_dot_deep_in_a_long_path_resolves() {
+        let deep: String = (0..70).map(|i| format!("/s{i}")).collect();
+        let mut scratch = Vec::new();
+        let target = format!("{deep}/../z");
+        let want: String = (0..69).map(|i| format!("/s{i}")).collect::<String>() + "/z";
+        let got = route_path(target.as_bytes(), &mut scratch).map(|r| r.path.to_vec());
+        assert_eq!(got, Ok(want.into_bytes()));
+        let slashed = format!("{deep}/a%2Fb/../z");
+        let got = route_path(slashed.as_bytes(), &mut scratch).map(|r| r.path.len());
+        assert_eq!(got, Err(PathError::EncodedSlashAndDots));
     }
 
     /// The common case is borrowed, written nowhere.
@@ -704,6 +765,9 @@ mod tests {
             ("/@in/", "/%40in/x%2Fy", "x%2Fy"),
             ("/", "/x", "x"),
             ("/a/", "/a/", ""),
+            // Path parameters are not in the routed form: not counted, dropped with it.
+            ("/api/", "/api;x=1/users", "users"),
+            ("/api/", "/api/users;v=2", "users;v=2"),
         ];
         let (mut scratch, mut normal) = (Vec::new(), Vec::new());
         for (prefix, target, want) in table {

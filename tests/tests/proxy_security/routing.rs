@@ -211,6 +211,35 @@ fn reserved_escapes_meet_their_route() {
     );
 }
 
+/// A Servlet origin (Tomcat, Jetty) strips path parameters from each segment before it reads
+/// the path: `/admin;x/secret` is `/admin/secret` to it, and Tomcat resolves `/x/..;/admin`
+/// to `/admin`. Routing matches without them, and a dot segment with parameters is 400.
+#[test]
+fn path_parameters_meet_their_route() {
+    let origin = tests::capturing_origin();
+    let p = denied_prefixes(origin.addr());
+    let targets = [
+        "/admin;/secret",
+        "/admin;jsessionid=AB12/secret",
+        "/%61dmin;/secret",
+        "/%40internal;a=b/x",
+        "/;x/admin/secret",
+        "/x/..;/admin/secret",
+        "/x/.;a/admin/secret",
+    ];
+    let passed = let_through(&p, &targets);
+    assert!(passed.is_empty(), "not fenced (target, status): {passed:?}");
+    assert!(
+        origin.captured().is_empty(),
+        "the origin saw {:?}",
+        crate::request_lines(&origin)
+    );
+    assert_eq!(ask(p.addr, "/x/..;/admin/secret").status, 400);
+    // Elsewhere they go as sent.
+    assert_eq!(ask(p.addr, "/x;y=1/z;v").status, 200);
+    assert_eq!(crate::request_lines(&origin), ["GET /x;y=1/z;v HTTP/1.1"]);
+}
+
 /// An origin that routes on the raw path (Express's `app.use('/admin')` matches the undecoded,
 /// unresolved path) ran the admin handler for `/admin/%2e%2e/x`, which the router had read as
 /// `/x`. A target with dot segments goes upstream with them resolved on its raw segments,
