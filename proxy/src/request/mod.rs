@@ -536,8 +536,9 @@ fn with_forwarded<T>(target: &str, dot_segments: bool, f: impl FnOnce(&str) -> T
     }
     FORWARD_SCRATCH.with_borrow_mut(|scratch| {
         let sent = resolve_dot_segments(target.as_bytes(), scratch);
-        // Cut only at ASCII `/` and `?` out of a `str`: still UTF-8.
-        f(std::str::from_utf8(sent).unwrap_or(target))
+        // Cut only at ASCII `/` and `?` out of a `str`: still UTF-8. Were it not, the root,
+        // never the raw target with its dot segments (fail closed).
+        f(std::str::from_utf8(sent).unwrap_or("/"))
     })
 }
 
@@ -661,8 +662,9 @@ impl AddrSpots {
 fn write_stripped_line(out: &mut BytesMut, method: &str, target: &str, prefix: usize) {
     let query = target.find('?').map_or("", |i| &target[i..]);
     PATH_SCRATCH.with_borrow_mut(|scratch| {
-        // Routing read this target already: it has a normal form.
-        let path = normalize_path(target.as_bytes(), scratch).unwrap_or(target.as_bytes());
+        // Routing read this target already: it has a normal form. Were it not, the root,
+        // never the raw path (fail closed).
+        let path = normalize_path(target.as_bytes(), scratch).unwrap_or(b"/");
         let rest = after_route_prefix(path, prefix);
         out.extend_from_slice(method.as_bytes());
         out.extend_from_slice(b" ");
