@@ -516,14 +516,15 @@ async fn read_head(
         if !c.from_client.is_empty() {
             if parsed == 0 {
                 c.request_at = c.received.get().saturating_sub(c.from_client.len() as u64);
-                // The request's first bytes (or, pipelined, its whole head): its clock starts.
-                let logging = c.w.logging();
-                c.rec = if c.w.obs.counting || logging {
+                // The request's first bytes (or, pipelined, its whole head): its clock starts,
+                // under the generation it is read in.
+                c.take_current_generation();
+                c.rec = if c.w.timing(&c.g) {
                     crate::record::Record::new(shared::clock::loop_now())
                 } else {
                     crate::record::Record::default()
                 };
-                c.rec.measure_head = logging;
+                c.rec.measure_head = c.g.access_log.is_some();
             }
             if worth_parsing(&c.from_client, parsed, &c.g.cfg.limits.codec) {
                 c.take_current_generation();

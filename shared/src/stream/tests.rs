@@ -150,13 +150,25 @@ fn tls_configs() -> (
     (std::sync::Arc::new(server), client)
 }
 
+/// Our TLS client stream to `addr` (its peer's certificate names `localhost`), handshaken.
+async fn tls_stream_to(
+    addr: std::net::SocketAddr,
+    client: std::sync::Arc<rustls::ClientConfig>,
+) -> Stream {
+    let tcp = monoio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = super::connect(tcp, client, name).await.expect("handshake");
+    Stream::Tls(Box::new(tls))
+}
+
 /// A TLS stream's `read_queued` takes what already arrived without waiting: nothing when
 /// nothing did (session tickets that wait are given to the session, no plaintext); the
 /// records that came into the socket since the last read, decrypted, on each driver (no
 /// multishot receive here: the socket is read with a non-blocking recv).
 #[test]
 fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
-    use rustls::pki_types::ServerName;
     use std::io::Write;
     use std::os::fd::AsRawFd;
     use std::sync::mpsc;
@@ -184,12 +196,7 @@ fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
         });
         let client = client.clone();
         let outcome = run_on(driver, 64, async move {
-            let tcp = monoio::net::TcpStream::connect(addr)
-                .await
-                .expect("connect");
-            let name = ServerName::try_from("localhost").unwrap();
-            let tls = super::connect(tcp, client, name).await.expect("handshake");
-            let mut s = Stream::Tls(Box::new(tls));
+            let mut s = tls_stream_to(addr, client).await;
             let (r, first) = s.read(Vec::with_capacity(5)).await;
             assert_eq!((r.expect("read"), &first[..]), (5, &b"first"[..]));
             if let Ok((r, b)) = s.read_queued(Vec::with_capacity(64)) {
@@ -225,7 +232,6 @@ fn a_tls_read_queued_takes_the_records_waiting_in_the_socket() {
 /// each driver; it failed with "received plaintext buffer full".
 #[test]
 fn a_tls_read_holds_back_records_past_the_sessions_plaintext_limit() {
-    use rustls::pki_types::ServerName;
     use std::io::Write;
     const ROUNDS: usize = 64;
     let (server, client) = tls_configs();
@@ -253,12 +259,7 @@ fn a_tls_read_holds_back_records_past_the_sessions_plaintext_limit() {
         });
         let client = client.clone();
         let got = run_on(driver, 64, async move {
-            let tcp = monoio::net::TcpStream::connect(addr)
-                .await
-                .expect("connect");
-            let name = ServerName::try_from("localhost").unwrap();
-            let tls = super::connect(tcp, client, name).await.expect("handshake");
-            let mut s = Stream::Tls(Box::new(tls));
+            let mut s = tls_stream_to(addr, client).await;
             let mut all = Vec::new();
             loop {
                 match s.read(Vec::with_capacity(65536)).await {
