@@ -672,21 +672,19 @@ async fn relay_response(
             respond_error(c, e).await;
             (Next::Close, None)
         }
-        Err(RelayFail::Upstream(e)) => {
+        Err(RelayFail::Upstream(e) | RelayFail::Client(e)) => {
             // Mid-body: the client connection is aborted; what it got is visibly incomplete:
             // a length or a chunked body falls short of its end; a close-delimited one has no
             // end but the close, which must then be a reset. Over TLS the close already
             // shows it (dropped, the stream sends no close_notify: RFC 8446 6.1 truncation,
             // which a reset would only race against the last bytes). `Next::Close` drops the
-            // stream (no half-close that would send a FIN first).
+            // stream (no half-close that would send a FIN first). The client's side failing
+            // cuts the answer too: its request body streaming beside the answer timed out or
+            // ended short, while the client may still be reading.
             if resp.framing == ClientFraming::Close && body_to_client && !c.stream.is_tls() {
                 // Failing, the close is a FIN as before: nothing better to do.
                 let _ = reset_on_close(c);
             }
-            c.rec.failed(e);
-            (Next::Close, None)
-        }
-        Err(RelayFail::Client(e)) => {
             c.rec.failed(e);
             (Next::Close, None)
         }

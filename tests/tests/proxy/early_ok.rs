@@ -227,6 +227,37 @@ fn a_body_that_stalls_after_an_early_200_closes_both_connections() {
     p.stop();
 }
 
+/// The same stall from an HTTP/1.0 client: its answer has no length nor chunks, only the
+/// close ends it, so a clean close would pass the early answer's first chunk off as the
+/// whole body. The connection must end in a reset, as an answer cut upstream does
+/// (`failures.rs`, `an_http10_client_sees_a_body_cut_off_upstream_as_a_reset`). Before, the
+/// client's own body timeout ended it with a FIN.
+#[test]
+fn an_http10_answer_cut_by_the_clients_stalled_body_ends_in_a_reset() {
+    let (report, got) = mpsc::channel();
+    let (conns, _opened) = mpsc::channel();
+    let up = streaming_origin(report, conns);
+    let mut cfg = config(&[up]);
+    cfg.timeouts.body = Duration::from_millis(300);
+    let p = Proxy::start(cfg);
+    let mut c = p.connect();
+    c.send(format!("POST /up HTTP/1.0\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n").as_bytes());
+    c.send(&vec![b'x'; BODY / 2]);
+    let (n, _) = got.recv_timeout(WAIT).unwrap();
+    assert_eq!(n, BODY / 2);
+    c.stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut text = Vec::new();
+    let end = loop {
+        if let Err(end) = tests::raw::read_once(&mut c.stream, &mut text) {
+            break end;
+        }
+    };
+    let text = String::from_utf8_lossy(&text);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text:?}");
+    assert_eq!(end, End::Reset, "the cut answer ended so: {text:?}");
+    p.stop();
+}
+
 /// An origin that answers a streamed POST whole at once (`200`, chunked `hello`, keep-alive)
 /// without reading its body, tells `answered`, and closes once `close` says so (as Go's
 /// net/http does when a handler returns without reading the body).
