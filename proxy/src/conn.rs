@@ -159,13 +159,22 @@ pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[
 /// with unread data does not reset the connection before the client read our response.
 pub async fn linger_close(c: &mut ClientConn) {
     let buf = std::mem::take(&mut c.from_client);
-    linger(&mut c.stream, buf).await
+    // Over TLS: the close_notify goes before the FIN; what the client still sends is then
+    // read raw, undecrypted (an early answer's refused body dropped its read in flight,
+    // which leaves the TLS stream unreadable: the lingering would end at once).
+    let _ = c.stream.shutdown().await;
+    drain(c.stream.tcp_mut(), buf).await
 }
 
 /// [`linger_close`] on any stream (a TLS port's plain-HTTP client too), reading into `buf`:
 /// at most 1 MiB, for at most 500 ms.
-pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, mut buf: BytesMut) {
+pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, buf: BytesMut) {
     let _ = s.shutdown().await;
+    drain(s, buf).await
+}
+
+/// Read and discard what `s` still receives: at most 1 MiB, for at most 500 ms.
+async fn drain<S: AsyncReadRent>(s: &mut S, mut buf: BytesMut) {
     let until = shared::clock::deadline(Duration::from_millis(500));
     let mut drained = 0usize;
     while drained < 1 << 20 {

@@ -63,6 +63,17 @@ impl Stream {
         }
     }
 
+    /// The TCP stream underneath, to read raw: what a closing connection still receives
+    /// and discards (over TLS nothing needs decrypting then, and a read dropped in flight
+    /// may have left the session's stream unreadable).
+    #[inline]
+    pub fn tcp_mut(&mut self) -> &mut TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => t.tcp_mut(),
+        }
+    }
+
     /// Read the TCP stream underneath through a multishot receive from now on, where this
     /// worker does (`runtime::multishot_recv`). Worth it on a connection that waits for
     /// more than one message. A plain one may still be checked with `still_open`; a TLS one

@@ -421,3 +421,70 @@ fn a_record_that_fails_to_decrypt_is_answered_with_its_alert() {
         p.stop();
     }
 }
+
+/// An upstream that reads one request head, answers `413` with `Connection: close` at once
+/// and then reads nothing more, its connection open until the test drops the receiver (the
+/// proxy, not the upstream's end, must be what stops the upload).
+fn refusing_upstream() -> (
+    std::net::SocketAddr,
+    std::sync::mpsc::Receiver<std::net::TcpStream>,
+) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (keep, kept) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        if tests::raw::read_request_head(&mut s, &mut Vec::new()).is_ok() {
+            let answer = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!";
+            let _ = s.write_all(answer);
+        }
+        let _ = keep.send(s);
+    });
+    (addr, kept)
+}
+
+/// An upload refused by the upstream's early answer: an HTTPS client, still sending its
+/// body, reads the `413` and may go on sending for a moment, as a plain client may: the
+/// proxy closes lingering (reading what still comes, up to 1 MiB for 500 ms), not at once,
+/// which would reset the connection and could destroy the answer before the client read
+/// it. Before, the body's read, dropped in flight inside the TLS stream, left the stream
+/// unreadable, so the lingering ended at its first read: the client's next writes met a
+/// reset (seen with the epoll driver; with io_uring the dropped receive, cancelled, still
+/// held the socket a moment).
+#[test]
+fn an_https_upload_refused_early_is_closed_lingering() {
+    let ca = Ca::new();
+    let dir = tests::temp_dir("refused_upload");
+    const MORE: usize = 256 << 10;
+    for d in tests::drivers() {
+        let (up, _upstream) = refusing_upstream();
+        let p = https_proxy(up, d, single(&dir, &ca));
+        let cc = client_config(&ca.der(), false);
+        let mut c = TlsClient::connect(p.addr, &cc, "localhost").unwrap();
+        c.send(b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n");
+        c.send(&[b'x'; 100]);
+        let r = c.response();
+        assert_eq!((r.status, &r.body[..]), (413, &b"too big!"[..]), "{d}");
+        let block = [b'y'; 16 << 10];
+        for sent in (0..MORE).step_by(block.len()) {
+            let wrote = c.s.write_all(&block).and_then(|_| c.s.flush());
+            assert!(
+                wrote.is_ok(),
+                "{d}: reset after {sent} more bytes: {wrote:?}"
+            );
+        }
+        c.s.sock.shutdown(std::net::Shutdown::Write).unwrap();
+        // What follows the answer: the proxy's close_notify, then the end of the stream,
+        // read raw: a FIN once the lingering read the client's own end, not a reset.
+        let mut tmp = [0u8; 4096];
+        let end = loop {
+            match c.s.sock.read(&mut tmp) {
+                Ok(0) => break Ok(()),
+                Ok(_) => continue,
+                Err(e) => break Err(e),
+            }
+        };
+        assert!(end.is_ok(), "{d}: the connection ended with {end:?}");
+        p.stop();
+    }
+}
