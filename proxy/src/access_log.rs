@@ -51,6 +51,13 @@ const FIELD_MAX: usize = 2048;
 /// no process reads is an error then (ENXIO), said as such, instead of an open that waits.
 pub fn open_file(cfg: &AccessLogConfig) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
+    // open(2) may wait on the file system (a slow or hung mount): never on a worker, whose
+    // every connection would wait with it. Workers get their files opened by the thread
+    // that starts them, the reloader, or the signal thread (SIGUSR1).
+    debug_assert!(
+        shared::runtime::current_driver().is_none(),
+        "the access log opened on a worker thread"
+    );
     OpenOptions::new()
         .append(true)
         .create(true)
@@ -139,6 +146,13 @@ pub struct AccessLog {
     /// `buf` starts with the rest of a line a write cut (its start is in the file).
     cut: bool,
     last_error: Option<std::io::Error>,
+}
+
+/// The path of the log `cfg` opened again for one worker (SIGUSR1), off the worker.
+#[derive(Debug)]
+pub struct Reopened {
+    pub cfg: AccessLogConfig,
+    pub file: File,
 }
 
 impl AccessLog {
@@ -245,19 +259,17 @@ impl AccessLog {
         self.last_error = Some(e);
     }
 
-    /// Flush to the current file, then open the path again (logrotate renamed the file). A
-    /// line the old file took only part of is dropped: its rest would start the new file
-    /// with half a line.
-    pub fn reopen(&mut self) -> std::io::Result<()> {
+    /// Flush to the current file, then go on in `file`, the path opened again off the
+    /// worker (logrotate renamed the file). A line the old file took only part of is
+    /// dropped: its rest would start the new file with half a line.
+    pub fn reopen_with(&mut self, file: File) {
         self.flush();
         if self.cut {
             self.lost(1);
             self.buf.clear();
             self.cut = false;
         }
-        let f = open_file(&self.cfg)?;
-        self.file = Some(f);
-        Ok(())
+        self.file = Some(file);
     }
 
     /// The last write error, taken (for a rate-limited error line).

@@ -88,6 +88,7 @@ pub use worker::ProxyCounters;
 
 use shared::runtime::{select_driver, DriverKind, Launch, RuntimeError, Workers};
 use shared::shutdown::ShutdownFlag;
+use std::fs::File;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -195,17 +196,16 @@ pub fn start_with(
     let plan = shared::runtime::plan_pinning(&cfg.runtime, n);
     let (steering, limits_line) = limit::steer_listeners(&mut cfg, &groups, n, &plan.cores);
     drop(firsts);
-    // Opened here once so a path that cannot be written stops the start with its reason.
-    if let Some(l) = &cfg.access_log {
-        access_log::open_file(l).map_err(|source| StartError::AccessLog {
-            path: l.path.clone(),
-            source,
-        })?;
-    }
+    // Opened here, one per worker, so that a path that cannot be written stops the start
+    // with its reason and no worker opens a file.
+    let logs = open_worker_logs(&cfg, n)?;
     let (admin_listener, admin_copy) = admin_sockets(cfg.admin, &mut sockets)?;
     let stats: Vec<Arc<ProxyCounters>> =
         (0..n).map(|_| Arc::new(ProxyCounters::default())).collect();
-    let items: Vec<_> = per_worker.into_iter().zip(stats.iter().cloned()).collect();
+    let items: Vec<_> = per_worker
+        .into_iter()
+        .zip(stats.iter().cloned().zip(logs))
+        .collect();
     let flag = ShutdownFlag::new();
     let cfg = Arc::new(cfg);
     let post = shared::inbox::Post::new(n).map_err(StartError::Inbox)?;
@@ -225,10 +225,10 @@ pub fn start_with(
             flag: flag.clone(),
             name: "proxy",
         };
-        launch.spawn(items, move |ctx, (ls, st)| {
+        launch.spawn(items, move |ctx, (ls, st_log)| {
             // A worker's error lines never wait for a stderr nobody reads.
             shared::log::defer_on_this_thread();
-            lifecycle::run(ctx, cfg.clone(), ls, st, post.clone(), finals.clone())
+            lifecycle::run(ctx, cfg.clone(), ls, st_log, post.clone(), finals.clone())
         })?
     };
     let reload_state = Arc::new(process_metrics::ReloadState::started());
@@ -564,16 +564,16 @@ impl Running {
         self.admin.as_ref().map(|a| a.addr())
     }
 
-    /// Ask every worker to reopen its access log (SIGUSR1); returns how many were asked.
+    /// Reopen the access log on every worker (SIGUSR1); returns how many were asked.
     pub fn reopen_logs(&self) -> usize {
-        self.post.broadcast(|_| worker::WorkerMsg::ReopenLog)
+        reopen_logs(&self.current, &self.post)
     }
 
-    /// A handle that asks the workers to reopen their access logs, for the signal thread.
+    /// A handle that reopens the workers' access logs, for the signal thread.
     pub fn log_reopener(&self) -> impl Fn() + Send + 'static {
-        let post = self.post.clone();
+        let (current, post) = (self.current.clone(), self.post.clone());
         move || {
-            post.broadcast(|_| worker::WorkerMsg::ReopenLog);
+            reopen_logs(&current, &post);
         }
     }
 
@@ -594,6 +594,59 @@ impl Running {
         self.trigger_shutdown();
         self.join()
     }
+}
+
+/// One access log file per worker for the first generation, opened before the workers.
+fn open_worker_logs(cfg: &config::Config, n: usize) -> Result<Vec<Option<File>>, StartError> {
+    let Some(l) = &cfg.access_log else {
+        return Ok((0..n).map(|_| None).collect());
+    };
+    (0..n)
+        .map(|_| access_log::open_file(l).map(Some))
+        .collect::<std::io::Result<_>>()
+        .map_err(|source| StartError::AccessLog {
+            path: l.path.clone(),
+            source,
+        })
+}
+
+/// SIGUSR1: the current generation's access log path opened again, once per worker, here
+/// (the caller's thread: a worker never waits on the file system), and handed to the
+/// workers; how many were asked. Under the generation lock, so that no reload's generation
+/// comes between the files and the workers (the reloader posts under it too). A path that
+/// cannot be opened leaves every worker on the file it had, and says so.
+fn reopen_logs(
+    current: &reload::SharedCurrent,
+    post: &shared::inbox::Post<worker::WorkerMsg>,
+) -> usize {
+    let current = current.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(l) = current.cfg.access_log.as_ref() else {
+        return 0;
+    };
+    let files: std::io::Result<Vec<File>> = (0..post.workers())
+        .map(|_| access_log::open_file(l))
+        .collect();
+    let files = match files {
+        Ok(files) => files,
+        Err(e) => {
+            shared::log!(
+                "proxy: access log: cannot reopen {}: {e}; still writing to the file open before",
+                l.path.display()
+            );
+            return 0;
+        }
+    };
+    let reopened = |file| {
+        worker::WorkerMsg::ReopenLog(access_log::Reopened {
+            cfg: l.clone(),
+            file,
+        })
+    };
+    files
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, file)| post.send(i, reopened(file)).ok())
+        .count()
 }
 
 fn summary(

@@ -37,7 +37,7 @@ async fn inbox(
                 w.stats.cache_purges_received.incr();
             }
             WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
-            WorkerMsg::ReopenLog => w.obs.reopen_log(w.generation().access_log.as_ref()),
+            WorkerMsg::ReopenLog(r) => w.obs.reopen_log(w.generation().access_log.as_ref(), r),
             WorkerMsg::Health(change) => crate::health::apply(&w, &change),
             WorkerMsg::HandOver(reply) => {
                 w.life.handover.fire();
@@ -69,7 +69,7 @@ pub async fn run(
     ctx: WorkerCtx,
     cfg: Arc<Config>,
     listeners: Vec<(usize, std::net::TcpListener)>,
-    stats: Arc<ProxyCounters>,
+    (stats, log): (Arc<ProxyCounters>, Option<std::fs::File>),
     post: shared::inbox::Post<WorkerMsg>,
     finals: Arc<Finals>,
 ) {
@@ -80,6 +80,7 @@ pub async fn run(
         ctx.shutdown.clone(),
         stats,
         Some(post),
+        log,
     ));
     // The inbox outlives shutdown until this worker's drain ends, and its final counts answer
     // for it after that (`Finals`): a scrape during the drain is answered, whole.

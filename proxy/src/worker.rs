@@ -89,8 +89,8 @@ pub enum WorkerMsg {
     Purge(crate::cache::OwnedKey),
     /// A scrape (`admin`): this worker's counters and state, now.
     Snapshot(shared::inbox::Reply<crate::metrics::WorkerSnapshot>),
-    /// SIGUSR1: reopen the access log file (logrotate moved it).
-    ReopenLog,
+    /// SIGUSR1: go on in the access log's path opened again (logrotate moved the file).
+    ReopenLog(crate::access_log::Reopened),
     /// A server's state by active health checks changed (the checking worker tells the
     /// others, `crate::health`).
     Health(crate::balance::HealthChange),
@@ -169,20 +169,22 @@ pub struct ProxyWorker {
 
 impl ProxyWorker {
     pub fn new(id: usize, cfg: Arc<Config>, shutdown: Shutdown, stats: Arc<ProxyCounters>) -> Self {
-        Self::with_post(id, cfg, shutdown, stats, None)
+        Self::with_post(id, cfg, shutdown, stats, None, None)
     }
 
+    /// `log`: this worker's access log file, opened by the thread that starts the workers.
     pub fn with_post(
         id: usize,
         cfg: Arc<Config>,
         shutdown: Shutdown,
         stats: Arc<ProxyCounters>,
         post: Option<shared::inbox::Post<WorkerMsg>>,
+        log: Option<std::fs::File>,
     ) -> Self {
         let seed = worker_seed(id);
         let obs = Observability::new(&cfg);
         let mut first = Generation::new(1, cfg, seed);
-        first.access_log = obs.open_log(&first.cfg);
+        first.access_log = obs.open_log(&first.cfg, log);
         ProxyWorker {
             obs,
             id,

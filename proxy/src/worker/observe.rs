@@ -46,11 +46,15 @@ impl Observability {
         }
     }
 
-    /// The first generation's log, opened as the worker starts (the path was opened once
-    /// before the workers, so a bad one stopped the start).
-    pub(super) fn open_log(&self, cfg: &Config) -> Option<SharedLog> {
+    /// The first generation's log on `file`, opened for this worker by the thread that
+    /// started the workers (a path that cannot be opened stopped the start); without one
+    /// (a worker made by a unit test), opened here.
+    pub(super) fn open_log(&self, cfg: &Config, file: Option<std::fs::File>) -> Option<SharedLog> {
         let l = cfg.access_log.as_ref()?;
-        let log = AccessLog::open(l, self.log_dropped.clone());
+        let log = match file {
+            Some(f) => AccessLog::with_file(l, f, self.log_dropped.clone()),
+            None => AccessLog::open(l, self.log_dropped.clone()),
+        };
         Some(Rc::new(RefCell::new(log)))
     }
 
@@ -148,13 +152,13 @@ impl Observability {
         current.is_some() || !retired.is_empty()
     }
 
-    /// SIGUSR1: the current generation's log opens its path again. A retired log is left
-    /// on its file: its path is no longer configured, and it closes soon.
-    pub(crate) fn reopen_log(&self, current: Option<&SharedLog>) {
-        if let Some(log) = current {
-            if let Err(e) = log.borrow_mut().reopen() {
-                self.log_error(format_args!("access log: {e}"));
-            }
+    /// SIGUSR1: the current generation's log goes on in its path opened again (`r`, opened
+    /// by the signal thread for the generation current then, which is this one: the
+    /// reloader posts its generations under the same lock). A retired log is left on its
+    /// file: its path is no longer configured, and it closes soon.
+    pub(crate) fn reopen_log(&self, current: Option<&SharedLog>, r: crate::access_log::Reopened) {
+        if let Some(log) = current.filter(|log| log.borrow().config() == &r.cfg) {
+            log.borrow_mut().reopen_with(r.file);
         }
     }
 }
