@@ -619,7 +619,7 @@ fn reopen_logs(
     current: &reload::SharedCurrent,
     post: &shared::inbox::Post<worker::WorkerMsg>,
 ) -> usize {
-    let current = current.lock().unwrap_or_else(|p| p.into_inner());
+    let current = reload::lock(current);
     let Some(l) = current.cfg.access_log.as_ref() else {
         return 0;
     };
