@@ -96,14 +96,84 @@ pub fn start_proxy(
 
 /// A fresh, empty folder of its own under the system temp dir for one test's files: `tag`,
 /// the process and a counter in its name, so no two calls share one (tests of a binary run in
-/// one process, at the same time).
-pub fn temp_dir(tag: &str) -> PathBuf {
+/// one process, at the same time). Removed with what it holds when dropped: a full run made
+/// about a hundred of them, and a developer's machine kept them all.
+pub fn temp_dir(tag: &str) -> TempDir {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!("tests-{tag}-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("a temp dir");
-    d
+    TempDir { path: d }
+}
+
+/// A folder made by [`temp_dir`], removed when dropped; a `Path` to everything else.
+#[derive(Debug)]
+#[must_use = "dropped, the folder is removed at once"]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempDir {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A file in a [`TempDir`] of its own, which goes with it; a `Path` to everything else.
+#[derive(Debug)]
+pub struct TempFile {
+    pub path: PathBuf,
+    _dir: TempDir,
+}
+
+impl TempFile {
+    /// `name` in a fresh [`temp_dir`] of `tag`.
+    pub fn new(tag: &str, name: &str) -> TempFile {
+        let dir = temp_dir(tag);
+        TempFile {
+            path: dir.join(name),
+            _dir: dir,
+        }
+    }
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TempFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+impl AsRef<std::path::Path> for TempFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.path
+    }
 }
 
 /// A started origin (the built-in scriptable one) with its default settings.

@@ -57,7 +57,7 @@ pub fn check_completions(bin: &str, flags: &[&str]) {
         for f in flags {
             assert!(script.contains(f), "{bin} {shell}: no {f} in the script");
         }
-        let file = crate::temp_dir("completions").join(shell);
+        let file = crate::TempFile::new("completions", shell);
         std::fs::write(&file, &script).expect("write the script");
         if let Ok(o) = std::process::Command::new(shell)
             .arg("-n")

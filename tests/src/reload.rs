@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 /// A directory of its own for one test's files, removed when dropped.
-pub struct Scratch(PathBuf);
+pub struct Scratch(crate::TempDir);
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
@@ -16,12 +16,6 @@ impl Scratch {
 
     pub fn path(&self, file: &str) -> PathBuf {
         self.0.join(file)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

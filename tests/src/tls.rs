@@ -205,16 +205,17 @@ impl TlsClient {
 }
 
 /// A copy of `proxy.example.toml` in a fresh folder with the certificate files it names
-/// (`tls/ca.pem`, `tls/example.crt`/`.key`, `tls/api.crt`/`.key`): its path.
-pub fn example_with_certs(example: &Path) -> PathBuf {
-    let dir = crate::temp_dir("example");
+/// (`tls/ca.pem`, `tls/example.crt`/`.key`, `tls/api.crt`/`.key`): its path, which takes
+/// the folder with it when dropped.
+pub fn example_with_certs(example: &Path) -> crate::TempFile {
+    let copy = crate::TempFile::new("example", "proxy.example.toml");
+    let dir = copy.parent().expect("a folder");
     let tls = dir.join("tls");
     std::fs::create_dir_all(&tls).unwrap();
     let ca = Ca::new();
     std::fs::write(tls.join("ca.pem"), ca.pem()).unwrap();
     ca.leaf_files(&tls, "example", &["example.com"]);
     ca.leaf_files(&tls, "api", &["api.example.com", "*.api.example.com"]);
-    let path = dir.join("proxy.example.toml");
-    std::fs::copy(example, &path).unwrap();
-    path
+    std::fs::copy(example, &copy).unwrap();
+    copy
 }

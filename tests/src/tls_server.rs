@@ -11,7 +11,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::{HandshakeKind, ServerConfig, ServerConnection, StreamOwned};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -64,23 +63,17 @@ pub fn signed_by(ca: &Issued, spec: Spec<'_>) -> Issued {
     Issued { cert, key }
 }
 
-/// Write `certs` as one PEM file in a fresh temporary directory; returns its path.
-pub fn pem_file(name: &str, certs: &[&Issued]) -> PathBuf {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "loader-tls-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
+/// Write `certs` as one PEM file in a fresh temporary directory; returns its path, which
+/// takes the directory with it when dropped.
+pub fn pem_file(name: &str, certs: &[&Issued]) -> crate::TempFile {
+    let file = crate::TempFile::new("loader-tls", name);
     let pem: String = certs.iter().map(|c| c.cert.pem()).collect();
-    std::fs::write(&path, pem).unwrap();
-    path
+    std::fs::write(&file, pem).unwrap();
+    file
 }
 
 /// A test CA's PEM file (in a fresh folder) and a leaf for `localhost` signed by it.
-pub fn ca_and_leaf() -> (PathBuf, Issued) {
+pub fn ca_and_leaf() -> (crate::TempFile, Issued) {
     let ca = self_signed(Spec {
         names: &["Test CA"],
         ca: true,

@@ -36,7 +36,7 @@ fn ca_file(path: &Path) -> Trust {
 }
 
 /// A CA's PEM file, and a server with a certificate for localhost signed by it.
-fn ca_and_server() -> (std::path::PathBuf, TlsServer) {
+fn ca_and_server() -> (tests::TempFile, TlsServer) {
     let (ca, leaf) = tests::tls_server::ca_and_leaf();
     (ca, TlsServer::start(&leaf))
 }

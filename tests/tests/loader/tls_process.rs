@@ -18,7 +18,7 @@ fn loader(args: &[&str]) -> Output {
     .output(Duration::from_secs(60))
 }
 
-fn server() -> (TlsServer, std::path::PathBuf) {
+fn server() -> (TlsServer, tests::TempFile) {
     let cert = self_signed(Spec {
         names: &["localhost"],
         ca: true,

@@ -128,7 +128,7 @@ fn a_refused_body_is_skipped_when_whole_and_the_connection_closes_when_not() {
 }
 
 /// A static root with `a.txt` in it.
-fn www() -> std::path::PathBuf {
+fn www() -> tests::TempDir {
     let dir = tests::temp_dir("limits-www");
     std::fs::write(dir.join("a.txt"), "file").unwrap();
     dir

@@ -9,7 +9,7 @@ use tests::inproc::Proxy;
 use tests::process::ProxyProcess;
 
 /// The example, copied into a folder of its own with the certificate files it names.
-fn example() -> PathBuf {
+fn example() -> tests::TempFile {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proxy/proxy.example.toml");
     tests::tls::example_with_certs(&src)
 }
@@ -146,7 +146,7 @@ fn example_parses_and_validates_in_process() {
 
 /// The example with what it names of this host moved into its folder: its fixed ports to
 /// port 0 (a check binds them: another program may hold 8080 here) and its access log beside it.
-fn example_here() -> PathBuf {
+fn example_here() -> tests::TempFile {
     let path = example();
     let log = path.parent().unwrap().join("access.log");
     let text = std::fs::read_to_string(&path).unwrap();

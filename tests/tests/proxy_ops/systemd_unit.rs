@@ -22,7 +22,7 @@ fn the_minimal_config_is_a_listener_and_one_upstream_and_passes_the_check() {
     assert!(cfg.admin.is_none() && cfg.access_log.is_none());
     // Its check, with the listener on a port of its own (8080 may be taken on this host).
     let text = std::fs::read_to_string(&path).unwrap();
-    let copy = tests::temp_dir("systemd-config").join("proxy.toml");
+    let copy = tests::TempFile::new("systemd-config", "proxy.toml");
     std::fs::write(&copy, text.replace("0.0.0.0:8080", "127.0.0.1:0")).unwrap();
     let out = Command::new(tests::bin("proxy"))
         .arg("--check-config")
