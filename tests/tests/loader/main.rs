@@ -10,6 +10,7 @@ mod engine;
 mod failures;
 mod faults;
 mod hostile;
+mod merge_input;
 mod peers;
 mod process;
 mod report;

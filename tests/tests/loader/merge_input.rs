@@ -1,0 +1,110 @@
+//! `loader merge` fed damaged documents: a real run's `--json` with one field changed. Each is
+//! refused with one line naming the file and the field, exit 2: never a panic, an abort, an
+//! allocation the document asks for, or a report of figures that wrapped.
+
+use serde_json::Value;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The address space `loader merge` runs in here: far above what two small documents need,
+/// far below what a document can claim.
+const MERGE_ADDRESS_SPACE: u64 = 1 << 30;
+
+/// A real `--shard 1/2 -n 20 --json` document (run once for the whole binary).
+fn real_run() -> &'static Value {
+    static DOC: OnceLock<Value> = OnceLock::new();
+    DOC.get_or_init(|| {
+        let origin = tests::origin();
+        let dir = tests::temp_dir("merge-input-real");
+        let path = dir.join("real.json");
+        let out = tests::process::Process::spawn(
+            Command::new(tests::bin("loader"))
+                .args(["--threads", "1", "--no-pin", "-q", "-n", "20", "-c", "2"])
+                .args(["--shard", "1/2", "--json"])
+                .arg(&path)
+                .arg(origin.url("/"))
+                .stdout(Stdio::piped()),
+        )
+        .output(Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
+        let text = std::fs::read_to_string(&path).unwrap();
+        serde_json::from_str(&text).unwrap()
+    })
+}
+
+/// `doc` written to `dir/name`.
+fn write(dir: &Path, name: &str, doc: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string(doc).unwrap()).unwrap();
+    p
+}
+
+/// `loader merge FILES`, in a bounded address space.
+fn merge(files: &[&Path]) -> Output {
+    let mut cmd = Command::new(tests::bin("loader"));
+    cmd.arg("merge").args(files).stdout(Stdio::piped());
+    // SAFETY: setrlimit only, between fork and exec: no allocation, no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: MERGE_ADDRESS_SPACE,
+                rlim_max: MERGE_ADDRESS_SPACE,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    tests::process::Process::spawn(&mut cmd).output(Duration::from_secs(60))
+}
+
+/// Refused: exit 2, one line on stderr naming every one of `needles`, nothing on stdout.
+fn assert_refused(out: &Output, needles: &[&str]) {
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "{:?}\n{stderr}", out.status);
+    for n in needles {
+        assert!(stderr.contains(n), "no {n:?} in: {stderr}");
+    }
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+}
+
+/// `doc` with `f` applied, written as `name` beside a good second document; merged.
+fn merge_changed(tag: &str, name: &str, f: impl FnOnce(&mut Value)) -> (Output, PathBuf) {
+    let dir = tests::temp_dir(tag);
+    let mut bad = real_run().clone();
+    f(&mut bad);
+    let bad = write(&dir, name, &bad);
+    let mut good = real_run().clone();
+    good["shard"]["index"] = 2.into();
+    let good = write(&dir, "good.json", &good);
+    (merge(&[&bad, &good]), bad)
+}
+
+/// A histogram that claims a payload of `len` bytes (V2, uncompressed: the reader trusts the
+/// claim the same way in both forms).
+fn histogram_claiming(len: u32) -> String {
+    let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+    h.record_n(1000, 5).unwrap();
+    let mut raw = Vec::new();
+    hdrhistogram::serialization::Serializer::serialize(
+        &mut hdrhistogram::serialization::V2Serializer::new(),
+        &h,
+        &mut raw,
+    )
+    .unwrap();
+    raw[4..8].copy_from_slice(&len.to_be_bytes());
+    shared::base64::encode(&raw)
+}
+
+#[test]
+fn a_histogram_claiming_gigabytes_is_refused_without_allocating_them() {
+    let (out, bad) = merge_changed("merge-input-hist", "hist.json", |d| {
+        d["histograms"]["total"] = histogram_claiming(0xFFFF_FFF0).into();
+    });
+    assert_refused(&out, &[&bad.display().to_string(), "histogram 'total'"]);
+}
