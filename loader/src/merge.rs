@@ -229,29 +229,58 @@ fn shard_warnings(parts: &[Part]) -> Vec<String> {
         ));
     }
     let count = shards.iter().map(|s| s.count).max().unwrap_or(0);
-    let mut seen = vec![0u32; count as usize + 1];
-    for s in &shards {
-        seen[s.index as usize] += 1;
-    }
-    let twice: Vec<String> = (1..=count)
-        .filter(|&i| seen[i as usize] > 1)
-        .map(|i| format!("{i}/{count}"))
+    // Sorted indices, not a table per shard: the work and the words grow with the files
+    // given, never with the count a document claims.
+    let mut given: Vec<u32> = shards.iter().map(|s| s.index).collect();
+    given.sort_unstable();
+    let mut twice: Vec<String> = given
+        .windows(2)
+        .filter(|p| p[0] == p[1])
+        .map(|p| format!("{}/{count}", p[0]))
         .collect();
+    twice.dedup();
     if !twice.is_empty() {
         w.push(format!("shards given more than once: {}", twice.join(", ")));
     }
-    let missing: Vec<String> = (1..=count)
-        .filter(|&i| seen[i as usize] == 0)
-        .map(|i| format!("{i}/{count}"))
-        .collect();
-    if !missing.is_empty() {
+    given.dedup();
+    let mut gaps = Vec::new();
+    let mut next = 1;
+    for &i in given.iter().chain(std::iter::once(&(count + 1))) {
+        if i > next {
+            gaps.push((next, i - 1));
+        }
+        next = next.max(i + 1);
+    }
+    if !gaps.is_empty() {
+        let missing: u32 = gaps.iter().map(|(a, b)| b - a + 1).sum();
         w.push(format!(
-            "shards missing: {} (the merged figures are not the whole load)",
-            missing.join(", ")
+            "shards missing: {} ({missing} of {count}: the merged figures are not the whole \
+             load)",
+            describe_gaps(&gaps, count)
         ));
     }
     w
 }
+
+/// The shards missing, as `2/9, 3/9, 5/9 to 9/9`: runs of three or more as ranges, and no more
+/// than [`GAPS_SHOWN`] of them.
+fn describe_gaps(gaps: &[(u32, u32)], count: u32) -> String {
+    let mut items: Vec<String> = Vec::new();
+    for &(a, b) in gaps.iter().take(GAPS_SHOWN) {
+        if b - a >= 2 {
+            items.push(format!("{a}/{count} to {b}/{count}"));
+        } else {
+            items.extend((a..=b).map(|i| format!("{i}/{count}")));
+        }
+    }
+    if gaps.len() > GAPS_SHOWN {
+        items.push(format!("and {} more runs", gaps.len() - GAPS_SHOWN));
+    }
+    items.join(", ")
+}
+
+/// The runs of missing shards a warning names.
+const GAPS_SHOWN: usize = 8;
 
 /// One row per run: where it sits in the merged span and its own figures.
 pub fn shard_rows(parts: &[Part], merged: &RunResult) -> Vec<RunRow> {
@@ -608,6 +637,54 @@ mod tests {
         assert!(
             e.contains("URL http://127.0.0.1:1/a: no 'histogram'"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_shard_out_of_its_bounds_is_refused_naming_the_field() {
+        for (index, count, field) in [
+            (1, u32::MAX, "shard.count"),
+            (1, 100_000_000, "shard.count"),
+            (7, 3, "shard.index"),
+            (0, 3, "shard.index"),
+            (1, 0, "shard.count"),
+        ] {
+            let mut v = run(Some((1, 2)), 4, 1000, 2, 10, 100);
+            v["shard"]["index"] = json!(index);
+            v["shard"]["count"] = json!(count);
+            let e = parse_run("x", &v).unwrap_err();
+            assert!(e.contains(field), "{index}/{count}: {e}");
+        }
+        let mut v = run(Some((1, 2)), 4, 1000, 2, 10, 100);
+        v["shard"]["count"] = json!(crate::shard::MAX_SHARDS);
+        assert!(parse_run("x", &v).is_ok(), "the CLI's largest count reads");
+    }
+
+    #[test]
+    fn missing_shards_are_summarised_not_listed() {
+        let count = crate::shard::MAX_SHARDS;
+        let parts = [
+            part("a", &run(Some((1, count)), 4, 1000, 2, 10, 100)),
+            part("b", &run(Some((5, count)), 4, 1000, 2, 10, 100)),
+        ];
+        let w = warnings(&parts);
+        let missing = w.iter().find(|x| x.contains("shards missing")).unwrap();
+        assert!(missing.len() < 200, "{missing}");
+        assert!(
+            missing.contains("shards missing: 2/100000 to 4/100000, 6/100000 to 100000/100000"),
+            "{missing}"
+        );
+        assert!(missing.contains("99998 of 100000"), "{missing}");
+        // Every other shard of 100: the first runs named, the rest counted.
+        let parts: Vec<Part> = (1..=100)
+            .step_by(2)
+            .map(|i| part("p", &run(Some((i, 100)), 4, 1000, 2, 10, 100)))
+            .collect();
+        let w = warnings(&parts);
+        let missing = w.iter().find(|x| x.contains("shards missing")).unwrap();
+        assert!(
+            missing.contains("2/100, 4/100, 6/100, 8/100, 10/100, 12/100, 14/100, 16/100, and 42 more runs (50 of 100"),
+            "{missing}"
         );
     }
 

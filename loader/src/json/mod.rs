@@ -351,7 +351,11 @@ impl RunDoc {
             accept_variable_length: o.accept_variable_length,
             sends_body: self.sends_body,
             spin: self.rate.as_ref().is_some_and(|r| r.spin),
-            shard: self.shard.as_ref().and_then(ShardDoc::to_shard_run),
+            shard: self
+                .shard
+                .as_ref()
+                .map(ShardDoc::to_shard_run)
+                .transpose()?,
         })
     }
 }

@@ -5,7 +5,7 @@
 use super::{ms, num, percentiles_ms, MinMeanMax, PercentilesMs, SpectrumPoint};
 use crate::figures::TimeRow;
 use crate::histcodec::{decode_histogram, encode_histogram};
-use crate::shard::{Shard, ShardRun};
+use crate::shard::{Shard, ShardRun, MAX_SHARDS};
 use crate::stats::{new_url_histogram, Counts, Failures, Histograms, LatencySummary, UrlResult};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -377,12 +377,22 @@ impl ShardDoc {
         }
     }
 
-    /// `None` for an index outside 1..=count.
-    pub fn to_shard_run(&self) -> Option<ShardRun> {
-        if self.index == 0 || self.index > self.count {
-            return None;
+    /// The shard back; an index outside 1..=count or a count the command line would refuse
+    /// is an error naming the field (a count of 2^32-1 had merge allocate per shard).
+    pub fn to_shard_run(&self) -> Result<ShardRun, String> {
+        if self.count == 0 || self.count > MAX_SHARDS {
+            return Err(format!(
+                "'shard.count' is {}: not from 1 to {MAX_SHARDS}",
+                self.count
+            ));
         }
-        Some(ShardRun {
+        if self.index == 0 || self.index > self.count {
+            return Err(format!(
+                "'shard.index' is {}: not from 1 to the count, {}",
+                self.index, self.count
+            ));
+        }
+        Ok(ShardRun {
             shard: Shard {
                 index: self.index,
                 count: self.count,

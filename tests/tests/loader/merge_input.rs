@@ -108,3 +108,18 @@ fn a_histogram_claiming_gigabytes_is_refused_without_allocating_them() {
     });
     assert_refused(&out, &[&bad.display().to_string(), "histogram 'total'"]);
 }
+
+#[test]
+fn a_shard_out_of_its_bounds_is_refused() {
+    for (index, count, field) in [
+        (1, u64::from(u32::MAX), "shard.count"),
+        (1, 100_000_000, "shard.count"),
+        (7, 3, "shard.index"),
+    ] {
+        let (out, bad) = merge_changed("merge-input-shard", "shard.json", |d| {
+            d["shard"]["index"] = index.into();
+            d["shard"]["count"] = count.into();
+        });
+        assert_refused(&out, &[&bad.display().to_string(), field]);
+    }
+}
