@@ -661,6 +661,18 @@ mod tests {
     }
 
     #[test]
+    fn a_time_beyond_the_clock_is_refused_naming_the_field() {
+        for key in ["started_unix", "ended_unix"] {
+            for t in [1e19, 9.2e18, 1e12, -1.0] {
+                let mut v = run(None, 4, 1000, 2, 10, 100);
+                v[key] = json!(t);
+                let e = parse_run("x", &v).unwrap_err();
+                assert!(e.contains(key), "{key} {t}: {e}");
+            }
+        }
+    }
+
+    #[test]
     fn missing_shards_are_summarised_not_listed() {
         let count = crate::shard::MAX_SHARDS;
         let parts = [

@@ -360,10 +360,21 @@ impl RunDoc {
     }
 }
 
+/// The latest time a document may give: 9999-12-31T23:59:59Z. A time no run can have had,
+/// and far below what `SystemTime` can hold, so that the spans computed from it cannot
+/// overflow (1e19 panicked in the addition).
+const LATEST_UNIX: f64 = 253_402_300_799.0;
+
 fn time_of(secs: f64, key: &str) -> Result<SystemTime, String> {
+    if !(0.0..=LATEST_UNIX).contains(&secs) {
+        return Err(format!(
+            "'{key}' is {secs}: not a time from 1970 to 9999 in Unix seconds"
+        ));
+    }
     Duration::try_from_secs_f64(secs)
-        .map(|d| UNIX_EPOCH + d)
-        .map_err(|_| format!("invalid '{key}'"))
+        .ok()
+        .and_then(|d| UNIX_EPOCH.checked_add(d))
+        .ok_or_else(|| format!("'{key}' is {secs}: not a time"))
 }
 
 fn parse_driver(s: &str) -> DriverKind {

@@ -123,3 +123,13 @@ fn a_shard_out_of_its_bounds_is_refused() {
         assert_refused(&out, &[&bad.display().to_string(), field]);
     }
 }
+
+#[test]
+fn a_time_beyond_the_clock_is_refused() {
+    for key in ["started_unix", "ended_unix"] {
+        let (out, bad) = merge_changed("merge-input-time", "time.json", |d| {
+            d[key] = 1e19.into();
+        });
+        assert_refused(&out, &[&bad.display().to_string(), key]);
+    }
+}
