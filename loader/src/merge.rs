@@ -19,10 +19,10 @@
 //! - `--json` writes the merged run as a run document (`loader-run/1`, so merged results can
 //!   be merged again) with a `"merged"` object: the files, the per-run rows, the warnings.
 
-use crate::json::{read_run, RunDoc, RunRow};
+use crate::json::{read_run, RunDoc, RunRow, MAX_CONNECTIONS, MAX_COUNT, MAX_RATE, MAX_WORKERS};
 use crate::report::render;
 use crate::shard::Shard;
-use crate::stats::{Counts, Drain, Histograms, LoadMode, RunResult, TlsCounts};
+use crate::stats::{sum_within, Counts, Drain, Histograms, LoadMode, RunResult, TlsCounts};
 use serde_json::{json, Map, Value};
 use shared::runtime::DriverKind;
 use std::fmt::Write as _;
@@ -93,8 +93,9 @@ pub fn read_parts(files: &[PathBuf]) -> Result<Vec<Part>, String> {
         .collect()
 }
 
-/// The runs added into one result (`parts` not empty).
-pub fn merge(parts: &[Part]) -> RunResult {
+/// The runs added into one result (`parts` not empty); a sum beyond its bound (see
+/// [`crate::json::MAX_COUNT`]) is an error naming the field and the files, never a wrap.
+pub fn merge(parts: &[Part]) -> Result<RunResult, String> {
     let first = &parts[0].result;
     let mut m = first.clone();
     m.urls = Vec::new();
@@ -105,36 +106,35 @@ pub fn merge(parts: &[Part]) -> RunResult {
     m.tls = None;
     m.spin = parts.iter().all(|p| p.result.spin);
     m.pinning = format!("{} runs merged", parts.len());
-    let (mut conc, mut workers, mut opened, mut target) = (0, 0, 0, 0.0);
-    for p in parts {
+    m.concurrency = 0;
+    m.workers = 0;
+    m.connections_opened = 0;
+    let mut target = 0.0;
+    for (i, p) in parts.iter().enumerate() {
         let r = &p.result;
-        m.started = m.started.min(r.started);
-        m.ended = m.ended.max(r.ended);
-        m.interrupted |= r.interrupted;
-        m.sends_body |= r.sends_body;
-        m.source_addresses = m.source_addresses.max(r.source_addresses);
-        m.server_software = m.server_software.take().or(r.server_software.clone());
-        m.tls_protocol = m.tls_protocol.take().or(r.tls_protocol.clone());
-        conc += r.concurrency;
-        workers += r.workers;
-        opened += r.connections_opened;
-        if let Some(t) = &r.tls {
-            m.tls.get_or_insert_with(TlsCounts::default).add(t);
-        }
+        let over = |field: &str| {
+            let files = match i {
+                1 => format!("{} and {}", parts[0].name, p.name),
+                _ => format!("{} to {} ({} files)", parts[0].name, p.name, i + 1),
+            };
+            format!("'{field}' of {files} adds up beyond its bound")
+        };
+        add_scalars(&mut m, r).map_err(|f| over(&f))?;
         target += r.target_rate().unwrap_or(0.0);
-        m.totals.add(&r.totals);
-        m.hist.add(&r.hist);
-        if let Some(d) = r.drain {
-            // The shards drain side by side: in flight summed, the drain as long as the longest.
-            let acc = m.drain.get_or_insert_with(Drain::default);
-            acc.in_flight += d.in_flight;
-            acc.took = acc.took.max(d.took);
+        if target > MAX_RATE {
+            return Err(over("rate.target"));
         }
-        for url in &r.urls {
+        m.hist.add(&r.hist);
+        for (j, url) in r.urls.iter().enumerate() {
             match m.urls.iter_mut().find(|x| x.url == url.url) {
                 Some(x) => {
-                    x.counts.add(&url.counts);
-                    x.latency.add(&url.latency);
+                    let field = |f: &str| over(&format!("urls[{j}].{f}"));
+                    x.counts
+                        .checked_add(&url.counts, MAX_COUNT)
+                        .map_err(|f| field(&format!("counts.{f}")))?;
+                    x.latency
+                        .checked_add(&url.latency, MAX_COUNT)
+                        .map_err(field)?;
                     // Same bounds and precision (see `UrlDoc::to_result`): add cannot fail.
                     let _ = x.hist.add(&url.hist);
                     x.document_length = x.document_length.or(url.document_length);
@@ -145,13 +145,61 @@ pub fn merge(parts: &[Part]) -> RunResult {
         }
     }
     m.elapsed = m.ended.duration_since(m.started).unwrap_or_default();
-    m.concurrency = conc;
-    m.workers = workers;
-    m.connections_opened = opened;
     if parts.iter().any(|p| p.result.target_rate().is_some()) {
         m.mode = LoadMode::Rate { target };
     }
-    m
+    Ok(m)
+}
+
+/// One run's times, flags and sums added into `m`; the field of a sum beyond its bound.
+fn add_scalars(m: &mut RunResult, r: &RunResult) -> Result<(), String> {
+    m.started = m.started.min(r.started);
+    m.ended = m.ended.max(r.ended);
+    m.interrupted |= r.interrupted;
+    m.sends_body |= r.sends_body;
+    m.source_addresses = m.source_addresses.max(r.source_addresses);
+    m.server_software = m.server_software.take().or(r.server_software.clone());
+    m.tls_protocol = m.tls_protocol.take().or(r.tls_protocol.clone());
+    let size = |a: usize, b: usize, max: u64, field: &str| {
+        sum_within(a as u64, b as u64, max)
+            .map(|s| s as usize)
+            .ok_or_else(|| field.to_string())
+    };
+    m.concurrency = size(
+        m.concurrency,
+        r.concurrency,
+        MAX_CONNECTIONS,
+        "options.connections",
+    )?;
+    m.workers = size(m.workers, r.workers, MAX_WORKERS, "options.workers")?;
+    m.connections_opened = sum_within(m.connections_opened, r.connections_opened, MAX_COUNT)
+        .ok_or("connections_opened")?;
+    if let Some(t) = &r.tls {
+        m.tls
+            .get_or_insert_with(TlsCounts::default)
+            .checked_add(t, MAX_COUNT)?;
+    }
+    m.totals
+        .checked_add(&r.totals, MAX_COUNT)
+        .map_err(|f| format!("totals.{f}"))?;
+    if let Some(d) = r.drain {
+        // The shards drain side by side: in flight summed, the drain as long as the longest.
+        let acc = m.drain.get_or_insert_with(Drain::default);
+        acc.in_flight =
+            sum_within(acc.in_flight, d.in_flight, MAX_COUNT).ok_or("drain.in_flight_at_stop")?;
+        acc.took = acc.took.max(d.took);
+    }
+    Ok(())
+}
+
+/// From the earliest start to the latest end.
+fn span(parts: &[Part]) -> Duration {
+    let start = parts.iter().map(|p| p.result.started).min();
+    let end = parts.iter().map(|p| p.result.ended).max();
+    match (start, end) {
+        (Some(s), Some(e)) => e.duration_since(s).unwrap_or_default(),
+        _ => Duration::ZERO,
+    }
 }
 
 /// What the runs disagree on: clocks (starts, run times), options, shards.
@@ -181,7 +229,7 @@ pub fn warnings(parts: &[Part]) -> Vec<String> {
     if hi - lo > 0.1 * hi && hi - lo > 0.1 {
         w.push(format!(
             "the runs lasted from {lo:.3} s to {hi:.3} s: the merged rate is over {:.3} s",
-            merge(parts).elapsed.as_secs_f64()
+            span(parts).as_secs_f64()
         ));
     }
     let base = &parts[0];
@@ -384,7 +432,13 @@ pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
         eprintln!("loader: {e}");
         return 2;
     }
-    let merged = merge(&parts);
+    let merged = match merge(&parts) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("loader: {e}");
+            return 2;
+        }
+    };
     let warns = warnings(&parts);
     let rows = shard_rows(&parts, &merged);
     for w in &warns {
@@ -507,7 +561,7 @@ mod tests {
         let b = part("b", &run(Some((2, 2)), 4, 1000, 2, 100, 900));
         assert_eq!(a.result.totals.completed, 300);
         assert_eq!(a.result.shard.unwrap().shard, Shard { index: 1, count: 2 });
-        let m = merge(&[a.clone(), b.clone()]);
+        let m = merge(&[a.clone(), b.clone()]).unwrap();
         assert_eq!(m.totals.completed, 400);
         assert_eq!(m.totals.status, vec![(200, 400)]);
         assert_eq!(m.concurrency, 8);
@@ -522,7 +576,7 @@ mod tests {
     fn clocks_options_and_shards_that_disagree_are_warned_about() {
         let a = part("a.json", &run(Some((1, 3)), 4, 1000, 2, 10, 100));
         let b = part("b.json", &run(Some((1, 3)), 8, 1003, 2, 10, 100));
-        let m = merge(&[a.clone(), b.clone()]);
+        let m = merge(&[a.clone(), b.clone()]).unwrap();
         assert_eq!(
             m.elapsed,
             Duration::from_secs(5),
@@ -598,7 +652,7 @@ mod tests {
                 took: Duration::from_millis(40)
             })
         );
-        let m = merge(&[a.clone(), b.clone()]);
+        let m = merge(&[a.clone(), b.clone()]).unwrap();
         // In flight summed, the longest drain, the unanswered summed with the other failures.
         assert_eq!(
             m.drain,
@@ -670,6 +724,115 @@ mod tests {
                 assert!(e.contains(key), "{key} {t}: {e}");
             }
         }
+    }
+
+    /// `docs` written to files of their own (named after `tag`), and merged: the exit code.
+    fn merge_files(tag: &str, docs: &[Value]) -> i32 {
+        let dir = std::env::temp_dir().join(format!("loader-merge-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files: Vec<PathBuf> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                let p = dir.join(format!("{i}.json"));
+                std::fs::write(&p, d.to_string()).unwrap();
+                p
+            })
+            .collect();
+        let code = run_merge(&files, None);
+        let _ = std::fs::remove_dir_all(&dir);
+        code
+    }
+
+    #[test]
+    fn figures_beyond_their_bounds_are_refused_naming_the_field() {
+        let rated = || timed(10, 1_000, 50, (3, 40, 1), false);
+        let cases: Vec<(&str, Value)> = vec![
+            ("totals.completed", json!(u64::MAX)),
+            ("totals.failures.connect", json!(u64::MAX)),
+            ("totals.status", json!(u64::MAX)),
+            ("options.connections", json!(u64::MAX)),
+            ("options.workers", json!(u64::MAX)),
+            ("options.pipeline", json!(u64::MAX)),
+            ("connections_opened", json!(u64::MAX)),
+            ("rate.target", json!(-100.0)),
+            ("rate.target", json!(1e308)),
+            ("drain.drain_s", json!(1e19)),
+            ("drain.drain_s", json!(-1.0)),
+            ("drain.in_flight_at_stop", json!(u64::MAX)),
+            ("warmup_s", json!(1e300)),
+            ("warmup_s", json!(-1.0)),
+            ("shard.rate_total", json!(-5.0)),
+            ("shard.duration_s", json!(-5.0)),
+            ("shard.requests_total", json!(u64::MAX)),
+            ("urls[0].counts.completed", json!(u64::MAX)),
+            ("urls[0].latency_us.sum", json!(u64::MAX)),
+        ];
+        for (field, value) in cases {
+            let mut v = rated();
+            let mut at = &mut v;
+            let path: Vec<&str> = field.split('.').collect();
+            for (i, k) in path.iter().enumerate() {
+                let k = k.trim_end_matches("[0]");
+                at = &mut at[k];
+                if path[i].ends_with("[0]") {
+                    at = &mut at[0];
+                }
+            }
+            if field == "totals.status" {
+                *at = json!({"200": value});
+            } else {
+                *at = value.clone();
+            }
+            let e = parse_run("x", &v).unwrap_err();
+            assert!(e.contains(&format!("'{field}'")), "{field} = {value}: {e}");
+        }
+    }
+
+    #[test]
+    fn sums_beyond_their_bounds_are_refused() {
+        // Each within the bound; together beyond it. Before, sums wrapped: u64::MAX complete
+        // requests and 333 more printed "Complete requests: 332".
+        let big = |key: &str, n: Value| {
+            let mut v = run(None, 4, 1000, 2, 10, 100);
+            let (a, b) = key.split_once('.').unwrap();
+            v[a][b] = n;
+            v
+        };
+        let half = json!(crate::json::MAX_COUNT / 2 + 1);
+        assert_eq!(
+            merge_files(
+                "sum-count",
+                &[
+                    big("totals.completed", half.clone()),
+                    big("totals.completed", half)
+                ]
+            ),
+            2
+        );
+        let conns = json!(crate::json::MAX_CONNECTIONS / 2 + 1);
+        assert_eq!(
+            merge_files(
+                "sum-conn",
+                &[
+                    big("options.connections", conns.clone()),
+                    big("options.connections", conns)
+                ]
+            ),
+            2
+        );
+        let e = merge(&[
+            part(
+                "a.json",
+                &big("totals.completed", json!(crate::json::MAX_COUNT)),
+            ),
+            part("b.json", &run(None, 4, 1000, 2, 333, 100)),
+        ])
+        .unwrap_err();
+        assert!(
+            e.contains("a.json") && e.contains("b.json") && e.contains("totals.completed"),
+            "{e}"
+        );
     }
 
     #[test]

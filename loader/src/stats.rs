@@ -90,14 +90,25 @@ impl Failures {
         self.not_completed() + self.length
     }
     pub fn add(&mut self, o: &Failures) {
-        self.connect += o.connect;
-        self.read += o.read;
-        self.write += o.write;
-        self.timeout += o.timeout;
-        self.parse += o.parse;
-        self.length += o.length;
-        self.unanswered += o.unanswered;
+        self.each_pair(o, &mut |a, b, _| *a += b);
     }
+
+    /// Every count with its counterpart in `o` and its name in a run document: the one list
+    /// that [`Failures::add`] and [`Counts::checked_add`] both go through.
+    fn each_pair(&mut self, o: &Failures, f: &mut impl FnMut(&mut u64, u64, &'static str)) {
+        f(&mut self.connect, o.connect, "failures.connect");
+        f(&mut self.read, o.read, "failures.read");
+        f(&mut self.write, o.write, "failures.write");
+        f(&mut self.timeout, o.timeout, "failures.timeout");
+        f(&mut self.parse, o.parse, "failures.parse");
+        f(&mut self.length, o.length, "failures.length");
+        f(&mut self.unanswered, o.unanswered, "failures.unanswered");
+    }
+}
+
+/// `a + b` when it is at most `max`.
+pub fn sum_within(a: u64, b: u64, max: u64) -> Option<u64> {
+    a.checked_add(b).filter(|s| *s <= max)
 }
 
 /// Counts kept per URL (and summed for the run).
@@ -144,21 +155,65 @@ impl Counts {
     }
 
     pub fn add(&mut self, o: &Counts) {
-        self.attempts += o.attempts;
-        self.completed += o.completed;
-        self.failures.add(&o.failures);
-        self.non_2xx += o.non_2xx;
-        self.keep_alive += o.keep_alive;
-        self.bytes_received += o.bytes_received;
-        self.body_bytes += o.body_bytes;
-        self.bytes_sent += o.bytes_sent;
-        self.retried += o.retried;
-        self.protocol_errors += o.protocol_errors;
-        for &(s, n) in &o.status {
-            match self.status.iter_mut().find(|e| e.0 == s) {
-                Some(e) => e.1 += n,
-                None => self.status.push((s, n)),
+        self.each_pair(o, &mut |a, b, _| *a += b);
+    }
+
+    /// [`Counts::add`] when no sum passes `max` (`loader merge`: documents' counts, which
+    /// can be anything); else the name of the first that would, and `self` as it was.
+    pub fn checked_add(&mut self, o: &Counts, max: u64) -> Result<(), &'static str> {
+        let mut sum = self.clone();
+        let mut over = None;
+        sum.each_pair(o, &mut |a, b, name| match sum_within(*a, b, max) {
+            Some(s) => *a = s,
+            None => {
+                over.get_or_insert(name);
             }
+        });
+        match over {
+            Some(name) => Err(name),
+            None => {
+                *self = sum;
+                Ok(())
+            }
+        }
+    }
+
+    /// Every count with its name in a run document, the statuses apart (through the list
+    /// of [`Counts::each_pair`], so that no count is left out).
+    pub fn each_count(&self, f: &mut impl FnMut(u64, &'static str)) {
+        let mut copy = Counts {
+            status: Vec::new(),
+            ..self.clone()
+        };
+        copy.each_pair(&Counts::default(), &mut |a, _, name| f(*a, name));
+    }
+
+    /// Every count with its counterpart in `o` and its name in a run document (the
+    /// statuses last, each as "status"), the statuses `o` has and `self` lacks added first.
+    fn each_pair(&mut self, o: &Counts, f: &mut impl FnMut(&mut u64, u64, &'static str)) {
+        f(&mut self.attempts, o.attempts, "attempts");
+        f(&mut self.completed, o.completed, "completed");
+        self.failures.each_pair(&o.failures, f);
+        f(&mut self.non_2xx, o.non_2xx, "non_2xx");
+        f(&mut self.keep_alive, o.keep_alive, "keep_alive");
+        f(&mut self.bytes_received, o.bytes_received, "bytes_received");
+        f(&mut self.body_bytes, o.body_bytes, "body_bytes");
+        f(&mut self.bytes_sent, o.bytes_sent, "bytes_sent");
+        f(&mut self.retried, o.retried, "retried");
+        f(
+            &mut self.protocol_errors,
+            o.protocol_errors,
+            "protocol_errors",
+        );
+        for &(s, n) in &o.status {
+            let i = match self.status.iter().position(|e| e.0 == s) {
+                Some(i) => i,
+                None => {
+                    self.status.push((s, 0));
+                    self.status.len() - 1
+                }
+            };
+            f(&mut self.status[i].1, n, "status");
         }
         self.status.sort_unstable();
     }
@@ -202,6 +257,19 @@ impl LatencySummary {
         self.sum_us += o.sum_us;
         self.min_us = self.min_us.min(o.min_us);
         self.max_us = self.max_us.max(o.max_us);
+    }
+    /// [`LatencySummary::add`] when neither sum passes `max`; else the name of the one that
+    /// would (in a run document), and `self` as it was.
+    pub fn checked_add(&mut self, o: &LatencySummary, max: u64) -> Result<(), &'static str> {
+        let count = sum_within(self.count, o.count, max).ok_or("latency_us.count")?;
+        let sum_us = sum_within(self.sum_us, o.sum_us, max).ok_or("latency_us.sum")?;
+        *self = LatencySummary {
+            count,
+            sum_us,
+            min_us: self.min_us.min(o.min_us),
+            max_us: self.max_us.max(o.max_us),
+        };
+        Ok(())
     }
     /// Mean in µs (0 when empty).
     pub fn mean_us(&self) -> f64 {
@@ -463,6 +531,15 @@ impl TlsCounts {
     pub fn add(&mut self, o: &TlsCounts) {
         self.full += o.full;
         self.resumed += o.resumed;
+    }
+    /// [`TlsCounts::add`] when neither sum passes `max`; else the name of the one that would
+    /// (in a run document), and `self` as it was.
+    pub fn checked_add(&mut self, o: &TlsCounts, max: u64) -> Result<(), &'static str> {
+        *self = TlsCounts {
+            full: sum_within(self.full, o.full, max).ok_or("tls.full_handshakes")?,
+            resumed: sum_within(self.resumed, o.resumed, max).ok_or("tls.resumed_handshakes")?,
+        };
+        Ok(())
     }
 }
 

@@ -20,6 +20,7 @@ pub use parts::*;
 
 use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, PERCENTILES};
 pub use crate::histcodec::{decode_histogram, encode_histogram};
+use crate::shard::MAX_SHARDS;
 use crate::stats::{Drain, LoadMode, RunResult, TlsCounts};
 use crate::sysinfo::SysInfo;
 use hdrhistogram::Histogram;
@@ -302,23 +303,29 @@ impl RunDoc {
         let started = time_of(self.started_unix, "started_unix")?;
         let ended = time_of(self.ended_unix, "ended_unix")?.max(started);
         let o = &self.options;
+        let drain = |d: &DrainDoc| -> Result<Drain, String> {
+            Ok(Drain {
+                in_flight: bounded(d.in_flight_at_stop, MAX_COUNT, "drain.in_flight_at_stop")?,
+                took: seconds(d.drain_s, "drain.drain_s")?,
+            })
+        };
+        let tls = |t: &TlsDoc| -> Result<TlsCounts, String> {
+            Ok(TlsCounts {
+                full: bounded(t.full_handshakes, MAX_COUNT, "tls.full_handshakes")?,
+                resumed: bounded(t.resumed_handshakes, MAX_COUNT, "tls.resumed_handshakes")?,
+            })
+        };
+        let size = |v: usize, max: u64, key: &str| bounded(v as u64, max, key).map(|v| v as usize);
         Ok(RunResult {
             started,
             ended,
             elapsed: ended.duration_since(started).unwrap_or_default(),
-            drain: self.drain.as_ref().and_then(|d| {
-                Some(Drain {
-                    in_flight: d.in_flight_at_stop,
-                    took: Duration::try_from_secs_f64(d.drain_s).ok()?,
-                })
-            }),
-            warmup: self
-                .warmup_s
-                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            drain: self.drain.as_ref().map(drain).transpose()?,
+            warmup: self.warmup_s.map(|s| seconds(s, "warmup_s")).transpose()?,
             requests: Vec::new(),
             interrupted: self.interrupted,
-            concurrency: o.connections,
-            pipeline: o.pipeline.max(1),
+            concurrency: size(o.connections, MAX_CONNECTIONS, "options.connections")?,
+            pipeline: size(o.pipeline, MAX_PIPELINE, "options.pipeline")?.max(1),
             keep_alive: o.keep_alive,
             http10: o.http10,
             method: if o.method.is_empty() {
@@ -327,24 +334,24 @@ impl RunDoc {
                 o.method.clone()
             },
             mode: match &self.rate {
-                Some(r) => LoadMode::Rate { target: r.target },
+                Some(r) => LoadMode::Rate {
+                    target: rate(r.target, "rate.target")?,
+                },
                 None => LoadMode::ClosedLoop,
             },
-            workers: o.workers,
+            workers: size(o.workers, MAX_WORKERS, "options.workers")?,
             driver: parse_driver(&o.driver),
             pinning: o.pinning.clone(),
             urls: self
                 .urls
                 .iter()
-                .map(UrlDoc::to_result)
+                .enumerate()
+                .map(|(i, u)| u.to_result(i))
                 .collect::<Result<_, _>>()?,
-            totals: self.totals.to_counts(),
+            totals: self.totals.to_counts("totals")?,
             hist: self.histograms.to_histograms()?,
-            connections_opened: self.connections_opened,
-            tls: self.tls.as_ref().map(|t| TlsCounts {
-                full: t.full_handshakes,
-                resumed: t.resumed_handshakes,
-            }),
+            connections_opened: bounded(self.connections_opened, MAX_COUNT, "connections_opened")?,
+            tls: self.tls.as_ref().map(tls).transpose()?,
             tls_protocol: self.tls.as_ref().and_then(|t| t.protocol.clone()),
             source_addresses: self.source_addresses,
             server_software: self.server_software.clone(),
@@ -360,6 +367,59 @@ impl RunDoc {
     }
 }
 
+/// The largest count a document may give, and a merge may add up to: 2^60 (a billion
+/// requests a second for 36 years; an exbibyte), so that the few counts ab's figures add
+/// together cannot overflow, and a sum that would is refused instead of wrapping.
+pub const MAX_COUNT: u64 = 1 << 60;
+/// Connections: `-c`'s bound (1,000,000) times the shards of one load.
+pub const MAX_CONNECTIONS: u64 = 1_000_000 * MAX_SHARDS as u64;
+/// Workers: `--workers`' bound (1024) times the shards of one load.
+pub const MAX_WORKERS: u64 = 1024 * MAX_SHARDS as u64;
+/// `--pipeline`'s bound.
+pub const MAX_PIPELINE: u64 = 4096;
+/// The highest rate (req/s) a document may give: a thousand times any generator's.
+pub const MAX_RATE: f64 = 1e12;
+
+/// A number of a document as an error shows it: 1e300 in short, not its 301 digits.
+fn shown(v: f64) -> String {
+    if v.abs() >= 1e15 {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// `v` when at most `max`, else an error naming the field.
+pub(crate) fn bounded(v: u64, max: u64, field: &str) -> Result<u64, String> {
+    if v > max {
+        return Err(format!("'{field}' is {v}: above {max}"));
+    }
+    Ok(v)
+}
+
+/// A duration in seconds: not negative, and no longer than the span of times a document
+/// may give.
+pub(crate) fn seconds(v: f64, field: &str) -> Result<Duration, String> {
+    if !(0.0..=LATEST_UNIX).contains(&v) {
+        return Err(format!(
+            "'{field}' is {}: not a duration from 0 to {LATEST_UNIX} s",
+            shown(v)
+        ));
+    }
+    Duration::try_from_secs_f64(v).map_err(|_| format!("'{field}' is {}: not a duration", shown(v)))
+}
+
+/// A rate in req/s: not negative, at most [`MAX_RATE`].
+pub(crate) fn rate(v: f64, field: &str) -> Result<f64, String> {
+    if !(0.0..=MAX_RATE).contains(&v) {
+        return Err(format!(
+            "'{field}' is {}: not a rate from 0 to {MAX_RATE:e} req/s",
+            shown(v)
+        ));
+    }
+    Ok(v)
+}
+
 /// The latest time a document may give: 9999-12-31T23:59:59Z. A time no run can have had,
 /// and far below what `SystemTime` can hold, so that the spans computed from it cannot
 /// overflow (1e19 panicked in the addition).
@@ -368,13 +428,14 @@ const LATEST_UNIX: f64 = 253_402_300_799.0;
 fn time_of(secs: f64, key: &str) -> Result<SystemTime, String> {
     if !(0.0..=LATEST_UNIX).contains(&secs) {
         return Err(format!(
-            "'{key}' is {secs}: not a time from 1970 to 9999 in Unix seconds"
+            "'{key}' is {}: not a time from 1970 to 9999 in Unix seconds",
+            shown(secs)
         ));
     }
     Duration::try_from_secs_f64(secs)
         .ok()
         .and_then(|d| UNIX_EPOCH.checked_add(d))
-        .ok_or_else(|| format!("'{key}' is {secs}: not a time"))
+        .ok_or_else(|| format!("'{key}' is {}: not a time", shown(secs)))
 }
 
 fn parse_driver(s: &str) -> DriverKind {

@@ -2,14 +2,16 @@
 //! rate, the shard and `loader merge`'s rows; each with its conversion from the run's figures
 //! and, where `loader merge` needs it, back.
 
-use super::{ms, num, percentiles_ms, MinMeanMax, PercentilesMs, SpectrumPoint};
+use super::{
+    bounded, ms, num, percentiles_ms, rate, seconds, MinMeanMax, PercentilesMs, SpectrumPoint,
+    MAX_COUNT,
+};
 use crate::figures::TimeRow;
 use crate::histcodec::{decode_histogram, encode_histogram};
 use crate::shard::{Shard, ShardRun, MAX_SHARDS};
 use crate::stats::{new_url_histogram, Counts, Failures, Histograms, LatencySummary, UrlResult};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// ab's failure breakdown and the counts it is made of.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -88,16 +90,20 @@ impl CountsDoc {
         }
     }
 
-    /// The counts back (the derived figures are computed again from them).
-    pub fn to_counts(&self) -> Counts {
+    /// The counts back (the derived figures are computed again from them), each at most
+    /// [`MAX_COUNT`]; `at` is where they are in the document ("totals", "urls[0].counts"),
+    /// for the error.
+    pub fn to_counts(&self, at: &str) -> Result<Counts, String> {
         let f = &self.failures;
-        let mut status: Vec<(u16, u64)> = self
-            .status
-            .iter()
-            .filter_map(|(k, &n)| Some((k.parse().ok()?, n)))
-            .collect();
+        let mut status = Vec::with_capacity(self.status.len());
+        for (k, &n) in &self.status {
+            let code: u16 = k
+                .parse()
+                .map_err(|_| format!("'{at}.status': '{k}' is not a status code"))?;
+            status.push((code, bounded(n, MAX_COUNT, &format!("{at}.status"))?));
+        }
         status.sort_unstable();
-        Counts {
+        let counts = Counts {
             attempts: self.attempts,
             completed: self.completed,
             failures: Failures {
@@ -117,6 +123,17 @@ impl CountsDoc {
             retried: self.retried,
             protocol_errors: self.protocol_errors,
             status,
+        };
+        // The names of the counts are the document's: check them through the same list.
+        let mut over = None;
+        counts.each_count(&mut |v, name| {
+            if v > MAX_COUNT && over.is_none() {
+                over = Some(format!("'{at}.{name}' is {v}: above {MAX_COUNT}"));
+            }
+        });
+        match over {
+            Some(e) => Err(e),
+            None => Ok(counts),
         }
     }
 }
@@ -187,9 +204,9 @@ impl UrlDoc {
         }
     }
 
-    /// The URL's figures back, its histogram in the per-URL precision whatever the
-    /// document's (the merged one adds them exactly).
-    pub fn to_result(&self) -> Result<UrlResult, String> {
+    /// The URL's figures back (the `i`-th of the document's), its histogram in the per-URL
+    /// precision whatever the document's (the merged one adds them exactly).
+    pub fn to_result(&self, i: usize) -> Result<UrlResult, String> {
         let url = &self.url;
         let encoded = self
             .histogram
@@ -201,6 +218,9 @@ impl UrlDoc {
         hist.add(&decoded)
             .map_err(|e| format!("URL {url}: histogram: {e:?}"))?;
         let l = &self.latency_us;
+        let at = format!("urls[{i}]");
+        bounded(l.count, MAX_COUNT, &format!("{at}.latency_us.count"))?;
+        bounded(l.sum, MAX_COUNT, &format!("{at}.latency_us.sum"))?;
         Ok(UrlResult {
             url: url.clone(),
             host: self.host.clone(),
@@ -208,7 +228,7 @@ impl UrlDoc {
             path: self.path.clone(),
             document_length: self.document_length,
             server_software: self.server_software.clone(),
-            counts: self.counts.to_counts(),
+            counts: self.counts.to_counts(&format!("{at}.counts"))?,
             latency: LatencySummary {
                 count: l.count,
                 sum_us: l.sum,
@@ -397,11 +417,18 @@ impl ShardDoc {
                 index: self.index,
                 count: self.count,
             },
-            requests_total: self.requests_total,
-            rate_total: self.rate_total,
+            requests_total: self
+                .requests_total
+                .map(|n| bounded(n, MAX_COUNT, "shard.requests_total"))
+                .transpose()?,
+            rate_total: self
+                .rate_total
+                .map(|r| rate(r, "shard.rate_total"))
+                .transpose()?,
             duration: self
                 .duration_s
-                .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+                .map(|s| seconds(s, "shard.duration_s"))
+                .transpose()?,
         })
     }
 }

@@ -133,3 +133,45 @@ fn a_time_beyond_the_clock_is_refused() {
         assert_refused(&out, &[&bad.display().to_string(), key]);
     }
 }
+
+/// Before, these were read as they were and summed with `+=`: 2^64-1 complete requests and a
+/// second file's 10 printed "Complete requests: 9", 2^64-1 connections "Concurrency Level: 1",
+/// a negative target rate "-100.00", a drain of 1e19 s its 20 digits.
+#[test]
+fn figures_beyond_their_bounds_are_refused() {
+    let max = u64::MAX;
+    let cases: [(&str, &str, Value); 8] = [
+        ("totals", "completed", max.into()),
+        ("options", "connections", max.into()),
+        ("options", "workers", max.into()),
+        ("rate", "target", (-100.0).into()),
+        ("rate", "target", 1e308.into()),
+        ("drain", "drain_s", 1e19.into()),
+        ("drain", "drain_s", (-1.0).into()),
+        ("shard", "duration_s", (-1.0).into()),
+    ];
+    for (object, key, value) in cases {
+        let (out, bad) = merge_changed("merge-input-bounds", "bounds.json", |d| {
+            // A run without --rate or -d has neither object: give it one.
+            if d[object].is_null() {
+                d[object] = serde_json::json!({});
+            }
+            d[object][key] = value.clone();
+        });
+        let field = format!("'{object}.{key}'");
+        assert_refused(&out, &[&bad.display().to_string(), &field]);
+    }
+}
+
+#[test]
+fn sums_beyond_their_bounds_are_refused_naming_the_files() {
+    let dir = tests::temp_dir("merge-input-sum");
+    let mut doc = real_run().clone();
+    doc["totals"]["completed"] = loader::json::MAX_COUNT.into();
+    let a = write(&dir, "a.json", &doc);
+    doc["shard"]["index"] = 2.into();
+    let b = write(&dir, "b.json", &doc);
+    let out = merge(&[&a, &b]);
+    let (a, b) = (a.display().to_string(), b.display().to_string());
+    assert_refused(&out, &[&a, &b, "'totals.completed'"]);
+}
