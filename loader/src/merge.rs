@@ -15,7 +15,7 @@
 //! - the report is [`crate::report::render`] of the merged [`RunResult`]: the same lines as a
 //!   single run's, then one row per run and the warnings: shards started more than a second
 //!   apart or ran for different times (unsynchronised clocks, no `--start-at`), options that
-//!   differ, shards missing (a shard given twice is refused: `repeated_shard`);
+//!   differ, shards missing (a run given twice is refused: `counted_twice`);
 //! - `--json` writes the merged run as a run document (`loader-run/1`, so merged results can
 //!   be merged again) with a `"merged"` object: the files, the per-run rows, the warnings.
 
@@ -398,27 +398,39 @@ pub fn render_rows(rows: &[RunRow], warnings: &[String]) -> String {
     s
 }
 
-/// A shard given twice (the same file, or two runs of one shard): merged, it would be counted
-/// twice. The message names the shard and the files.
-pub fn repeated_shard(parts: &[Part]) -> Option<String> {
+/// A run given twice: a shard given twice (the same file, or two runs of one shard), or the
+/// same run without `--shard` (the same file, or a copy: the same start to the nanosecond, the
+/// same end and the same counts, which two runs never have). Merged, it would be counted
+/// twice. The message names the files.
+pub fn counted_twice(parts: &[Part]) -> Option<String> {
     for (i, a) in parts.iter().enumerate() {
-        let Some(sa) = a.result.shard.map(|s| s.shard) else {
-            continue;
-        };
-        if let Some(b) = parts[i + 1..]
-            .iter()
-            .find(|b| b.result.shard.is_some_and(|s| s.shard == sa))
-        {
-            return Some(format!(
-                "shard {}/{} is given twice ({} and {}): it would be counted twice",
-                sa.index, sa.count, a.name, b.name
-            ));
+        let sa = a.result.shard.map(|s| s.shard);
+        for b in &parts[i + 1..] {
+            let (ra, rb) = (&a.result, &b.result);
+            if let Some(sa) = sa.filter(|sa| rb.shard.is_some_and(|s| s.shard == *sa)) {
+                return Some(format!(
+                    "shard {}/{} is given twice ({} and {}): it would be counted twice",
+                    sa.index, sa.count, a.name, b.name
+                ));
+            }
+            let same = sa.is_none()
+                && rb.shard.is_none()
+                && ra.started == rb.started
+                && ra.ended == rb.ended
+                && ra.totals == rb.totals;
+            if same {
+                return Some(format!(
+                    "the same run is given twice ({} and {}: the same start to the \
+                     nanosecond, the same end and counts): it would be counted twice",
+                    a.name, b.name
+                ));
+            }
         }
     }
     None
 }
 
-/// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input or a shard
+/// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input or a run
 /// given twice.
 pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
     let parts = match read_parts(files) {
@@ -428,7 +440,7 @@ pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
             return 2;
         }
     };
-    if let Some(e) = repeated_shard(&parts) {
+    if let Some(e) = counted_twice(&parts) {
         eprintln!("loader: {e}");
         return 2;
     }
@@ -833,6 +845,21 @@ mod tests {
             e.contains("a.json") && e.contains("b.json") && e.contains("totals.completed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_same_run_given_twice_is_refused() {
+        let u = run(None, 4, 1000, 2, 300, 100);
+        let e = counted_twice(&[part("u1.json", &u), part("u1-copy.json", &u)]).unwrap();
+        assert!(e.contains("u1.json") && e.contains("u1-copy.json"), "{e}");
+        assert!(e.contains("counted twice"), "{e}");
+        // Two runs of one load, started together: not the same run.
+        let mut other = u.clone();
+        other["totals"]["completed"] = json!(299);
+        assert_eq!(counted_twice(&[part("a", &u), part("b", &other)]), None);
+        let mut later = u.clone();
+        later["started_unix"] = json!(1_000.000_001);
+        assert_eq!(counted_twice(&[part("a", &u), part("b", &later)]), None);
     }
 
     #[test]

@@ -175,3 +175,14 @@ fn sums_beyond_their_bounds_are_refused_naming_the_files() {
     let (a, b) = (a.display().to_string(), b.display().to_string());
     assert_refused(&out, &[&a, &b, "'totals.completed'"]);
 }
+
+/// Before, an unsharded run given twice was merged as two: twice its requests, no warning.
+#[test]
+fn the_same_run_given_twice_is_refused() {
+    let dir = tests::temp_dir("merge-input-twice");
+    let mut doc = real_run().clone();
+    doc["shard"] = Value::Null;
+    let a = write(&dir, "u1.json", &doc);
+    let out = merge(&[&a, &a]);
+    assert_refused(&out, &[&a.display().to_string(), "counted twice"]);
+}
