@@ -149,6 +149,23 @@ impl Shard {
         total / n + u64::from(i < total % n)
     }
 
+    /// Where this shard's walk over the URLs starts in the whole load's, so that the shards
+    /// together send each URL what one generator would. With `-n` (`total`), the index of its
+    /// first request: the parts of the shards before it, so the shards' walks are the
+    /// unsharded run's, cut in their parts. With `-d`, I - 1: the shards' first sends are the
+    /// load's first N (with `--rate` they are 1/R apart), and the partial rounds at the end
+    /// fall on different URLs instead of all on the first ones.
+    pub fn first_request(&self, total: Option<u64>) -> u64 {
+        let before = u64::from(self.index - 1);
+        match total {
+            Some(t) => {
+                let n = u64::from(self.count);
+                before * (t / n) + before.min(t % n)
+            }
+            None => before,
+        }
+    }
+
     /// This shard's part of `-n`; an error, in every shard alike, when there are fewer
     /// requests than shards.
     pub fn requests(&self, total: u64) -> Result<u64, LoadError> {
@@ -351,6 +368,27 @@ mod tests {
         }
         let s = |index| Shard { index, count: 3 };
         assert_eq!([s(1).part(10), s(2).part(10), s(3).part(10)], [4, 3, 3]);
+        // Each shard's first request follows the parts before it; without -n, shard I's is
+        // the load's I-th.
+        let firsts = |t| (1..=3).map(|i| s(i).first_request(t)).collect::<Vec<_>>();
+        assert_eq!(firsts(Some(10)), [0, 4, 7]);
+        assert_eq!(firsts(Some(2)), [0, 1, 2]);
+        assert_eq!(firsts(None), [0, 1, 2]);
+        for (total, count) in [(10, 3), (1001, 4), (7, 7), (99, 10)] {
+            for index in 1..count {
+                let (a, b) = (
+                    Shard { index, count },
+                    Shard {
+                        index: index + 1,
+                        count,
+                    },
+                );
+                assert_eq!(
+                    a.first_request(Some(total)) + a.part(total),
+                    b.first_request(Some(total))
+                );
+            }
+        }
         assert!(Shard { index: 4, count: 4 }.requests(3).is_err());
         assert!(
             Shard { index: 1, count: 4 }.requests(3).is_err(),

@@ -5,7 +5,8 @@
 //! and takes tickets from a local counter, so N attempts are made, no more, with no shared
 //! counter. The k-th attempt of a worker goes to URL `(base + k) % urls`, `base` being the
 //! attempts of the workers before it: together the workers walk one round-robin sequence, so
-//! every URL gets its exact share.
+//! every URL gets its exact share. With `--shard`, `base` starts at the shard's first request
+//! in the whole load (the parts of the shards before it): the shards' walks are one too.
 //!
 //! `-d`: at the deadline no new attempt starts, and the attempts in flight are drained: each
 //! worker waits up to `--timeout` for their answers (less when nothing is left in flight),
@@ -55,11 +56,13 @@ struct Share {
 }
 
 /// Connections split among `workers`, then `-n` split per connection and summed per worker,
-/// so every connection does its even part and the workers' quotas add up to `requests`.
-fn shares(connections: usize, workers: usize, requests: Option<u64>) -> Vec<Share> {
+/// so every connection does its even part and the workers' quotas add up to `requests`. The
+/// workers' walks over the URLs follow each other from `start` (a shard's place in the whole
+/// load's walk: [`crate::shard::Shard::first_request`]; 0 unsharded).
+fn shares(connections: usize, workers: usize, requests: Option<u64>, start: u64) -> Vec<Share> {
     let per_conn = requests.map(|n| split(n, connections));
     let mut out = Vec::with_capacity(workers);
-    let (mut first, mut base) = (0usize, 0u64);
+    let (mut first, mut base) = (0usize, start);
     for c in split(connections as u64, workers) {
         let slots = first..first + c as usize;
         let quota = per_conn
@@ -173,7 +176,10 @@ pub fn run_with_progress(
     let (tx, rx) = mpsc::channel();
     let lives: Vec<Arc<LiveCounters>> = (0..n_workers).map(|_| Arc::default()).collect();
     let mut tls = worker_tls(opts, n_workers)?.into_iter();
-    let items: Vec<WorkerPlan> = shares(opts.connections, n_workers, opts.requests)
+    let start = opts
+        .shard
+        .map_or(0, |s| s.shard.first_request(s.requests_total));
+    let items: Vec<WorkerPlan> = shares(opts.connections, n_workers, opts.requests, start)
         .into_iter()
         .zip(&lives)
         .map(|(share, live)| WorkerPlan {

@@ -4,7 +4,7 @@ use crate::Target;
 
 #[test]
 fn shares_split_connections_and_requests_exactly() {
-    let got = shares(10, 3, Some(100));
+    let got = shares(10, 3, Some(100), 0);
     let want = [(0..4, 40, 0), (4..7, 30, 40), (7..10, 30, 70)];
     let want: Vec<Share> = want
         .into_iter()
@@ -16,17 +16,22 @@ fn shares_split_connections_and_requests_exactly() {
         .collect();
     assert_eq!(got, want);
     // 7 requests over 3 connections: 3, 2, 2; worker 0 has two connections.
-    let got = shares(3, 2, Some(7));
+    let got = shares(3, 2, Some(7), 0);
     assert_eq!(
         (got[0].quota, got[1].quota, got[1].base),
         (Some(5), Some(2), 5)
     );
     // Without -n: no quota, every walk starts at 0.
-    assert!(shares(4, 2, None)
+    assert!(shares(4, 2, None, 0)
         .iter()
         .all(|s| s.quota.is_none() && s.base == 0));
+    // A shard's walks start at its place in the whole load's: with -n after the parts of the
+    // shards before it, with -d (no quota) every worker's at the shard's first.
+    let got = shares(3, 2, Some(7), 40);
+    assert_eq!((got[0].base, got[1].base), (40, 45));
+    assert!(shares(4, 2, None, 2).iter().all(|s| s.base == 2));
     for (c, w, n) in [(1, 1, 0), (5, 2, 1), (7, 3, 1000), (64, 2, 63), (3, 3, 2)] {
-        let s = shares(c, w, Some(n));
+        let s = shares(c, w, Some(n), 0);
         assert_eq!(
             s.iter().map(|s| s.quota.unwrap()).sum::<u64>(),
             n,

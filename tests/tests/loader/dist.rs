@@ -752,3 +752,51 @@ fn merged_drain_send_lateness_and_per_url_percentiles_are_exact() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+/// `-n` over the shards of `urls`, in-process, each shard as `--shard I/N -n total` makes it:
+/// the completed requests per URL, all shards together. `workers` per shard, `c` connections.
+fn per_url_over_shards(
+    urls: &[String],
+    total: u64,
+    count: u32,
+    c: usize,
+    workers: usize,
+) -> Vec<u64> {
+    use loader::shard::{Shard, ShardRun};
+    let mut per_url = vec![0; urls.len()];
+    for index in 1..=count {
+        let shard = Shard { index, count };
+        let mut o = RunOptions::for_urls(urls).unwrap();
+        o.connections = c;
+        o.runtime.workers = workers;
+        o.runtime.pin = false;
+        o.quiet = true;
+        o.requests = Some(shard.requests(total).unwrap());
+        o.shard = Some(ShardRun {
+            shard,
+            requests_total: Some(total),
+            rate_total: None,
+            duration: None,
+        });
+        let r = loader::run(&o, ShutdownFlag::new()).expect("run starts");
+        for (i, u) in r.urls.iter().enumerate() {
+            per_url[i] += u.counts.completed;
+        }
+    }
+    per_url
+}
+
+/// The shards together send each URL what the unsharded run sends it: the URLs' walk is one
+/// over the whole load, not one restarted at the first URL by every shard (which sent
+/// 3 / 0 / 0 for 3 requests over 3 shards and 3 URLs).
+#[test]
+fn the_shards_walk_the_urls_as_one_run_does() {
+    let o = origin();
+    let urls: Vec<String> = ["/a", "/b", "/c", "/d"].iter().map(|p| o.url(p)).collect();
+    let three = &urls[..3];
+    assert_eq!(per_url_over_shards(three, 3, 3, 1, 1), [1, 1, 1]);
+    assert_eq!(per_url_over_shards(three, 6, 3, 1, 1), [2, 2, 2]);
+    assert_eq!(per_url_over_shards(&urls, 4, 2, 1, 1), [1, 1, 1, 1]);
+    // Uneven parts (4, 3, 3) over workers of their own: the unsharded run's 3, 3, 2, 2.
+    assert_eq!(per_url_over_shards(&urls, 10, 3, 3, 2), [3, 3, 2, 2]);
+}
