@@ -44,11 +44,14 @@ pub struct Part {
 
 /// A run read back from its `--json` document.
 pub fn parse_run(name: &str, v: &Value) -> Result<Part, String> {
-    let doc = read_run(v)?;
+    part_of(name, &read_run(v)?)
+}
+
+fn part_of(name: &str, doc: &RunDoc) -> Result<Part, String> {
     Ok(Part {
         name: name.to_string(),
         result: doc.to_result()?,
-        options: comparable_options(&doc),
+        options: comparable_options(doc),
     })
 }
 
@@ -86,9 +89,8 @@ pub fn read_parts(files: &[PathBuf]) -> Result<Vec<Part>, String> {
         .map(|f| {
             let name = f.display().to_string();
             let text = std::fs::read_to_string(f).map_err(|e| format!("{name}: {e}"))?;
-            let v: Value =
-                serde_json::from_str(&text).map_err(|e| format!("{name}: invalid JSON: {e}"))?;
-            parse_run(&name, &v).map_err(|e| format!("{name}: {e}"))
+            let doc = crate::json::read_run_text(&text).map_err(|e| format!("{name}: {e}"))?;
+            part_of(&name, &doc).map_err(|e| format!("{name}: {e}"))
         })
         .collect()
 }
@@ -860,6 +862,30 @@ mod tests {
         let mut later = u.clone();
         later["started_unix"] = json!(1_000.000_001);
         assert_eq!(counted_twice(&[part("a", &u), part("b", &later)]), None);
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named() {
+        for (object, key, value, path) in [
+            ("totals", "completed", json!(1.5), "'totals.completed'"),
+            (
+                "options",
+                "connections",
+                json!("many"),
+                "'options.connections'",
+            ),
+            (
+                "totals",
+                "failures",
+                json!({"connect": -1}),
+                "'totals.failures.connect'",
+            ),
+        ] {
+            let mut v = run(None, 4, 1000, 2, 10, 100);
+            v[object][key] = value;
+            let e = parse_run("x", &v).unwrap_err();
+            assert!(e.contains(path), "{e}");
+        }
     }
 
     #[test]

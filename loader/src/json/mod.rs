@@ -452,21 +452,62 @@ struct SchemaOnly {
     schema: Option<String>,
 }
 
+fn not_a_run() -> String {
+    format!("not a loader --json result (no \"schema\": \"{SCHEMA}\")")
+}
+
 /// `Ok` when `v` is a run document (`"schema": "loader-run/1"`).
 pub fn check_schema(v: &Value) -> Result<(), String> {
     let s = SchemaOnly::deserialize(v).map(|s| s.schema).unwrap_or(None);
     if s.as_deref() != Some(SCHEMA) {
-        return Err(format!(
-            "not a loader --json result (no \"schema\": \"{SCHEMA}\")"
-        ));
+        return Err(not_a_run());
     }
     Ok(())
+}
+
+/// A typed field that did not read, named by its path in the document ("'totals.completed':
+/// invalid type: floating point `1.5`, expected u64", with the line and column when read
+/// from text).
+fn field_error(e: serde_path_to_error::Error<serde_json::Error>) -> String {
+    let path = e.path().to_string();
+    if path == "." {
+        e.into_inner().to_string()
+    } else {
+        format!("'{path}': {}", e.into_inner())
+    }
 }
 
 /// Read a run document (the schema first, then every field typed).
 pub fn read_run(v: &Value) -> Result<RunDoc, String> {
     check_schema(v)?;
-    RunDoc::deserialize(v).map_err(|e| e.to_string())
+    serde_path_to_error::deserialize(v).map_err(field_error)
+}
+
+/// Read a run document from its text: every field typed, an error naming the field, its line
+/// and column; JSON that is not a run document is refused as what it is.
+pub fn read_run_text(text: &str) -> Result<RunDoc, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, RunDoc>(&mut de) {
+        Ok(doc) if doc.schema.as_deref() == Some(SCHEMA) => {
+            de.end().map_err(|e| format!("invalid JSON: {e}"))?;
+            Ok(doc)
+        }
+        Ok(_) => Err(not_a_run()),
+        Err(e) if e.inner().is_syntax() || e.inner().is_eof() => {
+            Err(format!("invalid JSON: {}", e.into_inner()))
+        }
+        Err(e) => {
+            // A field that does not read in JSON that is no run document at all: say that.
+            let schema = serde_json::from_str::<SchemaOnly>(text)
+                .ok()
+                .and_then(|s| s.schema);
+            if schema.as_deref() == Some(SCHEMA) {
+                Err(field_error(e))
+            } else {
+                Err(not_a_run())
+            }
+        }
+    }
 }
 
 /// Every figure of one run as JSON (no machine context: see [`document`]).

@@ -186,3 +186,13 @@ fn the_same_run_given_twice_is_refused() {
     let out = merge(&[&a, &a]);
     assert_refused(&out, &[&a.display().to_string(), "counted twice"]);
 }
+
+/// Before: "invalid type: floating point `1.5`, expected u64", and no word of where.
+#[test]
+fn a_field_of_the_wrong_type_is_named_with_its_line() {
+    let (out, bad) = merge_changed("merge-input-type", "type.json", |d| {
+        d["totals"]["completed"] = 1.5.into();
+    });
+    let file = bad.display().to_string();
+    assert_refused(&out, &[&file, "'totals.completed'", "line 1 column"]);
+}
