@@ -16,12 +16,15 @@
 //!   single run's, then one row per run and the warnings: shards started more than a second
 //!   apart or ran for different times (unsynchronised clocks, no `--start-at`), options that
 //!   differ, shards missing (a run given twice is refused: `counted_twice`);
+//! - the files are read, checked and added one at a time ([`Merger`]): what is kept of a run
+//!   once added is its row and what the warnings need ([`Added`]), so the memory is a few
+//!   runs' whatever the number of files;
 //! - `--json` writes the merged run as a run document (`loader-run/1`, so merged results can
 //!   be merged again) with a `"merged"` object: the files, the per-run rows, the warnings.
 
 use crate::json::{read_run, RunDoc, RunRow, MAX_CONNECTIONS, MAX_COUNT, MAX_RATE, MAX_WORKERS};
 use crate::report::render;
-use crate::shard::Shard;
+use crate::shard::{Shard, ShardRun};
 use crate::stats::{sum_within, Counts, Drain, Histograms, LoadMode, RunResult, TlsCounts};
 use serde_json::{json, Map, Value};
 use shared::runtime::DriverKind;
@@ -32,7 +35,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Starts further apart than this are warned about.
 pub const START_SPREAD_WARN: Duration = Duration::from_secs(1);
 
-/// One run read back from its document.
+/// One run read back from its document, its histograms included: [`Merger::add`] adds them
+/// into the merged run and keeps only what it needs of the run after ([`Added`]).
 #[derive(Debug, Clone)]
 pub struct Part {
     /// The file it came from (as given).
@@ -53,6 +57,60 @@ fn part_of(name: &str, doc: &RunDoc) -> Result<Part, String> {
         result: doc.to_result()?,
         options: comparable_options(doc),
     })
+}
+
+/// What the merge keeps of a run once it is added: its row of the table, and what the
+/// warnings and [`counted_twice`] look at. Its histograms (~1.5 MB decoded) are in the
+/// merged run only, so that merging a hundred files takes the memory of a few.
+#[derive(Debug, Clone)]
+pub struct Added {
+    /// The file it came from (as given).
+    pub name: String,
+    pub started: SystemTime,
+    pub ended: SystemTime,
+    pub elapsed: Duration,
+    pub shard: Option<ShardRun>,
+    pub driver: DriverKind,
+    pub totals: Counts,
+    /// As [`Part::options`].
+    pub options: Map<String, Value>,
+    /// Its row of the per-run table, but for its offset in the merged span (set by
+    /// [`shard_rows`] when every run is in).
+    row: RunRow,
+}
+
+impl Added {
+    pub fn of(p: &Part) -> Added {
+        let r = &p.result;
+        let ms = |h: &hdrhistogram::Histogram<u64>, q| h.value_at_quantile(q) as f64 / 1000.0;
+        Added {
+            name: p.name.clone(),
+            started: r.started,
+            ended: r.ended,
+            elapsed: r.elapsed,
+            shard: r.shard,
+            driver: r.driver,
+            totals: r.totals.clone(),
+            options: p.options.clone(),
+            row: RunRow {
+                file: p.name.clone(),
+                shard: r
+                    .shard
+                    .map(|s| format!("{}/{}", s.shard.index, s.shard.count)),
+                start_offset_s: 0.0,
+                time_taken_s: r.elapsed.as_secs_f64(),
+                complete_requests: r.totals.completed,
+                failed_requests: r.totals.failures.ab_failed(),
+                requests_per_second: r.rate(),
+                p50_ms: ms(&r.hist.total, 0.5),
+                p99_ms: ms(&r.hist.total, 0.99),
+                unanswered: r.totals.failures.unanswered,
+                in_flight_at_stop: r.drain.map(|d| d.in_flight),
+                drain_s: r.drain.map(|d| d.took.as_secs_f64()),
+                send_lateness_p99_ms: r.target_rate().map(|_| ms(&r.hist.send_lateness, 0.99)),
+            },
+        }
+    }
 }
 
 /// What must be the same in every shard of one load: the options (less the machine's own:
@@ -82,75 +140,116 @@ fn comparable_options(doc: &RunDoc) -> Map<String, Value> {
     m
 }
 
-/// Read and parse the files; errors name the file.
-pub fn read_parts(files: &[PathBuf]) -> Result<Vec<Part>, String> {
-    files
-        .iter()
-        .map(|f| {
-            let name = f.display().to_string();
-            let text = std::fs::read_to_string(f).map_err(|e| format!("{name}: {e}"))?;
-            let doc = crate::json::read_run_text(&text).map_err(|e| format!("{name}: {e}"))?;
-            part_of(&name, &doc).map_err(|e| format!("{name}: {e}"))
-        })
-        .collect()
+/// Read and parse one file; errors name it.
+pub fn read_part(file: &Path) -> Result<Part, String> {
+    let name = file.display().to_string();
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
+    let doc = crate::json::read_run_text(&text).map_err(|e| format!("{name}: {e}"))?;
+    part_of(&name, &doc).map_err(|e| format!("{name}: {e}"))
 }
 
-/// The runs added into one result (`parts` not empty); a sum beyond its bound (see
-/// [`crate::json::MAX_COUNT`]) is an error naming the field and the files, never a wrap.
-pub fn merge(parts: &[Part]) -> Result<RunResult, String> {
-    let first = &parts[0].result;
-    let mut m = first.clone();
+/// Runs added one at a time into one result, each dropped once added (see [`Added`]).
+#[derive(Debug, Default)]
+pub struct Merger {
+    merged: Option<RunResult>,
+    added: Vec<Added>,
+    /// The target rates summed, and whether any run had one.
+    target: f64,
+    rated: bool,
+    /// Whether every run so far used `--spin`.
+    spin: Option<bool>,
+}
+
+impl Merger {
+    /// Add a run. Refused when it is one given already ([`counted_twice`]), or when a sum
+    /// would pass its bound (see [`crate::json::MAX_COUNT`]: an error naming the field and the
+    /// files, never a wrap); the merger is not to be used after an error.
+    pub fn add(&mut self, p: Part) -> Result<(), String> {
+        let added = Added::of(&p);
+        if let Some(e) = counted_twice(&self.added, &added) {
+            return Err(e);
+        }
+        let over = |field: String| {
+            let files = match self.added.first() {
+                None => p.name.clone(),
+                Some(first) if self.added.len() == 1 => format!("{} and {}", first.name, p.name),
+                Some(first) => {
+                    let n = self.added.len() + 1;
+                    format!("{} to {} ({n} files)", first.name, p.name)
+                }
+            };
+            format!("'{field}' of {files} adds up beyond its bound")
+        };
+        let r = p.result;
+        let m = self.merged.get_or_insert_with(|| empty_like(&r));
+        add_scalars(m, &r).map_err(over)?;
+        self.target += r.target_rate().unwrap_or(0.0);
+        if self.target > MAX_RATE {
+            return Err(over("rate.target".into()));
+        }
+        self.rated |= r.target_rate().is_some();
+        self.spin = Some(self.spin.unwrap_or(true) && r.spin);
+        m.hist.add(&r.hist);
+        for (j, url) in r.urls.into_iter().enumerate() {
+            let Some(x) = m.urls.iter_mut().find(|x| x.url == url.url) else {
+                m.urls.push(url);
+                continue;
+            };
+            let field = |f: &str| over(format!("urls[{j}].{f}"));
+            x.counts
+                .checked_add(&url.counts, MAX_COUNT)
+                .map_err(|f| field(&format!("counts.{f}")))?;
+            x.latency
+                .checked_add(&url.latency, MAX_COUNT)
+                .map_err(field)?;
+            // Same bounds and precision (see `UrlDoc::to_result`): add cannot fail.
+            let _ = x.hist.add(&url.hist);
+            x.document_length = x.document_length.or(url.document_length);
+            x.server_software = x.server_software.take().or(url.server_software);
+        }
+        self.added.push(added);
+        Ok(())
+    }
+
+    /// The merged run and what was kept of each run, in the order added; `None` when none
+    /// was.
+    pub fn finish(self) -> Option<(RunResult, Vec<Added>)> {
+        let mut m = self.merged?;
+        m.elapsed = m.ended.duration_since(m.started).unwrap_or_default();
+        m.pinning = format!("{} runs merged", self.added.len());
+        m.spin = self.spin.unwrap_or(false);
+        if self.rated {
+            m.mode = LoadMode::Rate {
+                target: self.target,
+            };
+        }
+        Some((m, self.added))
+    }
+}
+
+/// A run with nothing added yet: `r`'s settings, no counts, no histograms (cloned once per
+/// merge: the first run's).
+fn empty_like(r: &RunResult) -> RunResult {
+    let mut m = r.clone();
     m.urls = Vec::new();
     m.totals = Counts::default();
     m.hist = Histograms::default();
     m.shard = None;
     m.drain = None;
     m.tls = None;
-    m.spin = parts.iter().all(|p| p.result.spin);
-    m.pinning = format!("{} runs merged", parts.len());
     m.concurrency = 0;
     m.workers = 0;
     m.connections_opened = 0;
-    let mut target = 0.0;
-    for (i, p) in parts.iter().enumerate() {
-        let r = &p.result;
-        let over = |field: &str| {
-            let files = match i {
-                1 => format!("{} and {}", parts[0].name, p.name),
-                _ => format!("{} to {} ({} files)", parts[0].name, p.name, i + 1),
-            };
-            format!("'{field}' of {files} adds up beyond its bound")
-        };
-        add_scalars(&mut m, r).map_err(|f| over(&f))?;
-        target += r.target_rate().unwrap_or(0.0);
-        if target > MAX_RATE {
-            return Err(over("rate.target"));
-        }
-        m.hist.add(&r.hist);
-        for (j, url) in r.urls.iter().enumerate() {
-            match m.urls.iter_mut().find(|x| x.url == url.url) {
-                Some(x) => {
-                    let field = |f: &str| over(&format!("urls[{j}].{f}"));
-                    x.counts
-                        .checked_add(&url.counts, MAX_COUNT)
-                        .map_err(|f| field(&format!("counts.{f}")))?;
-                    x.latency
-                        .checked_add(&url.latency, MAX_COUNT)
-                        .map_err(field)?;
-                    // Same bounds and precision (see `UrlDoc::to_result`): add cannot fail.
-                    let _ = x.hist.add(&url.hist);
-                    x.document_length = x.document_length.or(url.document_length);
-                    x.server_software = x.server_software.take().or(url.server_software.clone());
-                }
-                None => m.urls.push(url.clone()),
-            }
-        }
+    m
+}
+
+/// The runs added into one result, in order (`parts` not empty): [`Merger`] at once.
+pub fn merge(parts: Vec<Part>) -> Result<(RunResult, Vec<Added>), String> {
+    let mut merger = Merger::default();
+    for p in parts {
+        merger.add(p)?;
     }
-    m.elapsed = m.ended.duration_since(m.started).unwrap_or_default();
-    if parts.iter().any(|p| p.result.target_rate().is_some()) {
-        m.mode = LoadMode::Rate { target };
-    }
-    Ok(m)
+    merger.finish().ok_or_else(|| "no run to merge".to_string())
 }
 
 /// One run's times, flags and sums added into `m`; the field of a sum beyond its bound.
@@ -195,9 +294,9 @@ fn add_scalars(m: &mut RunResult, r: &RunResult) -> Result<(), String> {
 }
 
 /// From the earliest start to the latest end.
-fn span(parts: &[Part]) -> Duration {
-    let start = parts.iter().map(|p| p.result.started).min();
-    let end = parts.iter().map(|p| p.result.ended).max();
+fn span(parts: &[Added]) -> Duration {
+    let start = parts.iter().map(|p| p.started).min();
+    let end = parts.iter().map(|p| p.ended).max();
     match (start, end) {
         (Some(s), Some(e)) => e.duration_since(s).unwrap_or_default(),
         _ => Duration::ZERO,
@@ -205,13 +304,13 @@ fn span(parts: &[Part]) -> Duration {
 }
 
 /// What the runs disagree on: clocks (starts, run times), options, shards.
-pub fn warnings(parts: &[Part]) -> Vec<String> {
+pub fn warnings(parts: &[Added]) -> Vec<String> {
     let mut w = Vec::new();
     let secs = |t: SystemTime| {
         t.duration_since(UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64())
     };
-    let starts: Vec<f64> = parts.iter().map(|p| secs(p.result.started)).collect();
+    let starts: Vec<f64> = parts.iter().map(|p| secs(p.started)).collect();
     let spread = starts.iter().cloned().fold(f64::MIN, f64::max)
         - starts.iter().cloned().fold(f64::MAX, f64::min);
     if spread > START_SPREAD_WARN.as_secs_f64() {
@@ -220,10 +319,7 @@ pub fn warnings(parts: &[Part]) -> Vec<String> {
              span (align them with --start-at; are the machines' clocks synchronised?)"
         ));
     }
-    let times: Vec<f64> = parts
-        .iter()
-        .map(|p| p.result.elapsed.as_secs_f64())
-        .collect();
+    let times: Vec<f64> = parts.iter().map(|p| p.elapsed.as_secs_f64()).collect();
     let (lo, hi) = (
         times.iter().cloned().fold(f64::MAX, f64::min),
         times.iter().cloned().fold(f64::MIN, f64::max),
@@ -254,19 +350,20 @@ pub fn warnings(parts: &[Part]) -> Vec<String> {
         }
     }
     w.extend(shard_warnings(parts));
-    let drivers: Vec<DriverKind> = parts.iter().map(|p| p.result.driver).collect();
+    let drivers: Vec<DriverKind> = parts.iter().map(|p| p.driver).collect();
     if drivers.iter().any(|d| *d != drivers[0]) {
         w.push("the runs used different I/O drivers".into());
     }
     w
 }
 
-/// Shards given twice, missing, or mixed with unsharded runs.
-fn shard_warnings(parts: &[Part]) -> Vec<String> {
+/// Shards missing, or mixed with unsharded runs (a shard given twice is refused before:
+/// [`counted_twice`]).
+fn shard_warnings(parts: &[Added]) -> Vec<String> {
     let mut w = Vec::new();
     let shards: Vec<Shard> = parts
         .iter()
-        .filter_map(|p| p.result.shard.map(|s| s.shard))
+        .filter_map(|p| p.shard.map(|s| s.shard))
         .collect();
     if shards.is_empty() {
         return w;
@@ -283,15 +380,6 @@ fn shard_warnings(parts: &[Part]) -> Vec<String> {
     // given, never with the count a document claims.
     let mut given: Vec<u32> = shards.iter().map(|s| s.index).collect();
     given.sort_unstable();
-    let mut twice: Vec<String> = given
-        .windows(2)
-        .filter(|p| p[0] == p[1])
-        .map(|p| format!("{}/{count}", p[0]))
-        .collect();
-    twice.dedup();
-    if !twice.is_empty() {
-        w.push(format!("shards given more than once: {}", twice.join(", ")));
-    }
     given.dedup();
     let mut gaps = Vec::new();
     let mut next = 1;
@@ -333,30 +421,14 @@ fn describe_gaps(gaps: &[(u32, u32)], count: u32) -> String {
 const GAPS_SHOWN: usize = 8;
 
 /// One row per run: where it sits in the merged span and its own figures.
-pub fn shard_rows(parts: &[Part], merged: &RunResult) -> Vec<RunRow> {
+pub fn shard_rows(parts: &[Added], merged: &RunResult) -> Vec<RunRow> {
     parts
         .iter()
         .map(|p| {
-            let r = &p.result;
-            let offset = r.started.duration_since(merged.started).unwrap_or_default();
+            let offset = p.started.duration_since(merged.started).unwrap_or_default();
             RunRow {
-                file: p.name.clone(),
-                shard: r
-                    .shard
-                    .map(|s| format!("{}/{}", s.shard.index, s.shard.count)),
                 start_offset_s: offset.as_secs_f64(),
-                time_taken_s: r.elapsed.as_secs_f64(),
-                complete_requests: r.totals.completed,
-                failed_requests: r.totals.failures.ab_failed(),
-                requests_per_second: r.rate(),
-                p50_ms: r.hist.total.value_at_quantile(0.5) as f64 / 1000.0,
-                p99_ms: r.hist.total.value_at_quantile(0.99) as f64 / 1000.0,
-                unanswered: r.totals.failures.unanswered,
-                in_flight_at_stop: r.drain.map(|d| d.in_flight),
-                drain_s: r.drain.map(|d| d.took.as_secs_f64()),
-                send_lateness_p99_ms: r
-                    .target_rate()
-                    .map(|_| r.hist.send_lateness.value_at_quantile(0.99) as f64 / 1000.0),
+                ..p.row.clone()
             }
         })
         .collect()
@@ -400,33 +472,30 @@ pub fn render_rows(rows: &[RunRow], warnings: &[String]) -> String {
     s
 }
 
-/// A run given twice: a shard given twice (the same file, or two runs of one shard), or the
-/// same run without `--shard` (the same file, or a copy: the same start to the nanosecond, the
-/// same end and the same counts, which two runs never have). Merged, it would be counted
-/// twice. The message names the files.
-pub fn counted_twice(parts: &[Part]) -> Option<String> {
-    for (i, a) in parts.iter().enumerate() {
-        let sa = a.result.shard.map(|s| s.shard);
-        for b in &parts[i + 1..] {
-            let (ra, rb) = (&a.result, &b.result);
-            if let Some(sa) = sa.filter(|sa| rb.shard.is_some_and(|s| s.shard == *sa)) {
-                return Some(format!(
-                    "shard {}/{} is given twice ({} and {}): it would be counted twice",
-                    sa.index, sa.count, a.name, b.name
-                ));
-            }
-            let same = sa.is_none()
-                && rb.shard.is_none()
-                && ra.started == rb.started
-                && ra.ended == rb.ended
-                && ra.totals == rb.totals;
-            if same {
-                return Some(format!(
-                    "the same run is given twice ({} and {}: the same start to the \
-                     nanosecond, the same end and counts): it would be counted twice",
-                    a.name, b.name
-                ));
-            }
+/// Whether `p` is a run given already: a shard given twice (the same file, or two runs of
+/// one shard), or the same run without `--shard` (the same file, or a copy: the same start
+/// to the nanosecond, the same end and the same counts, which two runs never have). Merged,
+/// it would be counted twice. The message names the files.
+pub fn counted_twice(before: &[Added], p: &Added) -> Option<String> {
+    let shard = p.shard.map(|s| s.shard);
+    for a in before {
+        if let Some(s) = shard.filter(|s| a.shard.is_some_and(|a| a.shard == *s)) {
+            return Some(format!(
+                "shard {}/{} is given twice ({} and {}): it would be counted twice",
+                s.index, s.count, a.name, p.name
+            ));
+        }
+        let same = shard.is_none()
+            && a.shard.is_none()
+            && a.started == p.started
+            && a.ended == p.ended
+            && a.totals == p.totals;
+        if same {
+            return Some(format!(
+                "the same run is given twice ({} and {}: the same start to the nanosecond, \
+                 the same end and counts): it would be counted twice",
+                a.name, p.name
+            ));
         }
     }
     None
@@ -435,23 +504,17 @@ pub fn counted_twice(parts: &[Part]) -> Option<String> {
 /// `loader merge`: 0 done, 1 no request succeeded in any run, 2 unreadable input or a run
 /// given twice.
 pub fn run_merge(files: &[PathBuf], json: Option<&Path>) -> i32 {
-    let parts = match read_parts(files) {
-        Ok(p) => p,
-        Err(e) => {
+    // One file at a time: read, checked, added, dropped.
+    let mut merger = Merger::default();
+    for f in files {
+        if let Err(e) = read_part(f).and_then(|p| merger.add(p)) {
             eprintln!("loader: {e}");
             return 2;
         }
-    };
-    if let Some(e) = counted_twice(&parts) {
-        eprintln!("loader: {e}");
-        return 2;
     }
-    let merged = match merge(&parts) {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("loader: {e}");
-            return 2;
-        }
+    let Some((merged, parts)) = merger.finish() else {
+        eprintln!("loader: merge: no file given");
+        return 2;
     };
     let warns = warnings(&parts);
     let rows = shard_rows(&parts, &merged);
@@ -569,13 +632,21 @@ mod tests {
         parse_run(name, v).unwrap()
     }
 
+    fn merged(parts: &[Part]) -> RunResult {
+        merge(parts.to_vec()).unwrap().0
+    }
+
+    fn added(parts: &[Part]) -> Vec<Added> {
+        parts.iter().map(Added::of).collect()
+    }
+
     #[test]
     fn documents_read_back_and_add_up_exactly() {
         let a = part("a", &run(Some((1, 2)), 4, 1000, 2, 300, 100));
         let b = part("b", &run(Some((2, 2)), 4, 1000, 2, 100, 900));
         assert_eq!(a.result.totals.completed, 300);
         assert_eq!(a.result.shard.unwrap().shard, Shard { index: 1, count: 2 });
-        let m = merge(&[a.clone(), b.clone()]).unwrap();
+        let m = merged(&[a.clone(), b.clone()]);
         assert_eq!(m.totals.completed, 400);
         assert_eq!(m.totals.status, vec![(200, 400)]);
         assert_eq!(m.concurrency, 8);
@@ -583,31 +654,30 @@ mod tests {
         // p75 of all 400 is 100 us; p80 is 900 us: no average of the parts' percentiles.
         assert_eq!(m.hist.total.value_at_percentile(75.0), 100);
         assert_eq!(m.hist.total.value_at_percentile(80.0), 900);
-        assert_eq!(warnings(&[a, b]), Vec::<String>::new());
+        assert_eq!(warnings(&added(&[a, b])), Vec::<String>::new());
     }
 
     #[test]
     fn clocks_options_and_shards_that_disagree_are_warned_about() {
         let a = part("a.json", &run(Some((1, 3)), 4, 1000, 2, 10, 100));
-        let b = part("b.json", &run(Some((1, 3)), 8, 1003, 2, 10, 100));
-        let m = merge(&[a.clone(), b.clone()]).unwrap();
+        let b = part("b.json", &run(Some((3, 3)), 8, 1003, 2, 10, 100));
+        let m = merged(&[a.clone(), b.clone()]);
         assert_eq!(
             m.elapsed,
             Duration::from_secs(5),
             "earliest start to latest end"
         );
-        let w = warnings(&[a, b]);
+        let w = warnings(&added(&[a, b]));
         let has = |s: &str| w.iter().any(|x| x.contains(s));
         assert!(has("the runs started 3.000 s apart"), "{w:?}");
         assert!(
             has("options differ: connections is 4 in a.json but 8 in b.json"),
             "{w:?}"
         );
-        assert!(has("shards given more than once: 1/3"), "{w:?}");
-        assert!(has("shards missing: 2/3, 3/3"), "{w:?}");
+        assert!(has("shards missing: 2/3 (1 of 3"), "{w:?}");
         let c = part("c", &run(None, 4, 1000, 8, 10, 100));
         let d = part("d", &run(Some((2, 2)), 4, 1000, 2, 10, 100));
-        let w = warnings(&[c, d]);
+        let w = warnings(&added(&[c, d]));
         assert!(
             w.iter()
                 .any(|x| x.contains("lasted from 2.000 s to 8.000 s")),
@@ -625,7 +695,7 @@ mod tests {
     /// `in_flight` at the stop drained in `drain_ms`, `unanswered` of them unanswered.
     fn timed(n: u64, latency_us: u64, late_us: u64, drain: (u64, u64, u64), spin: bool) -> Value {
         let (in_flight, drain_ms, unanswered) = drain;
-        let mut r = result(Some((1, 1)), 4, 1000, 2, n, latency_us);
+        let mut r = result(None, 4, 1000, 2, n, latency_us);
         r.mode = LoadMode::Rate { target: 100.0 };
         r.spin = spin;
         r.drain = Some(Drain {
@@ -666,7 +736,7 @@ mod tests {
                 took: Duration::from_millis(40)
             })
         );
-        let m = merge(&[a.clone(), b.clone()]).unwrap();
+        let m = merged(&[a.clone(), b.clone()]);
         // In flight summed, the longest drain, the unanswered summed with the other failures.
         assert_eq!(
             m.drain,
@@ -692,7 +762,7 @@ mod tests {
         assert_eq!(m.urls[0].latency.count, 400);
         // --spin on one run only: not the merged pacing, and warned about.
         assert!(!m.spin);
-        let w = warnings(&[a, b]);
+        let w = warnings(&added(&[a, b]));
         assert!(
             w.iter()
                 .any(|x| x == "options differ: spin is true in a but false in b"),
@@ -784,6 +854,7 @@ mod tests {
         ];
         for (field, value) in cases {
             let mut v = rated();
+            v["shard"] = json!({"index": 1, "count": 1});
             let mut at = &mut v;
             let path: Vec<&str> = field.split('.').collect();
             for (i, k) in path.iter().enumerate() {
@@ -835,7 +906,7 @@ mod tests {
             ),
             2
         );
-        let e = merge(&[
+        let e = merge(vec![
             part(
                 "a.json",
                 &big("totals.completed", json!(crate::json::MAX_COUNT)),
@@ -852,16 +923,19 @@ mod tests {
     #[test]
     fn the_same_run_given_twice_is_refused() {
         let u = run(None, 4, 1000, 2, 300, 100);
-        let e = counted_twice(&[part("u1.json", &u), part("u1-copy.json", &u)]).unwrap();
+        let twice = |a: &str, va: &Value, b: &str, vb: &Value| {
+            counted_twice(&added(&[part(a, va)]), &Added::of(&part(b, vb)))
+        };
+        let e = twice("u1.json", &u, "u1-copy.json", &u).unwrap();
         assert!(e.contains("u1.json") && e.contains("u1-copy.json"), "{e}");
         assert!(e.contains("counted twice"), "{e}");
         // Two runs of one load, started together: not the same run.
         let mut other = u.clone();
         other["totals"]["completed"] = json!(299);
-        assert_eq!(counted_twice(&[part("a", &u), part("b", &other)]), None);
+        assert_eq!(twice("a", &u, "b", &other), None);
         let mut later = u.clone();
         later["started_unix"] = json!(1_000.000_001);
-        assert_eq!(counted_twice(&[part("a", &u), part("b", &later)]), None);
+        assert_eq!(twice("a", &u, "b", &later), None);
     }
 
     #[test]
@@ -895,7 +969,7 @@ mod tests {
             part("a", &run(Some((1, count)), 4, 1000, 2, 10, 100)),
             part("b", &run(Some((5, count)), 4, 1000, 2, 10, 100)),
         ];
-        let w = warnings(&parts);
+        let w = warnings(&added(&parts));
         let missing = w.iter().find(|x| x.contains("shards missing")).unwrap();
         assert!(missing.len() < 200, "{missing}");
         assert!(
@@ -908,7 +982,7 @@ mod tests {
             .step_by(2)
             .map(|i| part("p", &run(Some((i, 100)), 4, 1000, 2, 10, 100)))
             .collect();
-        let w = warnings(&parts);
+        let w = warnings(&added(&parts));
         let missing = w.iter().find(|x| x.contains("shards missing")).unwrap();
         assert!(
             missing.contains("2/100, 4/100, 6/100, 8/100, 10/100, 12/100, 14/100, 16/100, and 42 more runs (50 of 100"),
