@@ -32,6 +32,7 @@ pub mod conn;
 pub mod figures;
 pub mod hdrlog;
 pub mod histcodec;
+pub mod input;
 pub mod intervals;
 pub mod json;
 pub mod merge;

@@ -147,10 +147,12 @@ fn resolve(host: &str, port: u16) -> Result<Vec<SocketAddr>, LoadError> {
 /// Read a `--urls` file: one URL a line; blank lines and `#` comments skipped. A bad URL is
 /// reported with the file and the line it is on.
 pub fn read_url_file(path: &std::path::Path) -> Result<Vec<Target>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::File {
-        flag: "--urls",
-        path: path.display().to_string(),
-        source,
+    let text = crate::input::read_capped_text(path, crate::input::MAX_INPUT).map_err(|source| {
+        LoadError::File {
+            flag: "--urls",
+            path: path.display().to_string(),
+            source,
+        }
     })?;
     let mut targets = Vec::new();
     for (i, line) in text.lines().enumerate() {

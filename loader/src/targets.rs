@@ -14,6 +14,7 @@
 //! given, as vegeta reads it), a blank line between requests; `#` lines are comments. Read once
 //! before the run; a bad line is reported with the file and its line number.
 
+use crate::input::{read_body, read_capped_text, MAX_BODIES, MAX_INPUT};
 use crate::target::Target;
 use crate::LoadError;
 use bytes::Bytes;
@@ -41,11 +42,14 @@ pub enum TargetsOrder {
 
 /// Read a targets file into its targets and their requests.
 pub fn read_targets_file(path: &Path) -> Result<Vec<(Target, RequestSpec)>, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::File {
+    let text = read_capped_text(path, MAX_INPUT).map_err(|source| LoadError::File {
         flag: "--targets",
         path: path.display().to_string(),
         source,
     })?;
+    // Each body at most MAX_INPUT, all of them at most MAX_BODIES: a thousand targets naming
+    // one large file read it a thousand times.
+    let mut bodies = 0u64;
     let at = |line: usize, what: String| {
         LoadError::Invalid(format!("--targets {}:{line}: {what}", path.display()))
     };
@@ -82,8 +86,18 @@ pub fn read_targets_file(path: &Path) -> Result<Vec<(Target, RequestSpec)>, Load
             continue;
         };
         if let Some(file) = line.strip_prefix('@') {
-            let data = std::fs::read(file.trim())
+            let data = read_body(Path::new(file.trim()))
                 .map_err(|e| at(n, format!("the body {}: {e}", file.trim())))?;
+            bodies += data.len() as u64;
+            if bodies > MAX_BODIES {
+                return Err(at(
+                    n,
+                    format!(
+                        "the bodies add up to more than {} MiB, the limit",
+                        MAX_BODIES >> 20
+                    ),
+                ));
+            }
             spec.body = Some(Bytes::from(data));
             continue;
         }

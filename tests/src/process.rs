@@ -12,6 +12,25 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
+/// Run `cmd` in an address space of `bytes` (RLIMIT_AS): an allocation beyond it fails, and
+/// a process that would allocate without bound aborts instead of taking the machine's memory.
+pub fn limit_address_space(cmd: &mut Command, bytes: u64) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit only, between fork and exec: no allocation, no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Patience for a start-up line on a loaded machine.
 pub const READY: Duration = Duration::from_secs(20);
 

@@ -491,7 +491,7 @@ impl LoadArgs {
             .map(|h| parse_header(h))
             .collect::<Result<_, _>>()?;
         if let Some(path) = &self.body {
-            let data = std::fs::read(path).map_err(|source| LoadError::File {
+            let data = crate::input::read_body(path).map_err(|source| LoadError::File {
                 flag: "--body",
                 path: path.display().to_string(),
                 source,

@@ -576,3 +576,33 @@ fn warmup_stragglers_do_not_delay_the_rate_schedule() {
     let max_ms = r.hist.total.max() / 1000;
     assert!(max_ms < 200, "corrected max {max_ms} ms");
 }
+
+/// Files read whole (a body, a URL list, a targets file and its bodies) are read up to a
+/// limit: a device or an endless pipe given by mistake is refused with one line, exit 2.
+/// Before, `--body /dev/zero` read until an allocation failed (here, in a bounded address
+/// space: an abort).
+#[test]
+fn an_endless_input_file_is_refused_at_its_limit() {
+    let dir = tests::temp_dir("hostile-endless");
+    let targets = dir.join("targets.txt");
+    std::fs::write(&targets, "POST http://127.0.0.1:1/\n@/dev/zero\n").unwrap();
+    let targets = targets.to_str().unwrap();
+    for (flags, names) in [
+        (&["--body", "/dev/zero"][..], "--body /dev/zero"),
+        (&["--urls", "/dev/zero"][..], "--urls /dev/zero"),
+        (&["--targets", "/dev/zero"][..], "--targets /dev/zero"),
+        (&["--targets", targets][..], "/dev/zero"),
+    ] {
+        let mut cmd = std::process::Command::new(tests::bin("loader"));
+        cmd.args(["-q", "-n", "1"])
+            .args(flags)
+            .stdout(std::process::Stdio::piped());
+        if flags[0] != "--targets" {
+            cmd.arg("http://127.0.0.1:1/");
+        }
+        tests::process::limit_address_space(&mut cmd, 1 << 30);
+        let out = tests::process::Process::spawn(&mut cmd).output(Duration::from_secs(60));
+        assert_usage(&out, names);
+        assert!(tests::text(&out.stderr).contains("64 MiB"), "{flags:?}");
+    }
+}

@@ -3,7 +3,6 @@
 //! allocation the document asks for, or a report of figures that wrapped.
 
 use serde_json::Value;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
@@ -51,19 +50,7 @@ fn merge(files: &[&Path]) -> Output {
 fn merge_within(files: &[&Path], bytes: u64) -> Output {
     let mut cmd = Command::new(tests::bin("loader"));
     cmd.arg("merge").args(files).stdout(Stdio::piped());
-    // SAFETY: setrlimit only, between fork and exec: no allocation, no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit {
-                rlim_cur: bytes,
-                rlim_max: bytes,
-            };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    tests::process::limit_address_space(&mut cmd, bytes);
     tests::process::Process::spawn(&mut cmd).output(Duration::from_secs(60))
 }
 
