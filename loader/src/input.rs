@@ -9,6 +9,10 @@ use std::path::Path;
 /// The most a body, a URL list or a targets file may hold: 64 MiB.
 pub const MAX_INPUT: u64 = 64 << 20;
 
+/// The most a run document may hold (`loader merge`): 256 MiB, far above any run's (a run of a
+/// thousand URLs writes a few MB).
+pub const MAX_DOCUMENT: u64 = 256 << 20;
+
 /// The most the bodies of one targets file may hold together (each at most [`MAX_INPUT`]).
 pub const MAX_BODIES: u64 = 256 << 20;
 

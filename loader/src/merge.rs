@@ -143,7 +143,8 @@ fn comparable_options(doc: &RunDoc) -> Map<String, Value> {
 /// Read and parse one file; errors name it.
 pub fn read_part(file: &Path) -> Result<Part, String> {
     let name = file.display().to_string();
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{name}: {e}"))?;
+    let text = crate::input::read_capped_text(file, crate::input::MAX_DOCUMENT)
+        .map_err(|e| format!("{name}: {e}"))?;
     let doc = crate::json::read_run_text(&text).map_err(|e| format!("{name}: {e}"))?;
     part_of(&name, &doc).map_err(|e| format!("{name}: {e}"))
 }

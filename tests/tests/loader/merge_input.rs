@@ -214,3 +214,10 @@ fn a_hundred_runs_merge_in_the_memory_of_a_few() {
         "{stdout}"
     );
 }
+
+/// Before: read until memory ran out ("out of memory" here, in a bounded address space).
+#[test]
+fn an_endless_document_is_refused_at_its_limit() {
+    let out = merge(&[Path::new("/dev/zero")]);
+    assert_refused(&out, &["/dev/zero", "MiB, the limit"]);
+}
