@@ -39,7 +39,13 @@ impl Tickets {
 
     /// Take the URLs at random (each worker its own seed) instead of in order.
     pub fn random(mut self, seed: u64) -> Tickets {
-        self.rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        // splitmix64's finalizer: every bit of the seed reaches the low bits the first draws
+        // are taken from (a product alone left seeds that differ in their high half, another
+        // shard's, drawing the same URLs).
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        self.rng = (z ^ (z >> 31)) | 1;
         self
     }
 
@@ -113,6 +119,19 @@ mod tests {
         }
         assert_eq!(per_url.iter().sum::<u32>(), 300);
         assert!(per_url.iter().all(|&n| n > 50), "{per_url:?}");
+        // Seeds that differ only in their high half (another shard's) draw other URLs too.
+        let first = |seed| {
+            Tickets::new(None, 0, 64)
+                .random(seed)
+                .take(true)
+                .unwrap()
+                .url
+        };
+        let firsts: Vec<usize> = (0..4u64).map(|shard| first((shard << 32) + 1)).collect();
+        let mut distinct = firsts.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 1, "{firsts:?}");
         // Another worker's seed walks another sequence.
         let mut a = Tickets::new(None, 0, 1000).random(1);
         let mut b = Tickets::new(None, 0, 1000).random(2);

@@ -335,7 +335,10 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let opts = &common.opts;
     let mut tickets = Tickets::new(share.quota, share.base, common.plan.len());
     if opts.targets_order == crate::targets::TargetsOrder::Random {
-        tickets = tickets.random(ctx.id as u64 + 1);
+        // A generator of its own for every worker of every shard: shards seeded alike drew
+        // the same URLs in step.
+        let shard = opts.shard.map_or(0, |s| u64::from(s.shard.index - 1));
+        tickets = tickets.random((shard << 32) + ctx.id as u64 + 1);
     }
     let w = Rc::new(
         Engine::new(

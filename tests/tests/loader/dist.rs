@@ -762,6 +762,24 @@ fn per_url_over_shards(
     c: usize,
     workers: usize,
 ) -> Vec<u64> {
+    per_url_over_shards_in(
+        loader::targets::TargetsOrder::RoundRobin,
+        urls,
+        total,
+        count,
+        c,
+        workers,
+    )
+}
+
+fn per_url_over_shards_in(
+    order: loader::targets::TargetsOrder,
+    urls: &[String],
+    total: u64,
+    count: u32,
+    c: usize,
+    workers: usize,
+) -> Vec<u64> {
     use loader::shard::{Shard, ShardRun};
     let mut per_url = vec![0; urls.len()];
     for index in 1..=count {
@@ -771,6 +789,7 @@ fn per_url_over_shards(
         o.runtime.workers = workers;
         o.runtime.pin = false;
         o.quiet = true;
+        o.targets_order = order;
         o.requests = Some(shard.requests(total).unwrap());
         o.shard = Some(ShardRun {
             shard,
@@ -799,4 +818,16 @@ fn the_shards_walk_the_urls_as_one_run_does() {
     assert_eq!(per_url_over_shards(&urls, 4, 2, 1, 1), [1, 1, 1, 1]);
     // Uneven parts (4, 3, 3) over workers of their own: the unsharded run's 3, 3, 2, 2.
     assert_eq!(per_url_over_shards(&urls, 10, 3, 3, 2), [3, 3, 2, 2]);
+}
+
+/// `--targets-order random`: each shard draws its own sequence. Every shard's workers were
+/// seeded alike (worker 1 with 1, ...), so the shards sent the same URLs in the same order.
+#[test]
+fn random_order_shards_draw_sequences_of_their_own() {
+    let o = origin();
+    let urls: Vec<String> = (0..64).map(|i| o.url(&format!("/{i}"))).collect();
+    let random = loader::targets::TargetsOrder::Random;
+    let per_url = per_url_over_shards_in(random, &urls, 4, 4, 1, 1);
+    assert_eq!(per_url.iter().sum::<u64>(), 4);
+    assert!(per_url.iter().all(|&n| n <= 1), "{per_url:?}");
 }
