@@ -3,17 +3,26 @@
 //! docs/CONFIGURATION.md, the response cache). A hit of such a body is sent with sendfile(2),
 //! no copy through user space, as nginx serves its cache files.
 //!
-//! Each body is written once at a page-aligned offset, then mapped read-only: the entry's
-//! `Bytes` is that mapping, so the page cache holds the only copy (streaming readers, stale
-//! hits and validation read the mapping). When the last `Bytes` of a body goes (the entry is
-//! removed and no response is still being sent from it), the mapping is unmapped and its pages
-//! are punched out of the file (`fallocate(PUNCH_HOLE)`): a body being sent is never cut
-//! short, and the file holds only live bodies (its size only grows, as a sparse file).
+//! The file is mapped read-only once, whole, when the store is made: the kernel allows
+//! `vm.max_map_count` (65,530 by default) mappings to the whole process, workers, stores and
+//! the allocator together, and a mapping per body ran that out at ~65,000 bodies (the next
+//! `malloc` that needed a mapping failed, an abort). The mapping spans [`span`] bytes of the
+//! file, reserved address space only: pages exist where bodies are written.
+//!
+//! Each body is written once at a page-aligned offset taken from the ranges free in that span
+//! (best fit), and its entry's `Bytes` is a view of the mapping there, so the page cache holds
+//! the only copy (streaming readers, stale hits and validation read the mapping). When the
+//! last `Bytes` of a body goes (the entry is removed and no response is still being sent from
+//! it), its pages are punched out of the file (`fallocate(PUNCH_HOLE)`) and its range is free
+//! again: a body being sent is never cut short, the file holds only live bodies, and its
+//! offsets stay within the span. A body that finds no free range, or whose write fails, stays
+//! in memory.
 
 use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Bodies at least this long go to the file. Below it `writev` from memory costs less CPU per
 /// hit than `send` + `sendfile` (two syscalls and page references instead of one copy):
@@ -22,6 +31,9 @@ pub const FILE_BODY_MIN: usize = 4096;
 
 const PAGE: u64 = 4096;
 
+/// The smallest span worth a file: below it, no file (every body in memory).
+const SPAN_MIN: u64 = 1 << 20;
+
 /// Where a stored body lies in the worker's body file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileRange {
@@ -29,36 +41,109 @@ pub struct FileRange {
     pub offset: u64,
 }
 
+/// The bytes of file a store of `max_bytes` maps. Its bodies take at most about twice their
+/// counted bytes of file (each is rounded up to whole pages, and is at least a page long); the
+/// other half leaves room for bodies removed while a response is still sent from them, and
+/// for the gaps between free ranges.
+pub fn span(max_bytes: u64) -> u64 {
+    page_round(max_bytes.saturating_mul(4)).max(SPAN_MIN)
+}
+
 /// One worker's body file.
 #[derive(Debug)]
 pub struct BodyFile {
-    fd: Arc<OwnedFd>,
-    /// Where the next body goes (page-aligned).
-    next: u64,
+    arena: Arc<Arena>,
+}
+
+/// The file, its one mapping and its free ranges, shared by the store and every body's
+/// `Bytes` (the last one to go unmaps and closes it).
+struct Arena {
+    fd: OwnedFd,
+    base: *const u8,
+    span: u64,
+    free: Mutex<Free>,
+}
+
+// SAFETY: the mapping is process-wide and read-only; the free ranges are behind a mutex.
+unsafe impl Send for Arena {}
+// SAFETY: as above: nothing but the mutex is changed through a shared reference.
+unsafe impl Sync for Arena {}
+
+impl std::fmt::Debug for Arena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arena")
+            .field("fd", &self.fd)
+            .field("span", &self.span)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Arena {
+    fn drop(&mut self) {
+        // SAFETY: our mapping, unmapped once: no body's `Bytes` is left (each holds the arena).
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.span as usize) };
+    }
 }
 
 fn page_round(n: u64) -> u64 {
-    n.div_ceil(PAGE) * PAGE
+    n.div_ceil(PAGE).saturating_mul(PAGE)
 }
 
 impl BodyFile {
-    pub fn new() -> io::Result<BodyFile> {
+    /// A body file for a store of `max_bytes` (see [`span`]). Where the address space is short
+    /// of that span, a smaller one (fewer bodies in the file, the rest in memory).
+    pub fn new(max_bytes: u64) -> io::Result<BodyFile> {
         // SAFETY: a plain syscall with a NUL-terminated name.
         let fd = unsafe { libc::memfd_create(c"proxy-cache".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: memfd_create returned a new descriptor nobody else owns.
-        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-        Ok(BodyFile { fd, next: 0 })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut span = span(max_bytes);
+        loop {
+            // SAFETY: a read-only shared mapping of our own file: pages past its end are never
+            // read (only written bodies are), so nothing faults.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    span as usize,
+                    libc::PROT_READ,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr != libc::MAP_FAILED {
+                let arena = Arena {
+                    fd,
+                    base: ptr.cast(),
+                    span,
+                    free: Mutex::new(Free::new(span)),
+                };
+                return Ok(BodyFile {
+                    arena: Arc::new(arena),
+                });
+            }
+            let e = io::Error::last_os_error();
+            if span / 2 < SPAN_MIN {
+                return Err(e);
+            }
+            span = page_round(span / 2);
+        }
     }
 
-    /// Move `body` into the file: the mapped copy and its range, or `None` (a write or the
-    /// mapping failed: the body stays in memory).
+    /// Copy `body` into the file: a view of it there and its range, or `None` (no free range
+    /// fits it, or the write failed: the body stays in memory).
     pub fn put(&mut self, body: &[u8]) -> Option<(Bytes, FileRange)> {
-        let offset = self.next;
-        let len = body.len() as u64;
-        let fd = self.fd.as_raw_fd();
+        let a = &self.arena;
+        let size = page_round(body.len() as u64);
+        let offset = a
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take(size)?;
+        let fd = a.fd.as_raw_fd();
         let mut done = 0;
         while done < body.len() {
             let rest = &body[done..];
@@ -72,68 +157,55 @@ impl BodyFile {
                 )
             };
             if n <= 0 {
-                punch(fd, offset, done as u64);
+                a.release(offset, size);
                 return None;
             }
             done += n as usize;
         }
-        let map_len = page_round(len) as usize;
-        // SAFETY: a read-only shared mapping of pages of our file that were just written.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                fd,
-                offset as libc::off_t,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            punch(fd, offset, len);
-            return None;
-        }
-        self.next = offset + map_len as u64;
-        let mapped = Mapped {
-            ptr: ptr.cast(),
-            len: body.len(),
-            map_len,
+        let stored = Stored {
+            arena: a.clone(),
             offset,
-            file: self.fd.clone(),
+            len: body.len(),
+            size,
         };
-        Some((Bytes::from_owner(mapped), FileRange { fd, offset }))
+        Some((Bytes::from_owner(stored), FileRange { fd, offset }))
     }
 }
 
-/// A body's read-only mapping; dropping it unmaps it and gives its pages back.
-struct Mapped {
-    ptr: *const u8,
-    len: usize,
-    map_len: usize,
+impl Arena {
+    /// Give `size` bytes at `offset` back: their pages out of the file, their range free.
+    fn release(&self, offset: u64, size: u64) {
+        punch(self.fd.as_raw_fd(), offset, size);
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        free.give(offset, size);
+    }
+}
+
+/// A body in the file: its view of the mapping; dropping it gives its range back.
+struct Stored {
+    arena: Arc<Arena>,
     offset: u64,
-    file: Arc<OwnedFd>,
+    len: usize,
+    /// Its bytes of file (whole pages).
+    size: u64,
 }
 
-// SAFETY: the mapping is process-wide and read-only; nothing in it is tied to a thread.
-unsafe impl Send for Mapped {}
-
-impl AsRef<[u8]> for Mapped {
+impl AsRef<[u8]> for Stored {
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: `ptr` maps `map_len >= len` readable bytes until `drop`.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        // SAFETY: `offset + len` lies within the mapping, written before this view was made,
+        // and no other body is written there until this one is dropped.
+        unsafe { std::slice::from_raw_parts(self.arena.base.add(self.offset as usize), self.len) }
     }
 }
 
-impl Drop for Mapped {
+impl Drop for Stored {
     fn drop(&mut self) {
-        // SAFETY: our own mapping, unmapped once; the file is still open (we hold it).
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.map_len) };
-        punch(self.file.as_raw_fd(), self.offset, self.map_len as u64);
+        self.arena.release(self.offset, self.size);
     }
 }
 
 /// Give the pages of `len` bytes at `offset` back. A failure leaves them in use until the
-/// worker ends: nothing else depends on it.
+/// range is written again or the worker ends: nothing else depends on it.
 fn punch(fd: RawFd, offset: u64, len: u64) {
     if len == 0 {
         return;
@@ -146,5 +218,87 @@ fn punch(fd: RawFd, offset: u64, len: u64) {
             offset as libc::off_t,
             page_round(len) as libc::off_t,
         );
+    }
+}
+
+/// The free ranges of a span, by offset (to join neighbours) and by size (best fit: the
+/// smallest range that fits, the lowest of those, keeps large ranges for large bodies).
+#[derive(Debug)]
+struct Free {
+    by_offset: BTreeMap<u64, u64>,
+    by_size: BTreeSet<(u64, u64)>,
+}
+
+impl Free {
+    fn new(span: u64) -> Free {
+        let mut f = Free {
+            by_offset: BTreeMap::new(),
+            by_size: BTreeSet::new(),
+        };
+        f.insert(0, span);
+        f
+    }
+
+    fn insert(&mut self, offset: u64, size: u64) {
+        self.by_offset.insert(offset, size);
+        self.by_size.insert((size, offset));
+    }
+
+    fn delete(&mut self, offset: u64, size: u64) {
+        self.by_offset.remove(&offset);
+        self.by_size.remove(&(size, offset));
+    }
+
+    /// The offset of `size` free bytes, now taken.
+    fn take(&mut self, size: u64) -> Option<u64> {
+        let &(have, offset) = self.by_size.range((size, 0)..).next()?;
+        self.delete(offset, have);
+        if have > size {
+            self.insert(offset + size, have - size);
+        }
+        Some(offset)
+    }
+
+    /// `size` bytes at `offset` are free again, joined with the free ranges they touch.
+    fn give(&mut self, mut offset: u64, mut size: u64) {
+        let before = self
+            .by_offset
+            .range(..offset)
+            .next_back()
+            .map(|(&o, &s)| (o, s));
+        if let Some((o, s)) = before.filter(|&(o, s)| o + s == offset) {
+            self.delete(o, s);
+            offset = o;
+            size += s;
+        }
+        let after = self.by_offset.get(&(offset + size)).copied();
+        if let Some(s) = after {
+            self.delete(offset + size, s);
+            size += s;
+        }
+        self.insert(offset, size);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Free;
+
+    #[test]
+    fn free_ranges_fit_best_and_join_again() {
+        let mut f = Free::new(100);
+        assert_eq!(f.take(10), Some(0));
+        assert_eq!(f.take(20), Some(10));
+        assert_eq!(f.take(5), Some(30));
+        assert_eq!(f.take(70), None, "65 left");
+        f.give(10, 20);
+        // Best fit: the 20 freed at 10, not the 65 at 35.
+        assert_eq!(f.take(15), Some(10));
+        f.give(0, 10);
+        f.give(25, 5);
+        f.give(10, 15);
+        f.give(30, 5);
+        assert_eq!(f.by_offset.len(), 1, "all joined: {:?}", f.by_offset);
+        assert_eq!(f.take(100), Some(0));
     }
 }

@@ -30,6 +30,8 @@ pub mod validate;
 pub mod vary;
 
 #[cfg(test)]
+mod memfd_tests;
+#[cfg(test)]
 mod rfc_tests;
 #[cfg(test)]
 mod tests;

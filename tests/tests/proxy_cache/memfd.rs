@@ -103,3 +103,46 @@ fn memfds() -> Vec<(String, u64)> {
     }
     out
 }
+
+/// The most mappings of one body file in this process (the proxies run in it; tests beside
+/// this one may run proxies of their own: each file is counted apart, by its inode).
+fn most_mappings_of_one_body_file() -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").expect("/proc/self/maps");
+    let mut per_file = std::collections::HashMap::<String, usize>::new();
+    for line in maps.lines().filter(|l| l.contains("memfd:proxy-cache")) {
+        let inode = line.split_whitespace().nth(4).unwrap_or("").to_string();
+        *per_file.entry(inode).or_default() += 1;
+    }
+    per_file.values().copied().max().unwrap_or(0)
+}
+
+#[test]
+fn stored_bodies_cost_the_process_a_bounded_number_of_mappings() {
+    // The kernel's limit (vm.max_map_count, 65,530) is the whole process's: a mapping per
+    // stored body ran it out, and the allocator's next mmap failed (an abort). 1500 bodies
+    // of 4 KiB, all held (64 MiB), must not cost 1500 mappings.
+    let o = tests::origin();
+    let (p, addr) = tests::start_proxy(&[o.addr()], &["--cache", "64MiB"]);
+    let mut c = Client::connect(addr);
+    let n = 1500;
+    for k in 0..n {
+        let path = format!("/n{k}?size=4KiB");
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: m\r\n\r\n").as_bytes())
+            .unwrap();
+        let r = raw::response(&mut c, &path);
+        assert_eq!(
+            (r.status, r.header("x-cache")),
+            (200, Some("MISS")),
+            "{path}"
+        );
+    }
+    let most = most_mappings_of_one_body_file();
+    assert!(
+        most <= 4,
+        "{n} bodies stored: {most} mappings of one body file"
+    );
+    on_one_connection(addr, "/n0?size=4KiB", 4096, "HIT", 2);
+    on_one_connection(addr, &format!("/n{}?size=4KiB", n - 1), 4096, "HIT", 2);
+    assert_eq!(o.requests(), n);
+    p.shutdown().unwrap();
+}

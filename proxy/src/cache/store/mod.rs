@@ -310,7 +310,7 @@ impl Store {
     /// Keep complete bodies of [`FILE_BODY_MIN`] bytes and more in a memfd (sent with
     /// sendfile). Without a memfd (the call failed) bodies stay in memory.
     pub fn with_body_file(mut self) -> Store {
-        self.file = BodyFile::new().ok();
+        self.file = BodyFile::new(self.max_bytes).ok();
         self
     }
 
