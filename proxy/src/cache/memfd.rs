@@ -133,43 +133,56 @@ impl BodyFile {
         }
     }
 
-    /// Copy `body` into the file: a view of it there and its range, or `None` (no free range
-    /// fits it, or the write failed: the body stays in memory).
-    pub fn put(&mut self, body: &[u8]) -> Option<(Bytes, FileRange)> {
+    /// Copy the body `parts` (its bytes in order) into the file: a view of it there and its
+    /// range, or `None` (no free range fits it, or a write failed: the body stays in memory).
+    pub fn put(&mut self, parts: &[&[u8]]) -> Option<(Bytes, FileRange)> {
         let a = &self.arena;
-        let size = page_round(body.len() as u64);
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let size = page_round(len as u64);
         let offset = a
             .free
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take(size)?;
         let fd = a.fd.as_raw_fd();
-        let mut done = 0;
-        while done < body.len() {
-            let rest = &body[done..];
-            // SAFETY: `rest` is valid for its length; the fd is ours.
-            let n = unsafe {
-                libc::pwrite(
-                    fd,
-                    rest.as_ptr().cast(),
-                    rest.len(),
-                    (offset + done as u64) as libc::off_t,
-                )
-            };
-            if n <= 0 {
+        let mut at = offset;
+        for part in parts {
+            if !write_at(fd, part, at) {
                 a.release(offset, size);
                 return None;
             }
-            done += n as usize;
+            at += part.len() as u64;
         }
         let stored = Stored {
             arena: a.clone(),
             offset,
-            len: body.len(),
+            len,
             size,
         };
         Some((Bytes::from_owner(stored), FileRange { fd, offset }))
     }
+}
+
+/// Write all of `buf` at `offset` of the file; `false`: a write failed (no room in memory).
+fn write_at(fd: RawFd, buf: &[u8], offset: u64) -> bool {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &buf[done..];
+        // SAFETY: `rest` is valid for its length; the fd is ours.
+        let n = unsafe {
+            libc::pwrite(
+                fd,
+                rest.as_ptr().cast(),
+                rest.len(),
+                (offset + done as u64) as libc::off_t,
+            )
+        };
+        if n <= 0 {
+            return false;
+        }
+        done += n as usize;
+    }
+    true
 }
 
 impl Arena {

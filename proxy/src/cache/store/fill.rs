@@ -2,12 +2,13 @@
 //! variant may stream), its body appended, finished (it replaces the older entry of its
 //! variant) or abandoned.
 
-use super::super::memfd::FILE_BODY_MIN;
+use super::super::memfd::{FileRange, FILE_BODY_MIN};
 use super::super::policy::Storable;
+use super::filled::Filled;
 use super::{
     served_len, Append, Entry, Handle, Key, Meta, OwnedKey, Slot, State, Store, ENTRY_OVERHEAD, NIL,
 };
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 impl Store {
     /// Start filling `key` (after a `Miss` or `Stale`): later lookups wait for it. `None`:
@@ -110,8 +111,7 @@ impl Store {
                 held: None,
                 interim: Bytes::new(),
             },
-            chunks: Vec::new(),
-            len: 0,
+            filled: Filled::default(),
         };
         e.wake(false);
         true
@@ -150,10 +150,10 @@ impl Store {
 
     /// Copy body bytes into a filling entry.
     pub fn append(&mut self, h: Handle, data: &[u8]) -> Append {
-        let Some(State::Filling { len, .. }) = self.entry(h).map(|e| &e.state) else {
+        let Some(State::Filling { filled, .. }) = self.entry(h).map(|e| &e.state) else {
             return Append::Dropped;
         };
-        if *len + data.len() as u64 > self.max_object {
+        if filled.len() + data.len() as u64 > self.max_object {
             self.stats.dropped_too_large += 1;
             self.remove(h.slot);
             return Append::Dropped;
@@ -169,9 +169,8 @@ impl Store {
         self.bytes += data.len() as u64;
         let e = self.at_mut(h.slot);
         e.size += data.len() as u64;
-        if let State::Filling { chunks, len, .. } = &mut e.state {
-            chunks.push(Bytes::copy_from_slice(data));
-            *len += data.len() as u64;
+        if let State::Filling { filled, meta } = &mut e.state {
+            filled.push(data, meta.declared);
         }
         e.wake(true);
         Append::Kept
@@ -186,42 +185,16 @@ impl Store {
         if !matches!(e.state, State::Filling { .. }) {
             return false;
         }
-        let State::Filling {
-            chunks,
-            len,
-            mut meta,
-        } = std::mem::replace(&mut e.state, State::AwaitingHead)
+        let State::Filling { filled, mut meta } =
+            std::mem::replace(&mut e.state, State::AwaitingHead)
         else {
             unreachable!("checked above");
         };
-        if meta.declared.is_some_and(|d| d != len) {
+        if meta.declared.is_some_and(|d| d != filled.len()) {
             self.remove(h.slot);
             return false;
         }
-        let body = match chunks.len() {
-            0 => Bytes::new(),
-            1 => chunks.into_iter().next().unwrap_or_default(),
-            _ => {
-                let mut b = BytesMut::with_capacity(len as usize);
-                for c in &chunks {
-                    b.extend_from_slice(c);
-                }
-                b.freeze()
-            }
-        };
-        // A part joins the stored part it touches (RFC 9111 3.4), whole once it is all there.
-        let body = match meta.held {
-            Some(_) => self.combine(h.slot, &mut meta, body),
-            None => body,
-        };
-        // Larger bodies move to the body file (sent with sendfile; the entry keeps a mapping).
-        let (body, file) = match &mut self.file {
-            Some(f) if body.len() >= FILE_BODY_MIN => match f.put(&body) {
-                Some((mapped, range)) => (mapped, Some(range)),
-                None => (body, None),
-            },
-            _ => (body, None),
-        };
+        let (body, file) = self.settle(h.slot, &filled, &mut meta);
         // A `Bytes` made from a Vec allocates its shared header on its first clone: take that
         // clone here, once, so that hits never allocate.
         drop(body.clone());
@@ -230,6 +203,29 @@ impl Store {
         e.wake(false);
         self.replace_older(h.slot);
         true
+    }
+
+    /// The body a fill of slot `i` stores, and where it lies in the body file if it went
+    /// there (bodies of `FILE_BODY_MIN` bytes and more, when there is one: sent with sendfile,
+    /// the entry keeps a view of the file's mapping), else in memory.
+    fn settle(&mut self, i: u32, filled: &Filled, meta: &mut Meta) -> (Bytes, Option<FileRange>) {
+        // A part joins the stored part it touches (RFC 9111 3.4), whole once it is all there.
+        let joined = meta
+            .held
+            .is_some()
+            .then(|| self.combine(i, meta, filled.to_bytes()));
+        let len = joined.as_ref().map_or(filled.len(), |b| b.len() as u64);
+        if let Some(f) = self.file.as_mut().filter(|_| len >= FILE_BODY_MIN as u64) {
+            // Straight from the fill's blocks: no copy of the whole body on the way.
+            let parts: Vec<&[u8]> = match &joined {
+                Some(b) => vec![&b[..]],
+                None => filled.parts().collect(),
+            };
+            if let Some((mapped, range)) = f.put(&parts) {
+                return (mapped, Some(range));
+            }
+        }
+        (joined.unwrap_or_else(|| filled.to_bytes()), None)
     }
 
     /// Remove the complete entries of the same key and variant as `i` (what it replaces).

@@ -15,13 +15,15 @@
 //! failure) each waiter still has sent nothing and makes its own request.
 //!
 //! Files: this one has the slab, the lookups and the reads; `key` the key; `fill` an entry's
-//! fill, from its start to its end; `lru` eviction and the LRU list.
+//! fill, from its start to its end; `filled` a fill's body as it arrives; `lru` eviction and
+//! the LRU list.
 //!
 //! The byte bound counts keys, heads, bodies and a per-entry overhead. `Bytes` already handed
 //! to a connection stay alive until it is done with them, beyond the bound, as any response
 //! being written does.
 
 mod fill;
+mod filled;
 mod key;
 mod lru;
 mod partial;
@@ -177,8 +179,7 @@ enum State {
     AwaitingHead,
     Filling {
         meta: Meta,
-        chunks: Vec<Bytes>,
-        len: u64,
+        filled: filled::Filled,
     },
     Complete {
         meta: Meta,
@@ -579,23 +580,7 @@ impl Store {
         };
         let read = match &e.state {
             State::AwaitingHead => Read::Pending,
-            State::Filling { chunks, len, .. } => {
-                if offset >= *len {
-                    Read::Pending
-                } else {
-                    let mut start = 0u64;
-                    let mut out = Read::Pending;
-                    for c in chunks {
-                        let end = start + c.len() as u64;
-                        if offset < end {
-                            out = Read::Data(c.slice((offset - start) as usize..));
-                            break;
-                        }
-                        start = end;
-                    }
-                    out
-                }
-            }
+            State::Filling { filled, .. } => filled.read(offset).map_or(Read::Pending, Read::Data),
             State::Complete { body, .. } => match usize::try_from(offset) {
                 Ok(o) if o < body.len() => Read::Data(body.slice(o..)),
                 _ => Read::End,
