@@ -34,6 +34,9 @@ const PAGE: u64 = 4096;
 /// The smallest span worth a file: below it, no file (every body in memory).
 const SPAN_MIN: u64 = 1 << 20;
 
+/// The most iovecs one `pwritev` takes (Linux's `UIO_MAXIOV`).
+const IOV_MAX: usize = 1024;
+
 /// Where a stored body lies in the worker's body file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileRange {
@@ -145,13 +148,9 @@ impl BodyFile {
             .unwrap_or_else(PoisonError::into_inner)
             .take(size)?;
         let fd = a.fd.as_raw_fd();
-        let mut at = offset;
-        for part in parts {
-            if !write_at(fd, part, at) {
-                a.release(offset, size);
-                return None;
-            }
-            at += part.len() as u64;
+        if !write_at(fd, parts, offset) {
+            a.release(offset, size);
+            return None;
         }
         let stored = Stored {
             arena: a.clone(),
@@ -163,24 +162,38 @@ impl BodyFile {
     }
 }
 
-/// Write all of `buf` at `offset` of the file; `false`: a write failed (no room in memory).
-fn write_at(fd: RawFd, buf: &[u8], offset: u64) -> bool {
-    let mut done = 0;
-    while done < buf.len() {
-        let rest = &buf[done..];
-        // SAFETY: `rest` is valid for its length; the fd is ours.
-        let n = unsafe {
-            libc::pwrite(
-                fd,
-                rest.as_ptr().cast(),
-                rest.len(),
-                (offset + done as u64) as libc::off_t,
-            )
-        };
+/// Write all of `parts`, in order, at `offset` of the file: one `pwritev` for a body in many
+/// blocks (a fill's), more only if the kernel takes part of it. `false`: a write failed (no
+/// room in memory).
+fn write_at(fd: RawFd, parts: &[&[u8]], offset: u64) -> bool {
+    let mut iov: Vec<libc::iovec> = parts
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        })
+        .collect();
+    let (mut first, mut at) = (0, offset);
+    while first < iov.len() {
+        let rest = &iov[first..iov.len().min(first + IOV_MAX)];
+        // SAFETY: every iovec points into a part, valid for its length; the fd is ours.
+        let n = unsafe { libc::pwritev(fd, rest.as_ptr(), rest.len() as i32, at as libc::off_t) };
         if n <= 0 {
             return false;
         }
-        done += n as usize;
+        at += n as u64;
+        let mut n = n as usize;
+        while n > 0 && n >= iov[first].iov_len {
+            n -= iov[first].iov_len;
+            first += 1;
+        }
+        if n > 0 {
+            let v = &mut iov[first];
+            // SAFETY: `n` is less than the iovec's length: still within its part.
+            v.iov_base = unsafe { v.iov_base.cast::<u8>().add(n) }.cast();
+            v.iov_len -= n;
+        }
     }
     true
 }
@@ -295,7 +308,30 @@ impl Free {
 
 #[cfg(test)]
 mod tests {
-    use super::Free;
+    use super::{BodyFile, Free, IOV_MAX};
+
+    #[test]
+    fn a_body_in_more_parts_than_one_write_takes_reads_back_whole() {
+        let body: Vec<u8> = (0..(IOV_MAX * 3 / 2) * 7)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let parts: Vec<&[u8]> = body.chunks(7).chain([&[][..]]).collect();
+        let mut f = BodyFile::new(1 << 20).expect("a body file");
+        let (stored, range) = f.put(&parts).expect("room");
+        assert_eq!(&stored[..], &body[..]);
+        let mut back = vec![0u8; body.len()];
+        // SAFETY: a read into our buffer from our open file.
+        let n = unsafe {
+            libc::pread(
+                range.fd,
+                back.as_mut_ptr().cast(),
+                back.len(),
+                range.offset as libc::off_t,
+            )
+        };
+        assert_eq!(n, body.len() as isize);
+        assert_eq!(back, body, "the file holds it");
+    }
 
     #[test]
     fn free_ranges_fit_best_and_join_again() {
