@@ -345,10 +345,10 @@ impl CeilingArgs {
         if self.load.stages.is_some() {
             return Err("--stages: the search chooses the rates (use --from and --upper)".into());
         }
-        if self.load.dist.series.is_some() {
-            return Err("--series applies to a plain run (every step is in --json)".into());
-        }
-        Ok(())
+        self.load
+            .dist
+            .only_for_runs("ceiling")
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -582,20 +582,29 @@ impl DistArgs {
 }
 
 impl DistArgs {
-    /// `loader compare` runs rounds on one machine: sharding, a start time and an interval
-    /// log (rewritten every round) have no meaning there.
-    pub fn only_for_runs(&self) -> Result<(), LoadError> {
-        if self.shard.is_some()
-            || self.start_at.is_some()
-            || self.hdr_log.is_some()
-            || self.series.is_some()
-        {
-            return Err(LoadError::Invalid(
-                "--shard, --start-at, --hdr-log and --series apply to a plain run, not to \
-                 compare"
-                    .into(),
-            ));
+    /// The flags given that only a plain run honours: `compare` and `ceiling` run many loads
+    /// on one machine, where a shard of the load, a start time, and an interval log or series
+    /// (rewritten by every round or step) have no meaning. One list for both commands.
+    fn run_only_given(&self) -> Vec<&'static str> {
+        [
+            ("--shard", self.shard.is_some()),
+            ("--start-at", self.start_at.is_some()),
+            ("--hdr-log", self.hdr_log.is_some()),
+            ("--series", self.series.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(flag, given)| given.then_some(flag))
+        .collect()
+    }
+
+    /// Refuse the run-only flags given to `command` ("compare", "ceiling"), naming the first.
+    pub fn only_for_runs(&self, command: &str) -> Result<(), LoadError> {
+        match self.run_only_given().first() {
+            None => Ok(()),
+            Some(flag) => Err(LoadError::Invalid(format!(
+                "{flag} applies to a plain run, not to {command} (--shard, --start-at, \
+                 --hdr-log and --series are a plain run's)"
+            ))),
         }
-        Ok(())
     }
 }

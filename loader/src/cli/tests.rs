@@ -346,7 +346,7 @@ mod shard_flags {
         let Some(Command::Compare(c)) = c.command else {
             panic!("compare")
         };
-        assert!(c.load.dist.only_for_runs().is_err());
+        assert!(c.load.dist.only_for_runs("compare").is_err());
     }
 }
 
@@ -415,5 +415,22 @@ mod ceiling_flags {
         assert!(
             e(&["--p99", "1ms", "--from", "10", "--upper", "5", "http://x/"]).contains("above")
         );
+    }
+
+    /// Sharding, a start time and interval logs are a plain run's: a search ignored them
+    /// (started at once, sent the whole rate, kept the last step's log only).
+    #[test]
+    fn run_only_flags_are_refused() {
+        let e = |a: &[&str]| ceiling(a).validate().unwrap_err();
+        for (flag, value) in [
+            ("--shard", "1/2"),
+            ("--start-at", "1767225600"),
+            ("--hdr-log", "x.hlog"),
+            ("--series", "x.csv"),
+        ] {
+            let msg = e(&["--p99", "1ms", flag, value, "http://x/"]);
+            assert!(msg.starts_with(flag), "{flag}: {msg}");
+            assert!(msg.contains("not to ceiling"), "{flag}: {msg}");
+        }
     }
 }

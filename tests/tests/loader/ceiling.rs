@@ -363,6 +363,22 @@ fn usage_errors_exit_2_with_one_line() {
             "http://127.0.0.1:1/",
         ],
         &["--p99", "10ms", "--watch-pid", "0", "http://127.0.0.1:1/"],
+        // A plain run's flags: the search would ignore them.
+        &["--p99", "10ms", "--shard", "1/2", "http://127.0.0.1:1/"],
+        &[
+            "--p99",
+            "10ms",
+            "--start-at",
+            "4102444800",
+            "http://127.0.0.1:1/",
+        ],
+        &[
+            "--p99",
+            "10ms",
+            "--hdr-log",
+            "x.hlog",
+            "http://127.0.0.1:1/",
+        ],
     ] {
         let r = ceiling(args);
         assert_eq!(r.status.code(), Some(2), "{args:?}: {}", r.stderr);
