@@ -69,13 +69,9 @@ fn run_load(urls: &[String], args: &LoadArgs, compat: &CompatArgs, stop: Arc<Shu
         ("-e", &extra.csv),
         ("-g", &extra.gnuplot),
     ];
-    for (flag, path) in files {
-        if let Some(path) = path {
-            if let Err(e) = check_writable(path) {
-                eprintln!("loader: {flag} {}: {e}", path.display());
-                return 2;
-            }
-        }
+    if let Err(e) = check_outputs(&files) {
+        eprintln!("loader: {e}");
+        return 2;
     }
     if let Some(code) = crate::shard::wait_for_start(opts.start_at, opts.quiet, &stop) {
         return code;
@@ -103,6 +99,17 @@ fn run_load(urls: &[String], args: &LoadArgs, compat: &CompatArgs, stop: Arc<Shu
     } else {
         0
     }
+}
+
+/// Every file the command will write after its load, checked with [`check_writable`]; the
+/// error names the flag and the path.
+fn check_outputs(files: &[(&str, &Option<std::path::PathBuf>)]) -> Result<(), String> {
+    for (flag, path) in files {
+        if let Some(path) = path {
+            check_writable(path).map_err(|e| format!("{flag} {}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// A file the run will write after the load: open it for writing now (without truncating
@@ -203,6 +210,10 @@ fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
     if let Err(e) = check_watched(&args.watch_pid) {
         return usage(&e);
     }
+    // The comparison writes A's --json and --plot (B's are the same flags).
+    if let Err(e) = check_outputs(&[("--json", &a.json), ("--plot", &a.plot)]) {
+        return usage(&e);
+    }
     let plan = ComparePlan {
         a,
         b,
@@ -251,6 +262,11 @@ fn run_ceiling(args: &CeilingArgs, stop: Arc<ShutdownFlag>) -> i32 {
             }
             Err(e) => return usage(&e),
         }
+    }
+    // The search writes A's --json and --plot (B's are the same flags).
+    let a = &sides[0];
+    if let Err(e) = check_outputs(&[("--json", &a.json), ("--plot", &a.plot)]) {
+        return usage(&e);
     }
     crate::ceiling::run_ceiling(&search, &sides, stop)
 }

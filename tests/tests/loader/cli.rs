@@ -113,6 +113,53 @@ fn json_and_plot_files() {
     assert_eq!(origin.requests(), 100);
 }
 
+/// `compare` and `ceiling` check every output path before any load, as a plain run does: a
+/// path that cannot be written is a usage error (exit 2) naming the flag, and the target
+/// sees no request (the whole comparison or search used to run, then fail with exit 1).
+#[test]
+fn compare_and_ceiling_check_their_output_paths_before_the_load() {
+    let origin = tests::origin();
+    let (a, b) = (origin.url("/a"), origin.url("/b"));
+    let bad = "/nonexistent/loader-test/out";
+    let search: &[&str] = &["ceiling", "--p99", "1s", "--from", "10", "--upper", "10"];
+    let search = [search, &["-d", "100ms", "-c", "1", "-q"]].concat();
+    for (head, flag) in [
+        (
+            vec!["compare", &a, &b, "-n", "1", "-c", "1", "-q"],
+            "--json",
+        ),
+        (
+            vec!["compare", &a, &b, "-n", "1", "-c", "1", "-q"],
+            "--plot",
+        ),
+        ([search.clone(), vec![&a]].concat(), "--json"),
+        ([search.clone(), vec![&a]].concat(), "--plot"),
+    ] {
+        let mut argv = head.clone();
+        argv.extend([flag, bad]);
+        argv.extend(SMALL);
+        let out = loader(&argv);
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{argv:?}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "{argv:?}: {}",
+            tests::text(&out.stdout)
+        );
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{argv:?}: not one line: {stderr}");
+        assert!(
+            lines[0].starts_with(&format!("loader: {flag} {bad}: ")),
+            "{argv:?}: {stderr}"
+        );
+    }
+    assert_eq!(
+        origin.requests(),
+        0,
+        "a load ran before the paths were checked"
+    );
+}
+
 #[test]
 fn nothing_listening_exits_1_with_every_attempt_counted() {
     // Bound and not listening for the whole test: connects are refused.
