@@ -243,6 +243,24 @@ pub struct CompareArgs {
     pub load: LoadArgs,
 }
 
+impl CompareArgs {
+    /// Combinations clap cannot check; the message names the flag.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        // Both sides take the same load flags: a file of URLs or requests would be sent from
+        // A and from B alike, neither side being the URL the table names.
+        let files = [
+            ("--urls", self.load.url_file.is_some()),
+            ("--targets", self.load.targets.is_some()),
+        ];
+        if let Some((flag, _)) = files.iter().find(|(_, given)| *given) {
+            return Err(LoadError::Invalid(format!(
+                "{flag}: compare runs URL_A against URL_B, give them on the command line"
+            )));
+        }
+        self.load.dist.only_for_runs("compare")
+    }
+}
+
 /// `loader merge FILE... [--json FILE]`.
 #[derive(Debug, Clone, Args)]
 pub struct MergeArgs {

@@ -196,7 +196,7 @@ fn run_compare(args: &CompareArgs, stop: Arc<ShutdownFlag>) -> i32 {
         eprintln!("loader: {e}");
         2
     };
-    if let Err(e) = args.load.dist.only_for_runs("compare") {
+    if let Err(e) = args.validate() {
         return usage(&e);
     }
     let a = match args.load.to_options(std::slice::from_ref(&args.url_a)) {

@@ -160,6 +160,34 @@ fn compare_and_ceiling_check_their_output_paths_before_the_load() {
     );
 }
 
+/// `compare --urls FILE` (or `--targets FILE`) would send the file's URLs from both sides, A
+/// and B no longer being what the table names: a usage error, with no load run.
+#[test]
+fn compare_refuses_url_files() {
+    let origin = tests::origin();
+    let (a, b) = (origin.url("/a"), origin.url("/b"));
+    let file = temp_path("compare-urls.txt");
+    std::fs::write(&file, format!("{}\n", origin.url("/from-the-file"))).unwrap();
+    let f = file.display().to_string();
+    for flag in ["--urls", "--targets"] {
+        let argv = ["compare", &a, &b, "-n", "2", "-c", "1", "-q", flag, &f];
+        let out = loader(&[&argv[..], SMALL].concat());
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(
+            out.stdout.is_empty(),
+            "{flag}: {}",
+            tests::text(&out.stdout)
+        );
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flag}: not one line: {stderr}");
+        assert!(lines[0].starts_with(&format!("loader: {flag}")), "{stderr}");
+        assert!(lines[0].contains("compare"), "{stderr}");
+    }
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(origin.requests(), 0);
+}
+
 #[test]
 fn nothing_listening_exits_1_with_every_attempt_counted() {
     // Bound and not listening for the whole test: connects are refused.
