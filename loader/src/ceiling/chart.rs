@@ -5,7 +5,7 @@
 //!
 //! Invariant: a complete, well-formed SVG whatever the input (no steps, one step, zeros).
 
-use super::report::objective_text;
+use super::report::{objective_text, rate_text};
 use super::run::{Outcome, Step};
 use crate::plot::{escape, nice_step};
 use std::fmt::Write as _;
@@ -95,8 +95,9 @@ fn grid(s: &mut String, a: &Axes) {
         let x = a.x(v);
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{}" text-anchor="middle">{v:.0}</text>"##,
-            y1 + 18.0
+            r##"<line x1="{x:.1}" y1="{y0}" x2="{x:.1}" y2="{y1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{}" text-anchor="middle">{}</text>"##,
+            y1 + 18.0,
+            rate_text(v)
         );
         v += step;
     }
@@ -168,9 +169,10 @@ fn curves(s: &mut String, o: &Outcome, a: &Axes, side: usize) {
         };
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}" stroke="{colour}" stroke-dasharray="6,3"/><text x="{lx:.1}" y="{}" fill="{colour}" text-anchor="{anchor}">ceiling {c:.0}</text>"##,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{}" stroke="{colour}" stroke-dasharray="6,3"/><text x="{lx:.1}" y="{}" fill="{colour}" text-anchor="{anchor}">ceiling {}</text>"##,
             HEIGHT - BOTTOM,
-            TOP + 14.0 + 16.0 * side as f64
+            TOP + 14.0 + 16.0 * side as f64,
+            rate_text(c)
         );
     }
 }
@@ -191,9 +193,9 @@ pub fn render(o: &Outcome) -> String {
     );
     for (i, c) in o.ceilings.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let ceiling = c
-            .rate()
-            .map_or("no ceiling".into(), |r| format!("ceiling {r:.0} req/s"));
+        let ceiling = c.rate().map_or("no ceiling".into(), |r| {
+            format!("ceiling {} req/s", rate_text(r))
+        });
         let _ = writeln!(
             s,
             r##"<rect x="{LEFT}" y="{}" width="14" height="4" fill="{colour}"/><text x="{}" y="{}">{}: {}</text>"##,

@@ -26,6 +26,8 @@ pub mod chart;
 pub mod report;
 pub mod run;
 pub mod search;
+#[cfg(test)]
+mod tests;
 
 use crate::RunOptions;
 use shared::shutdown::ShutdownFlag;

@@ -11,6 +11,16 @@ use std::fmt::Write as _;
 /// The value of the `"schema"` key of a ceiling document.
 pub const SCHEMA: &str = "loader-ceiling/1";
 
+/// A rate as the search offers it ([`super::search::whole`]): whole from 10 up, to the
+/// thousandth below, without trailing zeros.
+pub fn rate_text(r: f64) -> String {
+    if r >= 10.0 {
+        return format!("{r:.0}");
+    }
+    let s = format!("{r:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn ms(us: u64) -> String {
     format!("{:.2}", us as f64 / 1000.0)
 }
@@ -45,14 +55,14 @@ pub fn objective_text(o: &Outcome) -> String {
 pub fn step_line(o: &Outcome, s: &Step) -> String {
     let f = &s.figures;
     format!(
-        "step {}{}: {:.0} req/s offered, {:.0} achieved, {} {} ms, {} errors: {}{}",
+        "step {}{}: {} req/s offered, {} achieved, {} {} ms, {} errors: {}{}",
         o.steps.len() + 1,
         match side_name(o, s.side) {
             "" => String::new(),
             n => format!(" {n}"),
         },
-        f.offered,
-        f.achieved,
+        rate_text(f.offered),
+        rate_text(f.achieved),
         o.objective.label(),
         ms(f.latency_us),
         f.errors,
@@ -95,8 +105,8 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
                 "" => "-".into(),
                 n => n.into(),
             },
-            format!("{:.0}", s.figures.offered),
-            format!("{:.0}", s.figures.achieved),
+            rate_text(s.figures.offered),
+            rate_text(s.figures.achieved),
             ms(pct(h, 0.5)),
             ms(pct(h, 0.99)),
             ms(pct(h, 0.999)),
@@ -131,7 +141,7 @@ pub fn ceiling_line(o: &Outcome, side: usize) -> String {
     let obj = objective_text(o);
     let Some(rate) = c.rate() else {
         let lowest = c.search.lowest_failure().map_or(String::new(), |r| {
-            format!(": every step failed, down to {r:.0} req/s")
+            format!(": every step failed, down to {} req/s", rate_text(r))
         });
         let limited = if o.generator_limited(side) {
             "; GENERATOR-LIMITED: the loader may have been the limit"
@@ -140,13 +150,13 @@ pub fn ceiling_line(o: &Outcome, side: usize) -> String {
         };
         return format!("No ceiling at {obj} ({}){lowest}{limited}", c.url);
     };
-    let mut line = format!("Ceiling: {rate:.0} req/s at {obj} ({})", c.url);
+    let mut line = format!("Ceiling: {} req/s at {obj} ({})", rate_text(rate), c.url);
     let note = match (c.end(), o.stopped) {
         (Some(End::Upper), _) => Some("at least: every step up to --upper passed".to_string()),
         (Some(_), _) => c
             .search
             .lowest_failure()
-            .map(|f| format!("{f:.0} req/s failed")),
+            .map(|f| format!("{} req/s failed", rate_text(f))),
         (None, Some(Stopped::MaxTime)) => {
             Some("at least: --max-time stopped the search before the precision".into())
         }
@@ -187,17 +197,17 @@ pub fn render(o: &Outcome) -> String {
     );
     for (i, c) in o.ceilings.iter().enumerate() {
         let probe = c.probe_rate.map_or(String::new(), |p| {
-            format!(" (closed-loop probe {p:.0} req/s / 4)")
+            format!(" (closed-loop probe {} req/s / 4)", rate_text(p))
         });
         let _ = writeln!(
             s,
-            "{}{}: from {:.0} req/s{probe}",
+            "{}{}: from {} req/s{probe}",
             match side_name(o, i) {
                 "" => String::new(),
                 n => format!("{n} "),
             },
             c.url,
-            c.from
+            rate_text(c.from)
         );
     }
     s.push_str("Latency corrected for coordinated omission; late = the loader's send lateness\n\n");

@@ -293,8 +293,9 @@ pub fn run_search(
                 }
                 let r = probe(o, pd, &stop)?;
                 log(&format!(
-                    "probe {}: {r:.0} req/s closed loop",
-                    o.urls[0].url
+                    "probe {}: {} req/s closed loop",
+                    o.urls[0].url,
+                    super::report::rate_text(r)
                 ));
                 (search::whole(r / 4.0), Some(r))
             }

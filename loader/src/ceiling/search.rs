@@ -158,13 +158,15 @@ pub enum End {
     NothingPassed,
 }
 
-/// A rate as the search offers it: whole requests per second from 10 up (so the rate in the
-/// `Ceiling:` line is the one offered), hundredths below.
+/// A rate as the search offers it: whole requests per second from 10 up, thousandths below
+/// (the unit `--rate` takes), never below [`crate::options::MIN_RATE`] (a rate rounded to 0
+/// would fail the step's own validation). The report prints it in full, so the rate in the
+/// `Ceiling:` line is the one offered.
 pub fn whole(rate: f64) -> f64 {
     if rate >= 10.0 {
         rate.round()
     } else {
-        (rate * 100.0).round() / 100.0
+        ((rate * 1000.0).round() / 1000.0).max(crate::options::MIN_RATE)
     }
 }
 

@@ -1,0 +1,192 @@
+//! The search's figures, verdicts and report from given runs (no I/O): a step's run is built
+//! with [`Load`], as a run of that shape would have measured it.
+
+use super::report;
+use super::run::{figures_of, Ceiling, Outcome, Step};
+use super::search::{self, Objective, Plan, Search, Verdict};
+use crate::stats::{record, Counts, Drain, Histograms, LoadMode, RunResult};
+use std::time::{Duration, UNIX_EPOCH};
+
+const P99_1S: Objective = Objective {
+    quantile: 0.99,
+    limit_us: 1_000_000,
+};
+
+/// What a step's run measured, in the terms that matter to the search.
+#[derive(Debug, Clone)]
+struct Load {
+    rate: f64,
+    /// The load period.
+    elapsed: Duration,
+    /// Attempts started in it.
+    attempts: u64,
+    /// Answered ones, each `latency` after its send; `status` their status.
+    completed: u64,
+    latency: Duration,
+    status: u16,
+    /// In flight at the stop, and how long their drain took.
+    drain: Option<(u64, Duration)>,
+}
+
+impl Load {
+    /// A target that keeps up: every request of `-d` at `rate` answered after `latency`.
+    fn kept_up(rate: f64, d: Duration, latency: Duration) -> Load {
+        let n = (rate * d.as_secs_f64()).round() as u64;
+        let in_flight = (rate * latency.as_secs_f64()).ceil() as u64;
+        Load {
+            rate,
+            elapsed: d,
+            attempts: n,
+            completed: n,
+            latency,
+            status: 200,
+            drain: Some((in_flight, latency)),
+        }
+    }
+
+    fn result(&self) -> RunResult {
+        let mut totals = Counts {
+            attempts: self.attempts,
+            completed: self.completed,
+            ..Counts::default()
+        };
+        for _ in 0..self.completed {
+            totals.count_status(self.status);
+        }
+        if !(200..300).contains(&self.status) {
+            totals.non_2xx = self.completed;
+        }
+        totals.failures.unanswered = self.attempts - self.completed;
+        let mut hist = Histograms::default();
+        let us = self.latency.as_micros() as u64;
+        for _ in 0..self.completed {
+            record(&mut hist.total, us);
+            record(&mut hist.uncorrected, us);
+        }
+        RunResult {
+            started: UNIX_EPOCH,
+            ended: UNIX_EPOCH + self.elapsed,
+            elapsed: self.elapsed,
+            drain: self
+                .drain
+                .map(|(in_flight, took)| Drain { in_flight, took }),
+            warmup: None,
+            requests: Vec::new(),
+            interrupted: false,
+            concurrency: 50,
+            pipeline: 1,
+            keep_alive: true,
+            http10: false,
+            method: "GET".into(),
+            mode: LoadMode::Rate { target: self.rate },
+            workers: 1,
+            driver: shared::runtime::DriverKind::Epoll,
+            pinning: String::new(),
+            urls: Vec::new(),
+            totals,
+            hist,
+            connections_opened: 50,
+            tls: None,
+            tls_protocol: None,
+            source_addresses: 0,
+            server_software: None,
+            accept_variable_length: false,
+            sends_body: false,
+            spin: false,
+            shard: None,
+        }
+    }
+}
+
+fn step(load: &Load, obj: &Objective) -> Step {
+    let result = load.result();
+    let figures = figures_of(&result, load.rate, obj);
+    Step {
+        side: 0,
+        verdict: search::judge(&figures, obj, 0),
+        figures,
+        generator_limited: false,
+        rerun: false,
+        result,
+        loader_cpu: None,
+        wall: load.elapsed,
+        watched: Vec::new(),
+    }
+}
+
+/// A one-URL search of one step at `load.rate`, done.
+fn outcome(load: &Load, obj: &Objective) -> Outcome {
+    let s = step(load, obj);
+    let mut plan = Plan::new(load.rate);
+    plan.upper = Some(load.rate);
+    let mut search = Search::new(plan);
+    search.record(load.rate, s.verdict.passed());
+    Outcome {
+        objective: *obj,
+        max_errors: 0,
+        precision: 0.02,
+        upper: Some(load.rate),
+        ceilings: vec![Ceiling {
+            url: "http://127.0.0.1:1/".into(),
+            from: load.rate,
+            probe_rate: None,
+            search,
+        }],
+        steps: vec![s],
+        watch_pids: Vec::new(),
+        stopped: None,
+        load: "-d 2s".into(),
+        elapsed: load.elapsed,
+    }
+}
+
+/// A rate below 10 req/s is offered to the thousandth and must be printed so: `{:.0}` printed
+/// 3.4 as 3 in the table, the log line and the `Ceiling:` line (the JSON said 3.4).
+#[test]
+fn rates_below_ten_are_printed_as_offered() {
+    let load = Load::kept_up(3.4, Duration::from_secs(5), Duration::from_millis(1));
+    let o = outcome(&load, &P99_1S);
+    assert_eq!(
+        o.steps[0].verdict,
+        Verdict::Pass,
+        "{:?}",
+        o.steps[0].figures
+    );
+    let text = report::render(&o);
+    assert!(text.contains("from 3.4 req/s"), "{text}");
+    assert!(text.contains("Ceiling: 3.4 req/s at p99 <= 1s"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells[2], "3.4", "{row}");
+    let line = report::step_line(&o, &o.steps[0]);
+    assert!(line.contains("3.4 req/s offered"), "{line}");
+    let svg = super::chart::render(&o);
+    assert!(svg.contains("ceiling 3.4 req/s"), "{svg}");
+}
+
+/// The search's rates are rounded for display and offered as printed, yet never below the
+/// lowest rate a run takes: `--from 0.004` (the parser takes 0.001 up) was rounded to 0, and
+/// the step failed with "--rate must be at least 0.001", a flag nobody gave.
+#[test]
+fn rounding_keeps_every_rate_a_run_takes() {
+    assert_eq!(search::whole(0.004), 0.004);
+    assert_eq!(search::whole(3.4), 3.4);
+    assert_eq!(search::whole(3.456), 3.456);
+    assert_eq!(search::whole(12.4), 12.0);
+    for r in [0.001, 0.0014, 0.0016, 0.004, 0.5, 9.9994] {
+        assert!(search::whole(r) >= crate::options::MIN_RATE, "{r}");
+    }
+    // A search from the floor shrinks no lower than it.
+    let mut s = Search::new(Plan::new(0.004));
+    while let Some(r) = s.next_rate() {
+        assert!(r >= crate::options::MIN_RATE, "{r}");
+        s.record(r, false);
+    }
+    assert_eq!(report::rate_text(0.004), "0.004");
+    assert_eq!(report::rate_text(3.4), "3.4");
+    assert_eq!(report::rate_text(5.0), "5");
+    assert_eq!(report::rate_text(1234.0), "1234");
+}
