@@ -55,7 +55,7 @@ pub fn objective_text(o: &Outcome) -> String {
 pub fn step_line(o: &Outcome, s: &Step) -> String {
     let f = &s.figures;
     format!(
-        "step {}{}: {} req/s offered, {} achieved, {} {} ms, {} errors: {}{}",
+        "step {}{}: {} req/s offered, {} achieved, {} {} ms, {} errors{}: {}{}",
         o.steps.len() + 1,
         match side_name(o, s.side) {
             "" => String::new(),
@@ -66,6 +66,10 @@ pub fn step_line(o: &Outcome, s: &Step) -> String {
         o.objective.label(),
         ms(f.latency_us),
         f.errors,
+        match f.error_status {
+            0 => String::new(),
+            n => format!(" ({n} non-2xx/3xx)"),
+        },
         s.verdict.label(),
         if s.generator_limited {
             " (generator-limited)"
@@ -87,6 +91,7 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
         "p99.9 ms",
         "late p99 ms",
         "errors",
+        "non-2xx/3xx",
         "loader CPU",
     ]
     .iter()
@@ -112,6 +117,7 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
             ms(pct(h, 0.999)),
             ms(s.figures.lateness_p99_us),
             s.figures.errors.to_string(),
+            s.figures.error_status.to_string(),
             s.loader_cpu_percent()
                 .map_or("n/a".into(), |p| format!("{p:.0}%")),
         ];
@@ -315,7 +321,10 @@ pub struct StepDoc {
     pub offered: f64,
     pub achieved: f64,
     pub objective_latency_ms: f64,
+    /// Failed requests, answers outside 2xx and 3xx included.
     pub errors: u64,
+    /// Of the errors, the answers outside 2xx and 3xx.
+    pub non_2xx_3xx: u64,
     pub send_lateness_p99_ms: f64,
     pub verdict: String,
     pub generator_limited: bool,
@@ -357,6 +366,7 @@ fn step_doc(o: &Outcome, s: &Step) -> StepDoc {
         achieved: f.achieved,
         objective_latency_ms: f.latency_us as f64 / 1000.0,
         errors: f.errors,
+        non_2xx_3xx: f.error_status,
         send_lateness_p99_ms: f.lateness_p99_us as f64 / 1000.0,
         verdict: format!("{:?}", s.verdict).to_lowercase(),
         generator_limited: s.generator_limited,

@@ -151,9 +151,21 @@ pub fn achieved_in_step(r: &RunResult) -> f64 {
     r.totals.completed as f64 / s
 }
 
+/// Answers outside 2xx and 3xx: what wrk reports as "Non-2xx or 3xx responses". A target
+/// that sheds load answers 503 at once; counted as successes, such answers passed every step.
+pub fn error_status(r: &RunResult) -> u64 {
+    r.totals
+        .status
+        .iter()
+        .filter(|(code, _)| !(200..400).contains(code))
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// The figures the verdict reads.
 pub fn figures_of(r: &RunResult, offered: f64, obj: &Objective) -> StepFigures {
     let late = &r.hist.send_lateness;
+    let error_status = error_status(r);
     StepFigures {
         offered,
         achieved: achieved_in_step(r),
@@ -162,7 +174,8 @@ pub fn figures_of(r: &RunResult, offered: f64, obj: &Objective) -> StepFigures {
         } else {
             r.hist.total.value_at_quantile(obj.quantile)
         },
-        errors: r.totals.failures.total(),
+        errors: r.totals.failures.total() + error_status,
+        error_status,
         lateness_p99_us: if late.is_empty() {
             0
         } else {

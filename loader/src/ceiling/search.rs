@@ -32,8 +32,10 @@ pub struct StepFigures {
     pub achieved: f64,
     /// The objective's percentile of the corrected latency, µs.
     pub latency_us: u64,
-    /// Failed requests.
+    /// Failed requests: attempts without a complete answer, and answers outside 2xx and 3xx.
     pub errors: u64,
+    /// Of the errors, the answers outside 2xx and 3xx.
+    pub error_status: u64,
     /// Send lateness p99, µs (0 when no send waited).
     pub lateness_p99_us: u64,
 }
@@ -278,6 +280,7 @@ mod tests {
             achieved,
             latency_us,
             errors,
+            error_status: 0,
             lateness_p99_us: 0,
         }
     }

@@ -190,3 +190,42 @@ fn rounding_keeps_every_rate_a_run_takes() {
     assert_eq!(report::rate_text(5.0), "5");
     assert_eq!(report::rate_text(1234.0), "1234");
 }
+
+/// Every answer a 503 (an overloaded target's answer): each is an error, as wrk's "Non-2xx or
+/// 3xx responses" line counts it, and the step fails on errors; the table and the JSON show
+/// how many of the errors were such answers. (They counted as successes: every step passed.)
+#[test]
+fn answers_outside_2xx_and_3xx_are_errors() {
+    let mut load = Load::kept_up(100.0, Duration::from_millis(500), Duration::from_millis(1));
+    load.status = 503;
+    let o = outcome(&load, &P99_1S);
+    let s = &o.steps[0];
+    assert_eq!(s.figures.errors, 50, "{:?}", s.figures);
+    assert_eq!(s.figures.error_status, 50, "{:?}", s.figures);
+    assert_eq!(s.verdict, Verdict::Errors);
+    let text = report::render(&o);
+    let head = text.lines().find(|l| l.starts_with("step ")).unwrap();
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("1 "))
+        .unwrap();
+    let column = |name: &str| {
+        let i = head
+            .split("  ")
+            .filter(|c| !c.is_empty())
+            .position(|c| c.trim() == name);
+        row.split_whitespace()
+            .nth(i.unwrap_or_else(|| panic!("no {name}: {head}")))
+    };
+    assert_eq!(column("errors"), Some("50"), "{text}");
+    assert_eq!(column("non-2xx/3xx"), Some("50"), "{text}");
+    assert!(text.contains("No ceiling"), "{text}");
+    let doc = report::search_doc(&o, &crate::sysinfo::SysInfo::collect(None));
+    assert_eq!(doc.steps[0].errors, 50);
+    assert_eq!(doc.steps[0].non_2xx_3xx, 50);
+    // A redirect is an answer: 3xx counts as a success, as in wrk.
+    load.status = 302;
+    let o = outcome(&load, &P99_1S);
+    assert_eq!(o.steps[0].figures.errors, 0);
+    assert_eq!(o.steps[0].verdict, Verdict::Pass);
+}

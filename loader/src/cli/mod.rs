@@ -297,7 +297,7 @@ pub struct CeilingArgs {
     /// Stop bisecting when the lowest failing rate is within this of the highest passing one
     #[arg(long, value_name = "PERCENT", default_value = "2%", value_parser = parse_percent)]
     pub precision: f64,
-    /// Failed requests a step may have and still pass
+    /// Failed requests a step may have and still pass (an answer outside 2xx and 3xx is one)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_errors: u64,
     /// Stop the search after this long (what was found so far is reported)

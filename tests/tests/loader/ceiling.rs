@@ -308,6 +308,56 @@ fn a_target_that_fails_every_step_has_no_ceiling_and_exits_1() {
     assert!(r.stdout.contains("FAIL errors"), "{}", r.stdout);
 }
 
+/// A target that answers every request at once, 503: each answer is an error (wrk's
+/// "Non-2xx or 3xx responses"), every step fails on errors, and there is no ceiling.
+#[test]
+fn answers_outside_2xx_and_3xx_fail_the_step() {
+    let shedding = Origin::start(OriginConfig {
+        status: 503,
+        body_size: 16,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let url = shedding.url("/");
+    let json = temp_path("503.json");
+    let j = json.display().to_string();
+    let r = ceiling(&[
+        "--p99",
+        "500ms",
+        "-d",
+        "200ms",
+        "--warmup",
+        "50ms",
+        "-c",
+        "4",
+        "--threads",
+        "1",
+        "--from",
+        "100",
+        "--upper",
+        "400",
+        "--json",
+        &j,
+        "-q",
+        &url,
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout
+            .contains(&format!("No ceiling at p99 <= 500ms ({url})")),
+        "{}",
+        r.stdout
+    );
+    let doc = read_json(&json);
+    for s in doc["steps"].as_array().unwrap() {
+        assert_eq!(s["verdict"], "errors", "{s}");
+        let answered = s["run"]["complete_requests"].as_u64().unwrap();
+        assert!(answered > 0, "{s}");
+        assert_eq!(s["non_2xx_3xx"].as_u64(), Some(answered), "{s}");
+        assert!(s["errors"].as_u64().unwrap() >= answered, "{s}");
+    }
+}
+
 #[test]
 fn ctrl_c_prints_what_was_found_so_far() {
     let o = limited_origin(100_000.0);
