@@ -136,15 +136,26 @@ fn step_options(base: &RunOptions, rate: f64, d: Duration, warmup: Duration) -> 
     o
 }
 
-/// The throughput the target delivered: every response of the step over the time it took to
-/// get them all, the load period plus the drain after it. A target that keeps up answers the
-/// last requests within their usual latency, so the drain adds a few milliseconds; one that
-/// queues what it cannot serve answers the queue during the drain, at its own pace, and its
-/// figure comes out at that pace, not at the rate it was offered. (Counting only the answers
-/// received before the stop would do the same but is too coarse for short steps: one request
-/// in flight at the stop is 5% of a 20-request step.)
+/// The throughput the target delivered: every response of the step over the time they took
+/// to come, the load period plus the part of the drain beyond the step's mean latency (time
+/// from send to answer).
+///
+/// The answers of a target that keeps up come one latency after their sends: the first one
+/// latency into the step, the last one latency after its stop, so they span the step's length
+/// and the drain (about one latency) is not time the target took. (Dividing by the load period
+/// plus the whole drain gave d/(d + latency) of the offered rate: a target answering 20 req/s
+/// in 300 ms each failed 5 s steps.) A target that queues what it cannot serve answers its
+/// queue during the drain at its own pace: the drain then outlasts the mean latency by half
+/// the queue (the queue grew through the step, the mean latency by half as much), and its
+/// figure comes out between its pace and the offered rate, failing from about 6% over its
+/// pace. (Counting only the answers received before the stop would do without the drain but
+/// is too coarse for short steps: one request in flight at the stop is 5% of a 20-request
+/// step.)
 pub fn achieved_in_step(r: &RunResult) -> f64 {
-    let s = r.elapsed.as_secs_f64() + r.drain.map_or(0.0, |d| d.took.as_secs_f64());
+    let drain = r.drain.map_or(0.0, |d| d.took.as_secs_f64());
+    let h = &r.hist.uncorrected;
+    let latency = if h.is_empty() { 0.0 } else { h.mean() / 1e6 };
+    let s = r.elapsed.as_secs_f64() + (drain - latency).max(0.0);
     if s <= 0.0 {
         return 0.0;
     }

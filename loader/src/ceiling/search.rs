@@ -28,7 +28,7 @@ impl Objective {
 pub struct StepFigures {
     /// The rate asked for (req/s).
     pub offered: f64,
-    /// Responses received within the step, per second.
+    /// The target's throughput over the step ([`super::run::achieved_in_step`]), req/s.
     pub achieved: f64,
     /// The objective's percentile of the corrected latency, µs.
     pub latency_us: u64,

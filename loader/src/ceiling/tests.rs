@@ -26,6 +26,8 @@ struct Load {
     status: u16,
     /// In flight at the stop, and how long their drain took.
     drain: Option<(u64, Duration)>,
+    /// Each answered request's own latency, when they differ (else `latency` for all).
+    latencies: Vec<Duration>,
 }
 
 impl Load {
@@ -41,6 +43,36 @@ impl Load {
             latency,
             status: 200,
             drain: Some((in_flight, latency)),
+            latencies: Vec::new(),
+        }
+    }
+
+    /// A target answering at most `capacity` req/s, in order, each answer at least `base`
+    /// after its send, offered `rate` on schedule for `d` (free connections: the excess waits
+    /// in the target's queue); every request answered, the queue's in the drain.
+    fn queued(rate: f64, d: Duration, capacity: f64, base: Duration) -> Load {
+        let n = (rate * d.as_secs_f64()).round() as u64;
+        let mut free = 0.0f64;
+        let mut latencies = Vec::new();
+        let (mut in_flight, mut last) = (0, 0.0f64);
+        for i in 0..n {
+            let sent = i as f64 / rate;
+            let answered = (sent + base.as_secs_f64()).max(free);
+            free = answered + 1.0 / capacity;
+            latencies.push(Duration::from_secs_f64(answered - sent));
+            in_flight += u64::from(answered > d.as_secs_f64());
+            last = last.max(answered);
+        }
+        let drain = Duration::from_secs_f64((last - d.as_secs_f64()).max(0.0));
+        Load {
+            rate,
+            elapsed: d,
+            attempts: n,
+            completed: n,
+            latency: base,
+            status: 200,
+            drain: Some((in_flight, drain)),
+            latencies,
         }
     }
 
@@ -58,8 +90,8 @@ impl Load {
         }
         totals.failures.unanswered = self.attempts - self.completed;
         let mut hist = Histograms::default();
-        let us = self.latency.as_micros() as u64;
-        for _ in 0..self.completed {
+        for i in 0..self.completed as usize {
+            let us = self.latencies.get(i).unwrap_or(&self.latency).as_micros() as u64;
             record(&mut hist.total, us);
             record(&mut hist.uncorrected, us);
         }
@@ -228,4 +260,41 @@ fn answers_outside_2xx_and_3xx_are_errors() {
     let o = outcome(&load, &P99_1S);
     assert_eq!(o.steps[0].figures.errors, 0);
     assert_eq!(o.steps[0].verdict, Verdict::Pass);
+}
+
+/// A slow target that keeps up: every request answered within the objective, at the offered
+/// rate. The achieved rate was taken over the step and its drain, which lasts one latency, so
+/// it came out at d/(d + latency) of the offered one: 100 answers at 20 req/s with 300 ms of
+/// latency gave 19.04 req/s over 5.25 s, and the step failed on the rate.
+#[test]
+fn a_slow_target_that_keeps_up_passes_on_the_rate() {
+    for (rate, d, latency) in [(20.0, 5000, 300), (40.0, 500, 100), (200.0, 500, 100)] {
+        let d = Duration::from_millis(d);
+        let load = Load::kept_up(rate, d, Duration::from_millis(latency));
+        let s = step(&load, &P99_1S);
+        assert_eq!(s.verdict, Verdict::Pass, "{rate} req/s: {:?}", s.figures);
+        assert!(s.figures.achieved >= rate * 0.99, "{rate}: {:?}", s.figures);
+        // Seen through its queue model too (a capacity far above the rate).
+        let load = Load::queued(rate, d, rate * 100.0, Duration::from_millis(latency));
+        assert_eq!(step(&load, &P99_1S).verdict, Verdict::Pass, "{rate} queued");
+    }
+}
+
+/// A target that queues what it cannot serve still fails on the rate when the objective is
+/// too generous for its queue to show in the latency: 230 req/s offered to 200 of capacity for
+/// half a second keeps its latency under 80 ms, yet its throughput is the capacity.
+#[test]
+fn a_target_that_queues_fails_on_the_rate() {
+    let d = Duration::from_millis(500);
+    for rate in [230.0, 300.0, 400.0] {
+        let load = Load::queued(rate, d, 200.0, Duration::from_micros(100));
+        let s = step(&load, &P99_1S);
+        assert_eq!(s.verdict, Verdict::Rate, "{rate}: {:?}", s.figures);
+    }
+    // At the capacity and a little under, it keeps up.
+    for rate in [190.0, 200.0] {
+        let load = Load::queued(rate, d, 200.0, Duration::from_micros(100));
+        let s = step(&load, &P99_1S);
+        assert_eq!(s.verdict, Verdict::Pass, "{rate}: {:?}", s.figures);
+    }
 }

@@ -170,6 +170,54 @@ fn finds_a_known_ceiling_within_ten_percent() {
     assert!(svg.contains("polyline") && svg.contains(&url));
 }
 
+/// A slow target that keeps up passes: 200 req/s answered in 100 ms each, well within the
+/// objective. The achieved rate over the step plus its drain (one latency) came out at
+/// 0.5/0.6 of the offered one, and every step failed on the rate.
+#[test]
+fn a_slow_target_that_keeps_up_passes() {
+    let slow = Origin::start(OriginConfig {
+        delay: Duration::from_millis(100),
+        body_size: 256,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let url = slow.url("/");
+    let json = temp_path("slow.json");
+    let j = json.display().to_string();
+    let r = trusted_search(&[
+        "--p99",
+        "1s",
+        "-d",
+        "500ms",
+        "--warmup",
+        "250ms",
+        "-c",
+        "40",
+        "--threads",
+        "1",
+        "--from",
+        "200",
+        "--upper",
+        "200",
+        "--json",
+        &j,
+        "-q",
+        &url,
+    ]);
+    assert!(r.status.success(), "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains(&format!(
+            "Ceiling: 200 req/s at p99 <= 1s ({url}); at least"
+        )),
+        "{}",
+        r.stdout
+    );
+    let doc = read_json(&json);
+    let step = &doc["steps"].as_array().unwrap()[0];
+    assert_eq!(step["verdict"], "pass", "{step}");
+    assert!(step["achieved"].as_f64().unwrap() >= 194.0, "{step}");
+}
+
 #[test]
 fn two_urls_alternate_and_b_is_given_as_a_share_of_a() {
     let a = limited_origin(200.0);
