@@ -153,13 +153,37 @@ fn step_options(base: &RunOptions, rate: f64, d: Duration, warmup: Duration) -> 
 /// step.)
 pub fn achieved_in_step(r: &RunResult) -> f64 {
     let drain = r.drain.map_or(0.0, |d| d.took.as_secs_f64());
-    let h = &r.hist.uncorrected;
-    let latency = if h.is_empty() { 0.0 } else { h.mean() / 1e6 };
-    let s = r.elapsed.as_secs_f64() + (drain - latency).max(0.0);
+    let s = r.elapsed.as_secs_f64() + (drain - mean_latency_s(r)).max(0.0);
     if s <= 0.0 {
         return 0.0;
     }
     r.totals.completed as f64 / s
+}
+
+/// The answered requests' mean time from send to answer, s.
+fn mean_latency_s(r: &RunResult) -> f64 {
+    let h = &r.hist.uncorrected;
+    if h.is_empty() {
+        0.0
+    } else {
+        h.mean() / 1e6
+    }
+}
+
+/// Requests in flight on average over the step, from what was outstanding: each answered one
+/// for its latency, each timed-out one for `--timeout` (a target that reads and never answers
+/// holds its connection that long, and has no latency to count), over the load period; and at
+/// least those still in flight at the stop. (From the answered ones alone, a stalling target's
+/// connections looked free, and its failure was put down to the loader.)
+pub fn in_flight_mean(r: &RunResult, timeout: Duration) -> f64 {
+    let s = r.elapsed.as_secs_f64();
+    let at_stop = r.drain.map_or(0, |d| d.in_flight) as f64;
+    if s <= 0.0 {
+        return at_stop;
+    }
+    let answered = r.totals.completed as f64 * mean_latency_s(r);
+    let timed_out = r.totals.failures.timeout as f64 * timeout.as_secs_f64();
+    ((answered + timed_out) / s).max(at_stop)
 }
 
 /// Answers outside 2xx and 3xx: what wrk reports as "Non-2xx or 3xx responses". A target
@@ -180,6 +204,7 @@ pub fn figures_of(r: &RunResult, offered: f64, obj: &Objective) -> StepFigures {
     StepFigures {
         offered,
         achieved: achieved_in_step(r),
+        load_s: r.elapsed.as_secs_f64(),
         latency_us: if r.hist.total.is_empty() {
             0
         } else {
@@ -193,6 +218,29 @@ pub fn figures_of(r: &RunResult, offered: f64, obj: &Objective) -> StepFigures {
             late.value_at_quantile(0.99)
         },
     }
+}
+
+/// Whether the loader, not the target, may have been the step's limit: it sent late, or
+/// short of the schedule while its connections were free, or late enough to lose the rate.
+pub fn loader_limited(
+    r: &RunResult,
+    f: &StepFigures,
+    verdict: Verdict,
+    obj: &Objective,
+    opts: &RunOptions,
+) -> bool {
+    let s = r.elapsed.as_secs_f64();
+    let sent = if s > 0.0 {
+        r.totals.attempts as f64 / s
+    } else {
+        0.0
+    };
+    let in_flight = in_flight_mean(r, opts.timeout);
+    let conns = opts.connections * opts.pipeline;
+    let step_length = opts.duration.unwrap_or_default();
+    search::generator_limited(f.lateness_p99_us, obj)
+        || search::sent_short(sent, f.offered, s, in_flight, conns)
+        || (verdict == Verdict::Rate && search::late_for_the_rate(f.lateness_p99_us, step_length))
 }
 
 /// Run one step and judge it. `None`: Ctrl-C cut it short (no verdict).
@@ -224,23 +272,11 @@ fn run_step(
         .map(|(&p, b)| Some(procstat::cpu_times(p).ok()?.since(&b?)))
         .collect();
     let figures = figures_of(&result, rate, obj);
-    let s = result.elapsed.as_secs_f64();
-    let sent = if s > 0.0 {
-        result.totals.attempts as f64 / s
-    } else {
-        0.0
-    };
-    let in_flight = figures.achieved * result.hist.uncorrected.mean() / 1e6;
-    let conns = opts.connections * opts.pipeline;
     let verdict = search::judge(&figures, obj, args.max_errors);
-    let step_length = opts.duration.unwrap_or_default();
     Ok(Some(Step {
         side,
         verdict,
-        generator_limited: search::generator_limited(figures.lateness_p99_us, obj)
-            || search::sent_short(sent, rate, in_flight, conns)
-            || (verdict == Verdict::Rate
-                && search::late_for_the_rate(figures.lateness_p99_us, step_length)),
+        generator_limited: loader_limited(&result, &figures, verdict, obj, opts),
         rerun: false,
         figures,
         result,
@@ -305,6 +341,9 @@ pub fn run_search(
         elapsed: Duration::ZERO,
     };
     let over_time = |needed: Duration| start.elapsed() + needed > args.max_time;
+    // Below one request a step, a step sends nothing and says nothing about the target (the
+    // command line refuses such a --from; the probe's rate and the shrinks stop there).
+    let lowest = (1000.0 / d.as_secs_f64()).ceil() / 1000.0;
     for o in sides {
         let (from, probe_rate) = match args.from {
             Some(f) => (f, None),
@@ -321,12 +360,13 @@ pub fn run_search(
                     o.urls[0].url,
                     super::report::rate_text(r)
                 ));
-                (search::whole(r / 4.0), Some(r))
+                (search::whole(r / 4.0).max(lowest), Some(r))
             }
         };
         let mut plan = Plan::new(from);
         plan.upper = args.upper;
         plan.precision = args.precision;
+        plan.lowest = lowest.min(from);
         out.ceilings.push(Ceiling {
             url: o.urls[0].url.clone(),
             from,

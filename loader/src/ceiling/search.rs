@@ -30,6 +30,8 @@ pub struct StepFigures {
     pub offered: f64,
     /// The target's throughput over the step ([`super::run::achieved_in_step`]), req/s.
     pub achieved: f64,
+    /// The load period, s: the step's schedule holds a whole number of requests in it.
+    pub load_s: f64,
     /// The objective's percentile of the corrected latency, µs.
     pub latency_us: u64,
     /// Failed requests: attempts without a complete answer, and answers outside 2xx and 3xx.
@@ -78,11 +80,29 @@ pub fn judge(f: &StepFigures, obj: &Objective, max_errors: u64) -> Verdict {
         Verdict::Latency
     } else if f.errors > max_errors {
         Verdict::Errors
-    } else if f.achieved < f.offered * MIN_ACHIEVED {
+    } else if short(f.achieved, f.offered, f.load_s) {
         Verdict::Rate
     } else {
         Verdict::Pass
     }
+}
+
+/// The rate a load period of `secs` offers at `offered` req/s: its schedule holds a whole
+/// number of requests, at least floor(offered × secs), one more or not depending on where the
+/// period's edges fall (at 2.5 req/s a 1 s step sends 2 or 3, and 2 is on schedule).
+pub fn schedulable(offered: f64, secs: f64) -> f64 {
+    if secs <= 0.0 {
+        return offered;
+    }
+    // The product of a rate and a length that hold a whole number of requests may come out a
+    // hair under it.
+    ((offered * secs + 1e-6).floor() / secs).min(offered)
+}
+
+/// Whether `actual` req/s over a load period of `secs` is below [`MIN_ACHIEVED`] of the rate
+/// the period's schedule offers ([`schedulable`]).
+pub fn short(actual: f64, offered: f64, secs: f64) -> bool {
+    actual < schedulable(offered, secs) * MIN_ACHIEVED
 }
 
 /// Whether the loader itself may have been the limit: its send lateness p99 exceeds a tenth
@@ -99,13 +119,19 @@ pub fn late_for_the_rate(lateness_p99_us: u64, step: std::time::Duration) -> boo
 }
 
 /// Whether the loader sent short of the schedule for a reason of its own: fewer than
-/// [`MIN_ACHIEVED`] of the offered requests went out, yet the connections were mostly free
-/// (by Little's law, requests in flight on average = throughput × mean time from send to
-/// response, below half the connections), so no busy connection held the sends back. A
-/// loader descheduled past the end of a step sends nothing and records no lateness: this
-/// catches it.
-pub fn sent_short(sent_rate: f64, offered: f64, in_flight_mean: f64, connections: usize) -> bool {
-    sent_rate < offered * MIN_ACHIEVED && in_flight_mean < connections as f64 / 2.0
+/// [`MIN_ACHIEVED`] of the requests of the step's schedule went out over its `secs` (see
+/// [`short`]), yet the connections were mostly free (requests in flight on
+/// average below half the connections, see [`super::run::in_flight_mean`]), so no busy
+/// connection held the sends back. A loader descheduled past the end of a step sends nothing
+/// and records no lateness: this catches it.
+pub fn sent_short(
+    sent_rate: f64,
+    offered: f64,
+    secs: f64,
+    in_flight_mean: f64,
+    connections: usize,
+) -> bool {
+    short(sent_rate, offered, secs) && in_flight_mean < connections as f64 / 2.0
 }
 
 /// How the search moves.
@@ -122,6 +148,8 @@ pub struct Plan {
     pub growth: f64,
     /// Halvings below `from` tried when nothing passes before giving up.
     pub max_shrinks: u32,
+    /// The lowest rate a step may run at: below one request a step, a step says nothing.
+    pub lowest: f64,
 }
 
 impl Plan {
@@ -132,6 +160,7 @@ impl Plan {
             precision: 0.02,
             growth: 2.0,
             max_shrinks: 3,
+            lowest: 0.0,
         }
     }
 }
@@ -243,10 +272,11 @@ impl Search {
     }
 
     fn shrink(&mut self, rate: f64, shrinks: u32) -> Phase {
-        if shrinks >= self.plan.max_shrinks {
+        let next = whole(rate / self.plan.growth);
+        if shrinks >= self.plan.max_shrinks || next < self.plan.lowest {
             return Phase::Done(End::NothingPassed);
         }
-        self.next = whole(rate / self.plan.growth);
+        self.next = next;
         Phase::Shrinking {
             shrinks: shrinks + 1,
         }
@@ -279,6 +309,7 @@ mod tests {
             offered,
             achieved,
             latency_us,
+            load_s: 5.0,
             errors,
             error_status: 0,
             lateness_p99_us: 0,
@@ -345,13 +376,28 @@ mod tests {
     #[test]
     fn sent_short_only_when_the_connections_were_free() {
         // A stalled loader: 0 sent of 50/s, nothing in flight.
-        assert!(sent_short(0.0, 50.0, 0.0, 4));
+        assert!(sent_short(0.0, 50.0, 1.0, 0.0, 4));
         // On schedule.
-        assert!(!sent_short(49.0, 50.0, 0.1, 4));
+        assert!(!sent_short(49.0, 50.0, 1.0, 0.1, 4));
         // Short, but every connection was busy with a slow target: the target's doing.
-        assert!(!sent_short(180.0, 400.0, 19.0, 20));
+        assert!(!sent_short(180.0, 400.0, 1.0, 19.0, 20));
         // Short with free connections.
-        assert!(sent_short(180.0, 400.0, 2.0, 20));
+        assert!(sent_short(180.0, 400.0, 1.0, 2.0, 20));
+        // One request short of 2.5 in a second: the schedule's edges, not a shortfall.
+        assert!(!sent_short(2.0, 2.5, 1.0, 0.0, 2));
+        assert!(sent_short(2.0, 4.0, 1.0, 0.0, 2));
+    }
+
+    #[test]
+    fn a_period_offers_the_whole_requests_its_schedule_holds() {
+        assert_eq!(schedulable(2.5, 1.0), 2.0);
+        assert_eq!(schedulable(113.0, 0.5), 112.0);
+        assert_eq!(schedulable(40.0, 0.5), 40.0);
+        assert_eq!(schedulable(0.1 * 3.0, 10.0), 0.3);
+        assert_eq!(schedulable(7.0, 0.0), 7.0);
+        // No slack beyond the schedule's: 108 of 113 over half a second is short.
+        assert!(short(108.0, 113.0, 0.5));
+        assert!(!short(109.0, 113.0, 0.5));
     }
 
     /// Run a search against a target whose true ceiling is `truth`; the rates tried.

@@ -2,7 +2,7 @@
 //! with [`Load`], as a run of that shape would have measured it.
 
 use super::report;
-use super::run::{figures_of, Ceiling, Outcome, Step};
+use super::run::{figures_of, loader_limited, Ceiling, Outcome, Step};
 use super::search::{self, Objective, Plan, Search, Verdict};
 use crate::stats::{record, Counts, Drain, Histograms, LoadMode, RunResult};
 use std::time::{Duration, UNIX_EPOCH};
@@ -28,6 +28,9 @@ struct Load {
     drain: Option<(u64, Duration)>,
     /// Each answered request's own latency, when they differ (else `latency` for all).
     latencies: Vec<Duration>,
+    /// Of the attempts not answered, those that timed out (the rest were unanswered at the
+    /// end of the drain).
+    timeouts: u64,
 }
 
 impl Load {
@@ -44,6 +47,7 @@ impl Load {
             status: 200,
             drain: Some((in_flight, latency)),
             latencies: Vec::new(),
+            timeouts: 0,
         }
     }
 
@@ -73,6 +77,7 @@ impl Load {
             status: 200,
             drain: Some((in_flight, drain)),
             latencies,
+            timeouts: 0,
         }
     }
 
@@ -88,7 +93,8 @@ impl Load {
         if !(200..300).contains(&self.status) {
             totals.non_2xx = self.completed;
         }
-        totals.failures.unanswered = self.attempts - self.completed;
+        totals.failures.timeout = self.timeouts;
+        totals.failures.unanswered = self.attempts - self.completed - self.timeouts;
         let mut hist = Histograms::default();
         for i in 0..self.completed as usize {
             let us = self.latencies.get(i).unwrap_or(&self.latency).as_micros() as u64;
@@ -297,4 +303,100 @@ fn a_target_that_queues_fails_on_the_rate() {
         let s = step(&load, &P99_1S);
         assert_eq!(s.verdict, Verdict::Pass, "{rate}: {:?}", s.figures);
     }
+}
+
+/// The step's options as `loader ceiling` gives them: `-c`, `--timeout` and `-d`.
+fn options(connections: usize, timeout: Duration, d: Duration) -> crate::RunOptions {
+    let mut o = crate::RunOptions::for_urls(&["http://127.0.0.1:1/"]).unwrap();
+    o.connections = connections;
+    o.timeout = timeout;
+    o.duration = Some(d);
+    o
+}
+
+fn limited(load: &Load, o: &crate::RunOptions) -> bool {
+    let s = step(load, &P99_50MS);
+    loader_limited(&s.result, &s.figures, s.verdict, &P99_50MS, o)
+}
+
+const P99_50MS: Objective = Objective {
+    quantile: 0.99,
+    limit_us: 50_000,
+};
+
+/// A target that reads and never answers holds every connection until `--timeout`: the loader
+/// sends short of the schedule because its connections are busy, the target's doing. The
+/// estimate of the connections in use counted only answered requests, so it said "free" and
+/// blamed the loader (GENERATOR-LIMITED, every step run three times).
+#[test]
+fn a_target_that_holds_its_connections_is_not_the_loaders_limit() {
+    // 10 req/s on 2 connections for 1 s, 300 ms timeouts: each connection sends, waits the
+    // timeout, sends again at once (behind its schedule): 3 timeouts each, 1 in flight at
+    // the stop and unanswered after the drain.
+    let d = Duration::from_secs(1);
+    let o = options(2, Duration::from_millis(300), d);
+    let stall = Load {
+        rate: 10.0,
+        elapsed: d,
+        attempts: 8,
+        completed: 0,
+        latency: Duration::ZERO,
+        status: 200,
+        drain: Some((2, Duration::from_millis(300))),
+        latencies: Vec::new(),
+        timeouts: 6,
+    };
+    assert_eq!(step(&stall, &P99_50MS).verdict, Verdict::Errors);
+    assert!(
+        !limited(&stall, &o),
+        "a stalling target blamed on the loader"
+    );
+    // A loader that sent nothing for most of the step, its connections idle: its doing.
+    let idle = Load {
+        attempts: 3,
+        completed: 3,
+        latency: Duration::from_millis(1),
+        drain: Some((0, Duration::ZERO)),
+        timeouts: 0,
+        ..stall
+    };
+    assert!(limited(&idle, &o));
+}
+
+/// A step holds a whole number of requests: at 2.5 req/s, a 1 s step sends 2 or 3 depending
+/// on where its edges fall in the schedule. Two is not "short of the schedule" (the loader
+/// was blamed, and the step failed on the rate): the rate is judged against the requests the
+/// step's schedule holds.
+#[test]
+fn a_step_of_few_requests_is_judged_to_the_request() {
+    let d = Duration::from_secs(1);
+    let o = options(2, Duration::from_secs(5), d);
+    let mut load = Load::kept_up(2.5, d, Duration::from_millis(1));
+    load.attempts = 2;
+    load.completed = 2;
+    let s = step(&load, &P99_50MS);
+    assert_eq!(s.verdict, Verdict::Pass, "{:?}", s.figures);
+    assert!(!limited(&load, &o), "{:?}", s.figures);
+    // Two requests short is short (and the connections were free: the loader's doing).
+    load.rate = 4.0;
+    load.drain = Some((0, Duration::ZERO));
+    let s = step(&load, &P99_50MS);
+    assert_eq!(s.verdict, Verdict::Rate, "{:?}", s.figures);
+    assert!(limited(&load, &o), "{:?}", s.figures);
+}
+
+/// A step that cannot hold one request at its rate (below 1/-d req/s) says nothing: the search
+/// shrinks no lower than that, and gives up there.
+#[test]
+fn the_search_shrinks_no_lower_than_a_request_a_step() {
+    let mut plan = Plan::new(10.0);
+    plan.lowest = 2.0;
+    let mut s = Search::new(plan);
+    let mut tried = Vec::new();
+    while let Some(r) = s.next_rate() {
+        tried.push(r);
+        s.record(r, false);
+    }
+    assert_eq!(tried, [10.0, 5.0, 2.5]);
+    assert_eq!(s.phase(), search::Phase::Done(search::End::NothingPassed));
 }

@@ -357,6 +357,23 @@ impl CeilingArgs {
                 return Err(format!("--from {f} is above --upper {u}"));
             }
         }
+        let first = match (self.from, self.upper) {
+            (Some(f), _) => Some(("--from", f)),
+            (None, Some(u)) => Some(("--upper", u)),
+            (None, None) => None,
+        };
+        let step = self.load.duration.unwrap_or(crate::ceiling::DEFAULT_STEP);
+        if let Some((flag, rate)) = first {
+            if rate * step.as_secs_f64() < 1.0 {
+                return Err(format!(
+                    "{flag} {} req/s: a step of -d {} holds less than one request at that \
+                     rate; give a longer -d (at least {}) or a higher rate",
+                    crate::ceiling::report::rate_text(rate),
+                    shared::units::format_duration(step),
+                    shared::units::format_duration(Duration::from_secs_f64(1.0 / rate)),
+                ));
+            }
+        }
         if self.load.url_file.is_some() {
             return Err("--urls: give the URL(s) searched on the command line".into());
         }

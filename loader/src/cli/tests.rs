@@ -417,6 +417,43 @@ mod ceiling_flags {
         );
     }
 
+    /// A first step that cannot hold one request at its rate sends nothing: the search then
+    /// blamed the loader (GENERATOR-LIMITED) and shrank to 0 req/s. It is a usage error naming
+    /// the rate's flag and -d.
+    #[test]
+    fn a_first_step_shorter_than_one_request_is_refused() {
+        let e = |a: &[&str]| ceiling(a).validate().unwrap_err();
+        let msg = e(&[
+            "--p99",
+            "50ms",
+            "--from",
+            "2",
+            "--upper",
+            "2",
+            "-d",
+            "300ms",
+            "http://x/",
+        ]);
+        assert!(
+            msg.starts_with("--from 2 req/s") && msg.contains("-d 300ms"),
+            "{msg}"
+        );
+        // The default step (5s) at the lowest rate the parser takes.
+        let msg = e(&["--p99", "50ms", "--from", "0.004", "http://x/"]);
+        assert!(
+            msg.starts_with("--from 0.004 req/s") && msg.contains("-d 5s"),
+            "{msg}"
+        );
+        let msg = e(&["--p99", "50ms", "--upper", "0.1", "http://x/"]);
+        assert!(msg.starts_with("--upper 0.1 req/s"), "{msg}");
+        // One request a step is enough.
+        assert!(
+            ceiling(&["--p99", "1s", "--from", "2", "-d", "500ms", "http://x/"])
+                .validate()
+                .is_ok()
+        );
+    }
+
     /// Sharding, a start time and interval logs are a plain run's: a search ignored them
     /// (started at once, sent the whole rate, kept the last step's log only).
     #[test]

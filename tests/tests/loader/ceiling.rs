@@ -406,6 +406,66 @@ fn answers_outside_2xx_and_3xx_fail_the_step() {
     }
 }
 
+/// A target that reads every request and never answers (or closes every connection without
+/// answering) fails every step on errors, and it is the target's failure: its connections
+/// were busy (or the loader sent on schedule), so no step is put down to the loader. It was:
+/// every step "FAIL errors (gen-limited)", run three times, and "GENERATOR-LIMITED".
+#[test]
+fn a_target_that_stalls_or_closes_is_not_the_loaders_limit() {
+    for (what, cfg) in [
+        (
+            "stalls",
+            OriginConfig {
+                hang: true,
+                ..OriginConfig::default()
+            },
+        ),
+        (
+            "closes",
+            OriginConfig {
+                drop: true,
+                ..OriginConfig::default()
+            },
+        ),
+    ] {
+        let dead = Origin::start(cfg).unwrap();
+        let url = dead.url("/");
+        let r = ceiling(&[
+            "--p99",
+            "500ms",
+            "-d",
+            "500ms",
+            "--warmup",
+            "100ms",
+            "-c",
+            "2",
+            "--threads",
+            "1",
+            "--timeout",
+            "200ms",
+            "--from",
+            "10",
+            "-q",
+            &url,
+        ]);
+        assert_eq!(
+            r.status.code(),
+            Some(1),
+            "{what}: {}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        assert!(r.stdout.contains("No ceiling"), "{what}: {}", r.stdout);
+        assert!(r.stdout.contains("FAIL errors"), "{what}: {}", r.stdout);
+        assert!(!r.stdout.contains("gen-limited"), "{what}: {}", r.stdout);
+        assert!(
+            !r.stdout.contains("GENERATOR-LIMITED"),
+            "{what}: {}",
+            r.stdout
+        );
+    }
+}
+
 #[test]
 fn ctrl_c_prints_what_was_found_so_far() {
     let o = limited_origin(100_000.0);
@@ -475,6 +535,18 @@ fn usage_errors_exit_2_with_one_line() {
             "10ms",
             "--hdr-log",
             "x.hlog",
+            "http://127.0.0.1:1/",
+        ],
+        // A step that cannot hold one request at the first rate.
+        &[
+            "--p99",
+            "50ms",
+            "--from",
+            "2",
+            "--upper",
+            "2",
+            "-d",
+            "300ms",
             "http://127.0.0.1:1/",
         ],
     ] {
