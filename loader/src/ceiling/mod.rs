@@ -7,8 +7,9 @@
 //! they are within `--precision`. Each step is a full run of `-d` after a warm-up. A step
 //! fails when the objective's percentile exceeds it, when more than `--max-errors` requests
 //! fail (answers outside 2xx and 3xx included, see [`run::error_status`]), or when the
-//! achieved rate (responses over the step and the drain beyond one mean latency) is below 97%
-//! of the offered one (see [`search`] and [`run::achieved_in_step`]). A step whose send lateness
+//! achieved rate (responses over the step and the drain beyond one mean latency), or the rate
+//! of the sends that went out on schedule, is below 97% of the offered one (see [`search`],
+//! [`run::achieved_in_step`] and [`run::sent_on_time`]). A step whose send lateness
 //! p99 exceeds a tenth of the objective, or that sent short of the schedule while its
 //! connections were free, is marked generator-limited: the loader, not the target, may have
 //! been the limit. Such a step that failed is run again (twice at most in a row) before its

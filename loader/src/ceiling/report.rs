@@ -55,7 +55,7 @@ pub fn objective_text(o: &Outcome) -> String {
 pub fn step_line(o: &Outcome, s: &Step) -> String {
     let f = &s.figures;
     format!(
-        "step {}{}: {} req/s offered, {} achieved, {} {} ms, {} errors{}: {}{}",
+        "step {}{}: {} req/s offered, {} achieved, {} sent on time, {} {} ms, {} errors{}: {}{}",
         o.steps.len() + 1,
         match side_name(o, s.side) {
             "" => String::new(),
@@ -63,6 +63,7 @@ pub fn step_line(o: &Outcome, s: &Step) -> String {
         },
         rate_text(f.offered),
         rate_text(f.achieved),
+        rate_text(f.on_time),
         o.objective.label(),
         ms(f.latency_us),
         f.errors,
@@ -86,6 +87,7 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
         "url",
         "offered",
         "achieved",
+        "on time",
         "p50 ms",
         "p99 ms",
         "p99.9 ms",
@@ -112,6 +114,7 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
             },
             rate_text(s.figures.offered),
             rate_text(s.figures.achieved),
+            rate_text(s.figures.on_time),
             ms(pct(h, 0.5)),
             ms(pct(h, 0.99)),
             ms(pct(h, 0.999)),
@@ -320,6 +323,8 @@ pub struct StepDoc {
     pub side: String,
     pub offered: f64,
     pub achieved: f64,
+    /// Sends that went out on schedule, per second of the step.
+    pub sent_on_time: f64,
     pub objective_latency_ms: f64,
     /// Failed requests, answers outside 2xx and 3xx included.
     pub errors: u64,
@@ -364,6 +369,7 @@ fn step_doc(o: &Outcome, s: &Step) -> StepDoc {
         side: side_name(o, s.side).into(),
         offered: f.offered,
         achieved: f.achieved,
+        sent_on_time: f.on_time,
         objective_latency_ms: f.latency_us as f64 / 1000.0,
         errors: f.errors,
         non_2xx_3xx: f.error_status,

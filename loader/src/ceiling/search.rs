@@ -32,6 +32,8 @@ pub struct StepFigures {
     pub achieved: f64,
     /// The load period, s: the step's schedule holds a whole number of requests in it.
     pub load_s: f64,
+    /// Sends that went out on schedule, per second of the load period.
+    pub on_time: f64,
     /// The objective's percentile of the corrected latency, µs.
     pub latency_us: u64,
     /// Failed requests: attempts without a complete answer, and answers outside 2xx and 3xx.
@@ -55,7 +57,8 @@ pub enum Verdict {
     Latency,
     /// More failed requests than `--max-errors`.
     Errors,
-    /// The achieved rate was below [`MIN_ACHIEVED`] of the offered one.
+    /// The achieved rate, or the rate of the sends that went out on schedule, was below
+    /// [`MIN_ACHIEVED`] of the offered one.
     Rate,
 }
 
@@ -80,7 +83,7 @@ pub fn judge(f: &StepFigures, obj: &Objective, max_errors: u64) -> Verdict {
         Verdict::Latency
     } else if f.errors > max_errors {
         Verdict::Errors
-    } else if short(f.achieved, f.offered, f.load_s) {
+    } else if short(f.achieved, f.offered, f.load_s) || short(f.on_time, f.offered, f.load_s) {
         Verdict::Rate
     } else {
         Verdict::Pass
@@ -310,6 +313,7 @@ mod tests {
             achieved,
             latency_us,
             load_s: 5.0,
+            on_time: offered,
             errors,
             error_status: 0,
             lateness_p99_us: 0,
