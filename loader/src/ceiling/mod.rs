@@ -46,6 +46,29 @@ pub const DEFAULT_WARMUP: Duration = Duration::from_secs(1);
 /// The closed-loop probe that picks the first rate.
 pub const PROBE: Duration = Duration::from_secs(2);
 
+/// The warm-up before each step: `--warmup`, else [`DEFAULT_WARMUP`] at most half the step.
+pub fn warmup_of(step: Duration, warmup: Option<Duration>) -> Duration {
+    warmup.unwrap_or(DEFAULT_WARMUP.min(step / 2))
+}
+
+/// The longest one `--timeout` can hold the run: the timeout and the monitor's check period.
+fn one_timeout(timeout: Duration) -> Duration {
+    timeout + crate::conn::monitor_tick(timeout)
+}
+
+/// The longest a step can take: its warm-up, the wait for the warm-up's last requests (the
+/// measured run starts when they end), `-d`, and the drain; the last requests and the drain
+/// each up to `--timeout` when the target does not answer. `--max-time` starts no step that
+/// could end past it.
+pub fn step_bound(step: Duration, warmup: Duration, timeout: Duration) -> Duration {
+    warmup + step + 2 * one_timeout(timeout)
+}
+
+/// The longest the closed-loop probe can take: its run, then its drain.
+pub fn probe_bound(step: Duration, timeout: Duration) -> Duration {
+    PROBE.min(step) + one_timeout(timeout)
+}
+
 /// What `loader ceiling` searches for, as plain data (the command line builds it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchOptions {

@@ -148,10 +148,24 @@ fn rows(o: &Outcome) -> Vec<Vec<String>> {
 pub fn ceiling_line(o: &Outcome, side: usize) -> String {
     let c = &o.ceilings[side];
     let obj = objective_text(o);
+    let cut_short = match o.stopped {
+        Some(Stopped::MaxTime) => "--max-time ran out",
+        _ => "interrupted",
+    };
+    if c.end() == Some(End::NotSearched) {
+        return format!(
+            "Not searched ({}): {cut_short} before its probe ended",
+            c.url
+        );
+    }
     let Some(rate) = c.rate() else {
-        let lowest = c.search.lowest_failure().map_or(String::new(), |r| {
-            format!(": every step failed, down to {} req/s", rate_text(r))
-        });
+        let lowest = match c.search.lowest_failure() {
+            Some(r) => format!(": every step failed, down to {} req/s", rate_text(r)),
+            None if o.steps_of(side).next().is_none() => {
+                format!(": {cut_short} before its first step")
+            }
+            None => String::new(),
+        };
         let limited = if o.generator_limited(side) {
             "; GENERATOR-LIMITED: the loader may have been the limit"
         } else {
@@ -208,15 +222,17 @@ pub fn render(o: &Outcome) -> String {
         let probe = c.probe_rate.map_or(String::new(), |p| {
             format!(" (closed-loop probe {} req/s / 4)", rate_text(p))
         });
+        let start = c.from.map_or("not searched".into(), |f| {
+            format!("from {} req/s{probe}", rate_text(f))
+        });
         let _ = writeln!(
             s,
-            "{}{}: from {} req/s{probe}",
+            "{}{}: {start}",
             match side_name(o, i) {
                 "" => String::new(),
                 n => format!("{n} "),
             },
             c.url,
-            rate_text(c.from)
         );
     }
     s.push_str("Latency corrected for coordinated omission; late = the loader's send lateness\n\n");
@@ -290,7 +306,10 @@ pub struct ObjectiveDoc {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CeilingDoc {
     pub url: String,
-    pub from: f64,
+    /// The first rate; `null` when the URL was not searched.
+    pub from: Option<f64>,
+    /// False when Ctrl-C or `--max-time` came before the URL's probe ended.
+    pub searched: bool,
     pub probe_rate: Option<f64>,
     pub ceiling: Option<f64>,
     pub lowest_failure: Option<f64>,
@@ -429,6 +448,7 @@ pub fn search_doc(o: &Outcome, sys: &SysInfo) -> SearchDoc {
             .map(|(i, c)| CeilingDoc {
                 url: c.url.clone(),
                 from: c.from,
+                searched: c.end() != Some(End::NotSearched),
                 probe_rate: c.probe_rate,
                 ceiling: c.rate(),
                 lowest_failure: c.search.lowest_failure(),

@@ -1,7 +1,7 @@
 //! Running the search: the probe, the steps (A B A B in lockstep), `--max-time` and Ctrl-C.
 
 use super::search::{self, End, Objective, Plan, Search, StepFigures, Verdict};
-use super::{SearchOptions, DEFAULT_STEP, DEFAULT_WARMUP, PROBE};
+use super::{SearchOptions, DEFAULT_STEP, PROBE};
 use crate::procstat::{self, CpuTimes};
 use crate::{LoadError, RunOptions, RunResult};
 use shared::shutdown::ShutdownFlag;
@@ -65,8 +65,9 @@ pub enum Stopped {
 #[derive(Debug, Clone)]
 pub struct Ceiling {
     pub url: String,
-    /// The first rate (`--from` or the probe's / 4).
-    pub from: f64,
+    /// The first rate (`--from` or the probe's / 4); `None`: not searched (Ctrl-C or
+    /// `--max-time` came before its probe ended).
+    pub from: Option<f64>,
     /// The closed-loop probe's rate, when it ran.
     pub probe_rate: Option<f64>,
     pub search: Search,
@@ -302,15 +303,22 @@ fn run_step(
     }))
 }
 
-/// The closed-loop probe: its rate, or an error when nothing came back.
-fn probe(base: &RunOptions, d: Duration, stop: &Arc<ShutdownFlag>) -> Result<f64, LoadError> {
+/// The closed-loop probe: its rate, `None` when Ctrl-C cut it short, or an error when nothing
+/// came back.
+fn probe(
+    base: &RunOptions,
+    d: Duration,
+    stop: &Arc<ShutdownFlag>,
+) -> Result<Option<f64>, LoadError> {
     let mut o = step_options(base, 1.0, d, Duration::ZERO);
     o.rate = None;
     o.spin = false;
     let r = crate::run(&o, stop.clone())?;
     let rate = r.rate();
-    if rate > 0.0 {
-        Ok(rate)
+    if r.interrupted {
+        Ok(None)
+    } else if rate > 0.0 {
+        Ok(Some(rate))
     } else {
         Err(LoadError::Invalid(format!(
             "the closed-loop probe of {} got no response ({} failed): give --from to search anyway",
@@ -333,6 +341,65 @@ fn describe(o: &RunOptions, d: Duration, warmup: Duration) -> String {
     )
 }
 
+/// Each URL's search, from `--from` or its closed-loop probe. When Ctrl-C or `--max-time`
+/// (`over_time(the probe's longest)`) stops the probes, the URLs left are reported as not
+/// searched rather than left out.
+fn start_searches(
+    args: &SearchOptions,
+    sides: &[RunOptions],
+    stop: &Arc<ShutdownFlag>,
+    over_time: impl Fn(Duration) -> bool,
+    log: &mut impl FnMut(&str),
+) -> Result<(Vec<Ceiling>, Option<Stopped>), LoadError> {
+    let d = args.step.unwrap_or(DEFAULT_STEP);
+    // Below one request a step, a step sends nothing and says nothing about the target (the
+    // command line refuses such a --from; the probe's rate and the shrinks stop there).
+    let lowest = (1000.0 / d.as_secs_f64()).ceil() / 1000.0;
+    let mut ceilings = Vec::new();
+    let mut stopped = None;
+    for o in sides {
+        let url = o.urls[0].url.clone();
+        let (from, probe_rate) = match (args.from, stopped) {
+            (_, Some(_)) => (None, None),
+            (Some(f), None) => (Some(f), None),
+            (None, None) if over_time(super::probe_bound(d, o.timeout)) => {
+                stopped = Some(Stopped::MaxTime);
+                (None, None)
+            }
+            (None, None) => match probe(o, PROBE.min(d), stop)? {
+                None => {
+                    stopped = Some(Stopped::Interrupted);
+                    (None, None)
+                }
+                Some(r) => {
+                    log(&format!(
+                        "probe {url}: {} req/s closed loop",
+                        super::report::rate_text(r)
+                    ));
+                    (Some(search::whole(r / 4.0).max(lowest)), Some(r))
+                }
+            },
+        };
+        let search = match from {
+            None => Search::not_searched(),
+            Some(from) => {
+                let mut plan = Plan::new(from);
+                plan.upper = args.upper;
+                plan.precision = args.precision;
+                plan.lowest = lowest.min(from);
+                Search::new(plan)
+            }
+        };
+        ceilings.push(Ceiling {
+            url,
+            from,
+            probe_rate,
+            search,
+        });
+    }
+    Ok((ceilings, stopped))
+}
+
 /// Run the search for every side (one `RunOptions` per URL). `log` gets one line per step.
 pub fn run_search(
     args: &SearchOptions,
@@ -343,7 +410,7 @@ pub fn run_search(
     let start = Instant::now();
     let obj = args.objective;
     let d = args.step.unwrap_or(DEFAULT_STEP);
-    let warmup = args.warmup.unwrap_or(DEFAULT_WARMUP.min(d / 2));
+    let warmup = super::warmup_of(d, args.warmup);
     let mut out = Outcome {
         objective: obj,
         max_errors: args.max_errors,
@@ -357,39 +424,14 @@ pub fn run_search(
         elapsed: Duration::ZERO,
     };
     let over_time = |needed: Duration| start.elapsed() + needed > args.max_time;
-    // Below one request a step, a step sends nothing and says nothing about the target (the
-    // command line refuses such a --from; the probe's rate and the shrinks stop there).
-    let lowest = (1000.0 / d.as_secs_f64()).ceil() / 1000.0;
-    for o in sides {
-        let (from, probe_rate) = match args.from {
-            Some(f) => (f, None),
-            None => {
-                let pd = PROBE.min(d);
-                if over_time(pd) {
-                    out.stopped = Some(Stopped::MaxTime);
-                    out.elapsed = start.elapsed();
-                    return Ok(out);
-                }
-                let r = probe(o, pd, &stop)?;
-                log(&format!(
-                    "probe {}: {} req/s closed loop",
-                    o.urls[0].url,
-                    super::report::rate_text(r)
-                ));
-                (search::whole(r / 4.0).max(lowest), Some(r))
-            }
-        };
-        let mut plan = Plan::new(from);
-        plan.upper = args.upper;
-        plan.precision = args.precision;
-        plan.lowest = lowest.min(from);
-        out.ceilings.push(Ceiling {
-            url: o.urls[0].url.clone(),
-            from,
-            probe_rate,
-            search: Search::new(plan),
-        });
+    let (ceilings, stopped) = start_searches(args, sides, &stop, over_time, &mut log)?;
+    out.ceilings = ceilings;
+    if stopped.is_some() {
+        out.stopped = stopped;
+        out.elapsed = start.elapsed();
+        return Ok(out);
     }
+    let step_bound = super::step_bound(d, warmup, sides[0].timeout);
     let mut reruns = vec![0u32; sides.len()];
     'search: loop {
         let mut ran = false;
@@ -401,7 +443,7 @@ pub fn run_search(
                 out.stopped = Some(Stopped::Interrupted);
                 break 'search;
             }
-            if over_time(warmup + d) {
+            if over_time(step_bound) {
                 out.stopped = Some(Stopped::MaxTime);
                 break 'search;
             }

@@ -190,6 +190,8 @@ pub enum End {
     Upper,
     /// Nothing passed down to the lowest rate tried.
     NothingPassed,
+    /// No step ran: Ctrl-C or `--max-time` came before the URL's probe ended.
+    NotSearched,
 }
 
 /// A rate as the search offers it: whole requests per second from 10 up, thousandths below
@@ -225,6 +227,17 @@ impl Search {
             plan,
             phase: Phase::Growing,
             next: first,
+            passed: None,
+            failed: None,
+        }
+    }
+
+    /// A search that never starts (its URL's probe did not end).
+    pub fn not_searched() -> Search {
+        Search {
+            plan: Plan::new(0.0),
+            phase: Phase::Done(End::NotSearched),
+            next: 0.0,
             passed: None,
             failed: None,
         }

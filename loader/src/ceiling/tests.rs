@@ -174,7 +174,7 @@ fn outcome(load: &Load, obj: &Objective) -> Outcome {
         upper: Some(load.rate),
         ceilings: vec![Ceiling {
             url: "http://127.0.0.1:1/".into(),
-            from: load.rate,
+            from: Some(load.rate),
             probe_rate: None,
             search,
         }],
@@ -428,4 +428,42 @@ fn the_search_shrinks_no_lower_than_a_request_a_step() {
     }
     assert_eq!(tried, [10.0, 5.0, 2.5]);
     assert_eq!(s.phase(), search::Phase::Done(search::End::NothingPassed));
+}
+
+/// `--max-time` runs out before the probes (no `--from`): every URL is still in the outcome and
+/// the report, as not searched. B used to be left out ("for 1 URL"), A too when its own probe
+/// did not fit.
+#[test]
+fn urls_left_unprobed_by_max_time_are_reported() {
+    let args = super::SearchOptions {
+        objective: P99_1S,
+        from: None,
+        upper: None,
+        precision: 0.02,
+        max_errors: 0,
+        max_time: Duration::from_nanos(1),
+        watch_pids: Vec::new(),
+        step: Some(Duration::from_millis(300)),
+        warmup: None,
+    };
+    let urls = ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"];
+    let sides: Vec<_> = urls
+        .iter()
+        .map(|u| crate::RunOptions::for_urls(&[u]).unwrap())
+        .collect();
+    let stop = shared::shutdown::ShutdownFlag::new();
+    let out = super::run_search(&args, &sides, stop, |_| {}).unwrap();
+    assert_eq!(out.ceilings.len(), 2, "{out:?}");
+    assert!(out.steps.is_empty());
+    let text = report::render(&out);
+    assert!(text.contains("for 2 URLs"), "{text}");
+    for u in urls {
+        assert!(
+            text.contains(&format!(
+                "Not searched ({u}): --max-time ran out before its probe"
+            )),
+            "{text}"
+        );
+    }
+    assert_eq!(report::exit_code(&out), 1);
 }

@@ -300,7 +300,8 @@ pub struct CeilingArgs {
     /// Failed requests a step may have and still pass (an answer outside 2xx and 3xx is one)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub max_errors: u64,
-    /// Stop the search after this long (what was found so far is reported)
+    /// Stop the search before a step that could end past this (each step counted at its longest:
+    /// warm-up, -d and twice --timeout); what was found so far is reported
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_positive_duration)]
     pub max_time: Duration,
     /// Process whose CPU time per request is reported at every step (repeatable)
@@ -363,6 +364,7 @@ impl CeilingArgs {
             (None, None) => None,
         };
         let step = self.load.duration.unwrap_or(crate::ceiling::DEFAULT_STEP);
+        self.check_max_time(step)?;
         if let Some((flag, rate)) = first {
             if rate * step.as_secs_f64() < 1.0 {
                 return Err(format!(
@@ -388,6 +390,37 @@ impl CeilingArgs {
 }
 
 impl CeilingArgs {
+    /// `--max-time` must hold each URL's probe (without `--from`) and a first step of each at
+    /// their longest, or the search would stop before it says anything about every URL.
+    fn check_max_time(&self, step: Duration) -> Result<(), String> {
+        use crate::ceiling::{probe_bound, step_bound, warmup_of};
+        let urls = 1 + u32::from(self.url_b.is_some());
+        let warmup = warmup_of(step, self.load.warmup);
+        let timeout = self.load.timeout;
+        let probe = match self.from {
+            None => probe_bound(step, timeout),
+            Some(_) => Duration::ZERO,
+        };
+        let needed = (probe + step_bound(step, warmup, timeout)) * urls;
+        if self.max_time >= needed {
+            return Ok(());
+        }
+        let what = match self.from {
+            None => "the closed-loop probe and a first step",
+            Some(_) => "a first step",
+        };
+        let f = shared::units::format_duration;
+        Err(format!(
+            "--max-time {}: {what}{} can take up to {:.1}s (a step: its warm-up, -d, and \
+             --timeout {} twice, for the warm-up's last requests and the drain); give a longer \
+             --max-time or a shorter --timeout",
+            f(self.max_time),
+            if urls > 1 { " of each URL" } else { "" },
+            needed.as_secs_f64(),
+            f(timeout),
+        ))
+    }
+
     /// The search asked for, once [`CeilingArgs::validate`] has passed.
     pub fn search_options(&self) -> Result<SearchOptions, String> {
         self.validate()?;

@@ -454,6 +454,61 @@ mod ceiling_flags {
         );
     }
 
+    /// A --max-time that cannot hold each URL's probe and one step of each, at their longest
+    /// (a step: its warm-up, -d and twice --timeout, for the warm-up's last requests and the
+    /// drain), would stop the search before it says anything: a usage error naming it. (With
+    /// two URLs and -d 2s, --max-time 3s ran A's probe only and left B out of the report.)
+    #[test]
+    fn a_max_time_shorter_than_the_first_steps_is_refused() {
+        let e = |a: &[&str]| ceiling(a).validate().unwrap_err();
+        let msg = e(&[
+            "--p99",
+            "1s",
+            "--max-time",
+            "3s",
+            "-d",
+            "2s",
+            "http://a/",
+            "http://b/",
+        ]);
+        assert!(msg.starts_with("--max-time 3s"), "{msg}");
+        let msg = e(&[
+            "--p99",
+            "1s",
+            "--from",
+            "10",
+            "-d",
+            "500ms",
+            "--timeout",
+            "5s",
+            "--max-time",
+            "2s",
+            "http://a/",
+        ]);
+        assert!(
+            msg.starts_with("--max-time 2s") && msg.contains("--timeout"),
+            "{msg}"
+        );
+        // Room for one step (100 ms of warm-up, 300 ms, twice 210 ms at most).
+        assert!(ceiling(&[
+            "--p99",
+            "1s",
+            "--from",
+            "10",
+            "-d",
+            "300ms",
+            "--warmup",
+            "100ms",
+            "--timeout",
+            "200ms",
+            "--max-time",
+            "1s",
+            "http://a/",
+        ])
+        .validate()
+        .is_ok());
+    }
+
     /// Sharding, a start time and interval logs are a plain run's: a search ignored them
     /// (started at once, sent the whole rate, kept the last step's log only).
     #[test]

@@ -259,7 +259,8 @@ fn max_time_stops_the_search_with_what_was_found() {
     let url = o.url("/");
     let json = temp_path("max.json");
     let j = json.display().to_string();
-    // Each step lasts at least its warm-up and -d (400 ms): 1 s leaves room for two.
+    // A step lasts its warm-up and -d (400 ms), and up to twice --timeout more (the warm-up's
+    // last requests and the drain): 1 s leaves room for one, two when the first was quick.
     let r = ceiling(&[
         "--p99",
         "2s",
@@ -271,6 +272,8 @@ fn max_time_stops_the_search_with_what_was_found() {
         "4",
         "--threads",
         "1",
+        "--timeout",
+        "200ms",
         "--from",
         "50",
         "--max-time",
@@ -297,6 +300,99 @@ fn max_time_stops_the_search_with_what_was_found() {
         assert!(ceiling_of(&r.stdout, &url) >= 50.0);
         assert!(r.stdout.contains("at least: --max-time"), "{}", r.stdout);
     }
+}
+
+/// `--max-time` bounds the whole search, whatever the target does: against one that never
+/// answers, each step lasts its warm-up, the wait for the warm-up's last requests (a timeout)
+/// and the drain (another), and a step starts only if it would end within the limit even so.
+/// It was checked against the warm-up and -d only: 10.2 s for --max-time 2s.
+#[test]
+fn max_time_holds_against_a_target_that_never_answers() {
+    let stall = Origin::start(OriginConfig {
+        hang: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let url = stall.url("/");
+    let json = temp_path("stall-max.json");
+    let j = json.display().to_string();
+    let r = ceiling(&[
+        "--p99",
+        "500ms",
+        "-d",
+        "200ms",
+        "--warmup",
+        "100ms",
+        "-c",
+        "2",
+        "--threads",
+        "1",
+        "--timeout",
+        "400ms",
+        "--from",
+        "40",
+        "--max-time",
+        "1500ms",
+        "--json",
+        &j,
+        "-q",
+        &url,
+    ]);
+    assert_eq!(r.status.code(), Some(1), "{}\n{}", r.stdout, r.stderr);
+    let doc = read_json(&json);
+    let elapsed = doc["elapsed_s"].as_f64().unwrap();
+    assert!(
+        elapsed <= 1.5,
+        "{elapsed} s past --max-time 1500ms:\n{}",
+        r.stdout
+    );
+    assert_eq!(doc["stopped"], "max-time", "{}", r.stdout);
+    assert!(!doc["steps"].as_array().unwrap().is_empty(), "{}", r.stdout);
+}
+
+/// Ctrl-C while B's closed-loop probe runs: A was probed, B was not, and both are reported,
+/// B as not searched (its cut-short probe was taken for a probe).
+#[test]
+fn ctrl_c_during_the_probes_reports_every_url() {
+    let a = limited_origin(100_000.0);
+    let b = limited_origin(100_000.0);
+    let (ua, ub) = (a.url("/"), b.url("/"));
+    let child = spawn(&[
+        "--p99",
+        "2s",
+        "-d",
+        "300ms",
+        "-c",
+        "2",
+        "--threads",
+        "1",
+        "--timeout",
+        "1s",
+        &ua,
+        &ub,
+    ]);
+    assert!(
+        tests::eventually(Duration::from_secs(60), || b.requests() > 0),
+        "B's probe never started"
+    );
+    child.signal(libc::SIGINT);
+    let r = finish(child);
+    assert_eq!(r.status.code(), Some(1), "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("Interrupted (Ctrl-C)"), "{}", r.stdout);
+    assert!(r.stdout.contains("for 2 URLs"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!("B {ub}: not searched")),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(&format!(
+            "Not searched ({ub}): interrupted before its probe ended"
+        )),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(&format!("A {ua}: from ")), "{}", r.stdout);
 }
 
 #[test]
