@@ -23,6 +23,7 @@
 
 pub mod accept;
 pub mod base64;
+pub mod bounded_read;
 pub mod civil;
 pub mod clock;
 pub mod config;

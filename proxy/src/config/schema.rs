@@ -29,9 +29,12 @@ use toml::Spanned;
 /// Read and parse a config file.
 pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        file: name.clone(),
-        source,
+    let limit = shared::bounded_read::MAX_SMALL_FILE;
+    let text = shared::bounded_read::read_capped_text(path, limit).map_err(|source| {
+        ConfigError::Read {
+            file: name.clone(),
+            source,
+        }
     })?;
     parse(&name, &text)
 }

@@ -183,10 +183,12 @@ impl ClientTls {
 
 /// The PEM certificates of a CA file, in order.
 fn read_ca_file(path: &Path) -> Result<Vec<CertificateDer<'static>>, ClientTlsError> {
-    let pem = std::fs::read(path).map_err(|source| ClientTlsError::CaRead {
-        path: path.to_owned(),
-        source,
-    })?;
+    let pem = crate::bounded_read::read_capped(path, crate::bounded_read::MAX_SMALL_FILE).map_err(
+        |source| ClientTlsError::CaRead {
+            path: path.to_owned(),
+            source,
+        },
+    )?;
     let certs = CertificateDer::pem_slice_iter(&pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ClientTlsError::CaNotPem {

@@ -131,7 +131,8 @@ fn aes128_first(mut p: CryptoProvider) -> CryptoProvider {
 }
 
 fn read(path: &Path, what: &str) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{what} {}: {e}", path.display()))
+    crate::bounded_read::read_capped(path, crate::bounded_read::MAX_SMALL_FILE)
+        .map_err(|e| format!("{what} {}: {e}", path.display()))
 }
 
 /// The certificate chain in `path` (PEM), leaf first.

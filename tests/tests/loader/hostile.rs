@@ -606,3 +606,23 @@ fn an_endless_input_file_is_refused_at_its_limit() {
         assert!(tests::text(&out.stderr).contains("64 MiB"), "{flags:?}");
     }
 }
+
+/// A CA file is read up to 16 MiB (a system's whole bundle is about 200 KB): before,
+/// `--cacert /dev/zero` read until an allocation failed (here, in a bounded address space:
+/// an abort).
+#[test]
+fn an_endless_ca_file_is_refused_at_its_limit() {
+    let mut cmd = std::process::Command::new(tests::bin("loader"));
+    cmd.args([
+        "-q",
+        "-n",
+        "1",
+        "--cacert",
+        "/dev/zero",
+        "https://127.0.0.1:1/",
+    ])
+    .stdout(std::process::Stdio::piped());
+    tests::process::limit_address_space(&mut cmd, 1 << 30);
+    let out = tests::process::Process::spawn(&mut cmd).output(Duration::from_secs(60));
+    assert_usage(&out, "CA file /dev/zero: larger than 16 MiB");
+}

@@ -698,3 +698,41 @@ fn man_page_is_current() {
 fn completions_for_bash_zsh_and_fish() {
     tests::manual::check_completions("proxy", &["check-config", "takeover-socket", "pin"]);
 }
+
+/// A config, certificate or key file is read up to 16 MiB: before, `--config /dev/zero` (or a
+/// certificate named so) read until an allocation failed (here, in a bounded address space:
+/// an abort). One line naming the file, exit 2.
+#[test]
+fn an_endless_config_or_certificate_file_is_refused_at_its_limit() {
+    let o = tests::origin();
+    let up = o.addr().to_string();
+    let cases: [&[&str]; 3] = [
+        &["--config", "/dev/zero"],
+        &["--check-config", "/dev/zero"],
+        &[
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            &up,
+            "--tls-cert",
+            "/dev/zero",
+            "--tls-key",
+            "/dev/zero",
+        ],
+    ];
+    for args in cases {
+        let mut cmd = Command::new(tests::bin("proxy"));
+        cmd.args(args).stdout(std::process::Stdio::piped());
+        tests::process::limit_address_space(&mut cmd, 1 << 30);
+        let out = tests::process::Process::spawn(&mut cmd).output(Duration::from_secs(60));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("/dev/zero: larger than 16 MiB"),
+            "{args:?}: {err}"
+        );
+        // `--check-config` adds nginx -t's "test failed" line.
+        let lines = if args[0] == "--check-config" { 2 } else { 1 };
+        assert_eq!(err.trim_end().lines().count(), lines, "{args:?}: {err}");
+    }
+}
