@@ -208,6 +208,9 @@ fn dictionary(line: &[u8], d: &mut ResponseDirectives) -> Option<()> {
     }
 }
 
+/// Apply one member to `d`. A key seen again overwrites what it said before (RFC 8941 4.2.2:
+/// "If dictionary already contains a key this_key ..., overwrite its value"), the field's
+/// lines being one dictionary: unlike Cache-Control, whose first max-age this cache keeps.
 fn apply(d: &mut ResponseDirectives, key: &[u8], value: Item) -> Option<()> {
     let seconds = |v: Item| match v {
         Item::Integer(n) if n >= 0 => Some((n as u64).min(DELTA_MAX)),
@@ -217,29 +220,17 @@ fn apply(d: &mut ResponseDirectives, key: &[u8], value: Item) -> Option<()> {
     // name list for private or no-cache) reads as the unqualified form, as in Cache-Control.
     let set = value != Item::Boolean(false);
     match key {
-        b"max-age" => {
-            let v = seconds(value)?;
-            d.max_age.get_or_insert(v);
-        }
-        b"s-maxage" => {
-            let v = seconds(value)?;
-            d.s_maxage.get_or_insert(v);
-        }
-        b"stale-while-revalidate" => {
-            let v = seconds(value)?;
-            d.stale_while_revalidate.get_or_insert(v);
-        }
-        b"stale-if-error" => {
-            let v = seconds(value)?;
-            d.stale_if_error.get_or_insert(v);
-        }
-        b"no-store" => d.no_store |= set,
-        b"no-cache" => d.no_cache |= set,
-        b"private" => d.private |= set,
-        b"public" => d.public |= set,
-        b"must-revalidate" => d.must_revalidate |= set,
-        b"proxy-revalidate" => d.proxy_revalidate |= set,
-        b"must-understand" => d.must_understand |= set,
+        b"max-age" => d.max_age = Some(seconds(value)?),
+        b"s-maxage" => d.s_maxage = Some(seconds(value)?),
+        b"stale-while-revalidate" => d.stale_while_revalidate = Some(seconds(value)?),
+        b"stale-if-error" => d.stale_if_error = Some(seconds(value)?),
+        b"no-store" => d.no_store = set,
+        b"no-cache" => d.no_cache = set,
+        b"private" => d.private = set,
+        b"public" => d.public = set,
+        b"must-revalidate" => d.must_revalidate = set,
+        b"proxy-revalidate" => d.proxy_revalidate = set,
+        b"must-understand" => d.must_understand = set,
         _ => {}
     }
     Some(())
@@ -260,7 +251,7 @@ mod tests {
     fn valid_dictionaries_and_what_they_say() {
         let cdn = ["CDN-Cache-Control".to_string()];
         let none = ResponseDirectives::default();
-        let cases: [(&[httparse::Header<'static>], Option<ResponseDirectives>); 14] = [
+        let cases: [(&[httparse::Header<'static>], Option<ResponseDirectives>); 18] = [
             (&[], None),
             (&[h("CDN-Cache-Control", "")], None),
             (
@@ -302,6 +293,46 @@ mod tests {
                 &[h("CDN-Cache-Control", "no-cache=?0, s-maxage=5")],
                 Some(ResponseDirectives {
                     s_maxage: Some(5),
+                    ..none
+                }),
+            ),
+            // RFC 8941 4.2.2: a key seen again overwrites its value, across field lines too.
+            (
+                &[h("CDN-Cache-Control", "max-age=60, max-age=0")],
+                Some(ResponseDirectives {
+                    max_age: Some(0),
+                    ..none
+                }),
+            ),
+            (
+                &[
+                    h("CDN-Cache-Control", "max-age=60, s-maxage=5"),
+                    h("CDN-Cache-Control", "max-age=0, s-maxage=7"),
+                ],
+                Some(ResponseDirectives {
+                    max_age: Some(0),
+                    s_maxage: Some(7),
+                    ..none
+                }),
+            ),
+            (
+                &[h(
+                    "CDN-Cache-Control",
+                    "no-store, private, no-store=?0, stale-if-error=9, stale-if-error=3",
+                )],
+                Some(ResponseDirectives {
+                    private: true,
+                    stale_if_error: Some(3),
+                    ..none
+                }),
+            ),
+            (
+                &[
+                    h("CDN-Cache-Control", "must-revalidate=?0"),
+                    h("CDN-Cache-Control", "must-revalidate"),
+                ],
+                Some(ResponseDirectives {
+                    must_revalidate: true,
                     ..none
                 }),
             ),

@@ -184,7 +184,27 @@ fn targeted_cache_control_decides_for_this_cache_and_is_not_forwarded() {
         "/t4?header=CDN-Cache-Control:max-age%3D%2210000%22&header=Cache-Control:no-store";
     const CDN_PRIVATE: &str =
         "/t5?header=CDN-Cache-Control:private&header=Cache-Control:max-age%3D3600";
-    let cases: [(&str, &[Step]); 5] = [
+    // RFC 9213 2.1 makes the field a Dictionary (RFC 8941 3.2): a repeated key's last value
+    // counts, on one line or across two.
+    const CDN_REPEATED: &str = "/t7?header=CDN-Cache-Control:max-age%3D3600%2C%20max-age%3D0\
+        &header=Cache-Control:max-age%3D3600";
+    const CDN_TWO_LINES: &str = "/t8?header=CDN-Cache-Control:max-age%3D3600\
+        &header=CDN-Cache-Control:max-age%3D0&header=Cache-Control:max-age%3D3600";
+    let cases: [(&str, &[Step]); 7] = [
+        (
+            "CDN-Cache-Control: max-age=3600, max-age=0",
+            &[
+                step("GET", CDN_REPEATED, "", (200, "MISS", 1)),
+                step("GET", CDN_REPEATED, "", (200, "MISS", 2)),
+            ],
+        ),
+        (
+            "CDN-Cache-Control: max-age=3600 then a line max-age=0",
+            &[
+                step("GET", CDN_TWO_LINES, "", (200, "MISS", 1)),
+                step("GET", CDN_TWO_LINES, "", (200, "MISS", 2)),
+            ],
+        ),
         (
             "CDN-Cache-Control: max-age=3600 over Cache-Control: no-store",
             &[
