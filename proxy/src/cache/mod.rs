@@ -5,7 +5,8 @@
 //!
 //! - [`policy`]: request classes (lookup, bypass, invalidate, purge), storability and
 //!   freshness (RFC 9111 3, 4.2, 5.2), the age of a stored response.
-//! - [`vary`]: variants (4.1), with `Accept-Encoding` normalised.
+//! - [`vary`]: variants (4.1), with `Accept-Encoding` and `Accept-Language` normalised where
+//!   the meaning is the same.
 //! - [`validate`]: conditional requests for stored responses, 304 updates, and clients'
 //!   own conditionals answered from the store (4.3).
 //! - [`directives`]: Cache-Control and Pragma; [`date`]: HTTP-date.

@@ -635,7 +635,11 @@ fn must_understand_with_no_store() {
 }
 
 #[test]
-fn vary_accept_language_is_normalised() {
+fn vary_accept_language_is_normalised_only_where_the_meaning_is_the_same() {
+    // RFC 9111 4.1: two values select one variant only when a normalisation "known to have
+    // identical semantics" makes them alike: case, whitespace, the order of ranges of
+    // different weights, `q=1` spelled out or not. Another weight or a `q=0` exclusion is
+    // another request (it was one: `*, fr;q=0` got the French body stored for `*`).
     let o = tests::origin();
     let (p, addr) = proxy(&[o.addr()], &[], |_| {});
     let path = "/lang?header=Vary:Accept-Language&header=Cache-Control:max-age%3D3600";
@@ -646,35 +650,112 @@ fn vary_accept_language_is_normalised() {
             "Accept-Language: en-US, fr;q=0.5\r\n",
             (200, "MISS", 1),
         ),
-        // Case, spaces, qvalues that keep the order: the same variant.
         step(
             "GET",
             path,
-            "Accept-Language: fr;q=0.4,EN-us\r\n",
+            "Accept-Language: fr;q=0.500,EN-us\r\n",
             (200, "HIT", 1),
         ),
         step(
             "GET",
             path,
-            "Accept-Language: en-us, de;q=0, fr;q=0.9\r\n",
+            "Accept-Language: en-US;q=1 , fr;q=0.5\r\n",
             (200, "HIT", 1),
         ),
-        // Another preference: another variant.
         step(
             "GET",
             path,
-            "Accept-Language: fr, en-US;q=0.5\r\n",
+            "Accept-Language: en-US, fr;q=0.4\r\n",
             (200, "MISS", 2),
         ),
         step(
             "GET",
             path,
-            "Accept-Language: FR,en-us;q=0.1\r\n",
-            (200, "HIT", 2),
+            "Accept-Language: en-us, de;q=0, fr;q=0.5\r\n",
+            (200, "MISS", 3),
         ),
-        step("GET", path, "", (200, "MISS", 3)),
+        step("GET", path, "Accept-Language: *\r\n", (200, "MISS", 4)),
+        step(
+            "GET",
+            path,
+            "Accept-Language: *, fr;q=0\r\n",
+            (200, "MISS", 5),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Language: *, FR;q=0.0\r\n",
+            (200, "HIT", 5),
+        ),
+        step("GET", path, "", (200, "MISS", 6)),
     ];
     run("Accept-Language", addr, &o, &steps);
+    p.shutdown().unwrap();
+}
+
+#[test]
+fn vary_accept_encoding_keeps_apart_what_the_origin_tells_apart() {
+    // A coding this cache does not know and a `q=0` exclusion stay in the value: a response
+    // in `compress` was served to `identity` and to an empty Accept-Encoding (both read as
+    // "no known coding"), and one for `gzip, br` to a client refusing neither but weighing
+    // them otherwise.
+    let o = tests::origin();
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let path = "/ae?header=Vary:Accept-Encoding&header=Content-Encoding:compress\
+        &header=Cache-Control:max-age%3D3600";
+    let steps = [
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: compress\r\n",
+            (200, "MISS", 1),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: COMPRESS;q=1\r\n",
+            (200, "HIT", 1),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: identity\r\n",
+            (200, "MISS", 2),
+        ),
+        step("GET", path, "Accept-Encoding: \r\n", (200, "MISS", 3)),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: gzip, br\r\n",
+            (200, "MISS", 4),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: br;q=1 , GZIP\r\n",
+            (200, "HIT", 4),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: x-gzip,br\r\n",
+            (200, "HIT", 4),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: gzip;q=0.5, br\r\n",
+            (200, "MISS", 5),
+        ),
+        step(
+            "GET",
+            path,
+            "Accept-Encoding: gzip, br, compress;q=0\r\n",
+            (200, "MISS", 6),
+        ),
+        step("GET", path, "", (200, "MISS", 7)),
+    ];
+    run("Accept-Encoding", addr, &o, &steps);
     p.shutdown().unwrap();
 }
 
