@@ -108,6 +108,13 @@ pub fn make_conditional(out: &mut BytesMut, v: Validators<'_>) {
     add_validators(out, v);
 }
 
+/// Take back what [`make_conditional`] added to the upstream request head in `out`: the
+/// request asks again without a validator (the client's own If-None-Match and
+/// If-Modified-Since are gone with it).
+pub fn make_unconditional(out: &mut BytesMut) {
+    drop_request_fields(out, is_client_conditional);
+}
+
 /// `If-None-Match: <etag>` and `If-Modified-Since: <last-modified>` for the validators `v`.
 fn add_validators(out: &mut BytesMut, v: Validators<'_>) {
     if let Some(etag) = v.etag {
@@ -134,12 +141,13 @@ fn kept_on_update(name: &str) -> bool {
 }
 
 /// Whether a 304 with fields `new` may update the stored response with ETag `stored`
-/// (4.3.4: a strong validator in the 304 selects the stored responses with the same one; a
-/// 304 without one updates the response the request validated).
+/// (4.3.4): a strong ETag in the 304 selects a stored response with the same strong one, a
+/// weak one a stored response it matches by weak comparison (RFC 9110 8.8.3.2: the same
+/// opaque tag), and a 304 without one the response the request validated.
 pub fn selects(stored: Option<&[u8]>, new: &[httparse::Header<'_>]) -> bool {
     let etag = new.iter().find(|h| h.name.eq_ignore_ascii_case("etag"));
     match (etag.map(|h| trim_ows(h.value)), stored) {
-        (Some(n), _) if n.starts_with(b"W/") => true,
+        (Some(n), Some(s)) if n.starts_with(b"W/") => n[2..] == *s.strip_prefix(b"W/").unwrap_or(s),
         (Some(n), Some(s)) => n == s,
         (Some(_), None) => false,
         (None, _) => true,

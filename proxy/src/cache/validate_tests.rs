@@ -102,13 +102,21 @@ fn a_304_updates_every_field_it_carries_but_framing_and_encoding() {
 
 #[test]
 fn which_304_selects_the_stored_response() {
+    // RFC 9111 4.3.4: a strong validator selects the stored responses with the same strong
+    // one; a weak one, those it matches weakly (RFC 9110 8.8.3.2); neither, the one validated.
     let v1 = Some(&b"\"v1\""[..]);
-    let cases: [(Option<&[u8]>, Fields, bool); 6] = [
+    let w1 = Some(&b"W/\"v1\""[..]);
+    let cases: [(Option<&[u8]>, Fields, bool); 11] = [
         (v1, &[], true),
         (v1, &[("ETag", "\"v1\"")], true),
         (v1, &[("ETag", "\"v2\"")], false),
-        (v1, &[("ETag", "W/\"v2\"")], true),
+        (v1, &[("ETag", "W/\"v2\"")], false),
+        (v1, &[("ETag", "W/\"v1\"")], true),
+        (w1, &[("ETag", " W/\"v1\" ")], true),
+        (w1, &[("ETag", "W/\"v2\"")], false),
+        (w1, &[("ETag", "\"v1\"")], false),
         (None, &[("ETag", "\"v1\"")], false),
+        (None, &[("ETag", "W/\"v1\"")], false),
         (None, &[], true),
     ];
     for (stored, fields, want) in cases {

@@ -153,6 +153,68 @@ fn a_206_of_the_same_strong_validator_updates_the_stored_fields() {
     }
 }
 
+#[test]
+fn a_304_whose_etag_selects_no_stored_response_updates_nothing_and_is_fetched_again() {
+    // RFC 9111 4.3.4: a 304 updates the stored responses its validator selects, strong ones
+    // by strong comparison, weak ones by weak; if none, it "MUST NOT" update any, and the
+    // client is not answered from a response nothing validated: the request goes again,
+    // unconditional, and its 200 replaces the entry. A weak ETag updated the stored response
+    // whatever it was (REVALIDATED, then a HIT for the 304's max-age with its ETag); a
+    // strong one answered 502.
+    // (the stored ETag, the 304's)
+    let cases = [
+        ("W/\"e6\"", "W/\"zz\""),
+        ("\"e6\"", "W/\"zz\""),
+        ("\"e6\"", "\"zz\""),
+        ("W/\"e6\"", "\"e6\""),
+    ];
+    for (stored, other) in cases {
+        let stored_etag = format!("ETag: {stored}");
+        let other_etag = format!("ETag: {other}");
+        let o = Scripted::start(vec![
+            answer(
+                "200 OK",
+                &["Cache-Control: max-age=0", &stored_etag, "X-V: old"],
+                b"old",
+            ),
+            answer(
+                "304 Not Modified",
+                &["Cache-Control: max-age=60", &other_etag, "X-V: new"],
+                b"",
+            ),
+            answer(
+                "200 OK",
+                &["Cache-Control: max-age=60", &other_etag, "X-V: fresh"],
+                b"fresh",
+            ),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let what = format!("stored {stored}, 304 {other}");
+        let r = request(addr, "GET", "/v", "");
+        assert_eq!((r.status, x_cache(&r)), (200, "MISS"), "{what}");
+        let r = request(addr, "GET", "/v", "");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..], r.header("x-v")),
+            (200, "MISS", &b"fresh"[..], Some("fresh")),
+            "{what}: the answer to the request asked again"
+        );
+        assert_eq!(o.requests(), 3, "{what}");
+        let conditional = o.head(1);
+        let inm = format!("if-none-match: {}", stored.to_ascii_lowercase());
+        assert!(conditional.contains(&inm), "{what}: {conditional}");
+        let again = o.head(2);
+        assert!(!again.contains("if-none-match"), "{what}: {again}");
+        let r = request(addr, "GET", "/v", "");
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..], r.header("etag")),
+            (200, "HIT", &b"fresh"[..], Some(other)),
+            "{what}: the 200 replaced the entry"
+        );
+        assert_eq!(o.requests(), 3, "{what}");
+        p.shutdown().unwrap();
+    }
+}
+
 /// `GET /p` with the head lines `extra`, expecting `status`, `x_cache`, the body `body` and
 /// the origin's count `origin` after it.
 type PartStep = (&'static str, u16, &'static str, &'static [u8], u64);

@@ -92,6 +92,7 @@ pub(super) async fn fetch(
     if let Some((_, stored)) = &f.validates {
         validate::make_conditional(&mut c.to_upstream, validate::validators(&stored.head));
     }
+    let sent = c.to_upstream.len();
     // Storing decides on the request's fields (Authorization, Vary): its head stays at the
     // front of `from_client` until the answer is stored (such a request has no body).
     let stores = f.fill.is_some() || f.validates.is_some();
@@ -145,10 +146,7 @@ pub(super) async fn fetch(
         }
     }
     if not_modified {
-        if let Some((store, h, _)) = f.fill {
-            store.borrow_mut().abandon(h);
-        }
-        return revalidated(c, req, group, a, &f).await;
+        return revalidated(c, req, (group, key), a, f, sent).await;
     }
     if a.head.resp.status == 206 {
         update_from_partial(c, &a, &f, req.head_len);
@@ -329,20 +327,32 @@ fn is_error_status(status: u16) -> bool {
 /// The origin answered our conditional request 304: the stored entry's head and freshness
 /// are updated from it (RFC 9111 4.3.4) and the client gets the stored response (`X-Cache:
 /// REVALIDATED`), or a 304 if its own request was conditional and the stored response
-/// matches it. A 304 whose strong ETag is not the stored one updates nothing (4.3.4): 502.
+/// matches it. A 304 whose ETag selects no stored response updates nothing (4.3.4), and
+/// validated nothing the client could be answered with: the request goes again without a
+/// validator (its upstream head is the first `sent` bytes of `to_upstream`), filling `f`'s
+/// entry as a miss would.
 pub(super) async fn revalidated(
     c: &mut ClientConn,
     req: &RequestInfo,
-    group: crate::config::GroupId,
+    (group, key): (GroupId, &OwnedKey),
     a: Answered<'_>,
-    f: &Fetch<'_>,
+    f: Fetch<'_>,
+    sent: usize,
 ) -> Next {
-    let applied = apply_304(c, group, a, f, req.head_len);
-    consume_head(c, req, true);
-    let Some((hit, pre)) = applied else {
-        let e = ProxyError::BadResponse(shared::http::CodecError::InvalidStatus);
-        return fail_with(c, e, CacheStatus::Miss).await;
+    let Some((hit, pre)) = apply_304(c, group, a, &f, req.head_len) else {
+        c.to_upstream.truncate(sent);
+        validate::make_unconditional(&mut c.to_upstream);
+        let again = Fetch {
+            status: CacheStatus::Miss,
+            validates: None,
+            ..f
+        };
+        return Box::pin(fetch(c, req, group, key, again)).await;
     };
+    if let Some((store, h, _)) = f.fill {
+        store.borrow_mut().abandon(h);
+    }
+    consume_head(c, req, true);
     match pre {
         Outcome::Proceed => {}
         Outcome::NotModified => {
@@ -357,9 +367,9 @@ pub(super) async fn revalidated(
 
 /// A 304 to the conditional request of `f` (its upstream answer `a`): the stored entry
 /// refreshed from it (RFC 9111 4.3.4), the upstream connection pooled when clean. The stored
-/// response to serve, and the client's own preconditions against it; `None`: the 304's strong
-/// ETag is not the stored one, it updates nothing. The request's head (`head_len` bytes) is
-/// still at the front of `from_client`.
+/// response to serve, and the client's own preconditions against it; `None`: the 304's ETag
+/// selects no stored response ([`validate::selects`]), it updates nothing. The request's head
+/// (`head_len` bytes) is still at the front of `from_client`.
 pub(super) fn apply_304(
     c: &mut ClientConn,
     group: GroupId,

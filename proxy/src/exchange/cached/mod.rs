@@ -11,7 +11,9 @@
 //!   validators match gets a 304.
 //! - Validation: a `no-cache` request, or a stale entry, with an ETag or Last-Modified is
 //!   fetched with a conditional request ([`validate`]); a 304 refreshes the entry (RFC 9111
-//!   4.3.4) and serves it (`X-Cache: REVALIDATED`), a 200 replaces it (MISS).
+//!   4.3.4) and serves it (`X-Cache: REVALIDATED`), a 200 replaces it (MISS); a 304 whose
+//!   ETag selects no stored response updates nothing, and the request goes again without a
+//!   validator (MISS).
 //! - Stream: a request collapsed on a fill that declared its length streams the entry as it
 //!   fills. Wait: a fill without a head (or without a length) is under way; wait for it to
 //!   change and decide again.
