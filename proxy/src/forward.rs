@@ -59,6 +59,10 @@ pub struct ResponseInfo {
     pub client_keep_alive: bool,
     /// The client's HTTP version (an HTTP/1.0 client is told it may keep the connection).
     pub client_version: Version,
+    /// The client's head gets a Date: a final response came without one (RFC 9110 6.6.1:
+    /// "A recipient with a clock ... MUST ... append a corresponding Date header field"),
+    /// and the route's `response_headers` do not name it. Set by [`prepare_response`].
+    pub add_date: bool,
 }
 
 /// Whether the client connection stays open after a response framed as `framing` to `req`.
@@ -154,7 +158,12 @@ pub fn prepare_response(
             Ok(Status::Partial) => return Ok(None),
             Err(e) => return Err(ProxyError::BadResponse(e)),
         };
-        let info = response_info(&head, req, shutting_down)?;
+        let info = ResponseInfo {
+            add_date: head.status >= 200
+                && !head.has_date
+                && !edits.is_some_and(|e| e.drops("date")),
+            ..response_info(&head, req, shutting_down)?
+        };
         out.clear();
         if let Some(from) = interim.filter(|&n| starts_interim(&buf[n..])) {
             write_interims(&buf[from..], limits, out)?;
@@ -264,6 +273,7 @@ pub(crate) fn response_info(
         // were already received (they are served, then the connection closes).
         client_keep_alive: keeps_client(req, shutting_down && !req.pipelined, framing),
         client_version: req.version,
+        add_date: false,
     })
 }
 
@@ -334,9 +344,13 @@ fn append_client_head<'b>(
     }
 }
 
-/// End the client's head begun by [`write_client_head`]: the Connection field `resp` calls
-/// for, then the empty line.
+/// End the client's head begun by [`write_client_head`]: the Date and Connection fields
+/// `resp` calls for, then the empty line. (Not in the head a `ResponseMemo` keeps: the date
+/// changes while the upstream's bytes do not.)
 pub fn end_client_head(out: &mut BytesMut, resp: &ResponseInfo) {
+    if resp.add_date {
+        write_header(out, b"Date", &crate::http_date::now());
+    }
     if resp.framing == ClientFraming::Tunnel {
         write_header(out, b"Connection", b"upgrade");
     } else if !resp.client_keep_alive {

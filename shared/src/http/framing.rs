@@ -87,6 +87,8 @@ pub(crate) struct FieldScan<'b> {
     pub connection_names: bool,
     pub upgrade: Option<&'b [u8]>,
     pub expect_continue: bool,
+    /// A Date field is present (a proxy adds one to a response without: RFC 9110 6.6.1).
+    pub date: bool,
 }
 
 /// The transfer codings of every Transfer-Encoding field, summarised.
@@ -133,6 +135,7 @@ impl<'b> FieldScan<'b> {
                 (6, b'e') if eq_lower(name, b"expect") => {
                     s.expect_continue |= eq_lower(h.value, b"100-continue");
                 }
+                (4, b'd') if eq_lower(name, b"date") => s.date = true,
                 (7, b'u') if eq_lower(name, b"upgrade") => s.upgrade = Some(h.value),
                 (10, b'c') if eq_lower(name, b"connection") => s.connection(h.value),
                 // `Content_Length` / `Transfer_Encoding`: back ends that map field names to

@@ -100,6 +100,9 @@ pub struct ResponseHead<'h, 'b> {
     /// names are hop-by-hop (RFC 9110 7.6.1). False for the usual head, which spares a proxy
     /// a second look at every field.
     pub connection_names: bool,
+    /// The head has a Date field: a recipient with a clock adds one to a response without
+    /// that it forwards or stores (RFC 9110 6.6.1).
+    pub has_date: bool,
 }
 
 /// The HTTP/2 connection preface (RFC 9113 3.4); its first line parses as an HTTP/1 request
@@ -287,6 +290,7 @@ pub fn parse_response<'h, 'b>(
             .content_length
             .filter(|_| scan.content_length_error.is_none()),
         connection_names: scan.connection_names,
+        has_date: scan.date,
     }))
 }
 

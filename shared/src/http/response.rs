@@ -161,6 +161,7 @@ struct KeptHead {
     other_coding: bool,
     content_length: Option<u64>,
     connection_names: bool,
+    has_date: bool,
 }
 
 impl HeadMemo {
@@ -233,6 +234,7 @@ impl HeadMemo {
             other_coding: head.other_coding,
             content_length: head.content_length,
             connection_names: head.connection_names,
+            has_date: head.has_date,
         };
         self.kept = Some((method, *limits, kept));
     }
@@ -273,6 +275,7 @@ impl HeadMemo {
             other_coding: kept.other_coding,
             content_length: kept.content_length,
             connection_names: kept.connection_names,
+            has_date: kept.has_date,
         }
     }
 }

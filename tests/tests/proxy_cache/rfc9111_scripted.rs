@@ -215,6 +215,51 @@ fn a_304_whose_etag_selects_no_stored_response_updates_nothing_and_is_fetched_ag
     }
 }
 
+#[test]
+fn a_response_without_a_date_gets_one_relayed_and_stored() {
+    // RFC 9110 6.6.1: "A recipient with a clock that receives a response message without a
+    // Date header field MUST record the time it was received and append a corresponding Date
+    // header field to the message's header section if it is cached or forwarded downstream."
+    // A Date the origin sent goes on as it is, once, from the store too. (Without one, the
+    // stored response was served without one.)
+    const DATE: &str = "Wed, 01 Jan 2020 00:00:00 GMT";
+    let dated = format!("Date: {DATE}");
+    let o = Scripted::start(vec![
+        answer("200 OK", &["Cache-Control: max-age=60"], b"undated"),
+        answer(
+            "200 OK",
+            &["Cache-Control: max-age=2000000000", &dated],
+            b"dated",
+        ),
+        answer("200 OK", &[], b"apart"),
+    ]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let dates = |r: &tests::raw::Response| -> Vec<String> {
+        let d = r
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("date"));
+        d.map(|(_, v)| v.clone()).collect()
+    };
+    let is_date = |d: &[String]| matches!(d, [d] if d.ends_with(" GMT") && d.len() == 29);
+    for (path, xc) in [("/u", "MISS"), ("/u", "HIT"), ("/u", "HIT")] {
+        let r = request(addr, "GET", path, "");
+        assert_eq!((r.status, x_cache(&r)), (200, xc), "{path}");
+        assert!(is_date(&dates(&r)), "{path} {xc}: {:?}", r.headers);
+    }
+    for xc in ["MISS", "HIT"] {
+        let r = request(addr, "GET", "/d", "");
+        assert_eq!((r.status, x_cache(&r)), (200, xc));
+        assert_eq!(dates(&r), [DATE], "{xc}: the origin's, once");
+    }
+    // Not stored (no freshness, ttl aside: a POST), relayed with one.
+    let r = request(addr, "POST", "/a", "Content-Length: 0\r\n");
+    assert_eq!((r.status, x_cache(&r)), (200, "BYPASS"));
+    assert!(is_date(&dates(&r)), "{:?}", r.headers);
+    assert_eq!(o.requests(), 3);
+    p.shutdown().unwrap();
+}
+
 /// `GET /p` with the head lines `extra`, expecting `status`, `x_cache`, the body `body` and
 /// the origin's count `origin` after it.
 type PartStep = (&'static str, u16, &'static str, &'static [u8], u64);

@@ -432,8 +432,12 @@ pub(super) struct Refresh<'a> {
 /// serve, and the entry refreshed (or removed, if the updated head is no longer storable).
 pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_>]) -> Hit {
     let merged = validate::updated_fields(&stored.head, new);
+    // A 304 without a Date gets the time it was received (RFC 9110 6.6.1), as its update
+    // would have carried: the stored one, older, would age the entry by the time since.
+    let dated = new.iter().any(|h| h.name.eq_ignore_ascii_case("date"));
     let fields: Vec<httparse::Header<'_>> = merged
         .iter()
+        .filter(|(n, _)| dated || !n.eq_ignore_ascii_case(b"date"))
         .filter_map(|&(n, value)| {
             let name = std::str::from_utf8(n).ok()?;
             Some(httparse::Header { name, value })
@@ -447,11 +451,17 @@ pub(super) fn refresh(to: &Refresh<'_>, stored: &Hit, new: &[httparse::Header<'_
     // "HTTP/1.1 200 OK": the reason is what follows the status code.
     let reason = line.splitn(3, |&b| b == b' ').nth(2).unwrap_or_default();
     let reason = std::str::from_utf8(reason).unwrap_or_default();
-    let head = stored_head(stored.status, reason, &fields, &to.cfg.targeted);
     let at = Fetched {
         request_time: to.request_time,
         response_time: now_millis(),
     };
+    let head = stored_head(
+        stored.status,
+        reason,
+        &fields,
+        &to.cfg.targeted,
+        at.response_time,
+    );
     let len = Some(stored.body.len() as u64);
     let age = match cache::storable(to.request, stored.status, &fields, len, at, to.cfg) {
         Ok(st) => {
@@ -522,7 +532,7 @@ pub(super) fn fill_head(
         };
         match cache::storable(request, status, headers, declared, at, cfg) {
             Ok(st) => {
-                let head = stored_head(status, reason, headers, &cfg.targeted);
+                let head = stored_head(status, reason, headers, &cfg.targeted, at.response_time);
                 let hints = early_hints(resp.ub, &g.cfg.limits.codec);
                 let mut s = store.borrow_mut();
                 let kept = s.fill_head(h, status, head, st, declared)
@@ -588,12 +598,15 @@ fn partial_content(fields: &[httparse::Header<'_>], declared: Option<u64>) -> Op
 /// The head kept with an entry: status line and end-to-end fields, without hop-by-hop
 /// fields, framing, Age or X-Cache (a hit writes its own), nor the `targeted` fields (RFC
 /// 9213: for this cache only), which follow the others after an empty line, kept for a 304's
-/// update (`Store` serves the head up to it).
+/// update (`Store` serves the head up to it). Without a Date, one of the time it was
+/// `received` (RFC 9110 6.6.1: "MUST record the time it was received and append a
+/// corresponding Date header field ... if it is cached"), so hits carry it.
 pub(super) fn stored_head(
     status: u16,
     reason: &str,
     fields: &[httparse::Header<'_>],
     targeted: &[String],
+    received: Millis,
 ) -> Bytes {
     let mut out = BytesMut::with_capacity(256);
     write_status_line(&mut out, Version::Http11, status, reason);
@@ -616,6 +629,13 @@ pub(super) fn stored_head(
             continue;
         }
         write_header(&mut out, n.as_bytes(), h.value);
+    }
+    if !fields.iter().any(|h| h.name.eq_ignore_ascii_case("date")) {
+        write_header(
+            &mut out,
+            b"Date",
+            &crate::http_date::imf_fixdate(received / 1000),
+        );
     }
     if hidden {
         out.extend_from_slice(b"\r\n");

@@ -482,6 +482,7 @@ struct Whole {
     other_coding: bool,
     content_length: Option<u64>,
     connection_names: bool,
+    has_date: bool,
 }
 
 fn whole(parsed: Result<Status<crate::http::ResponseHead<'_, '_>>, CodecError>) -> Parsed<Whole> {
@@ -502,6 +503,7 @@ fn whole(parsed: Result<Status<crate::http::ResponseHead<'_, '_>>, CodecError>) 
             other_coding: h.other_coding,
             content_length: h.content_length,
             connection_names: h.connection_names,
+            has_date: h.has_date,
         }),
     })
 }
