@@ -972,3 +972,39 @@ fn early_hints_are_kept_with_the_entry_and_counted() {
     assert!(!s.set_interim(h, Bytes::from(vec![b'x'; 300])));
     assert!(s.is_empty());
 }
+
+#[test]
+fn a_fill_that_is_not_fresh_is_not_joined() {
+    // RFC 9111 4: used without validation only while fresh (no-cache: a lifetime of 0; an
+    // Age over the lifetime: stale on arrival). A request that finds only such a fill
+    // fetches (Miss), or validates the stored response of its variant (Stale); a fresh fill
+    // of the same key is still streamed.
+    let stale_on_arrival = |mut st: Storable| {
+        st.freshness.corrected_initial_age = 100_000;
+        st
+    };
+    for (st, declared) in [
+        (fresh(0), Some(3)),
+        (fresh(0), None),
+        (stale_on_arrival(fresh(10_000)), Some(3)),
+    ] {
+        let what = format!("{st:?} {declared:?}");
+        let mut s = Store::new(1 << 20, 1 << 16);
+        let h = s.begin_fill(KEY).unwrap();
+        let Lookup::Wait(_) = s.lookup(KEY, &[], false, T) else {
+            panic!("{what}: before its head, the fill is waited for")
+        };
+        assert!(s.fill_head(h, 200, head(), st.clone(), declared));
+        let l = s.lookup(KEY, &[], false, T);
+        assert!(matches!(l, Lookup::Miss), "{what}: {l:?}");
+        // With a stored response of the variant: that one is validated.
+        put(&mut s, KEY, b"old");
+        let l = s.lookup(KEY, &[], false, T + 20_000);
+        assert!(matches!(l, Lookup::Stale(_)), "{what}: {l:?}");
+    }
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(3)));
+    let l = s.lookup(KEY, &[], false, T);
+    assert!(matches!(l, Lookup::Stream { .. }), "fresh: {l:?}");
+}

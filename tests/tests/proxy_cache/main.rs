@@ -3,6 +3,7 @@
 
 mod cache;
 mod cache_proxy;
+mod joined;
 mod memfd;
 mod revalidate;
 mod rfc9111;

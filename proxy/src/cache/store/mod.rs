@@ -9,10 +9,12 @@
 //!
 //! Collapsing: the first miss for a key inserts an entry `AwaitingHead`; later lookups of the
 //! key get [`Lookup::Wait`] and look up again when woken. Once the head is in, requests of the
-//! same variant stream the body as it fills ([`Lookup::Stream`]) when its length is declared
-//! (a declared length within `max_object` cannot outgrow it midway); without a declared
-//! length they wait for the whole body, so that if the fill is dropped (too large, upstream
-//! failure) each waiter still has sent nothing and makes its own request.
+//! same variant, if the response is fresh (a response that is not, no-cache or stale on
+//! arrival, is no answer to them without a validation: they fetch their own), stream the body
+//! as it fills ([`Lookup::Stream`]) when its length is declared (a declared length within
+//! `max_object` cannot outgrow it midway); without a declared length they wait for the whole
+//! body, so that if the fill is dropped (too large, upstream failure) each waiter still has
+//! sent nothing and makes its own request.
 //!
 //! Files: this one has the slab, the lookups and the reads; `key` the key; `fill` an entry's
 //! fill, from its start to its end; `filled` a fill's body as it arrives; `lru` eviction and
@@ -426,6 +428,7 @@ impl Store {
             return self.to_validate(first, hash, key, request);
         }
         let (mut stream, mut wait, mut stale, mut swr, mut held) = (NIL, NIL, NIL, NIL, NIL);
+        let mut filling = false;
         let mut i = first;
         while i != NIL {
             let e = self.at(i);
@@ -441,9 +444,14 @@ impl Store {
                         }
                     }
                     State::Filling { meta, .. } if meta.storable.vary.matches(request) => {
-                        if meta.declared.is_some() && stream == NIL {
+                        filling = true;
+                        // Not fresh (no-cache, max-age=0, stale on arrival): no answer to
+                        // another request without validation (RFC 9111 4, 5.2.2.4), and
+                        // nothing stored to validate yet: that request fetches its own.
+                        let fresh = meta.storable.freshness.is_fresh(now);
+                        if fresh && meta.declared.is_some() && stream == NIL {
                             stream = i;
-                        } else if wait == NIL {
+                        } else if fresh && wait == NIL {
                             wait = i;
                         }
                     }
@@ -467,7 +475,7 @@ impl Store {
             i = e.chain;
         }
         if swr != NIL {
-            return self.while_revalidating(swr, stream != NIL || wait != NIL, now);
+            return self.while_revalidating(swr, filling || wait != NIL, now);
         }
         if stream != NIL {
             self.touch(stream);
