@@ -1008,3 +1008,101 @@ fn a_fill_that_is_not_fresh_is_not_joined() {
     let l = s.lookup(KEY, &[], false, T);
     assert!(matches!(l, Lookup::Stream { .. }), "fresh: {l:?}");
 }
+
+#[test]
+fn an_entry_being_read_is_taken_out_of_the_store_and_read_to_its_end() {
+    // RFC 9111 4.4: invalidation is for the requests after it; an answer being sent from an
+    // entry finishes. Every way an entry leaves the store but a failure (invalidated, a
+    // key's variants capped, evicted, replaced) leaves it to its readers: the fill goes on
+    // for them, outside the store's bound, and it goes once they are done.
+    type Out = fn(&mut Store);
+    let ways: [(&str, Out); 3] = [
+        ("invalidated", |s| {
+            assert_eq!(s.invalidate(KEY), 1);
+        }),
+        ("a variant over max_variants", |s| {
+            s.begin_fill(KEY).expect("room");
+        }),
+        ("evicted for room", |s| {
+            let big = Key {
+                target: b"/big",
+                ..KEY
+            };
+            let h = s.begin_fill(big).expect("room");
+            assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(800)));
+            assert_eq!(s.append(h, &[b'x'; 800]), Append::Kept);
+        }),
+    ];
+    for (how, out) in ways {
+        let mut s = Store::new(1200, 1000).with_max_variants(1);
+        let h = s.begin_fill(KEY).unwrap();
+        assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(6)));
+        assert_eq!(s.append(h, b"abc"), Append::Kept);
+        assert!(s.open_reader(h), "{how}");
+        if how == "evicted for room" {
+            // Complete and read: eviction is for complete entries.
+            assert_eq!(s.append(h, b"def"), Append::Kept);
+            assert!(s.finish(h), "{how}");
+        }
+        out(&mut s);
+        assert!(
+            !matches!(
+                s.lookup(KEY, &[], false, T),
+                Lookup::Hit(_) | Lookup::Stream { .. }
+            ),
+            "{how}: no longer found"
+        );
+        let read = s.read(h, 0);
+        assert!(
+            matches!(&read, Read::Data(b) if b.starts_with(b"abc")),
+            "{how}: {read:?}"
+        );
+        if how != "evicted for room" {
+            assert_eq!(s.append(h, b"def"), Append::Kept, "{how}: the fill goes on");
+            assert!(s.finish(h), "{how}");
+        }
+        assert_eq!(
+            s.read(h, 3),
+            Read::Data(Bytes::from_static(b"def")),
+            "{how}"
+        );
+        assert_eq!(s.read(h, 6), Read::End, "{how}");
+        let (bytes, len) = (s.bytes(), s.len());
+        s.close_reader(h);
+        assert_eq!(
+            s.read(h, 6),
+            Read::Dropped,
+            "{how}: gone with its last reader"
+        );
+        assert_eq!((s.bytes(), s.len()), (bytes, len), "{how}: counted apart");
+    }
+}
+
+#[test]
+fn an_entry_nobody_reads_goes_at_once_and_a_failed_fill_fails_its_readers() {
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(6)));
+    assert_eq!(s.invalidate(KEY), 1);
+    assert_eq!(s.read(h, 0), Read::Dropped);
+    assert_eq!(
+        s.append(h, b"abc"),
+        Append::Dropped,
+        "nobody wants the rest"
+    );
+    assert_eq!((s.bytes(), s.len()), (0, 0));
+    // The upstream failed: its readers fail too, taken out of the store or not.
+    for invalidated in [false, true] {
+        let h = s.begin_fill(KEY).unwrap();
+        assert!(s.fill_head(h, 200, head(), fresh(10_000), Some(6)));
+        assert_eq!(s.append(h, b"abc"), Append::Kept);
+        assert!(s.open_reader(h));
+        if invalidated {
+            s.invalidate(KEY);
+        }
+        s.abandon(h);
+        assert_eq!(s.read(h, 0), Read::Dropped, "{invalidated}");
+        s.close_reader(h);
+        assert_eq!((s.bytes(), s.len()), (0, 0));
+    }
+}

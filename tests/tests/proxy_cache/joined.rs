@@ -3,7 +3,7 @@
 //! key is invalidated or the entry evicted while they stream it (RFC 9111 4.4: invalidation
 //! concerns later requests).
 
-use crate::cache_proxy::proxy;
+use crate::cache_proxy::{proxy, request, x_cache};
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -147,4 +147,60 @@ fn a_fill_that_is_not_fresh_is_no_answer_to_the_requests_that_join_it() {
         }
         p.shutdown().unwrap();
     }
+}
+
+#[test]
+fn answers_streaming_a_fill_finish_when_the_key_is_invalidated() {
+    // RFC 9111 4.4: an unsafe request's success invalidates the key for the requests after
+    // it; responses already being sent finish. B, streaming the entry A's request fills, was
+    // cut off at the POST's 303 (or a PURGE) after the bytes it had (then the connection
+    // closed); now it gets the whole body, and the fill is not what the key finds after.
+    for method in ["POST", "PURGE"] {
+        let o = HeldFill::start("Cache-Control: max-age=60\r\n");
+        let (p, addr) = proxy(&[o.addr], &[], |c| {
+            c.purge_from = vec![proxy::config::cache::Cidr::parse("127.0.0.1").unwrap()];
+        });
+        let mut a = get(addr);
+        assert!(
+            head_and(&mut a, FIRST).contains("X-Cache: MISS"),
+            "{method}"
+        );
+        let mut b = get(addr);
+        assert!(head_and(&mut b, FIRST).contains("X-Cache: HIT"), "{method}");
+        let r = request(addr, method, "/f", "Content-Length: 0\r\n");
+        let status = if method == "POST" { 303 } else { 200 };
+        assert_eq!(r.status, status, "{method}");
+        o.release.send(()).unwrap();
+        for (who, c) in [("A", &mut a), ("B", &mut b)] {
+            let r = raw::response(c, who);
+            assert_eq!(&r.body[..], BODY, "{method}: {who}");
+        }
+        let r = request(addr, "GET", "/f", "");
+        assert_eq!(
+            (x_cache(&r), &r.body[..]),
+            ("MISS", &b"apart"[..]),
+            "{method}: the key was invalidated"
+        );
+        p.shutdown().unwrap();
+    }
+}
+
+#[test]
+fn answers_streaming_a_fill_finish_when_its_entry_is_evicted_for_another_variant() {
+    // `max_variants = 1`: another variant of the key makes the filling entry go (the bound
+    // on a key's entries); B, streaming it, was cut off; now it finishes.
+    let o = HeldFill::start("Cache-Control: max-age=60\r\nVary: X-V\r\n");
+    let (p, addr) = proxy(&[o.addr], &[], |c| c.max_variants = 1);
+    let mut a = get(addr);
+    assert!(head_and(&mut a, FIRST).contains("X-Cache: MISS"));
+    let mut b = get(addr);
+    assert!(head_and(&mut b, FIRST).contains("X-Cache: HIT"));
+    let r = request(addr, "GET", "/f", "X-V: other\r\n");
+    assert_eq!((x_cache(&r), &r.body[..]), ("MISS", &b"apart"[..]));
+    o.release.send(()).unwrap();
+    for (who, c) in [("A", &mut a), ("B", &mut b)] {
+        let r = raw::response(c, who);
+        assert_eq!(&r.body[..], BODY, "{who}");
+    }
+    p.shutdown().unwrap();
 }

@@ -32,6 +32,8 @@ impl Store {
             state: State::AwaitingHead,
             change_waiters: Vec::new(),
             data_waiters: Vec::new(),
+            readers: 0,
+            detached: false,
         };
         let i = match self.free.pop() {
             Some(i) => i,
@@ -141,34 +143,47 @@ impl Store {
     }
 
     /// The fill will not be stored (not storable, upstream failed): remove it; waiters look
-    /// up again and, finding nothing, make their own requests.
+    /// up again and, finding nothing, make their own requests; requests reading it fail with
+    /// it. A complete entry abandoned (no longer storable, superseded) leaves the store as an
+    /// evicted one does: its readers finish.
     pub fn abandon(&mut self, h: Handle) {
-        if self.entry(h).is_some() {
-            self.remove(h.slot);
+        match self.entry(h).map(|e| &e.state) {
+            Some(State::Complete { .. }) => self.remove(h.slot),
+            Some(_) => self.discard(h.slot),
+            None => {}
         }
     }
 
-    /// Copy body bytes into a filling entry.
+    /// Copy body bytes into a filling entry (one out of the store fills on for its readers,
+    /// uncounted).
     pub fn append(&mut self, h: Handle, data: &[u8]) -> Append {
-        let Some(State::Filling { filled, .. }) = self.entry(h).map(|e| &e.state) else {
+        let Some(e) = self.entry(h) else {
+            return Append::Dropped;
+        };
+        let State::Filling { filled, .. } = &e.state else {
             return Append::Dropped;
         };
         if filled.len() + data.len() as u64 > self.max_object {
             self.stats.dropped_too_large += 1;
-            self.remove(h.slot);
+            self.discard(h.slot);
             return Append::Dropped;
         }
         if data.is_empty() {
             return Append::Kept;
         }
-        if !self.make_room(data.len() as u64, h.slot) {
+        if !e.detached && !self.make_room(data.len() as u64, h.slot) {
             self.stats.dropped_no_room += 1;
             self.remove(h.slot);
-            return Append::Dropped;
+            if self.entry(h).is_none() {
+                return Append::Dropped;
+            }
         }
-        self.bytes += data.len() as u64;
         let e = self.at_mut(h.slot);
-        e.size += data.len() as u64;
+        if !e.detached {
+            e.size += data.len() as u64;
+            self.bytes += data.len() as u64;
+        }
+        let e = self.at_mut(h.slot);
         if let State::Filling { filled, meta } = &mut e.state {
             filled.push(data, meta.declared);
         }
@@ -177,7 +192,8 @@ impl Store {
     }
 
     /// The body is complete: the entry serves hits, and replaces older entries of its key and
-    /// variant. `false`: the fill was gone, or its length differs from the declared one.
+    /// variant (one out of the store serves its readers only). `false`: the fill was gone, or
+    /// its length differs from the declared one (its readers fail).
     pub fn finish(&mut self, h: Handle) -> bool {
         let Some(e) = self.entry_mut(h) else {
             return false;
@@ -191,8 +207,19 @@ impl Store {
             unreachable!("checked above");
         };
         if meta.declared.is_some_and(|d| d != filled.len()) {
-            self.remove(h.slot);
+            self.discard(h.slot);
             return false;
+        }
+        // Out of the store: complete for its readers only, nothing stored nor replaced.
+        if self.at(h.slot).detached {
+            let e = self.at_mut(h.slot);
+            e.state = State::Complete {
+                meta,
+                body: filled.to_bytes(),
+                file: None,
+            };
+            e.wake(false);
+            return true;
         }
         let (body, file) = self.settle(h.slot, &filled, &mut meta);
         // A `Bytes` made from a Vec allocates its shared header on its first clone: take that

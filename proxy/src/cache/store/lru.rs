@@ -25,8 +25,38 @@ impl Store {
         true
     }
 
-    /// Unlink slot `i` from its chain and the LRU list, free it, wake its waiters.
+    /// Take slot `i` out of the store (invalidated, evicted, replaced, over a key's variants):
+    /// freed, unless requests read it; then it stays for them, out of the index, the LRU list
+    /// and the byte count, and goes with its last reader (`close_reader`). Its waiters look
+    /// up again.
     pub(super) fn remove(&mut self, i: u32) {
+        let e = self.at(i);
+        if e.readers == 0 {
+            return self.discard(i);
+        }
+        if !e.detached {
+            self.unindex(i);
+            let e = self.at_mut(i);
+            e.detached = true;
+            e.wake(false);
+        }
+    }
+
+    /// Free slot `i` (a fill that failed, or an entry nobody reads): its waiters look up
+    /// again, its readers read `Dropped`.
+    pub(super) fn discard(&mut self, i: u32) {
+        if !self.at(i).detached {
+            self.unindex(i);
+        }
+        let slot = &mut self.slots[i as usize];
+        let mut e = slot.entry.take().expect("discarded slot holds an entry");
+        slot.gen = slot.gen.wrapping_add(1);
+        self.free.push(i);
+        e.wake(false);
+    }
+
+    /// Unlink slot `i` from its chain and the LRU list, its bytes no longer counted.
+    fn unindex(&mut self, i: u32) {
         let (hash, chain) = {
             let e = self.at(i);
             (e.hash, e.chain)
@@ -50,13 +80,8 @@ impl Store {
             }
         }
         self.unlink(i);
-        let slot = &mut self.slots[i as usize];
-        let mut e = slot.entry.take().expect("removed slot holds an entry");
-        slot.gen = slot.gen.wrapping_add(1);
-        self.free.push(i);
-        self.bytes -= e.size;
+        self.bytes -= self.at(i).size;
         self.entries -= 1;
-        e.wake(false);
     }
 
     pub(super) fn touch(&mut self, i: u32) {

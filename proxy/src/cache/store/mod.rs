@@ -16,6 +16,12 @@
 //! body, so that if the fill is dropped (too large, upstream failure) each waiter still has
 //! sent nothing and makes its own request.
 //!
+//! Leaving the store is for later requests (RFC 9111 4.4): an entry invalidated, evicted,
+//! replaced or capped while requests read it ([`Store::open_reader`]) is taken out of the
+//! index, the LRU list and the byte count, and stays for them, its fill going on, until the
+//! last is done ([`Store::close_reader`]). Only a failed fill fails its readers. Such an entry
+//! holds at most `max_object` bytes beyond the bound, as a response being written does.
+//!
 //! Files: this one has the slab, the lookups and the reads; `key` the key; `fill` an entry's
 //! fill, from its start to its end; `filled` a fill's body as it arrives; `lru` eviction and
 //! the LRU list.
@@ -132,7 +138,7 @@ pub enum Read {
     Pending,
     /// The offset is the end of the complete body.
     End,
-    /// The entry is gone (dropped midway, evicted, invalidated).
+    /// The entry is gone: its fill failed (or, read by no request, it left the store).
     Dropped,
 }
 
@@ -141,7 +147,8 @@ pub enum Read {
 pub enum Append {
     Kept,
     /// Dropped: it grew over `max_object`, or no room could be made, or it was already gone
-    /// (evicted, invalidated). The client being served is not affected; stop copying.
+    /// (evicted, invalidated), and no request reads it. The client being served is not
+    /// affected; stop copying.
     Dropped,
 }
 
@@ -208,6 +215,10 @@ struct Entry {
     change_waiters: Vec<Waker>,
     /// Woken on new body bytes too.
     data_waiters: Vec<Waker>,
+    /// Requests reading it ([`Store::open_reader`]).
+    readers: u32,
+    /// Out of the store, kept for its `readers` only ([`Store::remove`]).
+    detached: bool,
 }
 
 impl Entry {
@@ -383,6 +394,11 @@ impl Store {
         s.entry.as_ref()
     }
 
+    /// Entry `h` if the store still offers it (not kept for its readers only).
+    fn indexed(&self, h: Handle) -> Option<&Entry> {
+        self.entry(h).filter(|e| !e.detached)
+    }
+
     fn entry_mut(&mut self, h: Handle) -> Option<&mut Entry> {
         let s = self.slots.get_mut(h.slot as usize)?;
         (s.gen == h.gen).then_some(())?;
@@ -541,7 +557,7 @@ impl Store {
     /// A complete entry as a response, fresh or not (the one a validation is about), with
     /// its whole stored head (the fields only the cache reads included: a 304 updates them).
     pub fn stored(&self, h: Handle, now: Millis) -> Option<Hit> {
-        let State::Complete { meta, body, file } = &self.entry(h)?.state else {
+        let State::Complete { meta, body, file } = &self.indexed(h)?.state else {
             return None;
         };
         Some(Hit {
@@ -557,7 +573,7 @@ impl Store {
     /// A 304 validated complete entry `h`: its head and freshness become `head` and
     /// `storable` (RFC 9111 4.3.4). `false`: the entry is gone, or the new head does not fit.
     pub fn refresh(&mut self, h: Handle, head: Bytes, storable: Storable) -> bool {
-        let Some(State::Complete { meta, .. }) = self.entry(h).map(|e| &e.state) else {
+        let Some(State::Complete { meta, .. }) = self.indexed(h).map(|e| &e.state) else {
             return false;
         };
         let old = (meta.head.len() + meta.storable.vary.size()) as u64;
@@ -594,7 +610,9 @@ impl Store {
                 _ => Read::End,
             },
         };
-        self.touch(h.slot);
+        if !e.detached {
+            self.touch(h.slot);
+        }
         read
     }
 
@@ -615,6 +633,27 @@ impl Store {
         true
     }
 
+    /// A request starts reading entry `h` ([`Store::read`]): until it is done
+    /// ([`Store::close_reader`]) the entry's bytes stay for it, whatever takes the entry out
+    /// of the store meanwhile. `false`: it is gone.
+    pub fn open_reader(&mut self, h: Handle) -> bool {
+        let Some(e) = self.entry_mut(h) else {
+            return false;
+        };
+        e.readers += 1;
+        true
+    }
+
+    /// A request is done reading entry `h`: an entry out of the store goes with its last
+    /// reader.
+    pub fn close_reader(&mut self, h: Handle) {
+        let Some(e) = self.entry_mut(h) else { return };
+        e.readers = e.readers.saturating_sub(1);
+        if e.readers == 0 && e.detached {
+            self.discard(h.slot);
+        }
+    }
+
     /// Whether `waker` (given to [`Store::subscribe`]) still waits on entry `h`: a change
     /// takes its waiters off the entry, so a waker still listed was woken by something else.
     pub fn still_waits(&self, h: Handle, waker: &Waker) -> bool {
@@ -626,18 +665,19 @@ impl Store {
         })
     }
 
-    /// Other requests wait on entry `h` (collapsed on its fill): its fetch is worth going on
-    /// with when the client that started it leaves. (A waiter that gave up meanwhile still
-    /// counts until the entry next changes.)
+    /// Other requests wait on entry `h` (collapsed on its fill) or read it: its fetch is worth
+    /// going on with when the client that started it leaves. (A waiter that gave up meanwhile
+    /// still counts until the entry next changes.)
     pub fn waited_on(&self, h: Handle) -> bool {
-        self.entry(h)
-            .is_some_and(|e| !e.change_waiters.is_empty() || !e.data_waiters.is_empty())
+        self.entry(h).is_some_and(|e| {
+            e.readers > 0 || !e.change_waiters.is_empty() || !e.data_waiters.is_empty()
+        })
     }
 
     /// The stale entry `h` (from [`Lookup::Stale`]) as a response, if it may still be served
     /// on an upstream error at `now` (`X-Cache: STALE`).
     pub fn stale_hit(&mut self, h: Handle, now: Millis, stale_if_error: Millis) -> Option<Hit> {
-        let State::Complete { meta, body, file } = &self.entry(h)?.state else {
+        let State::Complete { meta, body, file } = &self.indexed(h)?.state else {
             return None;
         };
         let f = &meta.storable.freshness;
@@ -652,7 +692,7 @@ impl Store {
     }
 
     /// Remove every entry of `key`, every variant, fills included (their waiters make their
-    /// own requests). Returns how many went.
+    /// own requests; requests reading one finish it). Returns how many went.
     pub fn invalidate(&mut self, key: Key<'_>) -> usize {
         let hash = self.hash(key);
         let mut n = 0;
@@ -683,7 +723,7 @@ impl Store {
 
     /// The vary spec of an entry (tests and metrics).
     pub fn vary(&self, h: Handle) -> Option<&VarySpec> {
-        match &self.entry(h)?.state {
+        match &self.indexed(h)?.state {
             State::Filling { meta, .. } | State::Complete { meta, .. } => Some(&meta.storable.vary),
             State::AwaitingHead => None,
         }

@@ -10,6 +10,21 @@ use crate::request::RequestInfo;
 use shared::http::RequestMethod;
 use std::cell::RefCell;
 
+/// A request reading an entry ([`Store::open_reader`]) for as long as this lives: taken out
+/// of the store meanwhile (invalidated, evicted), the entry stays for it until it is done.
+struct Reading<'s> {
+    store: &'s RefCell<Store>,
+    h: Handle,
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        // Dropped with the request's future, never inside a borrow of the store (none is
+        // held across an await).
+        self.store.borrow_mut().close_reader(self.h);
+    }
+}
+
 /// Stream an entry that is filling (its length declared) as its bytes arrive.
 pub(super) async fn stream_entry(
     c: &mut ClientConn,
@@ -18,6 +33,11 @@ pub(super) async fn stream_entry(
     h: Handle,
     out: Stored<'_>,
 ) -> Next {
+    // Taken before the first await: the lookup that chose the entry ran in this same poll.
+    let _reading = store
+        .borrow_mut()
+        .open_reader(h)
+        .then_some(Reading { store, h });
     let w = c.w.clone();
     let len = out.len;
     let edits = c.g.cfg.routes[req.route].response_edits();
@@ -50,7 +70,8 @@ pub(super) async fn stream_entry(
                 }
             }
             // The fill failed midway (the upstream broke off): so does this copy of it,
-            // visibly short of its Content-Length.
+            // visibly short of its Content-Length. (Invalidated or evicted, it would still be
+            // here for this reader.)
             Read::End | Read::Dropped => {
                 c.rec.failed(ProxyError::UpstreamClosed);
                 return Next::Close;
