@@ -236,7 +236,7 @@ impl Generation {
     ///   balancing are as they were; otherwise a new balancer in which each server that
     ///   was there before keeps its failure state;
     /// - a cached route's store, when a route with the same host and path had the same
-    ///   cache settings;
+    ///   cache settings and forwarded the same requests to the same origin ([`Forwards`]);
     /// - a static root's open-file cache, when `prev` served the same root;
     /// - a rate limit's buckets, when its route (same host and path) has the same limit.
     ///
@@ -304,22 +304,82 @@ impl Generation {
         }
     }
 
-    /// A cached route takes the store of the route of `prev` with the same host, path and
-    /// cache settings; the dispatch's table is the one the store is replaced in, so nothing
-    /// else needs rebuilding.
+    /// A cached route takes the store of the route of `prev` with the same cache settings
+    /// that forwards alike ([`Forwards`]); the dispatch's table is the one the store is
+    /// replaced in, so nothing else needs rebuilding.
     fn carry_caches(&mut self, prev: &Generation, carried: &mut Carried) {
-        let (routes, old_routes) = (&self.cfg.routes, &prev.cfg.routes);
+        let old: Vec<Forwards<'_>> = prev
+            .cached
+            .iter()
+            .map(|o| Forwards::of(&prev.cfg, o.route))
+            .collect();
         for c in self.cached.iter_mut() {
             carried.caches += 1;
-            let route = &routes[c.route];
-            let before = prev.cached.iter().find(|o| {
-                let or = &old_routes[o.route];
-                or.host == route.host && or.path_prefix == route.path_prefix && o.cfg == c.cfg
-            });
+            let forwards = Forwards::of(&self.cfg, c.route);
+            let before = prev
+                .cached
+                .iter()
+                .zip(&old)
+                .find(|(o, f)| o.cfg == c.cfg && **f == forwards)
+                .map(|(o, _)| o);
             if let Some(o) = before {
                 carried.caches_kept += 1;
                 c.store = o.store.clone();
             }
+        }
+    }
+}
+
+/// What a cached route forwards, and where: what it matches (host, path prefix), the origin
+/// (its group's servers as written, deduplicated and in order, their TLS names, a PROXY
+/// header), and what the request becomes on its way (`strip_prefix`, `request_headers`, the
+/// `[headers]` fields the proxy writes). A store holds what that origin answered those
+/// requests, keyed by the client's URL and varied on the values the origin got
+/// (`cache::vary`): it answers for the route only while all of this stays. The rest (the
+/// response's edits, timeouts, retries, balancing, weights) leaves the answers as they were.
+#[derive(PartialEq)]
+struct Forwards<'a> {
+    host: Option<&'a str>,
+    path_prefix: &'a str,
+    servers: Vec<(&'a str, Option<&'a rustls::pki_types::ServerName<'static>>)>,
+    proxy_protocol: Option<crate::config::send_proxy::SendProxy>,
+    strip: Option<usize>,
+    request: Option<&'a crate::config::route_opts::HeaderEdits>,
+    /// `preserve_host`, `x_forwarded_for`, `x_real_ip`, `x_forwarded_proto`.
+    headers: [bool; 4],
+}
+
+impl<'a> Forwards<'a> {
+    fn of(cfg: &'a Config, route: RouteId) -> Forwards<'a> {
+        let r = &cfg.routes[route];
+        let group = r.action.group().map(|g| &cfg.groups[g]);
+        let mut servers: Vec<_> = group
+            .into_iter()
+            .flat_map(|g| {
+                g.servers.enumerate().map(move |(si, s)| {
+                    let tls = g.tls.as_ref().map(|t| &t.names[si]);
+                    (s.host.as_str(), tls)
+                })
+            })
+            .collect();
+        // A `resolve` group has a server per address of a name: the name is the origin.
+        servers.sort_by(|a, b| a.0.cmp(b.0));
+        servers.dedup();
+        let opts = r.opts.as_deref();
+        let h = &cfg.headers;
+        Forwards {
+            host: r.host.as_deref(),
+            path_prefix: &r.path_prefix,
+            servers,
+            proxy_protocol: group.and_then(|g| g.proxy_protocol),
+            strip: opts.and_then(|o| o.strip),
+            request: opts.and_then(|o| o.request.as_ref()),
+            headers: [
+                h.preserve_host,
+                h.x_forwarded_for,
+                h.x_real_ip,
+                h.x_forwarded_proto,
+            ],
         }
     }
 }
@@ -414,5 +474,76 @@ mod tests {
         assert!(!Rc::ptr_eq(g3.balancer(G), g4.balancer(G)));
         assert_eq!((c.pools_kept, c.caches_kept), (2, 1));
         assert_eq!(g4.number, 4);
+    }
+
+    /// A cached route `/api/` to group `app` (two servers) with `route` more lines, and `top`
+    /// more sections.
+    fn api(route: &str, top: &str) -> Arc<Config> {
+        let text = format!(
+            "[[listen]]\naddr = \"127.0.0.1:0\"\n{top}\n\
+             [upstream.app]\nservers = [\"127.0.0.1:9001\", \"127.0.0.1:9002\"]\n\
+             [upstream.other]\nservers = [\"127.0.0.1:9003\"]\n\
+             [upstream.same]\nservers = [\"127.0.0.1:9002\", \"127.0.0.1:9001\"]\n\
+             [[route]]\npath = \"/api/\"\nupstream = \"app\"\ncache = {{ ttl = \"1m\" }}\n{route}\n"
+        );
+        Arc::new(crate::config::from_toml("t.toml", &text).expect("config"))
+    }
+
+    #[test]
+    fn a_store_is_kept_only_while_its_route_forwards_the_same_requests_to_the_same_origin() {
+        // What a store holds is what those origins answered those requests: a reload that
+        // changes either gets a new one (it kept the old, whose answers then went on being
+        // served for a new target: GET /api/x answered by the stored /api/x after strip_prefix
+        // made it /x). What only changes the response's way to the client, or the timing,
+        // keeps it.
+        let cases: [(&str, &str, &str, usize); 10] = [
+            ("nothing", "", "", 1),
+            ("strip_prefix", "strip_prefix = true", "", 0),
+            (
+                "request_headers",
+                "request_headers = { set = { \"X-Tenant\" = \"b\" } }",
+                "",
+                0,
+            ),
+            ("another group", "", "", 0),
+            (
+                "[headers] preserve_host",
+                "",
+                "[headers]\npreserve_host = false",
+                0,
+            ),
+            (
+                "[headers] x_forwarded_proto",
+                "",
+                "[headers]\nx_forwarded_proto = false",
+                0,
+            ),
+            ("the same servers", "", "", 1),
+            (
+                "response_headers",
+                "response_headers = { set = { \"X-A\" = \"1\" } }",
+                "",
+                1,
+            ),
+            ("timeouts", "timeouts = { read = \"5s\" }", "", 1),
+            ("retry", "retry = { tries = 3, on = [\"connect\"] }", "", 1),
+        ];
+        for (what, route, top, kept) in cases {
+            let g1 = Generation::new(1, api("", ""), 7);
+            let mut new = api(route, top).as_ref().clone();
+            let to = match what {
+                "another group" => Some("other"),
+                "the same servers" => Some("same"),
+                _ => None,
+            };
+            if let Some(name) = to {
+                let gi = new.groups.position(|g| g.name == name).unwrap();
+                if let Action::Proxy { group, .. } = &mut new.routes[RouteId::new(0)].action {
+                    *group = gi;
+                }
+            }
+            let (_, c) = Generation::next(&g1, 2, Arc::new(new), 7);
+            assert_eq!((c.caches_kept, c.caches), (kept, 1), "{what}");
+        }
     }
 }

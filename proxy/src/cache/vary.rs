@@ -22,8 +22,9 @@
 //! (`X-Forwarded-For`, `X-Real-IP`) has a value per client that the client's request does not
 //! hold: a response varying on it is not stored, as for `*`. The other fields the proxy writes
 //! have one value per key: the `Host` sent follows the key's authority, `X-Forwarded-Proto` its
-//! scheme, a route's `request_headers` are fixed for its store; keyed on the client's value, they
-//! can only split a variant in two, never join two the origin told apart.
+//! scheme, a route's `request_headers` are fixed for its store (a reload that changes them gives
+//! the route a new one: `generation::Forwards`); keyed on the client's value, they can only
+//! split a variant in two, never join two the origin told apart.
 
 use crate::sent_fields::{never_forwarded, written_per_client};
 use shared::http::framing::{connection_tokens, list_elements, trim_ows};

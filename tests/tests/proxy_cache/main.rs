@@ -5,6 +5,7 @@ mod cache;
 mod cache_proxy;
 mod joined;
 mod memfd;
+mod reload;
 mod revalidate;
 mod rfc9111;
 mod rfc9111_scripted;
