@@ -318,12 +318,8 @@ async fn attempts<'g>(
                 error, why, sent, ..
             } => {
                 last = error;
-                let stale = why == RetryReason::Stale;
-                tries += u32::from(!stale);
-                let allowed = may_retry(plan.retry, why, sent, plan.req.idempotent)
-                    && (stale || tries < plan.retry.tries);
-                // A stale connection's resend costs the origin nothing it did not have.
-                if !allowed || !(stale || spend_retry(w)) {
+                tries += u32::from(why != RetryReason::Stale);
+                if !goes_again(w, plan, &tried, (why, sent), tries) {
                     break Err(Unanswered::Respond(error));
                 }
                 w.count_retry(plan.g, plan.req.route, why);
@@ -400,6 +396,34 @@ fn retries_status(plan: &Plan<'_>, a: &Answered<'_>, tries: u32) -> bool {
         && !a.body.early()
         && !a.head.interim_sent
         && plan.retry.allows(RetryReason::Status, plan.req.idempotent)
+}
+
+/// Whether a failed attempt goes again, after `tries` tries (`sent`: the request reached the
+/// server). A stale connection's resend goes to the same server and costs the origin nothing
+/// it did not have. Any other retry needs the route's leave, a server left to go to and the
+/// worker's budget: one that cannot be made must neither drain the budget, which every route
+/// shares, nor show in the retries counted.
+fn goes_again(
+    w: &ProxyWorker,
+    plan: &Plan<'_>,
+    tried: &[ServerId],
+    (why, sent): (RetryReason, bool),
+    tries: u32,
+) -> bool {
+    if !may_retry(plan.retry, why, sent, plan.req.idempotent) {
+        return false;
+    }
+    if why == RetryReason::Stale {
+        return true;
+    }
+    let now = shared::clock::loop_now();
+    tries < plan.retry.tries
+        && plan
+            .g
+            .balancer(plan.group)
+            .borrow()
+            .has_candidate(tried, now)
+        && spend_retry(w)
 }
 
 /// Take one retry from the worker's budget; `false` (counted): it is spent. The requests

@@ -718,3 +718,65 @@ fn request_buffering_true_reads_a_small_body_whole_first() {
     assert!(first.is_ok(), "{first:?}");
     assert!(all.recv_timeout(WAIT).expect("the origin reports").is_ok());
 }
+
+/// A retry is counted, and taken from the worker's budget, only when another attempt goes
+/// out: a group with one server has nowhere to retry, and a group of two whose both servers
+/// failed has nowhere to go after the second. A budget drained by retries never made would
+/// refuse real ones to every other route of the worker.
+#[test]
+fn a_retry_with_no_server_left_is_neither_counted_nor_spent() {
+    let lone = tests::origin();
+    let dead = tests::ClosedPort::new();
+    let live = tests::origin();
+    let p = start(&format!(
+        "[admin]\naddr = \"127.0.0.1:0\"\n{}{}\
+         [[route]]\npath = \"/one/\"\nupstream = \"one\"\nstrip_prefix = true\n\
+         [[route]]\npath = \"/two/\"\nupstream = \"two\"\nstrip_prefix = true\n",
+        upstream("one", &[lone.addr().to_string()]),
+        upstream("two", &[dead.addr().to_string(), live.addr().to_string()]),
+    ));
+    let n = 5;
+    for i in 0..n {
+        // The origin reads the request and closes without an answer.
+        let r = once(
+            p.addr,
+            &format!("GET /one/{i}?drop HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"),
+        );
+        assert_eq!(r.responses()[0].status, 502, "request {i}: {}", r.text());
+    }
+    assert_eq!(lone.requests(), n, "one attempt each: nowhere to retry");
+    let m = scrape(p.running().admin_addr().unwrap());
+    assert_eq!(
+        value(
+            &m,
+            r#"proxy_upstream_retries_total{route="/one/",reason="reset"}"#
+        ),
+        0.0
+    );
+    assert_eq!(value(&m, "proxy_retry_budget_exhausted_total"), 0.0);
+    // The budget is whole: the refused connect is retried on the live server.
+    let r = once(
+        p.addr,
+        "GET /two/a HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 200, "{}", r.text());
+    assert_eq!(live.requests(), 1);
+
+    // Two servers that both close: two attempts, one retry.
+    let (a, b) = (tests::origin(), tests::origin());
+    let p = retrying("{ on = [\"reset\", \"503\"] }", a.addr(), b.addr());
+    let r = once(
+        p.addr,
+        "GET /x?drop HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(r.responses()[0].status, 502, "{}", r.text());
+    assert_eq!((a.requests(), b.requests()), (1, 1));
+    let m = scrape(p.running().admin_addr().unwrap());
+    assert_eq!(
+        value(
+            &m,
+            r#"proxy_upstream_retries_total{route="/",reason="reset"}"#
+        ),
+        1.0
+    );
+}
