@@ -29,6 +29,8 @@
 //! `rise` passed checks are fresher news than the failure that marked it.
 
 use crate::config::{Balance, ServerId, Table, UpstreamGroup};
+use std::cell::{Cell, RefCell, RefMut};
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 pub mod queue;
@@ -36,15 +38,13 @@ pub mod ring;
 
 pub use queue::InFlight;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct ServerState {
     weight: i64,
     /// Smooth round-robin's running weight.
     current: i64,
-    /// Requests in flight on this worker.
-    active: u64,
-    /// This worker's share of the server's `max_conns` (`queue::per_worker`); 0: no limit.
-    cap: u64,
+    /// Requests in flight and the limit on them: the server's across generations.
+    load: Rc<Load>,
     max_fails: u32,
     fail_timeout: Duration,
     /// Failures in the window that started at `window_start`.
@@ -63,8 +63,25 @@ impl ServerState {
 
     /// At its share of `max_conns`: no room for another request.
     fn full(&self) -> bool {
-        self.cap != 0 && self.active >= self.cap
+        let cap = self.load.cap.get();
+        cap != 0 && self.load.active.get() >= cap
     }
+
+    /// Requests in flight, and the weight they are measured against.
+    fn load(&self) -> (u64, i64) {
+        (self.load.active.get(), self.weight)
+    }
+}
+
+/// A server's requests in flight on this worker and its share of `max_conns`
+/// (`queue::per_worker`; 0: no limit). A reload or a DNS change keeps one for a server it
+/// keeps (same group, same addresses): the balancers of both generations count into it, so
+/// the requests still on the old generation hold rooms the new one sees, their ends make room
+/// for it, and least-conn weighs them. The limit is the newest generation's.
+#[derive(Debug, Default)]
+struct Load {
+    active: Cell<u64>,
+    cap: Cell<u64>,
 }
 
 /// What a request may go to now ([`Balancer::pick_room`]).
@@ -110,7 +127,7 @@ impl Health {
 }
 
 /// One worker's balancer for one group. Its servers are those of `group.servers`, by the same [`ServerId`].
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Balancer {
     balance: Balance,
     servers: Table<ServerId, ServerState>,
@@ -118,10 +135,12 @@ pub struct Balancer {
     ring: ring::Ring,
     /// xorshift64* state; never zero.
     rng: u64,
-    /// Some server has `max_conns`: requests may have to wait.
-    capped: bool,
-    /// Requests waiting for room (`max_conns`).
-    queue: queue::Queue,
+    /// Some server has `max_conns`: requests may have to wait. A cell: a later generation
+    /// that shares this one's servers sets it (`share_load`).
+    capped: Cell<bool>,
+    /// Requests waiting for room (`max_conns`): the group's, shared with the balancers of
+    /// the same group in the generations before and after this one.
+    queue: Rc<RefCell<queue::Queue>>,
 }
 
 impl Balancer {
@@ -135,8 +154,10 @@ impl Balancer {
         let servers = group.servers.map(|s| ServerState {
             weight: i64::from(s.weight.max(1)),
             current: 0,
-            active: 0,
-            cap: queue::per_worker(s.max_conns, workers),
+            load: Rc::new(Load {
+                active: Cell::new(0),
+                cap: Cell::new(queue::per_worker(s.max_conns, workers)),
+            }),
             max_fails: s.max_fails,
             fail_timeout: s.fail_timeout,
             fails: 0,
@@ -152,8 +173,8 @@ impl Balancer {
         };
         Balancer {
             balance: group.balance,
-            capped: servers.iter().any(|s| s.cap != 0),
-            queue: queue::Queue::default(),
+            capped: Cell::new(servers.iter().any(|s| s.load.cap.get() != 0)),
+            queue: Rc::default(),
             servers,
             ring,
             // splitmix64 of the seed: distinct, non-zero states for seeds 0, 1, 2, ...
@@ -176,11 +197,11 @@ impl Balancer {
     }
 
     /// [`Balancer::pick_for`], or `Full` when every server the request may go to is at its
-    /// `max_conns`, or when others wait already (`queued`: the caller is a woken waiter,
-    /// whose turn it is).
+    /// `max_conns`, or when a waiter was woken for the room (`queued`: the caller is a woken
+    /// waiter, whose turn it is).
     pub fn pick_room(&mut self, key: u64, tried: &[ServerId], now: Instant, queued: bool) -> Room {
         let mut filter = self.filter(tried, now);
-        if !self.capped {
+        if !self.capped.get() {
             return self
                 .pick_with(key, &filter)
                 .map_or(Room::None, Room::Server);
@@ -189,7 +210,12 @@ impl Balancer {
         if !self.servers.enumerate().any(|(i, s)| filter.ok(i, s)) {
             return Room::None;
         }
-        if !queued && !self.queue.is_empty() {
+        // First come, first served: the room a finished request left is the waiter's it
+        // woke, not a newcomer's that came before that waiter ran. A room no wake is headed
+        // for is one every waiter looked at and could not use (a server its retry tried, one
+        // a reload added): taking it robs no one, and queueing for it would leave it idle
+        // until some other request ends.
+        if !queued && self.queue.borrow().wake_pending() {
             return Room::Full;
         }
         filter.skip_full = true;
@@ -206,17 +232,17 @@ impl Balancer {
 
     /// Whether any request is in flight on the group (on this worker): one will end.
     pub fn busy(&self) -> bool {
-        self.servers.iter().any(|s| s.active > 0)
+        self.servers.iter().any(|s| s.load.active.get() > 0)
     }
 
     /// How many requests wait in the queue (for `/metrics`).
     pub fn waiting(&self) -> usize {
-        self.queue.len()
+        self.queue.borrow().len()
     }
 
     /// The requests waiting for room.
-    pub fn queue(&mut self) -> &mut queue::Queue {
-        &mut self.queue
+    pub fn queue(&self) -> RefMut<'_, queue::Queue> {
+        self.queue.borrow_mut()
     }
 
     fn filter<'t>(&self, tried: &'t [ServerId], now: Instant) -> Filter<'t> {
@@ -240,8 +266,8 @@ impl Balancer {
             Balance::RoundRobin => self.smooth_rr(|i, s| filter.ok(i, s)),
             Balance::LeastConn => {
                 let best = self.least_loaded(&filter)?;
-                let best = self.servers[best];
-                self.smooth_rr(|i, s| filter.ok(i, s) && load_cmp(s, &best).is_eq())
+                let best = self.servers[best].load();
+                self.smooth_rr(|i, s| filter.ok(i, s) && load_cmp(s.load(), best).is_eq())
             }
             Balance::Random2 => self.random2(&filter),
             Balance::Hash => self.on_ring(key, &filter),
@@ -261,18 +287,19 @@ impl Balancer {
 
     /// A request to `server` started.
     pub fn started(&mut self, server: ServerId) {
-        if let Some(s) = self.servers.get_mut(server) {
-            s.active += 1;
+        if let Some(s) = self.servers.get(server) {
+            s.load.active.set(s.load.active.get() + 1);
         }
     }
 
     /// A request to `server` finished (whatever its outcome): room for a waiter.
     pub fn finished(&mut self, server: ServerId) {
-        if let Some(s) = self.servers.get_mut(server) {
-            s.active = s.active.saturating_sub(1);
+        if let Some(s) = self.servers.get(server) {
+            s.load.active.set(s.load.active.get().saturating_sub(1));
         }
-        if !self.queue.is_empty() {
-            self.queue.wake_next();
+        let mut queue = self.queue.borrow_mut();
+        if !queue.is_empty() {
+            queue.wake_next();
         }
     }
 
@@ -339,6 +366,29 @@ impl Balancer {
         }
     }
 
+    /// A reload's carry-over: `server` counts its requests in flight with `from`'s
+    /// `from_server` (the same address, in the previous generation's group of the same
+    /// name), under this generation's `max_conns` ([`Load`]).
+    pub fn share_load(&mut self, server: ServerId, from: &Balancer, from_server: ServerId) {
+        if let (Some(s), Some(f)) = (self.servers.get_mut(server), from.servers.get(from_server)) {
+            f.load.cap.set(s.load.cap.get());
+            s.load = f.load.clone();
+        }
+        // The old generation's requests still pick (retries, waiters): they respect the
+        // limit now theirs too. A group without limits merely goes the longer way round.
+        if self.capped.get() {
+            from.capped.set(true);
+        }
+    }
+
+    /// A reload's carry-over: the group of the same name in the previous generation hands
+    /// over its queue, so the requests waiting keep their places ahead of this generation's.
+    /// Its limits or servers may have changed: each waiter looks for room again, in order.
+    pub fn share_queue(&mut self, from: &Balancer) {
+        self.queue = from.queue.clone();
+        self.queue.borrow_mut().wake_all();
+    }
+
     /// Whether `server` is currently marked failed (passively).
     pub fn is_down(&self, server: ServerId, now: Instant) -> bool {
         self.servers.get(server).is_some_and(|s| s.is_down(now))
@@ -346,7 +396,7 @@ impl Balancer {
 
     /// Active requests on `server` (this worker).
     pub fn active(&self, server: ServerId) -> u64 {
-        self.servers.get(server).map_or(0, |s| s.active)
+        self.servers.get(server).map_or(0, |s| s.load.active.get())
     }
 
     fn least_loaded(&self, filter: &Filter) -> Option<ServerId> {
@@ -354,7 +404,7 @@ impl Balancer {
         self.servers
             .enumerate()
             .filter(|&(i, s)| filter.ok(i, s))
-            .min_by(|a, b| load_cmp(a.1, b.1))
+            .min_by(|a, b| load_cmp(a.1.load(), b.1.load()))
             .map(|(i, _)| i)
     }
 
@@ -398,7 +448,7 @@ impl Balancer {
         }
         let second = self.weighted_draw(filter, Some(first), rest);
         Some(
-            if load_cmp(&self.servers[second], &self.servers[first]).is_lt() {
+            if load_cmp(self.servers[second].load(), self.servers[first].load()).is_lt() {
                 second
             } else {
                 first
@@ -458,9 +508,10 @@ impl Filter<'_> {
     }
 }
 
-/// `a.active / a.weight` against `b.active / b.weight`, without division.
-fn load_cmp(a: &ServerState, b: &ServerState) -> std::cmp::Ordering {
-    (u128::from(a.active) * b.weight as u128).cmp(&(u128::from(b.active) * a.weight as u128))
+/// `a`'s requests in flight per weight against `b`'s ([`ServerState::load`]), without
+/// division.
+fn load_cmp((a, a_weight): (u64, i64), (b, b_weight): (u64, i64)) -> std::cmp::Ordering {
+    (u128::from(a) * b_weight as u128).cmp(&(u128::from(b) * a_weight as u128))
 }
 
 fn splitmix64(seed: u64) -> u64 {

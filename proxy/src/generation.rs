@@ -234,7 +234,8 @@ impl Generation {
     ///   and pool settings was in `prev` (each old pool goes to one new server at most);
     /// - a group's balancer whole (state and requests in flight), when its servers and
     ///   balancing are as they were; otherwise a new balancer in which each server that
-    ///   was there before keeps its failure state;
+    ///   was there before keeps its failure state, and, in the group of the same name, its
+    ///   requests in flight and the group its queue (`share_rooms`);
     /// - a cached route's store, when a route with the same host and path had the same
     ///   cache settings and forwarded the same requests to the same origin ([`Forwards`]);
     /// - a static root's open-file cache, when `prev` served the same root;
@@ -300,6 +301,9 @@ impl Generation {
                 if let Some((oi, sj)) = before {
                     b.adopt_failures(si, &prev.balancers[oi].borrow(), sj);
                 }
+            }
+            if let Some(oi) = prev.cfg.groups.position(|o| o.name == group.name) {
+                share_rooms(&mut b, group, &prev.cfg.groups[oi], &prev.balancers[oi]);
             }
         }
     }
@@ -382,6 +386,33 @@ impl<'a> Forwards<'a> {
             ],
         }
     }
+}
+
+/// `b`, the new balancer of `group`, takes over from `old`, the balancer of `old_group` (the
+/// same name, the previous generation) its queue and, for each server with the same
+/// addresses (each old one to one new one at most), its count of requests in flight: the
+/// requests still on the old generation hold rooms under `max_conns` until they end, and
+/// those waiting for one keep their places. Within a generation two groups listing one
+/// address count apart; so do they across one.
+fn share_rooms(
+    b: &mut Balancer,
+    group: &crate::config::UpstreamGroup,
+    old_group: &crate::config::UpstreamGroup,
+    old: &RefCell<Balancer>,
+) {
+    let old = old.borrow();
+    let mut taken: Vec<ServerId> = Vec::new();
+    for (si, server) in group.servers.enumerate() {
+        let same = old_group
+            .servers
+            .enumerate()
+            .find(|(sj, o)| o.addrs == server.addrs && !taken.contains(sj));
+        if let Some((sj, _)) = same {
+            taken.push(sj);
+            b.share_load(si, &old, sj);
+        }
+    }
+    b.share_queue(&old);
 }
 
 /// A pool of the previous generation, with what decides whether a new server takes it.

@@ -5,13 +5,20 @@
 //! queue (HAProxy's backend queue; nginx's `max_conns` has no queue outside NGINX Plus and
 //! answers 502 at once) until a request on one of them finishes:
 //!
-//! - FIFO: while anyone waits, a new request queues behind them instead of taking the room a
-//!   finished request leaves. Otherwise a keep-alive client whose next request came in the
-//!   same pass as the answer to its last one would take the room before any waiter ran, and
-//!   waiters would starve behind busy connections.
+//! - FIFO: while a woken waiter has yet to look, a new request queues behind the waiters
+//!   instead of taking the room a finished request leaves. Otherwise a keep-alive client
+//!   whose next request came in the same pass as the answer to its last one would take the
+//!   room before any waiter ran, and waiters would starve behind busy connections. A room no
+//!   wake is headed for is one every waiter looked at and could not use: a new request takes
+//!   it rather than leave it idle until another request ends.
 //! - One wake per finished request, for the first waiter not woken yet. A woken waiter that
 //!   cannot use the room (its retry already tried that server) passes the wake on; one that
 //!   leaves (timed out, its client gone) passes on a wake it had not used.
+//! - Across generations: a reload or a DNS change that changes a group hands its queue to the
+//!   new generation's balancer, and each server it keeps (same addresses) its count of
+//!   requests in flight ([`Balancer::share_load`]), so `max_conns` bounds the requests of
+//!   both generations and the waiters keep their places. The new limits may have room for
+//!   waiters at once: every one of them is woken to look ([`Queue::wake_all`]).
 //! - Nothing here runs for a group without `max_conns`: `finished` finds the queue empty.
 
 use super::Balancer;
@@ -51,9 +58,11 @@ impl Waiter {
 }
 
 /// A group's waiting requests, oldest first.
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct Queue {
     waiting: VecDeque<Rc<Waiter>>,
+    /// Waiters woken that have not looked for room yet: the wakes on their way.
+    woken: usize,
 }
 
 impl std::fmt::Debug for Queue {
@@ -78,22 +87,47 @@ impl Queue {
         w
     }
 
+    /// Whether a waiter was woken and has not looked for room yet: a room is on its way to
+    /// it.
+    pub fn wake_pending(&self) -> bool {
+        self.woken > 0
+    }
+
     /// `w` leaves (served, timed out, or its request dropped): a wake it held and did not use
     /// goes to the next waiter.
     pub fn leave(&mut self, w: &Rc<Waiter>, used: bool) {
-        if let Some(i) = self.waiting.iter().position(|x| Rc::ptr_eq(x, w)) {
-            self.waiting.remove(i);
-        }
-        if w.woken.get() && !used {
-            self.wake_after(None);
+        let Some(i) = self.waiting.iter().position(|x| Rc::ptr_eq(x, w)) else {
+            return;
+        };
+        self.waiting.remove(i);
+        if w.woken.get() {
+            self.woken -= 1;
+            if !used {
+                self.wake_after(None);
+            }
         }
     }
 
     /// `w` was woken but found no room it may use: it waits again, and the wake goes on to
     /// the next waiter behind it.
     pub fn pass_on(&mut self, w: &Rc<Waiter>) {
-        w.woken.set(false);
+        if w.woken.replace(false) {
+            self.woken -= 1;
+        }
         self.wake_after(Some(w));
+    }
+
+    /// Room may have come without a request ending (a reload's new limits or servers): every
+    /// waiter looks again, oldest first; those that find none wait on.
+    pub fn wake_all(&mut self) {
+        for w in &self.waiting {
+            if !w.woken.replace(true) {
+                self.woken += 1;
+                if let Some(k) = w.waker.take() {
+                    k.wake();
+                }
+            }
+        }
     }
 
     /// A request finished: room for one.
@@ -111,6 +145,7 @@ impl Queue {
         }
         if let Some(w) = rest.find(|x| !x.woken.get()) {
             w.woken.set(true);
+            self.woken += 1;
             if let Some(k) = w.waker.take() {
                 k.wake();
             }

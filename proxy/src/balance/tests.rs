@@ -485,3 +485,62 @@ fn waiters_are_woken_one_per_finished_request_in_order_and_newcomers_queue_behin
     b.queue().leave(&second, true);
     assert!(b.queue().is_empty());
 }
+
+/// A room every waiter looked at and could not use (their retries tried that server) is a
+/// newcomer's: queueing for it would leave the server idle until some other request ends.
+#[test]
+fn a_room_no_waiter_can_use_goes_to_a_newcomer() {
+    let now = Instant::now();
+    let waker = std::task::Waker::noop();
+    let mut b = Balancer::new(&capped(Balance::RoundRobin, &[1, 1]), 0, 1);
+    b.started(sid(0));
+    b.started(sid(1));
+    // A retry that tried server 1 waits for server 0.
+    let retry = b.queue().join();
+    assert_eq!(b.pick_room(0, &[sid(1)], now, false), Room::Full);
+    b.finished(sid(1));
+    assert!(retry.woken(waker));
+    assert_eq!(b.pick_room(0, &[sid(1)], now, true), Room::Full);
+    b.queue().pass_on(&retry);
+    assert_eq!(b.pick_room(0, &[], now, false), Room::Server(sid(1)));
+    b.started(sid(1));
+    // A room the waiter was woken for stays its own.
+    b.finished(sid(0));
+    assert!(retry.woken(waker));
+    b.finished(sid(1));
+    assert_eq!(b.pick_room(0, &[], now, false), Room::Full);
+    assert_eq!(b.pick_room(0, &[sid(1)], now, true), Room::Server(sid(0)));
+    b.started(sid(0));
+    b.queue().leave(&retry, true);
+    assert_eq!(b.pick_room(0, &[], now, false), Room::Server(sid(1)));
+}
+
+/// A reload that changes a group (`generation::share_rooms`): the server it keeps counts the
+/// old generation's requests in flight against its `max_conns` and the waiters keep the
+/// queue; a server it adds takes a new request at once, although the old generation's waiter
+/// (which cannot go there) is ahead of it.
+#[test]
+fn a_reload_shares_a_kept_servers_rooms_and_the_queue() {
+    let (now, waker) = (Instant::now(), std::task::Waker::noop());
+    let mut old = Balancer::new(&capped(Balance::RoundRobin, &[1]), 0, 1);
+    old.started(sid(0));
+    let waiter = old.queue().join();
+
+    // Server 0 stays (same address), server 1 comes.
+    let mut new = Balancer::new(&capped(Balance::RoundRobin, &[1, 1]), 0, 1);
+    new.share_load(sid(0), &old, sid(0));
+    new.share_queue(&old);
+    assert_eq!(new.active(sid(0)), 1, "the old generation's request");
+    assert_eq!(new.waiting(), 1, "the old generation's waiter");
+    // Woken by the reload to look: server 0 is still full.
+    assert!(waiter.woken(waker));
+    assert_eq!(old.pick_room(0, &[], now, true), Room::Full);
+    old.queue().pass_on(&waiter);
+    assert_eq!(new.pick_room(0, &[], now, false), Room::Server(sid(1)));
+    new.started(sid(1));
+    // The old generation's request ends: server 0's room is its waiter's, on either one.
+    old.finished(sid(0));
+    assert!(waiter.woken(waker));
+    assert_eq!(new.pick_room(0, &[], now, false), Room::Full);
+    assert_eq!(old.pick_room(0, &[], now, true), Room::Server(sid(0)));
+}

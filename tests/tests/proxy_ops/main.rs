@@ -20,6 +20,7 @@ mod panics;
 mod pinning;
 mod process;
 mod reload;
+mod reload_max_conns;
 mod reload_metrics;
 mod stalled_stderr;
 mod systemd_unit;
