@@ -308,6 +308,15 @@ pub fn compare(old: &Config, mut new: Config) -> (Config, Vec<String>, Vec<Strin
                 .into(),
         );
     }
+    // Steered by peer, the listeners now see a balancer where clients were: every connection
+    // of its address goes to the one worker (the counts stay exact, the load does not spread).
+    let named_by = crate::limit::behind_a_balancer(&new);
+    if let Some(by) = named_by.filter(|_| old.client_steering && old.runtime.workers > 1) {
+        not_applied.push(format!(
+            "unsteering the listeners for clients named by {by} (a balancer's connections \
+             all go to one worker until a restart or a takeover)"
+        ));
+    }
     new.client_steering = old.client_steering;
     if old.steer != new.steer {
         let (a, b) = (old.steer.name(), new.steer.name());
@@ -569,5 +578,16 @@ mod steering_tests {
         let (new, _, not_applied) = compare(&cfg(limits, true), cfg(limits, false));
         assert!(new.client_steering);
         assert!(not_applied.is_empty(), "{not_applied:?}");
+        // Clients named by a balancer from now on: the steering by peer stays, and the line
+        // says what that does to the balancer's connections.
+        let behind = format!("[headers]\nreal_ip_from = [\"10.0.0.0/8\"]\n{limits}");
+        let (new, _, not_applied) = compare(&cfg(limits, true), cfg(&behind, false));
+        assert!(new.client_steering);
+        assert!(
+            not_applied
+                .iter()
+                .any(|m| m.contains("all go to one worker")),
+            "{not_applied:?}"
+        );
     }
 }

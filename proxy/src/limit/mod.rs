@@ -12,7 +12,12 @@
 //!   both checked, then both taken only if both allow it.
 //! - Each worker counts the clients it serves. With the listeners steering each client
 //!   address to one worker (`Config::client_steering`), that is the client's whole count;
-//!   otherwise each worker allows 1/workers of the rate and of the burst (approximate).
+//!   otherwise each worker allows 1/workers of the rate and of the burst (approximate). Behind
+//!   a balancer ([`behind_a_balancer`]) that is the design, not a fallback: steering by the
+//!   peer cannot follow an address a header names, and with nothing shared between workers
+//!   1/workers is the only share that never lets a client past its limit, however its
+//!   requests spread over the balancer's connections (exact when they reach every worker
+//!   alike, stricter when they reach fewer). The start-up line says so.
 //! - State is bounded: each rate limit remembers at most `table_size` addresses per worker,
 //!   the least recently seen forgotten first (a forgotten client starts with a full bucket).
 
@@ -202,14 +207,28 @@ impl Guards {
 /// addresses would all land on one worker), this is false and the limits are divided
 /// between the workers.
 pub fn wants_steering(cfg: &Config) -> bool {
-    let behind_a_balancer =
-        cfg.listeners.iter().any(|l| l.proxy_protocol) || !cfg.headers.real_ip_from.is_empty();
+    behind_a_balancer(cfg).is_none() && counts_clients(cfg)
+}
+
+/// Whether `cfg` has a rate or a connection limit per client.
+pub fn counts_clients(cfg: &Config) -> bool {
     let l = &cfg.client_limits;
     let routes = cfg.routes.iter();
     let route_limit = routes
         .filter_map(|r| r.access.as_ref())
         .any(|a| a.limit.is_some());
-    !behind_a_balancer && (l.rate.is_some() || l.connections.is_some() || route_limit)
+    l.rate.is_some() || l.connections.is_some() || route_limit
+}
+
+/// What names clients other than the TCP peer (for the start-up line), if anything does.
+pub fn behind_a_balancer(cfg: &Config) -> Option<&'static str> {
+    let proxied = cfg.listeners.iter().any(|l| l.proxy_protocol);
+    match (proxied, !cfg.headers.real_ip_from.is_empty()) {
+        (true, true) => Some("PROXY protocol headers and real_ip_from"),
+        (true, false) => Some("PROXY protocol headers"),
+        (false, true) => Some("real_ip_from"),
+        (false, false) => None,
+    }
 }
 
 /// How many workers one client's connections can reach.

@@ -86,7 +86,7 @@ fn status_line(
         let stays = |e: &io::Error| {
             format!("  client steering: a program from before the takeover stays attached: {e}\n")
         };
-        return match (by_cpu, plan, failed) {
+        let steer = match (by_cpu, plan, failed) {
             (_, Steering::ByCpu(cpus), None) => Some(format!(
                 "  steer: by CPU (a connection goes to the worker on the CPU that handled its \
                  first packet: workers on CPUs {})\n",
@@ -104,6 +104,10 @@ fn status_line(
             )),
             (_, _, e) => e.as_ref().map(stays),
         };
+        return match (shares(cfg, workers), steer) {
+            (Some(a), Some(b)) => Some(a + &b),
+            (a, b) => a.or(b),
+        };
     }
     let cpu_note = if cfg.steer == Steer::Cpu {
         "; steer = \"cpu\" not applied: the limits steer by client address"
@@ -120,6 +124,23 @@ fn status_line(
              limit (steering by client address failed: {e}{cpu_note})\n"
         ),
     })
+}
+
+/// Limits per client behind a balancer: what each worker holds of them, and why.
+fn shares(cfg: &Config, workers: usize) -> Option<String> {
+    let named_by = super::behind_a_balancer(cfg)?;
+    if !super::counts_clients(cfg) {
+        return None;
+    }
+    if workers < 2 {
+        return Some("  client limits: exact (one worker)\n".into());
+    }
+    Some(format!(
+        "  client limits: approximate, each of {workers} workers allows 1/{workers} of each rate, \
+         burst and connection count (clients are named by {named_by}: steering connections to \
+         workers by their peer would send all of a balancer's to one; a client whose requests \
+         reach fewer workers, as over one balancer connection, gets less)\n"
+    ))
 }
 
 /// The CPU each worker's sockets stand for, when steering by CPU can name every worker:

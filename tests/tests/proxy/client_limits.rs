@@ -373,3 +373,51 @@ fn a_proxy_protocol_listeners_connection_limit_counts_the_headers_client() {
     assert_eq!(get(&mut a, "x", "/").status, 200);
     assert_eq!(get(&mut b, "x", "/").status, 200);
 }
+
+/// Behind a balancer (`real_ip_from`, or a PROXY protocol listener) the client's address is
+/// not the TCP peer, so connections cannot be steered to a worker by it (a balancer's would
+/// all land on one): each worker holds 1/workers of each limit, and the start-up line says
+/// so and why. One keep-alive connection reaches one worker: its client gets that share,
+/// burst 5 over 2 workers allowing 3 at once.
+#[test]
+fn behind_a_balancer_each_worker_holds_a_share_and_the_start_up_line_says_so() {
+    let rate = format!("[client_limits]\nrate = \"1/m\"\nburst = 5\n{HELLO}");
+    let p = start(
+        2,
+        &format!("[headers]\nreal_ip_from = [\"127.0.0.1\"]\n{rate}"),
+    );
+    let summary = p.running().summary();
+    for want in [
+        "client limits: approximate, each of 2 workers allows 1/2 of each rate",
+        "real_ip_from",
+    ] {
+        assert!(summary.contains(want), "{want:?} not in:\n{summary}");
+    }
+    let mut c = Client::connect(p.addr);
+    let served = (0..20)
+        .filter(|_| {
+            let req = "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 1.2.3.4\r\n\r\n";
+            ask(&mut c, req, false).status == 200
+        })
+        .count();
+    assert_eq!(served, 3, "burst 5 over 2 workers, on one worker");
+
+    let text = format!(
+        "[[listen]]\naddr = \"127.0.0.1:0\"\nproxy_protocol = true\n[runtime]\nworkers = 2\n\
+         pin = false\n{rate}"
+    );
+    let p = Proxy::start(proxy::config::from_toml("limits.toml", &text).expect("valid config"));
+    let summary = p.running().summary();
+    for want in ["client limits: approximate", "PROXY protocol"] {
+        assert!(summary.contains(want), "{want:?} not in:\n{summary}");
+    }
+    let p = start(
+        1,
+        &format!("[headers]\nreal_ip_from = [\"127.0.0.1\"]\n{rate}"),
+    );
+    let summary = p.running().summary();
+    assert!(
+        summary.contains("client limits: exact (one worker)"),
+        "{summary}"
+    );
+}
