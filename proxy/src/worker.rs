@@ -476,10 +476,15 @@ impl ProxyWorker {
     /// `ip` under its connection limit: `Some(its key)` counted in (`Some(None)`: no limit),
     /// `None` when it has its connections open already (counted).
     fn admit(&self, ip: std::net::IpAddr) -> Option<Option<crate::limit::AddrKey>> {
-        let max = crate::limit::connections_per_worker(&self.generation.borrow().cfg);
-        let Some(max) = max else {
+        let g = self.generation.borrow();
+        let Some(max) = crate::limit::connections_per_worker(&g.cfg) else {
             return Some(None);
         };
+        // A `real_ip_from` peer is a balancer: its connections carry the requests of the
+        // clients it names, none of them a client's own to count.
+        if g.cfg.headers.real_ip_from.iter().any(|c| c.contains(ip)) {
+            return Some(None);
+        }
         let key = crate::limit::key_of(ip);
         if !self.clients.enter(key, max) {
             self.stats.limited_connections.incr();

@@ -132,15 +132,25 @@ fn shares(cfg: &Config, workers: usize) -> Option<String> {
     if !super::counts_clients(cfg) {
         return None;
     }
-    if workers < 2 {
-        return Some("  client limits: exact (one worker)\n".into());
+    let mut line = if workers < 2 {
+        "  client limits: exact (one worker)\n".to_string()
+    } else {
+        format!(
+            "  client limits: approximate, each of {workers} workers allows 1/{workers} of each \
+             rate, burst and connection count (clients are named by {named_by}: steering \
+             connections to workers by their peer would send all of a balancer's to one; a \
+             client whose requests reach fewer workers, as over one balancer connection, gets \
+             less)\n"
+        )
+    };
+    if cfg.client_limits.connections.is_some() && !cfg.headers.real_ip_from.is_empty() {
+        line.push_str(
+            "  client limits: connections counts the clients that connect themselves (or that \
+             a PROXY header names), not a real_ip_from peer's: a balancer's connections carry \
+             its clients' requests\n",
+        );
     }
-    Some(format!(
-        "  client limits: approximate, each of {workers} workers allows 1/{workers} of each rate, \
-         burst and connection count (clients are named by {named_by}: steering connections to \
-         workers by their peer would send all of a balancer's to one; a client whose requests \
-         reach fewer workers, as over one balancer connection, gets less)\n"
-    ))
+    Some(line)
 }
 
 /// The CPU each worker's sockets stand for, when steering by CPU can name every worker:

@@ -421,3 +421,40 @@ fn behind_a_balancer_each_worker_holds_a_share_and_the_start_up_line_says_so() {
         "{summary}"
     );
 }
+
+/// A peer in `real_ip_from` is a balancer: its connections carry many clients' requests and
+/// are not a client's, so `connections` never counts nor closes them (a client it names has
+/// no connection of its own to count). A direct client is still counted by its address.
+#[test]
+fn a_trusted_balancers_connections_are_not_counted_as_a_clients() {
+    let p = start(
+        1,
+        &format!(
+            "[headers]\nreal_ip_from = [\"127.0.0.1\"]\n[client_limits]\nconnections = 1\n{HELLO}"
+        ),
+    );
+    let summary = p.running().summary();
+    assert!(
+        summary.contains("connections counts the clients that connect themselves"),
+        "{summary}"
+    );
+    let req = "GET / HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 9.9.9.9\r\n\r\n";
+    let mut open: Vec<Client> = (0..3).map(|_| Client::connect(p.addr)).collect();
+    for (i, c) in open.iter_mut().enumerate() {
+        assert_eq!(ask(c, req, false).status, 200, "balancer connection {i}");
+    }
+    // A client of its own (not trusted): its second connection is over the limit.
+    let mut direct = connect_from("127.0.0.2", p.addr);
+    assert_eq!(get(&mut direct, "x", "/").status, 200);
+    let mut again = connect_from("127.0.0.2", p.addr);
+    let _ = again.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_closed(&mut again, "a direct client's second connection");
+    assert_eq!(value(&metrics(&p), "proxy_limited_connections_total"), 1.0);
+    for c in &mut open {
+        assert_eq!(
+            ask(c, req, false).status,
+            200,
+            "the balancer's connections stay"
+        );
+    }
+}
