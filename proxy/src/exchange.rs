@@ -25,7 +25,8 @@
 //! connection) is relayed while the rest of the body streams on to the upstream (`duplex`).
 //!
 //! A client that goes away while the response head is awaited abandons the request (499, as
-//! nginx): the upstream connection is closed, never pooled (`client_watch`).
+//! nginx): the upstream connection is closed, never pooled (`client_watch`). One that goes
+//! away while its request (held whole) waits for room under `max_conns` gives its place up.
 
 //!
 //! # Layout
@@ -273,7 +274,7 @@ async fn attempts<'g>(
         bound -= 1;
         let in_flight = match room.take() {
             Some(f) => f,
-            None => match pick_room(w, plan, &tried, last).await {
+            None => match pick_room(w, plan, &tried, last, &c.stream).await {
                 Ok(f) => f,
                 Err(e) => break Err(e),
             },
@@ -350,15 +351,31 @@ async fn attempts<'g>(
 }
 
 /// A server with room for the next attempt, waiting in its group's queue for at most the
-/// connect timeout. `last`: the error the client gets when no server is left.
+/// connect timeout. `last`: the error the client gets when no server is left. A request held
+/// whole whose client goes away meanwhile gives its place up (499), as it abandons the wait
+/// for an answer (`client_watch`); one whose body streams has the client's bytes to come, and
+/// its leaving shows when they stop.
 async fn pick_room<'g>(
     w: &ProxyWorker,
     plan: &Plan<'g>,
     tried: &[ServerId],
     last: ProxyError,
+    client: &shared::stream::Stream,
 ) -> Result<InFlight<'g>, Unanswered> {
     let balancer = plan.g.balancer(plan.group);
-    match room::pick(balancer, plan.req.balance_key, tried, plan.t.connect).await {
+    let pick = room::pick(balancer, plan.req.balance_key, tried, plan.t.connect);
+    let watch = if plan.inline.is_some() {
+        plan.watch
+    } else {
+        Watch::Off
+    };
+    // Biased: a room found at once is taken without a look at the client.
+    let picked = monoio::select! {
+        biased;
+        p = pick => p,
+        _ = client_watch::abandoned(client, watch) => return Err(Unanswered::Close),
+    };
+    match picked {
         Picked::Server(f) => Ok(f),
         Picked::NoneLeft => Err(Unanswered::Respond(last)),
         Picked::TimedOut => {

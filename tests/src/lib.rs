@@ -12,6 +12,7 @@
 //!   how a read ended ([`raw::read_once`]) and the strict checks over it (`assert_closed`, ...).
 //! - [`proxy_config`]/[`start_proxy`]: an in-process proxy from its command-line flags;
 //!   [`capturing_origin`]; [`ClosedPort`]; [`eventually`], the one polling wait.
+//! - [`gate`]: an origin that holds each request until the test lets it go.
 //! - [`inproc`]: a proxy from a `Config` built in code, and a client that reads responses with
 //!   the shared codec; [`toml_proxy`]: a proxy from config text; [`strict`]: readiness waits
 //!   and counters for the tests of promised behaviours.
@@ -20,6 +21,7 @@
 //! - [`tls`]: certificates (a CA and its leaves) and a blocking TLS client; [`tls_server`]: a
 //!   blocking HTTPS server of its own for the loader's tests.
 
+pub mod gate;
 pub mod inproc;
 pub mod manual;
 pub mod process;

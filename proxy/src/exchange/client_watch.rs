@@ -1,6 +1,8 @@
 //! A client that goes away while its request waits for the upstream's answer (nginx's 499):
 //! noticed while waiting, so the upstream request is abandoned (its connection closed, never
-//! pooled) instead of running to its end for nobody.
+//! pooled) instead of running to its end for nobody. Likewise while it waits in its group's
+//! queue for room under `max_conns`: it leaves the queue instead of being sent when its turn
+//! comes.
 //!
 //! As nginx (without `proxy_ignore_client_abort`): the end of the client's stream (a FIN,
 //! even a half-close after a whole request) or a reset while the request waits is an abort;

@@ -201,6 +201,57 @@ fn a_request_queued_past_the_connect_timeout_gets_503() {
     assert_eq!(p.connect().get("/").status, 200);
 }
 
+/// A request waiting for room under `max_conns` whose client leaves gives its place up there
+/// and then (499), as one waiting for the answer does: it never goes to the server when its
+/// turn comes, for nobody. The queue's limit (5 s) outlasts the wait for the leave to show.
+#[test]
+fn a_queued_request_whose_client_left_gives_its_place_up() {
+    let gate = tests::gate::Gate::start();
+    let mut cfg = config(&[gate.addr]);
+    cfg.groups[GroupId::new(0)].servers[ServerId::new(0)].max_conns = 1;
+    cfg.timeouts.connect = Duration::from_secs(5);
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
+    let p = Proxy::start(cfg);
+    let admin = p.running().admin_addr().expect("admin address");
+    let metric = |key: &str| tests::scrape::value(&tests::scrape::scrape(admin), key);
+    let mut holder = p.connect();
+    holder.send(b"GET /hold HTTP/1.1\r\nHost: t\r\n\r\n");
+    let held = gate.next();
+    let mut gone = p.connect();
+    gone.send(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n");
+    let queued = r#"proxy_upstream_queued{group="default"}"#;
+    assert!(
+        eventually(WAIT, || metric(queued) == 1.0),
+        "/gone never queued"
+    );
+    drop(gone);
+    let (aborted, timed_out) = (
+        r#"proxy_requests_total{route="/",code="4xx"}"#,
+        r#"proxy_requests_total{route="/",code="5xx"}"#,
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || metric(aborted)
+            + metric(timed_out)
+            == 1.0),
+        "the queued request never ended"
+    );
+    assert_eq!(
+        (metric(aborted), metric(timed_out)),
+        (1.0, 0.0),
+        "ended as its client's abort, not at the queue's limit"
+    );
+    assert_eq!(metric(queued), 0.0);
+    held.go.send(()).unwrap();
+    assert_eq!(holder.response().status, 200);
+    // The room is the next request's: the origin never saw /gone.
+    let mut next = p.connect();
+    next.send(b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n");
+    let arrival = gate.next();
+    assert_eq!(arrival.path, "/next");
+    arrival.go.send(()).unwrap();
+    assert_eq!(next.response().status, 200);
+}
+
 /// A request body (`Content-Length`, up to the relay buffer's 64 KiB) is read whole before an
 /// upstream is chosen for it: an upload that trickles holds no room under `max_conns` (nor an
 /// upstream connection), so the next request gets its server at once instead of a 503 after

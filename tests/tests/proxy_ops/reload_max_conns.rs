@@ -8,91 +8,13 @@
 //! order and the concurrency it saw are exact, and readiness is an arrival or the queue gauge.
 
 use proxy::reload::{Outcome, Source};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use tests::gate::Gate;
 use tests::inproc::Client;
 use tests::raw;
 use tests::strict::{wait_for, READY};
-
-/// An origin that reports each request as it arrives and holds it until let go; it counts
-/// the most requests it held at once.
-struct Gate {
-    addr: SocketAddr,
-    arrived: Receiver<Arrival>,
-    peak: Arc<AtomicUsize>,
-}
-
-struct Arrival {
-    path: String,
-    /// The requests the origin held with this one (itself included).
-    held: usize,
-    /// Answers it.
-    go: Sender<()>,
-}
-
-impl Gate {
-    fn start() -> Gate {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = l.local_addr().unwrap();
-        let (tx, arrived) = channel();
-        let (now, peak) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        let held = (now.clone(), peak.clone());
-        std::thread::spawn(move || {
-            for s in l.incoming() {
-                let Ok(mut s) = s else { return };
-                let (tx, (now, peak)) = (tx.clone(), (held.0.clone(), held.1.clone()));
-                std::thread::spawn(move || {
-                    let mut pending = Vec::new();
-                    while let Ok(head) = raw::read_request_head(&mut s, &mut pending) {
-                        let path = tests::text(&head)
-                            .split(' ')
-                            .nth(1)
-                            .unwrap_or_default()
-                            .to_string();
-                        let held = now.fetch_add(1, SeqCst) + 1;
-                        peak.fetch_max(held, SeqCst);
-                        let (go, wait) = channel();
-                        let path2 = path.clone();
-                        if tx
-                            .send(Arrival {
-                                path: path2,
-                                held,
-                                go,
-                            })
-                            .is_err()
-                        {
-                            return;
-                        }
-                        let _ = wait.recv();
-                        now.fetch_sub(1, SeqCst);
-                        let answer = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{path}",
-                            path.len()
-                        );
-                        if std::io::Write::write_all(&mut s, answer.as_bytes()).is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        Gate {
-            addr,
-            arrived,
-            peak,
-        }
-    }
-
-    /// The next request to arrive.
-    fn next(&self) -> Arrival {
-        self.arrived
-            .recv_timeout(READY)
-            .expect("a request reaches the origin")
-    }
-}
 
 /// One worker, an admin listener, group `app` of the one server `server` (a TOML table).
 fn text(server: &str) -> String {
