@@ -2,7 +2,7 @@
 //! connection-times rows and the percentile list), computed once from a [`RunResult`] for the
 //! text report, the JSON document and `compare`.
 
-use crate::stats::RunResult;
+use crate::stats::{LatencySummary, RunResult};
 use hdrhistogram::Histogram;
 
 /// ab's percentiles, extended with 99.9 and 99.99; the longest request follows.
@@ -23,6 +23,73 @@ pub fn percent_label(p: f64) -> String {
     }
 }
 
+/// A series of times (µs) as the reports read it: its histogram and its exact summary.
+/// Min, mean, sd and max are the summary's when it holds the histogram's values (a document
+/// from a version that wrote no summary has none: then the histogram's, its sd made a
+/// sample's); percentiles are the histogram's.
+#[derive(Debug, Clone, Copy)]
+pub struct Times<'a> {
+    pub hist: &'a Histogram<u64>,
+    pub sums: &'a LatencySummary,
+}
+
+impl<'a> Times<'a> {
+    pub fn new(hist: &'a Histogram<u64>, sums: &'a LatencySummary) -> Times<'a> {
+        Times { hist, sums }
+    }
+
+    /// How many values.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    fn exact(&self) -> Option<&LatencySummary> {
+        (self.sums.count == self.hist.len() && self.sums.count > 0).then_some(self.sums)
+    }
+
+    /// The smallest value (0 when empty).
+    pub fn min_us(&self) -> u64 {
+        match self.exact() {
+            Some(s) => s.min(),
+            None if self.hist.is_empty() => 0,
+            None => self.hist.min(),
+        }
+    }
+
+    /// The largest value (0 when empty).
+    pub fn max_us(&self) -> u64 {
+        match self.exact() {
+            Some(s) => s.max_us,
+            None if self.hist.is_empty() => 0,
+            None => self.hist.max(),
+        }
+    }
+
+    pub fn mean_us(&self) -> f64 {
+        match self.exact() {
+            Some(s) => s.mean_us(),
+            None if self.hist.is_empty() => 0.0,
+            None => self.hist.mean(),
+        }
+    }
+
+    /// ab's sd: the sample standard deviation (n - 1).
+    pub fn sd_us(&self) -> f64 {
+        match self.exact() {
+            Some(s) => s.sd_us(),
+            None if self.hist.len() < 2 => 0.0,
+            None => {
+                let n = self.hist.len() as f64;
+                self.hist.stdev() * (n / (n - 1.0)).sqrt()
+            }
+        }
+    }
+}
+
 /// One row of ab's "Connection Times (ms)" table: min, mean, sd, median, max in ms.
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TimeRow {
@@ -34,22 +101,16 @@ pub struct TimeRow {
 }
 
 impl TimeRow {
-    pub fn of(h: &Histogram<u64>) -> TimeRow {
-        if h.is_empty() {
-            return TimeRow {
-                min: 0.0,
-                mean: 0.0,
-                sd: 0.0,
-                median: 0.0,
-                max: 0.0,
-            };
+    pub fn of(t: Times<'_>) -> TimeRow {
+        if t.is_empty() {
+            return TimeRow::default();
         }
         TimeRow {
-            min: ms(h.min() as f64),
-            mean: ms(h.mean()),
-            sd: ms(h.stdev()),
-            median: ms(h.value_at_quantile(0.5) as f64),
-            max: ms(h.max() as f64),
+            min: ms(t.min_us() as f64),
+            mean: ms(t.mean_us()),
+            sd: ms(t.sd_us()),
+            median: ms(t.hist.value_at_quantile(0.5) as f64),
+            max: ms(t.max_us() as f64),
         }
     }
 }

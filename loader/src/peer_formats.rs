@@ -2,20 +2,21 @@
 //! percentile CSV and `-g` gnuplot TSV, and wrk's `--latency` block. Text only; the command
 //! line writes it.
 
+use crate::figures::Times;
 use crate::stats::RequestTimes;
 use hdrhistogram::Histogram;
 use std::fmt::Write;
 
 /// ab's `-e`: `Percentage served,Time in ms`, then `P,T` for P from 0 to 100 (`%d,%.3f`):
 /// 0 is the fastest request, 100 the slowest, P between the time within which P% were served.
-pub fn percentiles_csv(total_us: &Histogram<u64>) -> String {
+pub fn percentiles_csv(total: Times<'_>) -> String {
     let mut s = String::from("Percentage served,Time in ms\n");
     for p in 0..=100u32 {
         let us = match p {
-            _ if total_us.is_empty() => 0,
-            0 => total_us.min(),
-            100 => total_us.max(),
-            _ => total_us.value_at_quantile(f64::from(p) / 100.0),
+            _ if total.is_empty() => 0,
+            0 => total.min_us(),
+            100 => total.max_us(),
+            _ => total.hist.value_at_quantile(f64::from(p) / 100.0),
         };
         let _ = writeln!(s, "{p},{:.3}", us as f64 / 1000.0);
     }
@@ -127,7 +128,8 @@ mod tests {
 
     #[test]
     fn ab_csv_has_101_rows_from_fastest_to_slowest() {
-        let csv = percentiles_csv(&hist(&[164, 200, 257, 1000, 8751]));
+        let h = hist(&[164, 200, 257, 1000, 8751]);
+        let csv = percentiles_csv(Times::new(&h, &Default::default()));
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 102);
         assert_eq!(lines[0], "Percentage served,Time in ms");

@@ -16,9 +16,8 @@
 //!
 //! A pure function of [`RunResult`]: no I/O, no clock, so it is tested on synthetic results.
 
-use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, PERCENTILES};
+use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, Times, PERCENTILES};
 use crate::stats::{LoadMode, RunResult, URL_HIST_SIGFIG};
-use hdrhistogram::Histogram;
 use std::fmt::Write as _;
 
 /// Microseconds to milliseconds.
@@ -199,13 +198,14 @@ fn connection_times(s: &mut String, r: &RunResult) {
         "{:12}{:>7} {:>7}[+/-sd] {:>8} {:>9}",
         "", "min", "mean", "median", "max"
     );
-    for (name, h) in [
-        ("Connect:", &r.hist.connect),
-        ("Processing:", &r.hist.processing),
-        ("Waiting:", &r.hist.waiting),
-        ("Total:", &r.hist.total),
+    let (h, e) = (&r.hist, &r.hist.sums);
+    for (name, t) in [
+        ("Connect:", Times::new(&h.connect, &e.connect)),
+        ("Processing:", Times::new(&h.processing, &e.processing)),
+        ("Waiting:", Times::new(&h.waiting, &e.waiting)),
+        ("Total:", Times::new(&h.total, &e.total)),
     ] {
-        let row = TimeRow::of(h);
+        let row = TimeRow::of(t);
         let _ = writeln!(
             s,
             "{name:<12}{:>7.3} {:>7.3} {:>6.3} {:>8.3} {:>9.3}",
@@ -213,7 +213,7 @@ fn connection_times(s: &mut String, r: &RunResult) {
         );
     }
     s.push_str("\nPercentage of the requests served within a certain time (ms)\n");
-    percentile_table(s, &r.hist.total);
+    percentile_table(s, Times::new(&r.hist.total, &r.hist.sums.total));
 }
 
 /// `--rate`: the target against the achieved rate, and the uncorrected percentiles.
@@ -239,7 +239,7 @@ fn rate(s: &mut String, r: &RunResult, target: f64) {
             "\nUncorrected percentages (ms, from each request's actual send time, \
              not corrected for coordinated omission)\n",
         );
-        percentile_table(s, &r.hist.uncorrected);
+        percentile_table(s, Times::new(&r.hist.uncorrected, &r.hist.sums.uncorrected));
     }
     lateness(s, r);
     s.push('\n');
@@ -267,6 +267,7 @@ fn lateness(s: &mut String, r: &RunResult) {
              {pacing})",
             late.len()
         );
+        let late = Times::new(late, &r.hist.sums.send_lateness);
         percentile_rows(s, late, "latest send");
     }
     if let Some(p99) = r.late_sender() {
@@ -284,27 +285,15 @@ fn lateness(s: &mut String, r: &RunResult) {
 fn extras(s: &mut String, r: &RunResult) {
     let t = &r.totals;
     let f = &t.failures;
-    let cpc = &r.hist.connect_per_connection;
-    if !cpc.is_empty() {
-        let _ = writeln!(
-            s,
-            "msecs/connect: {:.3} mean, {:.3} max, {:.3} min",
-            ms(cpc.mean()),
-            ms(cpc.max() as f64),
-            ms(cpc.min() as f64)
-        );
-    }
+    let (h, e) = (&r.hist, &r.hist.sums);
+    let cpc = Times::new(&h.connect_per_connection, &e.connect_per_connection);
+    min_mean_max(s, "msecs/connect", cpc);
     tls_lines(s, r);
-    let w = &r.hist.waiting;
-    if !w.is_empty() {
-        let _ = writeln!(
-            s,
-            "msecs/first-response: {:.3} mean, {:.3} max, {:.3} min",
-            ms(w.mean()),
-            ms(w.max() as f64),
-            ms(w.min() as f64)
-        );
-    }
+    min_mean_max(
+        s,
+        "msecs/first-response",
+        Times::new(&h.waiting, &e.waiting),
+    );
     if !r.accept_variable_length {
         let _ = writeln!(s, "{} bad byte counts", r.bad_byte_counts());
     }
@@ -342,17 +331,22 @@ fn tls_lines(s: &mut String, r: &RunResult) {
     let Some(t) = r.tls else {
         return;
     };
-    let h = &r.hist.tls_handshake;
-    if !h.is_empty() {
+    let h = Times::new(&r.hist.tls_handshake, &r.hist.sums.tls_handshake);
+    min_mean_max(s, "msecs/tls-handshake", h);
+    let _ = writeln!(s, "TLS handshakes: {} full, {} resumed", t.full, t.resumed);
+}
+
+/// http_load's `msecs/...: MEAN mean, MAX max, MIN min` line (none when nothing was timed).
+fn min_mean_max(s: &mut String, name: &str, t: Times<'_>) {
+    if !t.is_empty() {
         let _ = writeln!(
             s,
-            "msecs/tls-handshake: {:.3} mean, {:.3} max, {:.3} min",
-            ms(h.mean()),
-            ms(h.max() as f64),
-            ms(h.min() as f64)
+            "{name}: {:.3} mean, {:.3} max, {:.3} min",
+            ms(t.mean_us()),
+            ms(t.max_us() as f64),
+            ms(t.min_us() as f64)
         );
     }
-    let _ = writeln!(s, "TLS handshakes: {} full, {} resumed", t.full, t.resumed);
 }
 
 /// What was sent and over how many connections (byte counts differ from ab's otherwise).
@@ -411,21 +405,21 @@ fn run_context(s: &mut String, r: &RunResult) {
 }
 
 /// ab's percentile table, extended with 99.9 and 99.99, then the longest request.
-fn percentile_table(s: &mut String, h: &Histogram<u64>) {
-    percentile_rows(s, h, "longest request");
+fn percentile_table(s: &mut String, t: Times<'_>) {
+    percentile_rows(s, t, "longest request");
 }
 
 /// The percentile rows, the 100 % row labelled `last`.
-fn percentile_rows(s: &mut String, h: &Histogram<u64>, last: &str) {
+fn percentile_rows(s: &mut String, t: Times<'_>, last: &str) {
     for &p in PERCENTILES {
         let _ = writeln!(
             s,
             " {:>7} {:>9.3}",
             percent_label(p),
-            ms(h.value_at_percentile(p) as f64)
+            ms(t.hist.value_at_percentile(p) as f64)
         );
     }
-    let _ = writeln!(s, " {:>7} {:>9.3} ({last})", "100%", ms(h.max() as f64));
+    let _ = writeln!(s, " {:>7} {:>9.3} ({last})", "100%", ms(t.max_us() as f64));
 }
 
 /// The per-URL breakdown (with `--urls`).
@@ -464,6 +458,7 @@ fn url_table(s: &mut String, r: &RunResult) {
         "50%", "90%", "99%", "99.9%", "100%", "Count"
     );
     for u in &r.urls {
+        let t = Times::new(&u.hist, &u.latency);
         let h = &u.hist;
         let at = |p: f64| ms(h.value_at_percentile(p) as f64);
         let _ = writeln!(
@@ -473,7 +468,7 @@ fn url_table(s: &mut String, r: &RunResult) {
             at(90.0),
             at(99.0),
             at(99.9),
-            ms(h.max() as f64),
+            ms(t.max_us() as f64),
             h.len(),
             u.url
         );

@@ -6,7 +6,7 @@
 
 use crate::plan::Request;
 use crate::srcaddr::{self, Rotation};
-use crate::stats::{record, LiveCounters, Measurements, RequestTimes};
+use crate::stats::{record, record_exact, LiveCounters, Measurements, RequestTimes};
 pub use crate::tickets::{Ticket, Tickets};
 use crate::tls::{server_name, HandshakeKind, WorkerTls};
 use crate::RunOptions;
@@ -318,20 +318,22 @@ impl Engine {
         let total_us = micros(t_done.saturating_duration_since(e.intended));
         let mut st = self.stats.borrow_mut();
         let st = &mut *st;
-        record(&mut st.hist.total, total_us);
+        let h = &mut st.hist;
+        record_exact(&mut h.total, &mut h.sums.total, total_us);
         if let Some(h) = &mut st.interval {
             record(h, total_us);
         }
         if self.rate {
-            record(
-                &mut st.hist.uncorrected,
-                micros(t_done.saturating_duration_since(e.start)),
-            );
+            let h = &mut st.hist;
+            let us = micros(t_done.saturating_duration_since(e.start));
+            record_exact(&mut h.uncorrected, &mut h.sums.uncorrected, us);
         }
-        record(&mut st.hist.connect, connect_us);
-        record(&mut st.hist.processing, total_us.saturating_sub(connect_us));
+        let h = &mut st.hist;
+        record_exact(&mut h.connect, &mut h.sums.connect, connect_us);
+        let processing_us = total_us.saturating_sub(connect_us);
+        record_exact(&mut h.processing, &mut h.sums.processing, processing_us);
         let wait_us = micros(t_first.saturating_duration_since(e.sent));
-        record(&mut st.hist.waiting, wait_us);
+        record_exact(&mut h.waiting, &mut h.sums.waiting, wait_us);
         if let Some(v) = &mut st.requests {
             if v.len() < v.capacity() {
                 v.push(self.times_of(e, connect_us, total_us, wait_us));
@@ -404,9 +406,19 @@ impl Engine {
         if self.measuring.get() {
             let mut st = self.stats.borrow_mut();
             st.connections_opened += 1;
-            record(&mut st.hist.connect_per_connection, connect_us);
+            let h = &mut st.hist;
+            record_exact(
+                &mut h.connect_per_connection,
+                &mut h.sums.connect_per_connection,
+                connect_us,
+            );
             if let Some((handshake_us, kind)) = tls {
-                record(&mut st.hist.tls_handshake, handshake_us);
+                let h = &mut st.hist;
+                record_exact(
+                    &mut h.tls_handshake,
+                    &mut h.sums.tls_handshake,
+                    handshake_us,
+                );
                 match kind {
                     HandshakeKind::Full => st.tls.full += 1,
                     HandshakeKind::Resumed => st.tls.resumed += 1,
@@ -419,7 +431,8 @@ impl Engine {
     #[inline]
     pub fn sent_late(&self, late_us: u64) {
         let mut st = self.stats.borrow_mut();
-        record(&mut st.hist.send_lateness, late_us);
+        let h = &mut st.hist;
+        record_exact(&mut h.send_lateness, &mut h.sums.send_lateness, late_us);
         if let Some(s) = &mut st.second {
             record(&mut s.lateness, late_us);
         }

@@ -138,7 +138,8 @@ fn peer_output(r: &RunResult, extra: &CompatOutput) -> Result<(), String> {
             .map_err(|e| format!("writing the report: {e}"))?;
     }
     if let Some(path) = &extra.csv {
-        std::fs::write(path, percentiles_csv(&r.hist.total))
+        let total = crate::figures::Times::new(&r.hist.total, &r.hist.sums.total);
+        std::fs::write(path, percentiles_csv(total))
             .map_err(|e| format!("-e {}: {e}", path.display()))?;
     }
     if let Some(path) = &extra.gnuplot {

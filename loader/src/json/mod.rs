@@ -18,10 +18,10 @@ mod parts;
 
 pub use parts::*;
 
-use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, PERCENTILES};
+use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, Times, PERCENTILES};
 pub use crate::histcodec::{decode_histogram, encode_histogram};
 use crate::shard::MAX_SHARDS;
-use crate::stats::{Drain, LoadMode, RunResult, TlsCounts};
+use crate::stats::{Drain, LatencySummary, LoadMode, RunResult, TlsCounts};
 use crate::sysinfo::SysInfo;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -53,14 +53,19 @@ fn num(v: f64) -> f64 {
 /// Percentiles in ms keyed "50", "99.9", "100".
 pub type PercentilesMs = BTreeMap<String, f64>;
 
-/// ab's percentiles (and 100) in ms, keyed "50", "99.9", "100".
+/// ab's percentiles (and 100) in ms, keyed "50", "99.9", "100", of a histogram alone.
 pub fn percentiles_ms(h: &Histogram<u64>) -> PercentilesMs {
+    times_percentiles_ms(Times::new(h, &LatencySummary::default()))
+}
+
+/// [`percentiles_ms`] of a series of times, "100" its exact maximum.
+pub fn times_percentiles_ms(t: Times<'_>) -> PercentilesMs {
     let mut m = PercentilesMs::new();
     for &p in PERCENTILES {
         let key = percent_label(p).trim_end_matches('%').to_string();
-        m.insert(key, num(ms(h.value_at_percentile(p) as f64)));
+        m.insert(key, num(ms(t.hist.value_at_percentile(p) as f64)));
     }
-    m.insert("100".into(), num(ms(h.max() as f64)));
+    m.insert("100".into(), num(ms(t.max_us() as f64)));
     m
 }
 
@@ -89,8 +94,8 @@ pub fn spectrum(h: &Histogram<u64>) -> Vec<SpectrumPoint> {
         .collect()
 }
 
-fn time_row(h: &Histogram<u64>) -> TimeRow {
-    let r = TimeRow::of(h);
+fn time_row(h: &Histogram<u64>, sums: &LatencySummary) -> TimeRow {
+    let r = TimeRow::of(Times::new(h, sums));
     TimeRow {
         min: num(r.min),
         mean: num(r.mean),
@@ -108,11 +113,12 @@ pub struct MinMeanMax {
     pub min: f64,
 }
 
-fn min_mean_max(h: &Histogram<u64>) -> Option<MinMeanMax> {
-    (!h.is_empty()).then(|| MinMeanMax {
-        mean: num(ms(h.mean())),
-        max: num(ms(h.max() as f64)),
-        min: num(ms(h.min() as f64)),
+fn min_mean_max(h: &Histogram<u64>, sums: &LatencySummary) -> Option<MinMeanMax> {
+    let t = Times::new(h, sums);
+    (!t.is_empty()).then(|| MinMeanMax {
+        mean: num(ms(t.mean_us())),
+        max: num(ms(t.max_us() as f64)),
+        min: num(ms(t.min_us() as f64)),
     })
 }
 
@@ -200,11 +206,17 @@ fn rate_doc(r: &RunResult, target: f64) -> RateDoc {
         target: num(target),
         achieved: num(achieved_rate(r)),
         reached: r.rate_reached(),
-        uncorrected_percentiles_ms: percentiles_ms(&r.hist.uncorrected),
+        uncorrected_percentiles_ms: times_percentiles_ms(Times::new(
+            &r.hist.uncorrected,
+            &r.hist.sums.uncorrected,
+        )),
         uncorrected_spectrum: spectrum(&r.hist.uncorrected),
         spin: r.spin,
         send_lateness_count: r.hist.send_lateness.len(),
-        send_lateness_percentiles_ms: percentiles_ms(&r.hist.send_lateness),
+        send_lateness_percentiles_ms: times_percentiles_ms(Times::new(
+            &r.hist.send_lateness,
+            &r.hist.sums.send_lateness,
+        )),
         sent_late_warning_ms: r.late_sender().map(|us| num(ms(us as f64))),
     }
 }
@@ -216,6 +228,7 @@ impl RunDoc {
         let first = r.urls.first();
         let t = &r.totals;
         let f = &t.failures;
+        let (h, e) = (&r.hist, &r.hist.sums);
         RunDoc {
             schema: None,
             started_unix: num(unix_secs(r.started)),
@@ -262,21 +275,21 @@ impl RunDoc {
             total_sent_bytes: t.bytes_sent,
             transfer_rate_sent_kbytes_per_sec: num(d.sent_rate_kbytes),
             connection_times_ms: ConnectionTimesDoc {
-                connect: time_row(&r.hist.connect),
-                processing: time_row(&r.hist.processing),
-                waiting: time_row(&r.hist.waiting),
-                total: time_row(&r.hist.total),
+                connect: time_row(&h.connect, &e.connect),
+                processing: time_row(&h.processing, &e.processing),
+                waiting: time_row(&h.waiting, &e.waiting),
+                total: time_row(&h.total, &e.total),
             },
-            percentiles_ms: percentiles_ms(&r.hist.total),
+            percentiles_ms: times_percentiles_ms(Times::new(&h.total, &e.total)),
             percentile_spectrum: spectrum(&r.hist.total),
-            msecs_connect: min_mean_max(&r.hist.connect_per_connection),
+            msecs_connect: min_mean_max(&h.connect_per_connection, &e.connect_per_connection),
             tls: r.tls.map(|t| TlsDoc {
                 full_handshakes: t.full,
                 resumed_handshakes: t.resumed,
                 protocol: r.tls_protocol.clone(),
-                msecs_handshake: min_mean_max(&r.hist.tls_handshake),
+                msecs_handshake: min_mean_max(&h.tls_handshake, &e.tls_handshake),
             }),
-            msecs_first_response: min_mean_max(&r.hist.waiting),
+            msecs_first_response: min_mean_max(&h.waiting, &e.waiting),
             bad_byte_counts: r.bad_byte_counts(),
             socket_errors: SocketErrorsDoc {
                 connect: f.connect,

@@ -3,8 +3,8 @@
 //! and, where `loader merge` needs it, back.
 
 use super::{
-    bounded, ms, num, percentiles_ms, rate, seconds, MinMeanMax, PercentilesMs, SpectrumPoint,
-    MAX_COUNT,
+    bounded, ms, num, rate, seconds, times_percentiles_ms, MinMeanMax, PercentilesMs,
+    SpectrumPoint, MAX_COUNT,
 };
 use crate::figures::TimeRow;
 use crate::histcodec::{decode_histogram, encode_histogram};
@@ -193,7 +193,7 @@ impl UrlDoc {
                 min: num(ms(l.min() as f64)),
                 max: num(ms(l.max_us as f64)),
             },
-            percentiles_ms: percentiles_ms(&u.hist),
+            percentiles_ms: times_percentiles_ms(crate::figures::Times::new(&u.hist, l)),
             histogram: Some(encode_histogram(&u.hist)),
             latency_us: LatencyUsDoc {
                 count: l.count,
@@ -234,6 +234,8 @@ impl UrlDoc {
                 sum_us: l.sum,
                 min_us: if l.count == 0 { u64::MAX } else { l.min },
                 max_us: l.max,
+                // Not written: per URL only the min, mean and max are reported.
+                sum_sq_us: 0,
             },
             hist,
         })

@@ -98,6 +98,7 @@ pub(super) fn merge(
     } = summed;
     if opts.rate.is_none() {
         hist.uncorrected = hist.total.clone();
+        hist.sums.uncorrected = hist.sums.total;
     }
     let elapsed = ended.saturating_duration_since(facts.measure_start);
     let mut totals = Counts::default();

@@ -173,3 +173,44 @@ fn a_mistyped_option_is_one_line_with_the_suggestion() {
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("'--threads'"), "{stderr}");
 }
+
+/// ab's `-e`: the 0 % row is the fastest request and the 100 % row the slowest, exactly (as
+/// the per-URL table's exact Min and Max say), not the edges of their histogram buckets (at
+/// 300 ms a bucket is 256 µs wide).
+#[test]
+fn ab_csv_first_and_last_rows_are_the_fastest_and_slowest_requests() {
+    let o = tests::origin();
+    let dir = tests::temp_dir("peers-e-exact");
+    let csv = dir.join("p.csv");
+    let (a, b) = (o.url("/?delay=300"), o.url("/?delay=300&b"));
+    let out = loader(&[
+        "-q",
+        "-n",
+        "4",
+        "-c",
+        "2",
+        "-e",
+        csv.to_str().unwrap(),
+        &a,
+        &b,
+    ]);
+    let report = ran_exactly(&out, 4);
+    let table = &report[report.find("Per-URL breakdown").expect("table")..];
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .filter(|l| l.contains("delay=300"))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows.len(), 4, "{table}"); // two in each table
+    let ms = |s: &str| s.parse::<f64>().unwrap();
+    let min = rows[..2].iter().map(|r| ms(r[5])).fold(f64::MAX, f64::min);
+    let max = rows[..2].iter().map(|r| ms(r[6])).fold(0.0, f64::max);
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let row = |p: &str| {
+        csv.lines()
+            .find_map(|l| l.strip_prefix(&format!("{p},")))
+            .map(ms)
+            .unwrap_or_else(|| panic!("no row {p} in {csv}"))
+    };
+    assert_eq!((row("0"), row("100")), (min, max), "{csv}\n{report}");
+}

@@ -170,7 +170,8 @@ fn report_has_abs_fields_and_exact_numbers() {
     );
     assert_eq!(
         fields(line_with(&report, "Total:")),
-        ["Total:", "1.000", "1.500", "0.500", "1.000", "2.000"]
+        // ab's sd is the sample's (n - 1): 0.5 × √(200/199).
+        ["Total:", "1.000", "1.500", "0.501", "1.000", "2.000"]
     );
 
     // Percentiles: ab's list, then 99.9, 99.99 and the longest request.
@@ -620,4 +621,43 @@ fn per_url_percentiles_come_from_each_urls_histogram() {
     assert_eq!(json["urls"][1]["percentiles_ms"]["50"], 0.2);
     let h = loader::json::decode_histogram(json["urls"][1]["histogram"].as_str().unwrap());
     assert_eq!(h.unwrap().len(), 5);
+}
+
+/// ms with three decimals, as the report prints them.
+fn ms3(us: f64) -> String {
+    format!("{:.3}", us / 1000.0)
+}
+
+/// ab's Connection Times (min, mean, sd, max) and the longest request are the requests' own
+/// times, not the edges of the histogram's buckets: at 300 ms a bucket is 256 µs wide, so
+/// bucket edges fall outside the observed range. A real run against the origin, checked
+/// against every request's time (`-g`'s record).
+#[test]
+fn connection_times_are_the_requests_own_times_not_bucket_edges() {
+    let o = tests::origin();
+    let mut opt = crate::opts(&[o.url("/?delay=300")], 2);
+    opt.requests = Some(4);
+    opt.record_requests = Some(4);
+    let r = crate::run(&opt);
+    let us: Vec<f64> = r.requests.iter().map(|t| t.total_us as f64).collect();
+    assert_eq!(us.len(), 4, "{:?}", r.totals);
+    let n = us.len() as f64;
+    let mean = us.iter().sum::<f64>() / n;
+    // ab's sd: the sample standard deviation (n - 1).
+    let sd = (us.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n - 1.0)).sqrt();
+    let min = us.iter().copied().fold(f64::MAX, f64::min);
+    let max = us.iter().copied().fold(0.0, f64::max);
+    let report = loader::report::render(&r);
+    let total = fields(line_with(&report, "Total:"));
+    assert_eq!(
+        [total[1], total[2], total[3], total[5]],
+        [ms3(min), ms3(mean), ms3(sd), ms3(max)]
+            .each_ref()
+            .map(|s| s.as_str()),
+        "{report}"
+    );
+    assert_eq!(
+        fields(line_with(&report, "100%")),
+        ["100%", &ms3(max), "(longest", "request)"]
+    );
 }
