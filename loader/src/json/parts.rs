@@ -9,7 +9,9 @@ use super::{
 use crate::figures::TimeRow;
 use crate::histcodec::{decode_histogram, encode_histogram};
 use crate::shard::{Shard, ShardRun, MAX_SHARDS};
-use crate::stats::{new_url_histogram, Counts, Failures, Histograms, LatencySummary, UrlResult};
+use crate::stats::{
+    new_url_histogram, Counts, Failures, Histograms, LatencySummary, Sums, UrlResult,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -257,6 +259,11 @@ pub struct HistogramsDoc {
     pub connect_per_connection: Option<String>,
     pub tls_handshake: Option<String>,
     pub send_lateness: Option<String>,
+    /// Each histogram's exact summary (count, sum, sum of squares as a string, min, max),
+    /// for the exact min, mean, sd and max; absent from older documents, whose figures then
+    /// come from the histograms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sums_us: Option<Sums>,
 }
 
 impl HistogramsDoc {
@@ -273,11 +280,15 @@ impl HistogramsDoc {
             connect_per_connection: e(&h.connect_per_connection),
             tls_handshake: e(&h.tls_handshake),
             send_lateness: e(&h.send_lateness),
+            sums_us: Some(h.sums.clone()),
         }
     }
 
     pub fn to_histograms(&self) -> Result<Histograms, String> {
-        let mut h = Histograms::default();
+        let mut h = Histograms {
+            sums: self.sums_us.clone().unwrap_or_default(),
+            ..Histograms::default()
+        };
         for (key, encoded, slot) in [
             ("total", &self.total, &mut h.total),
             ("uncorrected", &self.uncorrected, &mut h.uncorrected),

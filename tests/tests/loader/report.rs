@@ -661,3 +661,28 @@ fn connection_times_are_the_requests_own_times_not_bucket_edges() {
         ["100%", &ms3(max), "(longest", "request)"]
     );
 }
+
+/// The exact times go into `--json` and come back out of it, so a document read back (what
+/// `loader merge` adds up) reports the requests' own min, mean, sd and max, not bucket edges
+/// (at 2.5 s a bucket is 2 ms wide).
+#[test]
+fn exact_times_survive_the_json_document() {
+    let mut r = synthetic();
+    let h = &mut r.hist;
+    h.total.reset();
+    h.sums.total = Default::default();
+    for us in [2_501_217, 2_502_319] {
+        loader::stats::record_exact(&mut h.total, &mut h.sums.total, us);
+    }
+    let doc: loader::json::RunDoc =
+        serde_json::from_value(loader::json::run_value(&r)).expect("reads back");
+    let back = doc.to_result().expect("a result");
+    assert_eq!(back.hist.sums, r.hist.sums);
+    let report = loader::report::render(&back);
+    let total = fields(line_with(&report, "Total:"));
+    assert_eq!(
+        [total[1], total[2], total[3], total[5]],
+        ["2501.217", "2501.768", "0.779", "2502.319"],
+        "{report}"
+    );
+}
