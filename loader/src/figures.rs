@@ -77,6 +77,48 @@ impl<'a> Times<'a> {
         }
     }
 
+    /// The value of rank `rank` (1-based) as the histogram holds it: the top of its bucket
+    /// (within 0.1 % above the value), kept within the exact min and max; the first and the
+    /// last are the exact min and max.
+    pub fn at_rank_us(&self, rank: u64) -> u64 {
+        let n = self.hist.len();
+        if n == 0 {
+            return 0;
+        }
+        if rank <= 1 {
+            return self.min_us();
+        }
+        if rank >= n {
+            return self.max_us();
+        }
+        let mut seen = 0;
+        for v in self.hist.iter_recorded() {
+            seen += v.count_at_value();
+            if seen >= rank {
+                let top = self.hist.highest_equivalent(v.value_iterated_to());
+                return top.clamp(self.min_us(), self.max_us());
+            }
+        }
+        self.max_us()
+    }
+
+    /// The `p` % percentile as ab and wrk take it ([`peer_rank`]).
+    pub fn percentile_us(&self, p: f64) -> u64 {
+        self.at_rank_us(peer_rank(p, self.len()))
+    }
+
+    /// ab's median: `stats[n / 2]`, and for an odd count above one the mean of `stats[n / 2]`
+    /// and `stats[n / 2 + 1]` (in whole µs, as ab's integer times).
+    pub fn ab_median_us(&self) -> u64 {
+        let n = self.len();
+        let at = self.at_rank_us(n / 2 + 1);
+        if n > 1 && n % 2 == 1 {
+            (at + self.at_rank_us(n / 2 + 2)) / 2
+        } else {
+            at
+        }
+    }
+
     /// ab's sd: the sample standard deviation (n - 1).
     pub fn sd_us(&self) -> f64 {
         match self.exact() {
@@ -88,6 +130,24 @@ impl<'a> Times<'a> {
             }
         }
     }
+}
+
+/// The rank (1-based, among `n` values in order) that ab's percentile table and wrk's
+/// `--latency` take for `p` %: ab's `stats[n * p / 100]` (0-based, integer division) and wrk's
+/// `round(p / 100 * n + 0.5)` are the same, floor(n·p/100) + 1, at most n. `p` is read in
+/// hundredths of a percent (99.99 included), so the product is exact.
+pub fn peer_rank(p: f64, n: u64) -> u64 {
+    let hundredths = (p * 100.0).round().max(0.0) as u128;
+    let rank = u128::from(n) * hundredths / 10_000 + 1;
+    rank.min(u128::from(n.max(1))) as u64
+}
+
+/// The rank ab's `-e` takes for row `i` (1 to 99): `stats[(int)(0.5 + n * i / 100.0)]`
+/// (0-based), that is n·i/100 rounded half up, plus one; at most n (where ab would read past
+/// its last value).
+pub fn ab_csv_rank(i: u32, n: u64) -> u64 {
+    let rank = (u128::from(n) * u128::from(i) + 50) / 100 + 1;
+    rank.min(u128::from(n.max(1))) as u64
 }
 
 /// One row of ab's "Connection Times (ms)" table: min, mean, sd, median, max in ms.
@@ -109,7 +169,7 @@ impl TimeRow {
             min: ms(t.min_us() as f64),
             mean: ms(t.mean_us()),
             sd: ms(t.sd_us()),
-            median: ms(t.hist.value_at_quantile(0.5) as f64),
+            median: ms(t.ab_median_us() as f64),
             max: ms(t.max_us() as f64),
         }
     }
@@ -161,4 +221,25 @@ impl Derived {
 /// The achieved rate in `--rate` mode: completed responses per second (as `rate_reached` counts).
 pub fn achieved_rate(r: &RunResult) -> f64 {
     r.rate()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_are_abs_and_wrks() {
+        // ab's stats[n*p/100] + 1; wrk's round(p/100*n + 0.5).
+        assert_eq!(peer_rank(50.0, 10), 6);
+        assert_eq!(peer_rank(90.0, 10), 10);
+        assert_eq!(peer_rank(99.0, 10), 10);
+        assert_eq!(peer_rank(99.9, 10_000), 9_991);
+        assert_eq!(peer_rank(99.99, 10_000), 10_000);
+        assert_eq!(peer_rank(50.0, 1), 1);
+        assert_eq!(peer_rank(50.0, 0), 1);
+        // ab's -e: (int)(0.5 + n*i/100.0), 0-based.
+        assert_eq!(ab_csv_rank(5, 10), 2);
+        assert_eq!(ab_csv_rank(4, 10), 1);
+        assert_eq!(ab_csv_rank(99, 10), 10);
+    }
 }

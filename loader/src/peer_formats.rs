@@ -2,9 +2,8 @@
 //! percentile CSV and `-g` gnuplot TSV, and wrk's `--latency` block. Text only; the command
 //! line writes it.
 
-use crate::figures::Times;
+use crate::figures::{ab_csv_rank, Times};
 use crate::stats::RequestTimes;
-use hdrhistogram::Histogram;
 use std::fmt::Write;
 
 /// ab's `-e`: `Percentage served,Time in ms`, then `P,T` for P from 0 to 100 (`%d,%.3f`):
@@ -16,7 +15,7 @@ pub fn percentiles_csv(total: Times<'_>) -> String {
             _ if total.is_empty() => 0,
             0 => total.min_us(),
             100 => total.max_us(),
-            _ => total.hist.value_at_quantile(f64::from(p) / 100.0),
+            _ => total.at_rank_us(ab_csv_rank(p, total.len())),
         };
         let _ = writeln!(s, "{p},{:.3}", us as f64 / 1000.0);
     }
@@ -86,13 +85,13 @@ fn utc_ctime(unix_s: u64) -> String {
 
 /// wrk's `--latency` block: `  Latency Distribution`, then 50, 75, 90 and 99% as wrk prints
 /// them (`%7.0f%%` and the value in us, ms or s with two decimals, right-aligned).
-pub fn wrk_latency(total_us: &Histogram<u64>) -> String {
+pub fn wrk_latency(total: Times<'_>) -> String {
     let mut s = String::from("  Latency Distribution\n");
     for p in [50.0, 75.0, 90.0, 99.0] {
-        let us = if total_us.is_empty() {
+        let us = if total.is_empty() {
             0
         } else {
-            total_us.value_at_quantile(p / 100.0)
+            total.percentile_us(p)
         };
         let _ = writeln!(s, "{p:7.0}%{}", wrk_units(us as f64));
     }
@@ -118,7 +117,7 @@ fn wrk_units(us: f64) -> String {
 mod tests {
     use super::*;
 
-    fn hist(values_us: &[u64]) -> Histogram<u64> {
+    fn hist(values_us: &[u64]) -> hdrhistogram::Histogram<u64> {
         let mut h = crate::stats::new_histogram();
         for &v in values_us {
             h.record(v).unwrap();
@@ -135,7 +134,53 @@ mod tests {
         assert_eq!(lines[0], "Percentage served,Time in ms");
         assert_eq!(lines[1], "0,0.164");
         assert_eq!(lines[101], "100,8.751");
-        assert_eq!(lines[51], "50,0.257");
+        // ab: stats[(int)(0.5 + 5 * 50 / 100.0)] = stats[3].
+        assert_eq!(lines[51], "50,1.000");
+    }
+
+    /// Ten requests of 100, 200 .. 1000 µs (exact in the histogram: below 2048 µs a bucket
+    /// is 1 µs): ab's -e takes stats[(int)(0.5 + n·i/100)] (0-based), up to the last.
+    #[test]
+    fn ab_csv_takes_abs_rank() {
+        let values: Vec<u64> = (1..=10).map(|k| k * 100).collect();
+        let h = hist(&values);
+        let csv = percentiles_csv(Times::new(&h, &Default::default()));
+        let row = |p: u32| csv.lines().nth(p as usize + 1).unwrap().to_string();
+        for (p, ms) in [
+            (1, "0.100"),
+            (4, "0.100"),
+            (5, "0.200"),
+            (14, "0.200"),
+            (15, "0.300"),
+            (44, "0.500"),
+            (45, "0.600"),
+            (50, "0.600"),
+            (84, "0.900"),
+            (85, "1.000"),
+            (99, "1.000"),
+        ] {
+            assert_eq!(row(p), format!("{p},{ms}"), "{csv}");
+        }
+    }
+
+    /// wrk's rank for p: round(p/100·n + 0.5), 1-based: the 6th of 10 for 50 %, the 8th for
+    /// 75 %, the 10th for 90 and 99 %.
+    #[test]
+    fn wrk_latency_takes_wrks_rank() {
+        let values: Vec<u64> = (1..=10).map(|k| k * 100).collect();
+        let h = hist(&values);
+        let block = wrk_latency(Times::new(&h, &Default::default()));
+        let lines: Vec<&str> = block.lines().collect();
+        assert_eq!(
+            lines[1..],
+            [
+                "     50%  600.00us",
+                "     75%  800.00us",
+                "     90%    1.00ms",
+                "     99%    1.00ms"
+            ],
+            "{block}"
+        );
     }
 
     #[test]
@@ -164,7 +209,8 @@ mod tests {
 
     #[test]
     fn wrk_latency_block_as_wrk_prints_it() {
-        let block = wrk_latency(&hist(&[635, 712, 800, 1_000, 2_500_000]));
+        let h = hist(&[635, 712, 800, 1_000, 2_500_000]);
+        let block = wrk_latency(Times::new(&h, &Default::default()));
         let lines: Vec<&str> = block.lines().collect();
         assert_eq!(lines[0], "  Latency Distribution");
         assert_eq!(lines[1], "     50%  800.00us");

@@ -416,7 +416,7 @@ fn percentile_rows(s: &mut String, t: Times<'_>, last: &str) {
             s,
             " {:>7} {:>9.3}",
             percent_label(p),
-            ms(t.hist.value_at_percentile(p) as f64)
+            ms(t.percentile_us(p) as f64)
         );
     }
     let _ = writeln!(s, " {:>7} {:>9.3} ({last})", "100%", ms(t.max_us() as f64));
@@ -459,8 +459,7 @@ fn url_table(s: &mut String, r: &RunResult) {
     );
     for u in &r.urls {
         let t = Times::new(&u.hist, &u.latency);
-        let h = &u.hist;
-        let at = |p: f64| ms(h.value_at_percentile(p) as f64);
+        let at = |p: f64| ms(t.percentile_us(p) as f64);
         let _ = writeln!(
             s,
             "  {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9}  {}",
@@ -469,7 +468,7 @@ fn url_table(s: &mut String, r: &RunResult) {
             at(99.0),
             at(99.9),
             ms(t.max_us() as f64),
-            h.len(),
+            t.len(),
             u.url
         );
     }
@@ -484,7 +483,7 @@ pub fn summary_line(r: &RunResult) -> String {
         r.totals.completed,
         r.totals.failures.ab_failed() + r.totals.failures.write,
         d.requests_per_second,
-        ms(r.hist.total.value_at_quantile(0.99) as f64),
+        ms(Times::new(&r.hist.total, &r.hist.sums.total).percentile_us(99.0) as f64),
         r.elapsed.as_secs_f64()
     )
 }

@@ -130,15 +130,15 @@ fn check_writable(path: &std::path::Path) -> std::io::Result<()> {
 /// wrk's `--latency` block on stdout after the report; ab's `-e` and `-g` files.
 fn peer_output(r: &RunResult, extra: &CompatOutput) -> Result<(), String> {
     use crate::peer_formats::{gnuplot_tsv, percentiles_csv, wrk_latency};
+    let total = crate::figures::Times::new(&r.hist.total, &r.hist.sums.total);
     if extra.latency {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
-        out.write_all(wrk_latency(&r.hist.total).as_bytes())
+        out.write_all(wrk_latency(total).as_bytes())
             .and_then(|_| out.flush())
             .map_err(|e| format!("writing the report: {e}"))?;
     }
     if let Some(path) = &extra.csv {
-        let total = crate::figures::Times::new(&r.hist.total, &r.hist.sums.total);
         std::fs::write(path, percentiles_csv(total))
             .map_err(|e| format!("-e {}: {e}", path.display()))?;
     }

@@ -63,7 +63,7 @@ pub fn times_percentiles_ms(t: Times<'_>) -> PercentilesMs {
     let mut m = PercentilesMs::new();
     for &p in PERCENTILES {
         let key = percent_label(p).trim_end_matches('%').to_string();
-        m.insert(key, num(ms(t.hist.value_at_percentile(p) as f64)));
+        m.insert(key, num(ms(t.percentile_us(p) as f64)));
     }
     m.insert("100".into(), num(ms(t.max_us() as f64)));
     m

@@ -171,13 +171,14 @@ fn report_has_abs_fields_and_exact_numbers() {
     assert_eq!(
         fields(line_with(&report, "Total:")),
         // ab's sd is the sample's (n - 1): 0.5 × √(200/199).
-        ["Total:", "1.000", "1.500", "0.501", "1.000", "2.000"]
+        ["Total:", "1.000", "1.500", "0.501", "2.000", "2.000"]
     );
 
-    // Percentiles: ab's list, then 99.9, 99.99 and the longest request.
-    assert_eq!(fields(line_with(&report, "50%")), ["50%", "1.000"]);
-    assert_eq!(fields(line_with(&report, "66%")), ["66%", "2.000"]);
-    for p in ["75%", "80%", "90%", "95%", "98%", "99%", "99.9%", "99.99%"] {
+    // Percentiles: ab's list, then 99.9, 99.99 and the longest request. ab's 50 % of 200 is
+    // stats[100] (0-based): the first of the 2 ms ones.
+    for p in [
+        "50%", "66%", "75%", "80%", "90%", "95%", "98%", "99%", "99.9%", "99.99%",
+    ] {
         assert_eq!(fields(line_with(&report, p)), [p, "2.000"]);
     }
     assert_eq!(
@@ -325,7 +326,7 @@ fn json_has_every_figure_and_histograms_decode_to_the_same_counts() {
     assert_eq!(v["totals"]["status"]["404"], 10);
     assert_eq!(v["socket_errors"]["read"], 3);
     assert_eq!(v["connection_times_ms"]["total"]["mean"], 1.5);
-    assert_eq!(v["percentiles_ms"]["50"], 1.0);
+    assert_eq!(v["percentiles_ms"]["50"], 2.0);
     assert_eq!(v["percentiles_ms"]["99.99"], 2.0);
     assert_eq!(v["percentiles_ms"]["100"], 2.0);
     assert_eq!(v["msecs_connect"]["mean"], 0.1);
@@ -615,7 +616,8 @@ fn per_url_percentiles_come_from_each_urls_histogram() {
         ]
     );
     let first = ending("/index.html");
-    assert_eq!(fields(first)[0], "1.000");
+    // 50 % of 100 × 1 ms and 100 × 2 ms: the 101st, ab's rank.
+    assert_eq!(fields(first)[0], "2.000");
     assert_eq!(fields(first)[5], "200");
     let json = loader::json::run_value(&r);
     assert_eq!(json["urls"][1]["percentiles_ms"]["50"], 0.2);
@@ -685,4 +687,39 @@ fn exact_times_survive_the_json_document() {
         ["2501.217", "2501.768", "0.779", "2502.319"],
         "{report}"
     );
+}
+
+/// ab's percentile table takes stats[n·p/100] (0-based): of ten requests of 100 .. 1000 µs
+/// (exact in the histogram), 50 % is the 6th, 66 % the 7th, 80 % the 9th, 90 % the 10th. Its
+/// median is stats[n/2], and for an odd count the mean of stats[n/2] and stats[n/2 + 1].
+#[test]
+fn percentiles_and_medians_take_abs_ranks() {
+    let mut r = synthetic();
+    r.hist.total.reset();
+    for k in 1..=10 {
+        r.hist.total.record(k * 100).unwrap();
+    }
+    let report = loader::report::render(&r);
+    for (p, ms) in [
+        ("50%", "0.600"),
+        ("66%", "0.700"),
+        ("75%", "0.800"),
+        ("80%", "0.900"),
+        ("90%", "1.000"),
+        ("99%", "1.000"),
+    ] {
+        assert_eq!(fields(line_with(&report, p)), [p, ms], "{report}");
+    }
+    assert_eq!(fields(line_with(&report, "Total:"))[4], "0.600", "{report}");
+    let json = loader::json::run_value(&r);
+    assert_eq!(json["percentiles_ms"]["50"], 0.6);
+    assert_eq!(json["percentiles_ms"]["90"], 1.0);
+    // Nine: ab's median is (500 + 600) / 2, its 50 % the 5th.
+    r.hist.total.reset();
+    for k in 1..=9 {
+        r.hist.total.record(k * 100).unwrap();
+    }
+    let report = loader::report::render(&r);
+    assert_eq!(fields(line_with(&report, "Total:"))[4], "0.550", "{report}");
+    assert_eq!(fields(line_with(&report, "50%")), ["50%", "0.500"]);
 }
