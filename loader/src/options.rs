@@ -17,7 +17,8 @@ pub struct RunOptions {
     /// At least one; used round-robin per connection (request k of a connection goes to URL
     /// `(connection + k) % urls.len()`, so every URL gets its exact share of `-n`).
     pub urls: Vec<Target>,
-    /// `-c`.
+    /// `-c`. More than `requests` leaves connections without a request, counted all the
+    /// same in ab's figures: see [`RunOptions::cap_connections`].
     pub connections: usize,
     /// `-n`: exact attempts.
     pub requests: Option<u64>,
@@ -250,6 +251,16 @@ impl RunOptions {
 }
 
 impl RunOptions {
+    /// Cap `connections` at `requests` (with `-n`): a connection without a request would
+    /// only count in ab's Concurrency Level and Time per request, which must use the
+    /// connections run. ab refuses instead; capping keeps `--shard`'s parts (some get fewer
+    /// requests than `-c`) and `--rate` (each connection's share of the rate) sound. Returns
+    /// the `-c` it replaced.
+    pub fn cap_connections(&mut self) -> Option<usize> {
+        let n = usize::try_from(self.requests?).unwrap_or(usize::MAX);
+        (n < self.connections).then(|| std::mem::replace(&mut self.connections, n))
+    }
+
     /// A `Connection` header given with `-H` names the `close` option.
     pub fn asks_to_close(&self) -> bool {
         self.headers.iter().any(|(n, v)| {

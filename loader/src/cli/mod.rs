@@ -72,7 +72,7 @@ pub enum Command {
 /// The load options, shared by a plain run and `compare`.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// Connections to keep open (ab's concurrency)
+    /// Connections to keep open (ab's concurrency); above -n, -n (a note says so)
     #[arg(short = 'c', long = "connections", value_name = "N", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub connections: u32,
@@ -595,6 +595,12 @@ impl LoadArgs {
         // the connection is never reused, whatever the server does.
         o.close |= o.asks_to_close();
         self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
+        if let Some(c) = o.cap_connections() {
+            eprintln!(
+                "loader: -c {c} is more than the {} requests to make: {} connections",
+                o.connections, o.connections
+            );
+        }
         o.validate()?;
         Ok(o)
     }

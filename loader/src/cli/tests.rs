@@ -526,3 +526,38 @@ mod ceiling_flags {
         }
     }
 }
+
+/// -c above the requests to make (-n, or this shard's part of it) is capped at them: no
+/// connection would have a request.
+#[test]
+fn connections_are_capped_at_the_requests() {
+    let opts = |args: &[&str]| {
+        let c = parse(args).unwrap();
+        c.load.to_options(&c.urls).unwrap()
+    };
+    assert_eq!(
+        opts(&["-n", "2", "-c", "300", "http://127.0.0.1:1/"]).connections,
+        2
+    );
+    assert_eq!(
+        opts(&["-n", "300", "-c", "300", "http://127.0.0.1:1/"]).connections,
+        300
+    );
+    // Shard 1 of 3 of -n 10 makes 4.
+    let o = opts(&[
+        "--shard",
+        "1/3",
+        "-n",
+        "10",
+        "-c",
+        "50",
+        "http://127.0.0.1:1/",
+    ]);
+    assert_eq!(o.connections, 4);
+    let o = opts(&["-n", "5", "-c", "50", "--rate", "10", "http://127.0.0.1:1/"]);
+    assert_eq!(o.connections, 5);
+    assert_eq!(
+        opts(&["-d", "1s", "-c", "300", "http://127.0.0.1:1/"]).connections,
+        300
+    );
+}

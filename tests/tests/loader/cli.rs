@@ -517,3 +517,38 @@ fn man_page_is_current() {
 fn completions_for_bash_zsh_and_fish() {
     tests::manual::check_completions("loader", &["connections", "compare", "merge"]);
 }
+
+/// The value after `label` on its line of the report.
+fn value<'a>(report: &'a str, label: &str) -> &'a str {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .unwrap_or_else(|| panic!("no '{label}' in:\n{report}"))
+        .trim()
+}
+
+/// ab refuses -c above -n; the loader runs as many connections as requests, says so in one
+/// line on stderr, and ab's Concurrency Level and Time per request (concurrency × time taken /
+/// complete) use the connections it ran: -n 2 -c 300 said 300, and a Time per request 150
+/// times too long.
+#[test]
+fn more_connections_than_requests_are_capped_at_n_with_a_note() {
+    let origin = tests::origin();
+    let url = origin.url("/");
+    let out = loader(&args(&["-q", "-n", "2", "-c", "300", &url]));
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(value(&stdout, "Concurrency Level:"), "2", "{stdout}");
+    let tpr = |suffix: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("Time per request:") && l.ends_with(suffix))
+            .unwrap_or_else(|| panic!("no Time per request {suffix} in:\n{stdout}"));
+        line.split_whitespace().nth(3).unwrap().parse().unwrap()
+    };
+    let (mean, across) = (tpr("(mean)"), tpr("concurrent requests)"));
+    assert!((mean - 2.0 * across).abs() <= 0.002, "{stdout}");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("-c 300")).collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    assert_eq!(origin.connections(), 2);
+}
