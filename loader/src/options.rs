@@ -11,6 +11,12 @@ use std::time::Duration;
 /// Run time when neither `-n` nor `-d` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
+/// `-c` when not given (an ab or wrk command line takes its tool's: see `cli::compat`).
+pub const DEFAULT_CONNECTIONS: usize = 50;
+
+/// `--timeout` when not given: ab's `-s` default (a wrk command line takes wrk's 2 s).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Everything a run needs, validated. Immutable once built; workers share it read-only.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -93,7 +99,7 @@ impl RunOptions {
     pub fn new(urls: Vec<Target>) -> RunOptions {
         RunOptions {
             urls,
-            connections: 50,
+            connections: DEFAULT_CONNECTIONS,
             requests: None,
             duration: None,
             runtime: RuntimeConfig {
@@ -101,7 +107,7 @@ impl RunOptions {
                 pin: false,
                 ..RuntimeConfig::default()
             },
-            timeout: Duration::from_secs(30),
+            timeout: DEFAULT_TIMEOUT,
             method: "GET".into(),
             headers: Vec::new(),
             body: None,

@@ -16,6 +16,12 @@ use std::time::Duration;
 /// ab's `-t` without `-n`: "This implies a -n 50000 internally" (ab's man page).
 pub const AB_TIME_LIMIT_REQUESTS: u64 = 50_000;
 
+/// ab's concurrency when `-c` is not given.
+const AB_CONNECTIONS: u32 = 1;
+/// wrk's connections and timeout when `-c` and `--timeout` are not given.
+const WRK_CONNECTIONS: u32 = 10;
+const WRK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// wrk's, wrk2's and ab's flags that are not ours under the same name.
 #[derive(Debug, Clone, Default, Args)]
 pub struct CompatArgs {
@@ -59,6 +65,9 @@ pub struct CompatOutput {
     pub csv: Option<PathBuf>,
     /// ab's `-g`.
     pub gnuplot: Option<PathBuf>,
+    /// The defaults of the tool whose command line this is, where they applied ("ab's -c 1
+    /// (-k)"), for a note on stderr.
+    pub peer_defaults: Option<String>,
 }
 
 impl CompatArgs {
@@ -67,6 +76,7 @@ impl CompatArgs {
     pub fn apply(&self, load: &mut LoadArgs) -> Result<CompatOutput, LoadError> {
         let invalid = |m: String| Err(LoadError::Invalid(m));
         let wrk = load.duration.is_some();
+        let peer_defaults = self.peer_defaults(load);
         if let Some(t) = &self.t {
             if wrk {
                 let n = t.parse::<u16>().ok().filter(|n| (1..=1024).contains(n));
@@ -96,7 +106,7 @@ impl CompatArgs {
         }
         if let Some(s) = &self.s {
             match ab_seconds(s) {
-                Some(Ok(timeout)) if !wrk => load.timeout = timeout,
+                Some(Ok(timeout)) if !wrk => load.timeout = Some(timeout),
                 Some(Err(why)) if !wrk => {
                     return invalid(format!("-s {s}: {why} (ab's response timeout in seconds)"))
                 }
@@ -114,6 +124,54 @@ impl CompatArgs {
             latency: self.latency,
             csv: self.csv.clone(),
             gnuplot: self.gnuplot.clone(),
+            peer_defaults,
+        })
+    }
+
+    /// A command line with a flag only ab has, or one only wrk has (and none of the other's),
+    /// is that tool's: its users expect its defaults, which are set on `load` where not given
+    /// (ab: -c 1; wrk: -c 10, --timeout 2s; ab's timeout is ours). Says which, if any applied.
+    /// Called before -t and -s are turned into ours (ab's -t sets -d).
+    fn peer_defaults(&self, load: &mut LoadArgs) -> Option<String> {
+        let wrk = load.duration.is_some();
+        let ab_flags = [
+            (load.keepalive, "-k"),
+            (self.t.is_some() && !wrk, "-t"),
+            (self.s.is_some() && !wrk, "-s"),
+            (self.post_file.is_some(), "-p"),
+            (self.put_file.is_some(), "-u"),
+            (!self.cookies.is_empty(), "-C"),
+            (self.auth.is_some(), "-A"),
+            (self.csv.is_some(), "-e"),
+            (self.gnuplot.is_some(), "-g"),
+        ];
+        let wrk_flags = [(self.t.is_some() && wrk, "-t"), (self.latency, "--latency")];
+        let first = |flags: &[(bool, &'static str)]| flags.iter().find(|f| f.0).map(|f| f.1);
+        let (tool, flag, connections, timeout) = match (first(&ab_flags), first(&wrk_flags)) {
+            (Some(flag), None) => ("ab", flag, AB_CONNECTIONS, None),
+            (None, Some(flag)) => ("wrk", flag, WRK_CONNECTIONS, Some(WRK_TIMEOUT)),
+            _ => return None,
+        };
+        let (mut theirs, mut ours) = (Vec::new(), Vec::new());
+        if load.connections.is_none() {
+            load.connections = Some(connections);
+            theirs.push(format!("-c {connections}"));
+            ours.push(format!("-c {}", crate::options::DEFAULT_CONNECTIONS));
+        }
+        if let Some(t) = timeout.filter(|_| load.timeout.is_none()) {
+            load.timeout = Some(t);
+            theirs.push(format!("--timeout {}", shared::units::format_duration(t)));
+            ours.push(format!(
+                "--timeout {}",
+                shared::units::format_duration(crate::options::DEFAULT_TIMEOUT)
+            ));
+        }
+        (!theirs.is_empty()).then(|| {
+            format!(
+                "{tool}'s command line ({flag}): {tool}'s {} (the loader's own: {})",
+                theirs.join(", "),
+                ours.join(", ")
+            )
         })
     }
 
@@ -181,7 +239,7 @@ mod tests {
         assert_eq!(l.requests, Some(AB_TIME_LIMIT_REQUESTS));
         let (l, _) = applied(&["-n", "100", "-t", "5", "-s", "2", "http://h/"]).unwrap();
         assert_eq!(l.requests, Some(100));
-        assert_eq!(l.timeout, Duration::from_secs(2));
+        assert_eq!(l.timeout, Some(Duration::from_secs(2)));
         let e = applied(&["-d", "1s", "-s", "x.lua", "http://h/"]).unwrap_err();
         assert!(
             e.to_string().contains("Lua scripts are not supported"),
@@ -208,7 +266,38 @@ mod tests {
         }
         let (l, _) = applied(&["-t", "1e-9", "-s", "1e-9", "http://h/"]).unwrap();
         assert_eq!(l.duration, Some(Duration::from_nanos(1)));
-        assert_eq!(l.timeout, Duration::from_nanos(1));
+        assert_eq!(l.timeout, Some(Duration::from_nanos(1)));
+    }
+
+    /// The options a command line runs with, its compatible flags applied.
+    fn run_options(args: &[&str]) -> crate::RunOptions {
+        let url = "http://127.0.0.1:1/";
+        let (load, _) = applied(&[args, &[url]].concat()).unwrap();
+        load.to_options(&[url.to_string()]).unwrap()
+    }
+
+    /// Where a command line is unambiguously ab's (a flag only ab has) or wrk's (-t with -d,
+    /// --latency), the peer's defaults apply: ab's -c 1; wrk's -c 10 and --timeout 2s.
+    /// Otherwise, or given, the loader's own.
+    #[test]
+    fn a_peers_command_line_runs_with_the_peers_defaults() {
+        let got = |args: &[&str]| {
+            let o = run_options(args);
+            (o.connections, o.timeout.as_secs())
+        };
+        assert_eq!(got(&["-n", "200"]), (50, 30));
+        assert_eq!(got(&["-k", "-n", "200"]), (1, 30));
+        assert_eq!(got(&["-n", "200", "-p", "Cargo.toml"]), (1, 30));
+        assert_eq!(got(&["-t", "1", "-C", "a=1"]), (1, 30));
+        assert_eq!(got(&["-n", "200", "-e", "x.csv"]), (1, 30));
+        assert_eq!(got(&["-k", "-c", "8", "-n", "200"]), (8, 30));
+        assert_eq!(got(&["-d", "1s"]), (50, 30));
+        assert_eq!(got(&["-t2", "-d", "1s"]), (10, 2));
+        assert_eq!(got(&["--latency", "-d", "1s"]), (10, 2));
+        assert_eq!(got(&["--latency", "-d", "1s", "--timeout", "5s"]), (10, 5));
+        assert_eq!(got(&["-t2", "-c", "64", "-d", "1s"]), (64, 2));
+        // Both tools' flags: neither's.
+        assert_eq!(got(&["-k", "--latency", "-d", "1s"]), (50, 30));
     }
 
     #[test]

@@ -15,7 +15,9 @@ mod tests;
 
 pub use compat::{CompatArgs, CompatOutput};
 
-pub use crate::options::{parse_header, RunOptions, DEFAULT_DURATION};
+pub use crate::options::{
+    parse_header, RunOptions, DEFAULT_CONNECTIONS, DEFAULT_DURATION, DEFAULT_TIMEOUT,
+};
 pub use run::run_command;
 
 use crate::ceiling::{Objective, SearchOptions};
@@ -72,10 +74,12 @@ pub enum Command {
 /// The load options, shared by a plain run and `compare`.
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// Connections to keep open (ab's concurrency); above -n, -n (a note says so)
-    #[arg(short = 'c', long = "connections", value_name = "N", default_value_t = 50,
+    /// Connections to keep open (ab's concurrency); above -n, -n (a note says so) [default:
+    /// 50; on a command line only ab would write (-k, -p, -u, -C, -A, -e, -g, -t or -s
+    /// without -d) ab's 1, on one only wrk would (-t with -d, --latency) wrk's 10]
+    #[arg(short = 'c', long = "connections", value_name = "N",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub connections: u32,
+    pub connections: Option<u32>,
     /// Total requests (attempts), exactly [default: run for -d]
     #[arg(short = 'n', long = "requests", value_name = "N",
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -86,8 +90,10 @@ pub struct LoadArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
     /// Per-request timeout: the connection is closed and the attempt counted as a timeout
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_positive_duration)]
-    pub timeout: Duration,
+    /// [default: 30s, as ab's; on a command line only wrk would write (-t with -d,
+    /// --latency) wrk's 2s]
+    #[arg(long, value_name = "DURATION", value_parser = parse_positive_duration)]
+    pub timeout: Option<Duration>,
     /// Request method
     #[arg(
         short = 'm',
@@ -548,11 +554,11 @@ impl LoadArgs {
         let mut o = RunOptions::new(all);
         o.per_url = specs;
         o.targets_order = self.targets_order;
-        o.connections = self.connections as usize;
+        o.connections = self.connections.map_or(DEFAULT_CONNECTIONS, |c| c as usize);
         o.requests = self.requests;
         o.duration = self.duration;
         o.runtime = RuntimeConfig::from_args(&self.runtime);
-        o.timeout = self.timeout;
+        o.timeout = self.timeout.unwrap_or(DEFAULT_TIMEOUT);
         o.headers = self
             .headers
             .iter()

@@ -214,3 +214,22 @@ fn ab_csv_first_and_last_rows_are_the_fastest_and_slowest_requests() {
     };
     assert_eq!((row("0"), row("100")), (min, max), "{csv}\n{report}");
 }
+
+/// `ab -k -n 20 URL` runs one connection (ab's default -c) and `wrk -t1 -d... --latency URL`
+/// ten (wrk's): a command line only ab or only wrk would write gets that tool's defaults, and
+/// a line on stderr says which.
+#[test]
+fn a_peers_command_line_without_c_runs_the_peers_connections() {
+    let o = tests::origin();
+    let out = loader(&["-q", "-k", "-n", "20", &o.url("/")]);
+    let report = ran_exactly(&out, 20);
+    assert_eq!(value(&report, "Concurrency Level:"), "1", "{report}");
+    assert_eq!(o.connections(), 1);
+    let stderr = tests::text(&out.stderr);
+    assert!(stderr.contains("ab's"), "{stderr}");
+    let o = tests::origin();
+    let out = loader(&["-q", "-t1", "-d", "200ms", "--latency", &o.url("/")]);
+    let report = ran_exactly(&out, o.requests());
+    assert_eq!(value(&report, "Concurrency Level:"), "10", "{report}");
+    assert!(tests::text(&out.stderr).contains("wrk's"));
+}
