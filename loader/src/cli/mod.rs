@@ -601,13 +601,14 @@ impl LoadArgs {
         // the connection is never reused, whatever the server does.
         o.close |= o.asks_to_close();
         self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
+        o.validate()?;
+        // After the checks: a usage error stays the one line on stderr.
         if let Some(c) = o.cap_connections() {
             eprintln!(
                 "loader: -c {c} is more than the {} requests to make: {} connections",
                 o.connections, o.connections
             );
         }
-        o.validate()?;
         Ok(o)
     }
 }

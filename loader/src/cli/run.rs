@@ -44,10 +44,10 @@ fn load_options(
 ) -> Result<(RunOptions, CompatOutput), crate::LoadError> {
     let mut args = args.clone();
     let extra = compat.apply(&mut args)?;
+    let mut opts = args.to_options(urls)?;
     if let Some(d) = &extra.peer_defaults {
         eprintln!("loader: {d}");
     }
-    let mut opts = args.to_options(urls)?;
     if extra.gnuplot.is_some() {
         // As many as the run makes, up to a bound on the memory they take (32 B each).
         let n = opts

@@ -249,6 +249,25 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
             &["--body", "/nonexistent/body", "http://127.0.0.1:1/"][..],
             "--body /nonexistent/body",
         ),
+        // An ab command line (its defaults noted), more connections than requests (noted
+        // too): when it is a usage error, the error alone.
+        (
+            &["-k", "-n", "2", "-H", "bad", "http://127.0.0.1:1/"][..],
+            "invalid header",
+        ),
+        (
+            &[
+                "-c",
+                "9",
+                "-n",
+                "2",
+                "--close",
+                "--pipeline",
+                "2",
+                "http://127.0.0.1:1/",
+            ][..],
+            "--pipeline",
+        ),
     ] {
         let out = loader(flags);
         let stderr = tests::text(&out.stderr);
