@@ -177,6 +177,17 @@ impl CompatArgs {
 
     /// ab's `-p`, `-u`, `-C` and `-A`: the body and method, and headers.
     fn apply_request(&self, load: &mut LoadArgs) -> Result<(), LoadError> {
+        let bodies = [
+            (&self.post_file, "-p", "POST"),
+            (&self.put_file, "-u", "PUT"),
+        ];
+        if let Some((_, flag, method)) = bodies.iter().find(|b| b.0.is_some() && load.head) {
+            // ab: "Cannot mix HEAD with other methods". Dropping -i would send a method the
+            // user did not ask for; keeping it, a HEAD with a body.
+            return Err(LoadError::Invalid(format!(
+                "-i sends HEAD requests, {flag} a {method} with a body: give one of them"
+            )));
+        }
         if let Some(f) = &self.post_file {
             load.body = Some(f.clone());
             load.method.get_or_insert_with(|| "POST".into());

@@ -573,6 +573,11 @@ impl LoadArgs {
             o.body = Some(Bytes::from(data));
         }
         o.method = match (&self.method, self.head, &o.body) {
+            (None, true, Some(_)) => {
+                return Err(LoadError::Invalid(
+                    "-i sends HEAD requests, which have no body: --body cannot go with it".into(),
+                ))
+            }
             (Some(m), _, _) => m.clone(),
             (None, true, _) => "HEAD".into(),
             (None, false, Some(_)) => "POST".into(),

@@ -268,6 +268,13 @@ fn usage_errors_exit_2_with_one_line_naming_the_problem() {
             ][..],
             "--pipeline",
         ),
+        // ab: "Cannot mix HEAD with other methods"; a HEAD has no body.
+        (&["-i", "-p", "Cargo.toml", "http://127.0.0.1:1/"][..], "-i"),
+        (&["-i", "-u", "Cargo.toml", "http://127.0.0.1:1/"][..], "-i"),
+        (
+            &["-i", "--body", "Cargo.toml", "http://127.0.0.1:1/"][..],
+            "-i",
+        ),
     ] {
         let out = loader(flags);
         let stderr = tests::text(&out.stderr);
