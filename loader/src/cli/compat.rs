@@ -36,10 +36,10 @@ pub struct CompatArgs {
     /// wrk: print wrk's latency distribution (50, 75, 90, 99%) after the report
     #[arg(long)]
     pub latency: bool,
-    /// ab: POST this file (as --body FILE); the type with -T
+    /// ab: POST this file (as --body FILE); the type with -T (text/plain without, as ab)
     #[arg(short = 'p', value_name = "FILE", conflicts_with_all = ["body", "put_file"])]
     pub post_file: Option<PathBuf>,
-    /// ab: PUT this file; the type with -T
+    /// ab: PUT this file; the type with -T (text/plain without, as ab)
     #[arg(short = 'u', value_name = "FILE", conflicts_with = "body")]
     pub put_file: Option<PathBuf>,
     /// ab: a "Cookie: NAME=VALUE" header (repeatable)
@@ -196,6 +196,14 @@ impl CompatArgs {
             load.body = Some(f.clone());
             load.method.get_or_insert_with(|| "PUT".into());
         }
+        let typed = load.headers.iter().any(|h| {
+            h.split_once(':')
+                .is_some_and(|(n, _)| n.trim().eq_ignore_ascii_case("content-type"))
+        });
+        if (self.post_file.is_some() || self.put_file.is_some()) && !typed {
+            // ab's type for a body without -T (--body's own is application/octet-stream).
+            load.content_type.get_or_insert_with(|| "text/plain".into());
+        }
         for c in &self.cookies {
             load.headers.push(format!("Cookie: {c}"));
         }
@@ -316,6 +324,12 @@ mod tests {
         let (l, _) = applied(&["-p", "b.json", "-T", "application/json", "http://h/"]).unwrap();
         assert_eq!(l.body, Some(PathBuf::from("b.json")));
         assert_eq!(l.method.as_deref(), Some("POST"));
+        assert_eq!(l.content_type.as_deref(), Some("application/json"));
+        // ab's type without -T (--body's stays application/octet-stream).
+        let (l, _) = applied(&["-p", "b.json", "http://h/"]).unwrap();
+        assert_eq!(l.content_type.as_deref(), Some("text/plain"));
+        let (l, _) = applied(&["--body", "b.json", "http://h/"]).unwrap();
+        assert_eq!(l.content_type, None);
         let (l, _) = applied(&[
             "-u",
             "b",

@@ -111,7 +111,7 @@ pub struct LoadArgs {
     /// Send this file as the request body (the method defaults to POST)
     #[arg(long = "body", value_name = "FILE")]
     pub body: Option<PathBuf>,
-    /// Content-Type of the body
+    /// Content-Type of the body [default: application/octet-stream; with ab's -p and -u, text/plain]
     #[arg(short = 'T', long = "content-type", value_name = "TYPE")]
     pub content_type: Option<String>,
     /// File with one URL a line, used round-robin (with a per-URL breakdown)

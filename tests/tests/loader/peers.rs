@@ -144,6 +144,12 @@ fn ab_man_page_command_lines() {
         .collect();
     assert_eq!((posts, puts.len()), (40, 20));
     assert!(puts[0].contains("\r\nCookie: s=1\r\n"), "{}", puts[0]);
+    // ab's type for -p and -u without -T.
+    assert!(
+        puts[0].contains("\r\nContent-Type: text/plain\r\n"),
+        "{}",
+        puts[0]
+    );
     assert!(
         puts[0].contains("\r\nAuthorization: Basic dTpw\r\n"),
         "{}",
