@@ -35,9 +35,19 @@ pub fn run_command(cli: Cli) -> i32 {
     }
 }
 
+/// ab's `-g`: the rows kept per worker at most (the first ones completed).
+const GNUPLOT_ROWS: u64 = 1_000_000;
+
+/// ab's `-g`: the note when rows were left out (`kept` written of `completed`).
+pub(super) fn gnuplot_note(kept: usize, completed: u64) -> Option<String> {
+    ((kept as u64) < completed).then(|| {
+        format!("{kept} of the {completed} requests written (the first {GNUPLOT_ROWS} per worker)")
+    })
+}
+
 /// The flags (wrk's, wrk2's and ab's turned into ours) as the run's options and what the
 /// output must hold besides the report.
-fn load_options(
+pub(super) fn load_options(
     urls: &[String],
     args: &LoadArgs,
     compat: &CompatArgs,
@@ -49,11 +59,10 @@ fn load_options(
         eprintln!("loader: {d}");
     }
     if extra.gnuplot.is_some() {
-        // As many as the run makes, up to a bound on the memory they take (32 B each).
-        let n = opts
-            .requests
-            .unwrap_or(super::compat::AB_TIME_LIMIT_REQUESTS);
-        opts.record_requests = Some(n.min(1_000_000) as usize);
+        // As many as the run makes, up to a bound on the memory they take (32 B each; pages
+        // are only touched as rows are written).
+        let n = opts.requests.unwrap_or(GNUPLOT_ROWS);
+        opts.record_requests = Some(n.min(GNUPLOT_ROWS) as usize);
     }
     Ok((opts, extra))
 }
@@ -148,6 +157,9 @@ fn peer_output(r: &RunResult, extra: &CompatOutput) -> Result<(), String> {
     if let Some(path) = &extra.gnuplot {
         std::fs::write(path, gnuplot_tsv(&r.requests))
             .map_err(|e| format!("-g {}: {e}", path.display()))?;
+        if let Some(note) = gnuplot_note(r.requests.len(), r.totals.completed) {
+            eprintln!("loader: -g {}: {note}", path.display());
+        }
     }
     Ok(())
 }

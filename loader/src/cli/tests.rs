@@ -561,3 +561,21 @@ fn connections_are_capped_at_the_requests() {
         300
     );
 }
+
+/// ab's -g keeps every request's times up to 1000000 per worker (the documented bound), in a
+/// timed run too; when some were not kept, a note says how many were written.
+#[test]
+fn gnuplot_keeps_up_to_a_million_rows_per_worker_and_says_when_it_dropped_some() {
+    let rows = |args: &[&str]| {
+        let c = parse(&[args, &["-g", "g.tsv", "http://127.0.0.1:1/"]].concat()).unwrap();
+        let (o, _) = run::load_options(&c.urls, &c.load, &c.compat).unwrap();
+        o.record_requests
+    };
+    assert_eq!(rows(&["-d", "1s"]), Some(1_000_000));
+    assert_eq!(rows(&["-t", "1"]), Some(50_000)); // ab's -t: at most 50000 requests
+    assert_eq!(rows(&["-n", "20"]), Some(20));
+    assert_eq!(rows(&["-n", "5000000"]), Some(1_000_000));
+    assert_eq!(run::gnuplot_note(20, 20), None);
+    let note = run::gnuplot_note(1_000_000, 1_500_000).unwrap();
+    assert!(note.contains("1000000 of the 1500000"), "{note}");
+}
