@@ -47,7 +47,8 @@ pub fn record(h: &mut Histogram<u64>, us: u64) {
 ///
 /// ab: Connect = `connect`, Receive = `read + parse`, Length = `length`, Exceptions = `timeout`;
 /// "Write errors" = `write`. wrk: connect `connect`, read `read + parse`, write `write`,
-/// timeout `timeout`.
+/// timeout `timeout`. Where they differ from ab's (a cut response is a `read` failure, not a
+/// complete one with a Length failure; ab's Exceptions are poll errors): docs/LOADER.md.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Failures {
     /// The TCP connect failed (refused, unreachable, out of ports...).
