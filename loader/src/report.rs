@@ -1,6 +1,7 @@
 //! The human report on stdout: ab's fields, names and meanings first (so scripts and people
 //! that read ab's output read ours), then what ab lacks: http_load's connect and first-response
-//! times and bad byte counts, wrk's socket-error line, a count per status code, the per-URL
+//! times and bad byte counts, wrk's socket-error and "Non-2xx or 3xx responses" lines, a count
+//! per status code, the per-URL
 //! breakdown, the target rate in `--rate` mode with the uncorrected percentiles, what was sent
 //! (method, HTTP version, keep-alive: ab speaks HTTP/1.0, so byte counts match ab's only with
 //! `--http1.0`), and the source addresses `--close` spread its connects over.
@@ -305,6 +306,9 @@ fn extras(s: &mut String, r: &RunResult) {
         f.write,
         f.timeout
     );
+    // wrk's count: status above 399 (ab's "Non-2xx responses" counts redirects too).
+    let wrk_errors: u64 = t.status.iter().filter(|s| s.0 > 399).map(|s| s.1).sum();
+    let _ = writeln!(s, "Non-2xx or 3xx responses: {wrk_errors}");
     if t.status.is_empty() {
         s.push_str("HTTP response codes: none\n");
     } else {

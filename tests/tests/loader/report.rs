@@ -723,3 +723,23 @@ fn percentiles_and_medians_take_abs_ranks() {
     assert_eq!(fields(line_with(&report, "Total:"))[4], "0.550", "{report}");
     assert_eq!(fields(line_with(&report, "50%")), ["50%", "0.500"]);
 }
+
+/// wrk's "Non-2xx or 3xx responses" (its status > 399) beside ab's "Non-2xx responses" (which
+/// counts the 302s too).
+#[test]
+fn wrks_non_2xx_or_3xx_line_leaves_redirects_out() {
+    let mut r = synthetic();
+    r.totals.status = vec![(200, 180), (302, 10), (404, 6), (503, 4)];
+    r.totals.non_2xx = 20;
+    let report = loader::report::render(&r);
+    assert!(
+        report.lines().any(|l| l == "Non-2xx responses:      20"),
+        "{report}"
+    );
+    assert!(
+        report.lines().any(|l| l == "Non-2xx or 3xx responses: 10"),
+        "{report}"
+    );
+    let pos = |s: &str| report.find(s).unwrap();
+    assert!(pos("Socket errors:") < pos("Non-2xx or 3xx responses:"));
+}
