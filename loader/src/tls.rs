@@ -44,17 +44,55 @@ impl WorkerTls {
     ) -> Result<(Stream, HandshakeKind), String> {
         let t = shared::stream::connect(tcp, self.config.clone(), name)
             .await
-            .map_err(|e| match e.get_ref() {
-                // The rustls error (an alert, a certificate that does not verify), not its
-                // io::Error wrapping.
-                Some(inner) => inner.to_string(),
-                None => e.to_string(),
-            })?;
+            .map_err(|e| handshake_error(&e))?;
         let kind = match t.session().handshake_kind() {
             Some(rustls::HandshakeKind::Resumed) => HandshakeKind::Resumed,
             _ => HandshakeKind::Full,
         };
         Ok((Stream::Tls(Box::new(t)), kind))
+    }
+}
+
+/// Why a handshake failed, for the first-failure line: the rustls error (an alert, a
+/// certificate that does not verify), not its io::Error wrapping; a certificate as a sentence
+/// that names the way out, not rustls's Debug text.
+fn handshake_error(e: &std::io::Error) -> String {
+    let Some(inner) = e.get_ref() else {
+        return e.to_string();
+    };
+    match inner.downcast_ref::<rustls::Error>() {
+        Some(rustls::Error::InvalidCertificate(c)) => format!(
+            "the server's certificate {} (--cacert FILE trusts the CA, or the certificate, in \
+             FILE; --insecure verifies nothing)",
+            certificate_problem(c)
+        ),
+        _ => inner.to_string(),
+    }
+}
+
+/// What is wrong with a certificate, to follow "the server's certificate".
+fn certificate_problem(c: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as C;
+    match c {
+        C::UnknownIssuer => "is not signed by a CA trusted here".into(),
+        C::Expired | C::ExpiredContext { .. } => "has expired".into(),
+        C::NotValidYet | C::NotValidYetContext { .. } => "is not valid yet".into(),
+        C::NotValidForName | C::NotValidForNameContext { .. } => {
+            "does not name the URL's host".into()
+        }
+        C::InvalidPurpose | C::InvalidPurposeContext { .. } => {
+            "is not one for a server (its extended key usage)".into()
+        }
+        C::Revoked => "has been revoked".into(),
+        C::BadSignature => "has a signature that does not verify".into(),
+        // webpki's error for a certificate that is a CA's, used by the server as its own:
+        // what `openssl req -x509` makes, verified against a store it is not in.
+        C::Other(o) if format!("{o:?}").contains("CaUsedAsEndEntity") => {
+            "is a CA certificate used as the server's own (self-signed, as openssl req -x509 \
+             makes), not signed by a CA trusted here"
+                .into()
+        }
+        other => format!("does not verify ({other})"),
     }
 }
 

@@ -148,3 +148,34 @@ fn handshake_figures_in_json_and_merged_over_shards() {
     );
     assert_eq!(server.stats.get(), (10, 10, 2, 8));
 }
+
+/// A certificate that does not verify is said in a sentence naming the way out (--cacert,
+/// --insecure), not rustls's Debug text (`invalid peer certificate:
+/// Other(OtherError(CaUsedAsEndEntity))` for a self-signed one against the system store).
+#[test]
+fn an_unverified_certificate_is_a_plain_sentence_naming_cacert_and_insecure() {
+    let (server, _) = server();
+    let other = self_signed(Spec {
+        names: &["Other CA"],
+        ca: true,
+        expired: false,
+    });
+    let other_pem = pem_file("other-ca.pem", &[&other]);
+    let url = server.url("localhost", "/");
+    for trust in [&[][..], &["--cacert", other_pem.to_str().unwrap()][..]] {
+        let out = loader(&[trust, &["-n", "1", "-c", "1", &url]].concat());
+        let stderr = tests::text(&out.stderr);
+        if trust.is_empty() && stderr.contains("system trust store") {
+            continue; // a machine without one: the run does not start
+        }
+        let why = stderr
+            .lines()
+            .find(|l| l.contains("TLS handshake with localhost"))
+            .unwrap_or_else(|| panic!("{trust:?}: {stderr}"));
+        assert!(
+            why.contains("--cacert") && why.contains("--insecure"),
+            "{trust:?}: {why}"
+        );
+        assert!(!why.contains("Other(") && !why.contains("Error("), "{why}");
+    }
+}
