@@ -260,11 +260,13 @@ impl RunOptions {
     /// Cap `connections` at `requests` (with `-n`): a connection without a request would
     /// only count in ab's Concurrency Level and Time per request, which must use the
     /// connections run. ab refuses instead; capping keeps `--shard`'s parts (some get fewer
-    /// requests than `-c`) and `--rate` (each connection's share of the rate) sound. Returns
-    /// the `-c` it replaced.
-    pub fn cap_connections(&mut self) -> Option<usize> {
-        let n = usize::try_from(self.requests?).unwrap_or(usize::MAX);
-        (n < self.connections).then(|| std::mem::replace(&mut self.connections, n))
+    /// requests than `-c`) and `--rate` (each connection's share of the rate) sound.
+    pub fn cap_connections(&mut self) {
+        if let Some(n) = self.requests {
+            self.connections = self
+                .connections
+                .min(usize::try_from(n).unwrap_or(usize::MAX));
+        }
     }
 
     /// A `Connection` header given with `-H` names the `close` option.

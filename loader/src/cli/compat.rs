@@ -65,9 +65,9 @@ pub struct CompatOutput {
     pub csv: Option<PathBuf>,
     /// ab's `-g`.
     pub gnuplot: Option<PathBuf>,
-    /// The defaults of the tool whose command line this is, where they applied ("ab's -c 1
-    /// (-k)"), for a note on stderr.
-    pub peer_defaults: Option<String>,
+    /// Notes for stderr once the run is done: the defaults of the tool whose command line
+    /// this is, where they applied; -c capped at the requests.
+    pub notes: Vec<String>,
 }
 
 impl CompatArgs {
@@ -124,7 +124,7 @@ impl CompatArgs {
             latency: self.latency,
             csv: self.csv.clone(),
             gnuplot: self.gnuplot.clone(),
-            peer_defaults,
+            notes: peer_defaults.into_iter().collect(),
         })
     }
 

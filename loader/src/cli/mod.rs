@@ -607,13 +607,8 @@ impl LoadArgs {
         o.close |= o.asks_to_close();
         self.dist.apply(&mut o, |k| std::env::var(k).ok())?;
         o.validate()?;
-        // After the checks: a usage error stays the one line on stderr.
-        if let Some(c) = o.cap_connections() {
-            eprintln!(
-                "loader: -c {c} is more than the {} requests to make: {} connections",
-                o.connections, o.connections
-            );
-        }
+        // The run's own command says so (a note after the run).
+        o.cap_connections();
         Ok(o)
     }
 }

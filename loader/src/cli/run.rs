@@ -53,10 +53,16 @@ pub(super) fn load_options(
     compat: &CompatArgs,
 ) -> Result<(RunOptions, CompatOutput), crate::LoadError> {
     let mut args = args.clone();
-    let extra = compat.apply(&mut args)?;
+    let mut extra = compat.apply(&mut args)?;
     let mut opts = args.to_options(urls)?;
-    if let Some(d) = &extra.peer_defaults {
-        eprintln!("loader: {d}");
+    let asked = args
+        .connections
+        .map_or(crate::options::DEFAULT_CONNECTIONS, |c| c as usize);
+    if opts.connections < asked {
+        extra.notes.push(format!(
+            "-c {asked} is more than the {} requests to make: {} connections",
+            opts.connections, opts.connections
+        ));
     }
     if extra.gnuplot.is_some() {
         // As many as the run makes, up to a bound on the memory they take (32 B each; pages
@@ -93,7 +99,11 @@ fn run_load(urls: &[String], args: &LoadArgs, compat: &CompatArgs, stop: Arc<Shu
         crate::run::run_with_progress(&opts, stop, |elapsed, live| progress.tick(elapsed, live));
     progress.finish();
     let result = match result {
-        Ok(r) => r,
+        // After the run: a usage error found on its way (an --hdr-log path) stays one line.
+        Ok(r) => {
+            extra.notes.iter().for_each(|n| eprintln!("loader: {n}"));
+            r
+        }
         Err(e) => {
             eprintln!("loader: {e}");
             return match e {
