@@ -584,6 +584,16 @@ fn send_lateness_has_its_table_and_warns_when_it_is_a_tenth_of_the_tail() {
     r.hist.send_lateness.reset();
     r.hist.send_lateness.record_n(200, 100).unwrap();
     assert_eq!(r.late_sender(), None);
+    // The warning's p99 is the table's (the same rank): of 100 sends 0.401 .. 0.500 ms late,
+    // the 100th.
+    r.hist.send_lateness.reset();
+    for us in 401..=500 {
+        r.hist.send_lateness.record(us).unwrap();
+    }
+    let report = loader::report::render(&r);
+    let late = &report[report.find("\nSend lateness (ms").expect("heading") + 1..];
+    assert_eq!(fields(line_with(late, "99%")), ["99%", "0.500"]);
+    assert!(report.contains("includes up to 0.500 ms of"), "{report}");
 }
 
 #[test]
