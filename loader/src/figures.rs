@@ -223,6 +223,21 @@ pub fn achieved_rate(r: &RunResult) -> f64 {
     r.rate()
 }
 
+/// With --rate: the send lateness p99 (µs) of `r` when it exceeds a tenth of the corrected
+/// p99, that is when the corrected figures carry a noticeable part of the generator's own
+/// delay. The report's percentiles (its rank), so the warning quotes the table's p99.
+pub fn late_sender(r: &RunResult) -> Option<u64> {
+    r.target_rate()?;
+    let late = &r.hist.send_lateness;
+    if late.is_empty() || r.hist.total.is_empty() {
+        return None;
+    }
+    let p99 = |h, s| Times::new(h, s).percentile_us(99.0);
+    let e = &r.hist.sums;
+    let late = p99(late, &e.send_lateness);
+    (late as f64 > p99(&r.hist.total, &e.total) as f64 / 10.0).then_some(late)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -271,7 +271,7 @@ fn lateness(s: &mut String, r: &RunResult) {
         let late = Times::new(late, &r.hist.sums.send_lateness);
         percentile_rows(s, late, "latest send");
     }
-    if let Some(p99) = r.late_sender() {
+    if let Some(p99) = crate::figures::late_sender(r) {
         let _ = writeln!(
             s,
             "WARNING: the generator sent late: corrected latency includes up to {:.3} ms of \

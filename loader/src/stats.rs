@@ -766,21 +766,6 @@ impl RunResult {
         Some(achieved >= target * 0.95)
     }
 
-    /// With --rate: the send lateness p99 (µs) when it exceeds a tenth of the corrected p99,
-    /// that is when the corrected figures carry a noticeable part of the generator's own delay.
-    pub fn late_sender(&self) -> Option<u64> {
-        self.target_rate()?;
-        let late = &self.hist.send_lateness;
-        if late.is_empty() || self.hist.total.is_empty() {
-            return None;
-        }
-        // The report's percentiles (its rank), so the warning quotes the table's p99.
-        let p99 = |h, s| crate::figures::Times::new(h, s).percentile_us(99.0);
-        let e = &self.hist.sums;
-        let late = p99(late, &e.send_lateness);
-        (late as f64 > p99(&self.hist.total, &e.total) as f64 / 10.0).then_some(late)
-    }
-
     /// http_load's "bad byte counts" (the length failures).
     pub fn bad_byte_counts(&self) -> u64 {
         self.totals.failures.length

@@ -402,7 +402,7 @@ impl CeilingArgs {
         use crate::ceiling::{probe_bound, step_bound, warmup_of};
         let urls = 1 + u32::from(self.url_b.is_some());
         let warmup = warmup_of(step, self.load.warmup);
-        let timeout = self.load.timeout;
+        let timeout = self.load.timeout.unwrap_or(DEFAULT_TIMEOUT);
         let probe = match self.from {
             None => probe_bound(step, timeout),
             Some(_) => Duration::ZERO,

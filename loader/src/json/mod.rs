@@ -217,7 +217,7 @@ fn rate_doc(r: &RunResult, target: f64) -> RateDoc {
             &r.hist.send_lateness,
             &r.hist.sums.send_lateness,
         )),
-        sent_late_warning_ms: r.late_sender().map(|us| num(ms(us as f64))),
+        sent_late_warning_ms: crate::figures::late_sender(r).map(|us| num(ms(us as f64))),
     }
 }
 

@@ -576,14 +576,14 @@ fn send_lateness_has_its_table_and_warns_when_it_is_a_tenth_of_the_tail() {
     let report = loader::report::render(&r);
     assert!(report.contains("\nSend lateness (ms"), "{report}");
     assert!(!report.contains("sent late"), "{report}");
-    assert_eq!(r.late_sender(), None);
+    assert_eq!(loader::figures::late_sender(&r), None);
     // The decision alone: strictly more than a tenth of the corrected p99.
     r.hist.send_lateness.reset();
     r.hist.send_lateness.record_n(201, 100).unwrap();
-    assert_eq!(r.late_sender(), Some(201));
+    assert_eq!(loader::figures::late_sender(&r), Some(201));
     r.hist.send_lateness.reset();
     r.hist.send_lateness.record_n(200, 100).unwrap();
-    assert_eq!(r.late_sender(), None);
+    assert_eq!(loader::figures::late_sender(&r), None);
     // The warning's p99 is the table's (the same rank): of 100 sends 0.401 .. 0.500 ms late,
     // the 100th.
     r.hist.send_lateness.reset();
