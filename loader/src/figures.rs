@@ -96,7 +96,8 @@ impl<'a> Times<'a> {
             seen += v.count_at_value();
             if seen >= rank {
                 let top = self.hist.highest_equivalent(v.value_iterated_to());
-                return top.clamp(self.min_us(), self.max_us());
+                // Not `clamp`: it panics on a minimum above the maximum.
+                return top.max(self.min_us()).min(self.max_us());
             }
         }
         self.max_us()
@@ -113,7 +114,7 @@ impl<'a> Times<'a> {
         let n = self.len();
         let at = self.at_rank_us(n / 2 + 1);
         if n > 1 && n % 2 == 1 {
-            (at + self.at_rank_us(n / 2 + 2)) / 2
+            ((u128::from(at) + u128::from(self.at_rank_us(n / 2 + 2))) / 2) as u64
         } else {
             at
         }

@@ -279,7 +279,7 @@ impl LatencySummary {
         self.max_us = self.max_us.max(us);
     }
     pub fn add(&mut self, o: &LatencySummary) {
-        self.count += o.count;
+        self.count = self.count.saturating_add(o.count);
         self.sum_us = self.sum_us.saturating_add(o.sum_us);
         self.sum_sq_us = self.sum_sq_us.saturating_add(o.sum_sq_us);
         self.min_us = self.min_us.min(o.min_us);
@@ -424,6 +424,20 @@ pub struct Sums {
 }
 
 impl Sums {
+    /// Each summary with its name in a run document.
+    pub fn named(&self) -> [(&'static str, &LatencySummary); 8] {
+        [
+            ("total", &self.total),
+            ("uncorrected", &self.uncorrected),
+            ("connect", &self.connect),
+            ("processing", &self.processing),
+            ("waiting", &self.waiting),
+            ("connect_per_connection", &self.connect_per_connection),
+            ("tls_handshake", &self.tls_handshake),
+            ("send_lateness", &self.send_lateness),
+        ]
+    }
+
     pub fn add(&mut self, o: &Sums) {
         self.total.add(&o.total);
         self.uncorrected.add(&o.uncorrected);

@@ -266,6 +266,22 @@ pub struct HistogramsDoc {
     pub sums_us: Option<Sums>,
 }
 
+/// A document's exact sums as a run makes them: a count within the bound, a sum no smaller
+/// than the count's minimums would make, the minimum no larger than the maximum (the report
+/// clamps percentiles between the two).
+fn check_sums(sums: &Sums) -> Result<(), String> {
+    for (name, s) in sums.named() {
+        let field = |what: &str| format!("'histograms.sums_us.{name}': {what}");
+        if s.count > MAX_COUNT {
+            return Err(field(&format!("count {} beyond {MAX_COUNT}", s.count)));
+        }
+        if s.count > 0 && s.min_us > s.max_us {
+            return Err(field(&format!("min {} above max {}", s.min_us, s.max_us)));
+        }
+    }
+    Ok(())
+}
+
 impl HistogramsDoc {
     pub fn of(h: &Histograms) -> HistogramsDoc {
         let e = |h| Some(encode_histogram(h));
@@ -285,6 +301,9 @@ impl HistogramsDoc {
     }
 
     pub fn to_histograms(&self) -> Result<Histograms, String> {
+        if let Some(sums) = &self.sums_us {
+            check_sums(sums)?;
+        }
         let mut h = Histograms {
             sums: self.sums_us.clone().unwrap_or_default(),
             ..Histograms::default()

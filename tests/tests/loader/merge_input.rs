@@ -221,3 +221,22 @@ fn an_endless_document_is_refused_at_its_limit() {
     let out = merge(&[Path::new("/dev/zero")]);
     assert_refused(&out, &["/dev/zero", "MiB, the limit"]);
 }
+
+/// A document's exact sums are checked when read: a minimum above the maximum made the
+/// report's clamp of a percentile panic ("min > max", exit 101), and a count beyond the
+/// bound wrapped when added.
+#[test]
+fn exact_sums_out_of_order_or_bounds_are_refused() {
+    let swapped = |d: &mut Value| {
+        let s = &mut d["histograms"]["sums_us"]["total"];
+        let (min, max) = (s["min_us"].clone(), s["max_us"].clone());
+        assert!(min.as_u64().is_some() && max.as_u64().is_some(), "{s}");
+        s["min_us"] = (max.as_u64().unwrap() + 1000).into();
+        s["max_us"] = min;
+    };
+    let (out, _) = merge_changed("merge-input-sums", "swapped.json", swapped);
+    assert_refused(&out, &["swapped.json", "histograms.sums_us.total"]);
+    let huge = |d: &mut Value| d["histograms"]["sums_us"]["connect"]["count"] = u64::MAX.into();
+    let (out, _) = merge_changed("merge-input-sums", "huge.json", huge);
+    assert_refused(&out, &["huge.json", "histograms.sums_us.connect"]);
+}
