@@ -197,11 +197,10 @@ fn an_early_answer_and_the_body_flow_at_once() {
     p.stop();
 }
 
-/// An early 200 does not lift the body's pace rules: a client that stops half-way through
-/// gets the body timeout, the upstream connection is closed (the origin sees its end) and
-/// so is the client's, its answer visibly unfinished.
-#[test]
-fn a_body_that_stalls_after_an_early_200_closes_both_connections() {
+/// A POST of `version` whose body stops half-way after the streaming origin's early 200,
+/// through a proxy with a 300 ms body timeout: the proxy, the client, and what the origin got
+/// of the body (the client's half, and how its reading ended).
+fn stall_after_an_early_200(version: &str) -> (Proxy, tests::inproc::Client, Got) {
     let (report, got) = mpsc::channel();
     let (conns, _opened) = mpsc::channel();
     let up = streaming_origin(report, conns);
@@ -209,10 +208,20 @@ fn a_body_that_stalls_after_an_early_200_closes_both_connections() {
     cfg.timeouts.body = Duration::from_millis(300);
     let p = Proxy::start(cfg);
     let mut c = p.connect();
-    c.send(format!("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n").as_bytes());
+    let head = format!("POST /up {version}\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+    c.send(head.as_bytes());
     c.send(&vec![b'x'; BODY / 2]);
-    let (n, end) = got.recv_timeout(WAIT).unwrap();
-    assert_eq!(n, BODY / 2);
+    let origin_got = got.recv_timeout(WAIT).unwrap();
+    assert_eq!(origin_got.0, BODY / 2);
+    (p, c, origin_got)
+}
+
+/// An early 200 does not lift the body's pace rules: a client that stops half-way through
+/// gets the body timeout, the upstream connection is closed (the origin sees its end) and
+/// so is the client's, its answer visibly unfinished.
+#[test]
+fn a_body_that_stalls_after_an_early_200_closes_both_connections() {
+    let (p, mut c, (_, end)) = stall_after_an_early_200("HTTP/1.1");
     assert!(
         matches!(end, Some(End::Closed | End::Reset)),
         "the upstream connection was closed, not left waiting: {end:?}"
@@ -234,17 +243,7 @@ fn a_body_that_stalls_after_an_early_200_closes_both_connections() {
 /// client's own body timeout ended it with a FIN.
 #[test]
 fn an_http10_answer_cut_by_the_clients_stalled_body_ends_in_a_reset() {
-    let (report, got) = mpsc::channel();
-    let (conns, _opened) = mpsc::channel();
-    let up = streaming_origin(report, conns);
-    let mut cfg = config(&[up]);
-    cfg.timeouts.body = Duration::from_millis(300);
-    let p = Proxy::start(cfg);
-    let mut c = p.connect();
-    c.send(format!("POST /up HTTP/1.0\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n").as_bytes());
-    c.send(&vec![b'x'; BODY / 2]);
-    let (n, _) = got.recv_timeout(WAIT).unwrap();
-    assert_eq!(n, BODY / 2);
+    let (p, mut c, _) = stall_after_an_early_200("HTTP/1.0");
     c.stream.set_read_timeout(Some(WAIT)).unwrap();
     let mut text = Vec::new();
     let end = loop {
