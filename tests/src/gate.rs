@@ -26,6 +26,12 @@ pub struct Arrival {
 
 impl Gate {
     pub fn start() -> Gate {
+        Gate::with_fields("")
+    }
+
+    /// A gate whose answers carry `fields` (each line ending in CRLF) before their
+    /// Content-Length.
+    pub fn with_fields(fields: &'static str) -> Gate {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().unwrap();
         let (tx, arrived) = channel();
@@ -60,7 +66,7 @@ impl Gate {
                         let _ = wait.recv();
                         now.fetch_sub(1, SeqCst);
                         let answer = format!(
-                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{path}",
+                            "HTTP/1.1 200 OK\r\n{fields}Content-Length: {}\r\n\r\n{path}",
                             path.len()
                         );
                         if std::io::Write::write_all(&mut s, answer.as_bytes()).is_err() {

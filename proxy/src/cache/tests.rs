@@ -613,6 +613,30 @@ fn abandoned_fill_sends_waiters_upstream() {
 }
 
 #[test]
+fn a_fill_whose_head_answers_none_of_its_waiters_passes_them() {
+    // Not storable: the fill is gone, and what woke its waiters was a pass; a fill that
+    // failed (abandoned) is not one: they look up again.
+    let mut s = Store::new(1 << 20, 1 << 16);
+    let h = s.begin_fill(KEY).unwrap();
+    assert!(!s.passes(h, T));
+    s.pass(h);
+    assert!(s.passes(h, T));
+    assert!(matches!(s.lookup(KEY, &[], false, T), Lookup::Miss));
+    let failed = s.begin_fill(KEY).unwrap();
+    s.abandon(failed);
+    assert!(!s.passes(failed, T));
+    // Not fresh (max-age=0): a pass; fresh: not, until it is stale.
+    let stale = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(stale, 200, head(), fresh(0), Some(1)));
+    assert!(s.passes(stale, T));
+    s.abandon(stale);
+    let f = s.begin_fill(KEY).unwrap();
+    assert!(s.fill_head(f, 200, head(), fresh(10_000), Some(1)));
+    assert!(!s.passes(f, T));
+    assert!(s.passes(f, T + 10_001));
+}
+
+#[test]
 fn variants_are_stored_apart() {
     let mut s = Store::new(1 << 20, 1 << 16);
     let resp = hs(&[("Vary", "Accept-Encoding")]);

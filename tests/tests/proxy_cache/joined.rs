@@ -204,3 +204,49 @@ fn answers_streaming_a_fill_finish_when_its_entry_is_evicted_for_another_variant
     }
     p.shutdown().unwrap();
 }
+
+#[test]
+fn the_requests_a_fill_cannot_answer_go_to_the_origin_together() {
+    // A fill whose head shows a response that answers no request waiting on it (not fresh,
+    // or not storable) sends those requests to the origin each on its own, at once (a pass,
+    // as Varnish's hit-for-miss): they started a new fill each, one after the other's head,
+    // so the origin saw them one at a time.
+    let cases = [
+        "Cache-Control: max-age=0\r\nETag: \"b\"\r\n",
+        "Cache-Control: no-cache\r\nETag: \"a\"\r\n",
+        "Cache-Control: no-store\r\n",
+        "Cache-Control: private\r\n",
+    ];
+    for fields in cases {
+        let o = tests::gate::Gate::with_fields(fields);
+        let (p, addr) = proxy(&[o.addr], &[], |_| {});
+        let mut a = get(addr);
+        let first = o.next();
+        // The others have been read by the proxy while A's head is held: they wait on its fill.
+        let mut others: Vec<Client> = (0..3).map(|_| get(addr)).collect();
+        for c in &others {
+            tests::wait_until_peer_read(&c.stream, raw::WAIT);
+        }
+        first.go.send(()).unwrap();
+        let r = raw::response(&mut a, "A");
+        assert_eq!((x_cache(&r), &r.body[..]), ("MISS", &b"/f"[..]), "{fields}");
+        let held: Vec<_> = (0..others.len()).map(|_| o.next()).collect();
+        assert_eq!(
+            held.iter().map(|h| h.held).max(),
+            Some(others.len()),
+            "{fields}: the origin held them all at once"
+        );
+        for h in &held {
+            h.go.send(()).unwrap();
+        }
+        for (i, c) in others.iter_mut().enumerate() {
+            let r = raw::response(c, "waiter");
+            assert_eq!(
+                (x_cache(&r), &r.body[..]),
+                ("MISS", &b"/f"[..]),
+                "{fields}: {i}"
+            );
+        }
+        p.shutdown().unwrap();
+    }
+}

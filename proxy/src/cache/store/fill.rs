@@ -154,6 +154,16 @@ impl Store {
         }
     }
 
+    /// The fill's response is not storable: it is abandoned, and the requests waiting on it
+    /// go upstream each on its own ([`Store::passes`]).
+    pub fn pass(&mut self, h: Handle) {
+        if matches!(self.entry(h).map(|e| &e.state), Some(State::AwaitingHead)) {
+            self.passed[self.passed_next] = h;
+            self.passed_next = (self.passed_next + 1) % self.passed.len();
+        }
+        self.abandon(h);
+    }
+
     /// Copy body bytes into a filling entry (one out of the store fills on for its readers,
     /// uncounted).
     pub fn append(&mut self, h: Handle, data: &[u8]) -> Append {

@@ -14,7 +14,9 @@
 //! as it fills ([`Lookup::Stream`]) when its length is declared (a declared length within
 //! `max_object` cannot outgrow it midway); without a declared length they wait for the whole
 //! body, so that if the fill is dropped (too large, upstream failure) each waiter still has
-//! sent nothing and makes its own request.
+//! sent nothing and makes its own request. The requests woken by a fill whose head answers
+//! none of them (not fresh, or not storable) go upstream at once, each on its own
+//! ([`Store::passes`]); requests that come after may collapse onto a new fill.
 //!
 //! Leaving the store is for later requests (RFC 9111 4.4): an entry invalidated, evicted,
 //! replaced or capped while requests read it ([`Store::open_reader`]) is taken out of the
@@ -54,6 +56,9 @@ use std::task::Waker;
 pub const ENTRY_OVERHEAD: u64 = 256;
 
 const NIL: u32 = u32::MAX;
+
+/// How many of the last fills passed ([`Store::pass`]) a store remembers.
+const PASSED: usize = 16;
 
 /// An entry, as long as it lives: its slot and the slot's generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,6 +304,12 @@ pub struct Store {
     stats: StoreStats,
     /// Where bodies of `FILE_BODY_MIN` bytes and more are kept (`sendfile = true`).
     file: Option<BodyFile>,
+    /// The last fills whose response was not storable ([`Store::pass`]), gone from the
+    /// store, and where the next one goes: a request woken by one goes upstream on its own
+    /// ([`Store::passes`]); one woken by an older one (rare: it is woken at once) looks up
+    /// again, as for any fill that failed.
+    passed: [Handle; PASSED],
+    passed_next: usize,
 }
 
 impl Store {
@@ -318,6 +329,8 @@ impl Store {
             hasher: RandomState::new(),
             stats: StoreStats::default(),
             file: None,
+            passed: [Handle { slot: NIL, gen: 0 }; PASSED],
+            passed_next: 0,
         }
     }
 
@@ -663,6 +676,23 @@ impl Store {
                 .chain(&e.data_waiters)
                 .any(|w| w.will_wake(waker))
         })
+    }
+
+    /// Whether the requests woken by fill `h` go upstream each on its own, neither starting
+    /// nor waiting on another fill (a pass, as Varnish's hit-for-miss): its head showed a
+    /// response that answers none of them, not fresh at `now` (no-cache, max-age=0, stale on
+    /// arrival) or not storable ([`Store::pass`]). Looking up again, each would start a fill
+    /// the others wait for, and the origin would get them one at a time.
+    pub fn passes(&self, h: Handle, now: Millis) -> bool {
+        if self.passed.contains(&h) {
+            return true;
+        }
+        match self.entry(h).map(|e| &e.state) {
+            Some(State::Filling { meta, .. } | State::Complete { meta, .. }) => {
+                meta.held.is_none() && !meta.storable.freshness.is_fresh(now)
+            }
+            _ => false,
+        }
     }
 
     /// Other requests wait on entry `h` (collapsed on its fill) or read it: its fetch is worth

@@ -15,8 +15,8 @@ use std::cell::RefCell;
 pub(super) enum Decision {
     /// The store answers (`X-Cache: HIT`).
     Stored(FromStore),
-    /// A fill of the key is under way: wait for it; if it takes too long, fetch on our
-    /// own, falling back on `stale` (a stored response of the variant) if the upstream fails
+    /// A fill of the key is under way: wait for it; if it takes too long, or its head
+    /// answers none of its waiters (a pass, `Store::passes`), fetch on our own, falling back on `stale` (a stored response of the variant) if the upstream fails
     /// (`only_if_cached`: never fetch, 504 instead, RFC 9111 5.2.1.7).
     Wait {
         fill: Handle,
@@ -172,17 +172,11 @@ pub(super) fn decide(
                     },
                 },
                 _ if only_if_cached => Decision::NotCached,
-                Lookup::Stale(h) => {
-                    let stored = s.stored(h, now);
-                    let validates = stored
-                        .filter(|hit| validate::validators(&hit.head).any())
-                        .map(|hit| (h, hit));
-                    Decision::Fetch {
-                        fill: s.begin_fill(key),
-                        stale: Some(h),
-                        validates,
-                    }
-                }
+                Lookup::Stale(h) => Decision::Fetch {
+                    validates: validating(&s, h, now),
+                    fill: s.begin_fill(key),
+                    stale: Some(h),
+                },
                 Lookup::Miss => Decision::Fetch {
                     fill: s.begin_fill(key),
                     stale: None,
@@ -194,6 +188,14 @@ pub(super) fn decide(
         RequestClass::Invalidate => Decision::Forward { invalidate: true },
         RequestClass::Purge => Decision::Purge,
     }
+}
+
+/// The stored response of entry `h` with its handle, for a conditional request to validate
+/// it, if it has a validator.
+pub(super) fn validating(s: &Store, h: Handle, now: Millis) -> Option<(Handle, Hit)> {
+    s.stored(h, now)
+        .filter(|hit| validate::validators(&hit.head).any())
+        .map(|hit| (h, hit))
 }
 
 /// What the request (`method`, `fields`) gets from the complete stored response `hit`: its

@@ -543,7 +543,7 @@ pub(super) fn fill_head(
                 kept
             }
             Err(_) => {
-                store.borrow_mut().abandon(h);
+                store.borrow_mut().pass(h);
                 false
             }
         }

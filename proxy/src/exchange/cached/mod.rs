@@ -126,25 +126,22 @@ pub async fn run(
             } => {
                 // The fill reads its upstream under the route's read timeout: wait as long.
                 let read = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts).read;
-                if waits < MAX_WAITS && wait_change(store, fill, read).await {
+                let woken = waits < MAX_WAITS && wait_change(store, fill, read).await;
+                if woken {
                     waits += 1;
                     now = now_millis();
-                    continue;
+                    if !store.borrow().passes(fill, now) {
+                        continue;
+                    }
                 }
-                // What the fill did not store in time is not stored for this client.
+                // What the fill did not store in time, or cannot answer with, is not stored
+                // for this client.
                 if only_if_cached {
                     return not_cached(c, req).await;
                 }
-                // The fill takes too long: fetch on our own, without storing (a stale
-                // entry still serves if the upstream fails).
-                c.rec.cache = Some(CacheStatus::Miss);
-                let f = Fetch {
-                    cache: Some((store, cfg.as_ref())),
-                    stale,
-                    ..Fetch::plain(CacheStatus::Miss, cfg)
-                };
                 let key = key();
-                return fetch_apart(c, req, group, &key, f).await;
+                let route = (store, cfg.as_ref());
+                return fetch_alone(c, req, group, route, &key, (stale, woken), now).await;
             }
             Decision::Fetch {
                 fill,
@@ -180,6 +177,33 @@ pub async fn run(
             Decision::NotCached => return not_cached(c, req).await,
         }
     }
+}
+
+/// A request that waited on a fill of its key fetches on its own, without storing: the fill
+/// takes too long, or its answer is none to this request (`passed`: the requests the fill
+/// woke go upstream together, [`Store::passes`]). A stale entry (`stale`) still serves if the
+/// upstream fails; after a pass it is validated, as a lookup finding it would.
+async fn fetch_alone(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    group: crate::config::GroupId,
+    (store, cfg): (&RefCell<Store>, &crate::config::cache::CacheEntry),
+    key: &OwnedKey,
+    (stale, passed): (Option<Handle>, bool),
+    now: Millis,
+) -> Next {
+    c.rec.cache = Some(CacheStatus::Miss);
+    let validates = stale
+        .filter(|_| passed)
+        .and_then(|h| decide::validating(&store.borrow(), h, now));
+    let f = Fetch {
+        cache: Some((store, cfg)),
+        stale,
+        validates,
+        request_time: now,
+        ..Fetch::plain(CacheStatus::Miss, cfg)
+    };
+    fetch_apart(c, req, group, key, f).await
 }
 
 /// Only-if-cached and nothing is stored: 504 (RFC 9111 5.2.1.7).
