@@ -15,13 +15,15 @@
 //! last `Bytes` of a body goes (the entry is removed and no response is still being sent from
 //! it), its pages are punched out of the file (`fallocate(PUNCH_HOLE)`) and its range is free
 //! again: a body being sent is never cut short, the file holds only live bodies, and its
-//! offsets stay within the span. A body that finds no free range, or whose write fails, stays
+//! offsets stay within the span. A range whose punch fails is never used again (pages
+//! sendfile handed to a socket would be written over while it sends them). A body that finds no free range, or whose write fails, stays
 //! in memory.
 
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Bodies at least this long go to the file. Below it `writev` from memory costs less CPU per
@@ -65,6 +67,8 @@ struct Arena {
     base: *const u8,
     span: u64,
     free: Mutex<Free>,
+    /// Ranges whose pages could not be punched out: never reused ([`Arena::release`]).
+    punch_failures: AtomicU64,
 }
 
 // SAFETY: the mapping is process-wide and read-only; the free ranges are behind a mutex.
@@ -123,6 +127,7 @@ impl BodyFile {
                     base: ptr.cast(),
                     span,
                     free: Mutex::new(Free::new(span)),
+                    punch_failures: AtomicU64::new(0),
                 };
                 return Ok(BodyFile {
                     arena: Arc::new(arena),
@@ -134,6 +139,11 @@ impl BodyFile {
             }
             span = page_round(span / 2);
         }
+    }
+
+    /// Ranges left out of use because their pages could not be punched out of the file.
+    pub fn punch_failures(&self) -> u64 {
+        self.arena.punch_failures.load(Ordering::Relaxed)
     }
 
     /// Copy the body `parts` (its bytes in order) into the file: a view of it there and its
@@ -200,8 +210,15 @@ fn write_at(fd: RawFd, parts: &[&[u8]], offset: u64) -> bool {
 
 impl Arena {
     /// Give `size` bytes at `offset` back: their pages out of the file, their range free.
+    /// Pages sendfile handed to a socket stay referenced by it until sent (a slow client's):
+    /// the punch detaches them from the file, so a body written there next is not what that
+    /// client gets. A range whose punch failed is never used again: counted, and bounded by
+    /// the failures (its pages stay in the file until the worker ends).
     fn release(&self, offset: u64, size: u64) {
-        punch(self.fd.as_raw_fd(), offset, size);
+        if !punch(self.fd.as_raw_fd(), offset, size) {
+            self.punch_failures.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
         free.give(offset, size);
     }
@@ -230,21 +247,22 @@ impl Drop for Stored {
     }
 }
 
-/// Give the pages of `len` bytes at `offset` back. A failure leaves them in use until the
-/// range is written again or the worker ends: nothing else depends on it.
-fn punch(fd: RawFd, offset: u64, len: u64) {
+/// Give the pages of `len` bytes at `offset` back, out of the file (sockets still sending
+/// them keep them apart from it). `false`: the punch failed, the pages are still the file's.
+fn punch(fd: RawFd, offset: u64, len: u64) -> bool {
     if len == 0 {
-        return;
+        return true;
     }
     // SAFETY: a plain syscall on an open fd.
-    unsafe {
+    let r = unsafe {
         libc::fallocate(
             fd,
             libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
             offset as libc::off_t,
             page_round(len) as libc::off_t,
-        );
-    }
+        )
+    };
+    r == 0
 }
 
 /// The free ranges of a span, by offset (to join neighbours) and by size (best fit: the
@@ -309,6 +327,7 @@ impl Free {
 #[cfg(test)]
 mod tests {
     use super::{BodyFile, Free, IOV_MAX};
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn a_body_in_more_parts_than_one_write_takes_reads_back_whole() {
@@ -331,6 +350,25 @@ mod tests {
         };
         assert_eq!(n, body.len() as isize);
         assert_eq!(back, body, "the file holds it");
+    }
+
+    #[test]
+    fn a_range_whose_pages_could_not_be_punched_is_not_reused() {
+        // Pages sendfile handed to a socket stay referenced until sent: only the punch
+        // detaches them from the file before the range is written again.
+        let mut f = BodyFile::new(1 << 20).expect("a body file");
+        let span = f.arena.span;
+        let (stored, range) = f.put(&[&[7u8; 5000]]).expect("room");
+        // The file's descriptor now names /dev/null (the mapping keeps the file): the punch
+        // fails.
+        let null = std::fs::File::open("/dev/null").expect("/dev/null");
+        // SAFETY: both descriptors are open; the arena's is closed once, by its owner.
+        assert!(unsafe { libc::dup2(null.as_raw_fd(), range.fd) } >= 0);
+        drop(stored);
+        let free = f.arena.free.lock().unwrap();
+        let free: u64 = free.by_offset.values().sum();
+        assert_eq!(free, span - 8192, "the range is not free again");
+        assert_eq!(f.punch_failures(), 1);
     }
 
     #[test]
