@@ -30,7 +30,7 @@ impl Gate {
     }
 
     /// A gate whose answers carry `fields` (each line ending in CRLF) before their
-    /// Content-Length.
+    /// Content-Length; a request with If-None-Match is answered 304 with them.
     pub fn with_fields(fields: &'static str) -> Gate {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().unwrap();
@@ -65,10 +65,16 @@ impl Gate {
                         }
                         let _ = wait.recv();
                         now.fetch_sub(1, SeqCst);
-                        let answer = format!(
-                            "HTTP/1.1 200 OK\r\n{fields}Content-Length: {}\r\n\r\n{path}",
-                            path.len()
-                        );
+                        let conditional = crate::text(&head)
+                            .to_ascii_lowercase()
+                            .contains("\r\nif-none-match:");
+                        let answer = match conditional && !fields.is_empty() {
+                            true => format!("HTTP/1.1 304 Not Modified\r\n{fields}\r\n"),
+                            false => format!(
+                                "HTTP/1.1 200 OK\r\n{fields}Content-Length: {}\r\n\r\n{path}",
+                                path.len()
+                            ),
+                        };
                         if std::io::Write::write_all(&mut s, answer.as_bytes()).is_err() {
                             return;
                         }

@@ -250,3 +250,40 @@ fn the_requests_a_fill_cannot_answer_go_to_the_origin_together() {
         p.shutdown().unwrap();
     }
 }
+
+#[test]
+fn the_requests_a_validation_leaves_stale_validate_together() {
+    // A stored no-cache response is validated for each request (RFC 9111 5.2.2.4): the
+    // requests that waited on one validation, whose 304 leaves the entry as it was (not
+    // fresh), send their own conditional requests at once. They went one at a time, each
+    // validation waiting on the one before.
+    let o = tests::gate::Gate::with_fields("Cache-Control: no-cache\r\nETag: \"a\"\r\n");
+    let (p, addr) = proxy(&[o.addr], &[], |_| {});
+    let mut first = get(addr);
+    o.next().go.send(()).unwrap();
+    let r = raw::response(&mut first, "first");
+    assert_eq!((x_cache(&r), &r.body[..]), ("MISS", &b"/f"[..]));
+    let mut a = get(addr);
+    let validation = o.next();
+    let mut others: Vec<Client> = (0..3).map(|_| get(addr)).collect();
+    for c in &others {
+        tests::wait_until_peer_read(&c.stream, raw::WAIT);
+    }
+    validation.go.send(()).unwrap();
+    let r = raw::response(&mut a, "A");
+    assert_eq!((r.status, &r.body[..]), (200, &b"/f"[..]));
+    let held: Vec<_> = (0..others.len()).map(|_| o.next()).collect();
+    assert_eq!(
+        held.iter().map(|h| h.held).max(),
+        Some(others.len()),
+        "the origin held them all at once"
+    );
+    for h in &held {
+        h.go.send(()).unwrap();
+    }
+    for (i, c) in others.iter_mut().enumerate() {
+        let r = raw::response(c, "waiter");
+        assert_eq!((r.status, &r.body[..]), (200, &b"/f"[..]), "{i}");
+    }
+    p.shutdown().unwrap();
+}

@@ -154,8 +154,9 @@ impl Store {
         }
     }
 
-    /// The fill's response is not storable: it is abandoned, and the requests waiting on it
-    /// go upstream each on its own ([`Store::passes`]).
+    /// The fill's response is not storable (or a 304 left the entry it validated not fresh):
+    /// it is abandoned, and the requests waiting on it go upstream each on its own
+    /// ([`Store::passes`]).
     pub fn pass(&mut self, h: Handle) {
         if matches!(self.entry(h).map(|e| &e.state), Some(State::AwaitingHead)) {
             self.passed[self.passed_next] = h;

@@ -583,6 +583,14 @@ impl Store {
         })
     }
 
+    /// Whether complete entry `h` is stored and fresh at `now` (a lookup's hit).
+    pub fn is_fresh(&self, h: Handle, now: Millis) -> bool {
+        match self.indexed(h).map(|e| &e.state) {
+            Some(State::Complete { meta, .. }) => meta.storable.freshness.is_fresh(now),
+            _ => false,
+        }
+    }
+
     /// A 304 validated complete entry `h`: its head and freshness become `head` and
     /// `storable` (RFC 9111 4.3.4). `false`: the entry is gone, or the new head does not fit.
     pub fn refresh(&mut self, h: Handle, head: Bytes, storable: Storable) -> bool {

@@ -350,7 +350,17 @@ pub(super) async fn revalidated(
         return Box::pin(fetch(c, req, group, key, again)).await;
     };
     if let Some((store, h, _)) = f.fill {
-        store.borrow_mut().abandon(h);
+        // Refreshed, but not fresh (no-cache, max-age=0) or no longer stored: no answer to
+        // the requests waiting on this validation; they validate on their own, at once.
+        let mut s = store.borrow_mut();
+        let answers = f
+            .validates
+            .as_ref()
+            .is_some_and(|&(entry, _)| s.is_fresh(entry, now_millis()));
+        match answers {
+            true => s.abandon(h),
+            false => s.pass(h),
+        }
     }
     consume_head(c, req, true);
     match pre {
