@@ -154,7 +154,10 @@ const FIGURES: &[Figure] = &[
         name: "p99 (ms)",
         key: "p99_ms",
         decimals: 3,
-        of: |r| r.hist.total.value_at_quantile(0.99) as f64 / 1000.0,
+        of: |r| {
+            crate::figures::Times::new(&r.hist.total, &r.hist.sums.total).percentile_us(99.0) as f64
+                / 1000.0
+        },
     },
     Figure {
         name: "Transfer rate (Kbytes/sec)",

@@ -137,6 +137,13 @@ impl<'a> Times<'a> {
 /// `--latency` take for `p` %: ab's `stats[n * p / 100]` (0-based, integer division) and wrk's
 /// `round(p / 100 * n + 0.5)` are the same, floor(n·p/100) + 1, at most n. `p` is read in
 /// hundredths of a percent (99.99 included), so the product is exact.
+/// The `p` % percentile (µs) of a histogram alone, at the rank ab and wrk take
+/// ([`peer_rank`]), so that every table of the loader (compare's, ceiling's, merge's shard
+/// rows, the plots' labels) reads the same value as the report's.
+pub fn hist_percentile_us(h: &Histogram<u64>, p: f64) -> u64 {
+    Times::new(h, &LatencySummary::default()).percentile_us(p)
+}
+
 pub fn peer_rank(p: f64, n: u64) -> u64 {
     let hundredths = (p * 100.0).round().max(0.0) as u128;
     let rank = u128::from(n) * hundredths / 10_000 + 1;

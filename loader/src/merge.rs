@@ -82,7 +82,9 @@ pub struct Added {
 impl Added {
     pub fn of(p: &Part) -> Added {
         let r = &p.result;
-        let ms = |h: &hdrhistogram::Histogram<u64>, q| h.value_at_quantile(q) as f64 / 1000.0;
+        let ms = |h: &hdrhistogram::Histogram<u64>, q: f64| {
+            crate::figures::hist_percentile_us(h, q * 100.0) as f64 / 1000.0
+        };
         Added {
             name: p.name.clone(),
             started: r.started,

@@ -280,8 +280,8 @@ fn legend(s: &mut String, series: &[Series]) {
             format!(
                 "{}   (p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms, {} requests)",
                 ser.label,
-                h.value_at_quantile(0.5) as f64 / 1000.0,
-                h.value_at_quantile(0.99) as f64 / 1000.0,
+                crate::figures::hist_percentile_us(h, 50.0) as f64 / 1000.0,
+                crate::figures::hist_percentile_us(h, 99.0) as f64 / 1000.0,
                 h.max() as f64 / 1000.0,
                 h.len()
             )

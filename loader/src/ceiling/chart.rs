@@ -26,11 +26,7 @@ const CURVES: &[(&str, f64, &str)] = &[
 
 fn latency_ms(s: &Step, q: f64) -> f64 {
     let h = &s.result.hist.total;
-    if h.is_empty() {
-        0.0
-    } else {
-        h.value_at_quantile(q) as f64 / 1000.0
-    }
+    crate::figures::hist_percentile_us(h, q * 100.0) as f64 / 1000.0
 }
 
 struct Axes {

@@ -222,18 +222,10 @@ pub fn figures_of(r: &RunResult, offered: f64, obj: &Objective) -> StepFigures {
         achieved: achieved_in_step(r),
         load_s: r.elapsed.as_secs_f64(),
         on_time: sent_on_time(r),
-        latency_us: if r.hist.total.is_empty() {
-            0
-        } else {
-            r.hist.total.value_at_quantile(obj.quantile)
-        },
+        latency_us: crate::figures::hist_percentile_us(&r.hist.total, obj.quantile * 100.0),
         errors: r.totals.failures.total() + error_status,
         error_status,
-        lateness_p99_us: if late.is_empty() {
-            0
-        } else {
-            late.value_at_quantile(0.99)
-        },
+        lateness_p99_us: crate::figures::hist_percentile_us(late, 99.0),
     }
 }
 
