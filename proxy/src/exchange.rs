@@ -308,8 +308,7 @@ async fn attempts<'g>(
                 // dropped unread (its upstream connection closes, its room is given back),
                 // the next one goes out.
                 tried.push(s);
-                let now = shared::clock::loop_now();
-                if !balancer.borrow().has_candidate(&tried, now) || !spend_retry(w) {
+                if !another_server(w, plan, &tried) {
                     break Ok(a);
                 }
                 w.buffers.give_buf(a.head.ub);
@@ -433,14 +432,19 @@ fn goes_again(
     if why == RetryReason::Stale {
         return true;
     }
+    tries < plan.retry.tries && another_server(w, plan, tried)
+}
+
+/// A server not `tried` is there to go to, and the worker's retry budget gives the try
+/// (taken from it then): a retry is spent and counted only when it will be made.
+fn another_server(w: &ProxyWorker, plan: &Plan<'_>, tried: &[ServerId]) -> bool {
     let now = shared::clock::loop_now();
-    tries < plan.retry.tries
-        && plan
-            .g
-            .balancer(plan.group)
-            .borrow()
-            .has_candidate(tried, now)
-        && spend_retry(w)
+    let left = plan
+        .g
+        .balancer(plan.group)
+        .borrow()
+        .has_candidate(tried, now);
+    left && spend_retry(w)
 }
 
 /// Take one retry from the worker's budget; `false` (counted): it is spent. The requests
