@@ -72,6 +72,12 @@ pub fn open_file(cfg: &AccessLogConfig) -> std::io::Result<File> {
         })
 }
 
+/// `cfg`'s file opened once for each of `workers` (each worker writes through its own
+/// descriptor), off the workers: at start, on a reload, on SIGUSR1.
+pub fn open_per_worker(cfg: &AccessLogConfig, workers: usize) -> std::io::Result<Vec<File>> {
+    (0..workers).map(|_| open_file(cfg)).collect()
+}
+
 /// The parts of a request the log shows, copied from its head before the head is consumed
 /// (a connection's buffer, reused: no allocation once warm). Filled only when a log is on.
 #[derive(Debug, Default)]

@@ -601,9 +601,8 @@ fn open_worker_logs(cfg: &config::Config, n: usize) -> Result<Vec<Option<File>>,
     let Some(l) = &cfg.access_log else {
         return Ok((0..n).map(|_| None).collect());
     };
-    (0..n)
-        .map(|_| access_log::open_file(l).map(Some))
-        .collect::<std::io::Result<_>>()
+    access_log::open_per_worker(l, n)
+        .map(|files| files.into_iter().map(Some).collect())
         .map_err(|source| StartError::AccessLog {
             path: l.path.clone(),
             source,
@@ -623,10 +622,7 @@ fn reopen_logs(
     let Some(l) = current.cfg.access_log.as_ref() else {
         return 0;
     };
-    let files: std::io::Result<Vec<File>> = (0..post.workers())
-        .map(|_| access_log::open_file(l))
-        .collect();
-    let files = match files {
+    let files = match access_log::open_per_worker(l, post.workers()) {
         Ok(files) => files,
         Err(e) => {
             shared::log!(

@@ -233,16 +233,13 @@ pub fn open_logs(old: &Config, new: &Config, workers: usize) -> Result<Vec<File>
     else {
         return Ok(Vec::new());
     };
-    (0..workers)
-        .map(|_| crate::access_log::open_file(l))
-        .collect::<std::io::Result<_>>()
-        .map_err(|e| {
-            Error::File(shared::config::ConfigError::Invalid {
-                file: new.source.clone(),
-                key: Some("access_log".into()),
-                message: format!("cannot open {}: {e}", l.path.display()),
-            })
+    crate::access_log::open_per_worker(l, workers).map_err(|e| {
+        Error::File(shared::config::ConfigError::Invalid {
+            file: new.source.clone(),
+            key: Some("access_log".into()),
+            message: format!("cannot open {}: {e}", l.path.display()),
         })
+    })
 }
 
 fn sum(all: &[Carried]) -> Carried {
