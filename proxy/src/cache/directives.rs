@@ -43,6 +43,13 @@ pub struct RequestDirectives {
     pub no_cache: bool,
     pub no_store: bool,
     pub only_if_cached: bool,
+    /// 5.2.1.1 `max-age=N` (N > 0): no stored response older than N seconds.
+    pub max_age: Option<u64>,
+    /// 5.2.1.3 `min-fresh=N`: no stored response fresh for less than N more seconds.
+    pub min_fresh: Option<u64>,
+    /// 5.2.1.2 `max-stale[=N]`: a stale response is accepted, at most N seconds past its
+    /// lifetime (no value: any; [`DELTA_MAX`]). An invalid value is ignored.
+    pub max_stale: Option<u64>,
 }
 
 /// One directive: its name (lowercase comparison is the caller's) and its value, unquoted.
@@ -172,9 +179,25 @@ impl RequestDirectives {
                         d.no_store = true;
                     } else if is("only-if-cached") {
                         d.only_if_cached = true;
-                    } else if is("max-age") && delta_seconds(v).unwrap_or(0) == 0 {
-                        // 5.2.1.1: max-age=0 accepts no stored response without validation.
-                        d.no_cache = true;
+                    } else if is("max-age") {
+                        match delta_seconds(v).unwrap_or(0) {
+                            // 5.2.1.1: max-age=0 accepts no stored response without
+                            // validation (an invalid value reads as 0, as a response's does).
+                            0 => d.no_cache = true,
+                            n => d.max_age = Some(d.max_age.map_or(n, |m| m.min(n))),
+                        }
+                    } else if is("min-fresh") {
+                        if let Some(n) = delta_seconds(v) {
+                            d.min_fresh = Some(d.min_fresh.map_or(n, |m| m.max(n)));
+                        }
+                    } else if is("max-stale") {
+                        let n = match v {
+                            None => Some(DELTA_MAX),
+                            v => delta_seconds(v),
+                        };
+                        if let Some(n) = n {
+                            d.max_stale = Some(d.max_stale.map_or(n, |m| m.min(n)));
+                        }
                     }
                 }
             } else if h.name.eq_ignore_ascii_case("pragma") {
@@ -299,16 +322,48 @@ mod tests {
             no_cache: true,
             ..none
         };
+        let max5 = RequestDirectives {
+            max_age: Some(5),
+            ..none
+        };
         let cases: Vec<(Vec<httparse::Header>, RequestDirectives)> = vec![
             (vec![], none),
             (vec![h("Cache-Control", "no-cache")], nc),
             (vec![h("cache-control", "max-age=0")], nc),
-            (vec![h("Cache-Control", "max-age=5")], none),
+            (vec![h("Cache-Control", "max-age=5")], max5),
+            (
+                vec![h(
+                    "Cache-Control",
+                    "max-age=9, max-age=5, min-fresh=x, min-fresh=3",
+                )],
+                RequestDirectives {
+                    min_fresh: Some(3),
+                    ..max5
+                },
+            ),
+            (
+                vec![
+                    h("Cache-Control", "max-stale"),
+                    h("Cache-Control", "max-stale=7"),
+                ],
+                RequestDirectives {
+                    max_stale: Some(7),
+                    ..none
+                },
+            ),
+            (vec![h("Cache-Control", "max-stale=-1")], none),
+            (
+                vec![h("Cache-Control", "MAX-STALE")],
+                RequestDirectives {
+                    max_stale: Some(DELTA_MAX),
+                    ..none
+                },
+            ),
             (vec![h("Pragma", "no-cache")], nc),
             // 5.4: Pragma is ignored when Cache-Control is present.
             (
                 vec![h("Pragma", "no-cache"), h("Cache-Control", "max-age=5")],
-                none,
+                max5,
             ),
             (
                 vec![h("Cache-Control", "no-store")],

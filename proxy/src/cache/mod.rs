@@ -40,7 +40,8 @@ mod tests;
 mod validate_tests;
 
 pub use policy::{
-    classify, fetched_age, storable, Bypass, Fetched, Freshness, NotStored, RequestClass, Storable,
+    classify, fetched_age, storable, Accepts, Bypass, Fetched, Freshness, NotStored, RequestClass,
+    Storable,
 };
 pub use store::{
     same_origin_target, Append, Handle, Held, Hit, Key, Lookup, OwnedKey, Read, Store, StoreStats,

@@ -11,10 +11,8 @@ use crate::config::cache::CacheEntry;
 pub enum RequestClass {
     /// GET or HEAD: look the key up. A HEAD miss fills the entry with a GET, as nginx does.
     Lookup {
-        /// `no-cache` (or `max-age=0`, or `Pragma: no-cache`): go to the origin, and store
-        /// what it answers (RFC 9111 5.2.1.4: "does not want to use a stored response
-        /// without successful validation").
-        revalidate: bool,
+        /// What the request accepts of a stored response.
+        accepts: Accepts,
         /// `only-if-cached`: a miss is answered 504 (5.2.1.7).
         only_if_cached: bool,
     },
@@ -61,9 +59,47 @@ pub fn classify(method: &str, headers: &[httparse::Header<'_>], cfg: &CacheEntry
     if d.no_store {
         return RequestClass::Bypass(Bypass::NoStore);
     }
+    let ms = |secs: u64| secs.saturating_mul(1000);
     RequestClass::Lookup {
-        revalidate: d.no_cache,
+        accepts: Accepts {
+            revalidate: d.no_cache,
+            max_age: d.max_age,
+            min_fresh: d.min_fresh.map_or(0, ms),
+            max_stale: d.max_stale.map(ms),
+        },
         only_if_cached: d.only_if_cached,
+    }
+}
+
+/// What a request accepts of a stored response without validation (RFC 9111 5.2.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Accepts {
+    /// `no-cache` (or `max-age=0`, or `Pragma: no-cache`): nothing; go to the origin, and
+    /// store what it answers (5.2.1.4: "does not want to use a stored response without
+    /// successful validation").
+    pub revalidate: bool,
+    /// `max-age=N`: whole seconds of age at most.
+    pub max_age: Option<u64>,
+    /// `min-fresh=N`: fresh for at least this much longer.
+    pub min_fresh: Millis,
+    /// `max-stale[=N]`: stale by at most this much.
+    pub max_stale: Option<Millis>,
+}
+
+impl Accepts {
+    /// Whether the request's directives narrow or widen plain freshness.
+    fn plain(&self) -> bool {
+        self.max_age.is_none() && self.min_fresh == 0 && self.max_stale.is_none()
+    }
+}
+
+impl From<bool> for Accepts {
+    /// Plain freshness, or (`true`) nothing without validation.
+    fn from(revalidate: bool) -> Accepts {
+        Accepts {
+            revalidate,
+            ..Accepts::default()
+        }
     }
 }
 
@@ -126,6 +162,22 @@ impl Freshness {
     /// 4.2: "response_is_fresh = (freshness_lifetime > current_age)".
     pub fn is_fresh(&self, now: Millis) -> bool {
         self.lifetime > self.current_age(now)
+    }
+
+    /// Whether it answers, without validation, a request that accepts `a` (5.2.1.1-3): fresh
+    /// for `a.min_fresh` more, or stale by at most `a.max_stale` where no directive forbids
+    /// stale use (4.2.4); and never older than `a.max_age`.
+    pub fn serves(&self, now: Millis, a: &Accepts) -> bool {
+        if a.revalidate || a.plain() {
+            return !a.revalidate && self.is_fresh(now);
+        }
+        let age = self.current_age(now);
+        let young = a.max_age.is_none_or(|n| self.age_secs(now) <= n);
+        let fresh = self.lifetime > age.saturating_add(a.min_fresh);
+        let stale_ok = a
+            .max_stale
+            .is_some_and(|n| !self.forbids_stale && age <= self.lifetime.saturating_add(n));
+        young && (fresh || stale_ok)
     }
 
     /// The `Age` field value (5.1: delta-seconds), whole seconds.

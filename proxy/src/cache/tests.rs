@@ -50,11 +50,11 @@ fn at() -> Fetched {
 #[test]
 fn request_classes() {
     let lookup = RequestClass::Lookup {
-        revalidate: false,
+        accepts: false.into(),
         only_if_cached: false,
     };
     let revalidate = RequestClass::Lookup {
-        revalidate: true,
+        accepts: true.into(),
         only_if_cached: false,
     };
     let cases: [(&str, Fields, bool, RequestClass); 18] = [
@@ -68,7 +68,7 @@ fn request_classes() {
             &[("Cache-Control", "only-if-cached")],
             false,
             RequestClass::Lookup {
-                revalidate: false,
+                accepts: false.into(),
                 only_if_cached: true,
             },
         ),

@@ -1033,3 +1033,56 @@ fn a_fill_invalidated_after_its_client_left_goes_on_for_the_request_streaming_it
     );
     left.p.shutdown().unwrap();
 }
+
+#[test]
+fn the_requests_max_age_min_fresh_and_max_stale_decide_what_a_stored_response_answers() {
+    // RFC 9111 5.2.1.1-3: a request's max-age=N takes no stored response older than N
+    // seconds, min-fresh=N none fresh for less than N more, max-stale[=N] a stale one (at most
+    // N seconds past its lifetime) unless the response forbids stale use (4.2.4). The cache
+    // ignored all three: max-age=10 and min-fresh=40 got a 30-second-old HIT, max-stale went
+    // to the origin. (request fields, expected: HIT or from the origin, body)
+    let fresh = |body: &'static [u8], age: &'static str| {
+        answer("200 OK", &["Cache-Control: max-age=60", age], body)
+    };
+    let o = Scripted::start(vec![
+        fresh(b"one", "Age: 30"),
+        fresh(b"two", "Age: 30"),
+        fresh(b"three", "X-Age: none"),
+        answer("200 OK", &["Cache-Control: max-age=10", "Age: 20"], b"old"),
+        answer(
+            "200 OK",
+            &["Cache-Control: max-age=10, must-revalidate", "Age: 20"],
+            b"strict",
+        ),
+        answer("200 OK", &["Cache-Control: max-age=60"], b"last"),
+    ]);
+    let (_p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let cases: [(&str, &str, bool, &[u8]); 14] = [
+        ("/a", "", false, b"one"),
+        ("/a", "", true, b"one"),
+        ("/a", "Cache-Control: max-age=40\r\n", true, b"one"),
+        ("/a", "Cache-Control: max-age=10\r\n", false, b"two"),
+        ("/a", "Cache-Control: min-fresh=20\r\n", true, b"two"),
+        ("/a", "Cache-Control: min-fresh=40\r\n", false, b"three"),
+        ("/a", "Cache-Control: min-fresh=40\r\n", true, b"three"),
+        ("/s", "", false, b"old"),
+        ("/s", "Cache-Control: max-stale=15\r\n", true, b"old"),
+        ("/s", "Cache-Control: max-stale\r\n", true, b"old"),
+        (
+            "/s",
+            "Cache-Control: max-stale=15, max-age=15\r\n",
+            false,
+            b"strict",
+        ),
+        ("/s", "Cache-Control: max-stale\r\n", false, b"last"),
+        ("/s", "", true, b"last"),
+        ("/s", "Cache-Control: max-stale=5\r\n", true, b"last"),
+    ];
+    let mut origin = 0;
+    for (path, fields, hit, body) in cases {
+        let r = request(addr, "GET", path, fields);
+        origin += u64::from(!hit);
+        let got = (r.status, x_cache(&r) == "HIT", &r.body[..], o.requests());
+        assert_eq!(got, (200, hit, body, origin), "GET {path} with {fields:?}");
+    }
+}

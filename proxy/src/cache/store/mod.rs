@@ -42,7 +42,7 @@ pub use key::{same_origin_target, Key, OwnedKey};
 pub use partial::Held;
 
 use super::memfd::{BodyFile, FileRange};
-use super::policy::Storable;
+use super::policy::{Accepts, Storable};
 use super::vary::VarySpec;
 use super::Millis;
 use bytes::Bytes;
@@ -439,21 +439,23 @@ impl Store {
         }
     }
 
-    /// Find what serves `request` under `key` at `now`. `revalidate` (request no-cache)
-    /// uses no stored response without validation: a complete entry of the variant, fresh or
-    /// not, is `Stale` (to validate), and fills are not waited for.
+    /// Find what serves `request` under `key` at `now`, as far as it `accepts` stored
+    /// responses. `revalidate` (request no-cache) uses no stored response without
+    /// validation: a complete entry of the variant, fresh or not, is `Stale` (to validate),
+    /// and fills are not waited for. (`true`/`false` read as plain freshness or revalidate.)
     pub fn lookup(
         &mut self,
         key: Key<'_>,
         request: &[httparse::Header<'_>],
-        revalidate: bool,
+        accepts: impl Into<Accepts>,
         now: Millis,
     ) -> Lookup {
+        let a = accepts.into();
         let hash = self.hash(key);
         let Some(&first) = self.index.get(&hash) else {
             return Lookup::Miss;
         };
-        if revalidate {
+        if a.revalidate {
             return self.to_validate(first, hash, key, request);
         }
         let (mut stream, mut wait, mut stale, mut swr, mut held) = (NIL, NIL, NIL, NIL, NIL);
@@ -467,7 +469,7 @@ impl Store {
                     // A part of the body is no answer to another request's whole.
                     State::Filling { meta, .. } if meta.held.is_some() => {}
                     State::Complete { meta, .. } if meta.held.is_some() => {
-                        let fresh = meta.storable.freshness.is_fresh(now);
+                        let fresh = meta.storable.freshness.serves(now, &a);
                         if held == NIL && fresh && meta.storable.vary.matches(request) {
                             held = i;
                         }
@@ -477,7 +479,7 @@ impl Store {
                         // Not fresh (no-cache, max-age=0, stale on arrival): no answer to
                         // another request without validation (RFC 9111 4, 5.2.2.4), and
                         // nothing stored to validate yet: that request fetches its own.
-                        let fresh = meta.storable.freshness.is_fresh(now);
+                        let fresh = meta.storable.freshness.serves(now, &a);
                         if fresh && meta.declared.is_some() && stream == NIL {
                             stream = i;
                         } else if fresh && wait == NIL {
@@ -486,7 +488,7 @@ impl Store {
                     }
                     State::Complete { meta, body, file } if meta.storable.vary.matches(request) => {
                         let f = &meta.storable.freshness;
-                        if f.is_fresh(now) {
+                        if f.serves(now, &a) {
                             let hit = Hit::of(meta, body, *file, now);
                             self.touch(i);
                             return Lookup::Hit(hit);
@@ -494,7 +496,9 @@ impl Store {
                         if stale == NIL {
                             stale = i;
                         }
-                        if swr == NIL && f.usable_while_revalidating(now) {
+                        // A request that narrows freshness takes no stale answer.
+                        let narrows = a.max_age.is_some() || a.min_fresh > 0;
+                        if swr == NIL && !narrows && f.usable_while_revalidating(now) {
                             swr = i;
                         }
                     }

@@ -100,11 +100,11 @@ pub(super) fn decide(
             Decision::Forward { invalidate: false }
         }
         RequestClass::Lookup {
-            revalidate,
+            accepts,
             only_if_cached,
         } => {
             let mut s = store.borrow_mut();
-            match s.lookup(key, fields, revalidate, now) {
+            match s.lookup(key, fields, accepts, now) {
                 Lookup::Hit(hit) => Decision::Stored(answer(fields, method, hit)),
                 Lookup::Stream {
                     entry,
