@@ -61,6 +61,11 @@ impl Side {
     pub fn completed(&self) -> u64 {
         self.rounds.iter().map(|r| r.result.totals.completed).sum()
     }
+
+    /// Completed responses whose status was not 2xx (ab's "Non-2xx responses").
+    pub fn non_2xx(&self) -> u64 {
+        self.rounds.iter().map(|r| r.result.totals.non_2xx).sum()
+    }
 }
 
 /// Everything `compare` measured.
@@ -305,6 +310,12 @@ pub fn render(c: &Comparison) -> String {
         sum_failed(&c.a).to_string(),
         sum_failed(&c.b).to_string(),
     );
+    row(
+        &mut rows,
+        "Non-2xx responses (sum)",
+        c.a.non_2xx().to_string(),
+        c.b.non_2xx().to_string(),
+    );
     for (label, _, a, b) in cpu_lines(c) {
         row(
             &mut rows,
@@ -323,6 +334,17 @@ pub fn render(c: &Comparison) -> String {
         s.push_str(
             "(CPU from /proc in clock ticks: rounds of a few seconds give precise figures)\n",
         );
+    }
+    // Fast error answers (a proxy's 502s) would otherwise read as the faster side.
+    for (name, side) in [("A", &c.a), ("B", &c.b)] {
+        if side.non_2xx() > 0 {
+            let _ = writeln!(
+                s,
+                "{name}: {} of {} responses were not 2xx: its figures include them",
+                side.non_2xx(),
+                side.completed()
+            );
+        }
     }
     s
 }
@@ -363,6 +385,7 @@ impl CpuDoc {
 #[derive(Serialize)]
 struct MergedRoundsDoc {
     complete_requests: u64,
+    non_2xx_responses: u64,
     percentiles_ms: PercentilesMs,
     percentile_spectrum: Vec<SpectrumPoint>,
     histogram_total: String,
@@ -431,6 +454,7 @@ fn side_doc(c: &Comparison, side: &Side, is_b: bool, cpu: Vec<(String, Vec<f64>)
         rounds,
         merged: MergedRoundsDoc {
             complete_requests: side.completed(),
+            non_2xx_responses: side.non_2xx(),
             percentiles_ms: json::percentiles_ms(&merged),
             percentile_spectrum: json::spectrum(&merged),
             histogram_total: json::encode_histogram(&merged),

@@ -509,6 +509,51 @@ fn compare_table_has_medians_spreads_and_cpu_lines() {
 }
 
 #[test]
+fn compare_says_which_side_answered_non_2xx() {
+    // A side whose answers were errors (a proxy's fast 502s) must not read as the faster one
+    // without a word: its non-2xx responses are summed in their own row, a note says its
+    // figures include them, and the document carries them. They were counted as completed
+    // requests and said nowhere.
+    let round = |non_2xx: u64| {
+        let mut r = synthetic();
+        r.totals.non_2xx = non_2xx;
+        Round {
+            result: r,
+            watched: vec![],
+            loader_cpu: None,
+        }
+    };
+    let c = Comparison {
+        a: Side {
+            url: "http://127.0.0.1:1/".into(),
+            rounds: vec![round(0), round(0), round(0)],
+        },
+        b: Side {
+            url: "http://127.0.0.1:2/".into(),
+            rounds: vec![round(200), round(150), round(0)],
+        },
+        watch_pids: vec![],
+        rounds_planned: 3,
+        load: "-n 200 -c 4 keep-alive".into(),
+        interrupted: false,
+    };
+    let table = loader::compare::render(&c);
+    assert_eq!(
+        fields(line_with(&table, "Non-2xx responses (sum)"))[3..],
+        ["0", "350"],
+        "{table}"
+    );
+    assert!(
+        table.contains("B: 350 of 600 responses were not 2xx"),
+        "{table}"
+    );
+    assert!(!table.contains("A: 0 of"), "{table}");
+    let doc = loader::compare::document(&c, &SysInfo::collect(None));
+    assert_eq!(doc["b"]["merged"]["non_2xx_responses"], 350);
+    assert_eq!(doc["a"]["merged"]["non_2xx_responses"], 0);
+}
+
+#[test]
 fn a_request_body_adds_abs_sent_lines() {
     let mut r = synthetic();
     let report = loader::report::render(&r);
