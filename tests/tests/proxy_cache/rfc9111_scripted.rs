@@ -1086,3 +1086,47 @@ fn the_requests_max_age_min_fresh_and_max_stale_decide_what_a_stored_response_an
         assert_eq!(got, (200, hit, body, origin), "GET {path} with {fields:?}");
     }
 }
+
+#[test]
+fn a_background_revalidation_whose_304_selects_nothing_fetches_again_unconditionally() {
+    // RFC 5861 3 with RFC 9111 4.3.4: a stale-while-revalidate entry's background
+    // revalidation answered 304 with an ETag that selects no stored response updates nothing;
+    // it asks again without a validator and the 200 replaces the entry. It left the entry as
+    // it was, so every request of the window started another conditional request that got
+    // the same 304 (the origin saw one per request).
+    let o = Scripted::start(vec![
+        swr_stale(),
+        answer(
+            "304 Not Modified",
+            &["Cache-Control: max-age=60", "ETag: \"zz\""],
+            b"",
+        ),
+        answer(
+            "200 OK",
+            &["Cache-Control: max-age=3600", "ETag: \"zz\""],
+            b"fresh",
+        ),
+    ]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let r = request(addr, "GET", "/swr", "");
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
+    let r = request(addr, "GET", "/swr", "");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..]),
+        (200, "STALE", &b"stale"[..])
+    );
+    assert!(
+        tests::eventually(raw::WAIT, || o.requests() == 3),
+        "the background revalidation never asked again: {} origin requests",
+        o.requests()
+    );
+    assert!(o.head(1).contains("if-none-match: \"v1\""), "{}", o.head(1));
+    assert!(!o.head(2).contains("if-none-match"), "{}", o.head(2));
+    let fresh = tests::eventually(raw::WAIT, || {
+        let r = request(addr, "GET", "/swr", "");
+        x_cache(&r) == "HIT" && r.body == b"fresh"
+    });
+    assert!(fresh, "the unconditional answer is stored");
+    assert_eq!(o.requests(), 3);
+    p.shutdown().unwrap();
+}

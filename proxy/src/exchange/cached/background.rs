@@ -1,7 +1,9 @@
 //! The one revalidation of a stale entry served within its `stale-while-revalidate` (RFC 5861
 //! 3), as a task of its own on the worker: the client that started it got the stale response
 //! and goes on with its next request at once; the task owns its copy of the request, its
-//! upstream connection and the fill. A 304 refreshes the entry, another storable answer
+//! upstream connection and the fill. A 304 refreshes the entry (one whose validator selects
+//! no stored response updates nothing, and the request goes once more without a validator,
+//! RFC 9111 4.3.4), another storable answer
 //! replaces it (read whole from the upstream, sent nowhere), and a failure leaves it as it was
 //! (counted in the store's `revalidation_errors`): the next request within the window starts
 //! another.
@@ -137,23 +139,43 @@ impl Job {
     }
 }
 
-async fn run(job: Job) {
+async fn run(mut job: Job) {
     let mut settle = Settle {
         g: job.g.clone(),
         cache: job.cache,
         fill: Some(job.refill.fill),
     };
-    if let Err(e) = revalidate(&job, &mut settle).await {
-        let store = &job.g.cached(job.cache).store;
-        store.borrow_mut().note_revalidation_error();
-        job.w
-            .obs
-            .log_error(format_args!("background revalidation: {e}"));
+    loop {
+        match revalidate(&job, &mut settle).await {
+            Ok(Revalidated::Done) => return,
+            // At most once: the request asked again carries no validator.
+            Ok(Revalidated::SelectedNothing) => {
+                validate::make_unconditional(&mut job.upstream);
+                job.refill.validates = None;
+            }
+            Err(e) => {
+                let store = &job.g.cached(job.cache).store;
+                store.borrow_mut().note_revalidation_error();
+                job.w
+                    .obs
+                    .log_error(format_args!("background revalidation: {e}"));
+                return;
+            }
+        }
     }
 }
 
+/// How a revalidation ended.
+enum Revalidated {
+    Done,
+    /// A 304 whose validator selects no stored response (RFC 9111 4.3.4): nothing was
+    /// updated, and the request goes again without a validator, as a client's own
+    /// validation does (else every request of the window would start the same one).
+    SelectedNothing,
+}
+
 /// The revalidation: a connection, the conditional request, its answer applied.
-async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
+async fn revalidate(job: &Job, settle: &mut Settle) -> Result<Revalidated, ProxyError> {
     let (w, g) = (&*job.w, &*job.g);
     let cfg = &g.cfg;
     let route = g.cached(job.cache);
@@ -183,10 +205,10 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
         targeted: &entry_cfg.targeted,
     };
     if let (Some((entry, stored)), 304) = (&f.validates, resp.status) {
-        job.fields.with(&job.head, |_, request| {
+        let selected = job.fields.with(&job.head, |_, request| {
             rf.with(&ub, |_, new| {
-                // A 304 whose strong ETag selects nothing leaves the entry as it was.
-                if validate::selects(validate::validators(&stored.head).etag, new) {
+                let selected = validate::selects(validate::validators(&stored.head).etag, new);
+                if selected {
                     let to = Refresh {
                         store,
                         entry: *entry,
@@ -196,6 +218,7 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
                     };
                     refresh(&to, stored, new);
                 }
+                selected
             })
         });
         if resp.upstream_keep_alive && ub.len() == resp.head_len {
@@ -204,7 +227,10 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
                 .put(up, std::time::Instant::now());
         }
         w.buffers.give_buf(ub);
-        return Ok(());
+        return Ok(match selected {
+            true => Revalidated::Done,
+            false => Revalidated::SelectedNothing,
+        });
     }
     let r = Response {
         info: &resp,
@@ -247,7 +273,7 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<(), ProxyError> {
             .borrow_mut()
             .put(up, std::time::Instant::now());
     }
-    Ok(())
+    Ok(Revalidated::Done)
 }
 
 /// Server `s` answered (`failed` is `None`) or not: its failure counts against it as a
