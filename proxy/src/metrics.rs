@@ -8,6 +8,7 @@
 use crate::config::{Config, GroupId, RouteId, ServerId, Table};
 use crate::error::ProxyError;
 use crate::record::Record;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Upper bounds of the latency histograms' buckets, in microseconds (then +Inf), 50 µs to
@@ -219,6 +220,7 @@ impl Metrics {
     /// their label, servers by group and server name). What the new config no longer has
     /// ends here: its series stop at the reload, as a removed target's do in Prometheus.
     pub fn rekey(&mut self, old: &Config, new: &Config) {
+        let same = SameIds::between(old, new);
         let mut next = Metrics::new(new);
         next.bytes_in = self.bytes_in;
         next.bytes_out = self.bytes_out;
@@ -226,35 +228,35 @@ impl Metrics {
         next.upstream_ttfb = std::mem::take(&mut self.upstream_ttfb);
         next.unrouted = self.unrouted;
         for (r, counts) in self.requests.enumerate() {
-            if let Some(nr) = same_route(old, new, r) {
+            if let Some(nr) = same.route(r) {
                 add_row(&mut next.requests[nr], counts);
             }
         }
         next.unrouted_time = std::mem::take(&mut self.unrouted_time);
         for (r, h) in self.request_time.enumerate() {
-            if let Some(nr) = same_route(old, new, r) {
+            if let Some(nr) = same.route(r) {
                 next.request_time[nr].add(h);
             }
         }
         for (r, counts) in self.cache.enumerate() {
-            if let Some(nr) = same_route(old, new, r) {
+            if let Some(nr) = same.route(r) {
                 add_row(&mut next.cache[nr], counts);
             }
         }
         for (r, counts) in self.refused.enumerate() {
-            if let Some(nr) = same_route(old, new, r) {
+            if let Some(nr) = same.route(r) {
                 add_row(&mut next.refused[nr], counts);
             }
         }
         for (g, servers) in self.servers.enumerate() {
             for (s, c) in servers.enumerate() {
-                if let Some((ng, ns)) = same_server(old, new, g, s) {
+                if let Some((ng, ns)) = same.server(old, new, g, s) {
                     next.servers[ng][ns] = c.clone();
                 }
             }
         }
         for (r, counts) in self.retries.enumerate() {
-            if let Some(nr) = same_route(old, new, r) {
+            if let Some(nr) = same.route(r) {
                 add_row(&mut next.retries[nr], counts);
             }
         }
@@ -405,12 +407,62 @@ pub fn same_record(old: &Config, new: &Config, rec: &Record) -> Record {
     r
 }
 
-/// Route `r` of `old` in `new`: the route with the same label (host and path).
+/// Route `r` of `old` in `new`: the route with the same label (host and path). One scan of
+/// `new`'s routes: a reload maps them all at once with [`SameIds`].
 pub fn same_route(old: &Config, new: &Config, r: RouteId) -> Option<RouteId> {
-    let label = route_label(old, Some(r));
+    let o = old.routes.get(r)?;
     new.routes
-        .ids()
-        .find(|&i| route_label(new, Some(i)) == label)
+        .position(|n| n.host == o.host && n.path_prefix == o.path_prefix)
+}
+
+/// Where `old`'s routes and groups are in `new` (by label, by name), found in one pass over
+/// each: a reload re-keys every counter with it. (Each id looked up on its own scanned
+/// `new`, formatting every label: a reload of 3,000 routes held its worker 0.9 s.)
+pub struct SameIds {
+    routes: Table<RouteId, Option<RouteId>>,
+    groups: Table<GroupId, Option<GroupId>>,
+}
+
+impl SameIds {
+    pub fn between(old: &Config, new: &Config) -> SameIds {
+        let mut labels = HashMap::with_capacity(new.routes.len());
+        for (i, r) in new.routes.enumerate() {
+            // The first route of a label, as `same_route` finds it.
+            labels
+                .entry((r.host.as_deref(), r.path_prefix.as_str()))
+                .or_insert(i);
+        }
+        let mut names = HashMap::with_capacity(new.groups.len());
+        for (i, g) in new.groups.enumerate() {
+            names.entry(g.name.as_str()).or_insert(i);
+        }
+        SameIds {
+            routes: old.routes.map(|r| {
+                labels
+                    .get(&(r.host.as_deref(), r.path_prefix.as_str()))
+                    .copied()
+            }),
+            groups: old.groups.map(|g| names.get(g.name.as_str()).copied()),
+        }
+    }
+
+    pub fn route(&self, r: RouteId) -> Option<RouteId> {
+        self.routes.get(r).copied().flatten()
+    }
+
+    /// Server `s` of group `g` of `old` in `new`, by group and server name.
+    pub fn server(
+        &self,
+        old: &Config,
+        new: &Config,
+        g: GroupId,
+        s: ServerId,
+    ) -> Option<(GroupId, ServerId)> {
+        let ng = self.groups.get(g).copied().flatten()?;
+        let name = &old.groups.get(g)?.servers.get(s)?.name;
+        let ns = new.groups[ng].servers.position(|x| x.name == *name)?;
+        Some((ng, ns))
+    }
 }
 
 /// Group `g` of `old` in `new`, by name.
@@ -444,6 +496,70 @@ pub fn route_label(cfg: &Config, i: Option<RouteId>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A config of `routes` (host, path) to group `app` and `groups` (name, servers).
+    fn config(routes: &[(Option<&str>, &str)], groups: &[(&str, &[&str])]) -> Config {
+        let mut text = String::from("[[listen]]\naddr = \"127.0.0.1:8080\"\n");
+        for (name, servers) in groups {
+            let servers: Vec<String> = servers.iter().map(|s| format!("\"{s}\"")).collect();
+            text += &format!("[upstream.{name}]\nservers = [{}]\n", servers.join(", "));
+        }
+        for (host, path) in routes {
+            text += "[[route]]\n";
+            if let Some(h) = host {
+                text += &format!("host = \"{h}\"\n");
+            }
+            text += &format!("path = \"{path}\"\nupstream = \"{}\"\n", groups[0].0);
+        }
+        crate::config::from_toml("m.toml", &text).expect("the test's config")
+    }
+
+    #[test]
+    fn a_reload_maps_routes_by_label_and_servers_by_name() {
+        let r = |i: usize| RouteId::new(i);
+        let g = |i: usize| GroupId::new(i);
+        let s = |i: usize| ServerId::new(i);
+        let old = config(
+            &[
+                (None, "/a/"),
+                (Some("x.test"), "/a/"),
+                (None, "/gone/"),
+                (None, "/b/"),
+            ],
+            &[
+                ("app", &["127.0.0.1:1", "127.0.0.1:2"]),
+                ("db", &["127.0.0.1:3"]),
+            ],
+        );
+        let new = config(
+            &[
+                (None, "/b/"),
+                (None, "/a/"),
+                (Some("x.test"), "/a/"),
+                (None, "/new/"),
+            ],
+            &[
+                ("db", &["127.0.0.1:3"]),
+                ("app", &["127.0.0.1:2", "127.0.0.1:9"]),
+            ],
+        );
+        let same = SameIds::between(&old, &new);
+        for i in 0..4 {
+            assert_eq!(same.route(r(i)), same_route(&old, &new, r(i)), "route {i}");
+        }
+        let routes: Vec<_> = (0..4).map(|i| same.route(r(i))).collect();
+        assert_eq!(routes, [Some(r(1)), Some(r(2)), None, Some(r(0))]);
+        // Groups are in name order (app, db) whichever order the file has them in.
+        assert_eq!(same.server(&old, &new, g(0), s(1)), Some((g(0), s(0))));
+        assert_eq!(same.server(&old, &new, g(0), s(0)), None);
+        assert_eq!(same.server(&old, &new, g(1), s(0)), Some((g(1), s(0))));
+        for (gi, si) in [(0, 0), (0, 1), (1, 0)] {
+            assert_eq!(
+                same.server(&old, &new, g(gi), s(si)),
+                same_server(&old, &new, g(gi), s(si))
+            );
+        }
+    }
 
     #[test]
     fn histogram_buckets_hold_their_upper_bound() {
