@@ -52,7 +52,15 @@ async fn inbox(
                 let prev = w.generation();
                 let (next, carried) = w.next_generation(number, cfg, log);
                 crate::health::carry_over(&prev, &next);
-                w.obs.metrics.borrow_mut().rekey(&prev.cfg, &next.cfg);
+                let mut metrics = w.obs.metrics.borrow_mut();
+                let same = metrics.rekey(&prev.cfg, &next.cfg);
+                for c in prev.cached_routes() {
+                    let kept = next.stores().any(|s| Rc::ptr_eq(s, &c.store));
+                    if let (false, Some(r)) = (kept, same.route(c.route)) {
+                        metrics.store_replaced(r, &c.store.borrow().stats());
+                    }
+                }
+                drop(metrics);
                 w.set_generation(next);
                 // The previous generation's checks end at their next tick.
                 crate::health::start(&w);

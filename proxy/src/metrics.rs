@@ -156,6 +156,9 @@ pub struct Metrics {
     pub cache: Table<RouteId, [u64; 5]>,
     /// Per route: requests refused by a rate limit (429) and by `allow`/`deny` (403).
     pub refused: Table<RouteId, [u64; 2]>,
+    /// Per route: what the response stores a reload replaced had counted (evictions,
+    /// drops, revalidation errors, revalidations skipped), so the counters go on.
+    pub cache_ended: Table<RouteId, [u64; 4]>,
 }
 
 impl Metrics {
@@ -169,6 +172,7 @@ impl Metrics {
             retries: cfg.routes.map(|_| [0; RETRY_REASONS]),
             cache: cfg.routes.map(|_| [0; 5]),
             refused: cfg.routes.map(|_| [0; 2]),
+            cache_ended: cfg.routes.map(|_| [0; 4]),
             ..Metrics::default()
         }
     }
@@ -219,7 +223,7 @@ impl Metrics {
     /// After a reload: the counts keyed by `old`'s ids move to `new`'s, by name (routes by
     /// their label, servers by group and server name). What the new config no longer has
     /// ends here: its series stop at the reload, as a removed target's do in Prometheus.
-    pub fn rekey(&mut self, old: &Config, new: &Config) {
+    pub fn rekey(&mut self, old: &Config, new: &Config) -> SameIds {
         let same = SameIds::between(old, new);
         let mut next = Metrics::new(new);
         next.bytes_in = self.bytes_in;
@@ -260,8 +264,28 @@ impl Metrics {
                 add_row(&mut next.retries[nr], counts);
             }
         }
+        for (r, counts) in self.cache_ended.enumerate() {
+            if let Some(nr) = same.route(r) {
+                add_row(&mut next.cache_ended[nr], counts);
+            }
+        }
         next.retry_budget_exhausted = self.retry_budget_exhausted;
         *self = next;
+        same
+    }
+
+    /// The store of `route` was replaced (a reload changed its cache settings or origin):
+    /// keep what it counted, as the route's counters.
+    pub fn store_replaced(&mut self, route: RouteId, st: &crate::cache::StoreStats) {
+        if let Some(row) = self.cache_ended.get_mut(route) {
+            let counts = [
+                st.evicted,
+                st.dropped_too_large + st.dropped_no_room,
+                st.revalidation_errors,
+                st.revalidations_skipped,
+            ];
+            add_row(row, &counts);
+        }
     }
 
     pub fn server(&mut self, group: GroupId, server: ServerId) -> Option<&mut ServerCounts> {
@@ -274,6 +298,7 @@ impl Metrics {
         add_rows(&mut self.requests, &o.requests);
         add_rows(&mut self.cache, &o.cache);
         add_rows(&mut self.refused, &o.refused);
+        add_rows(&mut self.cache_ended, &o.cache_ended);
         self.bytes_in = self.bytes_in.saturating_add(o.bytes_in);
         self.bytes_out += o.bytes_out;
         add_row(&mut self.faults, &o.faults);

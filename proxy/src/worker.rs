@@ -361,18 +361,26 @@ impl ProxyWorker {
             .collect();
         let queued = g.balancers().map(|b| b.borrow().waiting() as u64);
         let mut caches: Table<RouteId, Option<CacheState>> = g.cfg.routes.map(|_| None);
+        let metrics = self.obs.metrics.borrow();
         for c in g.cached_routes() {
             let s = c.store.borrow();
             let st = s.stats();
+            // What stores a reload replaced had counted goes on in the same counters.
+            let ended = metrics
+                .cache_ended
+                .get(c.route)
+                .copied()
+                .unwrap_or_default();
             caches[c.route] = Some(CacheState {
                 entries: s.len() as u64,
                 bytes: s.bytes(),
-                evicted: st.evicted,
-                dropped: st.dropped_too_large + st.dropped_no_room,
-                revalidation_errors: st.revalidation_errors,
-                revalidations_skipped: st.revalidations_skipped,
+                evicted: st.evicted + ended[0],
+                dropped: st.dropped_too_large + st.dropped_no_room + ended[1],
+                revalidation_errors: st.revalidation_errors + ended[2],
+                revalidations_skipped: st.revalidations_skipped + ended[3],
             });
         }
+        drop(metrics);
         crate::metrics::WorkerSnapshot {
             worker: self.id,
             generation: g.number,

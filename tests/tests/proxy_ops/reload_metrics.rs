@@ -148,3 +148,46 @@ fn counts_keep_their_names_across_a_reload_that_reorders_routes_and_servers() {
     p.shutdown().expect("clean shutdown");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn cache_counters_go_on_across_a_reload_that_replaces_the_store() {
+    // A reload that changes a route's cache settings starts an empty store, but the route's
+    // evictions (and the other counts its store kept) are counters of the same series: they
+    // went back to 0 (38 -> 0 in one process, same labels) while proxy_cache_requests_total
+    // of the same route went on.
+    let o = tests::origin();
+    let file = tests::TempFile::new("reload-cache-counters", "proxy.toml");
+    let cached = |ttl: &str| {
+        format!(
+            "[[route]]\npath = \"/\"\nupstream = \"app\"\n\
+             cache = {{ ttl = \"{ttl}\", max_bytes = \"1KiB\", max_object = \"512B\" }}\n"
+        )
+    };
+    write(&file.path, &text(&cached("60s"), &[o.addr()]));
+    let p = proxy::start(proxy::config::load(&file.path).expect("config")).expect("starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin address"));
+    for i in 0..40 {
+        get(addr, &format!("/p{i}"));
+    }
+    let evictions = |m: &HashMap<String, f64>| {
+        m.get("proxy_cache_evictions_total{route=\"/\"}")
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let before = evictions(&scrape(admin));
+    assert!(before > 0.0, "40 objects in 1 KiB evicted nothing");
+    write(&file.path, &text(&cached("30s"), &[o.addr()]));
+    let source = Source::File {
+        path: file.path.clone(),
+        overrides: Default::default(),
+    };
+    let outcome = p.reloader(source).reload();
+    assert!(matches!(outcome, Outcome::Applied(_)), "{outcome}");
+    let m = scrape(admin);
+    assert_eq!(evictions(&m), before, "{m:?}");
+    for i in 0..40 {
+        get(addr, &format!("/q{i}"));
+    }
+    assert!(evictions(&scrape(admin)) > before);
+    p.shutdown().unwrap();
+}
