@@ -1,9 +1,15 @@
 //! The per-worker open-file cache (nginx's `open_file_cache`, on by default here).
 //!
 //! - Each site's root directory fd, and each file or directory looked up beneath it, is kept
-//!   for [`VALID`]; after that the next request opens it again. A file changed in place is
-//!   therefore served as it was for at most that long (nginx's `open_file_cache_valid`, 60 s
-//!   by default there, short here).
+//!   for [`VALID`]; after that the next request opens it again. A file replaced (renamed
+//!   over, deleted) is therefore served as it was for at most that long (nginx's
+//!   `open_file_cache_valid`, 60 s by default there, short here).
+//! - A file changed in place (truncated and written again, as `cp` does): one kept in memory
+//!   is served as it was read, bytes and validators alike, for at most [`VALID`]; one sent
+//!   from its descriptor is `fstat`ed again on each hit, and opened anew when its size, mtime
+//!   or ctime moved, so its length and validators are the bytes' that follow. (The body is
+//!   read at send time: a file that shrinks while it is sent cannot fill the length
+//!   announced, and the connection closes short of it.)
 //! - A small file's bytes (at most [`MEM_FILE_MAX`], [`MEM_TOTAL_MAX`] per worker) are read
 //!   once and sent from memory: one write for head and body.
 //! - Failures are not cached (nginx's `open_file_cache_errors off`), so a file that appears
@@ -175,7 +181,7 @@ impl SiteCache {
 
     fn lookup(&mut self, rel: &mut Vec<u8>, now: Instant) -> Result<Found, OpenError> {
         if let Some(e) = self.files.get(&rel[..]) {
-            if now.saturating_duration_since(e.opened) < VALID {
+            if now.saturating_duration_since(e.opened) < VALID && unchanged(&e.found) {
                 return Ok(e.found.clone());
             }
         }
@@ -238,6 +244,20 @@ impl SiteCache {
         if let Some(old) = self.files.insert(rel.into(), entry) {
             self.mem_bytes -= mem_of(&old.found);
         }
+    }
+}
+
+/// Whether a cached entry still describes its file. A file sent from its descriptor is read
+/// at send time, so a rewrite in place (truncate + write, as `cp` does) would go out under
+/// the old length and validators: such a file is looked at again (`fstat`) on every hit,
+/// and opened anew once its size, mtime or ctime moved. A file kept in memory is sent as it
+/// was read, consistent with its validators, and a directory has nothing to go stale.
+fn unchanged(found: &Found) -> bool {
+    match found {
+        Found::File(f) if f.body.is_none() => {
+            open::stat(f.fd.as_fd()).is_ok_and(|now| now == f.info)
+        }
+        _ => true,
     }
 }
 

@@ -64,6 +64,11 @@ pub struct FileInfo {
     /// Seconds since the epoch.
     pub mtime: i64,
     pub ino: u64,
+    /// What changes with the content on the same inode, finer than `mtime`'s seconds: a
+    /// rewrite in place within the second moves these, and the status change time moves
+    /// whatever the writer does to the mtime (`touch -d`, `cp -p`).
+    pub mtime_nsec: i64,
+    pub ctime: (i64, i64),
 }
 
 /// How files are opened on this system (decided on the first open of each worker).
@@ -198,6 +203,8 @@ pub fn stat(fd: BorrowedFd<'_>) -> Result<FileInfo, OpenError> {
         size: st.st_size as u64,
         mtime: st.st_mtime,
         ino: st.st_ino,
+        mtime_nsec: st.st_mtime_nsec,
+        ctime: (st.st_ctime, st.st_ctime_nsec),
     })
 }
 

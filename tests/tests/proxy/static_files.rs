@@ -469,3 +469,105 @@ fn special_files_are_404_without_blocking_and_changed_files_are_seen_again() {
         get(&mut c, "/a.txt", "").status == 404
     });
 }
+
+/// Rewrite `path` in place, as `cp` does: the same inode, truncated, then written.
+fn rewrite_in_place(path: &Path, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+/// A file sent from its descriptor (over `MEM_FILE_MAX`) and rewritten in place while the
+/// open-file cache holds that descriptor: the next answers describe the new content (length,
+/// ETag) and an If-Range with the old ETag gets the whole new file, never a 206 cut from
+/// the new bytes at the old file's offsets.
+#[test]
+fn a_file_rewritten_in_place_is_served_with_its_new_length_and_validators() {
+    let t = tree("inplace");
+    for (i, d) in tests::drivers().into_iter().enumerate() {
+        let path = t.root().join(format!("inplace-{i}.js"));
+        let url = format!("/inplace-{i}.js");
+        std::fs::write(&path, vec![b'A'; 100_000]).unwrap();
+        let s = serve(&t.root(), Some(d));
+        let mut c = Client::connect(s.addr);
+        let r = get(&mut c, &url, "");
+        assert_eq!(r.header("content-length"), Some("100000"), "{d}");
+        let old = r.header("etag").expect("etag").to_string();
+        rewrite_in_place(&path, &[b'B'; 200_000]);
+        let r = get(&mut c, &url, "");
+        assert_eq!(
+            r.header("content-length"),
+            Some("200000"),
+            "{d}: new length"
+        );
+        assert_ne!(r.header("etag"), Some(old.as_str()), "{d}: new ETag");
+        assert!(r.body.iter().all(|&b| b == b'B'), "{d}: new bytes");
+        let r = get(
+            &mut c,
+            &url,
+            &format!("Range: bytes=50000-\r\nIf-Range: {old}\r\n"),
+        );
+        assert_eq!(
+            (r.status, r.header("content-range"), r.body.len()),
+            (200, None, 200_000),
+            "{d}: If-Range with the old ETag gets the whole new file"
+        );
+    }
+}
+
+/// A file that shrinks while its body is on the way cannot deliver the length announced:
+/// the connection ends (EOF or reset) short of it, never with a complete-looking message.
+#[test]
+fn a_file_that_shrinks_while_sent_ends_the_connection_short() {
+    use std::io::{Read, Write};
+    let t = tree("shrink");
+    // Far more than loopback's socket buffers hold: the send waits on the client.
+    let len = 32 << 20;
+    let path = t.root().join("shrink.bin");
+    for d in tests::drivers() {
+        std::fs::write(&path, pattern(len)).unwrap();
+        let s = serve(&t.root(), Some(d));
+        let mut c = std::net::TcpStream::connect(s.addr).unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        c.write_all(b"GET /shrink.bin HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut got = vec![0u8; 64 * 1024];
+        let n = c.read(&mut got).expect("the head arrives");
+        got.truncate(n);
+        let head_end = got
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head")
+            + 4;
+        let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
+        assert!(
+            head.contains(&format!("Content-Length: {len}\r\n")),
+            "{head}"
+        );
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        let mut body = got.len() - head_end;
+        let mut chunk = vec![0u8; 1 << 20];
+        let end = loop {
+            match c.read(&mut chunk) {
+                Ok(0) => break "EOF",
+                Ok(n) => body += n,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset",
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => panic!("{d}: after {body} body bytes, neither EOF nor reset: {e}"),
+            }
+        };
+        assert!(
+            body < len,
+            "{d}: {body} bytes then {end}: the whole length arrived"
+        );
+    }
+}
