@@ -41,27 +41,21 @@ pub enum Body {
 /// (none for HEAD, 304 and 416).
 pub fn file_head(dst: &mut BytesMut, f: &File, reply: Reply, head: bool, conn: Conn) -> Body {
     let size = f.info.size;
-    let (status, body) = match reply {
+    let status = status_of(reply);
+    let body = match reply {
         Reply::PreconditionFailed => {
-            simple(dst, 412, None, head, conn);
+            simple(dst, status, None, head, conn);
             return Body::None;
         }
-        Reply::NotModified => (304, Body::None),
-        Reply::Full => (
-            200,
-            Body::Bytes {
-                start: 0,
-                len: size,
-            },
-        ),
-        Reply::Partial { start, end } => (
-            206,
-            Body::Bytes {
-                start,
-                len: end - start + 1,
-            },
-        ),
-        Reply::Unsatisfiable => (416, Body::None),
+        Reply::NotModified | Reply::Unsatisfiable => Body::None,
+        Reply::Full => Body::Bytes {
+            start: 0,
+            len: size,
+        },
+        Reply::Partial { start, end } => Body::Bytes {
+            start,
+            len: end - start + 1,
+        },
     };
     write_status_line(dst, conn.version, status, reason_phrase(status));
     write_header(dst, b"Date", &crate::http_date::now());
@@ -92,6 +86,28 @@ pub fn file_head(dst: &mut BytesMut, f: &File, reply: Reply, head: bool, conn: C
     } else {
         body
     }
+}
+
+/// The status of the response `file_head` writes for `reply`.
+pub fn status_of(reply: Reply) -> u16 {
+    match reply {
+        Reply::PreconditionFailed => 412,
+        Reply::NotModified => 304,
+        Reply::Full => 200,
+        Reply::Partial { .. } => 206,
+        Reply::Unsatisfiable => 416,
+    }
+}
+
+/// Whether a route's `response_headers` edit an answer of `status`: nginx's `add_header`
+/// (without `always`) applies to these alone, so an error answer keeps none of what was
+/// meant for the content (a year's `Cache-Control` on a 404 would keep the file missing in
+/// every cache for that year).
+pub fn edits_apply(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308
+    )
 }
 
 /// `Content-Range: bytes first-last/size`, or `bytes */size` for a 416.

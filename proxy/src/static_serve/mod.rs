@@ -52,9 +52,12 @@ pub async fn serve(
     };
     c.to_client.clear();
     let plan = prepare(c, site, q, conn, std::time::Instant::now());
-    // nginx's `add_header` applies to files too: the route's `response_headers`.
+    // nginx's `add_header` applies to files too: the route's `response_headers`, on the
+    // statuses it applies to.
     if let Some(e) = c.g.cfg.routes[req.route].response_edits() {
-        e.apply_to_head(&mut c.to_client, 0);
+        if respond::edits_apply(plan.status) {
+            e.apply_to_head(&mut c.to_client, 0);
+        }
     }
     c.from_client.advance(req.head_len + body_len.unwrap_or(0));
     if !conn.keep_alive && body_len.is_some() {
@@ -74,8 +77,20 @@ pub async fn serve(
 
 /// A response decided: its head is in `to_client`, and the body to follow.
 pub(crate) struct Plan {
+    status: u16,
     file: Option<Rc<cache::File>>,
     body: Body,
+}
+
+impl Plan {
+    /// A response the server makes itself (`respond::simple`): its head is all of it.
+    fn simple(status: u16) -> Plan {
+        Plan {
+            status,
+            file: None,
+            body: Body::None,
+        }
+    }
 }
 
 /// Decide the response and write its head (and a small body) into `c.to_client`.
@@ -93,10 +108,7 @@ fn prepare(
     let head = method == Method::Head;
     let simple = |out: &mut _, status| {
         respond::simple(out, status, None, head, conn);
-        Plan {
-            file: None,
-            body: Body::None,
-        }
+        Plan::simple(status)
     };
     if method == Method::Other {
         return simple(out, 405);
@@ -148,12 +160,12 @@ fn redirect_to_dir(
                 let q: &[u8] = query.map_or(b"", |_| b"?");
                 let location = [dir, slash, q, query.unwrap_or(b"")];
                 respond::simple(out, 301, Some(&location), head, conn);
+                Plan::simple(301)
             }
-            Err(_) => respond::simple(out, 400, None, head, conn),
-        }
-        Plan {
-            file: None,
-            body: Body::None,
+            Err(_) => {
+                respond::simple(out, 400, None, head, conn);
+                Plan::simple(400)
+            }
         }
     })
 }
@@ -173,6 +185,7 @@ fn file_plan(
     let reply = decide(method, cond, &v);
     let body = respond::file_head(out, &f, reply, method == Method::Head, conn);
     Plan {
+        status: respond::status_of(reply),
         file: Some(f),
         body,
     }

@@ -279,6 +279,77 @@ fn response_headers_apply_to_a_static_file_too() {
     assert_eq!(resp.header("ETag"), None);
 }
 
+/// As nginx's `add_header` (without `always`): a static route's edits go on 200, 206, 301
+/// and 304, never on its 403, 404, 405, 412 or 416 (a year's `Cache-Control` on a missing
+/// asset's 404 would keep it missing in every cache for a year).
+#[test]
+fn a_static_routes_response_headers_stay_off_its_error_answers() {
+    let dir = tests::temp_dir("rewrite-static-errors");
+    let root = dir.join("www");
+    std::fs::create_dir_all(root.join("dir")).unwrap();
+    std::fs::write(root.join("f.txt"), b"file body").unwrap();
+    std::fs::write(dir.join("outside.txt"), b"x").unwrap();
+    std::os::unix::fs::symlink("../outside.txt", root.join("out-link")).unwrap();
+    let p = start(&format!(
+        "[[route]]\nstatic = {{ root = {:?} }}\n\
+         response_headers = {{ set = {{ \"Cache-Control\" = \"public, max-age=31536000, immutable\" }} }}\n",
+        root.to_str().unwrap()
+    ));
+    let ask = |method: &str, path: &str, extra: &str| {
+        let r = once(
+            p.addr,
+            &format!("{method} {path} HTTP/1.1\r\nHost: t\r\n{extra}Connection: close\r\n\r\n"),
+        );
+        let resp = &r.responses()[0];
+        (
+            resp.status,
+            resp.header("Cache-Control").map(str::to_string),
+        )
+    };
+    let modified = {
+        let r = once(
+            p.addr,
+            "GET /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        );
+        r.responses()[0]
+            .header("Last-Modified")
+            .unwrap()
+            .to_string()
+    };
+    let cases = [
+        ("GET", "/f.txt", String::new(), 200, true),
+        ("GET", "/f.txt", "Range: bytes=0-1\r\n".into(), 206, true),
+        ("GET", "/dir", String::new(), 301, true),
+        (
+            "GET",
+            "/f.txt",
+            format!("If-Modified-Since: {modified}\r\n"),
+            304,
+            true,
+        ),
+        ("GET", "/missing.css", String::new(), 404, false),
+        ("GET", "/out-link", String::new(), 403, false),
+        ("DELETE", "/f.txt", String::new(), 405, false),
+        (
+            "GET",
+            "/f.txt",
+            "If-Match: \"other\"\r\n".into(),
+            412,
+            false,
+        ),
+        ("GET", "/f.txt", "Range: bytes=100-\r\n".into(), 416, false),
+    ];
+    for (method, path, extra, status, edited) in cases {
+        let (got, cc) = ask(method, path, &extra);
+        assert_eq!(got, status, "{method} {path} {extra:?}");
+        assert_eq!(
+            cc.is_some(),
+            edited,
+            "{method} {path} {extra:?}: {status} {cc:?}"
+        );
+    }
+}
+
 #[test]
 fn a_routes_own_read_timeout_applies_to_it_alone() {
     let o = tests::origin();
