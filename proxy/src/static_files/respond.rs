@@ -5,7 +5,7 @@ use super::cache::File;
 use super::decide::Reply;
 use bytes::BytesMut;
 use shared::http::encode::{
-    end_head, reason_phrase, write_header, write_header_u64, write_status_line,
+    end_head, fmt_decimal, reason_phrase, write_header, write_header_u64, write_status_line,
 };
 use shared::http::Version;
 
@@ -111,25 +111,70 @@ pub fn edits_apply(status: u16) -> bool {
 }
 
 /// `Content-Range: bytes first-last/size`, or `bytes */size` for a 416.
-fn write_range(dst: &mut BytesMut, range: Option<(u64, u64)>, size: u64) {
-    use std::fmt::Write;
-    let mut v = Text64::default();
-    let _ = match range {
-        Some((a, b)) => write!(v, "bytes {a}-{b}/{size}"),
-        None => write!(v, "bytes */{size}"),
-    };
+pub fn write_range(dst: &mut BytesMut, range: Option<(u64, u64)>, size: u64) {
+    let mut v = RangeValue::default();
+    v.push(b"bytes ");
+    match range {
+        Some((a, b)) => {
+            v.push_u64(a);
+            v.push(b"-");
+            v.push_u64(b);
+        }
+        None => v.push(b"*"),
+    }
+    v.push(b"/");
+    v.push_u64(size);
     write_header(dst, b"Content-Range", v.as_bytes());
+}
+
+/// The longest Content-Range value: `bytes first-last/size`, three u64s of up to 20 digits.
+const RANGE_MAX: usize = b"bytes -/".len() + 3 * 20;
+
+/// A Content-Range value, built on the stack in a buffer sized for the longest, so every
+/// value fits and nothing is formatted that could fail (a 64-byte one cut a 2^62-byte
+/// file's range after the slash, and the error was dropped).
+struct RangeValue {
+    buf: [u8; RANGE_MAX],
+    len: usize,
+}
+
+impl Default for RangeValue {
+    fn default() -> Self {
+        RangeValue {
+            buf: [0; RANGE_MAX],
+            len: 0,
+        }
+    }
+}
+
+impl RangeValue {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+
+    fn push(&mut self, s: &[u8]) {
+        let end = self.len + s.len();
+        self.buf[self.len..end].copy_from_slice(s);
+        self.len = end;
+    }
+
+    fn push_u64(&mut self, v: u64) {
+        let mut digits = [0u8; 20];
+        self.push(fmt_decimal(v, &mut digits));
+    }
 }
 
 /// A complete small response the server makes itself: `status` with a one-line body
 /// (none for HEAD), plus `Allow` for a 405 and `Location` for a redirect.
 pub fn simple(dst: &mut BytesMut, status: u16, location: Option<&[&[u8]]>, head: bool, conn: Conn) {
     let reason = reason_phrase(status);
+    let mut digits = [0u8; 20];
+    let code = fmt_decimal(u64::from(status), &mut digits);
     write_status_line(dst, conn.version, status, reason);
     write_header(dst, b"Date", &crate::http_date::now());
     write_header(dst, b"Content-Type", b"text/plain");
     // "404 Not Found\n"
-    let body_len = 3 + 1 + reason.len() + 1;
+    let body_len = code.len() + 1 + reason.len() + 1;
     write_header_u64(dst, b"Content-Length", body_len as u64);
     if status == 405 {
         write_header(dst, b"Allow", b"GET, HEAD");
@@ -142,41 +187,9 @@ pub fn simple(dst: &mut BytesMut, status: u16, location: Option<&[&[u8]]>, head:
     conn.write(dst);
     end_head(dst);
     if !head {
-        let mut code = Text64::default();
-        let _ = std::fmt::Write::write_fmt(&mut code, format_args!("{status} {reason}\n"));
-        dst.extend_from_slice(code.as_bytes());
-    }
-}
-
-/// A small stack buffer for formatted header values.
-struct Text64 {
-    buf: [u8; 64],
-    len: usize,
-}
-
-impl Default for Text64 {
-    fn default() -> Self {
-        Text64 {
-            buf: [0; 64],
-            len: 0,
-        }
-    }
-}
-
-impl Text64 {
-    fn as_bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
-    }
-}
-
-impl std::fmt::Write for Text64 {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        let end = self.len + s.len();
-        if end > self.buf.len() {
-            return Err(std::fmt::Error);
-        }
-        self.buf[self.len..end].copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
+        dst.extend_from_slice(code);
+        dst.extend_from_slice(b" ");
+        dst.extend_from_slice(reason.as_bytes());
+        dst.extend_from_slice(b"\n");
     }
 }

@@ -237,6 +237,23 @@ fn simple_responses_are_complete_and_say_how_the_connection_goes_on() {
 }
 
 #[test]
+fn content_ranges_are_written_whole_up_to_the_largest_numbers() {
+    let range = |r, size| {
+        let mut b = BytesMut::new();
+        respond::write_range(&mut b, r, size);
+        String::from_utf8(b.to_vec()).unwrap()
+    };
+    assert_eq!(range(Some((0, 9)), 10), "Content-Range: bytes 0-9/10\r\n");
+    assert_eq!(range(None, 0), "Content-Range: bytes */0\r\n");
+    let m = u64::MAX;
+    assert_eq!(
+        range(Some((m - 1, m - 1)), m),
+        format!("Content-Range: bytes {}-{}/{m}\r\n", m - 1, m - 1)
+    );
+    assert_eq!(range(None, m), format!("Content-Range: bytes */{m}\r\n"));
+}
+
+#[test]
 fn queries_are_taken_from_the_head_as_positions() {
     let head = b"GET /a.txt?x HTTP/1.1\r\nHost: h\r\nrange: bytes=1-2\r\nIf-None-Match: \"e\"\r\nIf-Modified-Since: d\r\nIf-Range: r\r\nRange: ignored\r\nIf-Match: m\r\nIf-Unmodified-Since: u\r\n\r\n";
     // From the codec's parsed head, the one parse of a request.

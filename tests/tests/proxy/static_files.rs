@@ -571,3 +571,49 @@ fn a_file_that_shrinks_while_sent_ends_the_connection_short() {
         );
     }
 }
+
+/// A sparse file as large as a file system here allows, from 2^62 bytes down (tmpfs takes
+/// 2^62; ext4 stops at 16 TiB): its tree (under /dev/shm when there is one) and its size.
+fn huge_sparse_file() -> (Tree, u64) {
+    let base = Path::new("/dev/shm");
+    let t = if base.is_dir() {
+        let dir = base.join(format!("proxy-static-{}-sparse", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        Tree { dir }
+    } else {
+        tree("sparse")
+    };
+    let f = std::fs::File::create(t.root().join("sparse.bin")).unwrap();
+    let size = (40..=62)
+        .rev()
+        .map(|bits| 1u64 << bits)
+        .find(|&size| f.set_len(size).is_ok())
+        .expect("a sparse file of 2^40 bytes at least");
+    (t, size)
+}
+
+/// The Content-Range of a huge file's range is whole: three numbers of up to 19 digits (a
+/// 2^62-byte file's `bytes=-10` is 4611686018427387894-4611686018427387903/4611686018427387904,
+/// 65 bytes with "bytes ", which a 64-byte buffer cut after the slash).
+#[test]
+fn a_huge_files_content_range_is_written_whole() {
+    let (t, size) = huge_sparse_file();
+    let s = serve(&t.root(), None);
+    let mut c = Client::connect(s.addr);
+    let r = ask(&mut c, "HEAD /sparse.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(r.header("content-length"), Some(size.to_string().as_str()));
+    let r = get(&mut c, "/sparse.bin", "Range: bytes=-10\r\n");
+    assert_eq!(r.status, 206);
+    let want = format!("bytes {}-{}/{size}", size - 10, size - 1);
+    assert_eq!(
+        r.header("content-range"),
+        Some(want.as_str()),
+        "size {size}"
+    );
+    assert_eq!(r.body, [0u8; 10], "a hole reads as zeros");
+    let r = get(&mut c, "/sparse.bin", &format!("Range: bytes={size}-\r\n"));
+    assert_eq!(r.status, 416);
+    let want = format!("bytes */{size}");
+    assert_eq!(r.header("content-range"), Some(want.as_str()));
+}
