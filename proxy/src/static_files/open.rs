@@ -8,7 +8,9 @@
 //!   a checked walk: one `openat(O_NOFOLLOW)` per component from the root fd. That refuses
 //!   every symlink (inside the root too): stricter than needed, never looser.
 //! - Files are opened `O_NONBLOCK` so a FIFO planted in the root cannot hang the worker in
-//!   `open`; anything that is not a regular file or a directory is 404 after `fstat`.
+//!   `open`; anything that is not a regular file or a directory is 404 after `fstat`, or
+//!   before it when `open` already refuses it (a Unix socket, a device without its driver:
+//!   `ENXIO`, `ENODEV`).
 //!
 //! These are blocking syscalls on the worker thread: on a local file system they take
 //! microseconds, and the open-file cache (`cache`) makes them rare.
@@ -42,6 +44,10 @@ impl OpenError {
     fn from_errno(e: i32) -> OpenError {
         match e {
             libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG => OpenError::NotFound,
+            // Not a file one can serve, found before `fstat` could say so: a Unix socket
+            // (ENXIO), a device without its driver (ENXIO, ENODEV). 404, as every other
+            // file that is not regular.
+            libc::ENXIO | libc::ENODEV => OpenError::NotFound,
             libc::EACCES | libc::EPERM | libc::EXDEV | libc::ELOOP => OpenError::Forbidden,
             _ => OpenError::Failed,
         }

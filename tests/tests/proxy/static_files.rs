@@ -617,3 +617,19 @@ fn a_huge_files_content_range_is_written_whole() {
     let want = format!("bytes */{size}");
     assert_eq!(r.header("content-range"), Some(want.as_str()));
 }
+
+/// A Unix socket in the root is no file to serve: open(2) fails with ENXIO, which is a 404
+/// as every other non-regular file is, not a 500.
+#[test]
+fn a_unix_socket_in_the_root_is_404() {
+    let t = tree("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(t.root().join("sock")).unwrap();
+    let s = serve(&t.root(), None);
+    let mut c = Client::connect(s.addr);
+    assert_eq!(get(&mut c, "/sock", "").status, 404);
+    assert_eq!(
+        get(&mut c, "/a.txt", "").status,
+        200,
+        "the worker still serves"
+    );
+}
