@@ -9,9 +9,12 @@
 //! 3. `If-None-Match`: a tag matches weakly (or `*`): 304.
 //! 4. Else `If-Modified-Since` (as in 2): not modified since: 304.
 //!
-//! A repeated field counts once, its first line (clients send each once). Entity-tag lists
-//! are read by their grammar (8.8.3: a tag is quoted and may hold a comma); a malformed list
-//! matches nothing.
+//! Entity-tag lists are read by their grammar (8.8.3: a tag is quoted and may hold a comma);
+//! a malformed list matches nothing. A list field sent on several lines is one list (5.3):
+//! its value here may be the head's bytes from the first line's value to the last's, the
+//! lines of other fields between them skipped by name ([`field_values`]; the file server
+//! hands them so). [`Conditions::of`] (the cache's) takes a repeated field's first line, and
+//! the dates are first-line-only everywhere (a date is no list).
 
 use crate::http_date::parse_http_date;
 
@@ -78,7 +81,7 @@ pub enum Outcome {
 /// Evaluate `c` against `v` for a GET or HEAD (RFC 9110 13.2.2).
 pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
     if let Some(list) = c.if_match {
-        if !list_matches(list, v.etag, strong) {
+        if !list_matches(field_values(list, "if-match"), v.etag, strong) {
             return Outcome::Failed;
         }
     } else if let Some(date) = c.if_unmodified_since.and_then(parse_http_date) {
@@ -87,7 +90,7 @@ pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
         }
     }
     if let Some(list) = c.if_none_match {
-        if list_matches(list, v.etag, weak) {
+        if list_matches(field_values(list, "if-none-match"), v.etag, weak) {
             return Outcome::NotModified;
         }
     } else if let Some(date) = c.if_modified_since.and_then(parse_http_date) {
@@ -98,31 +101,65 @@ pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
     Outcome::Proceed
 }
 
-/// Whether `list` (`*` or entity-tags) matches `etag` by `same`. `*` matches any current
-/// representation, with or without an ETag (13.1.1, 13.1.2).
-fn list_matches(list: &[u8], etag: Option<&[u8]>, same: fn(Tag, Tag) -> bool) -> bool {
-    let list = list.trim_ascii();
-    if list == b"*" {
+/// The values of field `name`'s lines in `list`: one value, or the bytes of a head from the
+/// first line's value to the last's (a repeated field), whose other lines are `name: value`
+/// (the head was parsed: every line is a field line, none folded, no name holds a colon), of
+/// `name` or of fields in between. A lone value holds no LF: one scan finds that.
+pub fn field_values<'a>(list: &'a [u8], name: &'a str) -> impl Iterator<Item = &'a [u8]> {
+    let mut lines = list.split(|&b| b == b'\n');
+    let first = lines.next();
+    let more = lines.filter_map(move |line| {
+        let colon = line.iter().position(|&b| b == b':')?;
+        let named = line[..colon].eq_ignore_ascii_case(name.as_bytes());
+        named.then(|| &line[colon + 1..])
+    });
+    first.into_iter().chain(more).map(<[u8]>::trim_ascii)
+}
+
+/// Whether the list made of `values` (`*` alone, or entity-tags) matches `etag` by `same`.
+/// `*` matches any current representation, with or without an ETag (13.1.1, 13.1.2).
+fn list_matches<'a>(
+    mut values: impl Iterator<Item = &'a [u8]>,
+    etag: Option<&[u8]>,
+    same: fn(Tag, Tag) -> bool,
+) -> bool {
+    let Some(first) = values.next() else {
+        return false;
+    };
+    let mut rest = values.peekable();
+    if first == b"*" && rest.peek().is_none() {
         return true;
     }
     let Some(mine) = etag.and_then(|e| Tag::parse(e.trim_ascii()).map(|(t, _)| t)) else {
         return false;
     };
+    // Each line in turn, as the one comma-separated list they make: a tag that matches
+    // before anything malformed counts.
+    for value in std::iter::once(first).chain(rest) {
+        match tags_match(value, mine, same) {
+            Some(false) => {}
+            Some(true) => return true,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Whether a tag of `list` (one line's) matches `mine`; `None`: malformed before any did.
+fn tags_match(list: &[u8], mine: Tag, same: fn(Tag, Tag) -> bool) -> Option<bool> {
     let mut rest = list;
     loop {
         rest = rest.trim_ascii_start();
         match rest.first() {
-            None => return false,
+            None => return Some(false),
             Some(b',') => rest = &rest[1..],
-            Some(_) => match Tag::parse(rest) {
-                Some((t, after)) => {
-                    if same(t, mine) {
-                        return true;
-                    }
-                    rest = after;
+            Some(_) => {
+                let (t, after) = Tag::parse(rest)?;
+                if same(t, mine) {
+                    return Some(true);
                 }
-                None => return false,
-            },
+                rest = after;
+            }
         }
     }
 }
@@ -222,6 +259,35 @@ mod tests {
         ];
         for (c, etag, want) in cases {
             assert_eq!(eval(c, etag), want, "{c:?} against {etag:?}");
+        }
+    }
+
+    #[test]
+    fn a_repeated_tag_field_is_one_list() {
+        use Outcome::*;
+        let tag = Some("\"v1\"");
+        let cases = [
+            (if_none_match("\"x\"\r\nIf-None-Match: \"v1\""), NotModified),
+            (
+                if_none_match("\"x\"\r\nHost: t\r\nif-none-match:\"y\", \"v1\""),
+                NotModified,
+            ),
+            (
+                if_none_match("\"x\"\r\nX-If-None-Match: \"v1\"\r\nIf-None-Match: \"y\""),
+                Proceed,
+            ),
+            (
+                if_none_match("\"x\"\r\nHost: If-None-Match: \"v1\"\r\nIf-None-Match: \"y\""),
+                Proceed,
+            ),
+            // `*` is a list of its own: with tags it is malformed.
+            (if_none_match("\"x\"\r\nIf-None-Match: *"), Proceed),
+            (if_match("\"x\"\r\nIf-Match: \"v1\""), Proceed),
+            (if_match("\"x\"\r\nIf-Match: \"y\""), Failed),
+            (if_match("v1\r\nIf-Match: \"v1\""), Failed),
+        ];
+        for (c, want) in cases {
+            assert_eq!(eval(c, tag), want, "{c:?}");
         }
     }
 

@@ -98,19 +98,25 @@ impl StaticQuery {
     fn take_fields(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
         for h in headers {
             let eq = |n: &str| h.name.eq_ignore_ascii_case(n);
-            let slot = match h.name.len() {
-                5 if eq("range") => &mut self.range,
-                8 if eq("if-range") => &mut self.if_range,
-                8 if eq("if-match") => &mut self.if_match,
-                13 if eq("if-none-match") => &mut self.if_none_match,
-                17 if eq("if-modified-since") => &mut self.if_modified_since,
-                19 if eq("if-unmodified-since") => &mut self.if_unmodified_since,
+            // (where the value goes, whether the field is a list)
+            let (slot, list) = match h.name.len() {
+                5 if eq("range") => (&mut self.range, false),
+                8 if eq("if-range") => (&mut self.if_range, false),
+                8 if eq("if-match") => (&mut self.if_match, true),
+                13 if eq("if-none-match") => (&mut self.if_none_match, true),
+                17 if eq("if-modified-since") => (&mut self.if_modified_since, false),
+                19 if eq("if-unmodified-since") => (&mut self.if_unmodified_since, false),
                 _ => continue,
             };
-            // A repeated Range or If-* field: the first counts (a list field's repeats
-            // would need joining; clients do not send them).
-            if slot.is_none() {
-                *slot = Some(Span::of(buf, h.value));
+            let span = Span::of(buf, h.value);
+            match slot {
+                None => *slot = Some(span),
+                // A list field's lines are one list (RFC 9110 5.3): its span grows to the
+                // end of this value, over the lines between, which the preconditions skip
+                // by name (`preconditions::field_values`). No copy, nothing allocated.
+                Some(first) if list => first.len = span.start + span.len - first.start,
+                // Range, If-Range and the dates are no lists: the first line counts.
+                Some(_) => {}
             }
         }
     }

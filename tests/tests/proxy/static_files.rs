@@ -633,3 +633,40 @@ fn a_unix_socket_in_the_root_is_404() {
         "the worker still serves"
     );
 }
+
+/// A repeated If-None-Match or If-Match is one list (RFC 9110 5.3: field lines of a list
+/// field combine, comma-separated), whatever lies between its lines: the tag on the second
+/// line counts as if it were on the first.
+#[test]
+fn repeated_if_none_match_and_if_match_lines_are_one_list() {
+    let t = tree("repeated");
+    let s = serve(&t.root(), None);
+    let mut c = Client::connect(s.addr);
+    let etag = get(&mut c, "/a.txt", "")
+        .header("etag")
+        .unwrap()
+        .to_string();
+    let cases = [
+        (
+            format!("If-None-Match: \"other\"\r\nIf-None-Match: {etag}\r\n"),
+            304,
+        ),
+        (
+            format!("If-None-Match: \"x\"\r\nAccept: */*\r\nif-none-match: \"y\", {etag}\r\n"),
+            304,
+        ),
+        (
+            "If-None-Match: \"x\"\r\nIf-None-Match: \"y\"\r\n".to_string(),
+            200,
+        ),
+        (
+            format!("If-Match: \"x\"\r\nX-Other: If-Match: \"y\"\r\nIf-Match: {etag}\r\n"),
+            200,
+        ),
+        (format!("If-Match: \"x\"\r\nX-If-Match: {etag}\r\n"), 412),
+        ("If-Match: \"x\"\r\nIf-Match: \"y\"\r\n".to_string(), 412),
+    ];
+    for (fields, status) in cases {
+        assert_eq!(get(&mut c, "/a.txt", &fields).status, status, "{fields}");
+    }
+}
