@@ -1,7 +1,7 @@
 //! Table tests of the sans-IO core, and of opening beneath a root on a real directory.
 
 use super::decide::{decide, parse_range, Conditions, Method, RangeSpec, Reply, Validators};
-use super::meta::{content_type, etag, DEFAULT_TYPE};
+use super::meta::{content_type, etag, DEFAULT_TYPE, EXT_MAX, TYPES};
 use super::open::{open_beneath, open_root, stat, Kind, OpenError, Resolver};
 use super::path::{resolve, split_query, PathError, Resolved, MAX_PATH};
 use super::respond::{self, Conn};
@@ -91,9 +91,50 @@ fn content_types_by_extension() {
         ("dir.d/noext", DEFAULT_TYPE),
         ("x.", DEFAULT_TYPE),
         ("x.unknown", DEFAULT_TYPE),
+        ("x.averyverylongextension", DEFAULT_TYPE),
+        // nginx's mime.types beyond the common web ones.
+        ("live/index.m3u8", "application/vnd.apple.mpegurl"),
+        ("live/seg1.ts", "video/mp2t"),
+        ("x.mov", "video/quicktime"),
+        ("x.m4a", "audio/x-m4a"),
+        ("x.m4v", "video/x-m4v"),
+        ("x.mpeg", "video/mpeg"),
+        ("x.MPG", "video/mpeg"),
+        ("x.tif", "image/tiff"),
+        ("x.tiff", "image/tiff"),
+        ("x.xhtml", "application/xhtml+xml"),
+        ("x.eot", "application/vnd.ms-fontobject"),
+        (
+            "x.docx",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ),
+        (
+            "x.xlsx",
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        ),
+        (
+            "x.pptx",
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        ),
+        ("x.7z", "application/x-7z-compressed"),
+        ("x.rar", "application/x-rar-compressed"),
+        ("x.jardiff", "application/x-java-archive-diff"),
+        ("x.svgz", "image/svg+xml"),
+        ("x.avi", "video/x-msvideo"),
     ];
     for (name, want) in cases {
         assert_eq!(content_type(name.as_bytes()), want, "{name}");
+    }
+}
+
+#[test]
+fn the_type_table_is_sorted_lower_case_and_within_the_longest_extension() {
+    for pair in TYPES.windows(2) {
+        assert!(pair[0].0 < pair[1].0, "{pair:?}: sorted, no repeats");
+    }
+    for (ext, _) in TYPES {
+        assert!(ext.len() <= EXT_MAX, "{ext}");
+        assert_eq!(ext.to_ascii_lowercase(), *ext);
     }
 }
 
