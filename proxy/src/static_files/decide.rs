@@ -155,13 +155,15 @@ pub fn parse_range(field: &[u8], size: u64) -> RangeSpec {
     }
 }
 
-/// A decimal number of at most 19 digits (no sign, no spaces).
+/// A decimal number (digits only: no sign, no spaces), `u64::MAX` for one past it: a
+/// position that large is past any file's length, which decides the range (RFC 9110
+/// 14.1.2: a last-pos there means to the end, a first-pos there is unsatisfiable, a
+/// suffix that long is the whole file) as well as the exact number would.
 fn number(s: &[u8]) -> Option<u64> {
-    if s.is_empty() || s.len() > 19 || !s.iter().all(u8::is_ascii_digit) {
+    if s.is_empty() || !s.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(
-        s.iter()
-            .fold(0u64, |acc, &b| acc * 10 + u64::from(b - b'0')),
-    )
+    Some(s.iter().fold(0u64, |acc, &b| {
+        acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+    }))
 }

@@ -165,7 +165,25 @@ fn ranges_against_a_size() {
         ("bytes=-", 100, Ignore),
         ("bytes=a-b", 100, Ignore),
         ("bytes=+1-2", 100, Ignore),
-        ("bytes=99999999999999999999-", 100, Ignore),
+        // A position past u64 is past any length (RFC 9110 14.1.2): a last-pos means to
+        // the end, a first-pos is unsatisfiable, a suffix is the whole file.
+        (
+            "bytes=0-99999999999999999999",
+            100,
+            One { start: 0, end: 99 },
+        ),
+        (
+            "bytes=5-000000000000000000000007",
+            100,
+            One { start: 5, end: 7 },
+        ),
+        (
+            "bytes=-99999999999999999999",
+            100,
+            One { start: 0, end: 99 },
+        ),
+        ("bytes=99999999999999999999-", 100, Unsatisfiable),
+        ("bytes=18446744073709551616-", 100, Unsatisfiable),
         ("items=0-1", 100, Ignore),
         ("bytes", 100, Ignore),
     ];

@@ -245,7 +245,14 @@ fn a_single_range_is_206_an_unsatisfiable_one_416_and_several_the_whole_file() {
         let big = pattern(300_000);
         // (path, Range, status, Content-Range, body)
         type Case<'a> = (&'a str, &'a str, u16, Option<&'a str>, &'a [u8]);
-        let cases: [Case; 9] = [
+        let cases: [Case; 10] = [
+            (
+                "/a.txt",
+                "bytes=0-99999999999999999999",
+                206,
+                Some("bytes 0-999/1000"),
+                &small[..],
+            ),
             (
                 "/a.txt",
                 "bytes=10-19",
