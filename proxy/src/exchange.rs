@@ -23,6 +23,9 @@
 //! An answer that refuses the rest (an error, or a close) ends the body and the client
 //! connection closes after it (the rest is unread); any other (a 2xx or 3xx that keeps its
 //! connection) is relayed while the rest of the body streams on to the upstream (`duplex`).
+//! A request held whole goes out in one write; one the upstream does not take at once (it
+//! stopped reading, maybe to answer 413) sends its rest the same way (`upload::send_rest`).
+//! Once a byte of a request was written it counts as sent: never a `connect` or stale retry.
 //!
 //! A client that goes away while the response head is awaited abandons the request (499, as
 //! nginx): the upstream connection is closed, never pooled (`client_watch`). One that goes
@@ -55,7 +58,7 @@ use crate::conn::{linger_close, reset_on_close, respond_error, ClientConn, Next}
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::Generation;
-use crate::io::{write_all, write_range, WriteFail};
+use crate::io::{write_all, write_once, write_range, WriteFail};
 use crate::pool::Upstream;
 use crate::relay::{self, RelayFail};
 use crate::request::RequestInfo;
@@ -478,14 +481,20 @@ async fn attempt<'g>(
         Ok(up) => up,
         Err(failed) => return failed,
     };
-    if let Err(unsent) = send_head(c, plan, server, &mut up).await {
-        return unsent;
-    }
+    let sent = match send_head(c, plan, server, &mut up).await {
+        Ok(sent) => sent,
+        Err(unsent) => return unsent,
+    };
     w.count_server(plan.g, (g, s), |m| m.requests += 1);
     up.requests += 1;
     let mut ub = spare.take().unwrap_or_else(|| w.buffers.take_buf());
     ub.clear();
-    let (body, head) = if plan.inline.is_some() {
+    let (body, head) = if let HeadSent::Part(buf, at) = sent {
+        match upload::send_rest(c, w, plan, up, ub, (buf, at)).await {
+            Ok(Streamed { head, body }) => (body, head),
+            Err(f) => return f,
+        }
+    } else if plan.inline.is_some() {
         let to = HeadRead {
             req: plan.req,
             out: &mut c.to_client,
@@ -595,14 +604,25 @@ fn head_read(up: &Upstream) -> usize {
     }
 }
 
-/// Send the request head (with a body that came with it) in one write; `Err`: what the
-/// attempt came to.
+/// How far the request's first write got.
+enum HeadSent {
+    /// All of it (the common case): `to_upstream` has its buffer back.
+    Whole,
+    /// Part of a request held whole (`Plan::inline`): the buffer, and how much of it went.
+    /// The upstream took some and stopped: it may be answering already (a 413 before the
+    /// body), so the rest goes while the answer is read (`upload::send_rest`).
+    Part(BytesMut, usize),
+}
+
+/// Send the request head (with a body that came with it) in one write, as one `write` (the
+/// common case: the socket takes it all); `Err`: what the attempt came to. A head without its
+/// body that did not go at once is finished here (no answer comes before a whole head).
 async fn send_head(
     c: &mut ClientConn,
     plan: &Plan<'_>,
     server: &Server,
     up: &mut Upstream,
-) -> Result<(), Attempt<'static>> {
+) -> Result<HeadSent, Attempt<'static>> {
     c.to_upstream.truncate(plan.head_len);
     if !plan.req.host_written {
         write_header(&mut c.to_upstream, b"Host", server.host.as_bytes());
@@ -612,11 +632,25 @@ async fn send_head(
         c.to_upstream.extend_from_slice(&c.from_client[..n]);
     }
     let buf = std::mem::take(&mut c.to_upstream);
-    match write_all(&mut up.stream, buf, plan.t.upstream_send).await {
-        Ok(b) => {
+    let len = buf.len();
+    let limit = plan.t.upstream_send;
+    match write_once(&mut up.stream, buf, (0, len), limit).await {
+        Ok((n, b)) if n == len => {
             c.to_upstream = b;
-            Ok(())
+            Ok(HeadSent::Whole)
         }
+        Ok((n, b)) if plan.inline.is_some() => Ok(HeadSent::Part(b, n)),
+        // Some of the head went: the request is the server's now, never sent again.
+        Ok((n, b)) => match write_range(&mut up.stream, b, n, len, limit).await {
+            Ok(b) => {
+                c.to_upstream = b;
+                Ok(HeadSent::Whole)
+            }
+            Err(f) => Err(Attempt::Fail {
+                error: write_error(f.fail),
+                blame: Blame::Server,
+            }),
+        },
         // Nothing was delivered: safe to send again, whatever the method.
         Err(WriteFail { buf: Some(b), .. }) => {
             c.to_upstream = b;
@@ -634,6 +668,14 @@ async fn send_head(
             error: ProxyError::UpstreamTimeout,
             blame: Blame::Server,
         }),
+    }
+}
+
+/// What a failed write to the upstream is.
+fn write_error(f: crate::io::IoFail) -> ProxyError {
+    match f {
+        crate::io::IoFail::Timeout => ProxyError::UpstreamTimeout,
+        crate::io::IoFail::Error(_) => ProxyError::UpstreamIo,
     }
 }
 
@@ -755,9 +797,9 @@ async fn relay_beside_body(
     drop(body);
     let body_failed = match end {
         Some(end) => {
-            c.from_client = end.from_client;
-            c.to_upstream = end.scratch;
-            end.result.is_err()
+            let failed = end.result.is_err();
+            end.restore(&mut c.from_client, &mut c.to_upstream);
+            failed
         }
         None => true,
     };

@@ -98,7 +98,9 @@ fn spare_room(mut buf: BytesMut, min_spare: usize, max: usize) -> SliceMut<Bytes
     buf.slice_mut(len..cap)
 }
 
-/// A failed write: why, and the buffer when the socket (not the deadline) failed.
+/// A failed write: why, and the buffer when the socket (not the deadline) failed. Part of
+/// the range may have been written before the failure: only a caller that wrote once
+/// ([`write_once`]) knows how much.
 #[derive(Debug)]
 pub struct WriteFail {
     pub fail: IoFail,
@@ -124,6 +126,32 @@ pub async fn write_range<S: AsyncWriteRent>(
             buf: None,
         }),
         Ok((Ok(_), slice)) => Ok(slice.into_inner()),
+        Ok((Err(e), slice)) => Err(WriteFail {
+            fail: IoFail::Error(e.kind()),
+            buf: Some(slice.into_inner()),
+        }),
+    }
+}
+
+/// One write of `buf[start..end]` (what the socket takes of it at once, at least a byte),
+/// within `limit`: how much it took, and the buffer. A failure delivered nothing.
+pub async fn write_once<S: AsyncWriteRent>(
+    s: &mut S,
+    buf: BytesMut,
+    (start, end): (usize, usize),
+    limit: Duration,
+) -> Result<(usize, BytesMut), WriteFail> {
+    let deadline = shared::clock::deadline(limit);
+    match timeout_at(deadline, s.write(buf.slice(start..end))).await {
+        Err(_) => Err(WriteFail {
+            fail: IoFail::Timeout,
+            buf: None,
+        }),
+        Ok((Ok(0), slice)) => Err(WriteFail {
+            fail: IoFail::Error(io::ErrorKind::WriteZero),
+            buf: Some(slice.into_inner()),
+        }),
+        Ok((Ok(n), slice)) => Ok((n, slice.into_inner())),
         Ok((Err(e), slice)) => Err(WriteFail {
             fail: IoFail::Error(e.kind()),
             buf: Some(slice.into_inner()),

@@ -55,7 +55,7 @@ pub enum RelayFail {
     Upstream(ProxyError),
 }
 
-fn upstream_fail(f: IoFail) -> RelayFail {
+pub(crate) fn upstream_fail(f: IoFail) -> RelayFail {
     RelayFail::Upstream(match f {
         IoFail::Timeout => ProxyError::UpstreamTimeout,
         // A TLS upstream's TCP close without close_notify: closed early, as a plain EOF

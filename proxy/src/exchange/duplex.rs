@@ -86,11 +86,22 @@ impl AsyncWriteRent for Side {
 }
 
 /// What the rest of a request body came to, with the client connection's buffers it held
-/// (what followed the body, a pipelined request, is in `from_client`).
+/// (what followed the body, a pipelined request, is in `from_client`; `None`: it held none,
+/// the body was held whole and stays where it was).
 pub(super) struct BodyEnd {
     pub(super) result: Result<(), RelayFail>,
-    pub(super) from_client: BytesMut,
+    pub(super) from_client: Option<BytesMut>,
     pub(super) scratch: BytesMut,
+}
+
+impl BodyEnd {
+    /// Give the client connection its buffers back.
+    pub(super) fn restore(self, from_client: &mut BytesMut, scratch: &mut BytesMut) {
+        if let Some(b) = self.from_client {
+            *from_client = b;
+        }
+        *scratch = self.scratch;
+    }
 }
 
 /// A request body on its way to the upstream, movable with the answer it is sent beside.
@@ -123,7 +134,34 @@ pub(super) unsafe fn send_body<'g>(
         .await;
         BodyEnd {
             result,
-            from_client,
+            from_client: Some(from_client),
+            scratch,
+        }
+    })
+}
+
+/// Write the rest of a request held whole, `buf[at..]` (its first write took `buf[..at]`),
+/// to `up` within the upstream send timeout `limit`, in a future that owns the buffer, which
+/// comes back as the end's `scratch` (empty after a timeout: the write took it).
+///
+/// # Safety
+/// As [`Side::of`], for `up` (written).
+pub(super) unsafe fn send_rest<'g>(
+    up: &mut Stream,
+    (buf, at): (BytesMut, usize),
+    limit: std::time::Duration,
+) -> BodyFuture<'g> {
+    // SAFETY: the caller's.
+    let mut up = unsafe { Side::of(up) };
+    Box::pin(async move {
+        let len = buf.len();
+        let (result, scratch) = match crate::io::write_range(&mut up, buf, at, len, limit).await {
+            Ok(b) => (Ok(()), b),
+            Err(f) => (Err(relay::upstream_fail(f.fail)), f.buf.unwrap_or_default()),
+        };
+        BodyEnd {
+            result,
+            from_client: None,
             scratch,
         }
     })

@@ -41,7 +41,6 @@ pub(super) async fn stream_request<'g>(
     if !answer_expect(c, plan.req).await {
         return Err(Attempt::Abort);
     }
-    let reused = up.reused;
     // In a box: the body's future writes to it where it is while the connection moves on
     // with the answer.
     let mut up = Box::new(up);
@@ -54,7 +53,7 @@ pub(super) async fn stream_request<'g>(
     // (below, in `Body::into_upstream`, or first of `Upload`'s fields), and the exchange
     // runs or drops it before it ends. Meanwhile nothing else reads the client's stream
     // (the head read watches it only once the body is sent) nor writes the upstream's.
-    let mut body = unsafe {
+    let body = unsafe {
         duplex::send_body(
             (&plan.g.cfg, plan.t),
             (&mut c.stream, &mut up.stream),
@@ -62,18 +61,76 @@ pub(super) async fn stream_request<'g>(
             (plan.req.body, plan.pace),
         )
     };
+    beside_head(c, w, plan, (up, body), ub, Sending::Streamed).await
+}
+
+/// The rest of a request held whole (`Plan::inline`) whose first write took only `buf[..at]`
+/// (`at` > 0): the upstream stopped reading, and may be answering already (a 413 before the
+/// body). Sent as a streamed body is, while the response head is read: an answer that came
+/// first is relayed, and one that was there when a write failed too. Only this rare path
+/// pays for the box and the body's future; a request taken whole by one write never comes
+/// here.
+pub(super) async fn send_rest<'g>(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    plan: &Plan<'g>,
+    up: Upstream,
+    ub: BytesMut,
+    rest: (BytesMut, usize),
+) -> Result<Streamed<'g>, Attempt<'static>> {
+    let mut up = Box::new(up);
+    // SAFETY: as `stream_request`'s, for the upstream's stream alone (the client's is not
+    // read: the body is in `rest`).
+    let body = unsafe { duplex::send_rest(&mut up.stream, rest, plan.t.upstream_send) };
+    beside_head(c, w, plan, (up, body), ub, Sending::Held).await
+}
+
+/// Whose body [`beside_head`] sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sending {
+    /// The client's, as it comes: never sent again.
+    Streamed,
+    /// The rest of a request held whole: part of it reached the server, so it goes again
+    /// only where the retry rules let a request that was sent go again.
+    Held,
+}
+
+/// Run `body` (which writes to `up`) while reading the response head on `up`: the answer,
+/// and where the body stands, or what the attempt came to.
+async fn beside_head<'g>(
+    c: &mut ClientConn,
+    w: &ProxyWorker,
+    plan: &Plan<'g>,
+    (mut up, mut body): (Box<Upstream>, BodyFuture<'g>),
+    ub: BytesMut,
+    sending: Sending,
+) -> Result<Streamed<'g>, Attempt<'static>> {
+    let held = sending == Sending::Held;
+    // A held request's server took part of it (its first write): a failure now is the
+    // server's, not a pooled connection gone stale.
+    let reused = up.reused && !held;
     // In an allocation of its own: relaying the body while reading the head holds two
     // futures at once, which every client connection's task would otherwise carry.
     let outcome = Box::pin(stream_body(c, w, plan, &mut up.stream, &mut body, ub)).await;
     let (head, goes_on) = match outcome {
         BodyOutcome::Sent(Ok(head)) => (head, None),
-        BodyOutcome::Sent(Err(f)) => return Err(no_head(f, false, reused)),
+        // All of it went: a held request may go again as one its first write took whole.
+        BodyOutcome::Sent(Err(f)) => return Err(no_head(f, held, reused)),
         BodyOutcome::Early(head) => {
             let on = plan.duplex && !duplex::refuses(&head.resp);
             (head, Some(on))
         }
         BodyOutcome::Refused(head) => (head, Some(false)),
-        BodyOutcome::Failed(f) => return Err(body_failed(f)),
+        // The write failed and no answer was there; the request is back in `to_upstream`.
+        BodyOutcome::WriteFailed(RelayFail::Upstream(error)) if held => {
+            return Err(Attempt::Retry {
+                error,
+                blame: super::outcome::Blame::Server,
+                why: crate::config::route_opts::RetryReason::Reset,
+                sent: true,
+            })
+        }
+        BodyOutcome::Failed(f) | BodyOutcome::WriteFailed(f) => return Err(body_failed(f)),
         // Dropping `up` closes the upstream connection: the request is abandoned (499).
         BodyOutcome::ClientGone => return Err(Attempt::Abort),
     };
@@ -296,6 +353,9 @@ enum BodyOutcome {
     /// The body could not all be sent (the upstream closed, or reset), and an answer came.
     Refused(Head),
     Failed(RelayFail),
+    /// A write of the body failed (not its timeout) and no answer was there after it: the
+    /// body's buffers are back in the client connection.
+    WriteFailed(RelayFail),
     /// The body was sent, and the client went away while the response head was awaited.
     ClientGone,
 }
@@ -351,9 +411,9 @@ async fn stream_body(
     };
     let sent = match first {
         Ok(end) => {
-            c.from_client = end.from_client;
-            c.to_upstream = end.scratch;
-            end.result
+            let result = end.result;
+            end.restore(&mut c.from_client, &mut c.to_upstream);
+            result
         }
         Err(h) => return head_first(h),
     };
@@ -368,7 +428,7 @@ async fn stream_body(
         Err(RelayFail::Upstream(e)) if e != ProxyError::UpstreamTimeout => {
             match bounded(head).await {
                 Ok(head) => BodyOutcome::Refused(head),
-                Err(_) => BodyOutcome::Failed(RelayFail::Upstream(e)),
+                Err(_) => BodyOutcome::WriteFailed(RelayFail::Upstream(e)),
             }
         }
         Err(f) => BodyOutcome::Failed(f),

@@ -219,3 +219,169 @@ fn streamed_body_is_not_retried() {
     p.stop();
     assert_eq!(a.requests() + b.requests(), 1, "the body was sent twice");
 }
+
+// A body held whole (64 KiB or less) goes out with the head in one write; an upstream that
+// answers before it took all of that write (a 413 from a size limit) has its answer relayed
+// as a streamed body's is, and the request, part of which reached it, is never sent again.
+
+/// A held POST body that no loopback buffer takes whole: the upstream's receive buffer is
+/// 2 KiB and its segments 536 bytes (set on the listener, so its connections inherit them).
+const HELD: usize = 60_000;
+
+/// What a scripted upstream saw: each request line, with the number of its connection.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(usize, String)>>>;
+
+/// An upstream with a small receive buffer: a GET gets `200 ok` (the connection stays), any
+/// other request, once its head is read, `ANSWER` (413, `Connection: close`), then `after`
+/// (a stall lasts until the test drops the returned `Hold`). `answer: false`: nothing is sent
+/// before `after`.
+fn narrow_upstream(after: After, answer: bool) -> (SocketAddr, Seen, Hold) {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(2048).expect("SO_RCVBUF");
+    s.set_mss(536).expect("TCP_MAXSEG");
+    s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+        .unwrap();
+    s.listen(16).unwrap();
+    let l: TcpListener = s.into();
+    let addr = l.local_addr().unwrap();
+    let seen = Seen::default();
+    let (hold, release) = mpsc::channel::<()>();
+    let release = std::sync::Arc::new(std::sync::Mutex::new(release));
+    let log = seen.clone();
+    std::thread::spawn(move || {
+        for (n, s) in l.incoming().enumerate() {
+            let Ok(s) = s else { return };
+            let (log, release) = (log.clone(), release.clone());
+            std::thread::spawn(move || narrow_conn(s, n, (log, release), (after, answer)));
+        }
+    });
+    (addr, seen, hold)
+}
+
+/// One connection of [`narrow_upstream`].
+fn narrow_conn(
+    mut s: std::net::TcpStream,
+    n: usize,
+    (log, release): (Seen, std::sync::Arc<std::sync::Mutex<mpsc::Receiver<()>>>),
+    (after, answer): (After, bool),
+) {
+    let mut pending = Vec::new();
+    loop {
+        let Ok(head) = tests::raw::read_request_head(&mut s, &mut pending) else {
+            return;
+        };
+        let line = String::from_utf8_lossy(&head);
+        let line = line.lines().next().unwrap_or_default().to_string();
+        let get = line.starts_with("GET");
+        log.lock().unwrap().push((n, line));
+        if get {
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .unwrap();
+            continue;
+        }
+        if answer {
+            s.write_all(ANSWER).expect("the answer is written");
+        }
+        match after {
+            After::Close => return,
+            After::Stall => {
+                let _ = release.lock().unwrap().recv();
+                return;
+            }
+        }
+    }
+}
+
+/// The POST with a held body, on client connection `c`.
+fn post_held(c: &mut tests::inproc::Client) -> tests::inproc::Response {
+    let head = format!("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {HELD}\r\n\r\n");
+    c.send(head.as_bytes());
+    c.send(&vec![b'x'; HELD]);
+    c.response()
+}
+
+/// The POSTs `seen` holds.
+fn posts(seen: &Seen) -> Vec<(usize, String)> {
+    let seen = seen.lock().unwrap();
+    seen.iter()
+        .filter(|(_, l)| l.starts_with("POST"))
+        .cloned()
+        .collect()
+}
+
+/// The upstream answers 413 and reads no more: the 413 comes back (as from nginx), not a 504
+/// once the upstream send timeout (sub-second here) gave up on the rest of the write. On
+/// every driver: each writes and reads the upstream its own way.
+#[test]
+fn early_answer_to_a_held_body_is_relayed_when_the_upstream_stops_reading() {
+    for d in tests::drivers() {
+        let (up, seen, _hold) = narrow_upstream(After::Stall, true);
+        let mut cfg = config(&[up]);
+        cfg.runtime.driver = tests::driver_choice(d);
+        cfg.timeouts.upstream_send = Duration::from_millis(500);
+        let p = Proxy::start(cfg);
+        let r = post_held(&mut p.connect());
+        assert_eq!(
+            r.status,
+            413,
+            "{d:?}: {:?}",
+            String::from_utf8_lossy(&r.head)
+        );
+        assert_eq!(r.body, b"too big!");
+        assert_eq!(r.header("connection"), Some("close"));
+        assert_eq!(posts(&seen).len(), 1);
+        p.stop();
+    }
+}
+
+/// The upstream answers 413 and closes (a reset: the body is unread). One server: the 413,
+/// not a 502. Two: still the 413, and the POST, whose head reached the first server, is never
+/// sent to the second (it was, as if the connect had failed).
+#[test]
+fn early_answer_to_a_held_body_then_a_reset_is_relayed_and_not_retried() {
+    let (a, seen_a, _ha) = narrow_upstream(After::Close, true);
+    let p = Proxy::start(config(&[a]));
+    let r = post_held(&mut p.connect());
+    assert_eq!(r.status, 413, "{:?}", String::from_utf8_lossy(&r.head));
+    assert_eq!(r.body, b"too big!");
+    p.stop();
+    assert_eq!(posts(&seen_a).len(), 1);
+
+    let (a, seen_a, _ha) = narrow_upstream(After::Close, true);
+    let (b, seen_b, _hb) = narrow_upstream(After::Close, true);
+    let p = Proxy::start(config(&[a, b]));
+    let r = post_held(&mut p.connect());
+    assert_eq!(r.status, 413, "{:?}", String::from_utf8_lossy(&r.head));
+    p.stop();
+    let sent = posts(&seen_a).len() + posts(&seen_b).len();
+    assert_eq!(sent, 1, "the POST went to both servers");
+}
+
+/// The same on a pooled connection (a GET went first): the 413, and the POST is not sent
+/// again on a fresh connection as if the pooled one had gone stale.
+#[test]
+fn early_answer_to_a_held_body_on_a_pooled_connection_is_relayed_and_not_resent() {
+    let (up, seen, _hold) = narrow_upstream(After::Close, true);
+    let p = Proxy::start(config(&[up]));
+    let mut c = p.connect();
+    assert_eq!(c.get("/").status, 200);
+    let r = post_held(&mut c);
+    assert_eq!(r.status, 413, "{:?}", String::from_utf8_lossy(&r.head));
+    p.stop();
+    assert_eq!(posts(&seen), [(0, "POST /up HTTP/1.1".to_string())]);
+}
+
+/// An upstream that reads the head and resets without answering: 502, and the POST, part of
+/// which it took, goes to no other server.
+#[test]
+fn a_held_post_reset_mid_write_without_an_answer_is_not_retried() {
+    let (a, seen_a, _ha) = narrow_upstream(After::Close, false);
+    let (b, seen_b, _hb) = narrow_upstream(After::Close, false);
+    let p = Proxy::start(config(&[a, b]));
+    let r = post_held(&mut p.connect());
+    assert_eq!(r.status, 502, "{:?}", String::from_utf8_lossy(&r.head));
+    p.stop();
+    let sent = posts(&seen_a).len() + posts(&seen_b).len();
+    assert_eq!(sent, 1, "the POST went to both servers");
+}
