@@ -92,6 +92,7 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: GroupId, s: Se
         return;
     };
     let request = probe::request(check, server);
+    let limits = &gen.cfg.limits.codec;
     // HAProxy's checks of a `send-proxy` server: v1 UNKNOWN, v2 LOCAL.
     let proxy_header = group.proxy_protocol.map_or(&[][..], |v| v.own_header());
     let tls: probe::TlsTo = match (&group.tls, gen.upstream_tls(g)) {
@@ -108,7 +109,7 @@ async fn check_server(w: Rc<ProxyWorker>, gen: Rc<Generation>, g: GroupId, s: Se
     }
     while w.is_current(&gen) {
         let result = monoio::select! {
-            r = probe::probe(&server.addrs, &tls, &request, check, proxy_header) => r,
+            r = probe::probe(&server.addrs, (&tls, limits), &request, check, proxy_header) => r,
             _ = &mut stop => return,
         };
         let (changed, reason) = match result {

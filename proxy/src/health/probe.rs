@@ -5,6 +5,7 @@
 
 use crate::config::health::HealthCheck;
 use crate::config::Server;
+use crate::error::ProxyError;
 use crate::io::{read_some, IoFail};
 use bytes::BytesMut;
 use monoio::io::AsyncWriteRentExt;
@@ -78,15 +79,16 @@ pub fn request(check: &HealthCheck, server: &Server) -> Vec<u8> {
 pub type TlsTo = Option<(Arc<rustls::ClientConfig>, ServerName<'static>)>;
 
 /// Run one check against `addrs` (tried in order, as a request's connect does), over TLS
-/// when the group's servers speak it (the handshake counts within the timeout).
+/// when the group's servers speak it (the handshake counts within the timeout). The answer's
+/// head is read within `limits` (`[limits]`), as a request's answer is.
 pub async fn probe(
     addrs: &[SocketAddr],
-    tls: &TlsTo,
+    (tls, limits): (&TlsTo, &Limits),
     request: &[u8],
     check: &HealthCheck,
     proxy_header: &[u8],
 ) -> Probe {
-    let exchange = exchange(addrs, tls, proxy_header, request);
+    let exchange = exchange(addrs, (tls, limits), proxy_header, request);
     let status = match monoio::time::timeout(check.timeout, exchange).await {
         Err(_) => return Probe::Failed(ProbeFail::Timeout(check.timeout)),
         Ok(Err(ProbeFail::Connect(e))) if shared::net::is_resource_exhaustion(&e) => {
@@ -106,7 +108,7 @@ pub async fn probe(
 /// TLS), read up to the end of the response head: its status.
 async fn exchange(
     addrs: &[SocketAddr],
-    tls: &TlsTo,
+    (tls, limits): (&TlsTo, &Limits),
     proxy_header: &[u8],
     request: &[u8],
 ) -> Result<u16, ProbeFail> {
@@ -129,10 +131,9 @@ async fn exchange(
     };
     let (res, _) = stream.write_all(request.to_vec()).await;
     res.map_err(ProbeFail::Io)?;
-    let limits = Limits::default();
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     loop {
-        if let Some(status) = head_status(&buf, &limits)? {
+        if let Some(status) = head_status(&buf, limits)? {
             return Ok(status);
         }
         if buf.len() >= limits.max_head {
@@ -151,14 +152,21 @@ async fn exchange(
     }
 }
 
-/// The final status once the head in `buf` is complete (interim 1xx heads skipped).
+/// The final status once the head in `buf` is complete (interim 1xx heads skipped), with as
+/// many fields as `limits.max_headers` allows (room for them sized as a request's answer's).
 fn head_status(buf: &[u8], limits: &Limits) -> Result<Option<u16>, ProbeFail> {
-    let mut headers = [httparse::EMPTY_HEADER; 64];
-    match parse_final_response(buf, &mut headers, RequestMethod::Other, limits) {
-        Ok(Status::Complete(head)) => Ok(Some(head.status)),
-        Ok(Status::Partial) => Ok(None),
-        Err(e) => Err(ProbeFail::Invalid(e)),
-    }
+    let parsed = crate::request::with_headers(limits.max_headers, |headers| {
+        match parse_final_response(buf, headers, RequestMethod::Other, limits) {
+            Ok(Status::Complete(head)) => Ok(Some(head.status)),
+            Ok(Status::Partial) => Ok(None),
+            Err(e) => Err(ProxyError::BadResponse(e)),
+        }
+    });
+    parsed.map_err(|e| match e {
+        ProxyError::BadResponse(e) => ProbeFail::Invalid(e),
+        // Not reached: the parse fails with nothing else.
+        other => ProbeFail::Io(std::io::Error::other(other.to_string())),
+    })
 }
 
 #[cfg(test)]
@@ -176,6 +184,27 @@ mod tests {
         assert!(matches!(
             head_status(b"SMTP ready\r\n\r\n", &l),
             Err(ProbeFail::Invalid(_))
+        ));
+    }
+
+    /// Up to `max_headers` fields, as a request's answer: 80 under the default 100, 150 under
+    /// 200; one more is invalid.
+    #[test]
+    fn head_status_takes_as_many_fields_as_max_headers() {
+        let head = |n: usize| {
+            let fields: String = (0..n).map(|i| format!("X-H{i}: v\r\n")).collect();
+            format!("HTTP/1.1 200 OK\r\n{fields}Content-Length: 0\r\n\r\n")
+        };
+        let l = Limits::default();
+        assert_eq!(head_status(head(80).as_bytes(), &l).unwrap(), Some(200));
+        let l = Limits {
+            max_headers: 200,
+            ..Limits::default()
+        };
+        assert_eq!(head_status(head(150).as_bytes(), &l).unwrap(), Some(200));
+        assert!(matches!(
+            head_status(head(200).as_bytes(), &l),
+            Err(ProbeFail::Invalid(CodecError::TooManyHeaders))
         ));
     }
 

@@ -212,3 +212,25 @@ fn passive_marks_work_alongside_active_checks() {
     assert_eq!((hits(&a, "/x"), hits(&b, "/x")), (2, 10));
     p.shutdown().unwrap();
 }
+
+/// A check's answer with more fields than 64 (80: under `[limits] max_headers`, 100 by
+/// default, which a request's answer may have too) passes: the server stays up and serves.
+/// With `fall = 2`, two checks read as invalid would have taken it out before the fourth was
+/// sent (each check's verdict comes before the next is sent).
+#[test]
+fn a_check_answer_with_as_many_fields_as_max_headers_allows_passes() {
+    let headers = (0..80)
+        .map(|i| (format!("X-H{i}"), "v".to_string()))
+        .collect();
+    let (o, _health) = crate::health_origin::switched(OriginConfig {
+        headers,
+        ..OriginConfig::default()
+    });
+    let check = r#"path = "/healthz", interval = "200ms", timeout = "200ms", rise = 1, fall = 2, expect = 200"#;
+    let p = proxy(&[o.addr()], check, "", 1);
+    wait_for(READY, "four checks", || hits(&o, "/healthz") >= 4);
+    let changes: Vec<u64> = p.stats().iter().map(|s| s.health_changes.get()).collect();
+    assert_eq!(changes, [0], "the server was taken out");
+    traffic(p.listen_addrs()[0], 1);
+    p.shutdown().unwrap();
+}
