@@ -351,7 +351,7 @@ impl AccessLog {
         }
         b.extend_from_slice(b",\"upstream_addr\":");
         let server = r
-            .upstream
+            .tried
             .and_then(|s| cfg.groups.get(s.group)?.servers.get(s.server));
         json_str(b, server.map(|s| s.name.as_bytes()));
         secs_or_null(b, "upstream_header_time", r.upstream_ttfb);

@@ -284,6 +284,10 @@ async fn attempts<'g>(
         };
         let s = in_flight.server();
         room = Some(in_flight);
+        c.rec.tried = Some(crate::record::Served {
+            group: g,
+            server: s,
+        });
         let outcome = attempt(c, w, plan, (s, &mut room), &mut spare).await;
         // The room is given back here (a request that waits for a descriptor below must not
         // count itself in flight), unless a stale connection's resend keeps it.
@@ -402,7 +406,26 @@ fn blame_server(w: &ProxyWorker, plan: &Plan<'_>, s: ServerId, outcome: &Attempt
     if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = outcome {
         let kind = crate::metrics::fault_index(*error);
         w.count_server(plan.g, (g, s), |m| m.failures[kind] += 1);
+        // A failed connect was told where it failed, with its cause (`connect`).
+        if !matches!(
+            error,
+            ProxyError::UpstreamRefused | ProxyError::ConnectTimeout
+        ) {
+            log_upstream_error(w, plan.g, (g, s), *error);
+        }
     }
+}
+
+/// Tell of a failure of server `s` of group `g` on stderr (`Observability::upstream_error`).
+fn log_upstream_error(
+    w: &ProxyWorker,
+    gen: &Generation,
+    (g, s): (GroupId, ServerId),
+    e: ProxyError,
+) {
+    let group = &gen.cfg.groups[g];
+    let at = (group.name.as_str(), group.servers[s].name.as_str());
+    w.obs.upstream_error(at, e, format_args!("{e}"));
 }
 
 /// Whether an answer's status is one the route retries on, with a try left, a request that
@@ -754,12 +777,16 @@ async fn relay_response(
             (next, filled)
         }
         Err(RelayFail::Upstream(e)) if c.rec.status == 0 && !filling => {
+            log_upstream_error(&w, &c.g, (group, server), e);
             // Nothing reached the client yet (a head waiting for its short body): it gets the
             // status of what failed, not a silent close.
             respond_error(c, e).await;
             (Next::Close, None)
         }
-        Err(RelayFail::Upstream(e) | RelayFail::Client(e)) => {
+        Err(f @ (RelayFail::Upstream(e) | RelayFail::Client(e))) => {
+            if let RelayFail::Upstream(e) = f {
+                log_upstream_error(&w, &c.g, (group, server), e);
+            }
             // Mid-body: the client connection is aborted; what it got is visibly incomplete:
             // a length or a chunked body falls short of its end; a close-delimited one has no
             // end but the close, which must then be a reset. Over TLS the close already

@@ -425,10 +425,12 @@ impl Finals {
 pub fn same_record(old: &Config, new: &Config, rec: &Record) -> Record {
     let mut r = *rec;
     r.route = rec.route.and_then(|i| same_route(old, new, i));
-    r.upstream = rec.upstream.and_then(|u| {
+    let same = |u: crate::record::Served| {
         let (group, server) = same_server(old, new, u.group, u.server)?;
         Some(crate::record::Served { group, server })
-    });
+    };
+    r.upstream = rec.upstream.and_then(same);
+    r.tried = rec.tried.and_then(same);
     r
 }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// nginx's status for a request whose client closed before a response was sent.
 pub const NO_RESPONSE: u16 = 499;
 
-/// The upstream server that answered.
+/// An upstream server (of a request's generation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Served {
     pub group: GroupId,
@@ -47,6 +47,9 @@ pub struct Record {
     /// What went wrong, if anything did.
     pub fault: Option<ProxyError>,
     pub upstream: Option<Served>,
+    /// The last server an attempt went to, whether it answered or not: the access log's
+    /// `upstream_addr` (nginx keeps `$upstream_addr` for a failed attempt too).
+    pub tried: Option<Served>,
     /// When the attempt on the server that answered began (its connect included).
     pub upstream_sent: Option<Instant>,
     /// From then to the upstream's response head (nginx's `$upstream_header_time`).
@@ -84,6 +87,7 @@ impl Record {
             bytes_out: 0,
             fault: None,
             upstream: None,
+            tried: None,
             upstream_sent: None,
             upstream_ttfb: None,
             upstream_time: None,

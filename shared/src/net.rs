@@ -337,9 +337,79 @@ impl RateLimitedLog {
     }
 }
 
+/// At most `burst` lines in each window of `every`; the lines past them are counted, and the
+/// count is told once, before the first line let through in a later window: a failure that
+/// repeats thousands of times a second costs a few lines a second, not a line per event.
+#[derive(Debug)]
+pub struct BurstLog {
+    every: Duration,
+    burst: u32,
+    /// When the current window began, and the lines let through in it.
+    window: Option<(std::time::Instant, u32)>,
+    suppressed: u64,
+}
+
+/// What [`BurstLog::admit`] says about one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Write it, after a line telling of this many lines held back before it (when not 0).
+    Write { suppressed: u64 },
+    /// Hold it back (it is counted).
+    Hold,
+}
+
+impl BurstLog {
+    pub const fn new(every: Duration, burst: u32) -> Self {
+        BurstLog {
+            every,
+            burst,
+            window: None,
+            suppressed: 0,
+        }
+    }
+
+    /// Whether a line that comes at `now` is written.
+    pub fn admit(&mut self, now: std::time::Instant) -> Admit {
+        let (start, used) = match self.window {
+            Some((start, used)) if now.saturating_duration_since(start) < self.every => {
+                (start, used)
+            }
+            _ => (now, 0),
+        };
+        if used >= self.burst {
+            self.suppressed += 1;
+            return Admit::Hold;
+        }
+        self.window = Some((start, used + 1));
+        Admit::Write {
+            suppressed: std::mem::take(&mut self.suppressed),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_burst_log_lets_a_few_lines_a_window_through_and_tells_what_it_held() {
+        let mut l = BurstLog::new(Duration::from_secs(1), 3);
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let first: Vec<Admit> = (0..5).map(|i| l.admit(at(i * 100))).collect();
+        let write = |suppressed| Admit::Write { suppressed };
+        assert_eq!(
+            first,
+            [write(0), write(0), write(0), Admit::Hold, Admit::Hold]
+        );
+        // A new window: the first line comes with the count held back.
+        assert_eq!(l.admit(at(1000)), write(2));
+        assert_eq!(l.admit(at(1100)), write(0));
+        assert_eq!(l.admit(at(1200)), write(0));
+        assert_eq!(l.admit(at(1300)), Admit::Hold);
+        // Long after: a window of its own, with the one held.
+        assert_eq!(l.admit(at(60_000)), write(1));
+    }
 
     #[test]
     fn reuseport_group_shares_one_port() {

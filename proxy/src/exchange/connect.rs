@@ -20,8 +20,13 @@ pub(super) struct Dest<'a> {
     pub proxy_header: Option<Vec<u8>>,
 }
 
-/// Connect (and for TLS, handshake) within `limit`.
-async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstream, ProxyError> {
+/// Connect (and for TLS, handshake) within `limit`; a failure is told on stderr, naming
+/// the server and its `group`.
+async fn connect(
+    w: &ProxyWorker,
+    (group, to): (&str, Dest<'_>),
+    limit: Duration,
+) -> Result<Upstream, ProxyError> {
     let server = to.server;
     w.stats.upstream_connects.incr();
     let r = monoio::time::timeout(limit, async {
@@ -51,14 +56,18 @@ async fn connect(w: &ProxyWorker, to: Dest<'_>, limit: Duration) -> Result<Upstr
             nonblocking: false,
         }),
         Ok(Err(e)) => {
+            let error = connect_error(&e);
+            let at = (group, server.name.as_str());
             w.obs
-                .log_error(format_args!("upstream {}: connect: {e}", server.name));
-            Err(connect_error(&e))
+                .upstream_error(at, error, format_args!("connect: {e}"));
+            Err(error)
         }
         Err(_) => {
+            let at = (group, server.name.as_str());
+            let error = ProxyError::ConnectTimeout;
             w.obs
-                .log_error(format_args!("upstream {}: connect timed out", server.name));
-            Err(ProxyError::ConnectTimeout)
+                .upstream_error(at, error, format_args!("connect timed out"));
+            Err(error)
         }
     }
 }
@@ -100,7 +109,8 @@ pub(super) async fn counted_connect(
     server: (GroupId, ServerId),
 ) -> Result<Upstream, ProxyError> {
     w.count_server(gen, server, |m| m.connects += 1);
-    connect(w, to, limit).await
+    let group = gen.cfg.groups.get(server.0).map_or("", |g| g.name.as_str());
+    connect(w, (group, to), limit).await
 }
 
 #[cfg(test)]

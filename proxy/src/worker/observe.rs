@@ -6,16 +6,22 @@
 use crate::access_log::AccessLog;
 use crate::config::Config;
 use crate::generation::Generation;
-use shared::net::RateLimitedLog;
+use shared::net::{Admit, BurstLog, RateLimitedLog};
 use std::cell::{Cell, RefCell};
 use std::rc::{Rc, Weak};
 use std::time::{Duration, Instant};
+
+/// Lines a worker writes about failed upstream attempts in a second at most; the rest are
+/// counted and told in one line before the next second's first.
+const UPSTREAM_LINES: u32 = 5;
 
 /// One generation's access log (`Generation::access_log`).
 pub type SharedLog = Rc<RefCell<AccessLog>>;
 
 pub struct Observability {
     errlog: RefCell<RateLimitedLog>,
+    /// Failed upstream attempts' lines: a few a second (`upstream_error`).
+    uperrlog: RefCell<BurstLog>,
     /// What requests came to (fed once per request from its record, `client::requests`),
     /// when `counting`.
     pub metrics: RefCell<crate::metrics::Metrics>,
@@ -38,6 +44,7 @@ impl Observability {
     pub(super) fn new(cfg: &Config) -> Self {
         Observability {
             errlog: RefCell::new(RateLimitedLog::new(Duration::from_secs(5))),
+            uperrlog: RefCell::new(BurstLog::new(Duration::from_secs(1), UPSTREAM_LINES)),
             metrics: RefCell::new(crate::metrics::Metrics::new(cfg)),
             counting: cfg.admin.is_some(),
             log_dropped: Rc::default(),
@@ -107,6 +114,28 @@ impl Observability {
                 shared::log!("proxy: {what}")
             }
         });
+    }
+
+    /// One line about a failed upstream attempt (nginx's error log line naming the
+    /// upstream): `upstream SERVER (group GROUP): KIND: WHAT`, KIND as the access log's
+    /// `fault` and the metrics name it. At most `UPSTREAM_LINES` a second per worker (a dead
+    /// upstream under load must not flood stderr); like every worker line, queued for the
+    /// log writer thread, never written from the worker (`shared::log`).
+    pub fn upstream_error(
+        &self,
+        (group, server): (&str, &str),
+        e: crate::error::ProxyError,
+        what: std::fmt::Arguments<'_>,
+    ) {
+        let admit = self.uperrlog.borrow_mut().admit(shared::clock::loop_now());
+        let Admit::Write { suppressed } = admit else {
+            return;
+        };
+        if suppressed > 0 {
+            shared::log!("proxy: {suppressed} more upstream errors suppressed");
+        }
+        let kind = crate::metrics::FAULT_KINDS[crate::metrics::fault_index(e)];
+        shared::log!("proxy: upstream {server} (group {group}): {kind}: {what}");
     }
 
     /// The access log line of a request that ended, in its generation's log.

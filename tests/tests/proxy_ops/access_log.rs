@@ -306,3 +306,104 @@ fn a_reload_switches_removes_and_adds_the_log_and_rejects_a_path_it_cannot_open(
     );
     assert!(!bad.exists());
 }
+
+/// An origin that answers by path: `/garbage` a status line that is not one, `/stall`
+/// nothing (it waits for the proxy to close), `/close` a close without an answer, `/cut`
+/// 10 bytes of a 100-byte body and a close; anything else `200 ok`.
+fn failing_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let Ok(head) = raw::read_request_head(&mut s, &mut Vec::new()) else {
+                    return;
+                };
+                let path = String::from_utf8_lossy(&head);
+                let path = path.split(' ').nth(1).unwrap_or_default().to_string();
+                let answer: &[u8] = match path.as_str() {
+                    "/garbage" => b"HTTP/1.1 2x0 Broken\r\n\r\n",
+                    "/cut" => b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789",
+                    "/close" => b"",
+                    "/stall" => {
+                        // Until the proxy gives up (its read timeout) and closes.
+                        let _ = s.read_to_end(&mut Vec::new());
+                        return;
+                    }
+                    _ => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+                };
+                let _ = s.write_all(answer);
+            });
+        }
+    });
+    addr
+}
+
+/// A failed upstream attempt is attributed, as nginx's `$upstream_addr` and error log do:
+/// the access log names the server tried, and stderr gets one line per failure naming the
+/// group, the server and the failure kind (a bad status line, no answer within `read`, a
+/// close before the answer, a body cut off).
+#[test]
+fn failed_upstream_attempts_name_their_server_in_the_log_and_on_stderr() {
+    let dir = Scratch::new("upstream-errors");
+    let log = dir.path("access.log");
+    let origin = failing_origin();
+    let text = config_text(origin, &log, "json", 1).replace(
+        &format!("servers = [\"{origin}\"]"),
+        &format!(
+            "servers = [{{ addr = \"{origin}\", max_fails = 0 }}]\n[timeouts]\nread = \"300ms\""
+        ),
+    );
+    let file = dir.path("p.toml");
+    std::fs::write(&file, text).unwrap();
+    let p = ProxyProcess::start(ProxyProcess::command().arg("--config").arg(&file));
+    let get = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").into_bytes()
+    };
+    let statuses: Vec<u16> = ["/garbage", "/stall", "/close", "/cut"]
+        .iter()
+        .map(|path| {
+            let r = raw::exchange(p.addr, &get(path), WAIT);
+            r.responses().first().map_or(0, |r| r.status)
+        })
+        .collect();
+    assert_eq!(statuses, [502, 504, 502, 200]);
+    p.signal(libc::SIGTERM);
+    let (status, stderr) = p.process.finish(WAIT);
+    assert!(status.success(), "{status:?}");
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let want = [
+        ("/garbage", "bad_response"),
+        ("/stall", "upstream_timeout"),
+        ("/close", "upstream_closed"),
+        ("/cut", "upstream_closed"),
+    ];
+    let logged: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(logged.len(), want.len(), "{lines}");
+    let server = origin.to_string();
+    for ((path, kind), line) in want.iter().zip(&logged) {
+        assert!(line["request"].as_str().unwrap().contains(path), "{line}");
+        assert_eq!(line["upstream_addr"], server.as_str(), "{path}: {line}");
+        assert_eq!(line["fault"], *kind, "{path}: {line}");
+    }
+    let about = |kind: &str| {
+        stderr
+            .lines()
+            .filter(|l| l.contains(&format!("upstream {server} (group app): {kind}")))
+            .count()
+    };
+    assert_eq!(
+        (
+            about("bad_response"),
+            about("upstream_timeout"),
+            about("upstream_closed")
+        ),
+        (1, 1, 2),
+        "{stderr}"
+    );
+}
