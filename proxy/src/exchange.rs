@@ -670,15 +670,15 @@ async fn send_head(
                 Ok(HeadSent::Whole)
             }
             Err(f) => Err(Attempt::Fail {
-                error: write_error(f.fail),
+                error: unanswered_write(f.fail),
                 blame: Blame::Server,
             }),
         },
         // Nothing was delivered: safe to send again, whatever the method.
-        Err(WriteFail { buf: Some(b), .. }) => {
+        Err(WriteFail { buf: Some(b), fail }) => {
             c.to_upstream = b;
             Err(Attempt::Retry {
-                error: ProxyError::UpstreamIo,
+                error: unanswered_write(fail),
                 blame: Blame::unless_stale(up.reused),
                 why: match up.reused {
                     true => RetryReason::Stale,
@@ -694,11 +694,14 @@ async fn send_head(
     }
 }
 
-/// What a failed write to the upstream is.
-fn write_error(f: crate::io::IoFail) -> ProxyError {
+/// What a failed write of the request is, before any byte of an answer: a timeout, or the
+/// server closed without answering (`upstream_closed`, as a close or a reset noticed while
+/// the answer is awaited: which of the two notices it depends on the request's size and the
+/// buffers on the way, not on what the server did).
+fn unanswered_write(f: crate::io::IoFail) -> ProxyError {
     match f {
         crate::io::IoFail::Timeout => ProxyError::UpstreamTimeout,
-        crate::io::IoFail::Error(_) => ProxyError::UpstreamIo,
+        crate::io::IoFail::Error(_) => ProxyError::UpstreamClosed,
     }
 }
 

@@ -428,6 +428,12 @@ async fn stream_body(
         Err(RelayFail::Upstream(e)) if e != ProxyError::UpstreamTimeout => {
             match bounded(head).await {
                 Ok(head) => BodyOutcome::Refused(head),
+                // Not a byte of an answer: the server closed (or reset) without answering,
+                // as when the wait for the answer notices it (`upstream_closed`).
+                Err(HeadFail::Nothing(_)) => {
+                    BodyOutcome::WriteFailed(RelayFail::Upstream(ProxyError::UpstreamClosed))
+                }
+                Err(HeadFail::Bad(e)) => BodyOutcome::Failed(RelayFail::Upstream(e)),
                 Err(_) => BodyOutcome::WriteFailed(RelayFail::Upstream(e)),
             }
         }

@@ -385,3 +385,26 @@ fn a_held_post_reset_mid_write_without_an_answer_is_not_retried() {
     let sent = posts(&seen_a).len() + posts(&seen_b).len();
     assert_eq!(sent, 1, "the POST went to both servers");
 }
+
+/// A reset before any byte of the answer counts as `upstream_closed` (the server closed
+/// without answering), whether it struck while the request was being written or after: which
+/// of the two it is depends on the request's size and the buffers on the way, not on what
+/// the server did. The upstream reads the head of a held POST and resets without answering.
+#[test]
+fn a_reset_that_strikes_the_requests_write_counts_as_upstream_closed() {
+    let (up, seen, _hold) = narrow_upstream(After::Close, false);
+    let mut cfg = config(&[up]);
+    cfg.admin = Some("127.0.0.1:0".parse().unwrap());
+    let p = Proxy::start(cfg);
+    let r = post_held(&mut p.connect());
+    assert_eq!(r.status, 502, "{:?}", String::from_utf8_lossy(&r.head));
+    assert_eq!(posts(&seen).len(), 1);
+    let m = tests::scrape::scrape(p.running().admin_addr().unwrap());
+    let fault = |kind: &str| m[&format!("proxy_request_faults_total{{kind=\"{kind}\"}}")];
+    assert_eq!(
+        (fault("upstream_closed"), fault("upstream_io")),
+        (1.0, 0.0),
+        "(upstream_closed, upstream_io)"
+    );
+    p.stop();
+}
