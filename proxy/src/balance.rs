@@ -297,10 +297,16 @@ impl Balancer {
         if let Some(s) = self.servers.get(server) {
             s.load.active.set(s.load.active.get().saturating_sub(1));
         }
-        let mut queue = self.queue.borrow_mut();
-        if !queue.is_empty() {
-            queue.wake_next();
-        }
+        wake_one(&self.queue);
+    }
+
+    /// `server`'s room, counted in already, as a value that holds no part of this balancer
+    /// ([`HeldRoom`]); `None` for an index out of range.
+    fn hold(&self, server: ServerId) -> Option<HeldRoom> {
+        self.servers.get(server).map(|s| HeldRoom {
+            load: s.load.clone(),
+            queue: self.queue.clone(),
+        })
     }
 
     /// Connecting to `server` failed, or it closed or timed out before answering.
@@ -482,6 +488,35 @@ impl Balancer {
         x ^= x >> 27;
         self.rng = x;
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// A request's room on a server held apart from its generation, for a WebSocket tunnel's
+/// life (which may span many reloads): the server's count of requests in flight ([`Load`],
+/// shared with every later generation that keeps the server) and the group's queue (handed
+/// on the same way), not the balancer nor anything else of the generation. Dropped, it
+/// counts the request out and wakes a waiter, as [`Balancer::finished`] does: a request
+/// queued in a later generation that kept the server takes the room; a server or group a
+/// reload removed leaves a count and a queue that no one reads any more.
+pub struct HeldRoom {
+    load: Rc<Load>,
+    queue: Rc<RefCell<queue::Queue>>,
+}
+
+impl Drop for HeldRoom {
+    fn drop(&mut self) {
+        self.load
+            .active
+            .set(self.load.active.get().saturating_sub(1));
+        wake_one(&self.queue);
+    }
+}
+
+/// A request finished: the first waiter not woken yet looks for room.
+fn wake_one(queue: &RefCell<queue::Queue>) {
+    let mut queue = queue.borrow_mut();
+    if !queue.is_empty() {
+        queue.wake_next();
     }
 }
 

@@ -378,11 +378,9 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
             stream.close_now();
             Step::Done
         }
-        // A tunnel may outlive many reloads: it keeps two timeouts, not its generation
-        // (whose pools, stores and open files would stay with it).
-        Served::Tunnel(up, limits) => {
-            Step::Tunnel(Box::pin(crate::tunnel::run(limits, stream, up)))
-        }
+        // A tunnel may outlive many reloads: it keeps its timeouts and its server's room,
+        // not its generation (whose pools, stores and open files would stay with it).
+        Served::Tunnel(t) => Step::Tunnel(Box::pin(crate::tunnel::run(t, stream))),
     }
 }
 
@@ -397,8 +395,8 @@ enum Served {
     Quiet,
     /// The response is complete and every I/O on the stream completed: close at once.
     Finished,
-    /// A WebSocket upgrade: relay bytes with this upstream connection.
-    Tunnel(Stream, crate::tunnel::Limits),
+    /// A WebSocket upgrade: relay bytes with its upstream connection.
+    Tunnel(crate::tunnel::Tunnel),
 }
 
 /// Serve requests until the connection goes idle or is done. `first`: the first head's
@@ -475,7 +473,7 @@ async fn requests(
             }
             Next::Close => return Served::Close,
             Next::Finished => return Served::Finished,
-            Next::Tunnel(up, limits) => return Served::Tunnel(up, limits),
+            Next::Tunnel(t) => return Served::Tunnel(t),
         }
     }
 }

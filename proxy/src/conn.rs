@@ -24,9 +24,9 @@ pub enum Next {
     /// The response is complete and the connection closes: every I/O on the client socket
     /// completed (none was dropped in flight), so its fd can be closed directly.
     Finished,
-    /// A WebSocket upgrade succeeded: relay bytes with this upstream connection, within
-    /// the route's limits.
-    Tunnel(Stream, crate::tunnel::Limits),
+    /// A WebSocket upgrade succeeded: relay bytes with its upstream connection, within
+    /// the route's limits, holding the server's room.
+    Tunnel(crate::tunnel::Tunnel),
 }
 
 /// A client connection's state while it serves requests (in its request frame,

@@ -137,7 +137,7 @@ pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next 
     };
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, req, a.body.into_upstream(), a.head).await;
+        return start_tunnel(c, req, a).await;
     }
     relay_response(c, a, group, None).await.0
 }
@@ -865,8 +865,16 @@ async fn relay_answer(
 }
 
 /// Send the 101 head (with any bytes the upstream sent after it) to the client and whatever
-/// the client sent after its request to the upstream; then the connection is a tunnel.
-async fn start_tunnel(c: &mut ClientConn, req: &RequestInfo, mut up: Upstream, head: Head) -> Next {
+/// the client sent after its request to the upstream; then the connection is a tunnel, which
+/// holds the server's room until it ends.
+async fn start_tunnel(c: &mut ClientConn, req: &RequestInfo, a: Answered<'_>) -> Next {
+    let Answered {
+        body,
+        head,
+        _in_flight: room,
+        ..
+    } = a;
+    let mut up = body.into_upstream();
     let g = c.g.clone();
     // The route's own timeouts, as every other wait of its exchanges.
     let t = g.cfg.routes[req.route].timeouts(&g.cfg.timeouts);
@@ -888,5 +896,9 @@ async fn start_tunnel(c: &mut ClientConn, req: &RequestInfo, mut up: Upstream, h
             return Next::Close;
         }
     }
-    Next::Tunnel(up.stream, crate::tunnel::Limits::of(t))
+    Next::Tunnel(crate::tunnel::Tunnel {
+        up: up.stream,
+        limits: crate::tunnel::Limits::of(t),
+        room: room.and_then(InFlight::detach),
+    })
 }

@@ -8,6 +8,7 @@
 //! pushes to a client that never sends (or the other way round) is not idle, nor is a write
 //! stalled on a slow reader (the send timeout bounds that one).
 
+use crate::balance::HeldRoom;
 use crate::config::Timeouts;
 use crate::io::{read_some, write_all, IoFail};
 use bytes::BytesMut;
@@ -40,8 +41,24 @@ impl Limits {
     }
 }
 
-/// Relay bytes both ways until both directions ended.
-pub async fn run(limits: Limits, client: Stream, upstream: Stream) {
+/// A WebSocket upgrade that succeeded: what the tunnel keeps for its life.
+pub struct Tunnel {
+    /// The upstream connection.
+    pub up: Stream,
+    pub limits: Limits,
+    /// The server's room (`max_conns`, least-conn, the in-flight gauge), held until the
+    /// tunnel ends, as nginx and HAProxy count a tunnel as a connection to its server: the
+    /// count and the queue only, not the generation (`balance::HeldRoom`).
+    pub room: Option<HeldRoom>,
+}
+
+/// Relay bytes both ways until both directions ended; then the server's room is given back.
+pub async fn run(tunnel: Tunnel, client: Stream) {
+    let Tunnel {
+        up: upstream,
+        limits,
+        room: _room,
+    } = tunnel;
     let Limits { idle, send } = limits;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();

@@ -170,6 +170,15 @@ impl<'a> InFlight<'a> {
     pub fn server(&self) -> ServerId {
         self.server
     }
+
+    /// The room, still counted, held apart from the balancer (and so from its generation):
+    /// for a request that outlives its exchange, a WebSocket tunnel.
+    pub fn detach(self) -> Option<super::HeldRoom> {
+        let held = self.balancer.borrow().hold(self.server)?;
+        // Counted out by the held room when it goes, not here.
+        std::mem::forget(self);
+        Some(held)
+    }
 }
 
 impl Drop for InFlight<'_> {

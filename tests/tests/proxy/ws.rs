@@ -186,3 +186,118 @@ fn a_tunnel_writing_to_a_slow_reader_is_not_idle() {
     got.extend(c.read_to_close());
     assert_eq!(got.len(), LEN, "the whole push");
 }
+
+/// An origin named `name`: an upgrade gets a 101 and its bytes echoed until the proxy ends
+/// the tunnel; any other request a `200` whose body is `name`, then a close.
+fn named_origin(name: &'static str) -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let Ok(head) = tests::raw::read_request_head(&mut s, &mut Vec::new()) else {
+                    return;
+                };
+                if !tests::text(&head).contains("Upgrade: websocket") {
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
+                        name.len()
+                    );
+                    let _ = s.write_all(answer.as_bytes());
+                    return;
+                }
+                let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                            Connection: Upgrade\r\n\r\n";
+                if s.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A proxy over group `app` of `servers` (TOML tables), balanced `balance`, whose route waits
+/// `connect` for room (the queue's bound).
+fn group_proxy(servers: &str, balance: &str, connect: &str) -> tests::inproc::Proxy {
+    tests::toml_proxy::start(&format!(
+        "[upstream.app]\nservers = [{servers}]\nbalance = \"{balance}\"\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\ntimeouts = {{ connect = \"{connect}\" }}\n"
+    ))
+}
+
+/// An upgrade on a new connection: its status, and the connection.
+fn upgrade(p: &tests::inproc::Proxy) -> (u16, tests::inproc::Client) {
+    let mut c = p.connect();
+    c.send(UPGRADE);
+    (c.response().status, c)
+}
+
+/// The tunnel carries bytes: `msg` comes back.
+fn echoes(c: &mut tests::inproc::Client, msg: &[u8]) {
+    c.stream.write_all(msg).expect("the tunnel is open");
+    let mut got = c.take_buffered();
+    while got.len() < msg.len() {
+        let mut tmp = [0u8; 4096];
+        let n = c.stream.read(&mut tmp).expect("the echo");
+        assert!(n > 0, "the tunnel closed");
+        got.extend_from_slice(&tmp[..n]);
+    }
+    assert_eq!(got, msg);
+}
+
+#[test]
+fn an_open_tunnel_holds_its_servers_room_under_max_conns() {
+    // Two servers of one room each: two tunnels take both; a third upgrade waits for room
+    // (300 ms) and gets 503, as a request does while both are busy (nginx: 502 at once).
+    // The tunnels gave their rooms back at the 101: the third got a tunnel as well.
+    let (a, b) = (named_origin("a"), named_origin("b"));
+    let servers =
+        format!("{{ addr = \"{a}\", max_conns = 1 }}, {{ addr = \"{b}\", max_conns = 1 }}");
+    let p = group_proxy(&servers, "least-conn", "300ms");
+    let (s1, mut t1) = upgrade(&p);
+    let (s2, mut t2) = upgrade(&p);
+    assert_eq!((s1, s2), (101, 101));
+    let (s3, _c3) = upgrade(&p);
+    assert_eq!(s3, 503, "a third tunnel over two servers of max_conns = 1");
+    let (s4, _c4) = upgrade(&p);
+    assert_eq!(s4, 503);
+    echoes(&mut t1, b"still one");
+    // A tunnel that ends gives its room back: the next upgrade takes it (it waits for it
+    // in the queue, up to 300 ms, should the end not be through yet).
+    t2.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    t2.read_to_close();
+    let (s5, mut t5) = upgrade(&p);
+    assert_eq!(s5, 101, "the room of the tunnel that ended");
+    echoes(&mut t5, b"the new one");
+}
+
+#[test]
+fn least_conn_weighs_open_tunnels() {
+    // One tunnel open on a server: least-conn sends the requests that follow, one at a
+    // time, to the other one. Uncounted, the tunnel left both at 0 and they alternated.
+    let (a, b) = (named_origin("a"), named_origin("b"));
+    let p = group_proxy(&format!("\"{a}\", \"{b}\""), "least-conn", "1s");
+    let (s, mut t) = upgrade(&p);
+    assert_eq!(s, 101);
+    let mut went = Vec::new();
+    for _ in 0..4 {
+        let mut c = p.connect();
+        let r = c.get("/");
+        assert_eq!(r.status, 200);
+        went.push(tests::text(&r.body));
+    }
+    // The tunnel's server: the one that got none of the requests.
+    let first = went[0].clone();
+    assert!(
+        went.iter().all(|w| *w == first),
+        "requests beside an open tunnel went to {went:?}"
+    );
+    echoes(&mut t, b"the tunnel is on the other one");
+}

@@ -173,7 +173,7 @@ pub(super) async fn fetch(
     cache_fields(&mut c.to_client, &f);
     end_client_head(&mut c.to_client, &a.head.resp);
     if a.head.resp.framing == ClientFraming::Tunnel {
-        return start_tunnel(c, req, a.body.into_upstream(), a.head).await;
+        return start_tunnel(c, req, a).await;
     }
     let started = fill.as_ref().and_then(|s| s.handle.map(|h| (s.store, h)));
     let (next, filled) = relay_response(c, a, group, fill).await;
