@@ -6,7 +6,9 @@
 //! read or wrote a byte for the upstream read timeout: nginx's `proxy_read_timeout` is re-armed
 //! by either side's bytes, HAProxy's `timeout tunnel` is inactivity both ways. A server that
 //! pushes to a client that never sends (or the other way round) is not idle, nor is a write
-//! stalled on a slow reader (the send timeout bounds that one).
+//! stalled on a slow reader (the send timeouts bound that one: the client `send` towards the
+//! client, the route's `upstream_send` towards the upstream, as nginx's `send_timeout` and
+//! `proxy_send_timeout` do).
 
 use crate::balance::HeldRoom;
 use crate::config::Timeouts;
@@ -21,15 +23,18 @@ use std::time::{Duration, Instant};
 
 const TUNNEL_BUF: usize = 16 * 1024;
 
-/// What a tunnel keeps of the configuration its upgrade was served on: two durations, copied,
-/// so that the generation (its pools, response stores, open files) is not held for the
-/// tunnel's life, which may span many reloads.
+/// What a tunnel keeps of the configuration its upgrade was served on: three durations,
+/// copied, so that the generation (its pools, response stores, open files) is not held for
+/// the tunnel's life, which may span many reloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Both directions may be silent this long (the upstream read timeout).
     pub idle: Duration,
-    /// One write may stall this long (the client send timeout).
+    /// One write to the client may stall this long (the client send timeout).
     pub send: Duration,
+    /// One write to the upstream may stall this long (the route's `upstream_send`, as
+    /// nginx's `proxy_send_timeout` bounds an upgraded connection's writes upstream).
+    pub upstream_send: Duration,
 }
 
 impl Limits {
@@ -37,6 +42,7 @@ impl Limits {
         Limits {
             idle: t.read,
             send: t.send,
+            upstream_send: t.upstream_send,
         }
     }
 }
@@ -59,14 +65,18 @@ pub async fn run(tunnel: Tunnel, client: Stream) {
         limits,
         room: _room,
     } = tunnel;
-    let Limits { idle, send } = limits;
+    let Limits {
+        idle,
+        send,
+        upstream_send,
+    } = limits;
     let (mut cr, mut cw) = client.into_split();
     let (mut ur, mut uw) = upstream.into_split();
     let act = Activity {
         last: Cell::new(shared::clock::loop_now()),
         writing: Cell::new(0),
     };
-    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &act), send));
+    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &act), upstream_send));
     let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, (idle, &act), send));
     monoio::select! {
         clean = &mut up => if clean { down.await; },

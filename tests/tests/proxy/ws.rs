@@ -301,3 +301,29 @@ fn least_conn_weighs_open_tunnels() {
     );
     echoes(&mut t, b"the tunnel is on the other one");
 }
+
+#[test]
+fn tunnel_writes_to_the_upstream_are_bounded_by_upstream_send() {
+    // The origin takes the upgrade and never reads; the client floods the tunnel. The
+    // proxy's write to the origin stalls: the route's `upstream_send` (300 ms) bounds it,
+    // not the client `send` (30 s, past the client's 10 s wait). nginx: proxy_send_timeout.
+    let origin = upgrading_origin(|s| {
+        std::thread::sleep(std::time::Duration::from_secs(40));
+        drop(s);
+    });
+    let p = tests::toml_proxy::start(&format!(
+        // Still in `config_text`'s [timeouts].
+        "read = \"30s\"\nsend = \"30s\"\n[upstream.app]\nservers = [\"{origin}\"]\n\
+         [[route]]\npath = \"/\"\nupstream = \"app\"\ntimeouts = {{ upstream_send = \"300ms\" }}\n"
+    ));
+    let mut c = p.connect();
+    c.send(UPGRADE);
+    assert_eq!(c.response().status, 101);
+    // Until a write stalls (every buffer on the way is full) or fails (the proxy closed).
+    c.stream
+        .set_write_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
+    let chunk = vec![b'f'; 64 * 1024];
+    while c.stream.write_all(&chunk).is_ok() {}
+    c.read_to_close();
+}
