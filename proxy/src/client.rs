@@ -380,7 +380,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         }
         // A tunnel may outlive many reloads: it keeps its timeouts and its server's room,
         // not its generation (whose pools, stores and open files would stay with it).
-        Served::Tunnel(t) => Step::Tunnel(Box::pin(crate::tunnel::run(t, stream))),
+        Served::Tunnel(t, end) => Step::Tunnel(Box::pin(tunnel(w, t, stream, end))),
     }
 }
 
@@ -395,8 +395,73 @@ enum Served {
     Quiet,
     /// The response is complete and every I/O on the stream completed: close at once.
     Finished,
-    /// A WebSocket upgrade: relay bytes with its upstream connection.
-    Tunnel(crate::tunnel::Tunnel),
+    /// A WebSocket upgrade: relay bytes with its upstream connection; its request's record
+    /// is finished when the tunnel ends.
+    Tunnel(crate::tunnel::Tunnel, Box<TunnelEnd>),
+}
+
+/// What finishing a tunnel's request takes, kept from its frame for the tunnel's life:
+/// nginx writes an upgraded request's line when the tunnel closes, `$body_bytes_sent`
+/// counting what went to the client after the 101 head and `$request_time` the whole tunnel.
+/// Boxed: only a tunnel pays for it.
+pub struct TunnelEnd {
+    rec: crate::record::Record,
+    line: crate::access_log::LogRequest,
+    /// Its generation's config and access log (not the generation: its pools and stores go
+    /// with it), when that generation timed its requests (metrics or a log).
+    held: Option<(Arc<crate::config::Config>, Option<crate::worker::SharedLog>)>,
+    /// What the client sent past its request before the tunnel (relayed as its first bytes).
+    early: u64,
+}
+
+impl TunnelEnd {
+    /// The request's record as the 101 left it, taken from the frame.
+    fn of(c: &mut ClientConn) -> Box<TunnelEnd> {
+        let upto = c.received.get().saturating_sub(c.request_at);
+        settle(c);
+        let held =
+            c.w.timing(&c.g)
+                .then(|| (c.g.cfg.clone(), c.g.access_log.clone()));
+        Box::new(TunnelEnd {
+            rec: c.rec,
+            line: std::mem::take(&mut c.logreq),
+            held,
+            early: upto.saturating_sub(c.rec.bytes_in),
+        })
+    }
+
+    /// The tunnel ended: its bytes and its whole time go into the record, which is counted
+    /// and logged.
+    fn finish(mut self, w: &ProxyWorker, moved: &crate::tunnel::Moved) {
+        self.rec.bytes_out += moved.to_client.get();
+        if let Some(sent) = self.rec.upstream_sent {
+            let now = shared::clock::loop_now();
+            self.rec.upstream_time = Some(now.saturating_duration_since(sent));
+        }
+        let received = self.early + moved.to_upstream.get();
+        w.finish_tunnel(self.held.as_ref(), &self.rec, &self.line, received);
+    }
+}
+
+/// A tunnel's life, then its request's end. A graceful stop leaves it the shutdown timeout,
+/// as it leaves every request in flight, then cuts it here (its line is written then, not
+/// lost with the worker).
+async fn tunnel(w: Rc<ProxyWorker>, t: crate::tunnel::Tunnel, stream: Stream, end: Box<TunnelEnd>) {
+    let moved = crate::tunnel::Moved::default();
+    let stop = w.life.shutdown.wait();
+    monoio::select! {
+        _ = crate::tunnel::run(t, stream, &moved) => {}
+        _ = cut_after_stop(&w, stop) => {}
+    }
+    end.finish(&w, &moved);
+}
+
+/// The shutdown's grace after a stop (the current generation's `[timeouts] shutdown`, as
+/// the worker's wait for its connections).
+async fn cut_after_stop(w: &ProxyWorker, stop: Wait) {
+    stop.await;
+    let grace = w.generation().cfg.timeouts.shutdown;
+    monoio::time::sleep(grace).await;
 }
 
 /// Serve requests until the connection goes idle or is done. `first`: the first head's
@@ -449,6 +514,11 @@ async fn requests(
                 crate::static_serve::serve(c, g.site(site), &info, &query).await
             }
         };
+        let next = match next {
+            // Its record is finished when the tunnel ends.
+            Next::Tunnel(t) => return Served::Tunnel(t, TunnelEnd::of(c)),
+            next => next,
+        };
         finish(c);
         match next {
             Next::KeepAlive => {
@@ -471,9 +541,9 @@ async fn requests(
                     }
                 }
             }
-            Next::Close => return Served::Close,
+            // (A tunnel returned above.)
+            Next::Close | Next::Tunnel(_) => return Served::Close,
             Next::Finished => return Served::Finished,
-            Next::Tunnel(t) => return Served::Tunnel(t),
         }
     }
 }
@@ -488,13 +558,18 @@ fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
 
 /// The request ended: its record goes to the worker's metrics and access log.
 fn finish(c: &mut ClientConn) {
-    // The head and the declared body, or what came of them: a body never sent is not
-    // received (a client declaring 2^63 bytes pinned the counter at its top).
+    settle(c);
+    c.w.finish(&c.g, &c.rec, &c.logreq);
+}
+
+/// The request's received bytes: the head and the declared body, or what came of them: a
+/// body never sent is not received (a client declaring 2^63 bytes pinned the counter at its
+/// top).
+fn settle(c: &mut ClientConn) {
     c.rec.bytes_in = c
         .rec
         .bytes_in
         .min(c.received.get().saturating_sub(c.request_at));
-    c.w.finish(&c.g, &c.rec, &c.logreq);
 }
 
 /// Read until a whole request head is in `from_client`. `Ok(None)`: the connection ends quietly

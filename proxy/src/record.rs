@@ -1,5 +1,6 @@
 //! The outcome record: one value per request, filled as the request goes and consumed once,
-//! when it ends (`client::requests`), by the worker's running totals (`ProxyCounters`: requests,
+//! when it ends (`client::requests`; a WebSocket tunnel's when the tunnel closes,
+//! `client::TunnelEnd`), by the worker's running totals (`ProxyCounters`: requests,
 //! errors by side, cache statuses), its metrics and its access log. Whatever
 //! the action (proxied, cached, `return`, static, an error the proxy answers itself), the
 //! record is finished in that one place.

@@ -58,8 +58,17 @@ pub struct Tunnel {
     pub room: Option<HeldRoom>,
 }
 
-/// Relay bytes both ways until both directions ended; then the server's room is given back.
-pub async fn run(tunnel: Tunnel, client: Stream) {
+/// Bytes a tunnel delivered each way, counted as its writes complete (a failed write is not
+/// counted): kept outside the relay, so that a tunnel cut at a stop still has its count.
+#[derive(Debug, Default)]
+pub struct Moved {
+    pub to_upstream: Cell<u64>,
+    pub to_client: Cell<u64>,
+}
+
+/// Relay bytes both ways until both directions ended, counting them in `moved`; then the
+/// server's room is given back.
+pub async fn run(tunnel: Tunnel, client: Stream, moved: &Moved) {
     let Tunnel {
         up: upstream,
         limits,
@@ -76,8 +85,10 @@ pub async fn run(tunnel: Tunnel, client: Stream) {
         last: Cell::new(shared::clock::loop_now()),
         writing: Cell::new(0),
     };
-    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &act), upstream_send));
-    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, (idle, &act), send));
+    let to_upstream = (upstream_send, &moved.to_upstream);
+    let mut up = std::pin::pin!(pipe(&mut cr, &mut uw, (idle, &act), to_upstream));
+    let to_client = (send, &moved.to_client);
+    let mut down = std::pin::pin!(pipe(&mut ur, &mut cw, (idle, &act), to_client));
     monoio::select! {
         clean = &mut up => if clean { down.await; },
         clean = &mut down => if clean { up.await; },
@@ -101,12 +112,12 @@ impl Activity {
 }
 
 /// Copy until end of stream (then shut the writer down: `true`) or an error or the tunnel's
-/// idle timeout (`false`).
+/// idle timeout (`false`); each write within `send`, the bytes written counted in `moved`.
 async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     r: &mut R,
     w: &mut W,
     (idle, act): (Duration, &Activity),
-    send: Duration,
+    (send, moved): (Duration, &Cell<u64>),
 ) -> bool {
     let mut buf = BytesMut::with_capacity(TUNNEL_BUF);
     loop {
@@ -145,7 +156,10 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
         act.writing.set(act.writing.get() - 1);
         act.last.set(shared::clock::loop_now());
         match wrote {
-            Ok(b) => buf = b,
+            Ok(b) => {
+                moved.set(moved.get() + b.len() as u64);
+                buf = b;
+            }
             Err(_) => return false,
         }
     }

@@ -18,7 +18,7 @@ mod observe;
 mod slots;
 
 pub use buffers::{BufferPools, ConnBufs, RELAY_BUF};
-pub use observe::Observability;
+pub use observe::{Observability, SharedLog};
 use slots::ConnSlots;
 
 /// Per-worker counters, readable from other threads. Aligned so two workers' counters never
@@ -268,6 +268,33 @@ impl ProxyWorker {
         }
         if let Some(log) = &g.access_log {
             self.obs.write_log(log, &g.cfg, rec, line, now);
+        }
+    }
+
+    /// A WebSocket tunnel's request ended (closed, or cut at a stop): count it, and log it in
+    /// `log`, the log of the generation its upgrade was served on (kept by the tunnel, not the
+    /// generation). `held`: that generation's config and log, when it timed its requests.
+    /// `received`: what the client sent past its request; the metrics count it, the log's
+    /// `request_length` (nginx's `$request_length`) does not.
+    pub fn finish_tunnel(
+        &self,
+        held: Option<&(Arc<Config>, Option<SharedLog>)>,
+        rec: &crate::record::Record,
+        line: &crate::access_log::LogRequest,
+        received: u64,
+    ) {
+        self.tally(rec);
+        let Some((cfg, log)) = held else {
+            return;
+        };
+        let now = shared::clock::loop_now();
+        if self.obs.counting {
+            let mut counted = *rec;
+            counted.bytes_in = counted.bytes_in.saturating_add(received);
+            self.count(cfg, &counted, now);
+        }
+        if let Some(log) = log {
+            self.obs.write_log(log, cfg, rec, line, now);
         }
     }
 

@@ -407,3 +407,131 @@ fn failed_upstream_attempts_name_their_server_in_the_log_and_on_stderr() {
         "{stderr}"
     );
 }
+
+const UPGRADE: &[u8] =
+    b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+/// An origin that takes an upgrade with a 101 and echoes until the proxy ends the tunnel.
+fn echo_origin() -> SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+                    return;
+                }
+                let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
+                            Connection: Upgrade\r\n\r\n";
+                if s.write_all(head.as_bytes()).is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                while let Ok(n @ 1..) = s.read(&mut buf) {
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A one-worker proxy logging JSON to `log`, over the echoing `origin`, with a 300 ms
+/// graceful stop.
+fn tunnel_proxy(origin: SocketAddr, log: &Path) -> proxy::Running {
+    let text = config_text(origin, log, "json", 1).replace(
+        "[upstream.app]",
+        "[timeouts]\nshutdown = \"300ms\"\n\n[upstream.app]",
+    );
+    let cfg = proxy::config::from_toml("log.toml", &text).expect("config");
+    proxy::start(cfg).expect("proxy starts")
+}
+
+/// A tunnel through `addr`: its 101 read, nothing after it.
+fn open_tunnel(addr: SocketAddr) -> tests::inproc::Client {
+    let mut c = tests::inproc::Client::connect(addr);
+    c.send(UPGRADE);
+    assert_eq!(c.response().status, 101);
+    assert!(c.take_buffered().is_empty());
+    c
+}
+
+/// `n` bytes through the tunnel and back, in pieces of 1,000.
+fn echo(c: &mut tests::inproc::Client, n: usize) {
+    use std::io::{Read, Write};
+    for _ in 0..n / 1000 {
+        c.stream
+            .write_all(&[b'e'; 1000])
+            .expect("the tunnel is open");
+        let mut got = [0u8; 1000];
+        c.stream.read_exact(&mut got).expect("the echo");
+    }
+}
+
+/// The log's lines once one for a 101 is there (the flush tick writes it).
+fn tunnel_lines(log: &Path) -> Vec<serde_json::Value> {
+    let has = || std::fs::read_to_string(log).is_ok_and(|t| t.contains("\"status\":101"));
+    assert!(tests::eventually(WAIT, has), "no line for the tunnel");
+    let text = std::fs::read_to_string(log).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn a_tunnels_line_is_written_when_it_ends_with_its_bytes_and_whole_time() {
+    // nginx: `"GET /ws HTTP/1.1" 101 100000`, written at the close; $body_bytes_sent counts
+    // what went to the client after the head, $request_time the tunnel's life. The line was
+    // written at the 101: body_bytes_sent 0, request_time the handshake's.
+    let dir = Scratch::new("tunnel-log");
+    let log = dir.path("access.log");
+    let p = tunnel_proxy(echo_origin(), &log);
+    let mut c = open_tunnel(p.listen_addrs()[0]);
+    let opened = std::time::Instant::now();
+    echo(&mut c, 10_000);
+    // The tunnel lasts at least this long: the proxy's clock started before the 101 and
+    // stops after the client's end, which comes after.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let held = opened.elapsed().as_secs_f64();
+    c.stream.shutdown(std::net::Shutdown::Write).unwrap();
+    assert!(c.read_to_close().is_empty());
+    let lines = tunnel_lines(&log);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let l = &lines[0];
+    assert_eq!(l["request"], "GET /ws HTTP/1.1", "{l}");
+    assert_eq!(l["status"], 101, "{l}");
+    assert_eq!(l["body_bytes_sent"], 10_000, "{l}");
+    let head = l["bytes_sent"].as_u64().unwrap() - 10_000;
+    assert!((60..400).contains(&head), "the 101 head: {l}");
+    // $request_length: the upgrade request, as nginx's.
+    assert_eq!(l["request_length"], UPGRADE.len(), "{l}");
+    let took = l["request_time"].as_f64().unwrap();
+    assert!(
+        took >= held,
+        "request_time {took}, the tunnel was open {held} s: {l}"
+    );
+    let upstream = l["upstream_response_time"].as_f64().unwrap();
+    assert!(upstream >= held && upstream <= took, "{l}");
+    p.shutdown().expect("shutdown");
+}
+
+#[test]
+fn a_tunnel_cut_by_a_graceful_stop_is_logged_with_its_bytes() {
+    // A graceful stop leaves an open tunnel its shutdown timeout (300 ms), then cuts it:
+    // its line is written then, with what it carried.
+    let dir = Scratch::new("tunnel-log-stop");
+    let log = dir.path("access.log");
+    let p = tunnel_proxy(echo_origin(), &log);
+    let mut c = open_tunnel(p.listen_addrs()[0]);
+    echo(&mut c, 3_000);
+    p.shutdown().expect("shutdown");
+    assert!(c.read_to_close().is_empty());
+    let lines = tunnel_lines(&log);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["status"], 101, "{}", lines[0]);
+    assert_eq!(lines[0]["body_bytes_sent"], 3_000, "{}", lines[0]);
+}
