@@ -85,7 +85,11 @@ pub(crate) struct FieldScan<'b> {
     pub conn_upgrade: bool,
     /// A Connection token other than `close` and `keep-alive` (names a hop-by-hop field).
     pub connection_names: bool,
+    /// The first Upgrade field line's value.
     pub upgrade: Option<&'b [u8]>,
+    /// More than one Upgrade line: they form one list (RFC 9110 5.3), read from the fields
+    /// when it matters (`RequestHead::is_websocket_upgrade`), not joined here.
+    pub upgrade_lines: bool,
     pub expect_continue: bool,
     /// A Date field is present (a proxy adds one to a response without: RFC 9110 6.6.1).
     pub date: bool,
@@ -136,7 +140,10 @@ impl<'b> FieldScan<'b> {
                     s.expect_continue |= eq_lower(h.value, b"100-continue");
                 }
                 (4, b'd') if eq_lower(name, b"date") => s.date = true,
-                (7, b'u') if eq_lower(name, b"upgrade") => s.upgrade = Some(h.value),
+                (7, b'u') if eq_lower(name, b"upgrade") => {
+                    s.upgrade_lines |= s.upgrade.is_some();
+                    s.upgrade.get_or_insert(h.value);
+                }
                 (10, b'c') if eq_lower(name, b"connection") => s.connection(h.value),
                 // `Content_Length` / `Transfer_Encoding`: back ends that map field names to
                 // CGI-style variables (`_` and `-` alike) would take these for the framing

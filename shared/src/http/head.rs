@@ -41,8 +41,11 @@ pub struct RequestHead<'h, 'b> {
     pub keep_alive: bool,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
-    /// `Connection: upgrade` with an `Upgrade` header was sent (value in `upgrade`).
+    /// `Connection: upgrade` with an `Upgrade` header was sent: the first Upgrade line's
+    /// value (with `upgrade_lines`, others follow in `headers`).
     pub upgrade: Option<&'b [u8]>,
+    /// More than one Upgrade field line: together they are one list (RFC 9110 5.3).
+    pub upgrade_lines: bool,
     /// A Connection field lists something other than `close` and `keep-alive`: the fields it
     /// names are hop-by-hop (RFC 9110 7.6.1). False for the usual head, which spares a proxy
     /// a second look at every field.
@@ -55,9 +58,23 @@ impl RequestHead<'_, '_> {
         RequestMethod::from_method(self.method)
     }
 
-    /// Whether this is a WebSocket opening handshake: see [`is_websocket_upgrade`].
+    /// Whether this is a WebSocket opening handshake: see [`is_websocket_upgrade`]. Several
+    /// Upgrade lines are one list (RFC 9110 5.3), `websocket` in any of them, whatever their
+    /// order.
     pub fn is_websocket_upgrade(&self) -> bool {
+        if self.upgrade_lines && self.upgrade.is_some() {
+            return self.websocket_in_any_upgrade_line();
+        }
         is_websocket_upgrade(self.method, self.upgrade)
+    }
+
+    /// [`RequestHead::is_websocket_upgrade`] over every Upgrade line: a rare head, read again.
+    #[cold]
+    fn websocket_in_any_upgrade_line(&self) -> bool {
+        self.headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("upgrade"))
+            .any(|h| is_websocket_upgrade(self.method, Some(h.value)))
     }
 }
 
@@ -200,6 +217,7 @@ pub fn parse_request<'h, 'b>(
         } else {
             None
         },
+        upgrade_lines: scan.upgrade_lines,
         connection_names: scan.connection_names,
     }))
 }

@@ -327,3 +327,26 @@ fn tunnel_writes_to_the_upstream_are_bounded_by_upstream_send() {
     while c.stream.write_all(&chunk).is_ok() {}
     c.read_to_close();
 }
+
+#[test]
+fn a_second_upgrade_line_joins_the_first() {
+    // `Upgrade: websocket` and `Upgrade: foo` are one list (RFC 9110 5.3), in either order:
+    // the last line replaced the first, so one order was an upgrade and the other a plain GET.
+    for lines in [
+        "Upgrade: websocket\r\nUpgrade: foo\r\n",
+        "Upgrade: foo\r\nUpgrade: websocket\r\n",
+    ] {
+        let o = tests::capturing_origin();
+        let p = Proxy::start(config(&[o.addr()]));
+        let mut c = p.connect();
+        let req = format!(
+            "GET /chat HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n{lines}\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+        );
+        c.send(req.as_bytes());
+        assert_eq!(c.response().status, 101, "{lines:?}");
+        let seen = tests::text(&o.captured()[0]);
+        assert!(seen.contains("Upgrade: websocket\r\n"), "{lines:?}: {seen}");
+        assert!(!seen.contains("foo"), "{lines:?}: {seen}");
+    }
+}

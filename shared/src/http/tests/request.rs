@@ -329,6 +329,12 @@ fn websocket_upgrades() {
         ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: h2c\r\n\r\n", false),
         ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket/13x, wss\r\n\r\n", false),
         ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: \r\n\r\n", false),
+        // Two Upgrade lines are one list (RFC 9110 5.3): `websocket` in either, in either
+        // order; in neither, none.
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\nUpgrade: foo\r\n\r\n", true),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: foo\r\nUpgrade: websocket\r\n\r\n", true),
+        ("GET / HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: foo\r\nUpgrade: h2c, bar\r\n\r\n", false),
+        ("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: foo\r\nConnection: upgrade\r\nupgrade: WebSocket\r\n\r\n", true),
         // No `upgrade` token in Connection; HTTP/1.0; not a GET.
         ("GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", false),
         ("GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nUpgrade: websocket\r\n\r\n", false),
