@@ -49,11 +49,17 @@ impl Tickets {
         self
     }
 
+    /// Every measured ticket of the quota has been taken (never without a quota).
+    #[inline]
+    pub fn spent(&self) -> bool {
+        self.quota.is_some_and(|q| self.issued >= q)
+    }
+
     /// The next ticket: measured ones up to the quota, warm-up ones without limit (they are
     /// never counted).
     pub fn take(&mut self, measuring: bool) -> Option<Ticket> {
         let count = if measuring {
-            if self.quota.is_some_and(|q| self.issued >= q) {
+            if self.spent() {
                 return None;
             }
             &mut self.issued

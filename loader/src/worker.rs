@@ -100,6 +100,9 @@ pub struct Engine {
     stats: RefCell<Measurements>,
     live: Arc<LiveCounters>,
     tickets: Cell<Tickets>,
+    /// Fired when the last measured ticket of `-n` is taken: a connection waiting for a send
+    /// time then waits for nothing.
+    spent: shared::shutdown::Shutdown,
     stopped: Cell<bool>,
     measuring: Cell<bool>,
     /// `--warmup`: the warm-up's requests still in flight, and whether its time is over.
@@ -181,6 +184,7 @@ impl Engine {
             stats: RefCell::new(stats),
             live,
             tickets: Cell::new(tickets),
+            spent: shared::shutdown::Shutdown::new(),
             stopped: Cell::new(false),
             measuring: Cell::new(opts.warmup.is_none()),
             warm: WarmUp::default(),
@@ -237,6 +241,9 @@ impl Engine {
         let ticket = tickets.take(self.measuring.get())?;
         self.tickets.set(tickets);
         if ticket.measured {
+            if tickets.spent() {
+                self.spent.fire();
+            }
             let mut st = self.stats.borrow_mut();
             st.urls[ticket.url].counts.attempts += 1;
             if let Some(s) = &mut st.second {
@@ -246,6 +253,17 @@ impl Engine {
             self.warm.in_flight.set(self.warm.in_flight.get() + 1);
         }
         Some(ticket)
+    }
+
+    /// `-n`: every measured attempt has been started; no ticket is left to wait for.
+    #[inline]
+    pub fn quota_spent(&self) -> bool {
+        self.spent.is_fired()
+    }
+
+    /// Completes when [`Engine::quota_spent`] becomes true.
+    pub fn quota_spent_wait(&self) -> shared::shutdown::Wait {
+        self.spent.wait()
     }
 
     /// Count an attempt that ended without a response.

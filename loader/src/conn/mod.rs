@@ -66,6 +66,8 @@ pub struct Slot {
     pub now: Cell<Instant>,
     /// Set by the monitor to cut `drive` short.
     pub cut: Cell<Option<Cut>>,
+    /// Set by [`Slot::nudge`]: a wait for a send time ends early.
+    nudged: Cell<bool>,
     /// Bytes read on the current connection that no completed response has accounted for
     /// yet: at the connection's end they go to Total transferred (a failed response's bytes,
     /// bytes nobody asked for).
@@ -100,6 +102,7 @@ impl Slot {
             warm_schedule: Cell::new(false),
             now: Cell::new(now),
             cut: Cell::new(None),
+            nudged: Cell::new(false),
             unaccounted: Cell::new(0),
             waker: RefCell::new(None),
         }
@@ -108,6 +111,16 @@ impl Slot {
     /// Cut the slot's `drive` (from the monitor or the end of the run) and wake its task.
     pub fn cut(&self, why: Cut) {
         self.cut.set(Some(why));
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// End a wait for a send time now (the run's state changed: `-n` spent, the warm-up
+    /// over): the slot looks at the run again instead of sleeping until a send that will not
+    /// come. Nothing happens to what is in flight.
+    pub fn nudge(&self) {
+        self.nudged.set(true);
         if let Some(w) = self.waker.borrow_mut().take() {
             w.wake();
         }
@@ -349,13 +362,19 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
             if slot.warm_schedule.get() && w.measuring() {
                 slot.warm_schedule.set(false);
                 sched.shift(w.warmup_overrun());
+                slot.schedule.set(Some(sched));
             }
             let due = sched.peek_on(w.ramp.as_ref());
             if due > now {
-                if queued + batch > 0 {
-                    break; // send it after reading what is in flight
+                if queued + batch > 0 || w.quota_spent() {
+                    // Send it after reading what is in flight; or `-n` is spent and nothing
+                    // is left to wait for (the run ends with its last answer).
+                    break;
                 }
-                now = wait_for(w, due, now).await;
+                let Some(woke) = wait_for(w, slot, due, now).await else {
+                    continue; // nudged: the run's state changed while it waited
+                };
+                now = woke;
                 slot.now.set(now);
                 late = Some(micros(now.saturating_duration_since(due)));
             }
@@ -389,24 +408,45 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
     batch
 }
 
-/// Wait (with --rate, nothing in flight) for the send time `due`; returns the time then.
+/// Wait (with --rate, nothing in flight) for the send time `due`; returns the time then, or
+/// `None` when [`Slot::nudge`] cut the wait short (the caller looks at the run again).
 ///
 /// Sleeping: monoio's timer wheel ticks in milliseconds and fires up to a tick late, so wake
 /// a tick early and send then (early rather than late: a late send is charged to the server
 /// by the correction). What the thread's own wake-up adds on a busy or virtual machine is
 /// still late: that is the send lateness reported. With `--spin`: poll the clock until `due`,
 /// so the send goes out on time, give or take one turn of the runtime.
-async fn wait_for(w: &Engine, due: Instant, now: Instant) -> Instant {
+async fn wait_for(w: &Engine, slot: &Slot, due: Instant, now: Instant) -> Option<Instant> {
+    // A nudge before this wait was for a state the caller has already looked at.
+    slot.nudged.set(false);
     if w.spin {
-        pause_until(due, true).await;
-        return Instant::now();
+        let pause = std::pin::pin!(pause_until(due, true));
+        return Nudgeable { fut: pause, slot }.await.then(Instant::now);
     }
     match due.checked_sub(TIMER_TICK) {
         Some(early) if early > now => {
-            monoio::time::sleep_until(early.into()).await;
-            Instant::now()
+            let sleep = std::pin::pin!(monoio::time::sleep_until(early.into()));
+            Nudgeable { fut: sleep, slot }.await.then(Instant::now)
         }
-        _ => now,
+        _ => Some(now),
+    }
+}
+
+/// A slot's wait for a send time, cut short by [`Slot::nudge`]: `true` when it ran out,
+/// `false` when nudged. One `Cell` read per poll.
+struct Nudgeable<'a, F> {
+    fut: Pin<&'a mut F>,
+    slot: &'a Slot,
+}
+
+impl<F: Future> Future for Nudgeable<'_, F> {
+    type Output = bool;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.slot.nudged.replace(false) {
+            return Poll::Ready(false);
+        }
+        self.fut.as_mut().poll(cx).map(|_| true)
     }
 }
 

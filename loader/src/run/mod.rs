@@ -382,6 +382,9 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     }
     let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
     let all = Rc::new(all);
+    if share.quota.is_some() && opts.rate.is_some() {
+        monoio::spawn(nudge_when_spent(w.clone(), end.clone(), all.clone()));
+    }
     let stopped = watch_end(&w, &end, &ctx, &common, all.clone());
     monoio::spawn(conn::monitor(
         all,
@@ -418,6 +421,19 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         ended,
         drain,
     });
+}
+
+/// `-n` with `--rate`: once the last ticket is taken, the connections waiting for their next
+/// send time stop waiting (and end), so the run ends with its last answer, not a connection's
+/// send interval later.
+async fn nudge_when_spent(w: Rc<Engine>, end: Shutdown, slots: Rc<Vec<Rc<Slot>>>) {
+    monoio::select! {
+        _ = w.quota_spent_wait() => {},
+        _ = end.wait() => return,
+    }
+    for s in slots.iter().filter(|s| s.inflight.borrow().is_empty()) {
+        s.nudge();
+    }
 }
 
 /// When and how a worker stopped sending.

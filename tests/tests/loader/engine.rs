@@ -425,6 +425,28 @@ fn rate_mode_holds_the_rate() {
     assert_eq!(r.hist.uncorrected.len(), r.hist.total.len());
 }
 
+/// `-n` with `--rate`: the run ends when its last request is answered. The sends are due at
+/// 0, 200, 400 and 600 ms whatever `-c`; a connection that had sent its part waited for its
+/// next send time (200 ms later with one connection, 800 ms with four) before it found the
+/// quota spent, and Time taken (so the achieved rate) counted that wait.
+#[test]
+fn n_with_rate_ends_at_the_last_answer_not_a_send_interval_later() {
+    let o = tests::origin();
+    for c in [1, 4] {
+        let mut opt = opts(&[o.url("/")], c);
+        opt.requests = Some(4);
+        opt.rate = Some(5.0);
+        let r = run(&opt);
+        assert_accounted(&r);
+        assert_eq!(r.totals.completed, 4, "-c {c}: {:?}", r.totals);
+        // The last send is due at 600 ms: the run lasts that and one quick answer, well
+        // under the 200 ms a single connection's next send time is away.
+        let ms = r.elapsed.as_millis();
+        assert!((600..700).contains(&ms), "-c {c}: Time taken {ms} ms");
+        assert_eq!(r.rate_reached(), Some(true), "-c {c}");
+    }
+}
+
 #[test]
 fn warmup_is_not_counted() {
     let o = tests::origin();
