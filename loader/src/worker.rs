@@ -544,20 +544,25 @@ impl Engine {
     }
 
     /// The warm-up's time is over (it was planned to end at `planned`): no warm-up request
-    /// starts any more, and the measured run starts when the last one in flight has ended
-    /// (at once when none is), so their wait is not charged to it.
+    /// starts any more. Its end ([`Engine::warm_settled`]) is when the last one in flight has
+    /// ended (at once when none is), so their wait is not charged to the measured run.
     pub fn end_warmup(&self, planned: Instant) {
         self.warm.planned_end.set(Some(planned));
         self.warm.settling.set(true);
         if self.warm.in_flight.get() == 0 {
-            self.start_measuring();
+            self.warm.settled.fire();
         }
     }
 
-    /// Between the warm-up's time and the end of its last request: no ticket is taken.
+    /// Between the warm-up's time and the measured run's start: no ticket is taken.
     #[inline]
     pub fn settling(&self) -> bool {
         self.warm.settling.get()
+    }
+
+    /// Completes when the warm-up's last request has ended after its time was over.
+    pub fn warm_settled(&self) -> shared::shutdown::Wait {
+        self.warm.settled.wait()
     }
 
     /// Completes when the measured run has started (or the run stopped).
@@ -583,30 +588,33 @@ impl Engine {
         let left = self.warm.in_flight.get().saturating_sub(1);
         self.warm.in_flight.set(left);
         if left == 0 && self.warm.settling.get() {
-            self.start_measuring();
+            self.warm.settled.fire();
         }
     }
 
-    /// The measured run starts: the figures from zero.
-    fn start_measuring(&self) {
+    /// The measured run starts, at `at` (every worker's: `run::start`): the figures from
+    /// zero.
+    pub fn start_measuring(&self, at: Instant) {
         self.warm.settling.set(false);
         if !self.stopped.get() {
             self.stats.borrow_mut().reset();
             self.measuring.set(true);
-            self.warm.started.set(Some(Instant::now()));
+            self.warm.started.set(Some(at));
         }
         self.warm.measuring_started.fire();
     }
 }
 
-/// `--warmup`'s end, per worker: the measured run starts when the warm-up's requests in
-/// flight at the end of its time have ended.
+/// `--warmup`'s end, per worker: its requests in flight at the end of its time end, then the
+/// measured run starts when every worker's have.
 #[derive(Default)]
 struct WarmUp {
     in_flight: Cell<u64>,
     settling: Cell<bool>,
     planned_end: Cell<Option<Instant>>,
     started: Cell<Option<Instant>>,
+    /// The last warm-up request in flight at the end of its time has ended.
+    settled: shared::shutdown::Shutdown,
     measuring_started: shared::shutdown::Shutdown,
 }
 

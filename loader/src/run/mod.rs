@@ -18,11 +18,12 @@
 //! attempt finish (or time out).
 //!
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
-//! after it. When its time is over no warm-up attempt starts, and each worker's measured run
-//! starts when its last warm-up attempt has ended (a slow server's stragglers are not charged
-//! to it): the figures start from zero then, `-n` counts from there, `-d` and the `--rate`
-//! schedule run from there. The run's start is the earliest worker's.
+//! after it. When its time is over no warm-up attempt starts, and the measured run starts when
+//! the last warm-up attempt of every worker has ended (a slow server's stragglers are not
+//! charged to it), at one instant for all workers ([`start::MeasuredStart`]): the figures
+//! start from zero then, `-n` counts from there, `-d` and the `--rate` schedule run from there.
 
+pub mod start;
 mod sum;
 
 use crate::conn::{self, Cut, Guarded, Slot};
@@ -36,6 +37,7 @@ use crate::{LoadError, RunOptions};
 use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
 use shared::shutdown::{Shutdown, ShutdownFlag};
 use shared::tls::ClientTls;
+use start::MeasuredStart;
 use std::cell::Cell;
 use std::net::IpAddr;
 use std::ops::Range;
@@ -89,8 +91,12 @@ struct WorkerPlan {
 struct Common {
     opts: RunOptions,
     plan: Arc<Vec<Request>>,
-    measure_start: Instant,
-    deadline: Option<Instant>,
+    /// The warm-up's planned end (the run's start without one).
+    warmup_end: Instant,
+    /// The measured run's start, one for all workers.
+    start: Arc<MeasuredStart>,
+    /// `-d`: from the measured start.
+    duration: Option<Duration>,
     sources: Vec<IpAddr>,
     /// Ctrl-C, read directly by a `--spin` worker (whose timers, and so the runtime's own
     /// watch of this flag, never fire).
@@ -103,9 +109,6 @@ struct Common {
 
 struct WorkerDone {
     stats: Measurements,
-    /// When its measured run started: the warm-up's planned end, or later when warm-up
-    /// requests were still in flight then.
-    measure_start: Instant,
     /// The end of the load period: the stop, or the last response of a `-n` run.
     ended: Instant,
     /// The drain after a stop.
@@ -153,6 +156,12 @@ pub fn run_with_progress(
     let warmup = opts.warmup.unwrap_or_default();
     let measure_start = t_start + warmup;
     let started = SystemTime::now() + warmup;
+    let measured = Arc::new(MeasuredStart::new(
+        measure_start,
+        started,
+        n_workers,
+        opts.warmup.is_some(),
+    ));
     let hdr = opts
         .hdr_log
         .as_ref()
@@ -166,8 +175,9 @@ pub fn run_with_progress(
     let common = Arc::new(Common {
         opts: opts.clone(),
         plan: plan.clone(),
-        measure_start,
-        deadline: opts.deadline().map(|d| measure_start + d),
+        warmup_end: measure_start,
+        start: measured.clone(),
+        duration: opts.deadline(),
         sources,
         stop: stop.clone(),
         hdr: hdr.as_ref().map(|h| h.sink()),
@@ -196,24 +206,15 @@ pub fn run_with_progress(
     announce(opts, (&pinning, &workers.pin_why), driver, nofile);
     let done = collect(&rx, n_workers, t_start, &lives, tick);
     workers.join()?;
+    // The warm-up's stragglers moved the measured run's start, every worker's alike.
+    let measure_start = measured.or_planned();
     let facts = RunFacts {
         measure_start,
-        started,
+        started: measured.wall(),
         driver,
         workers: n_workers,
         pinning,
         interrupted: stop.is_set(),
-    };
-    // The warm-up's stragglers moved the measured run's start: the earliest worker's.
-    let measure_start = done
-        .iter()
-        .map(|d| d.measure_start)
-        .min()
-        .unwrap_or(measure_start);
-    let facts = RunFacts {
-        started: facts.started + measure_start.saturating_duration_since(facts.measure_start),
-        measure_start,
-        ..facts
     };
     let summed = sum_workers(&done, plan.len(), common.sources.len(), measure_start);
     drop(common);
@@ -357,14 +358,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
         monoio::spawn(pace::spin_ticker());
     }
     if opts.warmup.is_some() {
-        let (w, end) = (w.clone(), end.clone());
-        let at = common.measure_start;
-        monoio::spawn(async move {
-            monoio::select! {
-                _ = pace::pause_until(at, w.spin) => w.end_warmup(at),
-                _ = end.wait() => {},
-            }
-        });
+        monoio::spawn(warm_up(w.clone(), end.clone(), common.clone()));
     }
     let hdr = common
         .hdr
@@ -417,10 +411,26 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     let stats = w.take_measurements();
     let _ = tx.send(WorkerDone {
         stats,
-        measure_start: w.measure_started_at().unwrap_or(common.measure_start),
         ended,
         drain,
     });
+}
+
+/// `--warmup`: at its planned end no warm-up request starts; once this worker's last one has
+/// ended, it says so, and its measured run starts when every worker's has (one start for all).
+async fn warm_up(w: Rc<Engine>, end: Shutdown, common: Arc<Common>) {
+    let planned = common.warmup_end;
+    monoio::select! {
+        _ = pace::pause_until(planned, w.spin) => w.end_warmup(planned),
+        _ = end.wait() => return,
+    }
+    monoio::select! {
+        _ = w.warm_settled() => common.start.warmed(Instant::now()),
+        _ = end.wait() => return,
+    }
+    if let Some(at) = common.start.wait(w.spin, || w.is_stopped()).await {
+        w.start_measuring(at);
+    }
 }
 
 /// `-n` with `--rate`: once the last ticket is taken, the connections waiting for their next
@@ -462,19 +472,21 @@ fn watch_end(
         ctx.shutdown.clone(),
         stopped.clone(),
     );
-    let (deadline, flag) = (common.deadline, common.stop.clone());
+    let (duration, flag) = (common.duration, common.stop.clone());
     let timeout = common.opts.timeout;
     let warmup = common.opts.warmup.is_some();
+    let start = common.start.get();
     monoio::spawn(async move {
-        // After a warm-up, `-d` counts from the measured run's actual start.
-        let deadline = if warmup {
+        // After a warm-up, `-d` counts from the measured run's start, every worker's.
+        let start = if warmup {
             monoio::select! {
-                _ = w.measuring_started() => deadline.map(|d| d + w.warmup_overrun()),
-                _ = sd.wait() => deadline,
+                _ = w.measuring_started() => w.measure_started_at(),
+                _ = sd.wait() => None,
             }
         } else {
-            deadline
+            start
         };
+        let deadline = duration.zip(start).map(|(d, s)| crate::plan::later(s, d));
         let by_deadline = if w.spin {
             spin_until_end(deadline, &flag).await
         } else {

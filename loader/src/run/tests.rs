@@ -66,7 +66,6 @@ fn workers_figures_add_up() {
     let done = vec![
         WorkerDone {
             stats: measured(0, 404, 100, Some(0)),
-            measure_start: t0,
             ended: t0 + Duration::from_millis(5),
             drain: Some(Drain {
                 in_flight: 2,
@@ -75,7 +74,6 @@ fn workers_figures_add_up() {
         },
         WorkerDone {
             stats: measured(0, 200, 300, Some(2)),
-            measure_start: t0,
             ended: t0 + Duration::from_millis(9),
             drain: Some(Drain {
                 in_flight: 1,

@@ -577,6 +577,34 @@ fn warmup_stragglers_do_not_delay_the_rate_schedule() {
     assert!(max_ms < 200, "corrected max {max_ms} ms");
 }
 
+/// `--warmup` over two workers whose warm-up stragglers end at different times (each
+/// connection's first request is answered late: the first worker's at 300 ms, the second's
+/// at 400 ms): the measured run starts once for both, when the last straggler has ended, and
+/// `-d` runs from there for both. Each worker started and ended its own measured run before,
+/// and Time taken spanned the first one's start to the other's end: 0.5 s for `-d 400ms`.
+#[test]
+fn warmup_over_workers_gives_them_one_measured_start() {
+    let server = Scripted::start(|nth, _| {
+        if nth == 1 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Act::Answer(ok("ok"))
+    });
+    let mut o = opts(std::slice::from_ref(&server.url), 2);
+    o.runtime.workers = 2;
+    // Connection 0 sends at 0 ms, connection 1 at 100 ms; both next at 200 ms and later,
+    // after the warm-up's 150 ms.
+    o.rate = Some(10.0);
+    o.warmup = Some(Duration::from_millis(150));
+    o.duration = Some(Duration::from_millis(400));
+    let r = run(&o);
+    let t = &r.totals;
+    assert_eq!(t.failures.total(), 0, "{t:?}");
+    assert_eq!(r.elapsed, Duration::from_millis(400), "{t:?}");
+    assert_eq!(t.attempts, 4, "{t:?}");
+    assert_eq!(r.rate_reached(), Some(true), "{t:?}");
+}
+
 /// Files read whole (a body, a URL list, a targets file and its bodies) are read up to a
 /// limit: a device or an endless pipe given by mistake is refused with one line, exit 2.
 /// Before, `--body /dev/zero` read until an allocation failed (here, in a bounded address
