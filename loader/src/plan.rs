@@ -253,6 +253,13 @@ impl Schedule {
         due
     }
 
+    /// `--stages`: the ramp starts over at `start` (the measured run's start after a
+    /// warm-up, which ran the ramp's beginning): the measured run is the whole ramp.
+    pub fn restart_ramp(&mut self, start: Instant) {
+        self.start = start;
+        self.sent = 0;
+    }
+
     /// Every later due time `by` later: the measured run started that much after the
     /// warm-up's planned end (its stragglers), and the schedule follows it.
     pub fn shift(&mut self, by: Duration) {

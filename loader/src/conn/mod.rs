@@ -361,7 +361,10 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
         if let Some(mut sched) = slot.schedule.get() {
             if slot.warm_schedule.get() && w.measuring() {
                 slot.warm_schedule.set(false);
-                sched.shift(w.warmup_overrun());
+                match (w.ramp.is_some(), w.measure_started_at()) {
+                    (true, Some(at)) => sched.restart_ramp(at),
+                    _ => sched.shift(w.warmup_overrun()),
+                }
                 slot.schedule.set(Some(sched));
             }
             let due = sched.peek_on(w.ramp.as_ref());

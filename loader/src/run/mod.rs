@@ -357,9 +357,6 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     if w.spin {
         monoio::spawn(pace::spin_ticker());
     }
-    if opts.warmup.is_some() {
-        monoio::spawn(warm_up(w.clone(), end.clone(), common.clone()));
-    }
     let hdr = common
         .hdr
         .as_ref()
@@ -376,6 +373,9 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     }
     let (handles, all) = spawn_slots(&w, &end, opts, share.slots);
     let all = Rc::new(all);
+    if opts.warmup.is_some() {
+        monoio::spawn(warm_up(w.clone(), end.clone(), common.clone(), all.clone()));
+    }
     if share.quota.is_some() && opts.rate.is_some() {
         monoio::spawn(nudge_when_spent(w.clone(), end.clone(), all.clone()));
     }
@@ -416,14 +416,17 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
     });
 }
 
-/// `--warmup`: at its planned end no warm-up request starts; once this worker's last one has
-/// ended, it says so, and its measured run starts when every worker's has (one start for all).
-async fn warm_up(w: Rc<Engine>, end: Shutdown, common: Arc<Common>) {
+/// `--warmup`: at its planned end no warm-up request starts (a connection waiting for a
+/// warm-up send time stops waiting: with `--stages` it may be far off); once this worker's
+/// last one has ended, it says so, and its measured run starts when every worker's has (one
+/// start for all).
+async fn warm_up(w: Rc<Engine>, end: Shutdown, common: Arc<Common>, slots: Rc<Vec<Rc<Slot>>>) {
     let planned = common.warmup_end;
     monoio::select! {
         _ = pace::pause_until(planned, w.spin) => w.end_warmup(planned),
         _ = end.wait() => return,
     }
+    nudge_idle(&slots);
     monoio::select! {
         _ = w.warm_settled() => common.start.warmed(Instant::now()),
         _ = end.wait() => return,
@@ -441,6 +444,11 @@ async fn nudge_when_spent(w: Rc<Engine>, end: Shutdown, slots: Rc<Vec<Rc<Slot>>>
         _ = w.quota_spent_wait() => {},
         _ = end.wait() => return,
     }
+    nudge_idle(&slots);
+}
+
+/// Wake the connections waiting for a send time (nothing in flight): the run's state changed.
+fn nudge_idle(slots: &[Rc<Slot>]) {
     for s in slots.iter().filter(|s| s.inflight.borrow().is_empty()) {
         s.nudge();
     }

@@ -157,6 +157,31 @@ fn stages_ramp_the_rate() {
     assert!((190..=200).contains(&both), "{both}");
 }
 
+/// `--stages` with `--warmup`: the measured run is the whole ramp, from its start. The ramp's
+/// clock started with the warm-up, so the warm-up used up the ramp's first part: 400ms:250,
+/// 400ms:250 holds 150 requests and 100 were measured; a warm-up longer than the ramp left
+/// nothing to measure (exit 1, no explanation).
+#[test]
+fn stages_with_warmup_measure_the_whole_ramp() {
+    let o = tests::origin();
+    let url = o.url("/");
+    for (stages, warmup, want) in [
+        ("400ms:250,400ms:250", "400ms", 145..=150),
+        ("200ms:50", "400ms", 4..=5),
+    ] {
+        let args = ["--threads", "1", "-c", "4", "--stages", stages];
+        let o = cli_options(&[&args[..], &["--warmup", warmup, &url]].concat());
+        let r = run(&o);
+        let t = &r.totals;
+        assert_eq!(t.failures.total(), 0, "{stages}: {t:?}");
+        assert!(
+            want.contains(&t.attempts),
+            "{stages} --warmup {warmup}: {t:?}"
+        );
+        assert_eq!(t.completed, t.attempts, "{stages}: {t:?}");
+    }
+}
+
 /// `--targets` in vegeta's HTTP format: each request with its own method, headers and body,
 /// taken round-robin (exact shares of -n) or at random; the origin's count is the report's.
 #[test]
