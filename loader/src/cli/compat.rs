@@ -27,7 +27,9 @@ const WRK_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct CompatArgs {
     /// wrk: threads, when -d is given; ab: time limit in seconds, when it is not (with no
     /// -n, at most 50000 requests, as ab)
-    #[arg(short = 't', value_name = "N|SECONDS")]
+    // Not with --stages, which sets the run's length: wrk's threads need -d, which --stages
+    // refuses, and ab's time limit would be a second length.
+    #[arg(short = 't', value_name = "N|SECONDS", conflicts_with = "stages")]
     pub t: Option<String>,
     /// ab: seconds to wait for each response (as --timeout; without -d). wrk's -s SCRIPT is
     /// refused: Lua scripts are not supported

@@ -464,6 +464,21 @@ fn compare_runs_interleaved_rounds_and_reports_watched_cpu() {
     assert!(tests::text(&out.stderr).contains("--watch-pid"));
 }
 
+/// `--stages` sets the run's length: a duration given too is a usage error (one line, exit 2),
+/// as `-d` or as ab's `-t` time limit. `-t` was ignored: the ramp ran for its own length.
+#[test]
+fn stages_refuse_a_duration_given_as_d_or_t() {
+    for flags in [&["-d", "5"][..], &["-t", "5"][..]] {
+        let out = loader(&[&["--stages", "1s:10"], flags, &["http://127.0.0.1:1/"]].concat());
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{flags:?}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].contains("--stages"), "{flags:?}: {stderr}");
+    }
+}
+
 /// `--body` writes Content-Length itself: one given with -H is sent once when it agrees and
 /// is a usage error when it does not; `-T` without a body and `--spin` without `--rate` are
 /// usage errors too.
