@@ -30,10 +30,12 @@
 //! reported that interval (or has ended before it).
 
 use crate::intervals::Log;
+use crate::run::start::MeasuredStart;
 use crate::LoadError;
 use hdrhistogram::Histogram;
 use std::io::{BufWriter, Write};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub use crate::options::HdrLogOptions;
 
@@ -45,13 +47,13 @@ pub const LEGEND: &str =
 /// (`Engine::take_interval`).
 pub type HdrLog = Log<Histogram<u64>>;
 
-/// Create the file (its header first) and start the writer for `workers` workers;
-/// measurement starts at `start` (`started` on the wall clock).
+/// Create the file and start the writer for `workers` workers; measurement starts at
+/// `start`. The header goes first, written with the first interval: its StartTime is the
+/// measured start, known only once the warm-up's stragglers have ended.
 pub fn start(
     opts: &HdrLogOptions,
     workers: usize,
-    start: Instant,
-    started: SystemTime,
+    start: Arc<MeasuredStart>,
 ) -> Result<HdrLog, LoadError> {
     let file_err = |source| LoadError::File {
         flag: "--hdr-log",
@@ -60,11 +62,16 @@ pub fn start(
     };
     let file = std::fs::File::create(&opts.path).map_err(file_err)?;
     let mut out = BufWriter::new(file);
-    out.write_all(header(started, opts.interval).as_bytes())
-        .and_then(|_| out.flush())
-        .map_err(file_err)?;
-    let timing = (workers, start, opts.interval);
+    let interval = opts.interval;
+    let mut headed = false;
+    let timing = (workers, start.clone(), interval);
     Log::start("--hdr-log", timing, move |span, hist| {
+        // Every worker reports its last interval, so there is a first one: the start is
+        // published by then (a worker reports after it measured), else the run stopped
+        // during its warm-up and the planned start is all there is.
+        if !std::mem::replace(&mut headed, true) {
+            out.write_all(header(start.wall(), interval).as_bytes())?;
+        }
         // The last interval lasted until the run ended (after its drain).
         let length = span.end.saturating_sub(span.from);
         out.write_all(interval_line(span.from, length, hist).as_bytes())?;
@@ -118,7 +125,6 @@ mod tests {
     fn intervals_are_written_in_order_once_every_worker_reported_or_ended() {
         use crate::intervals::{merge, Snapshot};
         let (tx, rx) = std::sync::mpsc::channel();
-        let start = Instant::now();
         let sec = Duration::from_secs(1);
         let snap = |worker, index, values: &[u64], end, last| Snapshot {
             worker,
@@ -128,17 +134,15 @@ mod tests {
             last,
         };
         // Worker 1 ends during interval 1; worker 0 goes on into interval 2.
-        tx.send(snap(0, 0, &[100, 200], start + sec, false))
-            .unwrap();
-        tx.send(snap(1, 0, &[300], start + sec, false)).unwrap();
-        tx.send(snap(1, 1, &[400], start + sec + sec / 2, true))
-            .unwrap();
-        tx.send(snap(0, 1, &[500], start + 2 * sec, false)).unwrap();
-        tx.send(snap(0, 2, &[1500], start + 2 * sec + sec / 4, true))
+        tx.send(snap(0, 0, &[100, 200], sec, false)).unwrap();
+        tx.send(snap(1, 0, &[300], sec, false)).unwrap();
+        tx.send(snap(1, 1, &[400], sec + sec / 2, true)).unwrap();
+        tx.send(snap(0, 1, &[500], 2 * sec, false)).unwrap();
+        tx.send(snap(0, 2, &[1500], 2 * sec + sec / 4, true))
             .unwrap();
         drop(tx);
         let mut text = String::new();
-        let written = merge(rx, 2, (start, sec), |span, h| {
+        let written = merge(rx, 2, sec, |span, h| {
             let length = span.end.saturating_sub(span.from);
             text.push_str(&interval_line(span.from, length, h));
             Ok(())

@@ -6,16 +6,18 @@
 //! (`series.rs`, `hdrlog.rs`).
 //!
 //! Invariants:
-//! - interval k covers `[k, k+1)` intervals from the start of measurement; intervals are
-//!   written in order, each exactly once;
+//! - interval k covers `[k, k+1)` intervals from the start of measurement (the measured
+//!   start every worker shares, after any warm-up: `run::start`); intervals are written in
+//!   order, each exactly once;
 //! - a worker's last report (the partial interval it ended in, after its drain) is its last:
 //!   later intervals do not wait for it.
 
+use crate::run::start::MeasuredStart;
 use crate::worker::Engine;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -36,7 +38,8 @@ pub(crate) struct Snapshot<T> {
     pub(crate) worker: usize,
     pub(crate) index: u64,
     pub(crate) counts: T,
-    pub(crate) end: Instant,
+    /// When it ended, from the start of measurement.
+    pub(crate) end: Duration,
     /// The worker ended in this interval.
     pub(crate) last: bool,
 }
@@ -53,7 +56,7 @@ pub struct Span {
 /// Where the workers' intervals go.
 pub struct Sink<T> {
     tx: mpsc::Sender<Snapshot<T>>,
-    start: Instant,
+    start: Arc<MeasuredStart>,
     interval: Duration,
 }
 
@@ -62,7 +65,7 @@ impl<T> Clone for Sink<T> {
     fn clone(&self) -> Self {
         Sink {
             tx: self.tx.clone(),
-            start: self.start,
+            start: self.start.clone(),
             interval: self.interval,
         }
     }
@@ -77,16 +80,16 @@ pub struct Log<T> {
 
 impl<T: Counts> Log<T> {
     /// Start the writer (thread named after `flag`) for `workers` workers whose measurement
-    /// starts at `start`; `write` writes one interval.
+    /// starts at `start` (known once the warm-up is over); `write` writes one interval.
     pub fn start(
         flag: &'static str,
-        (workers, start, interval): (usize, Instant, Duration),
+        (workers, start, interval): (usize, Arc<MeasuredStart>, Duration),
         write: impl FnMut(Span, &T) -> std::io::Result<()> + Send + 'static,
     ) -> std::io::Result<Log<T>> {
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(flag.trim_start_matches('-').into())
-            .spawn(move || merge(rx, workers, (start, interval), write))?;
+            .spawn(move || merge(rx, workers, interval, write))?;
         Ok(Log {
             sink: Sink {
                 tx,
@@ -118,7 +121,7 @@ impl<T: Counts> Log<T> {
 struct Pending<T> {
     counts: T,
     reports: usize,
-    end: Instant,
+    end: Duration,
 }
 
 /// The writer: add the workers' intervals, write each once every worker has reported it or
@@ -126,7 +129,7 @@ struct Pending<T> {
 pub(crate) fn merge<T: Counts>(
     rx: mpsc::Receiver<Snapshot<T>>,
     workers: usize,
-    (start, interval): (Instant, Duration),
+    interval: Duration,
     mut write: impl FnMut(Span, &T) -> std::io::Result<()>,
 ) -> std::io::Result<u64> {
     let mut pending: BTreeMap<u64, Pending<T>> = BTreeMap::new();
@@ -135,9 +138,8 @@ pub(crate) fn merge<T: Counts>(
     let mut written = 0u64;
     let mut out = |k: u64, p: &Pending<T>| -> std::io::Result<()> {
         let from = interval * (k as u32);
-        let end = p.end.saturating_duration_since(start);
         written += 1;
-        write(Span { from, end }, &p.counts)
+        write(Span { from, end: p.end }, &p.counts)
     };
     while let Ok(s) = rx.recv() {
         if s.last {
@@ -181,7 +183,7 @@ pub struct WorkerSink<T> {
     tx: RefCell<Option<mpsc::Sender<Snapshot<T>>>>,
     worker: usize,
     next: Cell<u64>,
-    start: Instant,
+    start: Arc<MeasuredStart>,
     interval: Duration,
     take: fn(&Engine) -> Option<T>,
 }
@@ -192,7 +194,7 @@ impl<T: Counts> Sink<T> {
             tx: RefCell::new(Some(self.tx.clone())),
             worker,
             next: Cell::new(0),
-            start: self.start,
+            start: self.start.clone(),
             interval: self.interval,
             take,
         })
@@ -207,12 +209,20 @@ impl<T: Counts> WorkerSink<T> {
         }
     }
 
-    /// The worker's interval clock: at each boundary, hand this worker's interval to the
-    /// writer, until [`WorkerSink::last`] has been called.
+    /// The worker's interval clock: from the start of measurement, at each boundary, hand
+    /// this worker's interval to the writer, until [`WorkerSink::last`] has been called.
     pub async fn tick(self: Rc<Self>, w: Rc<Engine>) {
+        if !w.measuring() {
+            w.measuring_started().await;
+        }
+        // `None`: the run stopped during its warm-up; `last` says what there is.
+        let Some(start) = self.start.get() else {
+            return;
+        };
         loop {
             let k = self.next.get();
-            let at = self.start + self.interval * (k as u32 + 1);
+            let since = self.interval * (k as u32 + 1);
+            let at = start + since;
             // With --spin no timer of the worker fires: the wait spins too.
             crate::pace::pause_until(at, w.spin).await;
             if self.tx.borrow().is_none() {
@@ -226,7 +236,7 @@ impl<T: Counts> WorkerSink<T> {
                 worker: self.worker,
                 index: k,
                 counts,
-                end: at,
+                end: since,
                 last: false,
             };
             if !self.send(snap) {
@@ -242,7 +252,7 @@ impl<T: Counts> WorkerSink<T> {
                 worker: self.worker,
                 index: self.next.get(),
                 counts,
-                end: Instant::now(),
+                end: Instant::now().saturating_duration_since(self.start.or_planned()),
                 last: true,
             });
         }

@@ -23,12 +23,14 @@
 //! before it).
 
 use crate::intervals::{Counts, Log};
+use crate::run::start::MeasuredStart;
 use crate::stats::SecondCounts;
 use crate::LoadError;
 use std::fmt::Write as _;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// The CSV header (and the JSON lines' keys, in order).
 pub const COLUMNS: [&str; 16] = [
@@ -80,7 +82,11 @@ pub type Series = Log<SecondCounts>;
 
 /// Create the file (the CSV header first) and start the writer for `workers` workers;
 /// measurement starts at `start`.
-pub fn start(path: &PathBuf, workers: usize, start: Instant) -> Result<Series, LoadError> {
+pub fn start(
+    path: &PathBuf,
+    workers: usize,
+    start: Arc<MeasuredStart>,
+) -> Result<Series, LoadError> {
     let file_err = |source| LoadError::File {
         flag: "--series",
         path: path.display().to_string(),

@@ -165,12 +165,12 @@ pub fn run_with_progress(
     let hdr = opts
         .hdr_log
         .as_ref()
-        .map(|h| crate::hdrlog::start(h, n_workers, measure_start, started))
+        .map(|h| crate::hdrlog::start(h, n_workers, measured.clone()))
         .transpose()?;
     let series = opts
         .series
         .as_ref()
-        .map(|p| crate::series::start(p, n_workers, measure_start))
+        .map(|p| crate::series::start(p, n_workers, measured.clone()))
         .transpose()?;
     let common = Arc::new(Common {
         opts: opts.clone(),

@@ -605,6 +605,67 @@ fn warmup_over_workers_gives_them_one_measured_start() {
     assert_eq!(r.rate_reached(), Some(true), "{t:?}");
 }
 
+/// `--hdr-log` and `--series` after a warm-up whose straggler moved the measured start 200 ms
+/// past the warm-up's planned end: both count from the measured start, as the report does. They
+/// counted from the planned end: the log's StartTime 0.2 s before the report's start, and the
+/// series' last second ending 0.2 s after the run's end.
+#[test]
+fn interval_logs_count_from_the_measured_start() {
+    let server = Scripted::start(|nth, _| {
+        if nth == 1 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        Act::Answer(ok("ok"))
+    });
+    let dir = tests::temp_dir("hostile-logs-start");
+    let (hlog, series) = (dir.join("l.hlog"), dir.join("s.csv"));
+    let mut o = opts(std::slice::from_ref(&server.url), 1);
+    o.warmup = Some(Duration::from_millis(100));
+    o.duration = Some(Duration::from_millis(400));
+    o.hdr_log = Some(loader::hdrlog::HdrLogOptions {
+        path: hlog.clone(),
+        interval: Duration::from_millis(100),
+    });
+    o.series = Some(series.clone());
+    let r = run(&o);
+    assert!(r.totals.completed > 0, "{:?}", r.totals);
+    let started = r.started.duration_since(std::time::UNIX_EPOCH).unwrap();
+    let text = std::fs::read_to_string(&hlog).unwrap();
+    let start_time: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("#[StartTime: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .expect("a StartTime line");
+    let off = (start_time - started.as_secs_f64()).abs();
+    assert!(
+        off < 0.002,
+        "StartTime {start_time} vs the run's start {started:?}"
+    );
+    // The last line ends when the run did, after its drain.
+    let drained = r.elapsed + r.drain.map_or(Duration::ZERO, |d| d.took);
+    let last = |line: &str| -> f64 {
+        let f: Vec<f64> = line
+            .split(',')
+            .take(2)
+            .map(|v| v.parse().unwrap())
+            .collect();
+        f[0] + f[1]
+    };
+    let hdr_end = text.lines().last().map(last).unwrap();
+    let series_text = std::fs::read_to_string(&series).unwrap();
+    let series_end: f64 = series_text
+        .lines()
+        .last()
+        .and_then(|l| l.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    for (what, end) in [("--hdr-log", hdr_end), ("--series", series_end)] {
+        let off = (end - drained.as_secs_f64()).abs();
+        assert!(off < 0.05, "{what} ends at {end} s, the run at {drained:?}");
+    }
+}
+
 /// Files read whole (a body, a URL list, a targets file and its bodies) are read up to a
 /// limit: a device or an endless pipe given by mistake is refused with one line, exit 2.
 /// Before, `--body /dev/zero` read until an allocation failed (here, in a bounded address
