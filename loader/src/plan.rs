@@ -173,8 +173,12 @@ pub fn split(total: u64, parts: usize) -> Vec<u64> {
 /// Connection `g`'s first due time at `rate` req/s in total: wrk2 offsets connection g's
 /// sends by g/R so that the total rate is smooth.
 pub fn first_due(start: Instant, g: usize, rate: f64) -> Instant {
-    let offset = Duration::try_from_secs_f64(g as f64 / rate).unwrap_or(FAR);
-    later(start, offset)
+    later(start, first_offset(g, rate))
+}
+
+/// [`first_due`] after the start.
+pub fn first_offset(g: usize, rate: f64) -> Duration {
+    Duration::try_from_secs_f64(g as f64 / rate).unwrap_or(FAR)
 }
 
 /// Later than any run lasts, and within what every platform's `Instant` can hold.
@@ -197,6 +201,8 @@ pub fn later(at: Instant, by: Duration) -> Instant {
 #[derive(Debug, Clone, Copy)]
 pub struct Schedule {
     start: Instant,
+    /// The first due time after the schedule's base (wrk2's per-connection offset).
+    offset: Duration,
     interval_ns: u64,
     sent: u64,
     /// `--stages`: this connection's first request of the run, and the connections.
@@ -205,11 +211,12 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// `rate` requests per second for this connection, the first due at `start`.
-    pub fn new(start: Instant, rate_per_conn: f64) -> Schedule {
+    /// `rate` requests per second for this connection, the first due `offset` after `base`.
+    pub fn new(base: Instant, offset: Duration, rate_per_conn: f64) -> Schedule {
         let interval_ns = (1e9 / rate_per_conn).max(1.0) as u64;
         Schedule {
-            start,
+            start: later(base, offset),
+            offset,
             interval_ns,
             sent: 0,
             first: 0,
@@ -221,6 +228,7 @@ impl Schedule {
     pub fn ramped(start: Instant, first: u64, stride: u64) -> Schedule {
         Schedule {
             start,
+            offset: Duration::ZERO,
             interval_ns: 0,
             sent: 0,
             first,
@@ -253,17 +261,13 @@ impl Schedule {
         due
     }
 
-    /// `--stages`: the ramp starts over at `start` (the measured run's start after a
-    /// warm-up, which ran the ramp's beginning): the measured run is the whole ramp.
-    pub fn restart_ramp(&mut self, start: Instant) {
-        self.start = start;
+    /// The schedule starts over from `base` (the measured run's start, after a warm-up), as
+    /// it first started: its first request due at its offset after it, a ramp from its
+    /// beginning. Nothing of the warm-up's schedule is kept: a backlog it built (a rate the
+    /// connections did not sustain) is not charged to the measured requests.
+    pub fn restart(&mut self, base: Instant) {
+        self.start = later(base, self.offset);
         self.sent = 0;
-    }
-
-    /// Every later due time `by` later: the measured run started that much after the
-    /// warm-up's planned end (its stragglers), and the schedule follows it.
-    pub fn shift(&mut self, by: Duration) {
-        self.start += by;
     }
 
     /// The due time of the next request without advancing.
@@ -438,7 +442,7 @@ mod tests {
         for rate in [1e-19, 1e-300, 0.0, f64::NAN] {
             assert!(first_due(t0, 2, rate) > t0 + year, "{rate}");
         }
-        let mut s = Schedule::new(t0, 1e-300);
+        let mut s = Schedule::new(t0, Duration::ZERO, 1e-300);
         assert_eq!(s.next_due(), t0);
         assert!(s.next_due() > t0 + year);
         assert!(s.peek() > t0 + year);
@@ -454,10 +458,15 @@ mod tests {
     #[test]
     fn schedule_is_a_clock() {
         let t0 = Instant::now();
-        let mut s = Schedule::new(t0, 100.0);
-        assert_eq!(s.next_due(), t0);
-        assert_eq!(s.next_due(), t0 + Duration::from_millis(10));
-        assert_eq!(s.peek(), t0 + Duration::from_millis(20));
+        let ms = Duration::from_millis;
+        let mut s = Schedule::new(t0, ms(3), 100.0);
+        assert_eq!(s.next_due(), t0 + ms(3));
+        assert_eq!(s.next_due(), t0 + ms(13));
+        assert_eq!(s.peek(), t0 + ms(23));
+        // Started over later: from its offset again, whatever was due before.
+        s.restart(t0 + ms(500));
+        assert_eq!(s.next_due(), t0 + ms(503));
+        assert_eq!(s.peek(), t0 + ms(513));
     }
 
     /// The probe tries each address list once, in order, and every URL of the same host and

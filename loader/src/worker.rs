@@ -104,6 +104,8 @@ pub struct Engine {
     /// time then waits for nothing.
     spent: shared::shutdown::Shutdown,
     stopped: Cell<bool>,
+    /// `-d`'s stop, once known (after the warm-up): a send due then or later is not made.
+    stop_at: Cell<Option<Instant>>,
     measuring: Cell<bool>,
     /// `--warmup`: the warm-up's requests still in flight, and whether its time is over.
     warm: WarmUp,
@@ -186,6 +188,7 @@ impl Engine {
             tickets: Cell::new(tickets),
             spent: shared::shutdown::Shutdown::new(),
             stopped: Cell::new(false),
+            stop_at: Cell::new(None),
             measuring: Cell::new(opts.warmup.is_none()),
             warm: WarmUp::default(),
             rate: opts.rate.is_some(),
@@ -253,6 +256,19 @@ impl Engine {
             self.warm.in_flight.set(self.warm.in_flight.get() + 1);
         }
         Some(ticket)
+    }
+
+    /// `-d`: the run stops at `at`.
+    pub fn set_stop_at(&self, at: Instant) {
+        self.stop_at.set(Some(at));
+    }
+
+    /// A send due at `due` would be at or after `-d`'s stop: the measured window is
+    /// `[start, start + d)`, so `--rate` sends rate × d (a send woken a timer tick early
+    /// would go out before the stop's own timer fired).
+    #[inline]
+    pub fn stops_by(&self, due: Instant) -> bool {
+        self.stop_at.get().is_some_and(|at| due >= at)
     }
 
     /// `-n`: every measured attempt has been started; no ticket is left to wait for.
@@ -543,11 +559,10 @@ impl Engine {
         std::mem::take(&mut *self.stats.borrow_mut())
     }
 
-    /// The warm-up's time is over (it was planned to end at `planned`): no warm-up request
-    /// starts any more. Its end ([`Engine::warm_settled`]) is when the last one in flight has
-    /// ended (at once when none is), so their wait is not charged to the measured run.
-    pub fn end_warmup(&self, planned: Instant) {
-        self.warm.planned_end.set(Some(planned));
+    /// The warm-up's time is over: no warm-up request starts any more. Its end
+    /// ([`Engine::warm_settled`]) is when the last one in flight has ended (at once when none
+    /// is), so their wait is not charged to the measured run.
+    pub fn end_warmup(&self) {
         self.warm.settling.set(true);
         if self.warm.in_flight.get() == 0 {
             self.warm.settled.fire();
@@ -568,14 +583,6 @@ impl Engine {
     /// Completes when the measured run has started (or the run stopped).
     pub fn measuring_started(&self) -> shared::shutdown::Wait {
         self.warm.measuring_started.wait()
-    }
-
-    /// How much later than planned the measured run started (the warm-up's stragglers).
-    pub fn warmup_overrun(&self) -> Duration {
-        match (self.warm.planned_end.get(), self.warm.started.get()) {
-            (Some(p), Some(s)) => s.saturating_duration_since(p),
-            _ => Duration::ZERO,
-        }
     }
 
     /// When the measured run started after a warm-up (`None` without one, or not yet).
@@ -611,7 +618,6 @@ impl Engine {
 struct WarmUp {
     in_flight: Cell<u64>,
     settling: Cell<bool>,
-    planned_end: Cell<Option<Instant>>,
     started: Cell<Option<Instant>>,
     /// The last warm-up request in flight at the end of its time has ended.
     settled: shared::shutdown::Shutdown,

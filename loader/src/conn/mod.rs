@@ -60,7 +60,7 @@ pub struct Slot {
     pub connecting: Cell<bool>,
     /// Next send times (--rate).
     pub schedule: Cell<Option<crate::plan::Schedule>>,
-    /// `--warmup`: the schedule has not yet been moved to the measured run's actual start.
+    /// `--warmup`: the schedule has not yet started over at the measured run's start.
     pub warm_schedule: Cell<bool>,
     /// The last time taken: the start of the next closed-loop request.
     pub now: Cell<Instant>,
@@ -360,14 +360,22 @@ async fn fill_pipe(w: &Engine, slot: &Slot) -> usize {
         let mut late = None;
         if let Some(mut sched) = slot.schedule.get() {
             if slot.warm_schedule.get() && w.measuring() {
+                // The measured run's schedule starts fresh at its start, every worker's.
                 slot.warm_schedule.set(false);
-                match (w.ramp.is_some(), w.measure_started_at()) {
-                    (true, Some(at)) => sched.restart_ramp(at),
-                    _ => sched.shift(w.warmup_overrun()),
+                if let Some(at) = w.measure_started_at() {
+                    sched.restart(at);
                 }
                 slot.schedule.set(Some(sched));
             }
             let due = sched.peek_on(w.ramp.as_ref());
+            if w.stops_by(due) {
+                if queued + batch > 0 {
+                    break;
+                }
+                // Never sent: wait for the stop to cut this slot (or a nudge).
+                wait_nudged(slot).await;
+                continue;
+            }
             if due > now {
                 if queued + batch > 0 || w.quota_spent() {
                     // Send it after reading what is in flight; or `-n` is spent and nothing
@@ -433,6 +441,13 @@ async fn wait_for(w: &Engine, slot: &Slot, due: Instant, now: Instant) -> Option
         }
         _ => Some(now),
     }
+}
+
+/// Wait until [`Slot::nudge`] (or the slot's cut, which drops the wait).
+async fn wait_nudged(slot: &Slot) {
+    slot.nudged.set(false);
+    let never = std::pin::pin!(std::future::pending::<()>());
+    Nudgeable { fut: never, slot }.await;
 }
 
 /// A slot's wait for a send time, cut short by [`Slot::nudge`]: `true` when it ran out,

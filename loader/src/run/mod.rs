@@ -423,7 +423,7 @@ async fn run_worker(ctx: WorkerCtx, item: WorkerPlan) {
 async fn warm_up(w: Rc<Engine>, end: Shutdown, common: Arc<Common>, slots: Rc<Vec<Rc<Slot>>>) {
     let planned = common.warmup_end;
     monoio::select! {
-        _ = pace::pause_until(planned, w.spin) => w.end_warmup(planned),
+        _ = pace::pause_until(planned, w.spin) => w.end_warmup(),
         _ = end.wait() => return,
     }
     nudge_idle(&slots);
@@ -495,6 +495,9 @@ fn watch_end(
             start
         };
         let deadline = duration.zip(start).map(|(d, s)| crate::plan::later(s, d));
+        if let Some(d) = deadline {
+            w.set_stop_at(d);
+        }
         let by_deadline = if w.spin {
             spin_until_end(deadline, &flag).await
         } else {
@@ -558,7 +561,7 @@ fn spawn_slots(
     // timer's resolution is a millisecond).
     let spread_ms = if n <= 64 { 0 } else { n.div_ceil(64).min(10) };
     let rate_per_conn = opts.rate.map(|r| r / opts.connections as f64);
-    let now_shard = crate::plan::later(now, crate::shard::schedule_offset(opts.shard));
+    let shard_offset = crate::shard::schedule_offset(opts.shard);
     let mut handles = Vec::with_capacity(n);
     let mut all = Vec::with_capacity(n);
     for (i, g) in slots.enumerate() {
@@ -572,7 +575,8 @@ fn spawn_slots(
                 let c = opts.connections as u64;
                 return Schedule::ramped(now, i + n * g as u64, n * c);
             }
-            Schedule::new(crate::plan::first_due(now_shard, g, r), per)
+            let offset = shard_offset.saturating_add(crate::plan::first_offset(g, r));
+            Schedule::new(now, offset, per)
         });
         let delay = if opts.rate.is_some() {
             Duration::ZERO

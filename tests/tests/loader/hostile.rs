@@ -582,6 +582,7 @@ fn warmup_stragglers_do_not_delay_the_rate_schedule() {
 /// at 400 ms): the measured run starts once for both, when the last straggler has ended, and
 /// `-d` runs from there for both. Each worker started and ended its own measured run before,
 /// and Time taken spanned the first one's start to the other's end: 0.5 s for `-d 400ms`.
+/// (`-d 450ms` here: no send is due at the stop itself.)
 #[test]
 fn warmup_over_workers_gives_them_one_measured_start() {
     let server = Scripted::start(|nth, _| {
@@ -596,12 +597,13 @@ fn warmup_over_workers_gives_them_one_measured_start() {
     // after the warm-up's 150 ms.
     o.rate = Some(10.0);
     o.warmup = Some(Duration::from_millis(150));
-    o.duration = Some(Duration::from_millis(400));
+    o.duration = Some(Duration::from_millis(450));
     let r = run(&o);
     let t = &r.totals;
     assert_eq!(t.failures.total(), 0, "{t:?}");
-    assert_eq!(r.elapsed, Duration::from_millis(400), "{t:?}");
-    assert_eq!(t.attempts, 4, "{t:?}");
+    assert_eq!(r.elapsed, Duration::from_millis(450), "{t:?}");
+    // Due at 0, 100, 200, 300 and 400 ms of the measured run.
+    assert_eq!(t.attempts, 5, "{t:?}");
     assert_eq!(r.rate_reached(), Some(true), "{t:?}");
 }
 
@@ -664,6 +666,42 @@ fn interval_logs_count_from_the_measured_start() {
         let off = (end - drained.as_secs_f64()).abs();
         assert!(off < 0.05, "{what} ends at {end} s, the run at {drained:?}");
     }
+}
+
+/// `--rate` beyond what the connection sustains (1000/s on one connection to a 10 ms origin),
+/// after a warm-up: the measured schedule starts fresh at the measured start, so its first
+/// request is due then and its latency is about one answer. The schedule went on from the
+/// warm-up's (moved only by the stragglers' overrun): the first measured requests kept due
+/// times from inside the warm-up and carried its ~270 ms backlog into the measured figures.
+#[test]
+fn warmup_backlog_is_not_charged_to_the_measured_run() {
+    let origin = tests::origin();
+    let mut o = opts(&[origin.url("/?delay=10")], 1);
+    o.rate = Some(1000.0);
+    o.warmup = Some(Duration::from_millis(300));
+    o.duration = Some(Duration::from_millis(300));
+    let r = run(&o);
+    assert!(r.totals.completed > 0, "{:?}", r.totals);
+    let min_ms = r.hist.total.min() / 1000;
+    assert!(
+        min_ms < 150,
+        "the first measured request waited {min_ms} ms"
+    );
+}
+
+/// After a warm-up, `--rate` for `-d` sends rate × duration: the schedule starts at the
+/// measured start and a send due at the stop itself is not made (it was, a timer tick early:
+/// 11 for 20/s over 500 ms).
+#[test]
+fn warmup_then_rate_sends_rate_times_duration() {
+    let origin = tests::origin();
+    let mut o = opts(&[origin.url("/")], 2);
+    o.rate = Some(20.0);
+    o.warmup = Some(Duration::from_millis(100));
+    o.duration = Some(Duration::from_millis(500));
+    let r = run(&o);
+    let t = &r.totals;
+    assert_eq!((t.attempts, t.completed), (10, 10), "{t:?}");
 }
 
 /// Files read whole (a body, a URL list, a targets file and its bodies) are read up to a
