@@ -202,7 +202,8 @@ pub struct DistArgs {
     #[arg(long, value_name = "FILE")]
     pub series: Option<PathBuf>,
     /// Length of one --hdr-log interval (at least 1ms)
-    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_hdr_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_hdr_interval,
+          requires = "hdr_log")]
     pub hdr_log_interval: Duration,
 }
 

@@ -313,6 +313,14 @@ fn assert_usage(out: &std::process::Output, needle: &str) {
     assert!(stdout.is_empty(), "{stdout}");
 }
 
+/// `--hdr-log-interval` without `--hdr-log` has nothing to set: a usage error (it was accepted
+/// and ignored).
+#[test]
+fn an_hdr_log_interval_without_the_log_is_refused() {
+    let out = loader_bin(&["-n", "1", "--hdr-log-interval", "5s", "http://127.0.0.1:1/"]);
+    assert_usage(&out, "--hdr-log");
+}
+
 /// An interval log of microsecond intervals never ends (and writes megabytes of empty
 /// intervals a second): below 1 ms is a usage error.
 #[test]
