@@ -224,10 +224,19 @@ fn rate(s: &mut String, r: &RunResult, target: f64) {
     let _ = writeln!(s, "Target rate:            {target:.2} [#/sec]");
     let _ = writeln!(s, "Achieved rate:          {achieved:.2} [#/sec]");
     if r.rate_reached() == Some(false) {
+        // Sent on time and failed (refused connects, say): more connections do not help.
+        let why = if r.sent_at_rate() == Some(true) {
+            let failed = t.attempts.saturating_sub(t.completed);
+            format!(
+                "the requests were sent at the rate, but {failed} of the {} failed",
+                t.attempts
+            )
+        } else {
+            "add connections (-c) or the server is saturated".to_string()
+        };
         let _ = writeln!(
             s,
-            "WARNING: target rate NOT reached: {achieved:.2} of {target:.2} req/s ({:.1}%); \
-             add connections (-c) or the server is saturated",
+            "WARNING: target rate NOT reached: {achieved:.2} of {target:.2} req/s ({:.1}%); {why}",
             if target > 0.0 {
                 achieved / target * 100.0
             } else {

@@ -768,16 +768,29 @@ impl RunResult {
         }
     }
 
-    /// With --rate: whether the achieved rate (attempts per second) came within 5 % of it.
+    /// With --rate: whether the achieved rate (completed responses per second) came within
+    /// 5 % of it.
     pub fn rate_reached(&self) -> Option<bool> {
         let target = self.target_rate()?;
+        Some(self.per_second(self.totals.completed) >= target * 0.95)
+    }
+
+    /// With --rate: whether the requests went out at it (attempts per second within 5 %),
+    /// whatever became of them: a rate not reached then is the requests' failures, not the
+    /// sending.
+    pub fn sent_at_rate(&self) -> Option<bool> {
+        let target = self.target_rate()?;
+        Some(self.per_second(self.totals.attempts) >= target * 0.95)
+    }
+
+    /// `n` over the load period.
+    fn per_second(&self, n: u64) -> f64 {
         let s = self.elapsed.as_secs_f64();
-        let achieved = if s > 0.0 {
-            self.totals.completed as f64 / s
+        if s > 0.0 {
+            n as f64 / s
         } else {
             0.0
-        };
-        Some(achieved >= target * 0.95)
+        }
     }
 
     /// http_load's "bad byte counts" (the length failures).

@@ -219,6 +219,24 @@ fn rate_mode_says_when_the_target_was_missed() {
     assert!(!report.contains("NOT reached"), "{report}");
 }
 
+/// The requests went out at the target rate (213 in 2 s for 100/s) and most failed (a
+/// refused connect, say): the warning says they failed. It said to add connections or that
+/// the server was saturated, which does not help when every send was on time.
+#[test]
+fn rate_warning_says_the_requests_failed_when_they_went_out_on_schedule() {
+    let mut r = synthetic();
+    r.mode = LoadMode::Rate { target: 100.0 };
+    r.totals.completed = 20;
+    let report = loader::report::render(&r);
+    let warning = line_with(&report, "WARNING: target rate NOT reached");
+    assert!(warning.contains("10.00 of 100.00 req/s"), "{warning}");
+    assert!(
+        warning.contains("sent at the rate") && warning.contains("193 of the 213 failed"),
+        "{warning}"
+    );
+    assert!(!warning.contains("add connections"), "{warning}");
+}
+
 #[test]
 fn urls_breakdown_close_sources_and_edge_cases() {
     let mut r = synthetic();
