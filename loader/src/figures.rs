@@ -226,6 +226,18 @@ impl Derived {
     }
 }
 
+/// A rate for the report: two decimals from 1 req/s up (and 0), three significant digits
+/// below (`--rate` takes 0.001 req/s; a `--stages` mean can be smaller): two decimals showed
+/// a target of 0.0005 as 0.00.
+pub fn rate_digits(r: f64) -> String {
+    if !(r > 0.0 && r < 1.0) {
+        return format!("{r:.2}");
+    }
+    // floor(log10) is -1 for 0.1..1, -4 for 0.0001..0.001; at most f64's digits.
+    let decimals = (2.0 - r.log10().floor()).min(17.0) as usize;
+    format!("{r:.decimals$}")
+}
+
 /// The achieved rate in `--rate` mode: completed responses per second (as `rate_reached` counts).
 pub fn achieved_rate(r: &RunResult) -> f64 {
     r.rate()

@@ -17,7 +17,9 @@
 //!
 //! A pure function of [`RunResult`]: no I/O, no clock, so it is tested on synthetic results.
 
-use crate::figures::{achieved_rate, percent_label, Derived, TimeRow, Times, PERCENTILES};
+use crate::figures::{
+    achieved_rate, percent_label, rate_digits, Derived, TimeRow, Times, PERCENTILES,
+};
 use crate::stats::{LoadMode, RunResult, URL_HIST_SIGFIG};
 use std::fmt::Write as _;
 
@@ -221,8 +223,9 @@ fn connection_times(s: &mut String, r: &RunResult) {
 fn rate(s: &mut String, r: &RunResult, target: f64) {
     let t = &r.totals;
     let achieved = achieved_rate(r);
-    let _ = writeln!(s, "Target rate:            {target:.2} [#/sec]");
-    let _ = writeln!(s, "Achieved rate:          {achieved:.2} [#/sec]");
+    let (target_text, achieved_text) = (rate_digits(target), rate_digits(achieved));
+    let _ = writeln!(s, "Target rate:            {target_text} [#/sec]");
+    let _ = writeln!(s, "Achieved rate:          {achieved_text} [#/sec]");
     if r.rate_reached() == Some(false) {
         // Sent on time and failed (refused connects, say): more connections do not help.
         let why = if r.sent_at_rate() == Some(true) {
@@ -236,7 +239,8 @@ fn rate(s: &mut String, r: &RunResult, target: f64) {
         };
         let _ = writeln!(
             s,
-            "WARNING: target rate NOT reached: {achieved:.2} of {target:.2} req/s ({:.1}%); {why}",
+            "WARNING: target rate NOT reached: {achieved_text} of {target_text} req/s ({:.1}%); \
+             {why}",
             if target > 0.0 {
                 achieved / target * 100.0
             } else {

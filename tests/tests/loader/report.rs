@@ -237,6 +237,30 @@ fn rate_warning_says_the_requests_failed_when_they_went_out_on_schedule() {
     assert!(!warning.contains("add connections"), "{warning}");
 }
 
+/// A target below one request a second (`--stages 1s:0.001`: a mean of 0.0005) is printed
+/// with its significant digits: two decimals showed 0.00.
+#[test]
+fn a_low_target_rate_is_printed_with_its_digits() {
+    let mut r = synthetic();
+    for (target, text) in [(0.0005, "0.000500"), (0.25, "0.250"), (200.0, "200.00")] {
+        r.mode = LoadMode::Rate { target };
+        let report = loader::report::render(&r);
+        let line = line_with(&report, "Target rate:");
+        assert_eq!(
+            line,
+            format!("Target rate:            {text} [#/sec]"),
+            "{target}"
+        );
+    }
+    // The achieved rate too: 1 completed in 2 s.
+    r.totals.completed = 1;
+    let report = loader::report::render(&r);
+    assert!(
+        report.contains("Achieved rate:          0.500 [#/sec]"),
+        "{report}"
+    );
+}
+
 #[test]
 fn urls_breakdown_close_sources_and_edge_cases() {
     let mut r = synthetic();
