@@ -128,6 +128,26 @@ pub fn warnings(cfg: &Config) -> Vec<String> {
     out
 }
 
+/// Whether a connection to the public listener `listen` could reach an admin socket bound to
+/// `admin` (both bound SO_REUSEPORT by the same user, the kernel lets the admin socket join
+/// the port beside the listener's group, where it takes part of its connections): the same
+/// port, and the same IP or a wildcard of the other's family. A listener's IPv6 socket is
+/// v6-only; the admin socket takes the system's default, dual-stack, so an admin `[::]`
+/// covers every IPv4 address of its port and a v4-mapped admin address is its IPv4 one.
+fn admin_overlaps(listen: SocketAddr, admin: SocketAddr) -> bool {
+    use std::net::IpAddr;
+    if listen.port() != admin.port() {
+        return false;
+    }
+    match (listen.ip(), admin.ip().to_canonical()) {
+        (l, a) if l == a => true,
+        (IpAddr::V4(l), IpAddr::V4(a)) => l.is_unspecified() || a.is_unspecified(),
+        (IpAddr::V6(l), IpAddr::V6(a)) => l.is_unspecified() || a.is_unspecified(),
+        (IpAddr::V4(_), IpAddr::V6(a)) => a.is_unspecified(),
+        (IpAddr::V6(_), IpAddr::V4(_)) => false,
+    }
+}
+
 /// The checks every configuration passes before it is used, however it was built (the file
 /// and the flags check most values where they are read, with better messages; this is the
 /// last word, and covers configs built in code).
@@ -146,10 +166,13 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
             ));
         }
     }
-    if let Some(a) = cfg.admin {
-        if a.port() != 0 && cfg.listeners.iter().any(|l| l.addr == a) {
+    if let Some(a) = cfg.admin.filter(|a| a.port() != 0) {
+        if let Some(l) = cfg.listeners.iter().find(|l| admin_overlaps(l.addr, a)) {
             return Err(format!(
-                "admin address {a} is also a listen address (the admin endpoints are never served on the public listeners)"
+                "admin address {a} overlaps listen address {} (the same port, and one address \
+                 covers the other): the admin endpoints are never served on the public \
+                 listeners; give the admin listener a port of its own",
+                l.addr
             ));
         }
     }

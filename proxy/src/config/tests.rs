@@ -546,3 +546,54 @@ fn a_global_retry_applies_to_routes_without_their_own() {
     let e = from_toml("t.toml", &format!("{MINIMAL}[retry]\ntries = 0\n")).unwrap_err();
     assert!(e.to_string().starts_with("t.toml:6: key `retry"), "{e}");
 }
+
+/// An admin address a listener's address covers (the same port, and the same IP or a
+/// wildcard of the family) is refused with one line naming both: bound beside the listener's
+/// SO_REUSEPORT group it would take part of the public port's connections and serve them the
+/// admin endpoints. The admin socket is dual-stack, the listeners' IPv6 sockets are not.
+#[test]
+fn an_admin_address_a_listener_covers_is_refused_naming_both() {
+    let with = |listen: &str, admin: &str| {
+        from_toml(
+            "p.toml",
+            &format!(
+                "[[listen]]\naddr = \"{listen}\"\n[admin]\naddr = \"{admin}\"\n\
+                 [upstream.app]\nservers = [\"127.0.0.1:9001\"]\n"
+            ),
+        )
+    };
+    let overlapping = [
+        ("127.0.0.1:8080", "127.0.0.1:8080"),
+        ("0.0.0.0:8080", "127.0.0.1:8080"),
+        ("127.0.0.1:8080", "0.0.0.0:8080"),
+        ("[::]:8080", "[::1]:8080"),
+        ("[::1]:8080", "[::]:8080"),
+        ("127.0.0.1:8080", "[::]:8080"),
+        ("0.0.0.0:8080", "[::ffff:127.0.0.1]:8080"),
+    ];
+    for (listen, admin) in overlapping {
+        let e = match with(listen, admin) {
+            Ok(_) => panic!("listen {listen}, admin {admin}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.contains(&format!("admin address {admin}")) && e.contains(listen),
+            "listen {listen}, admin {admin}: {e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    let apart = [
+        ("0.0.0.0:8080", "127.0.0.1:9901"),
+        ("127.0.0.1:8080", "127.0.0.2:8080"),
+        // The listeners' IPv6 sockets are v6-only: [::] takes no IPv4 connection.
+        ("[::]:8080", "127.0.0.1:8080"),
+        ("127.0.0.1:0", "127.0.0.1:0"),
+    ];
+    for (listen, admin) in apart {
+        assert!(
+            with(listen, admin).is_ok(),
+            "listen {listen}, admin {admin}: {:?}",
+            with(listen, admin).err().map(|e| e.to_string())
+        );
+    }
+}

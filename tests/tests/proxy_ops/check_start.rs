@@ -166,3 +166,78 @@ fn the_running_config_still_passes_the_check() {
     proxy.signal(libc::SIGTERM);
     assert!(proxy.exit_within(EXIT).is_some_and(|s| s.success()));
 }
+
+/// An admin address that a listener's address covers (`0.0.0.0:P` and `127.0.0.1:P`, either
+/// way round): the check fails with one line naming both, and so does a start, with that line
+/// (not "address already in use", the proxy's own listener). A takeover with such a config is
+/// refused the same way, and the running proxy's loopback clients keep getting the proxy, never
+/// the admin endpoints.
+#[test]
+fn an_admin_address_a_listener_covers_fails_the_check_and_the_start() {
+    let dir = tests::temp_dir("check-admin-overlap");
+    let port = ClosedPort::new();
+    let p = port.port();
+    let wild: SocketAddr = ([0, 0, 0, 0], p).into();
+    let lo: SocketAddr = ([127, 0, 0, 1], p).into();
+    for (name, listen, admin) in [("wild-lo", wild, lo), ("lo-wild", lo, wild)] {
+        let extra = format!("[admin]\naddr = \"{admin}\"\n");
+        let path = config(&dir, &format!("{name}.toml"), listen, "", &extra);
+        let path = path.to_str().unwrap();
+        let (code, lines) = run(&["--check-config", path], None);
+        assert_eq!(code, Some(2), "{name}: check exit; stderr {lines:?}");
+        let first = lines.first().cloned().unwrap_or_default();
+        let names_both = |l: &str| {
+            l.contains(&format!("admin address {admin}")) && l.contains(&listen.to_string())
+        };
+        assert!(names_both(&first), "{name}: {lines:?}");
+        assert_eq!(
+            lines.len(),
+            2,
+            "{name}: one line and the verdict: {lines:?}"
+        );
+        let (code, lines) = run(&["--config", path], None);
+        assert_eq!(code, Some(2), "{name}: start exit; stderr {lines:?}");
+        assert!(lines.iter().any(|l| names_both(l)), "{name}: {lines:?}");
+        assert!(
+            !lines.iter().any(|l| l.contains("already in use")),
+            "{name}: {lines:?}"
+        );
+    }
+
+    // The running proxy on 0.0.0.0:P; a takeover by the overlapping config is refused.
+    let sock = dir.join("takeover.sock");
+    let s = sock.to_str().unwrap();
+    let plain = config(&dir, "plain.toml", wild, "", "");
+    let mut cmd = ProxyProcess::command();
+    cmd.args(["--config", plain.to_str().unwrap(), "--takeover-socket", s]);
+    let mut proxy = ProxyProcess::start(&mut cmd);
+    let overlap = dir.join("wild-lo.toml");
+    let args = [
+        "--config",
+        overlap.to_str().unwrap(),
+        "--takeover-socket",
+        s,
+        "--takeover",
+    ];
+    let (code, lines) = run(&args, None);
+    assert_eq!(code, Some(2), "takeover exit; stderr {lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("admin address {lo}"))),
+        "{lines:?}"
+    );
+    // Loopback clients of the public port still reach the proxy (its upstream is closed: a
+    // 502), not an admin listener.
+    for _ in 0..8 {
+        let r = tests::raw::exchange(
+            lo,
+            b"GET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            tests::raw::WAIT,
+        );
+        let status = r.responses().first().map(|x| x.status);
+        assert_eq!(status, Some(502), "{}", tests::raw::show(&r));
+    }
+    proxy.signal(libc::SIGTERM);
+    assert!(proxy.exit_within(EXIT).is_some_and(|s| s.success()));
+}
