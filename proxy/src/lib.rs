@@ -413,17 +413,38 @@ pub fn start_for(
         running.serve_takeovers(path, take_over)?;
         let mut line = format!("  takeover socket {}", path.display());
         if let Some(i) = inherited {
-            let dropped = i.ready()?;
-            line.push_str(&format!(
-                ": listening sockets taken over from the proxy that served it \
-                 ({dropped} of them not in this config, closed); it drains and exits"
-            ));
+            line.push_str(&finish_takeover(i));
         }
         // Before the last line (the limits), which ends the summary.
         let at = running.summary.rfind('\n').map_or(0, |i| i + 1);
         running.summary.insert_str(at, &(line + "\n"));
     }
     Ok(running)
+}
+
+/// The takeover's last step, `ready`, and what the summary's takeover line says of it. This
+/// process already serves on the sockets and owns the takeover path: an old process that
+/// cannot be told (it went away meanwhile, a SIGTERM between the handover and `ready`) is no
+/// reason to stop serving, which would leave nothing listening. One warning line: if the old
+/// process still runs (its side gave up waiting), it serves the same sockets until stopped.
+fn finish_takeover(i: takeover::Inherited) -> String {
+    let old = i.peer_pid();
+    match i.ready() {
+        Ok(dropped) => format!(
+            ": listening sockets taken over from the proxy that served it \
+             ({dropped} of them not in this config, closed); it drains and exits"
+        ),
+        Err(e) => {
+            shared::log!(
+                "proxy: warning: {e}; serving on the sockets taken over anyway: the old \
+                 process (pid {old}) went away before this one was ready, or gave up waiting \
+                 and serves them too until it is stopped (kill -TERM {old} if it still runs)"
+            );
+            ": listening sockets taken over from the proxy that served it, which was not \
+             told this one is ready (see the warning above)"
+                .into()
+        }
+    }
 }
 
 /// One listener's SO_REUSEPORT sockets, at least one per worker: the ones taken over (and

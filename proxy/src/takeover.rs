@@ -32,7 +32,10 @@
 //!    when none is left (at once if none was) or at the shutdown timeout.
 //!
 //! If the new process fails before `ready` (a broken config, a crash), the old one never
-//! stopped: it goes on serving and takes the next takeover.
+//! stopped: it goes on serving and takes the next takeover. If the old one cannot be told
+//! `ready` (it went away after handing over, a SIGTERM meanwhile), the new one serves on, with
+//! a warning: it holds the sockets and the path already, and stopping would leave nothing
+//! listening.
 //!
 //! Only the proxy's own user takes part: the socket file is created 0600, and each side
 //! checks the other's uid (SO_PEERCRED) before anything crosses. Otherwise a local user who
@@ -84,7 +87,8 @@ pub enum PeerError {
 /// The process at the other end of the Unix socket `s` must run as uid `ours`. SO_PEERCRED
 /// gives the credentials it had when it connected (an accepted connection) or listened (a
 /// connected one): the kernel's, not what the peer says.
-pub fn check_peer(s: &OwnedFd, ours: u32) -> Result<(), PeerError> {
+/// Its pid, as the kernel gave it then.
+pub fn check_peer(s: &OwnedFd, ours: u32) -> Result<i32, PeerError> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -112,7 +116,7 @@ pub fn check_peer(s: &OwnedFd, ours: u32) -> Result<(), PeerError> {
             ours,
         });
     }
-    Ok(())
+    Ok(cred.pid)
 }
 
 /// This process's effective uid: the one its files and sockets are created as.
@@ -132,6 +136,8 @@ pub struct Handed {
 pub struct Inherited {
     path: PathBuf,
     conn: OwnedFd,
+    /// The old process's pid (SO_PEERCRED), for the lines that name it.
+    peer_pid: i32,
     sockets: Vec<Handed>,
     /// The old process's admin listener, if it sent it.
     admin: Option<std::net::TcpListener>,
@@ -146,7 +152,7 @@ impl Inherited {
                 path: path.display().to_string(),
                 source,
             })?;
-        check_peer(&conn, our_uid()).map_err(|source| TakeoverError::Peer {
+        let peer_pid = check_peer(&conn, our_uid()).map_err(|source| TakeoverError::Peer {
             path: path.display().to_string(),
             source,
         })?;
@@ -183,6 +189,7 @@ impl Inherited {
         Ok(Inherited {
             path: path.to_path_buf(),
             conn,
+            peer_pid,
             sockets,
             admin,
         })
@@ -208,9 +215,14 @@ impl Inherited {
         &self.path
     }
 
+    /// The old process's pid.
+    pub fn peer_pid(&self) -> i32 {
+        self.peer_pid
+    }
+
     /// Tell the old process to drain. Sockets no listener of ours took (the new config
-    /// dropped their address) are closed: their queued connections are reset, as a restart
-    /// would. Returns how many that was.
+    /// dropped their address) are closed, told or not: their queued connections are reset,
+    /// as a restart would. Returns how many that was.
     pub fn ready(self) -> Result<usize, TakeoverError> {
         let dropped = self.sockets.len();
         send(&self.conn, READY, &[]).map_err(|e| TakeoverError::Exchange {

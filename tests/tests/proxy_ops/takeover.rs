@@ -346,3 +346,69 @@ fn an_idle_old_process_exits_once_handed_over_not_at_the_timeout() {
     );
     assert_eq!(Client::connect(new.addr).get("/").status, 200);
 }
+
+/// The old process goes away after handing its sockets over and before the new one's `ready`
+/// (a SIGTERM meanwhile): here a stand-in for it closes its end of the takeover connection
+/// right after `end`. The new process, already serving on the sockets, says so in one line
+/// and goes on serving, and the takeover path is its own: a third process takes over from it.
+#[test]
+fn a_new_process_whose_old_one_went_away_before_ready_goes_on_serving() {
+    use proxy::takeover::{accept_within, bind_listen, recv, send, seqpacket};
+    use std::os::fd::AsRawFd;
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-old-gone");
+    let socket = dir.path("takeover.sock");
+    let public = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = public.local_addr().unwrap();
+    let control = seqpacket().expect("seqpacket");
+    bind_listen(&control, &socket).expect("listen on the takeover path");
+    let old = std::thread::spawn(move || -> Result<(), String> {
+        let conn = match accept_within(&control, READY) {
+            Ok(Some(c)) => c,
+            Ok(None) => return Err("nobody connected".into()),
+            Err(e) => return Err(format!("accept: {e}")),
+        };
+        let (hello, _) = recv(&conn).map_err(|e| format!("receive hello: {e}"))?;
+        if hello != b"proxy-takeover 1" {
+            return Err(format!("hello: {:?}", String::from_utf8_lossy(&hello)));
+        }
+        let line = format!("listener {addr} {addr}");
+        send(&conn, line.as_bytes(), &[public.as_raw_fd()]).map_err(|e| e.to_string())?;
+        send(&conn, b"end", &[]).map_err(|e| e.to_string())?;
+        // Gone before the new process, which still starts its workers, can say `ready`.
+        drop(conn);
+        drop(control);
+        Ok(())
+    });
+    let mut cmd = ProxyProcess::command();
+    cmd.args(["--listen", &addr.to_string(), "--no-pin", "--workers", "1"])
+        .args([
+            "--shutdown-timeout",
+            "1s",
+            "--upstream",
+            &o.addr().to_string(),
+        ])
+        .arg("--takeover-socket")
+        .arg(&socket)
+        .arg("--takeover");
+    let mut new = Process::spawn(cmd.stdout(std::process::Stdio::null()));
+    let warning = new.wait_line("ready", READY);
+    old.join().unwrap().expect("the stand-in's exchange");
+    assert!(warning.contains("warning"), "{warning}");
+    assert!(warning.contains("serving"), "{warning}");
+    let summary = new.wait_line("listening on ", READY);
+    assert!(summary.contains(&addr.to_string()), "{summary}");
+    assert_eq!(Client::connect(addr).get("/").status, 200);
+    assert!(
+        new.exit_within(Duration::ZERO).is_none(),
+        "{:?}",
+        new.arrived()
+    );
+
+    // The path names the new process's socket: a third process takes over from it.
+    let third = spawn(&addr.to_string(), o.addr(), 1, &socket, true);
+    assert!(third.summary.contains("taken over"), "{}", third.summary);
+    new.wait_line("handed to the new process", READY);
+    assert!(new.exit_within(READY).expect("it exits").success());
+    assert_eq!(Client::connect(third.addr).get("/").status, 200);
+}
