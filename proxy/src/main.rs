@@ -1,5 +1,5 @@
 //! `proxy`: parse the command line, load and check the configuration, start the workers,
-//! reload on SIGHUP, stop on SIGINT/SIGTERM. Everything else lives in the library.
+//! reload on SIGHUP, stop on SIGINT/SIGTERM/SIGQUIT. Everything else lives in the library.
 
 use proxy::cli::{self, Cli, CliError};
 use shared::config::{exit_cli_error, usage_error};
@@ -61,10 +61,13 @@ fn main() {
         tell(reloading.send("READY=1"));
     });
     // SIGUSR1 reopens the access log on every worker (logrotate).
-    let reopen = running.log_reopener();
+    let actions = shared::shutdown::Actions {
+        on_reload: Some(on_reload),
+        on_reopen: Box::new(running.log_reopener()),
+        on_usr2: Box::new(usr2_line(socket.is_some())),
+    };
     let flag = running.shutdown_flag();
-    let installed =
-        shared::shutdown::install_signal_handlers(flag, on_signal, Some(on_reload), reopen);
+    let installed = shared::shutdown::install_signal_handlers(flag, on_signal, actions);
     if let Err(e) = installed {
         shared::log!("proxy: cannot install the signal handler: {e}");
         running.trigger_shutdown();
@@ -81,6 +84,20 @@ fn main() {
         shared::log!("proxy: {e}");
         exit(1)
     }
+}
+
+/// SIGUSR2 is nginx's binary upgrade (the running process starts the new binary itself): an
+/// upgrade here is a new process started with --takeover, which the operator (or the service
+/// manager, which must know the new pid) starts. One line per signal, and the proxy goes on.
+fn usr2_line(takeover_socket: bool) -> impl Fn() + Send + 'static {
+    let how = match takeover_socket {
+        true => "start the new binary with the same --takeover-socket and --takeover",
+        false => {
+            "this process has no --takeover-socket, so a restart replaces it; started with \
+             one, a new binary given --takeover takes its listening sockets over"
+        }
+    };
+    move || shared::log!("proxy: SIGUSR2 ignored: to upgrade the binary, {how}")
 }
 
 /// A notification systemd could not be sent: logged, the proxy goes on (systemd's own timeout

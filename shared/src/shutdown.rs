@@ -1,6 +1,7 @@
-//! Shutdown: SIGINT/SIGTERM set a process-wide flag; each worker watches it and wakes its
-//! own tasks through a worker-local [`Shutdown`] handle. A process that reloads its config
-//! takes SIGHUP on the same signal thread ([`install_signal_handlers`]).
+//! Shutdown: SIGINT/SIGTERM/SIGQUIT set a process-wide flag; each worker watches it and wakes
+//! its own tasks through a worker-local [`Shutdown`] handle. A process that reloads its config
+//! takes SIGHUP on the same signal thread ([`install_signal_handlers`]), and SIGUSR1 and
+//! SIGUSR2 are taken there too (their default action kills).
 //!
 //! Signals are blocked in every thread before the workers start (so no worker's io_uring wait
 //! is interrupted) and taken by one `sigwait` thread. Workers poll the flag on a coarse tick
@@ -36,30 +37,55 @@ impl ShutdownFlag {
     }
 }
 
-/// Block SIGINT and SIGTERM in this thread (and so in every thread it spawns afterwards) and
-/// start a thread that waits for them and sets `flag`. Call before starting the workers.
-/// `on_signal` runs on the signal thread after each signal, with the count so far.
+/// Block the stop signals (SIGINT, SIGTERM and SIGQUIT, nginx's graceful stop) in this thread
+/// (and so in every thread it spawns afterwards) and start a thread that waits for them and
+/// sets `flag`. Call before starting the workers. `on_signal` runs on the signal thread after
+/// each signal, with the count so far. SIGUSR1 and SIGUSR2 are taken and do nothing.
 pub fn install_signal_handler(
     flag: Arc<ShutdownFlag>,
     on_signal: impl Fn(usize) + Send + 'static,
 ) -> std::io::Result<()> {
-    install_signal_handlers(flag, on_signal, None, || {})
+    install_signal_handlers(flag, on_signal, Actions::default())
 }
 
 /// What SIGHUP does in a process that handles it: runs on the signal thread, one at a time.
 pub type OnReload = Box<dyn FnMut() + Send>;
 
-/// [`install_signal_handler`], and with `on_reload` SIGHUP too: blocked like the stop signals
-/// (its default action would kill the process) and handed to `on_reload` on the signal thread.
-/// A stop signal that arrives during a reload is taken once the reload returns. SIGUSR1
-/// (blocked with the stop signals, so no worker takes it) runs `on_reopen` on the signal
-/// thread: the proxy reopens its access logs.
+/// What the signal thread does with the signals that do not stop the process.
+pub struct Actions {
+    /// SIGHUP, when the process reloads (else SIGHUP is left to its default action).
+    pub on_reload: Option<OnReload>,
+    /// SIGUSR1: the proxy reopens its access logs.
+    pub on_reopen: Box<dyn Fn() + Send>,
+    /// SIGUSR2 (nginx's binary upgrade): taken here, so that it never kills the process.
+    pub on_usr2: Box<dyn Fn() + Send>,
+}
+
+impl Default for Actions {
+    fn default() -> Self {
+        Actions {
+            on_reload: None,
+            on_reopen: Box::new(|| {}),
+            on_usr2: Box::new(|| {}),
+        }
+    }
+}
+
+/// [`install_signal_handler`], with `actions`: with `on_reload` SIGHUP too, blocked like the
+/// stop signals (its default action would kill the process) and handed to `on_reload` on the
+/// signal thread. A stop signal that arrives during a reload is taken once the reload returns.
+/// SIGUSR1 and SIGUSR2 (blocked with the stop signals, so no worker takes them) run
+/// `on_reopen` and `on_usr2` on the signal thread.
 pub fn install_signal_handlers(
     flag: Arc<ShutdownFlag>,
     on_signal: impl Fn(usize) + Send + 'static,
-    mut on_reload: Option<OnReload>,
-    on_reopen: impl Fn() + Send + 'static,
+    actions: Actions,
 ) -> std::io::Result<()> {
+    let Actions {
+        mut on_reload,
+        on_reopen,
+        on_usr2,
+    } = actions;
     let reload = on_reload.is_some();
     // Blocked for good in this thread: the `signals` thread below takes them with sigwait.
     SignalMask::block(reload)?.keep();
@@ -83,6 +109,10 @@ pub fn install_signal_handlers(
                     on_reopen();
                     continue;
                 }
+                if sig == libc::SIGUSR2 {
+                    on_usr2();
+                    continue;
+                }
                 if sig == libc::SIGHUP {
                     if let Some(f) = on_reload.as_mut() {
                         f();
@@ -97,8 +127,8 @@ pub fn install_signal_handlers(
     Ok(())
 }
 
-/// SIGINT and SIGTERM, the signals that stop the process; SIGUSR1 (reopen the logs); and
-/// SIGHUP (reload) if `reload`.
+/// SIGINT, SIGTERM and SIGQUIT, the signals that stop the process; SIGUSR1 (reopen the logs)
+/// and SIGUSR2; and SIGHUP (reload) if `reload`.
 fn handled_signals(reload: bool) -> libc::sigset_t {
     // SAFETY: sigset_t is plain data; sigemptyset initialises it before sigaddset uses it.
     unsafe {
@@ -106,7 +136,9 @@ fn handled_signals(reload: bool) -> libc::sigset_t {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGQUIT);
         libc::sigaddset(&mut set, libc::SIGUSR1);
+        libc::sigaddset(&mut set, libc::SIGUSR2);
         if reload {
             libc::sigaddset(&mut set, libc::SIGHUP);
         }
@@ -114,7 +146,7 @@ fn handled_signals(reload: bool) -> libc::sigset_t {
     }
 }
 
-/// SIGINT and SIGTERM (and SIGHUP where reloads are handled) blocked in this thread while
+/// The stop signals, SIGUSR1 and SIGUSR2 (and SIGHUP where reloads are handled) blocked in this thread while
 /// the guard lives (the old mask comes back on drop). Threads spawned meanwhile inherit the
 /// mask: that is how worker threads are kept from taking a signal meant for the one
 /// `sigwait` thread.

@@ -143,7 +143,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = positive_duration, default_value_t = Dur(Timeouts::default().idle))]
     pub idle_timeout: Dur,
 
-    /// On SIGINT/SIGTERM, in-flight requests get this long to finish
+    /// On SIGINT/SIGTERM/SIGQUIT, in-flight requests get this long to finish
     #[arg(long, value_name = "DURATION", value_parser = any_duration, default_value_t = Dur(Timeouts::default().shutdown))]
     pub shutdown_timeout: Dur,
 

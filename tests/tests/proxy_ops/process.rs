@@ -648,3 +648,45 @@ fn memory_returns_to_the_baseline_after_a_crowd_closes() {
 /// same), which the earlier bound of 3 MiB failed by 50 KB once: 4 MiB still tells a trim
 /// that works from one that does not.
 const RETURN_BOUND_KIB: u64 = 4096;
+
+/// SIGQUIT is nginx's graceful stop (`nginx -s quit`): the same as SIGTERM here. The request
+/// in flight (a body still to come) is answered, the idle connection closed, exit 0.
+#[test]
+fn sigquit_is_a_graceful_stop_as_sigterm_is() {
+    let o = tests::origin();
+    let mut p = spawn(o.addr());
+    let mut idle = Client::connect(p.addr);
+    assert_eq!(idle.get("/").status, 200);
+    let mut busy = Client::connect(p.addr);
+    busy.send(
+        b"POST /?size=100 HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n",
+    );
+    busy.expect_100();
+    p.signal(libc::SIGQUIT);
+    idle.assert_closed();
+    busy.send(b"abcd");
+    let r = busy
+        .try_response(shared::http::RequestMethod::Other)
+        .unwrap_or_else(|e| panic!("{e}; exit {:?}", p.exit_within(Duration::ZERO)));
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("connection"), Some("close"));
+    let status = p.exit_within(WAIT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+}
+
+/// SIGUSR2 (nginx's binary upgrade) does not kill the proxy: one line says an upgrade here is a
+/// new process started with --takeover, and it goes on serving.
+#[test]
+fn sigusr2_is_ignored_with_a_line_that_points_to_takeover() {
+    let o = tests::origin();
+    let mut p = spawn(o.addr());
+    p.signal(libc::SIGUSR2);
+    let line = p.wait_line("SIGUSR2", WAIT);
+    assert!(line.contains("--takeover"), "{line}");
+    assert_eq!(Client::connect(p.addr).get("/").status, 200);
+    assert!(p.exit_within(Duration::ZERO).is_none(), "{:?}", p.arrived());
+    p.signal(libc::SIGUSR2);
+    p.wait_line("SIGUSR2", WAIT);
+    assert_eq!(Client::connect(p.addr).get("/").status, 200);
+    assert_eq!(p.arrived(), Vec::<String>::new(), "one line per signal");
+}
