@@ -598,6 +598,20 @@ impl Running {
         }
     }
 
+    /// A handle that has every worker write out its access logs' buffers, for the signal
+    /// thread's stop-now path: it waits up to the duration given, and says which workers did
+    /// not answer by then (a worker stuck on a stalled file system, or in a long task).
+    pub fn log_flusher(
+        &self,
+    ) -> impl Fn(std::time::Duration) -> Result<(), shared::inbox::AskError> + Send + 'static {
+        let post = self.post.clone();
+        move |wait| {
+            // A worker whose drain is over is gone: its logs were flushed as it ended.
+            post.ask_each(|_, reply| worker::WorkerMsg::FlushLogs(reply), wait)
+                .map(drop)
+        }
+    }
+
     /// Wait for the workers to end (after a shutdown was triggered). The admin listener
     /// answers until then (`/healthz` says 503 while they drain), and the DNS thread looks
     /// names up (the binary waits here from its start: stopping it first stopped it for good).

@@ -38,6 +38,10 @@ async fn inbox(
             }
             WorkerMsg::Snapshot(reply) => reply.send(w.snapshot()),
             WorkerMsg::ReopenLog(r) => w.obs.reopen_log(w.generation().access_log.as_ref(), r),
+            WorkerMsg::FlushLogs(reply) => {
+                w.obs.flush_logs(w.generation().access_log.as_ref());
+                reply.send(());
+            }
             WorkerMsg::Health(change) => crate::health::apply(&w, &change),
             WorkerMsg::HandOver(reply) => {
                 w.life.handover.fire();

@@ -46,9 +46,10 @@ fn main() {
     });
     // A second signal means "stop now", without waiting for requests in flight.
     let stopping = notifier.clone();
+    let flush_logs = running.log_flusher();
     let on_signal = move |n: usize| {
         if n > 1 {
-            exit(1)
+            stop_now(&flush_logs)
         }
         tell(stopping.send("STOPPING=1"));
     };
@@ -84,6 +85,25 @@ fn main() {
         shared::log!("proxy: {e}");
         exit(1)
     }
+}
+
+/// How long the stop-now path waits for the workers to write their access logs out, and
+/// then for the log writer: a worker stuck on a stalled file system must not hold the exit.
+const STOP_NOW_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The second stop signal: the access logs' buffered lines written out (bounded by
+/// `STOP_NOW_WAIT`: a worker that does not answer by then loses its buffered lines), one line,
+/// exit 1 at once, cutting the requests in flight.
+fn stop_now(flush_logs: &dyn Fn(std::time::Duration) -> Result<(), shared::inbox::AskError>) -> ! {
+    let logs = match flush_logs(STOP_NOW_WAIT) {
+        Ok(()) => "access logs written out".to_string(),
+        Err(e) => format!("access log lines buffered may be lost ({e})"),
+    };
+    shared::log!(
+        "proxy: second stop signal: exiting now (exit 1), requests in flight are cut; {logs}"
+    );
+    shared::log::flush(STOP_NOW_WAIT);
+    exit(1)
 }
 
 /// SIGUSR2 is nginx's binary upgrade (the running process starts the new binary itself): an

@@ -91,6 +91,9 @@ pub enum WorkerMsg {
     Snapshot(shared::inbox::Reply<crate::metrics::WorkerSnapshot>),
     /// SIGUSR1: go on in the access log's path opened again (logrotate moved the file).
     ReopenLog(crate::access_log::Reopened),
+    /// A second stop signal: write out the access logs' buffers now (the process exits at
+    /// once after), answered once written.
+    FlushLogs(shared::inbox::Reply<()>),
     /// A server's state by active health checks changed (the checking worker tells the
     /// others, `crate::health`).
     Health(crate::balance::HealthChange),

@@ -690,3 +690,45 @@ fn sigusr2_is_ignored_with_a_line_that_points_to_takeover() {
     assert_eq!(Client::connect(p.addr).get("/").status, 200);
     assert_eq!(p.arrived(), Vec::<String>::new(), "one line per signal");
 }
+
+/// The second stop signal exits at once (exit 1, requests in flight cut) with one line saying
+/// so, and the access log lines of the requests that finished are written first: here one
+/// that finished after the first signal, when the workers' flush tick had ended.
+#[test]
+fn a_second_signal_says_so_and_writes_the_access_log_first() {
+    let gate = tests::gate::Gate::start();
+    let dir = tests::temp_dir("stop-now-log");
+    let log = dir.join("access.log");
+    let log_arg = log.to_str().unwrap().to_string();
+    let extra = ["--shutdown-timeout", "30s", "--access-log", &log_arg];
+    let p = spawn_with(gate.addr, &extra, None);
+    let mut idle = Client::connect(p.addr);
+    idle.send(&tests::raw::get("/idle"));
+    gate.next().go.send(()).unwrap();
+    assert_eq!(idle.response().status, 200);
+    let mut held = Client::connect(p.addr);
+    held.send(&tests::raw::get("/held"));
+    let _held = gate.next();
+    let mut done = Client::connect(p.addr);
+    done.send(&tests::raw::get("/done"));
+    let finish = gate.next();
+    p.signal(libc::SIGTERM);
+    // The workers took the stop: idle connections close, the flush tick ends.
+    idle.assert_closed();
+    finish.go.send(()).unwrap();
+    assert_eq!(done.response().status, 200);
+    p.signal(libc::SIGTERM);
+    let ProxyProcess { process, .. } = p;
+    let (status, err) = process.finish(WAIT);
+    assert_eq!(status.code(), Some(1), "{err}");
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("second stop signal"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    let written = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        written.contains("GET /done "),
+        "access log: {written:?}; stderr: {err}"
+    );
+}
