@@ -346,6 +346,8 @@ impl Conn {
     fn answer(&mut self, ctx: &AdminCtx, parsed: Parsed) {
         let reply = match parsed {
             Parsed::Request { head_only, path } => answer(ctx, head_only, &path),
+            Parsed::OtherMethod { path } => not_allowed(&path),
+            Parsed::TooManyFields => Reply::text(431, "request header fields too large\n"),
             Parsed::Bad | Parsed::Partial => Reply::text(400, "bad request\n"),
         };
         self.buf = reply.bytes();
@@ -384,8 +386,14 @@ enum Got {
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
     Partial,
-    /// Not a GET or HEAD, not HTTP, or longer than [`MAX_HEAD`].
+    /// Not HTTP, or longer than [`MAX_HEAD`].
     Bad,
+    /// More header fields than [`MAX_FIELDS`].
+    TooManyFields,
+    /// A method other than GET and HEAD, on this path (without its query).
+    OtherMethod {
+        path: String,
+    },
     /// The path without its query.
     Request {
         head_only: bool,
@@ -393,22 +401,64 @@ enum Parsed {
     },
 }
 
+/// Header fields read from an admin request (a scraper or a probe sends a handful).
+const MAX_FIELDS: usize = 32;
+
 fn parse_request(buf: &[u8]) -> Parsed {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut headers = [httparse::EMPTY_HEADER; MAX_FIELDS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
         Ok(httparse::Status::Complete(_)) => {
-            let head_only = match req.method {
-                Some("GET") => false,
-                Some("HEAD") => true,
-                _ => return Parsed::Bad,
-            };
-            let path = req.path.unwrap_or("/");
-            let path = path.split('?').next().unwrap_or(path).to_string();
-            Parsed::Request { head_only, path }
+            let path = request_path(req.path.unwrap_or("/"));
+            match req.method {
+                Some("GET") => Parsed::Request {
+                    head_only: false,
+                    path,
+                },
+                Some("HEAD") => Parsed::Request {
+                    head_only: true,
+                    path,
+                },
+                _ => Parsed::OtherMethod { path },
+            }
         }
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => Parsed::Partial,
+        Err(httparse::Error::TooManyHeaders) => Parsed::TooManyFields,
         _ => Parsed::Bad,
+    }
+}
+
+/// The path of a request target, without its query: the origin form as it is, the absolute
+/// form (`http://host/metrics`, which RFC 9112 3.2.2 says a server MUST accept) without its
+/// scheme and authority.
+fn request_path(target: &str) -> String {
+    let scheme_end = ["http://", "https://"].iter().find_map(|s| {
+        let head = target.get(..s.len())?;
+        head.eq_ignore_ascii_case(s).then_some(s.len())
+    });
+    let path = match scheme_end {
+        Some(at) => {
+            let rest = &target[at..];
+            rest.find(['/', '?']).map_or("/", |i| &rest[i..])
+        }
+        None => target,
+    };
+    let path = path.split('?').next().unwrap_or(path);
+    match path.is_empty() {
+        true => "/".to_string(),
+        false => path.to_string(),
+    }
+}
+
+/// Another method than GET or HEAD: 405 on the admin paths, with what they allow; 404 elsewhere,
+/// as for a GET.
+fn not_allowed(path: &str) -> Reply {
+    match path {
+        "/metrics" | "/status" | "/healthz" => Reply {
+            allow: true,
+            ..Reply::text(405, "method not allowed: GET or HEAD\n")
+        },
+        _ => Reply::text(404, "not found: try /metrics, /status or /healthz\n"),
     }
 }
 
@@ -417,6 +467,8 @@ struct Reply {
     content_type: &'static str,
     body: String,
     head_only: bool,
+    /// An `Allow: GET, HEAD` field (a 405).
+    allow: bool,
 }
 
 impl Reply {
@@ -426,6 +478,7 @@ impl Reply {
             content_type: "text/plain; charset=utf-8",
             body: body.to_string(),
             head_only: false,
+            allow: false,
         }
     }
 
@@ -434,11 +487,18 @@ impl Reply {
             200 => "OK",
             400 => "Bad Request",
             404 => "Not Found",
+            405 => "Method Not Allowed",
             408 => "Request Timeout",
+            431 => "Request Header Fields Too Large",
             _ => "Service Unavailable",
         };
+        let allow = if self.allow {
+            "Allow: GET, HEAD\r\n"
+        } else {
+            ""
+        };
         let mut out = format!(
-            "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+            "HTTP/1.1 {} {reason}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{allow}Cache-Control: no-store\r\nConnection: close\r\n\r\n",
             self.status,
             self.content_type,
             self.body.len()
@@ -544,7 +604,18 @@ mod tests {
             parse_request(b"HEAD /healthz HTTP/1.0\r\n\r\n"),
             get(true, "/healthz")
         );
-        assert_eq!(parse_request(b"POST / HTTP/1.1\r\n\r\n"), Parsed::Bad);
+        assert_eq!(
+            parse_request(b"POST / HTTP/1.1\r\n\r\n"),
+            Parsed::OtherMethod { path: "/".into() }
+        );
+        let absolute = b"GET http://h:1/metrics?x HTTP/1.1\r\nHost: h\r\n\r\n";
+        assert_eq!(parse_request(absolute), get(false, "/metrics"));
+        assert_eq!(request_path("HTTPS://h"), "/");
+        assert_eq!(request_path("http://h?q"), "/");
+        let mut many = b"GET / HTTP/1.1\r\n".to_vec();
+        many.extend(b"X: y\r\n".repeat(MAX_FIELDS + 1));
+        many.extend(b"\r\n");
+        assert_eq!(parse_request(&many), Parsed::TooManyFields);
         assert_eq!(parse_request(b"\x16\x03\x01"), Parsed::Bad);
         // A head that never ends is refused at the limit.
         let mut endless = b"GET / HTTP/1.1\r\nX: ".to_vec();

@@ -461,3 +461,45 @@ fn active_health_state_is_shown() {
     assert_eq!(dead_entry["health"], "down");
     p.shutdown().expect("shutdown");
 }
+
+/// The admin listener's answers to requests it does not serve as GET: another method on one of
+/// its paths is 405 with `Allow: GET, HEAD` (an unknown path stays 404); a request target in
+/// absolute form is served as its path (RFC 9112 3.2.2: a server MUST accept it); more header
+/// fields than it reads is 431, not 400.
+#[test]
+fn admin_answers_other_methods_the_absolute_form_and_too_many_fields() {
+    let origin = tests::origin();
+    let p = proxy::start(config(origin.addr(), "")).expect("proxy starts");
+    let admin = p.admin_addr().unwrap();
+    let first = |req: &[u8]| {
+        let r = raw::exchange(admin, req, WAIT);
+        let resp = r.responses().into_iter().next();
+        resp.unwrap_or_else(|| panic!("no response: {}", raw::show(&r)))
+    };
+    for path in ["/metrics", "/status", "/healthz"] {
+        let req = format!("POST {path} HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+        let r = first(req.as_bytes());
+        assert_eq!(r.status, 405, "POST {path}: {:?}", r.status_line);
+        assert_eq!(r.header("allow"), Some("GET, HEAD"), "POST {path}");
+    }
+    let r = first(b"DELETE /nothing HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(r.status, 404);
+
+    let r = first(b"GET http://admin/metrics?x=1 HTTP/1.1\r\nHost: admin\r\n\r\n");
+    assert_eq!(r.status, 200);
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("proxy_client_connections_open"),
+        "not the metrics"
+    );
+    let r = first(b"GET HTTP://admin:9901/healthz HTTP/1.1\r\nHost: admin\r\n\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &b"ok\n"[..]));
+
+    let mut many = b"GET /healthz HTTP/1.1\r\nHost: a\r\n".to_vec();
+    for i in 0..40 {
+        many.extend_from_slice(format!("X-F{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    let r = first(&many);
+    assert_eq!(r.status, 431, "{:?}", r.status_line);
+    p.shutdown().unwrap();
+}
