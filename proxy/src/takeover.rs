@@ -146,6 +146,9 @@ pub struct Inherited {
 impl Inherited {
     /// Ask the process listening on `path` for its listening sockets.
     pub fn request(path: &Path) -> Result<Inherited, TakeoverError> {
+        // The socket file this takeover asks: another file there later means another process
+        // took over meanwhile.
+        let asked = file_id(path).ok();
         let conn = seqpacket()
             .and_then(|s| connect(&s, path).map(|()| s))
             .map_err(|source| TakeoverError::Connect {
@@ -161,10 +164,14 @@ impl Inherited {
             what,
         };
         set_timeouts(&conn, STEP_WAIT).map_err(|e| fail(e.to_string()))?;
-        send(&conn, HELLO, &[]).map_err(|e| fail(format!("send: {e}")))?;
+        let cut = |step: &str, e: Option<io::Error>| fail(cut_short(path, asked, step, e));
+        send(&conn, HELLO, &[]).map_err(|e| cut("send", Some(e)))?;
         let mut sockets = Vec::new();
         let admin = loop {
-            let (text, fds) = recv(&conn).map_err(|e| fail(format!("receive: {e}")))?;
+            let (text, fds) = recv(&conn).map_err(|e| cut("receive", Some(e)))?;
+            if text.is_empty() {
+                return Err(cut("receive", None));
+            }
             if text == END {
                 break fds.into_iter().next().map(std::net::TcpListener::from);
             }
@@ -230,6 +237,42 @@ impl Inherited {
             what: format!("send ready: {e}"),
         })?;
         Ok(dropped)
+    }
+}
+
+/// What a takeover cut short before the sockets came means (`e` the error of `step`; `None`:
+/// the old process closed the connection), said plainly. The old process serves one takeover
+/// at a time and closes its takeover socket once it handed over: a second new process waiting
+/// on it is reset then, and the path names the winner's socket; while the first is under way,
+/// the second waits, up to `STEP_WAIT`.
+fn cut_short(path: &Path, asked: Option<(u64, u64)>, step: &str, e: Option<io::Error>) -> String {
+    let what = e
+        .as_ref()
+        .map_or("closed".to_string(), |e| format!("{step}: {e}"));
+    let late = e.as_ref().is_some_and(|e| {
+        matches!(
+            e.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        )
+    });
+    if late {
+        return format!(
+            "no answer within {}s ({what}): another takeover is under way (the process there \
+             hands over to one new process at a time), or that process is stuck",
+            STEP_WAIT.as_secs()
+        );
+    }
+    match file_id(path).ok() {
+        Some(now) if Some(now) != asked => format!(
+            "another process took over first ({what}): the path now names its takeover \
+             socket; take over again to replace that one"
+        ),
+        None => format!("the process there stopped before handing its sockets over ({what})"),
+        Some(_) => format!(
+            "the process there closed the connection before handing its sockets over ({what}): \
+             it was stopping, handing over to another process, or refused this one (its log \
+             says why)"
+        ),
     }
 }
 

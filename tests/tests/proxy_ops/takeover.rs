@@ -412,3 +412,47 @@ fn a_new_process_whose_old_one_went_away_before_ready_goes_on_serving() {
     assert!(new.exit_within(READY).expect("it exits").success());
     assert_eq!(Client::connect(third.addr).get("/").status, 200);
 }
+
+/// Two takeovers at once: the old process hands over to one and closes its takeover socket with
+/// the other's connection still waiting on it (reset). The loser says plainly that another
+/// process took over first, not "Connection reset by peer". Here a stand-in for the old
+/// process and the winner: the winner's socket is renamed over the path, as a new process
+/// does, before the old one lets go of its own.
+#[test]
+fn a_takeover_that_another_one_beat_says_so() {
+    use proxy::takeover::{bind_listen, seqpacket};
+    use std::os::fd::AsRawFd;
+    let o = tests::origin();
+    let dir = Scratch::new("takeover-lost");
+    let socket = dir.path("takeover.sock");
+    let old = seqpacket().expect("seqpacket");
+    bind_listen(&old, &socket).expect("listen on the takeover path");
+    let mut cmd = Command::new(tests::bin("proxy"));
+    cmd.args(["--listen", "127.0.0.1:0", "--workers", "1", "--no-pin"])
+        .args(["--upstream", &o.addr().to_string()])
+        .arg("--takeover-socket")
+        .arg(&socket)
+        .arg("--takeover");
+    let loser = Process::spawn(&mut cmd);
+    // The loser's connection waits in the old process's backlog, never accepted.
+    let mut pfd = libc::pollfd {
+        fd: old.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd on an open descriptor.
+    let n = unsafe { libc::poll(&mut pfd, 1, READY.as_millis() as libc::c_int) };
+    assert_eq!(n, 1, "the new process never connected");
+    let winner = seqpacket().expect("seqpacket");
+    let tmp = dir.path("winner.tmp");
+    bind_listen(&winner, &tmp).expect("the winner's socket");
+    std::fs::rename(&tmp, &socket).expect("rename over the path");
+    drop(old);
+    let (status, err) = loser.finish(READY);
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(": another process took over first ("),
+        "the line says so before the system's error: {err}"
+    );
+    drop(winner);
+}
