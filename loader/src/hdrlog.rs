@@ -30,7 +30,7 @@
 //! reported that interval (or has ended before it).
 
 use crate::intervals::Log;
-use crate::run::start::MeasuredStart;
+use crate::measured_start::MeasuredStart;
 use crate::LoadError;
 use hdrhistogram::Histogram;
 use std::io::{BufWriter, Write};

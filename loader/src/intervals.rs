@@ -7,12 +7,12 @@
 //!
 //! Invariants:
 //! - interval k covers `[k, k+1)` intervals from the start of measurement (the measured
-//!   start every worker shares, after any warm-up: `run::start`); intervals are written in
+//!   start every worker shares, after any warm-up: `measured_start`); intervals are written in
 //!   order, each exactly once;
 //! - a worker's last report (the partial interval it ended in, after its drain) is its last:
 //!   later intervals do not wait for it.
 
-use crate::run::start::MeasuredStart;
+use crate::measured_start::MeasuredStart;
 use crate::worker::Engine;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

@@ -35,6 +35,7 @@ pub mod histcodec;
 pub mod input;
 pub mod intervals;
 pub mod json;
+pub mod measured_start;
 pub mod merge;
 pub mod options;
 pub mod pace;

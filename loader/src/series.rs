@@ -23,7 +23,7 @@
 //! before it).
 
 use crate::intervals::{Counts, Log};
-use crate::run::start::MeasuredStart;
+use crate::measured_start::MeasuredStart;
 use crate::stats::SecondCounts;
 use crate::LoadError;
 use std::fmt::Write as _;

@@ -599,7 +599,7 @@ impl Engine {
         }
     }
 
-    /// The measured run starts, at `at` (every worker's: `run::start`): the figures from
+    /// The measured run starts, at `at` (every worker's: `measured_start`): the figures from
     /// zero.
     pub fn start_measuring(&self, at: Instant) {
         self.warm.settling.set(false);

@@ -20,13 +20,13 @@
 //! `--warmup`: attempts started during the warm-up are never counted, even when they complete
 //! after it. When its time is over no warm-up attempt starts, and the measured run starts when
 //! the last warm-up attempt of every worker has ended (a slow server's stragglers are not
-//! charged to it), at one instant for all workers ([`start::MeasuredStart`]): the figures
+//! charged to it), at one instant for all workers ([`MeasuredStart`]): the figures
 //! start from zero then, `-n` counts from there, `-d` and the `--rate` schedule run from there.
 
-pub mod start;
 mod sum;
 
 use crate::conn::{self, Cut, Guarded, Slot};
+use crate::measured_start::MeasuredStart;
 use crate::pace;
 use crate::plan::{build_requests, split, Request, Schedule};
 use crate::srcaddr;
@@ -37,7 +37,6 @@ use crate::{LoadError, RunOptions};
 use shared::runtime::{select_driver, spawn_workers, DriverKind, WorkerCtx};
 use shared::shutdown::{Shutdown, ShutdownFlag};
 use shared::tls::ClientTls;
-use start::MeasuredStart;
 use std::cell::Cell;
 use std::net::IpAddr;
 use std::ops::Range;
