@@ -219,7 +219,14 @@ struct SniResolver {
 
 impl SniResolver {
     fn add(&mut self, name: &str, ck: &Arc<CertifiedKey>, cert: &Path) -> Result<(), String> {
-        let lower = name.to_ascii_lowercase();
+        let lower = sni_key(name);
+        // A dot still there (`a.test..`) would be kept by `DnsName` and match no client.
+        if lower.ends_with('.') {
+            return Err(format!(
+                "sni name `{name}` (certificate {}): not a host name",
+                cert.display()
+            ));
+        }
         if let Some(suffix) = lower.strip_prefix('*') {
             if !suffix.starts_with('.') || suffix.len() < 2 {
                 return Err(format!(
@@ -259,6 +266,17 @@ impl SniResolver {
             }
         }
         self.default.clone()
+    }
+}
+
+/// The form an `sni` name is matched in: lower case, without the trailing dot of a fully
+/// qualified name (`Api.Example.com.`), as routes read hosts. Clients send no dot (RFC 6066
+/// 3), so a name kept with it would never be chosen. One dot only: `a.test..` stays invalid.
+fn sni_key(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    match lower.strip_suffix('.') {
+        Some(bare) => bare.to_string(),
+        None => lower,
     }
 }
 

@@ -128,6 +128,70 @@ fn sni_picks_the_certificate_and_unknown_names_get_the_default() {
     }
 }
 
+/// An `sni` name written as a fully qualified name (`A.Test.`): clients send no trailing dot
+/// (rustls hands the name over without one), so it is matched as `a.test`, as routes match
+/// hosts. It was stored with its dot and never chosen: the default certificate went out.
+#[test]
+fn an_sni_name_written_with_a_trailing_dot_is_chosen() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("sni-dot");
+    let (dc, dk) = ca.leaf_files(&dir, "default", &["default.test"]);
+    let (ac, ak) = ca.leaf_files(&dir, "a", &["a.test"]);
+    let (wc, wk) = ca.leaf_files(&dir, "w", &["*.w.test"]);
+    let spec = ServerTlsSpec {
+        default: files(&dc, &dk),
+        sni: vec![
+            SniCert {
+                names: vec!["A.Test.".into()],
+                files: files(&ac, &ak),
+            },
+            SniCert {
+                names: vec!["*.w.test.".into()],
+                files: files(&wc, &wk),
+            },
+        ],
+    };
+    let built = server_config(&spec).expect("server config");
+    assert!(built.warnings.is_empty(), "{:?}", built.warnings);
+    let d = tests::drivers()[0];
+    let p = https_proxy(o.addr(), d, spec);
+    let cfg = client_config(&ca.der(), false);
+    for (sni, cert) in [("a.test", &ac), ("x.w.test", &wc)] {
+        let mut c = TlsClient::connect(p.addr, &cfg, sni)
+            .unwrap_or_else(|e| panic!("{sni}: the default certificate? {e}"));
+        assert_eq!(c.server_cert(), pem_der(cert), "{sni}");
+        assert_eq!(c.get("/").status, 200, "{sni}");
+    }
+    p.stop();
+    // One dot only, as for a route's host: `a.test..` is no host name.
+    let mut bad = spec_with(&dc, &dk, &ac, &ak, "a.test..");
+    let e = server_config(&bad).unwrap_err();
+    assert!(
+        e.contains("`a.test..`") && e.contains("not a host name"),
+        "{e}"
+    );
+    bad.sni[0].names = vec!["*.".into()];
+    let e = server_config(&bad).unwrap_err();
+    assert!(e.contains("`*.`") && e.contains("wildcard"), "{e}");
+}
+
+/// A default certificate and one `sni` entry of one name.
+fn spec_with(dc: &Path, dk: &Path, c: &Path, k: &Path, name: &str) -> ServerTlsSpec {
+    ServerTlsSpec {
+        default: files(dc, dk),
+        sni: vec![SniCert {
+            names: vec![name.into()],
+            files: files(c, k),
+        }],
+    }
+}
+
+fn pem_der(p: &Path) -> rustls::pki_types::CertificateDer<'static> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::from_pem_file(p).unwrap()
+}
+
 #[test]
 fn sessions_resume_and_are_counted() {
     let o = tests::capturing_origin();
