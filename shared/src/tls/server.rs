@@ -82,10 +82,22 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
         wildcard: Vec::new(),
         default,
     };
-    for s in &spec.sni {
+    // Each name's entry: a name in two picks one certificate only, so it is refused (as a
+    // duplicate route is) rather than left to the table's order.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for (i, s) in spec.sni.iter().enumerate() {
         let ck = Arc::new(load_pair(&s.files, &provider, &mut warnings)?);
         for name in &s.names {
             resolver.add(name, &ck, &s.files.cert)?;
+            // Twice in one entry is the same certificate: no choice to refuse.
+            if let Some(j) = seen.insert(sni_key(name), i).filter(|&j| j != i) {
+                return Err(format!(
+                    "sni name `{name}` is in sni[{j}] (certificate {}) and sni[{i}] \
+                     (certificate {}): a name picks one certificate",
+                    spec.sni[j].files.cert.display(),
+                    s.files.cert.display()
+                ));
+            }
             if !valid_for(&ck.cert[0], name) {
                 warnings.push(format!(
                     "certificate {} is not valid for sni name `{name}` (clients will refuse it)",

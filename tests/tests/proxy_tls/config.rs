@@ -141,7 +141,7 @@ fn bad_files_are_named_with_their_problem() {
     std::fs::write(
         &toml,
         "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"good.crt\"\nkey = \"good.key\"\n\
-         [[listen.tls.sni]]\nnames = [\"b.test\", \"*.a.test\"]\ncert = \"elsewhere.crt\"\nkey = \"elsewhere.key\"\n\
+         [[listen.tls.sni]]\nnames = [\"b.test\", \"*.c.test\"]\ncert = \"elsewhere.crt\"\nkey = \"elsewhere.key\"\n\
          [[listen.tls.sni]]\nnames = [\"*.a.test\", \"x.a.test\"]\ncert = \"star.crt\"\nkey = \"star.key\"\n\n\
          [upstream.app]\nservers = [\"127.0.0.1:9\"]\n",
     )
@@ -153,7 +153,7 @@ fn bad_files_are_named_with_their_problem() {
             l.contains("warning") && l.contains(&format!("`{name}`")) && l.contains("elsewhere.crt")
         })
     };
-    assert!(warned("b.test") && warned("*.a.test"), "{err}");
+    assert!(warned("b.test") && warned("*.c.test"), "{err}");
     assert!(
         !err.contains("star.crt"),
         "a certificate valid for its names: {err}"
@@ -169,6 +169,53 @@ fn bad_files_are_named_with_their_problem() {
     ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--tls-key"), "{err}");
+}
+
+/// A name in two `sni` entries (as written, or the same once matched: case, a trailing dot)
+/// is refused naming it and both entries, as a duplicate route is: it used to go to the last
+/// entry's certificate for an exact name and the first's for a wildcard, without a word.
+#[test]
+fn an_sni_name_in_two_entries_is_refused() {
+    let ca = Ca::new();
+    let dir = tests::temp_dir("sni-dup");
+    ca.leaf_files(&dir, "default", &["localhost"]);
+    ca.leaf_files(&dir, "one", &["x.test", "a.test", "*.w.test"]);
+    ca.leaf_files(&dir, "two", &["a.test", "*.w.test"]);
+    let toml = dir.join("p.toml");
+    for (first, second, name) in [
+        ("a.test", "a.test", "a.test"),
+        ("a.test", "A.Test.", "A.Test."),
+        ("*.w.test", "*.w.test", "*.w.test"),
+    ] {
+        std::fs::write(
+            &toml,
+            format!(
+                "[[listen]]\naddr = \"127.0.0.1:0\"\n[listen.tls]\ncert = \"default.crt\"\nkey = \"default.key\"\n\
+                 [[listen.tls.sni]]\nnames = [\"x.test\", \"{first}\"]\ncert = \"one.crt\"\nkey = \"one.key\"\n\
+                 [[listen.tls.sni]]\nnames = [\"{second}\"]\ncert = \"two.crt\"\nkey = \"two.key\"\n\n\
+                 [upstream.app]\nservers = [\"127.0.0.1:9\"]\n"
+            ),
+        )
+        .unwrap();
+        let (code, err) = check(&["--check-config", toml.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{first} {second}: {err}");
+        let line = err.lines().next().unwrap_or_default();
+        for want in [
+            "listen[0].tls",
+            &format!("`{name}`"),
+            "sni[0]",
+            "one.crt",
+            "sni[1]",
+            "two.crt",
+        ] {
+            assert!(line.contains(want), "{first} {second}: want {want}: {err}");
+        }
+        assert_eq!(
+            err.lines().count(),
+            2,
+            "one line, then 'test failed': {err}"
+        );
+    }
 }
 
 #[test]
