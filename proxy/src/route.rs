@@ -54,8 +54,8 @@ pub struct Router {
 }
 
 impl Router {
-    /// Build the tables. Among routes with the same host and prefix the first one wins
-    /// (validation rejects such duplicates anyway).
+    /// Build the tables. Among routes with the same [`match_key`] the first one wins: a file's
+    /// check refuses such duplicates (`config::resolve`), a config built in code keeps the first.
     pub fn new(routes: &Table<RouteId, Route>) -> Router {
         let mut router = Router::default();
         let mut scratch = Vec::new();
@@ -115,6 +115,17 @@ impl Router {
         }
         longest_prefix(&self.any_host, path)
     }
+}
+
+/// What the router tells routes apart by: the host as it is looked up (lower case, no
+/// trailing dot; a wildcard keeps its `*`) and the prefix's match form ([`normal_prefix`]).
+/// A route with the key of an earlier one is never chosen.
+pub fn match_key(host: Option<&str>, prefix: &str) -> (Option<Vec<u8>>, Vec<u8>) {
+    let host = host.map(|h| match h.strip_prefix('*') {
+        Some(suffix) => [&b"*"[..], &normalize_host(suffix.as_bytes())].concat(),
+        None => normalize_host(h.as_bytes()),
+    });
+    (host, normal_prefix(prefix, &mut Vec::new()))
 }
 
 /// A configured prefix in the form request paths are matched in: `/%61pi//` is `/api/`,

@@ -502,23 +502,20 @@ impl Resolver<'_> {
             return Err(self.error(At::Missing(key), m.into()));
         }
         let mut out: Table<RouteId, Route> = Table::new();
+        // Each route's host and prefix as the router compares them: two spellings of one
+        // (`/api/` and `/%61pi/`) would leave the second route dead.
+        let mut keys = Vec::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
             let r = e.get_ref();
             let whole = || At::Value {
                 key: format!("route[{i}]"),
                 span: e.span(),
             };
-            if out
-                .iter()
-                .any(|o| o.host == r.host && o.path_prefix == r.path)
-            {
-                let m = format!(
-                    "a route for host {} and path `{}` is already defined",
-                    r.host.as_deref().unwrap_or("(any)"),
-                    r.path
-                );
-                return Err(self.error(whole(), m));
+            let key = crate::route::match_key(r.host.as_deref(), &r.path);
+            if let Some(j) = keys.iter().position(|k| *k == key) {
+                return Err(self.error(whole(), duplicate_route(r, j, &entries[j])));
             }
+            keys.push(key);
             if let (Some(c), None) = (&r.cache, &r.upstream) {
                 let key = format!("route[{i}].cache");
                 let m =
@@ -652,6 +649,23 @@ fn route_access(r: &super::schema::RouteEntry) -> Option<Arc<super::client_limit
         allow: r.allow.clone().unwrap_or_default(),
         limit: r.limit.as_ref().map(|l| l.limit()),
     }))
+}
+
+/// Route `r` matches what route `j` (`earlier`) does: one line naming both.
+fn duplicate_route(
+    r: &super::schema::RouteEntry,
+    j: usize,
+    earlier: &Spanned<super::schema::RouteEntry>,
+) -> String {
+    let e = earlier.get_ref();
+    format!(
+        "a route for host {} and path `{}` is already defined: route[{j}] (host {}, path `{}`) \
+         matches the same requests",
+        r.host.as_deref().unwrap_or("(any)"),
+        r.path,
+        e.host.as_deref().unwrap_or("(any)"),
+        e.path
+    )
 }
 
 /// `p` made absolute against the working directory (unchanged if that is unknown).

@@ -626,8 +626,24 @@ fn de_host<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> 
             "`{h}` is not a host name (e.g. example.com) or a wildcard (*.example.com)"
         )));
     }
+    if has_port(&h) {
+        return Err(D::Error::custom(format!(
+            "`{h}` has a port: a route's host matches on every port (the Host field is read \
+             without its port); the port is the [[listen]] address's"
+        )));
+    }
     let h = h.to_ascii_lowercase();
     Ok(Some(h.strip_suffix('.').unwrap_or(&h).to_string()))
+}
+
+/// A `:` outside an IPv6 literal's brackets: `example.com:8443`, `[::1]:80`.
+fn has_port(h: &str) -> bool {
+    match h.strip_prefix('[') {
+        Some(rest) => rest
+            .split_once(']')
+            .is_some_and(|(_, after)| !after.is_empty()),
+        None => h.contains(':'),
+    }
 }
 
 fn de_path<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {

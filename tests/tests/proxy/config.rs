@@ -440,6 +440,29 @@ fn file_errors_name_line_and_key_in_process() {
             "p.toml:8: key `route[1]`",
             &["already"],
         ),
+        // Routes that could never match: a host with a port (the router reads the Host field
+        // without its port, so this was `example.com` again), and a path that decodes to an
+        // earlier route's (the router kept the first and dropped the other without a word).
+        (
+            &format!("{MINIMAL}[[route]]\nhost = \"example.com:8443\"\nupstream = \"app\"\n"),
+            "p.toml:7: key `route[0].host`",
+            &["example.com:8443", "port", "listen"],
+        ),
+        (
+            &format!("{MINIMAL}[[route]]\nhost = \"[::1]:80\"\nupstream = \"app\"\n"),
+            "p.toml:7: key `route[0].host`",
+            &["[::1]:80", "port"],
+        ),
+        (
+            &format!("{MINIMAL}[[route]]\npath = \"/api/\"\nupstream = \"app\"\n[[route]]\npath = \"/%61pi/\"\nupstream = \"app\"\n"),
+            "p.toml:9: key `route[1]`",
+            &["`/%61pi/`", "route[0]", "`/api/`", "already"],
+        ),
+        (
+            &format!("{MINIMAL}[[route]]\nhost = \"a.test\"\npath = \"/x//y/\"\nupstream = \"app\"\n[[route]]\nhost = \"A.Test.\"\npath = \"/x/y/\"\nupstream = \"app\"\n"),
+            "p.toml:10: key `route[1]`",
+            &["`/x/y/`", "route[0]", "`/x//y/`", "a.test"],
+        ),
         (
             &format!("{MINIMAL}[[listen]]\naddr = \"127.0.0.1:8080\"\n"),
             "p.toml:6: key `listen[1].addr`",
