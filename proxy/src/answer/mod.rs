@@ -60,7 +60,8 @@ impl ReturnAction {
         if !(200..=599).contains(&status) {
             return Err(format!("status {status}: expected 200 to 599"));
         }
-        if matches!(status, 204 | 304) && body.is_some_and(|b| !b.is_empty()) {
+        // RFC 9110 15.3.6 and 15.4.5: a 205 or 304 carries no content; a 204 has none at all.
+        if matches!(status, 204 | 205 | 304) && body.is_some_and(|b| !b.is_empty()) {
             return Err(format!("a {status} response has no body"));
         }
         if let Some(c) = content_type {

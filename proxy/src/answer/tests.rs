@@ -160,6 +160,16 @@ fn statuses_without_bodies() {
         nc,
         "HTTP/1.1 204 No Content\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n"
     );
+    // A 205 has no content; Content-Length: 0 says so (RFC 9110 15.3.6 allows it).
+    let reset = render(
+        &ReturnAction::new(205, None, None, None).unwrap(),
+        keep(),
+        &rng,
+    );
+    assert_eq!(
+        reset,
+        "HTTP/1.1 205 Reset Content\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 0\r\n\r\n"
+    );
     let gone = render(
         &ReturnAction::new(410, None, None, None).unwrap(),
         keep(),
@@ -180,9 +190,15 @@ fn statuses_without_bodies() {
 #[test]
 fn bad_actions_are_refused() {
     for (status, loc, body, ct, want) in [
+        // A 1xx is no final answer (RFC 9110 15.2): never one of `return`'s.
+        (100, None, None, None, "200 to 599"),
+        (101, None, None, None, "200 to 599"),
+        (103, None, Some("x"), None, "200 to 599"),
         (199, None, None, None, "200 to 599"),
         (600, None, None, None, "200 to 599"),
         (204, None, Some("x"), None, "no body"),
+        // RFC 9110 15.3.6: a server MUST NOT generate content in a 205.
+        (205, None, Some("x"), None, "no body"),
         (304, None, Some("x"), None, "no body"),
         (302, Some("/{nope}"), None, None, "location: unknown variable"),
         (200, None, Some("{random:2-1}"), None, "body:"),
