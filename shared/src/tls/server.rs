@@ -1,5 +1,5 @@
 //! A TLS server's configuration from PEM files: certificate chains and keys, several chosen by
-//! SNI with a default, TLS 1.2 and 1.3, ALPN `http/1.1`, session resumption.
+//! SNI with a default, TLS 1.2 and 1.3, ALPN `http/1.1` (or `http/1.0`), session resumption.
 //!
 //! - Keys: RSA, ECDSA (P-256, P-384) and Ed25519, in PKCS#8, PKCS#1 (`BEGIN RSA PRIVATE KEY`)
 //!   or SEC1 (`BEGIN EC PRIVATE KEY`) PEM, as `openssl req -x509 -newkey ...` writes them.
@@ -111,7 +111,9 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
         .map_err(|e| format!("tls: {e}"))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // The server's order decides ALPN in rustls: a client offering both gets http/1.1; one
+    // offering only http/1.0 gets it (nginx selects it too) rather than alert 120.
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     // The server's order decides (see `aes128_first`).
     cfg.ignore_client_order = true;
     cfg.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| format!("tls: {e}"))?;

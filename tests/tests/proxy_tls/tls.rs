@@ -192,6 +192,33 @@ fn pem_der(p: &Path) -> rustls::pki_types::CertificateDer<'static> {
     rustls::pki_types::CertificateDer::from_pem_file(p).unwrap()
 }
 
+/// ALPN: a client offering only `http/1.0` gets it (nginx selects it too); it failed the
+/// handshake with alert 120 (no_application_protocol), the server offering `http/1.1` alone.
+/// A client offering both gets `http/1.1`, the server's first.
+#[test]
+fn alpn_selects_http_1_0_for_a_client_that_offers_only_it() {
+    let o = tests::capturing_origin();
+    let ca = Ca::new();
+    let dir = tests::temp_dir("alpn");
+    let p = https_proxy(o.addr(), tests::drivers()[0], single(&dir, &ca));
+    for (offered, want) in [
+        (&[&b"http/1.0"[..]][..], &b"http/1.0"[..]),
+        (&[&b"http/1.0"[..], &b"http/1.1"[..]][..], &b"http/1.1"[..]),
+        (&[&b"http/1.1"[..], &b"http/1.0"[..]][..], &b"http/1.1"[..]),
+    ] {
+        let mut cfg = (*client_config(&ca.der(), false)).clone();
+        cfg.alpn_protocols = offered.iter().map(|a| a.to_vec()).collect();
+        let cfg = std::sync::Arc::new(cfg);
+        let what = String::from_utf8_lossy(&offered.concat()).into_owned();
+        let mut c = TlsClient::connect(p.addr, &cfg, "localhost")
+            .unwrap_or_else(|e| panic!("offering {what}: {e}"));
+        assert_eq!(c.s.conn.alpn_protocol(), Some(want), "offering {what}");
+        c.send(b"GET / HTTP/1.0\r\nHost: t\r\n\r\n");
+        assert_eq!(c.response().status, 200, "offering {what}");
+    }
+    p.stop();
+}
+
 #[test]
 fn sessions_resume_and_are_counted() {
     let o = tests::capturing_origin();
