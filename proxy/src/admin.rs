@@ -409,7 +409,9 @@ fn parse_request(buf: &[u8]) -> Parsed {
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
         Ok(httparse::Status::Complete(_)) => {
-            let path = request_path(req.path.unwrap_or("/"));
+            let Some(path) = request_path(req.path.unwrap_or("/")) else {
+                return Parsed::Bad;
+            };
             match req.method {
                 Some("GET") => Parsed::Request {
                     head_only: false,
@@ -430,8 +432,9 @@ fn parse_request(buf: &[u8]) -> Parsed {
 
 /// The path of a request target, without its query: the origin form as it is, the absolute
 /// form (`http://host/metrics`, which RFC 9112 3.2.2 says a server MUST accept) without its
-/// scheme and authority.
-fn request_path(target: &str) -> String {
+/// scheme and authority. `None`: an absolute form without a host (RFC 9110 4.2.1: "MUST
+/// reject it as invalid").
+fn request_path(target: &str) -> Option<String> {
     let scheme_end = ["http://", "https://"].iter().find_map(|s| {
         let head = target.get(..s.len())?;
         head.eq_ignore_ascii_case(s).then_some(s.len())
@@ -439,15 +442,21 @@ fn request_path(target: &str) -> String {
     let path = match scheme_end {
         Some(at) => {
             let rest = &target[at..];
-            rest.find(['/', '?']).map_or("/", |i| &rest[i..])
+            let host_end = rest.find(['/', '?']).unwrap_or(rest.len());
+            if host_end == 0 {
+                return None;
+            }
+            rest.get(host_end..)
+                .filter(|p| !p.is_empty())
+                .unwrap_or("/")
         }
         None => target,
     };
     let path = path.split('?').next().unwrap_or(path);
-    match path.is_empty() {
+    Some(match path.is_empty() {
         true => "/".to_string(),
         false => path.to_string(),
-    }
+    })
 }
 
 /// Another method than GET or HEAD: 405 on the admin paths, with what they allow; 404 elsewhere,
@@ -610,8 +619,15 @@ mod tests {
         );
         let absolute = b"GET http://h:1/metrics?x HTTP/1.1\r\nHost: h\r\n\r\n";
         assert_eq!(parse_request(absolute), get(false, "/metrics"));
-        assert_eq!(request_path("HTTPS://h"), "/");
-        assert_eq!(request_path("http://h?q"), "/");
+        assert_eq!(request_path("HTTPS://h").as_deref(), Some("/"));
+        assert_eq!(request_path("http://h?q").as_deref(), Some("/"));
+        // RFC 9110 4.2.1: an http URI with an empty host MUST be rejected as invalid.
+        for empty in [
+            &b"GET http:///status HTTP/1.1\r\n\r\n"[..],
+            b"GET https://?x HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(parse_request(empty), Parsed::Bad);
+        }
         let mut many = b"GET / HTTP/1.1\r\n".to_vec();
         many.extend(b"X: y\r\n".repeat(MAX_FIELDS + 1));
         many.extend(b"\r\n");
