@@ -1130,3 +1130,39 @@ fn a_background_revalidation_whose_304_selects_nothing_fetches_again_uncondition
     assert_eq!(o.requests(), 3);
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_304_to_the_background_revalidations_unconditional_request_keeps_the_stale_entry() {
+    // A broken origin answers 304 even to the request asked again without a validator: a
+    // 304 is no full response (RFC 9111 4.3.3 lets only one supersede the stored one), so
+    // the stale entry stays and is served within its window. It was dropped: the next
+    // request was a MISS, answered with whatever the origin sent.
+    let not_modified = || {
+        answer(
+            "304 Not Modified",
+            &["Cache-Control: max-age=60", "ETag: \"zz\""],
+            b"",
+        )
+    };
+    let o = Scripted::start(vec![swr_stale(), not_modified(), not_modified()]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let r = request(addr, "GET", "/swr", "");
+    assert_eq!((r.status, x_cache(&r), o.requests()), (200, "MISS", 1));
+    let r = request(addr, "GET", "/swr", "");
+    assert_eq!((r.status, x_cache(&r)), (200, "STALE"));
+    assert!(
+        tests::eventually(raw::WAIT, || o.requests() == 3),
+        "{} origin requests",
+        o.requests()
+    );
+    assert!(!o.head(2).contains("if-none-match"), "{}", o.head(2));
+    // The revalidation that got the second 304 has settled once its fill is released: the
+    // next request finds the entry again (the one after may start another revalidation,
+    // which the origin answers 500: the stale entry stands).
+    let stale = tests::eventually(raw::WAIT, || {
+        let r = request(addr, "GET", "/swr", "");
+        r.status == 200 && x_cache(&r) == "STALE" && r.body == b"stale"
+    });
+    assert!(stale, "the stale entry was dropped");
+    p.shutdown().unwrap();
+}

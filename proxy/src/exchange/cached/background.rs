@@ -240,8 +240,9 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<Revalidated, Proxy
         fill_head(request, &r, &rf, w, g, &f)
     });
     // A full answer that is not stored supersedes the stale entry all the same (RFC 9111
-    // 4.3.3), unless it is an error (RFC 5861 4 lets the stale one stand).
-    if !kept && !matches!(resp.status, 500 | 502 | 503 | 504) {
+    // 4.3.3), unless it is an error (RFC 5861 4 lets the stale one stand); a 304 (to the
+    // request asked without a validator: a broken origin) is no full answer.
+    if !kept && !matches!(resp.status, 304 | 500 | 502 | 503 | 504) {
         store.borrow_mut().abandon(job.refill.entry);
     }
     let fill = job.refill.fill;
