@@ -32,6 +32,7 @@ pub mod strict;
 pub mod tls;
 pub mod tls_server;
 pub mod toml_proxy;
+pub mod ws;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

@@ -187,42 +187,6 @@ fn a_tunnel_writing_to_a_slow_reader_is_not_idle() {
     assert_eq!(got.len(), LEN, "the whole push");
 }
 
-/// An origin named `name`: an upgrade gets a 101 and its bytes echoed until the proxy ends
-/// the tunnel; any other request a `200` whose body is `name`, then a close.
-fn named_origin(name: &'static str) -> std::net::SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let Ok(head) = tests::raw::read_request_head(&mut s, &mut Vec::new()) else {
-                    return;
-                };
-                if !tests::text(&head).contains("Upgrade: websocket") {
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{name}",
-                        name.len()
-                    );
-                    let _ = s.write_all(answer.as_bytes());
-                    return;
-                }
-                let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
-                            Connection: Upgrade\r\n\r\n";
-                if s.write_all(head.as_bytes()).is_err() {
-                    return;
-                }
-                let mut buf = [0u8; 4096];
-                while let Ok(n @ 1..) = s.read(&mut buf) {
-                    if s.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// A proxy over group `app` of `servers` (TOML tables), balanced `balance`, whose route waits
 /// `connect` for room (the queue's bound).
 fn group_proxy(servers: &str, balance: &str, connect: &str) -> tests::inproc::Proxy {
@@ -257,7 +221,10 @@ fn an_open_tunnel_holds_its_servers_room_under_max_conns() {
     // Two servers of one room each: two tunnels take both; a third upgrade waits for room
     // (300 ms) and gets 503, as a request does while both are busy (nginx: 502 at once).
     // The tunnels gave their rooms back at the 101: the third got a tunnel as well.
-    let (a, b) = (named_origin("a"), named_origin("b"));
+    let (a, b) = (
+        tests::ws::echo_origin(Some("a")),
+        tests::ws::echo_origin(Some("b")),
+    );
     let servers =
         format!("{{ addr = \"{a}\", max_conns = 1 }}, {{ addr = \"{b}\", max_conns = 1 }}");
     let p = group_proxy(&servers, "least-conn", "300ms");
@@ -282,7 +249,10 @@ fn an_open_tunnel_holds_its_servers_room_under_max_conns() {
 fn least_conn_weighs_open_tunnels() {
     // One tunnel open on a server: least-conn sends the requests that follow, one at a
     // time, to the other one. Uncounted, the tunnel left both at 0 and they alternated.
-    let (a, b) = (named_origin("a"), named_origin("b"));
+    let (a, b) = (
+        tests::ws::echo_origin(Some("a")),
+        tests::ws::echo_origin(Some("b")),
+    );
     let p = group_proxy(&format!("\"{a}\", \"{b}\""), "least-conn", "1s");
     let (s, mut t) = upgrade(&p);
     assert_eq!(s, 101);

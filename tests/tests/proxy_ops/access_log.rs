@@ -412,34 +412,6 @@ const UPGRADE: &[u8] =
     b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
 Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
 
-/// An origin that takes an upgrade with a 101 and echoes until the proxy ends the tunnel.
-fn echo_origin() -> SocketAddr {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
-                    return;
-                }
-                let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
-                            Connection: Upgrade\r\n\r\n";
-                if s.write_all(head.as_bytes()).is_err() {
-                    return;
-                }
-                let mut buf = [0u8; 4096];
-                while let Ok(n @ 1..) = s.read(&mut buf) {
-                    if s.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 /// A one-worker proxy logging JSON to `log`, over the echoing `origin`, with a 300 ms
 /// graceful stop.
 fn tunnel_proxy(origin: SocketAddr, log: &Path) -> proxy::Running {
@@ -489,7 +461,7 @@ fn a_tunnels_line_is_written_when_it_ends_with_its_bytes_and_whole_time() {
     // written at the 101: body_bytes_sent 0, request_time the handshake's.
     let dir = Scratch::new("tunnel-log");
     let log = dir.path("access.log");
-    let p = tunnel_proxy(echo_origin(), &log);
+    let p = tunnel_proxy(tests::ws::echo_origin(None), &log);
     let mut c = open_tunnel(p.listen_addrs()[0]);
     let opened = std::time::Instant::now();
     echo(&mut c, 10_000);
@@ -525,7 +497,7 @@ fn a_tunnel_cut_by_a_graceful_stop_is_logged_with_its_bytes() {
     // its line is written then, with what it carried.
     let dir = Scratch::new("tunnel-log-stop");
     let log = dir.path("access.log");
-    let p = tunnel_proxy(echo_origin(), &log);
+    let p = tunnel_proxy(tests::ws::echo_origin(None), &log);
     let mut c = open_tunnel(p.listen_addrs()[0]);
     echo(&mut c, 3_000);
     p.shutdown().expect("shutdown");

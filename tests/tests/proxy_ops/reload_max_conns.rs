@@ -184,51 +184,12 @@ fn a_reload_that_changes_max_conns_applies_it_to_the_requests_in_flight() {
     assert_eq!(gate.peak.load(SeqCst), 2);
 }
 
-/// An origin that takes an upgrade with a 101 and echoes until the proxy ends the tunnel,
-/// and answers any other request with its path.
-fn tunnel_origin() -> SocketAddr {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let Ok(head) = raw::read_request_head(&mut s, &mut Vec::new()) else {
-                    return;
-                };
-                let head = tests::text(&head);
-                if !head.contains("Upgrade: websocket") {
-                    let path = head.split(' ').nth(1).unwrap_or_default().to_string();
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{path}",
-                        path.len()
-                    );
-                    let _ = s.write_all(answer.as_bytes());
-                    return;
-                }
-                let head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\
-                            Connection: Upgrade\r\n\r\n";
-                if s.write_all(head.as_bytes()).is_err() {
-                    return;
-                }
-                let mut buf = [0u8; 4096];
-                while let Ok(n @ 1..) = s.read(&mut buf) {
-                    if s.write_all(&buf[..n]).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
-
 #[test]
 fn an_open_tunnel_holds_its_room_across_a_reload_until_it_ends() {
     // The tunnel's room is its server's in-flight count and the group's queue, not the
     // generation: the reload's generation sees it (the gauge, the bound), and the tunnel's
     // end wakes the request queued in the new generation.
-    let origin = tunnel_origin();
+    let origin = tests::ws::echo_origin(None);
     let server =
         |t: &str| format!("{{ addr = \"{origin}\", max_conns = 1, fail_timeout = \"{t}\" }}");
     let s = Setup::start("reload-max-conns-tunnel", &server("10s"));
