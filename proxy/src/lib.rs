@@ -38,6 +38,7 @@ pub mod cidr;
 pub mod cli;
 pub mod config;
 pub mod route;
+pub mod route_key;
 pub mod static_files;
 mod static_serve;
 

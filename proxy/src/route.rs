@@ -23,7 +23,7 @@
 
 use crate::config::{Route, RouteId, Table};
 use crate::host::strip_port;
-use shared::http::target::route_path;
+use crate::route_key::{normal_prefix, normalize_host};
 use std::cmp::Ordering;
 
 /// One path prefix and the route it leads to.
@@ -54,7 +54,7 @@ pub struct Router {
 }
 
 impl Router {
-    /// Build the tables. Among routes with the same [`match_key`] the first one wins: a file's
+    /// Build the tables. Among routes with the same [`crate::route_key::match_key`] the first one wins: a file's
     /// check refuses such duplicates (`config::resolve`), a config built in code keeps the first.
     pub fn new(routes: &Table<RouteId, Route>) -> Router {
         let mut router = Router::default();
@@ -117,29 +117,6 @@ impl Router {
     }
 }
 
-/// What the router tells routes apart by: the host as it is looked up (lower case, no
-/// trailing dot; a wildcard keeps its `*`) and the prefix's match form ([`normal_prefix`]).
-/// A route with the key of an earlier one is never chosen.
-pub fn match_key(host: Option<&str>, prefix: &str) -> (Option<Vec<u8>>, Vec<u8>) {
-    let host = host.map(|h| match h.strip_prefix('*') {
-        Some(suffix) => [&b"*"[..], &normalize_host(suffix.as_bytes())].concat(),
-        None => normalize_host(h.as_bytes()),
-    });
-    (host, normal_prefix(prefix, &mut Vec::new()))
-}
-
-/// A configured prefix in the form request paths are matched in: `/%61pi//` is `/api/`,
-/// `/%40x/` is `/@x/`. One that `route_path` refuses, or with a `?` (paths have no query),
-/// matches no request: its match form starts with a NUL, which no matched path holds
-/// (`%00` is refused). Kept as written, a `?` would now meet a decoded `%3F`.
-fn normal_prefix(prefix: &str, scratch: &mut Vec<u8>) -> Vec<u8> {
-    let raw = prefix.as_bytes();
-    match route_path(raw, scratch) {
-        Ok(p) if !raw.contains(&b'?') => p.path.to_vec(),
-        _ => [&b"\0"[..], raw].concat(),
-    }
-}
-
 /// The prefix list for `host` in `table`, added if new.
 fn host_list(table: &mut Vec<HostRoutes>, host: Vec<u8>) -> &mut Vec<Prefix> {
     let pos = match table.iter().position(|e| *e.host == *host) {
@@ -176,10 +153,6 @@ fn longest_prefix(prefixes: &[Prefix], path: &[u8]) -> Option<RouteId> {
         .iter()
         .find(|p| path.starts_with(&p.prefix))
         .map(|p| p.route)
-}
-
-fn normalize_host(host: &[u8]) -> Vec<u8> {
-    strip_port(host).to_ascii_lowercase()
 }
 
 #[cfg(test)]

@@ -511,7 +511,7 @@ impl Resolver<'_> {
                 key: format!("route[{i}]"),
                 span: e.span(),
             };
-            let key = crate::route::match_key(r.host.as_deref(), &r.path);
+            let key = crate::route_key::match_key(r.host.as_deref(), &r.path);
             if let Some(j) = keys.iter().position(|k| *k == key) {
                 return Err(self.error(whole(), duplicate_route(r, j, &entries[j])));
             }
