@@ -148,6 +148,17 @@ fn admin_overlaps(listen: SocketAddr, admin: SocketAddr) -> bool {
     }
 }
 
+/// Whether two listeners' addresses cannot both be bound (besides being equal): the same
+/// port, one of them the wildcard of the other's family (a listener's IPv6 socket is
+/// v6-only, so `[::]` leaves IPv4 alone).
+fn listens_cover(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() == b.port()
+        && a.port() != 0
+        && a.is_ipv4() == b.is_ipv4()
+        && a.ip() != b.ip()
+        && (a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
 /// The checks every configuration passes before it is used, however it was built (the file
 /// and the flags check most values where they are read, with better messages; this is the
 /// last word, and covers configs built in code).
@@ -158,6 +169,17 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     for (i, l) in cfg.listeners.iter().enumerate() {
         if l.addr.port() != 0 && cfg.listeners[..i].iter().any(|o| o.addr == l.addr) {
             return Err(format!("listen address {} given twice", l.addr));
+        }
+        if let Some(o) = cfg.listeners[..i]
+            .iter()
+            .find(|o| listens_cover(o.addr, l.addr))
+        {
+            return Err(format!(
+                "listen addresses {} and {} overlap (the same port, and a wildcard address \
+                 takes every address of its family): keep the wildcard alone, or name the \
+                 addresses one by one",
+                o.addr, l.addr
+            ));
         }
         if l.backlog == 0 {
             return Err(format!(

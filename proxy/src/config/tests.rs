@@ -597,3 +597,39 @@ fn an_admin_address_a_listener_covers_is_refused_naming_both() {
         );
     }
 }
+
+#[test]
+fn listen_addresses_that_cover_each_other_are_refused_naming_both() {
+    // A wildcard listener takes every address of its family on its port: a second listener
+    // on one of them passed the check and failed the start ("cannot listen on
+    // 127.0.0.1:P: address already in use (is another copy running?)", its own listener).
+    // A listener's IPv6 socket is v6-only: [::]:P and 0.0.0.0:P are apart.
+    let with = |a: &str, b: &str| {
+        from_toml(
+            "p.toml",
+            &format!(
+                "[[listen]]\naddr = \"{a}\"\n[[listen]]\naddr = \"{b}\"\n\
+                 [upstream.app]\nservers = [\"127.0.0.1:9001\"]\n"
+            ),
+        )
+    };
+    for (a, b) in [
+        ("0.0.0.0:8080", "127.0.0.1:8080"),
+        ("127.0.0.1:8080", "0.0.0.0:8080"),
+        ("[::]:8080", "[::1]:8080"),
+    ] {
+        let e = match with(a, b) {
+            Ok(_) => panic!("listen {a} and {b}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(a) && e.contains(b), "{a}, {b}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    for (a, b) in [
+        ("0.0.0.0:8080", "[::]:8080"),
+        ("127.0.0.1:8080", "127.0.0.2:8080"),
+        ("0.0.0.0:8080", "127.0.0.1:8081"),
+    ] {
+        assert!(with(a, b).is_ok(), "listen {a} and {b}: refused");
+    }
+}
