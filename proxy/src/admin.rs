@@ -347,7 +347,7 @@ impl Conn {
         let reply = match parsed {
             Parsed::Request { head_only, path } => answer(ctx, head_only, &path),
             Parsed::OtherMethod { path } => not_allowed(&path),
-            Parsed::TooManyFields => Reply::text(431, "request header fields too large\n"),
+            Parsed::TooLarge => Reply::text(431, "request header fields too large\n"),
             Parsed::Bad | Parsed::Partial => Reply::text(400, "bad request\n"),
         };
         self.buf = reply.bytes();
@@ -386,10 +386,10 @@ enum Got {
 #[derive(Debug, PartialEq, Eq)]
 enum Parsed {
     Partial,
-    /// Not HTTP, or longer than [`MAX_HEAD`].
+    /// Not HTTP.
     Bad,
-    /// More header fields than [`MAX_FIELDS`].
-    TooManyFields,
+    /// More header fields than [`MAX_FIELDS`], or a head longer than [`MAX_HEAD`]: 431.
+    TooLarge,
     /// A method other than GET and HEAD, on this path (without its query).
     OtherMethod {
         path: String,
@@ -425,7 +425,7 @@ fn parse_request(buf: &[u8]) -> Parsed {
             }
         }
         Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => Parsed::Partial,
-        Err(httparse::Error::TooManyHeaders) => Parsed::TooManyFields,
+        Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => Parsed::TooLarge,
         _ => Parsed::Bad,
     }
 }
@@ -631,14 +631,15 @@ mod tests {
         let mut many = b"GET / HTTP/1.1\r\n".to_vec();
         many.extend(b"X: y\r\n".repeat(MAX_FIELDS + 1));
         many.extend(b"\r\n");
-        assert_eq!(parse_request(&many), Parsed::TooManyFields);
+        assert_eq!(parse_request(&many), Parsed::TooLarge);
         assert_eq!(parse_request(b"\x16\x03\x01"), Parsed::Bad);
         // A head that never ends is refused at the limit.
         let mut endless = b"GET / HTTP/1.1\r\nX: ".to_vec();
         endless.resize(MAX_HEAD - 1, b'a');
         assert_eq!(parse_request(&endless), Parsed::Partial);
         endless.push(b'a');
-        assert_eq!(parse_request(&endless), Parsed::Bad);
+        // 431, as the public listeners answer a head over their limit (it was 400).
+        assert_eq!(parse_request(&endless), Parsed::TooLarge);
     }
 
     #[test]
