@@ -22,6 +22,29 @@ fn files(cert: &Path, key: &Path) -> CertFiles {
     }
 }
 
+/// Certificates for default.test, a.test and *.w.test, made in `dir`, and a spec whose two
+/// sni entries name the last two `a` and `w`: the spec and the (certificate, key) files, in
+/// that order.
+fn three_certs(
+    ca: &Ca,
+    dir: &Path,
+    a: &str,
+    w: &str,
+) -> (ServerTlsSpec, [(std::path::PathBuf, std::path::PathBuf); 3]) {
+    let (dc, dk) = ca.leaf_files(dir, "default", &["default.test"]);
+    let (ac, ak) = ca.leaf_files(dir, "a", &["a.test"]);
+    let (wc, wk) = ca.leaf_files(dir, "w", &["*.w.test"]);
+    let entry = |name: &str, c: &Path, k: &Path| SniCert {
+        names: vec![name.into()],
+        files: files(c, k),
+    };
+    let spec = ServerTlsSpec {
+        default: files(&dc, &dk),
+        sni: vec![entry(a, &ac, &ak), entry(w, &wc, &wk)],
+    };
+    (spec, [(dc, dk), (ac, ak), (wc, wk)])
+}
+
 /// A one-worker HTTPS proxy in front of `origin` on driver `d`, serving `spec`.
 fn https_proxy(origin: std::net::SocketAddr, d: DriverKind, spec: ServerTlsSpec) -> Proxy {
     let mut cfg: Config = config(&[origin]);
@@ -91,26 +114,7 @@ fn sni_picks_the_certificate_and_unknown_names_get_the_default() {
     let o = tests::capturing_origin();
     let ca = Ca::new();
     let dir = tests::temp_dir("sni");
-    let (dc, dk) = ca.leaf_files(&dir, "default", &["default.test"]);
-    let (ac, ak) = ca.leaf_files(&dir, "a", &["a.test"]);
-    let (wc, wk) = ca.leaf_files(&dir, "w", &["*.w.test"]);
-    let spec = ServerTlsSpec {
-        default: files(&dc, &dk),
-        sni: vec![
-            SniCert {
-                names: vec!["a.test".into()],
-                files: files(&ac, &ak),
-            },
-            SniCert {
-                names: vec!["*.w.test".into()],
-                files: files(&wc, &wk),
-            },
-        ],
-    };
-    let pem_der = |p: &Path| {
-        use rustls::pki_types::pem::PemObject;
-        rustls::pki_types::CertificateDer::from_pem_file(p).unwrap()
-    };
+    let (spec, [(dc, _), (ac, _), (wc, _)]) = three_certs(&ca, &dir, "a.test", "*.w.test");
     for d in tests::drivers() {
         let p = https_proxy(o.addr(), d, spec.clone());
         let cfg = client_config(&ca.der(), false);
@@ -136,22 +140,7 @@ fn an_sni_name_written_with_a_trailing_dot_is_chosen() {
     let o = tests::capturing_origin();
     let ca = Ca::new();
     let dir = tests::temp_dir("sni-dot");
-    let (dc, dk) = ca.leaf_files(&dir, "default", &["default.test"]);
-    let (ac, ak) = ca.leaf_files(&dir, "a", &["a.test"]);
-    let (wc, wk) = ca.leaf_files(&dir, "w", &["*.w.test"]);
-    let spec = ServerTlsSpec {
-        default: files(&dc, &dk),
-        sni: vec![
-            SniCert {
-                names: vec!["A.Test.".into()],
-                files: files(&ac, &ak),
-            },
-            SniCert {
-                names: vec!["*.w.test.".into()],
-                files: files(&wc, &wk),
-            },
-        ],
-    };
+    let (spec, [(dc, dk), (ac, ak), (wc, _)]) = three_certs(&ca, &dir, "A.Test.", "*.w.test.");
     let built = server_config(&spec).expect("server config");
     assert!(built.warnings.is_empty(), "{:?}", built.warnings);
     let d = tests::drivers()[0];
