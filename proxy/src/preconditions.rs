@@ -13,8 +13,9 @@
 //! a malformed list matches nothing. A list field sent on several lines is one list (5.3):
 //! its value here may be the head's bytes from the first line's value to the last's, the
 //! lines of other fields between them skipped by name ([`field_values`]; the file server
-//! hands them so). [`Conditions::of`] (the cache's) takes a repeated field's first line, and
-//! the dates are first-line-only everywhere (a date is no list).
+//! hands them so), or the parsed fields of the head ([`Conditions::of`], the cache's: its
+//! callers hold the fields, not the buffer). The dates are first-line-only everywhere (a date
+//! is no list).
 
 use crate::http_date::parse_http_date;
 
@@ -25,22 +26,57 @@ pub struct Conditions<'a> {
     pub if_unmodified_since: Option<&'a [u8]>,
     pub if_none_match: Option<&'a [u8]>,
     pub if_modified_since: Option<&'a [u8]>,
+    /// The head's parsed fields, when the lists are read from them: then a tag field's lines
+    /// are every field of its name here, and its slot above only says that it was sent.
+    pub fields: &'a [httparse::Header<'a>],
 }
 
 impl<'a> Conditions<'a> {
     /// The fields of a parsed head.
-    pub fn of(headers: &[httparse::Header<'a>]) -> Conditions<'a> {
+    pub fn of(headers: &'a [httparse::Header<'a>]) -> Conditions<'a> {
         let mut c = Conditions::default();
         for h in headers {
-            if let Some(slot) = c.slot(h.name) {
-                slot.get_or_insert(h.value);
-            }
+            c.take(h);
         }
+        c.fields = headers;
         c
     }
 
+    /// Take field `h` if it is a conditional one; whether it was. A date sent twice is a list
+    /// of dates, no valid date: ignored (RFC 9110 13.1.3, 13.1.4; an empty value parses as
+    /// none). A tag field's first line stands for all of them (see `fields`).
+    pub fn take(&mut self, h: &httparse::Header<'a>) -> bool {
+        let date = matches!(h.name.len(), 17 | 19);
+        let Some(slot) = self.slot(h.name) else {
+            return false;
+        };
+        match slot {
+            None => *slot = Some(h.value),
+            Some(_) if date => *slot = Some(b""),
+            Some(_) => {}
+        }
+        true
+    }
+
+    /// The values of tag field `name`, whose first value is `list`: from the parsed fields if
+    /// these conditions hold them, else from `list` (see [`field_values`]).
+    fn values(&self, list: &'a [u8], name: &'a str) -> impl Iterator<Item = &'a [u8]> {
+        let (bytes, fields) = match self.fields {
+            [] => (Some(list), &[][..]),
+            fields => (None, fields),
+        };
+        let parsed = fields
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.trim_ascii());
+        bytes
+            .into_iter()
+            .flat_map(move |b| field_values(b, name))
+            .chain(parsed)
+    }
+
     /// Where the value of field `name` goes, if it is a conditional one.
-    pub fn slot(&mut self, name: &str) -> Option<&mut Option<&'a [u8]>> {
+    fn slot(&mut self, name: &str) -> Option<&mut Option<&'a [u8]>> {
         let eq = |n: &str| name.eq_ignore_ascii_case(n);
         match name.len() {
             8 if eq("if-match") => Some(&mut self.if_match),
@@ -81,7 +117,7 @@ pub enum Outcome {
 /// Evaluate `c` against `v` for a GET or HEAD (RFC 9110 13.2.2).
 pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
     if let Some(list) = c.if_match {
-        if !list_matches(field_values(list, "if-match"), v.etag, strong) {
+        if !list_matches(c.values(list, "if-match"), v.etag, strong) {
             return Outcome::Failed;
         }
     } else if let Some(date) = c.if_unmodified_since.and_then(parse_http_date) {
@@ -90,7 +126,7 @@ pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
         }
     }
     if let Some(list) = c.if_none_match {
-        if list_matches(field_values(list, "if-none-match"), v.etag, weak) {
+        if list_matches(c.values(list, "if-none-match"), v.etag, weak) {
             return Outcome::NotModified;
         }
     } else if let Some(date) = c.if_modified_since.and_then(parse_http_date) {
@@ -318,6 +354,7 @@ mod tests {
             if_unmodified_since: Some(BEFORE),
             if_none_match: Some(b"\"v2\""),
             if_modified_since: Some(AT),
+            ..Conditions::default()
         };
         assert_eq!(eval(both, Some("\"v1\"")), Proceed);
         // A failed precondition is 412 even where If-None-Match would be 304.

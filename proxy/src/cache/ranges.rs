@@ -62,14 +62,16 @@ pub fn from_stored(
     let mut c = Conditions::default();
     let (mut range, mut if_range) = (None, None);
     for h in request {
-        if let Some(slot) = c.slot(h.name) {
-            slot.get_or_insert(h.value);
-        } else if h.name.len() == 5 && h.name.eq_ignore_ascii_case("range") {
+        if c.take(h) {
+            continue;
+        }
+        if h.name.len() == 5 && h.name.eq_ignore_ascii_case("range") {
             range.get_or_insert(h.value);
         } else if h.name.len() == 8 && h.name.eq_ignore_ascii_case("if-range") {
             if_range.get_or_insert(h.value);
         }
     }
+    c.fields = request;
     let range = range.filter(|_| get && status == 200);
     if !c.any() && range.is_none() {
         return FromStored::Full;

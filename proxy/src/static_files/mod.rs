@@ -67,6 +67,14 @@ impl Span {
     }
 }
 
+/// What a request field's second line makes of it.
+#[derive(Clone, Copy)]
+enum Repeat {
+    List,
+    Invalid,
+    FirstCounts,
+}
+
 /// What a static response needs of the request head, taken while it is parsed, as
 /// positions in the read buffer (`Copy`, nothing allocated; the buffer keeps the bytes
 /// until [`serve`] consumes the head).
@@ -98,25 +106,28 @@ impl StaticQuery {
     fn take_fields(&mut self, headers: &[httparse::Header<'_>], buf: &[u8]) {
         for h in headers {
             let eq = |n: &str| h.name.eq_ignore_ascii_case(n);
-            // (where the value goes, whether the field is a list)
-            let (slot, list) = match h.name.len() {
-                5 if eq("range") => (&mut self.range, false),
-                8 if eq("if-range") => (&mut self.if_range, false),
-                8 if eq("if-match") => (&mut self.if_match, true),
-                13 if eq("if-none-match") => (&mut self.if_none_match, true),
-                17 if eq("if-modified-since") => (&mut self.if_modified_since, false),
-                19 if eq("if-unmodified-since") => (&mut self.if_unmodified_since, false),
+            // (where the value goes, what its repeats make of it)
+            let (slot, repeat) = match h.name.len() {
+                5 if eq("range") => (&mut self.range, Repeat::FirstCounts),
+                8 if eq("if-range") => (&mut self.if_range, Repeat::FirstCounts),
+                8 if eq("if-match") => (&mut self.if_match, Repeat::List),
+                13 if eq("if-none-match") => (&mut self.if_none_match, Repeat::List),
+                17 if eq("if-modified-since") => (&mut self.if_modified_since, Repeat::Invalid),
+                19 if eq("if-unmodified-since") => (&mut self.if_unmodified_since, Repeat::Invalid),
                 _ => continue,
             };
             let span = Span::of(buf, h.value);
-            match slot {
-                None => *slot = Some(span),
+            match (slot, repeat) {
+                (slot @ None, _) => *slot = Some(span),
                 // A list field's lines are one list (RFC 9110 5.3): its span grows to the
                 // end of this value, over the lines between, which the preconditions skip
                 // by name (`preconditions::field_values`). No copy, nothing allocated.
-                Some(first) if list => first.len = span.start + span.len - first.start,
-                // Range, If-Range and the dates are no lists: the first line counts.
-                Some(_) => {}
+                (Some(first), Repeat::List) => first.len = span.start + span.len - first.start,
+                // A date sent twice is a list of dates, which is no valid date: ignored
+                // (RFC 9110 13.1.3, 13.1.4). An empty value parses as none.
+                (Some(first), Repeat::Invalid) => first.len = 0,
+                // Range and If-Range are no lists: the first line counts.
+                (Some(_), Repeat::FirstCounts) => {}
             }
         }
     }
@@ -129,6 +140,8 @@ impl StaticQuery {
                 if_unmodified_since: get(self.if_unmodified_since),
                 if_none_match: get(self.if_none_match),
                 if_modified_since: get(self.if_modified_since),
+                // The spans hold a repeated list's lines (`take_fields`).
+                fields: &[],
             },
             range: get(self.range),
             if_range: get(self.if_range),

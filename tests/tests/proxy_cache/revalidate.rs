@@ -262,10 +262,27 @@ fn a_hit_answers_the_clients_own_conditional_request() {
         ("If-None-Match: \"x\"\r\n", 200),
         (&format!("If-Modified-Since: {LM}\r\n")[..], 304),
         (&format!("If-Modified-Since: {before}\r\n")[..], 200),
+        // A list field sent on several lines is one list (RFC 9110 5.3).
+        ("If-None-Match: \"x\"\r\nIf-None-Match: \"v1\"\r\n", 304),
+        ("If-Match: \"x\"\r\nX-A: 1\r\nIf-Match: \"v1\"\r\n", 200),
+        ("If-Match: \"x\"\r\nIf-Match: \"y\"\r\n", 412),
+        // A date sent twice is a list of dates, no valid date: ignored (RFC 9110 13.1.3-4).
+        (
+            &format!("If-Modified-Since: {LM}\r\nIf-Modified-Since: {LM}\r\n")[..],
+            200,
+        ),
+        (
+            &format!("If-Unmodified-Since: {before}\r\nIf-Unmodified-Since: {before}\r\n")[..],
+            200,
+        ),
     ] {
         let r = request(addr, "GET", PAGE, extra);
         assert_eq!((r.status, x_cache(&r)), (status, "HIT"), "{extra}");
-        let body = if status == 304 { 0 } else { 500 };
+        let body = match status {
+            200 => 500,
+            304 => 0,
+            _ => r.body.len(),
+        };
         assert_eq!(r.body.len(), body, "{extra}");
     }
     assert_eq!(
