@@ -11,7 +11,7 @@ use crate::request::{ClientAddr, HeadFields, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
-use shared::http::encode::write_simple_response_with;
+use shared::http::encode::write_simple_answer;
 use shared::http::Version;
 use shared::stream::Stream;
 use std::rc::Rc;
@@ -141,15 +141,22 @@ impl ClientConn {
 
 /// Answer with the error's status (if one still makes sense) and close gracefully.
 pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
-    respond_error_with(c, e, &[]).await
+    respond_error_with(c, e, &[], false).await
 }
 
-/// [`respond_error`] with `fields` added to the answer's head.
-pub async fn respond_error_with(c: &mut ClientConn, e: ProxyError, fields: &[(&[u8], &[u8])]) {
+/// [`respond_error`] with `fields` added to the answer's head; `head_only`: the answer to a
+/// HEAD, its head alone.
+pub async fn respond_error_with(
+    c: &mut ClientConn,
+    e: ProxyError,
+    fields: &[(&[u8], &[u8])],
+    head_only: bool,
+) {
     c.rec.failed(e);
     let Some(status) = e.status() else { return };
     c.to_client.clear();
-    write_simple_response_with(&mut c.to_client, Version::Http11, status, true, fields);
+    let out = &mut c.to_client;
+    write_simple_answer(out, Version::Http11, status, true, fields, head_only);
     if c.send_cout().await.is_ok() {
         linger_close(c).await;
     }

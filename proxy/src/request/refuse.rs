@@ -8,7 +8,7 @@ use super::RequestInfo;
 use crate::answer::{body_skippable, AnswerCtx};
 use crate::limit::Refusal;
 use bytes::BytesMut;
-use shared::http::encode::{fmt_decimal, write_simple_response_with};
+use shared::http::encode::{fmt_decimal, write_simple_answer};
 use shared::http::{RequestMethod, Version};
 
 /// Render the refusal of `req` (with `arrived` bytes after its head already read) into
@@ -43,12 +43,8 @@ pub(crate) fn render(
             429
         }
     };
-    write_simple_response_with(out, Version::Http11, status, close, &fields[..n]);
-    if req.method == RequestMethod::Head {
-        // The same head, no body (its Content-Length says what a GET would get).
-        if let Some(end) = out.windows(4).position(|x| x == b"\r\n\r\n") {
-            out.truncate(end + 4);
-        }
-    }
+    // To a HEAD the same head, no body (its Content-Length says what a GET would get).
+    let head_only = req.method == RequestMethod::Head;
+    write_simple_answer(out, Version::Http11, status, close, &fields[..n], head_only);
     (skip, close)
 }

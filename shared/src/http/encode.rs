@@ -206,6 +206,20 @@ pub fn write_simple_response_with(
     close: bool,
     fields: &[(&[u8], &[u8])],
 ) {
+    write_simple_answer(dst, version, status, close, fields, false);
+}
+
+/// [`write_simple_response_with`], or its head alone when `head_only`: the answer to a HEAD
+/// (RFC 9110 9.3.2: the fields a GET would get, its Content-Length too, and no body, which a
+/// kept connection would read as the start of the next response).
+pub fn write_simple_answer(
+    dst: &mut BytesMut,
+    version: Version,
+    status: u16,
+    close: bool,
+    fields: &[(&[u8], &[u8])],
+    head_only: bool,
+) {
     let reason = reason_phrase(status);
     let mut digits = [0u8; 20];
     let code = fmt_decimal(u64::from(status), &mut digits);
@@ -228,6 +242,9 @@ pub fn write_simple_response_with(
         write_header(dst, b"Connection", b"close");
     }
     end_head(dst);
+    if head_only {
+        return;
+    }
     dst.extend_from_slice(code);
     if !reason.is_empty() {
         dst.extend_from_slice(b" ");

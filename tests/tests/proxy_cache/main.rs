@@ -3,6 +3,7 @@
 
 mod cache;
 mod cache_proxy;
+mod head_and_ranges;
 mod joined;
 mod memfd;
 mod reload;

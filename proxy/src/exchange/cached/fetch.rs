@@ -291,7 +291,7 @@ pub(super) async fn upstream_failed(
     if let Some(next) = serve_stale(c, req, f).await {
         return next;
     }
-    fail_with(c, e, f.status).await
+    fail_with(c, req, e, f.status).await
 }
 
 /// Serve the stale entry of `f` (`X-Cache: STALE`) if it may be served on an error now.

@@ -11,7 +11,7 @@ use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
 use monoio::io::AsyncWriteRentExt;
-use shared::http::encode::{write_header, write_header_u64, write_simple_response_with};
+use shared::http::encode::{write_header, write_header_u64, write_simple_answer};
 use shared::http::{RequestMethod, Version};
 use std::time::Duration;
 
@@ -110,18 +110,19 @@ pub(super) async fn send_precondition_failed(
     status: CacheStatus,
 ) -> Next {
     let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
-    send_simple(c, 412, keep, status).await
+    send_simple(c, req, 412, keep, status).await
 }
 
-/// A short answer of the proxy's own (`status` with its reason as the body), with `X-Cache:
-/// cache`; `Connection: close` unless `keep`.
+/// A short answer of the proxy's own to `req` (`status` with its reason as the body, the head
+/// alone to a HEAD), with `X-Cache: cache`; `Connection: close` unless `keep`.
 pub(super) async fn send_simple(
     c: &mut ClientConn,
+    req: &RequestInfo,
     status: u16,
     keep: bool,
     cache: CacheStatus,
 ) -> Next {
-    send_simple_with(c, status, keep, cache, None).await
+    send_simple_with(c, req, status, keep, cache, None).await
 }
 
 /// `bytes first-last/whole`, or `bytes */whole` (RFC 9110 14.4), into `out`: its length.
@@ -145,11 +146,12 @@ pub(super) async fn send_unsatisfiable(
     cache: CacheStatus,
 ) -> Next {
     let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
-    send_simple_with(c, 416, keep, cache, Some(whole)).await
+    send_simple_with(c, req, 416, keep, cache, Some(whole)).await
 }
 
 async fn send_simple_with(
     c: &mut ClientConn,
+    req: &RequestInfo,
     status: u16,
     keep: bool,
     cache: CacheStatus,
@@ -163,7 +165,9 @@ async fn send_simple_with(
         (b"Content-Range", &v[..n]),
     ];
     let fields = if n > 0 { &both[..] } else { &both[..1] };
-    write_simple_response_with(&mut c.to_client, Version::Http11, status, !keep, fields);
+    let head_only = req.method == RequestMethod::Head;
+    let out = &mut c.to_client;
+    write_simple_answer(out, Version::Http11, status, !keep, fields, head_only);
     if c.send_cout().await.is_err() {
         return client_gone(&mut c.rec);
     }

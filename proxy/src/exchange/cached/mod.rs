@@ -85,7 +85,7 @@ pub async fn run(
     // Refused here on a cached route, so the answer carries X-Cache.
     if body_too_large(req.body, g.cfg.limits.max_body) {
         c.rec.cache = Some(CacheStatus::Bypass);
-        return fail_with(c, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
+        return fail_with(c, req, ProxyError::BodyTooLarge, CacheStatus::Bypass).await;
     }
     let mut waits = 0;
     let mut now = now_millis();
@@ -209,7 +209,7 @@ async fn fetch_alone(
 /// Only-if-cached and nothing is stored: 504 (RFC 9111 5.2.1.7).
 async fn not_cached(c: &mut ClientConn, req: &RequestInfo) -> Next {
     c.from_client.advance(req.head_len);
-    fail_with(c, ProxyError::UpstreamTimeout, CacheStatus::Miss).await
+    fail_with(c, req, ProxyError::UpstreamTimeout, CacheStatus::Miss).await
 }
 
 /// Answer a request the store answers (`X-Cache: HIT`): a hit, a 304 or a 412 from a stored
@@ -322,11 +322,18 @@ fn client_gone(rec: &mut crate::record::Record) -> Next {
     Next::Close
 }
 
-/// The proxy's own error answer on a cached route, with its `X-Cache` field: MISS for a
-/// lookup that found nothing to serve (a failed fill, as nginx's `$upstream_cache_status`
-/// says), BYPASS for a request that did not use the cache.
-async fn fail_with(c: &mut ClientConn, e: ProxyError, status: CacheStatus) -> Next {
-    respond_error_with(c, e, &[(b"X-Cache", status.as_str().as_bytes())]).await;
+/// The proxy's own error answer to `req` on a cached route, with its `X-Cache` field: MISS
+/// for a lookup that found nothing to serve (a failed fill, as nginx's
+/// `$upstream_cache_status` says), BYPASS for a request that did not use the cache.
+async fn fail_with(
+    c: &mut ClientConn,
+    req: &RequestInfo,
+    e: ProxyError,
+    status: CacheStatus,
+) -> Next {
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", status.as_str().as_bytes())];
+    let head_only = req.method == shared::http::RequestMethod::Head;
+    respond_error_with(c, e, &fields, head_only).await;
     Next::Close
 }
 

@@ -22,13 +22,13 @@ pub(super) async fn purge(
     let skip = crate::answer::body_skippable(req.body, c.from_client.len() - req.head_len);
     c.from_client.advance(req.head_len + skip.unwrap_or(0));
     if !cfg.may_purge(c.ip.ip()) {
-        return fail_with(c, ProxyError::Forbidden, CacheStatus::Bypass).await;
+        return fail_with(c, req, ProxyError::Forbidden, CacheStatus::Bypass).await;
     }
     let removed = crate::worker::invalidate_everywhere(&w, key);
     let status = if removed > 0 { 200 } else { 404 };
     let keep = req.keep_alive && skip.is_some() && (!w.life.draining() || req.pipelined);
     // A purge answers from no stored response: BYPASS.
-    let next = send_simple(c, status, keep, CacheStatus::Bypass).await;
+    let next = send_simple(c, req, status, keep, CacheStatus::Bypass).await;
     if skip.is_none() && matches!(next, Next::Finished) {
         // The body still coming is not read: let the client see the answer first.
         linger_close(c).await;

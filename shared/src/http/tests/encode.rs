@@ -79,6 +79,20 @@ Connection: close\r\n\r\n400 Bad Request\n"[..]
 }
 
 #[test]
+fn a_simple_answer_to_a_head_is_the_same_head_without_the_body() {
+    let fields: [(&[u8], &[u8]); 1] = [(b"X-Cache", b"HIT")];
+    for (status, close) in [(412u16, false), (504, true), (599, false)] {
+        let (mut whole, mut head) = (BytesMut::new(), BytesMut::new());
+        write_simple_response_with(&mut whole, Version::Http11, status, close, &fields);
+        write_simple_answer(&mut head, Version::Http11, status, close, &fields, true);
+        let Ok(Status::Complete(h)) = res(&whole, RequestMethod::Other) else {
+            panic!("{status}")
+        };
+        assert_eq!(&head[..], &whole[..h.head_len], "{status}");
+    }
+}
+
+#[test]
 fn error_statuses() {
     use CodecError::*;
     assert_eq!(RequestLineTooLong.status(), 414);

@@ -1,0 +1,91 @@
+//! A HEAD and a Range request answered by the cache: what the cache writes itself to a HEAD
+//! (a head, no body: RFC 9110 9.3.2), a HEAD's Range (GET only: 14.2), If-Range with a date
+//! (13.1.5), and a range asked of a response the origin has just revalidated.
+
+use crate::cache_proxy::{proxy, request, x_cache};
+use crate::scripted::{answer, Scripted};
+use tests::raw::{self, Client, Response};
+
+/// The responses to the requests `heads` (each a request line and fields with CRLFs, no
+/// empty line) sent together on one connection; `true` marks a HEAD.
+fn pipelined(addr: std::net::SocketAddr, heads: &[(bool, &str)]) -> Vec<Response> {
+    let mut c = Client::connect(addr);
+    let all: String = heads.iter().map(|(_, h)| format!("{h}\r\n")).collect();
+    c.send(all.as_bytes()).expect("send");
+    heads
+        .iter()
+        .map(|&(head, h)| {
+            c.response_to(head, raw::WAIT)
+                .unwrap_or_else(|r| panic!("{h}: no complete response: {}", raw::show(&r)))
+        })
+        .collect()
+}
+
+#[test]
+fn a_head_the_cache_answers_itself_has_a_head_and_no_body() {
+    // A 412 from the store, a 412 after a revalidation, a 504 for only-if-cached and a 502 for
+    // an origin that is not there each carried their text body after a HEAD's head: on a
+    // kept connection it was read as the start of the next response ("412 Precondition
+    // Failed\n" before the GET's status line).
+    let o = Scripted::start(vec![
+        answer(
+            "200 OK",
+            &["ETag: \"v1\"", "Cache-Control: max-age=100"],
+            b"hello world",
+        ),
+        answer(
+            "304 Not Modified",
+            &["ETag: \"v1\"", "Cache-Control: max-age=100"],
+            b"",
+        ),
+    ]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let r = request(addr, "GET", "/c1", "");
+    assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
+    let get = "GET /c1 HTTP/1.1\r\nHost: cache.test\r\n";
+    let cases = [
+        ("HEAD /c1 HTTP/1.1\r\nHost: cache.test\r\nIf-Match: \"x\"\r\n", "HIT", 1),
+        (
+            "HEAD /c1 HTTP/1.1\r\nHost: cache.test\r\nIf-Match: \"x\"\r\nCache-Control: no-cache\r\n",
+            "REVALIDATED",
+            2,
+        ),
+    ];
+    for (head, status, asked) in cases {
+        let rs = pipelined(addr, &[(true, head), (false, get)]);
+        assert_eq!(
+            (
+                rs[0].status,
+                x_cache(&rs[0]),
+                rs[0].header("content-length")
+            ),
+            (412, status, Some("24")),
+            "{head}: the head a GET would get"
+        );
+        assert_eq!(
+            (rs[1].status, x_cache(&rs[1]), &rs[1].body[..]),
+            (200, "HIT", &b"hello world"[..]),
+            "{head}: the next response on the connection"
+        );
+        assert_eq!(o.requests(), asked, "{head}");
+    }
+    // The proxy's own errors close the connection: nothing follows their head.
+    let none = "HEAD /none HTTP/1.1\r\nHost: cache.test\r\nCache-Control: only-if-cached\r\n\r\n";
+    head_then_close(addr, none, 504);
+    p.shutdown().unwrap();
+    let gone = tests::ClosedPort::new();
+    let (p, addr) = proxy(&[gone.addr()], &[], |_| {});
+    head_then_close(addr, "HEAD /x HTTP/1.1\r\nHost: cache.test\r\n\r\n", 502);
+    p.shutdown().unwrap();
+}
+
+/// `head` (a HEAD) is answered `status` with a head only, then the connection closes.
+fn head_then_close(addr: std::net::SocketAddr, head: &str, status: u16) {
+    let mut c = Client::connect(addr);
+    c.send(head.as_bytes()).expect("send");
+    let r = c
+        .response_to(true, raw::WAIT)
+        .unwrap_or_else(|r| panic!("{head}: no complete response: {}", raw::show(&r)));
+    assert_eq!((r.status, x_cache(&r)), (status, "MISS"), "{head}");
+    raw::assert_closed(&mut c, &format!("{head}: after the head"));
+}
