@@ -98,6 +98,15 @@ pub fn make_own_request(out: &mut BytesMut, v: Option<Validators<'_>>) {
     add_validators(out, v.unwrap_or_default());
 }
 
+/// The upstream request head in `out` (request line and fields, no empty line) without a
+/// Range or If-Range: a HEAD's fill asks for the whole response (RFC 9110 14.2: Range is for
+/// GET only; nginx drops it for a HEAD too).
+pub fn make_whole(out: &mut BytesMut) {
+    drop_request_fields(out, |n| {
+        n.eq_ignore_ascii_case(b"range") || n.eq_ignore_ascii_case(b"if-range")
+    });
+}
+
 /// Turn the upstream request head in `out` (request line and fields, no empty line) into a
 /// conditional request for a stored response with validators `v`: the client's
 /// If-None-Match and If-Modified-Since go, `If-None-Match: <etag>` and

@@ -89,3 +89,38 @@ fn head_then_close(addr: std::net::SocketAddr, head: &str, status: u16) {
     assert_eq!((r.status, x_cache(&r)), (status, "MISS"), "{head}");
     raw::assert_closed(&mut c, &format!("{head}: after the head"));
 }
+
+#[test]
+fn a_heads_range_is_not_asked_of_the_origin_and_the_head_is_the_200s() {
+    // RFC 9110 14.2: Range is for GET only. A HEAD miss fills with a GET: it went with the
+    // HEAD's Range and If-Range (a ranged GET), and an origin's 206 reached the HEAD client,
+    // where a hit answers the same HEAD with the 200's head.
+    let o = Scripted::start(vec![answer(
+        "200 OK",
+        &["ETag: \"hr\"", "Cache-Control: max-age=100"],
+        b"0123456789",
+    )]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let range = "Range: bytes=0-3\r\nIf-Range: \"hr\"\r\n";
+    for x in ["MISS", "HIT"] {
+        let r = request(addr, "HEAD", "/hr", range);
+        assert_eq!(
+            (r.status, x_cache(&r), r.header("content-length")),
+            (200, x, Some("10")),
+            "HEAD with a Range"
+        );
+        assert_eq!(r.header("content-range"), None, "{x}");
+    }
+    let asked = o.head(0);
+    assert!(asked.starts_with("get /hr "), "{asked}");
+    assert!(
+        !asked.contains("\r\nrange:") && !asked.contains("\r\nif-range:"),
+        "the filling GET asks for the whole: {asked}"
+    );
+    let r = request(addr, "GET", "/hr", "");
+    assert_eq!(
+        (r.status, x_cache(&r), &r.body[..], o.requests()),
+        (200, "HIT", &b"0123456789"[..], 1)
+    );
+    p.shutdown().unwrap();
+}

@@ -688,7 +688,8 @@ pub(super) fn has_age(head: &[u8]) -> bool {
 }
 
 /// The request a fetch sends for `req` (whose upstream head is in `to_upstream`): a HEAD that
-/// `fills` an entry fills it with a GET.
+/// `fills` an entry fills it with a GET of the whole response (the HEAD's Range and If-Range
+/// dropped), and its client gets the 200's head, as a hit would give it.
 pub(super) fn filling_request(
     to_upstream: &mut BytesMut,
     req: &RequestInfo,
@@ -698,6 +699,7 @@ pub(super) fn filling_request(
         return *req;
     }
     to_get(to_upstream);
+    validate::make_whole(to_upstream);
     RequestInfo {
         method: RequestMethod::Other,
         ..*req
