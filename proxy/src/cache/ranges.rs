@@ -92,7 +92,7 @@ pub fn from_stored(
     let Some(range) = range else {
         return FromStored::Full;
     };
-    if !if_range_holds(if_range, v.etag, last_modified) {
+    if !if_range_holds(if_range, v.etag, head) {
         return FromStored::Full;
     }
     match parse_range(range, len) {
@@ -102,9 +102,11 @@ pub fn from_stored(
     }
 }
 
-/// `If-Range` (RFC 9110 13.1.5): a strong entity tag equal to the stored one, or a date equal
-/// to its Last-Modified; a weak tag never holds.
-fn if_range_holds(if_range: Option<&[u8]>, etag: Option<&[u8]>, lm: Option<u64>) -> bool {
+/// `If-Range` (RFC 9110 13.1.5) against the stored head `head` (ETag `etag`): a strong entity
+/// tag equal to the stored one, or a date equal to its Last-Modified when that is a strong
+/// validator (8.8.2.2: at least 60 s before the stored Date); a weak tag, or a date of a weak
+/// Last-Modified, never holds.
+fn if_range_holds(if_range: Option<&[u8]>, etag: Option<&[u8]>, head: &[u8]) -> bool {
     let Some(r) = if_range.map(<[u8]>::trim_ascii) else {
         return true;
     };
@@ -114,6 +116,7 @@ fn if_range_holds(if_range: Option<&[u8]>, etag: Option<&[u8]>, lm: Option<u64>)
     if r.starts_with(b"W/") {
         return false;
     }
+    let lm = super::validate::strong_last_modified(head);
     lm.is_some() && parse_http_date(r) == lm
 }
 
@@ -121,8 +124,9 @@ fn if_range_holds(if_range: Option<&[u8]>, etag: Option<&[u8]>, lm: Option<u64>)
 mod tests {
     use super::*;
 
-    const HEAD: &[u8] =
-        b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\nLast-Modified: Tue, 14 Nov 2023 22:13:20 GMT\r\n";
+    /// Its Last-Modified a minute before its Date: a strong validator (RFC 9110 8.8.2.2).
+    const HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nETag: \"v1\"\r\n\
+Last-Modified: Tue, 14 Nov 2023 22:13:20 GMT\r\nDate: Tue, 14 Nov 2023 22:14:20 GMT\r\n";
 
     #[test]
     fn ranges_and_conditions_against_a_stored_response() {
@@ -216,6 +220,33 @@ mod tests {
                 want,
                 "{request:?} get={get}"
             );
+        }
+    }
+
+    #[test]
+    fn an_if_range_date_holds_only_for_a_strong_last_modified() {
+        // RFC 9110 13.1.5: a date that is not a strong validator makes the condition false.
+        let request = [
+            httparse::Header {
+                name: "Range",
+                value: b"bytes=0-1",
+            },
+            httparse::Header {
+                name: "If-Range",
+                value: b"Tue, 14 Nov 2023 22:13:20 GMT",
+            },
+        ];
+        let weak = b"HTTP/1.1 200 OK\r\nLast-Modified: Tue, 14 Nov 2023 22:13:20 GMT\r\n\
+Date: Tue, 14 Nov 2023 22:14:19 GMT\r\n";
+        let undated = b"HTTP/1.1 200 OK\r\nLast-Modified: Tue, 14 Nov 2023 22:13:20 GMT\r\n";
+        let cases: [(&[u8], FromStored); 3] = [
+            (HEAD, FromStored::Partial { start: 0, end: 1 }),
+            (weak, FromStored::Full),
+            (undated, FromStored::Full),
+        ];
+        for (head, want) in cases {
+            let got = from_stored(&request, (200, head), 10, true);
+            assert_eq!(got, want, "{:?}", String::from_utf8_lossy(head));
         }
     }
 

@@ -180,12 +180,26 @@ pub fn same_strong_validator(stored: &[u8], new: &[httparse::Header<'_>]) -> boo
             let (Some(s), Some(n)) = (v.last_modified, field("last-modified")) else {
                 return false;
             };
-            let date = stored_field(stored, "date").and_then(parse_http_date);
-            let lm = parse_http_date(s);
-            s == n && matches!((lm, date), (Some(lm), Some(d)) if lm + 60 <= d)
+            s == n && strong_last_modified(stored).is_some()
         }
         _ => false,
     }
+}
+
+/// The Last-Modified of the stored head `head` (seconds since the epoch) when it is a strong
+/// validator for a cache (8.8.2.2: at least 60 seconds before the head's Date); `None`
+/// without one, or when it is weak.
+pub fn strong_last_modified(head: &[u8]) -> Option<u64> {
+    let lm = validators(head).last_modified.and_then(parse_http_date)?;
+    let date = stored_field(head, "date").and_then(parse_http_date);
+    strong_for_a_cache(lm, date).then_some(lm)
+}
+
+/// Whether a Last-Modified of `lm` is strong for a cache in a response dated `date` (RFC
+/// 9110 8.8.2.2: "at least 60 seconds before the Date value"; a response could change twice
+/// within a second nearer its Date).
+fn strong_for_a_cache(lm: u64, date: Option<u64>) -> bool {
+    date.is_some_and(|d| lm.saturating_add(60) <= d)
 }
 
 /// Whether a response with fields `fields` has a strong validator (RFC 9110 8.8.1): a strong
@@ -202,7 +216,7 @@ pub fn has_strong_validator(fields: &[httparse::Header<'_>]) -> bool {
         None => {
             let lm = field("last-modified").and_then(parse_http_date);
             let date = field("date").and_then(parse_http_date);
-            matches!((lm, date), (Some(lm), Some(d)) if lm + 60 <= d)
+            lm.is_some_and(|lm| strong_for_a_cache(lm, date))
         }
     }
 }

@@ -124,3 +124,44 @@ fn a_heads_range_is_not_asked_of_the_origin_and_the_head_is_the_200s() {
     );
     p.shutdown().unwrap();
 }
+
+#[test]
+fn an_if_range_date_holds_only_for_a_last_modified_that_is_a_strong_validator() {
+    // RFC 9110 13.1.5: an If-Range date that is not a strong validator is false (the whole
+    // 200). 8.8.2.2: a cache's Last-Modified is strong when at least 60 s before the stored
+    // response's Date. One equal to its Date gave a 206.
+    const DATE: &str = "Wed, 01 Jan 2020 00:00:00 GMT";
+    // (Last-Modified, the answer to Range with If-Range of that date)
+    let cases = [
+        (DATE, 200),
+        ("Tue, 31 Dec 2019 23:59:30 GMT", 200),
+        ("Tue, 31 Dec 2019 23:59:00 GMT", 206),
+    ];
+    for (lm, status) in cases {
+        let o = Scripted::start(vec![answer(
+            "200 OK",
+            &[
+                &format!("Date: {DATE}"),
+                &format!("Last-Modified: {lm}"),
+                "Cache-Control: max-age=2000000000",
+            ],
+            b"0123456789",
+        )]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let r = request(addr, "GET", "/ir", "");
+        assert_eq!((r.status, x_cache(&r)), (200, "MISS"), "{lm}");
+        let asked = format!("Range: bytes=0-3\r\nIf-Range: {lm}\r\n");
+        let r = request(addr, "GET", "/ir", &asked);
+        let body: &[u8] = if status == 206 {
+            b"0123"
+        } else {
+            b"0123456789"
+        };
+        assert_eq!(
+            (r.status, x_cache(&r), &r.body[..], o.requests()),
+            (status, "HIT", body, 1),
+            "Last-Modified {lm}, Date {DATE}"
+        );
+        p.shutdown().unwrap();
+    }
+}
