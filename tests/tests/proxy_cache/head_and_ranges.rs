@@ -165,3 +165,47 @@ fn an_if_range_date_holds_only_for_a_last_modified_that_is_a_strong_validator() 
         p.shutdown().unwrap();
     }
 }
+
+#[test]
+fn a_range_revalidated_by_the_origin_is_answered_as_a_fresh_hit_would_be() {
+    // A Range request that revalidates (its own no-cache, or a stale entry) and is answered
+    // 304 got the whole 200 (`bytes=50-` of 10 bytes too, not a 416), where the same request
+    // on a fresh hit gets its 206.
+    let cases = [
+        ("Cache-Control: max-age=100", "Cache-Control: no-cache\r\n"),
+        ("Cache-Control: max-age=0", ""),
+    ];
+    for (cc, extra) in cases {
+        let not_modified = || answer("304 Not Modified", &["ETag: \"rv\"", cc], b"");
+        let o = Scripted::start(vec![
+            answer("200 OK", &["ETag: \"rv\"", cc], b"0123456789"),
+            not_modified(),
+            not_modified(),
+        ]);
+        let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+        let r = request(addr, "GET", "/rv", "");
+        assert_eq!((r.status, x_cache(&r)), (200, "MISS"), "{cc}");
+        // (Range, status, Content-Range, body: a 416's is the proxy's text)
+        let asked: [(&str, u16, &str, Option<&[u8]>); 2] = [
+            ("bytes=0-3", 206, "bytes 0-3/10", Some(b"0123")),
+            ("bytes=50-", 416, "bytes */10", None),
+        ];
+        for (i, (range, status, content_range, body)) in asked.into_iter().enumerate() {
+            let r = request(addr, "GET", "/rv", &format!("Range: {range}\r\n{extra}"));
+            assert_eq!(
+                (r.status, x_cache(&r), o.requests()),
+                (status, "REVALIDATED", i as u64 + 2),
+                "{cc} {extra:?}: {range}"
+            );
+            assert_eq!(
+                r.header("content-range"),
+                Some(content_range),
+                "{cc} {extra:?}: {range}"
+            );
+            if let Some(body) = body {
+                assert_eq!(&r.body[..], body, "{cc} {extra:?}: {range}");
+            }
+        }
+        p.shutdown().unwrap();
+    }
+}

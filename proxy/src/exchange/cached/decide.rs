@@ -199,8 +199,9 @@ pub(super) fn validating(s: &Store, h: Handle, now: Millis) -> Option<(Handle, H
 }
 
 /// What the request (`method`, `fields`) gets from the complete stored response `hit`: its
-/// preconditions, then its range (`cache::ranges`).
-fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) -> FromStore {
+/// preconditions, then its range (`cache::ranges`). A hit's answer, and a revalidated one's
+/// (`fetch::revalidated`).
+pub(super) fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) -> FromStore {
     let len = hit.body.len() as u64;
     match from_stored(fields, (hit.status, &hit.head), len, method == "GET") {
         FromStored::Full => FromStore::Hit(hit),

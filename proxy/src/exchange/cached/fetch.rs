@@ -6,9 +6,10 @@ use super::super::client_watch::{Wanted, Watch};
 use super::super::outcome::Answered;
 use super::super::response_head::Head;
 use super::super::{relay_response, start_tunnel, upstream_answer, Serving};
-use super::hit::{send_not_modified, send_precondition_failed, send_stored, Stored};
+use super::decide::FromStore;
+use super::hit::{send_stored, Stored};
 use super::unsent::for_the_others;
-use super::{fail_with, now_millis, sync_stats};
+use super::{fail_with, from_store, now_millis, sync_stats};
 use crate::cache::{self, validate, CacheStatus, Fetched, Handle, Hit, Millis, OwnedKey, Store};
 use crate::config::cache::CacheEntry;
 use crate::config::GroupId;
@@ -16,7 +17,6 @@ use crate::conn::{ClientConn, Next};
 use crate::error::ProxyError;
 use crate::forward::{end_client_head, ClientFraming};
 use crate::generation::Generation;
-use crate::preconditions::Outcome;
 use crate::relay::FillSink;
 use crate::request::{Named, RequestInfo};
 use crate::worker::ProxyWorker;
@@ -325,12 +325,12 @@ fn is_error_status(status: u16) -> bool {
 }
 
 /// The origin answered our conditional request 304: the stored entry's head and freshness
-/// are updated from it (RFC 9111 4.3.4) and the client gets the stored response (`X-Cache:
-/// REVALIDATED`), or a 304 if its own request was conditional and the stored response
-/// matches it. A 304 whose ETag selects no stored response updates nothing (4.3.4), and
-/// validated nothing the client could be answered with: the request goes again without a
-/// validator (its upstream head is the first `sent` bytes of `to_upstream`), filling `f`'s
-/// entry as a miss would.
+/// are updated from it (RFC 9111 4.3.4) and the client gets what a hit of the refreshed
+/// response would give it (`X-Cache: REVALIDATED`): its preconditions, then its range (a
+/// 304, 412, 206 or 416, else the whole response). A 304 whose ETag selects no stored
+/// response updates nothing (4.3.4), and validated nothing the client could be answered
+/// with: the request goes again without a validator (its upstream head is the first `sent`
+/// bytes of `to_upstream`), filling `f`'s entry as a miss would.
 pub(super) async fn revalidated(
     c: &mut ClientConn,
     req: &RequestInfo,
@@ -339,7 +339,8 @@ pub(super) async fn revalidated(
     f: Fetch<'_>,
     sent: usize,
 ) -> Next {
-    let Some((hit, pre)) = apply_304(c, group, a, &f, req.head_len) else {
+    let answer = apply_304(c, group, a, &f, req.head_len);
+    let (Some(answer), Some((store, _))) = (answer, f.cache) else {
         c.to_upstream.truncate(sent);
         validate::make_unconditional(&mut c.to_upstream);
         let again = Fetch {
@@ -363,30 +364,21 @@ pub(super) async fn revalidated(
         }
     }
     consume_head(c, req, true);
-    match pre {
-        Outcome::Proceed => {}
-        Outcome::NotModified => {
-            return send_not_modified(c, req, &hit, CacheStatus::Revalidated).await
-        }
-        Outcome::Failed => return send_precondition_failed(c, req, CacheStatus::Revalidated).await,
-    }
-    let len = hit.body.len() as u64;
-    let out = Stored::new(&hit.head, hit.age, CacheStatus::Revalidated, len);
-    send_stored(c, req, out, Some(hit.body)).await
+    from_store(c, req, store, answer, CacheStatus::Revalidated).await
 }
 
 /// A 304 to the conditional request of `f` (its upstream answer `a`): the stored entry
-/// refreshed from it (RFC 9111 4.3.4), the upstream connection pooled when clean. The stored
-/// response to serve, and the client's own preconditions against it; `None`: the 304's ETag
-/// selects no stored response ([`validate::selects`]), it updates nothing. The request's head
-/// (`head_len` bytes) is still at the front of `from_client`.
+/// refreshed from it (RFC 9111 4.3.4), the upstream connection pooled when clean. What the
+/// refreshed response answers the client's request with (`decide::answer`, as a hit's);
+/// `None`: the 304's ETag selects no stored response ([`validate::selects`]), it updates
+/// nothing. The request's head (`head_len` bytes) is still at the front of `from_client`.
 pub(super) fn apply_304(
     c: &mut ClientConn,
     group: GroupId,
     a: Answered<'_>,
     f: &Fetch<'_>,
     head_len: usize,
-) -> Option<(Hit, Outcome)> {
+) -> Option<FromStore> {
     let req_head = &c.from_client[..head_len];
     let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
         return None;
@@ -399,7 +391,7 @@ pub(super) fn apply_304(
     } = a;
     let g = c.g.clone();
     let response = &c.response_fields;
-    let answer = c.fields.with(req_head, |_, request| {
+    let answer = c.fields.with(req_head, |method, request| {
         response.with(&ub, |_, new| {
             if !validate::selects(validate::validators(&stored.head).etag, new) {
                 return None;
@@ -412,9 +404,7 @@ pub(super) fn apply_304(
                 request_time: f.request_time,
             };
             let hit = refresh(&to, stored, new);
-            let v = validate::validators(&hit.head);
-            let pre = validate::precondition(request, hit.status, v);
-            Some((hit, pre))
+            Some(super::decide::answer(request, method, hit))
         })
     });
     // A 304 has no body: the upstream connection is clean unless more bytes followed it.

@@ -11,7 +11,8 @@
 //!   validators match gets a 304.
 //! - Validation: a `no-cache` request, or a stale entry, with an ETag or Last-Modified is
 //!   fetched with a conditional request ([`validate`]); a 304 refreshes the entry (RFC 9111
-//!   4.3.4) and serves it (`X-Cache: REVALIDATED`), a 200 replaces it (MISS); a 304 whose
+//!   4.3.4) and serves it as a hit would, through the same decision (`decide::answer`: the
+//!   request's preconditions and range; `X-Cache: REVALIDATED`), a 200 replaces it (MISS); a 304 whose
 //!   ETag selects no stored response updates nothing, and the request goes again without a
 //!   validator (MISS).
 //! - Stream: a request collapsed on a fill that declared its length streams the entry as it
