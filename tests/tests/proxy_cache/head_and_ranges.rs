@@ -209,3 +209,47 @@ fn a_range_revalidated_by_the_origin_is_answered_as_a_fresh_hit_would_be() {
         p.shutdown().unwrap();
     }
 }
+
+#[test]
+fn the_caches_own_answers_keep_an_http_1_0_keep_alive_connection_and_say_so() {
+    // A PURGE's 200/404 and a stored response's 412 and 416 kept an HTTP/1.0 keep-alive
+    // connection without `Connection: keep-alive`: a 1.0 client reads that as "the server
+    // closes" and waits for an end that never comes (ab -k hung until its timeout).
+    let stored = || {
+        answer(
+            "200 OK",
+            &["ETag: \"v1\"", "Cache-Control: max-age=100"],
+            b"hello world",
+        )
+    };
+    // The second answer fills the cache again after the PURGE.
+    let o = Scripted::start(vec![stored(), stored()]);
+    let (p, addr) = proxy(&[o.addr()], &[], |c| {
+        c.purge_from = vec![proxy::config::cache::Cidr::parse("127.0.0.1").unwrap()];
+    });
+    let r = request(addr, "GET", "/c1", "");
+    assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
+    let ka = "Host: cache.test\r\nConnection: keep-alive\r\n";
+    let cases = [
+        (format!("GET /c1 HTTP/1.0\r\n{ka}If-Match: \"x\"\r\n"), 412),
+        (format!("GET /c1 HTTP/1.0\r\n{ka}Range: bytes=99-\r\n"), 416),
+        (format!("PURGE /none HTTP/1.0\r\n{ka}"), 404),
+        (format!("PURGE /c1 HTTP/1.0\r\n{ka}"), 200),
+    ];
+    for (head, status) in cases {
+        let mut c = Client::connect(addr);
+        c.send(format!("{head}\r\n").as_bytes()).expect("send");
+        let r = raw::response(&mut c, &head);
+        assert_eq!(
+            (r.status, r.connection_has("keep-alive")),
+            (status, true),
+            "{head}"
+        );
+        // The connection is still there: a second request gets its answer.
+        c.send(format!("GET /c1 HTTP/1.0\r\n{ka}\r\n").as_bytes())
+            .expect("send");
+        let r = raw::response(&mut c, "the next request");
+        assert!(matches!(r.status, 200), "{head}: then {}", r.status);
+    }
+    p.shutdown().unwrap();
+}

@@ -160,11 +160,18 @@ async fn send_simple_with(
     c.to_client.clear();
     let mut v = [0u8; 72];
     let n = unsatisfied.map_or(0, |whole| content_range(&mut v, None, whole));
-    let both: [(&[u8], &[u8]); 2] = [
-        (b"X-Cache", cache.as_str().as_bytes()),
-        (b"Content-Range", &v[..n]),
-    ];
-    let fields = if n > 0 { &both[..] } else { &both[..1] };
+    let mut fields: [(&[u8], &[u8]); 3] = [(b"X-Cache", cache.as_str().as_bytes()); 3];
+    let mut count = 1;
+    if n > 0 {
+        fields[count] = (b"Content-Range", &v[..n]);
+        count += 1;
+    }
+    // An HTTP/1.0 client closes unless told the connection stays (RFC 9112 9.3).
+    if keep && req.version == Version::Http10 {
+        fields[count] = (b"Connection", b"keep-alive");
+        count += 1;
+    }
+    let fields = &fields[..count];
     let head_only = req.method == RequestMethod::Head;
     let out = &mut c.to_client;
     write_simple_answer(out, Version::Http11, status, !keep, fields, head_only);
