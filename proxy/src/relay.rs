@@ -332,6 +332,19 @@ pub async fn response_body(
                 continue;
             }
         }
+        if out.for_nobody() {
+            // A HEAD whose GET is not stored: its head is all the client wants, and nothing
+            // needs the rest (nginx finalizes such a request and closes the upstream). The
+            // connection, mid-body, is not clean: the caller drops it.
+            out.flush_head().await?;
+            return Ok(Relayed {
+                buf: ubuf,
+                clean: false,
+                filled: None,
+                spliced: false,
+                client_gone: out.gone,
+            });
+        }
         // Need more input. A slow body must not hold the head back; one that already arrived
         // (an origin that sends its head and then its body, as nginx's sendfile does) goes
         // out with it in one write, and so does a short one still on its way.
@@ -494,6 +507,14 @@ impl<'a> ToClient<'a> {
 
     fn head_only(&self) -> bool {
         self.fill.as_ref().is_some_and(|f| f.head_only)
+    }
+
+    /// The rest of the body would be read for nobody: the client takes the head only and no
+    /// entry is filling (not storable, or dropped on the way: over max_object, no room).
+    fn for_nobody(&self) -> bool {
+        self.fill
+            .as_ref()
+            .is_some_and(|f| f.head_only && f.handle.is_none())
     }
 
     /// Write all of `head`.

@@ -4,6 +4,7 @@
 mod cache;
 mod cache_proxy;
 mod head_and_ranges;
+mod head_miss;
 mod joined;
 mod memfd;
 mod reload;

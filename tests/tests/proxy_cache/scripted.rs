@@ -9,10 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
-/// One scripted answer: its bytes, and a gate it waits on first (`None`: at once).
+/// One scripted answer: its bytes, and the gates it waits on before the byte at each one's
+/// offset (none: all at once).
 pub struct Answer {
     raw: Vec<u8>,
-    gate: Option<Receiver<()>>,
+    gates: Vec<(usize, Receiver<()>)>,
 }
 
 /// `status` with the fields `fields` (each `Name: value`) and `body` (Content-Length added).
@@ -28,14 +29,29 @@ pub fn answer(status: &str, fields: &[&str], body: &[u8]) -> Answer {
     raw.push_str("\r\n");
     let mut raw = raw.into_bytes();
     raw.extend_from_slice(body);
-    Answer { raw, gate: None }
+    raw_answer(raw)
+}
+
+/// An answer of exactly these bytes (framing included).
+pub fn raw_answer(raw: Vec<u8>) -> Answer {
+    Answer {
+        raw,
+        gates: Vec::new(),
+    }
 }
 
 impl Answer {
     /// Held until the returned sender sends (or is dropped).
-    pub fn held(mut self) -> (Answer, Sender<()>) {
+    pub fn held(self) -> (Answer, Sender<()>) {
+        self.held_at(0)
+    }
+
+    /// Its first `at` bytes sent, the rest held until the returned sender sends (or is
+    /// dropped); gates are passed in the order of their offsets.
+    pub fn held_at(mut self, at: usize) -> (Answer, Sender<()>) {
         let (tx, rx) = std::sync::mpsc::channel();
-        self.gate = Some(rx);
+        self.gates.push((at.min(self.raw.len()), rx));
+        self.gates.sort_by_key(|g| g.0);
         (self, tx)
     }
 }
@@ -109,10 +125,15 @@ fn serve(
             let _ = s.write_all(b"HTTP/1.1 500 Unscripted\r\nContent-Length: 0\r\n\r\n");
             continue;
         };
-        if let Some(gate) = a.gate {
+        let mut sent = 0;
+        for (at, gate) in a.gates {
+            if s.write_all(&a.raw[sent..at]).is_err() {
+                return;
+            }
+            sent = at;
             let _ = gate.recv();
         }
-        if s.write_all(&a.raw).is_err() {
+        if s.write_all(&a.raw[sent..]).is_err() {
             return;
         }
     }
