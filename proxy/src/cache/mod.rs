@@ -19,7 +19,9 @@
 //!
 //! The `X-Cache` value of every response of a cached route: [`CacheStatus`]. `Age` is sent on
 //! hits and stale hits ([`Hit::age`]), on misses and bypasses the age the response arrived with
-//! ([`policy::fetched_age`]: 0 for a response straight from its origin).
+//! ([`policy::fetched_age`]: its Date's age or its Age plus the time in transit, whichever is
+//! more; 0 for a response straight from an origin whose clock agrees), in place of the
+//! upstream's Age field.
 
 pub mod directives;
 pub mod memfd;

@@ -1,6 +1,7 @@
 //! The response cache end to end: hits and misses, the body file (memfd), revalidation,
 //! `X-Cache`. One module per concern; `cache_proxy` holds their helpers.
 
+mod age;
 mod cache;
 mod cache_proxy;
 mod head_and_ranges;

@@ -21,7 +21,7 @@ use crate::relay::FillSink;
 use crate::request::{Named, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, Bytes, BytesMut};
-use shared::http::encode::{write_header, write_status_line};
+use shared::http::encode::{write_header, write_header_u64, write_status_line};
 use shared::http::framing::is_hop_by_hop;
 use shared::http::{BodyKind, RequestMethod, Version};
 use std::cell::RefCell;
@@ -45,8 +45,9 @@ pub(super) struct Fetch<'s> {
 }
 
 impl<'s> Fetch<'s> {
-    /// A fetch that only forwards (with `X-Cache: status`) on the route of `cfg`.
-    pub(super) fn plain(status: CacheStatus, cfg: &'s CacheEntry) -> Self {
+    /// A fetch that only forwards (with `X-Cache: status`) on the route of `cfg`, asked at
+    /// `request_time` (its answer's Age counts the response delay from it).
+    pub(super) fn plain(status: CacheStatus, cfg: &'s CacheEntry, request_time: Millis) -> Self {
         Fetch {
             targeted: &cfg.targeted,
             status,
@@ -55,7 +56,7 @@ impl<'s> Fetch<'s> {
             stale: None,
             validates: None,
             invalidate: false,
-            request_time: 0,
+            request_time,
         }
     }
 }
@@ -184,15 +185,55 @@ pub(super) async fn fetch(
 }
 
 /// The client head's cache fields: the targeted ones gone (RFC 9213: for this cache only),
-/// `X-Cache`, and `Age` unless the upstream sent one.
+/// `X-Cache`, and `Age`: the age the response has on arrival, which a hit of it counts on
+/// from (RFC 9111 4.2.3), in place of the upstream's Age (5.1: one that is not
+/// delta-seconds is not passed on as it is).
 fn cache_fields(head: &mut BytesMut, f: &Fetch<'_>) {
     if !f.targeted.is_empty() {
         drop_fields(head, f.targeted);
     }
     write_header(head, b"X-Cache", f.status.as_str().as_bytes());
-    if !has_age(head) {
-        write_header(head, b"Age", b"0");
+    let at = Fetched {
+        request_time: f.request_time,
+        response_time: now_millis(),
+    };
+    let (age, upstream_age) = arrived_age(head, at);
+    if upstream_age {
+        drop_fields(head, &["age"]);
     }
+    write_header_u64(head, b"Age", age);
+}
+
+/// The age at `at` ([`cache::fetched_age`]: the corrected initial age from the first Age
+/// and Date fields) of the response whose client head is being built in `head` (status
+/// line and field lines), and whether it has an Age field.
+fn arrived_age(head: &[u8], at: Fetched) -> (u64, bool) {
+    const NAMES: [&str; 2] = ["Age", "Date"];
+    let mut found: [Option<&[u8]>; 2] = [None, None];
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        let name = &line[..colon];
+        let Some(i) = NAMES
+            .iter()
+            .position(|n| n.as_bytes().eq_ignore_ascii_case(name))
+        else {
+            continue;
+        };
+        let value = &line[colon + 1..];
+        let value = value.strip_suffix(b"\r").unwrap_or(value);
+        found[i].get_or_insert(shared::http::framing::trim_ows(value));
+    }
+    let mut fields = [httparse::EMPTY_HEADER; 2];
+    let mut n = 0;
+    for (name, value) in NAMES.into_iter().zip(found) {
+        if let Some(value) = value {
+            fields[n] = httparse::Header { name, value };
+            n += 1;
+        }
+    }
+    (cache::fetched_age(&fields[..n], at), found[0].is_some())
 }
 
 /// A 206 `a` to the conditional request of `f`, with the stored response's strong validator:
@@ -648,7 +689,7 @@ pub(super) fn stored_head(
 
 /// Remove the fields named in `names` from a client head being built (status line and
 /// field lines, no empty line yet): targeted cache control is for this cache only.
-pub(super) fn drop_fields(head: &mut BytesMut, names: &[String]) {
+pub(super) fn drop_fields<N: AsRef<[u8]>>(head: &mut BytesMut, names: &[N]) {
     let mut at = match head.windows(2).position(|w| w == b"\r\n") {
         Some(i) => i + 2,
         None => return,
@@ -660,21 +701,13 @@ pub(super) fn drop_fields(head: &mut BytesMut, names: &[String]) {
             .map_or(head.len(), |i| at + i + 2);
         let line = &head[at..end];
         let name = line.split(|&b| b == b':').next().unwrap_or_default();
-        if names
-            .iter()
-            .any(|n| n.as_bytes().eq_ignore_ascii_case(name))
-        {
+        if names.iter().any(|n| n.as_ref().eq_ignore_ascii_case(name)) {
             head.copy_within(end.., at);
             head.truncate(head.len() - (end - at));
         } else {
             at = end;
         }
     }
-}
-
-/// Whether the client head being built already has an Age field (passed on from upstream).
-pub(super) fn has_age(head: &[u8]) -> bool {
-    head.windows(6).any(|w| w.eq_ignore_ascii_case(b"\r\nage:"))
 }
 
 /// The request a fetch sends for `req` (whose upstream head is in `to_upstream`): a HEAD that

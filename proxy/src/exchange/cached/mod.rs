@@ -166,7 +166,7 @@ pub async fn run(
                 c.rec.cache = Some(CacheStatus::Bypass);
                 let f = Fetch {
                     invalidate,
-                    ..Fetch::plain(CacheStatus::Bypass, cfg)
+                    ..Fetch::plain(CacheStatus::Bypass, cfg, now)
                 };
                 let key = key();
                 return fetch_apart(c, req, group, &key, f).await;
@@ -201,8 +201,7 @@ async fn fetch_alone(
         cache: Some((store, cfg)),
         stale,
         validates,
-        request_time: now,
-        ..Fetch::plain(CacheStatus::Miss, cfg)
+        ..Fetch::plain(CacheStatus::Miss, cfg, now)
     };
     fetch_apart(c, req, group, key, f).await
 }
