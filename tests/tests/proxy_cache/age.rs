@@ -117,3 +117,40 @@ fn a_relayed_answer_carries_the_age_the_cache_computed() {
         p.shutdown().unwrap();
     }
 }
+
+#[test]
+fn answers_the_cache_writes_from_a_stored_response_carry_its_age() {
+    // RFC 9111 4.2.3: a response generated from a stored one carries its Age: the 304, and
+    // the 412 and 416 the cache answers from it too (these had none). The 504 of
+    // only-if-cached with nothing stored has no stored response to have an age: none.
+    let o = Scripted::start(vec![answer(
+        "200 OK",
+        &[
+            "Cache-Control: max-age=1000",
+            "ETag: \"r1\"",
+            &date_ago(100),
+        ],
+        b"0123456789",
+    )]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let r = request(addr, "GET", "/r", "");
+    assert_eq!((r.status, x_cache(&r)), (200, "MISS"));
+    let cases = [
+        ("If-None-Match: \"r1\"\r\n", 304),
+        ("If-Match: \"zz\"\r\n", 412),
+        ("Range: bytes=50-\r\n", 416),
+    ];
+    for (extra, status) in cases {
+        let r = request(addr, "GET", "/r", extra);
+        assert_eq!((r.status, x_cache(&r)), (status, "HIT"), "{extra:?}");
+        let a = age(&r, extra.trim_end());
+        assert!(about(a, 100), "{extra:?}: Age {a}");
+    }
+    assert_eq!(o.requests(), 1);
+    let r = request(addr, "GET", "/none", "Cache-Control: only-if-cached\r\n");
+    assert_eq!(
+        (r.status, x_cache(&r), r.header("age")),
+        (504, "MISS", None)
+    );
+    p.shutdown().unwrap();
+}

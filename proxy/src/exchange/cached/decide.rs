@@ -60,8 +60,11 @@ pub(super) enum FromStore {
     Hit(Hit),
     /// A hit whose validators match the client's own conditional request: 304.
     NotModified(Hit),
-    /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412.
-    PreconditionFailed,
+    /// A hit (or a fill streaming) the client's If-Match or If-Unmodified-Since fails: 412,
+    /// with the stored response's `age`.
+    PreconditionFailed {
+        age: u64,
+    },
     /// 206: bytes `start..=end` of a stored response (a single `Range`), whose body holds
     /// its bytes from `held.start` of `held.total` (0 and the body's length when complete).
     Partial {
@@ -70,9 +73,11 @@ pub(super) enum FromStore {
         end: u64,
         held: Held,
     },
-    /// 416: the `Range` asks for no byte of the stored body (`len` bytes).
+    /// 416: the `Range` asks for no byte of the stored body (`len` bytes; the stored
+    /// response's `age`).
     Unsatisfiable {
         len: u64,
+        age: u64,
     },
     /// An entry filling with a declared length, streamed as it fills.
     Stream {
@@ -127,7 +132,7 @@ pub(super) fn decide(
                         file: None,
                         interim: Bytes::new(),
                     })),
-                    Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed),
+                    Outcome::Failed => Decision::Stored(FromStore::PreconditionFailed { age }),
                 },
                 Lookup::Revalidate {
                     hit,
@@ -206,7 +211,7 @@ pub(super) fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) ->
     match from_stored(fields, (hit.status, &hit.head), len, method == "GET") {
         FromStored::Full => FromStore::Hit(hit),
         FromStored::NotModified => FromStore::NotModified(hit),
-        FromStored::PreconditionFailed => FromStore::PreconditionFailed,
+        FromStored::PreconditionFailed => FromStore::PreconditionFailed { age: hit.age },
         FromStored::Partial { start, end } => FromStore::Partial {
             hit,
             start,
@@ -216,7 +221,7 @@ pub(super) fn answer(fields: &[httparse::Header<'_>], method: &str, hit: Hit) ->
                 total: len,
             },
         },
-        FromStored::Unsatisfiable => FromStore::Unsatisfiable { len },
+        FromStored::Unsatisfiable => FromStore::Unsatisfiable { len, age: hit.age },
     }
 }
 
@@ -239,8 +244,11 @@ fn from_held(
             })
         }
         FromStored::NotModified => Some(FromStore::NotModified(hit)),
-        FromStored::PreconditionFailed => Some(FromStore::PreconditionFailed),
-        FromStored::Unsatisfiable => Some(FromStore::Unsatisfiable { len: held.total }),
+        FromStored::PreconditionFailed => Some(FromStore::PreconditionFailed { age: hit.age }),
+        FromStored::Unsatisfiable => Some(FromStore::Unsatisfiable {
+            len: held.total,
+            age: hit.age,
+        }),
         FromStored::Partial { .. } | FromStored::Full => None,
     }
 }

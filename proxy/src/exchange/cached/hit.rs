@@ -103,14 +103,16 @@ impl<'a> Stored<'a> {
 }
 
 /// 412 to a request whose If-Match or If-Unmodified-Since the stored response fails (as
-/// nginx answers from its cache); the connection stays as the request asked.
+/// nginx answers from its cache), with that response's `age` (RFC 9111 4.2.3: generated
+/// from it); the connection stays as the request asked.
 pub(super) async fn send_precondition_failed(
     c: &mut ClientConn,
     req: &RequestInfo,
     status: CacheStatus,
+    age: u64,
 ) -> Next {
     let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
-    send_simple(c, req, 412, keep, status).await
+    send_simple_with(c, req, 412, keep, status, (Some(age), None)).await
 }
 
 /// A short answer of the proxy's own to `req` (`status` with its reason as the body, the head
@@ -122,7 +124,7 @@ pub(super) async fn send_simple(
     keep: bool,
     cache: CacheStatus,
 ) -> Next {
-    send_simple_with(c, req, status, keep, cache, None).await
+    send_simple_with(c, req, status, keep, cache, (None, None)).await
 }
 
 /// `bytes first-last/whole`, or `bytes */whole` (RFC 9110 14.4), into `out`: its length.
@@ -137,44 +139,62 @@ pub(super) fn content_range(out: &mut [u8; 72], range: Option<(u64, u64)>, whole
     72 - w.len()
 }
 
+/// `n` in decimal into `out`: its length (20 digits hold any u64).
+fn decimal(out: &mut [u8; 20], n: u64) -> usize {
+    use std::io::Write;
+    let mut w = &mut out[..];
+    let _ = write!(w, "{n}");
+    20 - w.len()
+}
+
 /// 416 to a range of a stored response of `whole` bytes that holds none of them, with
-/// `Content-Range: bytes */whole` (RFC 9110 15.5.17).
+/// `Content-Range: bytes */whole` (RFC 9110 15.5.17) and the stored response's `age`.
 pub(super) async fn send_unsatisfiable(
     c: &mut ClientConn,
     req: &RequestInfo,
-    whole: u64,
+    (whole, age): (u64, u64),
     cache: CacheStatus,
 ) -> Next {
     let keep = req.keep_alive && (!c.w.life.draining() || req.pipelined);
-    send_simple_with(c, req, 416, keep, cache, Some(whole)).await
+    send_simple_with(c, req, 416, keep, cache, (Some(age), Some(whole))).await
 }
 
+/// A short answer of the proxy's own with `X-Cache: cache`; `age`: generated from a stored
+/// response of that age; `unsatisfied`: a 416's complete length, for its Content-Range.
 async fn send_simple_with(
     c: &mut ClientConn,
     req: &RequestInfo,
     status: u16,
     keep: bool,
     cache: CacheStatus,
-    unsatisfied: Option<u64>,
+    (age, unsatisfied): (Option<u64>, Option<u64>),
 ) -> Next {
     c.to_client.clear();
     let mut v = [0u8; 72];
     let n = unsatisfied.map_or(0, |whole| content_range(&mut v, None, whole));
-    let mut fields: [(&[u8], &[u8]); 3] = [(b"X-Cache", cache.as_str().as_bytes()); 3];
-    let mut count = 1;
-    if n > 0 {
-        fields[count] = (b"Content-Range", &v[..n]);
+    let mut a = [0u8; 20];
+    let an = age.map_or(0, |age| decimal(&mut a, age));
+    // In the order a hit's head has them.
+    let mut fields: [(&[u8], &[u8]); 4] = [(b"X-Cache", cache.as_str().as_bytes()); 4];
+    let mut count = 0;
+    let mut add = |field| {
+        fields[count] = field;
         count += 1;
+    };
+    if an > 0 {
+        add((b"Age", &a[..an]));
+    }
+    add((b"X-Cache", cache.as_str().as_bytes()));
+    if n > 0 {
+        add((b"Content-Range", &v[..n]));
     }
     // An HTTP/1.0 client closes unless told the connection stays (RFC 9112 9.3).
     if keep && req.version == Version::Http10 {
-        fields[count] = (b"Connection", b"keep-alive");
-        count += 1;
+        add((b"Connection", b"keep-alive"));
     }
-    let fields = &fields[..count];
     let head_only = req.method == RequestMethod::Head;
     let out = &mut c.to_client;
-    write_simple_answer(out, Version::Http11, status, !keep, fields, head_only);
+    write_simple_answer(out, Version::Http11, status, !keep, &fields[..count], head_only);
     if c.send_cout().await.is_err() {
         return client_gone(&mut c.rec);
     }

@@ -27,7 +27,8 @@
 //!   from elsewhere 403 (ngx_cache_purge's answer to a client outside `purge_allowed`).
 //! - The proxy's own answers carry X-Cache too ([`fail_with`]): MISS after a lookup (a failed
 //!   fill, only-if-cached with nothing stored), BYPASS when the cache was not used (unsafe
-//!   methods, credentials, a body over `max_body`, PURGE answers).
+//!   methods, credentials, a body over `max_body`, PURGE answers). Age only when a stored
+//!   response answers (a 412 or 416 from it carries its age): an error has no age to give.
 //!
 //! # Layout
 //! - this file: [`run`], the entry point (the decision, then its one action), and what the
@@ -224,14 +225,18 @@ async fn from_store(
     match answer {
         FromStore::Hit(hit) => send_hit(c, req, hit, status).await,
         FromStore::NotModified(hit) => send_not_modified(c, req, &hit, status).await,
-        FromStore::PreconditionFailed => send_precondition_failed(c, req, status).await,
+        FromStore::PreconditionFailed { age } => {
+            send_precondition_failed(c, req, status, age).await
+        }
         FromStore::Partial {
             hit,
             start,
             end,
             held,
         } => send_partial(c, req, hit, (start, end, held), status).await,
-        FromStore::Unsatisfiable { len } => send_unsatisfiable(c, req, len, status).await,
+        FromStore::Unsatisfiable { len, age } => {
+            send_unsatisfiable(c, req, (len, age), status).await
+        }
         FromStore::Stream {
             entry,
             head,
