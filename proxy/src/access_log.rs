@@ -5,8 +5,8 @@
 //!   escaping (`"`, `\`, control and non-ASCII bytes as `\xHH`) and `-` for what is missing.
 //!   Times are UTC (`+0000`).
 //! - `json` is one object per line with the record's fields: the request, status, bytes both
-//!   ways, request time, upstream address, upstream header and response times, cache status,
-//!   fault kind.
+//!   ways, request time, upstream address and status (the origin's, nginx's
+//!   `$upstream_status`), upstream header and response times, cache status, fault kind.
 //!
 //! Per worker: each worker has its own descriptor (O_APPEND) and its own buffer; a line is
 //! formatted into the buffer, which is written when it holds `FLUSH_AT` bytes, on a coarse
@@ -354,6 +354,10 @@ impl AccessLog {
             .tried
             .and_then(|s| cfg.groups.get(s.group)?.servers.get(s.server));
         json_str(b, server.map(|s| s.name.as_bytes()));
+        let _ = match r.upstream_status {
+            0 => write!(b, ",\"upstream_status\":null"),
+            status => write!(b, ",\"upstream_status\":{status}"),
+        };
         secs_or_null(b, "upstream_header_time", r.upstream_ttfb);
         secs_or_null(b, "upstream_response_time", r.upstream_time);
         b.extend_from_slice(b",\"cache\":");

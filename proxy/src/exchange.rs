@@ -240,6 +240,7 @@ async fn upstream_answer<'g>(
         group,
         server: a.server,
     });
+    c.rec.upstream_status = a.head.resp.status;
     Ok(a)
 }
 

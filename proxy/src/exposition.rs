@@ -289,7 +289,7 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
         o,
         "proxy_upstream_responses_total",
         "counter",
-        "Responses relayed from the server, by status class.",
+        "Answers from the server, by the class of its status (not the client's).",
     );
     for (g, s, l) in &all {
         for (class, n) in CLASSES.iter().zip(counts(*g, *s).responses.iter()) {

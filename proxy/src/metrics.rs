@@ -121,12 +121,20 @@ fn cache_index(s: crate::cache::CacheStatus) -> usize {
 pub struct ServerCounts {
     /// Requests sent (every attempt that got as far as sending).
     pub requests: u64,
-    /// Responses it answered with that the client got, by class.
+    /// Its answers, by the class of its status (the origin's, not the client's: nginx's
+    /// `$upstream_status`).
     pub responses: [u64; 5],
     /// New connections opened.
     pub connects: u64,
     /// Failed attempts, by kind ([`FAULT_KINDS`]).
     pub failures: [u64; FAULT_KINDS.len()],
+}
+
+impl ServerCounts {
+    /// The server answered with `status`.
+    pub fn answered(&mut self, status: u16) {
+        self.responses[class_index(status)] += 1;
+    }
 }
 
 /// What one worker counted since it started. Its tables are laid out like the config it is
@@ -205,7 +213,7 @@ impl Metrics {
         }
         if let Some(s) = r.upstream {
             if let Some(c) = self.server(s.group, s.server) {
-                c.responses[class_index(status)] += 1;
+                c.answered(r.upstream_status);
             }
         }
         if let (Some(route), Some(cs)) = (r.route, r.cache) {

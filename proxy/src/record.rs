@@ -48,6 +48,10 @@ pub struct Record {
     /// What went wrong, if anything did.
     pub fault: Option<ProxyError>,
     pub upstream: Option<Served>,
+    /// The status `upstream` answered with (nginx's `$upstream_status`: the origin's, which
+    /// the client's may not be, as a 304 that revalidated a stored answer, or a 200 whose
+    /// client went away); 0 while no server answered.
+    pub upstream_status: u16,
     /// The last server an attempt went to, whether it answered or not: the access log's
     /// `upstream_addr` (nginx keeps `$upstream_addr` for a failed attempt too).
     pub tried: Option<Served>,
@@ -88,6 +92,7 @@ impl Record {
             bytes_out: 0,
             fault: None,
             upstream: None,
+            upstream_status: 0,
             tried: None,
             upstream_sent: None,
             upstream_ttfb: None,

@@ -3,6 +3,7 @@
 //! `health_origin` holds the health checks' origins.
 
 mod access_log;
+mod accounting;
 mod check_start;
 mod client_abort;
 mod crowds;

@@ -42,7 +42,7 @@ upstream = "app"
 }
 
 /// GET `path` from the admin listener: (status, body).
-fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
+pub(crate) fn admin_get(addr: SocketAddr, path: &str) -> (u16, String) {
     let req = format!("GET {path} HTTP/1.1\r\nHost: admin\r\n\r\n");
     let r = raw::exchange(addr, req.as_bytes(), WAIT);
     assert_eq!(r.end, End::Closed, "admin {path}: {}", raw::show(&r));
@@ -64,7 +64,7 @@ fn samples(text: &str) -> HashMap<String, f64> {
         .collect()
 }
 
-fn scrape(admin: SocketAddr) -> HashMap<String, f64> {
+pub(crate) fn scrape(admin: SocketAddr) -> HashMap<String, f64> {
     let (status, body) = admin_get(admin, "/metrics");
     assert_eq!(status, 200, "{body}");
     samples(&body)

@@ -1,0 +1,214 @@
+//! What the per-server counters and the access log say of upstream answers, one worker, a
+//! JSON log: the origin's own status (not the client's: a 304 that revalidated a stored
+//! answer, a 200 whose client had gone), an answer dropped for a retry on its status.
+
+use super::metrics::scrape;
+use shared::origin::{Origin, OriginConfig};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::mpsc;
+use tests::raw::{self, WAIT};
+use tests::reload::Scratch;
+
+/// A one-worker proxy with an admin listener and a JSON access log at `log`; `rest`: its
+/// upstreams, routes and anything else.
+fn start(log: &Path, rest: &str) -> proxy::Running {
+    let text = format!(
+        r#"access_log = {{ path = "{}", format = "json" }}
+
+[[listen]]
+addr = "127.0.0.1:0"
+
+[admin]
+addr = "127.0.0.1:0"
+
+[runtime]
+workers = 1
+pin = false
+{rest}"#,
+        log.display()
+    );
+    let cfg = proxy::config::from_toml("accounting.toml", &text).expect("config");
+    proxy::start(cfg).expect("proxy starts")
+}
+
+/// The scrape once `n` requests are counted (each request's record is finished when its
+/// connection is done with it, which may come after the client saw its answer).
+fn counted(admin: SocketAddr, n: f64) -> HashMap<String, f64> {
+    let total = |m: &HashMap<String, f64>| -> f64 {
+        m.iter()
+            .filter(|(k, _)| k.starts_with("proxy_request_duration_seconds_count"))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let mut m = scrape(admin);
+    let done = tests::eventually(WAIT, || {
+        m = scrape(admin);
+        total(&m) == n
+    });
+    assert!(done, "{} requests counted, {n} expected", total(&m));
+    m
+}
+
+/// The log's lines, once the proxy's shutdown flushed them.
+fn log_lines(p: proxy::Running, log: &Path) -> Vec<serde_json::Value> {
+    p.shutdown().expect("shutdown");
+    let text = std::fs::read_to_string(log).expect("the log exists");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// The line of the request for `path` (with any query).
+fn line_of<'a>(lines: &'a [serde_json::Value], path: &str) -> &'a serde_json::Value {
+    let target = |l: &serde_json::Value| {
+        let t = l["request"].as_str()?.split(' ').nth(1)?;
+        Some(t.split_once('?').map_or(t, |(p, _)| p) == path)
+    };
+    lines
+        .iter()
+        .find(|l| target(l) == Some(true))
+        .unwrap_or_else(|| panic!("no line for {path}: {lines:#?}"))
+}
+
+/// `name{group="g",server="s"<more>}`'s value in `m` (0 when absent).
+fn server_count(
+    m: &HashMap<String, f64>,
+    name: &str,
+    (g, s): (&str, SocketAddr),
+    more: &str,
+) -> f64 {
+    let key = format!(r#"{name}{{group="{g}",server="{s}"{more}}}"#);
+    m.get(&key).copied().unwrap_or(0.0)
+}
+
+fn get(path: &str, extra: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: t\r\n{extra}Connection: close\r\n\r\n").into_bytes()
+}
+
+/// An origin for one request: it sends a 200 head for a 5-byte body, says so on the first
+/// channel, and sends the body once told on the second.
+fn held_origin() -> (SocketAddr, mpsc::Receiver<()>, mpsc::Sender<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (sent, head_sent) = mpsc::channel();
+    let (go, told) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let Ok((mut s, _)) = l.accept() else { return };
+        if raw::read_request_head(&mut s, &mut Vec::new()).is_err() {
+            return;
+        }
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
+        let _ = sent.send(());
+        let _ = told.recv();
+        let _ = s.write_all(b"hello");
+        let _ = s.read_to_end(&mut Vec::new());
+    });
+    (addr, head_sent, go)
+}
+
+/// `proxy_upstream_responses_total{code}` and the log's `upstream_status` are the status the
+/// origin answered with, as nginx's `$upstream_status`: a stale answer revalidated with a 304
+/// is a 3xx there (the client got 200), a 200 whose client reset before it could be written
+/// is a 2xx (the client's 499 is `proxy_requests_total`'s). They were the client's status.
+#[test]
+fn upstream_responses_count_the_origins_status_not_the_clients() {
+    let dir = Scratch::new("upstream-status");
+    let log = dir.path("access.log");
+    let origin = Origin::start(OriginConfig::default()).expect("origin");
+    let (held, head_sent, go) = held_origin();
+    let rest = format!(
+        r#"
+[upstream.app]
+servers = ["{}"]
+
+[upstream.held]
+servers = ["{held}"]
+
+[[route]]
+path = "/ret"
+return = {{ status = 404, body = "no" }}
+
+[[route]]
+path = "/held"
+upstream = "held"
+
+[[route]]
+path = "/"
+upstream = "app"
+cache = {{ ttl = "60s" }}
+"#,
+        origin.addr()
+    );
+    let p = start(&log, &rest);
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    let page = "/page?header=ETag:%22v1%22";
+    let first = raw::exchange(addr, &get(page, ""), WAIT);
+    assert_eq!(first.responses()[0].header("x-cache"), Some("MISS"));
+    let again = raw::exchange(addr, &get(page, "Cache-Control: no-cache\r\n"), WAIT);
+    let again = &again.responses()[0];
+    assert_eq!(
+        (again.status, again.header("x-cache")),
+        (200, Some("REVALIDATED"))
+    );
+    assert_eq!(
+        raw::exchange(addr, &get("/ret", ""), WAIT).responses()[0].status,
+        404
+    );
+    // The client resets once the origin's head is on its way: the proxy has it (the answer
+    // wins over the client's end) and holds it for the short body, whose write then fails.
+    let mut c = raw::Client::connect(addr);
+    c.send(&get("/held", "")).expect("sent");
+    head_sent.recv_timeout(WAIT).expect("the origin answered");
+    socket2::SockRef::from(&c.stream)
+        .set_linger(Some(std::time::Duration::ZERO))
+        .unwrap();
+    drop(c);
+    go.send(()).unwrap();
+    let m = counted(admin, 4.0);
+    let responses = |group, server, code: &str| {
+        let code = format!(r#",code="{code}""#);
+        server_count(&m, "proxy_upstream_responses_total", (group, server), &code)
+    };
+    let o = origin.addr();
+    assert_eq!(
+        (responses("app", o, "2xx"), responses("app", o, "3xx")),
+        (1.0, 1.0),
+        "the miss's 200 and the revalidation's 304"
+    );
+    assert_eq!(
+        (
+            responses("held", held, "2xx"),
+            responses("held", held, "4xx")
+        ),
+        (1.0, 0.0),
+        "the origin's 200, whose client got nothing"
+    );
+    assert_eq!(
+        m.get(r#"proxy_requests_total{route="/held",code="4xx"}"#),
+        Some(&1.0)
+    );
+    let lines = log_lines(p, &log);
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    let revalidated = lines
+        .iter()
+        .find(|l| l["cache"] == "REVALIDATED")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(
+        (&revalidated["status"], &revalidated["upstream_status"]),
+        (&200.into(), &304.into())
+    );
+    let miss = lines.iter().find(|l| l["cache"] == "MISS").unwrap();
+    assert_eq!(miss["upstream_status"], 200, "{miss}");
+    let held_line = line_of(&lines, "/held");
+    assert_eq!(
+        (&held_line["status"], &held_line["upstream_status"]),
+        (&499.into(), &200.into())
+    );
+    assert_eq!(
+        line_of(&lines, "/ret")["upstream_status"],
+        serde_json::Value::Null
+    );
+}
