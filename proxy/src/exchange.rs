@@ -319,6 +319,8 @@ async fn attempts<'g>(
                 if !another_server(w, plan, &tried) {
                     break Ok(a);
                 }
+                let status = a.head.resp.status;
+                w.count_server(plan.g, (g, s), |m| m.retried_for(status));
                 w.buffers.give_buf(a.head.ub);
                 w.count_retry(plan.g, plan.req.route, RetryReason::Status);
             }

@@ -303,7 +303,7 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
         o,
         "proxy_upstream_failures_total",
         "counter",
-        "Failed attempts on the server, by kind.",
+        "Failed attempts on the server, by kind (status: an answer dropped for a retry on its status).",
     );
     for (g, s, l) in &all {
         for (kind, n) in FAULT_KINDS.iter().zip(counts(*g, *s).failures.iter()) {
@@ -314,6 +314,12 @@ fn upstreams(o: &mut String, cfg: &Config, m: &Metrics, snaps: &[WorkerSnapshot]
                 );
             }
         }
+        // Not a fault of the request: the client got another server's answer.
+        let n = counts(*g, *s).retried_statuses;
+        let _ = writeln!(
+            o,
+            "proxy_upstream_failures_total{{{l},kind=\"status\"}} {n}"
+        );
     }
     retries(o, cfg, m);
     server_gauges(o, &all, snaps);
@@ -602,7 +608,7 @@ pub fn status(cfg: &Config, snaps: &[WorkerSnapshot], draining: bool) -> String 
                 "health": health,
                 "requests": c.requests,
                 "connects": c.connects,
-                "failures": c.failures.iter().sum::<u64>(),
+                "failures": c.all_failures(),
             })
         })
         .collect();

@@ -128,12 +128,28 @@ pub struct ServerCounts {
     pub connects: u64,
     /// Failed attempts, by kind ([`FAULT_KINDS`]).
     pub failures: [u64; FAULT_KINDS.len()],
+    /// Answers dropped for a retry on their status (a route's `retry.on` statuses): failed
+    /// attempts too (`failures_total{kind="status"}`), as nginx counts an attempt that
+    /// `proxy_next_upstream http_502` moved on from.
+    pub retried_statuses: u64,
 }
 
 impl ServerCounts {
     /// The server answered with `status`.
     pub fn answered(&mut self, status: u16) {
         self.responses[class_index(status)] += 1;
+    }
+
+    /// The server answered with `status`, which its route retries on: the answer was
+    /// dropped and the request went to another server.
+    pub fn retried_for(&mut self, status: u16) {
+        self.answered(status);
+        self.retried_statuses += 1;
+    }
+
+    /// Failed attempts of every kind.
+    pub fn all_failures(&self) -> u64 {
+        self.failures.iter().sum::<u64>() + self.retried_statuses
     }
 }
 
@@ -321,6 +337,7 @@ impl Metrics {
                 s.connects += os.connects;
                 add_row(&mut s.responses, &os.responses);
                 add_row(&mut s.failures, &os.failures);
+                s.retried_statuses += os.retried_statuses;
             }
         }
         add_rows(&mut self.retries, &o.retries);

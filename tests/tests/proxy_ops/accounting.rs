@@ -212,3 +212,71 @@ cache = {{ ttl = "60s" }}
         serde_json::Value::Null
     );
 }
+
+/// An answer the route retries on (a 502, then another server) is a response of its server
+/// (`responses_total{code="5xx"}`) and a failed attempt there (`failures_total{kind="status"}`,
+/// as nginx counts a `proxy_next_upstream http_502` attempt unsuccessful). It was neither: the
+/// server had a request and no answer.
+#[test]
+fn an_answer_dropped_for_a_retry_counts_against_its_server() {
+    let dir = Scratch::new("retried-status");
+    let log = dir.path("access.log");
+    let bad = Origin::start(OriginConfig {
+        status: 502,
+        ..OriginConfig::default()
+    })
+    .expect("origin");
+    let good = tests::origin();
+    let (b, g) = (bad.addr(), good.addr());
+    // The 502 server first: round-robin tries it first.
+    let rest = format!(
+        r#"
+[upstream.two]
+servers = ["{b}", "{g}"]
+
+[[route]]
+path = "/"
+upstream = "two"
+retry = {{ tries = 2, on = ["502"] }}
+"#
+    );
+    let p = start(&log, &rest);
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    let r = raw::exchange(addr, &get("/a", ""), WAIT);
+    assert_eq!(r.responses()[0].status, 200, "{}", raw::show(&r));
+    let m = counted(admin, 1.0);
+    let at = |server, name, more: &str| server_count(&m, name, ("two", server), more);
+    let want = [
+        (at(b, "proxy_upstream_requests_total", ""), 1.0),
+        (
+            at(b, "proxy_upstream_responses_total", r#",code="5xx""#),
+            1.0,
+        ),
+        (
+            at(b, "proxy_upstream_failures_total", r#",kind="status""#),
+            1.0,
+        ),
+        (
+            at(g, "proxy_upstream_responses_total", r#",code="2xx""#),
+            1.0,
+        ),
+        (
+            at(g, "proxy_upstream_failures_total", r#",kind="status""#),
+            0.0,
+        ),
+    ];
+    let got: Vec<f64> = want.iter().map(|w| w.0).collect();
+    assert_eq!(
+        got,
+        want.map(|w| w.1),
+        "502 server: requests, 5xx, failures; the other: 2xx, failures"
+    );
+    assert_eq!(
+        m.get(r#"proxy_upstream_retries_total{route="/",reason="status"}"#),
+        Some(&1.0)
+    );
+    let lines = log_lines(p, &log);
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0]["upstream_status"], 200, "the last answer's");
+    assert_eq!(lines[0]["upstream_addr"], g.to_string());
+}
