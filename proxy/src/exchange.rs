@@ -530,7 +530,7 @@ async fn attempt<'g>(
             at_most: head_read(&up),
             // The whole request is sent: a client that goes away now abandons it (499), and
             // dropping `up` closes the upstream connection (never pooled half-answered).
-            client: Some(&mut c.stream),
+            client: Some((&mut c.stream, &mut c.rec)),
             interim: plan.interim,
             watch: plan.watch,
             send_timeout: cfg.timeouts.send,

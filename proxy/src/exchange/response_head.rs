@@ -10,6 +10,7 @@ use crate::forward::{
     prepare_response, starts_interim, write_interims, ResponseFields, ResponseInfo,
 };
 use crate::io::{read_more_max, read_some_max, write_all, IoFail};
+use crate::record::Record;
 use crate::request::worth_parsing;
 use crate::request::RequestInfo;
 use crate::worker::{ProxyWorker, RELAY_BUF};
@@ -58,8 +59,9 @@ pub(super) struct HeadRead<'a> {
     /// The most one read takes (`splice::HEAD_READ` where the body is to be spliced).
     pub(super) at_most: usize,
     /// The client's stream, where the reader may use it: to watch for the client going away
-    /// (`watch`), and to send interim heads as they come.
-    pub(super) client: Option<&'a mut Stream>,
+    /// (`watch`), and to send interim heads as they come; with its request's record, which
+    /// counts what they sent.
+    pub(super) client: Option<(&'a mut Stream, &'a mut Record)>,
     /// Interim heads are forwarded (an HTTP/1.1 client that is answered): as they come with
     /// `client`, without it with the final head.
     pub(super) interim: bool,
@@ -100,7 +102,7 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
             }
         };
         let read = match &to.client {
-            Some(client) if to.watch.on() => monoio::select! {
+            Some((client, _)) if to.watch.on() => monoio::select! {
                 // An answer that came wins over the client's end (it is sent, or found gone).
                 biased;
                 r = read => r,
@@ -127,11 +129,12 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
             continue;
         }
         // A client gone while others want the answer gets no interim head.
-        if let (true, false, Some(client)) = (to.interim, to.watch.left(), &mut to.client) {
+        if let (true, false, Some((client, rec))) = (to.interim, to.watch.left(), &mut to.client) {
             if starts_interim(&ub[interim_sent..]) {
                 let rest = &ub[interim_sent..];
                 let (limits, send) = (to.limits, to.send_timeout);
-                interim_sent += send_interims(client, rest, to.out, limits, send).await?;
+                let to_client = (&mut **client, &mut **rec);
+                interim_sent += send_interims(to_client, rest, to.out, limits, send).await?;
             }
         }
         let interim = to.interim.then_some(interim_sent);
@@ -163,10 +166,10 @@ pub(super) async fn read_response_head<R: AsyncReadRent>(
 }
 
 /// Send the complete interim heads at the start of `buf` to the client, rewritten through
-/// `out` (the client head's buffer, unused until the final head). The bytes of `buf` they
-/// took.
+/// `out` (the client head's buffer, unused until the final head), counted in its record. The
+/// bytes of `buf` they took.
 async fn send_interims(
-    client: &mut Stream,
+    (client, rec): (&mut Stream, &mut Record),
     buf: &[u8],
     out: &mut BytesMut,
     limits: &Limits,
@@ -179,6 +182,7 @@ async fn send_interims(
         *out = write_all(client, b, send_timeout)
             .await
             .map_err(|_| HeadFail::Client)?;
+        rec.wrote(out);
         out.clear();
     }
     Ok(n)

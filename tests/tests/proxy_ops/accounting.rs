@@ -1,6 +1,7 @@
-//! What the per-server counters and the access log say of upstream answers, one worker, a
-//! JSON log: the origin's own status (not the client's: a 304 that revalidated a stored
-//! answer, a 200 whose client had gone), an answer dropped for a retry on its status.
+//! What the per-server counters and the access log say of upstream answers and of the bytes
+//! sent, one worker, a JSON log: the origin's own status (not the client's: a 304 that
+//! revalidated a stored answer, a 200 whose client had gone), an answer dropped for a retry on
+//! its status, interim heads and the bytes of a write a send timeout cut.
 
 use super::metrics::scrape;
 use shared::origin::{Origin, OriginConfig};
@@ -279,4 +280,34 @@ retry = {{ tries = 2, on = ["502"] }}
     assert_eq!(lines.len(), 1, "{lines:#?}");
     assert_eq!(lines[0]["upstream_status"], 200, "the last answer's");
     assert_eq!(lines[0]["upstream_addr"], g.to_string());
+}
+
+/// A 103 Early Hints relayed to the client is bytes it got: `bytes_sent` and
+/// `proxy_sent_bytes_total` count it (as nginx's `$bytes_sent` counts every byte written).
+/// They counted only the final response (99 of 152 bytes).
+#[test]
+fn early_hints_are_counted_in_the_bytes_sent() {
+    let dir = Scratch::new("early-hints-bytes");
+    let log = dir.path("access.log");
+    let origin = tests::origin();
+    let rest = format!(
+        "\n[upstream.app]\nservers = [\"{}\"]\n\n[[route]]\npath = \"/\"\nupstream = \"app\"\n",
+        origin.addr()
+    );
+    let p = start(&log, &rest);
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    let r = raw::exchange(addr, &get("/?interim=103&size=10", ""), WAIT);
+    assert!(r.text().starts_with("HTTP/1.1 103 "), "{}", raw::show(&r));
+    let got = r.bytes.len() as f64;
+    let m = counted(admin, 1.0);
+    assert_eq!(
+        m.get("proxy_sent_bytes_total"),
+        Some(&got),
+        "{}",
+        raw::show(&r)
+    );
+    let lines = log_lines(p, &log);
+    assert_eq!(lines[0]["bytes_sent"], got, "{}", lines[0]);
+    assert_eq!(lines[0]["body_bytes_sent"], 10, "{}", lines[0]);
+    assert_eq!(lines[0]["status"], 200, "{}", lines[0]);
 }
