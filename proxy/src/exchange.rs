@@ -678,7 +678,9 @@ async fn send_head(
             }),
         },
         // Nothing was delivered: safe to send again, whatever the method.
-        Err(WriteFail { buf: Some(b), fail }) => {
+        Err(WriteFail {
+            buf: Some(b), fail, ..
+        }) => {
             c.to_upstream = b;
             Err(Attempt::Retry {
                 error: unanswered_write(fail),

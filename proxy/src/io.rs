@@ -6,7 +6,7 @@
 
 use bytes::BytesMut;
 use monoio::buf::{IoBuf, IoBufMut, SliceMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use monoio::time::Instant;
 use shared::deadline::timeout_at;
 use std::io;
@@ -98,13 +98,16 @@ fn spare_room(mut buf: BytesMut, min_spare: usize, max: usize) -> SliceMut<Bytes
     buf.slice_mut(len..cap)
 }
 
-/// A failed write: why, and the buffer when the socket (not the deadline) failed. Part of
-/// the range may have been written before the failure: only a caller that wrote once
-/// ([`write_once`]) knows how much.
+/// A failed write: why, how much of the range went before it failed, and the buffer when the
+/// socket (not the deadline) failed.
 #[derive(Debug)]
 pub struct WriteFail {
     pub fail: IoFail,
     pub buf: Option<BytesMut>,
+    /// Bytes of the range the socket took before the failure: the peer may have them, so
+    /// they count as sent. A write the deadline cut is taken to have delivered nothing (its
+    /// cancelled operation had not completed).
+    pub written: usize,
 }
 
 /// Write all of `buf[start..end]` within `limit` (a peer that stops reading for that long
@@ -120,17 +123,44 @@ pub async fn write_range<S: AsyncWriteRent>(
         return Ok(buf);
     }
     let deadline = shared::clock::deadline(limit);
-    match timeout_at(deadline, s.write_all(buf.slice(start..end))).await {
+    // Kept outside the timed future: a timeout drops the future, not what its writes took.
+    let mut at = start;
+    let done = timeout_at(deadline, write_from(s, buf, &mut at, end)).await;
+    let written = at - start;
+    match done {
         Err(_) => Err(WriteFail {
             fail: IoFail::Timeout,
             buf: None,
+            written,
         }),
-        Ok((Ok(_), slice)) => Ok(slice.into_inner()),
-        Ok((Err(e), slice)) => Err(WriteFail {
-            fail: IoFail::Error(e.kind()),
-            buf: Some(slice.into_inner()),
+        Ok(Ok(buf)) => Ok(buf),
+        Ok(Err((kind, buf))) => Err(WriteFail {
+            fail: IoFail::Error(kind),
+            buf: Some(buf),
+            written,
         }),
     }
+}
+
+/// Write `buf[*at..end]`, moving `at` past what each write took (monoio's `write_all`, with
+/// its progress seen from outside).
+async fn write_from<S: AsyncWriteRent>(
+    s: &mut S,
+    mut buf: BytesMut,
+    at: &mut usize,
+    end: usize,
+) -> Result<BytesMut, (io::ErrorKind, BytesMut)> {
+    while *at < end {
+        let (r, slice) = s.write(buf.slice(*at..end)).await;
+        buf = slice.into_inner();
+        match r {
+            Ok(0) => return Err((io::ErrorKind::WriteZero, buf)),
+            Ok(n) => *at += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err((e.kind(), buf)),
+        }
+    }
+    Ok(buf)
 }
 
 /// One write of `buf[start..end]` (what the socket takes of it at once, at least a byte),
@@ -146,15 +176,18 @@ pub async fn write_once<S: AsyncWriteRent>(
         Err(_) => Err(WriteFail {
             fail: IoFail::Timeout,
             buf: None,
+            written: 0,
         }),
         Ok((Ok(0), slice)) => Err(WriteFail {
             fail: IoFail::Error(io::ErrorKind::WriteZero),
             buf: Some(slice.into_inner()),
+            written: 0,
         }),
         Ok((Ok(n), slice)) => Ok((n, slice.into_inner())),
         Ok((Err(e), slice)) => Err(WriteFail {
             fail: IoFail::Error(e.kind()),
             buf: Some(slice.into_inner()),
+            written: 0,
         }),
     }
 }

@@ -10,7 +10,8 @@
 //!   sites only say what they wrote, never what it meant.
 //! - A request that got no response (the client went away, or the proxy closed without an
 //!   answer) is recorded with status 499, as nginx logs it.
-//! - Bytes written are counted once the write completed; a write that failed is not counted.
+//! - Bytes written are counted once the write completed; of a write that failed, the bytes
+//!   the socket took before it failed (`wrote_partly`).
 //! - Plain fields, no allocation: the record lives in the client connection and is reset per
 //!   request.
 
@@ -134,6 +135,17 @@ impl Record {
     /// `n` body bytes went to the client (sendfile, a stored body).
     pub fn wrote_body(&mut self, n: u64) {
         self.bytes_out += n;
+    }
+
+    /// A write to the client failed after its first `n` bytes went: `sent` is what it wrote
+    /// when the failure gave the buffer back (a head among the bytes is read as `wrote`
+    /// reads it); `None` when a timeout took the buffer: the bytes are counted, a head among
+    /// them (a head written into a full socket, rare) is not read.
+    pub fn wrote_partly(&mut self, sent: Option<&[u8]>, n: usize) {
+        match sent {
+            Some(b) => self.wrote(&b[..n.min(b.len())]),
+            None => self.wrote_body(n as u64),
+        }
     }
 
     /// Note a failure (the first one stays: it is what ended the request).

@@ -531,6 +531,7 @@ impl<'a> ToClient<'a> {
                 self.rec.wrote(self.head);
             }
             Err(e) => {
+                self.rec.wrote_partly(e.buf.as_deref(), e.written);
                 // The head buffer holds nothing the relay still needs.
                 self.client_failed(e.fail, true)?;
                 *self.head = e.buf.unwrap_or_default();
@@ -638,6 +639,8 @@ impl<'a> ToClient<'a> {
                 Ok(buf)
             }
             Err(e) => {
+                let sent = e.buf.as_ref().map(|buf| &buf[a..b]);
+                self.rec.wrote_partly(sent, e.written);
                 self.client_failed(e.fail, e.buf.is_some())?;
                 Ok(e.buf.unwrap_or_default())
             }

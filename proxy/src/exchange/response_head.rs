@@ -179,9 +179,13 @@ async fn send_interims(
     let n = write_interims(buf, limits, out).map_err(HeadFail::Bad)?;
     if !out.is_empty() {
         let b = std::mem::take(out);
-        *out = write_all(client, b, send_timeout)
-            .await
-            .map_err(|_| HeadFail::Client)?;
+        *out = match write_all(client, b, send_timeout).await {
+            Ok(b) => b,
+            Err(e) => {
+                rec.wrote_partly(e.buf.as_deref(), e.written);
+                return Err(HeadFail::Client);
+            }
+        };
         rec.wrote(out);
         out.clear();
     }

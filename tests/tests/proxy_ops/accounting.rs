@@ -311,3 +311,48 @@ fn early_hints_are_counted_in_the_bytes_sent() {
     assert_eq!(lines[0]["body_bytes_sent"], 10, "{}", lines[0]);
     assert_eq!(lines[0]["status"], 200, "{}", lines[0]);
 }
+
+/// A client that stops reading a large response until the send timeout (300 ms) cuts it:
+/// every byte the proxy's writes delivered is counted in `bytes_sent` and
+/// `proxy_sent_bytes_total`, the part of the write the timeout cut included (the chunked
+/// relay and a Content-Length body copied without splice). That part was lost (a client got
+/// 3,284,992 bytes, 3,277,719 counted).
+#[test]
+fn bytes_of_a_write_cut_by_the_send_timeout_are_counted() {
+    let dir = Scratch::new("cut-write-bytes");
+    let log = dir.path("access.log");
+    let origin = tests::origin();
+    let rest = format!(
+        "splice = false\n\n[timeouts]\nsend = \"300ms\"\n\n[upstream.app]\nservers = [\"{}\"]\n\n[[route]]\npath = \"/\"\nupstream = \"app\"\n",
+        origin.addr()
+    );
+    let p = start(&log, &rest);
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    let mut got = Vec::new();
+    for (i, path) in ["/c?framing=chunked&size=4MiB", "/l?size=4MiB"]
+        .iter()
+        .enumerate()
+    {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        // A small window, so that the proxy's writes stop partway.
+        s.set_recv_buffer_size(8192).unwrap();
+        s.connect(&addr.into()).unwrap();
+        let mut c = raw::Client::from_stream(s.into());
+        c.send(&get(path, "")).expect("sent");
+        // Not a byte read until the proxy gave up on the client.
+        counted(admin, i as f64 + 1.0);
+        let r = c.until_close(WAIT);
+        assert_ne!(r.end, raw::End::TimedOut, "{path}: no close");
+        assert!(r.bytes.len() < 4 << 20, "{path}: the whole body went");
+        got.push(r.bytes.len() as u64);
+    }
+    let m = counted(admin, 2.0);
+    let total = (got[0] + got[1]) as f64;
+    let lines = log_lines(p, &log);
+    let logged: Vec<u64> = ["/c", "/l"]
+        .iter()
+        .map(|path| line_of(&lines, path)["bytes_sent"].as_u64().unwrap())
+        .collect();
+    assert_eq!(logged, got, "bytes_sent, chunked then length");
+    assert_eq!(m.get("proxy_sent_bytes_total"), Some(&total));
+}
