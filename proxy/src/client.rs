@@ -418,7 +418,8 @@ impl TunnelEnd {
     /// The request's record as the 101 left it, taken from the frame.
     fn of(c: &mut ClientConn) -> Box<TunnelEnd> {
         let upto = c.received.get().saturating_sub(c.request_at);
-        settle(c);
+        // What follows the request in `from_client` is the tunnel's first bytes (`early`).
+        settle(c, true);
         let held =
             c.w.timing(&c.g)
                 .then(|| (c.g.cfg.clone(), c.g.access_log.clone()));
@@ -481,20 +482,18 @@ async fn requests(
                 if c.g.access_log.is_some() {
                     c.logreq.capture(c.ip.client(), &c.from_client);
                 }
+                // A refused head counts every byte read of it (it declared no body to bound
+                // them by).
+                c.rec.bytes_in = u64::MAX;
                 respond_error(c, e).await;
-                finish(c);
+                finish(c, false);
                 return Served::Close;
             }
         };
         #[cfg(feature = "fault-injection")]
         crate::fault_injection::before_dispatch(&c.from_client[..info.head_len]);
         c.rec.route = Some(info.route);
-        // Saturating: the declared length is the client's number (the codec bounds it to
-        // 2^63-1, but this sum must not trust that to stay in range).
-        c.rec.bytes_in = (info.head_len as u64).saturating_add(match info.body {
-            shared::http::BodyKind::Length(n) => n,
-            _ => 0,
-        });
+        c.rec.bytes_in = most_received(&info);
         if c.g.access_log.is_some() {
             c.logreq
                 .capture(c.ip.client(), &c.from_client[..info.head_len]);
@@ -519,7 +518,7 @@ async fn requests(
             Next::Tunnel(t) => return Served::Tunnel(t, TunnelEnd::of(c)),
             next => next,
         };
-        finish(c);
+        finish(c, matches!(next, Next::KeepAlive));
         match next {
             Next::KeepAlive => {
                 // The client came back for more: from its second request on, the connection
@@ -556,20 +555,40 @@ fn answer_ctx(w: &ProxyWorker) -> AnswerCtx<'_> {
     }
 }
 
-/// The request ended: its record goes to the worker's metrics and access log.
-fn finish(c: &mut ClientConn) {
-    settle(c);
+/// The request ended: its record goes to the worker's metrics and access log. `goes_on`:
+/// the connection serves another request (see `settle`).
+fn finish(c: &mut ClientConn, goes_on: bool) {
+    settle(c, goes_on);
     c.w.finish(&c.g, &c.rec, &c.logreq);
 }
 
-/// The request's received bytes: the head and the declared body, or what came of them: a
-/// body never sent is not received (a client declaring 2^63 bytes pinned the counter at its
-/// top).
-fn settle(c: &mut ClientConn) {
-    c.rec.bytes_in = c
-        .rec
-        .bytes_in
-        .min(c.received.get().saturating_sub(c.request_at));
+/// The most a request of `info` can have received: its head and a declared body; a chunked
+/// body's length is known only as it is read (`settle` counts what was).
+fn most_received(info: &RequestInfo) -> u64 {
+    let head = info.head_len as u64;
+    match info.body {
+        // Saturating: the declared length is the client's number (the codec bounds it to
+        // 2^63-1, but this sum must not trust that to stay in range).
+        shared::http::BodyKind::Length(n) => head.saturating_add(n),
+        shared::http::BodyKind::Chunked => u64::MAX,
+        _ => head,
+    }
+}
+
+/// The request's received bytes, nginx's `$request_length`: what was read from its first
+/// byte on (its head, its body as it came, chunk framing included), no more than
+/// `rec.bytes_in` allows (`most_received`: a body never sent is not received; a client
+/// declaring 2^63 bytes pinned the counter at its top). When the connection goes on
+/// (`goes_on`), what is still unread in `from_client` is the next request's; when it
+/// closes, what it holds came of this one (a body cut short by an early answer).
+fn settle(c: &mut ClientConn, goes_on: bool) {
+    let read = c.received.get().saturating_sub(c.request_at);
+    let next = if goes_on {
+        c.from_client.len() as u64
+    } else {
+        0
+    };
+    c.rec.bytes_in = c.rec.bytes_in.min(read.saturating_sub(next));
 }
 
 /// Read until a whole request head is in `from_client`. `Ok(None)`: the connection ends quietly

@@ -60,8 +60,8 @@ pub struct ClientConn {
     /// A cache fetch's response head, as its one parse found it (`forward::ResponseFields`).
     pub response_fields: crate::forward::ResponseFields,
     /// Bytes read from the client on this connection, and where in them the request being
-    /// served began: a request counts what came of it (`client::finish`), never more than
-    /// its head and declared body.
+    /// served began: a request counts what was read of it (`client::settle`), never more
+    /// than its head and a declared body.
     pub received: std::rc::Rc<std::cell::Cell<u64>>,
     pub request_at: u64,
 }

@@ -179,7 +179,7 @@ fn requests(o: &mut String, cfg: &Config, m: &Metrics) {
         o,
         "proxy_received_bytes_total",
         "counter",
-        "Request bytes received: heads, and Content-Length bodies as far as they came.",
+        "Request bytes received: heads (refused ones too) and bodies as read, chunk framing included.",
     );
     let _ = writeln!(o, "proxy_received_bytes_total {}", m.bytes_in);
     family(

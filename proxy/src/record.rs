@@ -42,8 +42,8 @@ pub struct Record {
     pub status: u16,
     /// Bytes of the response head.
     pub head_out: u64,
-    /// Bytes of the request (head and declared body, no more than came of them: see
-    /// `client::finish`) and of the response (head and body).
+    /// Bytes of the request (its head and its body as read, chunk framing included; no more
+    /// than a declared length: see `client::settle`) and of the response (head and body).
     pub bytes_in: u64,
     pub bytes_out: u64,
     /// What went wrong, if anything did.

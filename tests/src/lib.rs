@@ -16,6 +16,8 @@
 //! - [`inproc`]: a proxy from a `Config` built in code, and a client that reads responses with
 //!   the shared codec; [`toml_proxy`]: a proxy from config text; [`strict`]: readiness waits
 //!   and counters for the tests of promised behaviours.
+//! - [`logged`]: a proxy with a JSON access log and metrics, and what each client's requests
+//!   left in both.
 //! - [`reload`]: config files that change under a running `proxy`, and the loader's runs.
 //! - [`manual`]: the man pages (stale or not) and the shell completions of both binaries.
 //! - [`tls`]: certificates (a CA and its leaves) and a blocking TLS client; [`tls_server`]: a
@@ -23,6 +25,7 @@
 
 pub mod gate;
 pub mod inproc;
+pub mod logged;
 pub mod manual;
 pub mod process;
 pub mod raw;

@@ -23,6 +23,7 @@ mod process;
 mod reload;
 mod reload_max_conns;
 mod reload_metrics;
+mod request_records;
 mod stalled_stderr;
 mod systemd_unit;
 mod takeover;

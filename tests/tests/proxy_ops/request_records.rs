@@ -1,0 +1,91 @@
+//! What a request leaves in the access log and the counters from the client's side, compared
+//! with nginx's lines for the same bytes (`$request`, `$status`, `$bytes_sent`,
+//! `$request_length`): bodies counted as they were read (chunk framing included), heads the
+//! proxy refused or never finished reading, values cut to the log's 2048 bytes.
+
+use std::net::{Shutdown, SocketAddr};
+use tests::logged::Logged;
+use tests::raw::{self, End, WAIT};
+
+/// A POST of a 4,096-byte body in one chunk, as nginx's test sent it.
+fn chunked_post(close: bool) -> Vec<u8> {
+    let close = if close { "Connection: close\r\n" } else { "" };
+    let head = format!("POST / HTTP/1.1\r\nHost: x\r\n{close}Transfer-Encoding: chunked\r\n\r\n");
+    [
+        head.as_bytes(),
+        b"1000\r\n",
+        &[b'a'; 4096],
+        b"\r\n0\r\n\r\n",
+    ]
+    .concat()
+}
+
+/// Send `req` and read until the proxy closes: the statuses of the responses.
+fn statuses(addr: SocketAddr, req: &[u8]) -> Vec<u16> {
+    let r = raw::exchange(addr, req, WAIT);
+    assert_eq!(r.end, End::Closed, "{}", raw::show(&r));
+    r.responses().iter().map(|r| r.status).collect()
+}
+
+/// Send `req`, end the sending side, and read until the proxy closes: what came back.
+fn then_fin(addr: SocketAddr, req: &[u8]) -> Vec<u8> {
+    let mut c = raw::Client::connect(addr);
+    c.send(req).expect("sent");
+    c.stream.shutdown(Shutdown::Write).expect("half-closed");
+    let r = c.until_close(WAIT);
+    assert_eq!(r.end, End::Closed, "{}", raw::show(&r));
+    r.bytes
+}
+
+#[test]
+fn request_length_and_received_bytes_count_bodies_as_read() {
+    let origin = tests::origin();
+    let mut p = Logged::start(&[origin.addr()], &[]);
+    // nginx: "POST / HTTP/1.1" 200 ... rl=4184, the head and the body with its framing. It
+    // was 75 here (the head alone), and the counter moved by as much.
+    let post = chunked_post(true);
+    assert_eq!(post.len(), 4184);
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, &post), [200]));
+    assert_eq!(left.lines[0]["request_length"], 4184, "{left:?}");
+    assert_eq!(left.moved("proxy_received_bytes_total"), 4184.0);
+
+    // A GET pipelined behind the body, in the same write, is a request of its own.
+    let get = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let both = [&chunked_post(false)[..], get].concat();
+    let left = p.after(2, |addr| assert_eq!(statuses(addr, &both), [200, 200]));
+    let lengths: Vec<_> = left
+        .lines
+        .iter()
+        .map(|l| l["request_length"].clone())
+        .collect();
+    assert_eq!(lengths, [both.len() - get.len(), get.len()], "{left:?}");
+    assert_eq!(left.moved("proxy_received_bytes_total"), both.len() as f64);
+
+    // A Content-Length body cut short by the client's end: what came of it.
+    let cut = [
+        &b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n"[..],
+        &[b'a'; 100],
+    ]
+    .concat();
+    let left = p.after(1, |addr| assert!(then_fin(addr, &cut).is_empty()));
+    assert_eq!(left.lines[0]["request_length"], cut.len(), "{left:?}");
+    assert_eq!(left.moved("proxy_received_bytes_total"), cut.len() as f64);
+
+    // Heads the parser refuses count the bytes read: they were 0 in both.
+    let bad = b"GET / HTTP/1.1 junk\r\nHost: x\r\n\r\n";
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, bad), [400]));
+    assert_eq!(left.lines[0]["request_length"], bad.len(), "{left:?}");
+    assert_eq!(left.moved("proxy_received_bytes_total"), bad.len() as f64);
+    let huge = [
+        &b"GET / HTTP/1.1\r\nHost: x\r\nX: "[..],
+        &[b'a'; 70_000],
+        b"\r\n\r\n",
+    ]
+    .concat();
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, &huge), [431]));
+    let read = left.moved("proxy_received_bytes_total");
+    // Read up to the head limit (64 KiB, give or take a read), the rest drained unread.
+    assert!((65_536.0..=huge.len() as f64).contains(&read), "{read}");
+    assert_eq!(left.lines[0]["request_length"], read as u64, "{left:?}");
+    p.stop();
+}
