@@ -124,6 +124,16 @@ impl LogRequest {
         self.has[3] = has_a;
     }
 
+    /// [`capture`](Self::capture) of a head still arriving: its whole lines only (nginx logs
+    /// a request line once it came whole, `-` before).
+    pub fn capture_lines(&mut self, ip: &IpText, head: &[u8]) {
+        let whole = head
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |nl| nl + 1);
+        self.capture(ip, &head[..whole]);
+    }
+
     fn put(&mut self, i: usize, v: &[u8]) {
         self.buf.extend_from_slice(&v[..v.len().min(FIELD_MAX)]);
         self.ends[i] = self.buf.len();

@@ -479,7 +479,9 @@ async fn requests(
             Ok(Some(info)) => info,
             Ok(None) => return Served::Quiet,
             Err(e) => {
-                if c.g.access_log.is_some() {
+                // A head the parser refused is in `from_client`; one the header timeout cut
+                // was taken for the log before the read that timed out (`read_head`).
+                if c.g.access_log.is_some() && e != ProxyError::HeaderTimeout {
                     c.logreq.capture(c.ip.client(), &c.from_client);
                 }
                 // A refused head counts every byte read of it (it declared no body to bound
@@ -637,6 +639,12 @@ async fn read_head(
             }
         }
         let idle = c.from_client.is_empty();
+        if !idle && c.g.access_log.is_some() {
+            // Part of a head, and more to read: a read that times out takes the buffer with
+            // it, so the log's fields are taken now. A copy only for heads that come in
+            // pieces, with a log on.
+            c.logreq.capture_lines(c.ip.client(), &c.from_client);
+        }
         let buf = std::mem::take(&mut c.from_client);
         // A keep-alive client's next request is usually there already (its wait saw it come).
         let r = match crate::io::read_queued(&mut c.stream, buf, 4096) {

@@ -89,3 +89,45 @@ fn request_length_and_received_bytes_count_bodies_as_read() {
     assert_eq!(left.lines[0]["request_length"], read as u64, "{left:?}");
     p.stop();
 }
+
+#[test]
+fn a_head_cut_by_the_header_timeout_is_logged_with_its_request_line() {
+    let origin = tests::origin();
+    let mut p = Logged::start(&[origin.addr()], &["--header-timeout", "300ms"]);
+    // nginx: "GET / HTTP/1.1" 408 bs=0 rl=25. Here the line said "-" (null) and 0 bytes: the
+    // read the timeout dropped took the head's bytes with it.
+    let partial = b"GET / HTTP/1.1\r\nHost: x\r\n";
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, partial), [408]));
+    let l = &left.lines[0];
+    assert_eq!(
+        (&l["request"], &l["status"], &l["request_length"]),
+        (&"GET / HTTP/1.1".into(), &408.into(), &25.into()),
+        "{l}"
+    );
+    assert_eq!(l["fault"], "header_timeout", "{l}");
+    assert_eq!(left.moved("proxy_received_bytes_total"), 25.0);
+
+    // In two reads: the bytes of both are kept.
+    let left = p.after(1, |addr| {
+        let mut c = raw::Client::connect(addr);
+        c.send(b"GET /two HTTP/1.1\r\n").expect("sent");
+        tests::wait_until_peer_read(&c.stream, WAIT);
+        c.send(b"Host: x\r\nUser-Agent: two\r\n").expect("sent");
+        let r = c.until_close(WAIT);
+        assert_eq!(r.responses()[0].status, 408, "{}", raw::show(&r));
+    });
+    let l = &left.lines[0];
+    assert_eq!(l["request"], "GET /two HTTP/1.1", "{l}");
+    assert_eq!(l["user_agent"], "two", "{l}");
+    assert_eq!(l["request_length"], 19 + 26, "{l}");
+
+    // The request line itself unfinished: no request line (nginx's "-"), its bytes counted.
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, b"GET /abc"), [408]));
+    let l = &left.lines[0];
+    assert_eq!(
+        (&l["request"], &l["request_length"]),
+        (&serde_json::Value::Null, &8.into()),
+        "{l}"
+    );
+    p.stop();
+}
