@@ -41,7 +41,8 @@ pub struct RunOptions {
     /// A new connection for every request, sending `Connection: close`.
     pub close: bool,
     pub http10: bool,
-    /// Requests in flight per connection (1: no pipelining). Responses come back in order;
+    /// Requests in flight per connection (1: no pipelining); with more, every URL must be
+    /// servable by one connection (`validate`: address, scheme, TLS name). Responses come back in order;
     /// when the server closes the connection cleanly (`Connection: close`, or EOF before any
     /// byte of the next answer on a connection that answered before) the requests still
     /// queued behind the last response are sent again on a new connection (RFC 9112 9.3.2);
@@ -174,8 +175,8 @@ impl RunOptions {
                  -H 'Connection: close'",
             );
         }
-        if self.pipeline > 1 && self.urls.iter().any(|u| u.addr != self.urls[0].addr) {
-            return invalid("--pipeline needs every URL on the same server (host and port)");
+        if self.pipeline > 1 {
+            self.validate_one_connection()?;
         }
         if self.runtime.workers == 0 {
             return invalid("--workers must be at least 1");
@@ -213,6 +214,30 @@ impl RunOptions {
 }
 
 impl RunOptions {
+    /// `--pipeline`: a slot's connection carries every URL's requests, queued behind each
+    /// other, so all must be servable by one connection: one address, one scheme and, for
+    /// https, one TLS name (the certificate was checked for that name and no other).
+    fn validate_one_connection(&self) -> Result<(), LoadError> {
+        let first = &self.urls[0];
+        let name = |t: &Target| t.tls.then(|| crate::tls::server_name(&t.host).ok());
+        for u in &self.urls[1..] {
+            let why = if u.addr != first.addr {
+                "are on different servers (host and port)"
+            } else if u.tls != first.tls {
+                "differ in scheme"
+            } else if name(u) != name(first) {
+                "differ in TLS name (the certificate is checked for one name)"
+            } else {
+                continue;
+            };
+            return Err(LoadError::Invalid(format!(
+                "--pipeline needs every URL on one connection: {} and {} {why}",
+                first.url, u.url
+            )));
+        }
+        Ok(())
+    }
+
     /// `-T` and a `Content-Length` given with `-H` against the body: the loader writes
     /// Content-Length itself (once) from the body; one given by hand must agree with it.
     fn validate_body_headers(&self) -> Result<(), LoadError> {

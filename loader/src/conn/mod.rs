@@ -149,6 +149,17 @@ impl Slot {
         self.connecting.set(false);
     }
 
+    /// Pop the `n` oldest in-flight attempts and count them as `why`.
+    fn fail_front(&self, w: &Engine, n: usize, why: Fail) {
+        let mut q = self.inflight.borrow_mut();
+        for _ in 0..n {
+            let Some(e) = q.pop_front() else { break };
+            w.fail(&e, why);
+        }
+        drop(q);
+        self.rearm(w.timeout);
+    }
+
     /// The connection ends: the bytes read on it that no completed response counted go to
     /// the front attempt's URL (the response that failed), else to `url` (the connection's).
     fn account_bytes(&self, w: &Engine, url: Option<usize>) {
@@ -483,12 +494,26 @@ impl Session<'_> {
     /// connection kept, every queued one on a new connection.
     async fn ensure_connected(&mut self, batch: usize) -> Result<usize, ConnEnd> {
         let (w, slot) = (self.w, self.slot);
-        let url = slot.inflight.borrow().front().map_or(0, |e| e.url);
+        let mut url = slot.inflight.borrow().front().map_or(0, |e| e.url);
         if let Some(open) = &self.conn {
             if w.same_connection(open.url, url) {
                 return Ok(batch);
             }
+            // Requests written on it would go with it: counted now, never written again on
+            // the next connection (which sent them twice and counted them once). `validate`
+            // keeps pipelined URLs on one connection, so only a round's unwritten ones are
+            // queued here.
+            let written = slot.inflight.borrow().len() - batch;
+            if written > 0 {
+                slot.account_bytes(w, Some(open.url));
+                slot.fail_front(w, written, Fail::Read);
+            }
             self.close();
+            self.rx.reset();
+            url = match slot.inflight.borrow().front() {
+                Some(e) => e.url,
+                None => return Err(ConnEnd::Closed), // nothing left to send
+            };
         }
         let t0 = slot.now.get();
         slot.connecting.set(true);

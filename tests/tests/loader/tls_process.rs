@@ -179,3 +179,56 @@ fn an_unverified_certificate_is_a_plain_sentence_naming_cacert_and_insecure() {
         assert!(!why.contains("Other(") && !why.contains("Error("), "{why}");
     }
 }
+
+/// `--pipeline` keeps one connection per slot for every URL, so the URLs must share it: the
+/// same address and, for https, the same TLS name (the certificate is checked for one name).
+/// Two names of one server (localhost, 127.0.0.1) were let through: each switch of name closed
+/// the connection with a request in flight and wrote it again on the next one, so `-n 8` put
+/// 15 requests on the wire (reported Complete 8, no retries), half of them on a connection
+/// whose certificate was checked for the other name. Now refused at start, one line, exit 2;
+/// one name pipelined sends exactly `-n`.
+#[test]
+fn pipelined_urls_must_share_the_tls_name() {
+    let cert = self_signed(Spec {
+        names: &["localhost", "127.0.0.1"],
+        ca: true,
+        expired: false,
+    });
+    let (server, pem) = (TlsServer::start(&cert), pem_file("both.pem", &[&cert]));
+    let ca = pem.to_str().unwrap();
+    let port = server.addr.port();
+    let (a, b) = (server.url("localhost", "/a"), server.url("127.0.0.1", "/b"));
+    let plain = format!("http://localhost:{port}/c");
+    for urls in [[&a, &b], [&a, &plain]] {
+        let args = [
+            &["-n", "8", "-c", "1", "--pipeline", "2", "--cacert", ca],
+            &urls.map(|u| u.as_str())[..],
+        ]
+        .concat();
+        let out = loader(&args);
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{urls:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{urls:?}: {stderr}");
+        assert!(lines[0].contains("--pipeline"), "{urls:?}: {stderr}");
+        assert!(lines[0].contains(urls[1].as_str()), "{urls:?}: {stderr}");
+    }
+    assert_eq!(server.stats.get().1, 0, "a request was sent");
+    let c = server.url("localhost", "/c");
+    let out = loader(&[
+        "-n",
+        "8",
+        "-c",
+        "1",
+        "--pipeline",
+        "2",
+        "--cacert",
+        ca,
+        &a,
+        &c,
+    ]);
+    let stdout = tests::text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
+    assert!(stdout.contains("Complete requests:      8\n"), "{stdout}");
+    assert_eq!(server.stats.get().1, 8, "requests on the wire for -n 8");
+}
