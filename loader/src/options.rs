@@ -241,7 +241,6 @@ impl RunOptions {
     /// `-T` and a `Content-Length` given with `-H` against the body: the loader writes
     /// Content-Length itself (once) from the body; one given by hand must agree with it.
     fn validate_body_headers(&self) -> Result<(), LoadError> {
-        let len = self.body.as_ref().map_or(0, |b| b.len() as u64);
         for (name, value) in &self.headers {
             if name.eq_ignore_ascii_case("transfer-encoding") {
                 // With a raw body after it, the request would carry both framings (the
@@ -251,18 +250,8 @@ impl RunOptions {
                      from --body); Transfer-Encoding cannot be given"
                 )));
             }
-            if !name.eq_ignore_ascii_case("content-length") {
-                continue;
-            }
-            if value.parse::<u64>().ok() != Some(len) {
-                return Err(LoadError::Invalid(format!(
-                    "-H '{name}: {value}' disagrees with the body, which is {len} bytes{}",
-                    if self.body.is_some() {
-                        " (--body sets Content-Length itself: leave it out)"
-                    } else {
-                        " (no --body)"
-                    }
-                )));
+            if name.eq_ignore_ascii_case("content-length") {
+                self.check_content_length(name, value)?;
             }
         }
         if self.content_type.is_some() && self.body.is_none() {
@@ -282,6 +271,46 @@ impl RunOptions {
 }
 
 impl RunOptions {
+    /// A `-H` Content-Length against every request's body: the loader writes each request's
+    /// Content-Length from its own body (a `--targets` request's `@FILE`, else `--body`), so a
+    /// value that disagrees with any of them would frame that body wrongly (its bytes read as
+    /// the next request: the request smuggling shape).
+    fn check_content_length(&self, name: &str, value: &str) -> Result<(), LoadError> {
+        let given = value.parse::<u64>().ok();
+        let Some(specs) = &self.per_url else {
+            let len = self.body.as_ref().map_or(0, |b| b.len() as u64);
+            if given == Some(len) {
+                return Ok(());
+            }
+            return Err(LoadError::Invalid(format!(
+                "-H '{name}: {value}' disagrees with the body, which is {len} bytes{}",
+                if self.body.is_some() {
+                    " (--body sets Content-Length itself: leave it out)"
+                } else {
+                    " (no --body)"
+                }
+            )));
+        };
+        for (i, (spec, url)) in specs.iter().zip(&self.urls).enumerate() {
+            let len = spec
+                .body
+                .as_ref()
+                .or(self.body.as_ref())
+                .map_or(0, |b| b.len() as u64);
+            if given != Some(len) {
+                return Err(LoadError::Invalid(format!(
+                    "-H '{name}: {value}' disagrees with the body of --targets request {} ({} \
+                     {}), which is {len} bytes (the loader sets each request's Content-Length \
+                     from its body: leave it out)",
+                    i + 1,
+                    spec.method,
+                    url.url
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Cap `connections` at `requests` (with `-n`): a connection without a request would
     /// only count in ab's Concurrency Level and Time per request, which must use the
     /// connections run. ab refuses instead; capping keeps `--shard`'s parts (some get fewer

@@ -87,12 +87,12 @@ pub fn encode_with(opts: &RunOptions, target: &Target, spec: Option<&RequestSpec
                 .unwrap_or("application/octet-stream");
             write_header(&mut b, b"Content-Type", ct.as_bytes());
         }
-        // Once: a Content-Length given with -H (validated equal to the body's) replaces ours.
-        if !has("content-length") {
-            write_header_u64(&mut b, b"Content-Length", body.len() as u64);
-        }
+        // Always the body's own length: a Content-Length given with -H (validated equal to
+        // every request's body) is left out below, so the field is sent once.
+        write_header_u64(&mut b, b"Content-Length", body.len() as u64);
     }
-    for (n, v) in opts.headers.iter().chain(extra) {
+    let ours = |n: &str| body.is_some() && n.eq_ignore_ascii_case("content-length");
+    for (n, v) in opts.headers.iter().chain(extra).filter(|(n, _)| !ours(n)) {
         write_header(&mut b, n.as_bytes(), v.as_bytes());
     }
     end_head(&mut b);

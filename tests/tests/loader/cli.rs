@@ -547,6 +547,74 @@ fn body_headers_are_checked_and_content_length_sent_once() {
     let _ = std::fs::remove_file(body);
 }
 
+/// The Content-Length sent is always the body's length. A `-H "Content-Length: N"` was checked
+/// against `--body` alone, and replaced the loader's own on every request: a `--targets`
+/// request's own 10-byte @FILE went out under `Content-Length: 0` (`0123456789GET /t2` on the
+/// wire, the request smuggling shape) and the run reported Complete 4, Failed 0; `--body` of 7
+/// bytes with `-H "Content-Length: 7"` sent 7 for the target's 10 too. Now a `-H`
+/// Content-Length that disagrees with any request's body is a usage error naming the target;
+/// one that agrees with every body is sent once, as the body's length.
+#[test]
+fn a_content_length_header_must_agree_with_every_targets_body() {
+    let dir = tests::temp_dir("loader-cl-targets");
+    let (body7, body10) = (dir.join("body7.txt"), dir.join("body10.txt"));
+    std::fs::write(&body7, b"abc\ndef").unwrap();
+    std::fs::write(&body10, b"0123456789").unwrap();
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let targets = dir.join("targets.txt");
+    let text = format!(
+        "POST {}\nX-T: 1\n@{}\n\nGET {}\n",
+        o.url("/t1"),
+        body10.display(),
+        o.url("/t2")
+    );
+    std::fs::write(&targets, text).unwrap();
+    let t = targets.to_str().unwrap();
+    for extra in [
+        &["-H", "Content-Length: 0"][..],
+        &["--body", body7.to_str().unwrap(), "-H", "Content-Length: 7"][..],
+    ] {
+        let out = loader(&args(
+            &[&["-n", "4", "-c", "1", "-q", "--targets", t], extra].concat(),
+        ));
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{extra:?}: not one line: {stderr}");
+        assert!(lines[0].contains(&o.url("/t1")), "{extra:?}: {stderr}");
+        assert!(lines[0].contains("10 bytes"), "{extra:?}: {stderr}");
+    }
+    assert!(o.captured().is_empty(), "a request was sent");
+    // Agreeing with every body (10, and --body's 10 for the GET): each request carries one
+    // Content-Length, its body's.
+    let out = loader(&args(&[
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "-q",
+        "--targets",
+        t,
+        "--body",
+        body10.to_str().unwrap(),
+        "-H",
+        "Content-Length: 10",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
+    let got = o.captured();
+    assert_eq!(got.len(), 4);
+    for req in got {
+        let req = tests::text(&req).to_ascii_lowercase();
+        assert_eq!(req.matches("content-length:").count(), 1, "{req}");
+        assert!(req.contains("content-length: 10\r\n"), "{req}");
+        assert!(req.ends_with("\r\n\r\n0123456789"), "{req}");
+    }
+}
+
 /// docs/man/loader.1 is what the clap definitions make (`UPDATE_MAN=1` rewrites it).
 #[test]
 fn man_page_is_current() {
