@@ -276,6 +276,13 @@ impl RunOptions {
     /// value that disagrees with any of them would frame that body wrongly (its bytes read as
     /// the next request: the request smuggling shape).
     fn check_content_length(&self, name: &str, value: &str) -> Result<(), LoadError> {
+        // RFC 9110 8.6: 1*DIGIT. Rust's parse also takes a leading '+', which a server reads
+        // as a framing error, or otherwise.
+        if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(LoadError::Invalid(format!(
+                "-H '{name}: {value}': a Content-Length is digits only (RFC 9110 8.6)"
+            )));
+        }
         let given = value.parse::<u64>().ok();
         let Some(specs) = &self.per_url else {
             let len = self.body.as_ref().map_or(0, |b| b.len() as u64);

@@ -615,6 +615,32 @@ fn a_content_length_header_must_agree_with_every_targets_body() {
     }
 }
 
+/// RFC 9110 8.6: Content-Length = 1*DIGIT. `-H "Content-Length: +7"` passed the agreement
+/// check (Rust's u64 parse takes a leading '+') and was sent as written, which a strict server
+/// refuses and a lax one may read otherwise. Now a usage error, as any non-digit value is.
+#[test]
+fn a_content_length_header_is_digits_only() {
+    let body = temp_path("body7.txt");
+    std::fs::write(&body, b"abc\ndef").unwrap();
+    let b = body.to_str().unwrap();
+    for (flags, names) in [
+        (&["--body", b, "-H", "content-length: +7"][..], "+7"),
+        (&["-H", "Content-Length: +0"][..], "+0"),
+        (&["--body", b, "-H", "Content-Length: 7 7"][..], "7 7"),
+    ] {
+        let out = loader(&args(
+            &[flags, &["-n", "1", "http://127.0.0.1:1/"]].concat(),
+        ));
+        let stderr = tests::text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {stderr}");
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{flags:?}: not one line: {stderr}");
+        assert!(lines[0].contains(names), "{flags:?}: {stderr}");
+        assert!(lines[0].contains("digits"), "{flags:?}: {stderr}");
+    }
+    let _ = std::fs::remove_file(body);
+}
+
 /// docs/man/loader.1 is what the clap definitions make (`UPDATE_MAN=1` rewrites it).
 #[test]
 fn man_page_is_current() {
