@@ -34,7 +34,8 @@ pub struct RunOptions {
     /// Per-request timeout.
     pub timeout: Duration,
     pub method: String,
-    /// Extra headers, in order (a Host, Connection, User-Agent or Accept here replaces ours).
+    /// Extra headers, in order (a Host, Connection, User-Agent or Accept here replaces ours;
+    /// a name given again replaces the earlier value, Cookies are joined: `plan::merged_fields`).
     pub headers: Vec<(String, String)>,
     pub body: Option<Bytes>,
     pub content_type: Option<String>,
@@ -330,12 +331,14 @@ impl RunOptions {
         }
     }
 
-    /// A `Connection` header given with `-H` names the `close` option.
+    /// A `Connection` header given with `-H` names the `close` option (the last one given:
+    /// it replaces the earlier ones on the wire).
     pub fn asks_to_close(&self) -> bool {
-        self.headers.iter().any(|(n, v)| {
-            n.eq_ignore_ascii_case("connection")
-                && v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
-        })
+        self.headers
+            .iter()
+            .rev()
+            .find(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .is_some_and(|(_, v)| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")))
     }
 }
 

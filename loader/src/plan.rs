@@ -52,14 +52,10 @@ pub fn encode_with(opts: &RunOptions, target: &Target, spec: Option<&RequestSpec
     let method = spec.map_or(opts.method.as_str(), |s| s.method.as_str());
     let body = spec.and_then(|s| s.body.as_ref()).or(opts.body.as_ref());
     let extra: &[(String, String)] = spec.map_or(&[], |s| &s.headers);
+    let fields = merged_fields(&opts.headers, extra);
     let mut b = BytesMut::with_capacity(256 + body.map_or(0, |b| b.len()));
     write_request_line(&mut b, method, &target.path, version);
-    let has = |name: &str| {
-        opts.headers
-            .iter()
-            .chain(extra)
-            .any(|(n, _)| n.eq_ignore_ascii_case(name))
-    };
+    let has = |name: &str| fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     if !has("host") {
         write_header(&mut b, b"Host", target.host_header().as_bytes());
     }
@@ -92,7 +88,7 @@ pub fn encode_with(opts: &RunOptions, target: &Target, spec: Option<&RequestSpec
         write_header_u64(&mut b, b"Content-Length", body.len() as u64);
     }
     let ours = |n: &str| body.is_some() && n.eq_ignore_ascii_case("content-length");
-    for (n, v) in opts.headers.iter().chain(extra).filter(|(n, _)| !ours(n)) {
+    for (n, v) in fields.iter().filter(|(n, _)| !ours(n)) {
         write_header(&mut b, n.as_bytes(), v.as_bytes());
     }
     end_head(&mut b);
@@ -100,6 +96,32 @@ pub fn encode_with(opts: &RunOptions, target: &Target, spec: Option<&RequestSpec
         b.extend_from_slice(body);
     }
     b.freeze()
+}
+
+/// The `-H` fields, then a target's own, each name once (RFC 9110 5.3; RFC 9112 3.2: two Host
+/// fields are a 400): a name given again replaces the earlier value in its place (a later -H
+/// over an earlier one, a target's own line over -H: the more specific wins, as wrk's headers
+/// table keyed by name has it), except Cookie, whose values are joined into one field (RFC
+/// 6265 5.4: `a=1; b=2`, so repeated `-C` sends every cookie). Once per URL, before the run.
+fn merged_fields<'a>(
+    given: &'a [(String, String)],
+    own: &'a [(String, String)],
+) -> Vec<(&'a str, String)> {
+    let mut out: Vec<(&str, String)> = Vec::with_capacity(given.len() + own.len());
+    for (n, v) in given.iter().chain(own) {
+        let Some(at) = out.iter().position(|(m, _)| m.eq_ignore_ascii_case(n)) else {
+            out.push((n, v.clone()));
+            continue;
+        };
+        let old = &mut out[at].1;
+        if n.eq_ignore_ascii_case("cookie") && !old.is_empty() && !v.is_empty() {
+            old.push_str("; ");
+            old.push_str(v);
+        } else if !(n.eq_ignore_ascii_case("cookie") && v.is_empty()) {
+            out[at] = (n, v.clone());
+        }
+    }
+    out
 }
 
 /// The request of every URL, shared read-only by all workers.

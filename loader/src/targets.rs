@@ -24,7 +24,7 @@ use std::path::Path;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestSpec {
     pub method: String,
-    /// Sent after the `-H` headers.
+    /// Sent after the `-H` headers; a name here replaces theirs (`plan::merged_fields`).
     pub headers: Vec<(String, String)>,
     /// The `@FILE` body (else `--body`'s, if any).
     pub body: Option<Bytes>,

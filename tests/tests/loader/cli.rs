@@ -641,6 +641,78 @@ fn a_content_length_header_is_digits_only() {
     let _ = std::fs::remove_file(body);
 }
 
+/// Each field once (RFC 9112 3.2: two Host fields are a 400; RFC 6265 5.4: one Cookie field).
+/// `-H "Host: a"` beside a `--targets` request's own Host sent both, as did `-H Host` twice,
+/// `-H "Content-Length: 0"` twice and repeated `-C`. Now a name given again replaces the
+/// earlier value (a later -H over an earlier one, a target's own line over -H), except Cookie,
+/// whose values are joined into one field.
+#[test]
+fn each_request_field_is_sent_once() {
+    let dir = tests::temp_dir("loader-dup-fields");
+    let o = Origin::start(OriginConfig {
+        capture: true,
+        ..OriginConfig::default()
+    })
+    .unwrap();
+    let targets = dir.join("targets.txt");
+    let text = format!("GET {}\nHost: b.example\nCookie: c=3\n", o.url("/h"));
+    std::fs::write(&targets, text).unwrap();
+    let common = [
+        "-n",
+        "1",
+        "-c",
+        "1",
+        "-q",
+        "-H",
+        "Host: a.example",
+        "-H",
+        "Host: z.example",
+        "-C",
+        "a=1",
+        "-C",
+        "b=2",
+        "-H",
+        "Content-Length: 0",
+        "-H",
+        "content-length: 0",
+        "-H",
+        "X-A: 1",
+        "-H",
+        "x-a: 2",
+    ];
+    let url = o.url("/u");
+    let runs: [(&[&str], &str, &str); 2] = [
+        (
+            &["--targets", targets.to_str().unwrap()],
+            "b.example",
+            "a=1; b=2; c=3",
+        ),
+        (&[&url], "z.example", "a=1; b=2"),
+    ];
+    for (extra, host, cookie) in runs {
+        let out = loader(&args(&[&common[..], extra].concat()));
+        assert_eq!(out.status.code(), Some(0), "{}", tests::text(&out.stderr));
+        let got = o.captured();
+        let req = tests::text(got.last().expect("a request")).to_ascii_lowercase();
+        // Each line with its CRLF, the last one's included.
+        let head = req.split_inclusive("\r\n\r\n").next().unwrap();
+        let count = |name: &str| {
+            head.lines()
+                .filter(|l| l.starts_with(&format!("{name}:")))
+                .count()
+        };
+        for name in ["host", "cookie", "content-length", "x-a"] {
+            assert_eq!(count(name), 1, "{name}: {head}");
+        }
+        assert!(head.contains(&format!("\r\nhost: {host}\r\n")), "{head}");
+        assert!(
+            head.contains(&format!("\r\ncookie: {cookie}\r\n")),
+            "{head}"
+        );
+        assert!(head.contains("\r\nx-a: 2\r\n"), "{head}");
+    }
+}
+
 /// docs/man/loader.1 is what the clap definitions make (`UPDATE_MAN=1` rewrites it).
 #[test]
 fn man_page_is_current() {
