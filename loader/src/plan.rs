@@ -132,9 +132,11 @@ pub fn build_requests(opts: &RunOptions) -> Vec<Request> {
         .map(|(i, t)| {
             let spec = opts.per_url.as_ref().and_then(|s| s.get(i));
             let name = spec.map_or(opts.method.as_str(), |s| s.method.as_str());
-            let method = if name.eq_ignore_ascii_case("HEAD") {
+            // RFC 9110 9.1: case-sensitive, as servers frame their answers: `head` is an
+            // unknown method to them, answered with a body.
+            let method = if name == "HEAD" {
                 RequestMethod::Head
-            } else if name.eq_ignore_ascii_case("CONNECT") {
+            } else if name == "CONNECT" {
                 RequestMethod::Connect
             } else {
                 RequestMethod::Other

@@ -268,6 +268,25 @@ fn raw_server(response: &'static [u8], close: bool) -> String {
     format!("http://{addr}/")
 }
 
+/// RFC 9110 9.1: methods are case-sensitive. `-m head` is not HEAD: a server answers it with a
+/// body (here, as one that does not know the method would, a 200 with its body), which the
+/// loader must read as the response's. It framed `head` as a HEAD (compared ignoring case), so
+/// every body was bytes nobody asked for: Protocol errors, the connection dropped each time.
+#[test]
+fn a_lowercase_head_is_not_head() {
+    let url = raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false);
+    let mut opt = opts(&[url], 1);
+    opt.requests = Some(6);
+    opt.method = "head".into();
+    let r = run(&opt);
+    assert_accounted(&r);
+    assert_eq!(r.totals.completed, 6, "{:?}", r.totals);
+    assert_eq!(r.totals.failures.total(), 0, "{:?}", r.totals);
+    assert_eq!(r.totals.protocol_errors, 0, "{:?}", r.totals);
+    assert_eq!(r.totals.body_bytes, 30);
+    assert_eq!(r.connections_opened, 1);
+}
+
 #[test]
 fn malformed_responses_count_as_parse_failures() {
     let url = raw_server(b"NOT HTTP AT ALL\r\n\r\n", false);
