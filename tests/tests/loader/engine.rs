@@ -154,7 +154,7 @@ fn urls_on_different_servers_get_their_own_connections() {
     // Pipelining needs one server: refused up front, naming the reason, before any request.
     opt.pipeline = 4;
     match loader::run(&opt, ShutdownFlag::new()) {
-        Err(loader::LoadError::Invalid(why)) => assert!(why.contains("same server"), "{why}"),
+        Err(loader::LoadError::Invalid(why)) => assert!(why.contains("different servers"), "{why}"),
         other => panic!("want LoadError::Invalid, got {other:?}"),
     }
     assert_eq!((a.requests(), b.requests()), (10, 10));

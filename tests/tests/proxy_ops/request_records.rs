@@ -93,7 +93,9 @@ fn request_length_and_received_bytes_count_bodies_as_read() {
 #[test]
 fn a_head_cut_by_the_header_timeout_is_logged_with_its_request_line() {
     let origin = tests::origin();
-    let mut p = Logged::start(&[origin.addr()], &["--header-timeout", "300ms"]);
+    // Long enough that the two-read case's second send comes within it on a loaded machine
+    // (at 300 ms a busy test thread missed it: only the first read was logged).
+    let mut p = Logged::start(&[origin.addr()], &["--header-timeout", "1500ms"]);
     // nginx: "GET / HTTP/1.1" 408 bs=0 rl=25. Here the line said "-" (null) and 0 bytes: the
     // read the timeout dropped took the head's bytes with it.
     let partial = b"GET / HTTP/1.1\r\nHost: x\r\n";

@@ -194,7 +194,14 @@ async fn send_simple_with(
     }
     let head_only = req.method == RequestMethod::Head;
     let out = &mut c.to_client;
-    write_simple_answer(out, Version::Http11, status, !keep, &fields[..count], head_only);
+    write_simple_answer(
+        out,
+        Version::Http11,
+        status,
+        !keep,
+        &fields[..count],
+        head_only,
+    );
     if c.send_cout().await.is_err() {
         return client_gone(&mut c.rec);
     }
