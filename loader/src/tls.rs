@@ -66,7 +66,26 @@ fn handshake_error(e: &std::io::Error) -> String {
              FILE; --insecure verifies nothing)",
             certificate_problem(c)
         ),
+        Some(rustls::Error::AlertReceived(a)) => alert_reason(*a),
         _ => inner.to_string(),
+    }
+}
+
+/// A fatal alert from the server, as the first-failure line says it: `None` when `e` is none.
+pub fn alert_received(e: &std::io::Error) -> Option<String> {
+    match e.get_ref()?.downcast_ref::<rustls::Error>()? {
+        rustls::Error::AlertReceived(a) => Some(alert_reason(*a)),
+        _ => None,
+    }
+}
+
+/// rustls's words for a received alert, and what a certificate_required one means.
+fn alert_reason(a: rustls::AlertDescription) -> String {
+    let why = rustls::Error::AlertReceived(a).to_string();
+    if a == rustls::AlertDescription::CertificateRequired {
+        format!("{why} (the server requires a client certificate; the loader sends none)")
+    } else {
+        why
     }
 }
 

@@ -129,12 +129,43 @@ impl TlsServer {
     pub fn answering(cert: &Issued, answer: &[u8]) -> TlsServer {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut cfg = ServerConfig::builder_with_provider(provider)
+        let cfg = ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_no_client_auth()
             .with_single_cert(vec![cert.der()], key)
             .unwrap();
+        TlsServer::serving(cfg, answer)
+    }
+
+    /// Like `start`, speaking only `version` and requiring a client certificate signed by
+    /// `client_ca` (mutual TLS): a client without one fails its handshake, which under TLS
+    /// 1.3 the client learns only after its own side of the handshake is done.
+    pub fn requiring_client_cert(
+        cert: &Issued,
+        client_ca: &Issued,
+        version: &'static rustls::SupportedProtocolVersion,
+    ) -> TlsServer {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(client_ca.der()).unwrap();
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .unwrap();
+        let cfg = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![cert.der()], key)
+            .unwrap();
+        TlsServer::serving(cfg, RESPONSE)
+    }
+
+    fn serving(mut cfg: ServerConfig, answer: &[u8]) -> TlsServer {
         cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
         let cfg = Arc::new(cfg);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -68,6 +68,12 @@ pub struct Slot {
     pub cut: Cell<Option<Cut>>,
     /// Set by [`Slot::nudge`]: a wait for a send time ends early.
     nudged: Cell<bool>,
+    /// A TLS connection whose handshake is done on the client's side, not yet counted as
+    /// opened: under TLS 1.3 the server checks the client's side (a client certificate) after
+    /// the client's handshake has ended, and its fatal alert comes at the first read, which
+    /// makes it a connect failure (`receive::Received::arrived`). Counted at that read when
+    /// no alert came, or when the connection ends without one ([`Slot::confirm_open`]).
+    opened: Cell<Option<Opened>>,
     /// Bytes read on the current connection that no completed response has accounted for
     /// yet: at the connection's end they go to Total transferred (a failed response's bytes,
     /// bytes nobody asked for).
@@ -103,6 +109,7 @@ impl Slot {
             now: Cell::new(now),
             cut: Cell::new(None),
             nudged: Cell::new(false),
+            opened: Cell::new(None),
             unaccounted: Cell::new(0),
             waker: RefCell::new(None),
         }
@@ -140,6 +147,7 @@ impl Slot {
 
     /// Pop every in-flight attempt and count it as `why`.
     pub fn fail_all(&self, w: &Engine, why: Fail) {
+        self.confirm_open(w);
         self.account_bytes(w, None);
         let mut q = self.inflight.borrow_mut();
         while let Some(e) = q.pop_front() {
@@ -147,6 +155,16 @@ impl Slot {
         }
         self.deadline.set(None);
         self.connecting.set(false);
+    }
+
+    /// The connection's handshake stands (no alert came for it): count it as opened.
+    /// Returns whether it was waiting to be.
+    fn confirm_open(&self, w: &Engine) -> bool {
+        let Some(o) = self.opened.take() else {
+            return false;
+        };
+        w.connected(o.connect_us, Some(o.tls));
+        true
     }
 
     /// Pop the `n` oldest in-flight attempts and count them as `why`.
@@ -246,6 +264,13 @@ struct Open {
     answered: u64,
 }
 
+/// A TLS connection's connect figures, counted once its handshake stands (`Slot::opened`).
+#[derive(Debug, Clone, Copy)]
+struct Opened {
+    connect_us: u64,
+    tls: (u64, crate::tls::HandshakeKind),
+}
+
 /// Why a connection ends, which decides how the attempts still queued on it are counted
 /// or sent again (in one place: `Slot::fail_queued`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -328,6 +353,7 @@ pub async fn drive(w: &Engine, slot: &Slot) {
     loop {
         let batch = fill_pipe(w, slot).await;
         if slot.inflight.borrow().is_empty() {
+            slot.confirm_open(w);
             return; // no ticket left and nothing in flight
         }
         slot.rearm(w.timeout);
@@ -556,9 +582,9 @@ impl Session<'_> {
         };
         slot.connecting.set(false);
         slot.now.set(t2);
-        w.connected(connect_us, tls);
-        if tls.is_some() {
-            w.note_tls(url, &stream);
+        match tls {
+            None => w.connected(connect_us, None),
+            Some(tls) => slot.opened.set(Some(Opened { connect_us, tls })),
         }
         let mut q = slot.inflight.borrow_mut();
         if let Some(e) = q.front_mut() {
@@ -593,7 +619,7 @@ impl Session<'_> {
                 .read_after_failed_write(self.w, self.slot, open)
                 .await;
             return Err(match end {
-                ConnEnd::Announced | ConnEnd::Unanswered => end,
+                ConnEnd::Announced | ConnEnd::Unanswered | ConnEnd::ConnectFailed => end,
                 ConnEnd::Malformed => ConnEnd::WriteFailed {
                     batch,
                     malformed: true,
@@ -610,6 +636,11 @@ impl Session<'_> {
     /// The connection ends: count what is queued (or keep it to send again), close the
     /// connection, drop what was read.
     fn end(&mut self, end: ConnEnd) {
+        if self.slot.confirm_open(self.w) {
+            if let Some(open) = &self.conn {
+                self.w.note_tls(open.url, &open.stream);
+            }
+        }
         let url = self.conn.as_ref().map(|o| o.url);
         if end == ConnEnd::Stray {
             self.w.protocol_error(url.unwrap_or(0));

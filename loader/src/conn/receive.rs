@@ -278,6 +278,9 @@ impl Received {
         if was_empty {
             self.t_data = t;
         }
+        if let Some(opened) = slot.opened.take() {
+            self.first_read(w, open, opened, &res)?;
+        }
         match res {
             Ok(0) => {
                 let unfinished = self.reader.started() || self.pos < self.buf.len();
@@ -295,6 +298,31 @@ impl Received {
             }
             Err(_) => Err(self.cut_short(open)),
         }
+    }
+
+    /// The first read of a new TLS connection: a fatal alert there is the server refusing the
+    /// handshake the client finished (TLS 1.3: a client certificate required, checked after
+    /// the client's Finished), a connect failure with its reason, as under TLS 1.2, where the
+    /// same alert fails the handshake itself. Anything else: the connection stands, counted
+    /// as opened.
+    fn first_read(
+        &self,
+        w: &Engine,
+        open: &Open,
+        opened: super::Opened,
+        res: &std::io::Result<usize>,
+    ) -> Result<(), ConnEnd> {
+        if let Some(why) = res.as_ref().err().and_then(crate::tls::alert_received) {
+            let (host, dst) = (w.host(open.url), open.dst);
+            w.log_first(
+                Fail::Connect,
+                format_args!("TLS handshake with {host} ({dst}) failed: {why}"),
+            );
+            return Err(ConnEnd::ConnectFailed);
+        }
+        w.connected(opened.connect_us, Some(opened.tls));
+        w.note_tls(open.url, &open.stream);
+        Ok(())
     }
 
     /// The connection ended (EOF or an error) with requests queued: before any byte of the

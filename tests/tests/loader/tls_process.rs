@@ -232,3 +232,47 @@ fn pipelined_urls_must_share_the_tls_name() {
     assert!(stdout.contains("Complete requests:      8\n"), "{stdout}");
     assert_eq!(server.stats.get().1, 8, "requests on the wire for -n 8");
 }
+
+/// A server that requires a client certificate (the loader sends none) fails every
+/// connection's handshake. Under TLS 1.2 the client learns it inside its handshake: Connect
+/// failures, the alert printed. Under TLS 1.3 the client's side of the handshake is over before
+/// the server checks the certificate, and the server's alert arrives at the first read: it was
+/// counted as a full handshake and a Receive failure, with no reason printed. Now both are
+/// connect failures with the alert said once, and no handshake counted.
+#[test]
+fn a_required_client_certificate_is_a_connect_failure_with_its_alert() {
+    let (ca, leaf) = tests::tls_server::ca_and_leaf();
+    let client_ca = self_signed(Spec {
+        names: &["Client CA"],
+        ca: true,
+        expired: false,
+    });
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let server = TlsServer::requiring_client_cert(&leaf, &client_ca, version);
+        let url = server.url("localhost", "/");
+        let out = loader(&["-n", "4", "-c", "1", "--cacert", ca.to_str().unwrap(), &url]);
+        let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+        let v = version.version;
+        assert_eq!(out.status.code(), Some(1), "{v:?}: {stdout}\n{stderr}");
+        assert!(
+            stdout.contains("(Connect: 4, Receive: 0, Length: 0, Exceptions: 0)"),
+            "{v:?}: {stdout}"
+        );
+        assert!(
+            stdout.contains("TLS handshakes: 0 full, 0 resumed"),
+            "{v:?}: {stdout}"
+        );
+        let why: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("TLS handshake with localhost"))
+            .collect();
+        assert_eq!(why.len(), 1, "{v:?}: {stderr}");
+        assert!(why[0].contains("alert"), "{v:?}: {stderr}");
+        assert!(why[0].contains("client certificate"), "{v:?}: {stderr}");
+        assert!(
+            stdout.contains("Connections opened:     0\n"),
+            "{v:?}: {stdout}"
+        );
+        assert_eq!(server.stats.get().1, 0, "{v:?}: a request was answered");
+    }
+}
