@@ -135,7 +135,28 @@ impl TlsServer {
             .with_no_client_auth()
             .with_single_cert(vec![cert.der()], key)
             .unwrap();
-        TlsServer::serving(cfg, answer)
+        TlsServer::serving(cfg, answer, AfterAnswer::KeepAlive)
+    }
+
+    /// Like `start`, answering each request with a close-delimited response (no
+    /// Content-Length, not chunked: the body ends where the connection does), then closing:
+    /// with a close_notify first (`close_notify`), or with TCP's FIN alone, which a client cannot
+    /// tell from a truncation.
+    pub fn close_delimited(cert: &Issued, close_notify: bool) -> TlsServer {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let cfg = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der()], key)
+            .unwrap();
+        let after = if close_notify {
+            AfterAnswer::CloseNotify
+        } else {
+            AfterAnswer::TcpClose
+        };
+        TlsServer::serving(cfg, CLOSE_DELIMITED, after)
     }
 
     /// Like `start`, speaking only `version` and requiring a client certificate signed by
@@ -162,10 +183,10 @@ impl TlsServer {
             .with_client_cert_verifier(verifier)
             .with_single_cert(vec![cert.der()], key)
             .unwrap();
-        TlsServer::serving(cfg, RESPONSE)
+        TlsServer::serving(cfg, RESPONSE, AfterAnswer::KeepAlive)
     }
 
-    fn serving(mut cfg: ServerConfig, answer: &[u8]) -> TlsServer {
+    fn serving(mut cfg: ServerConfig, answer: &[u8], after: AfterAnswer) -> TlsServer {
         cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
         let cfg = Arc::new(cfg);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -178,7 +199,7 @@ impl TlsServer {
                 let Ok(tcp) = tcp else { continue };
                 st.connections.fetch_add(1, Ordering::SeqCst);
                 let (cfg, st, answer) = (cfg.clone(), st.clone(), answer.clone());
-                std::thread::spawn(move || serve(cfg, tcp, &st, &answer));
+                std::thread::spawn(move || serve(cfg, tcp, &st, &answer, after));
             }
         });
         TlsServer { addr, stats }
@@ -192,8 +213,26 @@ impl TlsServer {
 const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
 const RESPONSE_CLOSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+const CLOSE_DELIMITED: &[u8] = b"HTTP/1.1 200 OK\r\n\r\nhello";
 
-fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats, answer: &[u8]) {
+/// What the server does after an answer (a request saying `Connection: close` is answered
+/// and closed with a close_notify whatever this says).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterAnswer {
+    KeepAlive,
+    /// close_notify, then the TCP close.
+    CloseNotify,
+    /// The TCP close alone (no close_notify).
+    TcpClose,
+}
+
+fn serve(
+    cfg: Arc<ServerConfig>,
+    tcp: TcpStream,
+    st: &ServerStats,
+    answer: &[u8],
+    after: AfterAnswer,
+) {
     let conn = ServerConnection::new(cfg).unwrap();
     let mut tls = StreamOwned::new(conn, tcp);
     let mut buf = Vec::new();
@@ -228,6 +267,19 @@ fn serve(cfg: Arc<ServerConfig>, tcp: TcpStream, st: &ServerStats, answer: &[u8]
             }
             if tls.write_all(answer).is_err() {
                 return;
+            }
+            match after {
+                AfterAnswer::KeepAlive => {}
+                AfterAnswer::CloseNotify => {
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                    return;
+                }
+                AfterAnswer::TcpClose => {
+                    let _ = tls.flush();
+                    let _ = tls.sock.shutdown(std::net::Shutdown::Both);
+                    return;
+                }
             }
         }
     }

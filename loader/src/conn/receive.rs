@@ -263,8 +263,10 @@ impl Received {
 
     /// What a read (or a discard) brought: `Ok(n)` bytes, counted as unaccounted until a
     /// response takes them. At EOF a close-delimited body ends and is counted (the connection
-    /// was `Announced` closed by it); otherwise EOF or an error ends the connection as
-    /// [`Received::cut_short`] says. `was_empty`: nothing was buffered before it.
+    /// was `Announced` closed by it); not at a TLS stream's end without close_notify, which
+    /// may be a truncation: that one fails, its reason said once. Otherwise EOF or an error
+    /// ends the connection as [`Received::cut_short`] says. `was_empty`: nothing was buffered
+    /// before it.
     fn arrived(
         &mut self,
         w: &Engine,
@@ -296,7 +298,23 @@ impl Received {
                 slot.unaccounted.set(slot.unaccounted.get() + n as u64);
                 Ok(n)
             }
-            Err(_) => Err(self.cut_short(open)),
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof && self.reader.eof().is_ok() {
+                    // The TLS stream's end without a close_notify (RFC 8446 6.1), in a
+                    // close-delimited body: a cut body reads the same as a whole one.
+                    let (host, dst) = (w.host(open.url), open.dst);
+                    w.log_first(
+                        Fail::Read,
+                        format_args!(
+                            "TLS connection to {host} ({dst}) closed without close_notify in a \
+                             close-delimited body (no Content-Length, not chunked): the body \
+                             may be truncated, counted as a Receive failure"
+                        ),
+                    );
+                    return Err(ConnEnd::Closed);
+                }
+                Err(self.cut_short(open))
+            }
         }
     }
 

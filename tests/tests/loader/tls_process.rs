@@ -276,3 +276,46 @@ fn a_required_client_certificate_is_a_connect_failure_with_its_alert() {
         assert_eq!(server.stats.get().1, 0, "{v:?}: a request was answered");
     }
 }
+
+/// A close-delimited response (no Content-Length, not chunked) ends where the connection does.
+/// Over TLS a close_notify before the TCP close says the server ended it: the response is
+/// complete. A TCP FIN alone is what an attacker or a broken path cutting the body also makes
+/// (RFC 8446 6.1): the response may be truncated, so it is a Receive failure (as
+/// `runtime::tls_truncation` counts), and now the reason is said once on stderr: it was a
+/// Receive failure with no word of why.
+#[test]
+fn a_close_delimited_body_without_close_notify_is_a_receive_failure_said_once() {
+    let cert = self_signed(Spec {
+        names: &["localhost"],
+        ca: true,
+        expired: false,
+    });
+    let pem = pem_file("server.pem", &[&cert]);
+    let ca = pem.to_str().unwrap();
+    let notified = TlsServer::close_delimited(&cert, true);
+    let url = notified.url("localhost", "/");
+    let out = loader(&["-n", "3", "-c", "1", "--cacert", ca, &url]);
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Complete requests:      3\n"), "{stdout}");
+    assert!(!stderr.contains("close_notify"), "{stderr}");
+
+    let cut = TlsServer::close_delimited(&cert, false);
+    let url = cut.url("localhost", "/");
+    let out = loader(&["-n", "3", "-c", "1", "--cacert", ca, &url]);
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("Complete requests:      0\n"), "{stdout}");
+    assert!(
+        stdout.contains("(Connect: 0, Receive: 3, Length: 0, Exceptions: 0)"),
+        "{stdout}"
+    );
+    let why: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("without close_notify"))
+        .collect();
+    assert_eq!(why.len(), 1, "{stderr}");
+    assert!(why[0].contains("may be truncated"), "{stderr}");
+    assert!(why[0].contains("localhost"), "{stderr}");
+    assert_eq!(cut.stats.get().1, 3, "requests the server answered");
+}
