@@ -55,7 +55,8 @@ impl WorkerTls {
 
 /// Why a handshake failed, for the first-failure line: the rustls error (an alert, a
 /// certificate that does not verify), not its io::Error wrapping; a certificate as a sentence
-/// that names the way out, not rustls's Debug text.
+/// that names the way out, not rustls's Debug text; a server answering in plain HTTP with
+/// the hint to use http://.
 fn handshake_error(e: &std::io::Error) -> String {
     let Some(inner) = e.get_ref() else {
         return e.to_string();
@@ -67,6 +68,11 @@ fn handshake_error(e: &std::io::Error) -> String {
             certificate_problem(c)
         ),
         Some(rustls::Error::AlertReceived(a)) => alert_reason(*a),
+        // A record whose first byte is no TLS content type: what a plain-HTTP server's answer
+        // to the ClientHello ("HTTP/1.1 400 ...", 'H' = 0x48) reads as.
+        Some(e @ rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)) => {
+            format!("{e} (is the server speaking plain HTTP? try http://)")
+        }
         _ => inner.to_string(),
     }
 }

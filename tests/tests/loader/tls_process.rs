@@ -319,3 +319,29 @@ fn a_close_delimited_body_without_close_notify_is_a_receive_failure_said_once() 
     assert!(why[0].contains("localhost"), "{stderr}");
     assert_eq!(cut.stats.get().1, 3, "requests the server answered");
 }
+
+/// An `https://` URL pointed at a plain-HTTP port: the server reads the ClientHello as a bad
+/// request and answers in plain HTTP, which rustls reads as a corrupt record ("received corrupt
+/// message of type InvalidContentType"). The line says what a curl or wrk user wants to know:
+/// the server speaks plain HTTP, and http:// is the way.
+#[test]
+fn https_to_a_plain_http_port_hints_at_http() {
+    let origin = tests::origin();
+    let url = format!("https://127.0.0.1:{}/", origin.addr().port());
+    let out = loader(&["-n", "2", "-c", "1", "--timeout", "5s", "--insecure", &url]);
+    let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("(Connect: 2, Receive: 0, Length: 0, Exceptions: 0)"),
+        "{stdout}"
+    );
+    let why: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("TLS handshake with 127.0.0.1"))
+        .collect();
+    assert_eq!(why.len(), 1, "{stderr}");
+    assert!(
+        why[0].contains("(is the server speaking plain HTTP? try http://)"),
+        "{stderr}"
+    );
+}
