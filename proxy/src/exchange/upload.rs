@@ -17,10 +17,16 @@ use crate::relay::{self, BodyPace, RelayFail};
 use crate::request::RequestInfo;
 use crate::worker::ProxyWorker;
 use bytes::BytesMut;
+use monoio::buf::{IoBufMut, IoVecBufMut};
+use monoio::io::AsyncReadRent;
+use monoio::BufResult;
 use shared::http::encode::write_header_u64;
 use shared::http::{BodyDecoder, BodyKind, CodecError, Limits};
 use shared::stream::Stream;
-use std::time::Duration;
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 /// A streamed request's answer.
 pub(super) struct Streamed<'g> {
@@ -364,8 +370,9 @@ enum BodyOutcome {
 /// on `up`, as nginx does: an upstream that answers early (and then stops reading, or
 /// closes) has its answer relayed instead of a 502 or a send timeout. The read waits
 /// without a deadline while the body is in flight (a slow upload is bounded by the body and
-/// send timeouts) and gets the read timeout once the body is sent. A body that ended gives
-/// the client connection its buffers back.
+/// send timeouts); once the body is sent, the read timeout bounds each wait between two
+/// reads (`per_read`), as it does on every other path. A body that ended gives the client
+/// connection its buffers back.
 async fn stream_body(
     c: &mut ClientConn,
     w: &ProxyWorker,
@@ -393,15 +400,13 @@ async fn stream_body(
         // A streamed upload is rare enough not to keep its server's head.
         memo: None,
     };
-    let mut head = std::pin::pin!(read_response_head(w, up, ub, to));
-    let bounded = |head| async move {
-        match monoio::time::timeout(read_timeout, head).await {
-            Ok(r) => r,
-            // Interim heads wait for the final one on this path: none went out.
-            Err(_) => Err(HeadFail::Timeout {
-                interim_sent: false,
-            }),
-        }
+    let last = Cell::new(shared::clock::loop_now());
+    let mut up = Stamped { up, last: &last };
+    let mut head = std::pin::pin!(read_response_head(w, &mut up, ub, to));
+    let bounded = |head| {
+        // The wait for the answer starts when the body is sent, as nginx's read timer.
+        last.set(shared::clock::loop_now());
+        per_read(head, &last, read_timeout)
     };
     let first = monoio::select! {
         // The body finishing wins a tie: then the response is not "early".
@@ -438,6 +443,53 @@ async fn stream_body(
             }
         }
         Err(f) => BodyOutcome::Failed(f),
+    }
+}
+
+/// The upstream's reads while a streamed body's answer is awaited, each noting when it
+/// ended: the head's reads run without a deadline while the body is in flight (it may take
+/// longer than the read timeout), and once it is sent the read timeout bounds each wait
+/// between two reads (`per_read`), not the whole wait for the head.
+struct Stamped<'a> {
+    up: &'a mut Stream,
+    last: &'a Cell<Instant>,
+}
+
+impl AsyncReadRent for Stamped<'_> {
+    async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        let r = self.up.read(buf).await;
+        self.last.set(shared::clock::loop_now());
+        r
+    }
+
+    async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        let r = self.up.readv(buf).await;
+        self.last.set(shared::clock::loop_now());
+        r
+    }
+}
+
+/// `head`, failing once `read_timeout` passed with no read since `last` (which the head's
+/// `Stamped` reads move on).
+async fn per_read<F: Future<Output = Result<Head, HeadFail>>>(
+    mut head: Pin<&mut F>,
+    last: &Cell<Instant>,
+    read_timeout: Duration,
+) -> Result<Head, HeadFail> {
+    loop {
+        let from = last.get();
+        let until = monoio::time::Instant::from_std(from) + read_timeout;
+        monoio::select! {
+            biased;
+            h = &mut head => return h,
+            _ = monoio::time::sleep_until(until) => {}
+        }
+        if last.get() == from {
+            // Interim heads wait for the final one on this path: none went out.
+            return Err(HeadFail::Timeout {
+                interim_sent: false,
+            });
+        }
     }
 }
 

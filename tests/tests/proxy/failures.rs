@@ -477,6 +477,98 @@ fn client_body_timeout_closes_and_never_completes_the_request() {
     p.shutdown().unwrap();
 }
 
+/// A scripted origin for a streamed upload: one connection; the request head and `body`
+/// bytes read, then `pause` and an `ok` (`None`: no answer, the proxy's close awaited).
+/// Joined, it says whether it got the whole body (and answered).
+fn origin_answering_after(
+    body: usize,
+    pause: Option<Duration>,
+) -> (SocketAddr, std::thread::JoinHandle<bool>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut pending = Vec::new();
+        tests::raw::read_request_head(&mut s, &mut pending).expect("a head");
+        while pending.len() < body {
+            if tests::raw::read_once(&mut s, &mut pending).is_err() {
+                return false;
+            }
+        }
+        let Some(pause) = pause else {
+            // Until the proxy gives up (EOF) or the test's wait ends.
+            return tests::raw::read_once(&mut s, &mut pending) == Err(End::Closed);
+        };
+        // The origin's pace is what is tested.
+        std::thread::sleep(pause);
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        std::io::Write::write_all(&mut s, ok).is_ok()
+    });
+    (addr, h)
+}
+
+/// A streamed request body (larger than the proxy reads whole) is under the client body
+/// timeout while it comes, and the wait for the answer after it under the upstream read
+/// timeout alone: an upload sent whole and an origin that takes longer than the body timeout
+/// (but less than the read timeout) to answer is a 200, not a 408; and a client that pauses
+/// in its body for longer than the read timeout (but less than the body timeout) is a 200,
+/// not a 504.
+#[test]
+fn body_and_read_timeouts_each_cover_their_own_wait_on_a_streamed_upload() {
+    const BODY: usize = 200_000;
+    let head = format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+    // The origin is slow to answer once it has the body.
+    let (up, origin) = origin_answering_after(BODY, Some(Duration::from_millis(900)));
+    let (p, addr) = proxy!([up], "--body-timeout", "300ms", "--read-timeout", "3s");
+    let mut c = Client::connect(addr);
+    c.send(&[head.as_bytes(), &vec![b'q'; BODY]].concat())
+        .unwrap();
+    let r = c.response(WAIT).unwrap_or_else(|r| panic!("{}", show(&r)));
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (200, &b"ok"[..]),
+        "a slow origin: {r:?}"
+    );
+    assert!(origin.join().unwrap());
+    drop(c);
+    p.shutdown().unwrap();
+
+    // The client is slow to send the body; the origin answers as soon as it has it.
+    let (up, origin) = origin_answering_after(BODY, Some(Duration::ZERO));
+    let (p, addr) = proxy!([up], "--body-timeout", "3s", "--read-timeout", "300ms");
+    let mut c = Client::connect(addr);
+    c.send(&[head.as_bytes(), &vec![b'q'; BODY / 2]].concat())
+        .unwrap();
+    // The client's pace is what is tested.
+    std::thread::sleep(Duration::from_millis(900));
+    c.send(&vec![b'q'; BODY - BODY / 2]).unwrap();
+    let r = c.response(WAIT).unwrap_or_else(|r| panic!("{}", show(&r)));
+    assert_eq!(
+        (r.status, &r.body[..]),
+        (200, &b"ok"[..]),
+        "a slow client: {r:?}"
+    );
+    assert!(origin.join().unwrap());
+    drop(c);
+    p.shutdown().unwrap();
+
+    // An origin that never answers after the body is a 504 at the read timeout, not a 408.
+    let (up, origin) = origin_answering_after(BODY, None);
+    let (p, addr) = proxy!([up], "--body-timeout", "300ms", "--read-timeout", "600ms");
+    let mut c = Client::connect(addr);
+    c.send(&[head.as_bytes(), &vec![b'q'; BODY]].concat())
+        .unwrap();
+    let r = c.response(WAIT).unwrap_or_else(|r| panic!("{}", show(&r)));
+    assert_eq!(r.status, 504, "a silent origin: {r:?}");
+    drop(c);
+    assert!(
+        origin.join().unwrap(),
+        "the upstream connection was not closed"
+    );
+    p.shutdown().unwrap();
+}
+
 #[test]
 fn idle_keep_alive_client_is_closed_after_idle_timeout() {
     let o = tests::origin();

@@ -131,3 +131,45 @@ fn an_interim_head_after_an_empty_line_is_passed_on() {
     let got = early_hints_relayed("\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n");
     assert_eq!(got.headers, [("Link".to_string(), "</a>".to_string())]);
 }
+
+/// The read timeout bounds each wait between two reads of the response (nginx's
+/// `proxy_read_timeout`), not the whole wait for its head, also after a request body that was
+/// streamed (larger than the proxy holds whole): an origin that sends a 102 every 0.2 s for
+/// 1 s and then its answer gets it relayed under a read timeout of 0.6 s, as from nginx with
+/// request buffering off.
+#[test]
+fn the_read_timeout_is_per_read_while_a_streamed_body_awaits_its_answer() {
+    const BODY: usize = 200_000;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let up = l.local_addr().unwrap();
+    let origin = thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(raw::WAIT)).unwrap();
+        let mut pending = Vec::new();
+        raw::read_request_head(&mut s, &mut pending).expect("a request head");
+        while pending.len() < BODY {
+            raw::read_once(&mut s, &mut pending).expect("the whole body");
+        }
+        // The pace of the origin's answer is what is tested: each gap is under the timeout,
+        // their sum over it.
+        for _ in 0..5 {
+            s.write_all(b"HTTP/1.1 102 Processing\r\n\r\n").unwrap();
+            thread::sleep(std::time::Duration::from_millis(200));
+        }
+        s.write_all(OK.as_bytes()).unwrap();
+        let _ = s.read(&mut [0u8; 1024]); // the proxy's close, or the timeout
+    });
+    let (p, addr) = tests::start_proxy(&[up], &["--read-timeout", "600ms"]);
+    let mut c = Client::connect(addr);
+    let head = format!("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+    c.send(&[head.as_bytes(), &vec![b'q'; BODY]].concat())
+        .unwrap();
+    let mut last = raw::response(&mut c, "the answer");
+    while (100..200).contains(&last.status) {
+        last = raw::response(&mut c, "the answer after a 102");
+    }
+    assert_eq!((last.status, &last.body[..]), (200, &b"ok"[..]), "{last:?}");
+    drop(c);
+    p.shutdown().unwrap();
+    origin.join().unwrap();
+}
