@@ -727,7 +727,6 @@ async fn relay_response(
         timeouts,
         _in_flight,
     } = a;
-    let filling = fill.is_some();
     // The client gets the body (not only the head of a HEAD, nor nothing at all while a
     // revalidation fills the store).
     let body_to_client = !fill.as_ref().is_some_and(|f| f.head_only || f.silent);
@@ -784,20 +783,14 @@ async fn relay_response(
             };
             (next, filled)
         }
-        Err(RelayFail::Upstream(e)) if c.rec.status == 0 && !filling => {
-            log_upstream_error(&w, &c.g, (group, server), e);
-            // Nothing reached the client yet (a head waiting for its short body): it gets the
-            // status of what failed, not a silent close.
-            respond_error(c, e).await;
-            (Next::Close, None)
-        }
         Err(f @ (RelayFail::Upstream(e) | RelayFail::Client(e))) => {
             if let RelayFail::Upstream(e) = f {
                 log_upstream_error(&w, &c.g, (group, server), e);
             }
-            // Mid-body: the client connection is aborted; what it got is visibly incomplete:
-            // a length or a chunked body falls short of its end; a close-delimited one has no
-            // end but the close, which must then be a reset. Over TLS the close already
+            // Mid-body (a head held for its short body went out first: the origin's status
+            // shows, `relay::response_body`): the client connection is aborted; what it got
+            // is visibly incomplete: a length or a chunked body falls short of its end; a
+            // close-delimited one has no end but the close, which must then be a reset. Over TLS the close already
             // shows it (dropped, the stream sends no close_notify: RFC 8446 6.1 truncation,
             // which a reset would only race against the last bytes). `Next::Close` drops the
             // stream (no half-close that would send a FIN first). The client's side failing

@@ -5,7 +5,7 @@
 //! bodies are decoded with `BodyDecoder` (which enforces the codec's strictness) and re-framed;
 //! close-delimited bodies end at the peer's close. The response head is sent together with the
 //! first body bytes in one write when they arrived together, and waits for a short body that
-//! has not (`SHORT_REST`).
+//! has not (`SHORT_REST`); if that body then fails, the head goes out before the close.
 //!
 //! A body that ends early is never passed off as complete: the caller closes the client
 //! connection without writing a Content-Length's missing bytes or chunked's last chunk.
@@ -268,23 +268,68 @@ pub struct ResponseRelay<'a> {
 
 /// Send the client's response head and the response body to the client. The body starts at
 /// `ubuf[pos..]` (after the upstream's head) and continues on the upstream connection.
+///
+/// The upstream failing mid-body (a stall past the read timeout, a close, a reset, bad
+/// framing) while the head is still held for its short body (`SHORT_REST`) sends the head
+/// first: the origin answered, so the client gets its status, and the close that follows
+/// shows the body cut short, as with nginx, whose `postpone_output` holds a head the same
+/// way. A status of the proxy's own in its place would hide that the origin answered.
 pub async fn response_body(
-    (cfg, t): (&Config, &crate::config::Timeouts),
-    mut r: ResponseRelay<'_>,
-    mut ubuf: BytesMut,
-    mut pos: usize,
+    ct: (&Config, &crate::config::Timeouts),
+    r: ResponseRelay<'_>,
+    ubuf: BytesMut,
+    pos: usize,
 ) -> Result<Relayed, RelayFail> {
+    let ResponseRelay {
+        client,
+        up,
+        head,
+        kind,
+        framing,
+        fill,
+        rec,
+        splice,
+    } = r;
     let mut out = ToClient {
-        client: r.client,
-        head: r.head,
+        client,
+        head,
         head_pending: true,
         gone: false,
         others: false,
-        chunked: r.framing == ClientFraming::Chunked,
-        send: t.send,
-        fill: r.fill,
-        rec: r.rec,
+        chunked: framing == ClientFraming::Chunked,
+        send: ct.1.send,
+        fill,
+        rec,
     };
+    let from = FromUpstream {
+        up,
+        kind,
+        framing,
+        splice,
+    };
+    let relayed = relay_body(ct, &mut out, from, ubuf, pos).await;
+    if let Err(RelayFail::Upstream(_)) = relayed {
+        out.flush_head().await?;
+    }
+    relayed
+}
+
+/// The upstream side of a response relay.
+struct FromUpstream<'a> {
+    up: &'a mut Stream,
+    kind: BodyKind,
+    framing: ClientFraming,
+    splice: Option<SpliceWith<'a>>,
+}
+
+/// [`response_body`]'s relay, through `out`.
+async fn relay_body(
+    (cfg, t): (&Config, &crate::config::Timeouts),
+    out: &mut ToClient<'_>,
+    mut r: FromUpstream<'_>,
+    mut ubuf: BytesMut,
+    mut pos: usize,
+) -> Result<Relayed, RelayFail> {
     if r.framing == ClientFraming::Empty {
         out.flush_head().await?;
         let clean = pos == ubuf.len();
@@ -299,8 +344,8 @@ pub async fn response_body(
     }
     let mut dec = BodyDecoder::new(r.kind, &cfg.limits.codec);
     let buffered = (ubuf.len() - pos) as u64;
-    if let (Some(sp), Some(len)) = (&mut r.splice, spliceable(&dec, &out, r.up, buffered)) {
-        splice_rest(sp, &mut out, r.up, (&mut ubuf, pos), len, t).await?;
+    if let (Some(sp), Some(len)) = (&mut r.splice, spliceable(&dec, out, r.up, buffered)) {
+        splice_rest(sp, out, r.up, (&mut ubuf, pos), len, t).await?;
         ubuf.clear();
         return Ok(Relayed {
             buf: ubuf,
