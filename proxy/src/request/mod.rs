@@ -404,12 +404,15 @@ fn parse_and_decide(
             info.dispatch = refuse_with(w, g, why, &info, buf.len(), out);
             return Ok(Some(info));
         }
-        match &g.cfg.routes[route].action {
+        let action = &g.cfg.routes[route].action;
+        // On every route, as nginx's `client_max_body_size` in every location; a cached
+        // route answers it itself, with its X-Cache field.
+        let cached = matches!(action, Action::Proxy { cache: Some(_), .. });
+        if !cached && body_too_large(head.body, g.cfg.limits.max_body) {
+            return Err(ProxyError::BodyTooLarge);
+        }
+        match action {
             Action::Proxy { group, cache } => {
-                // A cached route answers it itself, with its X-Cache field.
-                if cache.is_none() && body_too_large(head.body, g.cfg.limits.max_body) {
-                    return Err(ProxyError::BodyTooLarge);
-                }
                 let grp = &g.cfg.groups[*group];
                 if grp.balance == Balance::Hash {
                     info.balance_key = balance_key(&grp.hash_key, &head, ip);

@@ -233,3 +233,41 @@ fn a_closing_answer_arrives_whole_even_with_bytes_left_unread() {
         );
     }
 }
+
+/// `[limits] max_body` holds on every route, as nginx's `client_max_body_size` does in every
+/// location: a declared body over it is refused with a 413 and a close before any of it is
+/// read, on a `return` route and a static one as on a proxied one; a body within it is
+/// answered as before.
+#[test]
+fn max_body_refuses_a_larger_body_on_return_and_static_routes() {
+    let dir = tests::temp_dir("max-body");
+    std::fs::write(dir.join("a.txt"), "file").unwrap();
+    let p = start(&format!(
+        "[limits]\nmax_body = \"1k\"\n\
+         [[route]]\npath = \"/files/\"\nstatic = {{ root = \"{}\" }}\n\
+         [[route]]\nreturn = {{ status = 200, body = \"ok\" }}\n",
+        dir.display()
+    ));
+    for path in ["/", "/files/a.txt"] {
+        // 10 MB declared, the first KiB sent: the answer comes without the rest.
+        let mut c = Client::connect(p.addr);
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n{}",
+            "x".repeat(1024)
+        );
+        let r = ask(&mut c, &req, false);
+        assert_well_formed(&r, 413);
+        assert!(r.connection_has("close"), "{path}: {r:?}");
+        assert_closed(&mut c, "after a 413");
+    }
+    // Within the limit: answered (the static route allows no POST).
+    let mut c = Client::connect(p.addr);
+    for (path, status) in [("/", 200), ("/files/a.txt", 405)] {
+        let req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1024\r\n\r\n{}",
+            "x".repeat(1024)
+        );
+        let r = ask(&mut c, &req, false);
+        assert_eq!(r.status, status, "{path}: {r:?}");
+    }
+}
