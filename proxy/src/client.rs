@@ -25,11 +25,10 @@ use monoio::time::Instant;
 use rustls::HandshakeKind;
 use rustls::ServerConfig;
 use shared::shutdown::Wait;
-use shared::stream::{accept, AcceptFail, Stream};
+use shared::stream::{accept, AcceptFail, PlainStart, Stream};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// A plain HTTP client.
 pub fn serve(
@@ -44,9 +43,10 @@ pub fn serve(
 /// An HTTPS client of listener `listener`: the handshake first, in this task, under the
 /// header timeout, with the certificates of the current generation (a reload's new ones
 /// apply to new handshakes; `start` is the listener's own, should a reload have dropped its
-/// TLS); then the requests as on a plain connection. A failed handshake (or plain HTTP,
-/// answered with nginx's 400) is counted, never logged. A block, not an `async fn`, as
-/// `serve_parked`: the task keeps its arguments once.
+/// TLS); then the requests as on a plain connection. A failed handshake is counted, never
+/// logged; plain HTTP, answered with nginx's 400, is a request too (counted and logged, as
+/// nginx has it). A block, not an `async fn`, as `serve_parked`: the task keeps its
+/// arguments once.
 #[allow(clippy::manual_async_fn)]
 pub fn serve_tls(
     w: Rc<ProxyWorker>,
@@ -56,7 +56,7 @@ pub fn serve_tls(
     tls: (usize, Arc<ServerConfig>),
 ) -> impl std::future::Future<Output = ()> {
     async move {
-        if let Some(stream) = handshake(&w, tcp, tls).await {
+        if let Some(stream) = handshake(&w, tcp, tls, peer).await {
             serve_stream(w, stream, peer, guard).await
         }
     }
@@ -105,7 +105,7 @@ pub fn serve_proxied_tls(
         let Some(((w, tcp, peer, guard), tls)) = header.await else {
             return;
         };
-        let Some(stream) = handshake(&w, tcp, tls).await else {
+        let Some(stream) = handshake(&w, tcp, tls, peer).await else {
             return;
         };
         let serve = serve_stream(w, stream, peer, guard);
@@ -143,11 +143,13 @@ async fn take_proxy_header(
     }
 }
 
-/// The server side of a TLS handshake: the stream, or `None` when the connection is done.
+/// The server side of a TLS handshake with the client at `peer`: the stream, or `None` when
+/// the connection is done.
 async fn handshake(
     w: &ProxyWorker,
     tcp: TcpStream,
     (listener, start): (usize, Arc<ServerConfig>),
+    peer: SocketAddr,
 ) -> Option<Stream> {
     let g = w.generation();
     let tls = g.cfg.listeners.get(listener).and_then(|l| l.tls.as_ref());
@@ -165,10 +167,10 @@ async fn handshake(
             }
             Some(Stream::Tls(t))
         }
-        Ok(Err(AcceptFail::NotTls(tcp))) => {
+        Ok(Err(AcceptFail::NotTls(plain))) => {
             w.stats.tls_failed.incr();
             w.stats.tls_plain_http.incr();
-            Box::pin(plain_http_to_tls_port(t.send, tcp)).await;
+            Box::pin(plain_http_to_tls_port(w, *plain, peer)).await;
             None
         }
         // Failed or timed out: dropping the handshake closed the connection.
@@ -179,17 +181,42 @@ async fn handshake(
     }
 }
 
-/// nginx's answer to plain HTTP on an HTTPS port: 400, then a lingering close.
-async fn plain_http_to_tls_port(send: Duration, mut tcp: TcpStream) {
+/// nginx's answer to plain HTTP on an HTTPS port: 400, then a lingering close. A request
+/// as nginx has it, counted and logged (`"GET / HTTP/1.1" 400`): its request line (and
+/// Referer, User-Agent) from `first`, the bytes that told it from a handshake, when they hold
+/// it whole (else `-`), its `request_length` theirs. (nginx reads the whole head before it
+/// answers; waiting for it here would keep a client that is not speaking TLS for the header
+/// timeout.) A client gone before the answer went is a 499, as elsewhere.
+async fn plain_http_to_tls_port(w: &ProxyWorker, plain: PlainStart, peer: SocketAddr) {
     use monoio::io::AsyncWriteRentExt;
+    let PlainStart { mut tcp, first } = plain;
     const ANSWER: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n\
         Content-Length: 47\r\nConnection: close\r\n\r\n\
         The plain HTTP request was sent to HTTPS port\r\n";
-    let sent = monoio::time::timeout(send, tcp.write_all(ANSWER)).await;
-    if !matches!(sent, Ok((Ok(_), _))) {
-        return;
+    let g = w.generation();
+    let mut rec = if w.timing(&g) {
+        crate::record::Record::new(shared::clock::loop_now())
+    } else {
+        crate::record::Record::default()
+    };
+    rec.bytes_in = first.len() as u64;
+    let sent = monoio::time::timeout(g.cfg.timeouts.send, tcp.write_all(ANSWER)).await;
+    let answered = matches!(sent, Ok((Ok(_), _)));
+    if answered {
+        rec.wrote(ANSWER);
+    } else {
+        rec.failed(ProxyError::ClientGone);
     }
-    linger(&mut tcp, BytesMut::with_capacity(4096)).await
+    let mut line = crate::access_log::LogRequest::default();
+    if g.access_log.is_some() {
+        let mut ip = IpText::of(peer);
+        ip.set_https(true);
+        line.capture_lines(&ip, &first);
+    }
+    w.finish(&g, &rec, &line);
+    if answered {
+        linger(&mut tcp, BytesMut::with_capacity(4096)).await
+    }
 }
 
 /// A client connection while it serves no request: before its first bytes, and between

@@ -11,7 +11,7 @@
 mod tls;
 pub mod tls_buffers;
 
-pub use tls::{accept, connect, AcceptFail, TlsStream};
+pub use tls::{accept, connect, AcceptFail, PlainStart, TlsStream};
 
 use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, Split};

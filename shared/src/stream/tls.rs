@@ -111,10 +111,19 @@ fn invalid(e: rustls::Error) -> io::Error {
 #[derive(Debug)]
 pub enum AcceptFail {
     /// The client's first bytes are not a TLS handshake record (plain HTTP to a TLS port,
-    /// say): the plain stream, for an answer in plain text.
-    NotTls(TcpStream),
+    /// say). Boxed: a rare case, which need not make every handshake's result larger.
+    NotTls(Box<PlainStart>),
     /// The handshake failed (bad hello, no shared cipher, a client alert, end of stream).
     Failed(io::Error),
+}
+
+/// A connection to a TLS server that did not start with a handshake.
+#[derive(Debug)]
+pub struct PlainStart {
+    /// The plain stream, for an answer in plain text.
+    pub tcp: TcpStream,
+    /// The first bytes read from it (the request line they may hold, for a log).
+    pub first: Vec<u8>,
 }
 
 /// Run a server handshake on `io`.
@@ -127,7 +136,13 @@ pub async fn accept(io: TcpStream, cfg: Arc<ServerConfig>) -> Result<TlsStream, 
     scratch = raw;
     match r {
         Ok(0) => return Err(AcceptFail::Failed(io::ErrorKind::UnexpectedEof.into())),
-        Ok(_) if scratch[0] != HANDSHAKE_RECORD => return Err(AcceptFail::NotTls(t.io)),
+        Ok(_) if scratch[0] != HANDSHAKE_RECORD => {
+            let first = PlainStart {
+                tcp: t.io,
+                first: scratch,
+            };
+            return Err(AcceptFail::NotTls(Box::new(first)));
+        }
         Ok(_) => {}
         Err(e) => return Err(AcceptFail::Failed(e)),
     }
