@@ -4,7 +4,8 @@
 //! - The first head (and any head once its first byte arrived) must arrive within the header
 //!   timeout (408 if part of it came, a quiet close if nothing did); between requests the idle
 //!   timeout applies, and shutdown closes the connection there, never in the middle of a
-//!   request.
+//!   request. Part of a head, then the client's end: a close, no answer, a 400 in the log (as
+//!   nginx).
 //! - Pipelined requests are answered in order: bytes after one request stay in `from_client`
 //!   and are parsed after its response.
 //! - Every error the proxy answers itself is a complete response with a length and
@@ -505,6 +506,18 @@ async fn requests(
         let info = match read_head(c, stop, first.take()).await {
             Ok(Some(info)) => info,
             Ok(None) => return Served::Quiet,
+            Err(ProxyError::ClientGone) => {
+                // Part of a head, then the client's end (a FIN, a reset): nothing to answer,
+                // and nothing is (as nginx: "client prematurely closed connection"), but a
+                // request all the same, logged as nginx logs it: 400, the request line if it
+                // came whole (taken for the log before the read that ended it, `read_head`),
+                // the bytes that came.
+                c.rec.failed(ProxyError::ClientGone);
+                c.rec.unanswered(400);
+                c.rec.bytes_in = u64::MAX;
+                finish(c, false);
+                return Served::Quiet;
+            }
             Err(e) => {
                 // A head the parser refused is in `from_client`; one the header timeout cut
                 // was taken for the log before the read that timed out (`read_head`).
@@ -621,7 +634,8 @@ fn settle(c: &mut ClientConn, goes_on: bool) {
 }
 
 /// Read until a whole request head is in `from_client`. `Ok(None)`: the connection ends quietly
-/// (closed by the client, idle timeout, or shutdown while idle). `deadline`: the first head's
+/// (closed by the client, idle timeout, or shutdown while idle). `Err(ClientGone)`: the client
+/// ended the connection (a FIN, a reset) after part of a head. `deadline`: the first head's
 /// (a new connection's header timeout runs from its accept).
 async fn read_head(
     c: &mut ClientConn,
@@ -690,15 +704,14 @@ async fn read_head(
             }
         };
         match r {
-            Ok((0, _)) => return Ok(None),
+            // Nothing of a request arrived: close quietly (as nginx does), no 408, no line.
+            Ok((0, _)) | Err(IoFail::Timeout | IoFail::Error(_)) if idle => return Ok(None),
+            Ok((0, _)) | Err(IoFail::Error(_)) => return Err(ProxyError::ClientGone),
             Ok((n, buf)) => {
                 c.received.set(c.received.get() + n as u64);
                 c.from_client = buf;
             }
-            // Nothing of a request arrived: close quietly (as nginx does), no 408.
-            Err(IoFail::Timeout) if idle => return Ok(None),
             Err(IoFail::Timeout) => return Err(ProxyError::HeaderTimeout),
-            Err(IoFail::Error(_)) => return Ok(None),
         }
     }
 }

@@ -38,7 +38,8 @@ pub struct Record {
     pub start: Option<Instant>,
     /// The route; `None`: the request was refused before routing (bad head, no route).
     pub route: Option<RouteId>,
-    /// The response status (0 until the head is written).
+    /// The response status (0 until the head is written), or the status nginx logs for a
+    /// request it ends without an answer (`unanswered`).
     pub status: u16,
     /// Bytes of the response head.
     pub head_out: u64,
@@ -145,6 +146,14 @@ impl Record {
         match sent {
             Some(b) => self.wrote(&b[..n.min(b.len())]),
             None => self.wrote_body(n as u64),
+        }
+    }
+
+    /// The request ended before any answer, and none goes: it is logged and counted with
+    /// nginx's `status` for it (a head the client cut with its end: 400), 0 bytes sent.
+    pub fn unanswered(&mut self, status: u16) {
+        if self.status == 0 {
+            self.status = status;
         }
     }
 

@@ -1,7 +1,8 @@
 //! What a request leaves in the access log and the counters from the client's side, compared
 //! with nginx's lines for the same bytes (`$request`, `$status`, `$bytes_sent`,
 //! `$request_length`): bodies counted as they were read (chunk framing included), heads the
-//! proxy refused or never finished reading, values cut to the log's 2048 bytes.
+//! proxy refused or never finished reading (the header timeout, the client's end), values cut
+//! to the log's 2048 bytes.
 
 use std::net::{Shutdown, SocketAddr};
 use tests::logged::Logged;
@@ -130,6 +131,84 @@ fn a_head_cut_by_the_header_timeout_is_logged_with_its_request_line() {
         (&l["request"], &l["request_length"]),
         (&serde_json::Value::Null, &8.into()),
         "{l}"
+    );
+    p.stop();
+}
+
+#[test]
+fn a_head_cut_by_the_clients_end_is_logged_as_nginx_logs_it() {
+    let origin = tests::origin();
+    let mut p = Logged::start(&[origin.addr()], &[]);
+    // nginx: "client prematurely closed connection", nothing sent, "GET / HTTP/1.1" 400 bs=0
+    // rl=43. Here nothing was sent either, but nothing was logged or counted.
+    let partial = b"GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: cut\r\n";
+    let left = p.after(1, |addr| assert!(then_fin(addr, partial).is_empty()));
+    let l = &left.lines[0];
+    assert_eq!(
+        (&l["request"], &l["status"], &l["bytes_sent"]),
+        (&"GET / HTTP/1.1".into(), &400.into(), &0.into()),
+        "{l}"
+    );
+    assert_eq!(
+        (&l["request_length"], &l["user_agent"], &l["fault"]),
+        (&partial.len().into(), &"cut".into(), &"client_gone".into()),
+        "{l}"
+    );
+    assert_eq!(
+        left.moved(r#"proxy_requests_total{route="(none)",code="4xx"}"#),
+        1.0,
+        "{left:?}"
+    );
+    assert_eq!(
+        left.moved("proxy_received_bytes_total"),
+        partial.len() as f64
+    );
+
+    // The request line itself unfinished: no request line (nginx's "-"), its bytes counted.
+    let left = p.after(1, |addr| assert!(then_fin(addr, b"GET /abc").is_empty()));
+    let l = &left.lines[0];
+    assert_eq!(
+        (&l["request"], &l["status"], &l["request_length"]),
+        (&serde_json::Value::Null, &400.into(), &8.into()),
+        "{l}"
+    );
+
+    // Behind a whole request on a keep-alive connection: that one is answered, the cut one
+    // counts its own bytes only.
+    let whole = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    let cut = b"GET /next HTTP/1.1\r\nHo";
+    let both = [&whole[..], cut].concat();
+    let left = p.after(2, |addr| {
+        let mut c = raw::Client::connect(addr);
+        c.send(&both).expect("sent");
+        c.stream.shutdown(Shutdown::Write).expect("half-closed");
+        let r = c.until_close(WAIT);
+        let statuses: Vec<_> = r.responses().iter().map(|r| r.status).collect();
+        assert_eq!(
+            (r.end, statuses),
+            (End::Closed, vec![200]),
+            "{}",
+            raw::show(&r)
+        );
+    });
+    let got: Vec<_> = left
+        .lines
+        .iter()
+        .map(|l| {
+            (
+                l["request"].clone(),
+                l["status"].clone(),
+                l["request_length"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("GET / HTTP/1.1".into(), 200.into(), whole.len().into()),
+            ("GET /next HTTP/1.1".into(), 400.into(), cut.len().into()),
+        ],
+        "{left:?}"
     );
     p.stop();
 }
