@@ -7,6 +7,8 @@
 //! - `json` is one object per line with the record's fields: the request, status, bytes both
 //!   ways, request time, upstream address and status (the origin's, nginx's
 //!   `$upstream_status`), upstream header and response times, cache status, fault kind.
+//! - In both, the request line, Referer and User-Agent keep their first `FIELD_MAX` bytes,
+//!   cut between UTF-8 characters and before escaping (an escape is never cut).
 //!
 //! Per worker: each worker has its own descriptor (O_APPEND) and its own buffer; a line is
 //! formatted into the buffer, which is written when it holds `FLUSH_AT` bytes, on a coarse
@@ -44,7 +46,9 @@ use std::time::{Duration, Instant};
 pub const FLUSH_AT: usize = 32 * 1024;
 /// The longest a line waits in the buffer on a quiet worker.
 pub const FLUSH_TICK: Duration = Duration::from_millis(500);
-/// The longest request line, Referer or User-Agent kept for the log.
+/// The longest request line, Referer or User-Agent kept for the log, in bytes as received
+/// (before any escaping: an escape is never cut). A longer one keeps its first `FIELD_MAX`
+/// bytes, fewer when that would cut a UTF-8 character (`cut_at`).
 const FIELD_MAX: usize = 2048;
 
 /// Open `cfg`'s file for appending, creating it; non-blocking (see the module's doc). A FIFO
@@ -135,7 +139,7 @@ impl LogRequest {
     }
 
     fn put(&mut self, i: usize, v: &[u8]) {
-        self.buf.extend_from_slice(&v[..v.len().min(FIELD_MAX)]);
+        self.buf.extend_from_slice(&v[..cut_at(v)]);
         self.ends[i] = self.buf.len();
         self.has[i] = !v.is_empty();
     }
@@ -145,6 +149,21 @@ impl LogRequest {
         let start = if i == 0 { 0 } else { self.ends[i - 1] };
         self.has[i].then(|| &self.buf[start..self.ends[i]])
     }
+}
+
+/// How much of `v` the log keeps: all of it up to `FIELD_MAX` bytes, else `FIELD_MAX` bytes
+/// less the start of a character the cut would split (UTF-8 continuation bytes, at most 3):
+/// a UTF-8 value stays UTF-8, written as text and not byte by byte (`json_str`). A value
+/// that is not UTF-8 loses at most 3 bytes more than it has to.
+fn cut_at(v: &[u8]) -> usize {
+    if v.len() <= FIELD_MAX {
+        return v.len();
+    }
+    let is_continuation = |b: u8| b & 0xc0 == 0x80;
+    (FIELD_MAX - 3..=FIELD_MAX)
+        .rev()
+        .find(|&at| !is_continuation(v[at]))
+        .unwrap_or(FIELD_MAX)
 }
 
 /// One worker's access log.
@@ -464,6 +483,54 @@ mod tests {
         let mut b = Vec::new();
         json_str(&mut b, Some("é".as_bytes()));
         assert_eq!(b, "\"é\"".as_bytes());
+    }
+
+    /// A value over the cap keeps whole characters and whole escapes: its JSON string parses
+    /// to the value's first characters, its combined form ends with a whole `\xHH`.
+    #[test]
+    fn long_values_are_cut_between_characters() {
+        let ip = IpText::new("10.0.0.7".parse().unwrap());
+        let a = |n| "a".repeat(n);
+        let cases = [
+            // (value, kept): a cut inside a 2-, 3- and 4-byte character, at a boundary, an
+            // escaped byte and a quote right at the cap, bytes that are not UTF-8.
+            (a(2047) + "é", a(2047)),
+            ("日".repeat(700), "日".repeat(682)),
+            (a(2045) + "😀", a(2045)),
+            (a(2048) + "é", a(2048)),
+            (a(2047) + "\u{1}\"zzz", a(2047) + "\u{1}"),
+            (a(2047) + "\"\u{1}", a(2047) + "\""),
+            ("é".repeat(1100), "é".repeat(1024)),
+        ];
+        for (value, kept) in cases {
+            let mut l = LogRequest::default();
+            l.capture(
+                &ip,
+                format!("GET / HTTP/1.1\r\nUser-Agent: {value}\r\n\r\n").as_bytes(),
+            );
+            let mut b = Vec::new();
+            json_str(&mut b, l.get(3));
+            let got: String = serde_json::from_slice(&b).expect("a JSON string");
+            let (got_len, len) = (got.len(), value.len());
+            assert!(got == kept, "{got_len} bytes kept of {len}: {}", tail(&b));
+        }
+        // Not UTF-8: no character to keep whole (four continuation bytes before the cap):
+        // cut at the cap, every byte escaped whole.
+        let v = [&a(2044).into_bytes()[..], &[0xff], &[0x80; 5]].concat();
+        let mut l = LogRequest::default();
+        let head = [&b"GET / HTTP/1.1\r\nUser-Agent: "[..], &v, b"\r\n\r\n"].concat();
+        l.capture(&ip, &head);
+        let mut b = Vec::new();
+        json_str(&mut b, l.get(3));
+        let got: String = serde_json::from_slice(&b).expect("a JSON string");
+        assert!(got == a(2044) + "\u{ff}\u{80}\u{80}\u{80}", "{}", tail(&b));
+        let mut b = Vec::new();
+        escaped_or_dash(&mut b, l.get(3));
+        assert!(b.ends_with(b"a\\xFF\\x80\\x80\\x80"), "{}", tail(&b));
+    }
+
+    fn tail(b: &[u8]) -> String {
+        String::from_utf8_lossy(&b[b.len().saturating_sub(24)..]).into_owned()
     }
 
     fn log_at(path: &std::path::Path) -> AccessLog {

@@ -212,3 +212,37 @@ fn a_head_cut_by_the_clients_end_is_logged_as_nginx_logs_it() {
     );
     p.stop();
 }
+
+#[test]
+fn values_over_the_cap_are_cut_between_characters() {
+    let origin = tests::origin();
+    let mut p = Logged::start(&[origin.addr()], &[]);
+    // Cut at 2048 bytes, inside a character: the value was no longer UTF-8, so every byte of
+    // it was escaped on its own, "aaa…\u00c3" for "aaa…é", one U+00XX per byte of "日".
+    let cases = [
+        ("a".repeat(2047) + "é", "a".repeat(2047)),
+        ("日".repeat(700), "日".repeat(682)),
+        ("b".repeat(2046) + "😀x", "b".repeat(2046)),
+        ("c".repeat(2048) + "é", "c".repeat(2048)),
+    ];
+    for (agent, logged) in cases {
+        let req = format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: {agent}\r\nConnection: close\r\n\r\n"
+        );
+        let left = p.after(1, |addr| assert_eq!(statuses(addr, req.as_bytes()), [200]));
+        let got = left.lines[0]["user_agent"]
+            .as_str()
+            .expect("a string")
+            .to_string();
+        let tail = |s: &str| s.chars().rev().take(4).collect::<Vec<_>>();
+        assert!(
+            got == logged,
+            "{} bytes logged, ending {:?} (reversed), for {} bytes ending {:?}",
+            got.len(),
+            tail(&got),
+            agent.len(),
+            tail(&agent)
+        );
+    }
+    p.stop();
+}
