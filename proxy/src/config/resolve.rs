@@ -106,6 +106,14 @@ fn proxy_limits(l: &LimitsEntry) -> ProxyLimits {
     }
 }
 
+/// Whether a server of group `g` is TLS: its scheme says, or without one the group's `tls`
+/// table (quick mode's `--upstream-ca`/`--upstream-insecure`).
+fn server_is_tls(g: &GroupEntry, addr: &str) -> bool {
+    super::schema::upstream_scheme(addr)
+        .0
+        .unwrap_or(g.tls.is_some())
+}
+
 /// Where a problem is, as the user wrote it.
 enum At {
     /// A value in the file: its key and where it is.
@@ -152,6 +160,33 @@ impl Resolver<'_> {
         })
     }
 
+    /// Why a group's servers are not all plain or all TLS, naming one of each: a server
+    /// without a scheme is what the `tls` table says, so it cannot sit beside an `https://`
+    /// one without the table (it would be TLS on the plain port, 80 by default).
+    fn mixed_schemes(&self, g: &GroupEntry) -> Option<String> {
+        let addrs = || g.servers.iter().map(|s| s.get_ref().addr.as_str());
+        let tls = addrs().find(|a| server_is_tls(g, a))?;
+        let plain = addrs().find(|a| !server_is_tls(g, a))?;
+        let table = match self.file.origin {
+            Origin::CommandLine => "--upstream-ca or --upstream-insecure",
+            Origin::File { .. } => "a tls table",
+        };
+        let why = match g.tls.is_some() {
+            true => format!(" (no scheme, with {table})"),
+            false => format!(" (no scheme, without {table})"),
+        };
+        let why = |a: &str| match super::schema::upstream_scheme(a).0 {
+            None => why.clone(),
+            Some(_) => String::new(),
+        };
+        Some(format!(
+            "mixes plain and TLS servers: `{plain}` is plain{}, `{tls}` is TLS{}: a group is all \
+             plain or all TLS",
+            why(plain),
+            why(tls)
+        ))
+    }
+
     /// A group's TLS: `https://` servers or a `tls` table; never a mix of plain and TLS.
     fn group_tls(
         &self,
@@ -160,21 +195,17 @@ impl Resolver<'_> {
         servers: &Table<ServerId, Server>,
         span: Range<usize>,
     ) -> Result<Option<UpstreamTls>, Error> {
-        let schemes: Vec<Option<bool>> = g
-            .servers
-            .iter()
-            .map(|s| super::schema::upstream_scheme(&s.get_ref().addr).0)
-            .collect();
-        let tls = g.tls.is_some() || schemes.contains(&Some(true));
         let at = |key: &str| At::Value {
             key: format!("upstream.{name}.{key}"),
             span: span.clone(),
         };
-        if tls && schemes.contains(&Some(false)) {
-            let m = "mixes plain (http://) and TLS (https:// or a tls table) servers: a group \
-                     is all plain or all TLS";
-            return Err(self.error(at("servers"), m.into()));
+        if let Some(m) = self.mixed_schemes(g) {
+            return Err(self.error(at("servers"), m));
         }
+        let tls = g
+            .servers
+            .iter()
+            .any(|s| server_is_tls(g, &s.get_ref().addr));
         if !tls {
             return Ok(None);
         }

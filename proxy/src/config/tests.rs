@@ -633,3 +633,68 @@ fn listen_addresses_that_cover_each_other_are_refused_naming_both() {
         assert!(with(a, b).is_ok(), "listen {a} and {b}: refused");
     }
 }
+
+#[test]
+fn a_group_mixing_plain_and_tls_servers_is_refused() {
+    // A server without a scheme is plain, HTTPS only beside a `tls` table: beside an
+    // https:// one without the table it became TLS (and port 80 without a port), and its
+    // requests got 502 (`InvalidContentType`) where the docs promise a refusal.
+    let group = |servers: &str, tls: &str| {
+        from_toml(
+            "p.toml",
+            &format!("{LISTEN}[upstream.app]\nservers = [{servers}]\n{tls}"),
+        )
+    };
+    let tls = "tls = { insecure = true }\n";
+    for (servers, tls) in [
+        (r#""127.0.0.1:9001", "https://127.0.0.1:9002""#, ""),
+        (r#""https://localhost:9002", "127.0.0.1""#, ""),
+        (r#""127.0.0.1:9001", "http://127.0.0.1:9002""#, tls),
+        (r#""https://127.0.0.1:9001", "http://127.0.0.1:9002""#, ""),
+    ] {
+        let e = match group(servers, tls) {
+            Ok(cfg) => panic!("{servers} {tls}: accepted: {:?}", cfg.groups),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with("p.toml:3: key `upstream.app.servers`: ") && e.contains("mixes plain"),
+            "{servers} {tls}: {e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    for (servers, tls, is_tls) in [
+        (r#""127.0.0.1:9001", "http://127.0.0.1:9002""#, "", false),
+        (r#""127.0.0.1:9001", "https://127.0.0.1:9002""#, tls, true),
+        (
+            r#""https://127.0.0.1:9001", "https://127.0.0.1:9002""#,
+            "",
+            true,
+        ),
+    ] {
+        let cfg = group(servers, tls).unwrap_or_else(|e| panic!("{servers} {tls}: {e}"));
+        let g = &cfg.groups[GroupId::new(0)];
+        assert_eq!(g.tls.is_some(), is_tls, "{servers} {tls}");
+    }
+    // Quick mode's group is checked the same way, `--upstream-ca`/`-insecure` its `tls`.
+    for (args, words) in [
+        (
+            "--upstream 127.0.0.1:2 --upstream https://127.0.0.1:3",
+            ["127.0.0.1:2", "https://127.0.0.1:3", "--upstream-insecure"],
+        ),
+        (
+            "--upstream http://127.0.0.1:2 --upstream 127.0.0.1:3 --upstream-insecure",
+            ["http://127.0.0.1:2", "127.0.0.1:3", "--upstream-insecure"],
+        ),
+    ] {
+        let argv = ["proxy", "--listen", "127.0.0.1:1"];
+        let argv = argv.into_iter().chain(args.split_whitespace());
+        let e = crate::cli::config_from_args(argv).expect_err(args);
+        assert!(
+            e.contains("mixes plain") && e.lines().count() == 1,
+            "{args}: {e}"
+        );
+        for w in words {
+            assert!(e.contains(w), "{args}: want {w:?} in {e:?}");
+        }
+    }
+}
