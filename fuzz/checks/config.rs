@@ -26,7 +26,8 @@ pub fn check(data: &[u8]) {
         return;
     };
     let msg = e.to_string();
-    assert!(!msg.contains('\n'), "not one line: {msg:?}");
+    // One line, every echoed value escaped (`shared::config::escape_controls`).
+    assert!(!msg.contains(char::is_control), "not one line: {msg:?}");
     assert!(!msg.trim().is_empty(), "an empty error");
     match e {
         proxy::config::Error::File(ConfigError::Parse { file, line, .. }) => {
@@ -44,7 +45,8 @@ pub fn check(data: &[u8]) {
         }
         proxy::config::Error::File(ConfigError::Read { file, .. }) => {
             // A file the config names (a certificate) could not be read: named.
-            assert!(msg.contains(&file), "{msg}");
+            let file = shared::config::escape_controls(&file);
+            assert!(msg.contains(&*file), "{msg}");
         }
         proxy::config::Error::Usage(m) => panic!("a file's text gave a usage error: {m}"),
     }

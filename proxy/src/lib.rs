@@ -105,7 +105,8 @@ pub enum StartError {
     Runtime(#[from] RuntimeError),
     #[error("cannot create the workers' inbox: {0}")]
     Inbox(std::io::Error),
-    #[error("cannot open the access log {path}: {source}")]
+    #[error("cannot open the access log {}: {source}",
+            shared::config::escape_controls(&path.display().to_string()))]
     AccessLog {
         path: std::path::PathBuf,
         source: std::io::Error,

@@ -7,12 +7,17 @@
 /// A config file problem: `file:line: key `a.b`: message`.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("{file}: {source}")]
+    #[error("{}: {source}", escape_controls(file))]
     Read {
         file: String,
         source: std::io::Error,
     },
-    #[error("{file}:{line}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    #[error(
+        "{}:{line}: {}{}",
+        escape_controls(file),
+        shown_key(key),
+        escape_controls(message)
+    )]
     Parse {
         file: String,
         line: usize,
@@ -20,12 +25,41 @@ pub enum ConfigError {
         message: String,
     },
     /// A problem found after parsing, by a check across keys (no line to show).
-    #[error("{file}: {}{message}", key.as_deref().map(|k| format!("key `{k}`: ")).unwrap_or_default())]
+    #[error(
+        "{}: {}{}",
+        escape_controls(file),
+        shown_key(key),
+        escape_controls(message)
+    )]
     Invalid {
         file: String,
         key: Option<String>,
         message: String,
     },
+}
+
+/// `s` with every control character (CR, LF, TAB, ESC, ...) written as its Rust escape (`\r`,
+/// `\n`, `\t`, `\u{1b}`): the one way a value is echoed in a config error or warning, so the
+/// error stays on its one line and a value cannot forge a log line of its own.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c.is_control() {
+            true => out.extend(c.escape_default()),
+            false => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// "key `a.b`: " (the key escaped: a quoted TOML key may hold anything), or nothing.
+fn shown_key(key: &Option<String>) -> String {
+    key.as_deref()
+        .map(|k| format!("key `{}`: ", escape_controls(k)))
+        .unwrap_or_default()
 }
 
 /// Deserialize TOML text; `file` names it in errors.
@@ -117,7 +151,17 @@ pub fn exit_cli_error(name: &str, e: clap::Error) -> ! {
 /// right.
 /// Without clap's own `error: ` in front: the caller puts the binary's name there.
 pub fn one_line_error(e: &clap::Error) -> String {
-    let line = first_line(&e.render().to_string());
+    let mut text = e.render().to_string();
+    // A value typed with a line break (or another control character) is echoed escaped, as
+    // in a config file's errors: its break is not the end of the error's first line.
+    for (_, v) in e.context() {
+        if let clap::error::ContextValue::String(v) = v {
+            if v.contains(char::is_control) {
+                text = text.replace(v.as_str(), &escape_controls(v));
+            }
+        }
+    }
+    let line = first_line(&text);
     match line.strip_prefix("error: ") {
         Some(rest) => rest.to_string(),
         None => line,
@@ -154,7 +198,7 @@ fn first_line_alone(s: &str) -> String {
 
 /// Print a one-line usage error, `NAME: msg`, and exit 2 (for problems found after parsing).
 pub fn usage_error(name: &str, msg: impl std::fmt::Display) -> ! {
-    crate::log!("{name}: {msg}");
+    crate::log!("{name}: {}", escape_controls(&msg.to_string()));
     std::process::exit(2)
 }
 

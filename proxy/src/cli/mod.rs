@@ -596,7 +596,7 @@ pub fn check_config_report(cli: &Cli, result: &Result<Config, CliError>) -> Opti
 /// The configuration's warnings on stderr, as nginx prints `[warn]` lines.
 pub fn print_warnings(cfg: &Config) {
     for w in crate::config::warnings(cfg) {
-        shared::log!("proxy: warning: {w}");
+        shared::log!("proxy: warning: {}", shared::config::escape_controls(&w));
     }
 }
 

@@ -34,7 +34,7 @@ pub use super::overrides::{Edit, HeaderSlot, Overrides, TimeoutSlot};
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A value given on the command line, or the command line as a whole.
-    #[error("{0}")]
+    #[error("{}", shared::config::escape_controls(.0))]
     Usage(String),
     /// The config file, with its line and key where known.
     #[error(transparent)]

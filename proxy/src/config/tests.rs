@@ -698,3 +698,69 @@ fn a_group_mixing_plain_and_tls_servers_is_refused() {
         }
     }
 }
+
+#[test]
+fn values_echoed_in_errors_keep_the_error_one_line() {
+    // A content type with CR LF printed its error over two lines (the raw bytes echoed),
+    // where a server's bad address (a parse error) had its line break made ": ".
+    let route = |r: &str| format!("{MINIMAL}[[route]]\n{r}\n");
+    for r in [
+        r#"return = { status = 200, content_type = "text/plain\r\nX: y" }"#,
+        r#"return = { status = 200, content_type = "text/plain\rX: y" }"#,
+        r#"return = { status = 200, content_type = "text/plain\nX: y" }"#,
+        r#"return = { status = 302, location = "/{rand\r\n:1-2}" }"#,
+        r#"host = "a\r\nb"
+upstream = "app""#,
+        r#"static = { root = "www", index = "a/\r\nb.html" }"#,
+    ] {
+        let e = from_toml("p.toml", &route(r)).unwrap_err().to_string();
+        assert!(
+            !e.contains(|c: char| c.is_control()) && e.starts_with("p.toml"),
+            "{r}: {e:?}"
+        );
+    }
+    let e = from_toml(
+        "p.toml",
+        &route(r#"return = { status = 200, content_type = "text/plain\r\nX: y" }"#),
+    )
+    .unwrap_err()
+    .to_string();
+    // Written as the file writes it, so what is wrong can be seen.
+    assert!(
+        e.contains(r"`text/plain\r\nX: y` is not a media type"),
+        "{e:?}"
+    );
+    // A flag's value and a quoted key are echoed the same way.
+    let e = crate::cli::config_from_args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--access-log",
+        "/no/such/dir\x1b[31m/a.log",
+        "--upstream",
+        "127.0.0.1:1",
+    ]);
+    // Opened by the start (and --check-config), with its path echoed.
+    let e = crate::preflight::check(&e.unwrap(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !e.contains(|c: char| c.is_control()) && e.contains(r"dir\u{1b}[31m/a.log"),
+        "{e:?}"
+    );
+    let argv = [
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        "a\r\nb:80",
+    ];
+    let e = crate::cli::config_from_args(argv).unwrap_err();
+    assert!(
+        !e.contains(|c: char| c.is_control()) && e.contains(r"a\r\nb:80"),
+        "{e:?}"
+    );
+    let text = format!("{LISTEN}[upstream.\"a\\r\\nb\"]\nservers = []\n");
+    let e = from_toml("p.toml", &text).unwrap_err().to_string();
+    assert!(e.contains(r"key `upstream.a\r\nb.servers`"), "{e:?}");
+}
