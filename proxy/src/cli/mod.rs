@@ -147,7 +147,7 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", value_parser = any_duration, default_value_t = Dur(Timeouts::default().shutdown))]
     pub shutdown_timeout: Dur,
 
-    /// Request body limit, 413 beyond it (a size, or "unlimited") [default: unlimited]
+    /// Request body limit, 413 beyond it (a size of 1 or more, or "unlimited"; 0 is refused, as it is nginx's "no limit") [default: unlimited]
     #[arg(long, value_name = "SIZE", value_parser = max_body)]
     pub max_body: Option<MaxBody>,
 
@@ -304,9 +304,11 @@ fn max_body(s: &str) -> Result<MaxBody, String> {
     if s.eq_ignore_ascii_case("unlimited") {
         return Ok(MaxBody(None));
     }
-    parse_size(s)
-        .map(|n| MaxBody(Some(n)))
-        .map_err(|e| format!("{}, or \"unlimited\"", e.hint))
+    match parse_size(s) {
+        Ok(0) => Err(schema::MAX_BODY_ZERO.into()),
+        Ok(n) => Ok(MaxBody(Some(n))),
+        Err(e) => Err(format!("{}, or \"unlimited\"", e.hint)),
+    }
 }
 
 fn cache_size(s: &str) -> Result<u64, String> {

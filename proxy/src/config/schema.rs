@@ -534,7 +534,12 @@ fn de_max_headers<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::E
     Ok(Some(v as usize))
 }
 
-/// A size, or `"unlimited"`.
+/// Why a `max_body` of 0 is refused: nginx reads `client_max_body_size 0` as no limit, a limit
+/// of 0 bytes would answer 413 to every body, and "unlimited" says no limit here.
+pub const MAX_BODY_ZERO: &str = "0 is not a limit here (nginx's client_max_body_size 0 is \
+                                 none): write \"unlimited\" for no limit, or a size of 1 or more";
+
+/// A size of at least 1, or `"unlimited"`.
 fn de_max_body<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D::Error> {
     const WHAT: &str = "a size such as \"1MiB\", a number of bytes, or \"unlimited\"";
     let limit = match scalar(d, WHAT)? {
@@ -547,6 +552,9 @@ fn de_max_body<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<u64>>, D
             Some(u64::try_from(n).map_err(|_| D::Error::custom(format!("expected {WHAT}")))?)
         }
     };
+    if limit == Some(0) {
+        return Err(D::Error::custom(MAX_BODY_ZERO));
+    }
     Ok(Some(limit))
 }
 

@@ -764,3 +764,28 @@ upstream = "app""#,
     let e = from_toml("p.toml", &text).unwrap_err().to_string();
     assert!(e.contains(r"key `upstream.a\r\nb.servers`"), "{e:?}");
 }
+
+#[test]
+fn a_max_body_of_zero_is_refused_pointing_to_unlimited() {
+    // nginx's client_max_body_size 0 is "no limit"; here 0 was a limit of 0 bytes, and every
+    // request with a body got 413.
+    for v in ["0", "\"0\"", "\"0KiB\""] {
+        let text = format!("{MINIMAL}[limits]\nmax_body = {v}\n");
+        let e = match from_toml("p.toml", &text) {
+            Ok(cfg) => panic!("max_body = {v}: accepted as {:?}", cfg.limits.max_body),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with("p.toml:7: key `limits.max_body`: ") && e.contains("\"unlimited\""),
+            "{v}: {e}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    let e = crate::cli::config_from_args(["proxy", "--max-body", "0"]).unwrap_err();
+    assert!(
+        e.contains("--max-body") && e.contains("\"unlimited\"") && e.lines().count() == 1,
+        "{e}"
+    );
+    let text = format!("{MINIMAL}[limits]\nmax_body = 1\n");
+    assert_eq!(from_toml("p.toml", &text).unwrap().limits.max_body, Some(1));
+}
