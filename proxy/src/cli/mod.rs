@@ -323,6 +323,30 @@ fn upstream_syntax(s: &str) -> Result<String, String> {
     split_upstream(s).map(|_| s.to_string())
 }
 
+/// The flags (clap ids) that describe the upstream servers or what is sent to them: a usage
+/// error beside `--static`, which has none (rather than silently ignored).
+const UPSTREAM_ONLY: [&str; 19] = [
+    "balance",
+    "connect_timeout",
+    "read_timeout",
+    "upstream_send_timeout",
+    "keepalive",
+    "keepalive_timeout",
+    "keepalive_requests",
+    "max_conns",
+    "max_fails",
+    "fail_timeout",
+    "no_preserve_host",
+    "no_x_forwarded_for",
+    "no_x_real_ip",
+    "no_x_forwarded_proto",
+    "cache",
+    "upstream_ca",
+    "upstream_insecure",
+    "health_check",
+    "no_splice",
+];
+
 /// Parsed arguments, with clap's record of which values were given (for file overrides).
 #[derive(Debug)]
 pub struct Cli {
@@ -396,16 +420,14 @@ impl Cli {
             return Err(CliError::Usage("no --listen address given".into()));
         }
         if let Some(dir) = &a.static_dir {
-            // clap's `requires = "upstream"` does not refuse these beside --static.
-            let upstream_only = [
-                ("--cache", a.cache.is_some()),
-                ("--upstream-ca", a.upstream_ca.is_some()),
-                ("--upstream-insecure", a.upstream_insecure),
-                ("--health-check", a.health_check.is_some()),
-            ];
-            if let Some((flag, _)) = upstream_only.iter().find(|f| f.1) {
+            // clap's `requires = "upstream"` does not refuse these beside --static, and most
+            // have a default, so "given" is asked of clap's record.
+            if let Some(id) = UPSTREAM_ONLY.iter().find(|id| self.given(id)) {
+                let cmd = Args::command();
+                let arg = cmd.get_arguments().find(|arg| arg.get_id() == *id);
+                let flag = arg.and_then(|arg| arg.get_long()).unwrap_or(id);
                 return Err(CliError::Usage(format!(
-                    "{flag} needs --upstream servers; --static serves files itself"
+                    "--{flag} needs --upstream servers; --static serves files itself"
                 )));
             }
             // One route, `/`, served from the directory (relative to the working directory).

@@ -1,7 +1,7 @@
 //! Quick mode and overrides against the config file they stand for (the config's own tests,
 //! `config/tests.rs`, need no flags).
 
-use crate::cli::Cli;
+use crate::cli::{config_from_args, Cli};
 use crate::config::tests::MINIMAL;
 use crate::config::*;
 use shared::runtime::DriverChoice;
@@ -178,6 +178,51 @@ fn quick_static_mode_serves_a_directory() {
         let e = Cli::parse_from(argv).unwrap_err().to_string();
         assert!(e.contains("cannot be used with"), "{args}: {e}");
     }
+}
+
+#[test]
+fn static_refuses_every_upstream_only_flag() {
+    // `--static www --balance hash --max-conns 5 --keepalive 3 --max-fails 9` started with
+    // no word about the four flags it ignored.
+    for flag in [
+        "--balance hash",
+        "--balance round-robin",
+        "--keepalive 3",
+        "--keepalive-timeout 2s",
+        "--keepalive-requests 5",
+        "--max-conns 5",
+        "--max-fails 9",
+        "--fail-timeout 2s",
+        "--connect-timeout 2s",
+        "--read-timeout 2s",
+        "--upstream-send-timeout 2s",
+        "--no-preserve-host",
+        "--no-x-forwarded-for",
+        "--no-x-real-ip",
+        "--no-x-forwarded-proto",
+        "--cache 1MiB",
+        "--upstream-ca ca.pem",
+        "--upstream-insecure",
+        "--health-check /h",
+        "--no-splice",
+    ] {
+        let args = format!("--listen 127.0.0.1:0 --static /srv {flag}");
+        let argv = std::iter::once("proxy").chain(args.split_whitespace());
+        let e = match config_from_args(argv) {
+            Ok(_) => panic!("{flag} beside --static: accepted"),
+            Err(e) => e,
+        };
+        let name = flag.split(' ').next().unwrap();
+        assert!(
+            e.contains(name) && e.contains("--static") && e.lines().count() == 1,
+            "{flag}: {e}"
+        );
+    }
+    // What a file server has as well stays accepted.
+    let c = cli("--listen 127.0.0.1:0 --static /srv --max-body 1MiB --idle-timeout 2s --workers 1")
+        .config()
+        .unwrap();
+    assert_eq!(c.limits.max_body, Some(1 << 20));
 }
 
 #[test]
