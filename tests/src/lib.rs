@@ -301,6 +301,26 @@ pub fn driver_flag(d: shared::runtime::DriverKind) -> &'static str {
     }
 }
 
+/// A test that runs `tool` (a program outside the Rust toolchain, README's requirements) calls
+/// this first: without it, the test fails at once with one line naming the tool and where it
+/// comes from (`package`), instead of a panic's backtrace or a script's error deep inside.
+/// The line goes to the test's captured output and the test unwinds without the panic hook,
+/// so nothing but that line is printed for it.
+pub fn require_tool(tool: &str, package: &str) {
+    let found = std::process::Command::new(tool)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        let line =
+            format!("{tool} not found: this test needs it (Debian: apt-get install {package})");
+        eprintln!("{line}");
+        std::panic::resume_unwind(Box::new(line));
+    }
+}
+
 /// Bytes a program wrote, as text (invalid UTF-8 replaced), for assertions and messages.
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()

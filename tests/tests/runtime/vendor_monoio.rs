@@ -15,6 +15,8 @@ use tests::fast_uring;
 
 #[test]
 fn vendored_monoio_is_the_release_plus_its_patches() {
+    // The script applies the patches with `git apply`.
+    tests::require_tool("git", "git");
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = Command::new("bash")
         .arg(repo.join("scripts/vendor-monoio.sh"))
