@@ -10,22 +10,38 @@
 #   LOADER=target/debug/loader scripts/check-hdr-log.sh
 #   scripts/check-hdr-log.sh FILE.hlog  # only read an existing log
 #
-# The package is installed with pip into a venv (HDR_VENV, default target/hdr-venv), or with
-# `pip install --user` when the venv module is missing.
+# The package is installed where the system allows it, never with `pip install --user`, which
+# Debian 12 and other PEP 668 ("externally managed") systems refuse: into a venv (HDR_VENV,
+# default target/hdr-venv) with its own pip; else (Debian without python3-venv: no ensurepip)
+# into a venv made without pip, by the system's pip (`pip --python`, pip 22.3 or later); else
+# with `pip install --target` into HDR_SITE (default target/hdr-site), put on PYTHONPATH.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${HDR_VENV:-$ROOT/target/hdr-venv}
+SITE=${HDR_SITE:-$ROOT/target/hdr-site}
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
 python_with_hdrh() {
-  if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import hdrh' 2>/dev/null; then
-    echo "$VENV/bin/python"; return
+  local py=$VENV/bin/python
+  if [ -x "$py" ] && "$py" -c 'import hdrh' 2>/dev/null; then
+    echo "$py"; return
   fi
-  if python3 -m venv "$VENV" >/dev/null 2>&1; then
-    "$VENV/bin/pip" install -q hdrhistogram >&2
-    echo "$VENV/bin/python"; return
+  if python3 -c 'import hdrh' 2>/dev/null; then
+    echo python3; return
   fi
-  python3 -m pip install -q --user hdrhistogram >&2
-  echo python3
+  if python3 -m venv "$VENV" >/dev/null 2>&1 && "$VENV/bin/pip" install -q hdrhistogram >&2; then
+    echo "$py"; return
+  fi
+  if python3 -m venv --without-pip "$VENV" >/dev/null 2>&1 &&
+    python3 -m pip --python "$py" install -q hdrhistogram >&2; then
+    echo "$py"; return
+  fi
+  if python3 -m pip install -q --target "$SITE" hdrhistogram >&2; then
+    echo python3; return
+  fi
+  echo "check-hdr-log: cannot install hdrhistogram: python3 needs venv (Debian: apt-get" \
+    "install python3-venv) or pip (python3-pip)" >&2
+  exit 1
 }
 PY=$(python_with_hdrh)
 

@@ -15,6 +15,9 @@
 #   scripts/experiment.sh ceiling                          # p99 <= 20ms, 2s steps
 #   P99=50ms STEP=5s PLOT=ceiling.svg MAX_TIME=10m scripts/experiment.sh ceiling
 #
+# JSON and PLOT (default ceiling.svg) are relative to the directory the script was run from,
+# as any path given to a command is (the script itself works from the repository's top).
+#
 # The objective is 20 ms by default because the loader's timer ticks in milliseconds: its send
 # lateness p99 is about 1 ms when it sleeps, and a step whose lateness exceeds a tenth of the
 # objective is generator-limited. Tighter objectives need `--spin` (a core per loader worker),
@@ -25,6 +28,8 @@
 set -euo pipefail
 JSON=${JSON:-}
 case $JSON in '' | /*) ;; *) JSON=$PWD/$JSON ;; esac # relative to where it was run
+PLOT=${PLOT:-ceiling.svg}
+case $PLOT in /*) ;; *) PLOT=$PWD/$PLOT ;; esac # the same
 cd "$(dirname "$0")/.."
 
 MODE=${1:-compare}
@@ -41,7 +46,6 @@ BODY=${BODY:-32KiB}
 P99=${P99:-20ms}
 STEP=${STEP:-2s}
 WARMUP=${WARMUP:-500ms}
-PLOT=${PLOT:-ceiling.svg}
 MAX_TIME=${MAX_TIME:-5m}
 
 cargo build --release -q -p proxy -p loader
