@@ -527,7 +527,9 @@ async fn requests(
                 // A refused head counts every byte read of it (it declared no body to bound
                 // them by).
                 c.rec.bytes_in = u64::MAX;
-                respond_error(c, e).await;
+                // The head was refused: whether it asked for a HEAD, its method token says.
+                let head_only = shared::http::head::starts_head_request(&c.from_client);
+                respond_error(c, e, head_only).await;
                 finish(c, false);
                 return Served::Close;
             }

@@ -139,9 +139,10 @@ impl ClientConn {
     }
 }
 
-/// Answer with the error's status (if one still makes sense) and close gracefully.
-pub async fn respond_error(c: &mut ClientConn, e: ProxyError) {
-    respond_error_with(c, e, &[], false).await
+/// Answer with the error's status (if one still makes sense) and close gracefully;
+/// `head_only`: the answer to a HEAD, its head alone (RFC 9110 9.3.2).
+pub async fn respond_error(c: &mut ClientConn, e: ProxyError, head_only: bool) {
+    respond_error_with(c, e, &[], head_only).await
 }
 
 /// [`respond_error`] with `fields` added to the answer's head; `head_only`: the answer to a

@@ -70,7 +70,7 @@ use outcome::{may_retry, no_head, Answered, Attempt, Blame, Body};
 use response_head::{read_response_head, Head, HeadFail, HeadRead};
 use room::Picked;
 use shared::http::encode::{end_head, write_header};
-use shared::http::BodyKind;
+use shared::http::{BodyKind, RequestMethod};
 use upload::{stream_request, Streamed};
 
 /// Request bodies up to this size (`Content-Length`, or chunked with its framing) are read
@@ -118,8 +118,8 @@ enum Unanswered {
     Close,
 }
 
-async fn fail(c: &mut ClientConn, e: ProxyError) -> Next {
-    respond_error(c, e).await;
+async fn fail(c: &mut ClientConn, req: &RequestInfo, e: ProxyError) -> Next {
+    respond_error(c, e, req.method == RequestMethod::Head).await;
     Next::Close
 }
 
@@ -129,7 +129,7 @@ pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next 
     let g = c.g.clone();
     let a = match upstream_answer(c, &w, &g, req, group, PLAIN).await {
         Ok(a) => a,
-        Err(Some(e)) => return fail(c, e).await,
+        Err(Some(e)) => return fail(c, req, e).await,
         Err(None) => {
             c.rec.failed(ProxyError::ClientGone);
             return Next::Close;
@@ -139,7 +139,9 @@ pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next 
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, req, a).await;
     }
-    relay_response(c, a, group, None).await.0
+    relay_response(c, a, group, None)
+        .await
+        .0
 }
 
 /// What an exchange's answer is to the client.

@@ -90,6 +90,18 @@ pub fn is_websocket_upgrade(method: &str, upgrade: Option<&[u8]>) -> bool {
         })
 }
 
+/// Whether the request whose first bytes are `buf` is a HEAD, from its method token alone
+/// (after the empty lines RFC 9112 2.2 lets a server skip): for an answer to a request the
+/// parse refused or never finished, which must still carry no body to a HEAD (RFC 9110
+/// 9.3.2). Methods are case-sensitive (RFC 9110 9.1): `head` is not HEAD.
+pub fn starts_head_request(buf: &[u8]) -> bool {
+    let lead = buf
+        .iter()
+        .take_while(|&&b| b == b'\r' || b == b'\n')
+        .count();
+    buf[lead..].starts_with(b"HEAD ")
+}
+
 /// A parsed response head, borrowing the read buffer.
 #[derive(Debug)]
 pub struct ResponseHead<'h, 'b> {

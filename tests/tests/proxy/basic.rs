@@ -612,3 +612,46 @@ fn several_workers_share_the_port() {
     assert_eq!(served, want);
     p.stop();
 }
+
+/// The proxy's own error answers to HEAD are the head alone (RFC 9110 9.3.2), its
+/// Content-Length what a GET would get: a head refused before routing (413 over max_body, 400
+/// for a NUL in the path) and an exchange that failed (502 from a server that refuses).
+/// Before, each came with its one-line body ("413 Content Too Large\n"), which a client
+/// reads as the start of its next response.
+#[test]
+fn own_error_answers_to_head_are_heads_only() {
+    let o = tests::origin();
+    let mut cfg = config(&[o.addr()]);
+    cfg.limits.max_body = Some(10);
+    let refusing = Proxy::start(cfg);
+    let dead = ClosedPort::new();
+    let failing = Proxy::start(config(&[dead.addr()]));
+    let cases = [
+        (
+            &refusing,
+            "HEAD / HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n",
+            413,
+        ),
+        (&refusing, "HEAD /a/%00 HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+        (&failing, "HEAD / HTTP/1.1\r\nHost: t\r\n\r\n", 502),
+    ];
+    for (p, req, status) in cases {
+        let mut c = tests::raw::Client::connect(p.addr);
+        c.send(req.as_bytes()).unwrap();
+        let reply = c.until_close(WAIT);
+        let text = reply.text();
+        assert!(
+            text.starts_with(&tests::raw::status_line(status)),
+            "{req:?}: {text:?}"
+        );
+        let end = text.find("\r\n\r\n").map(|i| i + 4);
+        assert_eq!(end, Some(text.len()), "{req:?}: the head alone: {text:?}");
+        assert!(text.contains("\r\nContent-Length: "), "{req:?}: {text:?}");
+        assert!(
+            text.contains("\r\nConnection: close\r\n"),
+            "{req:?}: {text:?}"
+        );
+        assert_eq!(reply.end, tests::raw::End::Closed, "{req:?}");
+    }
+    assert_eq!(o.requests(), 0);
+}

@@ -77,6 +77,7 @@ pub(super) async fn store_unsent(
         head_only: true,
         silent: true,
     };
+    // Nothing of it goes to the client: its HEAD or not, no error answer either (`silent`).
     let (_, filled) = relay_response(c, a, group, Some(sink)).await;
     finish_fill(store, fill, filled, &w, &g);
 }

@@ -475,3 +475,22 @@ fn whole_messages_at_every_split() {
         }
     }
 }
+
+#[test]
+fn a_head_is_known_from_its_method_token_alone() {
+    use crate::http::head::starts_head_request;
+    let cases: &[(&[u8], bool)] = &[
+        (b"HEAD / HTTP/1.1\r\n", true),
+        (b"\r\n\r\nHEAD /a%00 HTTP/1.1\r\n", true),
+        (b"HEAD ", true),
+        (b"HEAD", false),
+        (b"head / HTTP/1.1\r\n", false),
+        (b"HEADER / HTTP/1.1\r\n", false),
+        (b"GET / HTTP/1.1\r\n", false),
+        (b" HEAD / HTTP/1.1\r\n", false),
+        (b"", false),
+    ];
+    for (wire, want) in cases {
+        assert_eq!(starts_head_request(wire), *want, "{wire:?}");
+    }
+}
