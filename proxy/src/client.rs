@@ -216,7 +216,7 @@ async fn plain_http_to_tls_port(w: &ProxyWorker, plain: PlainStart, peer: Socket
     }
     w.finish(&g, &rec, &line);
     if answered {
-        linger(&mut tcp, BytesMut::with_capacity(4096)).await
+        linger(&mut tcp, BytesMut::with_capacity(4096), &g.cfg.timeouts).await
     }
 }
 

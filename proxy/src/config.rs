@@ -563,6 +563,15 @@ pub struct Timeouts {
     /// Client: idle keep-alive connection. Default 75 s (nginx's keepalive_timeout).
     #[serde(deserialize_with = "de_positive_duration")]
     pub idle: Duration,
+    /// Client: the lingering close after an answer whose request was not read whole
+    /// (`crate::lingering`): what the client still sends is read and discarded for at most
+    /// this long in all. Default 30 s (nginx's lingering_time).
+    #[serde(deserialize_with = "de_positive_duration")]
+    pub lingering_time: Duration,
+    /// Client: the lingering close ends when nothing arrives for this long. Default 5 s
+    /// (nginx's lingering_timeout).
+    #[serde(deserialize_with = "de_positive_duration")]
+    pub lingering_timeout: Duration,
     /// Graceful shutdown: in-flight requests get this long. Default 10 s. Zero: stop at once.
     #[serde(deserialize_with = "de_duration")]
     pub shutdown: Duration,
@@ -606,6 +615,8 @@ impl Default for Timeouts {
             body_min_rate: DEFAULT_BODY_MIN_RATE,
             send: Duration::from_secs(60),
             idle: Duration::from_secs(75),
+            lingering_time: Duration::from_secs(30),
+            lingering_timeout: Duration::from_secs(5),
             shutdown: Duration::from_secs(10),
         }
     }

@@ -4,9 +4,11 @@
 //! `return`'s rendered answer, the cork before a last answer). The loop that reads requests
 //! and hands them to their actions is `crate::client`.
 
+use crate::config::Timeouts;
 use crate::error::ProxyError;
 use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
+use crate::lingering::Lingering;
 use crate::request::{ClientAddr, HeadFields, RequestInfo};
 use crate::worker::ProxyWorker;
 use bytes::{Buf, BytesMut};
@@ -15,7 +17,6 @@ use shared::http::encode::write_simple_answer;
 use shared::http::Version;
 use shared::stream::Stream;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// What the client connection does next.
 pub enum Next {
@@ -163,35 +164,39 @@ pub async fn respond_error_with(
     }
 }
 
-/// Half-close, then read and discard what the client still sends for a moment, so closing
-/// with unread data does not reset the connection before the client read our response.
+/// The lingering close (`crate::lingering`): half-close, then read and discard what the
+/// client still sends, so that closing with unread data does not reset the connection
+/// before the client read our answer.
 pub async fn linger_close(c: &mut ClientConn) {
     let buf = std::mem::take(&mut c.from_client);
     // Over TLS: the close_notify goes before the FIN; what the client still sends is then
     // read raw, undecrypted (an early answer's refused body dropped its read in flight,
     // which leaves the TLS stream unreadable: the lingering would end at once).
     let _ = c.stream.shutdown().await;
-    drain(c.stream.tcp_mut(), buf).await
+    let t = &c.g.cfg.timeouts;
+    drain(c.stream.tcp_mut(), buf, lingering(t)).await
 }
 
-/// [`linger_close`] on any stream (a TLS port's plain-HTTP client too), reading into `buf`:
-/// at most 1 MiB, for at most 500 ms.
-pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, buf: BytesMut) {
+/// [`linger_close`] on any stream (a TLS port's plain-HTTP client too), reading into `buf`.
+pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, buf: BytesMut, t: &Timeouts) {
     let _ = s.shutdown().await;
-    drain(s, buf).await
+    drain(s, buf, lingering(t)).await
 }
 
-/// Read and discard what `s` still receives: at most 1 MiB, for at most 500 ms.
-async fn drain<S: AsyncReadRent>(s: &mut S, mut buf: BytesMut) {
-    let until = shared::clock::deadline(Duration::from_millis(500));
-    let mut drained = 0usize;
-    while drained < 1 << 20 {
+/// A lingering close starting now, under `t`'s bounds.
+fn lingering(t: &Timeouts) -> Lingering {
+    let now = shared::clock::loop_now();
+    Lingering::new(now, t.lingering_time, t.lingering_timeout)
+}
+
+/// Read and discard what `s` still receives (into `buf`, cleared each time), until it ends
+/// or `l` says so.
+async fn drain<S: AsyncReadRent>(s: &mut S, mut buf: BytesMut, l: Lingering) {
+    while let Some(until) = l.read_by(shared::clock::loop_now()) {
         buf.clear();
+        let until = monoio::time::Instant::from_std(until);
         match read_more(s, buf, 4096, until).await {
-            Ok((n, b)) if n > 0 => {
-                drained += n;
-                buf = b;
-            }
+            Ok((n, b)) if n > 0 => buf = b,
             _ => return,
         }
     }

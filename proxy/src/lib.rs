@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! Modules only look down: each uses the ones listed before it (`docs/ARCHITECTURE.md`).
-//! - `error`, `io`, `http_date`, `host`, `preconditions`: leaves.
+//! - `error`, `io`, `http_date`, `host`, `preconditions`, `lingering` (how long a lingering
+//!   close goes on): leaves.
 //! - `answer`: the `return` action built at start and rendered per request (sans-IO);
 //!   [`static_files`]: what a static route asks of a file, and opening it beneath the root.
 //! - [`config`]: the immutable [`config::Config`], its file layer ([`config::schema`]) and the
@@ -64,6 +65,7 @@ mod io;
 mod ip_text;
 mod lifecycle;
 mod limit;
+mod lingering;
 mod metrics;
 pub mod notify;
 mod pool;

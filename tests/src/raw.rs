@@ -255,6 +255,21 @@ impl Client {
         Client::from_stream(stream)
     }
 
+    /// [`Client::connect`] with a receive buffer of `rcvbuf` bytes (SO_RCVBUF, set before
+    /// the connection, so the window it offers stays that small): a longer answer cannot
+    /// leave the server's socket until the client reads.
+    pub fn connect_small_window(addr: SocketAddr, rcvbuf: usize) -> Client {
+        use socket2::{Domain, Socket, Type};
+        let s = Socket::new(Domain::for_address(addr), Type::STREAM, None).expect("socket");
+        s.set_recv_buffer_size(rcvbuf).expect("SO_RCVBUF");
+        s.connect(&addr.into())
+            .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        let stream: TcpStream = s.into();
+        stream.set_nodelay(true).unwrap();
+        stream.set_write_timeout(Some(WAIT)).unwrap();
+        Client::from_stream(stream)
+    }
+
     /// Wrap a connected stream as it is (no socket option changed).
     pub fn from_stream(stream: TcpStream) -> Client {
         Client {

@@ -8,7 +8,8 @@
 use shared::runtime::DriverKind;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use tests::raw::{Client, Response, WAIT};
+use std::time::Duration;
+use tests::raw::{Client, End, Response, WAIT};
 use tests::strict::{assert_closed, wait_for};
 
 const SECRET: &[u8] = b"SECRET-OUTSIDE-THE-ROOT";
@@ -675,5 +676,112 @@ fn repeated_if_none_match_and_if_match_lines_are_one_list() {
     ];
     for (fields, status) in cases {
         assert_eq!(get(&mut c, "/a.txt", &fields).status, status, "{fields}");
+    }
+}
+
+/// [`serve`] with `[timeouts] lingering_time` and `lingering_timeout` set.
+fn serve_lingering(root: &Path, d: DriverKind, time: Duration, timeout: Duration) -> Server {
+    let root = root.to_str().expect("a UTF-8 temporary path");
+    let args = ["--static", root, "--driver", tests::driver_flag(d)];
+    let mut cfg = tests::proxy_config(&[], &args);
+    cfg.timeouts.lingering_time = time;
+    cfg.timeouts.lingering_timeout = timeout;
+    let running = proxy::start(cfg).expect("proxy starts");
+    let addr = running.listen_addrs()[0];
+    Server {
+        running: Some(running),
+        addr,
+    }
+}
+
+/// Send `len` bytes of body on `up` in 64 KiB blocks, pausing `pause` after each: a client
+/// uploading slowly. `Err`: what the sends got, after how much.
+fn send_body(mut up: std::net::TcpStream, len: usize, pause: Duration) -> Result<usize, String> {
+    use std::io::Write;
+    let block = vec![b'x'; 64 << 10];
+    let mut sent = 0;
+    while sent < len {
+        up.write_all(&block)
+            .map_err(|e| format!("after {sent} body bytes: {e}"))?;
+        sent += block.len();
+        std::thread::sleep(pause);
+    }
+    Ok(sent)
+}
+
+/// A file answered to a request whose body is still arriving (never read: the connection
+/// closes after the answer), longer than the client's small receive buffer takes at once,
+/// while the client goes on sending its 2 MiB body slowly (64 KiB every 25 ms, about a
+/// second) and reads only once it sent it all: the whole file arrives, then the end, and
+/// every send succeeds. Before, the lingering close stopped reading after 1 MiB or 500 ms
+/// and closed with the body unread: a reset, which discarded the answer's unsent tail, and
+/// failed the client's sends. Now it reads on while the client sends (nginx's
+/// lingering_close).
+#[test]
+fn a_file_answered_while_a_body_comes_slowly_arrives_whole_on_every_driver() {
+    let t = tree("linger_slow");
+    let file = pattern(27_019);
+    std::fs::write(t.root().join("27k.txt"), &file).unwrap();
+    const BODY: usize = 2 << 20;
+    for d in tests::drivers() {
+        // A pause between the client's blocks is far below the lingering timeout.
+        let s = serve_lingering(
+            &t.root(),
+            d,
+            Duration::from_secs(30),
+            Duration::from_millis(500),
+        );
+        let mut c = Client::connect_small_window(s.addr, 4096);
+        let head = format!("GET /27k.txt HTTP/1.1\r\nHost: t\r\nContent-Length: {BODY}\r\n\r\n");
+        c.send(head.as_bytes()).unwrap();
+        let up = c.stream.try_clone().unwrap();
+        let sender = std::thread::spawn(move || send_body(up, BODY, Duration::from_millis(25)));
+        let sent = sender.join().expect("the sending thread");
+        let reply = c.until_close(WAIT);
+        let r = match tests::raw::parse_response(&reply.bytes, reply.end != End::TimedOut) {
+            tests::raw::Parse::Complete(r, _) => r,
+            _ => panic!(
+                "{d}: no complete answer in {} bytes, then {:?} (the body: {sent:?})",
+                reply.bytes.len(),
+                reply.end
+            ),
+        };
+        assert_eq!(r.status, 200, "{d}");
+        assert!(r.body == file, "{d}: the body is the file");
+        assert_eq!(reply.end, End::Closed, "{d}: after the answer");
+        assert_eq!(sent, Ok(BODY), "{d}: the request body");
+    }
+}
+
+/// The lingering close is bounded: a client that never stops sending is closed once
+/// `lingering_time` has passed (its sends then fail: the proxy's socket is gone), and it had
+/// the whole answer before.
+#[test]
+fn a_client_that_never_stops_sending_is_closed_after_the_lingering_time() {
+    let t = tree("linger_bound");
+    std::fs::write(t.root().join("a.txt"), b"hello").unwrap();
+    for d in tests::drivers() {
+        let s = serve_lingering(
+            &t.root(),
+            d,
+            Duration::from_millis(300),
+            Duration::from_secs(5),
+        );
+        let mut c = Client::connect(s.addr);
+        let head = "GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000000000\r\n\r\n";
+        c.send(head.as_bytes()).unwrap();
+        let r = c
+            .response_to(false, WAIT)
+            .unwrap_or_else(|r| panic!("{d}: {}", r.text()));
+        assert_eq!((r.status, &r.body[..]), (200, &b"hello"[..]), "{d}");
+        // Sends until one fails; a write that stalls fails too (its timeout), and is told
+        // apart below.
+        let up = c.stream.try_clone().unwrap();
+        up.set_write_timeout(Some(WAIT)).unwrap();
+        let got = send_body(up, usize::MAX, Duration::from_millis(1)).unwrap_err();
+        assert!(
+            got.contains("reset") || got.contains("Broken pipe"),
+            "{d}: the sends ended with {got}"
+        );
     }
 }
