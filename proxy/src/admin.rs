@@ -5,16 +5,20 @@
 //! One plain thread, off the workers, with a small poll(2) loop over its connections: up to
 //! [`MAX_CONNS`] at once (a new one past that drops the oldest), each given [`CLIENT_TIMEOUT`]
 //! for its whole request and as long again for reading the answer, so no client, however
-//! slowly it sends, keeps `/healthz` from answering the next one. A request cut at its
-//! deadline after part of it came gets a 408. A scrape asks every worker for its snapshot
-//! through the workers' inbox (`Post::ask_all`, bounded by [`ASK_TIMEOUT`]: the only wait that
-//! holds the loop): each worker answers between two of its tasks, so the answer counts every
-//! request completed before the scrape. The listener keeps answering while the workers drain
+//! slowly it sends, keeps `/healthz` from answering the next one. After the answer comes a
+//! lingering close, as on the public listeners (`crate::lingering`; `[timeouts]
+//! lingering_time` and `lingering_timeout` as the thread started with them): a request's
+//! bytes left unread (a body, a pipelined request) never reset the connection before the
+//! client read the answer. A request cut at its deadline after part of it came gets a 408.
+//! A scrape asks every worker for its snapshot through the workers' inbox (`Post::ask_all`,
+//! bounded by [`ASK_TIMEOUT`]: the only wait that holds the loop): each worker answers
+//! between two of its tasks, so the answer counts every request completed before the scrape. The listener keeps answering while the workers drain
 //! (`/healthz` says 503 then): a worker whose drain is over is counted by the snapshot it
 //! left (`metrics::Finals`). It stops when the workers have ended.
 
 use crate::config::Config;
 use crate::exposition;
+use crate::lingering::Lingering;
 use crate::metrics::{Finals, WorkerSnapshot};
 use crate::worker::WorkerMsg;
 use shared::inbox::Post;
@@ -269,14 +273,20 @@ enum Step {
     Done,
 }
 
-/// One admin connection: its request being read, then its answer being written.
+/// One admin connection: its request being read, then its answer being written, then its
+/// lingering close.
 struct Conn {
     stream: TcpStream,
     /// The request bytes so far, then the answer.
     buf: Vec<u8>,
     /// `Some(n)`: writing the answer, `n` bytes of it written.
     written: Option<usize>,
-    /// When the request (then the answer) must be done.
+    /// `Some`: the answer is written and the write side shut down; what the client still
+    /// sends is read and discarded (`crate::lingering`), as on the public listeners: a
+    /// close with bytes unread (a body, a pipelined request) would reset the connection and
+    /// discard the answer's part the client has not read yet.
+    lingering: Option<Lingering>,
+    /// When the request (then the answer, then the lingering's next read) must be done.
     deadline: Instant,
 }
 
@@ -286,14 +296,15 @@ impl Conn {
             stream,
             buf: Vec::new(),
             written: None,
+            lingering: None,
             deadline: now + CLIENT_TIMEOUT,
         }
     }
 
     fn events(&self) -> libc::c_short {
         match self.written {
-            None => libc::POLLIN,
-            Some(_) => libc::POLLOUT,
+            Some(_) if self.lingering.is_none() => libc::POLLOUT,
+            _ => libc::POLLIN,
         }
     }
 
@@ -313,6 +324,9 @@ impl Conn {
 
     /// Read or write what the socket takes now.
     fn progress(&mut self, ctx: &AdminCtx) -> Step {
+        if let Some(l) = self.lingering {
+            return self.discard(l);
+        }
         if self.written.is_none() {
             match self.read() {
                 Got::More => return Step::Open,
@@ -320,7 +334,44 @@ impl Conn {
                 Got::Head(parsed) => self.answer(ctx, parsed),
             }
         }
-        self.write()
+        match self.write() {
+            Written::Partly => Step::Open,
+            Written::Failed => Step::Done,
+            Written::Whole => {
+                // The client sees the answer's end; the connection closes when it is done
+                // sending (or the lingering's bounds say so).
+                if self.stream.shutdown(std::net::Shutdown::Write).is_err() {
+                    return Step::Done;
+                }
+                let t = &ctx.cfg.timeouts;
+                let l = Lingering::new(Instant::now(), t.lingering_time, t.lingering_timeout);
+                self.lingering = Some(l);
+                self.discard(l)
+            }
+        }
+    }
+
+    /// The lingering close: read and discard what arrived; closed once the client ends, or
+    /// its next bytes are due after `l`'s bounds.
+    fn discard(&mut self, l: Lingering) -> Step {
+        let mut chunk = [0u8; 4096];
+        // A few reads a turn: a client sending fast does not hold the thread.
+        for _ in 0..16 {
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Step::Done,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return Step::Done,
+            }
+        }
+        match l.read_by(Instant::now()) {
+            Some(by) => {
+                self.deadline = by;
+                Step::Open
+            }
+            None => Step::Done,
+        }
     }
 
     fn read(&mut self) -> Got {
@@ -355,22 +406,33 @@ impl Conn {
         self.deadline = Instant::now() + CLIENT_TIMEOUT;
     }
 
-    fn write(&mut self) -> Step {
+    fn write(&mut self) -> Written {
         let mut at = self.written.unwrap_or(0);
         while at < self.buf.len() {
             match self.stream.write(&self.buf[at..]) {
-                Ok(0) => return Step::Done,
+                Ok(0) => return Written::Failed,
                 Ok(n) => at += n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     self.written = Some(at);
-                    return Step::Open;
+                    return Written::Partly;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(_) => return Step::Done,
+                Err(_) => return Written::Failed,
             }
         }
-        Step::Done
+        self.written = Some(at);
+        Written::Whole
     }
+}
+
+/// What a write of the answer did.
+enum Written {
+    /// Part of it: wait for room.
+    Partly,
+    /// All of it.
+    Whole,
+    /// The socket failed.
+    Failed,
 }
 
 /// What a read of a connection found.

@@ -1,5 +1,5 @@
 //! How long a lingering close goes on (RFC 9112 9.6; nginx's `lingering_close`), for the
-//! workers' client connections (`conn::linger`).
+//! workers' client connections (`conn::linger`) and the admin listener's alike.
 //!
 //! An answer sent before its request was read whole (a body refused or still coming, bytes
 //! pipelined behind it) ends the connection. Closing a socket with bytes unread sends a

@@ -370,22 +370,36 @@ fn proc_net_hex(addr: std::net::SocketAddr) -> String {
     )
 }
 
-/// `(tx_queue, rx_queue)` of the TCP socket bound to `local` and connected to `remote`, from
-/// /proc/net/tcp; `None` once no such socket exists (closed).
-fn tcp_queues(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Option<(u64, u64)> {
+/// The fields of /proc/net/tcp's line for the TCP socket bound to `local` and connected to
+/// `remote`; `None` once no such socket exists (closed).
+fn tcp_line(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Option<Vec<String>> {
     let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
     let (l, r) = (proc_net_hex(local), proc_net_hex(remote));
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() < 5 || f[1] != l || f[2] != r {
-            return None;
-        }
-        let (tx, rx) = f[4].split_once(':')?;
-        Some((
-            u64::from_str_radix(tx, 16).ok()?,
-            u64::from_str_radix(rx, 16).ok()?,
-        ))
+        (f.len() >= 5 && f[1] == l && f[2] == r).then(|| f.iter().map(|s| s.to_string()).collect())
     })
+}
+
+/// `(tx_queue, rx_queue)` of the TCP socket bound to `local` and connected to `remote`, from
+/// /proc/net/tcp; `None` once no such socket exists (closed).
+fn tcp_queues(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Option<(u64, u64)> {
+    let f = tcp_line(local, remote)?;
+    let (tx, rx) = f[4].split_once(':')?;
+    Some((
+        u64::from_str_radix(tx, 16).ok()?,
+        u64::from_str_radix(rx, 16).ok()?,
+    ))
+}
+
+/// /proc/net/tcp's state of an established connection.
+pub const TCP_ESTABLISHED: u8 = 1;
+
+/// The state of the TCP socket bound to `local` and connected to `remote` (/proc/net/tcp's
+/// `st`: [`TCP_ESTABLISHED`], 4 FIN_WAIT1 once it shut its write side down, ...); `None` once
+/// no such socket exists (closed, or reset).
+pub fn tcp_state(local: std::net::SocketAddr, remote: std::net::SocketAddr) -> Option<u8> {
+    u8::from_str_radix(&tcp_line(local, remote)?[3], 16).ok()
 }
 
 /// Wait (up to `wait`, then panic) until the peer of the loopback connection `s` has read

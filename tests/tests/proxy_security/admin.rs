@@ -118,3 +118,54 @@ fn a_slow_admin_client_is_cut_at_the_whole_request_deadline() {
     }
     running.shutdown().expect("clean shutdown");
 }
+
+/// A scrape whose request carries bytes the admin thread never reads (a body, a pipelined
+/// request), from a client whose small receive buffer takes the answer piece by piece: the
+/// whole answer arrives, then the end. Before, the thread closed the socket as soon as the
+/// answer was in the kernel's hands, with those bytes unread: close(2) then sends a reset,
+/// which discards what had not left yet (4096 bytes of a 12 KB answer, then a reset). Now
+/// it shuts its side down and reads and discards what comes until the client closes (the
+/// lingering close of the public listeners).
+#[test]
+fn a_scrape_with_request_bytes_left_unread_arrives_whole() {
+    let (running, admin, _origin) = proxy_with_admin();
+    let mut body = b"GET /metrics HTTP/1.1\r\nHost: admin\r\nContent-Length: 5000\r\n\r\n".to_vec();
+    body.resize(body.len() + 5000, b'x');
+    let pipelined = b"GET /metrics HTTP/1.1\r\nHost: admin\r\n\r\nGET /healthz HTTP/1.1\r\n\r\n";
+    for (what, request) in [
+        ("a body", &body[..]),
+        ("a pipelined request", &pipelined[..]),
+    ] {
+        let mut c = tests::raw::Client::connect_small_window(admin, 4096);
+        c.send(request).expect("send the request");
+        // The event to read after: the thread is done writing and has either closed its
+        // socket (gone from the table: a reset) or shut its side down (lingering).
+        let (ours, theirs) = (
+            c.stream.local_addr().unwrap(),
+            c.stream.peer_addr().unwrap(),
+        );
+        assert!(
+            tests::eventually(tests::raw::WAIT, || {
+                tests::tcp_state(theirs, ours) != Some(tests::TCP_ESTABLISHED)
+            }),
+            "{what}: the admin thread never ended its side"
+        );
+        let reply = c.until_close(tests::raw::WAIT);
+        let r = match parse_response(&reply.bytes, reply.end != End::TimedOut) {
+            Parse::Complete(r, _) => r,
+            _ => panic!(
+                "{what}: no complete answer in {} bytes, then {:?}",
+                reply.bytes.len(),
+                reply.end
+            ),
+        };
+        assert_eq!(r.status, 200, "{what}");
+        assert!(
+            r.body.len() > 8 << 10, // at least twice what the client's buffer takes at once
+            "{what}: an answer too short to test: {}",
+            r.body.len()
+        );
+        assert_eq!(reply.end, End::Closed, "{what}: after the answer");
+    }
+    running.shutdown().expect("clean shutdown");
+}
