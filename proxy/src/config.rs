@@ -557,7 +557,8 @@ pub struct Timeouts {
     #[serde(deserialize_with = "de_rate")]
     pub body_min_rate: u64,
     /// Client: one write may not stall longer than this (a client that never reads cannot
-    /// hold an upstream connection forever). Default 60 s.
+    /// hold an upstream connection forever), the TLS close_notify of a lingering close
+    /// included. Default 60 s.
     #[serde(deserialize_with = "de_positive_duration")]
     pub send: Duration,
     /// Client: idle keep-alive connection. Default 75 s (nginx's keepalive_timeout).

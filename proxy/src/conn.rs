@@ -172,8 +172,17 @@ pub async fn linger_close(c: &mut ClientConn) {
     // Over TLS: the close_notify goes before the FIN; what the client still sends is then
     // read raw, undecrypted (an early answer's refused body dropped its read in flight,
     // which leaves the TLS stream unreadable: the lingering would end at once).
-    let _ = c.stream.shutdown().await;
+    // The close_notify waits for room in the socket, within the send timeout as any write
+    // to the client: one that never reads is not waited for longer (and is not lingered
+    // for: it does not take the answer; the connection closes).
     let t = &c.g.cfg.timeouts;
+    if c.stream
+        .shutdown_by(shared::clock::deadline(t.send))
+        .await
+        .is_err()
+    {
+        return;
+    }
     drain(c.stream.tcp_mut(), buf, lingering(t)).await
 }
 

@@ -174,3 +174,94 @@ fn end_of_stream_is_clean_only_after_close_notify() {
         }
     }
 }
+
+/// Write on `fd` without waiting until the socket takes no more (a peer that never reads).
+fn fill(fd: std::os::fd::RawFd) {
+    let block = [b'f'; 64 << 10];
+    loop {
+        // SAFETY: send(2) from a live buffer on an open descriptor; MSG_DONTWAIT never blocks.
+        let n = unsafe {
+            libc::send(
+                fd,
+                block.as_ptr().cast(),
+                block.len(),
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock, "filling: {e}");
+            return;
+        }
+    }
+}
+
+/// A close_notify to a peer that never reads, its window closed and our socket full: the
+/// shutdown gives up at its deadline, and the stream then closes (the peer sees its end).
+/// Before, `shutdown` waited for room that never came, holding the task (the proxy's
+/// lingering close of an HTTPS client) for as long as the peer liked.
+#[test]
+fn a_shutdown_to_a_peer_that_never_reads_ends_at_its_deadline() {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let (server_cfg, client_cfg) = configs();
+    for d in drivers_here() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        // Inherited by the accepted socket: the window it offers stays small.
+        socket2::SockRef::from(&l)
+            .set_recv_buffer_size(4096)
+            .unwrap();
+        let addr = l.local_addr().unwrap();
+        let (done_tx, done_rx) = mpsc::channel::<()>();
+        let cfg = server_cfg.clone();
+        let server = std::thread::spawn(move || {
+            let (tcp, _) = l.accept().unwrap();
+            let mut s = StreamOwned::new(ServerConnection::new(cfg).unwrap(), tcp);
+            while s.conn.is_handshaking() {
+                s.conn.complete_io(&mut s.sock).unwrap();
+            }
+            // Its handshake is done: the client may fill the socket now.
+            s.write_all(b"r").unwrap();
+            s.flush().unwrap();
+            // Reads nothing until the client is done; then what came, raw, to its end.
+            done_rx.recv().unwrap();
+            s.sock
+                .set_read_timeout(Some(Duration::from_secs(10)))
+                .unwrap();
+            let mut chunk = [0u8; 64 << 10];
+            loop {
+                match s.sock.read(&mut chunk) {
+                    Ok(0) => return Ok("end of stream"),
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                        return Ok("reset")
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        });
+        let cc = client_cfg.clone();
+        let name = ServerName::try_from("localhost").unwrap();
+        let outcome = run_on(d, 64, async move {
+            use monoio::io::AsyncReadRent;
+            let tcp = monoio::net::TcpStream::connect(addr).await.unwrap();
+            let mut s = Stream::Tls(Box::new(connect(tcp, cc, name).await.unwrap()));
+            let (r, _) = s.read(vec![0u8; 16]).await;
+            assert_eq!(r.unwrap(), 1, "the server's go-ahead");
+            fill(s.as_raw_fd());
+            let deadline = monoio::time::Instant::now() + Duration::from_millis(200);
+            // The outer wait only turns a hang into a failure.
+            let r = monoio::time::timeout(Duration::from_secs(10), s.shutdown_by(deadline)).await;
+            s.close_now();
+            r.map(|r| r.map_err(|e| e.kind()))
+        })
+        .unwrap();
+        let _ = done_tx.send(());
+        let seen = server.join().unwrap();
+        match outcome {
+            Ok(r) => assert_eq!(r, Err(std::io::ErrorKind::TimedOut), "{d}"),
+            Err(_) => panic!("{d}: the shutdown still waited after 10 s (its bound: 200 ms)"),
+        }
+        assert!(seen.is_ok(), "{d}: the peer never saw the close: {seen:?}");
+    }
+}

@@ -191,6 +191,19 @@ impl Stream {
         }
     }
 
+    /// Shut the write side down (over TLS, a close_notify first), giving up at `deadline`:
+    /// `Err(TimedOut)` then. A close_notify waits for room in the socket, which a peer that
+    /// does not read never makes: the bound keeps such a peer from holding the connection's
+    /// task (and its buffers) for good. After a timeout the TLS stream's write was dropped
+    /// in flight and its write side is not shut down: the stream is only closed after that
+    /// (`close_now`, or dropped), never written or read through TLS again.
+    pub async fn shutdown_by(&mut self, deadline: monoio::time::Instant) -> io::Result<()> {
+        match monoio::time::timeout_at(deadline, AsyncWriteRent::shutdown(self)).await {
+            Ok(r) => r,
+            Err(_) => Err(io::ErrorKind::TimedOut.into()),
+        }
+    }
+
     /// Close right away with close(2), sending a TLS close_notify first if the socket takes
     /// it without waiting. Dropping a monoio stream under io_uring submits a close op and,
     /// because the op's future is dropped unfinished, an ASYNC_CANCEL that searches the io-wq
