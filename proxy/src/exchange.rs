@@ -139,9 +139,7 @@ pub async fn run(c: &mut ClientConn, req: &RequestInfo, group: GroupId) -> Next 
     if a.head.resp.framing == ClientFraming::Tunnel {
         return start_tunnel(c, req, a).await;
     }
-    relay_response(c, a, group, None)
-        .await
-        .0
+    relay_response(c, a, group, None).await.0
 }
 
 /// What an exchange's answer is to the client.
