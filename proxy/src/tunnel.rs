@@ -112,7 +112,8 @@ impl Activity {
 }
 
 /// Copy until end of stream (then shut the writer down: `true`) or an error or the tunnel's
-/// idle timeout (`false`); each write within `send`, the bytes written counted in `moved`.
+/// idle timeout (`false`); each write, and that shutdown, within `send` (`false` past it), the
+/// bytes written counted in `moved`.
 async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
     r: &mut R,
     w: &mut W,
@@ -144,9 +145,11 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
         match got {
             // A TLS peer's TCP close without close_notify ends a tunnel's direction as a
             // clean close does: the bytes carry their own framing, the tunnel has none.
+            // The end goes on within the send timeout: a TLS close_notify waits for room a
+            // peer that reads nothing never makes, and would hold the tunnel for good. Past
+            // it, the tunnel ends (the stream is not used through TLS again).
             Ok((0, _)) | Err(IoFail::Error(io::ErrorKind::UnexpectedEof)) => {
-                let _ = w.shutdown().await;
-                return true;
+                return monoio::time::timeout(send, w.shutdown()).await.is_ok();
             }
             Ok((_, b)) => buf = b,
             Err(_) => return false,
@@ -162,5 +165,64 @@ async fn pipe<R: AsyncReadRent, W: AsyncWriteRent>(
             }
             Err(_) => return false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use monoio::buf::{IoBuf, IoBufMut, IoVecBuf, IoVecBufMut};
+    use monoio::BufResult;
+
+    /// A peer that has ended its stream: every read is end of stream.
+    struct Ended;
+
+    impl AsyncReadRent for Ended {
+        async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+            (Ok(0), buf)
+        }
+        async fn readv<T: IoVecBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+            (Ok(0), buf)
+        }
+    }
+
+    /// A writer whose shutdown never completes: a TLS close_notify to a peer that reads
+    /// nothing, its socket buffer full.
+    struct NeverShuts;
+
+    impl AsyncWriteRent for NeverShuts {
+        async fn write<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+            (Ok(buf.bytes_init()), buf)
+        }
+        async fn writev<T: IoVecBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+            (Ok(0), buf)
+        }
+        async fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        async fn shutdown(&mut self) -> io::Result<()> {
+            std::future::pending().await
+        }
+    }
+
+    #[test]
+    fn a_shutdown_the_peer_never_takes_ends_within_the_send_timeout() {
+        let ended = shared::runtime::run_on(shared::runtime::DriverKind::Epoll, 64, async {
+            let act = Activity {
+                last: Cell::new(shared::clock::loop_now()),
+                writing: Cell::new(0),
+            };
+            let moved = Cell::new(0);
+            let send = Duration::from_millis(50);
+            let (mut r, mut w) = (Ended, NeverShuts);
+            let pipe = pipe(&mut r, &mut w, (send, &act), (send, &moved));
+            // Far past the send timeout: the pipe must have ended by then on its own.
+            monoio::time::timeout(Duration::from_secs(5), pipe).await
+        })
+        .expect("runtime");
+        assert!(
+            ended.is_ok(),
+            "the direction still waits on its shutdown after 5 s"
+        );
     }
 }
