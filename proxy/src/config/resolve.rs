@@ -165,11 +165,20 @@ impl Resolver<'_> {
     /// one without the table (it would be TLS on the plain port, 80 by default).
     fn mixed_schemes(&self, g: &GroupEntry) -> Option<String> {
         let addrs = || g.servers.iter().map(|s| s.get_ref().addr.as_str());
-        let tls = addrs().find(|a| server_is_tls(g, a))?;
         let plain = addrs().find(|a| !server_is_tls(g, a))?;
         let table = match self.file.origin {
             Origin::CommandLine => "--upstream-ca or --upstream-insecure",
             Origin::File { .. } => "a tls table",
+        };
+        let Some(tls) = addrs().find(|a| server_is_tls(g, a)) else {
+            // Every server plain: only an `http://` one can be, with the table there (which
+            // would make the group TLS).
+            return g.tls.is_some().then(|| {
+                format!(
+                    "mixes plain and TLS servers: `{plain}` is plain (http://) beside {table}: \
+                     a group is all plain or all TLS"
+                )
+            });
         };
         let why = match g.tls.is_some() {
             true => format!(" (no scheme, with {table})"),
