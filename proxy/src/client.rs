@@ -14,7 +14,7 @@
 //! - Nothing is logged per request: errors are counted.
 
 use crate::answer::AnswerCtx;
-use crate::conn::{linger, respond_error, send_answer, ClientConn, Next};
+use crate::conn::{linger, lingering_close, respond_error, send_answer, ClientConn, Next};
 use crate::error::ProxyError;
 use crate::exchange;
 use crate::io::{read_more, IoFail};
@@ -216,7 +216,13 @@ async fn plain_http_to_tls_port(w: &ProxyWorker, plain: PlainStart, peer: Socket
     }
     w.finish(&g, &rec, &line);
     if answered {
-        linger(&mut tcp, BytesMut::with_capacity(4096), &g.cfg.timeouts).await
+        linger(
+            &mut tcp,
+            BytesMut::with_capacity(4096),
+            &g.cfg.timeouts,
+            &w.life,
+        )
+        .await
     }
 }
 
@@ -351,6 +357,7 @@ async fn active(w: Rc<ProxyWorker>, p: Parked) -> Step {
         rec: crate::record::Record::default(),
         logreq: bufs.logreq,
         corked: false,
+        lingers: false,
         nonblocking,
         fields: bufs.fields,
         response_fields: bufs.response_fields,
@@ -531,6 +538,9 @@ async fn requests(
                 let head_only = shared::http::head::starts_head_request(&c.from_client);
                 respond_error(c, e, head_only).await;
                 finish(c, false);
+                if c.lingers {
+                    lingering_close(c).await;
+                }
                 return Served::Close;
             }
         };
@@ -585,7 +595,12 @@ async fn requests(
                 }
             }
             // (A tunnel returned above.)
-            Next::Close | Next::Tunnel(_) => return Served::Close,
+            Next::Close | Next::Tunnel(_) => {
+                if c.lingers {
+                    lingering_close(c).await;
+                }
+                return Served::Close;
+            }
             Next::Finished => return Served::Finished,
         }
     }

@@ -10,13 +10,14 @@ use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
 use crate::lingering::Lingering;
 use crate::request::{ClientAddr, HeadFields, RequestInfo};
-use crate::worker::ProxyWorker;
+use crate::worker::{Lifecycle, ProxyWorker};
 use bytes::{Buf, BytesMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRent};
 use shared::http::encode::write_simple_answer;
 use shared::http::Version;
 use shared::stream::Stream;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// What the client connection does next.
 pub enum Next {
@@ -53,6 +54,9 @@ pub struct ClientConn {
     pub logreq: crate::access_log::LogRequest,
     /// The last answer was written corked (`cork_last_answer`): closing must send it.
     pub corked: bool,
+    /// The connection ends with a lingering close (`linger_close`), once its request is
+    /// finished: the time spent lingering is not the request's.
+    pub lingers: bool,
     /// The socket was made O_NONBLOCK, for good, for direct syscalls (sendfile of cache hits
     /// and static files: `shared::stream::ensure_nonblocking`). Never switched back.
     pub nonblocking: bool,
@@ -160,14 +164,24 @@ pub async fn respond_error_with(
     let out = &mut c.to_client;
     write_simple_answer(out, Version::Http11, status, true, fields, head_only);
     if c.send_cout().await.is_ok() {
-        linger_close(c).await;
+        linger_close(c);
     }
 }
 
-/// The lingering close (`crate::lingering`): half-close, then read and discard what the
-/// client still sends, so that closing with unread data does not reset the connection
-/// before the client read our answer.
-pub async fn linger_close(c: &mut ClientConn) {
+/// End the connection with a lingering close (`crate::lingering`), once its request is
+/// finished and counted: half-close, then read and discard what the client still sends, so
+/// that closing with unread data does not reset the connection before the client read our
+/// answer. The caller returns `Next::Close`; `client::requests` lingers (`lingering_close`).
+pub fn linger_close(c: &mut ClientConn) {
+    c.lingers = true;
+}
+
+/// While the worker stops (a graceful stop, a takeover), a lingering close goes on at most
+/// this much longer: the stop waits for requests in flight, not for clients still sending.
+const STOPPING_LINGER: Duration = Duration::from_millis(500);
+
+/// The lingering close `linger_close` asked for.
+pub async fn lingering_close(c: &mut ClientConn) {
     let buf = std::mem::take(&mut c.from_client);
     // Over TLS: the close_notify goes before the FIN; what the client still sends is then
     // read raw, undecrypted (an early answer's refused body dropped its read in flight,
@@ -183,13 +197,18 @@ pub async fn linger_close(c: &mut ClientConn) {
     {
         return;
     }
-    drain(c.stream.tcp_mut(), buf, lingering(t)).await
+    drain(c.stream.tcp_mut(), buf, lingering(t), &c.w.life).await
 }
 
-/// [`linger_close`] on any stream (a TLS port's plain-HTTP client too), reading into `buf`.
-pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(s: &mut S, buf: BytesMut, t: &Timeouts) {
+/// [`lingering_close`] on any stream (a TLS port's plain-HTTP client too), reading into `buf`.
+pub async fn linger<S: AsyncReadRent + AsyncWriteRent>(
+    s: &mut S,
+    buf: BytesMut,
+    t: &Timeouts,
+    life: &Lifecycle,
+) {
     let _ = s.shutdown().await;
-    drain(s, buf, lingering(t)).await
+    drain(s, buf, lingering(t), life).await
 }
 
 /// A lingering close starting now, under `t`'s bounds.
@@ -199,12 +218,30 @@ fn lingering(t: &Timeouts) -> Lingering {
 }
 
 /// Read and discard what `s` still receives (into `buf`, cleared each time), until it ends
-/// or `l` says so.
-async fn drain<S: AsyncReadRent>(s: &mut S, mut buf: BytesMut, l: Lingering) {
-    while let Some(until) = l.read_by(shared::clock::loop_now()) {
+/// or `l` says so; once the worker stops, for `STOPPING_LINGER` at most.
+async fn drain<S: AsyncReadRent>(s: &mut S, mut buf: BytesMut, mut l: Lingering, life: &Lifecycle) {
+    let mut stopping = false;
+    loop {
+        let now = shared::clock::loop_now();
+        if !stopping && life.draining() {
+            stopping = true;
+            l = l.ending_by(now + STOPPING_LINGER);
+        }
+        let Some(until) = l.read_by(now) else { return };
         buf.clear();
-        let until = monoio::time::Instant::from_std(until);
-        match read_more(s, buf, 4096, until).await {
+        let read = read_more(s, buf, 4096, monoio::time::Instant::from_std(until));
+        let got = if stopping {
+            read.await
+        } else {
+            let (stop, handover) = (life.shutdown.wait(), life.handover.wait());
+            monoio::select! {
+                r = read => r,
+                // The read is dropped (its buffer with it): look again, stopping.
+                _ = stop => Ok((1, BytesMut::with_capacity(4096))),
+                _ = handover => Ok((1, BytesMut::with_capacity(4096))),
+            }
+        };
+        match got {
             Ok((n, b)) if n > 0 => buf = b,
             _ => return,
         }
@@ -237,7 +274,7 @@ pub async fn send_answer(
     }
     if skip.is_none() {
         // The body still coming is not read: let the client see the answer first.
-        linger_close(c).await;
+        linger_close(c);
         Next::Close
     } else if close {
         Next::Finished

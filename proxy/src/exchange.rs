@@ -774,7 +774,7 @@ async fn relay_response(
                 // The answer went whole; the request's body did not (`body_failed`), or was
                 // refused (`early`): the connection ends, not the answer (no reset). Let the
                 // client read the response before the close resets the connection.
-                linger_close(c).await;
+                linger_close(c);
                 Next::Close
             } else if resp.client_keep_alive {
                 Next::KeepAlive

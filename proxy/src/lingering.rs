@@ -33,6 +33,14 @@ impl Lingering {
         }
     }
 
+    /// The same lingering close, over by `t` at the latest.
+    pub fn ending_by(self, t: Instant) -> Lingering {
+        Lingering {
+            until: self.until.min(t),
+            ..self
+        }
+    }
+
     /// When a read started at `now` (after the last one brought bytes) must have brought
     /// more; `None` once the lingering is over: close.
     pub fn read_by(&self, now: Instant) -> Option<Instant> {

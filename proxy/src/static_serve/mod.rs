@@ -68,7 +68,7 @@ pub async fn serve(
         (Err(_), _) => Next::Close,
         (Ok(()), true) => Next::KeepAlive,
         (Ok(()), false) if body_len.is_none() => {
-            linger_close(c).await;
+            linger_close(c);
             Next::Close
         }
         (Ok(()), false) => Next::Finished,

@@ -720,3 +720,35 @@ fn a_second_signal_says_so_and_writes_the_access_log_first() {
         "access log: {written:?}; stderr: {err}"
     );
 }
+
+/// A graceful stop waits for requests in flight, not for a lingering close: a client that
+/// goes on sending after its answer (a refused head here) is read for a moment more, then
+/// closed, and the process ends long before `lingering_time` (30 s) or the shutdown timeout.
+#[test]
+fn a_graceful_stop_does_not_wait_out_a_lingering_close() {
+    let o = tests::origin();
+    let mut p = spawn_with(o.addr(), &["--shutdown-timeout", "60s"], None);
+    let mut c = tests::raw::Client::connect(p.addr);
+    c.send(b"BAD REQUEST LINE\r\n\r\n").expect("send");
+    let r = tests::raw::response(&mut c, "the refused head");
+    assert_eq!(r.status, 400);
+    // The client keeps sending (the proxy lingers, reading it) until the connection ends.
+    let mut s = c.stream.try_clone().expect("clone");
+    let sender = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(40) {
+            if s.write_all(b"x").is_err() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    });
+    p.signal(libc::SIGTERM);
+    let status = p.exit_within(WAIT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+    assert!(
+        sender.join().expect("sender"),
+        "the connection outlived the process"
+    );
+}

@@ -31,7 +31,7 @@ pub(super) async fn purge(
     let next = send_simple(c, req, status, keep, CacheStatus::Bypass).await;
     if skip.is_none() && matches!(next, Next::Finished) {
         // The body still coming is not read: let the client see the answer first.
-        linger_close(c).await;
+        linger_close(c);
         return Next::Close;
     }
     next
