@@ -696,7 +696,9 @@ async fn read_head(
                 deadline = Some(shared::clock::deadline(header));
             }
         }
-        let idle = c.from_client.is_empty();
+        // Empty lines before a request line are ignored (RFC 9112 2.2): a client that sent
+        // nothing else (a CRLF after its last request's body) is between requests.
+        let idle = c.from_client.iter().all(|&b| b == b'\r' || b == b'\n');
         if !idle && c.g.access_log.is_some() {
             // Part of a head, and more to read: a read that times out takes the buffer with
             // it, so the log's fields are taken now. A copy only for heads that come in

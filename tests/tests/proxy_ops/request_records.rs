@@ -136,6 +136,32 @@ fn a_head_cut_by_the_header_timeout_is_logged_with_its_request_line() {
 }
 
 #[test]
+fn empty_lines_after_a_request_then_the_clients_end_are_no_request() {
+    // RFC 9112 2.2: empty lines before a request line are ignored. A client ending its
+    // request with an extra CRLF, then closing, was logged and counted a second, phantom
+    // request: "-" 400 0 (route "(none)", 4xx).
+    let origin = tests::origin();
+    let mut p = Logged::start(&[origin.addr()], &[]);
+    let left = p.after(2, |addr| {
+        let answered = then_fin(addr, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n\r\n");
+        assert!(answered.starts_with(b"HTTP/1.1 200"), "{answered:?}");
+        // A request on another connection after that one ended: counted after its end.
+        let next = then_fin(
+            addr,
+            b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(next.starts_with(b"HTTP/1.1 200"), "{next:?}");
+    });
+    let statuses: Vec<_> = left.lines.iter().map(|l| l["status"].clone()).collect();
+    assert_eq!(statuses, [200, 200], "{:?}", left.lines);
+    assert_eq!(
+        left.moved(r#"proxy_requests_total{route="(none)",code="4xx"}"#),
+        0.0,
+        "{left:?}"
+    );
+}
+
+#[test]
 fn a_head_cut_by_the_clients_end_is_logged_as_nginx_logs_it() {
     let origin = tests::origin();
     let mut p = Logged::start(&[origin.addr()], &[]);
