@@ -295,3 +295,73 @@ fn upstream_flags_are_refused_beside_a_config_file() {
         }
     }
 }
+
+#[test]
+fn quick_mode_mixing_plain_and_tls_servers_is_refused() {
+    // Quick mode's group is checked as a file's (`config::tests::
+    // a_group_mixing_plain_and_tls_servers_is_refused`), `--upstream-ca`/`-insecure` its `tls`.
+    for (args, words) in [
+        (
+            "--upstream 127.0.0.1:2 --upstream https://127.0.0.1:3",
+            ["127.0.0.1:2", "https://127.0.0.1:3", "--upstream-insecure"],
+        ),
+        (
+            "--upstream http://127.0.0.1:2 --upstream 127.0.0.1:3 --upstream-insecure",
+            ["http://127.0.0.1:2", "127.0.0.1:3", "--upstream-insecure"],
+        ),
+    ] {
+        let argv = ["proxy", "--listen", "127.0.0.1:1"];
+        let argv = argv.into_iter().chain(args.split_whitespace());
+        let e = config_from_args(argv).expect_err(args);
+        assert!(
+            e.contains("mixes plain") && e.lines().count() == 1,
+            "{args}: {e}"
+        );
+        for w in words {
+            assert!(e.contains(w), "{args}: want {w:?} in {e:?}");
+        }
+    }
+}
+
+#[test]
+fn flag_values_echoed_in_errors_keep_the_error_one_line() {
+    // As a file's values (`config::tests::values_echoed_in_errors_keep_the_error_one_line`).
+    let e = config_from_args([
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--access-log",
+        "/no/such/dir\x1b[31m/a.log",
+        "--upstream",
+        "127.0.0.1:1",
+    ]);
+    // Opened by the start (and --check-config), with its path echoed.
+    let e = crate::preflight::check(&e.unwrap(), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !e.contains(|c: char| c.is_control()) && e.contains(r"dir\u{1b}[31m/a.log"),
+        "{e:?}"
+    );
+    let argv = [
+        "proxy",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream",
+        "a\r\nb:80",
+    ];
+    let e = config_from_args(argv).unwrap_err();
+    assert!(
+        !e.contains(|c: char| c.is_control()) && e.contains(r"a\r\nb:80"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_max_body_flag_of_zero_is_refused_pointing_to_unlimited() {
+    let e = config_from_args(["proxy", "--max-body", "0"]).unwrap_err();
+    assert!(
+        e.contains("--max-body") && e.contains("\"unlimited\"") && e.lines().count() == 1,
+        "{e}"
+    );
+}
