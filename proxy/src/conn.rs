@@ -158,6 +158,14 @@ pub async fn respond_error_with(
     fields: &[(&[u8], &[u8])],
     head_only: bool,
 ) {
+    // The time spent on the last server tried when it did not answer (a timeout, a refused
+    // connection: nginx's `$upstream_response_time` has it too); only the access log shows it.
+    if c.g.access_log.is_some() && c.rec.upstream_time.is_none() {
+        if let Some(t) = c.rec.upstream_sent {
+            let now = shared::clock::loop_now();
+            c.rec.upstream_time = Some(now.saturating_duration_since(t));
+        }
+    }
     c.rec.failed(e);
     let Some(status) = e.status() else { return };
     c.to_client.clear();

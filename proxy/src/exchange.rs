@@ -503,6 +503,8 @@ async fn attempt<'g>(
     let server = &cfg.groups[g].servers[s];
     // The upstream times run from here, the connect included (as nginx's do).
     let started = w.timing(plan.g).then(shared::clock::loop_now);
+    // The last attempt's start, answered or not (a failed one's time is logged too).
+    c.rec.upstream_sent = started;
     let mut up = match upstream_for(c, w, plan, s).await {
         Ok(up) => up,
         Err(failed) => return failed,

@@ -57,7 +57,8 @@ pub struct Record {
     /// The last server an attempt went to, whether it answered or not: the access log's
     /// `upstream_addr` (nginx keeps `$upstream_addr` for a failed attempt too).
     pub tried: Option<Served>,
-    /// When the attempt on the server that answered began (its connect included).
+    /// When the last attempt began (its connect included): on the server that answered, or
+    /// on the last one tried when none did.
     pub upstream_sent: Option<Instant>,
     /// From then to the upstream's response head (nginx's `$upstream_header_time`).
     pub upstream_ttfb: Option<Duration>,

@@ -272,3 +272,19 @@ fn values_over_the_cap_are_cut_between_characters() {
     }
     p.stop();
 }
+
+#[test]
+fn a_504_after_the_read_timeout_logs_the_time_spent_upstream() {
+    // nginx: `$upstream_response_time` is the time spent on the server that timed out (the
+    // read timeout, give or take), `$upstream_header_time` "-". It was null here: only an
+    // answered attempt set it.
+    let silent = tests::tls_server::silent_server();
+    let mut p = Logged::start(&[silent], &["--read-timeout", "300ms"]);
+    let get = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, get), [504]));
+    let l = &left.lines[0];
+    assert_eq!(l["upstream_addr"], silent.to_string(), "{l}");
+    let spent = l["upstream_response_time"].as_f64();
+    assert!(spent.is_some_and(|t| t >= 0.3), "{l}");
+    assert_eq!(l["upstream_header_time"], serde_json::Value::Null, "{l}");
+}
