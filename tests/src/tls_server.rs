@@ -24,6 +24,19 @@ impl Issued {
     pub fn der(&self) -> CertificateDer<'static> {
         self.cert.der().clone()
     }
+
+    /// A server's TLS config presenting this certificate: the default versions, no client
+    /// certificate asked for.
+    pub fn server_config(&self) -> ServerConfig {
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.key.serialize_der()));
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![self.der()], key)
+            .unwrap()
+    }
 }
 
 pub struct Spec<'a> {
@@ -127,14 +140,7 @@ impl TlsServer {
 
     /// Like `start`, answering each keep-alive request with `answer`, written at once.
     pub fn answering(cert: &Issued, answer: &[u8]) -> TlsServer {
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let cfg = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der()], key)
-            .unwrap();
+        let cfg = cert.server_config();
         TlsServer::serving(cfg, answer, AfterAnswer::KeepAlive)
     }
 
@@ -143,14 +149,7 @@ impl TlsServer {
     /// with a close_notify first (`close_notify`), or with TCP's FIN alone, which a client cannot
     /// tell from a truncation.
     pub fn close_delimited(cert: &Issued, close_notify: bool) -> TlsServer {
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let cfg = ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der()], key)
-            .unwrap();
+        let cfg = cert.server_config();
         let after = if close_notify {
             AfterAnswer::CloseNotify
         } else {

@@ -6,8 +6,7 @@
 //! The server is a small blocking rustls one of this test's own: the built-in origin always
 //! ends a connection with a close_notify.
 
-use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::{ServerConfig, ServerConnection, StreamOwned};
+use rustls::{ServerConnection, StreamOwned};
 use shared::runtime::DriverKind;
 use shared::shutdown::ShutdownFlag;
 use shared::tls::{ClientTlsOptions, Trust};
@@ -25,15 +24,7 @@ const BODY_LEN: usize = 1000;
 /// `BODY_LEN`-byte body is close-delimited, then closing TCP: after a close_notify when
 /// `close_notify`, without one otherwise. Threads end with the process.
 fn close_delimited_server(cert: &Issued, close_notify: bool) -> SocketAddr {
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![cert.der()], key)
-        .unwrap();
-    let cfg = Arc::new(cfg);
+    let cfg = Arc::new(cert.server_config());
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
