@@ -91,6 +91,7 @@ pub async fn run_until_handover<A: Acceptor>(
             if let Ok((stream, peer)) = outcome {
                 owner.accepted(stream, peer);
             }
+            take_orphans(listener, owner);
             return;
         };
         match accepted {
@@ -132,6 +133,22 @@ fn take_waiting<A: Acceptor>(listener: &TcpListener, handover: &Shutdown, owner:
             Ok(None) => return,
             // The next pass's accept through the driver meets it again and backs off.
             Err(_) => return,
+        }
+    }
+}
+
+/// After a handover's cancelled accept: the connections in the backlog, which this loop
+/// serves. Under io_uring an accept's wait on the listener is exclusive: a connection wakes
+/// one waiter, and that may have been the accept just cancelled (its wake-up queued for this
+/// thread, the cancel processed first), so the accept of the process the socket was handed to
+/// sleeps on while the connection waits in the backlog for the next one to come (seen: a
+/// client of the new process unanswered). Whoever's wake-up it was, taking what waits now
+/// loses nothing: a connection that comes later wakes the new process's accept.
+fn take_orphans<A: Acceptor>(listener: &TcpListener, owner: &Rc<A>) {
+    for _ in 0..ACCEPT_BATCH {
+        match accept_now(listener) {
+            Ok(Some((stream, peer))) => owner.accepted(stream, peer),
+            Ok(None) | Err(_) => return,
         }
     }
 }
@@ -378,6 +395,108 @@ mod tests {
         assert!(
             left,
             "{driver}: the cancelled accept took the next connection"
+        );
+    }
+}
+
+#[cfg(test)]
+mod handover_tests {
+    use super::*;
+    use crate::runtime::{drivers_here, run_on, DriverKind};
+    use std::cell::RefCell;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    /// Sends each peer it gets to the test's thread.
+    struct Forwarder(mpsc::Sender<SocketAddr>, RefCell<Vec<TcpStream>>);
+
+    impl Acceptor for Forwarder {
+        fn accepted(self: &Rc<Self>, stream: TcpStream, peer: SocketAddr) {
+            self.1.borrow_mut().push(stream);
+            let _ = self.0.send(peer);
+        }
+
+        fn failed(&self, e: &io::Error) {
+            panic!("accept failed: {e}");
+        }
+    }
+
+    /// A takeover's two processes on one socket: the old one's accept waits first, the new
+    /// one's behind it. A connection comes while the old one's thread is busy, and the old
+    /// one is then handed over. Under io_uring the connection's wake-up went to the old
+    /// accept alone (an accept's wait is exclusive); cancelling that accept must not leave the
+    /// connection in the backlog with the new one's accept still asleep.
+    #[test]
+    fn a_connection_whose_wake_up_went_to_a_cancelled_accept_is_taken() {
+        for driver in drivers_here() {
+            a_connection_at_the_handover_is_taken(driver);
+        }
+    }
+
+    fn a_connection_at_the_handover_is_taken(driver: DriverKind) {
+        let std_listener =
+            crate::net::reuseport_listener("127.0.0.1:0".parse().unwrap(), 16).expect("listener");
+        let addr = std_listener.local_addr().unwrap();
+        let new_copy = std_listener.try_clone().expect("dup");
+        let (got_tx, got_rx) = mpsc::channel();
+        let (armed_tx, armed_rx) = mpsc::channel::<&str>();
+        let (go_tx, go_rx) = mpsc::channel::<()>();
+        let old = {
+            let (got_tx, armed_tx) = (got_tx.clone(), armed_tx.clone());
+            std::thread::spawn(move || {
+                run_on(driver, 64, async move {
+                    let listener = TcpListener::from_std(std_listener).expect("listener");
+                    let (shutdown, handover) = (Shutdown::new(), Shutdown::new());
+                    let owner = Rc::new(Forwarder(got_tx, RefCell::new(Vec::new())));
+                    let h = handover.clone();
+                    monoio::spawn(async move {
+                        // The loop's accept is submitted at this wait.
+                        monoio::time::sleep(Duration::from_millis(20)).await;
+                        armed_tx.send("old").unwrap();
+                        // Busy: the connection's wake-up waits for this thread.
+                        go_rx.recv().unwrap();
+                        h.fire();
+                    });
+                    run_until_handover(&listener, &shutdown, &handover, &owner).await;
+                    // Served until the test has its answer.
+                    monoio::time::sleep(Duration::from_secs(1)).await;
+                })
+                .expect("runtime")
+            })
+        };
+        assert_eq!(armed_rx.recv().unwrap(), "old");
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let new = std::thread::spawn(move || {
+            run_on(driver, 64, async move {
+                let listener = TcpListener::from_std(new_copy).expect("listener");
+                let shutdown = Shutdown::new();
+                let owner = Rc::new(Forwarder(got_tx, RefCell::new(Vec::new())));
+                let s = shutdown.clone();
+                monoio::spawn(async move {
+                    monoio::time::sleep(Duration::from_millis(20)).await;
+                    armed_tx.send("new").unwrap();
+                    while stop_rx.try_recv().is_err() {
+                        monoio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    s.fire();
+                });
+                run(&listener, &shutdown, &owner).await;
+            })
+            .expect("runtime")
+        });
+        assert_eq!(armed_rx.recv().unwrap(), "new");
+        let client = std::net::TcpStream::connect(addr).expect("connect");
+        // Let the kernel's wake-up land before the old one's thread goes on.
+        std::thread::sleep(Duration::from_millis(50));
+        go_tx.send(()).unwrap();
+        let got = got_rx.recv_timeout(Duration::from_secs(3));
+        stop_tx.send(()).unwrap();
+        new.join().unwrap();
+        old.join().unwrap();
+        assert_eq!(
+            got.map_err(|_| "left in the backlog, taken by no one"),
+            Ok(client.local_addr().unwrap()),
+            "{driver}"
         );
     }
 }
