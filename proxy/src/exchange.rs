@@ -419,6 +419,16 @@ fn blame_server(w: &ProxyWorker, plan: &Plan<'_>, s: ServerId, outcome: &Attempt
     }
 }
 
+/// Server `s` of group `g` failed mid-body, after its answer's head: a failed attempt in its
+/// counts and on stderr, as one before the head is (a server that cuts bodies must show in
+/// its `failures_total`). Not marked failed for the balancer: as nginx's `max_fails`, which
+/// counts no failure once the answer was taken (another server can no longer be tried).
+fn body_cut(w: &ProxyWorker, gen: &Generation, at: (GroupId, ServerId), e: ProxyError) {
+    let kind = crate::metrics::fault_index(e);
+    w.count_server(gen, at, |m| m.failures[kind] += 1);
+    log_upstream_error(w, gen, at, e);
+}
+
 /// Tell of a failure of server `s` of group `g` on stderr (`Observability::upstream_error`).
 fn log_upstream_error(
     w: &ProxyWorker,
@@ -787,7 +797,7 @@ async fn relay_response(
         }
         Err(f @ (RelayFail::Upstream(e) | RelayFail::Client(e))) => {
             if let RelayFail::Upstream(e) = f {
-                log_upstream_error(&w, &c.g, (group, server), e);
+                body_cut(&w, &c.g, (group, server), e);
             }
             // Mid-body (a head held for its short body went out first: the origin's status
             // shows, `relay::response_body`): the client connection is aborted; what it got

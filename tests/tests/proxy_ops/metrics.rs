@@ -420,6 +420,55 @@ fn failed_attempts_are_counted_by_server_and_kind() {
     p.shutdown().expect("shutdown");
 }
 
+/// An origin that answers each request with a head for 1,000 bytes, sends 10 of them and
+/// closes.
+fn cutting_origin() -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { return };
+            use std::io::Write;
+            if raw::read_request_head(&mut s, &mut Vec::new()).is_ok() {
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789");
+            }
+        }
+    });
+    addr
+}
+
+/// A server that cuts a body after its head was relayed failed the attempt: it is counted in
+/// `proxy_upstream_failures_total` with the kind the access log's fault names, as a failure
+/// before its answer is. It was not counted at all: a server that cut every body looked
+/// healthy there.
+#[test]
+fn a_body_cut_by_its_server_is_counted_against_it() {
+    let cut = cutting_origin();
+    let p = proxy::start(config(cut, "")).expect("proxy starts");
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().unwrap());
+    let r = raw::exchange(addr, b"GET / HTTP/1.1\r\nHost: t\r\n\r\n", WAIT);
+    let resp = r.responses();
+    assert_eq!(r.end, End::Closed, "{}", raw::show(&r));
+    assert_eq!(resp.len(), 1, "{}", raw::show(&r));
+    assert_eq!(
+        (resp[0].status, resp[0].body.as_slice()),
+        (200, &b"0123456789"[..])
+    );
+    let failures = format!(
+        r#"proxy_upstream_failures_total{{group="app",server="{cut}",kind="upstream_closed"}}"#
+    );
+    let faults = r#"proxy_request_faults_total{kind="upstream_closed"}"#;
+    let mut m = scrape(admin);
+    // The request's own counts come when its connection is done with it.
+    let counted = tests::eventually(WAIT, || {
+        m = scrape(admin);
+        m.get(faults) == Some(&1.0)
+    });
+    assert!(counted, "the request's fault: {:?}", m.get(faults));
+    assert_eq!(m.get(&failures), Some(&1.0), "{failures}");
+    p.shutdown().expect("shutdown");
+}
+
 #[test]
 fn active_health_state_is_shown() {
     let origin = tests::origin();
