@@ -273,7 +273,8 @@ pub struct ResponseRelay<'a> {
 /// framing) while the head is still held for its short body (`SHORT_REST`) sends the head
 /// first: the origin answered, so the client gets its status, and the close that follows
 /// shows the body cut short, as with nginx, whose `postpone_output` holds a head the same
-/// way. A status of the proxy's own in its place would hide that the origin answered.
+/// way. A status of the proxy's own in its place would hide that the origin answered. When
+/// that head cannot reach the client either, the failure is still the upstream's.
 pub async fn response_body(
     ct: (&Config, &crate::config::Timeouts),
     r: ResponseRelay<'_>,
@@ -308,8 +309,15 @@ pub async fn response_body(
         splice,
     };
     let relayed = relay_body(ct, &mut out, from, ubuf, pos).await;
-    if let Err(RelayFail::Upstream(_)) = relayed {
-        out.flush_head().await?;
+    if let Err(RelayFail::Upstream(e)) = relayed {
+        // The head's write may fail too (the client went away meanwhile): both ends failed,
+        // and the server's failure stays the relay's. It came first and it cut the answer;
+        // the client's only kept the head from it, which the record's status shows (nothing
+        // reached the client: 499) and its bytes. So the record's fault is the server's,
+        // noted before the write can note the client's, and the caller counts and logs it
+        // against the server as any body the server cut.
+        out.rec.failed(e);
+        let _ = out.flush_head().await;
     }
     relayed
 }

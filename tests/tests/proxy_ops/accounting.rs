@@ -89,8 +89,8 @@ fn get(path: &str, extra: &str) -> Vec<u8> {
 }
 
 /// An origin for one request: it sends a 200 head for a 5-byte body, says so on the first
-/// channel, and sends the body once told on the second.
-fn held_origin() -> (SocketAddr, mpsc::Receiver<()>, mpsc::Sender<()>) {
+/// channel, and once told on the second sends the body, or closes without it when `cut`.
+fn held_origin(cut: bool) -> (SocketAddr, mpsc::Receiver<()>, mpsc::Sender<()>) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (sent, head_sent) = mpsc::channel();
@@ -104,6 +104,9 @@ fn held_origin() -> (SocketAddr, mpsc::Receiver<()>, mpsc::Sender<()>) {
         let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n");
         let _ = sent.send(());
         let _ = told.recv();
+        if cut {
+            return;
+        }
         let _ = s.write_all(b"hello");
         let _ = s.read_to_end(&mut Vec::new());
     });
@@ -119,7 +122,7 @@ fn upstream_responses_count_the_origins_status_not_the_clients() {
     let dir = Scratch::new("upstream-status");
     let log = dir.path("access.log");
     let origin = Origin::start(OriginConfig::default()).expect("origin");
-    let (held, head_sent, go) = held_origin();
+    let (held, head_sent, go) = held_origin(false);
     let rest = format!(
         r#"
 [upstream.app]
@@ -211,6 +214,67 @@ cache = {{ ttl = "60s" }}
     assert_eq!(
         line_of(&lines, "/ret")["upstream_status"],
         serde_json::Value::Null
+    );
+}
+
+/// The origin closes mid-body while its head waits for that short body, and the client has
+/// reset: the head's write fails too. Both ends failed; the server's failure came first and
+/// is the one the record and the counters keep: the fault `upstream_closed` (the client's
+/// 499 is its status), a failure in the server's `failures_total`. The client's error took
+/// its place: the fault was `client_gone` and the server's failure was neither counted nor
+/// told of on stderr.
+#[test]
+fn a_body_cut_while_the_client_is_gone_is_the_servers_failure() {
+    let dir = Scratch::new("cut-and-gone");
+    let log = dir.path("access.log");
+    let (held, head_sent, close) = held_origin(true);
+    let rest = format!("\n[upstream.held]\nservers = [\"{held}\"]\n\n[[route]]\npath = \"/\"\nupstream = \"held\"\n");
+    let p = start(&log, &rest);
+    let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
+    // As in `upstream_responses_count_the_origins_status_not_the_clients`: the proxy has the
+    // head before the client's reset (the answer wins over the client's end), and holds it for
+    // the short body; then the origin closes instead of sending it.
+    let mut c = raw::Client::connect(addr);
+    c.send(&get("/cut", "")).expect("sent");
+    head_sent.recv_timeout(WAIT).expect("the origin answered");
+    socket2::SockRef::from(&c.stream)
+        .set_linger(Some(std::time::Duration::ZERO))
+        .unwrap();
+    drop(c);
+    close.send(()).unwrap();
+    let m = counted(admin, 1.0);
+    let faults = |kind: &str| {
+        m.get(&format!(r#"proxy_request_faults_total{{kind="{kind}"}}"#))
+            .copied()
+    };
+    assert_eq!(
+        (faults("upstream_closed"), faults("client_gone")),
+        (Some(1.0), Some(0.0)),
+        "request faults: upstream_closed, client_gone"
+    );
+    let failed = server_count(
+        &m,
+        "proxy_upstream_failures_total",
+        ("held", held),
+        r#",kind="upstream_closed""#,
+    );
+    assert_eq!(failed, 1.0, "the server's failures");
+    let lines = log_lines(p, &log);
+    let l = line_of(&lines, "/cut");
+    assert_eq!(
+        (
+            &l["status"],
+            &l["upstream_status"],
+            &l["fault"],
+            &l["bytes_sent"]
+        ),
+        (
+            &499.into(),
+            &200.into(),
+            &"upstream_closed".into(),
+            &0.into()
+        ),
+        "{l}"
     );
 }
 
