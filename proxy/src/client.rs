@@ -470,10 +470,7 @@ impl TunnelEnd {
     /// and logged.
     fn finish(mut self, w: &ProxyWorker, moved: &crate::tunnel::Moved) {
         self.rec.bytes_out += moved.to_client.get();
-        if let Some(sent) = self.rec.upstream_sent {
-            let now = shared::clock::loop_now();
-            self.rec.upstream_time = Some(now.saturating_duration_since(sent));
-        }
+        self.rec.upstream_ended(shared::clock::loop_now());
         let received = self.early + moved.to_upstream.get();
         w.finish_tunnel(self.held.as_ref(), &self.rec, &self.line, received);
     }

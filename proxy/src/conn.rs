@@ -123,6 +123,16 @@ pub fn reset_on_close(c: &ClientConn) -> std::io::Result<()> {
 }
 
 impl ClientConn {
+    /// The upstream's part of the request ended now ([`Record::upstream_ended`]). Only the
+    /// access log shows the time: no clock read per request without one.
+    ///
+    /// [`Record::upstream_ended`]: crate::record::Record::upstream_ended
+    pub fn upstream_ended(&mut self) {
+        if self.g.access_log.is_some() {
+            self.rec.upstream_ended(shared::clock::loop_now());
+        }
+    }
+
     /// Write all of `to_client` (an answer or a head built there) within the send timeout, noting
     /// it in the request's record; `Err`: the client is gone or too slow.
     pub async fn send_cout(&mut self) -> Result<(), IoFail> {
@@ -160,11 +170,8 @@ pub async fn respond_error_with(
 ) {
     // The time spent on the last server tried when it did not answer (a timeout, a refused
     // connection: nginx's `$upstream_response_time` has it too); only the access log shows it.
-    if c.g.access_log.is_some() && c.rec.upstream_time.is_none() {
-        if let Some(t) = c.rec.upstream_sent {
-            let now = shared::clock::loop_now();
-            c.rec.upstream_time = Some(now.saturating_duration_since(t));
-        }
+    if c.rec.upstream_time.is_none() {
+        c.upstream_ended();
     }
     c.rec.failed(e);
     let Some(status) = e.status() else { return };

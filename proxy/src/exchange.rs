@@ -752,14 +752,7 @@ async fn relay_response(
         }
         Body::Streams(u) => relay_beside_body(c, &w, u, answer, fill).await,
     };
-    // Only the access log shows it: no clock read per request without one.
-    if c.g.access_log.is_some() {
-        let now = shared::clock::loop_now();
-        c.rec.upstream_time = c
-            .rec
-            .upstream_sent
-            .map(|t| now.saturating_duration_since(t));
-    }
+    c.upstream_ended();
     match relayed {
         Ok(done) => {
             w.buffers.give_buf(done.buf);

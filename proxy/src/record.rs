@@ -106,6 +106,13 @@ impl Record {
         }
     }
 
+    /// The upstream's part ended at `now` (its answer relayed, a 304 taken, a tunnel closed,
+    /// a server that never answered given up on): `upstream_time` runs from the last
+    /// attempt's start, as nginx's `$upstream_response_time`.
+    pub fn upstream_ended(&mut self, now: Instant) {
+        self.upstream_time = self.upstream_sent.map(|t| now.saturating_duration_since(t));
+    }
+
     /// `bytes` went to the client. The first bytes of a response carry its whole head: its
     /// status and length are taken from them (interim 1xx heads other than 101 are counted
     /// as bytes only).

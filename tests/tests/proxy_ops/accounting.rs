@@ -278,6 +278,54 @@ fn a_body_cut_while_the_client_is_gone_is_the_servers_failure() {
     );
 }
 
+/// A stored answer revalidated with a 304 (`cache: REVALIDATED`, the client gets the stored
+/// 200) logs the 304's exchange as nginx does: `upstream_response_time` is the time spent on
+/// it (the origin waits 100 ms before each answer), beside its `upstream_status` and
+/// `upstream_addr`. It was null: only a relayed answer set it.
+#[test]
+fn a_revalidation_answered_304_logs_the_time_of_its_exchange() {
+    let dir = Scratch::new("revalidated-time");
+    let log = dir.path("access.log");
+    let origin = tests::origin();
+    let o = origin.addr();
+    let rest = format!(
+        "\n[upstream.app]\nservers = [\"{o}\"]\n\n[[route]]\npath = \"/\"\nupstream = \"app\"\ncache = {{ ttl = \"60s\" }}\n"
+    );
+    let p = start(&log, &rest);
+    let addr = p.listen_addrs()[0];
+    let page = "/page?header=ETag:%22v1%22&delay=100ms";
+    let first = raw::exchange(addr, &get(page, ""), WAIT);
+    assert_eq!(
+        first.responses()[0].header("x-cache"),
+        Some("MISS"),
+        "{}",
+        raw::show(&first)
+    );
+    let again = raw::exchange(addr, &get(page, "Cache-Control: no-cache\r\n"), WAIT);
+    let again = &again.responses()[0];
+    assert_eq!(
+        (again.status, again.header("x-cache")),
+        (200, Some("REVALIDATED"))
+    );
+    let lines = log_lines(p, &log);
+    let l = lines
+        .iter()
+        .find(|l| l["cache"] == "REVALIDATED")
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(
+        (&l["upstream_status"], &l["upstream_addr"]),
+        (&304.into(), &o.to_string().into()),
+        "{l}"
+    );
+    let header = l["upstream_header_time"].as_f64();
+    let spent = l["upstream_response_time"].as_f64();
+    assert!(header.is_some_and(|h| h >= 0.1), "{l}");
+    assert!(
+        spent.is_some_and(|t| t >= header.unwrap_or(f64::MAX)),
+        "{l}"
+    );
+}
+
 /// An answer the route retries on (a 502, then another server) is a response of its server
 /// (`responses_total{code="5xx"}`) and a failed attempt there (`failures_total{kind="status"}`,
 /// as nginx counts a `proxy_next_upstream http_502` attempt unsuccessful). It was neither: the

@@ -420,6 +420,8 @@ pub(super) fn apply_304(
     f: &Fetch<'_>,
     head_len: usize,
 ) -> Option<FromStore> {
+    // The 304 has no body: its head ends the exchange, which the log times as nginx does.
+    c.upstream_ended();
     let req_head = &c.from_client[..head_len];
     let (Some((store, cfg)), Some((entry, stored))) = (f.cache, &f.validates) else {
         return None;
