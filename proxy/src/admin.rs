@@ -9,7 +9,9 @@
 //! lingering close, as on the public listeners (`crate::lingering`; `[timeouts]
 //! lingering_time` and `lingering_timeout` as the thread started with them): a request's
 //! bytes left unread (a body, a pipelined request) never reset the connection before the
-//! client read the answer. A request cut at its deadline after part of it came gets a 408.
+//! client read the answer. Once the process stops (a graceful stop, a takeover's drain), a
+//! lingering close goes on for [`STOPPING_LINGER`] at most, as the workers' do: the stop
+//! waits for requests in flight, not for admin clients still sending. A request cut at its deadline after part of it came gets a 408.
 //! A scrape asks every worker for its snapshot through the workers' inbox (`Post::ask_all`,
 //! bounded by [`ASK_TIMEOUT`]: the only wait that holds the loop): each worker answers
 //! between two of its tasks, so the answer counts every request completed before the scrape. The listener keeps answering while the workers drain
@@ -18,7 +20,7 @@
 
 use crate::config::Config;
 use crate::exposition;
-use crate::lingering::Lingering;
+use crate::lingering::{Lingering, STOPPING_LINGER};
 use crate::metrics::{Finals, WorkerSnapshot};
 use crate::worker::WorkerMsg;
 use shared::inbox::Post;
@@ -40,6 +42,9 @@ const MAX_HEAD: usize = 8 * 1024;
 /// Connections served at once. A scrape or a health check takes milliseconds: only slow or
 /// stalled clients grow old, and the oldest makes room for a new one.
 const MAX_CONNS: usize = 32;
+/// How often the thread looks at the shutdown flag while a connection lingers: the signal
+/// thread sets the flag without waking this one (the workers look at it as often).
+const STOP_TICK: Duration = Duration::from_millis(50);
 
 /// What the admin thread reads.
 pub struct AdminCtx {
@@ -174,6 +179,8 @@ fn serve(listener: TcpListener, ctx: AdminCtx, signals: Signals) {
     let mut listener = Some(listener);
     let mut conns: Vec<Conn> = Vec::with_capacity(MAX_CONNS);
     let mut fds: Vec<libc::pollfd> = Vec::with_capacity(MAX_CONNS + 1);
+    // Set once the process stops: when every lingering close ends at the latest.
+    let mut stop_by: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
         if listener.is_some() && released.load(Ordering::SeqCst) {
             // Closing this copy closes nothing the new process serves: it has its own.
@@ -181,6 +188,12 @@ fn serve(listener: TcpListener, ctx: AdminCtx, signals: Signals) {
             let _ = done.send(());
         }
         let now = Instant::now();
+        // A stop, or a takeover's drain once the new process took the listener.
+        if stop_by.is_none() && (ctx.flag.is_set() || listener.is_none()) {
+            let by = now + STOPPING_LINGER;
+            stop_by = Some(by);
+            conns.iter_mut().for_each(|c| c.linger_until(by));
+        }
         conns.retain_mut(|c| c.in_time(now));
         fds.clear();
         // poll(2) skips a negative descriptor: the indices stay as they are.
@@ -192,7 +205,10 @@ fn serve(listener: TcpListener, ctx: AdminCtx, signals: Signals) {
                 .iter()
                 .map(|c| pollfd(c.stream.as_raw_fd(), c.events())),
         );
-        let wait = conns.iter().map(|c| c.deadline).min();
+        let mut wait = conns.iter().map(|c| c.deadline).min();
+        if stop_by.is_none() && conns.iter().any(|c| c.lingering.is_some()) {
+            wait = wait.map(|d| d.min(now + STOP_TICK));
+        }
         if !poll(&mut fds, wait.map(|d| d.saturating_duration_since(now))) {
             continue;
         }
@@ -201,7 +217,7 @@ fn serve(listener: TcpListener, ctx: AdminCtx, signals: Signals) {
         let mut i = 1;
         conns.retain_mut(|c| {
             i += 1;
-            fds[i].revents == 0 || c.progress(&ctx) == Step::Open
+            fds[i].revents == 0 || c.progress(&ctx, stop_by) == Step::Open
         });
         if fds[1].revents != 0 {
             let _ = (&woken).read(&mut [0u8; 16]);
@@ -322,8 +338,9 @@ impl Conn {
         false
     }
 
-    /// Read or write what the socket takes now.
-    fn progress(&mut self, ctx: &AdminCtx) -> Step {
+    /// Read or write what the socket takes now; a lingering close begun now ends by `stop_by`
+    /// at the latest.
+    fn progress(&mut self, ctx: &AdminCtx, stop_by: Option<Instant>) -> Step {
         if let Some(l) = self.lingering {
             return self.discard(l);
         }
@@ -345,9 +362,18 @@ impl Conn {
                 }
                 let t = &ctx.cfg.timeouts;
                 let l = Lingering::new(Instant::now(), t.lingering_time, t.lingering_timeout);
+                let l = stop_by.map_or(l, |by| l.ending_by(by));
                 self.lingering = Some(l);
                 self.discard(l)
             }
+        }
+    }
+
+    /// A lingering close under way ends by `by` at the latest (the process stops).
+    fn linger_until(&mut self, by: Instant) {
+        if let Some(l) = self.lingering {
+            self.lingering = Some(l.ending_by(by));
+            self.deadline = self.deadline.min(by);
         }
     }
 

@@ -8,7 +8,7 @@ use crate::config::Timeouts;
 use crate::error::ProxyError;
 use crate::generation::Generation;
 use crate::io::{read_more, write_all, IoFail};
-use crate::lingering::Lingering;
+use crate::lingering::{Lingering, STOPPING_LINGER};
 use crate::request::{ClientAddr, HeadFields, RequestInfo};
 use crate::worker::{Lifecycle, ProxyWorker};
 use bytes::{Buf, BytesMut};
@@ -17,7 +17,6 @@ use shared::http::encode::write_simple_answer;
 use shared::http::Version;
 use shared::stream::Stream;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// What the client connection does next.
 pub enum Next {
@@ -190,10 +189,6 @@ pub async fn respond_error_with(
 pub fn linger_close(c: &mut ClientConn) {
     c.lingers = true;
 }
-
-/// While the worker stops (a graceful stop, a takeover), a lingering close goes on at most
-/// this much longer: the stop waits for requests in flight, not for clients still sending.
-const STOPPING_LINGER: Duration = Duration::from_millis(500);
 
 /// The lingering close `linger_close` asked for.
 pub async fn lingering_close(c: &mut ClientConn) {

@@ -14,6 +14,11 @@
 
 use std::time::{Duration, Instant};
 
+/// While the process stops (a graceful stop, a takeover), a lingering close goes on at most
+/// this much longer, on the workers and the admin listener alike: the stop waits for
+/// requests in flight, not for clients still sending.
+pub const STOPPING_LINGER: Duration = Duration::from_millis(500);
+
 /// One lingering close's bounds.
 #[derive(Debug, Clone, Copy)]
 pub struct Lingering {

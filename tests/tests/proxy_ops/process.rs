@@ -752,3 +752,58 @@ fn a_graceful_stop_does_not_wait_out_a_lingering_close() {
         "the connection outlived the process"
     );
 }
+
+/// The admin listener's address, from the summary's `admin: http://ADDR/metrics ...` line.
+fn admin_addr(summary: &str) -> SocketAddr {
+    summary
+        .split("admin: http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no admin address in the summary: {summary}"))
+}
+
+/// A graceful stop ends the admin listener's lingering closes as the workers end theirs
+/// (`STOPPING_LINGER`): an admin client that goes on sending after its answer (a refused
+/// POST with a body still coming) is closed while a request in flight still holds the
+/// drain, long before `lingering_time` (30 s); then the process exits once that request is
+/// answered. (They went on for as long as the drain did: until the workers ended.)
+#[test]
+fn a_graceful_stop_ends_the_admin_listeners_lingering_close() {
+    let gate = tests::gate::Gate::start();
+    let extra = ["--shutdown-timeout", "60s", "--admin", "127.0.0.1:0"];
+    let mut p = spawn_with(gate.addr, &extra, None);
+    let admin = admin_addr(&p.summary);
+    let mut held = Client::connect(p.addr);
+    held.send(&tests::raw::get("/held"));
+    let arrival = gate.next();
+    let mut c = tests::raw::Client::connect(admin);
+    c.send(b"POST /healthz HTTP/1.1\r\nHost: a\r\nContent-Length: 1000000\r\n\r\n")
+        .expect("send");
+    let r = tests::raw::response(&mut c, "the refused POST");
+    assert_eq!(r.status, 405);
+    // The client keeps sending its body (the admin thread lingers, reading it) until the
+    // connection ends; it gives up well short of `lingering_time`.
+    let mut s = c.stream.try_clone().expect("clone");
+    let sender = std::thread::spawn(move || {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if s.write_all(b"x").is_err() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    });
+    p.signal(libc::SIGTERM);
+    assert!(
+        sender.join().expect("sender"),
+        "the admin connection was still lingering 20 s after the stop"
+    );
+    // The drain was still on: the request in flight is answered, then the process exits.
+    arrival.go.send(()).expect("the gate");
+    let r = held.response();
+    assert_eq!(r.status, 200);
+    let status = p.exit_within(WAIT);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{status:?}");
+}
