@@ -5,8 +5,9 @@
 //!   escaping (`"`, `\`, control and non-ASCII bytes as `\xHH`) and `-` for what is missing.
 //!   Times are UTC (`+0000`).
 //! - `json` is one object per line with the record's fields: the request, status, bytes both
-//!   ways, request time, upstream address and status (the origin's, nginx's
-//!   `$upstream_status`), upstream header and response times, cache status, fault kind.
+//!   ways, request time, upstream addresses, statuses (the origin's, nginx's
+//!   `$upstream_status`), header and response times, one entry per attempt as nginx lists
+//!   them, cache status, fault kind.
 //! - In both, the request line, Referer and User-Agent keep their first `FIELD_MAX` bytes,
 //!   cut between UTF-8 characters and before escaping (an escape is never cut).
 //!
@@ -35,7 +36,7 @@ use crate::config::{AccessLogConfig, Config, LogFormat};
 use crate::ip_text::IpText;
 use crate::metrics::route_label;
 use crate::metrics::{fault_index, FAULT_KINDS};
-use crate::record::Record;
+use crate::record::{Record, Tried};
 use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -378,17 +379,10 @@ impl AccessLog {
             Some(_) => json_str(b, Some(route_label(cfg, r.route).as_bytes())),
             None => b.extend_from_slice(b"null"),
         }
-        b.extend_from_slice(b",\"upstream_addr\":");
-        let server = r
-            .tried
-            .and_then(|s| cfg.groups.get(s.group)?.servers.get(s.server));
-        json_str(b, server.map(|s| s.name.as_bytes()));
-        let _ = match r.upstream_status {
-            0 => write!(b, ",\"upstream_status\":null"),
-            status => write!(b, ",\"upstream_status\":{status}"),
-        };
-        secs_or_null(b, "upstream_header_time", r.upstream_ttfb);
-        secs_or_null(b, "upstream_response_time", r.upstream_time);
+        upstream_addrs(b, cfg, r);
+        per_attempt(b, "upstream_status", r, |t| Entry::Status(t.status));
+        per_attempt(b, "upstream_header_time", r, |t| Entry::Secs(t.ttfb));
+        per_attempt(b, "upstream_response_time", r, |t| Entry::Secs(t.time));
         b.extend_from_slice(b",\"cache\":");
         json_str(b, r.cache.map(|c| c.as_str().as_bytes()));
         b.extend_from_slice(b",\"fault\":");
@@ -432,9 +426,15 @@ fn json_str(b: &mut Vec<u8>, v: Option<&[u8]>) {
         b.extend_from_slice(b"null");
         return;
     };
+    b.push(b'"');
+    json_escaped(b, v);
+    b.push(b'"');
+}
+
+/// `v` as the inside of a JSON string.
+fn json_escaped(b: &mut Vec<u8>, v: &[u8]) {
     // UTF-8 text passes as is; bytes of anything else are escaped one by one.
     let utf8 = std::str::from_utf8(v).is_ok();
-    b.push(b'"');
     for &c in v {
         match c {
             b'"' => b.extend_from_slice(b"\\\""),
@@ -446,14 +446,57 @@ fn json_str(b: &mut Vec<u8>, v: Option<&[u8]>) {
             _ => b.push(c),
         }
     }
+}
+
+/// `"upstream_addr"`: every attempt's server in order, `", "` between them, as nginx's
+/// `$upstream_addr` lists them (a string, as nginx's is); null when no server was tried.
+fn upstream_addrs(b: &mut Vec<u8>, cfg: &Config, r: &Record) {
+    b.extend_from_slice(b",\"upstream_addr\":");
+    if r.tried.is_none() {
+        b.extend_from_slice(b"null");
+        return;
+    }
+    b.push(b'"');
+    for (i, t) in r.attempts().enumerate() {
+        if i > 0 {
+            b.extend_from_slice(b", ");
+        }
+        // The record's ids are of its own generation's config: always found there.
+        let s = cfg.groups.get(t.server.group);
+        let name = s.and_then(|g| g.servers.get(t.server.server));
+        json_escaped(b, name.map_or(&b"-"[..], |s| s.name.as_bytes()));
+    }
     b.push(b'"');
 }
 
-fn secs_or_null(b: &mut Vec<u8>, key: &str, d: Option<Duration>) {
-    let _ = match d {
-        Some(d) => write!(b, ",\"{key}\":{:.6}", d.as_secs_f64()),
-        None => write!(b, ",\"{key}\":null"),
-    };
+/// One attempt's value in a [`per_attempt`] list.
+enum Entry {
+    /// A status; 0: none came.
+    Status(u16),
+    Secs(Option<Duration>),
+}
+
+/// `"key"`: an array with one entry per attempt, in order (nginx lists `$upstream_status` and
+/// the upstream times so), null for what an attempt did not get: a request tried once has
+/// one entry, and the type is the same either way. Null when no server was tried.
+fn per_attempt(b: &mut Vec<u8>, key: &str, r: &Record, entry: impl Fn(Tried) -> Entry) {
+    let _ = write!(b, ",\"{key}\":");
+    if r.tried.is_none() {
+        b.extend_from_slice(b"null");
+        return;
+    }
+    b.push(b'[');
+    for (i, t) in r.attempts().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        let _ = match entry(t) {
+            Entry::Status(0) | Entry::Secs(None) => write!(b, "null"),
+            Entry::Status(s) => write!(b, "{s}"),
+            Entry::Secs(Some(d)) => write!(b, "{:.6}", d.as_secs_f64()),
+        };
+    }
+    b.push(b']');
 }
 
 #[cfg(test)]

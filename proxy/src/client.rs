@@ -459,10 +459,10 @@ impl TunnelEnd {
             c.w.timing(&c.g)
                 .then(|| (c.g.cfg.clone(), c.g.access_log.clone()));
         Box::new(TunnelEnd {
-            rec: c.rec,
+            early: upto.saturating_sub(c.rec.bytes_in),
+            rec: std::mem::take(&mut c.rec),
             line: std::mem::take(&mut c.logreq),
             held,
-            early: upto.saturating_sub(c.rec.bytes_in),
         })
     }
 

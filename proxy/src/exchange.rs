@@ -265,6 +265,8 @@ async fn attempts<'g>(
     // Until when a request short of descriptors waits for others to give theirs back.
     let mut short_of: Option<std::time::Instant> = None;
     let mut idle_settled = false;
+    // The last attempt found no descriptor: the next goes on with its entry in the record.
+    let mut waited = false;
     // A read buffer an attempt that got nothing leaves for the next.
     let mut spare: Option<BytesMut> = None;
     // The server's room for the next attempt: the one a stale pooled connection's resend
@@ -276,6 +278,7 @@ async fn attempts<'g>(
             break Err(Unanswered::Respond(last));
         }
         bound -= 1;
+        let again = std::mem::take(&mut waited) || room.is_some();
         let in_flight = match room.take() {
             Some(f) => f,
             None => match pick_room(w, plan, &tried, last, &c.stream).await {
@@ -285,10 +288,7 @@ async fn attempts<'g>(
         };
         let s = in_flight.server();
         room = Some(in_flight);
-        c.rec.tried = Some(crate::record::Served {
-            group: g,
-            server: s,
-        });
+        note_attempt(&mut c.rec, (g, s), again);
         let outcome = attempt(c, w, plan, (s, &mut room), &mut spare).await;
         // The room is given back here (a request that waits for a descriptor below must not
         // count itself in flight), unless a stale connection's resend keeps it.
@@ -319,10 +319,7 @@ async fn attempts<'g>(
                 if !another_server(w, plan, &tried) {
                     break Ok(a);
                 }
-                let status = a.head.resp.status;
-                w.count_server(plan.g, (g, s), |m| m.retried_for(status));
-                w.buffers.give_buf(a.head.ub);
-                w.count_retry(plan.g, plan.req.route, RetryReason::Status);
+                drop_for_retry(c, w, plan, s, a);
             }
             Attempt::Retry {
                 error, why, sent, ..
@@ -348,6 +345,7 @@ async fn attempts<'g>(
                 }
                 bound += 1;
                 last = ProxyError::NoResources;
+                waited = true;
             }
             Attempt::Fail { error, .. } => break Err(Unanswered::Respond(error)),
             Attempt::Abort => break Err(Unanswered::Close),
@@ -357,6 +355,34 @@ async fn attempts<'g>(
         w.buffers.give_buf(b);
     }
     end
+}
+
+/// An answer retried on its status: noted in the record as its attempt's, counted, dropped
+/// unread.
+fn drop_for_retry(c: &mut ClientConn, w: &ProxyWorker, plan: &Plan<'_>, s: ServerId, a: Answered) {
+    let status = a.head.resp.status;
+    c.rec.upstream_status = status;
+    w.count_server(plan.g, (plan.group, s), |m| m.retried_for(status));
+    w.buffers.give_buf(a.head.ub);
+    w.count_retry(plan.g, plan.req.route, RetryReason::Status);
+}
+
+/// The record's entry for an attempt on server `s` of group `g`: a new one after the
+/// attempts before it, or, `again`, the last one's still (a stale pooled connection's resend
+/// to the same server, or the pick after a wait for a descriptor: neither is an attempt of
+/// its own).
+fn note_attempt(rec: &mut crate::record::Record, (g, s): (GroupId, ServerId), again: bool) {
+    let server = crate::record::Served {
+        group: g,
+        server: s,
+    };
+    if again {
+        rec.tried = Some(server);
+        return;
+    }
+    // The clock is read for a retry alone: it times the attempt before.
+    let now = rec.tried.map(|_| shared::clock::loop_now());
+    rec.attempt(server, now);
 }
 
 /// A server with room for the next attempt, waiting in its group's queue for at most the

@@ -448,7 +448,7 @@ impl Finals {
 /// A request of `old` in flight across a reload, counted under the same names in `new` (the
 /// generation the metrics are keyed on now): its route and server there, if they stay.
 pub fn same_record(old: &Config, new: &Config, rec: &Record) -> Record {
-    let mut r = *rec;
+    let mut r = rec.counted();
     r.route = rec.route.and_then(|i| same_route(old, new, i));
     let same = |u: crate::record::Served| {
         let (group, server) = same_server(old, new, u.group, u.server)?;

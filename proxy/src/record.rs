@@ -12,8 +12,10 @@
 //!   answer) is recorded with status 499, as nginx logs it.
 //! - Bytes written are counted once the write completed; of a write that failed, the bytes
 //!   the socket took before it failed (`wrote_partly`).
-//! - Plain fields, no allocation: the record lives in the client connection and is reset per
-//!   request.
+//! - Plain fields, no allocation for a request tried once: the record lives in the client
+//!   connection and is reset per request. The last upstream attempt is held in plain fields;
+//!   a retry moves the one before into `earlier`, the only field that allocates (nginx's
+//!   `$upstream_addr`, `$upstream_status` and their like list one entry per attempt).
 
 use crate::cache::CacheStatus;
 use crate::config::{GroupId, RouteId, ServerId};
@@ -30,8 +32,20 @@ pub struct Served {
     pub server: ServerId,
 }
 
+/// An upstream attempt that another one followed (a retry): its server and what came of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tried {
+    pub server: Served,
+    /// What it answered with (an answer dropped for a retry on its status); 0: nothing.
+    pub status: u16,
+    /// From its start to its response head, when it got one.
+    pub ttfb: Option<Duration>,
+    /// From its start to the next attempt's (when the request was timed).
+    pub time: Option<Duration>,
+}
+
 /// One request's outcome.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Record {
     /// When the request's first byte was seen (or its head parsed, when pipelined); `None`
     /// only in the placeholder a connection starts with (no clock read per connection).
@@ -57,6 +71,9 @@ pub struct Record {
     /// The last server an attempt went to, whether it answered or not: the access log's
     /// `upstream_addr` (nginx keeps `$upstream_addr` for a failed attempt too).
     pub tried: Option<Served>,
+    /// The attempts before the last, in order (`tried` and the `upstream_*` fields are the
+    /// last one's). Empty, and so no allocation, unless the request was retried.
+    pub earlier: Vec<Tried>,
     /// When the last attempt began (its connect included): on the server that answered, or
     /// on the last one tried when none did.
     pub upstream_sent: Option<Instant>,
@@ -76,18 +93,8 @@ pub struct Record {
 
 impl Default for Record {
     fn default() -> Self {
-        Record::starting(None)
-    }
-}
-
-impl Record {
-    pub fn new(start: Instant) -> Record {
-        Record::starting(Some(start))
-    }
-
-    fn starting(start: Option<Instant>) -> Record {
         Record {
-            start,
+            start: None,
             route: None,
             status: 0,
             head_out: 0,
@@ -97,6 +104,7 @@ impl Record {
             upstream: None,
             upstream_status: 0,
             tried: None,
+            earlier: Vec::new(),
             upstream_sent: None,
             upstream_ttfb: None,
             upstream_time: None,
@@ -104,6 +112,50 @@ impl Record {
             refused: None,
             measure_head: true,
         }
+    }
+}
+
+impl Record {
+    pub fn new(start: Instant) -> Record {
+        Record {
+            start: Some(start),
+            ..Record::default()
+        }
+    }
+
+    /// An attempt on `server` begins, `now` when the request is timed: the one before it,
+    /// if any, goes to `earlier` with what came of it, timed up to `now`.
+    pub fn attempt(&mut self, server: Served, now: Option<Instant>) {
+        if let Some(before) = self.tried.replace(server) {
+            let spent = self.upstream_sent.zip(now);
+            self.earlier.push(Tried {
+                server: before,
+                status: std::mem::take(&mut self.upstream_status),
+                ttfb: self.upstream_ttfb.take(),
+                time: spent.map(|(t, now)| now.saturating_duration_since(t)),
+            });
+        }
+    }
+
+    /// A copy for the metrics, which count the last attempt alone: without `earlier` (no
+    /// allocation).
+    pub fn counted(&self) -> Record {
+        Record {
+            earlier: Vec::new(),
+            ..*self
+        }
+    }
+
+    /// Every attempt in order, the last included, with what came of it; the last one's
+    /// `time` is `upstream_time`.
+    pub fn attempts(&self) -> impl Iterator<Item = Tried> + '_ {
+        let last = self.tried.map(|server| Tried {
+            server,
+            status: self.upstream_status,
+            ttfb: self.upstream_ttfb,
+            time: self.upstream_time,
+        });
+        self.earlier.iter().copied().chain(last)
     }
 
     /// The upstream's part ended at `now` (its answer relayed, a 304 taken, a tunnel closed,
@@ -213,6 +265,53 @@ fn head_len(b: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn server(i: usize) -> Served {
+        Served {
+            group: GroupId::new(0),
+            server: ServerId::new(i),
+        }
+    }
+
+    #[test]
+    fn attempts_are_listed_in_order_and_one_allocates_nothing() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut r = Record::new(t0);
+        assert_eq!(r.attempts().count(), 0);
+        r.attempt(server(0), None);
+        r.upstream_sent = Some(t0);
+        r.upstream_status = 502;
+        r.upstream_ttfb = Some(ms(1));
+        assert_eq!(
+            r.earlier.capacity(),
+            0,
+            "a request tried once allocates nothing"
+        );
+        // A retry: the first attempt is timed up to the second's start.
+        r.attempt(server(1), Some(t0 + ms(5)));
+        r.upstream_sent = Some(t0 + ms(5));
+        r.upstream_status = 200;
+        r.upstream_time = Some(ms(2));
+        let got: Vec<Tried> = r.attempts().collect();
+        let want = [
+            Tried {
+                server: server(0),
+                status: 502,
+                ttfb: Some(ms(1)),
+                time: Some(ms(5)),
+            },
+            Tried {
+                server: server(1),
+                status: 200,
+                ttfb: None,
+                time: Some(ms(2)),
+            },
+        ];
+        assert_eq!(got, want);
+        // The metrics' copy counts the last attempt alone.
+        assert!(r.counted().earlier.is_empty());
+    }
 
     #[test]
     fn status_and_head_come_from_the_first_write() {

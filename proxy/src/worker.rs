@@ -292,7 +292,7 @@ impl ProxyWorker {
         };
         let now = shared::clock::loop_now();
         if self.obs.counting {
-            let mut counted = *rec;
+            let mut counted = rec.counted();
             counted.bytes_in = counted.bytes_in.saturating_add(received);
             self.count(cfg, &counted, now);
         }

@@ -284,7 +284,39 @@ fn a_504_after_the_read_timeout_logs_the_time_spent_upstream() {
     let left = p.after(1, |addr| assert_eq!(statuses(addr, get), [504]));
     let l = &left.lines[0];
     assert_eq!(l["upstream_addr"], silent.to_string(), "{l}");
-    let spent = l["upstream_response_time"].as_f64();
+    let spent = l["upstream_response_time"][0].as_f64();
     assert!(spent.is_some_and(|t| t >= 0.3), "{l}");
-    assert_eq!(l["upstream_header_time"], serde_json::Value::Null, "{l}");
+    assert_eq!(l["upstream_header_time"], serde_json::json!([null]), "{l}");
+}
+
+#[test]
+fn a_retried_request_logs_every_server_tried_in_order() {
+    // nginx: `$upstream_addr` "A, B" for a request refused by A and answered by B, and
+    // `$upstream_status`, `$upstream_header_time`, `$upstream_response_time` one entry per
+    // attempt. Only B was logged here.
+    let refused = tests::ClosedPort::new();
+    let origin = tests::origin();
+    let mut p = Logged::start(&[refused.addr(), origin.addr()], &[]);
+    let get = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, get), [200]));
+    let l = &left.lines[0];
+    let both = format!("{}, {}", refused.addr(), origin.addr());
+    assert_eq!(l["upstream_addr"], both, "{l}");
+    assert_eq!(l["upstream_status"], serde_json::json!([null, 200]), "{l}");
+    let header = l["upstream_header_time"].as_array();
+    assert!(
+        header.is_some_and(|h| h.len() == 2 && h[0].is_null() && h[1].is_f64()),
+        "{l}"
+    );
+    let spent = l["upstream_response_time"].as_array();
+    assert!(
+        spent.is_some_and(|t| t.len() == 2 && t.iter().all(|t| t.as_f64() >= Some(0.0))),
+        "{l}"
+    );
+    // The refused server is down for a while now: the next request is tried once.
+    let left = p.after(1, |addr| assert_eq!(statuses(addr, get), [200]));
+    let l = &left.lines[0];
+    assert_eq!(l["upstream_addr"], origin.addr().to_string(), "{l}");
+    assert_eq!(l["upstream_status"], serde_json::json!([200]), "{l}");
+    p.stop();
 }
