@@ -7,7 +7,11 @@
 //! 2. Else `If-Unmodified-Since` (a valid date, and the representation has a Last-Modified):
 //!    modified after it: 412.
 //! 3. `If-None-Match`: a tag matches weakly (or `*`): 304.
-//! 4. Else `If-Modified-Since` (as in 2): not modified since: 304.
+//! 4. Else `If-Modified-Since` (as in 2): not modified since: 304. A stored response without
+//!    a Last-Modified is compared by its Date instead (RFC 9111 4.3.2: a cache SHOULD answer
+//!    304 when "no Last-Modified field is present in the selected stored response, but it has
+//!    a Date field value that is earlier than or equal to the conditional timestamp"); that
+//!    is for If-Modified-Since alone, and for a cache's stored responses alone.
 //!
 //! Entity-tag lists are read by their grammar (8.8.3: a tag is quoted and may hold a comma);
 //! a malformed list matches nothing. A list field sent on several lines is one list (5.3):
@@ -101,6 +105,10 @@ impl<'a> Conditions<'a> {
 pub struct Validators<'a> {
     pub etag: Option<&'a [u8]>,
     pub last_modified: Option<u64>,
+    /// A stored response's Date (seconds since the epoch), which `If-Modified-Since` is
+    /// compared with when there is no Last-Modified (RFC 9111 4.3.2); `None` for the file
+    /// server, whose files always have one.
+    pub stored_date: Option<u64>,
 }
 
 /// The outcome for a GET or HEAD.
@@ -130,7 +138,7 @@ pub fn evaluate(c: &Conditions<'_>, v: &Validators<'_>) -> Outcome {
             return Outcome::NotModified;
         }
     } else if let Some(date) = c.if_modified_since.and_then(parse_http_date) {
-        if v.last_modified.is_some_and(|lm| lm <= date) {
+        if v.last_modified.or(v.stored_date).is_some_and(|t| t <= date) {
             return Outcome::NotModified;
         }
     }
@@ -252,6 +260,7 @@ mod tests {
         let v = Validators {
             etag: etag.map(str::as_bytes),
             last_modified: Some(LM),
+            stored_date: None,
         };
         evaluate(&c, &v)
     }
@@ -348,6 +357,22 @@ mod tests {
         let none = Validators::default();
         assert_eq!(evaluate(&ius(BEFORE), &none), Proceed);
         assert_eq!(evaluate(&ims(AT), &none), Proceed);
+        // But a stored response's Date answers If-Modified-Since in its place (RFC 9111
+        // 4.3.2), and If-Modified-Since alone: If-Unmodified-Since still ignores it.
+        let dated = Validators {
+            stored_date: Some(LM),
+            ..Validators::default()
+        };
+        assert_eq!(evaluate(&ims(AT), &dated), NotModified);
+        assert_eq!(evaluate(&ims(BEFORE), &dated), Proceed);
+        assert_eq!(evaluate(&ius(BEFORE), &dated), Proceed);
+        // A Last-Modified, when there is one, decides over the Date.
+        let both = Validators {
+            last_modified: Some(LM + 60),
+            stored_date: Some(LM),
+            ..Validators::default()
+        };
+        assert_eq!(evaluate(&ims(AT), &both), Proceed);
         // The tag fields win over the dates.
         let both = Conditions {
             if_match: Some(b"\"v1\""),

@@ -77,13 +77,8 @@ pub fn from_stored(
         return FromStored::Full;
     }
     let v = validators(head);
-    let last_modified = v.last_modified.and_then(parse_http_date);
     if c.any() {
-        let current = crate::preconditions::Validators {
-            etag: v.etag,
-            last_modified,
-        };
-        match evaluate(&c, &current) {
+        match evaluate(&c, &crate::cache::validate::current(head)) {
             Outcome::Failed => return FromStored::PreconditionFailed,
             Outcome::NotModified => return FromStored::NotModified,
             Outcome::Proceed => {}

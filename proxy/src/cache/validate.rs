@@ -244,20 +244,29 @@ pub fn updated_fields<'a>(
 }
 
 /// What a client's GET or HEAD (`request`) gets from the stored response of `status` with
-/// validators `v`: its preconditions evaluated as for any representation (RFC 9110 13.2.2,
+/// head `head`: its preconditions evaluated as for any representation (RFC 9110 13.2.2,
 /// see `crate::preconditions`): 412, 304, or the stored response. Only on a 2xx: 13.2.1, "a
 /// server MUST ignore all received preconditions if its response to the same request
 /// without those conditions ... would have been a status code other than a 2xx".
-pub fn precondition(request: &[httparse::Header<'_>], status: u16, v: Validators<'_>) -> Outcome {
+pub fn precondition(request: &[httparse::Header<'_>], status: u16, head: &[u8]) -> Outcome {
     let c = Conditions::of(request);
     if !c.any() || !is_success(status) {
         return Outcome::Proceed;
     }
-    let current = crate::preconditions::Validators {
+    crate::preconditions::evaluate(&c, &current(head))
+}
+
+/// What a client's preconditions are evaluated against for the stored head `head`: its ETag,
+/// its Last-Modified and its Date, which If-Modified-Since is compared with when there is
+/// no Last-Modified (RFC 9111 4.3.2's second case; its third, the time the response came,
+/// is the Date too: the store gives a response that came without one that time as its Date).
+pub fn current(head: &[u8]) -> crate::preconditions::Validators<'_> {
+    let v = validators(head);
+    crate::preconditions::Validators {
         etag: v.etag,
         last_modified: v.last_modified.and_then(parse_http_date),
-    };
-    crate::preconditions::evaluate(&c, &current)
+        stored_date: stored_field(head, "date").and_then(parse_http_date),
+    }
 }
 
 /// The head of a 304 answering a client from a stored head: its status line replaced, and

@@ -127,10 +127,15 @@ fn which_304_selects_the_stored_response() {
 #[test]
 fn client_conditionals_against_a_stored_response() {
     let s = stored();
-    let v = validators(&s);
+    let v = &s[..];
     let lm_only = format!("HTTP/1.1 200 OK\r\nLast-Modified: {LM}\r\n");
-    let lm = validators(lm_only.as_bytes());
-    let cases: [(Fields, Validators<'_>, Outcome); 15] = [
+    let lm = lm_only.as_bytes();
+    // RFC 9111 4.3.2: without a Last-Modified, If-Modified-Since is compared with the Date.
+    let date_only = format!("HTTP/1.1 200 OK\r\nDate: {LM}\r\nETag: \"v1\"\r\n");
+    let date = date_only.as_bytes();
+    let lm_and_date = format!("HTTP/1.1 200 OK\r\nDate: {AFTER}\r\nLast-Modified: {LM}\r\n");
+    let both = lm_and_date.as_bytes();
+    let cases: [(Fields, &[u8], Outcome); 21] = [
         (&[], v, Proceed),
         (&[("If-None-Match", "\"v1\"")], v, NotModified),
         (&[("If-None-Match", "W/\"v1\"")], v, NotModified),
@@ -156,6 +161,18 @@ fn client_conditionals_against_a_stored_response() {
         ),
         (&[("If-Unmodified-Since", BEFORE)], lm, Failed),
         (&[("If-Unmodified-Since", AFTER)], lm, Proceed),
+        (&[("If-Modified-Since", LM)], date, NotModified),
+        (&[("If-Modified-Since", AFTER)], date, NotModified),
+        (&[("If-Modified-Since", BEFORE)], date, Proceed),
+        // The Date stands for a Last-Modified for If-Modified-Since alone.
+        (&[("If-Unmodified-Since", BEFORE)], date, Proceed),
+        // A Last-Modified decides over the Date.
+        (&[("If-Modified-Since", LM)], both, NotModified),
+        (
+            &[("If-None-Match", "\"v2\""), ("If-Modified-Since", LM)],
+            date,
+            Proceed,
+        ),
     ];
     for (fields, v, want) in cases {
         assert_eq!(precondition(&hs(fields), 200, v), want, "{fields:?}");

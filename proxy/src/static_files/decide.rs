@@ -67,6 +67,7 @@ pub fn decide(method: Method, c: &Conditions<'_>, v: &Validators<'_>) -> Reply {
     let current = preconditions::Validators {
         etag: Some(v.etag),
         last_modified: u64::try_from(v.mtime).ok(),
+        stored_date: None,
     };
     match preconditions::evaluate(&c.preconditions, &current) {
         Outcome::Failed => return Reply::PreconditionFailed,

@@ -292,3 +292,31 @@ fn a_hit_answers_the_clients_own_conditional_request() {
     );
     p.shutdown().unwrap();
 }
+
+#[test]
+fn a_hit_without_last_modified_answers_if_modified_since_by_its_date() {
+    // RFC 9111 4.3.2: a cache SHOULD answer If-Modified-Since with a 304 when the stored
+    // response has no Last-Modified "but it has a Date field value that is earlier than or
+    // equal to the conditional timestamp" (the store gives every response a Date: the time it
+    // came, when the origin sent none, the section's third case). Without a Last-Modified
+    // the date was ignored: 200 and the whole body.
+    let o = origin(&[]);
+    let (p, addr) = proxy(&[o.addr()], &[], |_| {});
+    let page = "/r?size=500&header=Cache-Control:max-age%3D600";
+    let stored = request(addr, "GET", page, "");
+    assert_eq!(x_cache(&stored), "MISS");
+    assert_eq!(stored.header("last-modified"), None);
+    assert!(stored.header("date").is_some(), "{:?}", stored.headers);
+    let later = "Fri, 01 Jan 2100 00:00:00 GMT";
+    let earlier = "Tue, 14 Nov 2023 22:13:10 GMT";
+    for (date, status, body) in [(later, 304, 0), (earlier, 200, 500)] {
+        let r = request(addr, "GET", page, &format!("If-Modified-Since: {date}\r\n"));
+        let got = (r.status, x_cache(&r), r.body.len());
+        assert_eq!(got, (status, "HIT", body), "If-Modified-Since: {date}");
+    }
+    // The tag field decides alone when it is there (RFC 9110 13.2.2).
+    let tag = format!("If-None-Match: \"x\"\r\nIf-Modified-Since: {later}\r\n");
+    assert_eq!(request(addr, "GET", page, &tag).status, 200);
+    assert_eq!(o.requests(), 1, "every request was answered from the store");
+    p.shutdown().unwrap();
+}

@@ -117,7 +117,7 @@ pub(super) fn decide(
                     head,
                     age,
                     len,
-                } => match validate::precondition(fields, status, validate::validators(&head)) {
+                } => match validate::precondition(fields, status, &head) {
                     Outcome::Proceed => Decision::Stored(FromStore::Stream {
                         entry,
                         head,
