@@ -306,46 +306,51 @@ impl Resolver<'_> {
     /// (file mode without `--listen`). Files are loaded and checked here, so `--check-config`
     /// and the start name the file and the problem.
     fn listener_tls(&self, i: usize) -> Result<Option<ListenerTls>, Error> {
-        let (spec, at) = if let Some(files) = &self.overrides.tls {
+        if let Some(files) = &self.overrides.tls {
             let spec = ServerTlsSpec {
                 default: files.clone(),
                 sni: Vec::new(),
             };
             let at = At::Flag("--tls-cert", files.cert.display().to_string());
-            (spec, at)
-        } else if self.overrides.listen.is_empty() {
-            let e = &self.file.listen[i];
-            let Some(t) = &e.get_ref().tls else {
-                return Ok(None);
-            };
-            let base = self.base_dir();
-            let files = |cert: &Path, key: &Path| CertFiles {
-                cert: absolute(&base.join(cert)),
-                key: absolute(&base.join(key)),
-            };
-            let spec = ServerTlsSpec {
-                default: files(&t.cert, &t.key),
-                sni: t
-                    .sni
-                    .iter()
-                    .map(|s| SniCert {
-                        names: s.names.clone(),
-                        files: files(&s.cert, &s.key),
-                    })
-                    .collect(),
-            };
-            let key = format!("listen[{i}].tls");
-            (
-                spec,
-                At::Value {
-                    key,
-                    span: e.span(),
-                },
-            )
-        } else {
+            let built = server_config(&spec).map_err(|e| self.error(at, e.message))?;
+            return Ok(Some(ListenerTls { spec, built }));
+        }
+        if !self.overrides.listen.is_empty() {
+            return Ok(None);
+        }
+        let Some(t) = &self.file.listen[i].get_ref().tls else {
             return Ok(None);
         };
-        let built = server_config(&spec).map_err(|m| self.error(at, m))?;
+        let base = self.base_dir();
+        let files = |cert: &Path, key: &Path| CertFiles {
+            cert: absolute(&base.join(cert)),
+            key: absolute(&base.join(key)),
+        };
+        let entries = &t.get_ref().sni;
+        let spec = ServerTlsSpec {
+            default: files(&t.get_ref().cert, &t.get_ref().key),
+            sni: entries
+                .iter()
+                .map(|s| SniCert {
+                    names: s.get_ref().names.clone(),
+                    files: files(&s.get_ref().cert, &s.get_ref().key),
+                })
+                .collect(),
+        };
+        let built = server_config(&spec).map_err(|e| {
+            // The line of the `sni` entry at fault, else the table's.
+            let at = match e.entry.and_then(|j| Some((j, entries.get(j)?))) {
+                Some((j, s)) => At::Value {
+                    key: format!("listen[{i}].tls.sni[{j}]"),
+                    span: s.span(),
+                },
+                None => At::Value {
+                    key: format!("listen[{i}].tls"),
+                    span: t.span(),
+                },
+            };
+            self.error(at, e.message)
+        })?;
         Ok(Some(ListenerTls { spec, built }))
     }
 

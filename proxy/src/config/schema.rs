@@ -119,7 +119,7 @@ pub struct ListenEntry {
     pub backlog: NonZeroU32,
     /// HTTPS: `tls = { cert = "...", key = "...", sni = [...] }`.
     #[serde(default)]
-    pub tls: Option<TlsEntry>,
+    pub tls: Option<Spanned<TlsEntry>>,
     /// Connections start with a PROXY protocol header (v1 or v2), read before anything else.
     #[serde(default)]
     pub proxy_protocol: bool,
@@ -132,7 +132,7 @@ pub struct TlsEntry {
     pub cert: PathBuf,
     pub key: PathBuf,
     #[serde(default)]
-    pub sni: Vec<SniEntry>,
+    pub sni: Vec<Spanned<SniEntry>>,
 }
 
 /// `{ names = ["a.example", "*.example"], cert = "...", key = "..." }`.

@@ -733,3 +733,69 @@ fn a_max_body_of_zero_is_refused_pointing_to_unlimited() {
     let text = format!("{MINIMAL}[limits]\nmax_body = 1\n");
     assert_eq!(from_toml("p.toml", &text).unwrap().limits.max_body, Some(1));
 }
+
+/// Errors in a listener's `tls` table name the line of the part at fault, as other tables'
+/// do: the `sni` entry (its `[[listen.tls.sni]]` header, or its line in an `sni = [...]`
+/// array), else the `tls` table. They named the `[[listen]]` line and `listen[0].tls`
+/// whichever entry it was, so a file of many certificates left the reader to search.
+#[test]
+fn tls_table_errors_name_the_line_of_the_entry_at_fault() {
+    let dir = example_path().parent().unwrap().join("tls");
+    let f = |stem: &str| dir.join(stem).display().to_string();
+    let (api_crt, api_key) = (f("api.crt"), f("api.key"));
+    let (ex_crt, ex_key) = (f("example.crt"), f("example.key"));
+    let tables = |default_crt: &str, names: &str, crt: &str| {
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:8443\"\n\
+             [listen.tls]\ncert = \"{default_crt}\"\nkey = \"{ex_key}\"\n\
+             [[listen.tls.sni]]\nnames = [\"api.example.com\"]\ncert = \"{api_crt}\"\nkey = \"{api_key}\"\n\
+             [[listen.tls.sni]]\nnames = {names}\ncert = \"{crt}\"\nkey = \"{api_key}\"\n\
+             {}",
+            &MINIMAL[LISTEN.len()..]
+        )
+    };
+    let array = |names: &str| {
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:8443\"\n\
+             [listen.tls]\ncert = \"{ex_crt}\"\nkey = \"{ex_key}\"\nsni = [\n\
+             \x20 {{ names = [\"api.example.com\"], cert = \"{api_crt}\", key = \"{api_key}\" }},\n\
+             \x20 {{ names = {names}, cert = \"{api_crt}\", key = \"{api_key}\" }},\n]\n\
+             {}",
+            &MINIMAL[LISTEN.len()..]
+        )
+    };
+    let missing = f("missing.crt");
+    for (text, want) in [
+        (
+            tables(&ex_crt, r#"["a..test"]"#, &api_crt),
+            "p.toml:10: key `listen[0].tls.sni[1]`: sni name `a..test`",
+        ),
+        (
+            tables(&ex_crt, r#"["x.api.example.com"]"#, &missing),
+            "p.toml:10: key `listen[0].tls.sni[1]`: certificate file",
+        ),
+        (
+            tables(&ex_crt, r#"["api.example.com"]"#, &api_crt),
+            "p.toml:10: key `listen[0].tls.sni[1]`: sni name `api.example.com` is in sni[0]",
+        ),
+        (
+            tables(&missing, r#"["x.api.example.com"]"#, &api_crt),
+            "p.toml:3: key `listen[0].tls`: certificate file",
+        ),
+        (
+            array(r#"["*."]"#),
+            "p.toml:8: key `listen[0].tls.sni[1]`: sni name `*.`",
+        ),
+    ] {
+        let e = match from_toml("p.toml", &text) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with(want), "{e}\nwanted: {want}\n{text}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // The same tables, right: accepted.
+    let ok = tables(&ex_crt, r#"["*.api.example.com"]"#, &api_crt);
+    let cfg = from_toml("p.toml", &ok).unwrap_or_else(|e| panic!("{e}\n{ok}"));
+    assert_eq!(cfg.listeners[0].tls.as_ref().unwrap().spec.sni.len(), 2);
+}

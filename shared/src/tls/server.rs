@@ -71,12 +71,30 @@ impl ServerTls {
     }
 }
 
-/// Build the server configuration `spec` describes; `Err`: one line naming the file and the
-/// problem.
-pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
+/// Why a [`ServerTlsSpec`] built no configuration: one line naming the file and the
+/// problem, and the `sni` entry it is about, so a config file's error can name that entry's
+/// line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SpecError {
+    /// The index in [`ServerTlsSpec::sni`]; `None`: the default pair, or the whole.
+    pub entry: Option<usize>,
+    pub message: String,
+}
+
+impl SpecError {
+    /// The error about `entry` (a closure, for `map_err`).
+    fn at(entry: Option<usize>) -> impl Fn(String) -> SpecError + Copy {
+        move |message| SpecError { entry, message }
+    }
+}
+
+/// Build the server configuration `spec` describes.
+pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, SpecError> {
     let provider = Arc::new(aes128_first(super::provider().as_ref().clone()));
     let mut warnings = Vec::new();
-    let default = Arc::new(load_pair(&spec.default, &provider, &mut warnings)?);
+    let default =
+        Arc::new(load_pair(&spec.default, &provider, &mut warnings).map_err(SpecError::at(None))?);
     let mut resolver = SniResolver {
         exact: HashMap::new(),
         wildcard: Vec::new(),
@@ -86,17 +104,18 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
     // duplicate route is) rather than left to the table's order.
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, s) in spec.sni.iter().enumerate() {
-        let ck = Arc::new(load_pair(&s.files, &provider, &mut warnings)?);
+        let here = SpecError::at(Some(i));
+        let ck = Arc::new(load_pair(&s.files, &provider, &mut warnings).map_err(here)?);
         for name in &s.names {
-            resolver.add(name, &ck, &s.files.cert)?;
+            resolver.add(name, &ck, &s.files.cert).map_err(here)?;
             // Twice in one entry is the same certificate: no choice to refuse.
             if let Some(j) = seen.insert(sni_key(name), i).filter(|&j| j != i) {
-                return Err(format!(
+                return Err(here(format!(
                     "sni name `{name}` is in sni[{j}] (certificate {}) and sni[{i}] \
                      (certificate {}): a name picks one certificate",
                     spec.sni[j].files.cert.display(),
                     s.files.cert.display()
-                ));
+                )));
             }
             if !valid_for(&ck.cert[0], name) {
                 warnings.push(format!(
@@ -108,7 +127,7 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
     }
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| format!("tls: {e}"))?
+        .map_err(|e| SpecError::at(None)(format!("tls: {e}")))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
     // The server's order decides ALPN in rustls: a client offering both gets http/1.1; one
@@ -116,7 +135,8 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, String> {
     cfg.alpn_protocols = vec![b"http/1.1".to_vec(), b"http/1.0".to_vec()];
     // The server's order decides (see `aes128_first`).
     cfg.ignore_client_order = true;
-    cfg.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new().map_err(|e| format!("tls: {e}"))?;
+    cfg.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
+        .map_err(|e| SpecError::at(None)(format!("tls: {e}")))?;
     cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
     // One ticket per connection: the one its client's next connection resumes with.
     cfg.send_tls13_tickets = 1;

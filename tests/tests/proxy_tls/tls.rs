@@ -157,12 +157,17 @@ fn an_sni_name_written_with_a_trailing_dot_is_chosen() {
     let mut bad = spec_with(&dc, &dk, &ac, &ak, "a.test..");
     let e = server_config(&bad).unwrap_err();
     assert!(
-        e.contains("`a.test..`") && e.contains("not a host name"),
+        e.message.contains("`a.test..`") && e.message.contains("not a host name"),
         "{e}"
     );
+    assert_eq!(e.entry, Some(0), "{e}");
     bad.sni[0].names = vec!["*.".into()];
     let e = server_config(&bad).unwrap_err();
-    assert!(e.contains("`*.`") && e.contains("wildcard"), "{e}");
+    assert!(
+        e.message.contains("`*.`") && e.message.contains("wildcard"),
+        "{e}"
+    );
+    assert_eq!(e.entry, Some(0), "{e}");
 }
 
 /// A default certificate and one `sni` entry of one name.
