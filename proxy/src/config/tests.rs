@@ -799,3 +799,46 @@ fn tls_table_errors_name_the_line_of_the_entry_at_fault() {
     let cfg = from_toml("p.toml", &ok).unwrap_or_else(|e| panic!("{e}\n{ok}"));
     assert_eq!(cfg.listeners[0].tls.as_ref().unwrap().spec.sni.len(), 2);
 }
+
+/// An `sni` entry is chosen by its names: one without any (`names = []`) loaded its
+/// certificate for no client, without a word, and an empty name is no host name. Both are
+/// refused naming the entry.
+#[test]
+fn an_sni_entry_without_a_name_or_with_an_empty_one_is_refused() {
+    let dir = example_path().parent().unwrap().join("tls");
+    let f = |stem: &str| dir.join(stem).display().to_string();
+    let text = |names: &str| {
+        format!(
+            "[[listen]]\naddr = \"127.0.0.1:8443\"\n\
+             [listen.tls]\ncert = \"{}\"\nkey = \"{}\"\n\
+             [[listen.tls.sni]]\nnames = {names}\ncert = \"{}\"\nkey = \"{}\"\n{}",
+            f("example.crt"),
+            f("example.key"),
+            f("api.crt"),
+            f("api.key"),
+            &MINIMAL[LISTEN.len()..]
+        )
+    };
+    for (names, want) in [
+        ("[]", "no names"),
+        (r#"[""]"#, "empty"),
+        (r#"["api.example.com", ""]"#, "empty"),
+        (r#"["  "]"#, "not a host name"),
+    ] {
+        let e = match from_toml("p.toml", &text(names)) {
+            Ok(_) => panic!("names = {names}: accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            e.starts_with("p.toml:6: key `listen[0].tls.sni[0]`: ") && e.contains(want),
+            "names = {names}: {e}\nwanted: {want}"
+        );
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // A wildcard stays a name.
+    let cfg = from_toml("p.toml", &text(r#"["*.api.example.com"]"#)).unwrap();
+    assert_eq!(
+        cfg.listeners[0].tls.as_ref().unwrap().spec.sni[0].names,
+        ["*.api.example.com"]
+    );
+}

@@ -105,6 +105,13 @@ pub fn server_config(spec: &ServerTlsSpec) -> Result<ServerTls, SpecError> {
     let mut seen: HashMap<String, usize> = HashMap::new();
     for (i, s) in spec.sni.iter().enumerate() {
         let here = SpecError::at(Some(i));
+        if s.names.is_empty() {
+            // Its certificate would be loaded for no client.
+            return Err(here(format!(
+                "sni entry with no names (certificate {}): list the names it is chosen for",
+                s.files.cert.display()
+            )));
+        }
         let ck = Arc::new(load_pair(&s.files, &provider, &mut warnings).map_err(here)?);
         for name in &s.names {
             resolver.add(name, &ck, &s.files.cert).map_err(here)?;
@@ -253,6 +260,12 @@ struct SniResolver {
 
 impl SniResolver {
     fn add(&mut self, name: &str, ck: &Arc<CertifiedKey>, cert: &Path) -> Result<(), String> {
+        if name.is_empty() {
+            return Err(format!(
+                "sni name is empty (certificate {}): a host name or `*.domain`",
+                cert.display()
+            ));
+        }
         let lower = sni_key(name);
         // A dot still there (`a.test..`) would be kept by `DnsName` and match no client.
         if lower.ends_with('.') {
