@@ -290,10 +290,27 @@ pub fn validate(cfg: &Config) -> Result<(), String> {
     if c.max_request_line == 0 || c.max_head == 0 || c.max_chunk_line == 0 || c.max_trailers == 0 {
         return Err("header and chunk size limits must be greater than zero".into());
     }
+    // A file's limits are checked as it is read (naming the line); this catches a config built
+    // otherwise.
+    if let Some(m) = head_too_small_for_request_line(c) {
+        return Err(m);
+    }
     if cfg.runtime.workers == 0 {
         return Err("workers must be at least 1".into());
     }
     Ok(())
+}
+
+/// Why `max_head` cannot hold a request line `max_request_line` allows, if it cannot: such a
+/// line would get 431 where the limit meant for it promises to take it.
+fn head_too_small_for_request_line(c: &shared::http::Limits) -> Option<String> {
+    (c.max_head < c.max_request_line).then(|| {
+        format!(
+            "max_head ({} bytes) is smaller than max_request_line ({} bytes): a head holds its \
+             request line; raise max_head or lower max_request_line",
+            c.max_head, c.max_request_line
+        )
+    })
 }
 
 /// `access_log = { path = "...", format = "combined" | "json" }`.

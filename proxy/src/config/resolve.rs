@@ -44,6 +44,7 @@ pub enum Error {
 /// Turn a file-layer value and the overrides into the runtime config.
 pub fn resolve(file: &FileConfig, overrides: &Overrides) -> Result<Config, Error> {
     let r = Resolver { file, overrides };
+    r.head_limits()?;
     let listeners = r.listeners()?;
     let groups = r.groups()?;
     let routes = r.routes(&groups)?;
@@ -95,8 +96,14 @@ fn proxy_limits(l: &LimitsEntry) -> ProxyLimits {
     let d = ProxyLimits::default();
     ProxyLimits {
         codec: Limits {
-            max_request_line: l.max_request_line.unwrap_or(d.codec.max_request_line),
-            max_head: l.max_head.unwrap_or(d.codec.max_head),
+            max_request_line: l
+                .max_request_line
+                .as_ref()
+                .map_or(d.codec.max_request_line, |s| s.get_ref().0),
+            max_head: l
+                .max_head
+                .as_ref()
+                .map_or(d.codec.max_head, |s| s.get_ref().0),
             max_headers: l.max_headers.unwrap_or(d.codec.max_headers),
             max_chunk_line: l.max_chunk_line.unwrap_or(d.codec.max_chunk_line),
             max_trailers: l.max_trailers.unwrap_or(d.codec.max_trailers),
@@ -248,6 +255,29 @@ impl Resolver<'_> {
             names,
             insecure,
         }))
+    }
+
+    /// `max_head` and `max_request_line` together: a head holds its request line. At the line
+    /// of `max_head` when the file gives it, else of `max_request_line`.
+    fn head_limits(&self) -> Result<(), Error> {
+        let l = &self.file.limits;
+        let codec = proxy_limits(l).codec;
+        let Some(m) = super::head_too_small_for_request_line(&codec) else {
+            return Ok(());
+        };
+        let at = match (&l.max_head, &l.max_request_line) {
+            (Some(s), _) => At::Value {
+                key: "limits.max_head".into(),
+                span: s.span(),
+            },
+            (None, Some(s)) => At::Value {
+                key: "limits.max_request_line".into(),
+                span: s.span(),
+            },
+            // Both defaults: they fit (a test says so); were they not, the file is not at fault.
+            (None, None) => At::Whole,
+        };
+        Err(self.error(at, m))
     }
 
     /// `--listen` if given, else the file's `[[listen]]`.

@@ -350,10 +350,9 @@ pub struct LimitsEntry {
     #[serde(deserialize_with = "de_max_body")]
     pub max_body: Option<Option<u64>>,
     pub max_connections: Option<NonZeroUsize>,
-    #[serde(deserialize_with = "de_positive_size")]
-    pub max_request_line: Option<usize>,
-    #[serde(deserialize_with = "de_positive_size")]
-    pub max_head: Option<usize>,
+    /// Spanned, as `max_head`: the two are checked together (`resolve`).
+    pub max_request_line: Option<Spanned<PositiveSize>>,
+    pub max_head: Option<Spanned<PositiveSize>>,
     #[serde(deserialize_with = "de_max_headers")]
     pub max_headers: Option<usize>,
     #[serde(deserialize_with = "de_positive_size")]
@@ -517,10 +516,20 @@ fn de_upstream_addr<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error>
 }
 
 fn de_positive_size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    match usize::try_from(size_of::<D::Error>(scalar(d, SIZE)?)?) {
-        Ok(0) => Err(D::Error::custom("must be greater than zero")),
-        Ok(v) => Ok(Some(v)),
-        Err(_) => Err(D::Error::custom("too large")),
+    PositiveSize::deserialize(d).map(|s| Some(s.0))
+}
+
+/// A size in bytes greater than zero: `16384` or `"16KiB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PositiveSize(pub usize);
+
+impl<'de> Deserialize<'de> for PositiveSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match usize::try_from(size_of::<D::Error>(scalar(d, SIZE)?)?) {
+            Ok(0) => Err(D::Error::custom("must be greater than zero")),
+            Ok(v) => Ok(PositiveSize(v)),
+            Err(_) => Err(D::Error::custom("too large")),
+        }
     }
 }
 

@@ -227,7 +227,7 @@ fn minimal_file_gets_defaults_and_a_default_route() {
 fn values_are_read() {
     let text = format!(
         "{MINIMAL}[timeouts]\nread = \"250ms\"\nshutdown = 0\n[limits]\nmax_body = \"1MiB\"\nmax_headers = 20\n\
-         max_connections = 7\nmax_head = \"1KiB\"\n\
+         max_connections = 7\nmax_request_line = 512\nmax_head = \"1KiB\"\n\
          [runtime]\nworkers = 3\ndriver = \"epoll\"\npin = false\nmultishot = false\n[headers]\nx_real_ip = false\n"
     );
     let cfg = from_toml("p.toml", &text).unwrap();
@@ -236,6 +236,7 @@ fn values_are_read() {
     assert_eq!(cfg.limits.max_body, Some(1 << 20));
     assert_eq!(cfg.limits.codec.max_headers, 20);
     assert_eq!(cfg.limits.codec.max_head, 1024);
+    assert_eq!(cfg.limits.codec.max_request_line, 512);
     assert_eq!(cfg.limits.max_connections, 7);
     assert_eq!(cfg.runtime.workers, 3);
     assert_eq!(cfg.runtime.driver, DriverChoice::Epoll);
@@ -840,5 +841,53 @@ fn an_sni_entry_without_a_name_or_with_an_empty_one_is_refused() {
     assert_eq!(
         cfg.listeners[0].tls.as_ref().unwrap().spec.sni[0].names,
         ["*.api.example.com"]
+    );
+}
+
+/// A head holds its request line: with `max_head` under `max_request_line`, a request line
+/// the one allows the other refuses (431 for a line that was to get 414 only past
+/// `max_request_line`). Refused naming both keys and values, at the line of the one given
+/// (`max_head` when both are); a config built in code is refused by `validate`.
+#[test]
+fn a_max_head_smaller_than_max_request_line_is_refused_naming_both() {
+    for (limits, want) in [
+        (
+            "max_request_line = \"16KiB\"\nmax_head = \"8KiB\"\n",
+            "p.toml:8: key `limits.max_head`: max_head (8192 bytes) is smaller than \
+             max_request_line (16384 bytes)",
+        ),
+        (
+            "max_head = 4096\n",
+            "p.toml:7: key `limits.max_head`: max_head (4096 bytes) is smaller than \
+             max_request_line (8192 bytes)",
+        ),
+        (
+            "max_request_line = \"128KiB\"\n",
+            "p.toml:7: key `limits.max_request_line`: max_head (65536 bytes) is smaller than \
+             max_request_line (131072 bytes)",
+        ),
+    ] {
+        let text = format!("{MINIMAL}[limits]\n{limits}");
+        let e = match from_toml("p.toml", &text) {
+            Ok(cfg) => panic!("{limits}: accepted as {:?}", cfg.limits.codec),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with(want), "{limits}: {e}\nwanted: {want}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    for limits in [
+        "max_request_line = \"8KiB\"\nmax_head = \"8KiB\"\n",
+        "max_request_line = \"128KiB\"\nmax_head = \"128KiB\"\n",
+        "max_request_line = 1024\n",
+    ] {
+        let text = format!("{MINIMAL}[limits]\n{limits}");
+        from_toml("p.toml", &text).unwrap_or_else(|e| panic!("{limits}: {e}"));
+    }
+    let mut cfg = from_toml("p.toml", MINIMAL).unwrap();
+    cfg.limits.codec.max_head = 100;
+    let e = validate(&cfg).unwrap_err();
+    assert!(
+        e.contains("max_head (100 bytes)") && e.contains("max_request_line (8192 bytes)"),
+        "{e}"
     );
 }
