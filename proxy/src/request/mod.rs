@@ -520,6 +520,11 @@ fn route_of(
     authority: Option<&[u8]>,
     target: &[u8],
 ) -> Result<(RouteId, bool), ProxyError> {
+    // RFC 9112 3.2.4: `*` (the codec takes it for OPTIONS alone) asks about the server as a
+    // whole, which no route, a path prefix, stands for: 400, as nginx answers.
+    if target == b"*" {
+        return Err(ProxyError::Request(CodecError::InvalidTarget));
+    }
     PATH_SCRATCH.with_borrow_mut(|scratch| {
         let p = route_path(target, scratch).map_err(|e| ProxyError::Request(e.into()))?;
         let route = g

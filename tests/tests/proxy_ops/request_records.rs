@@ -320,3 +320,60 @@ fn a_retried_request_logs_every_server_tried_in_order() {
     assert_eq!(l["upstream_status"], serde_json::json!([200]), "{l}");
     p.stop();
 }
+
+/// RFC 9112 3.2.4: the asterisk-form is OPTIONS's alone, and asks about the server as a whole,
+/// which no route (a path prefix) stands for. The proxy answers 400 and closes for every
+/// method, OPTIONS included, as nginx does (docs/CONFIGURATION.md, "What the proxy does with a
+/// request"); `OPTIONS *` got 404, as though a route were missing. Nothing goes upstream; the
+/// log has its line.
+#[test]
+fn an_asterisk_target_gets_400_and_a_close_whatever_the_method() {
+    let origin = tests::capturing_origin();
+    let mut p = Logged::start(&[origin.addr()], &[]);
+    for req in [
+        "OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n",
+        "OPTIONS * HTTP/1.0\r\n\r\n",
+        "OPTIONS * HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab",
+        "GET * HTTP/1.1\r\nHost: x\r\n\r\n",
+        "POST * HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    ] {
+        let left = p.after(1, |addr| {
+            let r = raw::exchange(addr, req.as_bytes(), WAIT);
+            assert_eq!(r.end, End::Closed, "{req:?}: {}", raw::show(&r));
+            let got = r.responses();
+            assert_eq!(got.len(), 1, "{req:?}: {}", raw::show(&r));
+            assert_eq!(got[0].status, 400, "{req:?}: {}", raw::show(&r));
+            assert!(got[0].connection_has("close"), "{req:?}: {}", raw::show(&r));
+        });
+        let l = &left.lines[0];
+        let line = req.split("\r\n").next().unwrap();
+        assert_eq!(
+            (&l["request"], &l["status"], &l["fault"]),
+            (&line.into(), &400.into(), &"bad_request".into()),
+            "{req:?}: {l}"
+        );
+        assert_eq!(
+            left.moved(r#"proxy_requests_total{route="(none)",code="4xx"}"#),
+            1.0,
+            "{req:?}: {left:?}"
+        );
+    }
+    // Behind a request on a keep-alive connection: that one is answered, then the 400 and
+    // the close.
+    let both = b"GET /first HTTP/1.1\r\nHost: x\r\n\r\nOPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n";
+    let left = p.after(2, |addr| {
+        assert_eq!(statuses(addr, both), [200, 400]);
+    });
+    let got: Vec<_> = left.lines.iter().map(|l| l["status"].clone()).collect();
+    assert_eq!(got, [200, 400], "{left:?}");
+    let upstream: Vec<String> = origin
+        .captured()
+        .iter()
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect();
+    assert!(
+        upstream.len() == 1 && upstream[0].starts_with("GET /first "),
+        "only the GET goes upstream: {upstream:?}"
+    );
+    p.stop();
+}
