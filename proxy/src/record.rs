@@ -124,15 +124,19 @@ impl Record {
     }
 
     /// An attempt on `server` begins, `now` when the request is timed: the one before it,
-    /// if any, goes to `earlier` with what came of it, timed up to `now`.
+    /// if any, goes to `earlier` with what came of it, timed up to its end when it had one
+    /// (a 304 that matched nothing stored, refetched), else up to `now`. The new attempt has
+    /// no answer yet: a refetch that fails must count no answer of the server before it.
     pub fn attempt(&mut self, server: Served, now: Option<Instant>) {
         if let Some(before) = self.tried.replace(server) {
             let spent = self.upstream_sent.zip(now);
+            let spent = spent.map(|(t, now)| now.saturating_duration_since(t));
+            self.upstream = None;
             self.earlier.push(Tried {
                 server: before,
                 status: std::mem::take(&mut self.upstream_status),
                 ttfb: self.upstream_ttfb.take(),
-                time: spent.map(|(t, now)| now.saturating_duration_since(t)),
+                time: self.upstream_time.take().or(spent),
             });
         }
     }
@@ -311,6 +315,33 @@ mod tests {
         assert_eq!(got, want);
         // The metrics' copy counts the last attempt alone.
         assert!(r.counted().earlier.is_empty());
+    }
+
+    /// A 304 that matched no stored response ended its exchange (`upstream_time` set, its
+    /// server the one that answered); the refetch that follows is a new attempt, which must
+    /// not inherit them: a refetch that fails is timed on its own server and counts no
+    /// answer.
+    #[test]
+    fn a_new_attempt_starts_with_no_answer_and_no_time() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut r = Record::new(t0);
+        r.attempt(server(0), Some(t0));
+        r.upstream_sent = Some(t0);
+        r.upstream = Some(server(0));
+        r.upstream_status = 304;
+        r.upstream_time = Some(ms(3));
+        r.attempt(server(1), Some(t0 + ms(4)));
+        assert_eq!(
+            (
+                r.upstream,
+                r.upstream_status,
+                r.upstream_ttfb,
+                r.upstream_time
+            ),
+            (None, 0, None, None)
+        );
+        assert_eq!(r.earlier[0].status, 304);
     }
 
     #[test]
