@@ -145,7 +145,11 @@ fn take_waiting<A: Acceptor>(listener: &TcpListener, handover: &Shutdown, owner:
 /// client of the new process unanswered). Whoever's wake-up it was, taking what waits now
 /// loses nothing: a connection that comes later wakes the new process's accept.
 fn take_orphans<A: Acceptor>(listener: &TcpListener, owner: &Rc<A>) {
+    // The accept was armed with a slot free, and none was taken since: the first fits.
     for _ in 0..ACCEPT_BATCH {
+        if !owner.has_slot() {
+            return;
+        }
         match accept_now(listener) {
             Ok(Some((stream, peer))) => owner.accepted(stream, peer),
             Ok(None) | Err(_) => return,
