@@ -497,6 +497,51 @@ fn a_background_revalidation_runs_under_its_routes_upstream_timeouts() {
 }
 
 #[test]
+fn a_background_revalidation_whose_body_stalls_counts_against_its_server() {
+    // The refresh's answer comes with its head and 5 of its 100 bytes, then nothing: its
+    // fill ends at the route's read timeout, a failure of the server mid-body, which its
+    // `proxy_upstream_failures_total` counts as a client's fetch's would.
+    use crate::scripted::raw_answer;
+    use std::time::Duration;
+    let swr = [
+        "Cache-Control: max-age=0, stale-while-revalidate=60",
+        "ETag: \"v1\"",
+    ];
+    let cut = b"HTTP/1.1 200 OK\r\nCache-Control: max-age=3600\r\nContent-Length: 100\r\n\r\nshort";
+    let o = Scripted::start(vec![
+        answer("200 OK", &swr, b"stale"),
+        raw_answer(cut.to_vec()),
+    ]);
+    let mut cfg = tests::proxy_config(&[o.addr()], &["--cache", "1MiB", "--admin", "127.0.0.1:0"]);
+    with_route_read(&mut cfg, Duration::from_millis(300));
+    let p = proxy::start(cfg).expect("proxy starts");
+    let addr = p.listen_addrs()[0];
+    let admin = p.admin_addr().expect("admin");
+    let count = |name: &str| {
+        let m = tests::scrape::scrape(admin);
+        m.iter()
+            .filter(|(k, _)| k.starts_with(name) && k.contains(r#"kind="upstream_timeout""#))
+            .map(|(_, v)| *v)
+            .sum::<f64>()
+    };
+    assert_eq!(x_cache(&request(addr, "GET", "/t", "")), "MISS");
+    assert_eq!(x_cache(&request(addr, "GET", "/t", "")), "STALE");
+    assert!(
+        tests::eventually(raw::WAIT, || {
+            let m = tests::scrape::scrape(admin);
+            tests::scrape::total(&m, "proxy_cache_revalidation_errors_total") == 1.0
+        }),
+        "the stalled refresh did not end"
+    );
+    assert_eq!(
+        count("proxy_upstream_failures_total{"),
+        1.0,
+        "the server's failures"
+    );
+    p.shutdown().unwrap();
+}
+
+#[test]
 fn requests_collapsed_on_a_fill_wait_under_their_routes_read_timeout() {
     // Collapsed forwarding on a route whose own read timeout (2 s) is longer than the global
     // one (100 ms): the requests that wait for another's fill wait as long as that fill may

@@ -267,7 +267,7 @@ async fn revalidate(job: &Job, settle: &mut Settle) -> Result<Revalidated, Proxy
     let read = read.await;
     let filled = read.as_ref().ok().and(sink.handle);
     finish_fill(store, fill, filled, w, g);
-    let (buf, clean) = read?;
+    let (buf, clean) = read.inspect_err(|&e| body_cut(job, s, e))?;
     w.buffers.give_buf(buf);
     if resp.upstream_keep_alive && clean {
         g.pool(job.group, s)
@@ -291,6 +291,17 @@ fn noted(job: &Job, s: ServerId, failed: Option<ProxyError>) {
             let kind = crate::metrics::fault_index(e);
             w.count_server(g, (job.group, s), |m| m.failures[kind] += 1);
         }
+    }
+}
+
+/// Server `s` failed mid-body, after the answer's head: a failed attempt in its counts, as a
+/// client's fetch's body cut is (`exchange::body_cut`), and, as there, not marked failed for
+/// the balancer.
+fn body_cut(job: &Job, s: ServerId, e: ProxyError) {
+    if e != ProxyError::NoResources {
+        let kind = crate::metrics::fault_index(e);
+        job.w
+            .count_server(&job.g, (job.group, s), |m| m.failures[kind] += 1);
     }
 }
 
