@@ -1,4 +1,4 @@
-//! System calls made straight on a connection's non-blocking socket (`send(MSG_MORE)`,
+//! System calls made straight on a connection's non-blocking socket (`sendmsg(MSG_MORE)`,
 //! `sendfile`, `splice`), waiting through the runtime when the socket says `EAGAIN`: a poll op
 //! on io_uring, epoll's readiness otherwise. Used where the runtime has no operation for the
 //! job (sendfile) or where one would go through a worker thread (io_uring's splice always
@@ -55,17 +55,35 @@ pub fn step(n: isize) -> Step {
     }
 }
 
-/// `send(MSG_MORE)` all of `head` on a non-blocking socket: a body follows at once, in the
-/// same segments. `MSG_DONTWAIT` as well: this call never waits, whatever the socket's mode.
-pub async fn send_more(s: &TcpStream, head: &[u8], limit: Duration) -> Result<(), Stuck> {
-    let mut at = 0;
-    while at < head.len() {
-        let rest = &head[at..];
+/// `send(MSG_MORE)` all of `head`, then all of `body` (the body bytes already in hand; may be
+/// empty), on a non-blocking socket: more body follows at once, in the same segments. One
+/// `sendmsg` of both each time, so that neither is copied behind the other (a relay buffer's
+/// worth, per response, into a head buffer). `MSG_DONTWAIT` as well: this call never waits,
+/// whatever the socket's mode.
+pub async fn send_more(
+    s: &TcpStream,
+    (mut head, mut body): (&[u8], &[u8]),
+    limit: Duration,
+) -> Result<(), Stuck> {
+    while !(head.is_empty() && body.is_empty()) {
+        let mut iov = [head, body].map(|part| libc::iovec {
+            iov_base: part.as_ptr().cast_mut().cast(),
+            iov_len: part.len(),
+        });
+        // SAFETY: all-zero is a valid msghdr (no address, no control data).
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len();
         let flags = libc::MSG_MORE | libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        // SAFETY: `rest` is readable for `rest.len()` bytes; the fd is open.
-        let n = unsafe { libc::send(s.as_raw_fd(), rest.as_ptr().cast(), rest.len(), flags) };
+        // SAFETY: both iovecs point at readable slices that outlive the call (the kernel
+        // only reads them); the fd is open.
+        let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, flags) };
         match step(n) {
-            Step::Moved(n) => at += n,
+            Step::Moved(n) => {
+                let of_head = n.min(head.len());
+                head = &head[of_head..];
+                body = &body[n - of_head..];
+            }
             Step::Again => writable(s, limit).await?,
             Step::Failed => return Err(Stuck),
         }

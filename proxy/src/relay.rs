@@ -353,7 +353,7 @@ async fn relay_body(
     let mut dec = BodyDecoder::new(r.kind, &cfg.limits.codec);
     let buffered = (ubuf.len() - pos) as u64;
     if let (Some(sp), Some(len)) = (&mut r.splice, spliceable(&dec, out, r.up, buffered)) {
-        splice_rest(sp, out, r.up, (&mut ubuf, pos), len, t).await?;
+        splice_rest(sp, out, r.up, (&ubuf, pos), len, t).await?;
         ubuf.clear();
         return Ok(Relayed {
             buf: ubuf,
@@ -498,7 +498,7 @@ async fn splice_rest(
     sp: &mut SpliceWith<'_>,
     out: &mut ToClient<'_>,
     up: &Stream,
-    (ubuf, pos): (&mut BytesMut, usize),
+    (ubuf, pos): (&BytesMut, usize),
     len: u64,
     t: &crate::config::Timeouts,
 ) -> Result<(), RelayFail> {
@@ -509,19 +509,12 @@ async fn splice_rest(
     ensure_nonblocking(client.as_raw_fd(), sp.client_nonblocking).map_err(|_| gone)?;
     ensure_nonblocking(up.as_raw_fd(), sp.up_nonblocking)
         .map_err(|_| RelayFail::Upstream(ProxyError::UpstreamIo))?;
-    let hl = out.head.len();
-    let first: &[u8] = if hl <= pos {
-        // Over the upstream's head, already parsed: no copy of the body bytes.
-        ubuf[pos - hl..pos].copy_from_slice(out.head);
-        &ubuf[pos - hl..]
-    } else {
-        out.head.extend_from_slice(&ubuf[pos..]);
-        out.head
-    };
-    crate::direct::send_more(client, first, t.send)
+    let body = &ubuf[pos..];
+    crate::direct::send_more(client, (out.head, body), t.send)
         .await
         .map_err(|_| gone)?;
-    out.rec.wrote(first);
+    out.rec.wrote(out.head);
+    out.rec.wrote_body(body.len() as u64);
     out.head_pending = false;
     let mut sent = 0;
     let r = crate::splice::body(sp.pipes, up, client, len, (t.read, t.send), &mut sent).await;

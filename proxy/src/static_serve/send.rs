@@ -47,7 +47,7 @@ pub async fn response(c: &mut ClientConn, plan: Plan) -> Result<(), SendFail> {
     };
     shared::stream::ensure_nonblocking(tcp.as_raw_fd(), &mut c.nonblocking)
         .map_err(|_| SendFail)?;
-    send_more(tcp, &c.to_client, limit)
+    send_more(tcp, (&c.to_client, &[]), limit)
         .await
         .map_err(|_| SendFail)?;
     c.rec.wrote(&c.to_client);
