@@ -1,14 +1,71 @@
 //! Helpers for the route-action tests (`return`, `static`, hosts): a one-worker proxy from
 //! config text, and strict reads (a timeout is never a close; every response is parsed).
+//! The config text's fixture ([`config_parts`]) serves the other in-process tests too.
 
 use crate::inproc::Proxy;
 use crate::raw::{Client, Response, WAIT};
 
 /// `[[listen]]` on 127.0.0.1:0, one unpinned worker, short shutdown, then `rest`.
 pub fn config_text(rest: &str) -> String {
+    config_parts(ONE_WORKER, rest)
+}
+
+/// What a test proxy's config text has besides `[[listen]]` on 127.0.0.1:0 and its tables
+/// that follow: `..ONE_WORKER` for the rest.
+#[derive(Clone, Copy, Debug)]
+pub struct Parts<'a> {
+    /// Keys before every table (`access_log = ...`, from [`access_log`]).
+    pub top: &'a str,
+    /// An `[admin]` listener on 127.0.0.1:0.
+    pub admin: bool,
+    /// Unpinned workers.
+    pub workers: usize,
+    /// `[runtime]`'s other lines (`splice = false`).
+    pub runtime: &'a str,
+    /// `[timeouts]`'s lines (empty: no table, every default).
+    pub timeouts: &'a str,
+}
+
+/// One unpinned worker, a 1 s shutdown, no admin listener.
+pub const ONE_WORKER: Parts<'static> = Parts {
+    top: "",
+    admin: false,
+    workers: 1,
+    runtime: "",
+    timeouts: "shutdown = \"1s\"\n",
+};
+
+/// One unpinned worker and an admin listener, every timeout its default.
+pub const WITH_ADMIN: Parts<'static> = Parts {
+    admin: true,
+    timeouts: "",
+    ..ONE_WORKER
+};
+
+/// `p`'s config text, then `rest` (more tables).
+pub fn config_parts(p: Parts, rest: &str) -> String {
+    let admin = if p.admin {
+        "[admin]\naddr = \"127.0.0.1:0\"\n"
+    } else {
+        ""
+    };
+    let timeouts = if p.timeouts.is_empty() {
+        String::new()
+    } else {
+        format!("[timeouts]\n{}", p.timeouts)
+    };
     format!(
-        "[[listen]]\naddr = \"127.0.0.1:0\"\n[runtime]\nworkers = 1\npin = false\n\
-         [timeouts]\nshutdown = \"1s\"\n{rest}"
+        "{}\n[[listen]]\naddr = \"127.0.0.1:0\"\n{admin}\
+         [runtime]\nworkers = {}\npin = false\n{}{timeouts}{rest}",
+        p.top, p.workers, p.runtime
+    )
+}
+
+/// The `access_log` key for a log at `path` in `format`, for [`Parts::top`].
+pub fn access_log(path: &std::path::Path, format: &str) -> String {
+    format!(
+        "access_log = {{ path = \"{}\", format = \"{format}\" }}\n",
+        path.display()
     )
 }
 

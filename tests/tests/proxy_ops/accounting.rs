@@ -11,25 +11,18 @@ use std::path::Path;
 use std::sync::mpsc;
 use tests::raw::{self, WAIT};
 use tests::reload::Scratch;
+use tests::toml_proxy::{access_log, config_parts, Parts, WITH_ADMIN};
 
 /// A one-worker proxy with an admin listener and a JSON access log at `log`; `rest`: its
 /// upstreams, routes and anything else.
 fn start(log: &Path, rest: &str) -> proxy::Running {
-    let text = format!(
-        r#"access_log = {{ path = "{}", format = "json" }}
+    start_with(log, WITH_ADMIN, rest)
+}
 
-[[listen]]
-addr = "127.0.0.1:0"
-
-[admin]
-addr = "127.0.0.1:0"
-
-[runtime]
-workers = 1
-pin = false
-{rest}"#,
-        log.display()
-    );
+/// [`start`] with `parts`' `[runtime]` and `[timeouts]` lines (its `top` is the log's).
+fn start_with(log: &Path, parts: Parts, rest: &str) -> proxy::Running {
+    let top = access_log(log, "json");
+    let text = config_parts(Parts { top: &top, ..parts }, rest);
     let cfg = proxy::config::from_toml("accounting.toml", &text).expect("config");
     proxy::start(cfg).expect("proxy starts")
 }
@@ -441,10 +434,15 @@ fn bytes_of_a_write_cut_by_the_send_timeout_are_counted() {
     let log = dir.path("access.log");
     let origin = tests::origin();
     let rest = format!(
-        "splice = false\n\n[timeouts]\nsend = \"300ms\"\n\n[upstream.app]\nservers = [\"{}\"]\n\n[[route]]\npath = \"/\"\nupstream = \"app\"\n",
+        "\n[upstream.app]\nservers = [\"{}\"]\n\n[[route]]\npath = \"/\"\nupstream = \"app\"\n",
         origin.addr()
     );
-    let p = start(&log, &rest);
+    let parts = Parts {
+        runtime: "splice = false\n",
+        timeouts: "send = \"300ms\"\n",
+        ..WITH_ADMIN
+    };
+    let p = start_with(&log, parts, &rest);
     let (addr, admin) = (p.listen_addrs()[0], p.admin_addr().expect("admin"));
     let mut got = Vec::new();
     for (i, path) in ["/c?framing=chunked&size=4MiB", "/l?size=4MiB"]

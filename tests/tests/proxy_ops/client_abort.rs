@@ -12,29 +12,26 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use tests::raw::{self, Client, End, WAIT};
 use tests::reload::Scratch;
+use tests::toml_proxy::{access_log, config_parts, Parts, WITH_ADMIN};
 
 fn config(origin: SocketAddr, log: &Path) -> proxy::config::Config {
-    let text = format!(
-        r#"access_log = {{ path = "{}", format = "combined" }}
-
-[[listen]]
-addr = "127.0.0.1:0"
-
-[admin]
-addr = "127.0.0.1:0"
-
-[runtime]
-workers = 1
-pin = false
-
+    let rest = format!(
+        r#"
 [upstream.app]
 servers = ["{origin}"]
 
 [[route]]
 path = "/"
 upstream = "app"
-"#,
-        log.display()
+"#
+    );
+    let top = access_log(log, "combined");
+    let text = config_parts(
+        Parts {
+            top: &top,
+            ..WITH_ADMIN
+        },
+        &rest,
     );
     proxy::config::from_toml("abort.toml", &text).expect("config")
 }
@@ -214,19 +211,8 @@ fn keep_alive_request_with_bytes_pipelined_while_waiting_is_answered() {
 
 /// A proxy whose `/` is cached (and `/probe` a `return`, answered by the proxy itself).
 fn cached_config(origin: SocketAddr, log: &Path) -> proxy::config::Config {
-    let text = format!(
-        r#"access_log = {{ path = "{}", format = "combined" }}
-
-[[listen]]
-addr = "127.0.0.1:0"
-
-[admin]
-addr = "127.0.0.1:0"
-
-[runtime]
-workers = 1
-pin = false
-
+    let rest = format!(
+        r#"
 [upstream.app]
 servers = ["{origin}"]
 
@@ -238,8 +224,15 @@ return = {{ status = 200, body = "probe" }}
 path = "/"
 upstream = "app"
 cache = {{ ttl = "60s" }}
-"#,
-        log.display()
+"#
+    );
+    let top = access_log(log, "combined");
+    let text = config_parts(
+        Parts {
+            top: &top,
+            ..WITH_ADMIN
+        },
+        &rest,
     );
     proxy::config::from_toml("abort-cached.toml", &text).expect("config")
 }

@@ -8,23 +8,11 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tests::raw::{self, End, WAIT};
+use tests::toml_proxy::{config_parts, Parts, WITH_ADMIN};
 
 fn config(origin: SocketAddr, extra: &str) -> proxy::config::Config {
-    let text = format!(
+    let rest = format!(
         r#"
-[[listen]]
-addr = "127.0.0.1:0"
-
-[admin]
-addr = "127.0.0.1:0"
-
-[runtime]
-workers = 2
-pin = false
-
-[timeouts]
-shutdown = "3s"
-
 [upstream.app]
 servers = ["{origin}"]
 
@@ -38,6 +26,12 @@ upstream = "app"
 {extra}
 "#
     );
+    let parts = Parts {
+        workers: 2,
+        timeouts: "shutdown = \"3s\"\n",
+        ..WITH_ADMIN
+    };
+    let text = config_parts(parts, &rest);
     proxy::config::from_toml("metrics.toml", &text).expect("config")
 }
 

@@ -8,21 +8,13 @@
 use std::net::SocketAddr;
 use tests::raw::{self, Client, WAIT};
 use tests::scrape::{scrape, value};
+use tests::toml_proxy::{config_parts, WITH_ADMIN};
 
 /// One worker (every connection on it), at most 4 client connections: a slot the panic kept
 /// would leave no room for the last client below.
 fn config(origin: SocketAddr) -> proxy::config::Config {
-    let text = format!(
-        r#"[[listen]]
-addr = "127.0.0.1:0"
-
-[admin]
-addr = "127.0.0.1:0"
-
-[runtime]
-workers = 1
-pin = false
-
+    let rest = format!(
+        r#"
 [limits]
 max_connections = 4
 
@@ -34,6 +26,7 @@ path = "/"
 upstream = "app"
 "#
     );
+    let text = config_parts(WITH_ADMIN, &rest);
     proxy::config::from_toml("panics.toml", &text).expect("config")
 }
 
