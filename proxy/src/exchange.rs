@@ -303,6 +303,7 @@ async fn attempts<'g>(
         }
         if outcome.blame() == Blame::Server {
             blame_server(w, plan, s, &outcome);
+            gateway_status(&mut c.rec, &outcome);
             tried.push(s);
         }
         match outcome {
@@ -420,6 +421,20 @@ async fn pick_room<'g>(
                 group.name, plan.t.connect
             ));
             Err(Unanswered::Respond(ProxyError::QueueTimeout))
+        }
+    }
+}
+
+/// The access log's `upstream_status` of an attempt its server failed with no answer: 504
+/// after a timeout, else 502, as nginx's `ngx_http_upstream_next` logs it. Not an answer
+/// for the metrics, which count one only from the server that answered (`rec.upstream`).
+fn gateway_status(rec: &mut crate::record::Record, outcome: &Attempt<'_>) {
+    if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = outcome {
+        if rec.upstream.is_none() {
+            rec.upstream_status = match error {
+                ProxyError::UpstreamTimeout | ProxyError::ConnectTimeout => 504,
+                _ => 502,
+            };
         }
     }
 }

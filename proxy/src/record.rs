@@ -66,7 +66,9 @@ pub struct Record {
     pub upstream: Option<Served>,
     /// The status `upstream` answered with (nginx's `$upstream_status`: the origin's, which
     /// the client's may not be, as a 304 that revalidated a stored answer, or a 200 whose
-    /// client went away); 0 while no server answered.
+    /// client went away), or 502/504 for an attempt its server failed with no answer, as
+    /// nginx logs it (`upstream` is `None` then: not an answer for the metrics); 0 while
+    /// none came.
     pub upstream_status: u16,
     /// The last server an attempt went to, whether it answered or not: the access log's
     /// `upstream_addr` (nginx keeps `$upstream_addr` for a failed attempt too).

@@ -287,13 +287,16 @@ fn a_504_after_the_read_timeout_logs_the_time_spent_upstream() {
     let spent = l["upstream_response_time"][0].as_f64();
     assert!(spent.is_some_and(|t| t >= 0.3), "{l}");
     assert_eq!(l["upstream_header_time"], serde_json::json!([null]), "{l}");
+    // nginx's `$upstream_status` for an attempt that timed out: 504.
+    assert_eq!(l["upstream_status"], serde_json::json!([504]), "{l}");
 }
 
 #[test]
 fn a_retried_request_logs_every_server_tried_in_order() {
     // nginx: `$upstream_addr` "A, B" for a request refused by A and answered by B, and
     // `$upstream_status`, `$upstream_header_time`, `$upstream_response_time` one entry per
-    // attempt. Only B was logged here.
+    // attempt, a refused attempt's status 502 (nginx's ngx_http_upstream_next). Only B was
+    // logged here.
     let refused = tests::ClosedPort::new();
     let origin = tests::origin();
     let mut p = Logged::start(&[refused.addr(), origin.addr()], &[]);
@@ -302,7 +305,7 @@ fn a_retried_request_logs_every_server_tried_in_order() {
     let l = &left.lines[0];
     let both = format!("{}, {}", refused.addr(), origin.addr());
     assert_eq!(l["upstream_addr"], both, "{l}");
-    assert_eq!(l["upstream_status"], serde_json::json!([null, 200]), "{l}");
+    assert_eq!(l["upstream_status"], serde_json::json!([502, 200]), "{l}");
     let header = l["upstream_header_time"].as_array();
     assert!(
         header.is_some_and(|h| h.len() == 2 && h[0].is_null() && h[1].is_f64()),
