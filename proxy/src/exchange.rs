@@ -301,9 +301,9 @@ async fn attempts<'g>(
         ) {
             room = None;
         }
+        gateway_status(&mut c.rec, &outcome);
         if outcome.blame() == Blame::Server {
             blame_server(w, plan, s, &outcome);
-            gateway_status(&mut c.rec, &outcome);
             tried.push(s);
         }
         match outcome {
@@ -425,16 +425,16 @@ async fn pick_room<'g>(
     }
 }
 
-/// The access log's `upstream_status` of an attempt its server failed with no answer: 504
-/// after a timeout, else 502, as nginx's `ngx_http_upstream_next` logs it. Not an answer
-/// for the metrics, which count one only from the server that answered (`rec.upstream`).
+/// The access log's `upstream_status` of an attempt that ended with no answer by the
+/// upstream's doing (a refused connect, a timeout, a close, a bad head; a stale pooled
+/// connection's close too, which the balancer does not hold against the server): 504 after
+/// a timeout, else 502, as nginx's `ngx_http_upstream_next` logs it. An attempt the client
+/// ended, or one the proxy gave up (no descriptor), keeps none. Not an answer for the
+/// metrics, which count one only from the server that answered (`rec.upstream`).
 fn gateway_status(rec: &mut crate::record::Record, outcome: &Attempt<'_>) {
     if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = outcome {
-        if rec.upstream.is_none() {
-            rec.upstream_status = match error {
-                ProxyError::UpstreamTimeout | ProxyError::ConnectTimeout => 504,
-                _ => 502,
-            };
+        if rec.upstream.is_none() && error.fault() == crate::error::Fault::Upstream {
+            rec.upstream_status = error.status().unwrap_or(502);
         }
     }
 }

@@ -380,3 +380,48 @@ fn an_asterisk_target_gets_400_and_a_close_whatever_the_method() {
     );
     p.stop();
 }
+
+#[test]
+fn a_post_on_a_pooled_connection_its_server_closed_logs_502() {
+    // The origin answers a GET and keeps the connection; the POST that reuses it is read
+    // and the connection closed unanswered. A POST already sent is not resent: the client
+    // gets the proxy's 502, and nginx's `$upstream_status` for that attempt is 502 too. It
+    // was null here (a stale pooled connection is not the server's fault for the balancer,
+    // and only a server's fault set the status).
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let origin = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        let mut got = Vec::new();
+        let mut heads = 0;
+        let mut chunk = [0u8; 4096];
+        while heads < 2 {
+            let n = s.read(&mut chunk).expect("read");
+            assert!(n > 0, "the proxy closed the pooled connection");
+            got.extend_from_slice(&chunk[..n]);
+            let seen = got.windows(4).filter(|w| *w == b"\r\n\r\n").count();
+            if seen > heads && heads == 0 {
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .expect("write");
+            }
+            heads = seen;
+        }
+        // The POST's head: closed unanswered.
+    });
+    let mut p = Logged::start(&[origin], &[]);
+    let left = p.after(2, |addr| {
+        let get = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        assert_eq!(statuses(addr, get), [200]);
+        let post =
+            b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi";
+        assert_eq!(statuses(addr, post), [502]);
+    });
+    let l = left
+        .lines
+        .iter()
+        .find(|l| l["request"] == "POST / HTTP/1.1")
+        .expect("the POST's line");
+    assert_eq!(l["upstream_addr"], origin.to_string(), "{l}");
+    assert_eq!(l["upstream_status"], serde_json::json!([502]), "{l}");
+}
