@@ -497,6 +497,45 @@ fn a_background_revalidation_runs_under_its_routes_upstream_timeouts() {
 }
 
 #[test]
+fn a_304_that_selects_nothing_counts_as_an_answer_of_its_server() {
+    // The 304 came (and was dropped for the unconditional request that follows, as an
+    // answer a route retries on is): its server's `responses_total` counts it, 3xx, beside
+    // the two 200s.
+    let o = Scripted::start(vec![
+        answer(
+            "200 OK",
+            &["Cache-Control: max-age=0", "ETag: \"e6\""],
+            b"old",
+        ),
+        answer("304 Not Modified", &["ETag: \"zz\""], b""),
+        answer(
+            "200 OK",
+            &["Cache-Control: max-age=60", "ETag: \"zz\""],
+            b"fresh",
+        ),
+    ]);
+    let cfg = tests::proxy_config(&[o.addr()], &["--cache", "1MiB", "--admin", "127.0.0.1:0"]);
+    let p = proxy::start(cfg).expect("proxy starts");
+    let addr = p.listen_addrs()[0];
+    let admin = p.admin_addr().expect("admin");
+    assert_eq!(x_cache(&request(addr, "GET", "/v", "")), "MISS");
+    assert_eq!(x_cache(&request(addr, "GET", "/v", "")), "MISS");
+    assert_eq!(o.requests(), 3);
+    let m = tests::scrape::scrape(admin);
+    let class = |code: &str| {
+        m.iter()
+            .filter(|(k, _)| {
+                k.starts_with("proxy_upstream_responses_total{")
+                    && k.contains(&format!(r#"code="{code}""#))
+            })
+            .map(|(_, v)| *v)
+            .sum::<f64>()
+    };
+    assert_eq!((class("2xx"), class("3xx")), (2.0, 1.0));
+    p.shutdown().unwrap();
+}
+
+#[test]
 fn a_background_revalidation_whose_body_stalls_counts_against_its_server() {
     // The refresh's answer comes with its head and 5 of its 100 bytes, then nothing: its
     // fill ends at the route's read timeout, a failure of the server mid-body, which its

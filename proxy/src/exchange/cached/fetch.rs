@@ -382,6 +382,12 @@ pub(super) async fn revalidated(
 ) -> Next {
     let answer = apply_304(c, group, a, &f, req.head_len);
     let (Some(answer), Some((store, _))) = (answer, f.cache) else {
+        // Dropped for the request asked again, as an answer a route retries on is: an
+        // answer of its server all the same.
+        if let Some(s) = c.rec.upstream {
+            let status = c.rec.upstream_status;
+            c.w.count_server(&c.g, (s.group, s.server), |m| m.answered(status));
+        }
         c.to_upstream.truncate(sent);
         validate::make_unconditional(&mut c.to_upstream);
         let again = Fetch {
