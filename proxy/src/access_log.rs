@@ -451,22 +451,12 @@ fn json_escaped(b: &mut Vec<u8>, v: &[u8]) {
 /// `"upstream_addr"`: every attempt's server in order, `", "` between them, as nginx's
 /// `$upstream_addr` lists them (a string, as nginx's is); null when no server was tried.
 fn upstream_addrs(b: &mut Vec<u8>, cfg: &Config, r: &Record) {
-    b.extend_from_slice(b",\"upstream_addr\":");
-    if r.tried.is_none() {
-        b.extend_from_slice(b"null");
-        return;
-    }
-    b.push(b'"');
-    for (i, t) in r.attempts().enumerate() {
-        if i > 0 {
-            b.extend_from_slice(b", ");
-        }
+    attempt_list(b, "upstream_addr", r, (b"\"", b", ", b"\""), |b, t| {
         // The record's ids are of its own generation's config: always found there.
         let s = cfg.groups.get(t.server.group);
         let name = s.and_then(|g| g.servers.get(t.server.server));
         json_escaped(b, name.map_or(&b"-"[..], |s| s.name.as_bytes()));
-    }
-    b.push(b'"');
+    });
 }
 
 /// One attempt's value in a [`per_attempt`] list.
@@ -480,23 +470,37 @@ enum Entry {
 /// the upstream times so), null for what an attempt did not get: a request tried once has
 /// one entry, and the type is the same either way. Null when no server was tried.
 fn per_attempt(b: &mut Vec<u8>, key: &str, r: &Record, entry: impl Fn(Tried) -> Entry) {
-    let _ = write!(b, ",\"{key}\":");
-    if r.tried.is_none() {
-        b.extend_from_slice(b"null");
-        return;
-    }
-    b.push(b'[');
-    for (i, t) in r.attempts().enumerate() {
-        if i > 0 {
-            b.push(b',');
-        }
+    attempt_list(b, key, r, (b"[", b",", b"]"), |b, t| {
         let _ = match entry(t) {
             Entry::Status(0) | Entry::Secs(None) => write!(b, "null"),
             Entry::Status(s) => write!(b, "{s}"),
             Entry::Secs(Some(d)) => write!(b, "{:.6}", d.as_secs_f64()),
         };
+    });
+}
+
+/// `"key"`: `each` attempt's value between `open` and `close`, `sep` between them; null when
+/// no server was tried.
+fn attempt_list(
+    b: &mut Vec<u8>,
+    key: &str,
+    r: &Record,
+    (open, sep, close): (&[u8], &[u8], &[u8]),
+    mut each: impl FnMut(&mut Vec<u8>, Tried),
+) {
+    let _ = write!(b, ",\"{key}\":");
+    if r.tried.is_none() {
+        b.extend_from_slice(b"null");
+        return;
     }
-    b.push(b']');
+    b.extend_from_slice(open);
+    for (i, t) in r.attempts().enumerate() {
+        if i > 0 {
+            b.extend_from_slice(sep);
+        }
+        each(b, t);
+    }
+    b.extend_from_slice(close);
 }
 
 #[cfg(test)]

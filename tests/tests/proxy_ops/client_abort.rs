@@ -25,15 +25,20 @@ path = "/"
 upstream = "app"
 "#
     );
+    with_log("abort.toml", log, &rest)
+}
+
+/// `rest` after the one-worker top with an admin listener and a combined access log at `log`.
+fn with_log(name: &str, log: &Path, rest: &str) -> proxy::config::Config {
     let top = access_log(log, "combined");
     let text = config_parts(
         Parts {
             top: &top,
             ..WITH_ADMIN
         },
-        &rest,
+        rest,
     );
-    proxy::config::from_toml("abort.toml", &text).expect("config")
+    proxy::config::from_toml(name, &text).expect("config")
 }
 
 fn scrape(admin: SocketAddr) -> HashMap<String, f64> {
@@ -226,15 +231,7 @@ upstream = "app"
 cache = {{ ttl = "60s" }}
 "#
     );
-    let top = access_log(log, "combined");
-    let text = config_parts(
-        Parts {
-            top: &top,
-            ..WITH_ADMIN
-        },
-        &rest,
-    );
-    proxy::config::from_toml("abort-cached.toml", &text).expect("config")
+    with_log("abort-cached.toml", log, &rest)
 }
 
 /// The log has a line for `line` (a request line) with status 499.
