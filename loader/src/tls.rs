@@ -6,7 +6,8 @@
 //! worker's earlier connections) and no lock is shared between workers.
 //!
 //! The handshake runs inside the connection's attempt, under its `--timeout`, after the TCP
-//! connect: a server that accepts and never answers the ClientHello is a connect timeout.
+//! connect: a server that accepts and never answers the ClientHello is a connect failure at the
+//! timeout, said once with a hint at http:// (`run::handshake_timed_out`).
 
 use monoio::net::TcpStream;
 use rustls::pki_types::ServerName;
@@ -58,6 +59,19 @@ impl WorkerTls {
 /// that names the way out, not rustls's Debug text; a server answering in plain HTTP with
 /// the hint to use http://.
 fn handshake_error(e: &std::io::Error) -> String {
+    // A plain-HTTP server that reads the ClientHello as the start of a request and gives up
+    // on it closes without a byte rustls could call corrupt.
+    let gone = match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => Some("closed the connection"),
+        std::io::ErrorKind::ConnectionReset => Some("reset the connection"),
+        _ => None,
+    };
+    if let Some(gone) = gone {
+        return format!(
+            "the server {gone} before answering the ClientHello (is the server speaking plain \
+             HTTP? try http://)"
+        );
+    }
     let Some(inner) = e.get_ref() else {
         return e.to_string();
     };

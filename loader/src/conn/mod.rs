@@ -58,6 +58,8 @@ pub struct Slot {
     pub deadline: Cell<Option<Instant>>,
     /// The in-flight attempts are waiting for a connect (a timeout is a connect failure).
     pub connecting: Cell<bool>,
+    /// Of that connect, the TLS handshake (a timeout in it is said once, with a hint).
+    pub handshaking: Cell<bool>,
     /// Next send times (--rate).
     pub schedule: Cell<Option<crate::plan::Schedule>>,
     /// `--warmup`: the schedule has not yet started over at the measured run's start.
@@ -104,6 +106,7 @@ impl Slot {
             inflight: RefCell::new(VecDeque::with_capacity(depth)),
             deadline: Cell::new(None),
             connecting: Cell::new(false),
+            handshaking: Cell::new(false),
             schedule: Cell::new(schedule),
             warm_schedule: Cell::new(false),
             now: Cell::new(now),
@@ -155,6 +158,7 @@ impl Slot {
         }
         self.deadline.set(None);
         self.connecting.set(false);
+        self.handshaking.set(false);
     }
 
     /// The connection's handshake stands (no alert came for it): count it as opened.
@@ -563,7 +567,7 @@ impl Session<'_> {
         // The handshake is part of the connect: a timeout in it is a connect failure.
         let (stream, tls, t2) = match w.tls_for(url) {
             None => (Stream::Plain(tcp), None, t1),
-            Some((tls, name)) => match tls.handshake(tcp, name).await {
+            Some((tls, name)) => match handshake(slot, tls, tcp, name).await {
                 Ok((stream, kind)) => {
                     let t2 = Instant::now();
                     let us = micros(t2.saturating_duration_since(t1));
@@ -681,4 +685,18 @@ async fn write_batch(
     let (res, buf) = open.stream.write_all(buf).await;
     *wbuf = buf;
     res.map(|_| ())
+}
+
+/// `slot`'s TLS handshake on `tcp`, marked as such while it runs: a timeout there is told as
+/// a handshake's (`run`).
+async fn handshake(
+    slot: &Slot,
+    tls: &crate::tls::WorkerTls,
+    tcp: monoio::net::TcpStream,
+    name: rustls::pki_types::ServerName<'static>,
+) -> Result<(Stream, crate::tls::HandshakeKind), String> {
+    slot.handshaking.set(true);
+    let r = tls.handshake(tcp, name).await;
+    slot.handshaking.set(false);
+    r
 }

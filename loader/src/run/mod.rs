@@ -618,6 +618,9 @@ async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration)
                 } else {
                     Fail::Timeout
                 };
+                if slot.handshaking.get() {
+                    handshake_timed_out(&w, &slot);
+                }
                 slot.fail_all(&w, why);
                 slot.cut.set(None);
                 slot.now.set(Instant::now());
@@ -628,6 +631,25 @@ async fn run_slot(w: Rc<Engine>, end: Shutdown, slot: Rc<Slot>, delay: Duration)
             }
         }
     }
+}
+
+/// The first-failure line of a TLS handshake cut by `--timeout`: a plain-HTTP server waiting
+/// for the rest of a request head (a ClientHello has no blank line) is the usual cause, and
+/// sends nothing rustls could call corrupt.
+fn handshake_timed_out(w: &Engine, slot: &Slot) {
+    let Some(url) = slot.inflight.borrow().front().map(|e| e.url) else {
+        return;
+    };
+    let (dst, _) = w.connect_target(url);
+    w.log_first(
+        Fail::Connect,
+        format_args!(
+            "TLS handshake with {} ({dst}) failed: timed out after {:?} with no answer to the \
+             ClientHello (is the server speaking plain HTTP? try http://)",
+            w.host(url),
+            w.timeout
+        ),
+    );
 }
 
 #[cfg(test)]

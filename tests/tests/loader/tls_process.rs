@@ -345,3 +345,57 @@ fn https_to_a_plain_http_port_hints_at_http() {
         "{stderr}"
     );
 }
+
+/// `https://` at a plain server that does not answer the ClientHello: one that waits for the
+/// rest of what it takes for a request head (its header timeout is longer than the loader's
+/// `--timeout`), one that closes at once. Neither sends a byte rustls could call corrupt;
+/// both failures say what happened and hint at http://, once. The wait was counted as a
+/// connect failure with no line at all; the close said only rustls's words.
+#[test]
+fn https_to_a_plain_server_that_waits_or_closes_hints_at_http() {
+    use std::io::Read;
+    for closes in [false, true] {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!("https://127.0.0.1:{}/", l.local_addr().unwrap().port());
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            let mut hello = [0u8; 512];
+            let n = s.read(&mut hello).expect("the ClientHello");
+            assert!(n > 0 && hello[0] == 0x16, "a TLS handshake record");
+            if !closes {
+                // Held until the loader is done with it.
+                let _ = stop_rx.recv();
+            }
+        });
+        let out = loader(&[
+            "-n",
+            "1",
+            "-c",
+            "1",
+            "--timeout",
+            "300ms",
+            "--insecure",
+            &url,
+        ]);
+        drop(stop_tx);
+        server.join().expect("the server");
+        let (stdout, stderr) = (tests::text(&out.stdout), tests::text(&out.stderr));
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+        assert!(
+            stdout.contains("(Connect: 1, Receive: 0, Length: 0, Exceptions: 0)"),
+            "closes {closes}: {stdout}"
+        );
+        let why: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("TLS handshake with 127.0.0.1"))
+            .collect();
+        assert_eq!(why.len(), 1, "closes {closes}: {stderr}");
+        let said = if closes { "closed" } else { "timed out" };
+        assert!(why[0].contains(said), "closes {closes}: {stderr}");
+        assert!(
+            why[0].contains("(is the server speaking plain HTTP? try http://)"),
+            "closes {closes}: {stderr}"
+        );
+    }
+}
