@@ -11,7 +11,8 @@
 //! bytes left unread (a body, a pipelined request) never reset the connection before the
 //! client read the answer. Once the process stops (a graceful stop, a takeover's drain), a
 //! lingering close goes on for [`STOPPING_LINGER`] at most, as the workers' do: the stop
-//! waits for requests in flight, not for admin clients still sending. A request cut at its deadline after part of it came gets a 408.
+//! waits for requests in flight, not for admin clients still sending. A request cut at its
+//! deadline after part of it came gets a 408.
 //! A scrape asks every worker for its snapshot through the workers' inbox (`Post::ask_all`,
 //! bounded by [`ASK_TIMEOUT`]: the only wait that holds the loop): each worker answers
 //! between two of its tasks, so the answer counts every request completed before the scrape. The listener keeps answering while the workers drain

@@ -448,8 +448,7 @@ fn blame_server(w: &ProxyWorker, plan: &Plan<'_>, s: ServerId, outcome: &Attempt
         .borrow_mut()
         .failed(s, std::time::Instant::now());
     if let Attempt::Retry { error, .. } | Attempt::Fail { error, .. } = outcome {
-        let kind = crate::metrics::fault_index(*error);
-        w.count_server(plan.g, (g, s), |m| m.failures[kind] += 1);
+        w.count_server(plan.g, (g, s), |m| m.failed(*error));
         // A failed connect was told where it failed, with its cause (`connect`).
         if !matches!(
             error,
@@ -465,8 +464,7 @@ fn blame_server(w: &ProxyWorker, plan: &Plan<'_>, s: ServerId, outcome: &Attempt
 /// its `failures_total`). Not marked failed for the balancer: as nginx's `max_fails`, which
 /// counts no failure once the answer was taken (another server can no longer be tried).
 fn body_cut(w: &ProxyWorker, gen: &Generation, at: (GroupId, ServerId), e: ProxyError) {
-    let kind = crate::metrics::fault_index(e);
-    w.count_server(gen, at, |m| m.failures[kind] += 1);
+    w.count_server(gen, at, |m| m.failed(e));
     log_upstream_error(w, gen, at, e);
 }
 

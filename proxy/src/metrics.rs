@@ -140,6 +140,11 @@ impl ServerCounts {
         self.responses[class_index(status)] += 1;
     }
 
+    /// An attempt on the server failed with `e` (its kind: `fault_index`).
+    pub fn failed(&mut self, e: crate::error::ProxyError) {
+        self.failures[fault_index(e)] += 1;
+    }
+
     /// The server answered with `status`, which its route retries on: the answer was
     /// dropped and the request went to another server.
     pub fn retried_for(&mut self, status: u16) {

@@ -288,8 +288,7 @@ fn noted(job: &Job, s: ServerId, failed: Option<ProxyError>) {
         Some(ProxyError::NoResources) => {}
         Some(e) => {
             b.failed(s, std::time::Instant::now());
-            let kind = crate::metrics::fault_index(e);
-            w.count_server(g, (job.group, s), |m| m.failures[kind] += 1);
+            w.count_server(g, (job.group, s), |m| m.failed(e));
         }
     }
 }
@@ -299,9 +298,7 @@ fn noted(job: &Job, s: ServerId, failed: Option<ProxyError>) {
 /// the balancer.
 fn body_cut(job: &Job, s: ServerId, e: ProxyError) {
     if e != ProxyError::NoResources {
-        let kind = crate::metrics::fault_index(e);
-        job.w
-            .count_server(&job.g, (job.group, s), |m| m.failures[kind] += 1);
+        job.w.count_server(&job.g, (job.group, s), |m| m.failed(e));
     }
 }
 
